@@ -1,0 +1,379 @@
+"""Loop IR (level 3): the ``loop`` dialect.
+
+One ``loop.kernel`` per future GPU kernel. Its body is a nest of
+
+* ``loop.for`` — a *free* loop ``0 <= iv < extent``: iterations are independent;
+* ``loop.reduce`` — a *reduce* loop whose body yields one scalar per iteration, combined
+  with ``add``/``mul``/``max``/``min``; the op's result is the combined value;
+* ``loop.load`` / ``loop.store`` — scalar accesses to buffers at affine indices of the
+  enclosing loops' induction variables (``%x[%i, %j floordiv 4]``);
+* scalar ``arith``/``math`` ops.
+
+A kernel is isolated from above: its buffers are block arguments bound to the function's
+``memref`` values (``loop.kernel @k (%a = %x : memref<8xf32>)``). Producer→consumer fusion
+happens at this level (``fuse-kernels``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+from xdsl.dialects.builtin import (
+    AffineMapAttr,
+    IndexType,
+    IntegerAttr,
+    MemRefType,
+    StringAttr,
+    i64,
+)
+from xdsl.ir import Attribute, Block, Dialect, Operation, Region, SSAValue
+from xdsl.ir.affine import AffineMap
+from xdsl.irdl import (
+    IRDLOperation,
+    irdl_op_definition,
+    operand_def,
+    prop_def,
+    region_def,
+    result_def,
+    traits_def,
+    var_operand_def,
+)
+from xdsl.parser import Parser
+from xdsl.printer import Printer
+from xdsl.traits import (
+    IsolatedFromAbove,
+    IsTerminator,
+    MemoryReadEffect,
+    MemoryWriteEffect,
+    NoTerminator,
+    Pure,
+    RecursiveMemoryEffect,
+)
+from xdsl.utils.exceptions import VerifyException
+
+from llmopt.dialects._syntax import (
+    parse_affine_access,
+    parse_bound_args,
+    print_affine_access,
+    print_bound_args,
+)
+from llmopt.dialects.prim import REDUCE_KINDS
+
+
+def _memref(value: SSAValue) -> MemRefType:
+    if not isinstance(value.type, MemRefType):
+        raise VerifyException(f"expected a memref, got {value.type}")
+    return value.type
+
+
+def verify_access(op: Operation, buffer: SSAValue, amap: AffineMap,
+                  indices: Sequence[SSAValue]) -> None:
+    """Shared verifier of affine buffer accesses (``loop`` and ``tile`` levels)."""
+    typ = _memref(buffer)
+    if amap.num_dims != len(indices) or amap.num_symbols:
+        raise VerifyException(
+            f"{op.name}: map takes {amap.num_dims} dims but {len(indices)} indices are given"
+        )
+    if len(amap.results) != typ.get_num_dims():
+        raise VerifyException(
+            f"{op.name}: {len(amap.results)} indices for a rank-{typ.get_num_dims()} buffer"
+        )
+    for v in indices:
+        if not isinstance(v.type, IndexType):
+            raise VerifyException(f"{op.name}: index operands must be 'index', got {v.type}")
+
+
+@irdl_op_definition
+class KernelOp(IRDLOperation):
+    """One future GPU kernel; buffers come in as block arguments bound to operands."""
+
+    name = "loop.kernel"
+    buffers = var_operand_def(MemRefType)
+    sym_name = prop_def(StringAttr)
+    body = region_def("single_block")
+    traits = traits_def(IsolatedFromAbove(), NoTerminator(), RecursiveMemoryEffect())
+
+    def __init__(self, sym_name: str, buffers: Sequence[SSAValue], body: Region | None = None
+                 ) -> None:
+        if body is None:
+            body = Region(Block(arg_types=[b.type for b in buffers]))
+        super().__init__(
+            operands=[list(buffers)], regions=[body],
+            properties={"sym_name": StringAttr(sym_name)},
+        )
+
+    @property
+    def args(self) -> tuple[SSAValue, ...]:
+        return tuple(self.body.block.args)
+
+    def verify_(self) -> None:
+        args = self.body.block.args
+        if len(args) != len(self.buffers):
+            raise VerifyException(
+                f"{len(args)} block arguments for {len(self.buffers)} bound buffers"
+            )
+        for k, (arg, buf) in enumerate(zip(args, self.buffers, strict=True)):
+            if arg.type != buf.type:
+                raise VerifyException(f"argument #{k} is {arg.type}, bound to {buf.type}")
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_symbol_name(self.sym_name.data)
+        printer.print_string(" ")
+        print_bound_args(printer, self.body.block.args, self.buffers)
+        printer.print_string(" ")
+        printer.print_region(self.body, print_entry_block_args=False)
+        printer.print_op_attributes(self.attributes)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> KernelOp:
+        name = parser.parse_symbol_name().data
+        operands, args = parse_bound_args(parser)
+        body = parser.parse_region(args)
+        op = cls(name, operands, body)
+        op.attributes |= parser.parse_optional_attr_dict()
+        return op
+
+
+class _LoopBase(IRDLOperation):
+    """Common parts of ``for`` and ``reduce``: ``%iv = 0 to extent``, one block arg."""
+
+    extent = prop_def(IntegerAttr)
+    body = region_def("single_block")
+
+    @property
+    def iv(self) -> SSAValue:
+        return self.body.block.args[0]
+
+    @property
+    def trip_count(self) -> int:
+        return self.extent.value.data
+
+    def _verify_loop(self) -> None:
+        args = self.body.block.args
+        if len(args) != 1 or not isinstance(args[0].type, IndexType):
+            raise VerifyException(f"{self.name} body takes exactly one 'index' argument")
+        if self.trip_count < 1:
+            raise VerifyException(f"{self.name} extent must be positive, got {self.trip_count}")
+
+    def _print_header(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_ssa_value(self.iv)
+        printer.print_string(f" = 0 to {self.trip_count}")
+
+    @staticmethod
+    def _parse_header(parser: Parser) -> tuple[Parser.Argument, int]:
+        arg = parser.parse_argument(expect_type=False).resolve(IndexType())
+        parser.parse_punctuation("=")
+        lower = parser.parse_integer()
+        if lower != 0:
+            parser.raise_error("loops start at 0")
+        parser.parse_keyword("to")
+        return arg, parser.parse_integer()
+
+
+@irdl_op_definition
+class ForOp(_LoopBase):
+    """A free loop: iterations are independent (``loop.for %i = 0 to 8 { ... }``)."""
+
+    name = "loop.for"
+    traits = traits_def(NoTerminator(), RecursiveMemoryEffect())
+
+    def __init__(self, extent: int, body: Region | None = None) -> None:
+        if body is None:
+            body = Region(Block(arg_types=[IndexType()]))
+        super().__init__(regions=[body], properties={"extent": IntegerAttr(extent, i64)})
+
+    def verify_(self) -> None:
+        self._verify_loop()
+
+    def print(self, printer: Printer) -> None:
+        self._print_header(printer)
+        printer.print_string(" ")
+        printer.print_region(self.body, print_entry_block_args=False)
+        printer.print_op_attributes(self.attributes)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> ForOp:
+        arg, extent = cls._parse_header(parser)
+        body = parser.parse_region([arg])
+        op = cls(extent, body)
+        op.attributes |= parser.parse_optional_attr_dict()
+        return op
+
+
+@irdl_op_definition
+class YieldOp(IRDLOperation):
+    """Terminator of a ``loop.reduce`` body: this iteration's contribution."""
+
+    name = "loop.yield"
+    values = var_operand_def()
+    traits = traits_def(IsTerminator(), Pure())
+    assembly_format = "$values attr-dict `:` type($values)"
+
+    def __init__(self, *values: SSAValue) -> None:
+        super().__init__(operands=[list(values)])
+
+
+@irdl_op_definition
+class ReduceOp(_LoopBase):
+    """A reduce loop: ``%r = loop.reduce add %k = 0 to 256 : f32 { ... loop.yield %v : f32 }``.
+
+    The result is the combination of every iteration's yielded value, starting from the
+    identity of ``kind``.
+    """
+
+    name = "loop.reduce"
+    kind = prop_def(StringAttr)
+    result = result_def()
+    traits = traits_def(RecursiveMemoryEffect())
+
+    def __init__(self, kind: str, extent: int, result_type: Attribute,
+                 body: Region | None = None) -> None:
+        if body is None:
+            body = Region(Block(arg_types=[IndexType()]))
+        super().__init__(
+            regions=[body], result_types=[result_type],
+            properties={"extent": IntegerAttr(extent, i64), "kind": StringAttr(kind)},
+        )
+
+    def verify_(self) -> None:
+        self._verify_loop()
+        if self.kind.data not in REDUCE_KINDS:
+            raise VerifyException(f"unknown reduction kind '{self.kind.data}'")
+        last = self.body.block.last_op
+        if not isinstance(last, YieldOp) or len(last.values) != 1:
+            raise VerifyException("loop.reduce body must end in loop.yield of one scalar")
+        if last.values[0].type != self.result.type:
+            raise VerifyException(
+                f"body yields {last.values[0].type}, the reduction is {self.result.type}"
+            )
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(f" {self.kind.data}")
+        self._print_header(printer)
+        printer.print_string(" : ")
+        printer.print_attribute(self.result.type)
+        printer.print_string(" ")
+        printer.print_region(self.body, print_entry_block_args=False)
+        printer.print_op_attributes(self.attributes)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> ReduceOp:
+        kind = parser.parse_identifier()
+        arg, extent = cls._parse_header(parser)
+        parser.parse_punctuation(":")
+        typ = parser.parse_type()
+        body = parser.parse_region([arg])
+        op = cls(kind, extent, typ, body)
+        op.attributes |= parser.parse_optional_attr_dict()
+        return op
+
+
+@irdl_op_definition
+class LoadOp(IRDLOperation):
+    """``%v = loop.load %buf[%i, %j floordiv 4] : memref<...>``."""
+
+    name = "loop.load"
+    buffer = operand_def(MemRefType)
+    indices = var_operand_def(IndexType)
+    map = prop_def(AffineMapAttr)
+    result = result_def()
+    traits = traits_def(MemoryReadEffect())
+
+    def __init__(self, buffer: SSAValue, amap: AffineMap, indices: Sequence[SSAValue]) -> None:
+        super().__init__(
+            operands=[buffer, list(indices)],
+            result_types=[_memref(buffer).element_type],
+            properties={"map": AffineMapAttr(amap)},
+        )
+
+    def verify_(self) -> None:
+        verify_access(self, self.buffer, self.map.data, self.indices)
+        if self.result.type != _memref(self.buffer).element_type:
+            raise VerifyException("result type must be the buffer's element type")
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_ssa_value(self.buffer)
+        print_affine_access(printer, self.map.data, self.indices)
+        printer.print_op_attributes(self.attributes)
+        printer.print_string(" : ")
+        printer.print_attribute(self.buffer.type)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> LoadOp:
+        unresolved = parser.parse_unresolved_operand()
+        amap, indices = parse_affine_access(parser)
+        attrs = parser.parse_optional_attr_dict()
+        parser.parse_punctuation(":")
+        typ = parser.parse_type()
+        op = cls(parser.resolve_operand(unresolved, typ), amap, indices)
+        op.attributes |= attrs
+        return op
+
+
+@irdl_op_definition
+class StoreOp(IRDLOperation):
+    """``loop.store %v, %buf[%i, %j] : memref<...>``."""
+
+    name = "loop.store"
+    value = operand_def()
+    buffer = operand_def(MemRefType)
+    indices = var_operand_def(IndexType)
+    map = prop_def(AffineMapAttr)
+    traits = traits_def(MemoryWriteEffect())
+
+    def __init__(self, value: SSAValue, buffer: SSAValue, amap: AffineMap,
+                 indices: Sequence[SSAValue]) -> None:
+        super().__init__(
+            operands=[value, buffer, list(indices)], properties={"map": AffineMapAttr(amap)}
+        )
+
+    def verify_(self) -> None:
+        verify_access(self, self.buffer, self.map.data, self.indices)
+        if self.value.type != _memref(self.buffer).element_type:
+            raise VerifyException(
+                f"stored value is {self.value.type}, buffer holds {_memref(self.buffer).element_type}"
+            )
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_ssa_value(self.value)
+        printer.print_string(", ")
+        printer.print_ssa_value(self.buffer)
+        print_affine_access(printer, self.map.data, self.indices)
+        printer.print_op_attributes(self.attributes)
+        printer.print_string(" : ")
+        printer.print_attribute(self.buffer.type)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> StoreOp:
+        value = parser.parse_unresolved_operand()
+        parser.parse_punctuation(",")
+        unresolved = parser.parse_unresolved_operand()
+        amap, indices = parse_affine_access(parser)
+        attrs = parser.parse_optional_attr_dict()
+        parser.parse_punctuation(":")
+        typ = parser.parse_type()
+        if not isinstance(typ, MemRefType):
+            parser.raise_error(f"expected a memref type, got {typ}")
+        op = cls(parser.resolve_operand(value, typ.element_type),
+                 parser.resolve_operand(unresolved, typ), amap, indices)
+        op.attributes |= attrs
+        return op
+
+
+def kernels(op: Operation) -> Iterator[KernelOp]:
+    """Every ``loop.kernel`` nested in ``op``."""
+    for inner in op.walk():
+        if isinstance(inner, KernelOp):
+            yield inner
+
+
+Loop = Dialect("loop", [KernelOp, ForOp, ReduceOp, YieldOp, LoadOp, StoreOp], [])
+
+__all__ = [
+    "Loop", "KernelOp", "ForOp", "ReduceOp", "YieldOp", "LoadOp", "StoreOp", "kernels",
+    "verify_access",
+]

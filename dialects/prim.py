@@ -1,0 +1,364 @@
+"""Tensor IR (level 2): the ``prim`` dialect.
+
+Every Torch-IR op decomposes into three primitives on tensors:
+
+* ``prim.elementwise`` — a scalar body (``arith``/``math`` ops ending in ``prim.yield``)
+  applied at every coordinate; all inputs have the result's shape (broadcasts are explicit
+  ``prim.index_map`` ops). With no inputs it is a fill.
+* ``prim.reduce`` — combine along ``dims`` with ``add``/``mul``/``max``/``min``; reduced dims
+  are kept with extent 1.
+* ``prim.index_map`` — data movement: ``result[c] = input[map(c)]`` for an affine map of the
+  result coordinates (broadcast, permute, reshape, slice). With ``concat`` along an axis the
+  inputs own consecutive segments of that axis, each read through its own map.
+
+A new torch op needs only a decomposition into these three.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from xdsl.dialects.builtin import (
+    AffineMapAttr,
+    ArrayAttr,
+    DenseArrayBase,
+    IntegerAttr,
+    StringAttr,
+    TensorType,
+    i64,
+)
+from xdsl.ir import Attribute, Block, Dialect, Region, SSAValue
+from xdsl.ir.affine import AffineConstantExpr, AffineMap
+from xdsl.irdl import (
+    IRDLOperation,
+    irdl_op_definition,
+    operand_def,
+    opt_prop_def,
+    prop_def,
+    region_def,
+    result_def,
+    traits_def,
+    var_operand_def,
+)
+from xdsl.parser import Parser
+from xdsl.printer import Printer
+from xdsl.traits import IsTerminator, Pure
+from xdsl.utils.exceptions import VerifyException
+
+from llmopt.dialects._syntax import int_array, ints, parse_int_list, print_int_list
+
+REDUCE_KINDS = ("add", "mul", "max", "min")
+
+
+def _tensor(value: SSAValue | Attribute) -> TensorType:
+    typ = value.type if isinstance(value, SSAValue) else value
+    if not isinstance(typ, TensorType):
+        raise VerifyException(f"expected a ranked tensor, got {typ}")
+    return typ
+
+
+def _shape(value: SSAValue | Attribute) -> tuple[int, ...]:
+    return tuple(_tensor(value).get_shape())
+
+
+def _print_operand_types(printer: Printer, operands: Sequence[SSAValue], result: Attribute) -> None:
+    printer.print_string(" : (")
+    printer.print_list([o.type for o in operands], printer.print_attribute)
+    printer.print_string(") -> ")
+    printer.print_attribute(result)
+
+
+def _parse_operands_and_types(parser: Parser) -> tuple[list[SSAValue], Attribute]:
+    pos = parser.pos
+    unresolved = parser.parse_comma_separated_list(
+        Parser.Delimiter.PAREN, parser.parse_unresolved_operand
+    )
+    parser.parse_punctuation(":")
+    types = parser.parse_comma_separated_list(Parser.Delimiter.PAREN, parser.parse_type)
+    parser.parse_punctuation("->")
+    result = parser.parse_type()
+    if len(types) != len(unresolved):
+        parser.raise_error(f"expected {len(unresolved)} operand types, got {len(types)}", pos)
+    return parser.resolve_operands(unresolved, types, pos), result
+
+
+@irdl_op_definition
+class YieldOp(IRDLOperation):
+    """Terminator of a ``prim.elementwise`` body: the scalar result at one coordinate."""
+
+    name = "prim.yield"
+    values = var_operand_def()
+    traits = traits_def(IsTerminator(), Pure())
+    assembly_format = "$values attr-dict `:` type($values)"
+
+    def __init__(self, *values: SSAValue) -> None:
+        super().__init__(operands=[list(values)])
+
+
+@irdl_op_definition
+class ElementwiseOp(IRDLOperation):
+    """``result[c] = body(inputs[0][c], inputs[1][c], ...)`` for every coordinate ``c``."""
+
+    name = "prim.elementwise"
+    inputs = var_operand_def(TensorType)
+    result = result_def(TensorType)
+    body = region_def("single_block")
+    traits = traits_def(Pure())
+
+    def __init__(self, inputs: Sequence[SSAValue], result_type: TensorType, body: Region) -> None:
+        super().__init__(operands=[list(inputs)], result_types=[result_type], regions=[body])
+
+    @staticmethod
+    def build(
+        inputs: Sequence[SSAValue], result_type: TensorType
+    ) -> tuple[ElementwiseOp, Block]:
+        """An op with an empty body block whose arguments are the inputs' element types."""
+        block = Block(arg_types=[_tensor(v).element_type for v in inputs])
+        return ElementwiseOp(inputs, result_type, Region(block)), block
+
+    def verify_(self) -> None:
+        out = _tensor(self.result)
+        for k, value in enumerate(self.inputs):
+            if _shape(value) != tuple(out.get_shape()):
+                raise VerifyException(
+                    f"input #{k} has shape {list(_shape(value))}, expected the result shape "
+                    f"{list(out.get_shape())} (broadcast with prim.index_map first)"
+                )
+        block = self.body.block
+        if len(block.args) != len(self.inputs):
+            raise VerifyException(
+                f"body takes {len(block.args)} scalars, expected {len(self.inputs)} (one per input)"
+            )
+        for k, (arg, value) in enumerate(zip(block.args, self.inputs, strict=True)):
+            if arg.type != _tensor(value).element_type:
+                raise VerifyException(
+                    f"body argument #{k} is {arg.type}, expected {_tensor(value).element_type}"
+                )
+        last = block.last_op
+        if not isinstance(last, YieldOp) or len(last.values) != 1:
+            raise VerifyException("body must end in prim.yield of one scalar")
+        if last.values[0].type != out.element_type:
+            raise VerifyException(
+                f"body yields {last.values[0].type}, expected {out.element_type}"
+            )
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" (")
+        printer.print_list(self.inputs, printer.print_ssa_value)
+        printer.print_string(")")
+        _print_operand_types(printer, self.inputs, self.result.type)
+        printer.print_string(" ")
+        printer.print_region(self.body, print_entry_block_args=True)
+        printer.print_op_attributes(self.attributes)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> ElementwiseOp:
+        inputs, result = _parse_operands_and_types(parser)
+        body = parser.parse_region()
+        op = cls(inputs, result, body)  # type: ignore[arg-type]
+        op.attributes |= parser.parse_optional_attr_dict()
+        return op
+
+
+@irdl_op_definition
+class ReduceOp(IRDLOperation):
+    """Combine ``input`` along ``dims`` with ``kind``; reduced dims keep extent 1."""
+
+    name = "prim.reduce"
+    input = operand_def(TensorType)
+    result = result_def(TensorType)
+    kind = prop_def(StringAttr)
+    dims = prop_def(DenseArrayBase)
+    traits = traits_def(Pure())
+
+    def __init__(self, input: SSAValue, kind: str, dims: Sequence[int]) -> None:
+        shape = list(_shape(input))
+        for d in dims:
+            shape[d] = 1
+        result = TensorType(_tensor(input).element_type, shape)
+        super().__init__(
+            operands=[input],
+            result_types=[result],
+            properties={"kind": StringAttr(kind), "dims": int_array(sorted(dims))},
+        )
+
+    @property
+    def reduced_dims(self) -> tuple[int, ...]:
+        return ints(self.dims)
+
+    def verify_(self) -> None:
+        if self.kind.data not in REDUCE_KINDS:
+            raise VerifyException(
+                f"unknown reduction kind '{self.kind.data}', expected one of {REDUCE_KINDS}"
+            )
+        shape = list(_shape(self.input))
+        dims = self.reduced_dims
+        if len(set(dims)) != len(dims) or any(not 0 <= d < len(shape) for d in dims):
+            raise VerifyException(f"dims {list(dims)} must be distinct and in [0, {len(shape)})")
+        for d in dims:
+            shape[d] = 1
+        out = _tensor(self.result)
+        if list(out.get_shape()) != shape:
+            raise VerifyException(
+                f"result shape {list(out.get_shape())} does not match {shape} (input shape with "
+                "reduced dims set to 1)"
+            )
+        if out.element_type != _tensor(self.input).element_type:
+            raise VerifyException("result element type must match the input's")
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(f" {self.kind.data} ")
+        printer.print_ssa_value(self.input)
+        printer.print_string(" dims ")
+        print_int_list(printer, self.reduced_dims)
+        printer.print_op_attributes(self.attributes)
+        printer.print_string(" : ")
+        printer.print_attribute(self.input.type)
+        printer.print_string(" -> ")
+        printer.print_attribute(self.result.type)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> ReduceOp:
+        kind = parser.parse_identifier()
+        unresolved = parser.parse_unresolved_operand()
+        parser.parse_keyword("dims")
+        dims = parse_int_list(parser)
+        attrs = parser.parse_optional_attr_dict()
+        parser.parse_punctuation(":")
+        in_type = parser.parse_type()
+        parser.parse_punctuation("->")
+        out_type = parser.parse_type()
+        op = cls.create(
+            operands=[parser.resolve_operand(unresolved, in_type)],
+            result_types=[out_type],
+            properties={"kind": StringAttr(kind), "dims": int_array(dims)},
+            attributes=attrs,
+        )
+        return op
+
+
+@irdl_op_definition
+class IndexMapOp(IRDLOperation):
+    """``result[c] = input[map(c)]``: pure data movement through affine coordinate maps.
+
+    With ``concat = k`` there is one map per input; input ``i`` owns the segment of axis ``k``
+    that follows the segments of inputs ``0..i-1`` (its extent along ``k``), and inside it
+    reads ``input_i[map_i(c)]``.
+    """
+
+    name = "prim.index_map"
+    inputs = var_operand_def(TensorType)
+    result = result_def(TensorType)
+    maps = prop_def(ArrayAttr[AffineMapAttr])
+    concat = opt_prop_def(IntegerAttr)
+    traits = traits_def(Pure())
+
+    def __init__(
+        self,
+        inputs: Sequence[SSAValue],
+        maps: Sequence[AffineMap],
+        result_type: TensorType,
+        concat: int | None = None,
+    ) -> None:
+        props: dict[str, Attribute] = {"maps": ArrayAttr([AffineMapAttr(m) for m in maps])}
+        if concat is not None:
+            props["concat"] = IntegerAttr(concat, i64)
+        super().__init__(operands=[list(inputs)], result_types=[result_type], properties=props)
+
+    @property
+    def affine_maps(self) -> list[AffineMap]:
+        return [m.data for m in self.maps.data]
+
+    @property
+    def concat_axis(self) -> int | None:
+        return None if self.concat is None else self.concat.value.data
+
+    def segments(self) -> list[tuple[int, int]]:
+        """``(start, stop)`` along the concat axis owned by each input."""
+        axis = self.concat_axis
+        assert axis is not None
+        out, start = [], 0
+        for value in self.inputs:
+            stop = start + _shape(value)[axis]
+            out.append((start, stop))
+            start = stop
+        return out
+
+    def verify_(self) -> None:
+        out_shape = list(_tensor(self.result).get_shape())
+        maps = self.affine_maps
+        if len(maps) != len(self.inputs) or not maps:
+            raise VerifyException(
+                f"expected one map per input ({len(self.inputs)}), got {len(maps)}"
+            )
+        if self.concat_axis is None and len(self.inputs) != 1:
+            raise VerifyException("several inputs need a concat axis")
+        for k, (value, amap) in enumerate(zip(self.inputs, maps, strict=True)):
+            in_type = _tensor(value)
+            if in_type.element_type != _tensor(self.result).element_type:
+                raise VerifyException(f"input #{k} element type differs from the result's")
+            if amap.num_dims != len(out_shape) or amap.num_symbols:
+                raise VerifyException(
+                    f"map #{k} must take {len(out_shape)} dims (the result rank) and no symbols"
+                )
+            in_shape = in_type.get_shape()
+            if len(amap.results) != len(in_shape):
+                raise VerifyException(
+                    f"map #{k} yields {len(amap.results)} coordinates, input #{k} has rank "
+                    f"{len(in_shape)}"
+                )
+            for j, expr in enumerate(amap.results):
+                if isinstance(expr, AffineConstantExpr) and not 0 <= expr.value < in_shape[j]:
+                    raise VerifyException(
+                        f"map #{k} reads constant coordinate {expr.value} of dim {j} with extent "
+                        f"{in_shape[j]}"
+                    )
+        axis = self.concat_axis
+        if axis is not None:
+            if not 0 <= axis < len(out_shape):
+                raise VerifyException(f"concat axis {axis} out of range for rank {len(out_shape)}")
+            if any(len(_shape(v)) != len(out_shape) for v in self.inputs):
+                raise VerifyException("concat inputs must have the result's rank")
+            total = sum(_shape(v)[axis] for v in self.inputs)
+            if total != out_shape[axis]:
+                raise VerifyException(
+                    f"concat segments cover {total} of axis {axis}, result extent is "
+                    f"{out_shape[axis]}"
+                )
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" (")
+        printer.print_list(self.inputs, printer.print_ssa_value)
+        printer.print_string(")")
+        if self.concat_axis is not None:
+            printer.print_string(f" concat {self.concat_axis}")
+        printer.print_string(" [")
+        printer.print_list(self.affine_maps, lambda m: printer.print_string(str(m)))
+        printer.print_string("]")
+        printer.print_op_attributes(self.attributes)
+        _print_operand_types(printer, self.inputs, self.result.type)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> IndexMapOp:
+        pos = parser.pos
+        unresolved = parser.parse_comma_separated_list(
+            Parser.Delimiter.PAREN, parser.parse_unresolved_operand
+        )
+        concat = parser.parse_integer() if parser.parse_optional_keyword("concat") else None
+        maps = parser.parse_comma_separated_list(
+            Parser.Delimiter.SQUARE, parser.parse_affine_map
+        )
+        attrs = parser.parse_optional_attr_dict()
+        parser.parse_punctuation(":")
+        types = parser.parse_comma_separated_list(Parser.Delimiter.PAREN, parser.parse_type)
+        parser.parse_punctuation("->")
+        result = parser.parse_type()
+        operands = parser.resolve_operands(unresolved, types, pos)
+        op = cls(operands, maps, result, concat)  # type: ignore[arg-type]
+        op.attributes |= attrs
+        return op
+
+
+Prim = Dialect("prim", [ElementwiseOp, YieldOp, ReduceOp, IndexMapOp], [])
+
+__all__ = ["Prim", "ElementwiseOp", "YieldOp", "ReduceOp", "IndexMapOp", "REDUCE_KINDS"]

@@ -1,0 +1,301 @@
+"""Tile IR (level 4): the ``tile`` dialect — the schedule, written down.
+
+A ``tile.kernel`` is a ``loop.kernel`` with its launch shape decided
+(``grid [g, 1, 1] block [b, 1, 1]``). Inside it, the loops that were free at Loop IR are
+mapped onto the GPU by ``tile.forall``:
+
+* ``over blocks`` — the points of the (linearised) iteration space are dealt to thread
+  blocks: block ``bid`` takes points ``bid, bid + gridDim, ...``;
+* ``over threads`` — dealt to all threads of the grid: global thread ``t`` takes points
+  ``t, t + gridDim*blockDim, ...`` (consecutive threads take consecutive innermost indices,
+  so accesses along the innermost axis coalesce);
+* ``over block_threads`` — dealt to the threads of one block: thread ``tid`` takes points
+  ``tid, tid + blockDim, ...``.
+
+Every mapping is a strided loop with its bound checked, so extents that do not divide the
+launch shape are correct by construction. ``tile.coop_reduce`` is a reduction that the
+threads of a block perform together: each thread strides over the reduce axis, then the
+partial results are combined by warp shuffles and a shared-memory step, and every thread
+receives the total. Sequential loops, buffer accesses and scalar ops inside stay
+``loop``/``arith``/``math`` ops.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from xdsl.dialects.builtin import DenseArrayBase, IndexType, IntegerAttr, MemRefType, StringAttr, i64
+from xdsl.ir import Attribute, Block, Dialect, Region, SSAValue
+from xdsl.irdl import (
+    IRDLOperation,
+    irdl_op_definition,
+    prop_def,
+    region_def,
+    result_def,
+    traits_def,
+    var_operand_def,
+)
+from xdsl.parser import Parser
+from xdsl.printer import Printer
+from xdsl.traits import (
+    IsolatedFromAbove,
+    IsTerminator,
+    NoTerminator,
+    Pure,
+    RecursiveMemoryEffect,
+)
+from xdsl.utils.exceptions import VerifyException
+
+from llmopt.dialects._syntax import (
+    int_array,
+    ints,
+    parse_bound_args,
+    parse_int_list,
+    print_bound_args,
+    print_int_list,
+)
+from llmopt.dialects.prim import REDUCE_KINDS
+
+MAPPINGS = ("blocks", "threads", "block_threads")
+MAX_THREADS_PER_BLOCK = 1024
+
+
+@irdl_op_definition
+class KernelOp(IRDLOperation):
+    """A scheduled kernel: ``tile.kernel @k grid [g, 1, 1] block [b, 1, 1] (%a = %x : ...)``."""
+
+    name = "tile.kernel"
+    buffers = var_operand_def(MemRefType)
+    sym_name = prop_def(StringAttr)
+    grid = prop_def(DenseArrayBase)
+    block = prop_def(DenseArrayBase)
+    body = region_def("single_block")
+    traits = traits_def(IsolatedFromAbove(), NoTerminator(), RecursiveMemoryEffect())
+
+    def __init__(self, sym_name: str, grid: Sequence[int], block: Sequence[int],
+                 buffers: Sequence[SSAValue], body: Region | None = None) -> None:
+        if body is None:
+            body = Region(Block(arg_types=[b.type for b in buffers]))
+        super().__init__(
+            operands=[list(buffers)], regions=[body],
+            properties={"sym_name": StringAttr(sym_name), "grid": int_array(grid),
+                        "block": int_array(block)},
+        )
+
+    @property
+    def grid_shape(self) -> tuple[int, ...]:
+        return ints(self.grid)
+
+    @property
+    def block_shape(self) -> tuple[int, ...]:
+        return ints(self.block)
+
+    @property
+    def threads_per_block(self) -> int:
+        b = self.block_shape
+        return b[0] * b[1] * b[2]
+
+    def verify_(self) -> None:
+        for label, dims in (("grid", self.grid_shape), ("block", self.block_shape)):
+            if len(dims) != 3 or any(d < 1 for d in dims):
+                raise VerifyException(f"{label} must be three positive extents, got {list(dims)}")
+        if self.threads_per_block > MAX_THREADS_PER_BLOCK:
+            raise VerifyException(
+                f"{self.threads_per_block} threads per block exceed {MAX_THREADS_PER_BLOCK}"
+            )
+        args = self.body.block.args
+        if len(args) != len(self.buffers) or any(
+            a.type != b.type for a, b in zip(args, self.buffers, strict=False)
+        ):
+            raise VerifyException("block arguments must mirror the bound buffers")
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_symbol_name(self.sym_name.data)
+        printer.print_string(" grid ")
+        print_int_list(printer, self.grid_shape)
+        printer.print_string(" block ")
+        print_int_list(printer, self.block_shape)
+        printer.print_string(" ")
+        print_bound_args(printer, self.body.block.args, self.buffers)
+        printer.print_string(" ")
+        printer.print_region(self.body, print_entry_block_args=False)
+        printer.print_op_attributes(self.attributes)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> KernelOp:
+        name = parser.parse_symbol_name().data
+        parser.parse_keyword("grid")
+        grid = parse_int_list(parser)
+        parser.parse_keyword("block")
+        block = parse_int_list(parser)
+        operands, args = parse_bound_args(parser)
+        body = parser.parse_region(args)
+        op = cls(name, grid, block, operands, body)
+        op.attributes |= parser.parse_optional_attr_dict()
+        return op
+
+
+@irdl_op_definition
+class ForallOp(IRDLOperation):
+    """``tile.forall (%i, %j) in [8, 256] over threads { ... }``: a mapped free-loop band."""
+
+    name = "tile.forall"
+    extents = prop_def(DenseArrayBase)
+    mapping = prop_def(StringAttr)
+    body = region_def("single_block")
+    traits = traits_def(NoTerminator(), RecursiveMemoryEffect())
+
+    def __init__(self, extents: Sequence[int], mapping: str, body: Region | None = None) -> None:
+        if body is None:
+            body = Region(Block(arg_types=[IndexType()] * len(extents)))
+        super().__init__(
+            regions=[body],
+            properties={"extents": int_array(extents), "mapping": StringAttr(mapping)},
+        )
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return ints(self.extents)
+
+    @property
+    def points(self) -> int:
+        n = 1
+        for e in self.shape:
+            n *= e
+        return n
+
+    @property
+    def ivs(self) -> tuple[SSAValue, ...]:
+        return tuple(self.body.block.args)
+
+    def verify_(self) -> None:
+        if self.mapping.data not in MAPPINGS:
+            raise VerifyException(f"unknown mapping '{self.mapping.data}', expected {MAPPINGS}")
+        shape = self.shape
+        if not shape or any(e < 1 for e in shape):
+            raise VerifyException(f"extents must be positive, got {list(shape)}")
+        args = self.body.block.args
+        if len(args) != len(shape) or any(not isinstance(a.type, IndexType) for a in args):
+            raise VerifyException(f"body takes {len(shape)} 'index' arguments, one per extent")
+        if self.mapping.data != "block_threads" and not isinstance(self.parent_op(), KernelOp):
+            raise VerifyException(
+                f"a forall over {self.mapping.data} must sit directly in tile.kernel"
+            )
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" (")
+        printer.print_list(self.body.block.args, printer.print_ssa_value)
+        printer.print_string(") in ")
+        print_int_list(printer, self.shape)
+        printer.print_string(f" over {self.mapping.data} ")
+        printer.print_region(self.body, print_entry_block_args=False)
+        printer.print_op_attributes(self.attributes)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> ForallOp:
+        args = parser.parse_comma_separated_list(
+            Parser.Delimiter.PAREN, lambda: parser.parse_argument(expect_type=False)
+        )
+        parser.parse_keyword("in")
+        extents = parse_int_list(parser)
+        parser.parse_keyword("over")
+        mapping = parser.parse_identifier()
+        body = parser.parse_region([a.resolve(IndexType()) for a in args])
+        op = cls(extents, mapping, body)
+        op.attributes |= parser.parse_optional_attr_dict()
+        return op
+
+
+@irdl_op_definition
+class YieldOp(IRDLOperation):
+    """Terminator of a ``tile.coop_reduce`` body."""
+
+    name = "tile.yield"
+    values = var_operand_def()
+    traits = traits_def(IsTerminator(), Pure())
+    assembly_format = "$values attr-dict `:` type($values)"
+
+    def __init__(self, *values: SSAValue) -> None:
+        super().__init__(operands=[list(values)])
+
+
+@irdl_op_definition
+class CoopReduceOp(IRDLOperation):
+    """``%r = tile.coop_reduce add %k = 0 to 2048 : f32 { ... tile.yield %v : f32 }``.
+
+    All threads of the block take part (each strides over ``%k``); every thread gets the
+    combined result. It must therefore be reached by every thread of the block: it may not
+    sit inside a ``tile.forall`` over threads or block_threads.
+    """
+
+    name = "tile.coop_reduce"
+    extent = prop_def(IntegerAttr)
+    kind = prop_def(StringAttr)
+    result = result_def()
+    body = region_def("single_block")
+    traits = traits_def(RecursiveMemoryEffect())
+
+    def __init__(self, kind: str, extent: int, result_type: Attribute,
+                 body: Region | None = None) -> None:
+        if body is None:
+            body = Region(Block(arg_types=[IndexType()]))
+        super().__init__(
+            regions=[body], result_types=[result_type],
+            properties={"extent": IntegerAttr(extent, i64), "kind": StringAttr(kind)},
+        )
+
+    @property
+    def iv(self) -> SSAValue:
+        return self.body.block.args[0]
+
+    @property
+    def trip_count(self) -> int:
+        return self.extent.value.data
+
+    def verify_(self) -> None:
+        if self.kind.data not in REDUCE_KINDS:
+            raise VerifyException(f"unknown reduction kind '{self.kind.data}'")
+        last = self.body.block.last_op
+        if not isinstance(last, YieldOp) or len(last.values) != 1:
+            raise VerifyException("tile.coop_reduce body must end in tile.yield of one scalar")
+        if last.values[0].type != self.result.type:
+            raise VerifyException("yielded type differs from the result type")
+        parent = self.parent_op()
+        while parent is not None and not isinstance(parent, KernelOp):
+            if isinstance(parent, ForallOp) and parent.mapping.data != "blocks":
+                raise VerifyException(
+                    "tile.coop_reduce needs every thread of the block: it cannot sit inside a "
+                    f"forall over {parent.mapping.data}"
+                )
+            parent = parent.parent_op()
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(f" {self.kind.data} ")
+        printer.print_ssa_value(self.iv)
+        printer.print_string(f" = 0 to {self.trip_count} : ")
+        printer.print_attribute(self.result.type)
+        printer.print_string(" ")
+        printer.print_region(self.body, print_entry_block_args=False)
+        printer.print_op_attributes(self.attributes)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> CoopReduceOp:
+        kind = parser.parse_identifier()
+        arg = parser.parse_argument(expect_type=False).resolve(IndexType())
+        parser.parse_punctuation("=")
+        if parser.parse_integer() != 0:
+            parser.raise_error("loops start at 0")
+        parser.parse_keyword("to")
+        extent = parser.parse_integer()
+        parser.parse_punctuation(":")
+        typ = parser.parse_type()
+        body = parser.parse_region([arg])
+        op = cls(kind, extent, typ, body)
+        op.attributes |= parser.parse_optional_attr_dict()
+        return op
+
+
+Tile = Dialect("tile", [KernelOp, ForallOp, CoopReduceOp, YieldOp], [])
+
+__all__ = ["Tile", "KernelOp", "ForallOp", "CoopReduceOp", "YieldOp", "MAPPINGS"]
