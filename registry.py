@@ -9,14 +9,21 @@ Researchers extend llmopt with :func:`register_pass` and :func:`register_dialect
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import difflib
+import re
+from collections.abc import Callable, Iterable
 from importlib import import_module
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from xdsl.ir import Dialect
-from xdsl.passes import ModulePass
+from xdsl.passes import ModulePass, PassPipeline, PassPipelineCallbackType
+from xdsl.utils.target import Target
+
+if TYPE_CHECKING:
+    from xdsl.utils.arg_spec import ArgSpec
 
 _PassT = TypeVar("_PassT", bound=type[ModulePass])
+_TargetT = TypeVar("_TargetT", bound=type[Target])
 
 #: dialect name -> factory returning the xDSL ``Dialect``
 DIALECTS: dict[str, Callable[[], Dialect]] = {}
@@ -81,3 +88,149 @@ PIPELINES: dict[str, tuple[dict[str, str], str]] = {
         "loop-to-tile{{arch={arch}}},tile-to-kernel,canonicalize,cse,kernel-to-cuda",
     ),
 }
+
+#: target name -> factory returning the xDSL ``Target`` subclass (used by ``llm-opt -t``)
+TARGETS: dict[str, Callable[[], type[Target]]] = {
+    "cuda": _lazy("llmopt.tools.cuda_target", "CudaTarget"),  # type: ignore[dict-item]
+}
+
+
+class PipelineError(ValueError):
+    """A pass pipeline is malformed, names an unknown pass, or gives a pass bad options."""
+
+
+def register_pipeline(name: str, expansion: str, defaults: dict[str, str] | None = None) -> None:
+    """Make a named pipeline usable in ``-p``; see :data:`PIPELINES` for the expansion syntax."""
+    PIPELINES[name] = (dict(defaults or {}), expansion)
+
+
+def register_target(cls: _TargetT) -> _TargetT:
+    """Class decorator: make an xDSL ``Target`` subclass usable by name in ``llm-opt -t``."""
+    if not (isinstance(cls, type) and issubclass(cls, Target)):
+        raise TypeError(f"register_target expects a Target subclass, got {cls!r}")
+    TARGETS[cls.name] = lambda c=cls: c
+    return cls
+
+
+def available_passes() -> dict[str, Callable[[], type[ModulePass]]]:
+    """All passes usable by name: xDSL's (``canonicalize``, ``cse``, ``dce``, …), those of
+    installed ``xdsl.universe`` plugins, and llmopt's (which win on a name clash)."""
+    from xdsl.universe import Universe
+
+    passes = dict(Universe.get_multiverse().all_passes)
+    passes.update(PASSES)
+    return passes
+
+
+def _split_pipeline(spec: str) -> list[tuple[str, ArgSpec]]:
+    """Split a pass-pipeline string into (element text, parsed element) pairs."""
+    from xdsl.utils.arg_spec import PipelineLexer, SpecTokenKind, parse_pipeline
+    from xdsl.utils.exceptions import ArgSpecParseError
+
+    try:
+        specs = list(parse_pipeline(spec))
+        texts: list[str] = []
+        if specs:
+            lexer, depth, start = PipelineLexer(spec), 0, 0
+            while (token := lexer.lex()).kind is not SpecTokenKind.EOF:
+                if token.kind is SpecTokenKind.L_BRACE:
+                    depth += 1
+                elif token.kind is SpecTokenKind.R_BRACE:
+                    depth -= 1
+                elif token.kind is SpecTokenKind.COMMA and depth == 0:
+                    texts.append(spec[start : token.span.start])
+                    start = token.span.end
+            texts.append(spec[start:])
+    except ArgSpecParseError as err:
+        raise PipelineError(str(err)) from None
+    assert len(texts) == len(specs), (spec, texts)
+    return list(zip(texts, specs, strict=True))
+
+
+def _option_text(values: tuple[str | int | bool | float, ...]) -> str:
+    """Render parsed option values back into pass-pipeline syntax."""
+    parts: list[str] = []
+    for value in values:
+        if isinstance(value, bool):
+            parts.append("true" if value else "false")
+        elif isinstance(value, int):
+            parts.append(str(value))
+        elif isinstance(value, float):
+            text = repr(value)
+            mantissa, e, exponent = text.partition("e")
+            parts.append(mantissa + ("" if "." in mantissa else ".0") + e + exponent)
+        elif re.fullmatch(r"[A-Za-z_][A-Za-z0-9_-]*", value) and value not in ("true", "false"):
+            parts.append(value)
+        else:
+            parts.append('"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"')
+    return ",".join(parts)
+
+
+def expand_pipeline(spec: str, _depth: int = 0) -> str:
+    """Expand the named pipelines of :data:`PIPELINES` in a pass-pipeline string.
+
+    ``lower-to-cuda{arch=sm_80},dce`` becomes the pipeline's pass list with ``{arch}``
+    filled in, followed by ``dce``. Other elements are kept verbatim; unknown names are left
+    for :func:`build_pipeline` to report. Raises :class:`PipelineError` on bad syntax or an
+    option the named pipeline does not have.
+    """
+    if _depth > 16:
+        raise PipelineError(f"named pipelines nest too deeply while expanding '{spec}'")
+    expanded: list[str] = []
+    for text, element in _split_pipeline(spec):
+        if element.name not in PIPELINES:
+            expanded.append(text)
+            continue
+        defaults, template = PIPELINES[element.name]
+        values = {key.replace("-", "_"): value for key, value in defaults.items()}
+        for key, given in element.parameters.items():
+            norm = key.replace("-", "_")
+            if norm not in values:
+                known = ", ".join(sorted(defaults)) or "none"
+                raise PipelineError(
+                    f"pipeline '{element.name}' has no option '{key}' (options: {known})"
+                )
+            values[norm] = _option_text(given)
+        try:
+            body = template.format(**values)
+        except (KeyError, IndexError, ValueError) as err:
+            raise PipelineError(f"pipeline '{element.name}' is ill-defined: {err!r}") from None
+        expanded.append(expand_pipeline(body, _depth + 1))
+    return ",".join(e for e in expanded if e)
+
+
+def unknown_pass_message(name: str, known: Iterable[str]) -> str:
+    """An error message for an unknown pass ``name``, suggesting close matches."""
+    matches = difflib.get_close_matches(name, sorted(set(known)), n=3, cutoff=0.6)
+    if not matches:
+        return f"unknown pass '{name}'"
+    quoted = [f"'{match}'" for match in matches]
+    hint = quoted[0] if len(quoted) == 1 else "one of " + ", ".join(quoted)
+    return f"unknown pass '{name}'; did you mean {hint}?"
+
+
+def build_pipeline(
+    spec: str,
+    passes: dict[str, Callable[[], type[ModulePass]]] | None = None,
+    callback: PassPipelineCallbackType | None = None,
+) -> PassPipeline:
+    """Parse a pass-pipeline string (named pipelines expanded) into an xDSL ``PassPipeline``.
+
+    ``passes`` defaults to :func:`available_passes`. Raises :class:`PipelineError` for bad
+    syntax, unknown pass names (with close matches) and bad pass options.
+    """
+    if passes is None:
+        passes = available_passes()
+    elements = [element for _, element in _split_pipeline(expand_pipeline(spec))]
+    unknown = [element.name for element in elements if element.name not in passes]
+    if unknown:
+        known = [*passes, *PIPELINES]
+        raise PipelineError("\n".join(unknown_pass_message(n, known) for n in unknown))
+    instances: list[ModulePass] = []
+    for element in elements:
+        cls = passes[element.name]()
+        try:
+            instances.append(cls.from_pass_spec(element))
+        except (ValueError, TypeError) as err:
+            raise PipelineError(f"invalid options for pass '{element.name}': {err}") from None
+    return PassPipeline(tuple(instances), callback)

@@ -332,10 +332,9 @@ class StoreOp(IRDLOperation):
 
     def verify_(self) -> None:
         verify_access(self, self.buffer, self.map.data, self.indices)
-        if self.value.type != _memref(self.buffer).element_type:
-            raise VerifyException(
-                f"stored value is {self.value.type}, buffer holds {_memref(self.buffer).element_type}"
-            )
+        element = _memref(self.buffer).element_type
+        if self.value.type != element:
+            raise VerifyException(f"stored value is {self.value.type}, buffer holds {element}")
 
     def print(self, printer: Printer) -> None:
         printer.print_string(" ")

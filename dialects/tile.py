@@ -24,7 +24,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from xdsl.dialects.builtin import DenseArrayBase, IndexType, IntegerAttr, MemRefType, StringAttr, i64
+from xdsl.dialects.builtin import (
+    DenseArrayBase,
+    IndexType,
+    IntegerAttr,
+    MemRefType,
+    StringAttr,
+    i64,
+)
 from xdsl.ir import Attribute, Block, Dialect, Region, SSAValue
 from xdsl.irdl import (
     IRDLOperation,

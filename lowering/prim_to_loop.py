@@ -1,0 +1,283 @@
+"""``prim-to-loop``: Tensor IR → Loop IR.
+
+Each ``prim`` op becomes a buffer (``memref.alloc``) and one ``loop.kernel`` that fills it:
+
+* ``prim.elementwise`` → a free nest over the result, loads of every input at the same
+  coordinates, the scalar body, one store;
+* ``prim.reduce`` → a free nest over the kept dims around a ``loop.reduce`` per reduced dim;
+* ``prim.index_map`` → a free nest that loads through the op's affine map and stores. The
+  concat form loads every segment through a map wrapped in ``mod extent`` (always in bounds,
+  exact inside the segment) and selects by comparing the axis coordinate with the segment
+  starts.
+
+Tensor values become buffers; the function's signature follows (tensor arguments and results
+become memrefs). The patterns bridge types with ``builtin.unrealized_conversion_cast``, which
+the pass reconciles at the end. Every kernel starts unfused: ``fuse-kernels`` merges them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects import arith, func, memref
+from xdsl.dialects.builtin import (
+    IndexType,
+    MemRefType,
+    ModuleOp,
+    TensorType,
+    UnrealizedConversionCastOp,
+)
+from xdsl.ir import Attribute, Block, Operation, SSAValue
+from xdsl.ir.affine import (
+    AffineBinaryOpExpr,
+    AffineConstantExpr,
+    AffineDimExpr,
+    AffineExpr,
+    AffineMap,
+)
+from xdsl.passes import ModulePass
+from xdsl.pattern_rewriter import (
+    GreedyRewritePatternApplier,
+    PatternRewriter,
+    PatternRewriteWalker,
+    RewritePattern,
+    op_type_rewrite_pattern,
+)
+from xdsl.rewriter import InsertPoint, Rewriter
+from xdsl.transforms.reconcile_unrealized_casts import reconcile_unrealized_casts
+
+from llmopt.dialects import loop, prim
+
+
+def to_memref(typ: Attribute) -> Attribute:
+    """The buffer type standing for a tensor type (other types are unchanged)."""
+    if isinstance(typ, TensorType):
+        return MemRefType(typ.element_type, typ.get_shape())
+    return typ
+
+
+class _Names:
+    """Kernel names unique within one run of the pass: ``<what>_<n>``."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def __call__(self, what: str) -> str:
+        name = f"{what}_{self.count}"
+        self.count += 1
+        return name
+
+
+def _as_buffer(rewriter: PatternRewriter, value: SSAValue) -> SSAValue:
+    cast = UnrealizedConversionCastOp.get([value], [to_memref(value.type)])
+    rewriter.insert_op(cast)
+    return cast.results[0]
+
+
+def _new_kernel(
+    rewriter: PatternRewriter, op: Operation, name: str, inputs: Sequence[SSAValue]
+) -> tuple[loop.KernelOp, list[SSAValue], SSAValue]:
+    """Insert ``alloc`` + an empty kernel bound to ``inputs`` and the new output buffer."""
+    out_type = to_memref(op.results[0].type)
+    assert isinstance(out_type, MemRefType)
+    buffers = [_as_buffer(rewriter, v) for v in inputs]
+    alloc = memref.AllocOp.get(out_type.element_type, shape=out_type.get_shape())
+    rewriter.insert_op(alloc)
+    kernel = loop.KernelOp(name, [*buffers, alloc.memref])
+    rewriter.insert_op(kernel)
+    back = UnrealizedConversionCastOp.get([alloc.memref], [op.results[0].type])
+    rewriter.insert_op(back)
+    rewriter.replace_op(op, [], [back.results[0]])
+    args = list(kernel.body.block.args)
+    return kernel, args[:-1], args[-1]
+
+
+def free_nest(block: Block, extents: Sequence[int]) -> tuple[Block, list[SSAValue]]:
+    """Append a perfect nest of ``loop.for`` over ``extents``; return innermost block, ivs."""
+    ivs: list[SSAValue] = []
+    for extent in extents:
+        loop_op = loop.ForOp(extent)
+        loop_op.iv.name_hint = f"i{len(ivs)}"
+        block.add_op(loop_op)
+        block = loop_op.body.block
+        ivs.append(loop_op.iv)
+    return block, ivs
+
+
+def _identity(rank: int) -> AffineMap:
+    return AffineMap(rank, 0, tuple(AffineDimExpr(i) for i in range(rank)))
+
+
+def _inline_scalar_body(body: Block, into: Block, operands: Sequence[SSAValue]) -> SSAValue:
+    """Clone a ``prim.elementwise`` body into ``into``; return the yielded value."""
+    mapping: dict[SSAValue, SSAValue] = dict(zip(body.args, operands, strict=True))
+    for op in body.ops:
+        if isinstance(op, prim.YieldOp):
+            return mapping.get(op.values[0], op.values[0])
+        into.add_op(op.clone(mapping))
+    raise AssertionError("verified elementwise bodies end in prim.yield")
+
+
+@dataclass
+class ElementwiseToLoop(RewritePattern):
+    """``prim.elementwise`` → free nest, loads at the result coordinates, body, store."""
+
+    names: _Names
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: prim.ElementwiseOp, rewriter: PatternRewriter) -> None:
+        kernel, ins, out = _new_kernel(rewriter, op, self.names("elementwise"), op.inputs)
+        shape = op.result.type.get_shape()  # type: ignore[union-attr]
+        inner, ivs = free_nest(kernel.body.block, shape)
+        ident = _identity(len(shape))
+        loads = [loop.LoadOp(buf, ident, ivs) for buf in ins]
+        for load in loads:
+            inner.add_op(load)
+        value = _inline_scalar_body(op.body.block, inner, [ld.result for ld in loads])
+        inner.add_op(loop.StoreOp(value, out, ident, ivs))
+
+
+@dataclass
+class ReduceToLoop(RewritePattern):
+    """``prim.reduce`` → free nest over kept dims around one ``loop.reduce`` per reduced dim."""
+
+    names: _Names
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: prim.ReduceOp, rewriter: PatternRewriter) -> None:
+        kernel, (src,), out = _new_kernel(rewriter, op, self.names("reduce"), [op.input])
+        in_shape = op.input.type.get_shape()  # type: ignore[union-attr]
+        reduced = set(op.reduced_dims)
+        kept = [d for d in range(len(in_shape)) if d not in reduced]
+        inner, free_ivs = free_nest(kernel.body.block, [in_shape[d] for d in kept])
+        element = op.result.type.element_type  # type: ignore[union-attr]
+        # Nested reduce loops, outermost = lowest reduced dim; the innermost loads.
+        coords: dict[int, SSAValue] = dict(zip(kept, free_ivs, strict=True))
+        reduces: list[loop.ReduceOp] = []
+        for d in sorted(reduced):
+            red = loop.ReduceOp(op.kind.data, in_shape[d], element)
+            red.iv.name_hint = "r"
+            coords[d] = red.iv
+            reduces.append(red)
+        if not reduces:  # reducing no dims copies the input
+            value_block = inner
+        else:
+            inner.add_op(reduces[0])
+            for outer, nested in zip(reduces, reduces[1:], strict=False):
+                outer.body.block.add_ops([nested, loop.YieldOp(nested.result)])
+            value_block = reduces[-1].body.block
+        load = loop.LoadOp(src, _identity(len(in_shape)), [coords[d] for d in range(len(in_shape))])
+        value_block.add_op(load)
+        if reduces:
+            value_block.add_op(loop.YieldOp(load.result))
+            value: SSAValue = reduces[0].result
+        else:
+            value = load.result
+        out_exprs = tuple(
+            AffineConstantExpr(0) if d in reduced else AffineDimExpr(kept.index(d))
+            for d in range(len(in_shape))
+        )
+        inner.add_op(loop.StoreOp(value, out, AffineMap(len(kept), 0, out_exprs), free_ivs))
+
+
+def uses_dim(expr: AffineExpr, dim: int) -> bool:
+    """Whether ``expr`` mentions ``d<dim>``."""
+    if isinstance(expr, AffineDimExpr):
+        return expr.position == dim
+    if isinstance(expr, AffineBinaryOpExpr):
+        return uses_dim(expr.lhs, dim) or uses_dim(expr.rhs, dim)
+    return False
+
+
+def _wrap_in_bounds(amap: AffineMap, shape: Sequence[int], axis: int) -> AffineMap:
+    """Wrap each result that depends on ``axis`` in ``mod extent``: in bounds everywhere."""
+    results: list[AffineExpr] = []
+    for expr, extent in zip(amap.results, shape, strict=True):
+        if uses_dim(expr, axis):
+            results.append(expr % extent)
+        else:
+            results.append(expr)
+    return AffineMap(amap.num_dims, 0, tuple(results))
+
+
+@dataclass
+class IndexMapToLoop(RewritePattern):
+    """``prim.index_map`` → a free nest that loads through the map(s) and stores."""
+
+    names: _Names
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: prim.IndexMapOp, rewriter: PatternRewriter) -> None:
+        kernel, ins, out = _new_kernel(rewriter, op, self.names("index_map"), op.inputs)
+        shape = op.result.type.get_shape()  # type: ignore[union-attr]
+        inner, ivs = free_nest(kernel.body.block, shape)
+        axis = op.concat_axis
+        if axis is None:
+            load = loop.LoadOp(ins[0], op.affine_maps[0], ivs)
+            inner.add_op(load)
+            inner.add_op(loop.StoreOp(load.result, out, _identity(len(shape)), ivs))
+            return
+        values: list[SSAValue] = []
+        for buf, amap in zip(ins, op.affine_maps, strict=True):
+            in_shape = buf.type.get_shape()  # type: ignore[attr-defined]
+            load = loop.LoadOp(buf, _wrap_in_bounds(amap, in_shape, axis), ivs)
+            inner.add_op(load)
+            values.append(load.result)
+        # Select from the last segment backwards: v = (c < start_i) ? earlier : segment_i.
+        value = values[-1]
+        for (start, _), earlier in reversed(list(zip(op.segments()[1:], values[:-1],
+                                                     strict=True))):
+            bound = arith.ConstantOp.from_int_and_width(start, IndexType())
+            cmp = arith.CmpiOp(ivs[axis], bound, "ult")
+            sel = arith.SelectOp(cmp, earlier, value)
+            inner.add_ops([bound, cmp, sel])
+            value = sel.result
+        inner.add_op(loop.StoreOp(value, out, _identity(len(shape)), ivs))
+
+
+def convert_signature(fn: func.FuncOp) -> None:
+    """Tensor arguments and results of ``fn`` become buffers of the same shape."""
+    block = fn.body.block
+    for arg in list(block.args):
+        if isinstance(arg.type, TensorType):
+            new = block.insert_arg(to_memref(arg.type), arg.index)
+            new.name_hint = arg.name_hint
+            cast = UnrealizedConversionCastOp.get([new], [arg.type])
+            block.insert_op_before(cast, block.first_op)  # type: ignore[arg-type]
+            arg.replace_all_uses_with(cast.results[0])
+            block.erase_arg(arg)
+    for ret in list(fn.walk()):
+        if isinstance(ret, func.ReturnOp):
+            new_operands = []
+            for value in ret.arguments:
+                if isinstance(value.type, TensorType):
+                    cast = UnrealizedConversionCastOp.get([value], [to_memref(value.type)])
+                    Rewriter.insert_op(cast, InsertPoint.before(ret))
+                    value = cast.results[0]
+                new_operands.append(value)
+            ret.operands = new_operands
+    fn.function_type = func.FunctionType.from_lists(
+        [a.type for a in block.args], [to_memref(t) for t in fn.function_type.outputs.data]
+    )
+
+
+@dataclass(frozen=True)
+class PrimToLoop(ModulePass):
+    """Lower Tensor IR to Loop IR: one unfused ``loop.kernel`` per ``prim`` op."""
+
+    name = "prim-to-loop"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        names = _Names()
+        PatternRewriteWalker(
+            GreedyRewritePatternApplier(
+                [ElementwiseToLoop(names), ReduceToLoop(names), IndexMapToLoop(names)]
+            ),
+            apply_recursively=False,
+        ).rewrite_module(op)
+        for fn in list(op.walk()):
+            if isinstance(fn, func.FuncOp) and not fn.is_declaration:
+                convert_signature(fn)
+        reconcile_unrealized_casts(op)

@@ -1,0 +1,1 @@
+"""Loop-IR transforms."""
