@@ -1,0 +1,197 @@
+"""A persistent, content-addressed on-disk cache for compiled kernels.
+
+Entries are keyed by :func:`cache_key`, a SHA-256 over everything that determines the compiled
+binary (source text, GPU architecture, NVRTC version, compiler options). Each entry is one file::
+
+    <cache dir>/<key[:2]>/<key>.bin
+
+holding a fixed-size header (magic, payload length, SHA-256 of the payload) followed by the
+payload. Writes are atomic (temporary file in the same directory, ``fsync``, ``os.replace``), so
+concurrent writers never expose a half-written entry; a truncated or corrupted entry (say, from a
+crash of the file system or a manual edit) is detected on read, deleted and reported as a miss.
+
+The directory is ``$LLMOPT_CACHE_DIR`` if set, else ``$XDG_CACHE_HOME/llmopt/kernels``, else
+``~/.cache/llmopt/kernels``. Setting ``LLMOPT_NO_CACHE=1`` disables the cache.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import struct
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+
+__all__ = [
+    "CACHE_FORMAT_VERSION",
+    "KernelCache",
+    "cache_disabled",
+    "cache_key",
+    "default_cache",
+    "default_cache_dir",
+]
+
+#: Bumped whenever the key derivation or the entry layout changes.
+CACHE_FORMAT_VERSION = 1
+
+_MAGIC = b"LLMOPTK1"
+# magic (8 bytes) | payload length (u64, little endian) | sha256(payload) (32 bytes)
+_HEADER = struct.Struct("<8sQ32s")
+
+
+def cache_key(
+    source: str,
+    arch: str,
+    nvrtc_version: tuple[int, int] | str,
+    options: Iterable[str],
+) -> str:
+    """Return the hex SHA-256 cache key for one compilation.
+
+    Args:
+        source: the complete CUDA source text.
+        arch: the target architecture, e.g. ``"sm_90"``.
+        nvrtc_version: the NVRTC version as ``(major, minor)`` (or any string form of it).
+        options: compiler options; their order does not matter (they are sorted).
+
+    Returns:
+        A 64-character lowercase hexadecimal string.
+    """
+    if isinstance(nvrtc_version, tuple):
+        version = ".".join(str(part) for part in nvrtc_version)
+    else:
+        version = str(nvrtc_version)
+    h = hashlib.sha256()
+    fields = [
+        f"llmopt-kernel-cache-v{CACHE_FORMAT_VERSION}",
+        arch,
+        version,
+        *sorted(options),
+    ]
+    for field in fields:
+        data = field.encode("utf-8")
+        # Length-prefix every field so that no two different field lists hash alike.
+        h.update(len(data).to_bytes(8, "little"))
+        h.update(data)
+    data = source.encode("utf-8")
+    h.update(len(data).to_bytes(8, "little"))
+    h.update(data)
+    return h.hexdigest()
+
+
+def default_cache_dir() -> Path:
+    """Return the cache directory chosen by the environment (see the module docstring)."""
+    explicit = os.environ.get("LLMOPT_CACHE_DIR")
+    if explicit:
+        return Path(explicit).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    if xdg:
+        return Path(xdg).expanduser() / "llmopt" / "kernels"
+    return Path.home() / ".cache" / "llmopt" / "kernels"
+
+
+def cache_disabled() -> bool:
+    """Whether ``LLMOPT_NO_CACHE`` asks for the cache to be bypassed."""
+    value = os.environ.get("LLMOPT_NO_CACHE", "").strip().lower()
+    return value not in ("", "0", "false", "no", "off")
+
+
+class KernelCache:
+    """A directory of checksummed binary blobs addressed by :func:`cache_key` keys.
+
+    All I/O errors are swallowed: a cache that cannot be read or written behaves like an empty
+    one, so compilation never fails because of the cache.
+    """
+
+    def __init__(self, directory: str | os.PathLike[str], *, enabled: bool = True) -> None:
+        """Create a cache rooted at ``directory`` (created lazily on the first ``put``)."""
+        self.directory = Path(directory)
+        self.enabled = enabled
+
+    def __repr__(self) -> str:
+        return f"KernelCache({str(self.directory)!r}, enabled={self.enabled})"
+
+    @staticmethod
+    def _check_key(key: str) -> None:
+        if len(key) < 3 or not all(c in "0123456789abcdef" for c in key):
+            raise ValueError(f"invalid cache key {key!r}: expected a lowercase hex digest")
+
+    def path_for(self, key: str) -> Path:
+        """Return the file that holds (or would hold) the entry for ``key``."""
+        self._check_key(key)
+        return self.directory / key[:2] / f"{key}.bin"
+
+    def get(self, key: str) -> bytes | None:
+        """Return the payload stored under ``key``, or ``None`` on a miss.
+
+        A damaged entry (bad magic, wrong length, checksum mismatch) is deleted and reported as
+        a miss.
+        """
+        if not self.enabled:
+            return None
+        path = self.path_for(key)
+        try:
+            blob = path.read_bytes()
+        except OSError:
+            return None
+        payload = _decode(blob)
+        if payload is None:
+            with contextlib.suppress(OSError):
+                path.unlink()
+            return None
+        return payload
+
+    def put(self, key: str, data: bytes) -> None:
+        """Store ``data`` under ``key`` atomically (a no-op when the cache is disabled)."""
+        if not self.enabled:
+            return
+        path = self.path_for(key)
+        header = _HEADER.pack(_MAGIC, len(data), hashlib.sha256(data).digest())
+        tmp_name: str | None = None
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp_name = tempfile.mkstemp(prefix=f".{key[:16]}.", suffix=".tmp", dir=path.parent)
+            with os.fdopen(fd, "wb") as f:
+                f.write(header)
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp_name, path)
+            tmp_name = None
+        except OSError:
+            pass
+        finally:
+            if tmp_name is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp_name)
+
+    def clear(self) -> None:
+        """Delete every entry of this cache (leaves unrelated files alone)."""
+        if not self.directory.is_dir():
+            return
+        for entry in self.directory.glob("??/*.bin"):
+            with contextlib.suppress(OSError):
+                entry.unlink()
+
+
+def _decode(blob: bytes) -> bytes | None:
+    """Return the payload of a cache file, or ``None`` if the file is damaged."""
+    if len(blob) < _HEADER.size:
+        return None
+    magic, length, digest = _HEADER.unpack_from(blob)
+    payload = blob[_HEADER.size :]
+    if magic != _MAGIC or length != len(payload):
+        return None
+    if hashlib.sha256(payload).digest() != digest:
+        return None
+    return payload
+
+
+def default_cache() -> KernelCache:
+    """Return the cache configured by the environment (re-read on every call).
+
+    The result is disabled (every ``get`` misses, every ``put`` is dropped) when
+    ``LLMOPT_NO_CACHE`` is set.
+    """
+    return KernelCache(default_cache_dir(), enabled=not cache_disabled())

@@ -1,0 +1,36 @@
+// RUN: llm-opt %s --split-input-file --verify-diagnostics | filecheck %s
+
+kernel.func @k(%a: memref<4xf32>) block [32, 1, 1] {
+  %v = arith.constant 1.0 : f32
+  %w = kernel.shuffle_xor %v, 3 : f32
+  kernel.return
+}
+// CHECK: shuffle offset must be 1, 2, 4, 8 or 16, got 3
+
+// -----
+
+kernel.func @k(%a: memref<4xf32>) block [32, 1, 1] {
+  kernel.return
+}
+func.func @f(%x: memref<8xf32>) {
+  kernel.launch @k grid [1, 1, 1] block [32, 1, 1] smem 0 (%x) : memref<8xf32>
+  func.return
+}
+// CHECK: do not match the kernel's
+
+// -----
+
+kernel.func @k(%a: memref<4x4xf32>) block [32, 1, 1] {
+  %t = kernel.thread_id x
+  %v = kernel.load %a[%t] : memref<4x4xf32>
+  kernel.return
+}
+// CHECK: kernel.load: 1 indices for a rank-2 buffer
+
+// -----
+
+kernel.func @k(%a: memref<4xf32>) block [32, 1, 1] {
+  %t = kernel.thread_id w
+  kernel.return
+}
+// CHECK: dimension must be one of ('x', 'y', 'z'), got 'w'

@@ -1,0 +1,34 @@
+// RUN: llm-opt %s | llm-opt | filecheck %s
+// RUN: llm-opt %s --print-op-generic | llm-opt | filecheck %s
+
+kernel.func @k(%a: memref<8x256xf32>, %o: memref<8x256xf32>) block [256, 1, 1] {
+  %sh = kernel.shared : memref<8xf32>
+  %t = kernel.thread_id x
+  %b = kernel.block_id x
+  %v = kernel.load %a[%b, %t] : memref<8x256xf32>
+  %w = kernel.shuffle_xor %v, 16 : f32
+  kernel.barrier
+  %c0 = arith.constant 0 : index
+  %c8 = arith.constant 8 : index
+  %c1 = arith.constant 1 : index
+  scf.for %i = %c0 to %c8 step %c1 {
+    kernel.store %w, %o[%b, %t] : memref<8x256xf32>
+  }
+  kernel.return
+}
+func.func @f(%x: memref<8x256xf32>) -> memref<8x256xf32> {
+  %out = memref.alloc() : memref<8x256xf32>
+  kernel.launch @k grid [8, 1, 1] block [256, 1, 1] smem 0 (%x, %out) : memref<8x256xf32>, memref<8x256xf32>
+  func.return %out : memref<8x256xf32>
+}
+
+// CHECK: kernel.func @k(%{{.*}}: memref<8x256xf32>, %{{.*}}: memref<8x256xf32>) block [256, 1, 1] {
+// CHECK-NEXT: kernel.shared : memref<8xf32>
+// CHECK-NEXT: kernel.thread_id x
+// CHECK-NEXT: kernel.block_id x
+// CHECK-NEXT: kernel.load %{{.*}}[%{{.*}}, %{{.*}}] : memref<8x256xf32>
+// CHECK-NEXT: kernel.shuffle_xor %{{.*}}, 16 : f32
+// CHECK-NEXT: kernel.barrier
+// CHECK: kernel.store
+// CHECK: kernel.return
+// CHECK: kernel.launch @k grid [8, 1, 1] block [256, 1, 1] smem 0 (%{{.*}}, %{{.*}}) : memref<8x256xf32>, memref<8x256xf32>

@@ -1,0 +1,48 @@
+// RUN: llm-opt %s --split-input-file --verify-diagnostics | filecheck %s
+
+func.func @arity(%x: memref<4x8xf32>) {
+  loop.kernel @k (%a = %x : memref<4x8xf32>) {
+    loop.for %i = 0 to 4 {
+      %v = loop.load %a[%i] : memref<4x8xf32>
+    }
+  }
+  func.return
+}
+// CHECK: loop.load: 1 indices for a rank-2 buffer
+
+// -----
+
+func.func @extent(%x: memref<4xf32>) {
+  loop.kernel @k (%a = %x : memref<4xf32>) {
+    loop.for %i = 0 to 0 {
+    }
+  }
+  func.return
+}
+// CHECK: loop.for extent must be positive, got 0
+
+// -----
+
+func.func @yield_type(%x: memref<4xf32>) {
+  loop.kernel @k (%a = %x : memref<4xf32>) {
+    %s = loop.reduce add %r = 0 to 4 : f64 {
+      %v = loop.load %a[%r] : memref<4xf32>
+      loop.yield %v : f32
+    }
+  }
+  func.return
+}
+// CHECK: body yields f32, the reduction is f64
+
+// -----
+
+func.func @store_type(%x: memref<4xf32>) {
+  loop.kernel @k (%a = %x : memref<4xf32>) {
+    loop.for %i = 0 to 4 {
+      %c = arith.constant 1.0 : f64
+      loop.store %c, %a[%i] : memref<4xf32>
+    }
+  }
+  func.return
+}
+// CHECK: operand is used with type f32, but has been previously used or defined with type f64

@@ -1,0 +1,26 @@
+// RUN: llm-opt %s | llm-opt | filecheck %s
+// RUN: llm-opt %s --print-op-generic | llm-opt | filecheck %s
+
+func.func @f(%x: memref<8x256xf32>) -> memref<8x256xf32> {
+  %out = memref.alloc() : memref<8x256xf32>
+  tile.kernel @k grid [8, 1, 1] block [256, 1, 1] (%a = %x : memref<8x256xf32>, %o = %out : memref<8x256xf32>) {
+    tile.forall (%i) in [8] over blocks {
+      %s = tile.coop_reduce add %k = 0 to 256 : f32 {
+        %v = loop.load %a[%i, %k] : memref<8x256xf32>
+        tile.yield %v : f32
+      }
+      tile.forall (%j) in [256] over block_threads {
+        %v = loop.load %a[%i, %j] : memref<8x256xf32>
+        %r = arith.mulf %v, %s : f32
+        loop.store %r, %o[%i, %j] : memref<8x256xf32>
+      }
+    }
+  }
+  func.return %out : memref<8x256xf32>
+}
+
+// CHECK: tile.kernel @k grid [8, 1, 1] block [256, 1, 1] (%{{.*}} = %x : memref<8x256xf32>, %{{.*}} = %out : memref<8x256xf32>) {
+// CHECK-NEXT: tile.forall (%[[I:.*]]) in [8] over blocks {
+// CHECK-NEXT: %[[S:.*]] = tile.coop_reduce add %{{.*}} = 0 to 256 : f32 {
+// CHECK: tile.yield %{{.*}} : f32
+// CHECK: tile.forall (%{{.*}}) in [256] over block_threads {
