@@ -1,0 +1,126 @@
+"""llmopt's Python API: capture a PyTorch function, lower it, print or run its CUDA.
+
+>>> module = llmopt.capture(rms_norm, (x,))          # Torch IR
+>>> llmopt.lower(module, "lower-to-cuda")           # in place, through all six levels
+>>> print(llmopt.cuda_source(module))                # the generated translation unit
+>>> fn = llmopt.compile(rms_norm, (x_cuda,))         # a callable running the kernels
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.passes import ModulePass
+
+from llmopt import registry
+
+_XDSL_DIALECTS = ("builtin", "func", "arith", "math", "scf", "memref", "affine")
+
+
+def make_context() -> Context:
+    """A context that knows llmopt's dialects and the xDSL dialects its IR uses."""
+    from xdsl.universe import Universe
+
+    ctx = Context()
+    xdsl_dialects = Universe.get_multiverse().all_dialects
+    for name in _XDSL_DIALECTS:
+        ctx.register_dialect(name, xdsl_dialects[name])
+    for name, factory in registry.DIALECTS.items():
+        ctx.register_dialect(name, factory)
+    return ctx
+
+
+def parse(text: str, ctx: Context | None = None) -> ModuleOp:
+    """Parse IR text (any level) into a verified module."""
+    from xdsl.parser import Parser
+
+    module = Parser(ctx or make_context(), text).parse_module()
+    module.verify()
+    return module
+
+
+def lower(
+    module: ModuleOp,
+    pipeline: str = "lower-to-cuda",
+    *,
+    callback: Callable[[ModulePass, ModuleOp], None] | None = None,
+) -> ModuleOp:
+    """Run a pass pipeline (named pipelines such as ``lower-to-cuda`` expand) on ``module``.
+
+    The module is changed in place, verified after every pass, and returned. ``callback``
+    is called after each pass with the pass and the module.
+    """
+    ctx = make_context()
+
+    def between(prev: ModulePass | None, mod: ModuleOp, _next: ModulePass | None) -> None:
+        mod.verify()
+        if prev is not None and callback is not None:
+            callback(prev, mod)
+
+    registry.build_pipeline(pipeline, callback=between).apply(ctx, module)
+    module.verify()
+    return module
+
+
+def _has_cuda(module: ModuleOp) -> bool:
+    return any(op.name.startswith("cuda.") for op in module.walk())
+
+
+def cuda_source(module: ModuleOp, pipeline: str = "lower-to-cuda") -> str:
+    """The CUDA translation unit of ``module``; a module not yet at CUDA IR is lowered first
+    (on a copy, so ``module`` is unchanged)."""
+    from io import StringIO
+
+    from llmopt.codegen.cuda_printer import print_cuda
+
+    if not _has_cuda(module):
+        module = lower(module.clone(), pipeline)
+    out = StringIO()
+    print_cuda(module, out)
+    return out.getvalue()
+
+
+def capture(fn_or_module: Any, example_args: Sequence[Any]) -> ModuleOp:
+    """Capture a PyTorch function or ``nn.Module`` with ``torch.export`` into Torch IR.
+
+    Parameters and buffers become leading function arguments named after their
+    ``state_dict`` keys; the example arguments fix shapes and dtypes.
+    """
+    from llmopt.frontend.capture import capture as _capture
+
+    return _capture(fn_or_module, tuple(example_args)).module
+
+
+class Compiled:
+    """A captured and compiled function: call it with CUDA tensors shaped like the examples."""
+
+    def __init__(self, program: Any, params: Sequence[Any], single: bool) -> None:
+        self._program = program
+        self._params = list(params)
+        self._single = single
+
+    def __call__(self, *args: Any) -> Any:
+        outputs = self._program(*self._params, *args)
+        return outputs[0] if self._single else tuple(outputs)
+
+
+def compile(  # noqa: A001 - the public name mirrors torch.compile
+    fn_or_module: Any, example_args: Sequence[Any], pipeline: str = "lower-to-cuda"
+) -> Compiled:
+    """Capture, lower to CUDA, compile with NVRTC and load: returns a callable that runs the
+    generated kernels on CUDA tensors and returns torch tensors."""
+    import torch
+
+    from llmopt.codegen.executor import CompiledProgram
+    from llmopt.frontend.capture import capture as _capture
+
+    captured = _capture(fn_or_module, tuple(example_args))
+    lower(captured.module, pipeline)
+    program = CompiledProgram(captured.module)
+    device = next((a.device for a in example_args if isinstance(a, torch.Tensor)),
+                  torch.device("cuda"))
+    params = [t.detach().to(device).contiguous() for t in captured.params.values()]
+    return Compiled(program, params, captured.output_count == 1)

@@ -1,0 +1,40 @@
+"""Run the lit/FileCheck suite (every ``*.mlir`` test below ``test/``) from pytest."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _lit_command() -> list[str]:
+    """The ``lit`` of this interpreter's environment, else the one on ``PATH``."""
+    candidate = Path(sys.executable).parent / "lit"
+    if candidate.is_file():
+        return [str(candidate)]
+    found = shutil.which("lit")
+    if found is not None:
+        return [found]
+    return [sys.executable, "-c", "import sys; from lit.main import main; sys.exit(main())"]
+
+
+def test_lit_suite() -> None:
+    """``lit -v test/`` passes and runs at least one test."""
+    result = subprocess.run(
+        [*_lit_command(), "-v", "test/"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, f"lit failed (exit status {result.returncode}):\n{output}"
+    discovered = re.search(r"Total Discovered Tests:\s*(\d+)", output)
+    assert discovered is not None, f"cannot find lit's test count in its output:\n{output}"
+    assert int(discovered.group(1)) > 0, f"lit ran no tests:\n{output}"
+    passed = re.search(r"Passed\s*:\s*(\d+)", output)
+    assert passed is not None and int(passed.group(1)) > 0, f"no lit test passed:\n{output}"
