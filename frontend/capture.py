@@ -1,0 +1,788 @@
+"""Capture a PyTorch module or function as Torch IR.
+
+:func:`capture` exports the model with ``torch.export`` (non-strict), runs the empty
+decomposition table (functionalisation only: high-level ops such as ``linear``, ``silu``,
+``softmax`` and ``rms_norm`` stay intact, in-place ops and dropout disappear) and translates
+the ATen graph op by op into a ``func.func`` of ``torch`` dialect ops::
+
+    func.func @forward(%l.weight: tensor<32x16xf32> {llmopt.param = "l.weight"},
+                       %x: tensor<8x16xf32> {llmopt.input = "x"}) -> tensor<8x32xf32>
+
+The arguments are first the parameters, buffers and lifted constants (named after their
+``state_dict`` keys), then the user inputs; the results are the flattened outputs. Weights are
+never constants in the IR: :class:`CapturedProgram` keeps the concrete tensors for the runtime.
+
+Shapes are static (those of the example inputs) and tensors are ``f16``, ``bf16``, ``f32`` or
+``f64``. Dtype promotion becomes explicit ``torch.to`` ops and Python scalars become
+``torch.constant`` operands. Each op carries the location of the Python line that produced it;
+an ATen op without a translation raises :class:`CaptureError` naming the op and that line.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import operator
+import re
+import types
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    BFloat16Type,
+    DictionaryAttr,
+    FileLineColLoc,
+    Float16Type,
+    Float32Type,
+    Float64Type,
+    IntAttr,
+    ModuleOp,
+    StringAttr,
+    TensorType,
+)
+from xdsl.dialects.func import FuncOp, ReturnOp
+from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
+from xdsl.utils.exceptions import VerifyException
+
+from llmopt.dialects import torch as t
+
+if TYPE_CHECKING:
+    import torch
+    from torch.fx import Node
+
+PARAM_ATTR = "llmopt.param"
+"""Argument attribute naming the ``state_dict`` key a weight argument is bound to."""
+INPUT_ATTR = "llmopt.input"
+"""Argument attribute naming the user input an argument is bound to."""
+
+
+class CaptureError(Exception):
+    """The model cannot be captured: an unsupported op, dtype, input or output."""
+
+
+@dataclass
+class CapturedProgram:
+    """A captured model: Torch IR plus what the runtime needs to call it.
+
+    ``module`` holds one ``func.func`` whose arguments are ``param_names`` (weights, in
+    order) followed by ``input_names``; ``params`` maps each ``state_dict`` key to its tensor.
+    """
+
+    module: ModuleOp
+    params: dict[str, torch.Tensor]
+    param_names: list[str]
+    input_names: list[str]
+    output_count: int
+    name: str = "forward"
+
+    @property
+    def func(self) -> FuncOp:
+        """The captured function."""
+        for op in self.module.ops:
+            if isinstance(op, FuncOp) and op.sym_name.data == self.name:
+                return op
+        raise KeyError(self.name)
+
+    def arguments(self, *inputs: torch.Tensor) -> list[torch.Tensor]:
+        """The function's arguments in order: the weights, then ``inputs``."""
+        if len(inputs) != len(self.input_names):
+            raise TypeError(f"expected {len(self.input_names)} inputs ({self.input_names}), "
+                            f"got {len(inputs)}")
+        return [*(self.params[n] for n in self.param_names), *inputs]
+
+
+# --- entry point --------------------------------------------------------------------------------
+
+
+def capture(
+    fn_or_module: Callable[..., Any],
+    example_args: tuple[Any, ...],
+    *,
+    name: str = "forward",
+) -> CapturedProgram:
+    """Export ``fn_or_module`` on ``example_args`` and translate it into Torch IR.
+
+    A plain function is wrapped in an ``nn.Module`` whose ``forward`` has the function's
+    signature, so user inputs keep their parameter names. Modules are exported in eval mode
+    (inference: dropout is the identity); their training flags are restored afterwards.
+    Raises :class:`CaptureError` when export fails or the graph holds something Torch IR
+    cannot express.
+    """
+    import torch
+
+    module = _as_module(fn_or_module)
+    modes = [(m, m.training) for m in module.modules()]
+    module.eval()
+    try:
+        exported = torch.export.export(module, tuple(example_args), strict=False)
+        exported = exported.run_decompositions({})
+    except Exception as err:  # torch raises many kinds of errors here
+        raise CaptureError(f"torch.export failed: {err}") from err
+    finally:
+        for submodule, training in modes:
+            submodule.training = training
+    translator = _Translator(exported, name)
+    code = getattr(fn_or_module, "__code__", None)
+    if isinstance(fn_or_module, types.FunctionType) and code is not None:
+        translator.renamed = (code.co_filename, fn_or_module.__name__)
+    return translator.run()
+
+
+def _as_module(fn: Callable[..., Any]) -> torch.nn.Module:
+    """``fn`` itself if it is a module, else a module whose ``forward`` is ``fn``.
+
+    A plain Python function becomes the ``forward`` of the module under that name (same code,
+    globals and closure): export keeps the parameter names of the signature and records
+    stack traces only through frames named ``forward``, so source lines still point into
+    ``fn``.
+    """
+    import torch
+
+    if isinstance(fn, torch.nn.Module):
+        return fn
+    if not callable(fn):
+        raise CaptureError(f"expected an nn.Module or a function, got {type(fn).__name__}")
+    title = getattr(fn, "__name__", "function")
+    wrapper = type(f"Captured_{title}", (torch.nn.Module,), {})()
+    code = getattr(fn, "__code__", None)
+    if isinstance(fn, types.FunctionType) and code is not None:
+        forward = types.FunctionType(
+            code.replace(co_name="forward", co_qualname="forward"),
+            fn.__globals__, "forward", fn.__defaults__, fn.__closure__,
+        )
+        forward.__kwdefaults__ = fn.__kwdefaults__
+    else:
+        def forward(*args: Any, **kwargs: Any) -> Any:
+            return fn(*args, **kwargs)
+
+        try:
+            forward.__signature__ = inspect.signature(fn)  # type: ignore[attr-defined]
+        except (TypeError, ValueError):
+            pass
+    object.__setattr__(wrapper, "forward", forward)
+    return wrapper
+
+
+# --- source lines -------------------------------------------------------------------------------
+
+_FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)\n(?P<code>.*)')
+
+
+@dataclass(frozen=True)
+class SourceLine:
+    """A Python source line: where a graph node came from."""
+
+    file: str
+    line: int
+    function: str
+    code: str
+
+    def __str__(self) -> str:
+        text = f"{self.file}:{self.line} in {self.function}"
+        return f"{text}: {self.code}" if self.code else text
+
+
+def _is_library(path: str) -> bool:
+    """Frames of torch, transformers, installed packages and this wrapper are not the user's."""
+    if path == __file__:
+        return True
+    return any(f"/{lib}/" in path for lib in ("torch", "transformers", "site-packages"))
+
+
+def source_line(node: Node) -> SourceLine | None:
+    """The innermost frame of the node's stack trace outside torch/transformers (the last
+    frame if all are library frames), or ``None`` without a stack trace."""
+    trace = node.meta.get("stack_trace") or ""
+    frames = [
+        SourceLine(m["file"], int(m["line"]), m["func"], m["code"].strip())
+        for m in _FRAME.finditer(trace)
+    ]
+    if not frames:
+        return None
+    user = [f for f in frames if not _is_library(f.file)]
+    return (user or frames)[-1]
+
+
+# --- translation --------------------------------------------------------------------------------
+
+
+def element_type(dtype: torch.dtype) -> Attribute:
+    """The xDSL element type of a torch floating dtype; raises :class:`CaptureError`."""
+    import torch
+
+    table: dict[torch.dtype, Attribute] = {
+        torch.float32: Float32Type(),
+        torch.float64: Float64Type(),
+        torch.float16: Float16Type(),
+        torch.bfloat16: BFloat16Type(),
+    }
+    if dtype not in table:
+        raise CaptureError(f"unsupported dtype {dtype} (Torch IR holds f16, bf16, f32, f64)")
+    return table[dtype]
+
+
+def _tensor_type(val: Any, what: str) -> TensorType:
+    import torch
+
+    if not isinstance(val, torch.Tensor):
+        raise CaptureError(f"{what} is not a tensor ({type(val).__name__})")
+    shape = []
+    for extent in val.shape:
+        if not isinstance(extent, int):
+            raise CaptureError(f"{what} has a dynamic shape {tuple(val.shape)}")
+        shape.append(extent)
+    return TensorType(element_type(val.dtype), shape)
+
+
+Converter = Callable[["_Translator", "Node", dict[str, Any]], SSAValue]
+_CONVERTERS: dict[str, Converter] = {}
+_IDENTITY = {
+    "aten.clone.default", "aten.contiguous.default", "aten.alias.default", "aten.detach.default",
+    "aten.lift_fresh_copy.default", "aten.lift_fresh.default", "aten.dropout.default",
+    "aten.feature_dropout.default",
+}  # fmt: skip
+_DROPPED = {
+    "aten._assert_tensor_metadata.default", "aten._assert_scalar.default",
+    "aten.sym_constrain_range_for_size.default", "aten.sym_constrain_range.default",
+    "aten._assert_async.msg", "aten._assert_async.default",
+}  # fmt: skip
+
+
+MultiConverter = Callable[["_Translator", "Node", dict[str, Any]], list[SSAValue]]
+_MULTI_CONVERTERS: dict[str, MultiConverter] = {}
+
+
+def supported_ops() -> list[str]:
+    """The ATen overloads :func:`capture` translates (or drops as no-ops)."""
+    return sorted([*_CONVERTERS, *_MULTI_CONVERTERS, *_IDENTITY, *_DROPPED])
+
+
+def _converts(*names: str) -> Callable[[Converter], Converter]:
+    def register(fn: Converter) -> Converter:
+        for name in names:
+            _CONVERTERS[name] = fn
+        return fn
+
+    return register
+
+
+@dataclass
+class _Translator:
+    exported: torch.export.ExportedProgram
+    name: str
+    block: Block = field(default_factory=Block)
+    values: dict[str, SSAValue] = field(default_factory=dict[str, SSAValue])
+    constants: dict[tuple[str, str], SSAValue] = field(
+        default_factory=dict[tuple[str, str], SSAValue]
+    )
+    loc: SourceLine | None = None
+    parts: dict[str, list[SSAValue]] = field(default_factory=dict[str, list[SSAValue]])
+    """Results of multi-output nodes (``split``), picked by ``getitem`` nodes."""
+    renamed: tuple[str, str] | None = None
+    """(file, name) of a function captured under the name ``forward``."""
+
+    # -- driver ----------------------------------------------------------------------------
+
+    def run(self) -> CapturedProgram:
+        from torch.export.graph_signature import InputKind, OutputKind
+
+        graph = self.exported.graph_module.graph
+        sig = self.exported.graph_signature
+        placeholders = [n for n in graph.nodes if n.op == "placeholder"]
+        specs = dict(zip([n.name for n in placeholders], sig.input_specs, strict=True))
+
+        params: dict[str, torch.Tensor] = {}
+        weights: list[tuple[Node, str]] = []
+        inputs: list[tuple[Node, str]] = []
+        for node in placeholders:
+            spec = specs[node.name]
+            if spec.kind == InputKind.USER_INPUT:
+                inputs.append((node, spec.arg.name))
+            elif spec.kind in (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR):
+                target = spec.target
+                assert target is not None
+                weights.append((node, target))
+                params[target] = self._tensor_value(target)
+            else:
+                raise CaptureError(f"unsupported graph input {node.name} ({spec.kind.name})")
+        for spec in sig.output_specs:
+            if spec.kind != OutputKind.USER_OUTPUT:
+                raise CaptureError(
+                    f"the model mutates its state ({spec.kind.name} of {spec.target}); "
+                    "only pure functions of the inputs can be captured"
+                )
+
+        arg_types: list[Attribute] = []
+        arg_attrs: list[DictionaryAttr] = []
+        for node, key in weights:
+            arg_types.append(_tensor_type(node.meta.get("val"), f"parameter '{key}'"))
+            arg_attrs.append(DictionaryAttr({PARAM_ATTR: StringAttr(key)}))
+        for node, key in inputs:
+            arg_types.append(_tensor_type(node.meta.get("val"), f"input '{key}'"))
+            arg_attrs.append(DictionaryAttr({INPUT_ATTR: StringAttr(key)}))
+        self.block = Block(arg_types=arg_types)
+        for arg, (node, key) in zip(self.block.args, [*weights, *inputs], strict=True):
+            arg.name_hint = key if SSAValue.is_valid_name(key) else None
+            self.values[node.name] = arg
+
+        results: list[SSAValue] = []
+        for node in graph.nodes:
+            if node.op == "call_function":
+                self._translate(node)
+            elif node.op == "output":
+                self.loc = None
+                for k, out in enumerate(_flatten(node.args[0])):
+                    if out is None or not hasattr(out, "name") or out.name not in self.values:
+                        raise CaptureError(f"output #{k} is not a tensor ({out!r})")
+                    results.append(self.values[out.name])
+            elif node.op != "placeholder":
+                raise CaptureError(f"unsupported graph node {node.op} {node.target}")
+
+        self.block.add_op(ReturnOp(*results))
+        for op in reversed(list(self.block.ops)):  # drop unused parts of splits
+            if isinstance(op, t.TorchOp) and not any(r.uses for r in op.results):
+                self.block.erase_op(op)
+        func = FuncOp(
+            self.name,
+            (arg_types, [r.type for r in results]),
+            Region(self.block),
+            arg_attrs=ArrayAttr(arg_attrs),
+        )
+        module = ModuleOp([func])
+        try:
+            module.verify()
+        except VerifyException as err:
+            raise CaptureError(f"internal error: captured IR does not verify: {err}") from err
+        return CapturedProgram(
+            module=module,
+            params=params,
+            param_names=[key for _, key in weights],
+            input_names=[key for _, key in inputs],
+            output_count=len(results),
+            name=self.name,
+        )
+
+    def _tensor_value(self, target: str) -> torch.Tensor:
+        import torch
+
+        if target in self.exported.state_dict:
+            value = self.exported.state_dict[target]
+        elif target in self.exported.constants:
+            value = self.exported.constants[target]
+        else:
+            raise CaptureError(f"cannot find the tensor of '{target}'")
+        if not isinstance(value, torch.Tensor):
+            raise CaptureError(f"'{target}' is not a tensor ({type(value).__name__})")
+        return value.detach()
+
+    def _translate(self, node: Node) -> None:
+        target = str(node.target)
+        self.loc = source_line(node)
+        if self.loc and self.renamed and (self.loc.file, self.loc.function) == (
+            self.renamed[0], "forward"
+        ):
+            self.loc = dataclasses.replace(self.loc, function=self.renamed[1])
+        if target in _DROPPED:
+            return
+        if target in _IDENTITY:
+            self.values[node.name] = self.value(node.args[0])
+            return
+        if node.target is operator.getitem:
+            source, index = node.args
+            parts = self.parts.get(getattr(source, "name", ""))
+            if parts is None or not isinstance(index, int):
+                raise CaptureError(f"unsupported getitem {node.format_node()}")
+            self.values[node.name] = parts[index]
+            return
+        if target in _MULTI_CONVERTERS:
+            vals = node.meta.get("val")
+            if not isinstance(vals, list | tuple):
+                raise CaptureError(f"internal error: {target} has no list of results")
+            expected_parts = [_tensor_type(v, f"a result of {target}") for v in vals]
+            parts = _MULTI_CONVERTERS[target](self, node, _bind(node))
+            self.parts[node.name] = [
+                self._conform(v, e, target) for v, e in zip(parts, expected_parts, strict=True)
+            ]
+            return
+        converter = _CONVERTERS.get(target)
+        if converter is None:
+            where = f" at {self.loc}" if self.loc else ""
+            raise CaptureError(f"unsupported op {target}{where}")
+        expected = _tensor_type(node.meta.get("val"), f"the result of {target}")
+        try:
+            value = converter(self, node, _bind(node))
+        except (VerifyException, ValueError, TypeError) as err:
+            where = f" at {self.loc}" if self.loc else ""
+            raise CaptureError(f"cannot translate {target}{where}: {err}") from err
+        value = self._conform(value, expected, target)
+        if isinstance(value.owner, Operation) and value.name_hint is None:
+            value.name_hint = node.name
+        self.values[node.name] = value
+
+    def _conform(self, value: SSAValue, expected: TensorType, target: str) -> SSAValue:
+        """Check the translation against the exported type; cast when only the dtype differs."""
+        got = value.type
+        assert isinstance(got, TensorType)
+        if got.get_shape() != expected.get_shape():
+            raise CaptureError(
+                f"internal error: {target} translated to {got}, expected {expected}"
+                + (f" (at {self.loc})" if self.loc else "")
+            )
+        if got.element_type != expected.element_type:
+            value = self.emit(t.ToOp(value, expected.element_type))
+        return value
+
+    # -- helpers for converters ------------------------------------------------------------
+
+    def emit(self, op: t.TorchOp) -> SSAValue:
+        """Append ``op`` (with the current source location) and return its result."""
+        if self.loc is not None:
+            op.location = FileLineColLoc(StringAttr(self.loc.file), IntAttr(self.loc.line),
+                                         IntAttr(1))
+        self.block.add_op(op)
+        return op.results[0]
+
+    def value(self, arg: Any) -> SSAValue:
+        """The SSA value of a graph node argument."""
+        name = getattr(arg, "name", None)
+        if name is None or name not in self.values:
+            raise CaptureError(f"expected a tensor argument, got {arg!r}")
+        return self.values[name]
+
+    def constant(self, scalar: float, element: Attribute) -> SSAValue:
+        """A (shared) rank-0 ``torch.constant`` holding ``scalar``."""
+        key = (repr(float(scalar)), str(element))  # repr: -0.0 is not 0.0
+        if key not in self.constants:
+            saved, self.loc = self.loc, None
+            self.constants[key] = self.emit(t.ConstantOp(float(scalar), element))
+            self.loc = saved
+        return self.constants[key]
+
+    def operand(self, arg: Any, element: Attribute) -> SSAValue:
+        """A tensor or Python-scalar argument as a value of element type ``element``."""
+        if isinstance(arg, bool | int | float):
+            return self.constant(float(arg), element)
+        value = self.value(arg)
+        return self.cast(value, element)
+
+    def cast(self, value: SSAValue, element: Attribute) -> SSAValue:
+        typ = value.type
+        assert isinstance(typ, TensorType)
+        if typ.element_type == element:
+            return value
+        return self.emit(t.ToOp(value, element))
+
+
+def _flatten(args: Any) -> list[Any]:
+    if isinstance(args, list | tuple):
+        return [x for a in args for x in _flatten(a)]
+    return [args]
+
+
+def _bind(node: Node) -> dict[str, Any]:
+    """The node's arguments by schema name, defaults filled in."""
+    schema = node.target._schema  # type: ignore[union-attr]
+    bound: dict[str, Any] = {}
+    for k, arg in enumerate(schema.arguments):
+        if k < len(node.args) and not arg.kwarg_only:
+            bound[arg.name] = node.args[k]
+        elif arg.name in node.kwargs:
+            bound[arg.name] = node.kwargs[arg.name]
+        elif arg.has_default_value():
+            bound[arg.name] = arg.default_value
+        else:
+            bound[arg.name] = None
+    return bound
+
+
+def _out_element(node: Node) -> Attribute:
+    return element_type(node.meta["val"].dtype)
+
+
+def _out_shape(node: Node) -> list[int]:
+    return [int(e) for e in node.meta["val"].shape]
+
+
+def _rank(value: SSAValue) -> int:
+    typ = value.type
+    assert isinstance(typ, TensorType)
+    return typ.get_num_dims()
+
+
+def _shape(value: SSAValue) -> tuple[int, ...]:
+    typ = value.type
+    assert isinstance(typ, TensorType)
+    return tuple(typ.get_shape())
+
+
+# --- converters: elementwise --------------------------------------------------------------------
+
+
+def _binary(op: type[t.BinaryOp], tr: _Translator, node: Node, lhs: Any, rhs: Any) -> SSAValue:
+    element = _out_element(node)
+    return tr.emit(op(tr.operand(lhs, element), tr.operand(rhs, element)))
+
+
+@_converts("aten.add.Tensor", "aten.add.Scalar")
+def _add(tr: _Translator, node: Node, a: dict[str, Any]) -> SSAValue:
+    return _binary_scaled(t.AddOp, tr, node, a["self"], a["other"], a.get("alpha"))
+
+
+@_converts("aten.sub.Tensor", "aten.sub.Scalar")
+def _sub(tr: _Translator, node: Node, a: dict[str, Any]) -> SSAValue:
+    return _binary_scaled(t.SubOp, tr, node, a["self"], a["other"], a.get("alpha"))
+
+
+@_converts("aten.rsub.Tensor", "aten.rsub.Scalar")
+def _rsub(tr: _Translator, node: Node, a: dict[str, Any]) -> SSAValue:
+    return _binary_scaled(t.SubOp, tr, node, a["other"], a["self"], a.get("alpha"))
+
+
+def _binary_scaled(op: type[t.BinaryOp], tr: _Translator, node: Node, lhs: Any, rhs: Any,
+                   alpha: Any) -> SSAValue:
+    element = _out_element(node)
+    lhs_v = tr.operand(lhs, element)
+    if alpha is None or alpha == 1:
+        rhs_v = tr.operand(rhs, element)
+    elif isinstance(rhs, bool | int | float):
+        rhs_v = tr.constant(rhs * alpha, element)
+    else:
+        rhs_v = tr.emit(t.MulOp(tr.operand(rhs, element), tr.constant(alpha, element)))
+    return tr.emit(op(lhs_v, rhs_v))
+
+
+@_converts("aten.mul.Tensor", "aten.mul.Scalar")
+def _mul(tr: _Translator, node: Node, a: dict[str, Any]) -> SSAValue:
+    return _binary(t.MulOp, tr, node, a["self"], a["other"])
+
+
+@_converts("aten.div.Tensor", "aten.div.Scalar", "aten.div.Tensor_mode", "aten.div.Scalar_mode")
+def _div(tr: _Translator, node: Node, a: dict[str, Any]) -> SSAValue:
+    if a.get("rounding_mode") is not None:
+        raise CaptureError(f"division with rounding_mode={a['rounding_mode']!r} is unsupported"
+                           + (f" at {tr.loc}" if tr.loc else ""))
+    return _binary(t.DivOp, tr, node, a["self"], a["other"])
+
+
+@_converts("aten.maximum.default")
+def _maximum(tr: _Translator, node: Node, a: dict[str, Any]) -> SSAValue:
+    return _binary(t.MaximumOp, tr, node, a["self"], a["other"])
+
+
+@_converts("aten.reciprocal.default")
+def _reciprocal(tr: _Translator, node: Node, a: dict[str, Any]) -> SSAValue:
+    return _binary(t.DivOp, tr, node, 1.0, a["self"])
+
+
+def _unary(op: type[t.UnaryOp]) -> Converter:
+    def convert(tr: _Translator, node: Node, a: dict[str, Any]) -> SSAValue:
+        return tr.emit(op(tr.operand(a["self"], _out_element(node))))
+
+    return convert
+
+
+for _name, _op in t.UNARY_OPS.items():
+    _CONVERTERS[f"aten.{_name}.default"] = _unary(_op)
+
+
+@_converts("aten.pow.Tensor_Scalar")
+def _pow(tr: _Translator, node: Node, a: dict[str, Any]) -> SSAValue:
+    exponent = a["exponent"]
+    if not isinstance(exponent, bool | int | float):
+        raise CaptureError(f"pow with a non-constant exponent {exponent!r} is unsupported")
+    return tr.emit(t.PowOp(tr.operand(a["self"], _out_element(node)), float(exponent)))
+
+
+@_converts("aten._to_copy.default", "aten.to.dtype", "aten.to.dtype_layout", "aten.type_as.default")
+def _to(tr: _Translator, node: Node, a: dict[str, Any]) -> SSAValue:
+    return tr.cast(tr.value(a["self"]), _out_element(node))
+
+
+# --- converters: reductions ---------------------------------------------------------------------
+
+
+def _reduction(op: type[t.ReductionOp]) -> Converter:
+    def convert(tr: _Translator, node: Node, a: dict[str, Any]) -> SSAValue:
+        x = tr.value(a["self"])
+        dims = a.get("dim")
+        if dims is None or (isinstance(dims, list | tuple) and not dims):
+            dims = list(range(_rank(x)))
+        elif isinstance(dims, int):
+            dims = [dims]
+        if a.get("dtype") is not None:
+            x = tr.cast(x, element_type(a["dtype"]))
+        if not dims:  # a rank-0 input reduces to itself
+            return x
+        return tr.emit(op(x, list(dims), bool(a.get("keepdim") or False)))
+
+    return convert
+
+
+_converts("aten.sum.dim_IntList", "aten.sum.default")(_reduction(t.SumOp))
+_converts("aten.mean.dim", "aten.mean.default")(_reduction(t.MeanOp))
+_converts("aten.amax.default")(_reduction(t.AmaxOp))
+
+
+@_converts("aten.softmax.int", "aten._softmax.default", "aten._safe_softmax.default")
+def _softmax(tr: _Translator, node: Node, a: dict[str, Any]) -> SSAValue:
+    x = tr.cast(tr.value(a["self"]), _out_element(node))
+    return tr.emit(t.SoftmaxOp(x, int(a["dim"])))
+
+
+@_converts("aten.rms_norm.default")
+def _rms_norm(tr: _Translator, node: Node, a: dict[str, Any]) -> SSAValue:
+    import torch
+
+    x = tr.value(a["input"])
+    eps = a.get("eps")
+    if eps is None:
+        eps = torch.finfo(node.args[0].meta["val"].dtype).eps  # type: ignore[union-attr]
+    weight = None if a.get("weight") is None else tr.operand(a["weight"], _out_element(node))
+    return tr.emit(t.RmsNormOp(tr.cast(x, _out_element(node)), weight,
+                               len(a["normalized_shape"]), float(eps)))
+
+
+# --- converters: contractions -------------------------------------------------------------------
+
+
+@_converts("aten.linear.default")
+def _linear(tr: _Translator, node: Node, a: dict[str, Any]) -> SSAValue:
+    element = _out_element(node)
+    bias = None if a.get("bias") is None else tr.operand(a["bias"], element)
+    return tr.emit(t.LinearOp(tr.operand(a["input"], element), tr.operand(a["weight"], element),
+                              bias))
+
+
+@_converts("aten.matmul.default", "aten.mm.default")
+def _matmul(tr: _Translator, node: Node, a: dict[str, Any]) -> SSAValue:
+    return _binary(t.MatmulOp, tr, node, a["self"], a.get("other", a.get("mat2")))  # type: ignore[arg-type]
+
+
+@_converts("aten.bmm.default")
+def _bmm(tr: _Translator, node: Node, a: dict[str, Any]) -> SSAValue:
+    return _binary(t.BmmOp, tr, node, a["self"], a["mat2"])  # type: ignore[arg-type]
+
+
+# --- converters: data movement ------------------------------------------------------------------
+
+
+@_converts(
+    "aten.view.default", "aten.reshape.default", "aten._unsafe_view.default",
+    "aten.flatten.using_ints", "aten.unflatten.int", "aten.squeeze.dim", "aten.squeeze.dims",
+    "aten.squeeze.default",
+)  # fmt: skip
+def _reshape(tr: _Translator, node: Node, a: dict[str, Any]) -> SSAValue:
+    x = tr.value(a["self"])
+    shape = _out_shape(node)
+    if list(_shape(x)) == shape:
+        return x
+    return tr.emit(t.ReshapeOp(x, shape))
+
+
+@_converts("aten.transpose.int")
+def _transpose(tr: _Translator, node: Node, a: dict[str, Any]) -> SSAValue:
+    return tr.emit(t.TransposeOp(tr.value(a["self"]), int(a["dim0"]), int(a["dim1"])))
+
+
+@_converts("aten.t.default", "aten.numpy_T.default")
+def _t(tr: _Translator, node: Node, a: dict[str, Any]) -> SSAValue:
+    x = tr.value(a["self"])
+    if _rank(x) < 2:
+        return x
+    if _rank(x) == 2:
+        return tr.emit(t.TransposeOp(x, 0, 1))
+    return tr.emit(t.PermuteOp(x, list(reversed(range(_rank(x))))))
+
+
+@_converts("aten.permute.default")
+def _permute(tr: _Translator, node: Node, a: dict[str, Any]) -> SSAValue:
+    return tr.emit(t.PermuteOp(tr.value(a["self"]), [int(d) for d in a["dims"]]))
+
+
+@_converts("aten.unsqueeze.default")
+def _unsqueeze(tr: _Translator, node: Node, a: dict[str, Any]) -> SSAValue:
+    return tr.emit(t.UnsqueezeOp(tr.value(a["self"]), int(a["dim"])))
+
+
+@_converts("aten.expand.default", "aten.expand_as.default", "aten.broadcast_to.default")
+def _expand(tr: _Translator, node: Node, a: dict[str, Any]) -> SSAValue:
+    x = tr.value(a["self"])
+    shape = _out_shape(node)
+    if list(_shape(x)) == shape:
+        return x
+    return tr.emit(t.ExpandOp(x, shape))
+
+
+def _clamp_slice(extent: int, start: int | None, end: int | None) -> tuple[int, int]:
+    """Python slice bounds (negative, out of range, ``None``) as ``0 <= start <= end <= extent``."""
+    start = 0 if start is None else start
+    end = extent if end is None else end
+    start = min(max(start + extent if start < 0 else start, 0), extent)
+    end = min(max(end + extent if end < 0 else end, 0), extent)
+    return start, max(start, end)
+
+
+@_converts("aten.slice.Tensor")
+def _slice(tr: _Translator, node: Node, a: dict[str, Any]) -> SSAValue:
+    x = tr.value(a["self"])
+    dim = t.norm_dim(int(a["dim"]), _rank(x))
+    start, end = _clamp_slice(_shape(x)[dim], a.get("start"), a.get("end"))
+    step = int(a.get("step") or 1)
+    if start == 0 and end == _shape(x)[dim] and step == 1:
+        return x
+    return tr.emit(t.SliceOp(x, dim, start, end, step))
+
+
+@_converts("aten.select.int")
+def _select(tr: _Translator, node: Node, a: dict[str, Any]) -> SSAValue:
+    x = tr.value(a["self"])
+    dim = t.norm_dim(int(a["dim"]), _rank(x))
+    index = int(a["index"])
+    if index < 0:
+        index += _shape(x)[dim]
+    sliced = tr.emit(t.SliceOp(x, dim, index, index + 1, 1))
+    return tr.emit(t.ReshapeOp(sliced, _out_shape(node)))
+
+
+def _split_parts(tr: _Translator, node: Node, a: dict[str, Any]) -> list[SSAValue]:
+    """``split``/``chunk``/``unbind``: one slice per result (sizes from the exported results),
+    reshaped where the result drops the dim (``unbind``)."""
+    x = tr.value(a["self"])
+    dim = t.norm_dim(int(a.get("dim") or 0), _rank(x))
+    shapes = [[int(e) for e in v.shape] for v in node.meta["val"]]
+    parts: list[SSAValue] = []
+    start = 0
+    for shape in shapes:
+        size = shape[dim] if len(shape) == _rank(x) else 1
+        part = x
+        if size != _shape(x)[dim]:
+            part = tr.emit(t.SliceOp(x, dim, start, start + size, 1))
+        if list(_shape(part)) != shape:
+            part = tr.emit(t.ReshapeOp(part, shape))
+        parts.append(part)
+        start += size
+    return parts
+
+
+for _name in ("aten.split.Tensor", "aten.split_with_sizes.default", "aten.chunk.default",
+              "aten.unbind.int", "aten.unsafe_split.Tensor"):
+    _MULTI_CONVERTERS[_name] = _split_parts
+
+
+@_converts("aten.cat.default", "aten.concat.default")
+def _cat(tr: _Translator, node: Node, a: dict[str, Any]) -> SSAValue:
+    element = _out_element(node)
+    # Legacy cat skips 1-D empty tensors.
+    inputs = [tr.operand(x, element) for x in a["tensors"]]
+    inputs = [v for v in inputs if _shape(v) != (0,) or _rank(v) == len(_out_shape(node))]
+    if len(inputs) == 1:
+        return inputs[0]
+    return tr.emit(t.CatOp(inputs, int(a["dim"])))
+
+
+__all__ = [
+    "CaptureError", "CapturedProgram", "SourceLine", "capture", "element_type", "source_line",
+    "supported_ops", "PARAM_ATTR", "INPUT_ATTR",
+]  # fmt: skip

@@ -1,0 +1,704 @@
+"""``torch-to-prim``: decompose every Torch-IR op into the three Tensor-IR primitives.
+
+Matches each ``torch.*`` op (one pattern per op or op family) and replaces it with
+``prim.elementwise`` (a scalar ``arith``/``math`` body), ``prim.reduce`` and ``prim.index_map``
+ops computing the same tensor. The function signature is kept; tensors stay tensors.
+
+* Elementwise ops broadcast their operands with ``prim.index_map`` (NumPy rules) and apply
+  the scalar op in an ``elementwise`` body; ``torch.constant`` becomes a fill
+  (``prim.elementwise () : () -> tensor<f32>`` yielding an ``arith.constant``).
+* Reductions reduce with ``prim.reduce`` (kept unit dims), ``mean`` multiplies by ``1/N``;
+  ``keepdim = false`` drops the unit dims with an ``index_map``.
+* Contractions (``linear``, ``matmul``, ``bmm``) become the product
+  ``prod[b.., m, n, k] = A'[b.., m, n, k] * B'[b.., m, n, k]`` of two ``index_map``
+  broadcasts, ``prim.reduce add`` over ``k`` and an ``index_map`` dropping the kept unit dim:
+  the Loop-IR fusion pass turns the three into one matmul kernel.
+* ``softmax`` is the numerically stable max / sub-exp / sum / div chain, ``rms_norm`` the
+  square / mean / add-eps-rsqrt / scale chain that Hugging Face models spell out.
+* Data movement (``transpose``, ``permute``, ``reshape``, ``unsqueeze``, ``expand``,
+  ``slice``, ``cat``) is one ``prim.index_map`` each; reshape maps group the dims whose
+  extents multiply to the same product, so a dim that maps straight through stays ``dN``.
+
+Reductions and contractions over ``f16``/``bf16`` accumulate in ``f32`` (as PyTorch does):
+the product/cast feeding the ``prim.reduce`` widens, the last elementwise step narrows.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from xdsl.context import Context
+from xdsl.dialects import arith
+from xdsl.dialects import math as mathd
+from xdsl.dialects.builtin import (
+    BFloat16Type,
+    Float16Type,
+    Float32Type,
+    Float64Type,
+    FloatAttr,
+    ModuleOp,
+    TensorType,
+)
+from xdsl.ir import Attribute, Block, Operation, SSAValue
+from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr, AffineExpr, AffineMap
+from xdsl.passes import ModulePass
+from xdsl.pattern_rewriter import (
+    GreedyRewritePatternApplier,
+    PatternRewriter,
+    PatternRewriteWalker,
+    RewritePattern,
+    op_type_rewrite_pattern,
+)
+from xdsl.utils.exceptions import PassFailedException
+
+from llmopt.dialects import torch as t
+from llmopt.dialects.prim import ElementwiseOp, IndexMapOp, ReduceOp, YieldOp
+
+Shape = tuple[int, ...]
+
+_WIDTH = {Float16Type: 16, BFloat16Type: 16, Float32Type: 32, Float64Type: 64}
+
+
+def _width(typ: Attribute) -> int:
+    return _WIDTH[type(typ)]
+
+
+def accumulator_type(element: Attribute) -> Attribute:
+    """The element type reductions accumulate in: ``f32`` for ``f16``/``bf16``, else itself."""
+    return Float32Type() if _width(element) < 32 else element
+
+
+def _shape(value: SSAValue) -> Shape:
+    typ = value.type
+    assert isinstance(typ, TensorType)
+    return tuple(typ.get_shape())
+
+
+def _element(value: SSAValue) -> Attribute:
+    typ = value.type
+    assert isinstance(typ, TensorType)
+    return typ.element_type
+
+
+def _dims(rank: int) -> list[AffineExpr]:
+    return [AffineDimExpr(i) for i in range(rank)]
+
+
+def broadcast_map(src: Shape, dst: Shape) -> AffineMap:
+    """NumPy broadcast of ``src`` to ``dst`` (right-aligned; stretched unit dims read 0)."""
+    offset = len(dst) - len(src)
+    exprs: list[AffineExpr] = []
+    for j, extent in enumerate(src):
+        i = j + offset
+        exprs.append(AffineConstantExpr(0) if extent == 1 and dst[i] != 1 else AffineDimExpr(i))
+    return AffineMap(len(dst), 0, tuple(exprs))
+
+
+def reshape_map(src: Shape, dst: Shape) -> AffineMap:
+    """Row-major reshape of ``src`` into ``dst`` as a map from ``dst`` to ``src`` coordinates.
+
+    Unit dims of ``src`` read 0; the other dims are grouped into runs whose extents multiply
+    to the same product on both sides. A run of one dim on each side maps straight through;
+    otherwise the ``dst`` coordinates of the run are linearised and delinearised into ``src``
+    with ``floordiv``/``mod`` by its strides.
+    """
+    if math.prod(src) != math.prod(dst):
+        raise ValueError(f"cannot reshape {list(src)} to {list(dst)}")
+    exprs: list[AffineExpr] = [AffineConstantExpr(0) for _ in src]
+    src_nz = [j for j, e in enumerate(src) if e != 1]
+    dst_nz = [i for i, e in enumerate(dst) if e != 1]
+    p = q = 0
+    while p < len(src_nz) and q < len(dst_nz):
+        group_src, group_dst = [src_nz[p]], [dst_nz[q]]
+        size_src, size_dst = src[src_nz[p]], dst[dst_nz[q]]
+        p, q = p + 1, q + 1
+        while size_src != size_dst:
+            if size_src < size_dst:
+                group_src.append(src_nz[p])
+                size_src *= src[src_nz[p]]
+                p += 1
+            else:
+                group_dst.append(dst_nz[q])
+                size_dst *= dst[dst_nz[q]]
+                q += 1
+        if len(group_src) == 1 and len(group_dst) == 1:
+            exprs[group_src[0]] = AffineDimExpr(group_dst[0])
+            continue
+        linear: AffineExpr = AffineConstantExpr(0)
+        stride = 1
+        for i in reversed(group_dst):
+            linear = AffineDimExpr(i) * stride + linear
+            stride *= dst[i]
+        stride = 1
+        for pos, j in reversed(list(enumerate(group_src))):
+            expr = linear if stride == 1 else linear // stride
+            if pos > 0:
+                expr = expr % src[j]
+            exprs[j] = expr
+            stride *= src[j]
+    return AffineMap(len(dst), 0, tuple(exprs))
+
+
+class ScalarBuilder:
+    """Appends scalar ``arith``/``math`` ops to an elementwise body block."""
+
+    def __init__(self, block: Block) -> None:
+        self.block = block
+
+    def _emit(self, op: Operation) -> SSAValue:
+        self.block.add_op(op)
+        return op.results[0]
+
+    def const(self, value: float, typ: Attribute) -> SSAValue:
+        return self._emit(arith.ConstantOp(FloatAttr(value, typ)))  # type: ignore[arg-type]
+
+    def add(self, a: SSAValue, b: SSAValue) -> SSAValue:
+        return self._emit(arith.AddfOp(a, b))
+
+    def sub(self, a: SSAValue, b: SSAValue) -> SSAValue:
+        return self._emit(arith.SubfOp(a, b))
+
+    def mul(self, a: SSAValue, b: SSAValue) -> SSAValue:
+        return self._emit(arith.MulfOp(a, b))
+
+    def div(self, a: SSAValue, b: SSAValue) -> SSAValue:
+        return self._emit(arith.DivfOp(a, b))
+
+    def maximum(self, a: SSAValue, b: SSAValue) -> SSAValue:
+        return self._emit(arith.MaximumfOp(a, b))
+
+    def neg(self, a: SSAValue) -> SSAValue:
+        return self._emit(arith.NegfOp(a))
+
+    def exp(self, a: SSAValue) -> SSAValue:
+        return self._emit(mathd.ExpOp(a))
+
+    def rsqrt(self, a: SSAValue) -> SSAValue:
+        return self._emit(mathd.RsqrtOp(a))
+
+    def sqrt(self, a: SSAValue) -> SSAValue:
+        return self._emit(mathd.SqrtOp(a))
+
+    def tanh(self, a: SSAValue) -> SSAValue:
+        return self._emit(mathd.TanhOp(a))
+
+    def powf(self, a: SSAValue, b: SSAValue) -> SSAValue:
+        return self._emit(mathd.PowFOp(a, b))
+
+    def cast(self, a: SSAValue, to: Attribute) -> SSAValue:
+        """``arith.extf``/``truncf`` to ``to`` (through ``f32`` between 16-bit types)."""
+        src = a.type
+        if src == to:
+            return a
+        if _width(src) < _width(to):
+            return self._emit(arith.ExtFOp(a, to))
+        if _width(src) > _width(to):
+            return self._emit(arith.TruncFOp(a, to))
+        return self.cast(self.cast(a, Float32Type()), to)
+
+    def sigmoid(self, a: SSAValue) -> SSAValue:
+        one = self.const(1.0, a.type)
+        return self.div(one, self.add(one, self.exp(self.neg(a))))
+
+
+Body = Callable[..., SSAValue]
+"""Builds an elementwise body: ``body(builder, *scalars) -> scalar``."""
+
+
+@dataclass
+class Emitter:
+    """Collects the prim ops of one decomposition, in order."""
+
+    ops: list[Operation] = field(default_factory=list[Operation])
+
+    def elementwise(self, inputs: Sequence[SSAValue], shape: Sequence[int],
+                    element: Attribute, body: Body) -> SSAValue:
+        """``prim.elementwise`` over ``inputs`` (all of ``shape``) with the scalar ``body``."""
+        op, block = ElementwiseOp.build(list(inputs), TensorType(element, list(shape)))
+        builder = ScalarBuilder(block)
+        block.add_op(YieldOp(body(builder, *block.args)))
+        self.ops.append(op)
+        return op.result
+
+    def fill(self, value: float, element: Attribute) -> SSAValue:
+        """A rank-0 tensor holding ``value``."""
+        return self.elementwise([], (), element, lambda b: b.const(value, element))
+
+    def index_map(self, value: SSAValue, amap: AffineMap, shape: Sequence[int]) -> SSAValue:
+        op = IndexMapOp([value], [amap], TensorType(_element(value), list(shape)))
+        self.ops.append(op)
+        return op.result
+
+    def broadcast(self, value: SSAValue, shape: Sequence[int]) -> SSAValue:
+        """``value`` broadcast to ``shape``; itself when it already has that shape."""
+        shape = tuple(shape)
+        if _shape(value) == shape:
+            return value
+        return self.index_map(value, broadcast_map(_shape(value), shape), shape)
+
+    def reshape(self, value: SSAValue, shape: Sequence[int]) -> SSAValue:
+        """``value`` reshaped (row-major) to ``shape``; itself when the shape is unchanged."""
+        shape = tuple(shape)
+        if _shape(value) == shape:
+            return value
+        return self.index_map(value, reshape_map(_shape(value), shape), shape)
+
+    def reduce(self, value: SSAValue, kind: str, dims: Sequence[int]) -> SSAValue:
+        op = ReduceOp(value, kind, sorted(dims))
+        self.ops.append(op)
+        return op.result
+
+    def cast(self, value: SSAValue, element: Attribute) -> SSAValue:
+        """Elementwise cast; itself when the element type is already ``element``."""
+        if _element(value) == element:
+            return value
+        return self.elementwise([value], _shape(value), element, lambda b, x: b.cast(x, element))
+
+    def contract(self, a: SSAValue, a_map: AffineMap, b: SSAValue, b_map: AffineMap,
+                 prod_shape: Sequence[int], out_shape: Sequence[int], out_element: Attribute
+                 ) -> SSAValue:
+        """``out = sum_k A'[.., k] * B'[.., k]``: broadcast both operands to ``prod_shape``
+        (whose last dim is ``k``) with the given maps, multiply, reduce the last dim with
+        ``add`` and drop it (reshaping to ``out_shape``); the result is ``out_element``."""
+        acc = accumulator_type(out_element)
+        lhs = self.index_map(a, a_map, prod_shape)
+        rhs = self.index_map(b, b_map, prod_shape)
+        prod = self.elementwise(
+            [lhs, rhs], prod_shape, acc,
+            lambda bld, x, y: bld.mul(bld.cast(x, acc), bld.cast(y, acc)),
+        )
+        summed = self.reduce(prod, "add", [len(prod_shape) - 1])
+        return self.cast(self.reshape(summed, out_shape), out_element)
+
+
+def _result_shape(op: t.TorchOp) -> Shape:
+    return _shape(op.results[0])
+
+
+def _result_element(op: t.TorchOp) -> Attribute:
+    return _element(op.results[0])
+
+
+def _finish(rewriter: PatternRewriter, op: Operation, emitter: Emitter, value: SSAValue) -> None:
+    rewriter.replace(op, emitter.ops, [value])
+
+
+# --- elementwise --------------------------------------------------------------------------------
+
+_BINARY: dict[type[t.BinaryOp], Callable[[ScalarBuilder, SSAValue, SSAValue], SSAValue]] = {
+    t.AddOp: ScalarBuilder.add,
+    t.SubOp: ScalarBuilder.sub,
+    t.MulOp: ScalarBuilder.mul,
+    t.DivOp: ScalarBuilder.div,
+    t.MaximumOp: ScalarBuilder.maximum,
+}
+
+
+def _relu(b: ScalarBuilder, x: SSAValue) -> SSAValue:
+    return b.maximum(x, b.const(0.0, x.type))
+
+
+def _silu(b: ScalarBuilder, x: SSAValue) -> SSAValue:
+    one = b.const(1.0, x.type)
+    return b.mul(x, b.div(one, b.add(one, b.exp(b.neg(x)))))
+
+
+_UNARY: dict[type[t.UnaryOp], Callable[[ScalarBuilder, SSAValue], SSAValue]] = {
+    t.NegOp: ScalarBuilder.neg,
+    t.ExpOp: ScalarBuilder.exp,
+    t.RsqrtOp: ScalarBuilder.rsqrt,
+    t.SqrtOp: ScalarBuilder.sqrt,
+    t.TanhOp: ScalarBuilder.tanh,
+    t.SigmoidOp: ScalarBuilder.sigmoid,
+    t.ReluOp: _relu,
+    t.SiluOp: _silu,
+}
+
+
+class LowerBinary(RewritePattern):
+    """``torch.add/sub/mul/div/maximum`` → ``index_map`` broadcasts of the operands whose
+    shape differs from the result's, then one ``prim.elementwise`` with ``arith.addf``,
+    ``subf``, ``mulf``, ``divf`` or ``maximumf``."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: t.BinaryOp, rewriter: PatternRewriter) -> None:
+        scalar = _BINARY[type(op)]
+        shape = _result_shape(op)
+        em = Emitter()
+        lhs, rhs = em.broadcast(op.lhs, shape), em.broadcast(op.rhs, shape)
+        out = em.elementwise([lhs, rhs], shape, _result_element(op), scalar)
+        _finish(rewriter, op, em, out)
+
+
+class LowerUnary(RewritePattern):
+    """``torch.neg/exp/rsqrt/sqrt/tanh/sigmoid/relu/silu`` → one ``prim.elementwise``:
+    ``arith.negf``, ``math.exp/rsqrt/sqrt/tanh``, sigmoid ``1 / (1 + exp(-x))``, relu
+    ``arith.maximumf(x, 0)``, silu ``x * (1 / (1 + exp(-x)))``."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: t.UnaryOp, rewriter: PatternRewriter) -> None:
+        em = Emitter()
+        out = em.elementwise([op.input], _result_shape(op), _result_element(op), _UNARY[type(op)])
+        _finish(rewriter, op, em, out)
+
+
+class LowerPow(RewritePattern):
+    """``torch.pow`` → ``prim.elementwise``: exponent 2 is ``x * x``, 3 is ``x * x * x``,
+    0.5 ``math.sqrt``, -0.5 ``math.rsqrt``, -1 ``1 / x``, 1 the input itself, anything else
+    ``math.powf`` with a constant exponent."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: t.PowOp, rewriter: PatternRewriter) -> None:
+        exponent = op.props.get_float("exponent")
+        if exponent == 1.0:
+            rewriter.replace(op, [], [op.input])
+            return
+
+        def body(b: ScalarBuilder, x: SSAValue) -> SSAValue:
+            if exponent == 2.0:
+                return b.mul(x, x)
+            if exponent == 3.0:
+                return b.mul(b.mul(x, x), x)
+            if exponent == 0.5:
+                return b.sqrt(x)
+            if exponent == -0.5:
+                return b.rsqrt(x)
+            if exponent == -1.0:
+                return b.div(b.const(1.0, x.type), x)
+            return b.powf(x, b.const(exponent, x.type))
+
+        em = Emitter()
+        out = em.elementwise([op.input], _result_shape(op), _result_element(op), body)
+        _finish(rewriter, op, em, out)
+
+
+class LowerTo(RewritePattern):
+    """``torch.to`` → ``prim.elementwise`` with ``arith.extf``/``truncf`` (the input itself
+    when the element type does not change)."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: t.ToOp, rewriter: PatternRewriter) -> None:
+        em = Emitter()
+        _finish(rewriter, op, em, em.cast(op.input, _result_element(op)))
+
+
+class LowerConstant(RewritePattern):
+    """``torch.constant`` → a fill ``prim.elementwise () : () -> tensor<T>`` yielding an
+    ``arith.constant`` of the element type ``T``; users broadcast it like any tensor."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: t.ConstantOp, rewriter: PatternRewriter) -> None:
+        em = Emitter()
+        _finish(rewriter, op, em, em.fill(op.scalar, _result_element(op)))
+
+
+# --- reductions and normalisations --------------------------------------------------------------
+
+
+class LowerReduction(RewritePattern):
+    """``torch.sum/mean/amax`` → ``prim.reduce add/add/max`` over the (non-negative) dims;
+    ``mean`` then multiplies by ``1/N`` in an ``elementwise``; ``keepdim = false`` drops the
+    kept unit dims with an ``index_map``. ``f16``/``bf16`` sums accumulate in ``f32``."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: t.ReductionOp, rewriter: PatternRewriter) -> None:
+        dims = op.reduced_dims
+        element = _result_element(op)
+        em = Emitter()
+        if isinstance(op, t.AmaxOp):
+            out = em.reduce(op.input, "max", dims)
+        else:
+            acc = accumulator_type(element)
+            out = em.reduce(em.cast(op.input, acc), "add", dims)
+            if isinstance(op, t.MeanOp):
+                scale = 1.0 / math.prod(_shape(op.input)[d] for d in dims)
+                out = em.elementwise(
+                    [out], _shape(out), acc, lambda b, x: b.mul(x, b.const(scale, acc))
+                )
+            out = em.cast(out, element)
+        _finish(rewriter, op, em, em.reshape(out, _result_shape(op)))
+
+
+class LowerSoftmax(RewritePattern):
+    """``torch.softmax`` → ``m = reduce max``, ``e = exp(x - broadcast(m))``,
+    ``s = reduce add e``, ``e / broadcast(s)`` (numerically stable; ``f32`` for 16-bit)."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: t.SoftmaxOp, rewriter: PatternRewriter) -> None:
+        shape = _result_shape(op)
+        element = _result_element(op)
+        acc = accumulator_type(element)
+        dim = t.norm_dim(op.props.get_int("dim"), len(shape))
+        em = Emitter()
+        peak = em.broadcast(em.reduce(op.input, "max", [dim]), shape)
+        exps = em.elementwise(
+            [op.input, peak], shape, acc,
+            lambda b, x, m: b.exp(b.sub(b.cast(x, acc), b.cast(m, acc))),
+        )
+        total = em.broadcast(em.reduce(exps, "add", [dim]), shape)
+        out = em.elementwise(
+            [exps, total], shape, element, lambda b, e, s: b.cast(b.div(e, s), element)
+        )
+        _finish(rewriter, op, em, out)
+
+
+class LowerRmsNorm(RewritePattern):
+    """``torch.rms_norm`` → ``sq = x * x``, ``reduce add`` over the normalized dims,
+    ``r = rsqrt(sum * (1/N) + eps)``, ``x * broadcast(r) (* broadcast(weight))``: the chain
+    of the HF-style pow/mean/add/rsqrt/mul sequence (``f32`` for 16-bit inputs)."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: t.RmsNormOp, rewriter: PatternRewriter) -> None:
+        shape = _result_shape(op)
+        element = _result_element(op)
+        acc = accumulator_type(element)
+        rank = op.props.get_int("normalized_rank")
+        eps = op.props.get_float("eps")
+        dims = list(range(len(shape) - rank, len(shape)))
+        scale = 1.0 / math.prod(shape[d] for d in dims)
+        em = Emitter()
+
+        def square(b: ScalarBuilder, x: SSAValue) -> SSAValue:
+            wide = b.cast(x, acc)
+            return b.mul(wide, wide)
+
+        def inv_rms(b: ScalarBuilder, s: SSAValue) -> SSAValue:
+            return b.rsqrt(b.add(b.mul(s, b.const(scale, acc)), b.const(eps, acc)))
+
+        sq = em.elementwise([op.input], shape, acc, square)
+        summed = em.reduce(sq, "add", dims)
+        inv = em.broadcast(em.elementwise([summed], _shape(summed), acc, inv_rms), shape)
+        inputs = [op.input, inv]
+        if op.weight is not None:
+            inputs.append(em.broadcast(op.weight, shape))
+
+        def normalise(b: ScalarBuilder, x: SSAValue, r: SSAValue, *w: SSAValue) -> SSAValue:
+            y = b.mul(b.cast(x, acc), r)
+            if w:
+                # PyTorch rounds the normalised value to the input type before the weight.
+                y = b.mul(b.cast(y, element), w[0])
+            return b.cast(y, element)
+
+        _finish(rewriter, op, em, em.elementwise(inputs, shape, element, normalise))
+
+
+# --- contractions -------------------------------------------------------------------------------
+
+
+def _batch_exprs(src_batch: Shape, out_batch: Shape) -> list[AffineExpr]:
+    """Coordinates of broadcast batch dims ``src_batch`` read at ``out_batch`` dims."""
+    return list(broadcast_map(src_batch, out_batch).results)
+
+
+def _matmul(em: Emitter, a: SSAValue, b: SSAValue, out_shape: Shape, element: Attribute
+            ) -> SSAValue:
+    """``torch.matmul`` semantics (1-D operands, broadcast batch dims) as a contraction."""
+    sa, sb = _shape(a), _shape(b)
+    a2 = (1, *sa) if len(sa) == 1 else sa
+    b2 = (*sb, 1) if len(sb) == 1 else sb
+    batch = t.broadcast_shapes(a2[:-2], b2[:-2])
+    nb = len(batch)
+    m, n, k = AffineDimExpr(nb), AffineDimExpr(nb + 1), AffineDimExpr(nb + 2)
+    prod_shape = (*batch, a2[-2], b2[-1], a2[-1])
+    rank = len(prod_shape)
+    a_exprs = [*_batch_exprs(a2[:-2], batch), m, k] if len(sa) > 1 else [k]
+    b_exprs = [*_batch_exprs(b2[:-2], batch), k, n] if len(sb) > 1 else [k]
+    if len(sa) > 1 and a2[-2] == 1:
+        a_exprs[-2] = AffineConstantExpr(0)
+    if len(sb) > 1 and b2[-1] == 1:
+        b_exprs[-1] = AffineConstantExpr(0)
+    return em.contract(
+        a, AffineMap(rank, 0, tuple(a_exprs)), b, AffineMap(rank, 0, tuple(b_exprs)),
+        prod_shape, out_shape, element,
+    )
+
+
+class LowerMatmul(RewritePattern):
+    """``torch.matmul`` → ``prod[b.., m, n, k] = A'[b.., m, n, k] * B'[b.., m, n, k]``
+    (``index_map`` broadcasts; batch dims broadcast NumPy-style), ``prim.reduce add`` over
+    ``k``, then an ``index_map`` dropping the kept unit dim (and those of 1-D operands)."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: t.MatmulOp, rewriter: PatternRewriter) -> None:
+        em = Emitter()
+        out = _matmul(em, op.lhs, op.rhs, _result_shape(op), _result_element(op))
+        _finish(rewriter, op, em, out)
+
+
+class LowerBmm(RewritePattern):
+    """``torch.bmm`` → the same contraction as ``torch.matmul`` (batch dim ``b``)."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: t.BmmOp, rewriter: PatternRewriter) -> None:
+        em = Emitter()
+        out = _matmul(em, op.lhs, op.rhs, _result_shape(op), _result_element(op))
+        _finish(rewriter, op, em, out)
+
+
+class LowerLinear(RewritePattern):
+    """``torch.linear`` (``x: [.., K]``, ``w: [N, K]``) →
+    ``prod[.., n, k] = x'[.., n, k] * w'[.., n, k]`` with ``x' = x[.., k]`` and
+    ``w' = w[n, k]`` (the transposed weight, by index_map), ``prim.reduce add`` over ``k``,
+    an ``index_map`` dropping the unit dim, then ``+ broadcast(bias)`` when there is one.
+    Leading dims of ``x`` stay as they are (they play the role of ``b..``/``m``)."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: t.LinearOp, rewriter: PatternRewriter) -> None:
+        x_shape, w_shape = _shape(op.input), _shape(op.weight)
+        out_shape = _result_shape(op)
+        element = _result_element(op)
+        lead = len(x_shape) - 1
+        prod_shape = (*x_shape[:-1], w_shape[0], x_shape[-1])
+        rank = len(prod_shape)
+        dims = _dims(rank)
+        x_map = AffineMap(rank, 0, (*dims[:lead], dims[-1]))
+        w_map = AffineMap(rank, 0, (dims[-2], dims[-1]))
+        em = Emitter()
+        out = em.contract(op.input, x_map, op.weight, w_map, prod_shape, out_shape, element)
+        if op.bias is not None:
+            bias = em.broadcast(op.bias, out_shape)
+            out = em.elementwise([out, bias], out_shape, element, ScalarBuilder.add)
+        _finish(rewriter, op, em, out)
+
+
+# --- data movement ------------------------------------------------------------------------------
+
+
+class LowerTranspose(RewritePattern):
+    """``torch.transpose`` → ``prim.index_map`` swapping two coordinates."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: t.TransposeOp, rewriter: PatternRewriter) -> None:
+        shape = _result_shape(op)
+        d0 = t.norm_dim(op.props.get_int("dim0"), len(shape))
+        d1 = t.norm_dim(op.props.get_int("dim1"), len(shape))
+        if d0 == d1:
+            rewriter.replace(op, [], [op.input])
+            return
+        exprs = _dims(len(shape))
+        exprs[d0], exprs[d1] = exprs[d1], exprs[d0]
+        em = Emitter()
+        out = em.index_map(op.input, AffineMap(len(shape), 0, tuple(exprs)), shape)
+        _finish(rewriter, op, em, out)
+
+
+class LowerPermute(RewritePattern):
+    """``torch.permute`` → ``prim.index_map``: input coordinate ``dims[i]`` is result
+    coordinate ``i``."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: t.PermuteOp, rewriter: PatternRewriter) -> None:
+        shape = _result_shape(op)
+        perm = t.norm_dims(op.props.get_ints("dims"), len(shape))
+        if perm == tuple(range(len(shape))):
+            rewriter.replace(op, [], [op.input])
+            return
+        exprs: list[AffineExpr] = [AffineConstantExpr(0)] * len(shape)
+        for i, j in enumerate(perm):
+            exprs[j] = AffineDimExpr(i)
+        em = Emitter()
+        out = em.index_map(op.input, AffineMap(len(shape), 0, tuple(exprs)), shape)
+        _finish(rewriter, op, em, out)
+
+
+class LowerReshape(RewritePattern):
+    """``torch.reshape`` → ``prim.index_map`` with :func:`reshape_map` (the input itself
+    when the shape is unchanged)."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: t.ReshapeOp, rewriter: PatternRewriter) -> None:
+        em = Emitter()
+        _finish(rewriter, op, em, em.reshape(op.input, _result_shape(op)))
+
+
+class LowerUnsqueeze(RewritePattern):
+    """``torch.unsqueeze`` → ``prim.index_map`` ignoring the new unit coordinate."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: t.UnsqueezeOp, rewriter: PatternRewriter) -> None:
+        shape = _result_shape(op)
+        dim = t.norm_dim(op.props.get_int("dim"), len(shape))
+        exprs = [e for i, e in enumerate(_dims(len(shape))) if i != dim]
+        em = Emitter()
+        out = em.index_map(op.input, AffineMap(len(shape), 0, tuple(exprs)), shape)
+        _finish(rewriter, op, em, out)
+
+
+class LowerExpand(RewritePattern):
+    """``torch.expand`` → a broadcasting ``prim.index_map`` (stretched dims read 0)."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: t.ExpandOp, rewriter: PatternRewriter) -> None:
+        em = Emitter()
+        _finish(rewriter, op, em, em.broadcast(op.input, _result_shape(op)))
+
+
+class LowerSlice(RewritePattern):
+    """``torch.slice`` → ``prim.index_map`` reading ``d * step + start`` along ``dim``
+    (the input itself for a full slice)."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: t.SliceOp, rewriter: PatternRewriter) -> None:
+        shape = _result_shape(op)
+        if shape == _shape(op.input):
+            rewriter.replace(op, [], [op.input])
+            return
+        p = op.props
+        dim = t.norm_dim(p.get_int("dim"), len(shape))
+        exprs = _dims(len(shape))
+        exprs[dim] = exprs[dim] * p.get_int("step") + p.get_int("start")
+        em = Emitter()
+        out = em.index_map(op.input, AffineMap(len(shape), 0, tuple(exprs)), shape)
+        _finish(rewriter, op, em, out)
+
+
+class LowerCat(RewritePattern):
+    """``torch.cat`` → ``prim.index_map (%a, %b, ..) concat AXIS [...]``: input ``i`` owns
+    the next segment of the axis and reads ``d_axis - offset_i`` there."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: t.CatOp, rewriter: PatternRewriter) -> None:
+        shape = _result_shape(op)
+        if len(op.inputs) == 1:
+            rewriter.replace(op, [], [op.inputs[0]])
+            return
+        axis = t.norm_dim(op.props.get_int("dim"), len(shape))
+        maps: list[AffineMap] = []
+        offset = 0
+        for value in op.inputs:
+            exprs = _dims(len(shape))
+            exprs[axis] = exprs[axis] - offset
+            maps.append(AffineMap(len(shape), 0, tuple(exprs)))
+            offset += _shape(value)[axis]
+        new = IndexMapOp(list(op.inputs), maps, TensorType(_result_element(op), list(shape)),
+                         concat=axis)
+        rewriter.replace(op, [new], [new.result])
+
+
+PATTERNS: tuple[type[RewritePattern], ...] = (
+    LowerBinary, LowerUnary, LowerPow, LowerTo, LowerConstant,
+    LowerReduction, LowerSoftmax, LowerRmsNorm,
+    LowerMatmul, LowerBmm, LowerLinear,
+    LowerTranspose, LowerPermute, LowerReshape, LowerUnsqueeze, LowerExpand, LowerSlice, LowerCat,
+)  # fmt: skip
+"""The patterns of ``torch-to-prim``, one per torch op (families share one)."""
+
+
+@dataclass(frozen=True)
+class TorchToPrim(ModulePass):
+    """Lower Torch IR to Tensor IR: every ``torch.*`` op becomes ``prim.elementwise``,
+    ``prim.reduce`` and ``prim.index_map`` ops (see the module docstring)."""
+
+    name = "torch-to-prim"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        walker = PatternRewriteWalker(
+            GreedyRewritePatternApplier([p() for p in PATTERNS]),
+            apply_recursively=False,
+        )
+        walker.rewrite_module(op)
+        left = sorted({o.name for o in op.walk() if isinstance(o, t.TorchOp)})
+        if left:
+            raise PassFailedException(f"torch-to-prim left ops it cannot lower: {left}")

@@ -1,0 +1,418 @@
+"""Tests of the PyTorch frontend (``capture``) and of ``torch-to-prim`` on captured programs.
+
+The numeric checks lower captured programs to Tensor IR and run them with the CPU interpreter
+(:func:`llmopt.interp.run`), against PyTorch eager on the CPU.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+nn = torch.nn
+F = torch.nn.functional
+
+from xdsl.context import Context  # noqa: E402
+from xdsl.dialects import arith, builtin, func  # noqa: E402
+from xdsl.dialects import math as mathd  # noqa: E402
+
+from llmopt.dialects import prim  # noqa: E402
+from llmopt.dialects import torch as torch_dialect  # noqa: E402
+from llmopt.frontend.capture import (  # noqa: E402
+    INPUT_ATTR,
+    PARAM_ATTR,
+    CapturedProgram,
+    CaptureError,
+    capture,
+)
+from llmopt.interp import run  # noqa: E402
+from llmopt.lowering.torch_to_prim import TorchToPrim, reshape_map  # noqa: E402
+
+
+def _context() -> Context:
+    ctx = Context()
+    for dialect in (builtin.Builtin, func.Func, arith.Arith, mathd.Math, prim.Prim,
+                    torch_dialect.Torch):
+        ctx.load_dialect(dialect)
+    return ctx
+
+
+def lower_and_run(program: CapturedProgram, inputs: tuple[Any, ...]) -> list[np.ndarray]:
+    """torch-to-prim on a clone of the captured module, then evaluate it on ``inputs``."""
+    module = program.module.clone()
+    TorchToPrim().apply(_context(), module)
+    module.verify()
+    assert not [op for op in module.walk() if op.name.startswith("torch.")]
+    args = [a.detach().numpy() for a in program.arguments(*inputs)]
+    return run(module, args)
+
+
+def op_names(program: CapturedProgram) -> list[str]:
+    return [op.name for op in program.func.body.block.ops]
+
+
+def check_numerics(fn: Callable[..., Any], inputs: tuple[Any, ...], *, rtol: float = 1e-5,
+                   atol: float = 1e-6) -> CapturedProgram:
+    """Capture ``fn``, lower it to prim and compare with eager PyTorch."""
+    program = capture(fn, inputs)
+    program.module.verify()
+    with torch.no_grad():
+        expected = fn(*inputs)
+    expected_list = list(expected) if isinstance(expected, tuple | list) else [expected]
+    got = lower_and_run(program, inputs)
+    assert len(got) == len(expected_list) == program.output_count
+    for g, e in zip(got, expected_list, strict=True):
+        e_np = e.detach().numpy()
+        assert g.shape == e_np.shape
+        assert g.dtype == e_np.dtype
+        np.testing.assert_allclose(g, e_np, rtol=rtol, atol=atol)
+    return program
+
+
+# --- models -------------------------------------------------------------------------------------
+
+
+class RMSNorm(nn.Module):
+    """The Hugging Face Llama RMSNorm."""
+
+    def __init__(self, dim: int, eps: float = 1e-6) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(dim))
+        self.variance_epsilon = eps
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        input_dtype = hidden_states.dtype
+        hidden_states = hidden_states.to(torch.float32)
+        variance = hidden_states.pow(2).mean(-1, keepdim=True)
+        hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)
+        return self.weight * hidden_states.to(input_dtype)
+
+
+class MLPBlock(nn.Module):
+    """RMSNorm, then a gated MLP with biased gate projection."""
+
+    def __init__(self, dim: int = 16, hidden: int = 24) -> None:
+        super().__init__()
+        self.norm = RMSNorm(dim)
+        self.gate = nn.Linear(dim, hidden)
+        self.up = nn.Linear(dim, hidden, bias=False)
+        self.down = nn.Linear(hidden, dim, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.norm(x)
+        return x + self.down(F.silu(self.gate(h)) * self.up(h))
+
+
+def _rand(*shape: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    return torch.randn(*shape, dtype=dtype)
+
+
+def setup_module() -> None:
+    torch.manual_seed(0)
+
+
+# --- capture: structure -------------------------------------------------------------------------
+
+
+def test_rms_norm_module() -> None:
+    model = RMSNorm(32).eval()
+    program = capture(model, (_rand(1, 8, 32),))
+    program.module.verify()
+    assert op_names(program) == [
+        "torch.pow", "torch.mean", "torch.constant", "torch.add", "torch.rsqrt", "torch.mul",
+        "torch.mul", "func.return",
+    ]  # fmt: skip
+    assert program.param_names == ["weight"]
+    assert program.input_names == ["hidden_states"]
+    assert program.output_count == 1
+    assert torch.equal(program.params["weight"], model.weight.detach())
+    text = str(program.module)
+    assert "torch.mean %pow {dims = [-1], keepdim = true} : tensor<1x8x32xf32> -> " \
+           "tensor<1x8x1xf32>" in text
+    assert "torch.constant 1.0e-06 : tensor<f32>" in text
+
+
+def test_argument_attributes_and_order() -> None:
+    program = capture(MLPBlock().eval(), (_rand(2, 16),))
+    fn = program.func
+    assert fn.arg_attrs is not None
+    attrs = [dict(d.data) for d in fn.arg_attrs.data]
+    names = [str(a.get(PARAM_ATTR, a.get(INPUT_ATTR)).data) for a in attrs]
+    assert names == ["norm.weight", "gate.weight", "gate.bias", "up.weight", "down.weight", "x"]
+    assert [PARAM_ATTR in a for a in attrs] == [True] * 5 + [False]
+    assert program.param_names == names[:5]
+    assert "torch.linear" in op_names(program)
+    assert "torch.silu" in op_names(program)
+    # Weights are arguments, never constants in the IR.
+    assert len(str(program.module)) < 4000
+
+
+def test_softmax_linear_with_bias() -> None:
+    model = nn.Sequential(nn.Linear(8, 6), nn.Softmax(dim=-1))
+    program = capture(model, (_rand(3, 8),))
+    assert op_names(program) == ["torch.linear", "torch.softmax", "func.return"]
+    assert program.param_names == ["0.weight", "0.bias"]
+    text = str(program.module)
+    assert "torch.linear %input, %0, %1 : tensor<3x8xf32>, tensor<6x8xf32>, tensor<6xf32> -> " \
+           "tensor<3x6xf32>" in text
+    assert "torch.softmax %linear {dim = -1} : tensor<3x6xf32> -> tensor<3x6xf32>" in text
+
+
+def test_function_inputs_are_named() -> None:
+    def f(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return F.silu(a) * b
+
+    program = capture(f, (_rand(4, 8), _rand(4, 8)))
+    assert program.input_names == ["a", "b"]
+    assert program.param_names == []
+    assert op_names(program) == ["torch.silu", "torch.mul", "func.return"]
+
+
+def test_data_movement_ops() -> None:
+    def f(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        y = x.view(2, 4, 8).transpose(1, 2)
+        z = torch.cat([y[..., :2], -y[..., 2:]], dim=-1)
+        return z.reshape(-1), x.unsqueeze(0).expand(3, -1, -1).permute(2, 0, 1)
+
+    program = capture(f, (_rand(8, 8),))
+    names = op_names(program)
+    for name in ("torch.reshape", "torch.transpose", "torch.slice", "torch.neg", "torch.cat",
+                 "torch.unsqueeze", "torch.expand", "torch.permute"):
+        assert name in names, name
+    assert program.output_count == 2
+
+
+def test_dtype_cast_is_explicit() -> None:
+    def f(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return x.to(torch.float64) * y
+
+    program = capture(f, (_rand(4), _rand(4, dtype=torch.float64)))
+    assert op_names(program) == ["torch.to", "torch.mul", "func.return"]
+
+
+def test_identity_and_noop_ops_vanish() -> None:
+    def f(x: torch.Tensor) -> torch.Tensor:
+        return x.clone().contiguous().detach().to(torch.float32) + 1
+
+    program = capture(f, (_rand(4),))
+    assert op_names(program) == ["torch.constant", "torch.add", "func.return"]
+
+
+def test_unsupported_op_names_op_and_line() -> None:
+    def f(x: torch.Tensor) -> torch.Tensor:
+        return torch.cumsum(x, 0) + 1
+
+    line = inspect.getsourcelines(f)[1] + 1
+    with pytest.raises(CaptureError) as info:
+        capture(f, (_rand(4),))
+    message = str(info.value)
+    assert "cumsum" in message
+    assert f"{__file__}:{line}" in message
+    assert "torch.cumsum(x, 0)" in message
+
+
+def test_integer_inputs_are_rejected() -> None:
+    def f(x: torch.Tensor) -> torch.Tensor:
+        return x * 2
+
+    with pytest.raises(CaptureError, match="unsupported dtype torch.int64"):
+        capture(f, (torch.arange(4),))
+
+
+def test_captured_text_round_trips() -> None:
+    from xdsl.parser import Parser
+
+    program = capture(MLPBlock().eval(), (_rand(1, 3, 16),))
+    text = str(program.module)
+    reparsed = Parser(_context(), text).parse_module()
+    reparsed.verify()
+    assert str(reparsed) == text
+
+
+def test_torch_not_imported_by_dialect() -> None:
+    import subprocess
+    import sys
+
+    code = "import sys, llmopt.dialects.torch; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+# --- torch-to-prim: numerics against eager PyTorch ----------------------------------------------
+
+
+def test_numeric_rms_norm() -> None:
+    check_numerics(RMSNorm(32).eval(), (_rand(2, 5, 32),))
+
+
+def test_numeric_block() -> None:
+    program = check_numerics(MLPBlock().eval(), (_rand(1, 6, 16),), rtol=1e-4, atol=1e-5)
+    assert "torch.linear" in op_names(program)
+
+
+def test_numeric_softmax_and_linear_bias() -> None:
+    lin = nn.Linear(8, 6)
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(lin(x) * 3.0, dim=-1)
+
+    check_numerics(f, (_rand(3, 8),))
+
+
+def test_numeric_silu_mul() -> None:
+    def f(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return F.silu(a) * b
+
+    check_numerics(f, (_rand(4, 8), _rand(4, 8)))
+
+
+def test_numeric_unary_and_binary() -> None:
+    def f(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        pos = torch.sigmoid(x) + 0.5
+        return (
+            torch.exp(x) - y,
+            torch.sqrt(pos) / y,
+            torch.rsqrt(pos),
+            torch.relu(x),
+            torch.tanh(x),
+            -x,
+            torch.maximum(x, y),
+            pos ** 1.5,
+            pos ** -1,
+            1.0 - x,
+            x.pow(3) + 2 * y,
+            torch.sub(x, y, alpha=2),
+        )
+
+    check_numerics(f, (_rand(3, 4), _rand(4)))
+
+
+def test_numeric_reductions() -> None:
+    def f(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return (
+            x.sum(dim=(0, 2)),
+            x.mean(-1, keepdim=True),
+            x.amax(dim=1),
+            x.sum(),
+            x.mean(),
+        )
+
+    check_numerics(f, (_rand(2, 3, 4),))
+
+
+def test_numeric_data_movement() -> None:
+    def f(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        y = x.view(2, 4, 6).transpose(1, 2)
+        rot = torch.cat([-y[..., 2:], y[..., :2]], dim=-1)
+        return (
+            rot,
+            y.reshape(12, 4),
+            x.reshape(3, 16),
+            x.flatten(),
+            x.unsqueeze(1).expand(8, 5, 6),
+            x.permute(1, 0),
+            x[1:7:3, ::2],
+            x[2],
+            torch.cat([x, x * 2, x[:1]], dim=0),
+            x.t(),
+        )
+
+    check_numerics(f, (_rand(8, 6),))
+
+
+def test_numeric_matmul_forms() -> None:
+    def f(a: torch.Tensor, b: torch.Tensor, v: torch.Tensor, c: torch.Tensor
+          ) -> tuple[torch.Tensor, ...]:
+        return (
+            a @ b,  # batched, broadcast batch dims: [2, 1, 3, 4] @ [5, 4, 6]
+            torch.bmm(c, c.transpose(1, 2)),
+            v @ b,  # 1-D @ batched
+            a @ v,  # batched @ 1-D
+            torch.mm(c[0], c[1].t()),
+            torch.matmul(v, v),
+        )
+
+    check_numerics(f, (_rand(2, 1, 3, 4), _rand(5, 4, 6), _rand(4), _rand(2, 3, 5)),
+                   rtol=1e-5, atol=1e-5)
+
+
+def test_numeric_linear_3d_and_float64() -> None:
+    lin = nn.Linear(8, 5).double()
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        return lin(x) + F.rms_norm(x, (8,), eps=1e-5).sum(-1, keepdim=True)
+
+    check_numerics(f, (_rand(2, 3, 8, dtype=torch.float64),), rtol=1e-12, atol=1e-12)
+
+
+def test_numeric_rms_norm_op_with_weight() -> None:
+    weight = torch.randn(2, 4)
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        return F.rms_norm(x, (2, 4), weight=weight, eps=1e-6)
+
+    program = check_numerics(f, (_rand(3, 2, 4),))
+    assert "torch.rms_norm" in op_names(program)
+
+
+def test_numeric_float16_casts() -> None:
+    def f(x: torch.Tensor) -> torch.Tensor:
+        return (x.to(torch.float16) * 2).to(torch.float32)
+
+    check_numerics(f, (_rand(6),))
+
+
+def test_numeric_split_chunk_unbind() -> None:
+    def f(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        a, b = x.chunk(2, dim=-1)
+        c, d, e = x.split([1, 2, 3], dim=0)
+        rows = x.unbind(0)
+        return a * b, c.sum() + d.mean() + e.amax(), rows[2] - rows[5]
+
+    program = check_numerics(f, (_rand(6, 4),))
+    assert op_names(program).count("torch.slice") == 7
+
+
+def test_training_mode_is_restored() -> None:
+    model = nn.Sequential(nn.Linear(4, 4), nn.Dropout(0.5)).train()
+    model[0].eval()
+    program = capture(model, (_rand(2, 4),))
+    assert op_names(program) == ["torch.linear", "func.return"]  # exported in eval mode
+    assert model.training and not model[0].training and model[1].training
+
+
+def test_numeric_float16_model() -> None:
+    model = nn.Sequential(nn.Linear(16, 8), nn.Softmax(dim=-1)).half()
+
+    def f(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return model(x), x.mean(-1, keepdim=True)
+
+    program = check_numerics(f, (_rand(4, 16, dtype=torch.float16),), rtol=1e-2, atol=1e-3)
+    assert "f16" in str(program.module)
+
+
+# --- torch-to-prim: structure -------------------------------------------------------------------
+
+
+def test_reshape_map_keeps_straight_dims() -> None:
+    assert str(reshape_map((1, 8, 512), (1, 8, 4, 128))) == \
+        "(d0, d1, d2, d3) -> (0, d1, ((d2 * 128) + d3))"
+    assert str(reshape_map((8, 32), (256,))) == "(d0) -> ((d0 floordiv 32), (d0 mod 32))"
+    assert str(reshape_map((4, 6), (6, 4))) == \
+        "(d0, d1) -> ((((d0 * 4) + d1) floordiv 6), (((d0 * 4) + d1) mod 6))"
+
+
+def test_linear_lowers_to_broadcast_mul_reduce() -> None:
+    program = capture(nn.Linear(8, 6, bias=False), (_rand(3, 8),))
+    module = program.module.clone()
+    TorchToPrim().apply(_context(), module)
+    names = [op.name for op in module.walk()]
+    body = [n for n in names if n.startswith("prim.") and n != "prim.yield"]
+    assert body == ["prim.index_map", "prim.index_map", "prim.elementwise", "prim.reduce",
+                    "prim.index_map"]
+    assert "arith.mulf" in names
