@@ -1,0 +1,144 @@
+"""Every op of the foundation, compiled by llmopt and run on the GPU, against PyTorch.
+
+The reference is the same function evaluated in float64 from the same float32 inputs.
+Tolerance comes from float32 rounding: each output is a sum of at most ``n`` rounded terms
+(``n`` = the reduction length, 1 for elementwise ops), so the error relative to the
+largest reference value stays below ``c * eps32 * sqrt(n)`` for random data with
+``c = 16`` covering the few-ulp error of CUDA's transcendental functions.
+
+Run on a GPU host: ``python -m pytest -m gpu test/gpu -q -s`` (``-s`` shows the table).
+Set ``LLMOPT_REPORT=path.json`` to also write the measured errors.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.gpu
+
+EPS32 = 2.0**-23
+RESULTS: list[dict[str, Any]] = []
+
+
+class RMSNorm(torch.nn.Module):
+    """Llama's RMSNorm as Hugging Face writes it (pow, mean, add, rsqrt, mul)."""
+
+    def __init__(self, hidden: int, eps: float = 1e-5) -> None:
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.randn(hidden))
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        var = x.pow(2).mean(-1, keepdim=True)
+        return self.weight * (x * torch.rsqrt(var + self.eps))
+
+
+class FusedRMSNorm(torch.nn.Module):
+    def __init__(self, hidden: int, eps: float = 1e-6) -> None:
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.randn(hidden))
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.rms_norm(x, (x.shape[-1],), self.weight, self.eps)
+
+
+def _linear(n_in: int, n_out: int, bias: bool) -> torch.nn.Module:
+    layer = torch.nn.Linear(n_in, n_out, bias=bias)
+    torch.nn.init.normal_(layer.weight, std=n_in**-0.5)
+    if bias:
+        torch.nn.init.normal_(layer.bias)
+    return layer
+
+
+F = torch.nn.functional
+S = (1, 7, 100)  # an odd size that divides no tile
+CASES: list[tuple[str, Callable[..., Any], list[tuple[int, ...]], int]] = [
+    # name, function or module, input shapes, reduction length
+    ("add", torch.add, [S, S], 1),
+    ("add-broadcast", torch.add, [(1, 128, 2048), (2048,)], 1),
+    ("sub", torch.sub, [S, S], 1),
+    ("mul", torch.mul, [(1, 128, 5632), (1, 128, 5632)], 1),
+    ("div", lambda a, b: a / (b.abs() + 0.5), [S, S], 1),
+    ("neg", torch.neg, [S], 1),
+    ("exp", torch.exp, [S], 1),
+    ("rsqrt", lambda x: torch.rsqrt(x.abs() + 0.1), [S], 1),
+    ("sqrt", lambda x: torch.sqrt(x.abs()), [S], 1),
+    ("pow-2", lambda x: x.pow(2), [S], 1),
+    ("pow-3", lambda x: (x.abs() + 0.1).pow(3.0), [S], 1),
+    ("silu", F.silu, [S], 1),
+    ("sigmoid", torch.sigmoid, [S], 1),
+    ("relu", torch.relu, [S], 1),
+    ("tanh", torch.tanh, [S], 1),
+    ("maximum", torch.maximum, [S, S], 1),
+    ("sum", lambda x: x.sum(-1), [(1, 128, 2048)], 2048),
+    ("sum-odd", lambda x: x.sum(-1, keepdim=True), [S], 100),
+    ("mean", lambda x: x.mean(-1, keepdim=True), [(1, 512, 3584)], 3584),
+    ("amax", lambda x: x.amax(-1), [(1, 128, 2048)], 1),
+    ("softmax", lambda x: torch.softmax(x, -1), [(1, 32, 128, 128)], 128),
+    ("softmax-odd", lambda x: torch.softmax(x, -1), [S], 100),
+    ("rmsnorm-1x128x2048", RMSNorm(2048), [(1, 128, 2048)], 2048),
+    ("rmsnorm-1x512x3584", RMSNorm(3584, 1e-6), [(1, 512, 3584)], 3584),
+    ("rmsnorm-odd", RMSNorm(100), [S], 100),
+    ("rms_norm-1x128x2048", FusedRMSNorm(2048), [(1, 128, 2048)], 2048),
+    ("linear-bias-128x2048x5632", _linear(2048, 5632, True), [(1, 128, 2048)], 2048),
+    ("linear-512x3584x18944", _linear(3584, 18944, False), [(1, 512, 3584)], 3584),
+    ("linear-odd", _linear(100, 33, True), [S], 100),
+    ("silu-mul-1x128x5632", lambda a, b: F.silu(a) * b, [(1, 128, 5632)] * 2, 1),
+    ("silu-mul-odd", lambda a, b: F.silu(a) * b, [S, S], 1),
+    ("matmul", torch.matmul, [(1, 128, 64), (1, 64, 96)], 64),
+    ("bmm", torch.bmm, [(4, 33, 17), (4, 17, 7)], 17),
+    ("transpose", lambda x: x.transpose(1, 2) * 2.0, [(1, 128, 64)], 1),
+    ("permute", lambda x: x.permute(0, 2, 1, 3) + 1.0, [(1, 7, 4, 16)], 1),
+    ("reshape", lambda x: x.reshape(1, 7, 4, 25) * 3.0, [S], 1),
+    ("unsqueeze-expand", lambda x: x.unsqueeze(2).expand(1, 7, 3, 100) * 1.5, [S], 1),
+    ("slice", lambda x: x[..., 10:60] + 1.0, [S], 1),
+    ("cat", lambda a, b: torch.cat([a, b], -1) * 2.0, [S, (1, 7, 28)], 1),
+    ("rotate-half", lambda x: torch.cat([-x[..., 32:], x[..., :32]], -1), [(1, 32, 7, 64)], 1),
+]
+
+
+def _run_reference(fn: Any, args: list[Any]) -> Any:
+    if isinstance(fn, torch.nn.Module):
+        import copy
+
+        return copy.deepcopy(fn).double()(*[a.double() for a in args])
+    return fn(*[a.double() for a in args])
+
+
+@pytest.mark.parametrize("name,fn,shapes,n", CASES, ids=[c[0] for c in CASES])
+def test_op_matches_pytorch(name: str, fn: Any, shapes: list[tuple[int, ...]], n: int) -> None:
+    import llmopt
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs a GPU")
+    gen = torch.Generator().manual_seed(hash(name) % 2**31)
+    args = [torch.randn(s, generator=gen) for s in shapes]
+    if isinstance(fn, torch.nn.Module):
+        fn = fn.cuda()
+    compiled = llmopt.compile(fn, [a.cuda() for a in args])
+    out = compiled(*[a.cuda() for a in args])
+    torch.cuda.synchronize()
+    ref = _run_reference(fn.cpu() if isinstance(fn, torch.nn.Module) else fn, args)
+    assert out.shape == ref.shape, (out.shape, ref.shape)
+    assert torch.isfinite(out).all(), "non-finite output"
+    err = (out.double().cpu() - ref).abs().max().item() / max(ref.abs().max().item(), 1e-30)
+    tol = 16 * EPS32 * math.sqrt(n)
+    RESULTS.append({"op": name, "shapes": [list(s) for s in shapes],
+                    "max_rel_err": err, "tol": tol})
+    print(f"{name:32s} {str(list(shapes[0])):18s} max|err|/max|ref| = {err:.2e} (tol {tol:.1e})")
+    assert err <= tol
+
+
+def teardown_module() -> None:
+    path = os.environ.get("LLMOPT_REPORT")
+    if path and RESULTS:
+        with open(path, "w") as f:
+            json.dump(RESULTS, f, indent=1)
