@@ -1,0 +1,254 @@
+"""The host level: interpreting a ``func.func`` whose body is the dataflow between kernels.
+
+At Torch and Tensor IR the body is tensor ops (values are numpy arrays, never mutated); at
+Loop, Tile and Kernel IR it is ``memref.alloc``, kernels (``loop.kernel``, ``tile.kernel``)
+or ``kernel.launch`` calls, and ``func.return``. Each op is dispatched by name to the
+interpretation its level registered with :func:`host_impl`; scalar ``arith``/``math`` ops
+(launch sizes, constants) use the shared scalar table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+from xdsl.dialects.builtin import MemRefType, ModuleOp, TensorType
+from xdsl.ir import Attribute, Operation, SSAValue
+
+from llmopt.interp._core import (
+    InterpretError,
+    UnsupportedOpError,
+    Value,
+    error,
+    np_dtype,
+    shape_of,
+    uninitialized,
+)
+from llmopt.interp.scalar import SCALAR_IMPLS, apply_scalar
+
+HostImpl = Callable[["HostInterpreter", Operation, list[Value]], Sequence[Value]]
+"""``impl(interpreter, op, operand_values) -> result values``."""
+
+HOST_IMPLS: dict[str, HostImpl] = {}
+"""Op name → interpretation in a host function body."""
+
+
+def host_impl(*names: str) -> Callable[[HostImpl], HostImpl]:
+    """Register an interpretation for ops that appear in a host function body."""
+
+    def register(fn: HostImpl) -> HostImpl:
+        """Add ``fn`` to the table."""
+        for name in names:
+            HOST_IMPLS[name] = fn
+        return fn
+
+    return register
+
+
+class HostInterpreter:
+    """Interprets the ``func.func`` ops of one module."""
+
+    def __init__(self, module: ModuleOp, check_races: bool = True) -> None:
+        """Index the module's symbols."""
+        self.module = module
+        self.check_races = check_races
+        self.funcs: dict[str, Operation] = {}
+        self.symbols: dict[str, Operation] = {}
+        for op in module.ops:
+            sym = op.properties.get("sym_name")
+            if sym is not None:
+                self.symbols[sym.data] = op  # type: ignore[attr-defined]
+                if op.name == "func.func":
+                    self.funcs[sym.data] = op  # type: ignore[attr-defined]
+
+    def lookup(self, name: str, op: Operation) -> Operation:
+        """The module-level symbol ``name`` (referenced by ``op``)."""
+        found = self.symbols.get(name)
+        if found is None:
+            raise error(InterpretError, op, f"no symbol @{name} in the module")
+        return found
+
+    def call(self, fn: Operation, args: Sequence[Value]) -> list[Value]:
+        """Run the body of ``func.func`` ``fn`` on ``args``; return what it returns."""
+        block = fn.regions[0].block
+        if len(args) != len(block.args):
+            raise error(InterpretError, fn, f"takes {len(block.args)} arguments, "
+                        f"{len(args)} given")
+        env: dict[SSAValue, Value] = dict(zip(block.args, args, strict=True))
+        with np.errstate(all="ignore"):
+            for op in block.ops:
+                operands = [env[v] for v in op.operands]
+                if op.name == "func.return":
+                    return operands
+                impl = HOST_IMPLS.get(op.name)
+                if impl is not None:
+                    results = impl(self, op, operands)
+                elif op.name in SCALAR_IMPLS:
+                    results = apply_scalar(op, operands)
+                else:
+                    raise error(UnsupportedOpError, op, "no interpretation for this op in a "
+                                "host function")
+                for res, val in zip(op.results, results, strict=True):
+                    env[res] = val
+        raise error(InterpretError, fn, "body ends without func.return")
+
+
+def find_function(module: ModuleOp, func_name: str | None = None) -> Operation:
+    """``func_name``, else ``@forward``, else the module's only ``func.func`` with a body."""
+    funcs = {
+        op.properties["sym_name"].data: op  # type: ignore[attr-defined]
+        for op in module.ops
+        if op.name == "func.func" and op.regions[0].blocks
+    }
+    if func_name is not None:
+        if func_name not in funcs:
+            raise InterpretError(f"no func.func @{func_name} in the module "
+                                 f"(functions: {sorted(funcs)})")
+        return funcs[func_name]
+    if "forward" in funcs:
+        return funcs["forward"]
+    if len(funcs) == 1:
+        return next(iter(funcs.values()))
+    raise InterpretError(f"name the function to run: the module has {sorted(funcs)}")
+
+
+def argument_value(typ: Attribute, value: object, k: int) -> Value:
+    """A fresh copy of input ``value`` as argument ``k`` of type ``typ``."""
+    dtype = np_dtype(typ)
+    if isinstance(typ, TensorType | MemRefType):
+        arr = np.array(value, dtype=dtype, copy=True)
+        expected = shape_of(typ)
+        if arr.shape != expected:
+            raise InterpretError(f"input #{k} has shape {list(arr.shape)}, the function takes "
+                                 f"{typ}")
+        return arr
+    if np.ndim(value) != 0:
+        raise InterpretError(f"input #{k} must be a scalar of type {typ}")
+    return dtype.type(value)  # type: ignore[call-overload]
+
+
+def run(module: ModuleOp, inputs: Sequence[np.ndarray], func_name: str | None = None, *,
+        check_races: bool = True) -> list[np.ndarray]:
+    """Interpret a function of ``module`` on ``inputs``; return its results.
+
+    The function is ``func_name``, else ``@forward``, else the only ``func.func``. Inputs
+    are copied into the arguments' dtypes (the caller's arrays are never modified), and each
+    op is interpreted by its level's interpreter: whole-array numpy at Torch and Tensor IR,
+    vectorised loop nests at Loop IR, SIMT-vectorised threads at Tile and Kernel IR.
+    ``check_races=False`` skips the data-race checks of kernel launches (they cost a few
+    numpy operations per shared or written global access).
+    """
+    fn = find_function(module, func_name)
+    types = list(fn.properties["function_type"].inputs.data)  # type: ignore[attr-defined]
+    if len(inputs) != len(types):
+        raise InterpretError(f"@{fn.properties['sym_name'].data} takes {len(types)} inputs, "  # type: ignore[attr-defined]
+                             f"{len(inputs)} given")
+    args = [argument_value(t, v, k) for k, (t, v) in enumerate(zip(types, inputs, strict=True))]
+    results = HostInterpreter(module, check_races).call(fn, args)
+    return [np.array(r, copy=True) if isinstance(r, np.ndarray) else np.asarray(r)
+            for r in results]
+
+
+def random_inputs(func_op: Operation, seed: int = 0, int_high: int = 16) -> list[np.ndarray]:
+    """Seeded random arguments for ``func_op`` (a ``func.func``, or a module: its function).
+
+    Floating-point arguments are standard-normal draws (made in f64, then rounded to the
+    argument's type, so f32 and f64 versions of a program get the same numbers); integer
+    arguments are uniform in ``[0, int_high)``; ``i1`` arguments are fair coin flips.
+    """
+    if isinstance(func_op, ModuleOp):
+        func_op = find_function(func_op)
+    rng = np.random.default_rng(seed)
+    out: list[np.ndarray] = []
+    for typ in func_op.properties["function_type"].inputs.data:  # type: ignore[attr-defined]
+        dtype = np_dtype(typ)
+        shape = shape_of(typ)
+        if dtype.kind == "f":
+            out.append(rng.standard_normal(shape).astype(dtype))
+        elif dtype.kind == "b":
+            out.append(rng.integers(0, 2, shape).astype(bool))
+        else:
+            out.append(rng.integers(0, int_high, shape).astype(dtype))
+    return out
+
+
+# --- generic host ops ---------------------------------------------------------------------------
+
+
+@host_impl("func.call")
+def _call(interp: HostInterpreter, op: Operation, args: list[Value]) -> Sequence[Value]:
+    """``func.call``: run the callee."""
+    callee = op.properties["callee"].root_reference.data  # type: ignore[attr-defined]
+    fn = interp.lookup(callee, op)
+    if fn.name != "func.func" or not fn.regions[0].blocks:
+        raise error(InterpretError, op, f"@{callee} is not a func.func with a body")
+    return interp.call(fn, args)
+
+
+@host_impl("memref.alloc", "memref.alloca")
+def _alloc(interp: HostInterpreter, op: Operation, args: list[Value]) -> Sequence[Value]:
+    """A fresh, poisoned buffer."""
+    if args:
+        raise error(UnsupportedOpError, op, "dynamic sizes are not supported")
+    typ = op.results[0].type
+    return [uninitialized(shape_of(typ), np_dtype(typ))]
+
+
+@host_impl("memref.dealloc")
+def _dealloc(interp: HostInterpreter, op: Operation, args: list[Value]) -> Sequence[Value]:
+    """Nothing to do: numpy owns the memory."""
+    return []
+
+
+@host_impl("memref.copy")
+def _copy(interp: HostInterpreter, op: Operation, args: list[Value]) -> Sequence[Value]:
+    """``memref.copy``: copy all elements."""
+    source, target = args
+    if source.shape != target.shape:
+        raise error(InterpretError, op, f"copies {source.shape} into {target.shape}")
+    target[...] = source
+    return []
+
+
+@host_impl("memref.collapse_shape", "memref.expand_shape", "memref.cast")
+def _reshape_view(interp: HostInterpreter, op: Operation, args: list[Value]) -> Sequence[Value]:
+    """A view with the result shape (writes through it reach the source)."""
+    source = args[0]
+    view = source.reshape(shape_of(op.results[0].type))
+    if view.size and not np.shares_memory(view, source):
+        raise error(InterpretError, op, "cannot view this buffer with the new shape")
+    return [view]
+
+
+@host_impl("memref.load")
+def _memref_load(interp: HostInterpreter, op: Operation, args: list[Value]) -> Sequence[Value]:
+    """A host-side scalar load."""
+    buf, *idx = args
+    if any(not 0 <= int(i) < e for i, e in zip(idx, buf.shape, strict=True)):
+        raise error(InterpretError, op, f"index {[int(i) for i in idx]} out of bounds "
+                    f"for {list(buf.shape)}")
+    return [buf[tuple(int(i) for i in idx)]]
+
+
+@host_impl("memref.store")
+def _memref_store(interp: HostInterpreter, op: Operation, args: list[Value]) -> Sequence[Value]:
+    """A host-side scalar store."""
+    value, buf, *idx = args
+    if any(not 0 <= int(i) < e for i, e in zip(idx, buf.shape, strict=True)):
+        raise error(InterpretError, op, f"index {[int(i) for i in idx]} out of bounds "
+                    f"for {list(buf.shape)}")
+    buf[tuple(int(i) for i in idx)] = value
+    return []
+
+
+@host_impl("builtin.unrealized_conversion_cast")
+def _cast(interp: HostInterpreter, op: Operation, args: list[Value]) -> Sequence[Value]:
+    """Tensors and buffers are both numpy arrays: the value itself."""
+    return args
+
+
+@host_impl("bufferization.to_tensor", "bufferization.to_buffer", "bufferization.clone")
+def _to_tensor(interp: HostInterpreter, op: Operation, args: list[Value]) -> Sequence[Value]:
+    # Tensors are values: a snapshot, so later writes to the buffer cannot change them.
+    """A copy between the tensor and buffer worlds."""
+    return [np.array(args[0], copy=True)]

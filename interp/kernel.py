@@ -1,0 +1,463 @@
+"""Kernel IR: ``kernel.func`` bodies, SIMT-vectorised over every thread of the launch.
+
+``kernel.launch`` runs the callee once with the frame ``(blocks, threads_per_block)``:
+``kernel.thread_id``/``block_id`` are integer arrays along those axes, so each op executes
+for all threads in lock-step. Per-thread control flow is masked: ``scf.for`` with bounds that
+differ between threads iterates while any thread is active, ``scf.if`` runs both branches under
+complementary masks. Loads and stores gather and scatter per thread and raise
+:class:`~llmopt.interp.OutOfBoundsError` when an active thread leaves the buffer (a dropped
+bounds guard). ``kernel.shared`` is one buffer per block. ``kernel.shuffle_xor`` permutes
+values between the lanes of each warp of 32 consecutive threads.
+
+Lock-step execution would hide missing barriers, so memory accesses are checked against
+CUDA's rules instead. Between two ``kernel.barrier`` ops (an *epoch* of a block), a
+shared-memory location written by one thread may not be read or written by another, nor
+written after another thread read it; a global location written by one thread may not be
+read or written by another thread unless both are in one block with a barrier in between.
+Violations raise :class:`~llmopt.interp.RaceError` naming both ops and both threads. A
+barrier or shuffle reached by only part of a block (or warp) raises
+:class:`~llmopt.interp.DivergenceError`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from xdsl.dialects.builtin import MemRefType
+from xdsl.ir import Operation, SSAValue
+
+from llmopt.interp._core import (
+    DivergenceError,
+    InterpretError,
+    RaceError,
+    Value,
+    error,
+    np_dtype,
+    op_text,
+    shape_of,
+    uninitialized,
+)
+from llmopt.interp.host import HostInterpreter, host_impl
+from llmopt.interp.simt import SimtEvaluator, buffer_of, simt_impl
+
+_NONE = np.iinfo(np.int64).max
+
+
+def _dims(op: Operation, name: str) -> tuple[int, int, int]:
+    """A three-extent launch-shape property."""
+    values = tuple(int(v) for v in op.properties[name].get_values())  # type: ignore[attr-defined]
+    if len(values) != 3:
+        raise error(InterpretError, op, f"{name} must have three extents, got {list(values)}")
+    return values  # type: ignore[return-value]
+
+
+@dataclass
+class _Track:
+    """Who touched each element of one buffer in the current epoch(s)."""
+
+    shared: bool
+    size: int
+    writer: np.ndarray = field(init=False)  # global thread id of the last writer, -1: none
+    w_epoch: np.ndarray = field(init=False)  # the writer's block epoch at the write
+    w_op: np.ndarray = field(init=False)
+    r_lo: np.ndarray = field(init=False)  # shared only: smallest/largest reader this epoch
+    r_hi: np.ndarray = field(init=False)
+    r_epoch: np.ndarray = field(init=False)
+    r_op: np.ndarray = field(init=False)
+
+    def __post_init__(self) -> None:
+        """Empty tracking arrays."""
+        self.writer = np.full(self.size, -1, np.int64)
+        self.w_epoch = np.zeros(self.size, np.int64)
+        self.w_op = np.zeros(self.size, np.int32)
+        if self.shared:
+            self.r_lo = np.full(self.size, _NONE, np.int64)
+            self.r_hi = np.full(self.size, -1, np.int64)
+            self.r_epoch = np.full(self.size, -1, np.int64)
+            self.r_op = np.zeros(self.size, np.int32)
+
+
+class RaceChecker:
+    """Tracks memory accesses of one launch by epoch and raises on conflicting ones."""
+
+    def __init__(self, blocks: int, threads: int) -> None:
+        self.blocks = blocks
+        self.threads = threads
+        self.epoch = np.zeros(blocks, np.int64)
+        self.tracks: dict[int, _Track] = {}
+        self.names: dict[int, str] = {}
+        self.ops: list[Operation] = []
+        self.op_ids: dict[Operation, int] = {}
+
+    def _op_id(self, op: Operation) -> int:
+        """A small integer standing for ``op`` in the tracking arrays."""
+        k = self.op_ids.get(op)
+        if k is None:
+            k = self.op_ids[op] = len(self.ops)
+            self.ops.append(op)
+        return k
+
+    def _thread(self, gtid: int) -> str:
+        """Words for a global thread id."""
+        return f"thread {gtid % self.threads} of block {gtid // self.threads}"
+
+    def _where(self, buf: np.ndarray, loc: int, shared: bool) -> str:
+        """Words for a flat location of ``buf``."""
+        coords = [int(c) for c in np.unravel_index(loc, buf.shape)]
+        name = self.names.get(id(buf), "buffer")
+        if shared:
+            return f"shared {name}{coords[1:]} (block {coords[0]})"
+        return f"{name}{coords}"
+
+    def _raise(self, what: str, op: Operation, first_op: Operation, buf: np.ndarray,
+               loc: int, shared: bool, first: int, second: int, verb: str) -> RaceError:
+        """A race diagnostic naming both accesses."""
+        msg = (f"data race ({what}) on {self._where(buf, loc, shared)}: {self._thread(first)} "
+               f"accessed it in '{op_text(first_op)}' and {self._thread(second)} {verb} it "
+               f"with no kernel.barrier in between")
+        return error(RaceError, op, msg)  # type: ignore[return-value]
+
+    def read(self, op: Operation, buf: np.ndarray, loc: np.ndarray, lo: np.ndarray,
+             hi: np.ndarray, shared: bool) -> None:
+        """Record reads of the flat locations ``loc`` of ``buf``.
+
+        Entry ``i`` stands for reads of ``loc[i]`` by active threads of one block whose global
+        ids span ``lo[i]..hi[i]`` (one thread when ``lo[i] == hi[i]``).
+        """
+        track = self.tracks.get(id(buf))
+        if track is None:
+            if not shared:
+                return  # nothing written yet in this launch: nothing to race with
+            track = self.tracks[id(buf)] = _Track(True, buf.size)
+        block = lo // self.threads
+        epoch = self.epoch[block]
+        writer = track.writer[loc]
+        clash = (writer >= 0) & ((writer != lo) | (writer != hi)) & (
+            (writer // self.threads != block) | (track.w_epoch[loc] == epoch))
+        if clash.any():
+            i = int(np.argmax(clash))
+            reader = int(lo[i]) if int(lo[i]) != int(writer[i]) else int(hi[i])
+            raise self._raise("read after write", op, self.ops[track.w_op[loc[i]]], buf,
+                              int(loc[i]), shared, int(writer[i]), reader, "reads")
+        if shared:
+            stale = track.r_epoch[loc] != epoch
+            if stale.any():
+                fresh_loc = loc[stale]
+                track.r_lo[fresh_loc] = _NONE
+                track.r_hi[fresh_loc] = -1
+                track.r_epoch[fresh_loc] = epoch[stale]
+            np.minimum.at(track.r_lo, loc, lo)
+            np.maximum.at(track.r_hi, loc, hi)
+            track.r_op[loc] = self._op_id(op)
+
+    def write(self, op: Operation, buf: np.ndarray, loc: np.ndarray, tids: np.ndarray,
+              shared: bool, name: str) -> None:
+        """Record that threads ``tids`` wrote the flat locations ``loc`` of ``buf``."""
+        track = self.tracks.get(id(buf))
+        if track is None:
+            track = self.tracks[id(buf)] = _Track(shared, buf.size)
+            self.names.setdefault(id(buf), name)
+        if loc.size > 1:
+            order = np.argsort(loc, kind="stable")
+            same = loc[order[1:]] == loc[order[:-1]]
+            if same.any():
+                i = int(np.argmax(same))
+                a, b = int(tids[order[i]]), int(tids[order[i + 1]])
+                raise self._raise("write after write", op, op, buf, int(loc[order[i]]), shared,
+                                  a, b, "writes")
+        epoch = self.epoch[tids // self.threads]
+        writer = track.writer[loc]
+        clash = (writer >= 0) & (writer != tids) & (
+            (writer // self.threads != tids // self.threads) | (track.w_epoch[loc] == epoch))
+        if clash.any():
+            i = int(np.argmax(clash))
+            raise self._raise("write after write", op, self.ops[track.w_op[loc[i]]], buf,
+                              int(loc[i]), shared, int(writer[i]), int(tids[i]), "writes")
+        if shared:
+            lo, hi = track.r_lo[loc], track.r_hi[loc]
+            clash = (track.r_epoch[loc] == epoch) & (hi >= 0) & ((lo != tids) | (hi != tids))
+            if clash.any():
+                i = int(np.argmax(clash))
+                reader = int(lo[i]) if int(lo[i]) != int(tids[i]) else int(hi[i])
+                raise self._raise("write after read", op, self.ops[track.r_op[loc[i]]], buf,
+                                  int(loc[i]), shared, reader, int(tids[i]), "writes")
+        track.writer[loc] = tids
+        track.w_epoch[loc] = epoch
+        track.w_op[loc] = self._op_id(op)
+
+    def barrier(self, blocks: np.ndarray | None) -> None:
+        """The threads of ``blocks`` (a boolean per block; ``None``: all) passed a barrier."""
+        if blocks is None:
+            self.epoch += 1
+        else:
+            self.epoch[blocks] += 1
+
+
+class KernelEvaluator(SimtEvaluator):
+    """A :class:`SimtEvaluator` for one launch: thread ids, shared memory, race checks."""
+
+    def __init__(self, env: dict[SSAValue, Value], grid: tuple[int, int, int],
+                 block: tuple[int, int, int], check_races: bool) -> None:
+        blocks, threads = math.prod(grid), math.prod(block)
+        super().__init__(env, threads=(blocks, threads))
+        self.grid = grid
+        self.block = block
+        self.tid = np.arange(threads).reshape(1, threads)
+        self.bid = np.arange(blocks).reshape(blocks, 1)
+        self.gtid = self.bid * threads + self.tid
+        self.shared: set[int] = set()
+        self.races = RaceChecker(blocks, threads) if check_races else None
+
+    def lanes(self, values: Sequence[Value]) -> tuple[list[np.ndarray], np.ndarray]:
+        """``values`` and the global thread ids for every active thread, as flat arrays."""
+        frame = self.frame
+        mask = self.mask
+        arrays = [np.broadcast_to(v, frame) for v in (*values, self.gtid)]
+        if mask is None:
+            flat = [a.reshape(-1) for a in arrays]
+        else:
+            sel = np.broadcast_to(mask, frame)
+            flat = [a[sel] for a in arrays]
+        return flat[:-1], flat[-1]
+
+    def location(self, idx: Sequence[Value], shared: bool) -> list[Value]:
+        """The full index tuple of an access (shared buffers gain the block index)."""
+        return [self.bid, *idx] if shared else list(idx)
+
+    def per_block(self, values: Sequence[Value]) -> bool:
+        """Whether ``values`` are the same for all threads of a block (scalars, or arrays
+        whose thread axis has extent 1)."""
+        return all(np.ndim(v) == 0 or (np.ndim(v) <= 2 and np.shape(v)[-1] == 1)
+                   for v in values)
+
+    def block_spans(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """For each block with an active thread: its index, the smallest and largest active
+        global thread id, and the number of active threads."""
+        blocks, threads = self.threads  # type: ignore[misc]
+        first = np.arange(blocks) * threads
+        if self.mask is None:
+            return (np.arange(blocks), first, first + threads - 1,
+                    np.full(blocks, threads))
+        active = np.broadcast_to(self.mask, (blocks, threads))
+        count = active.sum(axis=1)
+        some = np.nonzero(count)[0]
+        rows = active[some]
+        lo = first[some] + np.argmax(rows, axis=1)
+        hi = first[some] + threads - 1 - np.argmax(rows[:, ::-1], axis=1)
+        return some, lo, hi, count[some]
+
+    def block_values(self, values: Sequence[Value], blocks: np.ndarray) -> list[np.ndarray]:
+        """Per-block ``values`` (see :meth:`per_block`) for the given blocks, as flat arrays."""
+        out = []
+        for v in values:
+            arr = np.broadcast_to(v, (self.threads[0], 1))  # type: ignore[index]
+            out.append(arr[blocks, 0])
+        return out
+
+
+def _ids(ev: SimtEvaluator, op: Operation) -> KernelEvaluator:
+    """The launch ``op`` runs in (kernel ops are only valid in a launched kernel.func)."""
+    if not isinstance(ev, KernelEvaluator):
+        raise error(InterpretError, op, "only valid inside a kernel.func launched by "
+                    "kernel.launch")
+    return ev
+
+
+def _component(linear: np.ndarray, extents: tuple[int, int, int], dim: str) -> Value:
+    """The ``dim`` component of linear ids over ``extents`` (x fastest)."""
+    x, y, z = extents
+    size = {"x": x, "y": y, "z": z}[dim]
+    if size == 1:
+        return np.int64(0)
+    if dim == "x":
+        return linear % x
+    if dim == "y":
+        return (linear // x) % y
+    return linear // (x * y)
+
+
+@simt_impl("kernel.thread_id", "kernel.block_id", "kernel.block_dim", "kernel.grid_dim")
+def _special(ev: SimtEvaluator, op: Operation) -> None:
+    """Thread/block ids (arrays over the frame) and block/grid extents (scalars)."""
+    kev = _ids(ev, op)
+    dim = op.properties["dim"].data  # type: ignore[attr-defined]
+    if op.name == "kernel.thread_id":
+        value = _component(kev.tid, kev.block, dim)
+    elif op.name == "kernel.block_id":
+        value = _component(kev.bid, kev.grid, dim)
+    else:
+        extents = kev.block if op.name == "kernel.block_dim" else kev.grid
+        value = np.int64(extents["xyz".index(dim)])
+    ev.env[op.results[0]] = value
+
+
+@simt_impl("kernel.shared")
+def _shared(ev: SimtEvaluator, op: Operation) -> None:
+    """One poisoned buffer per block."""
+    kev = _ids(ev, op)
+    typ = op.results[0].type
+    assert isinstance(typ, MemRefType)
+    buf = uninitialized((kev.threads[0], *shape_of(typ)), np_dtype(typ))  # type: ignore[index]
+    kev.shared.add(id(buf))
+    if kev.races is not None:
+        kev.races.names[id(buf)] = _name(op.results[0], "shared")
+    ev.env[op.results[0]] = buf
+
+
+def _name(value: SSAValue, default: str) -> str:
+    """``%name`` of a value for diagnostics."""
+    return f"%{value.name_hint}" if value.name_hint else default
+
+
+@simt_impl("kernel.load")
+def _load(ev: SimtEvaluator, op: Operation) -> None:
+    """A per-thread gather, bounds- and race-checked."""
+    kev = _ids(ev, op)
+    buf = buffer_of(ev, op, op.operands[0])
+    shared = id(buf) in kev.shared
+    idx = [ev.env[v] for v in op.operands[1:]]
+    shape = buf.shape[1:] if shared else buf.shape
+    idx = ev.check_bounds(op, shape, idx, ev.mask)
+    full = kev.location(idx, shared)
+    value = buf[tuple(full)]
+    races = kev.races
+    if races is not None and (shared or id(buf) in races.tracks):
+        races.names.setdefault(id(buf), _name(op.operands[0], "buffer"))
+        if kev.per_block(full):
+            blocks, lo, hi, _ = kev.block_spans()
+            coords = kev.block_values(full, blocks)
+        else:
+            coords, lo = kev.lanes(full)
+            hi = lo
+        races.read(op, buf, np.ravel_multi_index(coords, buf.shape), lo, hi, shared)
+    ev.env[op.results[0]] = value
+
+
+@simt_impl("kernel.store")
+def _store(ev: SimtEvaluator, op: Operation) -> None:
+    """A per-thread scatter of the active threads, bounds- and race-checked."""
+    kev = _ids(ev, op)
+    value = ev.env[op.operands[0]]
+    buf = buffer_of(ev, op, op.operands[1])
+    shared = id(buf) in kev.shared
+    idx = [ev.env[v] for v in op.operands[2:]]
+    shape = buf.shape[1:] if shared else buf.shape
+    idx = ev.check_bounds(op, shape, idx, ev.mask)
+    full = kev.location(idx, shared)
+    races = kev.races
+    if kev.per_block([*full, value]):
+        # One location and one value per block (e.g. a store guarded by ``tid == 0``).
+        blocks, lo, hi, count = kev.block_spans()
+        *coords, values = kev.block_values([*full, value], blocks)
+        if races is not None:
+            loc = np.ravel_multi_index(coords, buf.shape)
+            many = count > 1
+            if many.any():
+                i = int(np.argmax(many))
+                raise races._raise("write after write", op, op, buf, int(loc[i]), shared,
+                                   int(lo[i]), int(hi[i]), "writes")
+            races.write(op, buf, loc, lo, shared, _name(op.operands[1], "buffer"))
+    else:
+        (*coords, values), tids = kev.lanes([*full, value])
+        if races is not None:
+            loc = np.ravel_multi_index(coords, buf.shape)
+            races.write(op, buf, loc, tids, shared, _name(op.operands[1], "buffer"))
+    buf[tuple(coords)] = values
+
+
+@simt_impl("kernel.barrier")
+def _barrier(ev: SimtEvaluator, op: Operation) -> None:
+    """Ends the block's epoch; every thread of a block must reach it."""
+    kev = _ids(ev, op)
+    blocks: np.ndarray | None = None
+    if ev.mask is not None:
+        active = np.broadcast_to(ev.mask, kev.frame)
+        blocks = active.any(axis=1)
+        partial = blocks & ~active.all(axis=1)
+        if partial.any():
+            b = int(np.argmax(partial))
+            count = int(active[b].sum())
+            raise error(DivergenceError, op, f"only {count} of the {kev.threads[1]} threads of "
+                        f"block {b} reach this barrier (it sits in divergent control flow)")
+    if kev.races is not None:
+        kev.races.barrier(blocks)
+
+
+@simt_impl("kernel.shuffle_xor")
+def _shuffle_xor(ev: SimtEvaluator, op: Operation) -> None:
+    """The value of lane ``lane ^ offset``; every lane read must exist and be active."""
+    kev = _ids(ev, op)
+    offset = op.properties["offset"].value.data  # type: ignore[attr-defined]
+    blocks, threads = kev.frame
+    src = np.arange(threads) ^ offset
+    missing = src >= threads
+    if ev.mask is None:
+        if missing.any():
+            t = int(np.argmax(missing))
+            raise _missing_lane(op, 0, t, int(src[t]), threads)
+    else:
+        active = np.broadcast_to(ev.mask, kev.frame)
+        gone = active & missing
+        if gone.any():
+            b, t = (int(i) for i in np.unravel_index(int(np.argmax(gone)), gone.shape))
+            raise _missing_lane(op, b, t, int(src[t]), threads)
+        reads_inactive = active & ~active[:, np.minimum(src, threads - 1)]
+        if reads_inactive.any():
+            b, t = (int(i) for i in np.unravel_index(int(np.argmax(reads_inactive)),
+                                                     reads_inactive.shape))
+            raise error(DivergenceError, op, f"thread {t} of block {b} reads thread "
+                        f"{int(src[t])}, which does not execute this shuffle (divergent warp)")
+    value = ev.env[op.operands[0]]
+    if np.ndim(value) == 0 or np.shape(value)[-1] == 1:
+        ev.env[op.results[0]] = value
+    elif threads % (2 * offset) == 0:
+        # Lane l ^ o swaps the two halves of every group of 2*o consecutive lanes.
+        shape = np.shape(value)
+        groups = np.reshape(value, shape[:-1] + (threads // (2 * offset), 2, offset))
+        ev.env[op.results[0]] = groups[..., ::-1, :].reshape(shape)
+    else:
+        ev.env[op.results[0]] = np.asarray(value)[..., src]
+
+
+def _missing_lane(op: Operation, block: int, thread: int, source: int, threads: int
+                  ) -> DivergenceError:
+    """The diagnostic for a shuffle from a lane past the end of the block."""
+    return error(DivergenceError, op,  # type: ignore[return-value]
+                 f"thread {thread} of block {block} reads lane {source % 32} of its warp, which "
+                 f"does not exist in a block of {threads} threads")
+
+
+@host_impl("kernel.launch")
+def _launch(interp: HostInterpreter, op: Operation, args: list[Value]) -> list[Value]:
+    """Run the callee for every thread of the grid; buffers alias the host's."""
+    name = op.properties["kernel"].root_reference.data  # type: ignore[attr-defined]
+    fn = interp.lookup(name, op)
+    if fn.name != "kernel.func":
+        raise error(InterpretError, op, f"@{name} is not a kernel.func")
+    grid, block = _dims(op, "grid"), _dims(op, "block")
+    if _dims(fn, "block") != block:
+        raise error(InterpretError, op, f"launches @{name} with block {list(block)}, the "
+                    f"kernel is compiled for {list(_dims(fn, 'block'))}")
+    body = fn.regions[0].block
+    if len(args) != len(body.args):
+        raise error(InterpretError, op, f"@{name} takes {len(body.args)} arguments, "
+                    f"{len(args)} given")
+    env: dict[SSAValue, Value] = {}
+    for arg, value in zip(body.args, args, strict=True):
+        if isinstance(arg.type, MemRefType):
+            if not isinstance(value, np.ndarray) or value.shape != shape_of(arg.type):
+                raise error(InterpretError, op, f"argument {_name(arg, '')} needs a buffer "
+                            f"{arg.type}")
+            env[arg] = value
+        else:
+            env[arg] = np_dtype(arg.type).type(value)
+    ev = KernelEvaluator(env, grid, block, interp.check_races)
+    if ev.races is not None:
+        for arg, value in zip(body.args, args, strict=True):
+            if isinstance(value, np.ndarray):
+                ev.races.names.setdefault(id(value), _name(arg, "buffer"))
+    ev.run_block(body)
+    return []

@@ -1,0 +1,352 @@
+"""The vectorised evaluator shared by Loop, Tile and Kernel IR.
+
+A region runs *once* for all the points it stands for. Every value is a numpy array (or
+scalar) that broadcasts against the current **frame**: a tuple of axis extents. At Tile and
+Kernel IR the frame starts as ``(blocks, threads_per_block)`` (one axis per block, one per
+thread of a block); at Loop IR it starts empty. Every free loop (``loop.for``), reduce loop
+(``loop.reduce``), strided ``tile.forall`` and per-thread ``tile.coop_reduce`` fold
+*prepends* one axis for its induction variable, so values defined outside a loop broadcast
+against values inside it with no reshaping (numpy aligns shapes on the right).
+
+A **mask** (a boolean array broadcastable to the frame, or ``None`` for "all active") says
+which points really execute: strided assignments whose last round has fewer points than
+threads, ``scf.if`` branches and ``scf.for`` loops with per-thread bounds. Values in masked-off
+lanes are computed but never stored and never make a load fail.
+
+Running an axis of all its iterations at once is exact for the loops it is used for: free
+loops have independent iterations, and reduce loops fold their yielded values strictly left
+to right afterwards. When a frame would grow too large the axis is processed in chunks, in
+order, which is equally exact.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+import numpy as np
+from xdsl.ir import Block, Operation, SSAValue
+
+from llmopt.interp._core import (
+    InterpretError,
+    OutOfBoundsError,
+    UnsupportedOpError,
+    Value,
+    error,
+    fold_leading,
+    identity,
+)
+from llmopt.interp.scalar import SCALAR_IMPLS
+
+SimtImpl = Callable[["SimtEvaluator", Operation], None]
+"""``impl(evaluator, op)``: interpret ``op``, binding its results in ``evaluator.env``."""
+
+SIMT_IMPLS: dict[str, SimtImpl] = {}
+"""Op name → interpretation inside loop nests and kernels (besides the scalar ops)."""
+
+FRAME_BUDGET = 1 << 22
+"""Largest frame (in points) a loop axis may grow to before it is processed in chunks."""
+
+
+def simt_impl(*names: str) -> Callable[[SimtImpl], SimtImpl]:
+    """Register an interpretation for ops inside loop nests and kernels."""
+
+    def register(fn: SimtImpl) -> SimtImpl:
+        """Add ``fn`` to the table."""
+        for name in names:
+            SIMT_IMPLS[name] = fn
+        return fn
+
+    return register
+
+
+def and_masks(a: np.ndarray | None, b: np.ndarray | None) -> np.ndarray | None:
+    """The conjunction of two masks (``None`` is "all active")."""
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return a & b
+
+
+class SimtEvaluator:
+    """Interprets a region for all points of a frame at once (see the module docstring).
+
+    ``threads`` is ``(blocks, threads_per_block)`` for Tile and Kernel IR (the last two
+    frame axes), ``None`` for Loop IR.
+    """
+
+    def __init__(self, env: dict[SSAValue, Value], threads: tuple[int, int] | None) -> None:
+        """Start with the launch frame and no mask."""
+        self.env = env
+        self.mask: np.ndarray | None = None
+        self.threads = threads
+        self.frame: tuple[int, ...] = threads if threads is not None else ()
+        self.impls = SIMT_IMPLS
+
+    # --- running ops ----------------------------------------------------------------------
+
+    def run_block(self, block: Block) -> tuple[Operation, tuple[Value, ...]] | None:
+        """Run ``block``'s ops; return its terminator (if any) with its operand values."""
+        env = self.env
+        impls = self.impls
+        for op in block.ops:
+            impl = impls.get(op.name)
+            if impl is not None:
+                impl(self, op)
+                continue
+            scalar = SCALAR_IMPLS.get(op.name)
+            if scalar is not None:
+                operands = [env[v] for v in op.operands]
+                try:
+                    out = scalar(op, *operands)
+                except InterpretError:
+                    raise
+                except Exception as exc:
+                    raise error(InterpretError, op, f"{type(exc).__name__}: {exc}") from exc
+                if len(op.results) == 1:
+                    env[op.results[0]] = out
+                else:
+                    for res, val in zip(op.results, out, strict=True):
+                        env[res] = val
+                continue
+            if op.name in TERMINATORS:
+                return op, tuple(env[v] for v in op.operands)
+            raise error(UnsupportedOpError, op, "no interpretation for this op inside a "
+                        "loop nest or kernel")
+        return None
+
+    def run_region_block(self, block: Block) -> tuple[Value, ...]:
+        """Run ``block`` and return the values its terminator yields (``()`` if none)."""
+        end = self.run_block(block)
+        return () if end is None else end[1]
+
+    # --- frames ---------------------------------------------------------------------------
+
+    @property
+    def frame_size(self) -> int:
+        """The number of points in the frame."""
+        return math.prod(self.frame)
+
+    def chunk(self, extent: int) -> int:
+        """How many iterations of a new axis of ``extent`` to run at once."""
+        return max(1, min(extent, FRAME_BUDGET // max(1, self.frame_size)))
+
+    def axis(self, values: np.ndarray) -> np.ndarray:
+        """``values`` (1-D) as a new leading axis of the current frame."""
+        return values.reshape((values.shape[0],) + (1,) * len(self.frame))
+
+    def push(self, extent: int) -> tuple[int, ...]:
+        """Prepend an axis of ``extent`` to the frame; returns the previous frame."""
+        saved = self.frame
+        self.frame = (extent,) + saved
+        return saved
+
+    def reduce_axis(self, op: Operation, kind: str, body: Block, iv: SSAValue, extent: int,
+                    dtype: np.dtype, index: Callable[[np.ndarray], Value] | None = None,
+                    mask: Callable[[np.ndarray], np.ndarray | None] | None = None) -> Value:
+        """Fold ``body``'s yielded value over a new leading axis of ``extent`` iterations.
+
+        Iteration ``s`` binds ``iv`` to ``index(s)`` (default ``s``); lanes where ``mask(s)``
+        or the enclosing mask is false contribute the identity. The fold runs strictly in
+        order of ``s`` (chunk by chunk when the frame is large). The result broadcasts against
+        the outer frame.
+        """
+        step = self.chunk(extent)
+        acc: Value | None = None
+        ident = identity(kind, dtype)
+        saved_mask = self.mask
+        for start in range(0, extent, step):
+            s = self.axis(np.arange(start, min(extent, start + step)))
+            saved = self.push(s.shape[0])
+            try:
+                self.env[iv] = s if index is None else index(s)
+                lane_mask = None if mask is None else mask(s)
+                self.mask = and_masks(saved_mask, lane_mask)
+                (value,) = self.run_region_block(body)
+            finally:
+                self.frame = saved
+                self.mask = saved_mask
+            value = np.asarray(value, dtype=dtype)
+            full = (s.shape[0],) + tuple(1 for _ in saved)
+            value = value.reshape((1,) * (len(full) - value.ndim) + value.shape)
+            active = and_masks(saved_mask, lane_mask)
+            if active is not None:
+                value = np.where(active, value, ident)
+            shape = np.broadcast_shapes(value.shape, full)
+            value = np.broadcast_to(value, shape)
+            acc = fold_leading(kind, value, acc)
+        assert acc is not None, f"{op.name}: empty reduction"
+        return acc
+
+    # --- memory ---------------------------------------------------------------------------
+
+    def check_bounds(self, op: Operation, shape: Sequence[int], indices: Sequence[Value],
+                     mask: np.ndarray | None) -> list[Value]:
+        """Raise :class:`OutOfBoundsError` if an active lane indexes outside ``shape``;
+        return the indices clamped into range (masked-off lanes may hold anything)."""
+        out: list[Value] = []
+        for dim, (idx, extent) in enumerate(zip(indices, shape, strict=True)):
+            if np.ndim(idx) == 0:
+                if not 0 <= int(idx) < extent:
+                    if mask is None or np.any(mask):
+                        raise self.bounds_error(op, dim, idx, extent, None, mask)
+                    idx = 0
+                out.append(idx)
+                continue
+            bad = (idx < 0) | (idx >= extent)
+            if bad.any():
+                active_bad = bad if mask is None else bad & mask
+                if active_bad.any():
+                    raise self.bounds_error(op, dim, idx, extent, active_bad, mask)
+                idx = np.clip(idx, 0, extent - 1)
+            out.append(idx)
+        return out
+
+    def bounds_error(self, op: Operation, dim: int, idx: Value, extent: int,
+                     bad: np.ndarray | None, mask: np.ndarray | None) -> OutOfBoundsError:
+        """An out-of-bounds diagnostic naming ``op`` and the first offending point."""
+        if bad is None:
+            value = int(idx)
+            point = ""
+        else:
+            full = np.broadcast_to(bad, np.broadcast_shapes(bad.shape, self.frame))
+            first = np.unravel_index(int(np.argmax(full)), full.shape)
+            value = int(np.broadcast_to(idx, full.shape)[first])
+            point = f" at {self.describe_point(first)}"
+        exc = error(OutOfBoundsError, op,
+                    f"index {value} is out of bounds for dimension {dim} of extent {extent}"
+                    f"{point}")
+        return exc  # type: ignore[return-value]
+
+    def describe_point(self, point: tuple[int, ...]) -> str:
+        """Words for a point of the frame (the thread, and loop iteration numbers)."""
+        extra = len(point) - len(self.frame)
+        point = point[extra:] if extra > 0 else point
+        parts: list[str] = []
+        if self.threads is not None and len(point) >= 2:
+            blocks, threads = self.threads
+            block, thread = point[-2], point[-1]
+            parts.append(f"block {block}, thread {thread}")
+            point = point[:-2]
+        if point:
+            # Axes are prepended as loops open: the outermost loop's index comes last.
+            parts.append("iteration " + str([int(i) for i in reversed(point)])
+                         + " of the enclosing loops (outermost first)")
+        return ", ".join(parts) or "the only point"
+
+    def gather(self, op: Operation, buffer: np.ndarray, indices: Sequence[Value]) -> Value:
+        """``buffer[indices]`` for every active lane (bounds checked under the mask)."""
+        idx = self.check_bounds(op, buffer.shape, indices, self.mask)
+        return buffer[tuple(idx)]
+
+    def scatter(self, op: Operation, buffer: np.ndarray, indices: Sequence[Value],
+                value: Value) -> None:
+        """``buffer[indices] = value`` for every active lane (bounds checked under the mask)."""
+        mask = self.mask
+        idx = self.check_bounds(op, buffer.shape, indices, mask)
+        if mask is None:
+            arrays = np.broadcast_arrays(*idx, value)
+            buffer[tuple(arrays[:-1])] = arrays[-1]
+            return
+        arrays = np.broadcast_arrays(*idx, value, mask)
+        sel = arrays[-1]
+        buffer[tuple(a[sel] for a in arrays[:-2])] = arrays[-2][sel]
+
+
+TERMINATORS = frozenset(
+    {"loop.yield", "tile.yield", "scf.yield", "kernel.return", "prim.yield"}
+)
+"""Ops that end a region and hand values to the op that owns it."""
+
+
+# --- scf: sequential loops and conditionals -----------------------------------------------------
+
+
+@simt_impl("scf.for")
+def _scf_for(ev: SimtEvaluator, op: Operation) -> None:
+    """A sequential loop; with per-thread bounds, a masked loop that runs while any lane is
+    active (lanes whose own loop has ended keep their loop-carried values)."""
+    env = ev.env
+    lb, ub, step = (env[v] for v in op.operands[:3])
+    carried = [env[v] for v in op.operands[3:]]
+    body = op.regions[0].block
+    iv_arg, iter_args = body.args[0], body.args[1:]
+    if np.ndim(lb) == 0 and np.ndim(ub) == 0 and np.ndim(step) == 0:
+        if int(step) <= 0:
+            raise error(InterpretError, op, f"step must be positive, got {int(step)}")
+        dtype = np.asarray(lb).dtype
+        for i in range(int(lb), int(ub), int(step)):
+            env[iv_arg] = dtype.type(i)
+            for arg, val in zip(iter_args, carried, strict=True):
+                env[arg] = val
+            carried = list(ev.run_region_block(body))
+    else:
+        outer = ev.mask
+        iv = np.asarray(lb)
+        if np.any((np.asarray(step) <= 0) & ((iv < ub) if outer is None else outer)):
+            raise error(InterpretError, op, "step must be positive in every thread")
+        try:
+            while True:
+                active = and_masks(outer, np.asarray(iv < ub))
+                if active is None or not active.any():
+                    break
+                ev.mask = active
+                env[iv_arg] = iv
+                for arg, val in zip(iter_args, carried, strict=True):
+                    env[arg] = val
+                new = ev.run_region_block(body)
+                carried = [np.where(active, n, c) for n, c in zip(new, carried, strict=True)]
+                iv = iv + step
+        finally:
+            ev.mask = outer
+    for res, val in zip(op.results, carried, strict=True):
+        env[res] = val
+
+
+@simt_impl("scf.if")
+def _scf_if(ev: SimtEvaluator, op: Operation) -> None:
+    """Both branches under complementary masks when the condition differs between lanes."""
+    env = ev.env
+    cond = env[op.operands[0]]
+    then_block = op.regions[0].block
+    else_block = op.regions[1].blocks.first if op.regions[1].blocks else None
+    if np.ndim(cond) == 0:
+        if cond:
+            values = ev.run_region_block(then_block)
+        elif else_block is not None:
+            values = ev.run_region_block(else_block)
+        else:
+            values = ()
+    else:
+        outer = ev.mask
+        then_mask = and_masks(outer, cond)
+        else_mask = and_masks(outer, ~cond)
+        then_vals: tuple[Value, ...] | None = None
+        else_vals: tuple[Value, ...] | None = None
+        try:
+            if then_mask is None or then_mask.any():
+                ev.mask = then_mask
+                then_vals = ev.run_region_block(then_block)
+            if else_block is not None and (else_mask is None or else_mask.any()):
+                ev.mask = else_mask
+                else_vals = ev.run_region_block(else_block)
+        finally:
+            ev.mask = outer
+        if then_vals is None:
+            values = else_vals or ()
+        elif else_vals is None:
+            values = then_vals
+        else:
+            values = tuple(np.where(cond, t, e) for t, e in zip(then_vals, else_vals,
+                                                                 strict=True))
+    for res, val in zip(op.results, values, strict=True):
+        env[res] = val
+
+
+def buffer_of(ev: SimtEvaluator, op: Operation, value: SSAValue) -> np.ndarray:
+    """The numpy storage bound to a memref value."""
+    buf = ev.env[value]
+    if not isinstance(buf, np.ndarray):
+        raise error(InterpretError, op, f"operand {value} is not bound to a buffer")
+    return buf

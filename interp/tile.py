@@ -1,0 +1,123 @@
+"""Tile IR: scheduled kernels, SIMT-vectorised over the launch's blocks and threads.
+
+A ``tile.kernel`` runs with the frame ``(blocks, threads_per_block)`` from its ``grid`` and
+``block`` (each linearised, x fastest). Its mapped loops execute exactly the assignment the
+GPU performs:
+
+* ``tile.forall ... over blocks``: block ``b`` takes the points ``b, b + G, b + 2G, ...`` of
+  the row-major linearised iteration space (``G`` blocks);
+* ``over threads``: global thread ``t = b * B + tid`` takes ``t, t + G*B, ...``;
+* ``over block_threads``: thread ``tid`` of each block takes ``tid, tid + B, ...``.
+
+The rounds of the strided loop become a new frame axis, and a point past the end of the
+space masks its lane off (the thread or block that owns no point does nothing).
+
+``tile.coop_reduce`` is computed in the order the generated code must use, so a schedule
+that changes the order changes the rounding and shows: thread ``tid`` folds ``k = tid,
+tid + B, ...`` sequentially (starting from the identity); the partials of each warp of 32
+lanes are combined by an xor butterfly (``v = v ⊕ shfl_xor(v, o)`` for o = 16, 8, 4, 2, 1;
+lanes past a partial last warp hold the identity); with several warps, every thread then
+folds the warp totals in warp order, starting from the identity (they pass through shared
+memory). Every thread receives the same bits: the total. Loops, loads, stores and scalar ops
+inside are interpreted as at Loop IR.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from xdsl.ir import Operation
+
+from llmopt.interp._core import InterpretError, Value, block_tree, error, np_dtype
+from llmopt.interp.host import HostInterpreter, host_impl
+from llmopt.interp.loop import bind_buffers
+from llmopt.interp.simt import SimtEvaluator, and_masks, simt_impl
+
+
+def _ints(op: Operation, name: str) -> tuple[int, ...]:
+    """An ``array<i64: ...>`` property."""
+    return tuple(int(v) for v in op.properties[name].get_values())  # type: ignore[attr-defined]
+
+
+def thread_axes(ev: SimtEvaluator, op: Operation) -> tuple[int, int]:
+    """``(blocks, threads_per_block)`` of the enclosing launch."""
+    if ev.threads is None:
+        raise error(InterpretError, op, "needs a launch shape: it must sit in a tile.kernel")
+    return ev.threads
+
+
+@simt_impl("tile.forall")
+def _forall(ev: SimtEvaluator, op: Operation) -> None:
+    """The strided assignment of points to blocks or threads; rounds become an axis."""
+    blocks, threads = thread_axes(ev, op)
+    extents = _ints(op, "extents")
+    points = math.prod(extents)
+    mapping = op.properties["mapping"].data  # type: ignore[attr-defined]
+    bid = np.arange(blocks).reshape(blocks, 1)
+    tid = np.arange(threads).reshape(1, threads)
+    if mapping == "blocks":
+        base, stride = bid, blocks
+    elif mapping == "threads":
+        base, stride = bid * threads + tid, blocks * threads
+    elif mapping == "block_threads":
+        base, stride = tid, threads
+    else:
+        raise error(InterpretError, op, f"unknown mapping '{mapping}'")
+    rounds = -(-points // stride)
+    body = op.regions[0].block
+    outer = ev.mask
+    step = ev.chunk(rounds)
+    for start in range(0, rounds, step):
+        r = ev.axis(np.arange(start, min(rounds, start + step)))
+        point = r * stride + base
+        owned = point < points
+        saved = ev.push(r.shape[0])
+        try:
+            ev.mask = and_masks(outer, None if owned.all() else owned)
+            rest = point
+            for iv, extent in reversed(list(zip(body.args, extents, strict=True))):
+                ev.env[iv] = rest % extent
+                rest = rest // extent
+            ev.run_block(body)
+        finally:
+            ev.frame = saved
+            ev.mask = outer
+
+
+@simt_impl("tile.coop_reduce")
+def _coop_reduce(ev: SimtEvaluator, op: Operation) -> None:
+    """Per-thread strided folds, then the block tree (see the module docstring)."""
+    _, threads = thread_axes(ev, op)
+    extent = op.properties["extent"].value.data  # type: ignore[attr-defined]
+    kind = op.properties["kind"].data  # type: ignore[attr-defined]
+    dtype = np_dtype(op.results[0].type)
+    body = op.regions[0].block
+    tid = np.arange(threads)
+    rounds = -(-extent // threads)
+
+    def index(s: np.ndarray) -> np.ndarray:
+        """The reduce index thread ``tid`` handles in round ``s``."""
+        return s * threads + tid
+
+    def mask(s: np.ndarray) -> np.ndarray | None:
+        """Whether that index is in range (``None``: always)."""
+        if rounds * threads == extent:
+            return None
+        return index(s) < extent
+
+    partial: Value = ev.reduce_axis(op, kind, body, body.args[0], rounds, dtype, index, mask)
+    partial = np.asarray(partial)
+    ndim = len(ev.frame)
+    partial = partial.reshape((1,) * (ndim - partial.ndim) + partial.shape)
+    ev.env[op.results[0]] = block_tree(kind, partial, threads)
+
+
+@host_impl("tile.kernel")
+def _kernel(interp: HostInterpreter, op: Operation, args: list[Value]) -> list[Value]:
+    """Run a ``tile.kernel`` body for all blocks and threads of its launch shape."""
+    blocks = math.prod(_ints(op, "grid"))
+    threads = math.prod(_ints(op, "block"))
+    ev = SimtEvaluator(bind_buffers(op, args), threads=(blocks, threads))
+    ev.run_block(op.regions[0].block)
+    return []

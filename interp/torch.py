@@ -1,0 +1,225 @@
+"""Torch IR: each ``torch`` op evaluated on whole numpy arrays, in the tensors' dtype.
+
+The semantics are PyTorch's (broadcasting binary ops, negative dims, ``keepdim``, ``linear`` as
+``x @ w.T + b``, ``softmax`` with the max subtracted, ``rms_norm`` as
+``x * rsqrt(mean(x^2) + eps) * w``). No torch import is needed: the interpreter is numpy only.
+Ops are dispatched by name, so ops added to the dialect later only need a function here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+from xdsl.ir import Operation
+
+from llmopt.interp._core import InterpretError, Value, error, np_dtype, shape_of
+from llmopt.interp.host import HostInterpreter, host_impl
+
+TorchImpl = Callable[[Operation, list[np.ndarray]], np.ndarray]
+
+
+def _int(op: Operation, name: str) -> int:
+    """An integer (or boolean) property."""
+    return int(op.properties[name].value.data)  # type: ignore[attr-defined]
+
+
+def _float(op: Operation, name: str) -> float:
+    """A float property."""
+    return float(op.properties[name].value.data)  # type: ignore[attr-defined]
+
+
+def _ints(op: Operation, name: str) -> tuple[int, ...]:
+    """An integer-list property."""
+    return tuple(int(v) for v in op.properties[name].get_values())  # type: ignore[attr-defined]
+
+
+def _dims(op: Operation, rank: int, name: str = "dims") -> tuple[int, ...]:
+    """An integer-list property of dims, made non-negative."""
+    return tuple(d % rank for d in _ints(op, name))
+
+
+def torch_impl(*names: str) -> Callable[[TorchImpl], TorchImpl]:
+    """Register ``fn(op, operands) -> array`` for torch ops; the result is checked against
+    the op's declared result type (shape) and converted to its dtype."""
+
+    def register(fn: TorchImpl) -> TorchImpl:
+        """Register ``fn`` under ``names``."""
+        def impl(interp: HostInterpreter, op: Operation, args: list[Value]) -> list[Value]:
+            """Evaluate and check against the declared result type."""
+            typ = op.results[0].type
+            dtype = np_dtype(typ)
+            arrays = [np.asarray(a) for a in args]
+            try:
+                out = np.asarray(fn(op, arrays))
+            except InterpretError:
+                raise
+            except Exception as exc:  # a numpy failure on this op's operands
+                raise error(InterpretError, op, f"{type(exc).__name__}: {exc}") from exc
+            if out.shape != shape_of(typ):
+                raise error(InterpretError, op, f"computed shape {list(out.shape)}, the op "
+                            f"declares {typ}")
+            return [out.astype(dtype, copy=False)]
+
+        for name in names:
+            host_impl(name)(impl)
+        return fn
+
+    return register
+
+
+def _binary(ufunc: np.ufunc) -> TorchImpl:
+    """A broadcasting binary op."""
+    return lambda op, args: ufunc(args[0], args[1])
+
+
+for _name, _ufunc in {
+    "torch.add": np.add, "torch.sub": np.subtract, "torch.mul": np.multiply,
+    "torch.div": np.divide, "torch.maximum": np.maximum,
+}.items():
+    torch_impl(_name)(_binary(_ufunc))
+
+
+def _one(x: np.ndarray) -> np.generic:
+    """One in ``x``'s dtype."""
+    return x.dtype.type(1)
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    """``1 / (1 + exp(-x))``."""
+    return _one(x) / (_one(x) + np.exp(-x))
+
+
+for _name, _fn in {
+    "torch.neg": np.negative,
+    "torch.exp": np.exp,
+    "torch.sqrt": np.sqrt,
+    "torch.rsqrt": lambda x: _one(x) / np.sqrt(x),
+    "torch.sigmoid": _sigmoid,
+    "torch.silu": lambda x: x * _sigmoid(x),
+    "torch.relu": lambda x: np.maximum(x, x.dtype.type(0)),
+    "torch.tanh": np.tanh,
+}.items():
+    torch_impl(_name)(lambda op, args, fn=_fn: fn(args[0]))
+
+
+@torch_impl("torch.pow")
+def _pow(op: Operation, args: list[np.ndarray]) -> np.ndarray:
+    """``x ** exponent``."""
+    (x,) = args
+    return x ** x.dtype.type(_float(op, "exponent"))
+
+
+@torch_impl("torch.linear")
+def _linear(op: Operation, args: list[np.ndarray]) -> np.ndarray:
+    """``x @ w.T (+ b)``."""
+    x, w, *bias = args
+    y = np.matmul(x, w.T)
+    return y + bias[0] if bias else y
+
+
+@torch_impl("torch.matmul", "torch.bmm")
+def _matmul(op: Operation, args: list[np.ndarray]) -> np.ndarray:
+    """Batched matrix product with broadcasting."""
+    return np.matmul(args[0], args[1])
+
+
+def _reduction(ufunc: np.ufunc, mean: bool = False) -> TorchImpl:
+    """A reduction over ``dims`` (the mean divides by the count)."""
+    def impl(op: Operation, args: list[np.ndarray]) -> np.ndarray:
+        """Evaluate and check against the declared result type."""
+        (x,) = args
+        dims = _dims(op, x.ndim)
+        out = ufunc.reduce(x, axis=dims, keepdims=bool(_int(op, "keepdim")))
+        if mean:
+            count = int(np.prod([x.shape[d] for d in dims]))
+            out = out / x.dtype.type(count)
+        return out
+
+    return impl
+
+
+torch_impl("torch.sum")(_reduction(np.add))
+torch_impl("torch.mean")(_reduction(np.add, mean=True))
+torch_impl("torch.amax")(_reduction(np.maximum))
+
+
+@torch_impl("torch.softmax")
+def _softmax(op: Operation, args: list[np.ndarray]) -> np.ndarray:
+    """Softmax with the maximum subtracted first."""
+    (x,) = args
+    dim = _int(op, "dim") % x.ndim
+    e = np.exp(x - x.max(axis=dim, keepdims=True))
+    return e / e.sum(axis=dim, keepdims=True)
+
+
+@torch_impl("torch.rms_norm")
+def _rms_norm(op: Operation, args: list[np.ndarray]) -> np.ndarray:
+    """``x * rsqrt(mean(x^2) + eps) (* weight)`` over the last dims."""
+    x, *weight = args
+    k = _int(op, "normalized_rank")
+    dims = tuple(range(x.ndim - k, x.ndim))
+    mean = np.mean(x * x, axis=dims, keepdims=True, dtype=x.dtype)
+    y = x * (_one(x) / np.sqrt(mean + x.dtype.type(_float(op, "eps"))))
+    return y * weight[0] if weight else y
+
+
+@torch_impl("torch.transpose")
+def _transpose(op: Operation, args: list[np.ndarray]) -> np.ndarray:
+    """Swap two dims."""
+    (x,) = args
+    return np.swapaxes(x, _int(op, "dim0") % x.ndim, _int(op, "dim1") % x.ndim)
+
+
+@torch_impl("torch.permute")
+def _permute(op: Operation, args: list[np.ndarray]) -> np.ndarray:
+    """Reorder dims."""
+    (x,) = args
+    return np.transpose(x, _dims(op, x.ndim))
+
+
+@torch_impl("torch.reshape")
+def _reshape(op: Operation, args: list[np.ndarray]) -> np.ndarray:
+    """Row-major reshape."""
+    return args[0].reshape(shape_of(op.results[0].type))
+
+
+@torch_impl("torch.unsqueeze")
+def _unsqueeze(op: Operation, args: list[np.ndarray]) -> np.ndarray:
+    """Insert a unit dim."""
+    (x,) = args
+    return np.expand_dims(x, _int(op, "dim") % (x.ndim + 1))
+
+
+@torch_impl("torch.expand")
+def _expand(op: Operation, args: list[np.ndarray]) -> np.ndarray:
+    """Broadcast to the result shape."""
+    return np.broadcast_to(args[0], shape_of(op.results[0].type))
+
+
+@torch_impl("torch.slice")
+def _slice(op: Operation, args: list[np.ndarray]) -> np.ndarray:
+    """A strided slice along one dim."""
+    (x,) = args
+    dim = _int(op, "dim") % x.ndim
+    index = [slice(None)] * x.ndim
+    index[dim] = slice(_int(op, "start"), _int(op, "end"), _int(op, "step"))
+    return x[tuple(index)]
+
+
+@torch_impl("torch.cat")
+def _cat(op: Operation, args: list[np.ndarray]) -> np.ndarray:
+    """Concatenate along a dim."""
+    return np.concatenate(args, axis=_int(op, "dim") % args[0].ndim)
+
+
+@torch_impl("torch.to")
+def _to(op: Operation, args: list[np.ndarray]) -> np.ndarray:
+    """Cast to the result dtype."""
+    return args[0].astype(np_dtype(op.results[0].type))
+
+
+@torch_impl("torch.constant")
+def _constant(op: Operation, args: list[np.ndarray]) -> np.ndarray:
+    """A rank-0 tensor."""
+    return np.asarray(_float(op, "value"), dtype=np_dtype(op.results[0].type))
