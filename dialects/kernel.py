@@ -172,6 +172,8 @@ class LaunchOp(IRDLOperation):
         callee = SymbolTable.lookup_symbol(self, self.kernel)
         if callee is None:
             return  # checked again once the kernel exists (e.g. while lowering)
+        if callee.name == "cuda.kernel":
+            return  # after kernel-to-cuda the launched kernel is its CUDA-IR form
         if not isinstance(callee, FuncOp):
             raise VerifyException(f"@{self.kernel.root_reference.data} is not a kernel.func")
         expected = tuple(callee.function_type.inputs.data)

@@ -1,0 +1,475 @@
+"""Run a module lowered by ``kernel-to-cuda`` on the GPU.
+
+:class:`CompiledProgram` takes a module holding ``cuda.kernel`` functions and the host
+``func.func`` that launches them. At construction it prints the CUDA source
+(:func:`~llmopt.codegen.cuda_printer.print_cuda`), compiles it once with NVRTC for the device's
+architecture (through the kernel cache), loads the CUBIN, and turns the host function into a
+flat list of steps; a call then walks no IR:
+
+* function arguments are bound to the given tensors (checked: CUDA device, dtype, shape,
+  contiguity) or Python numbers (for scalar arguments);
+* ``memref.alloc`` → ``torch.empty`` of the buffer's shape and dtype on the module's device;
+  views (``memref.expand_shape``/``collapse_shape``/``reshape``/``cast``) → ``Tensor.view``;
+  ``memref.copy`` → ``Tensor.copy_``; ``memref.dealloc`` → nothing (buffers are released after
+  their last use anyway); scalar ``arith.constant`` → a kernel argument;
+* ``kernel.launch`` → ``CudaFunction.launch(grid, block, args, shared_bytes)`` on torch's
+  current stream;
+* ``func.return`` → the tuple of returned tensors.
+
+A call neither synchronises nor inspects IR, so it can be captured in a CUDA graph. torch
+and the CUDA libraries are imported when a program is built, not when this module is
+imported.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from xdsl.dialects import arith, func, memref
+from xdsl.dialects.builtin import (
+    BFloat16Type,
+    Float16Type,
+    Float32Type,
+    Float64Type,
+    FloatAttr,
+    IndexType,
+    IntegerAttr,
+    IntegerType,
+    MemRefType,
+    ModuleOp,
+)
+from xdsl.ir import Attribute, Operation, SSAValue
+
+from llmopt.dialects import cuda, kernel
+
+if TYPE_CHECKING:
+    import torch
+
+__all__ = [
+    "AllocStep", "CompiledProgram", "CopyStep", "ExecutorError", "HostPlan", "LaunchStep",
+    "ViewStep", "plan_host_function",
+]
+
+
+class ExecutorError(ValueError):
+    """The module cannot be run, or a call got arguments that do not fit it."""
+
+
+# --- the plan: the host function as data ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AllocStep:
+    """``env[slot] = torch.empty(shape, dtype)``."""
+
+    slot: int
+    shape: tuple[int, ...]
+    element: Attribute
+
+
+@dataclass(frozen=True)
+class ViewStep:
+    """``env[slot] = env[source].view(shape)``."""
+
+    slot: int
+    source: int
+    shape: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class CopyStep:
+    """``env[target].copy_(env[source])``."""
+
+    source: int
+    target: int
+
+
+@dataclass(frozen=True)
+class LaunchStep:
+    """One kernel launch; ``args`` are slots (tensors or scalars), ``params`` the kernel's
+    parameter types (pointers or scalars) in order."""
+
+    kernel: str
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    shared_bytes: int
+    args: tuple[int, ...]
+    params: tuple[Attribute, ...]
+
+
+Step = AllocStep | ViewStep | CopyStep | LaunchStep
+
+
+@dataclass(frozen=True)
+class HostPlan:
+    """The host function, flattened: slots ``0 .. len(inputs)-1`` hold the arguments,
+    ``constants`` fill other slots before the steps run, ``release[k]`` are the slots no
+    longer needed after step ``k``, ``results`` the returned slots."""
+
+    name: str
+    inputs: tuple[tuple[str, Attribute], ...]
+    constants: tuple[tuple[int, int | float, Attribute], ...]
+    steps: tuple[Step, ...]
+    release: tuple[tuple[int, ...], ...]
+    results: tuple[int, ...]
+    num_slots: int
+    written_inputs: frozenset[int]
+
+
+def _host_function(module: ModuleOp, entry: str | None) -> func.FuncOp:
+    funcs = [op for op in module.ops if isinstance(op, func.FuncOp) and op.body.blocks]
+    if entry is not None:
+        for f in funcs:
+            if f.sym_name.data == entry:
+                return f
+        raise ExecutorError(f"no function @{entry} in the module")
+    public = [f for f in funcs if f.sym_visibility is None
+              or f.sym_visibility.data == "public"]
+    if len(public) != 1:
+        names = ", ".join("@" + f.sym_name.data for f in public) or "none"
+        raise ExecutorError(f"the module has {len(public)} public functions ({names}); "
+                            "name the entry point")
+    return public[0]
+
+
+def _static_shape(typ: Attribute, what: str) -> tuple[int, ...]:
+    if not isinstance(typ, MemRefType):
+        raise ExecutorError(f"{what}: expected a memref, got {typ}")
+    shape = typ.get_shape()
+    if any(d < 0 for d in shape):
+        raise ExecutorError(f"{what}: dynamic shape {typ} is not supported")
+    strides, offset = typ.get_strides(), typ.get_offset()
+    if offset != 0 or strides is None or list(strides) != list(
+        MemRefType.strides_for_shape(shape)
+    ):
+        raise ExecutorError(f"{what}: only contiguous row-major buffers are supported, got "
+                            f"{typ}")
+    return shape
+
+
+def plan_host_function(module: ModuleOp, entry: str | None = None) -> HostPlan:
+    """Flatten the host function of a module lowered by ``kernel-to-cuda`` into a plan.
+
+    Raises :class:`ExecutorError` for ops the executor does not run, launches of unknown
+    kernels, or launches whose arguments do not fit the kernel's parameters.
+    """
+    kernels = {op.sym_name.data: op for op in module.ops if isinstance(op, cuda.KernelOp)}
+    unlowered = [op.sym_name.data for op in module.ops if isinstance(op, kernel.FuncOp)]
+    if unlowered:
+        raise ExecutorError(f"kernels {unlowered} are not lowered yet: run kernel-to-cuda")
+    host = _host_function(module, entry)
+    slots: dict[SSAValue, int] = {}
+    inputs: list[tuple[str, Attribute]] = []
+    for k, arg in enumerate(host.body.block.args):
+        slots[arg] = k
+        name = arg.name_hint or f"arg{k}"
+        if isinstance(arg.type, MemRefType):
+            _static_shape(arg.type, f"argument '{name}'")
+        elif not cuda.is_scalar(arg.type):
+            raise ExecutorError(f"argument '{name}' has unsupported type {arg.type}")
+        inputs.append((name, arg.type))
+    constants: list[tuple[int, int | float, Attribute]] = []
+    steps: list[Step] = []
+    uses: dict[int, int] = {}  # slot -> last step using it
+    results: tuple[int, ...] = ()
+    written: set[int] = set()
+
+    def slot_of(value: SSAValue, op: Operation) -> int:
+        if value not in slots:
+            raise ExecutorError(f"'{op.name}': operand is not produced by a supported op")
+        slot = slots[value]
+        uses[slot] = len(steps)
+        return slot
+
+    def new_slot(value: SSAValue) -> int:
+        slots[value] = len(slots)
+        return slots[value]
+
+    roots: dict[int, int] = {}  # view slot -> slot it views
+    for op in host.body.block.ops:
+        if isinstance(op, memref.AllocOp | memref.AllocaOp):
+            shape = _static_shape(op.memref.type, f"'{op.name}'")
+            steps.append(AllocStep(new_slot(op.memref), shape,
+                                   op.memref.type.element_type))  # type: ignore[union-attr]
+        elif isinstance(op, memref.CollapseShapeOp | memref.ExpandShapeOp | memref.CastOp):
+            result = op.results[0]
+            shape = _static_shape(result.type, f"'{op.name}'")
+            source = slot_of(op.operands[0], op)
+            slot = new_slot(result)
+            roots[slot] = roots.get(source, source)
+            steps.append(ViewStep(slot, source, shape))
+        elif isinstance(op, memref.CopyOp):
+            source, target = slot_of(op.source, op), slot_of(op.destination, op)
+            steps.append(CopyStep(source, target))
+            written.add(roots.get(target, target))
+        elif isinstance(op, memref.DeallocOp):
+            continue
+        elif isinstance(op, arith.ConstantOp):
+            value = op.value
+            if not isinstance(value, IntegerAttr | FloatAttr):
+                raise ExecutorError(f"'{op.name}': only scalar constants are supported")
+            slot = new_slot(op.result)
+            constants.append((slot, value.value.data, value.type))
+        elif isinstance(op, kernel.LaunchOp):
+            name = op.kernel.root_reference.data
+            target = kernels.get(name)
+            if target is None:
+                raise ExecutorError(f"kernel.launch @{name}: no cuda.kernel of that name")
+            params = tuple(target.param_types.data)
+            if len(params) != len(op.args):
+                raise ExecutorError(f"kernel.launch @{name}: {len(op.args)} arguments for "
+                                    f"{len(params)} parameters")
+            for k, (arg, param) in enumerate(zip(op.args, params, strict=True)):
+                if isinstance(param, cuda.PtrType) != isinstance(arg.type, MemRefType) or (
+                    isinstance(param, cuda.PtrType)
+                    and param.element != arg.type.element_type  # type: ignore[union-attr]
+                ):
+                    raise ExecutorError(f"kernel.launch @{name}: argument {k} of type "
+                                        f"{arg.type} does not fit parameter type {param}")
+            args = tuple(slot_of(a, op) for a in op.args)
+            for a, param in zip(args, params, strict=True):
+                if isinstance(param, cuda.PtrType) and not param.is_const:
+                    written.add(roots.get(a, a))
+            grid, block = op.grid_shape, op.block_shape
+            bounds = target.max_threads
+            if bounds is not None and block[0] * block[1] * block[2] > bounds:
+                raise ExecutorError(f"kernel.launch @{name}: block {list(block)} exceeds the "
+                                    f"kernel's launch bounds ({bounds})")
+            steps.append(LaunchStep(name, (grid[0], grid[1], grid[2]),
+                                    (block[0], block[1], block[2]), op.shared_bytes, args,
+                                    params))
+        elif isinstance(op, func.ReturnOp):
+            results = tuple(slot_of(v, op) for v in op.arguments)
+        else:
+            raise ExecutorError(f"'{op.name}' cannot run in the host function")
+    keep = set(results) | set(range(len(inputs))) | {c[0] for c in constants}
+    release: list[list[int]] = [[] for _ in steps]
+    for slot, last in uses.items():
+        if slot not in keep and last < len(steps):
+            release[last].append(slot)
+    return HostPlan(
+        name=host.sym_name.data, inputs=tuple(inputs), constants=tuple(constants),
+        steps=tuple(steps), release=tuple(tuple(r) for r in release), results=results,
+        num_slots=len(slots), written_inputs=frozenset(s for s in written if s < len(inputs)),
+    )
+
+
+# --- running it ---------------------------------------------------------------------------------
+
+
+def torch_dtype(element: Attribute) -> torch.dtype:
+    """The torch dtype of a memref element type."""
+    import torch
+
+    if isinstance(element, Float32Type):
+        return torch.float32
+    if isinstance(element, Float64Type):
+        return torch.float64
+    if isinstance(element, Float16Type):
+        return torch.float16
+    if isinstance(element, BFloat16Type):
+        return torch.bfloat16
+    if isinstance(element, IndexType):
+        return torch.int64
+    if isinstance(element, IntegerType):
+        if cuda.is_bool(element):
+            return torch.bool
+        table = ({8: torch.uint8, 16: torch.uint16, 32: torch.uint32, 64: torch.uint64}
+                 if cuda.is_unsigned(element) else
+                 {8: torch.int8, 16: torch.int16, 32: torch.int32, 64: torch.int64})
+        if element.width.data in table:
+            return table[element.width.data]
+    raise ExecutorError(f"no torch dtype for {element}")
+
+
+def _ctype(param: Attribute) -> Callable[[Any], Any]:
+    """The ctypes constructor a scalar kernel parameter of this type is passed with."""
+    if isinstance(param, Float32Type):
+        return ctypes.c_float
+    if isinstance(param, Float64Type):
+        return ctypes.c_double
+    if isinstance(param, IndexType):
+        return ctypes.c_longlong
+    if cuda.is_bool(param):
+        return ctypes.c_bool
+    if isinstance(param, IntegerType):
+        unsigned = cuda.is_unsigned(param)
+        table = {
+            8: (ctypes.c_int8, ctypes.c_uint8), 16: (ctypes.c_int16, ctypes.c_uint16),
+            32: (ctypes.c_int32, ctypes.c_uint32), 64: (ctypes.c_int64, ctypes.c_uint64),
+        }  # fmt: skip
+        if param.width.data in table:
+            return table[param.width.data][unsigned]
+    raise ExecutorError(f"cannot pass a kernel parameter of type {param}")
+
+
+class CompiledProgram:
+    """A module after ``kernel-to-cuda``, compiled and ready to call.
+
+    Args:
+        module: holds ``cuda.kernel`` ops and the host ``func.func``.
+        entry: the host function's name (default: the module's only public function).
+        arch: the GPU architecture (default: :func:`~llmopt.codegen.nvrtc.default_arch`).
+        options: extra NVRTC options.
+        device: CUDA device index (default: torch's current device).
+        check: check the arguments of every call (device, dtype, shape, contiguity, and no
+            overlap between a buffer the program writes and another argument).
+
+    Attributes:
+        source: the CUDA source text; ``cubin``: the compiled image; ``plan``: the host
+        function as a :class:`HostPlan`; ``module``: the loaded
+        :class:`~llmopt.codegen.runtime.CudaModule`.
+    """
+
+    def __init__(self, module: ModuleOp, *, entry: str | None = None, arch: str | None = None,
+                 options: Sequence[str] = (), device: int | None = None,
+                 check: bool = True) -> None:
+        """Print, compile and load ``module``; plan its host function."""
+        import torch
+
+        from llmopt.codegen.cuda_printer import cuda_source
+        from llmopt.codegen.nvrtc import compile_cuda, default_arch
+        from llmopt.codegen.runtime import CudaModule
+
+        self.plan = plan_host_function(module, entry)
+        self.source = cuda_source(module)
+        self.arch = arch or default_arch()
+        self.cubin = compile_cuda(self.source, arch=self.arch, options=options)
+        self.module = CudaModule(self.cubin, device=device)
+        self.device = torch.device("cuda", self.module.device)
+        self.check = check
+        self._expected = [
+            (name, torch_dtype(t.element_type), t.get_shape())
+            if isinstance(t, MemRefType) else (name, _ctype(t), None)
+            for name, t in self.plan.inputs
+        ]
+        self._initial: list[Any] = [None] * self.plan.num_slots
+        for slot, value, _ in self.plan.constants:
+            self._initial[slot] = value
+        self._steps = [self._compile_step(s, r)
+                       for s, r in zip(self.plan.steps, self.plan.release, strict=True)]
+        self._results = self.plan.results
+
+    @property
+    def kernel_names(self) -> list[str]:
+        """The kernels launched, in launch order (repeats removed)."""
+        seen: dict[str, None] = {}
+        for step in self.plan.steps:
+            if isinstance(step, LaunchStep):
+                seen[step.kernel] = None
+        return list(seen)
+
+    def _compile_step(self, step: Step, release: tuple[int, ...]) -> Callable[[list[Any]], None]:
+        import torch
+
+        device = self.device
+        if isinstance(step, AllocStep):
+            slot, shape, dtype = step.slot, step.shape, torch_dtype(step.element)
+
+            def alloc(env: list[Any]) -> None:
+                env[slot] = torch.empty(shape, dtype=dtype, device=device)
+
+            return alloc
+        if isinstance(step, ViewStep):
+            slot, source, shape = step.slot, step.source, step.shape
+
+            def view(env: list[Any]) -> None:
+                env[slot] = env[source].view(shape)
+                for r in release:
+                    env[r] = None
+
+            return view
+        if isinstance(step, CopyStep):
+            source, target = step.source, step.target
+
+            def copy(env: list[Any]) -> None:
+                env[target].copy_(env[source])
+                for r in release:
+                    env[r] = None
+
+            return copy
+        fn = self.module.function(step.kernel)
+        grid, block, shared = step.grid, step.block, step.shared_bytes
+        args = step.args
+        converters = [None if isinstance(p, cuda.PtrType) else _ctype(p) for p in step.params]
+        if all(c is None for c in converters):
+
+            def launch(env: list[Any]) -> None:
+                fn.launch(grid, block, [env[a] for a in args], shared)
+                for r in release:
+                    env[r] = None
+
+            return launch
+        pairs = list(zip(args, converters, strict=True))
+
+        def launch_with_scalars(env: list[Any]) -> None:
+            fn.launch(grid, block, [env[a] if c is None else c(env[a]) for a, c in pairs],
+                      shared)
+            for r in release:
+                env[r] = None
+
+        return launch_with_scalars
+
+    def _bind(self, args: Sequence[Any]) -> list[Any]:
+        import torch
+
+        expected = self._expected
+        if len(args) != len(expected):
+            raise ExecutorError(f"@{self.plan.name} takes {len(expected)} arguments, "
+                                f"got {len(args)}")
+        env = list(self._initial)
+        for k, (arg, (name, kind, shape)) in enumerate(zip(args, expected, strict=True)):
+            if shape is None:
+                if not isinstance(arg, int | float) or isinstance(arg, bool):
+                    raise ExecutorError(f"argument {k} ('{name}') must be a number")
+                env[k] = arg
+                continue
+            if self.check:
+                if not isinstance(arg, torch.Tensor):
+                    raise ExecutorError(f"argument {k} ('{name}') must be a tensor, got "
+                                        f"{type(arg).__name__}")
+                if arg.device != self.device:
+                    raise ExecutorError(f"argument {k} ('{name}') is on {arg.device}, the "
+                                        f"program runs on {self.device}")
+                if arg.dtype != kind:
+                    raise ExecutorError(f"argument {k} ('{name}') has dtype {arg.dtype}, "
+                                        f"expected {kind}")
+                if tuple(arg.shape) != shape:
+                    raise ExecutorError(f"argument {k} ('{name}') has shape "
+                                        f"{tuple(arg.shape)}, expected {shape}")
+                if not arg.is_contiguous():
+                    raise ExecutorError(f"argument {k} ('{name}') is not contiguous")
+            env[k] = arg
+        if self.check and self.plan.written_inputs:
+            self._check_overlap(args)
+        return env
+
+    def _check_overlap(self, args: Sequence[Any]) -> None:
+        spans = [
+            (a.data_ptr(), a.data_ptr() + a.numel() * a.element_size(), k)
+            for k, a in enumerate(args) if hasattr(a, "data_ptr") and a.numel()
+        ]
+        for start, end, k in spans:
+            if k not in self.plan.written_inputs:
+                continue
+            for other_start, other_end, j in spans:
+                if j != k and start < other_end and other_start < end:
+                    raise ExecutorError(
+                        f"argument {k} ('{self.plan.inputs[k][0]}') is written by the program "
+                        f"and overlaps argument {j} ('{self.plan.inputs[j][0]}')"
+                    )
+
+    def __call__(self, *args: Any) -> tuple[Any, ...]:
+        """Run the program on ``args``; returns the tuple of returned tensors (without
+        synchronising)."""
+        env = self._bind(args)
+        for step in self._steps:
+            step(env)
+        return tuple(env[r] for r in self._results)
+
+    def __repr__(self) -> str:
+        return (f"<CompiledProgram @{self.plan.name} kernels={len(self.kernel_names)} "
+                f"arch={self.arch} device={self.device}>")
