@@ -9,7 +9,20 @@ from llmopt.api import capture, compile, cuda_source, lower, make_context, parse
 from llmopt.registry import register_dialect, register_pass, register_pipeline
 
 __all__ = [
-    "capture", "compile", "cuda_source", "lower", "make_context", "parse",
+    "capture", "check_numerics", "compile", "cuda_source", "lower", "make_context", "parse",
     "register_dialect", "register_pass", "register_pipeline",
 ]
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> object:
+    # numpy-backed parts load on first use, keeping `llm-opt` quick to start.
+    if name == "check_numerics":
+        from llmopt.numerics import check_numerics
+
+        return check_numerics
+    if name == "interp":
+        from llmopt import interp
+
+        return interp
+    raise AttributeError(f"module 'llmopt' has no attribute {name!r}")

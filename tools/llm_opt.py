@@ -371,6 +371,20 @@ class LLMOptMain(xDSLOptMain):
             "subdirectory DIR/chunk-<k>/ per chunk)",
         )
         group.add_argument(
+            "--check-numerics",
+            action="store_true",
+            help="interpret the function on seeded random inputs before the pipeline and after "
+            "every pass, print one line per pass to stderr, and fail (exit 1) naming the first "
+            "pass that changed the result beyond the dtype-derived tolerance",
+        )
+        group.add_argument(
+            "--check-numerics-seed",
+            type=int,
+            default=0,
+            metavar="N",
+            help="seed of the random inputs of --check-numerics (default 0)",
+        )
+        group.add_argument(
             "--crash-reproducer",
             metavar="FILE",
             help="on an internal error, write the reproducer to FILE (default: a new file "
@@ -427,7 +441,11 @@ class LLMOptMain(xDSLOptMain):
         if previous is None:
             self.input_verified = True
             self._dump(module, "input")
+            if self.args.check_numerics:
+                self._start_numerics(module)
         else:
+            if self.args.check_numerics:
+                self._check_numerics(previous.name, module)
             self._pass_index += 1
             self._dump(module, previous.name)
             if self.args.print_ir_after_all or previous.name in self.print_after:
@@ -441,6 +459,29 @@ class LLMOptMain(xDSLOptMain):
                 self._print_ir(module, f"IR Dump Before {following.name}")
             self.current_pass = following
             self._pass_start = time.perf_counter()
+
+    def _start_numerics(self, module: ModuleOp) -> None:
+        """Interpret the input once: the reference for the first pass."""
+        from llmopt.interp import InterpretError
+        from llmopt.numerics import NumericsChecker, NumericsError
+
+        try:
+            self._numerics = NumericsChecker(module, self.args.check_numerics_seed)
+        except (InterpretError, NumericsError) as err:
+            raise UserError(f"--check-numerics: cannot interpret the input: {err}") from None
+        print(f"// numerics: tolerance {self._numerics.tol:.2e} (max error relative to "
+              "max |result|)", file=sys.stderr)
+
+    def _check_numerics(self, pass_name: str, module: ModuleOp) -> None:
+        """Interpret after ``pass_name``; stop with exit 1 if the result moved too far."""
+        check = self._numerics.after(pass_name, module)
+        print(check.line(), file=sys.stderr)
+        if not check.ok:
+            raise UserError(
+                f"--check-numerics: pass '{pass_name}' changed the result (max relative error "
+                f"{check.max_rel:.3e} > tolerance {self._numerics.tol:.3e})"
+                + (f": {check.note}" if check.note else "")
+            )
 
     def _emit_mlir(self, module: ModuleOp, stream: IO[str]) -> None:
         """Print ``module`` as the ``mlir`` target would, honouring the printing options."""

@@ -1,0 +1,207 @@
+"""Numerical checking of passes: did a pass keep the program's meaning?
+
+:func:`check_numerics` runs a pipeline and, after every pass, interprets the function with
+llmopt's CPU interpreters on the same seeded random inputs, comparing each result with the
+result before that pass. The first pass that changes a result beyond tolerance, or whose
+output cannot be interpreted (an out-of-bounds access, a race), fails the check.
+
+**Tolerance comes from the dtypes and the program, never from tuning.** A pass may reorder
+floating-point sums (a cooperative reduction sums in a tree, not left to right). For ``n``
+terms of random sign the rounding error of such a sum grows like ``sqrt(n) * eps``
+relative to the magnitude of the terms, so an output may move by
+``C * eps * sqrt(n)`` relative to the largest output value, where ``eps`` is the machine
+epsilon of the program's widest floating-point type, ``n`` the longest reduction in the
+program (1 if none) and ``C = 16`` absorbs the few ulps of transcendental functions. A
+change larger than that is a change of meaning.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ModuleOp, ShapedType
+from xdsl.ir import Attribute, Operation
+
+SAFETY = 16
+_EPS = {"f16": 2.0**-10, "bf16": 2.0**-7, "f32": 2.0**-23, "f64": 2.0**-52}
+
+
+class NumericsError(Exception):
+    """A pass changed the program's result beyond tolerance (or broke interpretation)."""
+
+
+@dataclass
+class PassCheck:
+    """One line of the report: how much the result moved across one pass."""
+
+    name: str
+    max_abs: float = 0.0
+    max_rel: float = 0.0
+    seconds: float = 0.0
+    ok: bool = True
+    note: str = ""
+
+    def line(self) -> str:
+        status = "ok" if self.ok else "FAIL"
+        text = (f"{self.name:28s} max abs {self.max_abs:9.3e}  max rel {self.max_rel:9.3e}  "
+                f"{self.seconds * 1e3:8.1f} ms  {status}")
+        return text + (f"  ({self.note})" if self.note else "")
+
+
+@dataclass
+class NumericsReport:
+    """Per-pass results of :func:`check_numerics`."""
+
+    tolerance: float
+    passes: list[PassCheck] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return all(p.ok for p in self.passes)
+
+    @property
+    def first_failure(self) -> PassCheck | None:
+        return next((p for p in self.passes if not p.ok), None)
+
+    def __str__(self) -> str:
+        head = f"// numerics: tolerance {self.tolerance:.2e} (max error relative to max |result|)"
+        return "\n".join([head, *(p.line() for p in self.passes)])
+
+
+def _element_name(typ: Attribute) -> str | None:
+    element = typ.get_element_type() if isinstance(typ, ShapedType) else typ
+    name = str(element)
+    return name if name in _EPS else None
+
+
+def _main_function(module: ModuleOp) -> func.FuncOp:
+    funcs = [op for op in module.walk() if isinstance(op, func.FuncOp) and not op.is_declaration]
+    named = [f for f in funcs if f.sym_name.data == "forward"]
+    if named or len(funcs) == 1:
+        return (named or funcs)[0]
+    raise NumericsError("cannot tell which function to check: name it @forward")
+
+
+def _reduction_length(module: ModuleOp) -> int:
+    """The largest number of terms any one output value is reduced from."""
+    longest = 1
+    for op in module.walk():
+        name = op.name
+        if name == "prim.reduce":
+            in_shape = op.operands[0].type.get_shape()  # type: ignore[attr-defined]
+            dims = op.properties["dims"].get_values()  # type: ignore[attr-defined]
+            longest = max(longest, math.prod(in_shape[d] for d in dims))
+        elif name in ("loop.reduce", "tile.coop_reduce"):
+            n, parent = 1, op
+            while parent is not None:
+                if parent.name in ("loop.reduce", "tile.coop_reduce"):
+                    n *= parent.properties["extent"].value.data  # type: ignore[attr-defined]
+                parent = parent.parent_op()
+            longest = max(longest, n)
+        elif name in ("torch.linear", "torch.matmul", "torch.bmm", "torch.softmax",
+                      "torch.sum", "torch.mean", "torch.rms_norm"):
+            shape = op.operands[0].type.get_shape()  # type: ignore[attr-defined]
+            longest = max(longest, math.prod(shape) if name in ("torch.sum", "torch.mean")
+                          else shape[-1])
+    return longest
+
+
+def tolerance(module: ModuleOp) -> float:
+    """``SAFETY * eps * sqrt(n)`` for the program's widest float type and longest reduction."""
+    fn = _main_function(module)
+    names = {_element_name(t) for t in (*fn.function_type.inputs.data,
+                                        *fn.function_type.outputs.data)}
+    names.discard(None)
+    eps = max((_EPS[n] for n in names if n is not None), default=_EPS["f32"])
+    if "f64" in names and len(names) == 1:
+        eps = _EPS["f64"]
+    return SAFETY * eps * math.sqrt(_reduction_length(module))
+
+
+def compare(got: Sequence[np.ndarray], want: Sequence[np.ndarray]) -> tuple[float, float]:
+    """(max absolute error, max error relative to max |want|) over all outputs."""
+    max_abs = max_rel = 0.0
+    if len(got) != len(want):
+        return math.inf, math.inf
+    for g, w in zip(got, want, strict=True):
+        g64, w64 = np.asarray(g, np.float64), np.asarray(w, np.float64)
+        if g64.shape != w64.shape:
+            return math.inf, math.inf
+        diff = np.abs(g64 - w64)
+        if not np.all(np.isfinite(g64) == np.isfinite(w64)):
+            return math.inf, math.inf
+        diff = np.where(np.isfinite(w64), diff, 0.0)
+        scale = float(np.max(np.abs(np.where(np.isfinite(w64), w64, 0.0)), initial=0.0))
+        err = float(np.max(diff, initial=0.0))
+        max_abs = max(max_abs, err)
+        max_rel = max(max_rel, err / scale if scale > 0 else err)
+    return max_abs, max_rel
+
+
+def interpretable(module: ModuleOp) -> bool:
+    """Whether the CPU interpreters cover ``module`` (CUDA IR is compiled, not interpreted)."""
+    return not any(op.name.startswith("cuda.") for op in module.walk())
+
+
+class NumericsChecker:
+    """Interprets a module before a pipeline and after each pass, comparing results."""
+
+    def __init__(self, module: ModuleOp, seed: int = 0) -> None:
+        from llmopt.interp import random_inputs, run
+
+        self.tol = tolerance(module)
+        self.inputs = random_inputs(_main_function(module), seed)
+        self.report = NumericsReport(self.tol)
+        self.previous: list[np.ndarray] | None = run(module, self.inputs)
+
+    def after(self, pass_name: str, module: ModuleOp) -> PassCheck:
+        """Check the module after ``pass_name`` against the result before it."""
+        from llmopt.interp import InterpretError, run
+
+        check = PassCheck(pass_name)
+        self.report.passes.append(check)
+        if not interpretable(module):
+            check.note = "not interpreted: CUDA IR is checked by NVRTC and on the GPU"
+            return check
+        start = time.perf_counter()
+        try:
+            outputs = run(module, self.inputs)
+        except InterpretError as err:
+            check.seconds = time.perf_counter() - start
+            check.ok = False
+            check.max_abs = check.max_rel = math.inf
+            check.note = f"{type(err).__name__}: {str(err).splitlines()[0]}"
+            return check
+        check.seconds = time.perf_counter() - start
+        if self.previous is not None:
+            check.max_abs, check.max_rel = compare(outputs, self.previous)
+            check.ok = check.max_rel <= self.tol
+        self.previous = outputs
+        return check
+
+
+def check_numerics(module: ModuleOp, pipeline: str = "lower-to-cuda", *, seed: int = 0
+                   ) -> NumericsReport:
+    """Run ``pipeline`` on a copy of ``module``, checking every pass numerically.
+
+    Returns the per-pass report; ``report.ok`` is False and ``report.first_failure`` names
+    the pass if one changed the result beyond :func:`tolerance`.
+    """
+    from llmopt import registry
+    from llmopt.api import make_context
+
+    work = module.clone()
+    checker = NumericsChecker(work, seed)
+
+    def between(prev: Operation | None, mod: ModuleOp, _next: Operation | None) -> None:
+        mod.verify()
+        if prev is not None:
+            checker.after(prev.name, mod)  # type: ignore[attr-defined]
+
+    registry.build_pipeline(pipeline, callback=between).apply(make_context(), work)  # type: ignore[arg-type]
+    return checker.report
