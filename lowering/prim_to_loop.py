@@ -72,7 +72,7 @@ class _Names:
 
 def _as_buffer(rewriter: PatternRewriter, value: SSAValue) -> SSAValue:
     cast = UnrealizedConversionCastOp.get([value], [to_memref(value.type)])
-    rewriter.insert_op(cast)
+    rewriter.insert(cast)
     return cast.results[0]
 
 
@@ -84,12 +84,12 @@ def _new_kernel(
     assert isinstance(out_type, MemRefType)
     buffers = [_as_buffer(rewriter, v) for v in inputs]
     alloc = memref.AllocOp.get(out_type.element_type, shape=out_type.get_shape())
-    rewriter.insert_op(alloc)
+    rewriter.insert(alloc)
     kernel = loop.KernelOp(name, [*buffers, alloc.memref])
-    rewriter.insert_op(kernel)
+    rewriter.insert(kernel)
     back = UnrealizedConversionCastOp.get([alloc.memref], [op.results[0].type])
-    rewriter.insert_op(back)
-    rewriter.replace_op(op, [], [back.results[0]])
+    rewriter.insert(back)
+    rewriter.replace(op, [], [back.results[0]])
     args = list(kernel.body.block.args)
     return kernel, args[:-1], args[-1]
 
