@@ -1,0 +1,591 @@
+"""``tile-to-kernel``: Tile IR → Kernel IR, every scheduling decision made explicit.
+
+Matches every ``tile.kernel`` and, inside the resulting kernels, every ``tile.forall``,
+``tile.coop_reduce``, ``loop.for``, ``loop.reduce``, ``loop.load`` and ``loop.store``:
+
+* ``tile.kernel @k grid G block B (...)`` → a module-level ``kernel.func @k(buffers) block B``
+  (the name made unique) holding the body, and in its place
+  ``kernel.launch @k grid G block B smem 0 (buffers)``: ``smem`` is the *dynamic* shared
+  memory of the launch, and every shared buffer made here is a statically sized
+  ``kernel.shared``. Only 1-D launch shapes (``[n, 1, 1]``) are accepted.
+* ``tile.forall`` → ``scf.for %p = first to points step stride`` — ``over threads``: first =
+  ``block_id * block_dim + thread_id``, stride = ``grid_dim * block_dim``; ``over blocks``:
+  ``block_id`` / ``grid_dim``; ``over block_threads``: ``thread_id`` / ``block_dim`` — then
+  ``%p`` is delinearised into the forall's ivs with ``arith.remui``/``divui`` by the constant
+  extents (innermost fastest). The loop bound is the bounds guard.
+* ``loop.for`` → ``scf.for 0 to extent step 1``; ``loop.reduce`` → ``scf.for`` with one
+  ``iter_args`` accumulator starting at the identity of its kind (add 0, mul 1, max -inf,
+  min +inf), combined by ``arith.addf/mulf/maximumf/minimumf`` (integers: ``addi/muli/
+  maxsi/minsi``).
+* ``loop.load``/``loop.store`` → ``kernel.load``/``kernel.store`` with each coordinate of the
+  affine map computed by ``arith`` index ops. ``floordiv``/``mod``/``ceildiv`` are exact for
+  negative operands (``floordivsi``, ``((a rem c) + c) rem c``, ``ceildivsi``) unless a range
+  analysis over the loop extents proves the operand non-negative (then ``divui``/``remui``,
+  or nothing when ``a mod c`` is ``a``).
+* ``tile.coop_reduce`` over a block of B threads (B a multiple of 32): each thread folds
+  ``k = tid, tid + B, ...`` into a private accumulator, the warp folds it with
+  ``kernel.shuffle_xor`` 16, 8, 4, 2, 1 (every lane gets the warp's total); with more than one
+  warp, lane 0 of each warp writes it into a ``kernel.shared : memref<NWARPxT>`` buffer
+  (one per coop_reduce, declared at the top of the kernel), ``kernel.barrier``, every thread
+  folds the NWARP partials in the same order (so all threads hold the same bits), and a
+  second ``kernel.barrier`` lets the shared buffer be reused.
+* Inside a ``tile.forall over blocks`` the ops directly in its body run one after another
+  for the whole block: a ``kernel.barrier`` is inserted between two of them when one writes
+  a buffer that the other (run by other threads: a forall over block_threads or a
+  coop_reduce) reads or writes. Different points of a forall are independent (they touch
+  different elements), so one block moving on to its next point needs no barrier; for the
+  same reason the foralls over threads or blocks that sit side by side in one kernel must
+  not depend on each other (``loop-to-tile`` puts dependent nests in separate kernels).
+
+Why: Kernel IR has no implicit behaviour left — every thread index, bound check, barrier
+and shuffle is an op — so the CUDA printer below it only prints.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects import arith, scf
+from xdsl.dialects.builtin import (
+    AnyFloat,
+    FloatAttr,
+    IndexType,
+    IntegerAttr,
+    IntegerType,
+    MemRefType,
+    ModuleOp,
+    StringAttr,
+)
+from xdsl.ir import Attribute, Block, BlockArgument, Operation, Region, SSAValue
+from xdsl.ir.affine import (
+    AffineBinaryOpExpr,
+    AffineBinaryOpKind,
+    AffineConstantExpr,
+    AffineDimExpr,
+    AffineExpr,
+    AffineMap,
+)
+from xdsl.passes import ModulePass
+from xdsl.pattern_rewriter import (
+    GreedyRewritePatternApplier,
+    PatternRewriter,
+    PatternRewriteWalker,
+    RewritePattern,
+    op_type_rewrite_pattern,
+)
+from xdsl.rewriter import InsertPoint
+
+from llmopt.dialects import kernel, loop, tile
+from llmopt.lowering.loop_to_tile import fail
+
+WARP = 32
+SHUFFLE_OFFSETS = (16, 8, 4, 2, 1)
+INDEX = IndexType()
+
+
+class Emitter:
+    """Inserts ops at one insertion point, in order, and builds index arithmetic."""
+
+    def __init__(self, rewriter: PatternRewriter, point: InsertPoint) -> None:
+        self.rewriter = rewriter
+        self.point = point
+        self._constants: dict[int, SSAValue] = {}
+
+    def __call__(self, op: Operation) -> SSAValue:
+        """Insert ``op`` (which has one result); return that result."""
+        self.rewriter.insert(op, self.point)
+        return op.results[0]
+
+    def op(self, op: Operation) -> Operation:
+        """Insert ``op`` (results or not); return it."""
+        self.rewriter.insert(op, self.point)
+        return op
+
+    def index(self, value: int) -> SSAValue:
+        """An ``index`` constant (one per value and emitter)."""
+        if value not in self._constants:
+            const = arith.ConstantOp.from_int_and_width(value, INDEX)
+            self._constants[value] = self(const)
+        return self._constants[value]
+
+
+# --- reductions ----------------------------------------------------------------------------------
+
+
+def identity(kind: str, typ: Attribute) -> arith.ConstantOp:
+    """The identity of reduction ``kind`` over scalars of ``typ``."""
+    if isinstance(typ, AnyFloat):
+        value = {"add": 0.0, "mul": 1.0, "max": float("-inf"), "min": float("inf")}[kind]
+        return arith.ConstantOp(FloatAttr(value, typ))
+    if isinstance(typ, IntegerType):
+        width = typ.width.data
+        value = {"add": 0, "mul": 1, "max": -(2 ** (width - 1)), "min": 2 ** (width - 1) - 1}[kind]
+        return arith.ConstantOp.from_int_and_width(value, typ)
+    if isinstance(typ, IndexType):
+        value = {"add": 0, "mul": 1, "max": -(2**63), "min": 2**63 - 1}[kind]
+        return arith.ConstantOp.from_int_and_width(value, typ)
+    raise ValueError(f"no identity for a '{kind}' reduction over {typ}")
+
+
+_FLOAT_COMBINERS: dict[str, Callable[[SSAValue, SSAValue], Operation]] = {
+    "add": arith.AddfOp, "mul": arith.MulfOp, "max": arith.MaximumfOp, "min": arith.MinimumfOp,
+}
+_INT_COMBINERS: dict[str, Callable[[SSAValue, SSAValue], Operation]] = {
+    "add": arith.AddiOp, "mul": arith.MuliOp, "max": arith.MaxSIOp, "min": arith.MinSIOp,
+}
+
+
+def combiner(kind: str, lhs: SSAValue, rhs: SSAValue) -> Operation:
+    """``lhs <kind> rhs`` as one ``arith`` op."""
+    table = _FLOAT_COMBINERS if isinstance(lhs.type, AnyFloat) else _INT_COMBINERS
+    return table[kind](lhs, rhs)
+
+
+def check_reducible(op: Operation, kind: str, typ: Attribute) -> None:
+    """Reject reductions over types without an identity here (a diagnostic at ``op``)."""
+    if not isinstance(typ, AnyFloat | IntegerType | IndexType):
+        raise fail(op, f"cannot lower a '{kind}' reduction over {typ}")
+
+
+def accumulate_body(body: Region, kind: str, typ: Attribute, rewriter: PatternRewriter) -> None:
+    """Turn a reduce body (ending in ``loop.yield``/``tile.yield`` of one value) into an
+    ``scf.for`` body with an accumulator: ``%n = combine(%acc, %v); scf.yield %n``."""
+    block = body.block
+    acc = block.insert_arg(typ, 1)
+    acc.name_hint = "acc"
+    last = block.last_op
+    assert isinstance(last, loop.YieldOp | tile.YieldOp)
+    combined = combiner(kind, acc, last.values[0])
+    rewriter.replace(last, [combined, scf.YieldOp(combined.results[0])])
+
+
+# --- ranges and affine index arithmetic ----------------------------------------------------------
+
+Range = tuple[int | None, int | None]
+UNKNOWN: Range = (None, None)
+
+
+def value_range(value: SSAValue) -> Range:
+    """Bounds of an index value that is a loop iv (of a not yet lowered loop) or a constant."""
+    if isinstance(value, BlockArgument):
+        parent = value.block.parent_op()
+        if isinstance(parent, loop.ForOp | loop.ReduceOp | tile.CoopReduceOp) and not value.index:
+            return (0, parent.trip_count - 1)
+        if isinstance(parent, tile.ForallOp):
+            return (0, parent.shape[value.index] - 1)
+        return UNKNOWN
+    owner = value.owner
+    if isinstance(owner, arith.ConstantOp) and isinstance(owner.value, IntegerAttr):
+        v = owner.value.value.data
+        return (v, v)
+    return UNKNOWN
+
+
+def _add(a: int | None, b: int | None) -> int | None:
+    """A sum of bounds (``None``: unbounded)."""
+    return None if a is None or b is None else a + b
+
+
+def _scale(r: Range, c: int) -> Range:
+    """The range of ``x * c`` for ``x`` in ``r``."""
+    lo = None if r[0] is None else r[0] * c
+    hi = None if r[1] is None else r[1] * c
+    return (lo, hi) if c >= 0 else (hi, lo)
+
+
+class AffineEmitter:
+    """Computes the results of affine maps over given index operands with ``arith`` ops."""
+
+    def __init__(self, emit: Emitter, operands: Sequence[SSAValue]) -> None:
+        self.emit = emit
+        self.operands = operands
+        self.ranges = [value_range(v) for v in operands]
+
+    def results(self, amap: AffineMap) -> list[SSAValue]:
+        """One ``index`` value per result of ``amap``."""
+        return [self.expr(e)[0] for e in amap.results]
+
+    def expr(self, e: AffineExpr) -> tuple[SSAValue, Range]:
+        """The value of ``e`` and its range."""
+        emit = self.emit
+        if isinstance(e, AffineDimExpr):
+            return self.operands[e.position], self.ranges[e.position]
+        if isinstance(e, AffineConstantExpr):
+            return emit.index(e.value), (e.value, e.value)
+        if not isinstance(e, AffineBinaryOpExpr):
+            raise ValueError(f"unsupported affine expression {e}")
+        kind = e.kind
+        if isinstance(e.rhs, AffineConstantExpr):
+            c = e.rhs.value
+            lhs, r = self.expr(e.lhs)
+            if kind is AffineBinaryOpKind.Add:
+                if c == 0:
+                    return lhs, r
+                return emit(arith.AddiOp(lhs, emit.index(c))), (_add(r[0], c), _add(r[1], c))
+            if kind is AffineBinaryOpKind.Mul:
+                if c == 1:
+                    return lhs, r
+                return emit(arith.MuliOp(lhs, emit.index(c))), _scale(r, c)
+            if c > 0:
+                return self._div_mod(kind, lhs, r, c)
+        lhs, r = self.expr(e.lhs)
+        rhs, s = self.expr(e.rhs)
+        if kind is AffineBinaryOpKind.Add:
+            return emit(arith.AddiOp(lhs, rhs)), (_add(r[0], s[0]), _add(r[1], s[1]))
+        if kind is AffineBinaryOpKind.Mul:
+            return emit(arith.MuliOp(lhs, rhs)), UNKNOWN
+        if kind is AffineBinaryOpKind.FloorDiv:
+            return emit(arith.FloorDivSIOp(lhs, rhs)), UNKNOWN
+        if kind is AffineBinaryOpKind.CeilDiv:
+            return emit(arith.CeilDivSIOp(lhs, rhs)), UNKNOWN
+        rem = emit(arith.RemSIOp(lhs, rhs))
+        return emit(arith.RemSIOp(emit(arith.AddiOp(rem, rhs)), rhs)), UNKNOWN
+
+    def _div_mod(self, kind: AffineBinaryOpKind, lhs: SSAValue, r: Range, c: int
+                 ) -> tuple[SSAValue, Range]:
+        """``lhs floordiv/ceildiv/mod c`` for a constant ``c > 0``."""
+        emit = self.emit
+        lo, hi = r
+        nonneg = lo is not None and lo >= 0
+        if kind is AffineBinaryOpKind.Mod:
+            if nonneg and hi is not None and hi < c:
+                return lhs, r
+            if nonneg:
+                return emit(arith.RemUIOp(lhs, emit.index(c))), (0, c - 1)
+            rem = emit(arith.RemSIOp(lhs, emit.index(c)))
+            shifted = emit(arith.AddiOp(rem, emit.index(c)))
+            return emit(arith.RemSIOp(shifted, emit.index(c))), (0, c - 1)
+        if c == 1:
+            return lhs, r
+        if kind is AffineBinaryOpKind.FloorDiv:
+            out: Range = (None if lo is None else lo // c, None if hi is None else hi // c)
+            if nonneg:
+                return emit(arith.DivUIOp(lhs, emit.index(c))), out
+            return emit(arith.FloorDivSIOp(lhs, emit.index(c))), out
+        out = (None if lo is None else -(-lo // c), None if hi is None else -(-hi // c))
+        if nonneg:
+            bumped = emit(arith.AddiOp(lhs, emit.index(c - 1)))
+            return emit(arith.DivUIOp(bumped, emit.index(c))), out
+        return emit(arith.CeilDivSIOp(lhs, emit.index(c))), out
+
+
+@dataclass
+class LowerLoad(RewritePattern):
+    """``loop.load %b[map(ivs)]`` → index arithmetic + ``kernel.load %b[...]``."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: loop.LoadOp, rewriter: PatternRewriter) -> None:
+        emit = Emitter(rewriter, InsertPoint.before(op))
+        indices = AffineEmitter(emit, op.indices).results(op.map.data)
+        new = kernel.LoadOp(op.buffer, indices)
+        new.attributes |= op.attributes
+        rewriter.replace(op, new)
+
+
+@dataclass
+class LowerStore(RewritePattern):
+    """``loop.store %v, %b[map(ivs)]`` → index arithmetic + ``kernel.store %v, %b[...]``."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: loop.StoreOp, rewriter: PatternRewriter) -> None:
+        emit = Emitter(rewriter, InsertPoint.before(op))
+        indices = AffineEmitter(emit, op.indices).results(op.map.data)
+        new = kernel.StoreOp(op.value, op.buffer, indices)
+        new.attributes |= op.attributes
+        rewriter.replace(op, new)
+
+
+# --- loops ---------------------------------------------------------------------------------------
+
+
+def enclosing_func(op: Operation) -> kernel.FuncOp | None:
+    parent = op.parent_op()
+    while parent is not None and not isinstance(parent, kernel.FuncOp):
+        parent = parent.parent_op()
+    return parent
+
+
+@dataclass
+class LowerFor(RewritePattern):
+    """``loop.for %i = 0 to n`` → ``scf.for %i = 0 to n step 1``."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: loop.ForOp, rewriter: PatternRewriter) -> None:
+        emit = Emitter(rewriter, InsertPoint.before(op))
+        lb, ub, step = emit.index(0), emit.index(op.trip_count), emit.index(1)
+        body = rewriter.move_region_contents_to_new_regions(op.body)
+        body.block.add_op(scf.YieldOp())
+        new = scf.ForOp(lb, ub, step, [], body)
+        new.attributes |= op.attributes
+        rewriter.replace(op, new)
+
+
+@dataclass
+class LowerReduce(RewritePattern):
+    """``loop.reduce`` → ``scf.for`` with one accumulator starting at the identity."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: loop.ReduceOp, rewriter: PatternRewriter) -> None:
+        kind, typ = op.kind.data, op.result.type
+        check_reducible(op, kind, typ)
+        emit = Emitter(rewriter, InsertPoint.before(op))
+        lb, ub, step = emit.index(0), emit.index(op.trip_count), emit.index(1)
+        init = emit(identity(kind, typ))
+        body = rewriter.move_region_contents_to_new_regions(op.body)
+        accumulate_body(body, kind, typ, rewriter)
+        new = scf.ForOp(lb, ub, step, [init], body)
+        new.attributes |= op.attributes
+        rewriter.replace(op, new)
+
+
+@dataclass
+class LowerForall(RewritePattern):
+    """``tile.forall`` → a strided ``scf.for`` over the linearised points + delinearisation."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: tile.ForallOp, rewriter: PatternRewriter) -> None:
+        emit = Emitter(rewriter, InsertPoint.before(op))
+        mapping = op.mapping.data
+        if mapping == "threads":
+            bid = emit(kernel.BlockIdOp("x"))
+            bdim = emit(kernel.BlockDimOp("x"))
+            tid = emit(kernel.ThreadIdOp("x"))
+            first = emit(arith.AddiOp(emit(arith.MuliOp(bid, bdim)), tid))
+            stride = emit(arith.MuliOp(emit(kernel.GridDimOp("x")), bdim))
+        elif mapping == "blocks":
+            first = emit(kernel.BlockIdOp("x"))
+            stride = emit(kernel.GridDimOp("x"))
+        else:
+            first = emit(kernel.ThreadIdOp("x"))
+            stride = emit(kernel.BlockDimOp("x"))
+        points = emit.index(op.points)
+        block = Block(arg_types=[INDEX])
+        p = block.args[0]
+        p.name_hint = "p"
+        inner = Emitter(rewriter, InsertPoint.at_end(block))
+        ivs: list[SSAValue] = [p] * len(op.shape)
+        rest = p
+        for k in range(len(op.shape) - 1, -1, -1):
+            extent = op.shape[k]
+            if extent == 1:
+                ivs[k] = inner.index(0)
+            elif all(e == 1 for e in op.shape[:k]):  # rest < extent already
+                ivs[k] = rest
+            else:
+                ivs[k] = inner(arith.RemUIOp(rest, inner.index(extent)))
+                rest = inner(arith.DivUIOp(rest, inner.index(extent)))
+        for old, new in zip(op.ivs, ivs, strict=True):
+            if not isinstance(new.owner, arith.ConstantOp):
+                new.name_hint = old.name_hint or new.name_hint
+        rewriter.inline_block(op.body.block, InsertPoint.at_end(block), ivs)
+        for new in ivs:
+            if isinstance(new.owner, arith.ConstantOp):
+                new.name_hint = None  # a constant shared by several uses keeps no iv's name
+        block.add_op(scf.YieldOp())
+        new_loop = scf.ForOp(first, points, stride, [], Region(block))
+        new_loop.attributes |= op.attributes
+        rewriter.replace(op, new_loop)
+
+
+@dataclass
+class LowerCoopReduce(RewritePattern):
+    """``tile.coop_reduce`` → strided private fold, warp shuffles, shared-memory step."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: tile.CoopReduceOp, rewriter: PatternRewriter) -> None:
+        fn = enclosing_func(op)
+        if fn is None:
+            raise fail(op, "tile.coop_reduce outside a kernel")
+        threads = fn.block_shape[0]
+        if threads % WARP or fn.block_shape[1:] != (1, 1):
+            raise fail(op, f"a cooperative reduction needs a block of a multiple of {WARP} "
+                           f"threads along x, got {list(fn.block_shape)}")
+        kind, typ = op.kind.data, op.result.type
+        check_reducible(op, kind, typ)
+        emit = Emitter(rewriter, InsertPoint.before(op))
+        tid = emit(kernel.ThreadIdOp("x"))
+        init = emit(identity(kind, typ))
+        body = rewriter.move_region_contents_to_new_regions(op.body)
+        accumulate_body(body, kind, typ, rewriter)
+        fold = scf.ForOp(tid, emit.index(op.trip_count), emit.index(threads), [init], body)
+        partial = emit(fold)
+        partial.name_hint = "partial"
+        for offset in SHUFFLE_OFFSETS:
+            other = emit(kernel.ShuffleXorOp(partial, offset))
+            partial = emit(combiner(kind, partial, other))
+        warps = threads // WARP
+        if warps > 1:
+            shared = kernel.SharedOp(MemRefType(typ, [warps]))
+            shared.result.name_hint = "partials"
+            first = fn.body.block.first_op
+            while isinstance(first, kernel.SharedOp):
+                first = first.next_op
+            point = (InsertPoint.before(first) if first is not None
+                     else InsertPoint.at_end(fn.body.block))
+            rewriter.insert(shared, point)
+            lane = emit(arith.RemUIOp(tid, emit.index(WARP)))
+            warp = emit(arith.DivUIOp(tid, emit.index(WARP)))
+            leader = emit(arith.CmpiOp(lane, emit.index(0), "eq"))
+            emit.op(scf.IfOp(leader, [], [kernel.StoreOp(partial, shared.result, [warp]),
+                                          scf.YieldOp()]))
+            emit.op(kernel.BarrierOp())
+            block = Block(arg_types=[INDEX, typ])
+            w, acc = block.args
+            w.name_hint, acc.name_hint = "w", "acc"
+            value = kernel.LoadOp(shared.result, [w])
+            combined = combiner(kind, acc, value.result)
+            block.add_ops([value, combined, scf.YieldOp(combined.results[0])])
+            partial = emit(scf.ForOp(emit.index(0), emit.index(warps), emit.index(1), [init],
+                                     Region(block)))
+            emit.op(kernel.BarrierOp())
+        rewriter.replace(op, [], [partial])
+
+
+# --- barriers between the steps of a row ---------------------------------------------------------
+
+
+def buffer_effects(op: Operation) -> tuple[set[SSAValue], set[SSAValue]]:
+    """The buffers that ``op`` and the ops nested in it read and write."""
+    reads: set[SSAValue] = set()
+    writes: set[SSAValue] = set()
+    for inner in op.walk():
+        if isinstance(inner, loop.LoadOp | kernel.LoadOp):
+            reads.add(inner.buffer)
+        elif isinstance(inner, loop.StoreOp | kernel.StoreOp):
+            writes.add(inner.buffer)
+    return reads, writes
+
+
+def spreads_over_threads(op: Operation) -> bool:
+    """Whether ``op`` hands work to different threads of the block (so its accesses are not
+    repeated identically by every thread)."""
+    return any(isinstance(inner, tile.ForallOp | tile.CoopReduceOp) for inner in op.walk())
+
+
+class Pending:
+    """Accesses since the last barrier: buffer → whether some were spread over threads."""
+
+    def __init__(self) -> None:
+        self.reads: dict[SSAValue, bool] = {}
+        self.writes: dict[SSAValue, bool] = {}
+
+    def clear(self) -> None:
+        """A barrier: every pending access is complete and visible."""
+        self.reads.clear()
+        self.writes.clear()
+
+    def races(self, op: Operation) -> bool:
+        """Whether ``op`` may conflict with a pending access made by another thread."""
+        reads, writes = buffer_effects(op)
+        spread = spreads_over_threads(op)
+        for buf in writes:
+            for pending in (self.writes, self.reads):
+                if buf in pending and (spread or pending[buf]):
+                    return True
+        for buf in reads:
+            if buf in self.writes and (spread or self.writes[buf]):
+                return True
+        return False
+
+    def add(self, op: Operation) -> None:
+        """Record the accesses of ``op``."""
+        reads, writes = buffer_effects(op)
+        spread = spreads_over_threads(op)
+        for buf in reads:
+            self.reads[buf] = self.reads.get(buf, False) or spread
+        for buf in writes:
+            self.writes[buf] = self.writes.get(buf, False) or spread
+
+
+@dataclass
+class InsertRowBarriers(RewritePattern):
+    """Barriers inside a ``tile.forall over blocks``, so that its steps run in order."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: tile.ForallOp, rewriter: PatternRewriter) -> None:
+        if op.mapping.data != "blocks":
+            return
+        fn = enclosing_func(op)
+        threads = fn.block_shape[0] if fn is not None else WARP
+        body = op.body.block
+
+        def syncs(step: Operation) -> bool:
+            return isinstance(step, kernel.BarrierOp) or (
+                isinstance(step, tile.CoopReduceOp) and threads > WARP
+            )
+
+        pending = Pending()
+        for step in list(body.ops):
+            if isinstance(step, kernel.BarrierOp):
+                pending.clear()
+                continue
+            if pending.races(step):
+                rewriter.insert(kernel.BarrierOp(), InsertPoint.before(step))
+                pending.clear()
+            pending.add(step)
+            if syncs(step):
+                pending.clear()
+
+
+# --- kernels -------------------------------------------------------------------------------------
+
+
+@dataclass
+class OutlineKernel(RewritePattern):
+    """``tile.kernel`` → module-level ``kernel.func`` + ``kernel.launch`` in its place."""
+
+    taken: set[str]
+
+    def unique(self, name: str) -> str:
+        """``name``, or ``name_<k>`` for the least k that no other symbol has taken."""
+        candidate, k = name, 0
+        while candidate in self.taken:
+            k += 1
+            candidate = f"{name}_{k}"
+        self.taken.add(candidate)
+        return candidate
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: tile.KernelOp, rewriter: PatternRewriter) -> None:
+        grid, block = op.grid_shape, op.block_shape
+        if grid[1:] != (1, 1) or block[1:] != (1, 1):
+            raise fail(op, f"only 1-D launch shapes are supported, got grid {list(grid)} "
+                           f"block {list(block)}")
+        top: Operation = op
+        while (parent := top.parent_op()) is not None and not isinstance(parent, ModuleOp):
+            top = parent
+        if top is op:
+            raise fail(op, "a tile.kernel must sit inside a function")
+        name = self.unique(op.sym_name.data)
+        body = rewriter.move_region_contents_to_new_regions(op.body)
+        body.block.add_op(kernel.ReturnOp())
+        fn = kernel.FuncOp(name, [a.type for a in body.block.args], block, body)
+        fn.attributes |= op.attributes
+        rewriter.insert(fn, InsertPoint.before(top))
+        rewriter.replace(op, kernel.LaunchOp(name, grid, block, op.buffers))
+
+
+@dataclass(frozen=True)
+class TileToKernel(ModulePass):
+    """Lower Tile IR to Kernel IR (see the module docstring)."""
+
+    name = "tile-to-kernel"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        taken: set[str] = set()
+        for inner in op.walk():
+            sym = inner.properties.get("sym_name")
+            if isinstance(sym, StringAttr) and not isinstance(inner, tile.KernelOp):
+                taken.add(sym.data)
+
+        def walk(*patterns: RewritePattern) -> None:
+            PatternRewriteWalker(
+                GreedyRewritePatternApplier(list(patterns)), apply_recursively=False
+            ).rewrite_module(op)
+
+        walk(OutlineKernel(taken))
+        walk(InsertRowBarriers())
+        walk(LowerLoad(), LowerStore())
+        walk(LowerForall(), LowerCoopReduce(), LowerFor(), LowerReduce())

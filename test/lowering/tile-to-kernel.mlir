@@ -1,0 +1,250 @@
+// RUN: llm-opt %s --split-input-file -p tile-to-kernel | filecheck %s
+// Every tile.kernel becomes a kernel.func and a kernel.launch; foralls become strided loops,
+// cooperative reductions become shuffles, shared memory and barriers.
+
+// One point a thread: the global thread id strides over the 700 points, which are
+// delinearised innermost first.
+func.func @run_odd(%x: memref<7x100xf32>, %y: memref<7x100xf32>) {
+  tile.kernel @odd grid [3, 1, 1] block [256, 1, 1] (%a = %x : memref<7x100xf32>, %b = %y : memref<7x100xf32>) {
+    tile.forall (%i, %j) in [7, 100] over threads {
+      %v = loop.load %a[%i, %j] : memref<7x100xf32>
+      loop.store %v, %b[%i, (%j + 1) mod 100] : memref<7x100xf32>
+    }
+  }
+  func.return
+}
+
+// CHECK-LABEL: kernel.func @odd(%a: memref<7x100xf32>, %b: memref<7x100xf32>) block [256, 1, 1] {
+// CHECK-NEXT:    %[[BID:.*]] = kernel.block_id x
+// CHECK-NEXT:    %[[BDIM:.*]] = kernel.block_dim x
+// CHECK-NEXT:    %[[TID:.*]] = kernel.thread_id x
+// CHECK-NEXT:    %[[T0:.*]] = arith.muli %[[BID]], %[[BDIM]] : index
+// CHECK-NEXT:    %[[LIN:.*]] = arith.addi %[[T0]], %[[TID]] : index
+// CHECK-NEXT:    %[[GDIM:.*]] = kernel.grid_dim x
+// CHECK-NEXT:    %[[STRIDE:.*]] = arith.muli %[[GDIM]], %[[BDIM]] : index
+// CHECK-NEXT:    %[[N:.*]] = arith.constant 700 : index
+// CHECK-NEXT:    scf.for %[[P:.*]] = %[[LIN]] to %[[N]] step %[[STRIDE]] {
+// CHECK-NEXT:      %[[C100:.*]] = arith.constant 100 : index
+// CHECK-NEXT:      %j = arith.remui %[[P]], %[[C100]] : index
+// CHECK-NEXT:      %i = arith.divui %[[P]], %[[C100]] : index
+// CHECK-NEXT:      %v = kernel.load %a[%i, %j] : memref<7x100xf32>
+// The coordinate j + 1 is in [1, 100]: remui is exact.
+// CHECK-NEXT:      %[[C1:.*]] = arith.constant 1 : index
+// CHECK-NEXT:      %[[J1:.*]] = arith.addi %j, %[[C1]] : index
+// CHECK-NEXT:      %[[C100B:.*]] = arith.constant 100 : index
+// CHECK-NEXT:      %[[JM:.*]] = arith.remui %[[J1]], %[[C100B]] : index
+// CHECK-NEXT:      kernel.store %v, %b[%i, %[[JM]]] : memref<7x100xf32>
+// CHECK-NEXT:    }
+// CHECK-NEXT:    kernel.return
+// CHECK-NEXT:  }
+// CHECK-LABEL: func.func @run_odd
+// CHECK-NEXT:    kernel.launch @odd grid [3, 1, 1] block [256, 1, 1] smem 0 (%x, %y) : memref<7x100xf32>, memref<7x100xf32>
+// CHECK-NEXT:    func.return
+
+// -----
+
+// A row a block: the cooperative sum strides over the row, folds each warp with xor
+// shuffles and the 8 warps through shared memory; the block's threads then share the row.
+func.func @run_rmsnorm(%x: memref<8x2048xf32>, %y: memref<8x2048xf32>) {
+  tile.kernel @rmsnorm grid [8, 1, 1] block [256, 1, 1] (%a = %x : memref<8x2048xf32>, %o = %y : memref<8x2048xf32>) {
+    tile.forall (%i) in [8] over blocks {
+      %s = tile.coop_reduce add %k = 0 to 2048 : f32 {
+        %v = loop.load %a[%i, %k] : memref<8x2048xf32>
+        %sq = arith.mulf %v, %v : f32
+        tile.yield %sq : f32
+      }
+      %r = math.rsqrt %s : f32
+      tile.forall (%j) in [2048] over block_threads {
+        %v = loop.load %a[%i, %j] : memref<8x2048xf32>
+        %t = arith.mulf %v, %r : f32
+        loop.store %t, %o[%i, %j] : memref<8x2048xf32>
+      }
+    }
+  }
+  func.return
+}
+
+// CHECK-LABEL: kernel.func @rmsnorm(%a: memref<8x2048xf32>, %o: memref<8x2048xf32>) block [256, 1, 1] {
+// CHECK-NEXT:    %[[SH:.*]] = kernel.shared : memref<8xf32>
+// CHECK-NEXT:    %[[BID:.*]] = kernel.block_id x
+// CHECK-NEXT:    %[[GDIM:.*]] = kernel.grid_dim x
+// CHECK-NEXT:    %[[ROWS:.*]] = arith.constant 8 : index
+// CHECK-NEXT:    scf.for %i = %[[BID]] to %[[ROWS]] step %[[GDIM]] {
+// CHECK-NEXT:      %[[TID:.*]] = kernel.thread_id x
+// CHECK-NEXT:      %[[ZERO:.*]] = arith.constant 0.000000e+00 : f32
+// CHECK-NEXT:      %[[K:.*]] = arith.constant 2048 : index
+// CHECK-NEXT:      %[[B:.*]] = arith.constant 256 : index
+// CHECK-NEXT:      %[[PART:.*]] = scf.for %k = %[[TID]] to %[[K]] step %[[B]] iter_args(%[[ACC:.*]] = %[[ZERO]]) -> (f32) {
+// CHECK-NEXT:        %v = kernel.load %a[%i, %k] : memref<8x2048xf32>
+// CHECK-NEXT:        %sq = arith.mulf %v, %v : f32
+// CHECK-NEXT:        %[[NEXT:.*]] = arith.addf %[[ACC]], %sq : f32
+// CHECK-NEXT:        scf.yield %[[NEXT]] : f32
+// CHECK-NEXT:      }
+// CHECK-NEXT:      %[[S16:.*]] = kernel.shuffle_xor %[[PART]], 16 : f32
+// CHECK-NEXT:      %[[A16:.*]] = arith.addf %[[PART]], %[[S16]] : f32
+// CHECK-NEXT:      %[[S8:.*]] = kernel.shuffle_xor %[[A16]], 8 : f32
+// CHECK-NEXT:      %[[A8:.*]] = arith.addf %[[A16]], %[[S8]] : f32
+// CHECK-NEXT:      %[[S4:.*]] = kernel.shuffle_xor %[[A8]], 4 : f32
+// CHECK-NEXT:      %[[A4:.*]] = arith.addf %[[A8]], %[[S4]] : f32
+// CHECK-NEXT:      %[[S2:.*]] = kernel.shuffle_xor %[[A4]], 2 : f32
+// CHECK-NEXT:      %[[A2:.*]] = arith.addf %[[A4]], %[[S2]] : f32
+// CHECK-NEXT:      %[[S1:.*]] = kernel.shuffle_xor %[[A2]], 1 : f32
+// CHECK-NEXT:      %[[WARP_TOTAL:.*]] = arith.addf %[[A2]], %[[S1]] : f32
+// CHECK-NEXT:      %[[C32:.*]] = arith.constant 32 : index
+// CHECK-NEXT:      %[[LANE:.*]] = arith.remui %[[TID]], %[[C32]] : index
+// CHECK-NEXT:      %[[WARP:.*]] = arith.divui %[[TID]], %[[C32]] : index
+// CHECK-NEXT:      %[[C0:.*]] = arith.constant 0 : index
+// CHECK-NEXT:      %[[LEADER:.*]] = arith.cmpi eq, %[[LANE]], %[[C0]] : index
+// CHECK-NEXT:      scf.if %[[LEADER]] {
+// CHECK-NEXT:        kernel.store %[[WARP_TOTAL]], %[[SH]][%[[WARP]]] : memref<8xf32>
+// CHECK-NEXT:      }
+// CHECK-NEXT:      kernel.barrier
+// CHECK-NEXT:      %[[NW:.*]] = arith.constant 8 : index
+// CHECK-NEXT:      %[[ONE:.*]] = arith.constant 1 : index
+// CHECK-NEXT:      %s = scf.for %w = %[[C0]] to %[[NW]] step %[[ONE]] iter_args(%[[T:.*]] = %[[ZERO]]) -> (f32) {
+// CHECK-NEXT:        %[[X:.*]] = kernel.load %[[SH]][%w] : memref<8xf32>
+// CHECK-NEXT:        %[[Y:.*]] = arith.addf %[[T]], %[[X]] : f32
+// CHECK-NEXT:        scf.yield %[[Y]] : f32
+// CHECK-NEXT:      }
+// CHECK-NEXT:      kernel.barrier
+// CHECK-NEXT:      %r = math.rsqrt %s : f32
+// CHECK-NEXT:      %[[TID2:.*]] = kernel.thread_id x
+// CHECK-NEXT:      %[[BDIM:.*]] = kernel.block_dim x
+// CHECK-NEXT:      %[[COLS:.*]] = arith.constant 2048 : index
+// CHECK-NEXT:      scf.for %j = %[[TID2]] to %[[COLS]] step %[[BDIM]] {
+// CHECK-NEXT:        %{{.*}} = kernel.load %a[%i, %j] : memref<8x2048xf32>
+// CHECK:             kernel.store %t, %o[%i, %j] : memref<8x2048xf32>
+// CHECK-NEXT:      }
+// CHECK-NEXT:    }
+// CHECK-NEXT:    kernel.return
+// CHECK-LABEL: func.func @run_rmsnorm
+// CHECK-NEXT:    kernel.launch @rmsnorm grid [8, 1, 1] block [256, 1, 1] smem 0 (%x, %y)
+
+// -----
+
+// A step that reads what an earlier step wrote through other threads waits at a barrier;
+// a single-warp cooperative reduction needs no shared memory and no barrier of its own.
+func.func @run_softmax(%x: memref<6x30xf32>, %y: memref<6x30xf32>) {
+  tile.kernel @softmax grid [6, 1, 1] block [32, 1, 1] (%a = %x : memref<6x30xf32>, %o = %y : memref<6x30xf32>) {
+    tile.forall (%i) in [6] over blocks {
+      %m = tile.coop_reduce max %k = 0 to 30 : f32 {
+        %v = loop.load %a[%i, %k] : memref<6x30xf32>
+        tile.yield %v : f32
+      }
+      tile.forall (%j) in [30] over block_threads {
+        %v = loop.load %a[%i, %j] : memref<6x30xf32>
+        %d = arith.subf %v, %m : f32
+        %e = math.exp %d : f32
+        loop.store %e, %o[%i, %j] : memref<6x30xf32>
+      }
+      %s = tile.coop_reduce add %k = 0 to 30 : f32 {
+        %v = loop.load %o[%i, %k] : memref<6x30xf32>
+        tile.yield %v : f32
+      }
+      tile.forall (%j) in [30] over block_threads {
+        %v = loop.load %o[%i, %j] : memref<6x30xf32>
+        %q = arith.divf %v, %s : f32
+        loop.store %q, %o[%i, %j] : memref<6x30xf32>
+      }
+    }
+  }
+  func.return
+}
+
+// CHECK-LABEL: kernel.func @softmax
+// CHECK-NOT:     kernel.shared
+// CHECK:         arith.constant 0xff800000 : f32
+// CHECK:         scf.for %k = {{.*}} iter_args
+// CHECK:           arith.maximumf
+// CHECK:         kernel.shuffle_xor %{{.*}}, 16 : f32
+// CHECK:         kernel.shuffle_xor %{{.*}}, 1 : f32
+// CHECK-NEXT:    %m = arith.maximumf
+// CHECK-NOT:     kernel.barrier
+// CHECK:         math.exp
+// CHECK:         kernel.store %e, %o
+// CHECK-NEXT:  }
+// CHECK-NEXT:  kernel.barrier
+// CHECK-NEXT:  kernel.thread_id x
+// CHECK:         scf.for %k{{.*}} iter_args
+// CHECK:           kernel.load %o
+// CHECK:         %s = arith.addf
+// CHECK-NEXT:    kernel.barrier
+// CHECK-NEXT:    kernel.thread_id x
+// CHECK:         arith.divf
+// CHECK:       kernel.return
+
+// -----
+
+// Sequential loops inside a thread: loop.for and loop.reduce become scf.for (the reduction
+// with an accumulator from its identity). Coordinates that may be negative use exact
+// floor division and a non-negative remainder.
+func.func @run_seq(%x: memref<4x8xf32>, %y: memref<4x8xf32>) {
+  tile.kernel @seq grid [1, 1, 1] block [32, 1, 1] (%a = %x : memref<4x8xf32>, %b = %y : memref<4x8xf32>) {
+    tile.forall (%i) in [4] over threads {
+      %s = loop.reduce min %k = 0 to 8 : f32 {
+        %v = loop.load %a[(%i - 1) floordiv 2 + 1, (%k - 3) mod 8] : memref<4x8xf32>
+        loop.yield %v : f32
+      }
+      loop.for %j = 0 to 8 {
+        loop.store %s, %b[%i, %j floordiv 1] : memref<4x8xf32>
+      }
+    }
+  }
+  func.return
+}
+
+// CHECK-LABEL: kernel.func @seq
+// CHECK:         scf.for %i = {{.*}} {
+// CHECK-NEXT:      %[[LB:.*]] = arith.constant 0 : index
+// CHECK-NEXT:      %[[UB:.*]] = arith.constant 8 : index
+// CHECK-NEXT:      %[[ST:.*]] = arith.constant 1 : index
+// CHECK-NEXT:      %[[INF:.*]] = arith.constant 0x7f800000 : f32
+// CHECK-NEXT:      %s = scf.for %k = %[[LB]] to %[[UB]] step %[[ST]] iter_args(%[[ACC:.*]] = %[[INF]]) -> (f32) {
+// CHECK-NEXT:        %[[CM1:.*]] = arith.constant -1 : index
+// CHECK-NEXT:        %[[IM1:.*]] = arith.addi %i, %[[CM1]] : index
+// CHECK-NEXT:        %[[C2:.*]] = arith.constant 2 : index
+// CHECK-NEXT:        %[[FD:.*]] = arith.floordivsi %[[IM1]], %[[C2]] : index
+// CHECK-NEXT:        %[[C1:.*]] = arith.constant 1 : index
+// CHECK-NEXT:        %[[ROW:.*]] = arith.addi %[[FD]], %[[C1]] : index
+// CHECK-NEXT:        %[[CM3:.*]] = arith.constant -3 : index
+// CHECK-NEXT:        %[[KM3:.*]] = arith.addi %k, %[[CM3]] : index
+// CHECK-NEXT:        %[[C8:.*]] = arith.constant 8 : index
+// CHECK-NEXT:        %[[R0:.*]] = arith.remsi %[[KM3]], %[[C8]] : index
+// CHECK-NEXT:        %[[R1:.*]] = arith.addi %[[R0]], %[[C8]] : index
+// CHECK-NEXT:        %[[COL:.*]] = arith.remsi %[[R1]], %[[C8]] : index
+// CHECK-NEXT:        %v = kernel.load %a[%[[ROW]], %[[COL]]] : memref<4x8xf32>
+// CHECK-NEXT:        %[[MIN:.*]] = arith.minimumf %[[ACC]], %v : f32
+// CHECK-NEXT:        scf.yield %[[MIN]] : f32
+// CHECK-NEXT:      }
+// CHECK:           scf.for %j = %{{.*}} to %{{.*}} step %{{.*}} {
+// CHECK-NEXT:        kernel.store %s, %b[%i, %j] : memref<4x8xf32>
+// CHECK-NEXT:      }
+
+// -----
+
+// Kernel names stay unique at module level.
+func.func @f(%x: memref<4xf32>) {
+  tile.kernel @k grid [1, 1, 1] block [32, 1, 1] (%a = %x : memref<4xf32>) {
+    tile.forall (%i) in [4] over threads {
+      %v = loop.load %a[%i] : memref<4xf32>
+      loop.store %v, %a[%i] : memref<4xf32>
+    }
+  }
+  func.return
+}
+func.func @g(%x: memref<4xf32>) {
+  tile.kernel @k grid [1, 1, 1] block [32, 1, 1] (%a = %x : memref<4xf32>) {
+    tile.forall (%i) in [4] over threads {
+      %v = loop.load %a[%i] : memref<4xf32>
+      loop.store %v, %a[%i] : memref<4xf32>
+    }
+  }
+  func.return
+}
+
+// CHECK:       kernel.func @k(
+// CHECK:       func.func @f
+// CHECK-NEXT:    kernel.launch @k grid
+// CHECK:       kernel.func @k_1(
+// CHECK:       func.func @g
+// CHECK-NEXT:    kernel.launch @k_1 grid
