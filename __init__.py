@@ -22,7 +22,7 @@ def __getattr__(name: str) -> object:
 
         return check_numerics
     if name == "interp":
-        from llmopt import interp
+        import importlib
 
-        return interp
+        return importlib.import_module("llmopt.interp")
     raise AttributeError(f"module 'llmopt' has no attribute {name!r}")

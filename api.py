@@ -117,10 +117,14 @@ def compile(  # noqa: A001 - the public name mirrors torch.compile
     from llmopt.codegen.executor import CompiledProgram
     from llmopt.frontend.capture import capture as _capture
 
-    captured = _capture(fn_or_module, tuple(example_args))
-    lower(captured.module, pipeline)
-    program = CompiledProgram(captured.module)
     device = next((a.device for a in example_args if isinstance(a, torch.Tensor)),
                   torch.device("cuda"))
+    # Capture where the module's weights live; only shapes and dtypes matter to capture.
+    where = next((p.device for p in getattr(fn_or_module, "parameters", list)()), device)
+    capture_args = tuple(a.to(where) if isinstance(a, torch.Tensor) else a
+                         for a in example_args)
+    captured = _capture(fn_or_module, capture_args)
+    lower(captured.module, pipeline)
+    program = CompiledProgram(captured.module)
     params = [t.detach().to(device).contiguous() for t in captured.params.values()]
     return Compiled(program, params, captured.output_count == 1)
