@@ -120,9 +120,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     d.add_argument("--pipeline", default="lower-to-cuda")
     d.add_argument("--all", action="store_true", help="also print the CUDA IR ops")
     d.set_defaults(run=demo)
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
     if args.command is None:
-        args = parser.parse_args(["demo", *(argv or sys.argv[1:])])
+        args = parser.parse_args(["demo", *argv])
     return int(args.run(args))
 
 
