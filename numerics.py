@@ -103,6 +103,9 @@ def _reduction_length(module: ModuleOp) -> int:
                     n *= parent.properties["extent"].value.data  # type: ignore[attr-defined]
                 parent = parent.parent_op()
             longest = max(longest, n)
+        elif name == "torch.sdpa":  # sums over the head dim, then over the keys
+            q, k = (o.type.get_shape() for o in op.operands[:2])  # type: ignore[attr-defined]
+            longest = max(longest, q[-1], k[-2])
         elif name in ("torch.linear", "torch.matmul", "torch.bmm", "torch.softmax",
                       "torch.sum", "torch.mean", "torch.rms_norm"):
             shape = op.operands[0].type.get_shape()  # type: ignore[attr-defined]
@@ -112,10 +115,14 @@ def _reduction_length(module: ModuleOp) -> int:
 
 
 def tolerance(module: ModuleOp) -> float:
-    """``SAFETY * eps * sqrt(n)`` for the program's widest float type and longest reduction."""
+    """``SAFETY * eps * sqrt(n)`` for the program's widest float type and longest reduction.
+
+    The float types are those of the function's arguments and results and of every value it
+    computes (a float64 model that normalises in float32 rounds like float32)."""
     fn = _main_function(module)
-    names = {_element_name(t) for t in (*fn.function_type.inputs.data,
-                                        *fn.function_type.outputs.data)}
+    types = [*fn.function_type.inputs.data, *fn.function_type.outputs.data]
+    types += [r.type for op in fn.walk() for r in op.results]
+    names = {_element_name(t) for t in types}
     names.discard(None)
     eps = max((_EPS[n] for n in names if n is not None), default=_EPS["f32"])
     if "f64" in names and len(names) == 1:
@@ -195,6 +202,7 @@ def check_numerics(module: ModuleOp, pipeline: str = "lower-to-cuda", *, seed: i
     from llmopt import registry
     from llmopt.api import make_context
 
+    ctx = make_context()  # loads installed plugins, so their passes are known below
     work = module.clone()
     checker = NumericsChecker(work, seed)
 
@@ -203,5 +211,5 @@ def check_numerics(module: ModuleOp, pipeline: str = "lower-to-cuda", *, seed: i
         if prev is not None:
             checker.after(prev.name, mod)  # type: ignore[attr-defined]
 
-    registry.build_pipeline(pipeline, callback=between).apply(make_context(), work)  # type: ignore[arg-type]
+    registry.build_pipeline(pipeline, callback=between).apply(ctx, work)  # type: ignore[arg-type]
     return checker.report
