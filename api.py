@@ -21,9 +21,13 @@ _XDSL_DIALECTS = ("builtin", "func", "arith", "math", "scf", "memref", "affine")
 
 
 def make_context() -> Context:
-    """A context that knows llmopt's dialects and the xDSL dialects its IR uses."""
+    """A context that knows llmopt's dialects, the xDSL dialects its IR uses, and those of
+    installed plugins (loaded on the first call, see :mod:`llmopt.plugins`)."""
     from xdsl.universe import Universe
 
+    from llmopt.plugins import load_entry_points
+
+    load_entry_points()
     ctx = Context()
     xdsl_dialects = Universe.get_multiverse().all_dialects
     for name in _XDSL_DIALECTS:
@@ -95,23 +99,31 @@ def capture(fn_or_module: Any, example_args: Sequence[Any]) -> ModuleOp:
 
 
 class Compiled:
-    """A captured and compiled function: call it with CUDA tensors shaped like the examples."""
+    """A captured and compiled function: call it with CUDA tensors shaped like the examples.
 
-    def __init__(self, program: Any, params: Sequence[Any], single: bool) -> None:
-        self._program = program
-        self._params = list(params)
+    The weights are bound by ``state_dict`` name inside :attr:`program` (a
+    :class:`~llmopt.codegen.executor.CompiledProgram`); a call passes only the inputs.
+    """
+
+    def __init__(self, program: Any, single: bool) -> None:
+        self.program = program
         self._single = single
 
     def __call__(self, *args: Any) -> Any:
-        outputs = self._program(*self._params, *args)
+        outputs = self.program(*args)
         return outputs[0] if self._single else tuple(outputs)
 
 
 def compile(  # noqa: A001 - the public name mirrors torch.compile
-    fn_or_module: Any, example_args: Sequence[Any], pipeline: str = "lower-to-cuda"
+    fn_or_module: Any, example_args: Sequence[Any], pipeline: str = "lower-to-cuda", *,
+    cuda_graph: bool = False,
 ) -> Compiled:
     """Capture, lower to CUDA, compile with NVRTC and load: returns a callable that runs the
-    generated kernels on CUDA tensors and returns torch tensors."""
+    generated kernels on CUDA tensors and returns torch tensors.
+
+    With ``cuda_graph=True`` the first call captures the whole forward into a CUDA graph and
+    later calls replay it; results are then static tensors overwritten by the next call.
+    """
     import torch
 
     from llmopt.codegen.executor import CompiledProgram
@@ -125,6 +137,7 @@ def compile(  # noqa: A001 - the public name mirrors torch.compile
                          for a in example_args)
     captured = _capture(fn_or_module, capture_args)
     lower(captured.module, pipeline)
-    program = CompiledProgram(captured.module)
-    params = [t.detach().to(device).contiguous() for t in captured.params.values()]
-    return Compiled(program, params, captured.output_count == 1)
+    params = {name: t.detach().to(device) for name, t in captured.params.items()}
+    program = CompiledProgram(captured.module, params=params, cuda_graph=cuda_graph,
+                              device=device.index if device.type == "cuda" else None)
+    return Compiled(program, captured.output_count == 1)

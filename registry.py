@@ -74,18 +74,24 @@ _BUILTIN_PASSES: dict[str, tuple[str, str]] = {
     "tile-to-kernel": ("llmopt.lowering.tile_to_kernel", "TileToKernel"),
     "kernel-to-cuda": ("llmopt.lowering.kernel_to_cuda", "KernelToCuda"),
     "fuse-kernels": ("llmopt.passes.loop.fuse_kernels", "FuseKernels"),
+    "dedup-kernels": ("llmopt.passes.kernel.dedup_kernels", "DedupKernels"),
+    "plan-buffers": ("llmopt.passes.kernel.plan_buffers", "PlanBuffers"),
 }
 for _name, (_module, _attr) in _BUILTIN_PASSES.items():
     PASSES[_name] = _lazy(_module, _attr)  # type: ignore[assignment]
 
 #: named pipelines: name -> (default options, expansion). The expansion is a pass-pipeline
 #: string whose ``{opt}`` placeholders are filled from the options given at the use site,
-#: e.g. ``lower-to-cuda{arch=sm_80}``.
+#: e.g. ``lower-to-cuda{arch=sm_80}``. ``dedup-kernels`` runs twice in ``lower-to-cuda``: right
+#: after ``tile-to-kernel`` (identical layers give identical kernels, so the cleanups that
+#: follow see one layer's kernels instead of every layer's) and after the cleanups (kernels
+#: that only they made identical).
 PIPELINES: dict[str, tuple[dict[str, str], str]] = {
     "lower-to-cuda": (
         {"arch": "sm_90"},
         "torch-to-prim,canonicalize,prim-to-loop,fuse-kernels,canonicalize,cse,"
-        "loop-to-tile{{arch={arch}}},tile-to-kernel,canonicalize,cse,kernel-to-cuda",
+        "loop-to-tile{{arch={arch}}},tile-to-kernel,dedup-kernels,canonicalize,cse,dedup-kernels,"
+        "plan-buffers,kernel-to-cuda",
     ),
 }
 

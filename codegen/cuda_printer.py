@@ -25,6 +25,7 @@ from typing import IO
 
 from xdsl.dialects.builtin import (
     BFloat16Type,
+    FileLineColLoc,
     Float16Type,
     Float32Type,
     Float64Type,
@@ -39,7 +40,7 @@ from xdsl.ir import Attribute, Operation, SSAValue
 from llmopt.dialects import cuda
 from llmopt.dialects.cuda import is_bool, is_unsigned
 
-__all__ = ["CudaPrinter", "c_literal", "c_type", "cuda_source", "print_cuda"]
+__all__ = ["CudaPrinter", "c_literal", "c_type", "cuda_source", "kernel_locations", "print_cuda"]
 
 # C operator precedence, higher binds tighter.
 _PRIMARY = 16
@@ -178,11 +179,13 @@ def c_literal(value: IntegerAttr | FloatAttr, converted: bool = False) -> tuple[
 class CudaPrinter:
     """Writes ``cuda`` ops as CUDA C++; one ``singledispatchmethod`` case per op."""
 
-    def __init__(self, stream: IO[str], indent: str = "  ") -> None:
-        """Print to ``stream``, indenting nested statements by ``indent``."""
+    def __init__(self, stream: IO[str], indent: str = "  ", locations: bool = False) -> None:
+        """Print to ``stream``, indenting nested statements by ``indent``; with ``locations``,
+        a ``// file:line:col`` comment above each kernel whose op has a source location."""
         self.stream = stream
         self.indent_unit = indent
         self.depth = 0
+        self.locations = locations
 
     # --- layout ------------------------------------------------------------------------
 
@@ -241,6 +244,10 @@ class CudaPrinter:
             attrs = f"__launch_bounds__({', '.join(bounds)}) "
         head = f'extern "C" __global__ void {attrs}{op.sym_name.data}('
         one_line = head + ", ".join(params) + ") {"
+        if self.locations and isinstance(op.location, FileLineColLoc):
+            # Where the kernel came from (its Kernel-IR or earlier op): NVRTC errors name the
+            # kernel, and this line maps it back to the IR.
+            self.line(f"// {_loc_text(op.location)}")
         if len(one_line) <= 100:
             self.line(one_line)
         else:
@@ -407,13 +414,33 @@ class CudaPrinter:
         return f"{self.operand(op.base, _PRIMARY)}[{self.expr_text(op.index)}]", _PRIMARY
 
 
-def print_cuda(module: ModuleOp, output: IO[str]) -> None:
-    """Print the ``cuda`` ops of ``module`` as a CUDA C++ translation unit to ``output``."""
-    CudaPrinter(output).print_module(module)
+def print_cuda(module: ModuleOp, output: IO[str], locations: bool = False) -> None:
+    """Print the ``cuda`` ops of ``module`` as a CUDA C++ translation unit to ``output``
+    (with ``locations``: each kernel's source location as a comment above it)."""
+    CudaPrinter(output, locations=locations).print_module(module)
 
 
-def cuda_source(module: ModuleOp) -> str:
+def cuda_source(module: ModuleOp, locations: bool = False) -> str:
     """The CUDA C++ source of ``module`` (what :func:`print_cuda` writes), as a string."""
     buf = StringIO()
-    print_cuda(module, buf)
+    print_cuda(module, buf, locations)
     return buf.getvalue()
+
+
+def _loc_text(loc: FileLineColLoc) -> str:
+    return f"{loc.filename.data}:{loc.line.data}:{loc.column.data}"
+
+
+def kernel_locations(module: ModuleOp) -> dict[str, str]:
+    """Kernel name → ``file:line:col`` of the IR op it was lowered from (the op of the input
+    that became the ``loop.kernel``/``tile.kernel``/``kernel.func``; ``kernel-to-cuda`` and the
+    lowerings above it carry locations down), for every ``cuda.kernel`` that has one.
+
+    NVRTC errors name the kernel (:attr:`llmopt.codegen.nvrtc.NvrtcError.kernel_names`);
+    this maps the name back to the IR: ``kernel_locations(module).get(err.kernel_names[0])``.
+    """
+    return {
+        op.sym_name.data: _loc_text(op.location)
+        for op in module.ops
+        if isinstance(op, cuda.KernelOp) and isinstance(op.location, FileLineColLoc)
+    }

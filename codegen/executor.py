@@ -7,7 +7,10 @@ architecture (through the kernel cache), loads the CUBIN, and turns the host fun
 flat list of steps; a call then walks no IR:
 
 * function arguments are bound to the given tensors (checked: CUDA device, dtype, shape,
-  contiguity) or Python numbers (for scalar arguments);
+  contiguity) or Python numbers (for scalar arguments). Arguments marked
+  ``{llmopt.param = "name"}`` (the model's weights, named after ``state_dict`` keys) can
+  instead be bound once, by name, from a dict of tensors (``params=`` or
+  :meth:`CompiledProgram.bind_params`); a call then passes only the other arguments;
 * ``memref.alloc`` → ``torch.empty`` of the buffer's shape and dtype on the module's device;
   views (``memref.expand_shape``/``collapse_shape``/``reshape``/``cast``) → ``Tensor.view``;
   ``memref.copy`` → ``Tensor.copy_``; ``memref.dealloc`` → nothing (buffers are released after
@@ -16,21 +19,28 @@ flat list of steps; a call then walks no IR:
   current stream;
 * ``func.return`` → the tuple of returned tensors.
 
-A call neither synchronises nor inspects IR, so it can be captured in a CUDA graph. torch
-and the CUDA libraries are imported when a program is built, not when this module is
-imported.
+A call neither synchronises nor inspects IR, so it can be captured in a CUDA graph:
+with ``cuda_graph=True`` the first call copies the call's tensor arguments into static
+buffers, runs the forward once eagerly (warm-up, on a side stream) and captures it into a
+``torch.cuda.CUDAGraph``; every later call copies its arguments into the static buffers and
+replays the graph (one host call instead of one driver call per kernel). Its results are
+then the graph's static output tensors, overwritten by the next call (clone them to keep
+them). Weights bound by name are captured in place, never copied. torch and the CUDA
+libraries are imported when a program is built, not when this module is imported.
 """
 
 from __future__ import annotations
 
 import ctypes
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from xdsl.dialects import arith, func, memref
 from xdsl.dialects.builtin import (
+    ArrayAttr,
     BFloat16Type,
+    DictionaryAttr,
     Float16Type,
     Float32Type,
     Float64Type,
@@ -40,6 +50,7 @@ from xdsl.dialects.builtin import (
     IntegerType,
     MemRefType,
     ModuleOp,
+    StringAttr,
 )
 from xdsl.ir import Attribute, Operation, SSAValue
 
@@ -49,9 +60,12 @@ if TYPE_CHECKING:
     import torch
 
 __all__ = [
-    "AllocStep", "CompiledProgram", "CopyStep", "ExecutorError", "HostPlan", "LaunchStep",
-    "ViewStep", "plan_host_function",
+    "PARAM_ATTR", "AllocStep", "CompiledProgram", "CopyStep", "ExecutorError", "HostPlan",
+    "LaunchStep", "ViewStep", "argument_names", "bind_weights", "plan_host_function",
 ]
+
+#: argument attribute naming the ``state_dict`` key a weight argument is bound to
+PARAM_ATTR = "llmopt.param"
 
 
 class ExecutorError(ValueError):
@@ -107,7 +121,8 @@ Step = AllocStep | ViewStep | CopyStep | LaunchStep
 class HostPlan:
     """The host function, flattened: slots ``0 .. len(inputs)-1`` hold the arguments,
     ``constants`` fill other slots before the steps run, ``release[k]`` are the slots no
-    longer needed after step ``k``, ``results`` the returned slots."""
+    longer needed after step ``k``, ``results`` the returned slots; ``params[k]`` is the
+    ``state_dict`` name of argument ``k`` (``None`` for a call input)."""
 
     name: str
     inputs: tuple[tuple[str, Attribute], ...]
@@ -117,6 +132,7 @@ class HostPlan:
     results: tuple[int, ...]
     num_slots: int
     written_inputs: frozenset[int]
+    params: tuple[str | None, ...] = ()
 
 
 def _host_function(module: ModuleOp, entry: str | None) -> func.FuncOp:
@@ -148,6 +164,20 @@ def _static_shape(typ: Attribute, what: str) -> tuple[int, ...]:
         raise ExecutorError(f"{what}: only contiguous row-major buffers are supported, got "
                             f"{typ}")
     return shape
+
+
+def argument_names(fn: func.FuncOp) -> list[str | None]:
+    """For each argument of ``fn``: its ``{llmopt.param = "..."}`` name, or ``None``."""
+    attrs = fn.arg_attrs
+    names: list[str | None] = [None] * len(fn.body.block.args if fn.body.blocks else
+                                           fn.function_type.inputs.data)
+    if isinstance(attrs, ArrayAttr):
+        for k, entry in enumerate(attrs.data[: len(names)]):
+            if isinstance(entry, DictionaryAttr):
+                value = entry.data.get(PARAM_ATTR)
+                if isinstance(value, StringAttr):
+                    names[k] = value.data
+    return names
 
 
 def plan_host_function(module: ModuleOp, entry: str | None = None) -> HostPlan:
@@ -254,6 +284,7 @@ def plan_host_function(module: ModuleOp, entry: str | None = None) -> HostPlan:
         name=host.sym_name.data, inputs=tuple(inputs), constants=tuple(constants),
         steps=tuple(steps), release=tuple(tuple(r) for r in release), results=results,
         num_slots=len(slots), written_inputs=frozenset(s for s in written if s < len(inputs)),
+        params=tuple(argument_names(host)),
     )
 
 
@@ -306,6 +337,45 @@ def _ctype(param: Attribute) -> Callable[[Any], Any]:
     raise ExecutorError(f"cannot pass a kernel parameter of type {param}")
 
 
+def bind_weights(plan: HostPlan, params: Mapping[str, Any], device: Any) -> dict[int, Any]:
+    """The tensors of ``params`` for the arguments of ``plan`` marked
+    ``{llmopt.param = "name"}``: argument slot → tensor on ``device``, contiguous.
+
+    Names the program does not use are ignored. Tensors are moved to ``device`` once, here;
+    their dtype and shape must match the argument's.
+
+    Raises:
+        ExecutorError: a weight is missing, is a meta tensor, is not a tensor, or does not
+            fit its argument.
+    """
+    import torch
+
+    slots = [k for k, name in enumerate(plan.params) if name is not None]
+    missing = [plan.params[k] for k in slots if plan.params[k] not in params]
+    if missing:
+        shown = ", ".join(map(repr, missing[:5])) + (" …" if len(missing) > 5 else "")
+        raise ExecutorError(f"{len(missing)} weight(s) missing from params: {shown}")
+    bound: dict[int, Any] = {}
+    for k in slots:
+        name = plan.params[k]
+        assert name is not None
+        tensor = params[name]
+        typ = plan.inputs[k][1]
+        if not isinstance(typ, MemRefType):
+            raise ExecutorError(f"weight '{name}' is bound to a scalar argument ({typ})")
+        dtype, shape = torch_dtype(typ.element_type), typ.get_shape()
+        if not isinstance(tensor, torch.Tensor):
+            raise ExecutorError(f"weight '{name}' must be a tensor, got "
+                                f"{type(tensor).__name__}")
+        if tensor.is_meta:
+            raise ExecutorError(f"weight '{name}' is a meta tensor: load real weights first")
+        if tensor.dtype != dtype or tuple(tensor.shape) != shape:
+            raise ExecutorError(f"weight '{name}' is {tensor.dtype} {tuple(tensor.shape)}, "
+                                f"the program takes {dtype} {shape}")
+        bound[k] = tensor.detach().to(device).contiguous()
+    return bound
+
+
 class CompiledProgram:
     """A module after ``kernel-to-cuda``, compiled and ready to call.
 
@@ -317,6 +387,12 @@ class CompiledProgram:
         device: CUDA device index (default: torch's current device).
         check: check the arguments of every call (device, dtype, shape, contiguity, and no
             overlap between a buffer the program writes and another argument).
+        params: weights by ``state_dict`` name, bound to the arguments marked
+            ``{llmopt.param = "..."}`` (see :meth:`bind_params`); a call then takes only the
+            other arguments, in order (:attr:`input_names`). Without it a call takes every
+            argument of the host function.
+        cuda_graph: capture the whole forward into a CUDA graph on the first call and
+            replay it afterwards (see the module docstring).
 
     Attributes:
         source: the CUDA source text; ``cubin``: the compiled image; ``plan``: the host
@@ -326,7 +402,8 @@ class CompiledProgram:
 
     def __init__(self, module: ModuleOp, *, entry: str | None = None, arch: str | None = None,
                  options: Sequence[str] = (), device: int | None = None,
-                 check: bool = True) -> None:
+                 check: bool = True, params: Mapping[str, Any] | None = None,
+                 cuda_graph: bool = False) -> None:
         """Print, compile and load ``module``; plan its host function."""
         import torch
 
@@ -341,6 +418,7 @@ class CompiledProgram:
         self.module = CudaModule(self.cubin, device=device)
         self.device = torch.device("cuda", self.module.device)
         self.check = check
+        self.cuda_graph = cuda_graph
         self._expected = [
             (name, torch_dtype(t.element_type), t.get_shape())
             if isinstance(t, MemRefType) else (name, _ctype(t), None)
@@ -352,6 +430,41 @@ class CompiledProgram:
         self._steps = [self._compile_step(s, r)
                        for s, r in zip(self.plan.steps, self.plan.release, strict=True)]
         self._results = self.plan.results
+        self._bound: dict[int, Any] = {}
+        self._call_slots: tuple[int, ...] = tuple(range(len(self.plan.inputs)))
+        self._graph: Any = None
+        self._static: dict[int, Any] = {}
+        self._graph_scalars: dict[int, Any] = {}
+        self._graph_outputs: tuple[Any, ...] = ()
+        if params is not None:
+            self.bind_params(params)
+
+    # --- weights by name -------------------------------------------------------------------
+
+    @property
+    def param_names(self) -> list[str]:
+        """The ``state_dict`` names of the weight arguments, in argument order."""
+        return [n for n in self.plan.params if n is not None]
+
+    @property
+    def input_names(self) -> list[str]:
+        """The names of the arguments a call passes, in order."""
+        return [self.plan.inputs[k][0] for k in self._call_slots]
+
+    def bind_params(self, params: Mapping[str, Any]) -> None:
+        """Bind every argument marked ``{llmopt.param = "name"}`` to ``params[name]`` (see
+        :func:`bind_weights`); calls afterwards pass only the remaining arguments. A
+        captured CUDA graph is dropped (it holds the previous weights' addresses).
+
+        Raises:
+            ExecutorError: a weight is missing, is a meta tensor, or does not fit.
+        """
+        bound = bind_weights(self.plan, params, self.device)
+        self._bound = bound
+        self._call_slots = tuple(k for k in range(len(self.plan.inputs)) if k not in bound)
+        self.reset_graph()
+
+    # --- running ---------------------------------------------------------------------------
 
     @property
     def kernel_names(self) -> list[str]:
@@ -413,38 +526,44 @@ class CompiledProgram:
 
         return launch_with_scalars
 
-    def _bind(self, args: Sequence[Any]) -> list[Any]:
+    def _check_arg(self, k: int, arg: Any) -> None:
         import torch
 
-        expected = self._expected
-        if len(args) != len(expected):
-            raise ExecutorError(f"@{self.plan.name} takes {len(expected)} arguments, "
+        name, kind, shape = self._expected[k]
+        if not isinstance(arg, torch.Tensor):
+            raise ExecutorError(f"argument {k} ('{name}') must be a tensor, got "
+                                f"{type(arg).__name__}")
+        if arg.device != self.device:
+            raise ExecutorError(f"argument {k} ('{name}') is on {arg.device}, the "
+                                f"program runs on {self.device}")
+        if arg.dtype != kind:
+            raise ExecutorError(f"argument {k} ('{name}') has dtype {arg.dtype}, "
+                                f"expected {kind}")
+        if tuple(arg.shape) != shape:
+            raise ExecutorError(f"argument {k} ('{name}') has shape "
+                                f"{tuple(arg.shape)}, expected {shape}")
+        if not arg.is_contiguous():
+            raise ExecutorError(f"argument {k} ('{name}') is not contiguous")
+
+    def _bind(self, args: Sequence[Any]) -> list[Any]:
+        slots = self._call_slots
+        if len(args) != len(slots):
+            what = " (weights are bound by name)" if self._bound else ""
+            raise ExecutorError(f"@{self.plan.name} takes {len(slots)} arguments{what}, "
                                 f"got {len(args)}")
         env = list(self._initial)
-        for k, (arg, (name, kind, shape)) in enumerate(zip(args, expected, strict=True)):
+        for k, value in self._bound.items():
+            env[k] = value
+        for k, arg in zip(slots, args, strict=True):
+            name, _, shape = self._expected[k]
             if shape is None:
                 if not isinstance(arg, int | float) or isinstance(arg, bool):
                     raise ExecutorError(f"argument {k} ('{name}') must be a number")
-                env[k] = arg
-                continue
-            if self.check:
-                if not isinstance(arg, torch.Tensor):
-                    raise ExecutorError(f"argument {k} ('{name}') must be a tensor, got "
-                                        f"{type(arg).__name__}")
-                if arg.device != self.device:
-                    raise ExecutorError(f"argument {k} ('{name}') is on {arg.device}, the "
-                                        f"program runs on {self.device}")
-                if arg.dtype != kind:
-                    raise ExecutorError(f"argument {k} ('{name}') has dtype {arg.dtype}, "
-                                        f"expected {kind}")
-                if tuple(arg.shape) != shape:
-                    raise ExecutorError(f"argument {k} ('{name}') has shape "
-                                        f"{tuple(arg.shape)}, expected {shape}")
-                if not arg.is_contiguous():
-                    raise ExecutorError(f"argument {k} ('{name}') is not contiguous")
+            elif self.check:
+                self._check_arg(k, arg)
             env[k] = arg
         if self.check and self.plan.written_inputs:
-            self._check_overlap(args)
+            self._check_overlap(env[: len(self.plan.inputs)])
         return env
 
     def _check_overlap(self, args: Sequence[Any]) -> None:
@@ -462,14 +581,87 @@ class CompiledProgram:
                         f"and overlaps argument {j} ('{self.plan.inputs[j][0]}')"
                     )
 
-    def __call__(self, *args: Any) -> tuple[Any, ...]:
-        """Run the program on ``args``; returns the tuple of returned tensors (without
-        synchronising)."""
-        env = self._bind(args)
+    def _run(self, env: list[Any]) -> tuple[Any, ...]:
         for step in self._steps:
             step(env)
         return tuple(env[r] for r in self._results)
 
+    def __call__(self, *args: Any) -> tuple[Any, ...]:
+        """Run the program on ``args`` (the arguments not bound by name); returns the tuple
+        of returned tensors (without synchronising)."""
+        if self.cuda_graph:
+            return self._replay(args)
+        return self._run(self._bind(args))
+
+    # --- CUDA graphs -----------------------------------------------------------------------
+
+    def reset_graph(self) -> None:
+        """Drop the captured CUDA graph (the next call with ``cuda_graph`` captures anew)."""
+        self._graph = None
+        self._static = {}
+        self._graph_scalars = {}
+        self._graph_outputs = ()
+
+    @property
+    def graph_captured(self) -> bool:
+        """Whether a CUDA graph has been captured."""
+        return self._graph is not None
+
+    def _copy_in(self, args: Sequence[Any]) -> None:
+        for k, arg in zip(self._call_slots, args, strict=True):
+            static = self._static.get(k)
+            if static is None:
+                if arg != self._graph_scalars[k]:
+                    raise ExecutorError(
+                        f"argument {k} ('{self.plan.inputs[k][0]}') is {arg!r}, but the CUDA "
+                        f"graph was captured with {self._graph_scalars[k]!r}; call "
+                        "reset_graph() to capture again"
+                    )
+            elif arg is not static:
+                if self.check:
+                    self._check_arg(k, arg)
+                static.copy_(arg)
+
+    def _copy_out(self, args: Sequence[Any]) -> None:
+        for k, arg in zip(self._call_slots, args, strict=True):
+            static = self._static.get(k)
+            if k in self.plan.written_inputs and static is not None and arg is not static:
+                arg.copy_(static)
+
+    def _replay(self, args: Sequence[Any]) -> tuple[Any, ...]:
+        if self._graph is None:
+            self._capture(args)
+        self._copy_in(args)
+        self._graph.replay()
+        self._copy_out(args)
+        return self._graph_outputs
+
+    def _capture(self, args: Sequence[Any]) -> None:
+        """Static buffers, one eager warm-up run on a side stream, then the capture."""
+        import torch
+
+        env = self._bind(args)
+        self._static = {}
+        self._graph_scalars = {}
+        for k in self._call_slots:
+            if self._expected[k][2] is None:
+                self._graph_scalars[k] = env[k]
+            else:
+                self._static[k] = env[k] = env[k].clone()
+        with torch.cuda.device(self.device):
+            current = torch.cuda.current_stream(self.device)
+            side = torch.cuda.Stream(self.device)
+            side.wait_stream(current)
+            with torch.cuda.stream(side):
+                self._run(list(env))  # warm-up: first launches, shared-memory opt-ins
+            current.wait_stream(side)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                outputs = self._run(list(env))
+        self._graph = graph
+        self._graph_outputs = outputs
+
     def __repr__(self) -> str:
+        graph = " cuda_graph" if self.cuda_graph else ""
         return (f"<CompiledProgram @{self.plan.name} kernels={len(self.kernel_names)} "
-                f"arch={self.arch} device={self.device}>")
+                f"arch={self.arch} device={self.device}{graph}>")

@@ -4,11 +4,22 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from xdsl.dialects.builtin import DenseArrayBase, IndexType, i64
+from xdsl.dialects.builtin import (
+    AnyFloat,
+    DenseArrayBase,
+    IndexType,
+    IntegerType,
+    MemRefType,
+    Signedness,
+    i64,
+)
 from xdsl.ir import Attribute, Block, Region, SSAValue
 from xdsl.ir.affine import AffineDimExpr, AffineMap
 from xdsl.parser import Parser, UnresolvedOperand
+from xdsl.parser.core import ForwardDeclaredValue
 from xdsl.printer import Printer
+from xdsl.utils.exceptions import VerifyException
+from xdsl.utils.lexer import Span
 
 
 def int_array(values: Sequence[int]) -> DenseArrayBase:
@@ -25,8 +36,30 @@ def print_int_list(printer: Printer, values: Sequence[int]) -> None:
     printer.print_string("[" + ", ".join(str(v) for v in values) + "]")
 
 
+I64_MIN, I64_MAX = -(2**63), 2**63 - 1
+
+
+def parse_i64(parser: Parser, allow_negative: bool = True) -> int:
+    """Parse an integer that must fit in ``i64`` (a parse error at the literal otherwise)."""
+    start = parser.pos
+    value = parser.parse_integer(allow_boolean=False, allow_negative=allow_negative)
+    if not I64_MIN <= value <= I64_MAX:
+        parser.raise_error(f"integer {value} does not fit in 64 bits", start, parser.pos)
+    return value
+
+
+def parse_optional_i64(parser: Parser) -> int | None:
+    """Parse an integer that must fit in ``i64`` if one comes next, else return ``None``."""
+    start = parser.pos
+    value = parser.parse_optional_integer(allow_boolean=False)
+    if value is not None and not I64_MIN <= value <= I64_MAX:
+        parser.raise_error(f"integer {value} does not fit in 64 bits", start, parser.pos)
+    return value
+
+
 def parse_int_list(parser: Parser) -> list[int]:
-    return parser.parse_comma_separated_list(Parser.Delimiter.SQUARE, parser.parse_integer)
+    """Parse ``[1, 2, 3]``: integers that fit in ``i64``."""
+    return parser.parse_comma_separated_list(Parser.Delimiter.SQUARE, lambda: parse_i64(parser))
 
 
 def print_affine_access(printer: Printer, amap: AffineMap, operands: Sequence[SSAValue]) -> None:
@@ -65,7 +98,11 @@ def _expr_text(printer: Printer, expr: object, operands: Sequence[SSAValue]) -> 
 
 def parse_affine_access(parser: Parser) -> tuple[AffineMap, Sequence[SSAValue]]:
     """Parse ``[%i, %j floordiv 4]`` into an affine map and its index operands."""
-    amap, operands = parser.parse_affine_map_of_ssa_ids()
+    start = parser.pos
+    try:
+        amap, operands = parser.parse_affine_map_of_ssa_ids()
+    except NotImplementedError as err:  # xDSL builds no semi-affine expressions
+        parser.raise_error(f"unsupported index expression: {err}", start, parser.pos)
     # The parser names the SSA ids as symbols; llmopt's accesses take them as dims.
     n = amap.num_dims + amap.num_symbols
     dims = [AffineDimExpr(i) for i in range(n)]
@@ -108,6 +145,80 @@ def parse_bound_args(parser: Parser) -> tuple[list[SSAValue], list[Parser.Argume
 
     parser.parse_comma_separated_list(Parser.Delimiter.PAREN, one)
     return operands, args
+
+
+#: CUDA's limits on launch shapes: the largest grid and block along x, y, z.
+MAX_GRID = (2**31 - 1, 65535, 65535)
+MAX_BLOCK = (1024, 1024, 64)
+
+
+def check_launch_shape(grid: Sequence[int] | None, block: Sequence[int] | None) -> None:
+    """Three positive extents each, within CUDA's limits (block: at most 1024 threads)."""
+    for label, dims, limits in (("grid", grid, MAX_GRID), ("block", block, MAX_BLOCK)):
+        if dims is None:
+            continue
+        if len(dims) != 3 or any(d < 1 for d in dims):
+            raise VerifyException(f"{label} must be three positive extents, got {list(dims)}")
+        if label == "block" and dims[0] * dims[1] * dims[2] > MAX_BLOCK[0]:
+            raise VerifyException(
+                f"{dims[0] * dims[1] * dims[2]} threads per block exceed {MAX_BLOCK[0]}"
+            )
+        if any(d > limit for d, limit in zip(dims, limits, strict=True)):
+            raise VerifyException(f"{label} {list(dims)} exceeds CUDA's limits {list(limits)}")
+
+
+def check_static_layout(what: str, typ: MemRefType) -> None:
+    """A buffer that kernels index needs static strides and offset (``memref<?x8xf32>`` is
+    fine, ``memref<8x?xf32>`` is not): element offsets are computed from them."""
+    strides, offset = typ.get_strides(), typ.get_offset()
+    if strides is None or offset is None or None in strides:
+        raise VerifyException(
+            f"{what}: buffer {typ} has no static layout (its strides and offset must be known)"
+        )
+
+
+def check_reducible_type(typ: Attribute) -> None:
+    """Reductions combine scalars with ``arith`` ops: floats, signless integers or index."""
+    if isinstance(typ, AnyFloat | IndexType):
+        return
+    if isinstance(typ, IntegerType) and typ.signedness.data is Signedness.SIGNLESS:
+        return
+    raise VerifyException(
+        f"a reduction yields a float, signless integer or index scalar, got {typ}"
+    )
+
+
+def parse_bound_region(parser: Parser) -> tuple[list[SSAValue], Region]:
+    """Parse ``(%a = %x : type, ...) { body }``: the bound operands and the body region, whose
+    entry block takes the (typed) block arguments.
+
+    The operands are resolved before the body is parsed, so a name used as an operand and
+    defined only inside the body (``(%a = %b : ..., %b = %y : ...)``) would bind the operand
+    to a value of the body; that is a parse error here ("use of undefined value")."""
+    spans: list[Span[str]] = []
+    operands: list[SSAValue] = []
+    args: list[Parser.Argument] = []
+
+    def one() -> None:
+        arg = parser.parse_argument(expect_type=False)
+        parser.parse_punctuation("=")
+        unresolved: UnresolvedOperand = parser.parse_unresolved_operand()
+        parser.parse_punctuation(":")
+        typ = parser.parse_type()
+        spans.append(unresolved.span)
+        operands.append(parser.resolve_operand(unresolved, typ))
+        args.append(arg.resolve(typ))
+
+    parser.parse_comma_separated_list(Parser.Delimiter.PAREN, one)
+    body = parser.parse_region(args)
+    pending = {id(v) for refs in parser.forward_ssa_references.values() for v in refs.values()}
+    for value, span in zip(operands, spans, strict=True):
+        if isinstance(value, ForwardDeclaredValue) and id(value) not in pending:
+            parser.raise_error(
+                f"use of undefined value {span.text} (a name defined inside the body is not "
+                "visible to the operands)", span
+            )
+    return operands, body
 
 
 def region_with_args(types: Sequence[Attribute]) -> Region:

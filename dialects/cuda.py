@@ -77,6 +77,8 @@ from xdsl.printer import Printer
 from xdsl.traits import IsolatedFromAbove, NoTerminator, SymbolOpInterface
 from xdsl.utils.exceptions import VerifyException
 
+from llmopt.dialects._syntax import parse_i64, parse_optional_i64
+
 # --------------------------------------------------------------------------------------------
 # Types
 # --------------------------------------------------------------------------------------------
@@ -839,11 +841,11 @@ class DeclOp(StatementOp):
         typ = parser.parse_type()
         extent = None
         if parser.parse_optional_punctuation("[") is not None:
-            extent = parser.parse_integer()
+            extent = parse_i64(parser)
             parser.parse_punctuation("]")
         align = None
         if parser.parse_optional_keyword("align") is not None:
-            align = parser.parse_integer()
+            align = parse_i64(parser)
         init = None
         if parser.parse_optional_punctuation("=") is not None:
             init = parser.resolve_operand(parser.parse_unresolved_operand(), typ)
@@ -988,7 +990,7 @@ class ForOp(StatementOp):
         step = parser.parse_unresolved_operand()
         unroll = None
         if parser.parse_optional_keyword("unroll") is not None:
-            unroll = parser.parse_optional_integer() or 0
+            unroll = parse_optional_i64(parser) or 0
         body = _parse_body(parser)
         op = cls(name, parser.resolve_operand(lb, typ), parser.resolve_operand(ub, typ),
                  parser.resolve_operand(step, typ), body, unroll=unroll)
@@ -1200,7 +1202,7 @@ class KernelOp(IRDLOperation):
         bounds = None
         if parser.parse_optional_keyword("launch_bounds") is not None:
             bounds = parser.parse_comma_separated_list(Parser.Delimiter.PAREN,
-                                                       parser.parse_integer)
+                                                       lambda: parse_i64(parser))
             if len(bounds) not in (1, 2):
                 parser.raise_error("launch_bounds takes one or two integers")
         attrs = parser.parse_optional_attr_dict_with_keyword()

@@ -17,6 +17,7 @@ from xdsl.dialects.builtin import (
     IndexType,
     IntegerAttr,
     MemRefType,
+    NoneAttr,
     StringAttr,
     SymbolRefAttr,
     i64,
@@ -45,7 +46,15 @@ from xdsl.traits import (
 )
 from xdsl.utils.exceptions import VerifyException
 
-from llmopt.dialects._syntax import int_array, ints, parse_int_list, print_int_list
+from llmopt.dialects._syntax import (
+    check_launch_shape,
+    check_static_layout,
+    int_array,
+    ints,
+    parse_i64,
+    parse_int_list,
+    print_int_list,
+)
 
 DIMS = ("x", "y", "z")
 
@@ -88,9 +97,7 @@ class FuncOp(IRDLOperation):
         return ints(self.block)
 
     def verify_(self) -> None:
-        dims = self.block_shape
-        if len(dims) != 3 or any(d < 1 for d in dims) or dims[0] * dims[1] * dims[2] > 1024:
-            raise VerifyException(f"block must be three positive extents, ≤1024 threads: {dims}")
+        check_launch_shape(None, self.block_shape)
         types = tuple(a.type for a in self.body.block.args)
         if types != tuple(self.function_type.inputs.data):
             raise VerifyException("block arguments differ from the function type")
@@ -159,9 +166,7 @@ class LaunchOp(IRDLOperation):
         return self.smem.value.data
 
     def verify_(self) -> None:
-        for label, dims in (("grid", self.grid_shape), ("block", self.block_shape)):
-            if len(dims) != 3 or any(d < 1 for d in dims):
-                raise VerifyException(f"{label} must be three positive extents, got {list(dims)}")
+        check_launch_shape(self.grid_shape, self.block_shape)
         if self.shared_bytes < 0:
             raise VerifyException("smem must be non-negative")
         module = self.get_toplevel_object()
@@ -214,7 +219,7 @@ class LaunchOp(IRDLOperation):
         parser.parse_keyword("block")
         block = parse_int_list(parser)
         parser.parse_keyword("smem")
-        smem = parser.parse_integer()
+        smem = parse_i64(parser)
         pos = parser.pos
         unresolved = parser.parse_comma_separated_list(
             Parser.Delimiter.PAREN, parser.parse_unresolved_operand
@@ -289,6 +294,7 @@ def _check_indices(op: Operation, buffer: SSAValue, indices: Sequence[SSAValue])
         raise VerifyException(
             f"{op.name}: {len(indices)} indices for a rank-{typ.get_num_dims()} buffer"
         )
+    check_static_layout(op.name, typ)
     return typ
 
 
@@ -404,6 +410,12 @@ class SharedOp(IRDLOperation):
     def verify_(self) -> None:
         if not isinstance(self.parent_op(), FuncOp):
             raise VerifyException("kernel.shared must sit at the top level of a kernel.func")
+        typ = self.result.type
+        assert isinstance(typ, MemRefType)
+        if not typ.has_static_shape() or not isinstance(typ.layout, NoneAttr):
+            raise VerifyException(
+                f"a shared buffer has a static shape and the default layout, got {typ}"
+            )
 
 
 @irdl_op_definition
@@ -446,7 +458,7 @@ class ShuffleXorOp(IRDLOperation):
     def parse(cls, parser: Parser) -> ShuffleXorOp:
         value = parser.parse_unresolved_operand()
         parser.parse_punctuation(",")
-        offset = parser.parse_integer()
+        offset = parse_i64(parser)
         attrs = parser.parse_optional_attr_dict()
         parser.parse_punctuation(":")
         op = cls(parser.resolve_operand(value, parser.parse_type()), offset)

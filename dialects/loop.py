@@ -5,8 +5,10 @@ One ``loop.kernel`` per future GPU kernel. Its body is a nest of
 * ``loop.for`` — a *free* loop ``0 <= iv < extent``: iterations are independent;
 * ``loop.reduce`` — a *reduce* loop whose body yields one scalar per iteration, combined
   with ``add``/``mul``/``max``/``min``; the op's result is the combined value;
-* ``loop.load`` / ``loop.store`` — scalar accesses to buffers at affine indices of the
-  enclosing loops' induction variables (``%x[%i, %j floordiv 4]``);
+* ``loop.load`` / ``loop.store`` — scalar accesses to buffers at affine maps of ``index``
+  operands (``%x[%i, %j floordiv 4]``): usually the enclosing loops' induction variables,
+  but any ``index`` value may be one — a gather reads ``%table[%row, %j]`` with ``%row`` an
+  ``arith.index_cast`` of a loaded token id;
 * scalar ``arith``/``math`` ops.
 
 A kernel is isolated from above: its buffers are block arguments bound to the function's
@@ -27,7 +29,12 @@ from xdsl.dialects.builtin import (
     i64,
 )
 from xdsl.ir import Attribute, Block, Dialect, Operation, Region, SSAValue
-from xdsl.ir.affine import AffineMap
+from xdsl.ir.affine import (
+    AffineBinaryOpExpr,
+    AffineBinaryOpKind,
+    AffineConstantExpr,
+    AffineMap,
+)
 from xdsl.irdl import (
     IRDLOperation,
     irdl_op_definition,
@@ -52,8 +59,11 @@ from xdsl.traits import (
 from xdsl.utils.exceptions import VerifyException
 
 from llmopt.dialects._syntax import (
+    check_reducible_type,
+    check_static_layout,
     parse_affine_access,
-    parse_bound_args,
+    parse_bound_region,
+    parse_i64,
     print_affine_access,
     print_bound_args,
 )
@@ -66,10 +76,18 @@ def _memref(value: SSAValue) -> MemRefType:
     return value.type
 
 
+_DIVISIONS = {
+    AffineBinaryOpKind.FloorDiv: "floordiv",
+    AffineBinaryOpKind.CeilDiv: "ceildiv",
+    AffineBinaryOpKind.Mod: "mod",
+}
+
+
 def verify_access(op: Operation, buffer: SSAValue, amap: AffineMap,
                   indices: Sequence[SSAValue]) -> None:
     """Shared verifier of affine buffer accesses (``loop`` and ``tile`` levels)."""
     typ = _memref(buffer)
+    check_static_layout(op.name, typ)
     if amap.num_dims != len(indices) or amap.num_symbols:
         raise VerifyException(
             f"{op.name}: map takes {amap.num_dims} dims but {len(indices)} indices are given"
@@ -81,6 +99,15 @@ def verify_access(op: Operation, buffer: SSAValue, amap: AffineMap,
     for v in indices:
         if not isinstance(v.type, IndexType):
             raise VerifyException(f"{op.name}: index operands must be 'index', got {v.type}")
+    for result in amap.results:
+        for expr in result.dfs():
+            if isinstance(expr, AffineBinaryOpExpr) and expr.kind in _DIVISIONS and not (
+                isinstance(expr.rhs, AffineConstantExpr) and expr.rhs.value > 0
+            ):
+                raise VerifyException(
+                    f"{op.name}: the divisor of '{_DIVISIONS[expr.kind]}' must be a positive "
+                    f"constant, got {expr.rhs}"
+                )
 
 
 @irdl_op_definition
@@ -128,8 +155,7 @@ class KernelOp(IRDLOperation):
     @classmethod
     def parse(cls, parser: Parser) -> KernelOp:
         name = parser.parse_symbol_name().data
-        operands, args = parse_bound_args(parser)
-        body = parser.parse_region(args)
+        operands, body = parse_bound_region(parser)
         op = cls(name, operands, body)
         op.attributes |= parser.parse_optional_attr_dict()
         return op
@@ -165,11 +191,11 @@ class _LoopBase(IRDLOperation):
     def _parse_header(parser: Parser) -> tuple[Parser.Argument, int]:
         arg = parser.parse_argument(expect_type=False).resolve(IndexType())
         parser.parse_punctuation("=")
-        lower = parser.parse_integer()
+        lower = parse_i64(parser)
         if lower != 0:
             parser.raise_error("loops start at 0")
         parser.parse_keyword("to")
-        return arg, parser.parse_integer()
+        return arg, parse_i64(parser)
 
 
 @irdl_op_definition
@@ -240,7 +266,10 @@ class ReduceOp(_LoopBase):
     def verify_(self) -> None:
         self._verify_loop()
         if self.kind.data not in REDUCE_KINDS:
-            raise VerifyException(f"unknown reduction kind '{self.kind.data}'")
+            raise VerifyException(
+                f"unknown reduction kind '{self.kind.data}', expected one of {REDUCE_KINDS}"
+            )
+        check_reducible_type(self.result.type)
         last = self.body.block.last_op
         if not isinstance(last, YieldOp) or len(last.values) != 1:
             raise VerifyException("loop.reduce body must end in loop.yield of one scalar")

@@ -11,7 +11,19 @@ Every Torch-IR op decomposes into three primitives on tensors:
   result coordinates (broadcast, permute, reshape, slice). With ``concat`` along an axis the
   inputs own consecutive segments of that axis, each read through its own map.
 
-A new torch op needs only a decomposition into these three.
+Two additions keep within that spirit:
+
+* ``prim.coord <dim> : index`` — inside an ``elementwise`` body, the coordinate of the point
+  being computed along result dim ``dim``. Bodies that depend on *where* they are, not only on
+  their inputs, use it: ``arange`` (``coord 0`` cast to the element type) and the causal mask
+  of attention (``select(coord 3 <= coord 2, x, -inf)``).
+* ``prim.gather`` — data movement through a data-dependent coordinate:
+  ``result[p.., c.., q..] = table[p.., indices[c..], q..]`` (``numpy.take`` along ``axis``).
+  It is ``index_map`` whose coordinate along ``axis`` comes from a tensor instead of an affine
+  map; kept as its own op so that ``index_map`` stays purely affine (every pass that composes
+  or inverts its maps keeps working). ``embedding`` is a gather along axis 0.
+
+A new torch op needs only a decomposition into these.
 """
 
 from __future__ import annotations
@@ -19,10 +31,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from xdsl.dialects.builtin import (
+    I64,
     AffineMapAttr,
     ArrayAttr,
     DenseArrayBase,
+    IndexType,
     IntegerAttr,
+    IntegerType,
     StringAttr,
     TensorType,
     i64,
@@ -359,6 +374,137 @@ class IndexMapOp(IRDLOperation):
         return op
 
 
-Prim = Dialect("prim", [ElementwiseOp, YieldOp, ReduceOp, IndexMapOp], [])
+@irdl_op_definition
+class CoordOp(IRDLOperation):
+    """``%i = prim.coord 2 : index``: in a ``prim.elementwise`` body, the coordinate along
+    result dim ``dim`` of the point the body computes."""
 
-__all__ = ["Prim", "ElementwiseOp", "YieldOp", "ReduceOp", "IndexMapOp", "REDUCE_KINDS"]
+    name = "prim.coord"
+    dim = prop_def(IntegerAttr[I64])
+    result = result_def(IndexType)
+    traits = traits_def(Pure())
+
+    def __init__(self, dim: int) -> None:
+        super().__init__(result_types=[IndexType()], properties={"dim": IntegerAttr(dim, i64)})
+
+    @property
+    def axis(self) -> int:
+        """The result dim this op reads the coordinate of."""
+        return self.dim.value.data
+
+    def verify_(self) -> None:
+        parent = self.parent_op()
+        if not isinstance(parent, ElementwiseOp):
+            raise VerifyException("prim.coord must be directly in a prim.elementwise body")
+        rank = _tensor(parent.result).get_num_dims()
+        if not 0 <= self.axis < rank:
+            raise VerifyException(
+                f"dim {self.axis} out of range for the rank-{rank} result of the elementwise op"
+            )
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(f" {self.axis}")
+        printer.print_op_attributes(self.attributes)
+        printer.print_string(" : ")
+        printer.print_attribute(self.result.type)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> CoordOp:
+        dim = parser.parse_integer(allow_boolean=False)
+        attrs = parser.parse_optional_attr_dict()
+        parser.parse_punctuation(":")
+        typ = parser.parse_type()
+        if not isinstance(typ, IndexType):
+            parser.raise_error(f"prim.coord has type index, got {typ}")
+        op = cls(dim)
+        op.attributes |= attrs
+        return op
+
+
+@irdl_op_definition
+class GatherOp(IRDLOperation):
+    """``result[p.., c.., q..] = table[p.., indices[c..], q..]``: ``numpy.take(table,
+    indices, axis)`` — the rows (along ``axis``) of ``table`` named by the integer tensor
+    ``indices``; the result's shape is ``table.shape[:axis] + indices.shape +
+    table.shape[axis+1:]``. An index outside ``[0, table.shape[axis])`` is an error.
+
+    ``%e = prim.gather %table[%ids] axis 0 : (tensor<97x64xf32>, tensor<1x7xi64>) ->
+    tensor<1x7x64xf32>``
+    """
+
+    name = "prim.gather"
+    table = operand_def(TensorType)
+    indices = operand_def(TensorType)
+    result = result_def(TensorType)
+    axis = prop_def(IntegerAttr[I64])
+    traits = traits_def(Pure())
+
+    def __init__(self, table: SSAValue, indices: SSAValue, axis: int,
+                 result_type: TensorType | None = None) -> None:
+        if result_type is None:
+            shape = gather_shape(_shape(table), _shape(indices), axis)
+            result_type = TensorType(_tensor(table).element_type, list(shape))
+        super().__init__(operands=[table, indices], result_types=[result_type],
+                         properties={"axis": IntegerAttr(axis, i64)})
+
+    @property
+    def gather_axis(self) -> int:
+        """The dim of ``table`` that ``indices`` select along."""
+        return self.axis.value.data
+
+    def verify_(self) -> None:
+        element = _tensor(self.indices).element_type
+        if not isinstance(element, IntegerType) or element.width.data == 1:
+            raise VerifyException(f"indices must be an integer tensor, got {element}")
+        expected = gather_shape(_shape(self.table), _shape(self.indices), self.gather_axis)
+        out = _tensor(self.result)
+        if tuple(out.get_shape()) != expected:
+            raise VerifyException(
+                f"result shape {list(out.get_shape())} does not match {list(expected)} "
+                "(table dims before the axis, the indices' shape, table dims after it)"
+            )
+        if out.element_type != _tensor(self.table).element_type:
+            raise VerifyException("result element type must match the table's")
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_ssa_value(self.table)
+        printer.print_string("[")
+        printer.print_ssa_value(self.indices)
+        printer.print_string(f"] axis {self.gather_axis}")
+        printer.print_op_attributes(self.attributes)
+        _print_operand_types(printer, [self.table, self.indices], self.result.type)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> GatherOp:
+        pos = parser.pos
+        table = parser.parse_unresolved_operand()
+        parser.parse_punctuation("[")
+        indices = parser.parse_unresolved_operand()
+        parser.parse_punctuation("]")
+        parser.parse_keyword("axis")
+        axis = parser.parse_integer(allow_boolean=False)
+        attrs = parser.parse_optional_attr_dict()
+        parser.parse_punctuation(":")
+        types = parser.parse_comma_separated_list(Parser.Delimiter.PAREN, parser.parse_type)
+        parser.parse_punctuation("->")
+        result = parser.parse_type()
+        if len(types) != 2:
+            parser.raise_error(f"expected 2 operand types, got {len(types)}", pos)
+        operands = parser.resolve_operands([table, indices], types, pos)
+        op = cls.create(operands=operands, result_types=[result],
+                        properties={"axis": IntegerAttr(axis, i64)}, attributes=attrs)
+        return op
+
+
+def gather_shape(table: Sequence[int], indices: Sequence[int], axis: int) -> tuple[int, ...]:
+    """The shape of ``prim.gather``'s result; raises ``VerifyException`` for a bad axis."""
+    if not 0 <= axis < len(table):
+        raise VerifyException(f"axis {axis} out of range for the rank-{len(table)} table")
+    return (*table[:axis], *indices, *table[axis + 1:])
+
+
+Prim = Dialect("prim", [ElementwiseOp, YieldOp, ReduceOp, IndexMapOp, CoordOp, GatherOp], [])
+
+__all__ = ["Prim", "ElementwiseOp", "YieldOp", "ReduceOp", "IndexMapOp", "CoordOp", "GatherOp",
+           "REDUCE_KINDS", "gather_shape"]

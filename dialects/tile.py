@@ -54,9 +54,13 @@ from xdsl.traits import (
 from xdsl.utils.exceptions import VerifyException
 
 from llmopt.dialects._syntax import (
+    I64_MAX,
+    check_launch_shape,
+    check_reducible_type,
     int_array,
     ints,
-    parse_bound_args,
+    parse_bound_region,
+    parse_i64,
     parse_int_list,
     print_bound_args,
     print_int_list,
@@ -103,13 +107,7 @@ class KernelOp(IRDLOperation):
         return b[0] * b[1] * b[2]
 
     def verify_(self) -> None:
-        for label, dims in (("grid", self.grid_shape), ("block", self.block_shape)):
-            if len(dims) != 3 or any(d < 1 for d in dims):
-                raise VerifyException(f"{label} must be three positive extents, got {list(dims)}")
-        if self.threads_per_block > MAX_THREADS_PER_BLOCK:
-            raise VerifyException(
-                f"{self.threads_per_block} threads per block exceed {MAX_THREADS_PER_BLOCK}"
-            )
+        check_launch_shape(self.grid_shape, self.block_shape)
         args = self.body.block.args
         if len(args) != len(self.buffers) or any(
             a.type != b.type for a, b in zip(args, self.buffers, strict=False)
@@ -136,8 +134,7 @@ class KernelOp(IRDLOperation):
         grid = parse_int_list(parser)
         parser.parse_keyword("block")
         block = parse_int_list(parser)
-        operands, args = parse_bound_args(parser)
-        body = parser.parse_region(args)
+        operands, body = parse_bound_region(parser)
         op = cls(name, grid, block, operands, body)
         op.attributes |= parser.parse_optional_attr_dict()
         return op
@@ -182,6 +179,11 @@ class ForallOp(IRDLOperation):
         shape = self.shape
         if not shape or any(e < 1 for e in shape):
             raise VerifyException(f"extents must be positive, got {list(shape)}")
+        if self.points > I64_MAX:
+            raise VerifyException(
+                f"extents {list(shape)} make {self.points} points, more than an index counts "
+                f"({I64_MAX})"
+            )
         args = self.body.block.args
         if len(args) != len(shape) or any(not isinstance(a.type, IndexType) for a in args):
             raise VerifyException(f"body takes {len(shape)} 'index' arguments, one per extent")
@@ -262,7 +264,10 @@ class CoopReduceOp(IRDLOperation):
 
     def verify_(self) -> None:
         if self.kind.data not in REDUCE_KINDS:
-            raise VerifyException(f"unknown reduction kind '{self.kind.data}'")
+            raise VerifyException(
+                f"unknown reduction kind '{self.kind.data}', expected one of {REDUCE_KINDS}"
+            )
+        check_reducible_type(self.result.type)
         last = self.body.block.last_op
         if not isinstance(last, YieldOp) or len(last.values) != 1:
             raise VerifyException("tile.coop_reduce body must end in tile.yield of one scalar")
@@ -291,10 +296,10 @@ class CoopReduceOp(IRDLOperation):
         kind = parser.parse_identifier()
         arg = parser.parse_argument(expect_type=False).resolve(IndexType())
         parser.parse_punctuation("=")
-        if parser.parse_integer() != 0:
+        if parse_i64(parser) != 0:
             parser.raise_error("loops start at 0")
         parser.parse_keyword("to")
-        extent = parser.parse_integer()
+        extent = parse_i64(parser)
         parser.parse_punctuation(":")
         typ = parser.parse_type()
         body = parser.parse_region([arg])

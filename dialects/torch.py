@@ -1,7 +1,11 @@
 """Torch IR (level 1): the ``torch`` dialect.
 
 One op per captured ATen op, on builtin ranked tensors of ``f16``, ``bf16``, ``f32`` or
-``f64``. Shapes are static. Every op has a shape-inference helper (the ``infer_*`` functions
+``f64`` — and of signless integers (``i64`` token ids and positions, ``i1`` masks) where an op
+takes them: ``embedding`` indices, ``arange``, integer ``add``/``sub``/``mul``/``maximum``/
+``neg``, comparisons (→ ``i1``), ``logical_*``, ``where``, ``to`` and data movement. The
+other ops (transcendentals, reductions, contractions, ``sdpa``) take floats. Shapes are
+static. Every op has a shape-inference helper (the ``infer_*`` functions
 below, shared with the frontend and the lowering) and its verifier checks that the result type
 equals what the op computes from its operands and properties.
 
@@ -37,6 +41,7 @@ from xdsl.dialects.builtin import (
     FloatAttr,
     IntegerAttr,
     IntegerType,
+    Signedness,
     TensorType,
     f64,
     i1,
@@ -63,24 +68,57 @@ from xdsl.utils.exceptions import VerifyException
 from llmopt.dialects._syntax import int_array, ints
 
 FLOAT_TYPES = (Float16Type, BFloat16Type, Float32Type, Float64Type)
-"""Element types a torch-level tensor may have."""
+"""Floating-point element types a torch-level tensor may have."""
+
+INT_WIDTHS = (1, 8, 16, 32, 64)
+"""Widths of the signless integer element types a torch-level tensor may have (``i1`` holds
+booleans: masks and comparison results)."""
 
 Shape = tuple[int, ...]
 
 # --- shape inference ----------------------------------------------------------------------------
 
 
+def is_float(typ: Attribute) -> bool:
+    """Whether ``typ`` is a floating-point element type of Torch IR."""
+    return isinstance(typ, FLOAT_TYPES)
+
+
+def is_int(typ: Attribute) -> bool:
+    """Whether ``typ`` is a signless integer element type of Torch IR (``i1`` included)."""
+    return (isinstance(typ, IntegerType) and typ.width.data in INT_WIDTHS
+            and typ.signedness.data == Signedness.SIGNLESS)
+
+
+def is_bool(typ: Attribute) -> bool:
+    """Whether ``typ`` is ``i1``."""
+    return is_int(typ) and typ.width.data == 1  # type: ignore[attr-defined]
+
+
 def tensor_type(value: SSAValue | Attribute, what: str = "operand") -> TensorType:
-    """The ranked float tensor type of a value (or type); raises ``VerifyException`` otherwise."""
+    """The ranked, static tensor type of a value (or type) whose element type is a float
+    (``f16``, ``bf16``, ``f32``, ``f64``) or a signless integer (``i1`` ... ``i64``); raises
+    ``VerifyException`` otherwise."""
     typ = value.type if isinstance(value, SSAValue) else value
     if not isinstance(typ, TensorType):
         raise VerifyException(f"{what} must be a ranked tensor, got {typ}")
-    if not isinstance(typ.element_type, FLOAT_TYPES):
+    if not (is_float(typ.element_type) or is_int(typ.element_type)):
         raise VerifyException(
-            f"{what} element type must be f16, bf16, f32 or f64, got {typ.element_type}"
+            f"{what} element type must be f16, bf16, f32, f64 or a signless integer, "
+            f"got {typ.element_type}"
         )
     if any(d < 0 for d in typ.get_shape()):
         raise VerifyException(f"{what} must have a static shape, got {typ}")
+    return typ
+
+
+def float_tensor_type(value: SSAValue | Attribute, what: str = "operand") -> TensorType:
+    """:func:`tensor_type`, and the element type must be a float."""
+    typ = tensor_type(value, what)
+    if not is_float(typ.element_type):
+        raise VerifyException(
+            f"{what} element type must be f16, bf16, f32 or f64, got {typ.element_type}"
+        )
     return typ
 
 
@@ -427,6 +465,9 @@ class TorchOp(IRDLOperation):
     """
 
     PROPS: ClassVar[PropSpec] = ()
+    FLOAT_OPERANDS: ClassVar[bool] = True
+    """Whether every operand must have a float element type (ops that also take integer
+    tensors, such as ``add`` or the data-movement ops, set it to ``False``)."""
 
     def __init__(
         self,
@@ -442,7 +483,7 @@ class TorchOp(IRDLOperation):
             raise TypeError(f"{self.name} takes properties {sorted(kinds)}, got {sorted(props)}")
         properties = {k: _to_prop(kinds[k], v) for k, v in props.items()}
         if result_type is None:
-            types = [tensor_type(v) for v in operands]
+            types = [self._operand_type(v, f"operand #{k}") for k, v in enumerate(operands)]
             result_type = self.infer(types, Props(properties), None)
         super().__init__(
             operands=self._group_operands(list(operands)),
@@ -483,9 +524,14 @@ class TorchOp(IRDLOperation):
     def props(self) -> Props:
         return Props(self.properties)
 
+    @classmethod
+    def _operand_type(cls, value: SSAValue, what: str) -> TensorType:
+        """The tensor type of an operand (a float tensor when ``FLOAT_OPERANDS``)."""
+        return float_tensor_type(value, what) if cls.FLOAT_OPERANDS else tensor_type(value, what)
+
     def infer_type(self) -> TensorType:
         """The result type this op computes from its operands and properties."""
-        types = [tensor_type(v, f"operand #{k}") for k, v in enumerate(self.operands)]
+        types = [self._operand_type(v, f"operand #{k}") for k, v in enumerate(self.operands)]
         return self.infer(types, self.props, tensor_type(self.results[0], "result"))
 
     def verify_(self) -> None:
@@ -579,8 +625,20 @@ class TorchOp(IRDLOperation):
 # -- binary elementwise --
 
 
+def _no_bool(types: Sequence[TensorType], op: str) -> None:
+    """Arithmetic is not defined on ``i1`` tensors (cast them with ``torch.to`` first)."""
+    if any(is_bool(t.element_type) for t in types):
+        raise VerifyException(f"{op} does not take i1 operands (cast with torch.to first)")
+
+
 class BinaryOp(TorchOp):
-    """Elementwise binary op with NumPy broadcasting; operands share the element type."""
+    """Elementwise binary op with NumPy broadcasting; operands share the element type.
+
+    ``add``, ``sub``, ``mul`` and ``maximum`` also take integer tensors (not ``i1``);
+    ``div`` (true division) takes floats only.
+    """
+
+    FLOAT_OPERANDS: ClassVar[bool] = False
 
     lhs = operand_def(TensorType)
     rhs = operand_def(TensorType)
@@ -593,6 +651,7 @@ class BinaryOp(TorchOp):
     @classmethod
     def infer(cls, types: Sequence[TensorType], props: Props, result: TensorType | None
               ) -> TensorType:
+        _no_bool(types, cls.name)
         return _like(types, broadcast_shapes(*_shapes(types)))
 
 
@@ -622,6 +681,7 @@ class DivOp(BinaryOp):
     """``lhs / rhs`` (true division, broadcasting)."""
 
     name = "torch.div"
+    FLOAT_OPERANDS: ClassVar[bool] = True
 
 
 @irdl_op_definition
@@ -631,11 +691,157 @@ class MaximumOp(BinaryOp):
     name = "torch.maximum"
 
 
+class CompareOp(TorchOp):
+    """Elementwise comparison with NumPy broadcasting: operands share the element type (float
+    or integer), the result is ``i1``. Floats compare as IEEE does (NaN is unequal to
+    everything)."""
+
+    lhs = operand_def(TensorType)
+    rhs = operand_def(TensorType)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    FLOAT_OPERANDS: ClassVar[bool] = False
+
+    def __init__(self, lhs: SSAValue, rhs: SSAValue) -> None:
+        super().__init__(lhs, rhs)
+
+    @classmethod
+    def infer(cls, types: Sequence[TensorType], props: Props, result: TensorType | None
+              ) -> TensorType:
+        common_element_type(types)
+        return TensorType(i1, list(broadcast_shapes(*_shapes(types))))
+
+
+@irdl_op_definition
+class EqOp(CompareOp):
+    """``lhs == rhs``."""
+
+    name = "torch.eq"
+
+
+@irdl_op_definition
+class NeOp(CompareOp):
+    """``lhs != rhs``."""
+
+    name = "torch.ne"
+
+
+@irdl_op_definition
+class LtOp(CompareOp):
+    """``lhs < rhs``."""
+
+    name = "torch.lt"
+
+
+@irdl_op_definition
+class LeOp(CompareOp):
+    """``lhs <= rhs``."""
+
+    name = "torch.le"
+
+
+@irdl_op_definition
+class GtOp(CompareOp):
+    """``lhs > rhs``."""
+
+    name = "torch.gt"
+
+
+@irdl_op_definition
+class GeOp(CompareOp):
+    """``lhs >= rhs``."""
+
+    name = "torch.ge"
+
+
+class LogicalOp(TorchOp):
+    """Elementwise logic on ``i1`` tensors, broadcasting (other dtypes are cast to ``i1``,
+    i.e. compared with zero, by ``torch.to`` first)."""
+
+    lhs = operand_def(TensorType)
+    rhs = operand_def(TensorType)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    FLOAT_OPERANDS: ClassVar[bool] = False
+
+    def __init__(self, lhs: SSAValue, rhs: SSAValue) -> None:
+        super().__init__(lhs, rhs)
+
+    @classmethod
+    def infer(cls, types: Sequence[TensorType], props: Props, result: TensorType | None
+              ) -> TensorType:
+        if not all(is_bool(t.element_type) for t in types):
+            raise VerifyException(f"{cls.name} takes i1 operands, got "
+                                  + ", ".join(str(t.element_type) for t in types))
+        return TensorType(i1, list(broadcast_shapes(*_shapes(types))))
+
+
+@irdl_op_definition
+class LogicalAndOp(LogicalOp):
+    """``lhs && rhs``."""
+
+    name = "torch.logical_and"
+
+
+@irdl_op_definition
+class LogicalOrOp(LogicalOp):
+    """``lhs || rhs``."""
+
+    name = "torch.logical_or"
+
+
+@irdl_op_definition
+class LogicalNotOp(TorchOp):
+    """``!x`` on an ``i1`` tensor."""
+
+    name = "torch.logical_not"
+    input = operand_def(TensorType)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    FLOAT_OPERANDS: ClassVar[bool] = False
+
+    def __init__(self, input: SSAValue) -> None:
+        super().__init__(input)
+
+    @classmethod
+    def infer(cls, types: Sequence[TensorType], props: Props, result: TensorType | None
+              ) -> TensorType:
+        if not is_bool(types[0].element_type):
+            raise VerifyException(f"torch.logical_not takes an i1 operand, got "
+                                  f"{types[0].element_type}")
+        return types[0]
+
+
+@irdl_op_definition
+class WhereOp(TorchOp):
+    """``cond ? lhs : rhs`` elementwise, all three broadcasting; ``cond`` is ``i1``, the
+    values share the result's element type."""
+
+    name = "torch.where"
+    cond = operand_def(TensorType)
+    lhs = operand_def(TensorType)
+    rhs = operand_def(TensorType)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    FLOAT_OPERANDS: ClassVar[bool] = False
+
+    def __init__(self, cond: SSAValue, lhs: SSAValue, rhs: SSAValue) -> None:
+        super().__init__(cond, lhs, rhs)
+
+    @classmethod
+    def infer(cls, types: Sequence[TensorType], props: Props, result: TensorType | None
+              ) -> TensorType:
+        if not is_bool(types[0].element_type):
+            raise VerifyException(f"torch.where condition must be i1, got {types[0].element_type}")
+        return _like(types[1:], broadcast_shapes(*_shapes(types)))
+
+
 # -- unary elementwise --
 
 
 class UnaryOp(TorchOp):
-    """Elementwise unary op: the result type is the input type."""
+    """Elementwise unary op: the result type is the input type (a float; ``neg`` also takes
+    integers)."""
 
     input = operand_def(TensorType)
     result = result_def(TensorType)
@@ -655,6 +861,13 @@ class NegOp(UnaryOp):
     """``-x``."""
 
     name = "torch.neg"
+    FLOAT_OPERANDS: ClassVar[bool] = False
+
+    @classmethod
+    def infer(cls, types: Sequence[TensorType], props: Props, result: TensorType | None
+              ) -> TensorType:
+        _no_bool(types, cls.name)
+        return types[0]
 
 
 @irdl_op_definition
@@ -704,6 +917,20 @@ class TanhOp(UnaryOp):
     """``tanh(x)``."""
 
     name = "torch.tanh"
+
+
+@irdl_op_definition
+class CosOp(UnaryOp):
+    """``cos(x)``."""
+
+    name = "torch.cos"
+
+
+@irdl_op_definition
+class SinOp(UnaryOp):
+    """``sin(x)``."""
+
+    name = "torch.sin"
 
 
 @irdl_op_definition
@@ -787,6 +1014,92 @@ class BmmOp(TorchOp):
     def infer(cls, types: Sequence[TensorType], props: Props, result: TensorType | None
               ) -> TensorType:
         return _like(types, infer_bmm(*_shapes(types)))
+
+
+def infer_sdpa(q: Shape, k: Shape, v: Shape, mask: Shape | None, is_causal: bool,
+               enable_gqa: bool) -> Shape:
+    """``scaled_dot_product_attention``: ``q: [*, L, E]``, ``k: [*, S, E]``, ``v: [*, S, Ev]``
+    (batch dims broadcast) → ``[*, L, Ev]``. With ``enable_gqa`` dim -3 holds the heads:
+    ``q`` has ``Hq``, ``k`` and ``v`` have ``Hkv`` dividing ``Hq`` (query head ``h`` reads
+    key/value head ``h floordiv (Hq / Hkv)``). A mask must broadcast to ``[*, L, S]``."""
+    if min(len(q), len(k), len(v)) < (3 if enable_gqa else 2):
+        raise VerifyException(
+            f"sdpa operands must have rank >= {3 if enable_gqa else 2}, got {list(q)}, "
+            f"{list(k)}, {list(v)}"
+        )
+    if q[-1] != k[-1]:
+        raise VerifyException(f"sdpa query and key head dims differ: {q[-1]} vs {k[-1]}")
+    if k[-2] != v[-2]:
+        raise VerifyException(f"sdpa key and value lengths differ: {k[-2]} vs {v[-2]}")
+    lead = 3 if enable_gqa else 2
+    if enable_gqa:
+        if k[-3] != v[-3]:
+            raise VerifyException(f"sdpa key and value head counts differ: {k[-3]} vs {v[-3]}")
+        if k[-3] < 1 or q[-3] % k[-3]:
+            raise VerifyException(
+                f"sdpa with enable_gqa: {k[-3]} key/value heads must divide {q[-3]} query heads"
+            )
+    batch = broadcast_shapes(q[:-lead], k[:-lead], v[:-lead])
+    heads = (q[-3],) if enable_gqa else ()
+    out = (*batch, *heads, q[-2], v[-1])
+    if mask is not None:
+        scores = (*batch, *heads, q[-2], k[-2])
+        if broadcast_shapes(mask, scores) != scores:
+            raise VerifyException(
+                f"sdpa mask of shape {list(mask)} does not broadcast to the scores "
+                f"{list(scores)}"
+            )
+        if is_causal:
+            raise VerifyException("sdpa takes either a mask or is_causal, not both")
+    return out
+
+
+@irdl_op_definition
+class SdpaOp(TorchOp):
+    """``scaled_dot_product_attention``: ``softmax(q @ k^T * scale + mask) @ v``.
+
+    ``is_causal`` masks key ``s`` out of query ``l``'s row when ``s > l`` (top-left
+    aligned, as PyTorch); an ``i1`` mask keeps the scores where it is true (the others become
+    ``-inf``), a float mask (the operands' type) is added. ``enable_gqa`` shares each
+    key/value head among ``Hq / Hkv`` consecutive query heads (see :func:`infer_sdpa`).
+    ``scale`` is explicit (PyTorch's default is ``1 / sqrt(E)``).
+    """
+
+    name = "torch.sdpa"
+    query = operand_def(TensorType)
+    key = operand_def(TensorType)
+    value = operand_def(TensorType)
+    mask = opt_operand_def(TensorType)
+    result = result_def(TensorType)
+    is_causal = prop_def(BoolAttr)
+    scale = prop_def(FloatAttr[Float64Type])
+    enable_gqa = prop_def(BoolAttr)
+    traits = traits_def(Pure())
+    FLOAT_OPERANDS: ClassVar[bool] = False
+    PROPS: ClassVar[PropSpec] = (("is_causal", "bool"), ("scale", "float"), ("enable_gqa", "bool"))
+
+    def __init__(self, query: SSAValue, key: SSAValue, value: SSAValue, mask: SSAValue | None,
+                 *, is_causal: bool, scale: float, enable_gqa: bool) -> None:
+        super().__init__(query, key, value, *([] if mask is None else [mask]),
+                         is_causal=is_causal, scale=scale, enable_gqa=enable_gqa)
+
+    @classmethod
+    def infer(cls, types: Sequence[TensorType], props: Props, result: TensorType | None
+              ) -> TensorType:
+        for k, typ in enumerate(types[:3]):
+            float_tensor_type(typ, f"operand #{k}")
+        shapes = _shapes(types)
+        mask = None
+        if len(types) > 3:
+            mask = shapes[3]
+            element = types[3].element_type
+            if not (is_bool(element) or element == types[0].element_type):
+                raise VerifyException(
+                    f"sdpa mask must be i1 or {types[0].element_type}, got {element}"
+                )
+        shape = infer_sdpa(shapes[0], shapes[1], shapes[2], mask, props.get_bool("is_causal"),
+                           props.get_bool("enable_gqa"))
+        return _like(types[:3], shape)
 
 
 # -- reductions and normalisations --
@@ -902,6 +1215,7 @@ class TransposeOp(TorchOp):
     dim0 = prop_def(IntegerAttr[I64])
     dim1 = prop_def(IntegerAttr[I64])
     traits = traits_def(Pure())
+    FLOAT_OPERANDS: ClassVar[bool] = False
     PROPS: ClassVar[PropSpec] = (("dim0", "int"), ("dim1", "int"))
 
     def __init__(self, input: SSAValue, dim0: int, dim1: int) -> None:
@@ -923,6 +1237,7 @@ class PermuteOp(TorchOp):
     result = result_def(TensorType)
     dims = prop_def(DenseArrayBase)
     traits = traits_def(Pure())
+    FLOAT_OPERANDS: ClassVar[bool] = False
     PROPS: ClassVar[PropSpec] = (("dims", "ints"),)
 
     def __init__(self, input: SSAValue, dims: Sequence[int]) -> None:
@@ -948,6 +1263,7 @@ class ReshapeOp(TorchOp):
     input = operand_def(TensorType)
     result = result_def(TensorType)
     traits = traits_def(Pure())
+    FLOAT_OPERANDS: ClassVar[bool] = False
 
     def __init__(self, input: SSAValue, shape: Sequence[int]) -> None:
         element = tensor_type(input).element_type
@@ -975,6 +1291,7 @@ class UnsqueezeOp(TorchOp):
     result = result_def(TensorType)
     dim = prop_def(IntegerAttr[I64])
     traits = traits_def(Pure())
+    FLOAT_OPERANDS: ClassVar[bool] = False
     PROPS: ClassVar[PropSpec] = (("dim", "int"),)
 
     def __init__(self, input: SSAValue, dim: int) -> None:
@@ -994,6 +1311,7 @@ class ExpandOp(TorchOp):
     input = operand_def(TensorType)
     result = result_def(TensorType)
     traits = traits_def(Pure())
+    FLOAT_OPERANDS: ClassVar[bool] = False
 
     def __init__(self, input: SSAValue, shape: Sequence[int]) -> None:
         element = tensor_type(input).element_type
@@ -1019,6 +1337,7 @@ class SliceOp(TorchOp):
     end = prop_def(IntegerAttr[I64])
     step = prop_def(IntegerAttr[I64])
     traits = traits_def(Pure())
+    FLOAT_OPERANDS: ClassVar[bool] = False
     PROPS: ClassVar[PropSpec] = (("dim", "int"), ("start", "int"), ("end", "int"), ("step", "int"))
 
     def __init__(self, input: SSAValue, dim: int, start: int, end: int, step: int = 1) -> None:
@@ -1041,6 +1360,7 @@ class CatOp(TorchOp):
     result = result_def(TensorType)
     dim = prop_def(IntegerAttr[I64])
     traits = traits_def(Pure())
+    FLOAT_OPERANDS: ClassVar[bool] = False
     PROPS: ClassVar[PropSpec] = (("dim", "int"),)
 
     def __init__(self, inputs: Sequence[SSAValue], dim: int) -> None:
@@ -1052,14 +1372,81 @@ class CatOp(TorchOp):
         return _like(types, infer_cat(_shapes(types), props.get_int("dim")))
 
 
+def infer_embedding(weight: Shape, indices: Shape) -> Shape:
+    """``embedding``: rows of ``weight: [V, H]`` picked by ``indices: [*]`` → ``[*, H]``."""
+    if len(weight) != 2:
+        raise VerifyException(f"embedding weight must have rank 2, got {list(weight)}")
+    return (*indices, weight[1])
+
+
+@irdl_op_definition
+class EmbeddingOp(TorchOp):
+    """``weight[indices]``: row ``indices[c]`` of ``weight: [V, H]`` for every coordinate
+    ``c`` of the integer tensor ``indices`` (an index outside ``[0, V)`` is an error)."""
+
+    name = "torch.embedding"
+    weight = operand_def(TensorType)
+    indices = operand_def(TensorType)
+    result = result_def(TensorType)
+    traits = traits_def(Pure())
+    FLOAT_OPERANDS: ClassVar[bool] = False
+
+    def __init__(self, weight: SSAValue, indices: SSAValue) -> None:
+        super().__init__(weight, indices)
+
+    @classmethod
+    def infer(cls, types: Sequence[TensorType], props: Props, result: TensorType | None
+              ) -> TensorType:
+        element = types[1].element_type
+        if not is_int(element) or is_bool(element):
+            raise VerifyException(f"embedding indices must be integers, got {element}")
+        shape = infer_embedding(*_shapes(types))
+        return TensorType(types[0].element_type, list(shape))
+
+
+@irdl_op_definition
+class ArangeOp(TorchOp):
+    """``[start, start + step, ...]`` below ``end`` (above it for a negative step), as a 1-D
+    tensor of the result's element type: ``torch.arange {start = 0, end = 7, step = 1} :
+    tensor<7xi64>``."""
+
+    name = "torch.arange"
+    result = result_def(TensorType)
+    start = prop_def(IntegerAttr[I64])
+    end = prop_def(IntegerAttr[I64])
+    step = prop_def(IntegerAttr[I64])
+    traits = traits_def(Pure())
+    FLOAT_OPERANDS: ClassVar[bool] = False
+    PROPS: ClassVar[PropSpec] = (("start", "int"), ("end", "int"), ("step", "int"))
+
+    def __init__(self, start: int, end: int, step: int, element_type: Attribute) -> None:
+        extent = max(0, -(-(end - start) // step)) if step else 0
+        super().__init__(result_type=TensorType(element_type, [extent]), start=start, end=end,
+                         step=step)
+
+    @classmethod
+    def infer(cls, types: Sequence[TensorType], props: Props, result: TensorType | None
+              ) -> TensorType:
+        out = tensor_type(_given(result, cls.name), "result")
+        start, end, step = (props.get_int(n) for n in ("start", "end", "step"))
+        if step == 0:
+            raise VerifyException("arange step must not be 0")
+        if is_bool(out.element_type):
+            raise VerifyException("arange cannot produce i1")
+        extent = max(0, -(-(end - start) // step))
+        return TensorType(out.element_type, [extent])
+
+
 @irdl_op_definition
 class ToOp(TorchOp):
-    """Cast to the result's element type (same shape)."""
+    """Cast to the result's element type (same shape), as PyTorch converts: floats to
+    integers truncate toward zero, anything to ``i1`` is ``x != 0``, ``i1`` is 0 or 1."""
 
     name = "torch.to"
     input = operand_def(TensorType)
     result = result_def(TensorType)
     traits = traits_def(Pure())
+    FLOAT_OPERANDS: ClassVar[bool] = False
 
     def __init__(self, input: SSAValue, element_type: Attribute) -> None:
         shape = tensor_type(input).get_shape()
@@ -1073,12 +1460,14 @@ class ToOp(TorchOp):
 
 @irdl_op_definition
 class ConstantOp(TorchOp):
-    """A rank-0 tensor holding a float scalar: ``torch.constant 1.0e-05 : tensor<f32>``."""
+    """A rank-0 tensor holding a scalar: ``torch.constant 1.0e-05 : tensor<f32>``,
+    ``torch.constant 3.0 : tensor<i64>`` (an integer type needs an integral value)."""
 
     name = "torch.constant"
     result = result_def(TensorType)
     value = prop_def(FloatAttr[Float64Type])
     traits = traits_def(Pure())
+    FLOAT_OPERANDS: ClassVar[bool] = False
     PROPS: ClassVar[PropSpec] = (("value", "float"),)
 
     def __init__(self, value: float, element_type: Attribute | None = None) -> None:
@@ -1092,9 +1481,13 @@ class ConstantOp(TorchOp):
     @classmethod
     def infer(cls, types: Sequence[TensorType], props: Props, result: TensorType | None
               ) -> TensorType:
-        out = _given(result, cls.name)
+        out = tensor_type(_given(result, cls.name), "result")
         if out.get_shape():
             raise VerifyException(f"torch.constant must have rank 0, got {out}")
+        value = props.get_float("value")
+        if is_int(out.element_type) and not (math.isfinite(value) and value == int(value)):
+            raise VerifyException(f"torch.constant of type {out.element_type} needs an integral "
+                                  f"value, got {format_float(value)}")
         return out
 
     def print(self, printer: Printer) -> None:
@@ -1115,19 +1508,20 @@ class ConstantOp(TorchOp):
 
 
 _OPS: list[type[TorchOp]] = [
-    LinearOp, MatmulOp, BmmOp,
+    LinearOp, MatmulOp, BmmOp, SdpaOp,
     AddOp, SubOp, MulOp, DivOp, MaximumOp,
-    NegOp, ExpOp, RsqrtOp, SqrtOp, SiluOp, SigmoidOp, ReluOp, TanhOp, PowOp,
+    EqOp, NeOp, LtOp, LeOp, GtOp, GeOp, LogicalAndOp, LogicalOrOp, LogicalNotOp, WhereOp,
+    NegOp, ExpOp, RsqrtOp, SqrtOp, SiluOp, SigmoidOp, ReluOp, TanhOp, CosOp, SinOp, PowOp,
     SumOp, MeanOp, AmaxOp, SoftmaxOp, RmsNormOp,
-    TransposeOp, PermuteOp, ReshapeOp, UnsqueezeOp, ExpandOp, SliceOp, CatOp, ToOp,
-    ConstantOp,
+    TransposeOp, PermuteOp, ReshapeOp, UnsqueezeOp, ExpandOp, SliceOp, CatOp, EmbeddingOp,
+    ToOp, ConstantOp, ArangeOp,
 ]  # fmt: skip
 
 Torch = Dialect("torch", list(_OPS), [])
 
 UNARY_OPS: dict[str, type[UnaryOp]] = {
     op.name.removeprefix("torch."): op
-    for op in (NegOp, ExpOp, RsqrtOp, SqrtOp, SiluOp, SigmoidOp, ReluOp, TanhOp)
+    for op in (NegOp, ExpOp, RsqrtOp, SqrtOp, SiluOp, SigmoidOp, ReluOp, TanhOp, CosOp, SinOp)
 }
 """Unary ops by short name (``"exp"`` → :class:`ExpOp`)."""
 
@@ -1136,10 +1530,17 @@ BINARY_OPS: dict[str, type[BinaryOp]] = {
 }
 """Binary ops by short name (``"add"`` → :class:`AddOp`)."""
 
+COMPARE_OPS: dict[str, type[CompareOp]] = {
+    op.name.removeprefix("torch."): op for op in (EqOp, NeOp, LtOp, LeOp, GtOp, GeOp)
+}
+"""Comparisons by short name (``"le"`` → :class:`LeOp`)."""
+
 __all__ = [
-    "Torch", "TorchOp", "BinaryOp", "UnaryOp", "ReductionOp", "Props",
+    "Torch", "TorchOp", "BinaryOp", "UnaryOp", "ReductionOp", "CompareOp", "LogicalOp", "Props",
     *[op.__name__ for op in _OPS],
-    "FLOAT_TYPES", "UNARY_OPS", "BINARY_OPS", "broadcast_shapes", "common_element_type",
+    "FLOAT_TYPES", "INT_WIDTHS", "UNARY_OPS", "BINARY_OPS", "COMPARE_OPS", "broadcast_shapes",
+    "common_element_type", "is_float", "is_int", "is_bool", "float_tensor_type",
+    "infer_sdpa", "infer_embedding",
     "format_float", "norm_dim", "norm_dims", "shape_of", "tensor_type", "infer_matmul",
     "infer_bmm", "infer_linear", "infer_reduce", "infer_transpose", "infer_permute",
     "infer_unsqueeze", "check_expand", "infer_slice", "infer_cat", "infer_rms_norm",

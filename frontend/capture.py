@@ -12,10 +12,16 @@ The arguments are first the parameters, buffers and lifted constants (named afte
 ``state_dict`` keys), then the user inputs; the results are the flattened outputs. Weights are
 never constants in the IR: :class:`CapturedProgram` keeps the concrete tensors for the runtime.
 
-Shapes are static (those of the example inputs) and tensors are ``f16``, ``bf16``, ``f32`` or
-``f64``. Dtype promotion becomes explicit ``torch.to`` ops and Python scalars become
-``torch.constant`` operands. Each op carries the location of the Python line that produced it;
-an ATen op without a translation raises :class:`CaptureError` naming the op and that line.
+Shapes are static (those of the example inputs). Tensors are ``f16``, ``bf16``, ``f32`` or
+``f64``, or signed integers and ``bool`` (``i64`` token ids and positions, ``i1`` masks).
+Dtype promotion becomes explicit ``torch.to`` ops and Python scalars become ``torch.constant``
+operands. Weights the computation never reads are not arguments. Each op carries the location
+of the Python line that produced it; an ATen op without a translation raises
+:class:`CaptureError` naming the op and that line.
+
+A module built on the ``meta`` device captures without any weight in memory: ``params`` then
+holds ``meta`` tensors (names, shapes, dtypes) and :meth:`CapturedProgram.bind` supplies real
+tensors later (``llmopt.frontend.models.load_weights`` reads them from a checkpoint).
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ import inspect
 import operator
 import re
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -38,6 +44,7 @@ from xdsl.dialects.builtin import (
     Float32Type,
     Float64Type,
     IntAttr,
+    IntegerType,
     ModuleOp,
     StringAttr,
     TensorType,
@@ -68,6 +75,8 @@ class CapturedProgram:
 
     ``module`` holds one ``func.func`` whose arguments are ``param_names`` (weights, in
     order) followed by ``input_names``; ``params`` maps each ``state_dict`` key to its tensor.
+    A model captured on the ``meta`` device has ``meta`` tensors there (names and shapes
+    only): :meth:`bind` supplies the data later.
     """
 
     module: ModuleOp
@@ -85,11 +94,74 @@ class CapturedProgram:
                 return op
         raise KeyError(self.name)
 
+    @property
+    def unbound(self) -> list[str]:
+        """The weights that hold no data yet (``meta`` tensors, as captured from a model
+        built on the meta device), in argument order."""
+        return [n for n in self.param_names if self.params[n].is_meta]
+
+    def bind(self, tensors: Mapping[str, torch.Tensor] | torch.nn.Module, *,
+             strict: bool = True) -> CapturedProgram:
+        """A copy of this program whose weights are taken from ``tensors``.
+
+        ``tensors`` maps ``state_dict`` keys to tensors (e.g. a checkpoint's state dict, or
+        ``safetensors.torch.load_file``), or is a module whose parameters and buffers
+        (non-persistent ones included) are taken by name. Names the program does not use are
+        ignored; weights not named keep their current tensor. Each tensor must have its
+        argument's shape and dtype. The IR is shared, not copied. With ``strict`` (the
+        default) every weight must hold data afterwards (no ``meta`` tensor left).
+
+        Raises:
+            CaptureError: a tensor does not fit its argument, or (``strict``) a weight is
+                still unbound.
+        """
+        import torch
+
+        if isinstance(tensors, torch.nn.Module):
+            source: dict[str, torch.Tensor] = {
+                **dict(tensors.named_buffers(remove_duplicate=False)),
+                **dict(tensors.named_parameters(remove_duplicate=False)),
+            }
+        else:
+            source = dict(tensors)
+        types = dict(zip(self.param_names, self.func.function_type.inputs.data, strict=False))
+        params = dict(self.params)
+        for name in self.param_names:
+            if name not in source:
+                continue
+            tensor = source[name]
+            if not isinstance(tensor, torch.Tensor):
+                raise CaptureError(f"weight '{name}' must be a tensor, got "
+                                   f"{type(tensor).__name__}")
+            typ = types[name]
+            assert isinstance(typ, TensorType)
+            if tuple(tensor.shape) != tuple(typ.get_shape()) or \
+                    element_type(tensor.dtype) != typ.element_type:
+                raise CaptureError(
+                    f"weight '{name}' is {tensor.dtype} {list(tensor.shape)}, the program "
+                    f"takes {typ}"
+                )
+            params[name] = tensor.detach()
+        bound = dataclasses.replace(self, params=params)
+        missing = bound.unbound
+        if strict and missing:
+            shown = ", ".join(missing[:5]) + (" ..." if len(missing) > 5 else "")
+            raise CaptureError(f"{len(missing)} weight(s) are still unbound (meta): {shown}")
+        return bound
+
     def arguments(self, *inputs: torch.Tensor) -> list[torch.Tensor]:
-        """The function's arguments in order: the weights, then ``inputs``."""
+        """The function's arguments in order: the weights, then ``inputs``.
+
+        Raises:
+            CaptureError: a weight is still a ``meta`` tensor (see :meth:`bind`).
+        """
         if len(inputs) != len(self.input_names):
             raise TypeError(f"expected {len(self.input_names)} inputs ({self.input_names}), "
                             f"got {len(inputs)}")
+        missing = self.unbound
+        if missing:
+            raise CaptureError(f"weights {missing[:5]} hold no data (meta tensors): bind real "
+                               "tensors with CapturedProgram.bind first")
         return [*(self.params[n] for n in self.param_names), *inputs]
 
 
@@ -209,7 +281,8 @@ def source_line(node: Node) -> SourceLine | None:
 
 
 def element_type(dtype: torch.dtype) -> Attribute:
-    """The xDSL element type of a torch floating dtype; raises :class:`CaptureError`."""
+    """The xDSL element type of a torch dtype (floats, signed integers, ``bool`` as ``i1``);
+    raises :class:`CaptureError` for others (unsigned, complex, quantised)."""
     import torch
 
     table: dict[torch.dtype, Attribute] = {
@@ -217,9 +290,15 @@ def element_type(dtype: torch.dtype) -> Attribute:
         torch.float64: Float64Type(),
         torch.float16: Float16Type(),
         torch.bfloat16: BFloat16Type(),
+        torch.int64: IntegerType(64),
+        torch.int32: IntegerType(32),
+        torch.int16: IntegerType(16),
+        torch.int8: IntegerType(8),
+        torch.bool: IntegerType(1),
     }
     if dtype not in table:
-        raise CaptureError(f"unsupported dtype {dtype} (Torch IR holds f16, bf16, f32, f64)")
+        raise CaptureError(f"unsupported dtype {dtype} (Torch IR holds f16, bf16, f32, f64, "
+                           "int8/16/32/64 and bool)")
     return table[dtype]
 
 
@@ -344,6 +423,16 @@ class _Translator:
         for op in reversed(list(self.block.ops)):  # drop unused parts of splits
             if isinstance(op, t.TorchOp) and not any(r.uses for r in op.results):
                 self.block.erase_op(op)
+        # Weights the computation never reads (e.g. a rotary embedding's saved copy of its
+        # frequencies) are not arguments.
+        for k in reversed(range(len(weights))):
+            arg = self.block.args[k]
+            if not arg.uses:
+                self.block.erase_arg(arg)
+                key = weights[k][1]
+                del arg_types[k], arg_attrs[k], weights[k]
+                if all(other != key for _, other in weights):
+                    params.pop(key)
         func = FuncOp(
             self.name,
             (arg_types, [r.type for r in results]),
@@ -517,6 +606,12 @@ def _shape(value: SSAValue) -> tuple[int, ...]:
     return tuple(typ.get_shape())
 
 
+def _element(value: SSAValue) -> Attribute:
+    typ = value.type
+    assert isinstance(typ, TensorType)
+    return typ.element_type
+
+
 # --- converters: elementwise --------------------------------------------------------------------
 
 
@@ -598,6 +693,147 @@ def _pow(tr: _Translator, node: Node, a: dict[str, Any]) -> SSAValue:
 @_converts("aten._to_copy.default", "aten.to.dtype", "aten.to.dtype_layout", "aten.type_as.default")
 def _to(tr: _Translator, node: Node, a: dict[str, Any]) -> SSAValue:
     return tr.cast(tr.value(a["self"]), _out_element(node))
+
+
+def _example(arg: Any) -> Any:
+    """The example value of a graph node argument (its fake tensor), or the Python scalar."""
+    meta = getattr(arg, "meta", None)
+    return arg if meta is None else meta.get("val")
+
+
+def _promoted(lhs: Any, rhs: Any) -> Attribute:
+    """The element type PyTorch promotes the two (tensor or scalar) operands to."""
+    import torch
+
+    a, b = _example(lhs), _example(rhs)
+    if not isinstance(a, torch.Tensor) and not isinstance(b, torch.Tensor):
+        raise CaptureError(f"expected a tensor operand, got {lhs!r} and {rhs!r}")
+    return element_type(torch.result_type(a, b))  # type: ignore[arg-type]
+
+
+def _compare(op: type[t.CompareOp]) -> Converter:
+    def convert(tr: _Translator, node: Node, a: dict[str, Any]) -> SSAValue:
+        element = _promoted(a["self"], a["other"])
+        return tr.emit(op(tr.operand(a["self"], element), tr.operand(a["other"], element)))
+
+    return convert
+
+
+for _name, _cmp in t.COMPARE_OPS.items():
+    _CONVERTERS[f"aten.{_name}.Tensor"] = _CONVERTERS[f"aten.{_name}.Scalar"] = _compare(_cmp)
+
+_BOOL = IntegerType(1)
+
+
+@_converts("aten.logical_and.default", "aten.logical_or.default")
+def _logical(tr: _Translator, node: Node, a: dict[str, Any]) -> SSAValue:
+    op = t.LogicalAndOp if "and" in str(node.target) else t.LogicalOrOp
+    return tr.emit(op(tr.operand(a["self"], _BOOL), tr.operand(a["other"], _BOOL)))
+
+
+@_converts("aten.__and__.Tensor", "aten.bitwise_and.Tensor", "aten.__or__.Tensor",
+           "aten.bitwise_or.Tensor")
+def _bitwise(tr: _Translator, node: Node, a: dict[str, Any]) -> SSAValue:
+    if _out_element(node) != _BOOL:
+        raise CaptureError(f"bitwise logic on integers is unsupported ({node.target})"
+                           + (f" at {tr.loc}" if tr.loc else ""))
+    return _logical(tr, node, a)
+
+
+@_converts("aten.logical_not.default", "aten.bitwise_not.default")
+def _logical_not(tr: _Translator, node: Node, a: dict[str, Any]) -> SSAValue:
+    if "bitwise" in str(node.target) and _out_element(node) != _BOOL:
+        raise CaptureError("bitwise_not on integers is unsupported"
+                           + (f" at {tr.loc}" if tr.loc else ""))
+    return tr.emit(t.LogicalNotOp(tr.operand(a["self"], _BOOL)))
+
+
+@_converts("aten.where.self", "aten.where.ScalarSelf", "aten.where.ScalarOther",
+           "aten.where.Scalar")
+def _where(tr: _Translator, node: Node, a: dict[str, Any]) -> SSAValue:
+    element = _out_element(node)
+    return tr.emit(t.WhereOp(tr.operand(a["condition"], _BOOL), tr.operand(a["self"], element),
+                             tr.operand(a["other"], element)))
+
+
+@_converts("aten.masked_fill.Scalar", "aten.masked_fill.Tensor")
+def _masked_fill(tr: _Translator, node: Node, a: dict[str, Any]) -> SSAValue:
+    element = _out_element(node)
+    return tr.emit(t.WhereOp(tr.operand(a["mask"], _BOOL), tr.operand(a["value"], element),
+                             tr.operand(a["self"], element)))
+
+
+def _filled(tr: _Translator, node: Node, value: Any) -> SSAValue:
+    """A constant broadcast to the node's result shape."""
+    if not isinstance(value, bool | int | float):
+        raise CaptureError(f"fill value {value!r} is not a Python scalar")
+    element = _out_element(node)
+    constant = tr.constant(float(value), element)
+    shape = _out_shape(node)
+    return tr.emit(t.ExpandOp(constant, shape)) if shape else constant
+
+
+@_converts("aten.ones.default", "aten.new_ones.default", "aten.ones_like.default")
+def _ones(tr: _Translator, node: Node, a: dict[str, Any]) -> SSAValue:
+    return _filled(tr, node, 1)
+
+
+@_converts("aten.zeros.default", "aten.new_zeros.default", "aten.zeros_like.default")
+def _zeros(tr: _Translator, node: Node, a: dict[str, Any]) -> SSAValue:
+    return _filled(tr, node, 0)
+
+
+@_converts("aten.full.default", "aten.new_full.default", "aten.full_like.default")
+def _full(tr: _Translator, node: Node, a: dict[str, Any]) -> SSAValue:
+    return _filled(tr, node, a["fill_value"])
+
+
+@_converts("aten.scalar_tensor.default")
+def _scalar_tensor(tr: _Translator, node: Node, a: dict[str, Any]) -> SSAValue:
+    return _filled(tr, node, a["s"])
+
+
+@_converts("aten.arange.default", "aten.arange.start", "aten.arange.start_step")
+def _arange(tr: _Translator, node: Node, a: dict[str, Any]) -> SSAValue:
+    bounds = [a.get("start", 0), a["end"], a.get("step", 1)]
+    values: list[int] = []
+    for bound in bounds:
+        bound = 1 if bound is None else bound
+        if not isinstance(bound, bool | int | float) or float(bound) != int(bound):
+            raise CaptureError(f"arange needs integer bounds, got {bound!r}"
+                               + (f" at {tr.loc}" if tr.loc else ""))
+        values.append(int(bound))
+    start, end, step = values
+    return tr.emit(t.ArangeOp(start, end, step, _out_element(node)))
+
+
+# --- converters: embedding and attention --------------------------------------------------------
+
+
+@_converts("aten.embedding.default")
+def _embedding(tr: _Translator, node: Node, a: dict[str, Any]) -> SSAValue:
+    return tr.emit(t.EmbeddingOp(tr.value(a["weight"]), tr.value(a["indices"])))
+
+
+@_converts("aten.scaled_dot_product_attention.default")
+def _sdpa(tr: _Translator, node: Node, a: dict[str, Any]) -> SSAValue:
+    import math
+
+    if a.get("dropout_p"):
+        raise CaptureError(f"scaled_dot_product_attention with dropout_p={a['dropout_p']} is "
+                           "unsupported" + (f" at {tr.loc}" if tr.loc else ""))
+    element = _out_element(node)
+    q, k, v = (tr.operand(a[n], element) for n in ("query", "key", "value"))
+    mask = None
+    if a.get("attn_mask") is not None:
+        mask = tr.value(a["attn_mask"])
+        if _element(mask) != _BOOL:
+            mask = tr.cast(mask, element)
+    scale = a.get("scale")
+    if scale is None:
+        scale = 1.0 / math.sqrt(_shape(q)[-1])
+    return tr.emit(t.SdpaOp(q, k, v, mask, is_causal=bool(a.get("is_causal")),
+                            scale=float(scale), enable_gqa=bool(a.get("enable_gqa"))))
 
 
 # --- converters: reductions ---------------------------------------------------------------------

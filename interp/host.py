@@ -149,18 +149,57 @@ def run(module: ModuleOp, inputs: Sequence[np.ndarray], func_name: str | None = 
             for r in results]
 
 
+_INDEX_MOVES = frozenset({
+    "torch.reshape", "torch.unsqueeze", "torch.expand", "torch.slice", "torch.transpose",
+    "torch.permute", "torch.cat", "prim.index_map",
+})
+"""Ops that move index values around unchanged (an index argument may reach a gather
+through them)."""
+
+
+def index_extent(value: SSAValue) -> int | None:
+    """The smallest table extent that ``value``'s elements index, if it reaches the indices
+    operand of a ``torch.embedding`` or ``prim.gather`` (directly or through data movement):
+    valid indices are then below it. ``None`` when it reaches none."""
+    best: int | None = None
+    seen: set[SSAValue] = set()
+    work = [value]
+    while work:
+        current = work.pop()
+        if current in seen:
+            continue
+        seen.add(current)
+        for use in current.uses:
+            user = use.operation
+            extent: int | None = None
+            if user.name == "torch.embedding" and use.index == 1:
+                extent = shape_of(user.operands[0].type)[0]
+            elif user.name == "prim.gather" and use.index == 1:
+                axis = user.properties["axis"].value.data  # type: ignore[attr-defined]
+                extent = shape_of(user.operands[0].type)[axis]
+            elif user.name in _INDEX_MOVES:
+                work.extend(user.results)
+            if extent is not None:
+                best = extent if best is None else min(best, extent)
+    return best
+
+
 def random_inputs(func_op: Operation, seed: int = 0, int_high: int = 16) -> list[np.ndarray]:
     """Seeded random arguments for ``func_op`` (a ``func.func``, or a module: its function).
 
     Floating-point arguments are standard-normal draws (made in f64, then rounded to the
     argument's type, so f32 and f64 versions of a program get the same numbers); integer
-    arguments are uniform in ``[0, int_high)``; ``i1`` arguments are fair coin flips.
+    arguments are uniform in ``[0, int_high)``, narrowed to the valid rows when they are
+    the indices of an embedding or gather (see :func:`index_extent`); ``i1`` arguments are
+    fair coin flips.
     """
     if isinstance(func_op, ModuleOp):
         func_op = find_function(func_op)
     rng = np.random.default_rng(seed)
     out: list[np.ndarray] = []
-    for typ in func_op.properties["function_type"].inputs.data:  # type: ignore[attr-defined]
+    block_args = list(func_op.regions[0].block.args) if func_op.regions[0].blocks else []
+    types = func_op.properties["function_type"].inputs.data  # type: ignore[attr-defined]
+    for k, typ in enumerate(types):
         dtype = np_dtype(typ)
         shape = shape_of(typ)
         if dtype.kind == "f":
@@ -168,7 +207,12 @@ def random_inputs(func_op: Operation, seed: int = 0, int_high: int = 16) -> list
         elif dtype.kind == "b":
             out.append(rng.integers(0, 2, shape).astype(bool))
         else:
-            out.append(rng.integers(0, int_high, shape).astype(dtype))
+            high = int_high
+            if k < len(block_args):
+                extent = index_extent(block_args[k])
+                if extent is not None:
+                    high = max(1, min(high, extent))
+            out.append(rng.integers(0, high, shape).astype(dtype))
     return out
 
 

@@ -1,11 +1,13 @@
 """Tensor IR: whole-array numpy evaluation of ``prim`` ops.
 
-* ``prim.elementwise`` runs its scalar body once, with the input tensors as the "scalars";
+* ``prim.elementwise`` runs its scalar body once, with the input tensors as the "scalars"
+  and each ``prim.coord d`` as the coordinate grid of dim ``d`` (``arange`` along that axis);
 * ``prim.reduce`` is ``ufunc.reduce`` over the reduced dims (kept with extent 1);
 * ``prim.index_map`` evaluates its affine maps on the result's coordinate grid
   (``np.indices``; ``floordiv`` floors, ``mod`` is non-negative) and gathers; the concat form
   fills each input's segment of the concat axis through that input's map (maps take the
-  result coordinates).
+  result coordinates);
+* ``prim.gather`` is ``numpy.take`` along its axis, bounds-checked.
 """
 
 from __future__ import annotations
@@ -25,15 +27,30 @@ from llmopt.interp._core import (
     shape_of,
 )
 from llmopt.interp.host import HostInterpreter, host_impl
-from llmopt.interp.scalar import eval_scalar_block
+from llmopt.interp.scalar import apply_scalar
 
 
 @host_impl("prim.elementwise")
 def _elementwise(interp: HostInterpreter, op: Operation, args: list[Value]) -> list[Value]:
-    """The scalar body once, on whole tensors."""
+    """The scalar body once, on whole tensors (``prim.coord`` gives coordinate grids)."""
     typ = op.results[0].type
-    (value,) = eval_scalar_block(op.regions[0].block, args, "prim.yield")
-    out = np.empty(shape_of(typ), dtype=np_dtype(typ))
+    shape = shape_of(typ)
+    block = op.regions[0].block
+    env: dict[object, Value] = dict(zip(block.args, args, strict=True))
+    value: Value = None
+    for inner in block.ops:
+        if inner.name == "prim.yield":
+            value = env[inner.operands[0]]
+            break
+        if inner.name == "prim.coord":
+            dim = inner.properties["dim"].value.data  # type: ignore[attr-defined]
+            grid = [1] * len(shape)
+            grid[dim] = shape[dim]
+            env[inner.results[0]] = np.arange(shape[dim], dtype=np.int64).reshape(grid)
+            continue
+        results = apply_scalar(inner, [env[v] for v in inner.operands])
+        env.update(zip(inner.results, results, strict=True))
+    out = np.empty(shape, dtype=np_dtype(typ))
     out[...] = value
     return [out]
 
@@ -59,6 +76,20 @@ def _gather(op: Operation, x: np.ndarray, coords: Sequence[Value], k: int) -> Va
             raise error(OutOfBoundsError, op, f"map #{k} reads coordinate {first} of dim {dim} "
                         f"of input #{k}, whose extent is {extent}")
     return x[tuple(idx)]
+
+
+@host_impl("prim.gather")
+def _gather_op(interp: HostInterpreter, op: Operation, args: list[Value]) -> list[Value]:
+    """``numpy.take(table, indices, axis)``, bounds-checked."""
+    table, indices = args
+    axis = op.properties["axis"].value.data  # type: ignore[attr-defined]
+    extent = table.shape[axis]
+    bad = (indices < 0) | (indices >= extent)
+    if bad.any():
+        first = int(indices[np.unravel_index(int(np.argmax(bad)), bad.shape)])
+        raise error(OutOfBoundsError, op, f"index {first} is out of bounds for dim {axis} of "
+                    f"the table, whose extent is {extent}")
+    return [np.take(table, indices.astype(np.int64), axis=axis)]
 
 
 @host_impl("prim.index_map")

@@ -76,6 +76,9 @@ def _binary(ufunc: np.ufunc) -> TorchImpl:
 for _name, _ufunc in {
     "torch.add": np.add, "torch.sub": np.subtract, "torch.mul": np.multiply,
     "torch.div": np.divide, "torch.maximum": np.maximum,
+    "torch.eq": np.equal, "torch.ne": np.not_equal, "torch.lt": np.less,
+    "torch.le": np.less_equal, "torch.gt": np.greater, "torch.ge": np.greater_equal,
+    "torch.logical_and": np.logical_and, "torch.logical_or": np.logical_or,
 }.items():
     torch_impl(_name)(_binary(_ufunc))
 
@@ -99,8 +102,17 @@ for _name, _fn in {
     "torch.silu": lambda x: x * _sigmoid(x),
     "torch.relu": lambda x: np.maximum(x, x.dtype.type(0)),
     "torch.tanh": np.tanh,
+    "torch.cos": np.cos,
+    "torch.sin": np.sin,
+    "torch.logical_not": np.logical_not,
 }.items():
     torch_impl(_name)(lambda op, args, fn=_fn: fn(args[0]))
+
+
+@torch_impl("torch.where")
+def _where(op: Operation, args: list[np.ndarray]) -> np.ndarray:
+    """``cond ? a : b``, broadcasting."""
+    return np.where(*args)
 
 
 @torch_impl("torch.pow")
@@ -122,6 +134,26 @@ def _linear(op: Operation, args: list[np.ndarray]) -> np.ndarray:
 def _matmul(op: Operation, args: list[np.ndarray]) -> np.ndarray:
     """Batched matrix product with broadcasting."""
     return np.matmul(args[0], args[1])
+
+
+@torch_impl("torch.sdpa")
+def _sdpa(op: Operation, args: list[np.ndarray]) -> np.ndarray:
+    """``softmax(q @ k^T * scale + mask) @ v``, key/value heads shared under GQA."""
+    q, k, v, *mask = args
+    if _int(op, "enable_gqa"):
+        group = q.shape[-3] // k.shape[-3]
+        k = np.repeat(k, group, axis=-3)
+        v = np.repeat(v, group, axis=-3)
+    scores = np.matmul(q, np.swapaxes(k, -1, -2)) * q.dtype.type(_float(op, "scale"))
+    length, keys = q.shape[-2], k.shape[-2]
+    if _int(op, "is_causal"):
+        keep = np.arange(keys)[None, :] <= np.arange(length)[:, None]
+        scores = np.where(keep, scores, q.dtype.type(-np.inf))
+    if mask:
+        m = mask[0]
+        scores = np.where(m, scores, q.dtype.type(-np.inf)) if m.dtype == np.bool_ else scores + m
+    e = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    return np.matmul(e / e.sum(axis=-1, keepdims=True), v)
 
 
 def _reduction(ufunc: np.ufunc, mean: bool = False) -> TorchImpl:
@@ -211,6 +243,25 @@ def _slice(op: Operation, args: list[np.ndarray]) -> np.ndarray:
 def _cat(op: Operation, args: list[np.ndarray]) -> np.ndarray:
     """Concatenate along a dim."""
     return np.concatenate(args, axis=_int(op, "dim") % args[0].ndim)
+
+
+@torch_impl("torch.embedding")
+def _embedding(op: Operation, args: list[np.ndarray]) -> np.ndarray:
+    """Rows of the weight picked by the indices (bounds-checked)."""
+    weight, indices = args
+    bad = (indices < 0) | (indices >= weight.shape[0])
+    if bad.any():
+        first = int(indices[np.unravel_index(int(np.argmax(bad)), bad.shape)])
+        raise error(InterpretError, op, f"index {first} is out of range for an embedding of "
+                    f"{weight.shape[0]} rows")
+    return weight[indices.astype(np.int64)]
+
+
+@torch_impl("torch.arange")
+def _arange(op: Operation, args: list[np.ndarray]) -> np.ndarray:
+    """``start, start + step, ...`` in the result dtype."""
+    values = np.arange(_int(op, "start"), _int(op, "end"), _int(op, "step"), dtype=np.int64)
+    return values.astype(np_dtype(op.results[0].type))
 
 
 @torch_impl("torch.to")

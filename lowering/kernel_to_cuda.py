@@ -51,7 +51,6 @@ from xdsl.context import Context
 from xdsl.dialects import arith, math, scf
 from xdsl.dialects.builtin import (
     BFloat16Type,
-    FileLineColLoc,
     Float16Type,
     Float32Type,
     Float64Type,
@@ -62,6 +61,8 @@ from xdsl.dialects.builtin import (
     MemRefType,
     ModuleOp,
     Signedness,
+    StringAttr,
+    SymbolRefAttr,
 )
 from xdsl.ir import Attribute, Block, BlockArgument, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
@@ -75,6 +76,7 @@ from xdsl.traits import MemoryEffectKind, get_effects
 from xdsl.utils.exceptions import PassFailedException
 
 from llmopt.dialects import cuda, kernel
+from llmopt.lowering.loop_to_tile import KeepLocation, OpFailure
 
 __all__ = ["KernelToCuda"]
 
@@ -137,11 +139,7 @@ _CMPF_TWICE = frozenset({"one", "ord", "ueq", "uno"})
 
 def _fail(op: Operation, message: str) -> PassFailedException:
     """A diagnostic naming ``op`` and, when known, its source position."""
-    where = ""
-    if isinstance(op.location, FileLineColLoc):
-        loc = op.location
-        where = f"{loc.filename.data}:{loc.line.data}:{loc.column.data}: "
-    return PassFailedException(f"{where}'{op.name}' op: {message}")
+    return OpFailure(op, message)
 
 
 def _scalar_type(t: Attribute, op: Operation) -> Attribute:
@@ -919,6 +917,44 @@ class _LowerKernelFunc(RewritePattern):
         rewriter.replace(op, emitter.run())
 
 
+def _c_kernel_name(name: str) -> str:
+    """``name`` made a C identifier that is neither a keyword nor a name the generated code or
+    the CUDA headers use (``double`` → ``k_double``, ``my-kernel`` → ``my_kernel``)."""
+    c_name = re.sub(r"[^A-Za-z0-9_]", "_", name)
+    if not c_name or c_name[0].isdigit() or c_name.startswith("_") or c_name in _RESERVED:
+        c_name = "k_" + c_name.lstrip("_")
+    return c_name
+
+
+def _rename_kernels(module: ModuleOp) -> None:
+    """Give every ``kernel.func`` whose symbol is not a usable C name a C name (unique among
+    the module's symbols), and point its ``kernel.launch`` ops at it."""
+    taken = {sym.data for inner in module.walk()
+             if isinstance(sym := inner.properties.get("sym_name"), StringAttr)}
+    renamed: dict[str, str] = {}
+    for func in module.ops:
+        if not isinstance(func, kernel.FuncOp):
+            continue
+        name = func.sym_name.data
+        c_name = _c_kernel_name(name)
+        if c_name == name:
+            continue
+        base, k = c_name, 0
+        while c_name in taken:
+            k += 1
+            c_name = f"{base}_{k}"
+        taken.add(c_name)
+        renamed[name] = c_name
+        func.sym_name = StringAttr(c_name)
+    if not renamed:
+        return
+    for launch in module.walk():
+        if isinstance(launch, kernel.LaunchOp):
+            new = renamed.get(launch.kernel.root_reference.data)
+            if new is not None:
+                launch.kernel = SymbolRefAttr(new)
+
+
 def _uses_half(module: ModuleOp) -> tuple[bool, bool]:
     half = bfloat = False
     for op in module.walk():
@@ -942,8 +978,9 @@ class KernelToCuda(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         """Rewrite ``op`` in place."""
+        _rename_kernels(op)
         pattern = _LowerKernelFunc(_unrestricted_params(op))
-        PatternRewriteWalker(pattern, apply_recursively=False).rewrite_module(op)
+        PatternRewriteWalker(KeepLocation(pattern), apply_recursively=False).rewrite_module(op)
         half, bfloat = _uses_half(op)
         headers = (["cuda_fp16.h"] if half else []) + (["cuda_bf16.h"] if bfloat else [])
         existing = {o.header.data for o in op.ops if isinstance(o, cuda.IncludeOp)}

@@ -40,7 +40,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import FileLineColLoc, ModuleOp, StringAttr
+from xdsl.dialects.builtin import UNKNOWN_LOC, FileLineColLoc, ModuleOp, StringAttr
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
@@ -57,15 +57,52 @@ from llmopt.dialects import loop, tile
 
 WARP = 32
 MAX_GRID = 2**31 - 1
+MAX_POINTS = 2**63 - 1
+
+
+class OpFailure(PassFailedException):
+    """A pass cannot handle ``op``: the message names the op and, when known, its source
+    position; ``llm-opt`` prints it like a verifier error, with the source line marked."""
+
+    def __init__(self, op: Operation, message: str) -> None:
+        where = ""
+        if isinstance(op.location, FileLineColLoc):
+            loc = op.location
+            where = f"{loc.filename.data}:{loc.line.data}:{loc.column.data}: "
+        super().__init__(f"{where}'{op.name}' op: {message}")
+        self.op = op
+        self.detail = message
 
 
 def fail(op: Operation, message: str) -> PassFailedException:
     """A diagnostic naming ``op`` (and its source position when known)."""
-    where = ""
-    if isinstance(op.location, FileLineColLoc):
-        loc = op.location
-        where = f"{loc.filename.data}:{loc.line.data}:{loc.column.data}: "
-    return PassFailedException(f"{where}'{op.name}' op: {message}")
+    return OpFailure(op, message)
+
+
+@dataclass
+class KeepLocation(RewritePattern):
+    """Applies ``pattern``; every op it inserts without a location (and every such op nested
+    in it) gets the location of the op the pattern matched, so that diagnostics of later
+    passes still point at the source."""
+
+    pattern: RewritePattern
+
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
+        location = op.location
+        if location == UNKNOWN_LOC:
+            self.pattern.match_and_rewrite(op, rewriter)
+            return
+
+        def stamp(new: Operation) -> None:
+            for inner in new.walk():
+                if inner.location == UNKNOWN_LOC:
+                    inner.location = location
+
+        rewriter.operation_insertion_handler.append(stamp)
+        try:
+            self.pattern.match_and_rewrite(op, rewriter)
+        finally:
+            rewriter.operation_insertion_handler.remove(stamp)
 
 
 def round_up(value: int, multiple: int) -> int:
@@ -260,6 +297,14 @@ def split_units(kernel: loop.KernelOp) -> tuple[list[Operation], list[Unit]]:
             run.ops.append(op)
             unit = run
         owner[op] = unit
+    # Shared ops depend only on block arguments and earlier shared ops: hoisting them above
+    # every unit keeps them defined before the foralls that replace the units use them.
+    if units:
+        first = units[0].anchor
+        for op in shared:
+            op.detach()
+            block.insert_op_before(op, first)
+    units = merge_connected(units, block, owner)
     for unit in units:
         for op in unit.ops:
             for result in op.results:
@@ -269,9 +314,41 @@ def split_units(kernel: loop.KernelOp) -> tuple[list[Operation], list[Unit]]:
                         raise fail(op, "its value is used outside its loop nest; loop-to-tile "
                                        "cannot map the two to separate foralls")
     for unit in units:
-        if isinstance(unit.anchor, loop.ForOp):
+        if len(unit.ops) == 1 and isinstance(unit.anchor, loop.ForOp):
             unit.band = perfect_band(unit.anchor)
     return shared, units
+
+
+def merge_connected(units: list[Unit], block: Block, owner: dict[Operation, Unit]
+                    ) -> list[Unit]:
+    """Merge each unit that uses a value defined by an earlier unit with it and with the
+    units between them (a full reduction, then a loop nest scaling by its result): one
+    unit with no band, which the row schedule runs in order on one block. ``owner`` is
+    updated."""
+    index = {id(unit): k for k, unit in enumerate(units)}
+    k = 0
+    while k < len(units):
+        first = k
+        for top in units[k].ops:
+            for op in top.walk():
+                for value in op.operands:
+                    definer = value.owner
+                    if not isinstance(definer, Operation):
+                        continue
+                    ancestor = block.find_ancestor_op_in_block(definer)
+                    source = owner.get(ancestor) if ancestor is not None else None
+                    if source is not None and source is not units[k]:
+                        first = min(first, index[id(source)])
+        if first == k:
+            k += 1
+            continue
+        merged = Unit([op for unit in units[first:k + 1] for op in unit.ops])
+        for op in merged.ops:
+            owner[op] = merged
+        units[first:k + 1] = [merged]
+        index = {id(unit): j for j, unit in enumerate(units)}
+        k = first
+    return units
 
 
 def phases(units: Sequence[Unit]) -> list[list[Unit]]:
@@ -296,6 +373,7 @@ def to_coop_reduce(red: loop.ReduceOp, rewriter: PatternRewriter) -> tile.CoopRe
     assert isinstance(yield_op, loop.YieldOp)
     rewriter.replace(yield_op, tile.YieldOp(*yield_op.values))
     coop = tile.CoopReduceOp(red.kind.data, red.trip_count, red.result.type, body)
+    coop.location = red.location
     rewriter.replace(red, coop)
     return coop
 
@@ -304,6 +382,7 @@ def to_block_threads(outer: loop.ForOp, rewriter: PatternRewriter) -> tile.Foral
     """Replace a free nest by a ``tile.forall over block_threads`` over its perfect chain."""
     band = perfect_band(outer)
     forall = tile.ForallOp([f.trip_count for f in band], "block_threads")
+    forall.location = outer.location
     rewriter.insert(forall, InsertPoint.before(outer))
     fold_band_into(band, forall, rewriter)
     return forall
@@ -312,6 +391,7 @@ def to_block_threads(outer: loop.ForOp, rewriter: PatternRewriter) -> tile.Foral
 def one_thread(ops: Sequence[Operation], rewriter: PatternRewriter) -> tile.ForallOp:
     """Wrap ``ops`` (consecutive) in a one-point ``tile.forall over block_threads``."""
     forall = tile.ForallOp([1], "block_threads")
+    forall.location = ops[0].location
     forall.ivs[0].name_hint = "once"
     rewriter.insert(forall, InsertPoint.before(ops[0]))
     for op in ops:
@@ -344,6 +424,7 @@ def build_unit(unit: Unit, kernel_block: Block, rewriter: PatternRewriter) -> No
     schedule = unit.schedule
     assert schedule is not None
     forall = tile.ForallOp(schedule.extents, schedule.mapping)
+    forall.location = unit.anchor.location
     rewriter.insert(forall, InsertPoint.before(unit.anchor))
     if unit.band:
         for iv, loop_op in zip(forall.ivs, unit.band, strict=True):
@@ -412,14 +493,19 @@ class ScheduleKernel(RewritePattern):
         for unit in units:
             if unit.band:
                 extents = [f.trip_count for f in unit.band]
+                if product(extents) > MAX_POINTS:
+                    raise fail(unit.band[0], f"the loop nest {extents} has {product(extents)} "
+                                             f"points, more than an index counts ({MAX_POINTS})")
                 unit.schedule = choose_schedule(
                     extents, band_body(unit.band), self.block_size, self.coop_threshold
                 )
             else:
-                has_reduce = any(isinstance(o, loop.ReduceOp) for o in unit.ops)
+                # Full reductions and loop nests that use their results: one block's
+                # threads share them (row schedule); scalar stores: one thread.
                 widths = [o.trip_count for o in unit.ops if isinstance(o, loop.ReduceOp)]
+                widths += [inner_nest_points(o) for o in unit.ops if isinstance(o, loop.ForOp)]
                 threads = min(self.block_size, round_up(max(widths, default=1), WARP))
-                unit.schedule = Schedule("blocks" if has_reduce else "threads", (1,), threads)
+                unit.schedule = Schedule("blocks" if widths else "threads", (1,), threads)
         groups = phases(units) or [[]]
         name = op.sym_name.data
         new_kernels: list[tile.KernelOp] = []
@@ -493,6 +579,8 @@ class LoopToTile(ModulePass):
             if isinstance(sym, StringAttr):
                 taken.add(sym.data)
         PatternRewriteWalker(
-            ScheduleKernel(self.block_size, self.coop_threshold, self.max_grid, taken),
+            KeepLocation(
+                ScheduleKernel(self.block_size, self.coop_threshold, self.max_grid, taken)
+            ),
             apply_recursively=False,
         ).rewrite_module(op)

@@ -3,12 +3,17 @@
 Each ``prim`` op becomes a buffer (``memref.alloc``) and one ``loop.kernel`` that fills it:
 
 * ``prim.elementwise`` → a free nest over the result, loads of every input at the same
-  coordinates, the scalar body, one store;
+  coordinates, the scalar body (each ``prim.coord d`` replaced by the iv of loop ``d``),
+  one store;
 * ``prim.reduce`` → a free nest over the kept dims around a ``loop.reduce`` per reduced dim;
 * ``prim.index_map`` → a free nest that loads through the op's affine map and stores. The
   concat form loads every segment through a map wrapped in ``mod extent`` (always in bounds,
   exact inside the segment) and selects by comparing the axis coordinate with the segment
-  starts.
+  starts;
+* ``prim.gather`` → a free nest over the result that loads the index from the indices
+  buffer, converts it with ``arith.index_cast`` and loads the table with that value as the
+  coordinate along the axis (a ``loop.load`` index operand that is not an iv: the map is the
+  identity over the operands ``[ivs before, index, ivs after]``).
 
 Tensor values become buffers; the function's signature follows (tensor arguments and results
 become memrefs). The patterns bridge types with ``builtin.unrealized_conversion_cast``, which
@@ -110,12 +115,17 @@ def _identity(rank: int) -> AffineMap:
     return AffineMap(rank, 0, tuple(AffineDimExpr(i) for i in range(rank)))
 
 
-def _inline_scalar_body(body: Block, into: Block, operands: Sequence[SSAValue]) -> SSAValue:
-    """Clone a ``prim.elementwise`` body into ``into``; return the yielded value."""
+def _inline_scalar_body(body: Block, into: Block, operands: Sequence[SSAValue],
+                        ivs: Sequence[SSAValue]) -> SSAValue:
+    """Clone a ``prim.elementwise`` body into ``into`` (``prim.coord d`` becomes ``ivs[d]``);
+    return the yielded value."""
     mapping: dict[SSAValue, SSAValue] = dict(zip(body.args, operands, strict=True))
     for op in body.ops:
         if isinstance(op, prim.YieldOp):
             return mapping.get(op.values[0], op.values[0])
+        if isinstance(op, prim.CoordOp):
+            mapping[op.result] = ivs[op.axis]
+            continue
         into.add_op(op.clone(mapping))
     raise AssertionError("verified elementwise bodies end in prim.yield")
 
@@ -135,7 +145,7 @@ class ElementwiseToLoop(RewritePattern):
         loads = [loop.LoadOp(buf, ident, ivs) for buf in ins]
         for load in loads:
             inner.add_op(load)
-        value = _inline_scalar_body(op.body.block, inner, [ld.result for ld in loads])
+        value = _inline_scalar_body(op.body.block, inner, [ld.result for ld in loads], ivs)
         inner.add_op(loop.StoreOp(value, out, ident, ivs))
 
 
@@ -237,6 +247,29 @@ class IndexMapToLoop(RewritePattern):
         inner.add_op(loop.StoreOp(value, out, _identity(len(shape)), ivs))
 
 
+@dataclass
+class GatherToLoop(RewritePattern):
+    """``prim.gather`` → free nest; ``%i = loop.load %indices[ivs of the index dims]``,
+    ``%x = arith.index_cast %i``, ``loop.load %table[ivs before, %x, ivs after]``, store."""
+
+    names: _Names
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: prim.GatherOp, rewriter: PatternRewriter) -> None:
+        kernel, (table, indices), out = _new_kernel(rewriter, op, self.names("gather"),
+                                                    [op.table, op.indices])
+        shape = op.result.type.get_shape()  # type: ignore[union-attr]
+        inner, ivs = free_nest(kernel.body.block, shape)
+        axis = op.gather_axis
+        rank = len(indices.type.get_shape())  # type: ignore[attr-defined]
+        index = loop.LoadOp(indices, _identity(rank), ivs[axis:axis + rank])
+        cast = arith.IndexCastOp(index.result, IndexType())
+        coords = [*ivs[:axis], cast.result, *ivs[axis + rank:]]
+        row = loop.LoadOp(table, _identity(len(coords)), coords)
+        inner.add_ops([index, cast, row, loop.StoreOp(row.result, out, _identity(len(shape)),
+                                                      ivs)])
+
+
 def convert_signature(fn: func.FuncOp) -> None:
     """Tensor arguments and results of ``fn`` become buffers of the same shape."""
     block = fn.body.block
@@ -273,7 +306,8 @@ class PrimToLoop(ModulePass):
         names = _Names()
         PatternRewriteWalker(
             GreedyRewritePatternApplier(
-                [ElementwiseToLoop(names), ReduceToLoop(names), IndexMapToLoop(names)]
+                [ElementwiseToLoop(names), ReduceToLoop(names), IndexMapToLoop(names),
+                 GatherToLoop(names)]
             ),
             apply_recursively=False,
         ).rewrite_module(op)

@@ -78,7 +78,7 @@ from xdsl.pattern_rewriter import (
 from xdsl.rewriter import InsertPoint
 
 from llmopt.dialects import kernel, loop, tile
-from llmopt.lowering.loop_to_tile import fail
+from llmopt.lowering.loop_to_tile import KeepLocation, fail
 
 WARP = 32
 SHUFFLE_OFFSETS = (16, 8, 4, 2, 1)
@@ -582,7 +582,8 @@ class TileToKernel(ModulePass):
 
         def walk(*patterns: RewritePattern) -> None:
             PatternRewriteWalker(
-                GreedyRewritePatternApplier(list(patterns)), apply_recursively=False
+                KeepLocation(GreedyRewritePatternApplier(list(patterns))),
+                apply_recursively=False,
             ).rewrite_module(op)
 
         walk(OutlineKernel(taken))

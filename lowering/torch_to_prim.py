@@ -18,6 +18,18 @@ ops computing the same tensor. The function signature is kept; tensors stay tens
 * Data movement (``transpose``, ``permute``, ``reshape``, ``unsqueeze``, ``expand``,
   ``slice``, ``cat``) is one ``prim.index_map`` each; reshape maps group the dims whose
   extents multiply to the same product, so a dim that maps straight through stays ``dN``.
+* ``embedding`` is a ``prim.gather`` along axis 0 of the weight; ``arange`` a fill whose
+  body computes ``start + step * prim.coord 0``.
+* ``sdpa`` is ``scores = q @ k^T`` as a contraction (under GQA the key/value operand's map
+  reads head ``h floordiv (Hq / Hkv)``: the head broadcast costs nothing), one elementwise
+  op that scales and masks (causal: ``select(coord_s <= coord_l, x, -inf)`` with
+  ``prim.coord``; an ``i1`` mask selects, a float mask adds), the softmax chain along the keys,
+  and ``probs @ v`` as a second contraction.
+* Integer arithmetic uses ``arith.addi/subi/muli/maxsi``; comparisons ``arith.cmpf``
+  (ordered; ``ne`` unordered, as IEEE ``!=``) or ``arith.cmpi`` (signed); ``logical_*`` are
+  ``arith.andi/ori/xori`` on ``i1``; ``where`` is ``arith.select``; casts follow PyTorch
+  (``sitofp``, ``fptosi``, ``extsi``/``trunci``, ``extui``/``uitofp`` from ``i1``, ``x != 0``
+  to ``i1``).
 
 Reductions and contractions over ``f16``/``bf16`` accumulate in ``f32`` (as PyTorch does):
 the product/cast feeding the ``prim.reduce`` widens, the last elementwise step narrows.
@@ -38,8 +50,12 @@ from xdsl.dialects.builtin import (
     Float32Type,
     Float64Type,
     FloatAttr,
+    IndexType,
+    IntegerAttr,
+    IntegerType,
     ModuleOp,
     TensorType,
+    i64,
 )
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr, AffineExpr, AffineMap
@@ -54,7 +70,7 @@ from xdsl.pattern_rewriter import (
 from xdsl.utils.exceptions import PassFailedException
 
 from llmopt.dialects import torch as t
-from llmopt.dialects.prim import ElementwiseOp, IndexMapOp, ReduceOp, YieldOp
+from llmopt.dialects.prim import CoordOp, ElementwiseOp, GatherOp, IndexMapOp, ReduceOp, YieldOp
 
 Shape = tuple[int, ...]
 
@@ -141,8 +157,21 @@ def reshape_map(src: Shape, dst: Shape) -> AffineMap:
     return AffineMap(len(dst), 0, tuple(exprs))
 
 
+def _is_integer(typ: Attribute) -> bool:
+    """Integer and ``index`` scalars (``arith.*i`` ops), as opposed to floats."""
+    return isinstance(typ, IntegerType | IndexType)
+
+
+_CMPF = {"eq": "oeq", "ne": "une", "lt": "olt", "le": "ole", "gt": "ogt", "ge": "oge"}
+_CMPI = {"eq": "eq", "ne": "ne", "lt": "slt", "le": "sle", "gt": "sgt", "ge": "sge"}
+
+
 class ScalarBuilder:
-    """Appends scalar ``arith``/``math`` ops to an elementwise body block."""
+    """Appends scalar ``arith``/``math`` ops to an elementwise body block.
+
+    Arithmetic dispatches on the operand type: floats use ``arith.*f``, integers (and
+    ``index``) ``arith.*i``.
+    """
 
     def __init__(self, block: Block) -> None:
         self.block = block
@@ -152,25 +181,58 @@ class ScalarBuilder:
         return op.results[0]
 
     def const(self, value: float, typ: Attribute) -> SSAValue:
+        if _is_integer(typ):
+            return self._emit(arith.ConstantOp(IntegerAttr(int(value), typ)))  # type: ignore[arg-type]
         return self._emit(arith.ConstantOp(FloatAttr(value, typ)))  # type: ignore[arg-type]
 
+    def coord(self, dim: int) -> SSAValue:
+        """The coordinate (``index``) of the computed point along result dim ``dim``."""
+        return self._emit(CoordOp(dim))
+
     def add(self, a: SSAValue, b: SSAValue) -> SSAValue:
-        return self._emit(arith.AddfOp(a, b))
+        return self._emit(arith.AddiOp(a, b) if _is_integer(a.type) else arith.AddfOp(a, b))
 
     def sub(self, a: SSAValue, b: SSAValue) -> SSAValue:
-        return self._emit(arith.SubfOp(a, b))
+        return self._emit(arith.SubiOp(a, b) if _is_integer(a.type) else arith.SubfOp(a, b))
 
     def mul(self, a: SSAValue, b: SSAValue) -> SSAValue:
-        return self._emit(arith.MulfOp(a, b))
+        return self._emit(arith.MuliOp(a, b) if _is_integer(a.type) else arith.MulfOp(a, b))
 
     def div(self, a: SSAValue, b: SSAValue) -> SSAValue:
         return self._emit(arith.DivfOp(a, b))
 
     def maximum(self, a: SSAValue, b: SSAValue) -> SSAValue:
-        return self._emit(arith.MaximumfOp(a, b))
+        return self._emit(arith.MaxSIOp(a, b) if _is_integer(a.type) else arith.MaximumfOp(a, b))
 
     def neg(self, a: SSAValue) -> SSAValue:
+        if _is_integer(a.type):
+            return self.sub(self.const(0, a.type), a)
         return self._emit(arith.NegfOp(a))
+
+    def compare(self, predicate: str, a: SSAValue, b: SSAValue) -> SSAValue:
+        """``a <predicate> b`` for ``eq/ne/lt/le/gt/ge`` as ``i1`` (signed for integers;
+        ordered for floats except ``ne``, which is true on NaN like IEEE ``!=``)."""
+        if _is_integer(a.type):
+            return self._emit(arith.CmpiOp(a, b, _CMPI[predicate]))
+        return self._emit(arith.CmpfOp(a, b, _CMPF[predicate]))
+
+    def select(self, cond: SSAValue, a: SSAValue, b: SSAValue) -> SSAValue:
+        return self._emit(arith.SelectOp(cond, a, b))
+
+    def logical_and(self, a: SSAValue, b: SSAValue) -> SSAValue:
+        return self._emit(arith.AndIOp(a, b))
+
+    def logical_or(self, a: SSAValue, b: SSAValue) -> SSAValue:
+        return self._emit(arith.OrIOp(a, b))
+
+    def logical_not(self, a: SSAValue) -> SSAValue:
+        return self._emit(arith.XOrIOp(a, self.const(1, a.type)))
+
+    def cos(self, a: SSAValue) -> SSAValue:
+        return self._emit(mathd.CosOp(a))
+
+    def sin(self, a: SSAValue) -> SSAValue:
+        return self._emit(mathd.SinOp(a))
 
     def exp(self, a: SSAValue) -> SSAValue:
         return self._emit(mathd.ExpOp(a))
@@ -188,10 +250,32 @@ class ScalarBuilder:
         return self._emit(mathd.PowFOp(a, b))
 
     def cast(self, a: SSAValue, to: Attribute) -> SSAValue:
-        """``arith.extf``/``truncf`` to ``to`` (through ``f32`` between 16-bit types)."""
+        """``a`` converted to ``to`` as PyTorch converts: ``arith.extf``/``truncf`` between
+        floats (through ``f32`` between 16-bit types); ``sitofp``/``fptosi`` (toward zero)
+        between integers and floats; ``extsi``/``trunci`` between integers; ``i1`` is 0/1
+        (``extui``/``uitofp``); anything to ``i1`` is ``a != 0``; ``index`` through
+        ``arith.index_cast`` to ``i64``."""
         src = a.type
         if src == to:
             return a
+        if isinstance(src, IndexType):
+            return self.cast(self._emit(arith.IndexCastOp(a, i64)), to)
+        if isinstance(to, IndexType):
+            return self._emit(arith.IndexCastOp(self.cast(a, i64), to))
+        if isinstance(to, IntegerType) and to.width.data == 1:
+            return self.compare("ne", a, self.const(0, src))
+        if isinstance(src, IntegerType) and src.width.data == 1:
+            if isinstance(to, IntegerType):
+                return self._emit(arith.ExtUIOp(a, to))
+            return self._emit(arith.UIToFPOp(a, to))  # type: ignore[arg-type]
+        if isinstance(src, IntegerType) and isinstance(to, IntegerType):
+            if src.width.data < to.width.data:
+                return self._emit(arith.ExtSIOp(a, to))
+            return self._emit(arith.TruncIOp(a, to))
+        if isinstance(src, IntegerType):
+            return self._emit(arith.SIToFPOp(a, to))  # type: ignore[arg-type]
+        if isinstance(to, IntegerType):
+            return self._emit(arith.FPToSIOp(a, to))
         if _width(src) < _width(to):
             return self._emit(arith.ExtFOp(a, to))
         if _width(src) > _width(to):
@@ -314,6 +398,8 @@ _UNARY: dict[type[t.UnaryOp], Callable[[ScalarBuilder, SSAValue], SSAValue]] = {
     t.SigmoidOp: ScalarBuilder.sigmoid,
     t.ReluOp: _relu,
     t.SiluOp: _silu,
+    t.CosOp: ScalarBuilder.cos,
+    t.SinOp: ScalarBuilder.sin,
 }
 
 
@@ -333,14 +419,67 @@ class LowerBinary(RewritePattern):
 
 
 class LowerUnary(RewritePattern):
-    """``torch.neg/exp/rsqrt/sqrt/tanh/sigmoid/relu/silu`` → one ``prim.elementwise``:
-    ``arith.negf``, ``math.exp/rsqrt/sqrt/tanh``, sigmoid ``1 / (1 + exp(-x))``, relu
-    ``arith.maximumf(x, 0)``, silu ``x * (1 / (1 + exp(-x)))``."""
+    """``torch.neg/exp/rsqrt/sqrt/tanh/sigmoid/relu/silu/cos/sin`` → one ``prim.elementwise``:
+    ``arith.negf`` (``0 - x`` with ``arith.subi`` for integers), ``math.exp/rsqrt/sqrt/tanh/
+    cos/sin``, sigmoid ``1 / (1 + exp(-x))``, relu ``arith.maximumf(x, 0)``, silu
+    ``x * (1 / (1 + exp(-x)))``."""
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: t.UnaryOp, rewriter: PatternRewriter) -> None:
         em = Emitter()
         out = em.elementwise([op.input], _result_shape(op), _result_element(op), _UNARY[type(op)])
+        _finish(rewriter, op, em, out)
+
+
+class LowerCompare(RewritePattern):
+    """``torch.eq/ne/lt/le/gt/ge`` → ``index_map`` broadcasts, then one ``prim.elementwise``
+    yielding ``arith.cmpf`` (ordered; ``une`` for ``ne``) or ``arith.cmpi`` (signed) as
+    ``i1``."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: t.CompareOp, rewriter: PatternRewriter) -> None:
+        predicate = op.name.removeprefix("torch.")
+        shape = _result_shape(op)
+        em = Emitter()
+        lhs, rhs = em.broadcast(op.lhs, shape), em.broadcast(op.rhs, shape)
+        out = em.elementwise([lhs, rhs], shape, _result_element(op),
+                             lambda b, x, y: b.compare(predicate, x, y))
+        _finish(rewriter, op, em, out)
+
+
+class LowerLogical(RewritePattern):
+    """``torch.logical_and/or`` → broadcasts, then ``arith.andi``/``ori`` on ``i1``."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: t.LogicalOp, rewriter: PatternRewriter) -> None:
+        scalar = (ScalarBuilder.logical_and if isinstance(op, t.LogicalAndOp)
+                  else ScalarBuilder.logical_or)
+        shape = _result_shape(op)
+        em = Emitter()
+        lhs, rhs = em.broadcast(op.lhs, shape), em.broadcast(op.rhs, shape)
+        _finish(rewriter, op, em, em.elementwise([lhs, rhs], shape, _result_element(op), scalar))
+
+
+class LowerLogicalNot(RewritePattern):
+    """``torch.logical_not`` → ``prim.elementwise`` with ``arith.xori %x, true``."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: t.LogicalNotOp, rewriter: PatternRewriter) -> None:
+        em = Emitter()
+        out = em.elementwise([op.input], _result_shape(op), _result_element(op),
+                             ScalarBuilder.logical_not)
+        _finish(rewriter, op, em, out)
+
+
+class LowerWhere(RewritePattern):
+    """``torch.where`` → broadcasts of the three operands, then ``arith.select``."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: t.WhereOp, rewriter: PatternRewriter) -> None:
+        shape = _result_shape(op)
+        em = Emitter()
+        inputs = [em.broadcast(v, shape) for v in (op.cond, op.lhs, op.rhs)]
+        out = em.elementwise(inputs, shape, _result_element(op), ScalarBuilder.select)
         _finish(rewriter, op, em, out)
 
 
@@ -375,8 +514,10 @@ class LowerPow(RewritePattern):
 
 
 class LowerTo(RewritePattern):
-    """``torch.to`` → ``prim.elementwise`` with ``arith.extf``/``truncf`` (the input itself
-    when the element type does not change)."""
+    """``torch.to`` → ``prim.elementwise`` with the conversion of
+    :meth:`ScalarBuilder.cast` (``arith.extf``/``truncf``/``sitofp``/``fptosi``/``extsi``/
+    ``trunci``/``extui``/``uitofp``/``cmp* ne 0``; the input itself when the element type
+    does not change)."""
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: t.ToOp, rewriter: PatternRewriter) -> None:
@@ -392,6 +533,37 @@ class LowerConstant(RewritePattern):
     def match_and_rewrite(self, op: t.ConstantOp, rewriter: PatternRewriter) -> None:
         em = Emitter()
         _finish(rewriter, op, em, em.fill(op.scalar, _result_element(op)))
+
+
+class LowerArange(RewritePattern):
+    """``torch.arange`` → a fill ``prim.elementwise () : () -> tensor<NxT>`` whose body is
+    ``start + step * index_cast(prim.coord 0)`` in ``i64``, converted to ``T``."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: t.ArangeOp, rewriter: PatternRewriter) -> None:
+        p = op.props
+        start, step = p.get_int("start"), p.get_int("step")
+        element = _result_element(op)
+
+        def body(b: ScalarBuilder) -> SSAValue:
+            value = b.cast(b.coord(0), i64)
+            if step != 1:
+                value = b.mul(value, b.const(step, i64))
+            if start != 0:
+                value = b.add(value, b.const(start, i64))
+            return b.cast(value, element)
+
+        em = Emitter()
+        _finish(rewriter, op, em, em.elementwise([], _result_shape(op), element, body))
+
+
+class LowerEmbedding(RewritePattern):
+    """``torch.embedding`` → ``prim.gather %weight[%indices] axis 0``."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: t.EmbeddingOp, rewriter: PatternRewriter) -> None:
+        new = GatherOp(op.weight, op.indices, 0)
+        rewriter.replace(op, [new], [new.result])
 
 
 # --- reductions and normalisations --------------------------------------------------------------
@@ -421,6 +593,22 @@ class LowerReduction(RewritePattern):
         _finish(rewriter, op, em, em.reshape(out, _result_shape(op)))
 
 
+def softmax(em: Emitter, x: SSAValue, dim: int, element: Attribute) -> SSAValue:
+    """The stable softmax chain of ``x`` along ``dim`` (see :class:`LowerSoftmax`); the
+    exponentials are summed in the accumulator type, the result is ``element``."""
+    shape = _shape(x)
+    acc = accumulator_type(element)
+    peak = em.broadcast(em.reduce(x, "max", [dim]), shape)
+    exps = em.elementwise(
+        [x, peak], shape, acc,
+        lambda b, v, m: b.exp(b.sub(b.cast(v, acc), b.cast(m, acc))),
+    )
+    total = em.broadcast(em.reduce(exps, "add", [dim]), shape)
+    return em.elementwise(
+        [exps, total], shape, element, lambda b, e, s: b.cast(b.div(e, s), element)
+    )
+
+
 class LowerSoftmax(RewritePattern):
     """``torch.softmax`` → ``m = reduce max``, ``e = exp(x - broadcast(m))``,
     ``s = reduce add e``, ``e / broadcast(s)`` (numerically stable; ``f32`` for 16-bit)."""
@@ -428,20 +616,9 @@ class LowerSoftmax(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: t.SoftmaxOp, rewriter: PatternRewriter) -> None:
         shape = _result_shape(op)
-        element = _result_element(op)
-        acc = accumulator_type(element)
         dim = t.norm_dim(op.props.get_int("dim"), len(shape))
         em = Emitter()
-        peak = em.broadcast(em.reduce(op.input, "max", [dim]), shape)
-        exps = em.elementwise(
-            [op.input, peak], shape, acc,
-            lambda b, x, m: b.exp(b.sub(b.cast(x, acc), b.cast(m, acc))),
-        )
-        total = em.broadcast(em.reduce(exps, "add", [dim]), shape)
-        out = em.elementwise(
-            [exps, total], shape, element, lambda b, e, s: b.cast(b.div(e, s), element)
-        )
-        _finish(rewriter, op, em, out)
+        _finish(rewriter, op, em, softmax(em, op.input, dim, _result_element(op)))
 
 
 class LowerRmsNorm(RewritePattern):
@@ -563,6 +740,86 @@ class LowerLinear(RewritePattern):
         _finish(rewriter, op, em, out)
 
 
+class LowerSdpa(RewritePattern):
+    """``torch.sdpa`` (``q: [B.., (H,) L, E]``, ``k: [B.., (Hkv,) S, E]``,
+    ``v: [B.., (Hkv,) S, Ev]``) →
+
+    1. ``scores[b.., h, l, s] = sum_e q'[b.., h, l, s, e] * k'[b.., h, l, s, e]``: the
+       contraction of :meth:`Emitter.contract`, ``k' = k[b.., h floordiv G, s, e]`` (GQA
+       with ``G = H / Hkv`` query heads per key/value head; batch dims broadcast);
+    2. one ``prim.elementwise`` over the scores: ``x * scale``, then for ``is_causal``
+       ``select(coord_s <= coord_l, x, -inf)`` (``prim.coord`` of the last two dims), for an
+       ``i1`` mask ``select(mask, x, -inf)``, for a float mask ``x + mask`` (masks broadcast
+       by ``index_map``);
+    3. the softmax chain along ``s`` (:func:`softmax`);
+    4. ``out[b.., h, l, f] = sum_s p'[b.., h, l, f, s] * v'[b.., h, l, f, s]`` with
+       ``v' = v[b.., h floordiv G, s, f]``.
+
+    Scores and probabilities are in the accumulator type (``f32`` for 16-bit inputs).
+    """
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: t.SdpaOp, rewriter: PatternRewriter) -> None:
+        p = op.props
+        gqa = p.get_bool("enable_gqa")
+        causal = p.get_bool("is_causal")
+        scale = p.get_float("scale")
+        qs, ks, vs = _shape(op.query), _shape(op.key), _shape(op.value)
+        lead = 3 if gqa else 2
+        batch = t.broadcast_shapes(qs[:-lead], ks[:-lead], vs[:-lead])
+        nb = len(batch)
+        heads = (qs[-3],) if gqa else ()
+        group = qs[-3] // ks[-3] if gqa else 1
+        length, keys, width = qs[-2], ks[-2], vs[-1]
+        element = _result_element(op)
+        acc = accumulator_type(element)
+        em = Emitter()
+
+        # 1. scores = q @ k^T over dims (b.., [h], l, s, e).
+        rank = nb + len(heads) + 3
+        d = _dims(rank)
+        hd = d[nb:nb + len(heads)]
+        kv_head = [hd[0] if group == 1 else hd[0] // group] if gqa else []
+        l_, s_, e_ = d[-3], d[-2], d[-1]
+        q_map = AffineMap(rank, 0, (*_batch_exprs(qs[:-lead], batch), *hd, l_, e_))
+        k_map = AffineMap(rank, 0, (*_batch_exprs(ks[:-lead], batch), *kv_head, s_, e_))
+        score_shape = (*batch, *heads, length, keys)
+        scores = em.contract(op.query, q_map, op.key, k_map, (*score_shape, qs[-1]),
+                             score_shape, acc)
+
+        # 2. scale and mask.
+        inputs = [scores]
+        if op.mask is not None:
+            inputs.append(em.broadcast(op.mask, score_shape))
+        mask_is_bool = op.mask is not None and t.is_bool(_element(op.mask))
+        sdim = len(score_shape) - 1
+
+        def scale_and_mask(b: ScalarBuilder, x: SSAValue, *mask: SSAValue) -> SSAValue:
+            x = b.mul(x, b.const(scale, acc))
+            if causal:
+                keep = b.compare("le", b.coord(sdim), b.coord(sdim - 1))
+                x = b.select(keep, x, b.const(-math.inf, acc))
+            if mask and mask_is_bool:
+                x = b.select(mask[0], x, b.const(-math.inf, acc))
+            elif mask:
+                x = b.add(x, b.cast(mask[0], acc))
+            return x
+
+        masked = em.elementwise(inputs, score_shape, acc, scale_and_mask)
+
+        # 3. softmax along the keys; 4. probs @ v over dims (b.., [h], l, f, s).
+        probs = softmax(em, masked, sdim, acc)
+        d = _dims(rank)
+        hd = d[nb:nb + len(heads)]
+        kv_head = [hd[0] if group == 1 else hd[0] // group] if gqa else []
+        l_, f_, s_ = d[-3], d[-2], d[-1]
+        p_map = AffineMap(rank, 0, (*d[:nb], *hd, l_, s_))
+        v_map = AffineMap(rank, 0, (*_batch_exprs(vs[:-lead], batch), *kv_head, s_, f_))
+        out_shape = (*batch, *heads, length, width)
+        out = em.contract(probs, p_map, op.value, v_map, (*out_shape, keys), out_shape, element)
+        _finish(rewriter, op, em, out)
+
+
 # --- data movement ------------------------------------------------------------------------------
 
 
@@ -678,10 +935,12 @@ class LowerCat(RewritePattern):
 
 
 PATTERNS: tuple[type[RewritePattern], ...] = (
-    LowerBinary, LowerUnary, LowerPow, LowerTo, LowerConstant,
+    LowerBinary, LowerUnary, LowerCompare, LowerLogical, LowerLogicalNot, LowerWhere, LowerPow,
+    LowerTo, LowerConstant, LowerArange,
     LowerReduction, LowerSoftmax, LowerRmsNorm,
-    LowerMatmul, LowerBmm, LowerLinear,
+    LowerMatmul, LowerBmm, LowerLinear, LowerSdpa,
     LowerTranspose, LowerPermute, LowerReshape, LowerUnsqueeze, LowerExpand, LowerSlice, LowerCat,
+    LowerEmbedding,
 )  # fmt: skip
 """The patterns of ``torch-to-prim``, one per torch op (families share one)."""
 

@@ -31,8 +31,6 @@ from __future__ import annotations
 
 import argparse
 import bisect
-import importlib
-import importlib.util
 import os
 import re
 import shlex
@@ -41,23 +39,29 @@ import tempfile
 import time
 import traceback
 from collections.abc import Callable, Sequence
-from io import BytesIO
+from io import BytesIO, StringIO
 from pathlib import Path
 from types import ModuleType
 from typing import IO, ClassVar, NoReturn
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import UNKNOWN_LOC, FileLineColLoc, IntAttr, ModuleOp, StringAttr
-from xdsl.ir import Dialect, Operation
+from xdsl.ir import Block, Dialect, Operation, Region, SSAValue
+from xdsl.irdl.dominance import DominanceInfo
 from xdsl.parser import Parser
+from xdsl.parser.core import ForwardDeclaredValue
 from xdsl.passes import ModulePass
+from xdsl.traits import IsolatedFromAbove
 from xdsl.utils.arg_spec import parse_spec
 from xdsl.utils.exceptions import (
     ArgSpecParseError,
     DiagnosticException,
+    MultipleSpansParseError,
     ParseError,
     PassFailedException,
+    VerifyException,
 )
+from xdsl.utils.lexer import Span
 from xdsl.xdsl_opt_main import xDSLOptMain
 
 from llmopt import registry
@@ -105,57 +109,33 @@ def _prescan_plugins(argv: Sequence[str]) -> list[str]:
     return list(known.load_plugin)
 
 
-def _plugin_failure(plugin: str, err: BaseException, path: Path | None) -> UserError:
-    """A :class:`UserError` describing why ``plugin`` failed to load, with the failing line."""
-    message = f"failed to load plugin '{plugin}': {type(err).__name__}: {err}"
-    frames = traceback.extract_tb(err.__traceback__)
-    if path is not None:
-        frames = [f for f in frames if Path(f.filename).resolve() == path.resolve()] or frames
-    else:
-        frames = [f for f in frames if "importlib" not in f.filename] or frames
-    if frames and not isinstance(err, SyntaxError):
-        message += f"\n  at {frames[-1].filename}:{frames[-1].lineno}"
-        if frames[-1].line:
-            message += f": {frames[-1].line}"
-    return UserError(message)
-
-
 def load_plugin(plugin: str) -> ModuleType:
-    """Import a plugin: a ``.py`` file given by path, or a module given by dotted name.
+    """Load a plugin (a ``.py`` file, a module or ``module:function``) with
+    :func:`llmopt.plugins.load_plugin`; raise :class:`UserError` naming it if it fails."""
+    from llmopt import plugins
 
-    A plugin extends llmopt through :mod:`llmopt.registry` (``register_pass``,
-    ``register_dialect``, ``register_pipeline``, ``register_target``) when it is imported.
-    Raises :class:`UserError` naming the plugin if it cannot be found or fails to import.
-    """
-    path = Path(plugin)
-    if plugin.endswith(".py") or os.sep in plugin or path.is_file():
-        if not path.is_file():
-            raise UserError(f"failed to load plugin '{plugin}': no such file")
-        stem = re.sub(r"\W", "_", path.stem)
-        module_name = f"llmopt_plugin_{stem}"
-        spec = importlib.util.spec_from_file_location(module_name, path)
-        if spec is None or spec.loader is None:
-            raise UserError(f"failed to load plugin '{plugin}': not a Python file")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[module_name] = module
-        try:
-            spec.loader.exec_module(module)
-        except (Exception, SystemExit) as err:
-            del sys.modules[module_name]
-            raise _plugin_failure(plugin, err, path) from err
-        return module
     try:
-        return importlib.import_module(plugin)
-    except ModuleNotFoundError as err:
-        if err.name is not None and plugin.startswith(err.name):
-            message = f"failed to load plugin '{plugin}': no module named '{err.name}'"
-            raise UserError(message) from None
-        raise _plugin_failure(plugin, err, None) from err
-    except (Exception, SystemExit) as err:
-        raise _plugin_failure(plugin, err, None) from err
+        return plugins.load_plugin(plugin)
+    except plugins.PluginError as err:
+        raise UserError(str(err)) from err
+
+
+def load_installed_plugins() -> None:
+    """Load the installed plugins (entry-point group ``llmopt.plugins``), once."""
+    from llmopt import plugins
+
+    try:
+        plugins.load_entry_points()
+    except plugins.PluginError as err:
+        raise UserError(str(err)) from err
 
 
 # --- parsing with source locations ---------------------------------------------------------------
+
+
+#: The name of the op whose text starts here: ``%a, %b = arith.addi`` or ``"arith.addi"``.
+_OP_NAME_AT = re.compile(r'(?:%[\w.$-]+(?::\d+)?(?:\s*,\s*%[\w.$-]+(?::\d+)?)*\s*=\s*)?"?'
+                         r"([A-Za-z_][\w.$]*)")
 
 
 class LocatingParser(Parser):
@@ -172,9 +152,20 @@ class LocatingParser(Parser):
         self._ints: dict[int, IntAttr] = {}
 
     def parse_operation(self) -> Operation:
-        """Parse an operation and attach its source position as its location."""
-        start = self._current_token.span.start
-        op = super().parse_operation()
+        """Parse an operation and attach its source position as its location.
+
+        An op, attribute or type that its constructor rejects while it is parsed (a
+        ``VerifyException`` or ``ValueError``: ``arith.constant 300 : i8``, ``!cuda.ptr``
+        of a pointer …) becomes a :class:`ParseError` at the op's first token."""
+        first = self._current_token.span
+        start = first.start
+        try:
+            op = super().parse_operation()
+        except (VerifyException, ValueError) as err:
+            text = first.input.content
+            name = _OP_NAME_AT.match(text, start)
+            what = f"'{name.group(1)}' op" if name else "op"
+            raise ParseError(first, f"{what} is invalid: {err}") from err
         if op.location is UNKNOWN_LOC:
             line = bisect.bisect_right(self._line_starts, start)
             column = start - self._line_starts[line - 1] + 1
@@ -182,6 +173,40 @@ class LocatingParser(Parser):
                 (self._file, IntAttr(line + self._line_offset), self._int(column))
             )
         return op
+
+    def parse_module(self, allow_implicit_module: bool = True) -> ModuleOp:
+        """Parse the module; a value used but never defined (or defined only in a region
+        that does not enclose the use) is an error at its first use, not at the end."""
+        try:
+            return super().parse_module(allow_implicit_module)
+        except ParseError as err:
+            if not self.forward_ssa_references or not err.msg.startswith("values used but"):
+                raise
+            undefined = self._first_undefined_use()
+            if undefined is None:
+                raise
+            raise ParseError(undefined[1], f"use of undefined value %{undefined[0]}") from None
+
+    def _first_undefined_use(self) -> tuple[str, Span[str]] | None:
+        """The name and span of the first use of a value that was never defined."""
+        text = self.lexer.input.content
+        found: list[tuple[int, str]] = []
+        for name, references in self.forward_ssa_references.items():
+            for value in references.values():
+                for use in value.uses:
+                    loc = use.operation.location
+                    if not isinstance(loc, FileLineColLoc):
+                        continue
+                    line = loc.line.data - self._line_offset
+                    if not 0 < line <= len(self._line_starts):
+                        continue
+                    start = self._line_starts[line - 1] + loc.column.data - 1
+                    match = re.compile(rf"%{re.escape(name)}(?![\w.$-])").search(text, start)
+                    found.append((match.start() if match else start, name))
+        if not found:
+            return None
+        offset, name = min(found)
+        return name, Span(offset, offset + len(name) + 1, self.lexer.input)
 
     def _int(self, value: int) -> IntAttr:
         """A shared ``IntAttr`` for small values such as columns."""
@@ -219,14 +244,119 @@ def _trim_note(note: str) -> str:
 
 
 def _failing_op(module: ModuleOp, error: Exception) -> Operation | None:
-    """The operation whose verifier raised ``error`` (found by verifying op by op)."""
+    """The operation whose verifier raised ``error`` (found by verifying op by op, and each
+    empty block, which xDSL checks when it verifies the block, for its parent op)."""
     for op in module.walk(region_first=True):
         try:
+            for region in op.regions:
+                for block in region.blocks:
+                    if block.is_empty:
+                        block.verify()
             op.verify(verify_nested_ops=False)
         except Exception as err:
             if str(err) == str(error):
                 return op
     return None
+
+
+class DominanceError(VerifyException):
+    """An operand used where its definition is not visible (xDSL's verifier does not check
+    SSA dominance); ``op`` is the op that uses it."""
+
+    def __init__(self, op: Operation, message: str) -> None:
+        super().__init__(message)
+        self.op = op
+
+
+def _describe_value(value: SSAValue, index: int) -> str:
+    """``operand #1 (%x)``, or ``operand #1`` for a value without a name."""
+    return f"operand #{index}" + (f" (%{value.name_hint})" if value.name_hint else "")
+
+
+def _where_defined(value: SSAValue) -> str:
+    """`` at file:line:col`` for a value defined by an op with a source location."""
+    owner = value.owner
+    if isinstance(owner, Operation) and isinstance(owner.location, FileLineColLoc):
+        loc = owner.location
+        return f" at {loc.filename.data}:{loc.line.data}:{loc.column.data}"
+    return ""
+
+
+def _check_resolved(module: ModuleOp) -> None:
+    """Raise :class:`DominanceError` for an operand that the parser left a forward reference:
+    a custom parser resolved it before parsing a region that then defined the name."""
+    for op in module.walk():
+        for index, operand in enumerate(op.operands):
+            if isinstance(operand, ForwardDeclaredValue):
+                raise DominanceError(
+                    op, f"operand #{index} is never defined (a name defined inside the op's "
+                        "own regions is not visible to its operands)"
+                )
+
+
+def verify_dominance(module: Operation) -> None:
+    """Raise :class:`DominanceError` for the first operand whose definition does not dominate
+    its use: a value used before the op that defines it in the same block, or outside the
+    region that defines it. Regions of ``builtin.module`` are graph regions (any order);
+    regions with several blocks use block dominance."""
+
+    visible: set[SSAValue] = set()
+
+    def check(op: Operation) -> None:
+        for index, operand in enumerate(op.operands):
+            if operand in visible:
+                continue
+            owner = operand.owner
+            block = owner.parent if isinstance(owner, Operation) else None
+            before = block is not None and block.find_ancestor_op_in_block(op) is not None
+            problem = ("is used before its definition" if before
+                       else "is defined in a region that does not enclose this use")
+            raise DominanceError(
+                op, f"{_describe_value(operand, index)} {problem}{_where_defined(operand)}"
+            )
+
+    def walk_region(region: Region) -> None:
+        blocks = list(region.blocks)
+        dominators: dict[Block, list[Block]] = {block: [] for block in blocks}
+        if len(blocks) > 1:
+            info = DominanceInfo(region)
+            for block in blocks:
+                dominators[block] = [b for b in blocks if info.strictly_dominates(b, block)]
+        for block in blocks:
+            added: list[SSAValue] = []
+            for dominator in dominators[block]:
+                added += dominator.args
+                added += (r for o in dominator.ops for r in o.results)
+            walk_block(block, added)
+
+    def walk_block(block: Block, added: list[SSAValue]) -> None:
+        added = [v for v in (*added, *block.args) if v not in visible]
+        visible.update(added)
+        graph = isinstance(block.parent_op(), ModuleOp)
+        if graph:
+            results = [r for o in block.ops for r in o.results if r not in visible]
+            visible.update(results)
+            added += results
+        for op in block.ops:
+            check(op)
+            if op.regions:
+                isolated = op.has_trait(IsolatedFromAbove)
+                saved = set(visible) if isolated else None
+                if isolated:
+                    visible.clear()
+                for region in op.regions:
+                    walk_region(region)
+                if saved is not None:
+                    visible.clear()
+                    visible.update(saved)
+            if not graph:
+                visible.update(op.results)
+                added += op.results
+        visible.difference_update(added)
+
+    check(module)
+    for region in module.regions:
+        walk_region(region)
 
 
 def _notes(err: BaseException) -> list[str]:
@@ -255,6 +385,7 @@ class LLMOptMain(xDSLOptMain):
         args: Sequence[str] | None = None,
     ) -> None:
         argv = list(sys.argv[1:] if args is None else args)
+        load_installed_plugins()
         self.plugins: list[ModuleType] = [load_plugin(p) for p in _prescan_plugins(argv)]
         self.current_input: tuple[str, int] | None = None
         """Text and line offset of the chunk being processed (for diagnostics, reproducers)."""
@@ -330,9 +461,10 @@ class LLMOptMain(xDSLOptMain):
             action="append",
             default=[],
             metavar="PATH_OR_MODULE",
-            help="import a .py file or a module before passes are registered; it can "
-            "register passes, dialects, pipelines and targets through llmopt.registry "
-            "(repeatable)",
+            help="import a .py file or a module (MODULE:FUNCTION: then call FUNCTION) before "
+            "passes are registered; it can register passes, dialects, pipelines and targets "
+            "through llmopt.registry (repeatable; installed plugins load first, unless "
+            "LLMOPT_NO_PLUGINS=1)",
         )
         group.add_argument(
             "--dump-pass-pipeline",
@@ -434,6 +566,7 @@ class LLMOptMain(xDSLOptMain):
         if not self.args.disable_verify:
             try:
                 module.verify()
+                verify_dominance(module)
             except DiagnosticException as err:
                 if previous is None or self.args.verify_diagnostics:
                     raise
@@ -543,6 +676,8 @@ class LLMOptMain(xDSLOptMain):
         if spec.name == "mlir" and not spec.parameters:
             parser = LocatingParser(self.ctx, text, self.get_input_name(), start_offset)
             module = parser.parse_module(not self.args.no_implicit_module)
+            self.current_module = module
+            _check_resolved(module)
         else:
             module = super().parse_chunk(BytesIO(data), file_extension, start_offset)
         self.current_module = module
@@ -556,18 +691,23 @@ class LLMOptMain(xDSLOptMain):
         (empty strings if unknown)."""
         if self.current_module is None or self.input_verified:
             return "", ""
-        op = _failing_op(self.current_module, err)
+        op = err.op if isinstance(err, DominanceError) else _failing_op(self.current_module, err)
         if op is None or not isinstance(op.location, FileLineColLoc):
             return "", ""
         loc = op.location
+        return f"{_loc_text(loc)}: error: '{op.name}' op", self.excerpt(loc)
+
+    def excerpt(self, loc: FileLineColLoc) -> str:
+        """The source line of ``loc``, marked (``"\\n<line>\\n   ^"``), when ``loc`` is in the
+        input being processed; else ``""``."""
         line, column = loc.line.data, loc.column.data
-        source = ""
-        if self.current_input is not None and loc.filename.data == self.get_input_name():
-            text, offset = self.current_input
-            lines = text.split("\n")
-            if 0 < line - offset <= len(lines):
-                source = f"\n{lines[line - offset - 1]}\n{' ' * (column - 1)}^"
-        return f"{loc.filename.data}:{line}:{column}: error: '{op.name}' op", source
+        if self.current_input is None or loc.filename.data != self.get_input_name():
+            return ""
+        text, offset = self.current_input
+        lines = text.split("\n")
+        if not 0 < line - offset <= len(lines):
+            return ""
+        return f"\n{lines[line - offset - 1]}\n{' ' * (column - 1)}^"
 
     def write_reproducer(self, err: BaseException) -> Path | None:
         """Write the failing input and the command that crashes on it; return its path."""
@@ -646,12 +786,26 @@ def _guarded_pass(
     return load
 
 
+def _format_span(span: Span[str] | Span[bytes], severity: str, message: str) -> list[str]:
+    """``file:line:col: severity: message`` followed by the source line, marked."""
+    context = span.print_with_context(None).rstrip("\n").split("\n")
+    return [f"{context[0]}: {severity}: {message}", *context[1:]]
+
+
 def _format_parse_error(err: ParseError) -> str:
-    """``file:line:col: error: message`` followed by the source line, marked."""
-    if type(err) is not ParseError:
-        return str(err).rstrip("\n")
-    context = err.span.print_with_context(None).rstrip("\n").split("\n")
-    return "\n".join([f"{context[0]}: error: {err.msg}", *context[1:]])
+    """``file:line:col: error: message`` followed by the source line, marked; the other
+    places a parse error refers to (a first declaration …) follow as notes."""
+    message = err.msg
+    if message == " in block definition":  # xDSL's message lacks its subject
+        message = "expected '}' or a block label such as '^bb0:'"
+    if err.span.start >= len(err.span.input.content):
+        message = f"unexpected end of input: {message}"
+    lines = _format_span(err.span, "error", message)
+    if isinstance(err, MultipleSpansParseError):
+        for k, (span, message) in enumerate(err.refs):
+            note = message or (err.ref_text if k == 0 and err.ref_text else "see")
+            lines += _format_span(span, "note", note.strip().rstrip(":"))
+    return "\n".join(lines)
 
 
 # --- entry point ---------------------------------------------------------------------------------
@@ -663,8 +817,43 @@ def _error(message: str) -> None:
     print(message, file=sys.stderr)
 
 
+def _loc_text(loc: FileLineColLoc) -> str:
+    """``file:line:col``."""
+    return f"{loc.filename.data}:{loc.line.data}:{loc.column.data}"
+
+
+def _op_line(op: Operation) -> str:
+    """The first line of ``op`` printed in generic form (regions elided)."""
+    from xdsl.printer import Printer
+
+    stream = StringIO()
+    Printer(stream=stream, print_generic_format=True).print_op(op)
+    first = stream.getvalue().strip().split("\n")[0]
+    return first[:157] + "..." if len(first) > 160 else first
+
+
+def _report_op_failure(tool: LLMOptMain | None, err: PassFailedException, op: Operation,
+                       detail: str) -> None:
+    """A pass rejected ``op``: ``file:line:col: error: 'op' op: detail``, the source line
+    marked, and the pass's name (or the op's text, when the op has no source position)."""
+    pass_name = tool.current_pass.name if tool is not None and tool.current_pass else None
+    in_pass = f" (in pass '{pass_name}')" if pass_name else ""
+    if isinstance(op.location, FileLineColLoc):
+        source = tool.excerpt(op.location) if tool is not None else ""
+        _error(f"{_loc_text(op.location)}: error: '{op.name}' op: {detail}{in_pass}{source}")
+        return
+    failed = f"pass '{pass_name}' failed: " if pass_name else ""
+    _error(f"error: {failed}'{op.name}' op: {detail}")
+    _error(f"note: the op (no source position): {_op_line(op)}")
+
+
 def _report_diagnostic(tool: LLMOptMain | None, err: DiagnosticException) -> None:
     """Print a diagnostic for IR that fails to verify or a pass that rejects its input."""
+    op, detail = getattr(err, "op", None), getattr(err, "detail", None)
+    if isinstance(err, PassFailedException) and isinstance(op, Operation) and isinstance(
+            detail, str):
+        _report_op_failure(tool, err, op, detail)
+        return
     where, source = tool.locate(err) if tool is not None else ("", "")
     if not where:
         where = "error:"

@@ -1,16 +1,40 @@
-"""The ``llmopt`` command: compile PyTorch programs through llmopt's six levels.
+"""The ``llmopt`` command: compile PyTorch programs and whole models through llmopt's six levels.
 
-``llmopt demo`` captures a small PyTorch function (RMSNorm by default), lowers it through
-every level and prints the IR after each lowering and the generated CUDA. With a GPU it
-also runs the kernels and compares them with PyTorch.
+``llmopt demo`` (the default) captures a small PyTorch function (RMSNorm by default), lowers
+it through every level and prints the IR after each lowering and the generated CUDA. With a
+GPU it also runs the kernels and compares them with PyTorch.
+
+``llmopt compile MODEL --emit LEVEL -o PATH`` captures a whole model (on the ``meta`` device:
+no weight is materialised) and writes its IR at one level — ``torch``, ``prim``, ``loop``,
+``tile``, ``kernel`` or ``cuda`` — as text that ``llm-opt`` reads, headed by the
+``llm-opt`` command that takes it the rest of the way; ``--emit cuda-source`` writes the
+CUDA translation unit (what ``llm-opt -t cuda`` prints), ``--emit cubin`` the NVRTC-compiled
+image.
+
+``llmopt run MODEL`` builds the model (seeded random weights unless MODEL is a checkpoint
+directory), compiles it, runs it and compares the logits with the PyTorch model on the same
+random ``input_ids``. With a GPU it runs the real configuration through
+:class:`~llmopt.codegen.executor.CompiledProgram` (plain launches and a CUDA graph); without
+one it says so, shrinks the configuration (unless it is small already) and runs the Kernel IR
+through the CPU interpreter.
+
+MODEL is a preset (``tinyllama``, ``qwen2.5-7b``: the real dimensions), a local Hugging Face
+directory (``config.json`` plus safetensors) or a ``config.json``. Nothing is ever fetched
+from a hub: the command sets ``HF_HUB_OFFLINE=1``.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
+import statistics
 import sys
+import time
+import warnings
 from collections.abc import Callable, Sequence
-from typing import Any
+from pathlib import Path
+from typing import IO, Any
 
 #: the level a module is at after each lowering pass
 LEVEL_AFTER = {
@@ -109,7 +133,550 @@ def demo(args: argparse.Namespace) -> int:
     return 0
 
 
+
+# --- whole models: shared helpers -------------------------------------------------------------
+
+#: the IR levels, in lowering order
+LEVELS = ("torch", "prim", "loop", "tile", "kernel", "cuda")
+#: the lowering pass that takes a module into each level
+ENTERING = {"prim": "torch-to-prim", "loop": "prim-to-loop", "tile": "loop-to-tile",
+            "kernel": "tile-to-kernel", "cuda": "kernel-to-cuda"}
+#: what ``llmopt compile --emit`` writes
+EMITS = (*LEVELS, "cuda-source", "cubin")
+#: ``--dtype`` names
+DTYPES = ("float32", "float64", "float16", "bfloat16")
+
+
+class CliError(Exception):
+    """A problem with what the user asked for: reported as ``llmopt: error: ...``, exit 1."""
+
+
+def split_pipeline(pipeline: str, level: str) -> tuple[list[str], list[str]]:
+    """The elements of the expanded ``pipeline`` that take Torch IR to ``level`` (``torch``
+    … ``cuda``), and the elements after them."""
+    from llmopt import registry
+
+    try:
+        pairs = registry._split_pipeline(registry.expand_pipeline(pipeline))
+    except registry.PipelineError as err:
+        raise CliError(str(err)) from None
+    texts = [text.strip() for text, _ in pairs]
+    names = [spec.name for _, spec in pairs]
+    if level == LEVELS[-1]:
+        return texts, []
+    entering = ENTERING[LEVELS[LEVELS.index(level) + 1]]
+    if entering not in names:
+        raise CliError(f"the pipeline '{pipeline}' has no '{entering}' pass, so it cannot "
+                       f"stop at {level} IR")
+    cut = names.index(entering)
+    return texts[:cut], texts[cut:]
+
+
+class _Progress:
+    """A tqdm bar over the passes of a pipeline (when tqdm is installed and stderr is a
+    terminal), plus the time each pass took."""
+
+    def __init__(self, total: int, desc: str) -> None:
+        self.times: list[tuple[str, float]] = []
+        self.verify_seconds = 0.0
+        self._bar: Any = None
+        try:
+            from tqdm import tqdm
+        except ImportError:
+            return
+        self._bar = tqdm(total=total, desc=desc, unit="pass", file=sys.stderr, disable=None,
+                         leave=False)
+
+    def running(self, name: str) -> None:
+        if self._bar is not None:
+            self._bar.set_postfix_str(name, refresh=True)
+
+    def done(self, name: str, seconds: float) -> None:
+        self.times.append((name, seconds))
+        if self._bar is not None:
+            self._bar.update(1)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+
+
+def lower_with_progress(module: Any, elements: Sequence[str], desc: str = "lowering"
+                        ) -> _Progress:
+    """Run the pipeline ``elements`` on ``module`` in place, verifying after every pass and
+    showing a progress bar; returns the per-pass times."""
+    from llmopt import registry
+    from llmopt.api import make_context
+
+    progress = _Progress(len(elements), desc)
+    if not elements:
+        progress.close()
+        return progress
+    clock = {"start": time.perf_counter()}
+
+    def between(prev: Any, mod: Any, nxt: Any) -> None:
+        now = time.perf_counter()
+        if prev is not None:
+            progress.done(prev.name, now - clock["start"])
+            mod.verify()
+            progress.verify_seconds += time.perf_counter() - now
+        if nxt is not None:
+            progress.running(nxt.name)
+        clock["start"] = time.perf_counter()
+
+    try:
+        pipeline = registry.build_pipeline(",".join(elements), callback=between)
+        pipeline.apply(make_context(), module)
+    except registry.PipelineError as err:
+        raise CliError(str(err)) from None
+    finally:
+        progress.close()
+    return progress
+
+
+def _dtype(name: str) -> Any:
+    import torch
+
+    return getattr(torch, name)
+
+
+def _describe(config: Any) -> str:
+    heads = config.num_attention_heads
+    kv = getattr(config, "num_key_value_heads", None) or heads
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
+    return (f"{config.model_type}: {config.num_hidden_layers} layers, hidden "
+            f"{config.hidden_size}, intermediate {config.intermediate_size}, heads "
+            f"{heads} ({kv} kv, head dim {head_dim}), vocab {config.vocab_size}")
+
+
+def _checkpoint(model: str) -> Path | None:
+    """The directory of ``model`` when it is a local checkpoint (weights next to a config)."""
+    path = Path(model)
+    if path.is_file():
+        path = path.parent
+    if path.is_dir() and (any(path.glob("*.safetensors")) or
+                          any(path.glob("pytorch_model*.bin"))):
+        return path
+    return None
+
+
+def _capture(model_name: str, config: Any, seq: int, dtype: Any, layers: int | None) -> Any:
+    """Build ``model_name`` (or ``config``) on the meta device and capture it (no weight in
+    memory)."""
+    from llmopt.frontend.models import build_model, capture_model
+
+    source = config if config is not None else model_name
+    meta = build_model(source, device="meta", dtype=dtype, layers=layers)
+    print(f"// capturing {model_name} ({_describe(meta.config)}), seq {seq}, "
+          f"{str(dtype).removeprefix('torch.')} ...", file=sys.stderr, flush=True)
+    return capture_model(meta, seq)
+
+
+def _code_fingerprint() -> str:
+    """A hash of llmopt's own Python sources (a changed pass must miss the program cache)."""
+    import hashlib
+
+    import llmopt
+
+    root = Path(llmopt.__file__).resolve().parent
+    files = sorted(root.glob("*.py"))
+    for package in ("dialects", "lowering", "passes", "codegen", "frontend", "interp", "tools"):
+        files += sorted((root / package).rglob("*.py"))
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(str(path.relative_to(root)).encode() + b"\0")
+        with contextlib.suppress(OSError):
+            digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def model_identity(model: str, layers: int | None) -> str:
+    """What determines the program of ``model`` (short of the sequence length and dtype),
+    read without building anything: a preset's dimensions, or the text of the config.json
+    (of a directory: its config.json; weights do not change the program)."""
+    import json
+
+    from llmopt.frontend.models import PRESETS
+
+    if model.lower() in PRESETS:
+        text = "preset:" + json.dumps(PRESETS[model.lower()], sort_keys=True)
+    else:
+        path = Path(model)
+        if path.is_dir():
+            path = path / "config.json"
+        try:
+            text = "config:" + path.read_text()
+        except OSError as err:
+            raise CliError(f"'{model}' is neither a preset ({', '.join(PRESETS)}), a "
+                           f"config.json nor a local model directory ({err.strerror})") from None
+    return f"{text}\nlayers={layers}"
+
+
+def program_cache_key(identity: str, seq: int, dtype: str, elements: Sequence[str]) -> str:
+    """The compile-cache key of a whole model lowered by the pipeline ``elements``: the
+    model's ``identity`` (:func:`model_identity`, or a config's JSON), the sequence length
+    and dtype, the pipeline, the versions of torch, transformers and xDSL, the registered
+    passes and dialects, and a hash of llmopt's sources."""
+    import hashlib
+    from importlib.metadata import PackageNotFoundError, version
+
+    from llmopt import registry
+
+    versions = []
+    for package in ("torch", "transformers", "xdsl"):
+        try:
+            versions.append(f"{package}={version(package)}")
+        except PackageNotFoundError:
+            versions.append(f"{package}=none")
+    parts = [
+        "llmopt-program-1", identity, f"seq={seq}", f"dtype={dtype}", ",".join(elements),
+        *versions, ",".join(sorted(registry.PASSES)), ",".join(sorted(registry.DIALECTS)),
+        _code_fingerprint(),
+    ]
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()
+
+
+def lowered_model(model_name: str, identity: str, config: Callable[[], Any], seq: int,
+                  dtype_name: str, elements: Sequence[str], desc: str) -> tuple[Any, str]:
+    """``model_name`` captured on the meta device (from ``config()``, its transformers config)
+    and lowered by ``elements``, through the compile cache keyed on ``identity``: a hit
+    parses the cached IR and skips building, capture and lowering (``LLMOPT_NO_CACHE=1``
+    bypasses the cache). Returns the module and a line saying what it took."""
+    import zlib
+
+    from llmopt.api import parse
+    from llmopt.codegen.cache import default_cache
+
+    cache = default_cache()
+    began = time.perf_counter()
+    key = program_cache_key(identity, seq, dtype_name, elements)
+    blob = cache.get(key)
+    if blob is not None:
+        with contextlib.suppress(Exception):  # a stale or foreign entry: compile anew
+            module = parse(zlib.decompress(blob).decode())
+            return module, (f"compile cache hit: IR parsed in "
+                            f"{time.perf_counter() - began:.1f} s, capture and lowering skipped")
+    program = _capture(model_name, config(), seq, _dtype(dtype_name), None)
+    captured = time.perf_counter() - began
+    progress = lower_with_progress(program.module, elements, desc)
+    cache.put(key, zlib.compress(str(program.module).encode(), 6))
+    return program.module, f"capture {captured:.1f} s, {_timing_line(progress)}"
+
+
+def _timing_line(progress: _Progress) -> str:
+    total = sum(t for _, t in progress.times)
+    by_pass: dict[str, float] = {}
+    for name, seconds in progress.times:
+        by_pass[name] = by_pass.get(name, 0.0) + seconds
+    top = sorted(by_pass.items(), key=lambda kv: -kv[1])[:4]
+    shown = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in top)
+    return (f"{len(progress.times)} passes in {total:.1f} s (+{progress.verify_seconds:.1f} s "
+            f"verifying; slowest: {shown})")
+
+
+def _write_ir(module: Any, out: IO[str], header: Sequence[str]) -> None:
+    from xdsl.printer import Printer
+
+    for line in header:
+        out.write(f"// {line}\n")
+    Printer(stream=out).print_op(module)
+    out.write("\n")
+
+
+# --- llmopt compile ---------------------------------------------------------------------------
+
+
+def compile_model(args: argparse.Namespace) -> int:
+    """``llmopt compile``: write one level of a whole model's IR (or its CUDA or CUBIN)."""
+    from llmopt.frontend.models import model_config
+
+    level = "cuda" if args.emit in ("cuda-source", "cubin") else args.emit
+    first, rest = split_pipeline(args.pipeline, level)
+    start = time.perf_counter()
+    identity = model_identity(args.model, args.layers)
+    module, how = lowered_model(args.model, identity,
+                                lambda: model_config(args.model, layers=args.layers),
+                                args.seq, args.dtype, first, f"lowering to {level} IR")
+    print(f"// {how}", file=sys.stderr)
+    output = Path(args.output)
+    if args.emit in ("cuda-source", "cubin"):
+        from llmopt.api import cuda_source
+
+        source = cuda_source(module)
+        kernels = source.count("__global__")
+        if args.emit == "cuda-source":
+            _write_text(output, source)
+            what = f"CUDA source ({kernels} kernels)"
+        else:
+            from llmopt.codegen.nvrtc import compile_cuda
+
+            began = time.perf_counter()
+            cubin = compile_cuda(source, arch=args.arch)
+            output.write_bytes(cubin)
+            what = (f"CUBIN for {args.arch} ({kernels} kernels, {len(cubin)} bytes, NVRTC "
+                    f"{time.perf_counter() - began:.1f} s)")
+    else:
+        header = [
+            f"llmopt compile {args.model} --seq {args.seq}"
+            + (f" --layers {args.layers}" if args.layers else "")
+            + f" --dtype {args.dtype} --emit {args.emit}: {level} IR",
+        ]
+        if rest:
+            header.append(f"next: llm-opt {output.name} -p '{','.join(rest)}'")
+        if str(output) == "-":
+            _write_ir(module, sys.stdout, header)
+        else:
+            with output.open("w") as out:
+                _write_ir(module, out, header)
+        what = f"{level} IR"
+    print(f"// wrote {what} to {output} in {time.perf_counter() - start:.1f} s",
+          file=sys.stderr)
+    if rest and args.emit in LEVELS:
+        print(f"// next: llm-opt {output} -p '{','.join(rest)}'", file=sys.stderr)
+    return 0
+
+
+def _write_text(path: Path, text: str) -> None:
+    if str(path) == "-":
+        sys.stdout.write(text)
+    else:
+        path.write_text(text)
+
+
+# --- llmopt run -------------------------------------------------------------------------------
+
+#: the configuration ``llmopt run`` shrinks a large model to when it has no GPU
+SHRUNK = {"hidden_size": 64, "intermediate_size": 96, "num_attention_heads": 4,
+          "num_key_value_heads": 2, "head_dim": 16, "vocab_size": 97}
+SHRUNK_LAYERS = 2
+CPU_SEQ = 7
+
+
+def _too_big_for_the_interpreter(config: Any) -> bool:
+    return (config.hidden_size > 256 or config.intermediate_size > 1024
+            or config.vocab_size > 4096 or config.num_hidden_layers > 4)
+
+
+def _shrunk(config: Any, layers: int | None) -> Any:
+    import copy
+
+    small = copy.deepcopy(config)
+    for key, value in SHRUNK.items():
+        setattr(small, key, value)
+    if getattr(config, "num_key_value_heads", None) == config.num_attention_heads:
+        small.num_key_value_heads = SHRUNK["num_attention_heads"]  # keep multi-head (no GQA)
+    small.num_hidden_layers = min(layers or SHRUNK_LAYERS, SHRUNK_LAYERS)
+    if getattr(small, "layer_types", None):
+        small.layer_types = list(config.layer_types)[: small.num_hidden_layers]
+    return small
+
+
+def _compare(got: Any, want: Any) -> list[str]:
+    """Lines reporting how ``got`` logits differ from the reference ``want``."""
+    import torch
+
+    got, want = got.detach().double().cpu(), want.detach().double().cpu()
+    diff = (got - want).abs()
+    scale = want.abs().max().item()
+    agree = (got.argmax(-1) == want.argmax(-1)).reshape(-1).tolist()
+    marks = "".join("|" if a else "x" for a in agree)
+    finite = bool(torch.isfinite(got).all())
+    return [
+        f"max |error| / max |ref| = {diff.max().item() / scale:.3e}   "
+        f"(max |error| {diff.max().item():.3e}, max |ref| {scale:.3e})"
+        + ("" if finite else "   NON-FINITE VALUES"),
+        f"mean |error| = {diff.mean().item():.3e}",
+        f"argmax agreement: {sum(agree)}/{len(agree)} positions  [{marks}]",
+    ]
+
+
+def _median_seconds(fn: Callable[[], Any], repeat: int, sync: Callable[[], None]) -> float:
+    fn()
+    sync()
+    samples = []
+    for _ in range(max(1, repeat)):
+        began = time.perf_counter()
+        fn()
+        sync()
+        samples.append(time.perf_counter() - began)
+    return statistics.median(samples)
+
+
+def run_model(args: argparse.Namespace) -> int:
+    """``llmopt run``: compile a whole model, run it and compare it with PyTorch."""
+    import torch
+
+    gpu = torch.cuda.is_available() and not args.cpu
+    if args.dtype in ("float16", "bfloat16") and not gpu:
+        raise CliError(f"the CPU interpreter runs float32 and float64, not {args.dtype}")
+    if gpu:
+        return _run_gpu(args)
+    return _run_cpu(args)
+
+
+def _input_ids(vocab: int, seq: int, seed: int, device: str) -> Any:
+    import torch
+
+    gen = torch.Generator().manual_seed(seed + 1)
+    return torch.randint(0, vocab, (1, seq), generator=gen).to(device)
+
+
+def _run_cpu(args: argparse.Namespace) -> int:
+    import torch
+
+    from llmopt.frontend.models import build_model, capture_model, model_config
+
+    dtype = _dtype(args.dtype)
+    print("// no GPU here (torch.cuda.is_available() is False): running the Kernel IR "
+          "through the CPU interpreter" if not args.cpu else
+          "// --cpu: running the Kernel IR through the CPU interpreter")
+    config = model_config(args.model, layers=args.layers)
+    checkpoint = _checkpoint(args.model)
+    shrink = args.shrink or (not args.no_shrink and _too_big_for_the_interpreter(config))
+    if shrink:
+        config = _shrunk(config, args.layers)
+        weights = f"random weights (seed {args.seed})"
+        if checkpoint is not None:
+            weights += "; the checkpoint's weights do not fit the shrunk config"
+        model = build_model(config, device="cpu", dtype=dtype, seed=args.seed)
+        print(f"// shrunk the config to {_describe(config)}")
+    else:
+        source = args.model if checkpoint is not None else config
+        model = build_model(source, device="cpu", dtype=dtype, seed=args.seed,
+                            layers=args.layers)
+        weights = (f"weights from {checkpoint}" if checkpoint is not None
+                   else f"random weights (seed {args.seed})")
+    seq = args.seq or CPU_SEQ
+    print(f"// ran {args.model} as {_describe(model.config)}, seq {seq}, {args.dtype}, "
+          f"{weights}")
+    ids = _input_ids(model.config.vocab_size, seq, args.seed, "cpu")
+    with torch.no_grad():
+        model(input_ids=ids, use_cache=False)  # warm-up
+        began = time.perf_counter()
+        want = model(input_ids=ids, use_cache=False).logits
+        torch_seconds = time.perf_counter() - began
+
+    start = time.perf_counter()
+    program = capture_model(model, seq)
+    captured = time.perf_counter() - start
+    to_kernel, rest = split_pipeline(args.pipeline, "kernel")
+    progress = lower_with_progress(program.module, to_kernel, "lowering to Kernel IR")
+    print(f"// compile: capture {captured:.1f} s, {_timing_line(progress)}")
+    nvrtc = _nvrtc_report(program.module, rest, args.arch)
+    if nvrtc:
+        print(f"// {nvrtc}")
+
+    import llmopt.interp
+
+    inputs = [t.detach().cpu().numpy() for t in program.arguments(ids)]
+    began = time.perf_counter()
+    outputs = llmopt.interp.run(program.module, inputs, check_races=False)
+    interp_seconds = time.perf_counter() - began
+    got = torch.from_numpy(outputs[0])
+    for line in _compare(got, want):
+        print(f"// {line}")
+    print(f"// time: PyTorch (CPU) {torch_seconds * 1e3:.1f} ms, llmopt Kernel-IR interpreter "
+          f"{interp_seconds * 1e3:.1f} ms")
+    return 0
+
+
+def _nvrtc_report(module: Any, rest: Sequence[str], arch: str) -> str:
+    """Lower a copy of a Kernel-IR ``module`` the rest of the way and compile it to CUBIN."""
+    from llmopt.api import cuda_source, lower
+
+    try:
+        from llmopt.codegen.nvrtc import compile_cuda
+    except ImportError as err:  # no cuda-python
+        return f"NVRTC unavailable ({err}): CUDA not compiled"
+    began = time.perf_counter()
+    cuda = lower(module.clone(), ",".join(rest)) if rest else module.clone()
+    source = cuda_source(cuda)
+    try:
+        cubin = compile_cuda(source, arch=arch)
+    except Exception as err:  # NVRTC missing or the compile failed: report, keep going
+        return f"NVRTC failed: {str(err).splitlines()[0]}"
+    return (f"NVRTC: {source.count('__global__')} kernels compiled to {len(cubin)} bytes of "
+            f"CUBIN for {arch} in {time.perf_counter() - began:.1f} s")
+
+
+def _run_gpu(args: argparse.Namespace) -> int:
+    import torch
+
+    from llmopt.codegen.executor import CompiledProgram
+    from llmopt.codegen.nvrtc import default_arch
+    from llmopt.frontend.models import build_model
+
+    dtype = _dtype(args.dtype)
+    seq = args.seq or 128
+    checkpoint = _checkpoint(args.model)
+    began = time.perf_counter()
+    model = build_model(args.model, device="cuda", dtype=dtype, seed=args.seed,
+                        layers=args.layers)
+    built = time.perf_counter() - began
+    weights = (f"weights from {checkpoint}" if checkpoint is not None
+               else f"random weights (seed {args.seed})")
+    print(f"// GPU: {torch.cuda.get_device_name()}; {args.model} as {_describe(model.config)}, "
+          f"seq {seq}, {args.dtype}, {weights} (built in {built:.1f} s)")
+
+    pipeline = args.pipeline if args.pipeline != "lower-to-cuda" else (
+        f"lower-to-cuda{{arch={default_arch()}}}")
+    everything, _ = split_pipeline(pipeline, "cuda")
+    identity = "config:" + model.config.to_json_string(use_diff=False)
+    module, how = lowered_model(args.model, identity, lambda: model.config, seq, args.dtype,
+                                everything, "lowering to CUDA")
+    began = time.perf_counter()
+    weights_by_name = {**dict(model.named_buffers(remove_duplicate=False)),
+                       **dict(model.named_parameters(remove_duplicate=False))}
+    compiled = CompiledProgram(module, params=weights_by_name)
+    nvrtc = time.perf_counter() - began
+    print(f"// compile: {how}; NVRTC + load {nvrtc:.1f} s: {len(compiled.kernel_names)} "
+          f"kernels, {len(compiled.plan.steps)} steps")
+
+    ids = _input_ids(model.config.vocab_size, seq, args.seed, "cuda")
+    with torch.no_grad():
+        want = model(input_ids=ids, use_cache=False).logits
+        (got,) = compiled(ids)
+        torch.cuda.synchronize()
+        for line in _compare(got, want):
+            print(f"// {line}")
+        sync = torch.cuda.synchronize
+        eager = _median_seconds(lambda: model(input_ids=ids, use_cache=False), args.repeat,
+                                sync)
+        plain = _median_seconds(lambda: compiled(ids), args.repeat, sync)
+        times = [f"PyTorch eager {eager * 1e3:.2f} ms", f"llmopt {plain * 1e3:.2f} ms"]
+        if not args.no_graph:
+            compiled.cuda_graph = True
+            (graphed,) = compiled(ids)
+            sync()
+            if not torch.equal(graphed, got):
+                print("// warning: the CUDA graph replay differs from the plain run")
+            graph = _median_seconds(lambda: compiled(ids), args.repeat, sync)
+            times.append(f"llmopt CUDA graph {graph * 1e3:.2f} ms")
+    print(f"// time (median of {args.repeat}): " + ", ".join(times))
+    return 0
+
+
+# --- the command line -------------------------------------------------------------------------
+
+
+def _model_arguments(p: argparse.ArgumentParser, seq_default: int | None) -> None:
+    p.add_argument("model", help="tinyllama, qwen2.5-7b, a local HF directory or a config.json")
+    p.add_argument("--seq", type=int, default=seq_default,
+                   help="sequence length" + (f" (default {seq_default})" if seq_default else
+                                             " (default 128 on a GPU, 7 on the CPU)"))
+    p.add_argument("--layers", type=int, default=None,
+                   help="keep only the first N decoder layers")
+    p.add_argument("--dtype", choices=DTYPES, default="float32")
+    p.add_argument("--pipeline", default="lower-to-cuda")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``llmopt`` command."""
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    os.environ["TRANSFORMERS_OFFLINE"] = "1"
+    # torch.export's pytree warns about its own internals on every capture.
+    warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)",
+                            category=FutureWarning)
     parser = argparse.ArgumentParser(prog="llmopt", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command")
     d = sub.add_parser("demo", help="lower a small PyTorch function and print every level")
@@ -120,11 +687,46 @@ def main(argv: Sequence[str] | None = None) -> int:
     d.add_argument("--pipeline", default="lower-to-cuda")
     d.add_argument("--all", action="store_true", help="also print the CUDA IR ops")
     d.set_defaults(run=demo)
+
+    c = sub.add_parser("compile", help="write a whole model's IR at one level (or its CUDA)")
+    _model_arguments(c, 128)
+    c.add_argument("--emit", choices=EMITS, required=True,
+                   help="the level to stop at; cuda-source: the CUDA text; cubin: NVRTC's image")
+    c.add_argument("-o", "--output", required=True, help="output file ('-': stdout)")
+    c.add_argument("--arch", default="sm_90", help="GPU architecture for --emit cubin")
+    c.set_defaults(run=compile_model)
+
+    r = sub.add_parser("run", help="compile and run a whole model, compare with PyTorch")
+    _model_arguments(r, None)
+    r.add_argument("--seed", type=int, default=0, help="seed of the weights and input_ids")
+    r.add_argument("--cpu", action="store_true", help="use the CPU interpreter even with a GPU")
+    shrink = r.add_mutually_exclusive_group()
+    shrink.add_argument("--shrink", action="store_true",
+                        help="on the CPU, always run the shrunk config")
+    shrink.add_argument("--no-shrink", action="store_true",
+                        help="on the CPU, run the given config even when it is large")
+    r.add_argument("--no-graph", action="store_true", help="on a GPU, skip the CUDA graph")
+    r.add_argument("--repeat", type=int, default=20, help="timed runs on a GPU (median)")
+    r.add_argument("--arch", default="sm_90", help="GPU architecture NVRTC compiles for on "
+                   "the CPU")
+    r.set_defaults(run=run_model)
+
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
     if args.command is None:
         args = parser.parse_args(["demo", *argv])
-    return int(args.run(args))
+    try:
+        return int(args.run(args))
+    except CliError as err:
+        print(f"llmopt: error: {err}", file=sys.stderr)
+        return 1
+    except Exception as err:
+        from llmopt.frontend.capture import CaptureError
+
+        if isinstance(err, CaptureError | FileNotFoundError | OSError):
+            print(f"llmopt: error: {err}", file=sys.stderr)
+            return 1
+        raise
 
 
 if __name__ == "__main__":

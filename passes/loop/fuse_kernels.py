@@ -15,7 +15,22 @@ matmul (a broadcast product reduced over K) becomes one kernel with its epilogue
 Fusion never multiplies work. A load site is accepted only if the loops around it that
 its indices do not use are all *inside* the loops they do use — the inlined computation
 can then be hoisted out of the unused ones and runs once per distinct value. A producer
-that contains a reduction is inlined only when it has a single consumer kernel.
+that contains a reduction is inlined only when it has a single consumer kernel and no two of
+its load sites share a block (as the two halves of a rotate-half ``cat`` would: each site
+would run the reduction again for the same iteration). Sites in different loops are
+accepted when the reduction is short (at most ``recompute_limit`` iterations per value, 256
+by default): a softmax's max, sum and normalise loops each recompute the attention scores
+they read, but a long projection (an MLP's down projection) is not computed twice.
+
+A producer with several consumer kernels is copied into each, so it must read only buffers
+that no kernel writes (the function's inputs and weights): copying a producer that reads an
+intermediate would chain the copies — a residual stream recomputed from every earlier layer
+in every later one.
+
+Loops of extent 1 count as used (running once, they multiply nothing). An index operand
+that is not an induction variable (a data-dependent coordinate, e.g. a token id loaded and
+``arith.index_cast``; or any value computed in the kernel) is taken to use every loop
+around the op that defines it: the value may vary with any of them.
 """
 
 from __future__ import annotations
@@ -84,6 +99,8 @@ class Producer:
     body: list[Operation]
     store: loop.StoreOp
     has_reduce: bool
+    #: reduction iterations per stored value (the largest product of nested reduce extents)
+    reduce_work: int = 0
 
 
 def stores_of(kernel: loop.KernelOp) -> list[loop.StoreOp]:
@@ -120,8 +137,16 @@ def analyse_producer(kernel: loop.KernelOp) -> Producer | None:
     if set(coord_of) != set(ivs):
         return None
     body = list(block.ops)[:-1]
-    has_reduce = any(isinstance(op, loop.ReduceOp) for op in kernel.walk())
-    return Producer(kernel, store.buffer, coord_of, body, store, has_reduce)
+    work = 0
+    for op in kernel.walk():
+        if isinstance(op, loop.ReduceOp):
+            nest, parent = 1, op
+            while isinstance(parent, Operation) and parent is not kernel:
+                if isinstance(parent, loop.ReduceOp):
+                    nest *= parent.trip_count
+                parent = parent.parent_op()
+            work = max(work, nest)
+    return Producer(kernel, store.buffer, coord_of, body, store, work > 0, work)
 
 
 def enclosing_loops(op: Operation, kernel: loop.KernelOp) -> list[LoopOp]:
@@ -135,12 +160,59 @@ def enclosing_loops(op: Operation, kernel: loop.KernelOp) -> list[LoopOp]:
     return out[::-1]
 
 
+def index_dependencies(value: SSAValue, kernel: loop.KernelOp) -> set[SSAValue]:
+    """The loop ivs an index operand may vary with: itself for an iv, else the ivs of every
+    loop around the op defining it (conservative: the value may depend on any of them)."""
+    owner = value.owner
+    if isinstance(owner, Block):
+        parent = owner.parent_op()
+        if isinstance(parent, LoopOp) and value is parent.iv:
+            return {value}
+        return set()
+    return {lp.iv for lp in enclosing_loops(owner, kernel)}
+
+
+INJECTIVITY_PROBE = 64
+"""How many consecutive values of a loop's iv :func:`distinguishes` tries."""
+
+
+def distinguishes(load: loop.LoadOp, iv: SSAValue, extent: int) -> bool:
+    """Whether the load's coordinates differ for consecutive values of ``iv`` (the other
+    index operands held at 0, over the first :data:`INJECTIVITY_PROBE` values): an iv read
+    only through ``floordiv`` (a flattened ``head * 16 + f`` read as ``head``) does not."""
+    amap = load.map.data
+    positions = [k for k, v in enumerate(load.indices) if v is iv]
+    seen: set[tuple[int, ...]] = set()
+    for value in range(min(extent, INJECTIVITY_PROBE)):
+        operands = [value if k in positions else 0 for k in range(len(load.indices))]
+        point = amap.eval(operands, [])
+        if point in seen:
+            return False
+        seen.add(point)
+    return True
+
+
 def site_is_legal(load: loop.LoadOp, kernel: loop.KernelOp, producer: Producer) -> bool:
-    """The suffix rule (see module docstring) and materialisable non-access uses of ivs."""
+    """The suffix rule (see module docstring) and materialisable non-access uses of ivs.
+
+    A loop counts as used by the site when its iv reaches the load's coordinates, or an
+    index operand computed in the kernel may depend on it (:func:`index_dependencies`), or
+    it runs once. A producer with reductions must moreover see every used loop's iterations
+    as distinct points (:func:`distinguishes`): read through ``h = c floordiv 16`` it would
+    be recomputed for each of the 16 values of ``c`` sharing one ``h``.
+    """
     dims = set().union(*(used_dims(e) for e in load.map.data.results))
-    used_values = {load.indices[d] for d in dims}
+    used_values: set[SSAValue] = set()
+    for d in dims:
+        used_values |= index_dependencies(load.indices[d], kernel)
     loops = enclosing_loops(load, kernel)
-    used = [lp.iv in used_values for lp in loops]
+    if producer.has_reduce and any(
+        lp.trip_count > 1 and lp.iv in load.indices and not distinguishes(load, lp.iv,
+                                                                           lp.trip_count)
+        for lp in loops
+    ):
+        return False
+    used = [lp.iv in used_values or lp.trip_count == 1 for lp in loops]
     last_used = max((k for k, u in enumerate(used) if u), default=-1)
     if not all(used[: last_used + 1]):
         return False
@@ -298,20 +370,57 @@ def _blocks(op: Operation) -> Iterator[Block]:
             yield from region.blocks
 
 
-def fuse_function(fn: func.FuncOp) -> None:
-    """Fuse producers into consumers in ``fn`` until nothing changes."""
+def fuse_function(fn: func.FuncOp, recompute_limit: int = 256) -> None:
+    """Fuse producers into consumers in ``fn`` until nothing changes.
+
+    Each step fuses the last fusable producer in program order. A kernel found unfusable is
+    not examined again until something it depends on changes: its own body, or the kernels
+    bound to the buffers it writes (see :func:`_fuse_one`).
+    """
     block = fn.body.block
-    while _fuse_one(block):
+    kernels = [op for op in block.ops if isinstance(op, loop.KernelOp)]
+    # Fusion only erases kernels, so the initial positions keep ordering the survivors.
+    position = {k: i for i, k in enumerate(kernels)}
+    returned = {v for op in block.ops if isinstance(op, func.ReturnOp) for v in op.operands}
+    stale = set(kernels)
+    # Inlining adds loads, never stores: what each kernel writes is fixed during the pass.
+    written: dict[loop.KernelOp, set[SSAValue]] = {}
+    while _fuse_one(stale, position, returned, written, recompute_limit):
         pass
     for kernel in [op for op in block.ops if isinstance(op, loop.KernelOp)]:
         hoist_invariants(kernel)
         merge_identical(kernel)
 
 
-def _fuse_one(block: Block) -> bool:
-    kernels = [op for op in block.ops if isinstance(op, loop.KernelOp)]
-    returned = {v for op in block.ops if isinstance(op, func.ReturnOp) for v in op.operands}
-    for producer_kernel in reversed(kernels):
+def _written_by(kernel: loop.KernelOp, written: dict[loop.KernelOp, set[SSAValue]]
+                ) -> set[SSAValue]:
+    """:func:`_bound_written`, cached in ``written``."""
+    if kernel not in written:
+        written[kernel] = _bound_written(kernel)
+    return written[kernel]
+
+
+def _writers_of(buffers: set[SSAValue], written: dict[loop.KernelOp, set[SSAValue]]
+                ) -> set[loop.KernelOp]:
+    """The kernels that store to any of ``buffers`` (function-level values)."""
+    out: set[loop.KernelOp] = set()
+    for buffer in buffers:
+        for use in buffer.uses:
+            user = use.operation
+            if isinstance(user, loop.KernelOp) and buffer in _written_by(user, written):
+                out.add(user)
+    return out
+
+
+def _fuse_one(stale: set[loop.KernelOp], position: dict[loop.KernelOp, int],
+              returned: set[SSAValue], written: dict[loop.KernelOp, set[SSAValue]],
+              recompute_limit: int = 256) -> bool:
+    """Fuse the last fusable producer among the ``stale`` kernels (those whose decision may
+    have changed); drop the ones found unfusable from ``stale`` and mark the kernels a
+    fusion affects: the consumers (new bodies) and the writers of every buffer bound to the
+    producer or the consumers (new consumer sites, or one consumer fewer)."""
+    for producer_kernel in sorted(stale, key=position.__getitem__, reverse=True):
+        stale.discard(producer_kernel)
         producer = analyse_producer(producer_kernel)
         if producer is None:
             continue
@@ -319,24 +428,41 @@ def _fuse_one(block: Block) -> bool:
         buffer = producer_kernel.buffers[index]
         if not isinstance(buffer.owner, memref.AllocOp) or buffer in returned:
             continue
-        writers = [k for k in kernels if buffer in _bound_written(k)]
+        # The kernels bound to the buffer, in program order (found through its uses: walking
+        # every kernel for every candidate would make the pass cubic in the kernel count).
+        bound = {use.operation for use in buffer.uses if isinstance(use.operation, loop.KernelOp)}
+        users = sorted(bound, key=position.__getitem__)
+        writers = [k for k in users if buffer in _written_by(k, written)]
         if writers != [producer_kernel]:
             continue
-        consumers = [k for k in kernels if k is not producer_kernel and buffer in k.buffers]
+        consumers = [k for k in users if k is not producer_kernel]
         if producer.has_reduce and len(consumers) > 1:
             continue
         sites = [(c, ld) for c in consumers for ld in _loads_of(c, buffer)]
         if not all(site_is_legal(ld, c, producer) for c, ld in sites):
             continue
+        if producer.has_reduce and len(sites) > 1 and (
+            len({ld.parent for _, ld in sites}) < len(sites)
+            or producer.reduce_work > recompute_limit
+        ):
+            continue
+        inputs = {b for b in producer_kernel.buffers if b is not buffer}
+        if len(consumers) > 1 and _writers_of(inputs, written):
+            continue  # copies of a producer reading intermediates would chain
         for consumer, load in sites:
             inline_at(load, consumer, producer)
             hoist_invariants(consumer)
             merge_identical(consumer)
         for consumer in consumers:
             _unbind(consumer, buffer)
+        touched = set(producer_kernel.buffers) - {buffer}
+        for consumer in consumers:
+            touched |= set(consumer.buffers)
         Rewriter.erase_op(producer_kernel)
         if not buffer.uses:
             Rewriter.erase_op(buffer.owner)
+        written.pop(producer_kernel, None)
+        stale |= set(consumers) | _writers_of(touched, written)
         return True
     return False
 
@@ -370,7 +496,12 @@ class FuseKernels(ModulePass):
 
     name = "fuse-kernels"
 
+    recompute_limit: int = 256
+    """A producer with reductions is inlined at several load sites only if each value it
+    stores costs at most this many reduction iterations (``fuse-kernels{recompute_limit=0}``
+    never recomputes a reduction)."""
+
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for fn in list(op.walk()):
             if isinstance(fn, func.FuncOp) and not fn.is_declaration:
-                fuse_function(fn)
+                fuse_function(fn, self.recompute_limit)

@@ -53,3 +53,39 @@ func.func @bad_yield(%x: tensor<4xf32>) -> tensor<4xf32> {
   func.return %0 : tensor<4xf32>
 }
 // CHECK: body yields i32, expected f32
+
+// -----
+
+func.func @coord_outside(%x: tensor<4xf32>) -> index {
+  %0 = prim.coord 0 : index
+  func.return %0 : index
+}
+// CHECK: prim.coord must be directly in a prim.elementwise body
+
+// -----
+
+func.func @coord_dim(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = prim.elementwise (%x) : (tensor<4xf32>) -> tensor<4xf32> {
+  ^bb0(%a: f32):
+    %i = prim.coord 1 : index
+    prim.yield %a : f32
+  }
+  func.return %0 : tensor<4xf32>
+}
+// CHECK: dim 1 out of range for the rank-1 result of the elementwise op
+
+// -----
+
+func.func @gather_float_indices(%t: tensor<9x4xf32>, %i: tensor<3xf32>) -> tensor<3x4xf32> {
+  %0 = prim.gather %t[%i] axis 0 : (tensor<9x4xf32>, tensor<3xf32>) -> tensor<3x4xf32>
+  func.return %0 : tensor<3x4xf32>
+}
+// CHECK: indices must be an integer tensor, got f32
+
+// -----
+
+func.func @gather_shape(%t: tensor<9x4xf32>, %i: tensor<3xi64>) -> tensor<4x3xf32> {
+  %0 = prim.gather %t[%i] axis 1 : (tensor<9x4xf32>, tensor<3xi64>) -> tensor<4x3xf32>
+  func.return %0 : tensor<4x3xf32>
+}
+// CHECK: result shape [4, 3] does not match [9, 3] (table dims before the axis, the indices' shape, table dims after it)

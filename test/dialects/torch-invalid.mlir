@@ -141,3 +141,75 @@ func.func @bad_property_kind(%x: tensor<4xf32>) -> tensor<1xf32> {
   func.return %0 : tensor<1xf32>
 }
 // CHECK: property 'dims': expected a list of integers
+
+// -----
+
+func.func @embedding_float_ids(%w: tensor<10x4xf32>, %ids: tensor<3xf32>) -> tensor<3x4xf32> {
+  %0 = torch.embedding %w, %ids : tensor<10x4xf32>, tensor<3xf32> -> tensor<3x4xf32>
+  func.return %0 : tensor<3x4xf32>
+}
+// CHECK: embedding indices must be integers, got f32
+
+// -----
+
+func.func @embedding_shape(%w: tensor<10x4xf32>, %ids: tensor<3xi64>) -> tensor<3x5xf32> {
+  %0 = torch.embedding %w, %ids : tensor<10x4xf32>, tensor<3xi64> -> tensor<3x5xf32>
+  func.return %0 : tensor<3x5xf32>
+}
+// CHECK: result type tensor<3x5xf32> does not match tensor<3x4xf32>, computed from the operands
+
+// -----
+
+func.func @sdpa_gqa_heads(%q: tensor<1x6x5x8xf32>, %k: tensor<1x4x5x8xf32>) -> tensor<1x6x5x8xf32> {
+  %0 = torch.sdpa %q, %k, %k {is_causal = true, scale = 0.5, enable_gqa = true} : tensor<1x6x5x8xf32>, tensor<1x4x5x8xf32>, tensor<1x4x5x8xf32> -> tensor<1x6x5x8xf32>
+  func.return %0 : tensor<1x6x5x8xf32>
+}
+// CHECK: sdpa with enable_gqa: 4 key/value heads must divide 6 query heads
+
+// -----
+
+func.func @sdpa_mask_and_causal(%q: tensor<2x5x8xf32>, %m: tensor<5x5xi1>) -> tensor<2x5x8xf32> {
+  %0 = torch.sdpa %q, %q, %q, %m {is_causal = true, scale = 0.5, enable_gqa = false} : tensor<2x5x8xf32>, tensor<2x5x8xf32>, tensor<2x5x8xf32>, tensor<5x5xi1> -> tensor<2x5x8xf32>
+  func.return %0 : tensor<2x5x8xf32>
+}
+// CHECK: sdpa takes either a mask or is_causal, not both
+
+// -----
+
+func.func @sdpa_mask_type(%q: tensor<2x5x8xf32>, %m: tensor<5x5xi32>) -> tensor<2x5x8xf32> {
+  %0 = torch.sdpa %q, %q, %q, %m {is_causal = false, scale = 0.5, enable_gqa = false} : tensor<2x5x8xf32>, tensor<2x5x8xf32>, tensor<2x5x8xf32>, tensor<5x5xi32> -> tensor<2x5x8xf32>
+  func.return %0 : tensor<2x5x8xf32>
+}
+// CHECK: sdpa mask must be i1 or f32, got i32
+
+// -----
+
+func.func @arange_extent() -> tensor<8xi64> {
+  %0 = torch.arange {start = 0, end = 7, step = 1} : tensor<8xi64>
+  func.return %0 : tensor<8xi64>
+}
+// CHECK: result type tensor<8xi64> does not match tensor<7xi64>, computed from the operands
+
+// -----
+
+func.func @integer_constant() -> tensor<i64> {
+  %0 = torch.constant 0.5 : tensor<i64>
+  func.return %0 : tensor<i64>
+}
+// CHECK: torch.constant of type i64 needs an integral value, got 0.5
+
+// -----
+
+func.func @bool_arithmetic(%m: tensor<4xi1>) -> tensor<4xi1> {
+  %0 = torch.add %m, %m : tensor<4xi1>, tensor<4xi1> -> tensor<4xi1>
+  func.return %0 : tensor<4xi1>
+}
+// CHECK: torch.add does not take i1 operands (cast with torch.to first)
+
+// -----
+
+func.func @where_condition(%c: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = torch.where %c, %c, %c : tensor<4xf32>, tensor<4xf32>, tensor<4xf32> -> tensor<4xf32>
+  func.return %0 : tensor<4xf32>
+}
+// CHECK: torch.where condition must be i1, got f32

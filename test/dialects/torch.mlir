@@ -115,3 +115,45 @@ func.func @misc(%a: tensor<2x3x4xf64>, %b: tensor<3x1xf64>, %c: tensor<2x4x5xf64
 // CHECK: torch.transpose %{{.*}} {dim0 = -1, dim1 = -2} : tensor<2x3x4xf64> -> tensor<2x4x3xf64>
 // CHECK: torch.slice %{{.*}} {dim = 2, start = 0, end = 3, step = 2} : tensor<2x4x3xf64> -> tensor<2x4x2xf64>
 // CHECK: torch.matmul %{{.*}}, %{{.*}} : tensor<4xf64>, tensor<2x4x5xf64> -> tensor<2x5xf64>
+
+// Language-model ops: embedding of i64 ids, the rotary embedding's arange/cast/cos/sin,
+// causal GQA attention, integer arithmetic, comparisons, masks and where.
+func.func @llm(%table: tensor<97x16xf32> {llmopt.param = "embed.weight"},
+               %ids: tensor<1x7xi64> {llmopt.input = "input_ids"},
+               %q: tensor<1x4x7x16xf32>, %k: tensor<1x2x7x16xf32>, %v: tensor<1x2x7x16xf32>,
+               %m: tensor<7x7xi1>, %fm: tensor<1x7x7xf32>)
+    -> (tensor<1x7x16xf32>, tensor<7xf32>, tensor<1x4x7x16xf32>, tensor<1x4x7x16xf32>, tensor<7x7xf32>) {
+  %e = torch.embedding %table, %ids : tensor<97x16xf32>, tensor<1x7xi64> -> tensor<1x7x16xf32>
+  %pos = torch.arange {start = 0, end = 7, step = 1} : tensor<7xi64>
+  %two = torch.constant 2.0 : tensor<i64>
+  %p2 = torch.mul %pos, %two : tensor<7xi64>, tensor<i64> -> tensor<7xi64>
+  %pf = torch.to %p2 : tensor<7xi64> -> tensor<7xf32>
+  %c = torch.cos %pf : tensor<7xf32> -> tensor<7xf32>
+  %s = torch.sin %pf : tensor<7xf32> -> tensor<7xf32>
+  %cs = torch.add %c, %s : tensor<7xf32>, tensor<7xf32> -> tensor<7xf32>
+  %a = torch.sdpa %q, %k, %v {is_causal = true, scale = 0.25, enable_gqa = true} : tensor<1x4x7x16xf32>, tensor<1x2x7x16xf32>, tensor<1x2x7x16xf32> -> tensor<1x4x7x16xf32>
+  %b = torch.sdpa %q, %k, %v, %m {is_causal = false, scale = 0.25, enable_gqa = true} : tensor<1x4x7x16xf32>, tensor<1x2x7x16xf32>, tensor<1x2x7x16xf32>, tensor<7x7xi1> -> tensor<1x4x7x16xf32>
+  %row = torch.unsqueeze %pos {dim = 1} : tensor<7xi64> -> tensor<7x1xi64>
+  %le = torch.le %pos, %row : tensor<7xi64>, tensor<7x1xi64> -> tensor<7x7xi1>
+  %and = torch.logical_and %le, %m : tensor<7x7xi1>, tensor<7x7xi1> -> tensor<7x7xi1>
+  %not = torch.logical_not %and : tensor<7x7xi1> -> tensor<7x7xi1>
+  %ninf = torch.constant 0xFFF0000000000000 : tensor<f32>
+  %fm2 = torch.reshape %fm : tensor<1x7x7xf32> -> tensor<7x7xf32>
+  %w = torch.where %not, %ninf, %fm2 : tensor<7x7xi1>, tensor<f32>, tensor<7x7xf32> -> tensor<7x7xf32>
+  func.return %e, %cs, %a, %b, %w : tensor<1x7x16xf32>, tensor<7xf32>, tensor<1x4x7x16xf32>, tensor<1x4x7x16xf32>, tensor<7x7xf32>
+}
+
+// CHECK-LABEL: func.func @llm
+// CHECK: torch.embedding %{{.*}}, %{{.*}} : tensor<97x16xf32>, tensor<1x7xi64> -> tensor<1x7x16xf32>
+// CHECK: torch.arange {start = 0, end = 7, step = 1} : tensor<7xi64>
+// CHECK: torch.constant 2.0 : tensor<i64>
+// CHECK: torch.mul %{{.*}}, %{{.*}} : tensor<7xi64>, tensor<i64> -> tensor<7xi64>
+// CHECK: torch.to %{{.*}} : tensor<7xi64> -> tensor<7xf32>
+// CHECK: torch.cos %{{.*}} : tensor<7xf32> -> tensor<7xf32>
+// CHECK: torch.sin %{{.*}} : tensor<7xf32> -> tensor<7xf32>
+// CHECK: torch.sdpa %{{.*}}, %{{.*}}, %{{.*}} {is_causal = true, scale = 0.25, enable_gqa = true} : tensor<1x4x7x16xf32>, tensor<1x2x7x16xf32>, tensor<1x2x7x16xf32> -> tensor<1x4x7x16xf32>
+// CHECK: torch.sdpa %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {is_causal = false, scale = 0.25, enable_gqa = true} : {{.*}}, tensor<7x7xi1> -> tensor<1x4x7x16xf32>
+// CHECK: torch.le %{{.*}}, %{{.*}} : tensor<7xi64>, tensor<7x1xi64> -> tensor<7x7xi1>
+// CHECK: torch.logical_and
+// CHECK: torch.logical_not %{{.*}} : tensor<7x7xi1> -> tensor<7x7xi1>
+// CHECK: torch.where %{{.*}}, %{{.*}}, %{{.*}} : tensor<7x7xi1>, tensor<f32>, tensor<7x7xf32> -> tensor<7x7xf32>

@@ -216,12 +216,20 @@ def test_unsupported_op_names_op_and_line() -> None:
     assert "torch.cumsum(x, 0)" in message
 
 
-def test_integer_inputs_are_rejected() -> None:
+def test_integer_inputs_are_captured() -> None:
     def f(x: torch.Tensor) -> torch.Tensor:
         return x * 2
 
-    with pytest.raises(CaptureError, match="unsupported dtype torch.int64"):
-        capture(f, (torch.arange(4),))
+    program = check_numerics(f, (torch.arange(4),))
+    assert "tensor<4xi64>" in str(program.module)
+
+
+def test_unsupported_dtypes_are_rejected() -> None:
+    def f(x: torch.Tensor) -> torch.Tensor:
+        return x * 2
+
+    with pytest.raises(CaptureError, match="unsupported dtype torch.uint8"):
+        capture(f, (torch.arange(4, dtype=torch.uint8),))
 
 
 def test_captured_text_round_trips() -> None:
@@ -416,3 +424,33 @@ def test_linear_lowers_to_broadcast_mul_reduce() -> None:
     assert body == ["prim.index_map", "prim.index_map", "prim.elementwise", "prim.reduce",
                     "prim.index_map"]
     assert "arith.mulf" in names
+
+
+def test_numeric_masks_comparisons_and_integers() -> None:
+    def f(x: torch.Tensor, ids: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        rows = torch.arange(7)[:, None]
+        causal = rows >= torch.arange(7)[None, :]
+        keep = (causal & (x > 0)) | ~(x < -1)
+        y = x.masked_fill(~keep, -1e4)
+        z = torch.where(keep, x, torch.zeros_like(x)) + torch.ones(7, 7) * torch.full((7,), 2.0)
+        w = (ids * 2 + 1 - ids.neg()).float() * (ids != 3)
+        return y, z, w, torch.arange(2, 9, 3), torch.logical_or(causal, x.eq(x.amax()))
+
+    program = check_numerics(f, (_rand(7, 7), torch.arange(7)))
+    names = set(op_names(program))
+    assert {"torch.ge", "torch.gt", "torch.lt", "torch.ne", "torch.eq", "torch.logical_and",
+            "torch.logical_or", "torch.logical_not", "torch.where", "torch.arange"} <= names
+
+
+def test_numeric_embedding_rope_and_attention() -> None:
+    def f(w: torch.Tensor, ids: torch.Tensor, q: torch.Tensor, k: torch.Tensor
+          ) -> tuple[torch.Tensor, torch.Tensor]:
+        freqs = torch.arange(4).float()[:, None] * torch.arange(0, 8, 2).float()[None, :]
+        e = F.embedding(ids, w) * freqs.cos() + freqs.sin()
+        a = F.scaled_dot_product_attention(q, k, k, is_causal=True, enable_gqa=True)
+        return e, a
+
+    program = check_numerics(f, (_rand(10, 4), torch.tensor([3, 0, 9, 3]), _rand(1, 4, 5, 8),
+                                 _rand(1, 2, 5, 8)))
+    names = op_names(program)
+    assert names.count("torch.embedding") == names.count("torch.sdpa") == 1

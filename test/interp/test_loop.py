@@ -192,3 +192,29 @@ func.func @mv(%a: memref<16x300xf32>, %v: memref<300xf32>) -> memref<16xf32> {
     np.testing.assert_array_equal(whole, chunked)
     a, v = (t.astype(np.float64) for t in inputs)
     np.testing.assert_allclose(whole, a @ v, rtol=1e-4, atol=1e-5)
+
+
+def test_data_dependent_index(parse: Parse) -> None:
+    """A ``loop.load`` whose index operand is a loaded value (a gather): vectorised over the
+    nest, and bounds-checked per point."""
+    module = parse("""
+func.func @f(%t: memref<5x3xf32>, %ids: memref<4xi64>) -> memref<4x3xf32> {
+  %o = memref.alloc() : memref<4x3xf32>
+  loop.kernel @gather (%a = %t : memref<5x3xf32>, %b = %ids : memref<4xi64>,
+                       %c = %o : memref<4x3xf32>) {
+    loop.for %i = 0 to 4 {
+      %id = loop.load %b[%i] : memref<4xi64>
+      %row = arith.index_cast %id : i64 to index
+      loop.for %j = 0 to 3 {
+        %v = loop.load %a[%row, %j] : memref<5x3xf32>
+        loop.store %v, %c[%i, %j] : memref<4x3xf32>
+      }
+    }
+  }
+  func.return %o : memref<4x3xf32>
+}""")
+    table = np.arange(15, dtype=np.float32).reshape(5, 3)
+    (y,) = run(module, [table, np.array([4, 0, 2, 2])])
+    np.testing.assert_array_equal(y, table[[4, 0, 2, 2]])
+    with pytest.raises(OutOfBoundsError, match="index 5 is out of bounds for dimension 0"):
+        run(module, [table, np.array([4, 5, 2, 2])])

@@ -149,3 +149,31 @@ func.func @shift(%x: tensor<5xf32>) -> tensor<5xf32> {
 """)
     with pytest.raises(OutOfBoundsError, match=r"prim.index_map.*coordinate 5 of dim 0"):
         run(module, random_inputs(module, seed=0))
+
+
+def test_gather_and_coordinates(parse: Parse) -> None:
+    """``prim.gather`` is ``numpy.take``; ``prim.coord`` is the coordinate grid."""
+    from llmopt.interp import OutOfBoundsError
+
+    module = parse("""
+func.func @f(%t: tensor<3x9x2xf32>, %ids: tensor<2x2xi32>)
+    -> (tensor<3x2x2x2xf32>, tensor<4x5xi64>) {
+  %g = prim.gather %t[%ids] axis 1 : (tensor<3x9x2xf32>, tensor<2x2xi32>) -> tensor<3x2x2x2xf32>
+  %c = prim.elementwise () : () -> tensor<4x5xi64> {
+    %i = prim.coord 0 : index
+    %j = prim.coord 1 : index
+    %ten = arith.constant 10 : index
+    %a = arith.muli %i, %ten : index
+    %s = arith.addi %a, %j : index
+    %r = arith.index_cast %s : index to i64
+    prim.yield %r : i64
+  }
+  func.return %g, %c : tensor<3x2x2x2xf32>, tensor<4x5xi64>
+}""")
+    table = np.arange(54, dtype=np.float32).reshape(3, 9, 2)
+    ids = np.array([[8, 0], [3, 3]], dtype=np.int32)
+    g, c = run(module, [table, ids])
+    np.testing.assert_array_equal(g, np.take(table, ids, axis=1))
+    np.testing.assert_array_equal(c, np.arange(4)[:, None] * 10 + np.arange(5)[None, :])
+    with pytest.raises(OutOfBoundsError, match="index 9 is out of bounds for dim 1"):
+        run(module, [table, np.array([[9, 0], [0, 0]], dtype=np.int32)])

@@ -139,3 +139,62 @@ func.func @f(%x: tensor<2x3x4xf32>, %b: tensor<2x4x5xf32>, %w: tensor<4xf32>)
                                atol=1e-4)
     ref = torch.nn.functional.rms_norm(tx, (4,), tw, eps=1e-6)
     np.testing.assert_allclose(n, ref.numpy(), **F32)
+
+
+LLM_OPS = """
+func.func @llm(%w: tensor<11x6xf32>, %ids: tensor<2x3xi64>, %q: tensor<1x4x5x8xf32>,
+               %k: tensor<1x2x5x8xf32>, %v: tensor<1x2x5x8xf32>, %m: tensor<5x5xi1>)
+    -> (tensor<2x3x6xf32>, tensor<7xf32>, tensor<1x4x5x8xf32>, tensor<1x4x5x8xf32>,
+        tensor<5x5xf32>) {
+  %e = torch.embedding %w, %ids : tensor<11x6xf32>, tensor<2x3xi64> -> tensor<2x3x6xf32>
+  %a = torch.arange {start = 9, end = 2, step = -1} : tensor<7xi64>
+  %f = torch.to %a : tensor<7xi64> -> tensor<7xf32>
+  %c = torch.cos %f : tensor<7xf32> -> tensor<7xf32>
+  %s = torch.sin %f : tensor<7xf32> -> tensor<7xf32>
+  %cs = torch.mul %c, %s : tensor<7xf32>, tensor<7xf32> -> tensor<7xf32>
+  %causal = torch.sdpa %q, %k, %v {is_causal = true, scale = 0.3, enable_gqa = true}
+      : tensor<1x4x5x8xf32>, tensor<1x2x5x8xf32>, tensor<1x2x5x8xf32> -> tensor<1x4x5x8xf32>
+  %masked = torch.sdpa %q, %k, %v, %m {is_causal = false, scale = 0.3, enable_gqa = true}
+      : tensor<1x4x5x8xf32>, tensor<1x2x5x8xf32>, tensor<1x2x5x8xf32>, tensor<5x5xi1>
+      -> tensor<1x4x5x8xf32>
+  %zero = torch.constant 0.0 : tensor<f32>
+  %one = torch.constant 1.0 : tensor<f32>
+  %n = torch.logical_not %m : tensor<5x5xi1> -> tensor<5x5xi1>
+  %w2 = torch.where %n, %one, %zero : tensor<5x5xi1>, tensor<f32>, tensor<f32> -> tensor<5x5xf32>
+  func.return %e, %cs, %causal, %masked, %w2
+      : tensor<2x3x6xf32>, tensor<7xf32>, tensor<1x4x5x8xf32>, tensor<1x4x5x8xf32>,
+        tensor<5x5xf32>
+}
+"""
+
+
+def test_llm_ops(parse: Parse) -> None:
+    module = parse(LLM_OPS)
+    inputs = random_inputs(module, seed=1)
+    assert inputs[1].max() < 11  # the ids index the embedding's 11 rows
+    inputs[5] = np.tril(np.ones((5, 5), bool)) | np.eye(5, k=1, dtype=bool)
+    e, cs, causal, masked, where = run(module, inputs)
+    w, ids, q, k, v, m = inputs
+    F = torch.nn.functional
+    np.testing.assert_array_equal(e, w[ids])
+    pos = torch.arange(9, 2, -1).double()
+    np.testing.assert_allclose(cs, (pos.cos() * pos.sin()).numpy(), **F32)
+    tq, tk, tv = _t(q), _t(k), _t(v)
+    ref = F.scaled_dot_product_attention(tq, tk, tv, is_causal=True, scale=0.3, enable_gqa=True)
+    np.testing.assert_allclose(causal, ref.numpy(), **F32)
+    ref = F.scaled_dot_product_attention(tq, tk, tv, attn_mask=torch.from_numpy(m), scale=0.3,
+                                         enable_gqa=True)
+    np.testing.assert_allclose(masked, ref.numpy(), **F32)
+    np.testing.assert_array_equal(where, (~m).astype(np.float32))
+
+
+def test_embedding_index_out_of_range(parse: Parse) -> None:
+    from llmopt.interp import InterpretError
+
+    module = parse("""
+func.func @f(%w: tensor<4x2xf32>, %ids: tensor<3xi64>) -> tensor<3x2xf32> {
+  %e = torch.embedding %w, %ids : tensor<4x2xf32>, tensor<3xi64> -> tensor<3x2xf32>
+  func.return %e : tensor<3x2xf32>
+}""")
+    with pytest.raises(InterpretError, match="index 4 is out of range for an embedding of 4"):
+        run(module, [np.zeros((4, 2)), np.array([0, 4, 1])])

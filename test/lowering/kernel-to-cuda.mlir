@@ -235,3 +235,35 @@ kernel.func @inplace(%a: memref<64xf32>, %b: memref<64xf32>) block [64, 1, 1] {
 // CUDA-NEXT:   b[t] = p;
 // CUDA-NEXT:   b[t] = v + q;
 // CUDA-NEXT: }
+
+// -----
+
+// Kernel symbols that are not usable C names (a keyword, a CUDA function, MLIR-only
+// characters) are renamed, and their launches follow.
+func.func @names(%x: memref<64xf32>) {
+  kernel.launch @double grid [1, 1, 1] block [64, 1, 1] smem 0 (%x) : memref<64xf32>
+  kernel.launch @"my-kernel.v2" grid [1, 1, 1] block [64, 1, 1] smem 0 (%x) : memref<64xf32>
+  func.return
+}
+kernel.func @double(%a: memref<64xf32>) block [64, 1, 1] {
+  %t = kernel.thread_id x
+  %v = kernel.load %a[%t] : memref<64xf32>
+  %w = arith.addf %v, %v : f32
+  kernel.store %w, %a[%t] : memref<64xf32>
+  kernel.return
+}
+kernel.func @"my-kernel.v2"(%a: memref<64xf32>) block [64, 1, 1] {
+  %t = kernel.thread_id x
+  %v = kernel.load %a[%t] : memref<64xf32>
+  kernel.store %v, %a[%t] : memref<64xf32>
+  kernel.return
+}
+
+// CHECK-LABEL: func.func @names
+// CHECK-NEXT:  kernel.launch @k_double grid
+// CHECK-NEXT:  kernel.launch @my_kernel_v2 grid
+// CHECK:       cuda.kernel @k_double(
+// CHECK:       cuda.kernel @my_kernel_v2(
+
+// CUDA:      extern "C" __global__ void __launch_bounds__(64) k_double(float* __restrict__ a) {
+// CUDA:      extern "C" __global__ void __launch_bounds__(64) my_kernel_v2(float* __restrict__ a) {

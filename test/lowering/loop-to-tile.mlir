@@ -272,4 +272,35 @@ func.func @nests(%x: memref<64xf32>, %y: memref<64xf32>, %z: memref<32xf32>) {
 // CHECK:           arith.mulf
 // CHECK:       func.return
 
+// -----
+
+// A full reduction whose result a loop nest uses: the two cannot be separate foralls, so they
+// run in order on one block (row schedule), the nest over the block's threads. Scalar ops
+// defined between them without depending on them are hoisted to the top of the kernel.
+func.func @vector_norm(%x: memref<300xf32>, %y: memref<300xf32>) {
+  loop.kernel @vnorm (%a = %x : memref<300xf32>, %b = %y : memref<300xf32>) {
+    %s = loop.reduce add %k = 0 to 300 : f32 {
+      %v = loop.load %a[%k] : memref<300xf32>
+      loop.yield %v : f32
+    }
+    %n = arith.constant 3.3333333e-03 : f32
+    %m = arith.mulf %s, %n : f32
+    loop.for %i = 0 to 300 {
+      %v = loop.load %a[%i] : memref<300xf32>
+      %w = arith.mulf %v, %m : f32
+      loop.store %w, %b[%i] : memref<300xf32>
+    }
+  }
+  func.return
+}
+
+// CHECK-LABEL: func.func @vector_norm
+// CHECK-NEXT:  tile.kernel @vnorm grid [1, 1, 1] block [256, 1, 1]
+// CHECK-NEXT:    %n = arith.constant
+// CHECK-NEXT:    tile.forall (%once) in [1] over blocks {
+// CHECK-NEXT:      %s = tile.coop_reduce add %k = 0 to 300 : f32 {
+// CHECK:           %m = arith.mulf %s, %n : f32
+// CHECK-NEXT:      tile.forall (%i) in [300] over block_threads {
+// CHECK:             loop.store %w, %b[%i] : memref<300xf32>
+
 // BADBLOCK: block_size must be a multiple of 32

@@ -71,3 +71,34 @@ func.func @cat(%a: tensor<2x3xf32>, %b: tensor<2x5xf32>) -> tensor<2x8xf32> {
 // CHECK-NEXT: %[[LT:.*]] = arith.cmpi ult, %[[J]], %[[C3]] : index
 // CHECK-NEXT: %[[SEL:.*]] = arith.select %[[LT]], %[[VA]], %[[VB]] : f32
 // CHECK-NEXT: loop.store %[[SEL]]
+
+// -----
+
+// Gather: the index is loaded, cast to index and used as the table coordinate; prim.coord
+// becomes the iv of its loop.
+func.func @gather(%t: tensor<97x16xf32>, %ids: tensor<2x7xi64>) -> (tensor<2x7x16xf32>, tensor<7x7xf32>) {
+  %0 = prim.gather %t[%ids] axis 0 : (tensor<97x16xf32>, tensor<2x7xi64>) -> tensor<2x7x16xf32>
+  %1 = prim.elementwise () : () -> tensor<7x7xf32> {
+    %l = prim.coord 0 : index
+    %s = prim.coord 1 : index
+    %c = arith.cmpi sle, %s, %l : index
+    %one = arith.constant 1.0 : f32
+    %zero = arith.constant 0.0 : f32
+    %r = arith.select %c, %one, %zero : f32
+    prim.yield %r : f32
+  }
+  func.return %0, %1 : tensor<2x7x16xf32>, tensor<7x7xf32>
+}
+// CHECK-LABEL: func.func @gather
+// CHECK: loop.kernel @gather_0 (%[[T:.*]] = %t : memref<97x16xf32>, %[[IDS:.*]] = %ids : memref<2x7xi64>, %[[O:.*]] = %{{.*}} : memref<2x7x16xf32>) {
+// CHECK-NEXT: loop.for %[[I0:.*]] = 0 to 2 {
+// CHECK-NEXT: loop.for %[[I1:.*]] = 0 to 7 {
+// CHECK-NEXT: loop.for %[[I2:.*]] = 0 to 16 {
+// CHECK-NEXT: %[[ID:.*]] = loop.load %[[IDS]][%[[I0]], %[[I1]]] : memref<2x7xi64>
+// CHECK-NEXT: %[[ROW:.*]] = arith.index_cast %[[ID]] : i64 to index
+// CHECK-NEXT: %[[V:.*]] = loop.load %[[T]][%[[ROW]], %[[I2]]] : memref<97x16xf32>
+// CHECK-NEXT: loop.store %[[V]], %[[O]][%[[I0]], %[[I1]], %[[I2]]] : memref<2x7x16xf32>
+// CHECK: loop.kernel @elementwise_1
+// CHECK-NEXT: loop.for %[[L:.*]] = 0 to 7 {
+// CHECK-NEXT: loop.for %[[S:.*]] = 0 to 7 {
+// CHECK-NEXT: arith.cmpi sle, %[[S]], %[[L]] : index

@@ -236,9 +236,34 @@ func.func @f(%x: memref<4x3xf32>, %z: memref<4x5xf32>) -> memref<4x8xf32> {
 }
 """
 
+# A full reduction whose result scales a loop nest (RMSNorm of a 1-D vector), with a constant
+# defined after the reduction: one row-scheduled unit on one block.
+VECTOR_NORM = """
+func.func @f(%x: memref<300xf32>) -> memref<300xf32> {
+  %y = memref.alloc() : memref<300xf32>
+  loop.kernel @vnorm (%a = %x : memref<300xf32>, %b = %y : memref<300xf32>) {
+    %s = loop.reduce add %k = 0 to 300 : f32 {
+      %v = loop.load %a[%k] : memref<300xf32>
+      %sq = arith.mulf %v, %v : f32
+      loop.yield %sq : f32
+    }
+    %n = arith.constant 3.3333333e-03 : f32
+    %m = arith.mulf %s, %n : f32
+    %r = math.rsqrt %m : f32
+    loop.for %i = 0 to 300 {
+      %v = loop.load %a[%i] : memref<300xf32>
+      %w = arith.mulf %v, %r : f32
+      loop.store %w, %b[%i] : memref<300xf32>
+    }
+  }
+  func.return %y : memref<300xf32>
+}
+"""
+
 CASES = {
     "elementwise": ELEMENTWISE, "rmsnorm": RMSNORM, "softmax": SOFTMAX, "matmul": MATMUL,
     "full_reduce": FULL_REDUCE, "nests": NESTS, "indexing": INDEXING,
+    "vector_norm": VECTOR_NORM,
 }
 
 KNOBS = [
@@ -374,23 +399,17 @@ def test_unsupported_launch_shape() -> None:
 # --- diagnostics ---------------------------------------------------------------------------------
 
 
-def test_value_escaping_its_nest_is_rejected() -> None:
-    module = parse("""
-    func.func @f(%x: memref<8xf32>) {
-      loop.kernel @k (%a = %x : memref<8xf32>) {
-        %s = loop.reduce add %k = 0 to 8 : f32 {
-          %v = loop.load %a[%k] : memref<8xf32>
-          loop.yield %v : f32
-        }
-        loop.for %i = 0 to 8 {
-          loop.store %s, %a[%i] : memref<8xf32>
-        }
-      }
-      func.return
-    }
-    """)
-    with pytest.raises(PassFailedException, match="used outside its loop nest"):
-        LoopToTile().apply(Context(), module)
+def test_reduction_feeding_a_nest_runs_on_one_block() -> None:
+    """A full reduction and the loop nest that uses its result share one row-scheduled unit
+    (they cannot be separate foralls), and the constant defined between them is hoisted."""
+    _, at_tile, _ = lower(VECTOR_NORM)
+    (kern,) = ops_of(at_tile, tile.KernelOp)
+    assert kern.grid_shape == (1, 1, 1) and kern.block_shape == (256, 1, 1)
+    assert isinstance(kern.body.block.first_op, arith.ConstantOp)
+    outer, inner = ops_of(at_tile, tile.ForallOp)
+    assert (outer.mapping.data, outer.shape) == ("blocks", (1,))
+    assert (inner.mapping.data, inner.shape) == ("block_threads", (300,))
+    assert len(ops_of(at_tile, tile.CoopReduceOp)) == 1
 
 
 @pytest.mark.parametrize(

@@ -202,3 +202,88 @@ func.func @linear_bf16(%x: tensor<4x16xbf16>, %w: tensor<8x16xbf16>) -> (tensor<
 // CHECK:      prim.reduce add %{{.*}} dims [1] : tensor<4x16xf32> -> tensor<4x1xf32>
 // CHECK:        arith.constant 6.250000e-02 : f32
 // CHECK:        arith.truncf %{{.*}} : f32 to bf16
+
+// Causal GQA attention (4 query heads share 2 key/value heads): scores as a contraction whose
+// key operand reads head h floordiv 2, one elementwise op that scales and masks with
+// prim.coord (key s <= query l), the softmax chain along the keys, and probs @ v.
+func.func @attention(%q: tensor<1x4x5x8xf32>, %k: tensor<1x2x5x8xf32>, %v: tensor<1x2x5x8xf32>) -> tensor<1x4x5x8xf32> {
+  %0 = torch.sdpa %q, %k, %v {is_causal = true, scale = 0.25, enable_gqa = true} : tensor<1x4x5x8xf32>, tensor<1x2x5x8xf32>, tensor<1x2x5x8xf32> -> tensor<1x4x5x8xf32>
+  func.return %0 : tensor<1x4x5x8xf32>
+}
+// CHECK-LABEL: func.func @attention(
+// CHECK:      prim.index_map (%q) [(d0, d1, d2, d3, d4) -> (d0, d1, d2, d4)] : (tensor<1x4x5x8xf32>) -> tensor<1x4x5x5x8xf32>
+// CHECK-NEXT: prim.index_map (%k) [(d0, d1, d2, d3, d4) -> (d0, (d1 floordiv 2), d3, d4)] : (tensor<1x2x5x8xf32>) -> tensor<1x4x5x5x8xf32>
+// CHECK:        arith.mulf
+// CHECK:      prim.reduce add %{{.*}} dims [4] : tensor<1x4x5x5x8xf32> -> tensor<1x4x5x5x1xf32>
+// CHECK:      %[[SCORES:.*]] = prim.elementwise (%{{.*}}) : (tensor<1x4x5x5xf32>) -> tensor<1x4x5x5xf32> {
+// CHECK:        arith.constant 2.500000e-01 : f32
+// CHECK:        %[[S:.*]] = prim.coord 3 : index
+// CHECK-NEXT:   %[[L:.*]] = prim.coord 2 : index
+// CHECK-NEXT:   %[[KEEP:.*]] = arith.cmpi sle, %[[S]], %[[L]] : index
+// CHECK-NEXT:   %[[NINF:.*]] = arith.constant 0xff800000 : f32
+// CHECK-NEXT:   arith.select %[[KEEP]], %{{.*}}, %[[NINF]] : f32
+// CHECK:      prim.reduce max %[[SCORES]] dims [3]
+// CHECK:        math.exp
+// CHECK:      prim.reduce add %{{.*}} dims [3]
+// CHECK:        arith.divf
+// CHECK:      prim.index_map (%v) [(d0, d1, d2, d3, d4) -> (d0, (d1 floordiv 2), d4, d3)] : (tensor<1x2x5x8xf32>) -> tensor<1x4x5x8x5xf32>
+// CHECK:      prim.reduce add %{{.*}} dims [4] : tensor<1x4x5x8x5xf32> -> tensor<1x4x5x8x1xf32>
+
+// A boolean mask selects -inf where it is false; a float mask is added.
+func.func @masked(%q: tensor<3x5x8xf32>, %m: tensor<5x5xi1>, %f: tensor<5x5xf32>) -> (tensor<3x5x8xf32>, tensor<3x5x8xf32>) {
+  %0 = torch.sdpa %q, %q, %q, %m {is_causal = false, scale = 0.5, enable_gqa = false} : tensor<3x5x8xf32>, tensor<3x5x8xf32>, tensor<3x5x8xf32>, tensor<5x5xi1> -> tensor<3x5x8xf32>
+  %1 = torch.sdpa %q, %q, %q, %f {is_causal = false, scale = 0.5, enable_gqa = false} : tensor<3x5x8xf32>, tensor<3x5x8xf32>, tensor<3x5x8xf32>, tensor<5x5xf32> -> tensor<3x5x8xf32>
+  func.return %0, %1 : tensor<3x5x8xf32>, tensor<3x5x8xf32>
+}
+// CHECK-LABEL: func.func @masked(
+// CHECK:      %[[MB:.*]] = prim.index_map (%m) [(d0, d1, d2) -> (d1, d2)] : (tensor<5x5xi1>) -> tensor<3x5x5xi1>
+// CHECK:      prim.elementwise (%{{.*}}, %[[MB]]) : (tensor<3x5x5xf32>, tensor<3x5x5xi1>) -> tensor<3x5x5xf32> {
+// CHECK-NEXT: ^{{.*}}(%[[X:.*]]: f32, %[[K:.*]]: i1):
+// CHECK:        arith.select %[[K]], %{{.*}}, %{{.*}} : f32
+// CHECK:      %[[FB:.*]] = prim.index_map (%f) [(d0, d1, d2) -> (d1, d2)] : (tensor<5x5xf32>) -> tensor<3x5x5xf32>
+// CHECK:      prim.elementwise (%{{.*}}, %[[FB]])
+// CHECK:        arith.mulf
+// CHECK-NEXT:   arith.addf
+
+// Embedding is a gather along the table's rows; arange a fill computing start + step * coord;
+// integer arithmetic, comparisons, logic, where and casts become arith ops.
+func.func @ids(%w: tensor<97x16xf32>, %ids: tensor<1x7xi64>, %m: tensor<7xi1>) -> (tensor<1x7x16xf32>, tensor<7xf32>, tensor<7xf32>) {
+  %e = torch.embedding %w, %ids : tensor<97x16xf32>, tensor<1x7xi64> -> tensor<1x7x16xf32>
+  %a = torch.arange {start = 3, end = 17, step = 2} : tensor<7xi64>
+  %c = torch.constant 1.0 : tensor<i64>
+  %s = torch.sub %a, %c : tensor<7xi64>, tensor<i64> -> tensor<7xi64>
+  %f = torch.to %s : tensor<7xi64> -> tensor<7xf32>
+  %g = torch.gt %a, %c : tensor<7xi64>, tensor<i64> -> tensor<7xi1>
+  %n = torch.logical_not %m : tensor<7xi1> -> tensor<7xi1>
+  %o = torch.logical_or %g, %n : tensor<7xi1>, tensor<7xi1> -> tensor<7xi1>
+  %z = torch.constant 0.0 : tensor<f32>
+  %w2 = torch.where %o, %f, %z : tensor<7xi1>, tensor<7xf32>, tensor<f32> -> tensor<7xf32>
+  %b = torch.to %m : tensor<7xi1> -> tensor<7xf32>
+  func.return %e, %w2, %b : tensor<1x7x16xf32>, tensor<7xf32>, tensor<7xf32>
+}
+// CHECK-LABEL: func.func @ids(
+// CHECK:      prim.gather %w[%ids] axis 0 : (tensor<97x16xf32>, tensor<1x7xi64>) -> tensor<1x7x16xf32>
+// CHECK:      prim.elementwise () : () -> tensor<7xi64> {
+// CHECK-NEXT:   %[[C:.*]] = prim.coord 0 : index
+// CHECK-NEXT:   %[[I:.*]] = arith.index_cast %[[C]] : index to i64
+// CHECK-NEXT:   %[[TWO:.*]] = arith.constant 2 : i64
+// CHECK-NEXT:   %[[M:.*]] = arith.muli %[[I]], %[[TWO]] : i64
+// CHECK-NEXT:   %[[THREE:.*]] = arith.constant 3 : i64
+// CHECK-NEXT:   arith.addi %[[M]], %[[THREE]] : i64
+// CHECK:        arith.subi
+// CHECK:        arith.sitofp %{{.*}} : i64 to f32
+// CHECK:        arith.cmpi sgt, %{{.*}}, %{{.*}} : i64
+// CHECK:        arith.xori
+// CHECK:        arith.ori
+// CHECK:        arith.select
+// CHECK:        arith.uitofp %{{.*}} : i1 to f32
+
+// The rotary embedding's trigonometry.
+func.func @rope(%x: tensor<7x8xf32>) -> (tensor<7x8xf32>, tensor<7x8xf32>) {
+  %c = torch.cos %x : tensor<7x8xf32> -> tensor<7x8xf32>
+  %s = torch.sin %x : tensor<7x8xf32> -> tensor<7x8xf32>
+  func.return %c, %s : tensor<7x8xf32>, tensor<7x8xf32>
+}
+// CHECK-LABEL: func.func @rope(
+// CHECK:        math.cos %{{.*}} : f32
+// CHECK:        math.sin %{{.*}} : f32

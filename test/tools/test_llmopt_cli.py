@@ -1,14 +1,21 @@
-"""``llmopt demo``: the README's main job prints every level and checks the result."""
+"""The ``llmopt`` command: ``demo`` (the README's main job) prints every level and checks the
+result; ``compile`` writes a whole model's IR at any level; ``run`` compiles a whole model and
+compares it with PyTorch (here on the CPU, through the Kernel-IR interpreter)."""
 
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 pytest.importorskip("torch")
 
 from llmopt.tools.llmopt_cli import main  # noqa: E402
+
+LLM_OPT = [sys.executable, "-m", "llmopt.tools.llm_opt"]
 
 
 @pytest.mark.parametrize("argv", [[], ["demo", "softmax", "--shape", "7", "33"]])
@@ -22,3 +29,164 @@ def test_demo_prints_every_level_and_matches_pytorch(argv: list[str],
     match = re.search(r"max \|error\| / max \|PyTorch float64\| = ([0-9.e+-]+)", out)
     assert match is not None
     assert float(match.group(1)) < 1e-5
+
+
+# --- whole models ------------------------------------------------------------------------------
+
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path_factory: pytest.TempPathFactory,
+                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test compiles into its own kernel and program cache."""
+    monkeypatch.setenv("LLMOPT_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+    monkeypatch.delenv("LLMOPT_NO_CACHE", raising=False)
+
+
+LOOP_TO_CUDA = ("loop-to-tile{arch=sm_90},tile-to-kernel,dedup-kernels,canonicalize,cse,"
+                "dedup-kernels,plan-buffers,kernel-to-cuda")
+
+
+def _config(tmp_path: Path, model_type: str = "qwen2", **sizes: int) -> Path:
+    """A config.json whose sizes divide no tile (hidden 36, 3 heads of 12, 1 kv head)."""
+    from transformers import AutoConfig
+
+    values = {"hidden_size": 36, "intermediate_size": 50, "num_hidden_layers": 2,
+              "num_attention_heads": 3, "num_key_value_heads": 1, "vocab_size": 101,
+              "max_position_embeddings": 64, **sizes}
+    directory = tmp_path / model_type
+    AutoConfig.for_model(model_type, **values).save_pretrained(directory)
+    return directory / "config.json"
+
+
+def _ir(path: Path) -> str:
+    """IR text without the header comments."""
+    return "\n".join(line for line in path.read_text().splitlines()
+                     if not line.startswith("//")).strip()
+
+
+def test_compile_emits_ir_that_llm_opt_continues(tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """Loop IR from ``llmopt compile`` plus the rest of the pipeline in ``llm-opt`` gives the
+    CUDA IR and the CUDA source that ``llmopt compile`` emits directly."""
+    config = _config(tmp_path, "qwen2")
+    loop_ir, cuda_ir, source = tmp_path / "m.loop.mlir", tmp_path / "m.cuda.mlir", tmp_path / "m.cu"
+    common = [str(config), "--seq", "5", "--layers", "1"]
+    assert main(["compile", *common, "--emit", "loop", "-o", str(loop_ir)]) == 0
+    err = capsys.readouterr().err
+    assert f"next: llm-opt {loop_ir} -p '{LOOP_TO_CUDA}'" in err
+    header = loop_ir.read_text().splitlines()[:2]
+    assert header[1] == f"// next: llm-opt {loop_ir.name} -p '{LOOP_TO_CUDA}'"
+    assert "loop.kernel" in loop_ir.read_text()
+    assert main(["compile", *common, "--emit", "cuda", "-o", str(cuda_ir)]) == 0
+    assert "compile cache hit" not in capsys.readouterr().err
+    assert main(["compile", *common, "--emit", "cuda-source", "-o", str(source)]) == 0
+    assert "compile cache hit" in capsys.readouterr().err  # the same pipeline as --emit cuda
+
+    continued = tmp_path / "continued.mlir"
+    done = subprocess.run([*LLM_OPT, str(loop_ir), "-p", LOOP_TO_CUDA, "-o", str(continued)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert _ir(continued) == _ir(cuda_ir)
+    printed = subprocess.run([*LLM_OPT, str(continued), "-t", "cuda"], capture_output=True,
+                             text=True, timeout=300)
+    assert printed.returncode == 0, printed.stderr
+    assert printed.stdout == source.read_text()
+    assert source.read_text().count("__global__") > 3
+
+
+@pytest.mark.parametrize("level", ["torch", "prim", "tile", "kernel"])
+def test_compile_every_level(level: str, tmp_path: Path) -> None:
+    """Each level is written as IR of that level that ``llm-opt`` parses back."""
+    config = _config(tmp_path, "llama")
+    out = tmp_path / f"m.{level}.mlir"
+    assert main(["compile", str(config), "--seq", "4", "--layers", "1", "--emit", level,
+                 "-o", str(out)]) == 0
+    text = out.read_text()
+    marker = {"torch": "torch.embedding", "prim": "prim.", "tile": "tile.kernel",
+              "kernel": "kernel.func"}[level]
+    assert marker in text
+    done = subprocess.run([*LLM_OPT, str(out)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+
+
+def test_compile_rejects_a_missing_model(tmp_path: Path,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """An unknown model is an error message and exit status 1, not a traceback."""
+    assert main(["compile", str(tmp_path / "nothing"), "--emit", "torch", "-o",
+                 str(tmp_path / "x.mlir")]) == 1
+    assert "llmopt: error:" in capsys.readouterr().err
+
+
+def _report(out: str) -> tuple[float, int, int]:
+    rel = re.search(r"max \|error\| / max \|ref\| = ([0-9.e+-]+)", out)
+    agree = re.search(r"argmax agreement: (\d+)/(\d+) positions", out)
+    assert rel is not None and agree is not None, out
+    return float(rel.group(1)), int(agree.group(1)), int(agree.group(2))
+
+
+@pytest.mark.parametrize("model_type", ["qwen2", "llama"])
+def test_run_config_with_odd_sizes(model_type: str, tmp_path: Path,
+                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """``llmopt run`` on a config.json whose sizes divide no tile: small enough to run as
+    given on the CPU (no shrinking), matching PyTorch."""
+    config = _config(tmp_path, model_type)
+    assert main(["run", str(config), "--seq", "5", "--cpu"]) == 0
+    out = capsys.readouterr().out
+    assert "shrunk" not in out
+    assert f"{model_type}: 2 layers, hidden 36, intermediate 50" in out
+    rel, agree, positions = _report(out)
+    assert rel < 1e-5 and agree == positions == 5
+
+
+def test_run_loads_a_saved_checkpoint(tmp_path: Path,
+                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """A tiny model saved with ``save_pretrained`` runs with its own weights."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(7)
+    config = LlamaConfig(hidden_size=32, intermediate_size=40, num_hidden_layers=1,
+                         num_attention_heads=2, num_key_value_heads=1, vocab_size=53,
+                         max_position_embeddings=32)
+    model = LlamaForCausalLM(config)
+    model.save_pretrained(tmp_path / "tiny")
+    assert any((tmp_path / "tiny").glob("*.safetensors"))
+    assert main(["run", str(tmp_path / "tiny"), "--seq", "6"]) == 0
+    out = capsys.readouterr().out
+    assert f"weights from {tmp_path / 'tiny'}" in out
+    rel, agree, positions = _report(out)
+    assert rel < 1e-5 and agree == positions == 6
+
+
+def test_run_shrinks_a_large_model_without_gpu(capsys: pytest.CaptureFixture[str]) -> None:
+    """Qwen2.5-7B without a GPU: says so, shrinks the config, runs it in the interpreter."""
+    assert main(["run", "qwen2.5-7b", "--cpu"]) == 0
+    out = capsys.readouterr().out
+    assert "CPU interpreter" in out
+    assert "shrunk the config to qwen2: 2 layers, hidden 64" in out and "vocab 97" in out
+    assert "seq 7" in out
+    rel, agree, positions = _report(out)
+    assert rel < 1e-5 and agree == positions == 7
+    assert re.search(r"NVRTC: \d+ kernels compiled", out)
+
+
+def test_compile_cache_hit_gives_the_same_ir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """A second compile of the same model is read from the compile cache (no capture, no
+    lowering) and writes the same IR; ``LLMOPT_NO_CACHE=1`` bypasses the cache."""
+    config = _config(tmp_path, "llama", num_hidden_layers=1)
+    outputs = []
+    for k, no_cache in enumerate(["", "", "1"]):
+        monkeypatch.setenv("LLMOPT_NO_CACHE", no_cache)
+        out = tmp_path / f"k{k}.mlir"
+        assert main(["compile", str(config), "--seq", "4", "--emit", "kernel", "-o",
+                     str(out)]) == 0
+        err = capsys.readouterr().err
+        assert ("compile cache hit" in err) == (k == 1), err
+        assert ("capturing" in err) == (k != 1)
+        outputs.append(_ir(out))
+    assert outputs[0] == outputs[1] == outputs[2]
+    # Another sequence length is another program.
+    monkeypatch.setenv("LLMOPT_NO_CACHE", "")
+    assert main(["compile", str(config), "--seq", "5", "--emit", "kernel", "-o",
+                 str(tmp_path / "other.mlir")]) == 0
+    assert "compile cache hit" not in capsys.readouterr().err

@@ -1,0 +1,69 @@
+"""Inputs the fuzzer found that still crash ``llm-opt`` (an internal error, exit 2).
+
+Each is the smallest input found for one bug, run the way the fuzzer runs it. The tests are
+``xfail(strict=True)``: when the bug is fixed the test passes, pytest reports an unexpected
+pass, and the marker should be removed (the test then guards against the bug coming back).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from llmopt.tools import fuzz
+
+#: name -> (input, llm-opt arguments after the input file, where the bug is)
+KNOWN_BUGS: dict[str, tuple[str, tuple[str, ...], str]] = {
+    # A zero extent verifies at Torch and Tensor IR, but prim-to-loop turns it into a
+    # `loop.for` of extent 0, which the Loop-IR verifier rejects: "the IR does not verify
+    # after pass 'prim-to-loop': loop.for extent must be positive, got 0".
+    "zero_extent_elementwise": (
+        """\
+func.func @forward(%x: tensor<0x4xf32>) -> tensor<0x4xf32> {
+  %0 = prim.elementwise (%x) : (tensor<0x4xf32>) -> tensor<0x4xf32> {
+  ^bb0(%a: f32):
+    prim.yield %a : f32
+  }
+  func.return %0 : tensor<0x4xf32>
+}
+""",
+        ("-p", "prim-to-loop"),
+        "lowering/prim_to_loop.py (or a check in dialects/prim.py)",
+    ),
+    "zero_extent_torch": (
+        """\
+func.func @forward(%x: tensor<0x4xf32>) -> tensor<0x4xf32> {
+  %0 = torch.neg %x : tensor<0x4xf32> -> tensor<0x4xf32>
+  func.return %0 : tensor<0x4xf32>
+}
+""",
+        ("-p", "lower-to-cuda"),
+        "lowering/prim_to_loop.py (or a check in dialects/torch.py)",
+    ),
+    # The mean over a zero extent divides by zero while torch-to-prim builds its scale:
+    # "internal error in pass 'torch-to-prim': ZeroDivisionError: float division by zero".
+    "mean_over_zero_extent": (
+        """\
+func.func @forward(%x: tensor<2x0xf32>) -> tensor<2x1xf32> {
+  %0 = torch.mean %x {dims = [-1], keepdim = true} : tensor<2x0xf32> -> tensor<2x1xf32>
+  func.return %0 : tensor<2x1xf32>
+}
+""",
+        ("-p", "torch-to-prim"),
+        "lowering/torch_to_prim.py (or a check in dialects/torch.py)",
+    ),
+}
+
+
+@pytest.mark.xfail(strict=True, reason="a known internal error found by fuzzing")
+@pytest.mark.parametrize("name", sorted(KNOWN_BUGS))
+def test_known_bug(name: str, tmp_path: Path) -> None:
+    """The input gets a diagnostic (exit 0 or 1), not an internal error."""
+    text, args, _ = KNOWN_BUGS[name]
+    path = tmp_path / f"{name}.mlir"
+    path.write_text(text)
+    status, _, stderr, escaped = fuzz.run_llm_opt([str(path), *args], timeout=60)
+    assert escaped is None, escaped
+    assert status in (0, 1), stderr
+    assert "internal error" not in stderr
