@@ -1,0 +1,166 @@
+"""Whole-model parity on a GPU: llmopt's FP32 kernels against a float64 PyTorch reference.
+
+For each model and sequence length: one decoder layer and the whole model's logits, each
+compared with the same module evaluated in float64 on the same inputs (max |error| over
+max |reference|, mean |error|, argmax agreement per position; a disagreement is reported
+with the reference's top-2 gap, which tells a tie from an error). Then greedy generation:
+llmopt's logits pick each next token and must reproduce PyTorch eager FP32 token by token.
+Greedy decoding recomputes the whole prefix each step; with causal attention the logits at
+position ``p`` depend only on tokens ``<= p``, so one program compiled for the final length
+serves every step (later positions hold placeholder tokens that cannot affect earlier ones).
+
+Usage (GPU host): ``python bench/model_parity.py --models tinyllama qwen2.5-7b --seqs 128 512
+--out results.json``. Weights are seeded random (nothing is downloaded).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import time
+import traceback
+from typing import Any
+
+import torch
+
+import llmopt
+from llmopt.codegen.executor import CompiledProgram
+from llmopt.frontend.models import (
+    build_model,
+    capture_layer,
+    capture_model,
+    decoder_layers,
+    position_embeddings,
+)
+
+
+def compile_captured(captured: Any) -> tuple[CompiledProgram, float]:
+    start = time.perf_counter()
+    llmopt.lower(captured.module, "lower-to-cuda")
+    program = CompiledProgram(captured.module, params=captured.params)
+    return program, time.perf_counter() - start
+
+
+def compare(got: torch.Tensor, ref: torch.Tensor) -> dict[str, Any]:
+    got, ref = got.double(), ref.double()
+    diff = (got - ref).abs()
+    out: dict[str, Any] = {
+        "max_err_rel": (diff.max() / ref.abs().max()).item(),
+        "mean_err": diff.mean().item(),
+    }
+    if ref.dim() == 3 and ref.shape[-1] > 1000:  # logits: argmax per position
+        a, b = got.argmax(-1), ref.argmax(-1)
+        bad = (a != b).nonzero().tolist()
+        top2 = ref.topk(2, dim=-1).values
+        gaps = [(top2[i, j, 0] - top2[i, j, 1]).item() for i, j in bad]
+        out |= {"argmax_equal": f"{int((a == b).sum())}/{a.numel()}",
+                "mismatch_ref_top2_gaps": gaps}
+    return out
+
+
+def timed(fn: Any, reps: int = 5) -> float:
+    fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end))
+    return sorted(times)[len(times) // 2]
+
+
+@torch.no_grad()
+def run_model(name: str, seqs: list[int], greedy: int, results: list[dict[str, Any]]) -> None:
+    model = build_model(name, device="cuda", dtype=torch.float32, seed=0)
+    ref_model = copy.deepcopy(model).double()
+    vocab = model.config.vocab_size
+    gen = torch.Generator(device="cuda").manual_seed(1)
+    for seq in seqs:
+        ids = torch.randint(0, vocab, (1, seq), device="cuda", generator=gen)
+        # one decoder layer
+        row: dict[str, Any] = {"model": name, "seq": seq, "what": "layer 0"}
+        try:
+            captured = capture_layer(model, seq)
+            program, row["compile_s"] = compile_captured(captured)
+            x = torch.randn(1, seq, model.config.hidden_size, device="cuda", generator=gen)
+            cos, sin = position_embeddings(model, seq)
+            got = program(x, cos.cuda(), sin.cuda())[0]
+            layer64 = decoder_layers(ref_model)[0]
+            cos64, sin64 = position_embeddings(ref_model, seq)
+            ref = layer64(x.double(), attention_mask=None,
+                          position_embeddings=(cos64.cuda(), sin64.cuda()))
+            ref = ref[0] if isinstance(ref, tuple) else ref
+            row |= compare(got, ref)
+        except Exception as err:  # report and go on: one failure must not hide the rest
+            row["error"] = f"{type(err).__name__}: {err}"
+            traceback.print_exc()
+        print(json.dumps(row), flush=True)
+        results.append(row)
+        # the whole model
+        row = {"model": name, "seq": seq, "what": "whole model logits"}
+        try:
+            captured = capture_model(model, seq)
+            program, row["compile_s"] = compile_captured(captured)
+            got = program(ids)[0]
+            ref = ref_model(input_ids=ids, use_cache=False).logits
+            row |= compare(got, ref)
+            eager = model(input_ids=ids, use_cache=False).logits
+            row["eager_fp32_vs_ref"] = compare(eager, ref)
+            row["llmopt_ms"] = timed(lambda p=program, i=ids: p(i))
+            row["eager_ms"] = timed(lambda m=model, i=ids: m(input_ids=i, use_cache=False))
+        except Exception as err:
+            row["error"] = f"{type(err).__name__}: {err}"
+            traceback.print_exc()
+        print(json.dumps(row), flush=True)
+        results.append(row)
+    if greedy:
+        row = {"model": name, "what": f"greedy {greedy} tokens"}
+        try:
+            prompt = 16
+            total = prompt + greedy
+            captured = capture_model(model, total)
+            program, row["compile_s"] = compile_captured(captured)
+            ids = torch.randint(0, vocab, (1, total), device="cuda", generator=gen)
+            ours = ids.clone()
+            theirs = ids[:, :prompt].clone()
+            for step in range(greedy):
+                p = prompt + step
+                logits = program(ours)[0]
+                ours[0, p] = logits[0, p - 1].argmax()
+                eager = model(input_ids=theirs, use_cache=False).logits
+                theirs = torch.cat([theirs, eager[:, -1:].argmax(-1)], dim=1)
+            row["identical"] = bool(torch.equal(ours, theirs))
+            row["llmopt_tokens"] = ours[0, prompt:].tolist()
+            row["eager_tokens"] = theirs[0, prompt:].tolist()
+        except Exception as err:
+            row["error"] = f"{type(err).__name__}: {err}"
+            traceback.print_exc()
+        print(json.dumps(row), flush=True)
+        results.append(row)
+    del model, ref_model
+    torch.cuda.empty_cache()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", nargs="+", default=["tinyllama", "qwen2.5-7b"])
+    parser.add_argument("--seqs", nargs="+", type=int, default=[128, 512])
+    parser.add_argument("--greedy", type=int, default=32)
+    parser.add_argument("--out", default="model-parity.json")
+    args = parser.parse_args()
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    results: list[dict[str, Any]] = []
+    for name in args.models:
+        run_model(name, args.seqs, args.greedy, results)
+    with open(args.out, "w") as f:
+        json.dump({"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
+                   "results": results}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
