@@ -391,7 +391,7 @@ def compile_model(args: argparse.Namespace) -> int:
     from llmopt.frontend.models import model_config
 
     level = "cuda" if args.emit in ("cuda-source", "cubin") else args.emit
-    first, rest = split_pipeline(args.pipeline, level)
+    first, rest = split_pipeline(_with_arch(args.pipeline, args.arch), level)
     start = time.perf_counter()
     identity = model_identity(args.model, args.layers)
     module, how = lowered_model(args.model, identity,
@@ -412,7 +412,10 @@ def compile_model(args: argparse.Namespace) -> int:
 
             began = time.perf_counter()
             cubin = compile_cuda(source, arch=args.arch)
-            output.write_bytes(cubin)
+            if str(output) == "-":
+                sys.stdout.buffer.write(cubin)
+            else:
+                output.write_bytes(cubin)
             what = (f"CUBIN for {args.arch} ({kernels} kernels, {len(cubin)} bytes, NVRTC "
                     f"{time.perf_counter() - began:.1f} s)")
     else:
@@ -434,6 +437,11 @@ def compile_model(args: argparse.Namespace) -> int:
     if rest and args.emit in LEVELS:
         print(f"// next: llm-opt {output} -p '{','.join(rest)}'", file=sys.stderr)
     return 0
+
+
+def _with_arch(pipeline: str, arch: str) -> str:
+    """The default pipeline for ``arch``; any other pipeline as given."""
+    return f"lower-to-cuda{{arch={arch}}}" if pipeline == "lower-to-cuda" else pipeline
 
 
 def _write_text(path: Path, text: str) -> None:
@@ -551,15 +559,14 @@ def _run_cpu(args: argparse.Namespace) -> int:
           f"{weights}")
     ids = _input_ids(model.config.vocab_size, seq, args.seed, "cpu")
     with torch.no_grad():
-        model(input_ids=ids, use_cache=False)  # warm-up
-        began = time.perf_counter()
         want = model(input_ids=ids, use_cache=False).logits
-        torch_seconds = time.perf_counter() - began
+        torch_seconds = _median_seconds(lambda: model(input_ids=ids, use_cache=False), 5,
+                                        lambda: None)
 
     start = time.perf_counter()
     program = capture_model(model, seq)
     captured = time.perf_counter() - start
-    to_kernel, rest = split_pipeline(args.pipeline, "kernel")
+    to_kernel, rest = split_pipeline(_with_arch(args.pipeline, args.arch), "kernel")
     progress = lower_with_progress(program.module, to_kernel, "lowering to Kernel IR")
     print(f"// compile: capture {captured:.1f} s, {_timing_line(progress)}")
     nvrtc = _nvrtc_report(program.module, rest, args.arch)
@@ -575,8 +582,8 @@ def _run_cpu(args: argparse.Namespace) -> int:
     got = torch.from_numpy(outputs[0])
     for line in _compare(got, want):
         print(f"// {line}")
-    print(f"// time: PyTorch (CPU) {torch_seconds * 1e3:.1f} ms, llmopt Kernel-IR interpreter "
-          f"{interp_seconds * 1e3:.1f} ms")
+    print(f"// time: PyTorch (CPU, median of 5) {torch_seconds * 1e3:.1f} ms, llmopt Kernel-IR "
+          f"interpreter {interp_seconds * 1e3:.1f} ms")
     return 0
 
 
@@ -599,6 +606,14 @@ def _nvrtc_report(module: Any, rest: Sequence[str], arch: str) -> str:
             f"CUBIN for {arch} in {time.perf_counter() - began:.1f} s")
 
 
+def model_weights(model: Any) -> dict[str, Any]:
+    """Every parameter and buffer of ``model`` by ``state_dict``-style name (tied and
+    non-persistent ones included): what a program captured from ``model``'s architecture,
+    e.g. on the meta device, binds its weight arguments from."""
+    return {**dict(model.named_buffers(remove_duplicate=False)),
+            **dict(model.named_parameters(remove_duplicate=False))}
+
+
 def _run_gpu(args: argparse.Namespace) -> int:
     import torch
 
@@ -618,16 +633,12 @@ def _run_gpu(args: argparse.Namespace) -> int:
     print(f"// GPU: {torch.cuda.get_device_name()}; {args.model} as {_describe(model.config)}, "
           f"seq {seq}, {args.dtype}, {weights} (built in {built:.1f} s)")
 
-    pipeline = args.pipeline if args.pipeline != "lower-to-cuda" else (
-        f"lower-to-cuda{{arch={default_arch()}}}")
-    everything, _ = split_pipeline(pipeline, "cuda")
+    everything, _ = split_pipeline(_with_arch(args.pipeline, default_arch()), "cuda")
     identity = "config:" + model.config.to_json_string(use_diff=False)
     module, how = lowered_model(args.model, identity, lambda: model.config, seq, args.dtype,
                                 everything, "lowering to CUDA")
     began = time.perf_counter()
-    weights_by_name = {**dict(model.named_buffers(remove_duplicate=False)),
-                       **dict(model.named_parameters(remove_duplicate=False))}
-    compiled = CompiledProgram(module, params=weights_by_name)
+    compiled = CompiledProgram(module, params=model_weights(model))
     nvrtc = time.perf_counter() - began
     print(f"// compile: {how}; NVRTC + load {nvrtc:.1f} s: {len(compiled.kernel_names)} "
           f"kernels, {len(compiled.plan.steps)} steps")
@@ -666,8 +677,10 @@ def _model_arguments(p: argparse.ArgumentParser, seq_default: int | None) -> Non
                                              " (default 128 on a GPU, 7 on the CPU)"))
     p.add_argument("--layers", type=int, default=None,
                    help="keep only the first N decoder layers")
-    p.add_argument("--dtype", choices=DTYPES, default="float32")
-    p.add_argument("--pipeline", default="lower-to-cuda")
+    p.add_argument("--dtype", choices=DTYPES, default="float32",
+                   help="dtype of the weights and activations (default float32)")
+    p.add_argument("--pipeline", default="lower-to-cuda",
+                   help="the pass pipeline (default lower-to-cuda, for --arch)")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -677,7 +690,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     # torch.export's pytree warns about its own internals on every capture.
     warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)",
                             category=FutureWarning)
-    parser = argparse.ArgumentParser(prog="llmopt", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="llmopt",
+        description="Compile PyTorch programs and whole models through llmopt's six levels.",
+    )
     sub = parser.add_subparsers(dest="command")
     d = sub.add_parser("demo", help="lower a small PyTorch function and print every level")
     d.add_argument(
@@ -693,7 +709,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     c.add_argument("--emit", choices=EMITS, required=True,
                    help="the level to stop at; cuda-source: the CUDA text; cubin: NVRTC's image")
     c.add_argument("-o", "--output", required=True, help="output file ('-': stdout)")
-    c.add_argument("--arch", default="sm_90", help="GPU architecture for --emit cubin")
+    c.add_argument("--arch", default="sm_90", help="GPU architecture (default sm_90)")
     c.set_defaults(run=compile_model)
 
     r = sub.add_parser("run", help="compile and run a whole model, compare with PyTorch")
@@ -707,8 +723,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="on the CPU, run the given config even when it is large")
     r.add_argument("--no-graph", action="store_true", help="on a GPU, skip the CUDA graph")
     r.add_argument("--repeat", type=int, default=20, help="timed runs on a GPU (median)")
-    r.add_argument("--arch", default="sm_90", help="GPU architecture NVRTC compiles for on "
-                   "the CPU")
+    r.add_argument("--arch", default="sm_90", help="GPU architecture NVRTC compiles for "
+                   "without a GPU (default sm_90; with one, the GPU's)")
     r.set_defaults(run=run_model)
 
     argv = list(sys.argv[1:] if argv is None else argv)

@@ -190,3 +190,14 @@ def test_compile_cache_hit_gives_the_same_ir(tmp_path: Path, monkeypatch: pytest
     assert main(["compile", str(config), "--seq", "5", "--emit", "kernel", "-o",
                  str(tmp_path / "other.mlir")]) == 0
     assert "compile cache hit" not in capsys.readouterr().err
+
+
+@pytest.mark.gpu
+def test_gpu_run_real_dimensions(capsys: pytest.CaptureFixture[str]) -> None:
+    """On a GPU: two TinyLlama layers at their real dimensions, plain launches and a CUDA
+    graph, against PyTorch on the same random input_ids."""
+    assert main(["run", "tinyllama", "--layers", "2", "--seq", "32", "--repeat", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "GPU:" in out and "llmopt CUDA graph" in out and "differs" not in out
+    rel, agree, positions = _report(out)
+    assert rel < 1e-4 and agree >= positions - 1 and positions == 32
