@@ -101,12 +101,10 @@ def verify_access(op: Operation, buffer: SSAValue, amap: AffineMap,
             raise VerifyException(f"{op.name}: index operands must be 'index', got {v.type}")
     for result in amap.results:
         for expr in result.dfs():
-            if isinstance(expr, AffineBinaryOpExpr) and expr.kind in _DIVISIONS and not (
-                isinstance(expr.rhs, AffineConstantExpr) and expr.rhs.value > 0
-            ):
+            if (isinstance(expr, AffineBinaryOpExpr) and expr.kind in _DIVISIONS
+                    and isinstance(expr.rhs, AffineConstantExpr) and expr.rhs.value == 0):
                 raise VerifyException(
-                    f"{op.name}: the divisor of '{_DIVISIONS[expr.kind]}' must be a positive "
-                    f"constant, got {expr.rhs}"
+                    f"{op.name}: an index divides by zero ('{_DIVISIONS[expr.kind]} 0')"
                 )
 
 

@@ -338,7 +338,7 @@ class _KernelEmitter:
 
     def _emit_op(self, op: Operation) -> None:
         if isinstance(op, kernel.StoreOp):
-            dst = self._element(op.buffer, op.indices)
+            dst = self._element(op.buffer, op.indices, op)
             self._add(cuda.AssignOp(dst, self._expr(op.value)))
         elif isinstance(op, kernel.BarrierOp):
             call = self._add(cuda.CallOp("__syncthreads", [], cuda.VoidType()))
@@ -538,18 +538,19 @@ class _KernelEmitter:
     def _tern(self, cond: SSAValue, a: SSAValue, b: SSAValue) -> SSAValue:
         return self._add(cuda.TernaryOp(cond, a, b)).results[0]
 
-    def _element(self, buffer: SSAValue, indices: Sequence[SSAValue]) -> SSAValue:
-        """``p[offset]`` for ``buffer[indices]``."""
+    def _element(self, buffer: SSAValue, indices: Sequence[SSAValue], op: Operation
+                 ) -> SSAValue:
+        """``p[offset]`` for ``buffer[indices]`` (accessed by ``op``)."""
         typ = buffer.type
         assert isinstance(typ, MemRefType)
         owner = buffer.owner
         strides, offset = typ.get_strides(), typ.get_offset()
         if strides is None or offset is None or None in strides:
-            raise PassFailedException(f"buffer of type {typ} has no static strides")
+            raise _fail(op, f"buffer of type {typ} has no static strides")
         if buffer not in self.var:
             what = owner.name if isinstance(owner, Operation) else "a block argument"
-            raise PassFailedException(f"buffer defined by {what} is not a kernel parameter or "
-                                      "a kernel.shared buffer")
+            raise _fail(op, f"buffer defined by {what} is not a kernel parameter or a "
+                            "kernel.shared buffer")
         base = self._add(cuda.VarOp(self.var[buffer], self.var_type[buffer])).results[0]
         constant = int(offset)
         total: SSAValue | None = None
@@ -855,7 +856,7 @@ def _special_register(e: _KernelEmitter, op: Operation) -> SSAValue:
 @_handles(kernel.LoadOp)
 def _load(e: _KernelEmitter, op: Operation) -> SSAValue:
     assert isinstance(op, kernel.LoadOp)
-    return e._element(op.buffer, op.indices)
+    return e._element(op.buffer, op.indices, op)
 
 
 @_handles(kernel.ShuffleXorOp)

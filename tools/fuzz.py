@@ -2,12 +2,20 @@
 
 Every ``*.mlir`` file below ``test/`` is split at ``// -----`` into chunks, its comment lines
 (``RUN:``, ``CHECK``, notes) dropped; each fuzz input is one chunk with one to three
-mutations applied: truncations, token deletions/duplications/swaps, wrong types
-(``f32``↔``f64``↔``i32``…, ``tensor``↔``memref``), wrong shapes (a changed, added or removed
-dim), unknown or swapped op names, changed integers (extents, offsets, launch shapes),
-changed floats, swapped or replaced operands, swapped keywords, deleted or duplicated lines,
-and lines spliced in from other chunks. Each input is written to a file and run through
-``llm-opt`` *in process* (:func:`llmopt.tools.llm_opt.run_tool`) as ``-p lower-to-cuda`` and as
+mutations applied (:data:`MUTATORS`):
+
+* syntax: truncations, token deletions/duplications/swaps, deleted or duplicated lines,
+  lines spliced in from other chunks (often ops of another level);
+* types and shapes: a wrong element type (``f32``↔``f64``↔``i32``…) once or throughout,
+  ``tensor``↔``memref``, a changed, added, removed or dynamic dim, a number changed
+  throughout (dims and extents alike, so shapes stay consistent);
+* ops and values: unknown or swapped op names, changed integers (extents, offsets, launch
+  shapes), changed floats, edge-case index expressions (division by zero, semi-affine,
+  overflow), swapped or replaced operands, swapped keywords, symbols and values renamed to
+  C/C++ keywords or CUDA built-ins.
+
+Each input is written to a file and run through ``llm-opt`` *in process*
+(:func:`llmopt.tools.llm_opt.run_tool`) as ``-p lower-to-cuda`` and as
 ``-p lower-to-cuda -t cuda``. A run passes when it exits 0 or 1 — bad input gets a
 diagnostic (exit 1, an ``error`` on stderr) — and fails on an internal error (exit 2), an
 exception escaping the tool, a Python traceback in the output, an exit 1 without a message,
@@ -15,18 +23,19 @@ or a run longer than ``--timeout`` seconds.
 
 Usage::
 
-    python -m llmopt.tools.fuzz --count 5000 --seed 1            # ≥5,000 inputs, a summary
-    python -m llmopt.tools.fuzz --count 200 --seed 7 --out fuzz/  # reproducers under fuzz/
-    python -m llmopt.tools.fuzz --replay fuzz/internal-3.mlir     # run one saved input again
+    python -m llmopt.tools.fuzz --count 5000 --seed 1              # ≥5,000 inputs, a summary
+    python -m llmopt.tools.fuzz --count 200 --seed 7 --out fuzz/    # failing inputs in fuzz/
+    python -m llmopt.tools.fuzz --replay fuzz/failure-0000-1a2b3c4d.mlir   # run one again
 
-Inputs are deterministic: input ``k`` of seed ``s`` is the same on every machine and every
-run (``--start k --count 1`` regenerates it). The summary gives the number of inputs and
-runs, the exit-status histogram of each command, and every distinct failure (grouped by
-pass, exception type and raising line) with the paths of its saved reproducers; the tool's
-own crash reproducer (``--crash-reproducer``) is written next to each. The exit status is 0
-when nothing failed, 1 otherwise.
+Inputs are deterministic: for a given corpus, input ``k`` of seed ``s`` is the same on every
+machine and every run (``--start k --count 1`` regenerates it). The summary gives the number
+of inputs and runs, the exit-status histogram of each command, the mutations applied, and
+every distinct failure (grouped by pass, exception type and raising line) with the paths of
+its saved inputs; the tool's own crash reproducer (``--crash-reproducer``) is saved next to
+each as ``*.crash.mlir``. The exit status is 0 when nothing failed, 1 otherwise.
 
-:mod:`test.fuzz.test_fuzz` runs a fixed slice of this (and a hypothesis-driven variant) in CI.
+``test/fuzz/test_fuzz.py`` runs a fixed slice of this (and a hypothesis-driven variant) in
+CI; ``test/fuzz/test_known_bugs.py`` keeps the inputs that still fail.
 """
 
 from __future__ import annotations
@@ -57,6 +66,7 @@ __all__ = [
     "load_corpus",
     "main",
     "make_case",
+    "make_chunk_case",
     "run_case",
     "run_llm_opt",
 ]
@@ -465,6 +475,18 @@ def make_case(corpus: Sequence[Chunk], seed: int, index: int) -> Case:
     rng = random.Random(f"llmopt-fuzz:{seed}:{index}")
     chunk = rng.choices(corpus, [0.25 if _INVALID_SOURCE.search(c.source) else 1.0
                                  for c in corpus])[0]
+    return _mutate(chunk, corpus, rng, index)
+
+
+def make_chunk_case(corpus: Sequence[Chunk], chunk: Chunk, seed: int, k: int) -> Case:
+    """Mutant ``k`` of ``chunk`` for ``seed``: it depends on the chunk and on ``corpus`` (the
+    donors of spliced lines and swapped op names) only, not on the position of ``chunk`` in
+    a corpus, so adding tests does not change the mutants of the other chunks."""
+    return _mutate(chunk, corpus, random.Random(f"llmopt-fuzz:{seed}:{chunk.source}:{k}"), k)
+
+
+def _mutate(chunk: Chunk, corpus: Sequence[Chunk], rng: random.Random, index: int) -> Case:
+    """One to three mutation steps drawn from ``rng``, applied to ``chunk``."""
     names = list(MUTATORS)
     weights = [_WEIGHTS[n] for n in names]
     count = rng.choice((1, 1, 1, 2, 2, 3))
@@ -499,7 +521,7 @@ class Outcome:
         """Why this run is a fuzzing failure, or ``None`` when it behaved."""
         if self.escaped is not None:
             return "timeout" if self.escaped.startswith("FuzzTimeout") else "uncaught exception"
-        if self.status == 2 or "internal error" in self.stderr:
+        if self.status == 2 or re.search(r"^llm-opt: internal error", self.stderr, re.M):
             return "internal error"
         if self.status not in (0, 1):
             return f"exit status {self.status}"

@@ -275,6 +275,8 @@ def _describe_value(value: SSAValue, index: int) -> str:
 
 def _where_defined(value: SSAValue) -> str:
     """`` at file:line:col`` for a value defined by an op with a source location."""
+    if isinstance(value, ForwardDeclaredValue):
+        return ""
     owner = value.owner
     if isinstance(owner, Operation) and isinstance(owner.location, FileLineColLoc):
         loc = owner.location
@@ -306,7 +308,7 @@ def verify_dominance(module: Operation) -> None:
         for index, operand in enumerate(op.operands):
             if operand in visible:
                 continue
-            owner = operand.owner
+            owner = None if isinstance(operand, ForwardDeclaredValue) else operand.owner
             block = owner.parent if isinstance(owner, Operation) else None
             before = block is not None and block.find_ancestor_op_in_block(op) is not None
             problem = ("is used before its definition" if before

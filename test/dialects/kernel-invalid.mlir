@@ -34,3 +34,22 @@ kernel.func @k(%a: memref<4xf32>) block [32, 1, 1] {
   kernel.return
 }
 // CHECK: dimension must be one of ('x', 'y', 'z'), got 'w'
+
+// -----
+
+kernel.func @k(%a: memref<4xf32>) block [32, 1, 1] {
+  %s = kernel.shared : memref<?xf32>
+  kernel.return
+}
+// CHECK: a shared buffer has a static shape and the default layout, got memref<?xf32>
+
+// -----
+
+kernel.func @k(%a: memref<4xf32>) block [32, 1, 1] {
+  kernel.return
+}
+func.func @f(%x: memref<4xf32>) {
+  kernel.launch @k grid [4294967296, 1, 1] block [32, 1, 1] smem 0 (%x) : memref<4xf32>
+  func.return
+}
+// CHECK: grid [4294967296, 1, 1] exceeds CUDA's limits [2147483647, 65535, 65535]

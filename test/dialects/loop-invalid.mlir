@@ -46,3 +46,49 @@ func.func @store_type(%x: memref<4xf32>) {
   func.return
 }
 // CHECK: operand is used with type f32, but has been previously used or defined with type f64
+
+// -----
+
+func.func @unsigned_reduction(%x: memref<8xui32>) {
+  loop.kernel @k (%a = %x : memref<8xui32>) {
+    %s = loop.reduce add %k = 0 to 8 : ui32 {
+      %v = loop.load %a[%k] : memref<8xui32>
+      loop.yield %v : ui32
+    }
+  }
+  func.return
+}
+// CHECK: a reduction yields a float, signless integer or index scalar, got ui32
+
+// -----
+
+func.func @divide_by_zero(%x: memref<8xf32>) {
+  loop.kernel @k (%a = %x : memref<8xf32>) {
+    loop.for %i = 0 to 8 {
+      %v = loop.load %a[%i mod 0] : memref<8xf32>
+    }
+  }
+  func.return
+}
+// CHECK: loop.load: an index divides by zero ('mod 0')
+
+// -----
+
+func.func @dynamic_strides(%x: memref<8x?xf32>) {
+  loop.kernel @k (%a = %x : memref<8x?xf32>) {
+    loop.for %i = 0 to 8 {
+      %v = loop.load %a[%i, 0] : memref<8x?xf32>
+    }
+  }
+  func.return
+}
+// CHECK: loop.load: buffer memref<8x?xf32> has no static layout (its strides and offset must be known)
+
+// -----
+
+func.func @operand_named_in_the_body(%x: memref<8xf32>) {
+  loop.kernel @k (%a = %b : memref<8xf32>, %b = %x : memref<8xf32>) {
+  }
+  func.return
+}
+// CHECK: use of undefined value %b (a name defined inside the body is not visible to the operands)

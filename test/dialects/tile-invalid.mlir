@@ -32,3 +32,23 @@ func.func @mapping(%x: memref<4xf32>) {
   func.return
 }
 // CHECK: unknown mapping 'warps'
+
+// -----
+
+func.func @grid_too_large(%x: memref<4xf32>) {
+  tile.kernel @k grid [1, 65536, 1] block [32, 1, 1] (%a = %x : memref<4xf32>) {
+  }
+  func.return
+}
+// CHECK: grid [1, 65536, 1] exceeds CUDA's limits [2147483647, 65535, 65535]
+
+// -----
+
+func.func @too_many_points(%x: memref<4xf32>) {
+  tile.kernel @k grid [1, 1, 1] block [32, 1, 1] (%a = %x : memref<4xf32>) {
+    tile.forall (%i, %j) in [4294967296, 4294967296] over threads {
+    }
+  }
+  func.return
+}
+// CHECK: extents [4294967296, 4294967296] make 18446744073709551616 points, more than an index counts (9223372036854775807)

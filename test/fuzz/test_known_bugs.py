@@ -53,6 +53,33 @@ func.func @forward(%x: tensor<2x0xf32>) -> tensor<2x1xf32> {
         ("-p", "torch-to-prim"),
         "lowering/torch_to_prim.py (or a check in dialects/torch.py)",
     ),
+    # prim.reduce accepts an unsigned element type, which no reduction below Tensor IR can
+    # combine (arith is signless): "the IR does not verify after pass 'prim-to-loop': a
+    # reduction yields a float, signless integer or index scalar, got ui32". torch.sum
+    # already rejects ui32; prim.reduce should too.
+    "unsigned_prim_reduce": (
+        """\
+func.func @forward(%x: tensor<3x8xui32>) -> tensor<3x1xui32> {
+  %s = prim.reduce add %x dims [1] : tensor<3x8xui32> -> tensor<3x1xui32>
+  func.return %s : tensor<3x1xui32>
+}
+""",
+        ("-p", "prim-to-loop"),
+        "dialects/prim.py (the prim.reduce verifier)",
+    ),
+    # prim.index_map accepts a division by zero in its map; the Loop-IR verifier rejects the
+    # load prim-to-loop makes of it: "the IR does not verify after pass 'prim-to-loop':
+    # loop.load: an index divides by zero ('floordiv 0')".
+    "index_map_divides_by_zero": (
+        """\
+func.func @forward(%x: tensor<8xf32>) -> tensor<8xf32> {
+  %0 = prim.index_map (%x) [(d0) -> (d0 floordiv 0)] : (tensor<8xf32>) -> tensor<8xf32>
+  func.return %0 : tensor<8xf32>
+}
+""",
+        ("-p", "prim-to-loop"),
+        "dialects/prim.py (the prim.index_map verifier)",
+    ),
 }
 
 
