@@ -43,7 +43,13 @@ from xdsl.dialects.builtin import (
     i64,
 )
 from xdsl.ir import Attribute, Block, Dialect, Region, SSAValue
-from xdsl.ir.affine import AffineConstantExpr, AffineMap
+from xdsl.ir.affine import (
+    AffineBinaryOpExpr,
+    AffineBinaryOpKind,
+    AffineConstantExpr,
+    AffineExpr,
+    AffineMap,
+)
 from xdsl.irdl import (
     IRDLOperation,
     irdl_op_definition,
@@ -69,7 +75,20 @@ def _tensor(value: SSAValue | Attribute) -> TensorType:
     typ = value.type if isinstance(value, SSAValue) else value
     if not isinstance(typ, TensorType):
         raise VerifyException(f"expected a ranked tensor, got {typ}")
+    if any(d == 0 for d in typ.get_shape()):
+        raise VerifyException(f"zero extents are not supported, got {typ}")
     return typ
+
+
+def _divides_by_zero(expr: AffineExpr) -> bool:
+    """Whether ``expr`` divides (floordiv, ceildiv, mod) by the constant 0 anywhere."""
+    if not isinstance(expr, AffineBinaryOpExpr):
+        return False
+    if (expr.kind in (AffineBinaryOpKind.FloorDiv, AffineBinaryOpKind.CeilDiv,
+                      AffineBinaryOpKind.Mod)
+            and isinstance(expr.rhs, AffineConstantExpr) and expr.rhs.value == 0):
+        return True
+    return _divides_by_zero(expr.lhs) or _divides_by_zero(expr.rhs)
 
 
 def _shape(value: SSAValue | Attribute) -> tuple[int, ...]:
@@ -206,6 +225,11 @@ class ReduceOp(IRDLOperation):
             raise VerifyException(
                 f"unknown reduction kind '{self.kind.data}', expected one of {REDUCE_KINDS}"
             )
+        element = _tensor(self.input).element_type
+        if isinstance(element, IntegerType) and not element.signedness.data.name == "SIGNLESS":
+            raise VerifyException(
+                f"reductions combine floats or signless integers, got {element}"
+            )
         shape = list(_shape(self.input))
         dims = self.reduced_dims
         if len(set(dims)) != len(dims) or any(not 0 <= d < len(shape) for d in dims):
@@ -323,6 +347,8 @@ class IndexMapOp(IRDLOperation):
                     f"{len(in_shape)}"
                 )
             for j, expr in enumerate(amap.results):
+                if _divides_by_zero(expr):
+                    raise VerifyException(f"map #{k} divides by zero in coordinate {j}: {expr}")
                 if isinstance(expr, AffineConstantExpr) and not 0 <= expr.value < in_shape[j]:
                     raise VerifyException(
                         f"map #{k} reads constant coordinate {expr.value} of dim {j} with extent "

@@ -109,6 +109,8 @@ def tensor_type(value: SSAValue | Attribute, what: str = "operand") -> TensorTyp
         )
     if any(d < 0 for d in typ.get_shape()):
         raise VerifyException(f"{what} must have a static shape, got {typ}")
+    if any(d == 0 for d in typ.get_shape()):
+        raise VerifyException(f"{what} has a zero extent, which llmopt does not support: {typ}")
     return typ
 
 

@@ -89,3 +89,30 @@ func.func @gather_shape(%t: tensor<9x4xf32>, %i: tensor<3xi64>) -> tensor<4x3xf3
   func.return %0 : tensor<4x3xf32>
 }
 // CHECK: result shape [4, 3] does not match [9, 3] (table dims before the axis, the indices' shape, table dims after it)
+
+// -----
+
+func.func @zero_extent(%x: tensor<0x4xf32>) -> tensor<0x4xf32> {
+  %0 = prim.elementwise (%x) : (tensor<0x4xf32>) -> tensor<0x4xf32> {
+  ^bb0(%a: f32):
+    prim.yield %a : f32
+  }
+  func.return %0 : tensor<0x4xf32>
+}
+// CHECK: zero extents are not supported, got tensor<0x4xf32>
+
+// -----
+
+func.func @unsigned_reduce(%x: tensor<3x8xui32>) -> tensor<3x1xui32> {
+  %s = prim.reduce add %x dims [1] : tensor<3x8xui32> -> tensor<3x1xui32>
+  func.return %s : tensor<3x1xui32>
+}
+// CHECK: reductions combine floats or signless integers, got ui32
+
+// -----
+
+func.func @divide_by_zero(%x: tensor<8xf32>) -> tensor<8xf32> {
+  %0 = prim.index_map (%x) [(d0) -> (d0 floordiv 0)] : (tensor<8xf32>) -> tensor<8xf32>
+  func.return %0 : tensor<8xf32>
+}
+// CHECK: map #0 divides by zero in coordinate 0
