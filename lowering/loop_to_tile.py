@@ -54,6 +54,7 @@ from xdsl.traits import IsTerminator, is_side_effect_free
 from xdsl.utils.exceptions import PassFailedException
 
 from llmopt.dialects import loop, tile
+from llmopt.lowering._symbols import unique_name
 
 WARP = 32
 MAX_GRID = 2**31 - 1
@@ -478,15 +479,6 @@ class ScheduleKernel(RewritePattern):
     max_grid: int
     taken: set[str]
 
-    def unique(self, name: str) -> str:
-        """``name``, or ``name_<k>`` for the least k that no other symbol has taken."""
-        candidate, k = name, 0
-        while candidate in self.taken:
-            k += 1
-            candidate = f"{name}_{k}"
-        self.taken.add(candidate)
-        return candidate
-
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: loop.KernelOp, rewriter: PatternRewriter) -> None:
         shared, units = split_units(op)
@@ -519,7 +511,7 @@ class ScheduleKernel(RewritePattern):
                 body = Rewriter.move_region_contents_to_new_regions(op.body)
                 kernel = tile.KernelOp(name, [grid, 1, 1], [threads, 1, 1], op.buffers, body)
             else:
-                kernel = tile.KernelOp(self.unique(name), [grid, 1, 1], [threads, 1, 1],
+                kernel = tile.KernelOp(unique_name(self.taken, name), [grid, 1, 1], [threads, 1, 1],
                                        op.buffers)
                 for new, old in zip(kernel.body.block.args, new_kernels[0].body.block.args,
                                     strict=True):

@@ -78,6 +78,7 @@ from xdsl.pattern_rewriter import (
 from xdsl.rewriter import InsertPoint
 
 from llmopt.dialects import kernel, loop, tile
+from llmopt.lowering._symbols import unique_name
 from llmopt.lowering.loop_to_tile import KeepLocation, fail
 
 WARP = 32
@@ -538,15 +539,6 @@ class OutlineKernel(RewritePattern):
 
     taken: set[str]
 
-    def unique(self, name: str) -> str:
-        """``name``, or ``name_<k>`` for the least k that no other symbol has taken."""
-        candidate, k = name, 0
-        while candidate in self.taken:
-            k += 1
-            candidate = f"{name}_{k}"
-        self.taken.add(candidate)
-        return candidate
-
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: tile.KernelOp, rewriter: PatternRewriter) -> None:
         grid, block = op.grid_shape, op.block_shape
@@ -558,7 +550,7 @@ class OutlineKernel(RewritePattern):
             top = parent
         if top is op:
             raise fail(op, "a tile.kernel must sit inside a function")
-        name = self.unique(op.sym_name.data)
+        name = unique_name(self.taken, op.sym_name.data)
         body = rewriter.move_region_contents_to_new_regions(op.body)
         body.block.add_op(kernel.ReturnOp())
         fn = kernel.FuncOp(name, [a.type for a in body.block.args], block, body)
