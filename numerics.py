@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp, ShapedType
-from xdsl.ir import Attribute, Operation
+from xdsl.ir import Attribute
 
 SAFETY = 16
 _EPS = {"f16": 2.0**-10, "bf16": 2.0**-7, "f32": 2.0**-23, "f64": 2.0**-52}
@@ -199,17 +199,10 @@ def check_numerics(module: ModuleOp, pipeline: str = "lower-to-cuda", *, seed: i
     Returns the per-pass report; ``report.ok`` is False and ``report.first_failure`` names
     the pass if one changed the result beyond :func:`tolerance`.
     """
-    from llmopt import registry
-    from llmopt.api import make_context
+    from llmopt.api import lower, make_context
 
-    ctx = make_context()  # loads installed plugins, so their passes are known below
+    make_context()  # loads installed plugins: their interpreters and passes are known below
     work = module.clone()
     checker = NumericsChecker(work, seed)
-
-    def between(prev: Operation | None, mod: ModuleOp, _next: Operation | None) -> None:
-        mod.verify()
-        if prev is not None:
-            checker.after(prev.name, mod)  # type: ignore[attr-defined]
-
-    registry.build_pipeline(pipeline, callback=between).apply(ctx, work)  # type: ignore[arg-type]
+    lower(work, pipeline, callback=lambda done, mod: checker.after(done.name, mod))
     return checker.report
