@@ -74,6 +74,11 @@ _BUILTIN_PASSES: dict[str, tuple[str, str]] = {
     "tile-to-kernel": ("llmopt.lowering.tile_to_kernel", "TileToKernel"),
     "kernel-to-cuda": ("llmopt.lowering.kernel_to_cuda", "KernelToCuda"),
     "fuse-kernels": ("llmopt.passes.loop.fuse_kernels", "FuseKernels"),
+    "apply-tuned": ("llmopt.passes.tile.apply_tuned", "ApplyTuned"),
+    "split-k": ("llmopt.passes.tile.split_k", "SplitK"),
+    "register-tile": ("llmopt.passes.tile.register_tile", "RegisterTilePass"),
+    "stage-inputs": ("llmopt.passes.tile.stage_inputs", "StageInputs"),
+    "pad-shared": ("llmopt.passes.tile.pad_shared", "PadShared"),
     "dedup-kernels": ("llmopt.passes.kernel.dedup_kernels", "DedupKernels"),
     "plan-buffers": ("llmopt.passes.kernel.plan_buffers", "PlanBuffers"),
 }
@@ -90,7 +95,8 @@ PIPELINES: dict[str, tuple[dict[str, str], str]] = {
     "lower-to-cuda": (
         {"arch": "sm_90"},
         "torch-to-prim,canonicalize,prim-to-loop,fuse-kernels,canonicalize,cse,"
-        "loop-to-tile{{arch={arch}}},tile-to-kernel,dedup-kernels,canonicalize,cse,dedup-kernels,"
+        "loop-to-tile{{arch={arch}}},apply-tuned{{arch={arch}}},split-k{{arch={arch}}},"
+        "register-tile{{arch={arch}}},stage-inputs{{arch={arch}}},pad-shared,tile-to-kernel,dedup-kernels,canonicalize,cse,dedup-kernels,"
         "plan-buffers,kernel-to-cuda",
     ),
 }

@@ -419,6 +419,29 @@ class SharedOp(IRDLOperation):
 
 
 @irdl_op_definition
+class LocalOp(IRDLOperation):
+    """``%r = kernel.local : memref<4x4xf32>``: a statically sized array private to each
+    thread (indexed with constants after unrolling, it lives in registers)."""
+
+    name = "kernel.local"
+    result = result_def(MemRefType)
+    assembly_format = "attr-dict `:` type($result)"
+
+    def __init__(self, typ: MemRefType) -> None:
+        super().__init__(result_types=[typ])
+
+    def verify_(self) -> None:
+        if not isinstance(self.parent_op(), FuncOp):
+            raise VerifyException("kernel.local must sit at the top level of a kernel.func")
+        typ = self.result.type
+        assert isinstance(typ, MemRefType)
+        if not typ.has_static_shape() or not isinstance(typ.layout, NoneAttr):
+            raise VerifyException(
+                f"a local buffer has a static shape and the default layout, got {typ}"
+            )
+
+
+@irdl_op_definition
 class BarrierOp(IRDLOperation):
     """``__syncthreads()``: every thread of the block waits here."""
 
@@ -469,11 +492,11 @@ class ShuffleXorOp(IRDLOperation):
 Kernel = Dialect(
     "kernel",
     [FuncOp, ReturnOp, LaunchOp, ThreadIdOp, BlockIdOp, BlockDimOp, GridDimOp, LoadOp, StoreOp,
-     SharedOp, BarrierOp, ShuffleXorOp],
+     SharedOp, LocalOp, BarrierOp, ShuffleXorOp],
     [],
 )
 
 __all__ = [
     "Kernel", "FuncOp", "ReturnOp", "LaunchOp", "ThreadIdOp", "BlockIdOp", "BlockDimOp",
-    "GridDimOp", "LoadOp", "StoreOp", "SharedOp", "BarrierOp", "ShuffleXorOp", "DIMS",
+    "GridDimOp", "LoadOp", "StoreOp", "SharedOp", "LocalOp", "BarrierOp", "ShuffleXorOp", "DIMS",
 ]

@@ -17,7 +17,19 @@ launch shape are correct by construction. ``tile.coop_reduce`` is a reduction th
 threads of a block perform together: each thread strides over the reduce axis, then the
 partial results are combined by warp shuffles and a shared-memory step, and every thread
 receives the total. Sequential loops, buffer accesses and scalar ops inside stay
-``loop``/``arith``/``math`` ops.
+``loop``/``arith``/``math`` ops; a loop whose iterations depend on each other through memory
+(the K loop of a tiled matrix product) is an ``scf.for``, which runs its iterations in order.
+
+``tile.alloc`` gives each point of a ``tile.forall over blocks`` its own buffer, in one of
+two places:
+
+* ``shared`` — shared memory of the block (staged input tiles);
+* ``registers`` — the same logical buffer, *distributed* over the block's threads: its
+  leading dimensions are the extents of a ``tile.forall over block_threads`` with one point
+  per thread, and every access indexes them with exactly that forall's induction variables.
+  Each thread therefore touches only its own slice, which ``tile-to-kernel`` turns into a
+  private array (a register micro-tile). Semantically it is a block buffer like any other,
+  so the interpreters need no special case.
 """
 
 from __future__ import annotations
@@ -29,6 +41,7 @@ from xdsl.dialects.builtin import (
     IndexType,
     IntegerAttr,
     MemRefType,
+    NoneAttr,
     StringAttr,
     i64,
 )
@@ -68,6 +81,7 @@ from llmopt.dialects._syntax import (
 from llmopt.dialects.prim import REDUCE_KINDS
 
 MAPPINGS = ("blocks", "threads", "block_threads")
+SPACES = ("shared", "registers")
 MAX_THREADS_PER_BLOCK = 1024
 
 
@@ -308,6 +322,51 @@ class CoopReduceOp(IRDLOperation):
         return op
 
 
-Tile = Dialect("tile", [KernelOp, ForallOp, CoopReduceOp, YieldOp], [])
+@irdl_op_definition
+class AllocOp(IRDLOperation):
+    """``%s = tile.alloc shared : memref<64x33xf32>``: a buffer of one point of a
+    ``tile.forall over blocks`` (see the module docstring for ``shared``/``registers``)."""
 
-__all__ = ["Tile", "KernelOp", "ForallOp", "CoopReduceOp", "YieldOp", "MAPPINGS"]
+    name = "tile.alloc"
+    space = prop_def(StringAttr)
+    result = result_def(MemRefType)
+
+    def __init__(self, space: str, typ: MemRefType) -> None:
+        super().__init__(result_types=[typ], properties={"space": StringAttr(space)})
+
+    def verify_(self) -> None:
+        if self.space.data not in SPACES:
+            raise VerifyException(f"unknown space '{self.space.data}', expected one of {SPACES}")
+        typ = self.result.type
+        assert isinstance(typ, MemRefType)
+        if not typ.has_static_shape() or not isinstance(typ.layout, NoneAttr):
+            raise VerifyException(
+                f"a tile buffer has a static shape and the default layout, got {typ}"
+            )
+        parent = self.parent_op()
+        if not isinstance(parent, ForallOp) or parent.mapping.data != "blocks":
+            raise VerifyException("tile.alloc must sit directly in a tile.forall over blocks")
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(f" {self.space.data}")
+        printer.print_op_attributes(self.attributes)
+        printer.print_string(" : ")
+        printer.print_attribute(self.result.type)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> AllocOp:
+        space = parser.parse_identifier()
+        attrs = parser.parse_optional_attr_dict()
+        parser.parse_punctuation(":")
+        typ = parser.parse_type()
+        if not isinstance(typ, MemRefType):
+            parser.raise_error(f"expected a memref type, got {typ}")
+        op = cls(space, typ)
+        op.attributes |= attrs
+        return op
+
+
+Tile = Dialect("tile", [KernelOp, ForallOp, CoopReduceOp, YieldOp, AllocOp], [])
+
+__all__ = ["Tile", "KernelOp", "ForallOp", "CoopReduceOp", "YieldOp", "AllocOp", "MAPPINGS",
+           "SPACES"]

@@ -6,7 +6,8 @@ for all threads in lock-step. Per-thread control flow is masked: ``scf.for`` wit
 differ between threads iterates while any thread is active, ``scf.if`` runs both branches under
 complementary masks. Loads and stores gather and scatter per thread and raise
 :class:`~llmopt.interp.OutOfBoundsError` when an active thread leaves the buffer (a dropped
-bounds guard). ``kernel.shared`` is one buffer per block. ``kernel.shuffle_xor`` permutes
+bounds guard). ``kernel.shared`` is one buffer per block, ``kernel.local`` one per thread
+(private, so never part of a race). ``kernel.shuffle_xor`` permutes
 values between the lanes of each warp of 32 consecutive threads.
 
 Lock-step execution would hide missing barriers, so memory accesses are checked against
@@ -209,6 +210,7 @@ class KernelEvaluator(SimtEvaluator):
         self.bid = np.arange(blocks).reshape(blocks, 1)
         self.gtid = self.bid * threads + self.tid
         self.shared: set[int] = set()
+        self.local: set[int] = set()
         self.races = RaceChecker(blocks, threads) if check_races else None
 
     def lanes(self, values: Sequence[Value]) -> tuple[list[np.ndarray], np.ndarray]:
@@ -307,6 +309,24 @@ def _shared(ev: SimtEvaluator, op: Operation) -> None:
     ev.env[op.results[0]] = buf
 
 
+@simt_impl("kernel.local")
+def _local(ev: SimtEvaluator, op: Operation) -> None:
+    """One poisoned buffer per thread."""
+    kev = _ids(ev, op)
+    typ = op.results[0].type
+    assert isinstance(typ, MemRefType)
+    buf = uninitialized((*kev.threads, *shape_of(typ)), np_dtype(typ))  # type: ignore[misc]
+    kev.local.add(id(buf))
+    ev.env[op.results[0]] = buf
+
+
+def _local_index(kev: KernelEvaluator, op: Operation, buf: np.ndarray,
+                 idx: list[Value]) -> tuple[Value, ...]:
+    """The full index of a thread-private access: block, thread, then the checked indices."""
+    idx = kev.check_bounds(op, buf.shape[2:], idx, kev.mask)
+    return (kev.bid, kev.tid, *idx)
+
+
 def _name(value: SSAValue, default: str) -> str:
     """``%name`` of a value for diagnostics."""
     return f"%{value.name_hint}" if value.name_hint else default
@@ -317,8 +337,11 @@ def _load(ev: SimtEvaluator, op: Operation) -> None:
     """A per-thread gather, bounds- and race-checked."""
     kev = _ids(ev, op)
     buf = buffer_of(ev, op, op.operands[0])
-    shared = id(buf) in kev.shared
     idx = [ev.env[v] for v in op.operands[1:]]
+    if id(buf) in kev.local:
+        ev.env[op.results[0]] = buf[_local_index(kev, op, buf, idx)]
+        return
+    shared = id(buf) in kev.shared
     shape = buf.shape[1:] if shared else buf.shape
     idx = ev.check_bounds(op, shape, idx, ev.mask)
     full = kev.location(idx, shared)
@@ -342,8 +365,17 @@ def _store(ev: SimtEvaluator, op: Operation) -> None:
     kev = _ids(ev, op)
     value = ev.env[op.operands[0]]
     buf = buffer_of(ev, op, op.operands[1])
-    shared = id(buf) in kev.shared
     idx = [ev.env[v] for v in op.operands[2:]]
+    if id(buf) in kev.local:
+        full = _local_index(kev, op, buf, idx)
+        if ev.mask is None:
+            *coords, values = np.broadcast_arrays(*full, value)
+        else:
+            *coords, values, sel = np.broadcast_arrays(*full, value, ev.mask)
+            coords, values = [c[sel] for c in coords], values[sel]
+        buf[tuple(coords)] = values
+        return
+    shared = id(buf) in kev.shared
     shape = buf.shape[1:] if shared else buf.shape
     idx = ev.check_bounds(op, shape, idx, ev.mask)
     full = kev.location(idx, shared)

@@ -83,6 +83,9 @@ class SimtEvaluator:
         self.threads = threads
         self.frame: tuple[int, ...] = threads if threads is not None else ()
         self.impls = SIMT_IMPLS
+        self.owned: dict[int, list[np.ndarray]] = {}
+        """Buffers with one copy per point of the frame's leading axes (``tile.alloc``): id →
+        the index arrays of those axes, prepended to every access."""
 
     # --- running ops ----------------------------------------------------------------------
 
@@ -237,14 +240,16 @@ class SimtEvaluator:
 
     def gather(self, op: Operation, buffer: np.ndarray, indices: Sequence[Value]) -> Value:
         """``buffer[indices]`` for every active lane (bounds checked under the mask)."""
-        idx = self.check_bounds(op, buffer.shape, indices, self.mask)
-        return buffer[tuple(idx)]
+        owners = self.owned.get(id(buffer), [])
+        idx = self.check_bounds(op, buffer.shape[len(owners):], indices, self.mask)
+        return buffer[(*owners, *idx)]
 
     def scatter(self, op: Operation, buffer: np.ndarray, indices: Sequence[Value],
                 value: Value) -> None:
         """``buffer[indices] = value`` for every active lane (bounds checked under the mask)."""
         mask = self.mask
-        idx = self.check_bounds(op, buffer.shape, indices, mask)
+        owners = self.owned.get(id(buffer), [])
+        idx = [*owners, *self.check_bounds(op, buffer.shape[len(owners):], indices, mask)]
         if mask is None:
             arrays = np.broadcast_arrays(*idx, value)
             buffer[tuple(arrays[:-1])] = arrays[-1]

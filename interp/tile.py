@@ -20,6 +20,10 @@ lanes past a partial last warp hold the identity); with several warps, every thr
 folds the warp totals in warp order, starting from the identity (they pass through shared
 memory). Every thread receives the same bits: the total. Loops, loads, stores and scalar ops
 inside are interpreted as at Loop IR.
+
+``tile.alloc`` (shared or registers alike) is one poisoned buffer per point of the frame's
+leading axes at the alloc — per block and per round of the enclosing forall over blocks —
+and every access to it is routed to the copy of the point that makes it.
 """
 
 from __future__ import annotations
@@ -27,9 +31,18 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from xdsl.dialects.builtin import MemRefType
 from xdsl.ir import Operation
 
-from llmopt.interp._core import InterpretError, Value, block_tree, error, np_dtype
+from llmopt.interp._core import (
+    InterpretError,
+    Value,
+    block_tree,
+    error,
+    np_dtype,
+    shape_of,
+    uninitialized,
+)
 from llmopt.interp.host import HostInterpreter, host_impl
 from llmopt.interp.loop import bind_buffers
 from llmopt.interp.simt import SimtEvaluator, and_masks, simt_impl
@@ -111,6 +124,20 @@ def _coop_reduce(ev: SimtEvaluator, op: Operation) -> None:
     ndim = len(ev.frame)
     partial = partial.reshape((1,) * (ndim - partial.ndim) + partial.shape)
     ev.env[op.results[0]] = block_tree(kind, partial, threads)
+
+
+@simt_impl("tile.alloc")
+def _alloc(ev: SimtEvaluator, op: Operation) -> None:
+    """One buffer per block point: the frame's axes other than the thread axis own a copy."""
+    thread_axes(ev, op)
+    typ = op.results[0].type
+    assert isinstance(typ, MemRefType)
+    prefix = ev.frame[:-1]
+    buf = uninitialized((*prefix, *shape_of(typ)), np_dtype(typ))
+    n = len(ev.frame)
+    ev.owned[id(buf)] = [np.arange(e).reshape((e,) + (1,) * (n - 1 - a))
+                         for a, e in enumerate(prefix)]
+    ev.env[op.results[0]] = buf
 
 
 @host_impl("tile.kernel")

@@ -24,7 +24,8 @@ What each construct becomes:
   attribute on the ``scf.for`` becomes ``#pragma unroll n`` (``0``: ``#pragma unroll``);
 * ``scf.if`` — a ``cuda.if``; results are mutable locals declared before it, assigned in both
   branches;
-* ``kernel.shared`` → a ``__shared__`` array; ``kernel.barrier`` → ``__syncthreads()``;
+* ``kernel.shared`` → a ``__shared__`` array; ``kernel.local`` → a plain local array
+  (registers once its indices are constants); ``kernel.barrier`` → ``__syncthreads()``;
   ``kernel.shuffle_xor`` → ``__shfl_xor_sync(0xffffffffu, v, offset)``; thread/block ids and
   dims → ``(long long)threadIdx.x`` and friends;
 * ``arith`` — C operators with MLIR's exact semantics: ``divsi``/``remsi`` are C's ``/`` and
@@ -270,7 +271,7 @@ class _KernelEmitter:
             value = op.results[0]
             if isinstance(op, arith.ConstantOp):
                 self.kind[value] = _Kind.LITERAL
-            elif isinstance(op, kernel.SharedOp | scf.ForOp | scf.IfOp):
+            elif isinstance(op, kernel.SharedOp | kernel.LocalOp | scf.ForOp | scf.IfOp):
                 self.kind[value] = _Kind.NAMED  # bound to its variable when emitted
             elif isinstance(op, kernel.ShuffleXorOp):
                 # A warp-collective call stays where it is (never moved into a branch).
@@ -346,13 +347,14 @@ class _KernelEmitter:
         elif isinstance(op, kernel.ReturnOp):
             if op.parent is not self.func.body.block:
                 raise _fail(op, "only the end of a kernel can return")
-        elif isinstance(op, kernel.SharedOp):
+        elif isinstance(op, kernel.SharedOp | kernel.LocalOp):
             typ = op.result.type
             assert isinstance(typ, MemRefType)
             element = _scalar_type(typ.element_type, op)
-            name = self.names.fresh(op.result.name_hint, "smem")
+            shared = isinstance(op, kernel.SharedOp)
+            name = self.names.fresh(op.result.name_hint, "smem" if shared else "reg")
             self._bind(op.result, name, cuda.PtrType(element))
-            self._add(cuda.DeclOp(name, element, qualifiers=["__shared__"],
+            self._add(cuda.DeclOp(name, element, qualifiers=["__shared__"] if shared else [],
                                   extent=max(1, prod(typ.get_shape()))))
         elif isinstance(op, scf.ForOp):
             self._emit_for(op)
@@ -550,7 +552,7 @@ class _KernelEmitter:
         if buffer not in self.var:
             what = owner.name if isinstance(owner, Operation) else "a block argument"
             raise _fail(op, f"buffer defined by {what} is not a kernel parameter or a "
-                            "kernel.shared buffer")
+                            "kernel.shared or kernel.local buffer")
         base = self._add(cuda.VarOp(self.var[buffer], self.var_type[buffer])).results[0]
         constant = int(offset)
         total: SSAValue | None = None

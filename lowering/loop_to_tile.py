@@ -548,7 +548,7 @@ class LoopToTile(ModulePass):
 
     arch: str = "sm_90"
     block_size: int = 256
-    coop_threshold: int = 16384
+    coop_threshold: int = 4096
     max_grid: int = MAX_GRID
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:

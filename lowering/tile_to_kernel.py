@@ -361,11 +361,16 @@ class LowerForall(RewritePattern):
         else:
             first = emit(kernel.ThreadIdOp("x"))
             stride = emit(kernel.BlockDimOp("x"))
-        points = emit.index(op.points)
+        fn = enclosing_func(op)
+        one_each = (mapping == "block_threads" and fn is not None
+                    and fn.block_shape == (op.points, 1, 1))
         block = Block(arg_types=[INDEX])
         p = block.args[0]
         p.name_hint = "p"
         inner = Emitter(rewriter, InsertPoint.at_end(block))
+        if one_each:  # every thread owns exactly its own point: no loop, no guard
+            inner = emit
+            p = first
         ivs: list[SSAValue] = [p] * len(op.shape)
         rest = p
         for k in range(len(op.shape) - 1, -1, -1):
@@ -378,14 +383,18 @@ class LowerForall(RewritePattern):
                 ivs[k] = inner(arith.RemUIOp(rest, inner.index(extent)))
                 rest = inner(arith.DivUIOp(rest, inner.index(extent)))
         for old, new in zip(op.ivs, ivs, strict=True):
-            if not isinstance(new.owner, arith.ConstantOp):
+            if not isinstance(new.owner, arith.ConstantOp) and new is not first:
                 new.name_hint = old.name_hint or new.name_hint
+        if one_each:
+            rewriter.inline_block(op.body.block, InsertPoint.before(op), ivs)
+            rewriter.erase_op(op)
+            return
         rewriter.inline_block(op.body.block, InsertPoint.at_end(block), ivs)
         for new in ivs:
             if isinstance(new.owner, arith.ConstantOp):
                 new.name_hint = None  # a constant shared by several uses keeps no iv's name
         block.add_op(scf.YieldOp())
-        new_loop = scf.ForOp(first, points, stride, [], Region(block))
+        new_loop = scf.ForOp(first, emit.index(op.points), stride, [], Region(block))
         new_loop.attributes |= op.attributes
         rewriter.replace(op, new_loop)
 
@@ -447,15 +456,24 @@ class LowerCoopReduce(RewritePattern):
 # --- barriers between the steps of a row ---------------------------------------------------------
 
 
+def is_private(buffer: SSAValue) -> bool:
+    """Whether ``buffer`` is a register buffer: each thread touches only its own slice."""
+    owner = buffer.owner
+    return isinstance(owner, tile.AllocOp) and owner.space.data == "registers"
+
+
 def buffer_effects(op: Operation) -> tuple[set[SSAValue], set[SSAValue]]:
-    """The buffers that ``op`` and the ops nested in it read and write."""
+    """The buffers that ``op`` and the ops nested in it read and write (register buffers
+    are private to each thread and never shared, so they are left out)."""
     reads: set[SSAValue] = set()
     writes: set[SSAValue] = set()
     for inner in op.walk():
         if isinstance(inner, loop.LoadOp | kernel.LoadOp):
-            reads.add(inner.buffer)
+            if not is_private(inner.buffer):
+                reads.add(inner.buffer)
         elif isinstance(inner, loop.StoreOp | kernel.StoreOp):
-            writes.add(inner.buffer)
+            if not is_private(inner.buffer):
+                writes.add(inner.buffer)
     return reads, writes
 
 
@@ -499,10 +517,32 @@ class Pending:
         for buf in writes:
             self.writes[buf] = self.writes.get(buf, False) or spread
 
+    def copy(self) -> Pending:
+        """An independent copy."""
+        other = Pending()
+        other.reads = dict(self.reads)
+        other.writes = dict(self.writes)
+        return other
+
+    def only(self, keep: Callable[[SSAValue], bool]) -> Pending:
+        """A copy restricted to the buffers ``keep`` accepts."""
+        other = Pending()
+        other.reads = {b: v for b, v in self.reads.items() if keep(b)}
+        other.writes = {b: v for b, v in self.writes.items() if keep(b)}
+        return other
+
 
 @dataclass
 class InsertRowBarriers(RewritePattern):
-    """Barriers inside a ``tile.forall over blocks``, so that its steps run in order."""
+    """Barriers inside a ``tile.forall over blocks``, so that its steps run in order.
+
+    A sequential ``scf.for`` among the steps (the K loop of a tiled matrix product) is
+    followed inside: its body's steps are ordered the same way, and when the start of the
+    next iteration would conflict with accesses at the end of the previous one (a shared
+    tile overwritten while other threads still read it), a barrier ends the body. The same
+    wrap-around check on the block-local buffers of the forall body covers a block moving on
+    to its next point.
+    """
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: tile.ForallOp, rewriter: PatternRewriter) -> None:
@@ -510,24 +550,133 @@ class InsertRowBarriers(RewritePattern):
             return
         fn = enclosing_func(op)
         threads = fn.block_shape[0] if fn is not None else WARP
-        body = op.body.block
 
         def syncs(step: Operation) -> bool:
             return isinstance(step, kernel.BarrierOp) or (
                 isinstance(step, tile.CoopReduceOp) and threads > WARP
             )
 
-        pending = Pending()
-        for step in list(body.ops):
-            if isinstance(step, kernel.BarrierOp):
-                pending.clear()
-                continue
-            if pending.races(step):
-                rewriter.insert(kernel.BarrierOp(), InsertPoint.before(step))
-                pending.clear()
-            pending.add(step)
-            if syncs(step):
-                pending.clear()
+        def order(block: Block, pending: Pending) -> Pending:
+            """Insert barriers between the steps of ``block``; the accesses left pending."""
+            for step in list(block.ops):
+                if isinstance(step, kernel.BarrierOp):
+                    pending.clear()
+                    continue
+                if isinstance(step, scf.YieldOp):
+                    continue
+                if pending.races(step):
+                    rewriter.insert(kernel.BarrierOp(), InsertPoint.before(step))
+                    pending.clear()
+                if isinstance(step, scf.ForOp) and spreads_over_threads(step):
+                    if wrap(step.body.block, order(step.body.block, pending.copy()),
+                            lambda _: True):
+                        pending.clear()
+                    else:
+                        pending.add(step)
+                    continue
+                pending.add(step)
+                if syncs(step):
+                    pending.clear()
+            return pending
+
+        def wrap(block: Block, end: Pending, keep: Callable[[SSAValue], bool]) -> bool:
+            """End ``block`` with a barrier if its next run would race with ``end``."""
+            pending = end.only(keep)
+            for step in block.ops:
+                if isinstance(step, kernel.BarrierOp) or syncs(step):
+                    return False
+                if isinstance(step, scf.YieldOp):
+                    break
+                if pending.races(step):
+                    last = block.last_op
+                    point = (InsertPoint.before(last) if isinstance(last, scf.YieldOp)
+                             else InsertPoint.at_end(block))
+                    rewriter.insert(kernel.BarrierOp(), point)
+                    return True
+            return False
+
+        body = op.body.block
+        wrap(body, order(body, Pending()), lambda b: isinstance(b.owner, tile.AllocOp))
+
+
+# --- block-local buffers -------------------------------------------------------------------------
+
+
+def hoist_to_func(fn: kernel.FuncOp, op: Operation, rewriter: PatternRewriter) -> None:
+    """Insert ``op`` (a buffer declaration) after the declarations at the top of ``fn``."""
+    first = fn.body.block.first_op
+    while isinstance(first, kernel.SharedOp | kernel.LocalOp):
+        first = first.next_op
+    point = InsertPoint.before(first) if first is not None else InsertPoint.at_end(fn.body.block)
+    rewriter.insert(op, point)
+
+
+def owning_forall(op: Operation) -> tile.ForallOp | None:
+    """The innermost ``tile.forall over block_threads`` around ``op``."""
+    parent = op.parent_op()
+    while parent is not None and not (
+        isinstance(parent, tile.ForallOp) and parent.mapping.data == "block_threads"
+    ):
+        parent = parent.parent_op()
+    return parent
+
+
+@dataclass
+class LowerAlloc(RewritePattern):
+    """``tile.alloc shared`` → ``kernel.shared``; ``tile.alloc registers`` → ``kernel.local``
+    holding one thread's slice, every access re-indexed without the distributed dimensions."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: tile.AllocOp, rewriter: PatternRewriter) -> None:
+        fn = enclosing_func(op)
+        if fn is None:
+            raise fail(op, "tile.alloc outside a kernel")
+        typ = op.result.type
+        assert isinstance(typ, MemRefType)
+        if op.space.data == "shared":
+            new = kernel.SharedOp(typ)
+            new.result.name_hint = op.result.name_hint
+            hoist_to_func(fn, new, rewriter)
+            rewriter.replace(op, [], [new.result])
+            return
+        accesses = [use.operation for use in op.result.uses]
+        distributed: int | None = None
+        for access in accesses:
+            if not isinstance(access, loop.LoadOp | loop.StoreOp) or access.buffer is not op.result:
+                raise fail(access, "a register buffer is only loaded and stored")
+            forall = owning_forall(access)
+            if forall is None or fn.block_shape != (forall.points, 1, 1):
+                raise fail(access, "a register buffer is accessed only inside a tile.forall "
+                                   "over block_threads with one point per thread")
+            n = len(forall.shape)
+            amap = access.map.data
+            leading = amap.results[:n]
+            ok = (distributed in (None, n) and tuple(typ.get_shape()[:n]) == forall.shape
+                  and all(isinstance(e, AffineDimExpr)
+                          and access.indices[e.position] is iv
+                          for e, iv in zip(leading, forall.ivs, strict=True)))
+            if not ok:
+                raise fail(access, f"a register buffer's leading indices must be the "
+                                   f"induction variables of the enclosing forall over "
+                                   f"block_threads {list(forall.shape)}")
+            distributed = n
+        n = distributed or 0
+        shape = list(typ.get_shape()[n:]) or [1]
+        local = kernel.LocalOp(MemRefType(typ.element_type, shape))
+        local.result.name_hint = op.result.name_hint
+        hoist_to_func(fn, local, rewriter)
+        for access in accesses:
+            assert isinstance(access, loop.LoadOp | loop.StoreOp)
+            amap = access.map.data
+            results = amap.results[n:] or (AffineConstantExpr(0),)
+            new_map = AffineMap(amap.num_dims, amap.num_symbols, tuple(results))
+            if isinstance(access, loop.LoadOp):
+                new_access: Operation = loop.LoadOp(local.result, new_map, access.indices)
+            else:
+                new_access = loop.StoreOp(access.value, local.result, new_map, access.indices)
+            new_access.attributes |= access.attributes
+            rewriter.replace(access, new_access)
+        rewriter.erase_op(op)
 
 
 # --- kernels -------------------------------------------------------------------------------------
@@ -580,5 +729,6 @@ class TileToKernel(ModulePass):
 
         walk(OutlineKernel(taken))
         walk(InsertRowBarriers())
+        walk(LowerAlloc())
         walk(LowerLoad(), LowerStore())
         walk(LowerForall(), LowerCoopReduce(), LowerFor(), LowerReduce())

@@ -670,6 +670,43 @@ def _run_gpu(args: argparse.Namespace) -> int:
 # --- the command line -------------------------------------------------------------------------
 
 
+def tune(args: argparse.Namespace) -> int:
+    """``llmopt tune``: time schedule candidates of every matrix-product kernel on the GPU
+    and record the fastest correct one (see :mod:`llmopt.tools.tune`)."""
+    import torch
+
+    from llmopt.frontend.models import model_config
+    from llmopt.tools import tune as tuner
+
+    if not torch.cuda.is_available():
+        raise CliError("tune needs a CUDA GPU: candidates are timed on it")
+    first, _ = split_pipeline(_with_arch(args.pipeline, args.arch), "tile")
+    names = [text.split("{")[0].strip() for text in first]
+    if "loop-to-tile" not in names:
+        raise CliError(f"the pipeline '{args.pipeline}' has no loop-to-tile pass")
+    first = first[: names.index("loop-to-tile") + 1]
+    path = (tuner.TABLE_DIR / f"{args.arch}.json") if args.table else tuner.cache_path()
+    table = tuner.load_table(path)
+    for seq in args.seqs:
+        if args.model.endswith(".mlir"):
+            from llmopt.api import lower, parse
+
+            module = lower(parse(Path(args.model).read_text()), ",".join(first))
+        else:
+            identity = model_identity(args.model, args.layers)
+            module, how = lowered_model(args.model, identity,
+                                        lambda: model_config(args.model, layers=args.layers),
+                                        seq, args.dtype, first, "lowering to Tile IR")
+            print(f"// {args.model} seq {seq}: {how}", file=sys.stderr)
+        entries = tuner.tune_module(module, args.arch, args.reps, args.limit)
+        table.update(entries)
+        tuner.save_table(path, table)
+        print(f"// seq {seq}: {len(entries)} kernels tuned, written to {path}", file=sys.stderr)
+        if args.model.endswith(".mlir"):
+            break
+    return 0
+
+
 def _model_arguments(p: argparse.ArgumentParser, seq_default: int | None) -> None:
     p.add_argument("model", help="tinyllama, qwen2.5-7b, a local HF directory or a config.json")
     p.add_argument("--seq", type=int, default=seq_default,
@@ -726,6 +763,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     r.add_argument("--arch", default="sm_90", help="GPU architecture NVRTC compiles for "
                    "without a GPU (default sm_90; with one, the GPU's)")
     r.set_defaults(run=run_model)
+
+    t = sub.add_parser("tune", help="time schedule candidates of each matrix product on the "
+                       "GPU and keep the fastest correct one")
+    t.add_argument("model", help="tinyllama, qwen2.5-7b, a local HF directory, a config.json "
+                   "or a Torch-IR .mlir file")
+    t.add_argument("--seqs", type=int, nargs="+", default=[128], help="sequence lengths")
+    t.add_argument("--layers", type=int, default=1, help="decoder layers to keep (default 1: "
+                   "the layers are identical)")
+    t.add_argument("--dtype", choices=DTYPES, default="float32")
+    t.add_argument("--pipeline", default="lower-to-cuda")
+    t.add_argument("--arch", default="sm_90")
+    t.add_argument("--reps", type=int, default=30, help="timed replays per candidate (median)")
+    t.add_argument("--limit", type=int, default=48, help="candidates per kernel at most")
+    t.add_argument("--table", action="store_true", help="write the committed table of --arch "
+                   "instead of the user's tuning cache")
+    t.set_defaults(run=tune)
 
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)

@@ -1,0 +1,1 @@
+"""Scheduling passes at Tile IR."""

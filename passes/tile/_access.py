@@ -1,0 +1,178 @@
+"""Re-indexing cloned loop bodies: loop variables replaced by affine expressions of others.
+
+The Tile-IR scheduling passes split a loop variable into several (a block index, a thread
+index, a register index). Loads and stores take their indices through an affine map, so the
+substitution composes into the map; any other user of the variable gets the value computed
+with ``arith`` ops.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from xdsl.dialects import arith
+from xdsl.dialects.builtin import IndexType, IntegerAttr
+from xdsl.ir import Attribute, Block, Operation, SSAValue
+from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr, AffineExpr, AffineMap
+
+from llmopt.dialects import loop, tile
+
+INDEX = IndexType()
+
+
+@dataclass(frozen=True)
+class Linear:
+    """``const + sum(coef * value)`` over index values."""
+
+    terms: tuple[tuple[int, SSAValue], ...]
+    const: int = 0
+
+    @staticmethod
+    def of(*terms: tuple[int, SSAValue], const: int = 0) -> Linear:
+        """A linear expression; terms with coefficient 0 are dropped."""
+        return Linear(tuple((c, v) for c, v in terms if c), const)
+
+
+@dataclass
+class Cloner:
+    """Clones region-less ops into a block, with index values substituted.
+
+    ``subst`` maps an old index value to a :class:`Linear` over new values; ``values`` maps
+    other old values to new ones. Loads and stores get composed affine maps; other users of
+    a substituted value get it computed by ``arith`` ops (once per cloner).
+    """
+
+    subst: dict[SSAValue, Linear]
+    values: dict[SSAValue, SSAValue] = field(default_factory=dict)
+    _materialised: dict[SSAValue, SSAValue] = field(default_factory=dict)
+
+    def expr_of(self, old: SSAValue, operands: list[SSAValue]) -> AffineExpr:
+        """``old`` as an affine expression over ``operands`` (appended to as needed)."""
+
+        def dim(value: SSAValue) -> AffineExpr:
+            if value not in operands:
+                operands.append(value)
+            return AffineDimExpr(operands.index(value))
+
+        lin = self.subst.get(old)
+        if lin is None:
+            return dim(self.values.get(old, old))
+        expr: AffineExpr = AffineConstantExpr(lin.const)
+        for coef, value in lin.terms:
+            expr = expr + dim(value) * coef
+        return expr
+
+    def access(self, amap: AffineMap, indices: Sequence[SSAValue],
+               results: Sequence[AffineExpr] | None = None) -> tuple[AffineMap, list[SSAValue]]:
+        """The map and operands of an access ``amap(indices)`` after substitution."""
+        operands: list[SSAValue] = []
+        dims = [self.expr_of(v, operands) for v in indices]
+        base = amap if results is None else AffineMap(amap.num_dims, 0, tuple(results))
+        new = base.replace_dims_and_symbols(dims, [], len(operands), 0)
+        n = new.num_dims
+        return AffineMap(n, 0, tuple(r.simplify(n, 0) for r in new.results)), operands
+
+    def value(self, old: SSAValue, block: Block) -> SSAValue:
+        """The new value standing for ``old`` (a substituted index is computed in ``block``,
+        at its start)."""
+        if old in self.values:
+            return self.values[old]
+        lin = self.subst.get(old)
+        if lin is None:
+            return old
+        if old not in self._materialised:
+            ops: list[Operation] = []
+
+            def const(v: int) -> SSAValue:
+                c = arith.ConstantOp(IntegerAttr(v, INDEX))
+                ops.append(c)
+                return c.result
+
+            total: SSAValue = const(lin.const)
+            for coef, v in lin.terms:
+                term = v if coef == 1 else _push(ops, arith.MuliOp(v, const(coef)))
+                total = _push(ops, arith.AddiOp(total, term))
+            first = block.first_op
+            for op in ops:
+                if first is None:
+                    block.add_op(op)
+                else:
+                    block.insert_op_before(op, first)
+            self._materialised[old] = total
+        return self._materialised[old]
+
+    def clone_into(self, op: Operation, block: Block) -> Operation:
+        """Append a copy of ``op`` to ``block``; its results are recorded in ``values``."""
+        if op.regions:
+            raise ValueError(f"cannot clone '{op.name}' with regions")
+        if isinstance(op, loop.LoadOp):
+            amap, operands = self.access(op.map.data, op.indices)
+            new: Operation = loop.LoadOp(self.value(op.buffer, block), amap, operands)
+        elif isinstance(op, loop.StoreOp):
+            amap, operands = self.access(op.map.data, op.indices)
+            new = loop.StoreOp(self.value(op.value, block), self.value(op.buffer, block), amap,
+                               operands)
+        else:
+            mapper = {v: self.value(v, block) for v in op.operands}
+            new = op.clone(value_mapper=mapper)
+        new.attributes |= op.attributes
+        block.add_op(new)
+        for old_res, new_res in zip(op.results, new.results, strict=True):
+            self.values[old_res] = new_res
+            new_res.name_hint = old_res.name_hint
+        return new
+
+
+def _push(ops: list[Operation], op: Operation) -> SSAValue:
+    ops.append(op)
+    return op.results[0]
+
+
+def loop_nest(extents: Sequence[int], names: Sequence[str], attrs: dict[str, Attribute]
+              ) -> tuple[loop.ForOp, Block, list[SSAValue]]:
+    """Perfectly nested ``loop.for`` ops (outermost first) with ``attrs`` on each; returns
+    the outermost loop, the innermost body and the induction variables."""
+    loops = [loop.ForOp(e) for e in extents]
+    for lp, name in zip(loops, names, strict=True):
+        lp.body.block.args[0].name_hint = name
+        lp.attributes |= attrs
+    for outer, inner in zip(loops, loops[1:], strict=False):
+        outer.body.block.add_op(inner)
+    return loops[0], loops[-1].body.block, [lp.body.block.args[0] for lp in loops]
+
+
+def block_threads(extents: Sequence[int], names: Sequence[str]
+                  ) -> tuple[tile.ForallOp, list[SSAValue]]:
+    """An empty ``tile.forall over block_threads`` with named induction variables."""
+    forall = tile.ForallOp(extents, "block_threads")
+    for arg, name in zip(forall.ivs, names, strict=True):
+        arg.name_hint = name
+    return forall, list(forall.ivs)
+
+
+def linear_form(expr: AffineExpr) -> tuple[dict[int, int], int] | None:
+    """``expr`` as (dim → coefficient, constant) when it is linear (no division or modulo,
+    no product of two dims); ``None`` otherwise."""
+    from xdsl.ir.affine import AffineBinaryOpExpr, AffineBinaryOpKind
+
+    if isinstance(expr, AffineConstantExpr):
+        return {}, expr.value
+    if isinstance(expr, AffineDimExpr):
+        return {expr.position: 1}, 0
+    if not isinstance(expr, AffineBinaryOpExpr):
+        return None
+    lhs, rhs = linear_form(expr.lhs), linear_form(expr.rhs)
+    if lhs is None or rhs is None:
+        return None
+    if expr.kind is AffineBinaryOpKind.Add:
+        coefs = dict(lhs[0])
+        for d, c in rhs[0].items():
+            coefs[d] = coefs.get(d, 0) + c
+        return {d: c for d, c in coefs.items() if c}, lhs[1] + rhs[1]
+    if expr.kind is AffineBinaryOpKind.Mul:
+        if not rhs[0]:
+            return {d: c * rhs[1] for d, c in lhs[0].items() if c * rhs[1]}, lhs[1] * rhs[1]
+        if not lhs[0]:
+            return {d: c * lhs[1] for d, c in rhs[0].items() if c * lhs[1]}, lhs[1] * rhs[1]
+    return None

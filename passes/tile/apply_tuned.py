@@ -1,0 +1,55 @@
+"""``apply-tuned``: kernels the autotuner has measured get their tuned schedule knobs.
+
+**Matches** every ``tile.kernel`` that ``register-tile`` would tile and that has no
+``llmopt.schedule`` yet.
+
+**Produces** the kernel with ``llmopt.schedule`` set to the knobs recorded for its
+structural hash (:func:`llmopt.tools.tune.schedule_key`) and the target architecture, taken
+from the user's tuning cache (``llmopt tune``; ``$LLMOPT_TUNE_CACHE`` or
+``~/.cache/llmopt/tuned.json``) or else from the table committed for the architecture
+(``passes/tile/tuned/<arch>.json``). Kernels without an entry keep the heuristics.
+
+**Why** the heuristics see only shapes and limits; a measured choice is better where one
+exists, and keeping it as a kernel attribute leaves it visible in the IR and overridable
+(a pass option of the scheduling passes still wins over it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, ModuleOp, i64
+from xdsl.passes import ModulePass
+
+from llmopt.dialects import tile
+from llmopt.passes.tile._schedule import SCHEDULE_ATTR
+from llmopt.passes.tile.register_tile import match_contraction
+
+
+@dataclass(frozen=True)
+class ApplyTuned(ModulePass):
+    """Set tuned schedule knobs (see the module docstring). Options: ``arch``; ``user``
+    (0: ignore the user's tuning cache, read only the committed table)."""
+
+    name = "apply-tuned"
+
+    arch: str = "sm_90"
+    user: int = 1
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        from llmopt.tools.tune import TABLE_DIR, cache_path, load_table, lookup, schedule_key
+
+        kernels = [k for k in op.walk() if isinstance(k, tile.KernelOp)
+                   and SCHEDULE_ATTR not in k.attributes and match_contraction(k) is not None]
+        if not kernels:
+            return
+        tables = [load_table(cache_path())] if self.user else []
+        tables.append(load_table(TABLE_DIR / f"{self.arch}.json"))
+        if not any(tables):
+            return
+        for kernel in kernels:
+            knobs = lookup(schedule_key(kernel), self.arch, tables)
+            if knobs:
+                kernel.attributes[SCHEDULE_ATTR] = DictionaryAttr(
+                    {k: IntegerAttr(v, i64) for k, v in sorted(knobs.items())})

@@ -1,0 +1,282 @@
+"""``register-tile``: a matrix-product kernel computes a register micro-tile per thread.
+
+**Matches** a ``tile.kernel`` whose body is one ``tile.forall over threads`` (the default
+thread schedule) holding exactly one ``loop.reduce add`` over floats, beside region-less
+loads, stores and scalar ops (the epilogue: bias, residual, scaling …). The reduce body is
+region-less, reads at least two buffers at the reduce index (a product, not a plain sum)
+and reads nothing the forall writes. Two band dimensions are tiled: ``n``, the
+innermost one with extent > 1 (consecutive outputs), and ``m``, the nearest one before it
+with extent > 1; the others are batch dimensions. Both extents must be divisible by the
+block tile, otherwise the kernel is left alone.
+
+**Produces** the same kernel with a ``tile.forall over blocks`` over (batch…, m / bm,
+n / bn). Each block owns a ``bm × bn`` output tile and runs ``(bm/tm)·(bn/tn)`` threads
+``(ti, tj)``; thread ``(ti, tj)`` owns outputs ``m = bm·b_m + mi·(bm/tm) + ti`` and ``n =
+bn·b_n + nj·(bn/tn) + tj`` for ``mi < tm``, ``nj < tn`` — cyclic, so consecutive threads
+still write consecutive outputs and read consecutive rows. The accumulators are a
+``tile.alloc registers`` buffer ``[bm/tm, bn/tn, tm, tn]``; the reduction becomes a
+sequential ``scf.for`` over K around a forall over the block's threads whose ``mi``/``nj``
+loops (marked ``unroll``) update every accumulator of the thread from the same K step, so
+each loaded operand is used ``tm`` or ``tn`` times from a register. The epilogue runs once
+per output after the loop. Knobs ``bm``, ``bn``, ``tm``, ``tn`` (see
+:mod:`llmopt.passes.tile._schedule`; 0 = chosen from the shape).
+
+**Why** one thread per output with a sequential K loop loads two operands per multiply-add;
+a ``tm × tn`` micro-tile loads ``tm + tn`` per ``tm·tn`` multiply-adds. The sum over K keeps
+its order (k = 0, 1, …), so results round exactly as before.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects import arith, scf
+from xdsl.dialects.builtin import (
+    AnyFloat,
+    FloatAttr,
+    IndexType,
+    IntegerAttr,
+    MemRefType,
+    ModuleOp,
+    i64,
+)
+from xdsl.ir import Block, Operation, Region, SSAValue
+from xdsl.ir.affine import AffineDimExpr, AffineMap
+from xdsl.passes import ModulePass
+from xdsl.pattern_rewriter import (
+    PatternRewriter,
+    PatternRewriteWalker,
+    RewritePattern,
+    op_type_rewrite_pattern,
+)
+from xdsl.traits import is_side_effect_free
+
+from llmopt.dialects import loop, tile
+from llmopt.lowering.loop_to_tile import KeepLocation
+from llmopt.passes.tile._access import Cloner, Linear, block_threads, loop_nest
+from llmopt.passes.tile._schedule import RegisterTile, choose_register_tile, knob, limits
+
+UNROLL = {"unroll": IntegerAttr(0, i64)}
+
+
+@dataclass(frozen=True)
+class Contraction:
+    """A matched kernel: its forall, reduce, and the roles of the band dimensions."""
+
+    forall: tile.ForallOp
+    reduce: loop.ReduceOp
+    m: int
+    n: int
+
+    @property
+    def extents(self) -> tuple[int, ...]:
+        return self.forall.shape
+
+    @property
+    def batch(self) -> list[int]:
+        return [d for d in range(len(self.extents)) if d not in (self.m, self.n)]
+
+
+def _plain(op: Operation) -> bool:
+    """A region-less load, store or side-effect-free op."""
+    return not op.regions and (isinstance(op, loop.LoadOp | loop.StoreOp)
+                               or is_side_effect_free(op))
+
+
+def match_contraction(kernel: tile.KernelOp) -> Contraction | None:
+    """The contraction in ``kernel`` (see the module docstring), or ``None``."""
+    foralls = [op for op in kernel.body.block.ops if isinstance(op, tile.ForallOp)]
+    others = [op for op in kernel.body.block.ops if not isinstance(op, tile.ForallOp)]
+    if len(foralls) != 1 or foralls[0].mapping.data != "threads":
+        return None
+    if not all(is_side_effect_free(op) and not op.regions for op in others):
+        return None
+    forall = foralls[0]
+    reduces = [op for op in forall.body.block.ops if isinstance(op, loop.ReduceOp)]
+    if len(reduces) != 1:
+        return None
+    red = reduces[0]
+    if red.kind.data != "add" or not isinstance(red.result.type, AnyFloat):
+        return None
+    if not all(_plain(op) for op in forall.body.block.ops if op is not red):
+        return None
+    body_ops = list(red.body.block.ops)
+    if not all(_plain(op) and not isinstance(op, loop.StoreOp) for op in body_ops[:-1]):
+        return None
+    k_loads = {op.buffer for op in body_ops
+               if isinstance(op, loop.LoadOp) and red.body.block.args[0] in op.indices}
+    if len(k_loads) < 2:
+        return None  # a plain sum (no operand reuse to gain from a register tile)
+    written = {op.buffer for op in forall.body.block.ops if isinstance(op, loop.StoreOp)}
+    if any(isinstance(op, loop.LoadOp) and op.buffer in written for op in body_ops):
+        return None
+    # The reduce body may use only its own values, the forall's ivs and kernel constants.
+    inside = {r for op in body_ops for r in op.results} | {red.body.block.args[0]}
+    allowed = inside | set(forall.ivs) | {r for op in others for r in op.results}
+    allowed |= set(kernel.body.block.args)
+    if any(v not in allowed for op in body_ops for v in op.operands):
+        return None
+    extents = forall.shape
+    big = [d for d, e in enumerate(extents) if e > 1]
+    if len(big) < 2:
+        return None
+    return Contraction(forall, red, big[-2], big[-1])
+
+
+@dataclass
+class TileContraction(RewritePattern):
+    """Rewrite one matched kernel (see the module docstring)."""
+
+    bm: int
+    bn: int
+    tm: int
+    tn: int
+    arch: str
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: tile.KernelOp, rewriter: PatternRewriter) -> None:
+        found = match_contraction(op)
+        if found is None:
+            return
+        ext = found.extents
+        m_ext, n_ext = ext[found.m], ext[found.n]
+        batch_points = 1
+        for d in found.batch:
+            batch_points *= ext[d]
+        auto = choose_register_tile(m_ext, n_ext, batch_points, limits(self.arch))
+        default = auto or RegisterTile(0, 0, 1, 1)
+        tile_ = RegisterTile(knob(self.bm, op, "bm", default.bm),
+                             knob(self.bn, op, "bn", default.bn),
+                             knob(self.tm, op, "tm", default.tm),
+                             knob(self.tn, op, "tn", default.tn))
+        if not tile_.bm or not tile_.fits(m_ext, n_ext):
+            return
+        rewriter.replace(op, build_tiled_kernel(op, found, tile_))
+
+
+def build_tiled_kernel(op: tile.KernelOp, found: Contraction, t: RegisterTile
+                       ) -> tile.KernelOp:
+    """The register-tiled version of ``op``."""
+    ext = found.extents
+    wm, wn = t.bm // t.tm, t.bn // t.tn
+    block_ext = [ext[d] for d in found.batch] + [ext[found.m] // t.bm, ext[found.n] // t.bn]
+    points = 1
+    for e in block_ext:
+        points *= e
+    new = tile.KernelOp(op.sym_name.data, [min(points, 2**31 - 1), 1, 1], [t.threads, 1, 1],
+                        list(op.buffers))
+    new.attributes |= op.attributes
+    body = new.body.block
+    kernel_values: dict[SSAValue, SSAValue] = dict(zip(op.body.block.args, body.args,
+                                                       strict=True))
+    for other in op.body.block.ops:
+        if other is found.forall:
+            continue
+        copy = other.clone(value_mapper=kernel_values)
+        body.add_op(copy)
+        kernel_values.update(zip(other.results, copy.results, strict=True))
+
+    blocks = tile.ForallOp(block_ext, "blocks")
+    body.add_op(blocks)
+    bivs = list(blocks.ivs)
+    names = [f"b{d}" for d in found.batch] + ["bm", "bn"]
+    for arg, name in zip(bivs, names, strict=True):
+        arg.name_hint = name
+    batch_ivs = dict(zip(found.batch, bivs, strict=False))
+    b_m, b_n = bivs[-2], bivs[-1]
+    typ = found.reduce.result.type
+    acc = tile.AllocOp("registers", MemRefType(typ, [wm, wn, t.tm, t.tn]))
+    acc.result.name_hint = "acc"
+    blocks.body.block.add_op(acc)
+    acc_map = AffineMap(4, 0, tuple(AffineDimExpr(i) for i in range(4)))
+
+    def point_cloner(ti: SSAValue, tj: SSAValue, mi: SSAValue, nj: SSAValue) -> Cloner:
+        subst: dict[SSAValue, Linear] = {}
+        for d, iv in enumerate(found.forall.ivs):
+            if d == found.m:
+                subst[iv] = Linear.of((t.bm, b_m), (wm, mi), (1, ti))
+            elif d == found.n:
+                subst[iv] = Linear.of((t.bn, b_n), (wn, nj), (1, tj))
+            elif ext[d] == 1:
+                subst[iv] = Linear.of()
+            else:
+                subst[iv] = Linear.of((1, batch_ivs[d]))
+        return Cloner(subst, dict(kernel_values))
+
+    def micro(name: str) -> tuple[tile.ForallOp, Block, list[SSAValue]]:
+        forall, (ti, tj) = block_threads([wm, wn], ["ti", "tj"])
+        nest, inner, (mi, nj) = loop_nest([t.tm, t.tn], ["mi", "nj"], UNROLL)
+        forall.body.block.add_op(nest)
+        forall.attributes["llmopt.role"] = _str(name)
+        return forall, inner, [ti, tj, mi, nj]
+
+    # Zero the accumulators.
+    init, inner, ivs = micro("init")
+    zero = arith.ConstantOp(FloatAttr(0.0, typ))
+    inner.add_ops([zero, loop.StoreOp(zero.result, acc.result, acc_map, ivs)])
+    blocks.body.block.add_op(init)
+
+    # The K loop: every accumulator of the thread takes the same step.
+    c0 = arith.ConstantOp(IntegerAttr(0, IndexType()))
+    ck = arith.ConstantOp(IntegerAttr(found.reduce.trip_count, IndexType()))
+    c1 = arith.ConstantOp(IntegerAttr(1, IndexType()))
+    k_block = Block(arg_types=[IndexType()])
+    k_iv = k_block.args[0]
+    k_iv.name_hint = "k"
+    step, inner, ivs = micro("update")
+    cloner = point_cloner(*ivs)
+    cloner.values[found.reduce.body.block.args[0]] = k_iv
+    red_ops = list(found.reduce.body.block.ops)
+    for red_op in red_ops[:-1]:
+        cloner.clone_into(red_op, inner)
+    yielded = red_ops[-1].operands[0]
+    old = loop.LoadOp(acc.result, acc_map, ivs)
+    total = arith.AddfOp(old.result, cloner.value(yielded, inner))
+    inner.add_ops([old, total, loop.StoreOp(total.result, acc.result, acc_map, ivs)])
+    k_block.add_ops([step, scf.YieldOp()])
+    k_loop = scf.ForOp(c0.result, ck.result, c1.result, [], Region(k_block))
+    k_loop.attributes["llmopt.role"] = _str("k_loop")
+    blocks.body.block.add_ops([c0, ck, c1, k_loop])
+
+    # The epilogue, once per output.
+    epi, inner, ivs = micro("epilogue")
+    cloner = point_cloner(*ivs)
+    result = loop.LoadOp(acc.result, acc_map, ivs)
+    result.result.name_hint = "sum"
+    inner.add_op(result)
+    cloner.values[found.reduce.result] = result.result
+    for other in found.forall.body.block.ops:
+        if other is not found.reduce:
+            cloner.clone_into(other, inner)
+    blocks.body.block.add_op(epi)
+    return new
+
+
+def _str(text: str):  # noqa: ANN202 - a StringAttr
+    from xdsl.dialects.builtin import StringAttr
+
+    return StringAttr(text)
+
+
+@dataclass(frozen=True)
+class RegisterTilePass(ModulePass):
+    """Tile matrix-product kernels into register micro-tiles (see the module docstring).
+
+    Options: ``bm``, ``bn`` (the block's output tile), ``tm``, ``tn`` (each thread's), ``arch``
+    (whose limits the heuristic reads); 0 = the kernel's ``llmopt.schedule`` or the heuristic.
+    """
+
+    name = "register-tile"
+
+    bm: int = 0
+    bn: int = 0
+    tm: int = 0
+    tn: int = 0
+    arch: str = "sm_90"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        PatternRewriteWalker(
+            KeepLocation(TileContraction(self.bm, self.bn, self.tm, self.tn, self.arch)),
+            apply_recursively=False,
+        ).rewrite_module(op)

@@ -1,0 +1,192 @@
+"""``split-k``: a skinny matrix product is cut along K into slices summed by a second kernel.
+
+**Matches** the same kernels as ``register-tile`` (one ``tile.forall over threads`` with one
+``loop.reduce add`` over floats and an epilogue; see
+:func:`~llmopt.passes.tile.register_tile.match_contraction`) when the split factor ``S``
+(knob ``split_k``) is above 1 and divides K.
+
+**Produces** a ``memref.alloc`` of partial sums ``[S, band…]`` before the kernel and two
+kernels in its place: ``<name>_split`` computes, for every slice ``s`` and output, the sum
+over ``k = s·K/S … (s+1)·K/S − 1`` (a contraction with ``s`` as a batch dimension, which
+``register-tile`` then tiles); ``<name>`` sums the ``S`` partials of each output in slice
+order and applies the original epilogue (bias, residual, …).
+
+**Why** ``register-tile`` gives each block a ``bm × bn`` output tile; a product with few
+rows (a prompt of 32 or 128 tokens) has too few tiles to occupy every multiprocessor, and
+each block walks all of K alone. ``S`` slices make ``S`` times as many blocks; the price is
+one write and one read of ``S × M × N`` partial sums. The heuristic
+(:func:`~llmopt.passes.tile._schedule.choose_split_k`) splits only until the tiles reach
+two blocks per multiprocessor and keeps each slice at least 256 long. The sum is
+reassociated (slices first), which changes the rounding within the usual tolerance.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects import memref
+from xdsl.dialects.builtin import MemRefType, ModuleOp, StringAttr
+from xdsl.ir import SSAValue
+from xdsl.ir.affine import AffineDimExpr, AffineMap
+from xdsl.passes import ModulePass
+from xdsl.pattern_rewriter import (
+    PatternRewriter,
+    PatternRewriteWalker,
+    RewritePattern,
+    op_type_rewrite_pattern,
+)
+from xdsl.rewriter import InsertPoint
+
+from llmopt.dialects import loop, tile
+from llmopt.lowering.loop_to_tile import KeepLocation
+from llmopt.passes.tile._access import Cloner, Linear
+from llmopt.passes.tile._schedule import (
+    SCHEDULE_ATTR,
+    choose_register_tile,
+    choose_split_k,
+    knob,
+    limits,
+)
+from llmopt.passes.tile.register_tile import Contraction, match_contraction
+
+THREADS = 256
+
+
+def _identity(n: int) -> AffineMap:
+    return AffineMap(n, 0, tuple(AffineDimExpr(i) for i in range(n)))
+
+
+def _grid(points: int) -> list[int]:
+    return [max(1, min(-(-points // THREADS), 2**31 - 1)), 1, 1]
+
+
+@dataclass
+class SplitContraction(RewritePattern):
+    """Split one matched kernel (see the module docstring)."""
+
+    split_k: int
+    arch: str
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: tile.KernelOp, rewriter: PatternRewriter) -> None:
+        if op.attributes.get("llmopt.split") is not None:
+            return
+        found = match_contraction(op)
+        if found is None:
+            return
+        ext = found.extents
+        k_ext = found.reduce.trip_count
+        batch = 1
+        for d in found.batch:
+            batch *= ext[d]
+        gpu = limits(self.arch)
+        m, n = ext[found.m], ext[found.n]
+        if choose_register_tile(m, n, batch, gpu) is None:
+            return
+        split = knob(self.split_k, op, "split_k", choose_split_k(m, n, k_ext, batch, gpu))
+        if split <= 1 or k_ext % split:
+            return
+        part, total = split_kernels(op, found, split)
+        typ = found.reduce.result.type
+        alloc = memref.AllocOp([], [], MemRefType(typ, [split, *ext]))
+        alloc.memref.name_hint = "partial"
+        rewriter.insert_op(alloc, InsertPoint.before(op))
+        part_k = part(alloc.memref)
+        total_k = total(alloc.memref)
+        rewriter.replace(op, [part_k, total_k], [])
+
+
+def split_kernels(op: tile.KernelOp, found: Contraction, split: int):  # noqa: ANN201
+    """Builders of the two kernels, given the partial-sum buffer."""
+    ext = found.extents
+    rank = len(ext)
+    slice_len = found.reduce.trip_count // split
+    typ = found.reduce.result.type
+
+    def new_kernel(name: str, partial: SSAValue, points: int) -> tuple[tile.KernelOp,
+                                                                      dict[SSAValue, SSAValue]]:
+        buffers = [*op.buffers, partial]
+        kern = tile.KernelOp(name, _grid(points), [THREADS, 1, 1], buffers)
+        kern.attributes |= {k: v for k, v in op.attributes.items() if k != SCHEDULE_ATTR}
+        kern.attributes["llmopt.split"] = StringAttr("partial" if name.endswith("_split")
+                                                     else "total")
+        values = dict(zip(op.body.block.args, kern.body.block.args, strict=False))
+        for other in op.body.block.ops:
+            if other is not found.forall:
+                copy = other.clone(value_mapper=values)
+                kern.body.block.add_op(copy)
+                values.update(zip(other.results, copy.results, strict=True))
+        return kern, values
+
+    def part(partial: SSAValue) -> tile.KernelOp:
+        kern, values = new_kernel(f"{op.sym_name.data}_split", partial,
+                                  split * _points(ext))
+        knobs = op.attributes.get(SCHEDULE_ATTR)
+        if knobs is not None:
+            kern.attributes[SCHEDULE_ATTR] = knobs
+        forall = tile.ForallOp([split, *ext], "threads")
+        kern.body.block.add_op(forall)
+        s, *ivs = forall.ivs
+        s.name_hint = "s"
+        for new_iv, old_iv in zip(ivs, found.forall.ivs, strict=True):
+            new_iv.name_hint = old_iv.name_hint
+        red = loop.ReduceOp("add", slice_len, typ)
+        kk = red.body.block.args[0]
+        kk.name_hint = "kk"
+        cloner = Cloner({found.reduce.body.block.args[0]: Linear.of((slice_len, s), (1, kk))},
+                        values | dict(zip(found.forall.ivs, ivs, strict=True)))
+        body_ops = list(found.reduce.body.block.ops)
+        for body_op in body_ops[:-1]:
+            cloner.clone_into(body_op, red.body.block)
+        red.body.block.add_op(loop.YieldOp(cloner.value(body_ops[-1].operands[0],
+                                                        red.body.block)))
+        store = loop.StoreOp(red.result, kern.body.block.args[-1], _identity(rank + 1),
+                             [s, *ivs])
+        forall.body.block.add_ops([red, store])
+        return kern
+
+    def total(partial: SSAValue) -> tile.KernelOp:
+        kern, values = new_kernel(op.sym_name.data, partial, _points(ext))
+        forall = tile.ForallOp(list(ext), "threads")
+        kern.body.block.add_op(forall)
+        ivs = list(forall.ivs)
+        for new_iv, old_iv in zip(ivs, found.forall.ivs, strict=True):
+            new_iv.name_hint = old_iv.name_hint
+        red = loop.ReduceOp("add", split, typ)
+        s = red.body.block.args[0]
+        s.name_hint = "s"
+        load = loop.LoadOp(kern.body.block.args[-1], _identity(rank + 1), [s, *ivs])
+        red.body.block.add_ops([load, loop.YieldOp(load.result)])
+        forall.body.block.add_op(red)
+        cloner = Cloner({}, values | dict(zip(found.forall.ivs, ivs, strict=True)))
+        cloner.values[found.reduce.result] = red.result
+        for other in found.forall.body.block.ops:
+            if other is not found.reduce:
+                cloner.clone_into(other, forall.body.block)
+        return kern
+
+    return part, total
+
+
+def _points(ext: tuple[int, ...]) -> int:
+    n = 1
+    for e in ext:
+        n *= e
+    return n
+
+
+@dataclass(frozen=True)
+class SplitK(ModulePass):
+    """Split the K loop of skinny matrix products (see the module docstring). Options:
+    ``split_k`` (slices; 0 = the kernel's ``llmopt.schedule`` or the heuristic, 1 = never),
+    ``arch``."""
+
+    name = "split-k"
+
+    split_k: int = 0
+    arch: str = "sm_90"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        PatternRewriteWalker(KeepLocation(SplitContraction(self.split_k, self.arch)),
+                             apply_recursively=False).rewrite_module(op)

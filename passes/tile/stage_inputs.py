@@ -1,0 +1,290 @@
+"""``stage-inputs``: the operands of a K loop are staged chunk by chunk in shared memory.
+
+**Matches** a sequential ``scf.for %k = 0 to K step 1`` directly in a ``tile.forall over
+blocks`` whose body is one ``tile.forall over block_threads`` (what ``register-tile`` makes).
+In it, every load from a kernel argument (global memory) is *staged* when its indices are
+linear, ``%k`` appears in exactly one of them with coefficient 1 and next to no thread-level
+variable, and every other index is ``block part + thread part`` with non-negative
+coefficients on the thread-level variables (the forall's and inner ``loop.for``'s).
+
+**Produces** ``scf.for %k0 = 0 to K/bk``: per staged load a ``tile.alloc shared`` tile holding
+the box the block reads in that chunk (its dimensions in the order of the global buffer's,
+the K dimension ``bk`` long, dimensions the threads do not vary dropped), filled by a
+``tile.forall over block_threads`` that walks the box with the global buffer's innermost
+dimension fastest (coalesced); then ``scf.for %kk = 0 to bk`` (``unroll``) around the old
+body, with ``%k = %k0·bk + %kk`` and each staged load reading its tile. ``tile-to-kernel``
+places the barriers (after the copies, and at the end of the chunk before the tiles are
+overwritten). Knob ``bk`` (0 = 32 or the largest power of two dividing K, halved until the
+tiles fit the static shared memory).
+
+**Why** in a ``bm × bn`` block tile every operand element is read by ``bn`` (or ``bm``)
+threads; staged, it is read from global memory once per block and then from shared memory,
+and the loads of consecutive threads are consecutive addresses.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects import arith, scf
+from xdsl.dialects.builtin import IndexType, IntegerAttr, MemRefType, ModuleOp, i64
+from xdsl.ir import Block, BlockArgument, Operation, Region, SSAValue
+from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr, AffineExpr, AffineMap
+from xdsl.passes import ModulePass
+from xdsl.pattern_rewriter import (
+    PatternRewriter,
+    PatternRewriteWalker,
+    RewritePattern,
+    op_type_rewrite_pattern,
+)
+
+from llmopt.dialects import loop, tile
+from llmopt.lowering.loop_to_tile import KeepLocation
+from llmopt.passes.tile._access import block_threads, linear_form
+from llmopt.passes.tile._schedule import choose_bk, knob, limits
+
+INDEX = IndexType()
+
+
+def const_int(value: SSAValue) -> int | None:
+    """The value of an ``index`` constant, else ``None``."""
+    owner = value.owner
+    if isinstance(owner, arith.ConstantOp) and isinstance(owner.value, IntegerAttr):
+        return owner.value.value.data
+    return None
+
+
+@dataclass(frozen=True)
+class Staged:
+    """One load to stage: per index of the global buffer, its linear form split into
+    the block part (over block-level operands), the thread part and whether it holds k."""
+
+    load: loop.LoadOp
+    block_terms: list[dict[int, int]]
+    consts: list[int]
+    thread_terms: list[dict[int, int]]
+    k_dim: int
+    box: list[int]  # extent of each buffer dimension in the tile (0: dropped)
+
+
+def thread_extent(value: SSAValue, region_root: Operation) -> int | None:
+    """The trip count of a thread-level induction variable inside ``region_root``."""
+    if not isinstance(value, BlockArgument):
+        return None
+    parent = value.block.parent_op()
+    if parent is None or not region_root.is_ancestor(parent):
+        return None
+    if isinstance(parent, tile.ForallOp):
+        return parent.shape[value.index]
+    if isinstance(parent, loop.ForOp):
+        return parent.trip_count
+    return None
+
+
+def analyse(load: loop.LoadOp, k: SSAValue, k_loop: scf.ForOp, body: tile.ForallOp,
+            kernel_args: set[SSAValue]) -> Staged | None:
+    """The staging plan of ``load``, or ``None`` if it cannot be staged."""
+    if load.buffer not in kernel_args or k not in load.indices:
+        return None
+    amap = load.map.data
+    kinds: list[str] = []
+    for v in load.indices:
+        if v is k:
+            kinds.append("k")
+        elif thread_extent(v, body) is not None:
+            kinds.append("thread")
+        elif not k_loop.is_ancestor(v.owner if isinstance(v.owner, Operation)
+                                    else v.block.parent_op()):  # type: ignore[union-attr]
+            kinds.append("block")
+        else:
+            return None
+    block_terms, consts, thread_terms, box = [], [], [], []
+    k_dim = -1
+    for r, expr in enumerate(amap.results):
+        form = linear_form(expr)
+        if form is None:
+            return None
+        coefs, const = form
+        bt = {d: c for d, c in coefs.items() if kinds[d] == "block"}
+        tt = {d: c for d, c in coefs.items() if kinds[d] == "thread"}
+        kc = sum(c for d, c in coefs.items() if kinds[d] == "k")
+        if kc:
+            if kc != 1 or tt or k_dim >= 0:
+                return None
+            k_dim = r
+            box.append(-1)
+        else:
+            if any(c < 0 for c in tt.values()):
+                return None
+            span = sum(c * (thread_extent(load.indices[d], body) - 1)  # type: ignore[operator]
+                       for d, c in tt.items())
+            box.append(span + 1 if tt else 0)
+        block_terms.append(bt)
+        consts.append(const)
+        thread_terms.append(tt)
+    if k_dim < 0:
+        return None
+    return Staged(load, block_terms, consts, thread_terms, k_dim, box)
+
+
+def _expr(terms: dict[int, int], dims: dict[int, int]) -> AffineExpr:
+    """``sum(c * d)`` with old operand positions renumbered by ``dims``."""
+    expr: AffineExpr = AffineConstantExpr(0)
+    for d, c in terms.items():
+        expr = expr + AffineDimExpr(dims[d]) * c
+    return expr
+
+
+def build_stage(s: Staged, bk: int, k0: SSAValue) -> tuple[tile.AllocOp, tile.ForallOp,
+                                                             list[int]]:
+    """The shared tile of ``s`` and the forall that fills it for chunk ``k0``."""
+    typ = s.load.buffer.type
+    assert isinstance(typ, MemRefType)
+    kept = [r for r, e in enumerate(s.box) if e != 0]
+    shape = [bk if r == s.k_dim else s.box[r] for r in kept]
+    alloc = tile.AllocOp("shared", MemRefType(typ.element_type, shape))
+    alloc.result.name_hint = "stage"
+    forall, ivs = block_threads(shape, [f"s{i}" for i in range(len(shape))])
+    block_ops = sorted({d for bt in s.block_terms for d in bt})
+    operands = [s.load.indices[d] for d in block_ops] + [k0, *ivs]
+    dims = {d: i for i, d in enumerate(block_ops)}
+    k0_dim = len(block_ops)
+    results = []
+    for r in range(len(s.box)):
+        expr = _expr(s.block_terms[r], dims) + AffineConstantExpr(s.consts[r])
+        if r in kept:
+            iv = AffineDimExpr(k0_dim + 1 + kept.index(r))
+            expr = expr + (AffineDimExpr(k0_dim) * bk + iv if r == s.k_dim else iv)
+        results.append(expr)
+    n = len(operands)
+    gmap = AffineMap(n, 0, tuple(e.simplify(n, 0) for e in results))
+    value = loop.LoadOp(s.load.buffer, gmap, operands)
+    smap = AffineMap(len(ivs), 0, tuple(AffineDimExpr(i) for i in range(len(ivs))))
+    forall.body.block.add_ops([value, loop.StoreOp(value.result, alloc.result, smap, ivs)])
+    forall.attributes["llmopt.role"] = s.load.attributes.get("llmopt.role") or _str("stage")
+    return alloc, forall, kept
+
+
+def _str(text: str):  # noqa: ANN202 - a StringAttr
+    from xdsl.dialects.builtin import StringAttr
+
+    return StringAttr(text)
+
+
+def tile_load(s: Staged, alloc: tile.AllocOp, kept: list[int], kk: SSAValue) -> loop.LoadOp:
+    """The load of the tile that replaces ``s.load`` inside the chunk loop."""
+    thread_ops = sorted({d for tt in s.thread_terms for d in tt})
+    operands = [s.load.indices[d] for d in thread_ops] + [kk]
+    dims = {d: i for i, d in enumerate(thread_ops)}
+    results = []
+    for r in kept:
+        if r == s.k_dim:
+            results.append(AffineDimExpr(len(thread_ops)))
+        else:
+            results.append(_expr(s.thread_terms[r], dims))
+    n = len(operands)
+    amap = AffineMap(n, 0, tuple(e.simplify(n, 0) for e in results))
+    return loop.LoadOp(alloc.result, amap, operands)
+
+
+@dataclass
+class StageKLoop(RewritePattern):
+    """Stage the operands of one K loop (see the module docstring)."""
+
+    bk: int
+    arch: str
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: scf.ForOp, rewriter: PatternRewriter) -> None:
+        blocks = op.parent_op()
+        if not (isinstance(blocks, tile.ForallOp) and blocks.mapping.data == "blocks"):
+            return
+        kernel = blocks.parent_op()
+        if not isinstance(kernel, tile.KernelOp) or op.iter_args:
+            return
+        lb, ub, step = const_int(op.lb), const_int(op.ub), const_int(op.step)
+        body_ops = list(op.body.block.ops)
+        if lb != 0 or step != 1 or ub is None or len(body_ops) != 2:
+            return
+        inner = body_ops[0]
+        if not (isinstance(inner, tile.ForallOp) and inner.mapping.data == "block_threads"):
+            return
+        k = op.body.block.args[0]
+        args = set(kernel.body.block.args)
+        staged = [s for load in inner.walk() if isinstance(load, loop.LoadOp)
+                  if (s := analyse(load, k, op, inner, args)) is not None]
+        if not staged:
+            return
+        bk = knob(self.bk, kernel, "bk", choose_bk(ub))
+        if bk < 2 or ub % bk:
+            return
+        budget = limits(self.arch).static_smem
+
+        def tile_bytes(b: int) -> int:
+            total = 0
+            for s in staged:
+                elems = b
+                for e in s.box:
+                    elems *= max(e, 1)
+                total += 4 * elems
+            return total
+
+        while tile_bytes(bk) > budget // 2 and bk > 2 and not self.bk:
+            bk //= 2
+        if tile_bytes(bk) > budget:
+            return
+
+        c0 = arith.ConstantOp(IntegerAttr(0, INDEX))
+        chunks = arith.ConstantOp(IntegerAttr(ub // bk, INDEX))
+        c1 = arith.ConstantOp(IntegerAttr(1, INDEX))
+        cbk = arith.ConstantOp(IntegerAttr(bk, INDEX))
+        outer = Block(arg_types=[INDEX])
+        k0 = outer.args[0]
+        k0.name_hint = "k0"
+        chunk = Block(arg_types=[INDEX])
+        kk = chunk.args[0]
+        kk.name_hint = "kk"
+        scaled = arith.MuliOp(k0, cbk.result)
+        k_new = arith.AddiOp(scaled.result, kk)
+        k_new.result.name_hint = "k"
+        chunk.add_ops([scaled, k_new])
+        for s in staged:
+            alloc, fill, kept = build_stage(s, bk, k0)
+            blocks.body.block.insert_op_before(alloc, op)
+            outer.add_op(fill)
+            rewriter.replace(s.load, tile_load(s, alloc, kept, kk))
+        k.replace_all_uses_with(k_new.result)
+        inner.detach()
+        chunk.add_ops([inner, scf.YieldOp()])
+        chunk_loop = scf.ForOp(c0.result, cbk.result, c1.result, [], Region(chunk))
+        chunk_loop.attributes["unroll"] = IntegerAttr(0, i64)
+        outer.add_ops([chunk_loop, scf.YieldOp()])
+        new = scf.ForOp(c0.result, chunks.result, c1.result, [], Region(outer))
+        new.attributes |= op.attributes
+        rewriter.insert_op([c0, chunks, c1, cbk], _before(op))
+        rewriter.replace(op, new)
+
+
+def _before(op: Operation):  # noqa: ANN202 - an InsertPoint
+    from xdsl.rewriter import InsertPoint
+
+    return InsertPoint.before(op)
+
+
+@dataclass(frozen=True)
+class StageInputs(ModulePass):
+    """Stage K-loop operands in shared memory (see the module docstring).
+
+    Options: ``bk`` (K elements per chunk; 0 = the kernel's ``llmopt.schedule`` or the
+    heuristic), ``arch`` (whose shared-memory limit the tiles must fit).
+    """
+
+    name = "stage-inputs"
+
+    bk: int = 0
+    arch: str = "sm_90"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        PatternRewriteWalker(KeepLocation(StageKLoop(self.bk, self.arch)),
+                             apply_recursively=False).rewrite_module(op)

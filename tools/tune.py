@@ -1,0 +1,255 @@
+"""``llmopt tune``: search the schedule knobs of each matrix-product kernel on the GPU.
+
+For every kernel of a program that ``register-tile`` would tile (after ``loop-to-tile``),
+identified by its **structural hash** (:func:`schedule_key`: the kernel's ops, types and
+properties, not its name), each candidate knob set (register tile ``bm × bn`` / ``tm × tn``,
+K chunk ``bk``, ``split_k``) is applied to a one-kernel program, lowered by the scheduling
+passes, compiled and run on random inputs. A candidate that fails to compile or launch, or
+whose outputs differ from the unscheduled kernel's by more than the numerics tolerance, is
+discarded. The fastest survivor (median of CUDA-event timings of CUDA-graph replays) is
+written to the **tuning cache**, keyed on the structural hash, the GPU's name and the NVRTC
+version; the ``apply-tuned`` pass reads it (and the committed table of the target
+architecture) and sets the kernel's ``llmopt.schedule``.
+
+The cache is ``$LLMOPT_TUNE_CACHE`` or ``~/.cache/llmopt/tuned.json``; ``--table`` writes
+the results to a committed table instead (``passes/tile/tuned/<arch>.json``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from xdsl.dialects import func
+from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, ModuleOp, i64
+from xdsl.ir import Block, Region
+
+from llmopt.dialects import loop, tile
+from llmopt.passes.tile._schedule import SCHEDULE_ATTR, RegisterTile, limits
+from llmopt.passes.tile.register_tile import match_contraction
+
+TABLE_DIR = Path(__file__).resolve().parent.parent / "passes" / "tile" / "tuned"
+SCHEDULED = ("split-k{{arch={arch}}},register-tile{{arch={arch}}},stage-inputs{{arch={arch}}},"
+             "pad-shared,tile-to-kernel,canonicalize,cse,kernel-to-cuda")
+UNSCHEDULED = "tile-to-kernel,canonicalize,cse,kernel-to-cuda"
+TILES = [(128, 128, 8, 8), (64, 128, 4, 8), (128, 64, 8, 4), (64, 64, 4, 4), (32, 64, 2, 4),
+         (64, 32, 4, 2), (32, 128, 2, 8), (32, 32, 2, 2), (16, 64, 1, 4), (16, 128, 1, 8)]
+
+
+def schedule_key(kernel: tile.KernelOp) -> str:
+    """The structural hash of a Tile-IR kernel before scheduling: equal for kernels that are
+    identical up to their symbol name, value names, locations and schedule knobs."""
+    from llmopt.passes.kernel.dedup_kernels import _Keyer
+
+    saved = kernel.attributes.pop(SCHEDULE_ATTR, None)
+    try:
+        key = _Keyer().op(kernel, skip=frozenset({"sym_name"}))
+    finally:
+        if saved is not None:
+            kernel.attributes[SCHEDULE_ATTR] = saved
+    return hashlib.sha256(repr(key).encode()).hexdigest()[:20]
+
+
+def describe(kernel: tile.KernelOp) -> str:
+    """``batch×M×N×K`` of a matched kernel."""
+    found = match_contraction(kernel)
+    assert found is not None
+    ext = found.extents
+    batch = math.prod(ext[d] for d in found.batch)
+    return f"{batch}x{ext[found.m]}x{ext[found.n]}x{found.reduce.trip_count}"
+
+
+def candidates(kernel: tile.KernelOp, arch: str) -> Iterator[dict[str, int]]:
+    """Knob sets worth timing for ``kernel``."""
+    found = match_contraction(kernel)
+    if found is None:
+        return
+    ext = found.extents
+    m, n, k = ext[found.m], ext[found.n], found.reduce.trip_count
+    for bm, bn, tm, tn in TILES:
+        if not RegisterTile(bm, bn, tm, tn).fits(m, n):
+            continue
+        for split in (1, 2, 4, 8, 16):
+            if k % split or (split > 1 and k // split < 128):
+                continue
+            for bk in (16, 32):
+                if (k // split) % bk == 0 and (bm + bn) * (bk + 1) * 4 <= limits(arch).static_smem:
+                    yield {"bm": bm, "bn": bn, "tm": tm, "tn": tn, "bk": bk, "split_k": split}
+
+
+def one_kernel_module(kernel: tile.KernelOp, knobs: dict[str, int] | None) -> ModuleOp:
+    """A module whose function passes its arguments straight to a copy of ``kernel``."""
+    types = [b.type for b in kernel.buffers]
+    block = Block(arg_types=types)
+    copy = kernel.clone()
+    copy.operands = list(block.args)  # type: ignore[assignment]
+    if knobs is not None:
+        copy.attributes[SCHEDULE_ATTR] = DictionaryAttr(
+            {k: IntegerAttr(v, i64) for k, v in knobs.items()})
+    else:
+        copy.attributes.pop(SCHEDULE_ATTR, None)
+    block.add_ops([copy, func.ReturnOp()])
+    fn = func.FuncOp("tune", (types, []), Region(block))
+    return ModuleOp([fn])
+
+
+def written_args(kernel: tile.KernelOp) -> list[int]:
+    """Positions of the buffers ``kernel`` stores to."""
+    args = list(kernel.body.block.args)
+    return sorted({args.index(op.buffer) for op in kernel.walk()
+                   if isinstance(op, loop.StoreOp) and op.buffer in args})
+
+
+@dataclass
+class Trial:
+    """The outcome of one candidate."""
+
+    knobs: dict[str, int] | None
+    ms: float | None
+    error: str | None = None
+
+
+def run_trials(kernel: tile.KernelOp, trials: Sequence[dict[str, int] | None], arch: str,
+               reps: int = 30, log: Callable[[str], None] = print) -> list[Trial]:
+    """Compile and time each knob set (``None``: the scheduling heuristics) on the GPU."""
+    import torch
+
+    from llmopt.api import lower
+    from llmopt.codegen.executor import CompiledProgram
+    from llmopt.numerics import tolerance
+
+    shapes = [tuple(b.type.get_shape()) for b in kernel.buffers]  # type: ignore[attr-defined]
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    inputs = [torch.randn(s, device="cuda", generator=gen) for s in shapes]
+    outs = written_args(kernel)
+
+    def run(module: ModuleOp, graph: bool) -> tuple[list[torch.Tensor], float | None]:
+        args = [t.clone() for t in inputs]
+        program = CompiledProgram(module, check=False, cuda_graph=graph)
+        program(*args)
+        torch.cuda.synchronize()
+        result = [args[i].clone() for i in outs]
+        if not graph:
+            return result, None
+        for _ in range(3):
+            program(*args)
+        times = []
+        for _ in range(reps):
+            start = torch.cuda.Event(enable_timing=True)
+            end = torch.cuda.Event(enable_timing=True)
+            start.record()
+            program(*args)
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end))
+        return result, sorted(times)[len(times) // 2]
+
+    reference, _ = run(lower(one_kernel_module(kernel, None), UNSCHEDULED), False)
+    tol = tolerance(one_kernel_module(kernel, None))
+    pipeline = SCHEDULED.format(arch=arch)
+    results = []
+    for knobs in trials:
+        try:
+            module = lower(one_kernel_module(kernel, knobs), pipeline)
+            got, ms = run(module, True)
+            err = max(float((g - r).abs().max() / r.abs().max().clamp_min(1e-30))
+                      for g, r in zip(got, reference, strict=True))
+            if not err <= tol:
+                results.append(Trial(knobs, None, f"wrong result: rel err {err:.2e} > {tol:.2e}"))
+            else:
+                results.append(Trial(knobs, ms))
+        except Exception as exc:  # a crashing candidate is discarded, never kept
+            results.append(Trial(knobs, None, f"{type(exc).__name__}: {str(exc)[:200]}"))
+        trial = results[-1]
+        log(f"  {knobs or 'heuristic'}: " + (f"{trial.ms:.4f} ms" if trial.ms is not None
+                                               else f"discarded ({trial.error})"))
+    return results
+
+
+# --- the cache -------------------------------------------------------------------------------
+
+
+def cache_path() -> Path:
+    """The user's tuning cache."""
+    env = os.environ.get("LLMOPT_TUNE_CACHE")
+    return Path(env) if env else Path.home() / ".cache" / "llmopt" / "tuned.json"
+
+
+def load_table(path: Path) -> dict[str, Any]:
+    """A tuning table (empty when missing or unreadable)."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def save_table(path: Path, table: dict[str, Any]) -> None:
+    """Write ``table`` atomically."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps(table, indent=1, sort_keys=True) + "\n")
+    tmp.replace(path)
+
+
+def entry_key(key: str, gpu: str, nvrtc: str) -> str:
+    """A cache entry's key: structural hash, GPU, NVRTC version."""
+    return f"{key}|{gpu}|nvrtc-{nvrtc}"
+
+
+def lookup(key: str, arch: str, tables: Sequence[dict[str, Any]]) -> dict[str, int] | None:
+    """The tuned knobs of the kernel with structural hash ``key`` for ``arch``: the first
+    table with an entry for it wins."""
+    for table in tables:
+        for name, entry in sorted(table.items()):
+            if name.split("|")[0] == key and entry.get("arch") == arch:
+                knobs = entry.get("knobs")
+                if isinstance(knobs, dict):
+                    return {k: int(v) for k, v in knobs.items()}
+    return None
+
+
+def tune_module(module: ModuleOp, arch: str, reps: int, limit: int,
+                log: Callable[[str], None] = print) -> dict[str, Any]:
+    """Tune every distinct matrix-product kernel of ``module`` (at Tile IR, before the
+    scheduling passes); returns the new table entries."""
+    import torch
+
+    from llmopt.codegen.nvrtc import nvrtc_version
+
+    gpu = torch.cuda.get_device_name()
+    nvrtc = ".".join(map(str, nvrtc_version()))
+    seen: set[str] = set()
+    entries: dict[str, Any] = {}
+    for kernel in [op for op in module.walk() if isinstance(op, tile.KernelOp)]:
+        if match_contraction(kernel) is None:
+            continue
+        key = schedule_key(kernel)
+        if key in seen:
+            continue
+        seen.add(key)
+        shape = describe(kernel)
+        cands = list(candidates(kernel, arch))[:limit]
+        log(f"{kernel.sym_name.data} [{shape}] {key}: {len(cands)} candidates")
+        began = time.perf_counter()
+        trials = run_trials(kernel, [None, *cands], arch, reps, log)
+        good = [t for t in trials[1:] if t.ms is not None]
+        if not good:
+            log("  no candidate survived; keeping the heuristic")
+            continue
+        best = min(good, key=lambda t: t.ms)  # type: ignore[arg-type, return-value]
+        entries[entry_key(key, gpu, nvrtc)] = {
+            "arch": arch, "gpu": gpu, "nvrtc": nvrtc, "shape": shape, "knobs": best.knobs,
+            "ms": best.ms, "heuristic_ms": trials[0].ms,
+            "discarded": sum(t.ms is None for t in trials[1:]),
+            "seconds": round(time.perf_counter() - began, 1),
+        }
+        log(f"  best {best.knobs}: {best.ms:.4f} ms (heuristic {trials[0].ms} ms)")
+    return entries
