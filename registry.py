@@ -90,11 +90,15 @@ for _name, (_module, _attr) in _BUILTIN_PASSES.items():
 #: e.g. ``lower-to-cuda{arch=sm_80}``. ``dedup-kernels`` runs twice in ``lower-to-cuda``: right
 #: after ``tile-to-kernel`` (identical layers give identical kernels, so the cleanups that
 #: follow see one layer's kernels instead of every layer's) and after the cleanups (kernels
-#: that only they made identical).
+#: that only they made identical). ``fuse-kernels{recompute_limit=0}`` keeps a reduction from
+#: being recomputed in several loops: attention scores become a matrix product of their own
+#: (which ``register-tile`` tiles) instead of a dot product recomputed in each of softmax's
+#: three loops.
 PIPELINES: dict[str, tuple[dict[str, str], str]] = {
     "lower-to-cuda": (
         {"arch": "sm_90"},
-        "torch-to-prim,canonicalize,prim-to-loop,fuse-kernels,canonicalize,cse,"
+        "torch-to-prim,canonicalize,prim-to-loop,fuse-kernels{{recompute_limit=0}},canonicalize,"
+        "cse,"
         "loop-to-tile{{arch={arch}}},apply-tuned{{arch={arch}}},split-k{{arch={arch}}},"
         "register-tile{{arch={arch}}},stage-inputs{{arch={arch}}},pad-shared,tile-to-kernel,dedup-kernels,canonicalize,cse,dedup-kernels,"
         "plan-buffers,kernel-to-cuda",

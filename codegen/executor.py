@@ -23,7 +23,9 @@ A call neither synchronises nor inspects IR, so it can be captured in a CUDA gra
 with ``cuda_graph=True`` the first call copies the call's tensor arguments into static
 buffers, runs the forward once eagerly (warm-up, on a side stream) and captures it into a
 ``torch.cuda.CUDAGraph``; every later call copies its arguments into the static buffers and
-replays the graph (one host call instead of one driver call per kernel). Its results are
+replays the graph (one host call instead of one driver call per kernel); a call that passes
+the static buffers themselves (:attr:`CompiledProgram.static_inputs`) skips the copies. Its
+results are
 then the graph's static output tensors, overwritten by the next call (clone them to keep
 them). Weights bound by name are captured in place, never copied. torch and the CUDA
 libraries are imported when a program is built, not when this module is imported.
@@ -601,6 +603,16 @@ class CompiledProgram:
         self._static = {}
         self._graph_scalars = {}
         self._graph_outputs = ()
+
+    @property
+    def static_inputs(self) -> tuple[Any, ...]:
+        """The tensors the captured CUDA graph reads its inputs from, in call order (scalar
+        arguments as captured). A call that passes these very tensors replays the graph
+        without copying its inputs: write each step's inputs into them (``copy_``) and call
+        ``program(*program.static_inputs)``. Empty before the first call captures."""
+        if self._graph is None:
+            return ()
+        return tuple(self._static.get(k, self._graph_scalars.get(k)) for k in self._call_slots)
 
     @property
     def graph_captured(self) -> bool:

@@ -698,7 +698,7 @@ def tune(args: argparse.Namespace) -> int:
                                         lambda: model_config(args.model, layers=args.layers),
                                         seq, args.dtype, first, "lowering to Tile IR")
             print(f"// {args.model} seq {seq}: {how}", file=sys.stderr)
-        entries = tuner.tune_module(module, args.arch, args.reps, args.limit)
+        entries = tuner.tune_module(module, args.arch, args.reps, args.limit, jobs=args.jobs)
         table.update(entries)
         tuner.save_table(path, table)
         print(f"// seq {seq}: {len(entries)} kernels tuned, written to {path}", file=sys.stderr)
@@ -776,6 +776,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     t.add_argument("--arch", default="sm_90")
     t.add_argument("--reps", type=int, default=30, help="timed replays per candidate (median)")
     t.add_argument("--limit", type=int, default=48, help="candidates per kernel at most")
+    t.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) - 1),
+                   help="processes lowering and compiling candidates (default: CPUs - 1)")
     t.add_argument("--table", action="store_true", help="write the committed table of --arch "
                    "instead of the user's tuning cache")
     t.set_defaults(run=tune)

@@ -50,7 +50,11 @@ def schedule_key(kernel: tile.KernelOp) -> str:
 
     saved = kernel.attributes.pop(SCHEDULE_ATTR, None)
     try:
-        key = _Keyer().op(kernel, skip=frozenset({"sym_name"}))
+        keyer = _Keyer()
+        for value in kernel.operands:  # the bound buffers, numbered by first appearance
+            if value not in keyer.values:
+                keyer.define(value)
+        key = keyer.op(kernel, skip=frozenset({"sym_name"}))
     finally:
         if saved is not None:
             kernel.attributes[SCHEDULE_ATTR] = saved
@@ -116,12 +120,52 @@ class Trial:
     error: str | None = None
 
 
+def lower_candidate(text: str, pipeline: str, arch: str) -> str:
+    """Parse a one-kernel module, lower it by ``pipeline`` and compile its CUDA (into the
+    kernel cache); returns the lowered module's text. Runs in worker processes."""
+    from llmopt.api import cuda_source, lower, parse
+    from llmopt.codegen.nvrtc import compile_cuda
+
+    module = lower(parse(text), pipeline)
+    compile_cuda(cuda_source(module), arch=arch)
+    return str(module)
+
+
+def lower_all(modules: Sequence[ModuleOp], pipeline: str, arch: str, jobs: int
+              ) -> list[str | Exception]:
+    """:func:`lower_candidate` for each module, on ``jobs`` processes."""
+    import concurrent.futures
+    import multiprocessing
+
+    texts = [str(m) for m in modules]
+    if jobs <= 1:
+        out: list[str | Exception] = []
+        for text in texts:
+            try:
+                out.append(lower_candidate(text, pipeline, arch))
+            except Exception as exc:
+                out.append(exc)
+        return out
+    ctx = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=ctx) as pool:
+        futures = [pool.submit(lower_candidate, t, pipeline, arch) for t in texts]
+        results: list[str | Exception] = []
+        for f in futures:
+            try:
+                results.append(f.result())
+            except Exception as exc:
+                results.append(exc)
+        return results
+
+
 def run_trials(kernel: tile.KernelOp, trials: Sequence[dict[str, int] | None], arch: str,
-               reps: int = 30, log: Callable[[str], None] = print) -> list[Trial]:
-    """Compile and time each knob set (``None``: the scheduling heuristics) on the GPU."""
+               reps: int = 30, log: Callable[[str], None] = print, jobs: int = 1
+               ) -> list[Trial]:
+    """Compile (on ``jobs`` processes) and time each knob set (``None``: the scheduling
+    heuristics) on the GPU."""
     import torch
 
-    from llmopt.api import lower
+    from llmopt.api import lower, parse
     from llmopt.codegen.executor import CompiledProgram
     from llmopt.numerics import tolerance
 
@@ -154,11 +198,14 @@ def run_trials(kernel: tile.KernelOp, trials: Sequence[dict[str, int] | None], a
     reference, _ = run(lower(one_kernel_module(kernel, None), UNSCHEDULED), False)
     tol = tolerance(one_kernel_module(kernel, None))
     pipeline = SCHEDULED.format(arch=arch)
+    lowered = lower_all([one_kernel_module(kernel, knobs) for knobs in trials], pipeline, arch,
+                        jobs)
     results = []
-    for knobs in trials:
+    for knobs, text in zip(trials, lowered, strict=True):
         try:
-            module = lower(one_kernel_module(kernel, knobs), pipeline)
-            got, ms = run(module, True)
+            if isinstance(text, Exception):
+                raise text
+            got, ms = run(parse(text), True)
             err = max(float((g - r).abs().max() / r.abs().max().clamp_min(1e-30))
                       for g, r in zip(got, reference, strict=True))
             if not err <= tol:
@@ -217,7 +264,7 @@ def lookup(key: str, arch: str, tables: Sequence[dict[str, Any]]) -> dict[str, i
 
 
 def tune_module(module: ModuleOp, arch: str, reps: int, limit: int,
-                log: Callable[[str], None] = print) -> dict[str, Any]:
+                log: Callable[[str], None] = print, jobs: int = 1) -> dict[str, Any]:
     """Tune every distinct matrix-product kernel of ``module`` (at Tile IR, before the
     scheduling passes); returns the new table entries."""
     import torch
@@ -239,7 +286,7 @@ def tune_module(module: ModuleOp, arch: str, reps: int, limit: int,
         cands = list(candidates(kernel, arch))[:limit]
         log(f"{kernel.sym_name.data} [{shape}] {key}: {len(cands)} candidates")
         began = time.perf_counter()
-        trials = run_trials(kernel, [None, *cands], arch, reps, log)
+        trials = run_trials(kernel, [None, *cands], arch, reps, log, jobs)
         good = [t for t in trials[1:] if t.ms is not None]
         if not good:
             log("  no candidate survived; keeping the heuristic")

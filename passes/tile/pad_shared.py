@@ -1,16 +1,16 @@
 """``pad-shared``: pad shared tiles whose rows would put a column in one memory bank.
 
-**Matches** every ``tile.alloc shared`` of rank ≥ 2 whose innermost extent is a multiple of
-the 32 four-byte banks of shared memory.
+**Matches** every ``tile.alloc shared`` of rank ≥ 2 whose innermost extent is even.
 
 **Produces** the same buffer with its innermost extent increased by ``pad`` (default 1);
 every access keeps its indices (the padding elements are never touched).
 
-**Why** with rows of a multiple of 32 words, element ``[r, c]`` lives in bank ``c mod 32``
-whatever ``r`` is: when the threads of a warp read one column of different rows (a register
-tile reading ``tile[mi·16 + tj, kk]``), they all hit one bank and the accesses serialise
-(up to 32-way). A row of ``32·q + 1`` words moves each row one bank over, so a column
-spreads over all banks, at the cost of one unused word per row.
+**Why** shared memory has 32 banks of four bytes: element ``[r, c]`` of rows ``s`` words
+long lives in bank ``(r·s + c) mod 32``. When the threads of a warp read one column of
+consecutive rows (a register tile reading ``tile[mi·16 + tj, kk]``), they hit
+``32 / gcd(s, 32)`` distinct banks, so an even ``s`` serialises the read (a row of 32 words:
+all 32 threads on one bank; of 16: 16 threads per bank pair). An odd row length spreads a
+column over all 32 banks, at the cost of one unused word per row.
 """
 
 from __future__ import annotations
@@ -30,8 +30,6 @@ from xdsl.utils.exceptions import PassFailedException
 
 from llmopt.dialects import tile
 
-BANKS = 32
-
 
 @dataclass
 class PadAlloc(RewritePattern):
@@ -44,7 +42,7 @@ class PadAlloc(RewritePattern):
         typ = op.result.type
         assert isinstance(typ, MemRefType)
         shape = list(typ.get_shape())
-        if op.space.data != "shared" or len(shape) < 2 or shape[-1] % BANKS:
+        if op.space.data != "shared" or len(shape) < 2 or shape[-1] % 2:
             return
         new = tile.AllocOp("shared", MemRefType(typ.element_type, [*shape[:-1],
                                                                    shape[-1] + self.pad]))

@@ -3,9 +3,10 @@
 **Matches** a sequential ``scf.for %k = 0 to K step 1`` directly in a ``tile.forall over
 blocks`` whose body is one ``tile.forall over block_threads`` (what ``register-tile`` makes).
 In it, every load from a kernel argument (global memory) is *staged* when its indices are
-linear, ``%k`` appears in exactly one of them with coefficient 1 and next to no thread-level
-variable, and every other index is ``block part + thread part`` with non-negative
-coefficients on the thread-level variables (the forall's and inner ``loop.for``'s).
+sums of a *block part* (terms over block-level values only — the forall over blocks' ivs,
+kernel constants — of any affine form, e.g. a KV head ``h floordiv 4``) and a *thread part*
+(linear, non-negative coefficients on the forall's and inner ``loop.for``'s ivs), and ``%k``
+appears in exactly one of them, with coefficient 1 and no thread-level term.
 
 **Produces** ``scf.for %k0 = 0 to K/bk``: per staged load a ``tile.alloc shared`` tile holding
 the box the block reads in that chunk (its dimensions in the order of the global buffer's,
@@ -15,7 +16,7 @@ dimension fastest (coalesced); then ``scf.for %kk = 0 to bk`` (``unroll``) aroun
 body, with ``%k = %k0·bk + %kk`` and each staged load reading its tile. ``tile-to-kernel``
 places the barriers (after the copies, and at the end of the chunk before the tiles are
 overwritten). Knob ``bk`` (0 = 32 or the largest power of two dividing K, halved until the
-tiles fit the static shared memory).
+tiles, rows padded by a word, fit the static shared memory).
 
 **Why** in a ``bm × bn`` block tile every operand element is read by ``bn`` (or ``bm``)
 threads; staged, it is read from global memory once per block and then from shared memory,
@@ -28,9 +29,16 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import arith, scf
-from xdsl.dialects.builtin import IndexType, IntegerAttr, MemRefType, ModuleOp, i64
+from xdsl.dialects.builtin import IndexType, IntegerAttr, MemRefType, ModuleOp, StringAttr, i64
 from xdsl.ir import Block, BlockArgument, Operation, Region, SSAValue
-from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr, AffineExpr, AffineMap
+from xdsl.ir.affine import (
+    AffineBinaryOpExpr,
+    AffineBinaryOpKind,
+    AffineConstantExpr,
+    AffineDimExpr,
+    AffineExpr,
+    AffineMap,
+)
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
     PatternRewriter,
@@ -57,12 +65,12 @@ def const_int(value: SSAValue) -> int | None:
 
 @dataclass(frozen=True)
 class Staged:
-    """One load to stage: per index of the global buffer, its linear form split into
-    the block part (over block-level operands), the thread part and whether it holds k."""
+    """One load to stage: per index of the global buffer, its block part (an affine
+    expression over block-level operands, any form), its thread part (linear, non-negative
+    coefficients), and which index holds k."""
 
     load: loop.LoadOp
-    block_terms: list[dict[int, int]]
-    consts: list[int]
+    block_exprs: list[AffineExpr]
     thread_terms: list[dict[int, int]]
     k_dim: int
     box: list[int]  # extent of each buffer dimension in the tile (0: dropped)
@@ -82,6 +90,13 @@ def thread_extent(value: SSAValue, region_root: Operation) -> int | None:
     return None
 
 
+def addends(expr: AffineExpr) -> list[AffineExpr]:
+    """The terms of a (nested) sum."""
+    if isinstance(expr, AffineBinaryOpExpr) and expr.kind is AffineBinaryOpKind.Add:
+        return addends(expr.lhs) + addends(expr.rhs)
+    return [expr]
+
+
 def analyse(load: loop.LoadOp, k: SSAValue, k_loop: scf.ForOp, body: tile.ForallOp,
             kernel_args: set[SSAValue]) -> Staged | None:
     """The staging plan of ``load``, or ``None`` if it cannot be staged."""
@@ -99,15 +114,26 @@ def analyse(load: loop.LoadOp, k: SSAValue, k_loop: scf.ForOp, body: tile.Forall
             kinds.append("block")
         else:
             return None
-    block_terms, consts, thread_terms, box = [], [], [], []
+    block_exprs: list[AffineExpr] = []
+    thread_terms: list[dict[int, int]] = []
+    box: list[int] = []
     k_dim = -1
     for r, expr in enumerate(amap.results):
-        form = linear_form(expr)
-        if form is None:
-            return None
-        coefs, const = form
-        bt = {d: c for d, c in coefs.items() if kinds[d] == "block"}
-        tt = {d: c for d, c in coefs.items() if kinds[d] == "thread"}
+        block: AffineExpr = AffineConstantExpr(0)
+        coefs: dict[int, int] = {}
+        for term in addends(expr):
+            if all(kinds[d] == "block" for d in term.used_dims()):
+                block = block + term
+                continue
+            form = linear_form(term)
+            if form is None or form[1]:
+                return None
+            for d, c in form[0].items():
+                if kinds[d] == "block":
+                    block = block + AffineDimExpr(d) * c
+                else:
+                    coefs[d] = coefs.get(d, 0) + c
+        tt = {d: c for d, c in coefs.items() if kinds[d] == "thread" and c}
         kc = sum(c for d, c in coefs.items() if kinds[d] == "k")
         if kc:
             if kc != 1 or tt or k_dim >= 0:
@@ -120,12 +146,11 @@ def analyse(load: loop.LoadOp, k: SSAValue, k_loop: scf.ForOp, body: tile.Forall
             span = sum(c * (thread_extent(load.indices[d], body) - 1)  # type: ignore[operator]
                        for d, c in tt.items())
             box.append(span + 1 if tt else 0)
-        block_terms.append(bt)
-        consts.append(const)
+        block_exprs.append(block)
         thread_terms.append(tt)
     if k_dim < 0:
         return None
-    return Staged(load, block_terms, consts, thread_terms, k_dim, box)
+    return Staged(load, block_exprs, thread_terms, k_dim, box)
 
 
 def _expr(terms: dict[int, int], dims: dict[int, int]) -> AffineExpr:
@@ -146,30 +171,25 @@ def build_stage(s: Staged, bk: int, k0: SSAValue) -> tuple[tile.AllocOp, tile.Fo
     alloc = tile.AllocOp("shared", MemRefType(typ.element_type, shape))
     alloc.result.name_hint = "stage"
     forall, ivs = block_threads(shape, [f"s{i}" for i in range(len(shape))])
-    block_ops = sorted({d for bt in s.block_terms for d in bt})
+    block_ops = sorted({d for e in s.block_exprs for d in e.used_dims()})
     operands = [s.load.indices[d] for d in block_ops] + [k0, *ivs]
-    dims = {d: i for i, d in enumerate(block_ops)}
+    n = len(operands)
+    renumber = [AffineDimExpr(block_ops.index(d)) if d in block_ops else AffineConstantExpr(0)
+                for d in range(len(s.load.indices))]
     k0_dim = len(block_ops)
     results = []
     for r in range(len(s.box)):
-        expr = _expr(s.block_terms[r], dims) + AffineConstantExpr(s.consts[r])
+        expr = s.block_exprs[r].replace_dims_and_symbols(renumber, [])
         if r in kept:
             iv = AffineDimExpr(k0_dim + 1 + kept.index(r))
             expr = expr + (AffineDimExpr(k0_dim) * bk + iv if r == s.k_dim else iv)
         results.append(expr)
-    n = len(operands)
     gmap = AffineMap(n, 0, tuple(e.simplify(n, 0) for e in results))
     value = loop.LoadOp(s.load.buffer, gmap, operands)
     smap = AffineMap(len(ivs), 0, tuple(AffineDimExpr(i) for i in range(len(ivs))))
     forall.body.block.add_ops([value, loop.StoreOp(value.result, alloc.result, smap, ivs)])
-    forall.attributes["llmopt.role"] = s.load.attributes.get("llmopt.role") or _str("stage")
+    forall.attributes["llmopt.role"] = StringAttr("stage")
     return alloc, forall, kept
-
-
-def _str(text: str):  # noqa: ANN202 - a StringAttr
-    from xdsl.dialects.builtin import StringAttr
-
-    return StringAttr(text)
 
 
 def tile_load(s: Staged, alloc: tile.AllocOp, kept: list[int], kk: SSAValue) -> loop.LoadOp:
@@ -222,15 +242,17 @@ class StageKLoop(RewritePattern):
         budget = limits(self.arch).static_smem
 
         def tile_bytes(b: int) -> int:
+            """Shared memory of the tiles for chunk ``b``, rows padded by one word."""
             total = 0
             for s in staged:
-                elems = b
-                for e in s.box:
-                    elems *= max(e, 1)
-                total += 4 * elems
+                rows = [b if r == s.k_dim else e for r, e in enumerate(s.box) if e]
+                elems = 1
+                for e in rows[:-1]:
+                    elems *= e
+                total += 4 * elems * (rows[-1] + 1)
             return total
 
-        while tile_bytes(bk) > budget // 2 and bk > 2 and not self.bk:
+        while tile_bytes(bk) > budget and bk > 2 and not self.bk:
             bk //= 2
         if tile_bytes(bk) > budget:
             return

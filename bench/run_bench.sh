@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Run llmopt's benchmark suite (bench/suite.py) on a GPU host without a package index.
+# Usage (from the repository root):
+#   bash bench/run_bench.sh ops [--models ...] [--seqs ...] [--ops ...] [--reps N] [--commit SHA]
+#   bash bench/run_bench.sh blocks [--models ...] [--seqs ...] [--whole-model] [--commit SHA]
+# Results (JSON, Markdown, PNG, and the log) go to $OUT, default bench/results.
+# Expects pure-Python wheels in .whl/ (xdsl, ...) if they are not installed.
+set -uo pipefail
+if [ -d .whl ] && ! python3 -c 'import xdsl' 2>/dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl || exit 1
+  export PYTHONPATH=/tmp/site PATH=/tmp/site/bin:$PATH
+fi
+python3 -m pip install -q --no-index --no-deps --no-build-isolation -e . >/dev/null || exit 1
+out=${OUT:-bench/results}
+mkdir -p "$out" || exit 1
+export PYTHONUNBUFFERED=1
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null || true
+python3 bench/suite.py "$@" --out-dir "$out" 2>&1 | tee -a "$out/suite-${1:-run}.log"
+exit "${PIPESTATUS[0]}"

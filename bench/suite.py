@@ -1,0 +1,898 @@
+"""llmopt's benchmark suite: single ops and whole blocks against PyTorch eager and torch.compile.
+
+Usage (on a GPU host)::
+
+    python bench/suite.py ops --out-dir DIR [--models tinyllama qwen2.5-7b] [--seqs 32 128 512]
+                              [--ops q_proj softmax ...] [--reps 100] [--commit SHA] [--fresh]
+    python bench/suite.py blocks --out-dir DIR [--models ...] [--seqs 128 512] [--whole-model]
+                                 [--model-seq 128] [--no-layers] [--reps 100] [--commit SHA]
+    python bench/suite.py ops --list          # the case names, nothing run (no GPU needed)
+
+**Cases.** ``ops``: 14 ops at the real dimensions of TinyLlama-1.1B and Qwen2.5-7B, each at
+sequence lengths 32, 128 and 512 (84 cases, named ``tinyllama/s128/q_proj``): the seven
+projections (``nn.Linear`` on ``x: [1, seq, in]``), ``rmsnorm`` (Hugging Face's LlamaRMSNorm
+formula), ``softmax`` of attention scores ``[1, heads, seq, seq]``, ``silu_mul``
+(``silu(g) * u``), ``sdpa`` (causal, GQA), ``naive_attention`` (the same attention written
+out: key/value heads repeated by expand + reshape, which is ``repeat_interleave`` on the head
+dim, a form llmopt captures; ``q @ k^T * scale``, a causal ``masked_fill`` with ``-inf``
+from a boolean upper-triangle buffer, softmax, ``@ v``), ``matmul_residual``
+(``o_proj(x) + residual``) and ``silu_mul_down`` (``down_proj(silu(g) * u)``). Weights are
+seeded normal with std ``1/sqrt(fan_in)``, biases N(0, 0.1²), the norm weight 1 + N(0, 0.1²)
+(never trivial), inputs seeded standard normal; the seed is
+derived from the case name, so a subset reproduces the full run's data. ``blocks``: one
+Hugging Face decoder layer of each model (seq 128 and 512, inputs hidden states and the rotary
+``cos``/``sin``) and, with ``--whole-model``, the whole model's prefill logits (seq 128); built
+from the model configs with seeded weights (every 1-D parameter, i.e. norm weights and
+biases, perturbed by N(0, 0.1) so none is trivial).
+
+**Systems.** In one process, for every case: PyTorch eager; ``torch.compile(module,
+dynamic=False)`` (default mode, dynamo reset before each case); llmopt:
+``llmopt.compile(module, inputs, cuda_graph=True)`` for ops (capture, ``lower-to-cuda``,
+NVRTC, CUDA-graph replay) and, for blocks, ``capture_layer``/``capture_model`` lowered with
+``lower-to-cuda`` and run by a ``CompiledProgram`` with ``cuda_graph=True``. Everything is
+FP32 with TF32 off.
+
+**Timing.** The same for all three: ``--warmup`` calls (default 10), then ``--reps`` calls
+(default 100), each between two CUDA events and followed by a synchronisation, so a time is
+the latency of one call as its caller sees it (host launch overhead included); the median in
+milliseconds is recorded (``eager_ms``, ``compile_ms``, ``llmopt_ms``). llmopt is called
+as a CUDA-graph program is used in a loop: with its static input buffers
+(``CompiledProgram.static_inputs``, which hold the case's inputs), so a call is one graph
+replay; ``llmopt_copy_ms`` is a call with other tensors, which first copies them into those
+buffers (context only, not used in the ratios). Inputs stay
+resident in L2 where they fit, for every system alike. ``torch_compile_s`` and
+``llmopt_compile_s`` are the seconds to the first result (compilation plus the first call;
+both compilers cache on disk, so a second run is faster); ``kernels`` is the number of kernel
+launches in llmopt's host plan.
+
+**Ratios.** ``vs_eager = eager_ms / llmopt_ms``, ``vs_compile = compile_ms / llmopt_ms`` and
+``vs_best = min(eager_ms, compile_ms) / llmopt_ms``: above 1 llmopt is faster, and
+``vs_best`` compares it with the faster of the two PyTorch baselines. The top level holds
+their geometric means over the cases with an llmopt time, ``min_vs_best``, and how many cases
+failed (no llmopt time).
+
+**Accuracy.** Every output is compared with the same module evaluated in float64 on the same
+inputs (``copy.deepcopy(module).double()``): ``max_err_rel = max|out - ref| / max|ref|`` for
+llmopt (``eager_err_rel`` and ``compile_err_rel`` for context), and ``ok`` says whether it is
+within :func:`llmopt.numerics.tolerance` of the captured program (``16 * eps * sqrt(n)``, ``n``
+its longest reduction), recorded as ``tol``.
+
+**Results.** ``DIR/ops-h200.json`` / ``DIR/blocks-h200.json``, rewritten after every case (a
+run cut short keeps what it measured; cases already in the file from an earlier run into the
+same directory are kept unless re-run, or dropped with ``--fresh``), then the Markdown table
+and plot of ``bench/report.py``. A case whose llmopt compilation or run raises records the
+error's first line in ``error`` and ``llmopt_ms = null``; the suite goes on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import datetime
+import gc
+import math
+import statistics
+import subprocess
+import sys
+import time
+import traceback
+import zlib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from report import (
+    DEFAULT_TAG,
+    Case,
+    Doc,
+    add_ratios,
+    load,
+    table,
+    with_summary,
+    write_json,
+    write_report,
+)
+from torch import nn
+
+import llmopt
+from llmopt.codegen.executor import CompiledProgram, LaunchStep
+from llmopt.numerics import tolerance
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+# --- the models' dimensions and the op cases ----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ModelDims:
+    """The dimensions of a model that its ops are benchmarked at."""
+
+    name: str
+    hidden: int
+    intermediate: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    eps: float
+    qkv_bias: bool
+
+
+MODELS: dict[str, ModelDims] = {
+    "tinyllama": ModelDims("tinyllama", hidden=2048, intermediate=5632, heads=32, kv_heads=4,
+                           head_dim=64, eps=1e-5, qkv_bias=False),
+    "qwen2.5-7b": ModelDims("qwen2.5-7b", hidden=3584, intermediate=18944, heads=28,
+                            kv_heads=4, head_dim=128, eps=1e-6, qkv_bias=True),
+}
+"""TinyLlama-1.1B and Qwen2.5-7B (the presets of :mod:`llmopt.frontend.models`)."""
+
+PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+OPS = (*PROJECTIONS, "rmsnorm", "softmax", "silu_mul", "sdpa", "naive_attention",
+       "matmul_residual", "silu_mul_down")
+"""The op kinds, in case order."""
+
+OP_SEQS = (32, 128, 512)
+BLOCK_SEQS = (128, 512)
+WHOLE_MODEL_SEQ = 128
+BLOCKS = ("decoder_layer", "whole_model")
+
+BIAS_STD = 0.1
+"""Standard deviation of the projections' biases and of the perturbation of 1-D weights."""
+
+
+def case_name(model: str, seq: int, what: str) -> str:
+    """``model/s<seq>/<what>``, e.g. ``tinyllama/s128/q_proj``."""
+    return f"{model}/s{seq}/{what}"
+
+
+def case_seed(name: str) -> int:
+    """The seed of a case's weights and inputs, derived from its name (stable across runs
+    and subsets)."""
+    return zlib.crc32(name.encode())
+
+
+def op_case_names(models: Sequence[str] = tuple(MODELS), seqs: Sequence[int] = OP_SEQS,
+                  ops: Sequence[str] = OPS) -> list[str]:
+    """The names of the op cases, model by model, then sequence length, then op."""
+    return [case_name(m, s, op) for m in models for s in seqs for op in ops]
+
+
+def block_case_names(models: Sequence[str] = tuple(MODELS), seqs: Sequence[int] = BLOCK_SEQS,
+                     *, layers: bool = True, whole_model: bool = False,
+                     model_seq: int = WHOLE_MODEL_SEQ) -> list[str]:
+    """The names of the block cases: decoder layers at ``seqs``, then (``whole_model``) the
+    whole model at ``model_seq``, model by model."""
+    names: list[str] = []
+    for m in models:
+        if layers:
+            names += [case_name(m, s, "decoder_layer") for s in seqs]
+        if whole_model:
+            names.append(case_name(m, model_seq, "whole_model"))
+    return names
+
+
+def projection_shape(dims: ModelDims, op: str) -> tuple[int, int, bool]:
+    """``(in_features, out_features, bias)`` of a projection of ``dims``."""
+    attn, kv = dims.heads * dims.head_dim, dims.kv_heads * dims.head_dim
+    table_ = {
+        "q_proj": (dims.hidden, attn, dims.qkv_bias),
+        "k_proj": (dims.hidden, kv, dims.qkv_bias),
+        "v_proj": (dims.hidden, kv, dims.qkv_bias),
+        "o_proj": (attn, dims.hidden, False),
+        "gate_proj": (dims.hidden, dims.intermediate, False),
+        "up_proj": (dims.hidden, dims.intermediate, False),
+        "down_proj": (dims.intermediate, dims.hidden, False),
+    }
+    return table_[op]
+
+
+# --- the op modules -----------------------------------------------------------------------------
+
+
+def seeded_linear(n_in: int, n_out: int, bias: bool, gen: torch.Generator,
+                  device: str | torch.device) -> nn.Linear:
+    """An ``nn.Linear`` on ``device`` with weights ~ N(0, 1/n_in) and biases ~ N(0, 0.1²)
+    drawn from ``gen`` (no default initialisation is run)."""
+    layer = nn.Linear(n_in, n_out, bias=bias, device="meta").to_empty(device=device)
+    with torch.no_grad():
+        layer.weight.normal_(0.0, n_in**-0.5, generator=gen)
+        if layer.bias is not None:
+            layer.bias.normal_(0.0, BIAS_STD, generator=gen)
+    return layer
+
+
+class RMSNorm(nn.Module):
+    """Hugging Face's LlamaRMSNorm: ``x * rsqrt(mean(x²) + eps) * weight``."""
+
+    def __init__(self, weight: torch.Tensor, eps: float) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(weight)
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Normalise ``x`` over its last dim."""
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+class Softmax(nn.Module):
+    """Softmax over the last dim (of attention scores)."""
+
+    def forward(self, scores: torch.Tensor) -> torch.Tensor:
+        """``softmax(scores, -1)``."""
+        return torch.softmax(scores, dim=-1)
+
+
+class SiluMul(nn.Module):
+    """The gated activation of a SwiGLU MLP: ``silu(g) * u``."""
+
+    def forward(self, g: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+        """``silu(g) * u``."""
+        return F.silu(g) * u
+
+
+class CausalSdpa(nn.Module):
+    """Causal grouped-query attention through ``scaled_dot_product_attention``."""
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        """``sdpa(q, k, v, is_causal=True, enable_gqa=True)``."""
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+
+
+def repeat_kv(x: torch.Tensor, times: int) -> torch.Tensor:
+    """Each key/value head ``times`` times in a row (``[b, kv, s, d] -> [b, kv*times, s, d]``):
+    ``x.repeat_interleave(times, dim=1)`` written as expand + reshape, as Hugging Face's
+    ``repeat_kv`` does (llmopt captures no ``repeat_interleave``)."""
+    b, kv, s, d = x.shape
+    return x[:, :, None].expand(b, kv, times, s, d).reshape(b, kv * times, s, d)
+
+
+class NaiveAttention(nn.Module):
+    """Causal grouped-query attention written out: repeated key/value heads, scaled scores,
+    a causal ``masked_fill`` with ``-inf`` (the mask is a boolean buffer, upper triangle
+    above the diagonal), softmax, weighted sum of the values."""
+
+    def __init__(self, heads: int, kv_heads: int, seq: int, head_dim: int,
+                 device: str | torch.device = "cpu") -> None:
+        super().__init__()
+        self.groups = heads // kv_heads
+        self.scale = head_dim**-0.5
+        mask = torch.ones(seq, seq, dtype=torch.bool, device=device).triu(1)
+        self.register_buffer("causal_mask", mask)
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        """``softmax(mask(q @ k^T * scale)) @ v``."""
+        k, v = repeat_kv(k, self.groups), repeat_kv(v, self.groups)
+        scores = q @ k.transpose(-1, -2) * self.scale
+        scores = scores.masked_fill(self.causal_mask, float("-inf"))
+        return torch.softmax(scores, dim=-1) @ v
+
+
+class MatmulResidual(nn.Module):
+    """The attention output projection with the residual added: ``o_proj(x) + residual``."""
+
+    def __init__(self, o_proj: nn.Linear) -> None:
+        super().__init__()
+        self.o_proj = o_proj
+
+    def forward(self, x: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
+        """``o_proj(x) + residual``."""
+        return self.o_proj(x) + residual
+
+
+class SiluMulDown(nn.Module):
+    """The end of a SwiGLU MLP: ``down_proj(silu(g) * u)``."""
+
+    def __init__(self, down_proj: nn.Linear) -> None:
+        super().__init__()
+        self.down_proj = down_proj
+
+    def forward(self, g: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+        """``down_proj(silu(g) * u)``."""
+        return self.down_proj(F.silu(g) * u)
+
+
+@dataclass
+class OpCase:
+    """One op case: its module (weights on the device) and inputs."""
+
+    name: str
+    model: str
+    seq: int
+    op: str
+    module: nn.Module
+    inputs: tuple[torch.Tensor, ...]
+
+
+def make_case(dims: ModelDims, seq: int, op: str, *, device: str | torch.device = "cpu",
+              seed: int | None = None) -> OpCase:
+    """The module and inputs of op ``op`` at ``dims`` and sequence length ``seq`` on
+    ``device``, in float32, seeded by ``seed`` (default: :func:`case_seed` of the name)."""
+    name = case_name(dims.name, seq, op)
+    gen = torch.Generator(device=device).manual_seed(case_seed(name) if seed is None else seed)
+
+    def randn(*shape: int) -> torch.Tensor:
+        return torch.randn(shape, generator=gen, device=device)
+
+    module: nn.Module
+    if op in PROJECTIONS:
+        n_in, n_out, bias = projection_shape(dims, op)
+        module = seeded_linear(n_in, n_out, bias, gen, device)
+        inputs = (randn(1, seq, n_in),)
+    elif op == "rmsnorm":
+        module = RMSNorm(1.0 + BIAS_STD * randn(dims.hidden), dims.eps)
+        inputs = (randn(1, seq, dims.hidden),)
+    elif op == "softmax":
+        module = Softmax()
+        inputs = (randn(1, dims.heads, seq, seq),)
+    elif op == "silu_mul":
+        module = SiluMul()
+        inputs = (randn(1, seq, dims.intermediate), randn(1, seq, dims.intermediate))
+    elif op in ("sdpa", "naive_attention"):
+        module = (CausalSdpa() if op == "sdpa" else
+                  NaiveAttention(dims.heads, dims.kv_heads, seq, dims.head_dim, device))
+        inputs = (randn(1, dims.heads, seq, dims.head_dim),
+                  randn(1, dims.kv_heads, seq, dims.head_dim),
+                  randn(1, dims.kv_heads, seq, dims.head_dim))
+    elif op == "matmul_residual":
+        n_in, n_out, bias = projection_shape(dims, "o_proj")
+        module = MatmulResidual(seeded_linear(n_in, n_out, bias, gen, device))
+        inputs = (randn(1, seq, n_in), randn(1, seq, n_out))
+    elif op == "silu_mul_down":
+        n_in, n_out, bias = projection_shape(dims, "down_proj")
+        module = SiluMulDown(seeded_linear(n_in, n_out, bias, gen, device))
+        inputs = (randn(1, seq, n_in), randn(1, seq, n_in))
+    else:
+        raise ValueError(f"unknown op '{op}' (known: {', '.join(OPS)})")
+    return OpCase(name, dims.name, seq, op, module.eval(), inputs)
+
+
+# --- the systems --------------------------------------------------------------------------------
+
+
+@dataclass
+class Built:
+    """A system ready to run a case: ``fn(*inputs)`` returns the output tensor.
+
+    ``compile_s``: seconds to the first result; ``tol``: the accuracy tolerance of the
+    captured program; ``kernels``: kernel launches per call; ``replay``: a call with the
+    inputs already in the CUDA graph's static buffers (llmopt only).
+    """
+
+    fn: Callable[..., Any]
+    compile_s: float | None = None
+    tol: float | None = None
+    kernels: int | None = None
+    replay: Callable[[], Any] | None = None
+
+
+Builder = Callable[[nn.Module, tuple[torch.Tensor, ...]], Built]
+"""Makes a system's :class:`Built` for a module and its example inputs."""
+
+Timer = Callable[[Callable[[], Any], int, int], float]
+"""``timer(call, reps, warmup)``: the median time of one call, in milliseconds."""
+
+SYSTEMS = ("eager", "compile", "llmopt")
+MS_FIELD = {"eager": "eager_ms", "compile": "compile_ms", "llmopt": "llmopt_ms"}
+ERR_FIELD = {"eager": "eager_err_rel", "compile": "compile_err_rel", "llmopt": "max_err_rel"}
+ERROR_FIELD = {"eager": "eager_error", "compile": "compile_error", "llmopt": "error"}
+COMPILE_FIELD = {"compile": "torch_compile_s", "llmopt": "llmopt_compile_s"}
+
+
+def _sync(inputs: Sequence[Any]) -> None:
+    """Wait for the GPU when the inputs live on one."""
+    if any(isinstance(t, torch.Tensor) and t.is_cuda for t in inputs):
+        torch.cuda.synchronize()
+
+
+def _first(out: Any) -> torch.Tensor:
+    """The first output of a call (systems return a tensor or a tuple of them)."""
+    return out[0] if isinstance(out, tuple | list) else out
+
+
+def build_eager(module: nn.Module, inputs: tuple[torch.Tensor, ...]) -> Built:
+    """PyTorch eager: the module itself."""
+    return Built(fn=module)
+
+
+def build_torch_compile(module: nn.Module, inputs: tuple[torch.Tensor, ...]) -> Built:
+    """``torch.compile(module, dynamic=False)``, default mode, compiled by a first call."""
+    torch._dynamo.reset()
+    start = time.perf_counter()
+    compiled = torch.compile(module, dynamic=False)
+    compiled(*inputs)
+    _sync(inputs)
+    return Built(fn=compiled, compile_s=time.perf_counter() - start)
+
+
+def launch_count(program: CompiledProgram) -> int:
+    """The number of kernel launches in one call of ``program``."""
+    return sum(isinstance(step, LaunchStep) for step in program.plan.steps)
+
+
+def static_replay(call: Callable[..., Any], program: CompiledProgram
+                  ) -> Callable[[], Any] | None:
+    """``call`` with the program's CUDA-graph static input buffers as arguments (no input
+    copy before the replay), or ``None`` when the program has not captured a graph."""
+    args = program.static_inputs
+    if not program.graph_captured or len(args) != len(program.input_names):
+        return None
+    return lambda: call(*args)
+
+
+def build_llmopt(module: nn.Module, inputs: tuple[torch.Tensor, ...]) -> Built:
+    """``llmopt.compile(module, inputs, cuda_graph=True)``, its graph captured by a first
+    call; the tolerance comes from a separate capture of the same module."""
+    tol = tolerance(llmopt.capture(module, inputs))
+    start = time.perf_counter()
+    compiled = llmopt.compile(module, inputs, cuda_graph=True)
+    compiled(*inputs)
+    _sync(inputs)
+    seconds = time.perf_counter() - start
+    program = compiled.program
+    return Built(fn=compiled, compile_s=seconds, tol=tol, kernels=launch_count(program),
+                 replay=static_replay(compiled, program))
+
+
+def llmopt_program_builder(capture_fn: Callable[[], Any]) -> Builder:
+    """A builder running llmopt on a program captured by ``capture_fn`` (``capture_layer``
+    or ``capture_model`` of a model): ``lower-to-cuda``, then a :class:`CompiledProgram`
+    with ``cuda_graph=True`` and the weights bound by name."""
+
+    def build(module: nn.Module, inputs: tuple[torch.Tensor, ...]) -> Built:
+        start = time.perf_counter()
+        captured = capture_fn()
+        tol = tolerance(captured.module)
+        llmopt.lower(captured.module, "lower-to-cuda")
+        program = CompiledProgram(captured.module, params=captured.params, cuda_graph=True)
+
+        def call(*args: torch.Tensor) -> torch.Tensor:
+            return program(*args)[0]
+
+        call(*inputs)
+        _sync(inputs)
+        return Built(fn=call, compile_s=time.perf_counter() - start, tol=tol,
+                     kernels=launch_count(program), replay=static_replay(call, program))
+
+    return build
+
+
+def default_builders() -> dict[str, Builder]:
+    """Eager, torch.compile and llmopt (``llmopt.compile``) for op cases."""
+    return {"eager": build_eager, "compile": build_torch_compile, "llmopt": build_llmopt}
+
+
+# --- measuring ----------------------------------------------------------------------------------
+
+
+def cuda_time_ms(call: Callable[[], Any], reps: int, warmup: int) -> float:
+    """The median of ``reps`` CUDA-event times of ``call()`` (each followed by a
+    synchronisation), after ``warmup`` untimed calls, in milliseconds."""
+    for _ in range(warmup):
+        call()
+    torch.cuda.synchronize()
+    times: list[float] = []
+    for _ in range(reps):
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        start.record()
+        call()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+def error_text(err: BaseException) -> str:
+    """``Type: first line of the message`` (at most 300 characters)."""
+    lines = str(err).strip().splitlines()
+    text = f"{type(err).__name__}: {lines[0] if lines else ''}".rstrip(": ")
+    return text[:300]
+
+
+def reference(module: nn.Module, inputs: Sequence[torch.Tensor]) -> torch.Tensor:
+    """The module evaluated in float64 on the same inputs (a deep copy is widened; integer
+    inputs stay as they are)."""
+    wide = copy.deepcopy(module).double()
+    args = [t.double() if t.is_floating_point() else t for t in inputs]
+    with torch.no_grad():
+        out = _first(wide(*args)).detach()
+    del wide, args
+    return out
+
+
+def rel_error(got: torch.Tensor, ref: torch.Tensor) -> float:
+    """``max|got - ref| / max|ref|`` (the absolute error when ``ref`` is all zeros).
+
+    Raises:
+        ValueError: the shapes differ.
+    """
+    if tuple(got.shape) != tuple(ref.shape):
+        raise ValueError(f"output shape {tuple(got.shape)} != reference {tuple(ref.shape)}")
+    diff = (got.detach().double() - ref.double()).abs().max().item()
+    scale = ref.double().abs().max().item()
+    return diff / scale if scale > 0 else diff
+
+
+def measure(row: Case, module: nn.Module, inputs: tuple[torch.Tensor, ...],
+            ref: torch.Tensor, builders: Mapping[str, Builder], *, timer: Timer, reps: int,
+            warmup: int) -> Case:
+    """Build, check and time every system of ``builders`` on one case, into ``row``.
+
+    A system that raises gets its error's first line in its error field (``error`` for
+    llmopt) and no time; the others still run. Sets ``ok`` (llmopt within ``tol``) and the
+    ratios. Returns ``row``.
+    """
+    for system in SYSTEMS:
+        builder = builders.get(system)
+        if builder is None:
+            continue
+        built: Built | None = None
+        fn: Callable[..., Any] | None = None
+        try:
+            built = builder(module, inputs)
+            if built.compile_s is not None and system in COMPILE_FIELD:
+                row[COMPILE_FIELD[system]] = built.compile_s
+            if built.tol is not None:
+                row["tol"] = built.tol
+            if built.kernels is not None:
+                row["kernels"] = built.kernels
+            row[ERR_FIELD[system]] = rel_error(_first(built.fn(*inputs)), ref)
+            fn = built.fn
+            if built.replay is not None:
+                # The graph reads the static buffers the first call filled with ``inputs``.
+                row[MS_FIELD[system]] = timer(built.replay, reps, warmup)
+                row[f"{system}_copy_ms"] = timer(lambda f=fn: f(*inputs), reps, warmup)
+            else:
+                row[MS_FIELD[system]] = timer(lambda f=fn: f(*inputs), reps, warmup)
+        except Exception as err:  # one system's failure must not hide the others
+            row[ERROR_FIELD[system]] = error_text(err)
+            row[MS_FIELD[system]] = None
+            print(f"  {row.get('name')}: {system} failed: {error_text(err)}", flush=True)
+            traceback.print_exc(limit=4)
+        finally:
+            del built, fn  # a compiled program and its CUDA graph go before the next system
+            gc.collect()
+    for system in SYSTEMS:
+        row.setdefault(MS_FIELD[system], None)
+    err, tol = row.get("max_err_rel"), row.get("tol")
+    row["ok"] = (bool(math.isfinite(err) and err <= tol)
+                 if isinstance(err, float) and isinstance(tol, float) else None)
+    return add_ratios(row)
+
+
+def cleanup() -> None:
+    """Free what a case left behind: Python garbage, dynamo's caches, cached GPU memory."""
+    gc.collect()
+    torch._dynamo.reset()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+def run_op_case(dims: ModelDims, seq: int, op: str, *, device: str | torch.device = "cuda",
+                reps: int = 100, warmup: int = 10, timer: Timer | None = None,
+                builders: Mapping[str, Builder] | None = None) -> Case:
+    """Build one op case, its float64 reference, and measure every system on it."""
+    name = case_name(dims.name, seq, op)
+    row: Case = {"name": name, "model": dims.name, "seq": seq, "op": op}
+    case: OpCase | None = None
+    ref: torch.Tensor | None = None
+    try:
+        with torch.no_grad():
+            case = make_case(dims, seq, op, device=device)
+            row["shapes"] = [list(t.shape) for t in case.inputs]
+            ref = reference(case.module, case.inputs)
+            measure(row, case.module, case.inputs, ref,
+                    default_builders() if builders is None else builders,
+                    timer=timer or cuda_time_ms, reps=reps, warmup=warmup)
+    except Exception as err:  # the case itself could not be built
+        row.setdefault("error", error_text(err))
+        traceback.print_exc(limit=4)
+    finally:
+        del case, ref
+        cleanup()
+    for system in SYSTEMS:
+        row.setdefault(MS_FIELD[system], None)
+    return add_ratios(row)
+
+
+# --- blocks -------------------------------------------------------------------------------------
+
+
+class LayerCall(nn.Module):
+    """A Hugging Face decoder layer called as ``(hidden_states, cos, sin) -> hidden_states``
+    (causal attention, no mask, no cache), as :func:`capture_layer` captures it."""
+
+    def __init__(self, layer: nn.Module) -> None:
+        super().__init__()
+        self.layer = layer
+
+    def forward(self, hidden_states: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor
+                ) -> torch.Tensor:
+        """The layer's output hidden states."""
+        out = self.layer(hidden_states, attention_mask=None, position_embeddings=(cos, sin))
+        return out[0] if isinstance(out, tuple) else out
+
+
+class LogitsCall(nn.Module):
+    """A causal LM called as ``input_ids -> logits`` (prefill, no cache), as
+    :func:`capture_model` captures it."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        """The logits of every position."""
+        return self.model(input_ids=input_ids, use_cache=False).logits
+
+
+def perturb_(model: nn.Module, seed: int) -> None:
+    """Add N(0, 0.1²) noise to every 1-D parameter (norm weights, biases), in place, so that
+    none keeps its trivial initial value (ones or zeros)."""
+    params = [p for p in model.parameters() if p.dim() == 1]
+    if not params:
+        return
+    gen = torch.Generator(device=params[0].device).manual_seed(seed)
+    with torch.no_grad():
+        for p in params:
+            p.add_(torch.randn(p.shape, generator=gen, device=p.device, dtype=p.dtype)
+                   * BIAS_STD)
+
+
+def run_block_case(model_name: str, seq: int, what: str, *, config: Any = None,
+                   device: str = "cuda", reps: int = 100, warmup: int = 10,
+                   timer: Timer | None = None, builders: Mapping[str, Builder] | None = None
+                   ) -> Case:
+    """One block case (``what`` is ``decoder_layer`` or ``whole_model``): the model built
+    from its preset (or from ``config``, a transformers config, when given) with seeded,
+    perturbed weights, its float64 reference, and every system measured on it.
+    ``builders`` replace the default systems by name."""
+    from llmopt.frontend.models import (
+        build_model,
+        capture_layer,
+        capture_model,
+        decoder_layers,
+        position_embeddings,
+    )
+
+    name = case_name(model_name, seq, what)
+    row: Case = {"name": name, "model": model_name, "seq": seq, "op": what}
+    model: Any = None
+    wrapper: nn.Module | None = None
+    inputs: tuple[torch.Tensor, ...] = ()
+    ref: torch.Tensor | None = None
+    try:
+        with torch.no_grad():
+            seed = case_seed(name)
+            layer = what == "decoder_layer"
+            model = build_model(model_name if config is None else config, device=device,
+                                dtype=torch.float32, seed=0, layers=1 if layer else None)
+            perturb_(model, seed)
+            gen = torch.Generator(device=device).manual_seed(seed + 1)
+            if layer:
+                wrapper = LayerCall(decoder_layers(model)[0])
+                x = torch.randn(1, seq, model.config.hidden_size, generator=gen, device=device)
+                cos, sin = (t.to(device) for t in position_embeddings(model, seq))
+                inputs = (x, cos, sin)
+                llm = llmopt_program_builder(lambda m=model: capture_layer(m, seq))
+            elif what == "whole_model":
+                wrapper = LogitsCall(model)
+                inputs = (torch.randint(0, model.config.vocab_size, (1, seq), generator=gen,
+                                        device=device),)
+                llm = llmopt_program_builder(lambda m=model: capture_model(m, seq))
+            else:
+                raise ValueError(f"unknown block '{what}' (known: {', '.join(BLOCKS)})")
+            row["shapes"] = [list(t.shape) for t in inputs]
+            ref = reference(wrapper, inputs)
+            cleanup()  # the float64 copy is gone: give its memory back before compiling
+            systems = {"eager": build_eager, "compile": build_torch_compile, "llmopt": llm,
+                       **(builders or {})}
+            measure(row, wrapper, inputs, ref, systems, timer=timer or cuda_time_ms,
+                    reps=reps, warmup=warmup)
+    except Exception as err:
+        row.setdefault("error", error_text(err))
+        traceback.print_exc(limit=4)
+    finally:
+        del model, wrapper, inputs, ref
+        cleanup()
+    for system in SYSTEMS:
+        row.setdefault(MS_FIELD[system], None)
+    return add_ratios(row)
+
+
+# --- results ------------------------------------------------------------------------------------
+
+
+def _command(args: Sequence[str]) -> str | None:
+    """The first line a command prints, or ``None`` when it cannot run."""
+    try:
+        out = subprocess.run(list(args), capture_output=True, text=True, timeout=30,
+                             cwd=ROOT, check=True).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.splitlines()[0].strip() if out else None
+
+
+def git_commit() -> str | None:
+    """The repository's ``HEAD`` (``-dirty`` when the tree has changes), if it is a git
+    checkout."""
+    sha = _command(["git", "rev-parse", "HEAD"])
+    if sha is None:
+        return None
+    dirty = _command(["git", "status", "--porcelain", "--untracked-files=no"])
+    return sha + ("-dirty" if dirty else "")
+
+
+def run_metadata(kind: str, *, commit: str | None, reps: int, warmup: int) -> Doc:
+    """The top-level fields of a results file: what ran where."""
+    cuda = torch.cuda.is_available()
+    return {
+        "kind": kind,
+        "gpu": torch.cuda.get_device_name() if cuda else None,
+        "driver": _command(["nvidia-smi", "--query-gpu=driver_version",
+                            "--format=csv,noheader"]),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "llmopt": llmopt.__version__,
+        "commit": commit,
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "dtype": "float32",
+        "tf32": False,
+        "reps": reps,
+        "warmup": warmup,
+        "timing": f"median of {reps} calls, each between CUDA events and synchronised, after "
+                  f"{warmup} warm-up calls",
+    }
+
+
+class ResultsFile:
+    """A results file rewritten after every case (see :func:`report.write_json`).
+
+    Cases already in the file (of the same kind) are kept unless ``fresh``; a new case
+    replaces an old one of the same name, in its place.
+    """
+
+    def __init__(self, path: Path, meta: Doc, *, fresh: bool = False) -> None:
+        self.path = path
+        self.meta = meta
+        self.cases: dict[str, Case] = {}
+        if not fresh and path.is_file():
+            try:
+                old = load(path)
+            except (OSError, ValueError) as err:
+                print(f"note: ignoring unreadable {path}: {err}")
+            else:
+                if old.get("kind") == meta.get("kind"):
+                    self.cases = {c["name"]: c for c in old.get("cases", [])}
+        self.write()
+
+    def add(self, case: Case) -> None:
+        """Record ``case`` and rewrite the file."""
+        self.cases[case["name"]] = case
+        self.write()
+
+    def doc(self) -> Doc:
+        """The results document: metadata, cases, summary."""
+        return with_summary({**self.meta, "cases": list(self.cases.values())})
+
+    def write(self) -> None:
+        """Rewrite the file."""
+        write_json(self.doc(), self.path)
+
+
+def configure_precision() -> None:
+    """FP32 matmuls and convolutions at full precision: TF32 off."""
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.set_float32_matmul_precision("highest")
+
+
+def _short(case: Case) -> str:
+    """One progress line for a finished case."""
+
+    def ms(key: str) -> str:
+        value = case.get(key)
+        return f"{value:.4f}" if isinstance(value, float) else "-"
+
+    ratio = case.get("vs_best")
+    text = (f"eager {ms('eager_ms')} ms, compile {ms('compile_ms')} ms, llmopt "
+            f"{ms('llmopt_ms')} ms, vs best "
+            f"{f'{ratio:.2f}' if isinstance(ratio, float) else '-'}, err "
+            f"{case.get('max_err_rel', '-')}, ok {case.get('ok')}")
+    return text + (f"  [{case['error']}]" if case.get("error") else "")
+
+
+# --- command line -------------------------------------------------------------------------------
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """The command line (see the module docstring)."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="kind", required=True)
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--out-dir", type=Path, help="where the results files go")
+    common.add_argument("--models", nargs="+", choices=list(MODELS), default=list(MODELS))
+    common.add_argument("--commit", help="the commit measured (default: git HEAD, if any)")
+    common.add_argument("--reps", type=int, default=100, help="timed calls per system")
+    common.add_argument("--warmup", type=int, default=10, help="untimed calls first")
+    common.add_argument("--tag", default=DEFAULT_TAG, help="file-name suffix (%(default)s)")
+    common.add_argument("--fresh", action="store_true",
+                        help="drop the cases an earlier run left in the results file")
+    common.add_argument("--list", action="store_true", help="print the case names and exit")
+    ops = sub.add_parser("ops", parents=[common], help="single ops")
+    ops.add_argument("--seqs", nargs="+", type=int, default=list(OP_SEQS))
+    ops.add_argument("--ops", nargs="+", choices=list(OPS), default=list(OPS))
+    blocks = sub.add_parser("blocks", parents=[common], help="decoder layers, whole models")
+    blocks.add_argument("--seqs", nargs="+", type=int, default=list(BLOCK_SEQS))
+    blocks.add_argument("--whole-model", action="store_true",
+                        help="also the whole model's prefill logits")
+    blocks.add_argument("--model-seq", type=int, default=WHOLE_MODEL_SEQ,
+                        help="sequence length of the whole model (%(default)s)")
+    blocks.add_argument("--no-layers", action="store_true", help="skip the decoder layers")
+    args = parser.parse_args(argv)
+    if not args.list and args.out_dir is None:
+        parser.error("--out-dir is required")
+    if args.reps < 1 or args.warmup < 0:
+        parser.error("--reps must be positive and --warmup not negative")
+    return args
+
+
+def planned_cases(args: argparse.Namespace) -> list[tuple[str, str, int, str]]:
+    """``(name, model, seq, what)`` of every case the arguments ask for, in run order."""
+    if args.kind == "ops":
+        return [(case_name(m, s, op), m, s, op)
+                for m in args.models for s in args.seqs for op in args.ops]
+    plan: list[tuple[str, str, int, str]] = []
+    for m in args.models:
+        if not args.no_layers:
+            plan += [(case_name(m, s, "decoder_layer"), m, s, "decoder_layer")
+                     for s in args.seqs]
+        if args.whole_model:
+            plan.append((case_name(m, args.model_seq, "whole_model"), m, args.model_seq,
+                         "whole_model"))
+    return plan
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the suite (see the module docstring); returns the exit status."""
+    args = parse_args(argv)
+    plan = planned_cases(args)
+    if args.list:
+        print("\n".join(name for name, *_ in plan))
+        return 0
+    if not torch.cuda.is_available():
+        print("the benchmark suite needs a CUDA GPU (torch.cuda.is_available() is False)",
+              file=sys.stderr)
+        return 2
+    configure_precision()
+    commit = args.commit or git_commit()
+    meta = run_metadata(args.kind, commit=commit, reps=args.reps, warmup=args.warmup)
+    results = ResultsFile(args.out_dir / f"{args.kind}-{args.tag}.json", meta,
+                          fresh=args.fresh)
+    print(f"{len(plan)} {args.kind} cases on {meta['gpu']} (torch {meta['torch']}, CUDA "
+          f"{meta['cuda']}, commit {commit}) -> {results.path}", flush=True)
+    for k, (name, model, seq, what) in enumerate(plan, 1):
+        print(f"[{k}/{len(plan)}] {name}", flush=True)
+        start = time.perf_counter()
+        if args.kind == "ops":
+            row = run_op_case(MODELS[model], seq, what, device="cuda", reps=args.reps,
+                              warmup=args.warmup)
+        else:
+            row = run_block_case(model, seq, what, device="cuda", reps=args.reps,
+                                 warmup=args.warmup)
+        row["commit"] = commit
+        row["case_s"] = time.perf_counter() - start
+        results.add(row)
+        print(f"  {_short(row)}", flush=True)
+    doc = results.doc()
+    for path in write_report(doc, args.out_dir, args.tag):
+        print(f"wrote {path}")
+    print(table(doc))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

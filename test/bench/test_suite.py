@@ -1,0 +1,400 @@
+"""The benchmark suite (``bench/suite.py``) and its report writer (``bench/report.py``) on the
+CPU: the case list, every op module through capture and ``lower-to-cuda``, the numerics of a
+few through the Kernel-IR interpreter, the measuring logic with stand-in systems, and the
+summaries, merges and reports of synthetic results. Nothing here needs a GPU.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+sys.path.insert(0, str(BENCH))
+
+import report  # noqa: E402
+import suite  # noqa: E402
+
+import llmopt  # noqa: E402
+from llmopt.frontend.capture import capture  # noqa: E402
+from llmopt.numerics import tolerance  # noqa: E402
+
+TO_KERNEL = ("torch-to-prim,canonicalize,prim-to-loop,fuse-kernels,canonicalize,cse,"
+             "loop-to-tile,tile-to-kernel,canonicalize,cse")
+TINY = suite.ModelDims("tiny", hidden=32, intermediate=48, heads=4, kv_heads=2, head_dim=8,
+                       eps=1e-5, qkv_bias=True)
+SEQ = 7  # divides no tile or block
+
+
+# --- the cases ----------------------------------------------------------------------------------
+
+
+def test_op_case_list_has_84_distinct_names() -> None:
+    """2 models x 3 sequence lengths x 14 ops, every name distinct."""
+    names = suite.op_case_names()
+    assert len(names) == 84
+    assert len(set(names)) == 84
+    assert names[0] == "tinyllama/s32/q_proj"
+    assert names[-1] == "qwen2.5-7b/s512/silu_mul_down"
+    assert "qwen2.5-7b/s128/naive_attention" in names
+    assert len(suite.OPS) == 14
+
+
+def test_block_case_names() -> None:
+    """Decoder layers at 128 and 512 per model; the whole model only when asked."""
+    assert suite.block_case_names() == [
+        "tinyllama/s128/decoder_layer", "tinyllama/s512/decoder_layer",
+        "qwen2.5-7b/s128/decoder_layer", "qwen2.5-7b/s512/decoder_layer",
+    ]
+    whole = suite.block_case_names(["qwen2.5-7b"], layers=False, whole_model=True)
+    assert whole == ["qwen2.5-7b/s128/whole_model"]
+
+
+def test_model_dims_are_the_presets() -> None:
+    """The op dimensions are those of the model presets."""
+    from llmopt.frontend.models import PRESETS
+
+    for name, dims in suite.MODELS.items():
+        preset = PRESETS[name]
+        assert dims.hidden == preset["hidden_size"]
+        assert dims.intermediate == preset["intermediate_size"]
+        assert dims.heads == preset["num_attention_heads"]
+        assert dims.kv_heads == preset["num_key_value_heads"]
+        assert dims.head_dim == preset.get("head_dim", dims.hidden // dims.heads)
+        assert dims.eps == preset["rms_norm_eps"]
+        assert dims.qkv_bias == (preset["model_type"] == "qwen2")
+
+
+def test_projection_shapes() -> None:
+    """Each projection's (in, out, bias) follows the model's attention and MLP shape."""
+    qwen = suite.MODELS["qwen2.5-7b"]
+    assert suite.projection_shape(qwen, "q_proj") == (3584, 3584, True)
+    assert suite.projection_shape(qwen, "k_proj") == (3584, 512, True)
+    assert suite.projection_shape(qwen, "down_proj") == (18944, 3584, False)
+    tiny = suite.MODELS["tinyllama"]
+    assert suite.projection_shape(tiny, "v_proj") == (2048, 256, False)
+    assert suite.projection_shape(tiny, "o_proj") == (2048, 2048, False)
+
+
+def test_list_option_prints_the_subset(capsys: pytest.CaptureFixture[str]) -> None:
+    """``--list`` prints the selected cases; a run needs ``--out-dir``."""
+    assert suite.main(["ops", "--list", "--models", "tinyllama", "--seqs", "32", "512",
+                       "--ops", "sdpa", "softmax"]) == 0
+    assert capsys.readouterr().out.split() == [
+        "tinyllama/s32/sdpa", "tinyllama/s32/softmax", "tinyllama/s512/sdpa",
+        "tinyllama/s512/softmax",
+    ]
+    with pytest.raises(SystemExit):
+        suite.parse_args(["ops"])  # no --out-dir
+
+
+# --- the op modules -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("op", suite.OPS)
+def test_every_op_captures_and_lowers(op: str) -> None:
+    """Every op module (tiny dims) captures and lowers to CUDA; no weight is constant."""
+    case = suite.make_case(TINY, SEQ, op)
+    assert case.name == f"tiny/s{SEQ}/{op}"
+    for name, tensor in case.module.state_dict().items():
+        if tensor.is_floating_point():
+            assert tensor.min() < tensor.max(), f"{name} is constant"
+    with torch.no_grad():
+        out = case.module(*case.inputs)
+    assert torch.isfinite(out).all()
+    module = llmopt.capture(case.module, case.inputs)
+    llmopt.lower(module, "lower-to-cuda")
+    assert llmopt.cuda_source(module).count("__global__") >= 1
+
+
+def test_cases_are_seeded_by_name() -> None:
+    """The same case name gives the same data; another name other data."""
+    a = suite.make_case(TINY, SEQ, "q_proj")
+    b = suite.make_case(TINY, SEQ, "q_proj")
+    c = suite.make_case(TINY, SEQ, "k_proj")
+    assert torch.equal(a.inputs[0], b.inputs[0])
+    assert torch.equal(a.module.weight, b.module.weight)
+    assert not torch.equal(a.inputs[0], c.inputs[0])
+    with pytest.raises(ValueError, match="unknown op"):
+        suite.make_case(TINY, SEQ, "conv")
+
+
+def test_naive_attention_is_causal_gqa_sdpa() -> None:
+    """The written-out attention is causal GQA sdpa (float64, to rounding)."""
+    case = suite.make_case(TINY, SEQ, "naive_attention")
+    q, k, v = (t.double() for t in case.inputs)
+    want = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True,
+                                                            enable_gqa=True)
+    got = case.module.double()(q, k, v)
+    torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+    assert torch.equal(suite.repeat_kv(k, 2), k.repeat_interleave(2, dim=1))
+
+
+def test_rmsnorm_is_torch_rms_norm() -> None:
+    """The RMSNorm formula is ``F.rms_norm``."""
+    case = suite.make_case(TINY, SEQ, "rmsnorm")
+    (x,) = case.inputs
+    want = torch.nn.functional.rms_norm(x.double(), (TINY.hidden,),
+                                        case.module.weight.double(), TINY.eps)
+    torch.testing.assert_close(case.module.double()(x.double()), want)
+
+
+def interpreted(module: torch.nn.Module, inputs: tuple[Any, ...]) -> suite.Built:
+    """llmopt on the CPU: the module captured, lowered to Kernel IR and interpreted."""
+    program = capture(module, inputs)
+    tol = tolerance(program.module)
+    kernel = llmopt.lower(program.module.clone(), TO_KERNEL)
+
+    def fn(*args: torch.Tensor) -> torch.Tensor:
+        arrays = [a.detach().numpy() for a in program.arguments(*args)]
+        (out,) = llmopt.interp.run(kernel, arrays)
+        return torch.from_numpy(out)
+
+    return suite.Built(fn=fn, compile_s=0.0, tol=tol, kernels=3)
+
+
+@pytest.mark.parametrize("op", ["rmsnorm", "q_proj", "naive_attention", "silu_mul_down"])
+def test_numerics_through_the_interpreter(op: str) -> None:
+    """llmopt's Kernel IR, interpreted, is within tolerance of float64 PyTorch."""
+    case = suite.make_case(TINY, SEQ, op)
+    built = interpreted(case.module, case.inputs)
+    ref = suite.reference(case.module, case.inputs)
+    assert ref.dtype == torch.float64
+    err = suite.rel_error(built.fn(*case.inputs), ref)
+    assert built.tol is not None
+    assert err <= built.tol, (err, built.tol)
+    assert suite.rel_error(ref + 1.0, ref) > built.tol  # the check can fail
+
+
+# --- measuring, with stand-in systems and timer ------------------------------------------------
+
+
+def fixed_timer(times: list[float]) -> Callable[[Callable[[], Any], int, int], float]:
+    """A timer that runs the call once and returns the next of ``times``."""
+    it: Iterator[float] = iter(times)
+
+    def timer(call: Callable[[], Any], reps: int, warmup: int) -> float:
+        call()
+        return next(it)
+
+    return timer
+
+
+def test_measure_ratios_and_accuracy() -> None:
+    """Times, ratios, accuracy and compile facts land in the row."""
+    row = suite.run_op_case(
+        TINY, SEQ, "silu_mul_down", device="cpu", reps=3, warmup=1,
+        timer=fixed_timer([2.0, 1.0, 0.5]),
+        builders={"eager": suite.build_eager, "compile": suite.build_eager,
+                  "llmopt": interpreted},
+    )
+    assert row["name"] == f"tiny/s{SEQ}/silu_mul_down"
+    assert row["shapes"] == [[1, SEQ, 48], [1, SEQ, 48]]
+    assert (row["eager_ms"], row["compile_ms"], row["llmopt_ms"]) == (2.0, 1.0, 0.5)
+    assert row["vs_eager"] == pytest.approx(4.0)
+    assert row["vs_compile"] == pytest.approx(2.0)
+    assert row["vs_best"] == pytest.approx(2.0)
+    assert row["ok"] is True
+    assert row["max_err_rel"] <= row["tol"]
+    assert row["eager_err_rel"] <= row["tol"]
+    assert row["kernels"] == 3 and row["llmopt_compile_s"] == 0.0
+    assert "error" not in row
+
+
+def test_a_failing_llmopt_is_recorded_not_raised() -> None:
+    """An llmopt failure records its first line and no time."""
+    def broken(module: torch.nn.Module, inputs: tuple[Any, ...]) -> suite.Built:
+        raise RuntimeError("boom\nsecond line")
+
+    row = suite.run_op_case(
+        TINY, SEQ, "softmax", device="cpu", reps=3, warmup=1,
+        timer=fixed_timer([2.0, 1.0]),
+        builders={"eager": suite.build_eager, "compile": suite.build_eager, "llmopt": broken},
+    )
+    assert row["error"] == "RuntimeError: boom"
+    assert row["llmopt_ms"] is None
+    assert row["vs_eager"] is None and row["vs_best"] is None
+    assert row["eager_ms"] == 2.0 and row["ok"] is None
+
+
+def test_a_case_that_cannot_be_built_is_recorded() -> None:
+    """A case whose module cannot be built records the error."""
+    row = suite.run_op_case(TINY, SEQ, "no_such_op", device="cpu",
+                            timer=fixed_timer([]), builders={})
+    assert row["error"].startswith("ValueError: unknown op")
+    assert row["llmopt_ms"] is None
+
+
+def tiny_config(kind: str, layers: int = 1) -> Any:
+    """A small Llama or Qwen2 (q/k/v bias) config."""
+    import transformers
+
+    common: dict[str, Any] = {"hidden_size": 64, "num_hidden_layers": layers,
+                              "num_attention_heads": 4, "num_key_value_heads": 2,
+                              "vocab_size": 97, "max_position_embeddings": 128}
+    if kind == "llama":
+        return transformers.LlamaConfig(**common, intermediate_size=96, head_dim=16)
+    return transformers.Qwen2Config(**common, intermediate_size=100, rms_norm_eps=1e-6)
+
+
+def test_decoder_layer_block_case() -> None:
+    """A (small) decoder layer through eager, the reference and llmopt's IR."""
+    pytest.importorskip("transformers")
+    row = suite.run_block_case(
+        "tiny", SEQ, "decoder_layer", config=tiny_config("qwen2"), device="cpu",
+        timer=fixed_timer([2.0, 1.0, 4.0]),
+        builders={"compile": suite.build_eager, "llmopt": interpreted},
+    )
+    assert row["name"] == f"tiny/s{SEQ}/decoder_layer"
+    assert row["shapes"] == [[1, SEQ, 64], [1, SEQ, 16], [1, SEQ, 16]]
+    assert "error" not in row
+    assert row["ok"] is True and 0 < row["max_err_rel"] <= row["tol"]
+    assert row["vs_best"] == pytest.approx(0.25)
+
+
+def test_whole_model_block_case_records_llmopt_failure_off_gpu() -> None:
+    """The whole-model path runs; llmopt's GPU-only step fails gracefully."""
+    pytest.importorskip("transformers")
+    # On the CPU llmopt's program cannot be loaded (no GPU, or CPU inputs): recorded, not
+    # raised; eager and the float64 reference still run.
+    row = suite.run_block_case(
+        "tiny", SEQ, "whole_model", config=tiny_config("llama"), device="cpu",
+        timer=fixed_timer([2.0, 1.0]), builders={"compile": suite.build_eager},
+    )
+    assert row["shapes"] == [[1, SEQ]]
+    assert row["eager_ms"] == 2.0 and row["eager_err_rel"] < 1e-5
+    assert row["llmopt_ms"] is None and row["error"]
+    assert row["vs_eager"] is None and row["vs_best"] is None and row["ok"] is None
+
+
+def test_results_file_is_rewritten_after_every_case(tmp_path: Path) -> None:
+    """The JSON is rewritten per case and accumulates across runs unless fresh."""
+    path = tmp_path / "ops-h200.json"
+    meta = {"kind": "ops", "gpu": "test"}
+    results = suite.ResultsFile(path, meta)
+    assert json.loads(path.read_text())["cases"] == []
+    results.add({"name": "a", "eager_ms": 2.0, "compile_ms": 3.0, "llmopt_ms": 1.0})
+    doc = json.loads(path.read_text())
+    assert [c["name"] for c in doc["cases"]] == ["a"]
+    assert doc["geomean_vs_eager"] == pytest.approx(2.0)
+    # a second run into the same directory keeps the cases, unless fresh
+    again = suite.ResultsFile(path, meta)
+    again.add({"name": "b", "eager_ms": 1.0, "compile_ms": 1.0, "llmopt_ms": None})
+    doc = json.loads(path.read_text())
+    assert [c["name"] for c in doc["cases"]] == ["a", "b"]
+    assert doc["cases_failed"] == 1
+    suite.ResultsFile(path, meta, fresh=True)
+    assert json.loads(path.read_text())["cases"] == []
+
+
+# --- the report ---------------------------------------------------------------------------------
+
+
+def synthetic() -> list[dict[str, Any]]:
+    """Three cases: llmopt 2x faster, 4x slower than torch.compile, failed."""
+    return [
+        {"name": "m/s32/a", "eager_ms": 2.0, "compile_ms": 4.0, "llmopt_ms": 1.0,
+         "max_err_rel": 1e-7, "ok": True},
+        {"name": "m/s32/b", "eager_ms": 1.0, "compile_ms": 0.5, "llmopt_ms": 2.0,
+         "max_err_rel": 2e-7, "ok": True},
+        {"name": "m/s32/c", "eager_ms": 1.0, "compile_ms": 1.0, "llmopt_ms": None,
+         "error": "CaptureError: unsupported op"},
+    ]
+
+
+def test_summary_geomeans_and_failures() -> None:
+    """Geomeans over timed cases, min vs best, failures counted."""
+    cases = synthetic()
+    summary = report.summarize(cases)
+    assert summary["geomean_vs_eager"] == pytest.approx(1.0)  # ratios 2 and 0.5
+    assert summary["geomean_vs_compile"] == pytest.approx(1.0)  # ratios 4 and 0.25
+    assert summary["min_vs_best"] == pytest.approx(0.25)  # b: min(1, 0.5) / 2
+    assert (summary["cases_total"], summary["cases_timed"], summary["cases_failed"]) == (3, 2, 1)
+    assert cases[0]["vs_best"] == pytest.approx(2.0)
+    assert cases[2]["vs_eager"] is None
+    assert [c["name"] for c in report.losses(cases)] == ["m/s32/b"]
+    assert report.geomean([]) is None
+    assert report.geomean([4.0, None, 1.0, math.nan]) == pytest.approx(2.0)
+
+
+def test_merge_later_file_wins() -> None:
+    """Merging keeps every case, the later file's version of a repeated one."""
+    first = {"kind": "ops", "commit": "aaa", "gpu": "g1", "cases": synthetic()}
+    second = {"kind": "ops", "commit": "bbb", "gpu": "g2", "cases": [
+        {"name": "m/s32/c", "eager_ms": 1.0, "compile_ms": 1.0, "llmopt_ms": 0.5},
+        {"name": "m/s32/d", "eager_ms": 3.0, "compile_ms": 3.0, "llmopt_ms": 3.0},
+    ]}
+    merged = report.merge([first, second])
+    assert [c["name"] for c in merged["cases"]] == ["m/s32/a", "m/s32/b", "m/s32/c", "m/s32/d"]
+    assert merged["cases"][2]["llmopt_ms"] == 0.5 and "error" not in merged["cases"][2]
+    assert merged["cases_failed"] == 0 and merged["cases_total"] == 4
+    assert merged["gpu"] == "g2" and merged["commits"] == ["aaa", "bbb"]
+    assert merged["geomean_vs_eager"] == pytest.approx((2.0 * 0.5 * 2.0 * 1.0) ** 0.25)
+    with pytest.raises(ValueError, match="different kinds"):
+        report.merge([first, {"kind": "blocks", "cases": []}])
+
+
+def test_markdown_lists_cases_geomeans_failures_and_losses() -> None:
+    """The Markdown has a row per case, the geomeans, failures and losses."""
+    doc = {"kind": "ops", "gpu": "NVIDIA H200", "commit": "abc123", "cases": synthetic()}
+    text = report.markdown(doc)
+    for case in synthetic():
+        assert f"| {case['name']} |" in text
+    assert "| m/s32/a | 2 | 4 | 1 | 2.00× | 4.00× | 2.00× | 1.0e-07 | yes |" in text
+    assert "geomean vs eager: **1.00×** (2 of 3 cases timed)" in text
+    assert "geomean vs torch.compile: **1.00×**" in text
+    assert "min vs best: **0.25×**" in text
+    assert "- m/s32/c: CaptureError: unsupported op" in text
+    assert "## Losses (vs best < 1): 1" in text
+    assert "- m/s32/b: 0.25×" in text
+    assert "abc123" in text and "NVIDIA H200" in text
+    lines = report.table(doc).splitlines()
+    assert len(lines) == 2 + 3 + 2 and lines[-1].startswith("geomean vs eager 1.000")
+
+
+def test_json_keeps_non_finite_numbers_as_strings(tmp_path: Path) -> None:
+    """Non-finite numbers survive strict JSON as strings."""
+    path = tmp_path / "x.json"
+    report.write_json({"cases": [{"name": "a", "max_err_rel": math.inf}]}, path)
+    assert json.loads(path.read_text())["cases"][0]["max_err_rel"] == "inf"
+
+
+def test_report_command_merges_directories(tmp_path: Path) -> None:
+    """``report.py DIR DIR`` writes the merged JSON, Markdown and (with matplotlib) PNG."""
+    for k, (name, ms) in enumerate([("m/s32/a", 1.0), ("m/s32/a", 4.0)]):
+        run = tmp_path / f"run{k}"
+        run.mkdir()
+        report.write_json({"kind": "ops", "commit": f"c{k}",
+                           "cases": [{"name": name, "eager_ms": 2.0, "compile_ms": 2.0,
+                                      "llmopt_ms": ms}]}, run / "ops-h200.json")
+    out = tmp_path / "out"
+    assert report.main([str(tmp_path / "run0"), str(tmp_path / "run1"),
+                        "--out-dir", str(out)]) == 0
+    doc = json.loads((out / "ops-h200.json").read_text())
+    assert [c["llmopt_ms"] for c in doc["cases"]] == [4.0]
+    assert doc["geomean_vs_eager"] == pytest.approx(0.5)
+    assert "| m/s32/a |" in (out / "ops-h200.md").read_text()
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        assert not (out / "ops-h200.png").exists()
+    else:
+        assert (out / "ops-h200.png").read_bytes()[:4] == b"\x89PNG"
+    assert not (out / "blocks-h200.json").exists()
+    assert report.main([str(tmp_path / "nothing-here")]) == 1
+
+
+def test_all_systems_are_timed_in_one_order() -> None:
+    """Every system has its fields, in the order they are run."""
+    assert suite.SYSTEMS == ("eager", "compile", "llmopt")
+    assert set(itertools.chain(suite.MS_FIELD, suite.ERR_FIELD, suite.ERROR_FIELD)) == set(
+        suite.SYSTEMS)
