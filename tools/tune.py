@@ -182,14 +182,15 @@ def run_trials(kernel: tile.KernelOp, trials: Sequence[dict[str, int] | None], a
         result = [args[i].clone() for i in outs]
         if not graph:
             return result, None
+        static = program.static_inputs  # replays without copying the inputs in
         for _ in range(3):
-            program(*args)
+            program(*static)
         times = []
         for _ in range(reps):
             start = torch.cuda.Event(enable_timing=True)
             end = torch.cuda.Event(enable_timing=True)
             start.record()
-            program(*args)
+            program(*static)
             end.record()
             end.synchronize()
             times.append(start.elapsed_time(end))
