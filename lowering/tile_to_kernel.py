@@ -12,7 +12,11 @@ Matches every ``tile.kernel`` and, inside the resulting kernels, every ``tile.fo
   ``block_id * block_dim + thread_id``, stride = ``grid_dim * block_dim``; ``over blocks``:
   ``block_id`` / ``grid_dim``; ``over block_threads``: ``thread_id`` / ``block_dim`` — then
   ``%p`` is delinearised into the forall's ivs with ``arith.remui``/``divui`` by the constant
-  extents (innermost fastest). The loop bound is the bounds guard.
+  extents (innermost fastest). The loop bound is the bounds guard. Over block_threads the
+  block size is known: a forall with exactly one point per thread becomes straight-line code
+  (``%p`` = thread id, no loop, no guard), and one with ``r ≤ 32`` points per thread for every
+  thread (points a multiple of the block) a loop ``%round = 0 to r`` marked ``unroll`` with
+  ``%p = %round · B + thread_id`` — its iterations' loads can all be in flight at once.
 * ``loop.for`` → ``scf.for 0 to extent step 1``; ``loop.reduce`` → ``scf.for`` with one
   ``iter_args`` accumulator starting at the identity of its kind (add 0, mul 1, max -inf,
   min +inf), combined by ``arith.addf/mulf/maximumf/minimumf`` (integers: ``addi/muli/
@@ -57,6 +61,7 @@ from xdsl.dialects.builtin import (
     MemRefType,
     ModuleOp,
     StringAttr,
+    i64,
 )
 from xdsl.ir import Attribute, Block, BlockArgument, Operation, Region, SSAValue
 from xdsl.ir.affine import (
@@ -82,6 +87,7 @@ from llmopt.lowering._symbols import unique_name
 from llmopt.lowering.loop_to_tile import KeepLocation, fail
 
 WARP = 32
+MAX_UNROLLED_ROUNDS = 32
 SHUFFLE_OFFSETS = (16, 8, 4, 2, 1)
 INDEX = IndexType()
 
@@ -362,8 +368,10 @@ class LowerForall(RewritePattern):
             first = emit(kernel.ThreadIdOp("x"))
             stride = emit(kernel.BlockDimOp("x"))
         fn = enclosing_func(op)
-        one_each = (mapping == "block_threads" and fn is not None
-                    and fn.block_shape == (op.points, 1, 1))
+        threads = fn.block_shape[0] if fn is not None and fn.block_shape[1:] == (1, 1) else 0
+        one_each = mapping == "block_threads" and threads == op.points
+        rounds = op.points // threads if mapping == "block_threads" and threads else 0
+        even = rounds > 1 and op.points % threads == 0 and rounds <= MAX_UNROLLED_ROUNDS
         block = Block(arg_types=[INDEX])
         p = block.args[0]
         p.name_hint = "p"
@@ -371,6 +379,9 @@ class LowerForall(RewritePattern):
         if one_each:  # every thread owns exactly its own point: no loop, no guard
             inner = emit
             p = first
+        elif even:  # every thread owns `rounds` points: a fixed, unrolled loop over them
+            p.name_hint = "round"
+            p = inner(arith.AddiOp(inner(arith.MuliOp(p, inner.index(threads))), first))
         ivs: list[SSAValue] = [p] * len(op.shape)
         rest = p
         for k in range(len(op.shape) - 1, -1, -1):
@@ -394,7 +405,12 @@ class LowerForall(RewritePattern):
             if isinstance(new.owner, arith.ConstantOp):
                 new.name_hint = None  # a constant shared by several uses keeps no iv's name
         block.add_op(scf.YieldOp())
-        new_loop = scf.ForOp(first, emit.index(op.points), stride, [], Region(block))
+        if even:
+            new_loop = scf.ForOp(emit.index(0), emit.index(rounds), emit.index(1), [],
+                                 Region(block))
+            new_loop.attributes["unroll"] = IntegerAttr(0, i64)
+        else:
+            new_loop = scf.ForOp(first, emit.index(op.points), stride, [], Region(block))
         new_loop.attributes |= op.attributes
         rewriter.replace(op, new_loop)
 

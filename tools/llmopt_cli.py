@@ -698,9 +698,12 @@ def tune(args: argparse.Namespace) -> int:
                                         lambda: model_config(args.model, layers=args.layers),
                                         seq, args.dtype, first, "lowering to Tile IR")
             print(f"// {args.model} seq {seq}: {how}", file=sys.stderr)
-        entries = tuner.tune_module(module, args.arch, args.reps, args.limit, jobs=args.jobs)
-        table.update(entries)
-        tuner.save_table(path, table)
+        def save(entries: dict[str, Any]) -> None:
+            table.update(entries)
+            tuner.save_table(path, table)
+
+        entries = tuner.tune_module(module, args.arch, args.reps, args.limit, jobs=args.jobs,
+                                    save=save)
         print(f"// seq {seq}: {len(entries)} kernels tuned, written to {path}", file=sys.stderr)
         if args.model.endswith(".mlir"):
             break

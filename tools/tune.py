@@ -32,15 +32,18 @@ from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, ModuleOp, i64
 from xdsl.ir import Block, Region
 
 from llmopt.dialects import loop, tile
-from llmopt.passes.tile._schedule import SCHEDULE_ATTR, RegisterTile, limits
+from llmopt.passes.tile._schedule import (
+    SCHEDULE_ATTR,
+    TILE_CANDIDATES,
+    RegisterTile,
+    limits,
+)
 from llmopt.passes.tile.register_tile import match_contraction
 
 TABLE_DIR = Path(__file__).resolve().parent.parent / "passes" / "tile" / "tuned"
 SCHEDULED = ("split-k{{arch={arch}}},register-tile{{arch={arch}}},stage-inputs{{arch={arch}}},"
              "pad-shared,tile-to-kernel,canonicalize,cse,kernel-to-cuda")
 UNSCHEDULED = "tile-to-kernel,canonicalize,cse,kernel-to-cuda"
-TILES = [(128, 128, 8, 8), (64, 128, 4, 8), (128, 64, 8, 4), (64, 64, 4, 4), (32, 64, 2, 4),
-         (64, 32, 4, 2), (32, 128, 2, 8), (32, 32, 2, 2), (16, 64, 1, 4), (16, 128, 1, 8)]
 
 
 def schedule_key(kernel: tile.KernelOp) -> str:
@@ -71,21 +74,29 @@ def describe(kernel: tile.KernelOp) -> str:
 
 
 def candidates(kernel: tile.KernelOp, arch: str) -> Iterator[dict[str, int]]:
-    """Knob sets worth timing for ``kernel``."""
+    """Knob sets worth timing for ``kernel``: every register tile that divides the output,
+    with K slices that keep the block count between half a wave and eight waves (and each
+    slice at least 128 long), K chunks of 32 (16 when 32 does not divide the slice)."""
     found = match_contraction(kernel)
     if found is None:
         return
     ext = found.extents
     m, n, k = ext[found.m], ext[found.n], found.reduce.trip_count
-    for bm, bn, tm, tn in TILES:
-        if not RegisterTile(bm, bn, tm, tn).fits(m, n):
+    batch = math.prod(ext[d] for d in found.batch)
+    sms = limits(arch).sms
+    for bm, bn, tm, tn in TILE_CANDIDATES:
+        tile_ = RegisterTile(bm, bn, tm, tn)
+        if not tile_.fits(m, n) or tm * tn < 4:
             continue
         for split in (1, 2, 4, 8, 16):
-            if k % split or (split > 1 and k // split < 128):
+            blocks = batch * (m // bm) * (n // bn) * split
+            if k % split or (split > 1 and (k // split < 128 or blocks > 8 * sms)):
                 continue
-            for bk in (16, 32):
-                if (k // split) % bk == 0 and (bm + bn) * (bk + 1) * 4 <= limits(arch).static_smem:
-                    yield {"bm": bm, "bn": bn, "tm": tm, "tn": tn, "bk": bk, "split_k": split}
+            if blocks < sms // 2 and split < 16 and k // (split * 2) >= 128:
+                continue
+            bk = 32 if (k // split) % 32 == 0 else 16
+            if (k // split) % bk == 0:
+                yield {"bm": bm, "bn": bn, "tm": tm, "tn": tn, "bk": bk, "split_k": split}
 
 
 def one_kernel_module(kernel: tile.KernelOp, knobs: dict[str, int] | None) -> ModuleOp:
@@ -265,9 +276,11 @@ def lookup(key: str, arch: str, tables: Sequence[dict[str, Any]]) -> dict[str, i
 
 
 def tune_module(module: ModuleOp, arch: str, reps: int, limit: int,
-                log: Callable[[str], None] = print, jobs: int = 1) -> dict[str, Any]:
+                log: Callable[[str], None] = print, jobs: int = 1,
+                save: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
     """Tune every distinct matrix-product kernel of ``module`` (at Tile IR, before the
-    scheduling passes); returns the new table entries."""
+    scheduling passes); returns the new table entries (also handed to ``save`` after each
+    kernel, so an interrupted run keeps what it measured)."""
     import torch
 
     from llmopt.codegen.nvrtc import nvrtc_version
@@ -300,4 +313,6 @@ def tune_module(module: ModuleOp, arch: str, reps: int, limit: int,
             "seconds": round(time.perf_counter() - began, 1),
         }
         log(f"  best {best.knobs}: {best.ms:.4f} ms (heuristic {trials[0].ms} ms)")
+        if save is not None:
+            save(entries)
     return entries

@@ -69,26 +69,34 @@ class RegisterTile:
                 and n % self.bn == 0 and 32 <= self.threads <= 1024 and self.threads % 32 == 0)
 
 
-def choose_register_tile(m: int, n: int, batch: int, gpu: GpuLimits) -> RegisterTile | None:
-    """The largest tile (by outputs per thread, then per block) that divides the output and
-    still gives every multiprocessor at least one block; ``None`` when none divides it.
+TILE_CANDIDATES = ((128, 128, 8, 8), (64, 128, 4, 8), (128, 64, 8, 4), (64, 64, 4, 4),
+                   (32, 64, 2, 4), (64, 32, 4, 2), (32, 32, 2, 2), (16, 64, 1, 4),
+                   (32, 16, 2, 1), (16, 32, 1, 2), (16, 16, 1, 1))
+"""Register tiles ``(bm, bn, tm, tn)``, most operand reuse first."""
 
-    Bigger tiles reuse each loaded operand more (a ``tm × tn`` micro-tile does ``tm·tn``
-    multiply-adds per ``tm + tn`` loads), but a matrix product with fewer blocks than
-    multiprocessors leaves the GPU idle: skinny products take smaller tiles (and split-K).
+
+def choose_register_tile(m: int, n: int, batch: int, gpu: GpuLimits) -> RegisterTile | None:
+    """The tile with the most reuse whose blocks still cover every multiprocessor; when no
+    tile with at least 8 outputs per thread does, the one of those that makes the most
+    blocks (``split-k`` then multiplies them); ``None`` when no tile divides the output.
+
+    A ``tm × tn`` micro-tile does ``tm·tn`` multiply-adds per ``tm + tn`` loads, so bigger
+    is better, until the product has fewer blocks than multiprocessors and leaves the GPU
+    idle: skinny products take smaller tiles, but not below 8 outputs a thread (there
+    cutting K into slices is cheaper than losing the reuse).
     """
-    candidates = [RegisterTile(bm, bn, tm, tn)
-                  for bm, bn, tm, tn in ((128, 128, 8, 8), (64, 128, 4, 8), (128, 64, 8, 4),
-                                         (64, 64, 4, 4), (32, 64, 2, 4), (64, 32, 4, 2),
-                                         (32, 32, 2, 2), (16, 64, 1, 4), (32, 16, 2, 1),
-                                         (16, 32, 1, 2), (16, 16, 1, 1))]
-    fitting = [t for t in candidates if t.fits(m, n)]
+    fitting = [RegisterTile(*c) for c in TILE_CANDIDATES if RegisterTile(*c).fits(m, n)]
     if not fitting:
         return None
+
+    def blocks(t: RegisterTile) -> int:
+        return batch * (m // t.bm) * (n // t.bn)
+
     for t in fitting:
-        if batch * (m // t.bm) * (n // t.bn) >= gpu.sms:
+        if t.tm * t.tn >= 8 and blocks(t) >= gpu.sms:
             return t
-    return fitting[-1] if fitting[-1].tm * fitting[-1].tn >= 4 else fitting[0]
+    good = [t for t in fitting if t.tm * t.tn >= 8] or fitting
+    return max(good, key=blocks)
 
 
 def choose_bk(k: int) -> int:
@@ -101,14 +109,14 @@ def choose_bk(k: int) -> int:
 
 def choose_split_k(m: int, n: int, k: int, batch: int, gpu: GpuLimits) -> int:
     """How many slices to cut K into so that a skinny product fills the GPU: the blocks of
-    the register tile times the slices should reach two per multiprocessor, each slice
-    keeping at least 256 of K (the partial sums cost an extra pass over ``m × n``)."""
+    the register tile times the slices should reach one per multiprocessor, each slice
+    keeping at least 128 of K (the partial sums cost an extra pass over ``S × m × n``)."""
     tile = choose_register_tile(m, n, batch, gpu)
     if tile is None:
         return 1
     blocks = batch * (m // tile.bm) * (n // tile.bn)
     split = 1
-    while (blocks * split < 2 * gpu.sms and k % (split * 2 * 32) == 0
-           and k // (split * 2) >= 256):
+    while (blocks * split < gpu.sms and k % (split * 2 * 32) == 0
+           and k // (split * 2) >= 128):
         split *= 2
     return split

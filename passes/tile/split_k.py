@@ -16,7 +16,7 @@ rows (a prompt of 32 or 128 tokens) has too few tiles to occupy every multiproce
 each block walks all of K alone. ``S`` slices make ``S`` times as many blocks; the price is
 one write and one read of ``S × M × N`` partial sums. The heuristic
 (:func:`~llmopt.passes.tile._schedule.choose_split_k`) splits only until the tiles reach
-two blocks per multiprocessor and keeps each slice at least 256 long. The sum is
+one block per multiprocessor and keeps each slice at least 128 long. The sum is
 reassociated (slices first), which changes the rounding within the usual tolerance.
 """
 
