@@ -25,9 +25,11 @@ What each construct becomes:
 * ``scf.if`` — a ``cuda.if``; results are mutable locals declared before it, assigned in both
   branches;
 * ``kernel.shared`` → a ``__shared__`` array; ``kernel.local`` → a plain local array
-  (registers once its indices are constants); ``kernel.barrier`` → ``__syncthreads()``;
-  ``kernel.shuffle_xor`` → ``__shfl_xor_sync(0xffffffffu, v, offset)``; thread/block ids and
-  dims → ``(long long)threadIdx.x`` and friends;
+  (registers once its indices are constants); both 16-byte aligned, so that the CUDA
+  compiler may merge loads of four adjacent words into one 128-bit access;
+  ``kernel.barrier`` → ``__syncthreads()``; ``kernel.shuffle_xor`` →
+  ``__shfl_xor_sync(0xffffffffu, v, offset)``; thread/block ids and dims →
+  ``(long long)threadIdx.x`` and friends;
 * ``arith`` — C operators with MLIR's exact semantics: ``divsi``/``remsi`` are C's ``/`` and
   ``%``; ``floordivsi``/``ceildivsi`` are ``a / b`` corrected by one where the remainder is
   non-zero and the signs differ (agree); unsigned ops go through unsigned casts; ``cmpf``
@@ -355,7 +357,7 @@ class _KernelEmitter:
             name = self.names.fresh(op.result.name_hint, "smem" if shared else "reg")
             self._bind(op.result, name, cuda.PtrType(element))
             self._add(cuda.DeclOp(name, element, qualifiers=["__shared__"] if shared else [],
-                                  extent=max(1, prod(typ.get_shape()))))
+                                  extent=max(1, prod(typ.get_shape())), align=16))
         elif isinstance(op, scf.ForOp):
             self._emit_for(op)
         elif isinstance(op, scf.IfOp):

@@ -22,7 +22,7 @@ import json
 import math
 import os
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -73,30 +73,35 @@ def describe(kernel: tile.KernelOp) -> str:
     return f"{batch}x{ext[found.m]}x{ext[found.n]}x{found.reduce.trip_count}"
 
 
-def candidates(kernel: tile.KernelOp, arch: str) -> Iterator[dict[str, int]]:
-    """Knob sets worth timing for ``kernel``: every register tile that divides the output,
-    with K slices that keep the block count between half a wave and eight waves (and each
-    slice at least 128 long), K chunks of 32 (16 when 32 does not divide the slice)."""
+def candidates(kernel: tile.KernelOp, arch: str) -> list[dict[str, int]]:
+    """Knob sets worth timing for ``kernel``, most promising first: every register tile that
+    divides the output (at least 4 outputs a thread, at most 64 accumulators), with K slices
+    that keep each slice at least 128 long and the blocks between half a wave and eight
+    waves, K chunks of 32 (16 when 32 does not divide the slice); ordered by how close the
+    block count is to one and a half waves, then by outputs per thread."""
     found = match_contraction(kernel)
     if found is None:
-        return
+        return []
     ext = found.extents
     m, n, k = ext[found.m], ext[found.n], found.reduce.trip_count
     batch = math.prod(ext[d] for d in found.batch)
     sms = limits(arch).sms
+    accs = len(found.reduces)
+    scored: list[tuple[float, int, dict[str, int]]] = []
     for bm, bn, tm, tn in TILE_CANDIDATES:
-        tile_ = RegisterTile(bm, bn, tm, tn)
-        if not tile_.fits(m, n) or tm * tn < 4:
+        if not RegisterTile(bm, bn, tm, tn).fits(m, n) or tm * tn < 4 or tm * tn * accs > 64:
             continue
-        for split in (1, 2, 4, 8, 16):
+        for split in (1, 2, 4, 8, 16) if accs == 1 else (1,):
             blocks = batch * (m // bm) * (n // bn) * split
             if k % split or (split > 1 and (k // split < 128 or blocks > 8 * sms)):
                 continue
-            if blocks < sms // 2 and split < 16 and k // (split * 2) >= 128:
-                continue
             bk = 32 if (k // split) % 32 == 0 else 16
-            if (k // split) % bk == 0:
-                yield {"bm": bm, "bn": bn, "tm": tm, "tn": tn, "bk": bk, "split_k": split}
+            if (k // split) % bk:
+                continue
+            knobs = {"bm": bm, "bn": bn, "tm": tm, "tn": tn, "bk": bk, "split_k": split}
+            scored.append((abs(math.log2(blocks / (1.5 * sms))), -tm * tn, knobs))
+    scored.sort(key=lambda t: (t[0], t[1]))
+    return [knobs for _, _, knobs in scored]
 
 
 def one_kernel_module(kernel: tile.KernelOp, knobs: dict[str, int] | None) -> ModuleOp:

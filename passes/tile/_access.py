@@ -65,13 +65,16 @@ class Cloner:
 
     def access(self, amap: AffineMap, indices: Sequence[SSAValue],
                results: Sequence[AffineExpr] | None = None) -> tuple[AffineMap, list[SSAValue]]:
-        """The map and operands of an access ``amap(indices)`` after substitution."""
+        """The map and operands of an access ``amap(indices)`` after substitution, divisions
+        and remainders simplified with the ranges of the loop variables."""
         operands: list[SSAValue] = []
         dims = [self.expr_of(v, operands) for v in indices]
         base = amap if results is None else AffineMap(amap.num_dims, 0, tuple(results))
         new = base.replace_dims_and_symbols(dims, [], len(operands), 0)
         n = new.num_dims
-        return AffineMap(n, 0, tuple(r.simplify(n, 0) for r in new.results)), operands
+        ranges = [iv_range(v) for v in operands]
+        return AffineMap(n, 0, tuple(simplify_ranges(r.simplify(n, 0), ranges).simplify(n, 0)
+                                     for r in new.results)), operands
 
     def value(self, old: SSAValue, block: Block) -> SSAValue:
         """The new value standing for ``old`` (a substituted index is computed in ``block``,
@@ -176,3 +179,72 @@ def linear_form(expr: AffineExpr) -> tuple[dict[int, int], int] | None:
         if not lhs[0]:
             return {d: c * lhs[1] for d, c in rhs[0].items() if c * lhs[1]}, lhs[1] * rhs[1]
     return None
+
+
+Range = tuple[int, int | None]
+
+
+def iv_range(value: SSAValue) -> Range | None:
+    """``(lo, hi)`` of a loop or forall induction variable (``hi`` None: unbounded), else
+    ``None``."""
+    from xdsl.ir import BlockArgument
+
+    if not isinstance(value, BlockArgument):
+        return None
+    parent = value.block.parent_op()
+    if isinstance(parent, tile.ForallOp):
+        return (0, parent.shape[value.index] - 1)
+    if isinstance(parent, loop.ForOp | loop.ReduceOp) and value.index == 0:
+        return (0, parent.trip_count - 1)
+    return None
+
+
+def _bounds(coefs: dict[int, int], const: int, ranges: Sequence[Range | None]
+            ) -> tuple[int, int] | None:
+    """Bounds of ``const + sum(c·d)`` when every ``d`` with a coefficient is bounded."""
+    lo = hi = const
+    for d, c in coefs.items():
+        r = ranges[d]
+        if r is None or r[1] is None:
+            return None
+        a, b = c * r[0], c * r[1]
+        lo += min(a, b)
+        hi += max(a, b)
+    return lo, hi
+
+
+def simplify_ranges(expr: AffineExpr, ranges: Sequence[Range | None]) -> AffineExpr:
+    """``expr`` with ``e floordiv c`` and ``e mod c`` simplified where ``e`` splits into a
+    multiple of ``c`` plus a remainder known to lie in ``[0, c)``: ``(64·b + t) floordiv 64``
+    is ``b`` and ``(64·b + t) mod 64`` is ``t`` when ``0 ≤ t < 64``."""
+    from xdsl.ir.affine import AffineBinaryOpExpr, AffineBinaryOpKind
+
+    if not isinstance(expr, AffineBinaryOpExpr):
+        return expr
+    lhs = simplify_ranges(expr.lhs, ranges)
+    rhs = simplify_ranges(expr.rhs, ranges)
+    kind = expr.kind
+    if kind in (AffineBinaryOpKind.FloorDiv, AffineBinaryOpKind.Mod) and isinstance(
+            rhs, AffineConstantExpr) and rhs.value > 0:
+        c = rhs.value
+        form = linear_form(lhs)
+        if form is not None:
+            coefs, const = form
+            aligned = {d: k for d, k in coefs.items() if k % c == 0}
+            rest = {d: k for d, k in coefs.items() if k % c}
+            bounds = _bounds(rest, const % c, ranges)
+            if bounds is not None and 0 <= bounds[0] and bounds[1] < c:
+                if kind is AffineBinaryOpKind.FloorDiv:
+                    out: AffineExpr = AffineConstantExpr(const // c)
+                    for d, k in aligned.items():
+                        out = out + AffineDimExpr(d) * (k // c)
+                    return out
+                out = AffineConstantExpr(const % c)
+                for d, k in rest.items():
+                    out = out + AffineDimExpr(d) * k
+                return out
+    if kind is AffineBinaryOpKind.Add:
+        return lhs + rhs
+    if kind is AffineBinaryOpKind.Mul:
+        return lhs * rhs
+    return AffineExpr.binary(kind, lhs, rhs)

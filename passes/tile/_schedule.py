@@ -75,7 +75,8 @@ TILE_CANDIDATES = ((128, 128, 8, 8), (64, 128, 4, 8), (128, 64, 8, 4), (64, 64, 
 """Register tiles ``(bm, bn, tm, tn)``, most operand reuse first."""
 
 
-def choose_register_tile(m: int, n: int, batch: int, gpu: GpuLimits) -> RegisterTile | None:
+def choose_register_tile(m: int, n: int, batch: int, gpu: GpuLimits, accumulators: int = 1
+                         ) -> RegisterTile | None:
     """The tile with the most reuse whose blocks still cover every multiprocessor; when no
     tile with at least 8 outputs per thread does, the one of those that makes the most
     blocks (``split-k`` then multiplies them); ``None`` when no tile divides the output.
@@ -83,9 +84,12 @@ def choose_register_tile(m: int, n: int, batch: int, gpu: GpuLimits) -> Register
     A ``tm × tn`` micro-tile does ``tm·tn`` multiply-adds per ``tm + tn`` loads, so bigger
     is better, until the product has fewer blocks than multiprocessors and leaves the GPU
     idle: skinny products take smaller tiles, but not below 8 outputs a thread (there
-    cutting K into slices is cheaper than losing the reuse).
+    cutting K into slices is cheaper than losing the reuse). A kernel with several
+    reductions (fused gate and up projections) keeps ``accumulators`` micro-tiles per
+    thread, at most 64 registers of them together.
     """
-    fitting = [RegisterTile(*c) for c in TILE_CANDIDATES if RegisterTile(*c).fits(m, n)]
+    fitting = [RegisterTile(*c) for c in TILE_CANDIDATES if RegisterTile(*c).fits(m, n)
+               and c[2] * c[3] * accumulators <= 64]
     if not fitting:
         return None
 

@@ -2,8 +2,12 @@
 
 **Matches** every ``tile.alloc shared`` of rank ≥ 2 whose innermost extent is even.
 
-**Produces** the same buffer with its innermost extent increased by ``pad`` (default 1);
-every access keeps its indices (the padding elements are never touched).
+**Produces** the same buffer with its innermost extent increased by ``pad`` (default 1; a
+tile that asks for more with an ``llmopt.pad`` attribute, e.g. 4 to keep K-major rows
+16-byte aligned for vector reads, gets that); every access keeps its indices (the padding
+elements are never touched). An odd row of ``s + 4`` words still spreads a column over all
+banks when ``s`` is a multiple of 8 only up to ``32 / gcd(s + 4, 32)`` banks — the price of
+alignment.
 
 **Why** shared memory has 32 banks of four bytes: element ``[r, c]`` of rows ``s`` words
 long lives in bank ``(r·s + c) mod 32``. When the threads of a warp read one column of
@@ -18,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import MemRefType, ModuleOp
+from xdsl.dialects.builtin import IntegerAttr, MemRefType, ModuleOp
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
     PatternRewriter,
@@ -44,9 +48,13 @@ class PadAlloc(RewritePattern):
         shape = list(typ.get_shape())
         if op.space.data != "shared" or len(shape) < 2 or shape[-1] % 2:
             return
+        asked = op.attributes.get("llmopt.pad")
+        pad = asked.value.data if isinstance(asked, IntegerAttr) else self.pad
+        if pad <= 0:
+            return
         new = tile.AllocOp("shared", MemRefType(typ.element_type, [*shape[:-1],
-                                                                   shape[-1] + self.pad]))
-        new.attributes |= op.attributes
+                                                                   shape[-1] + pad]))
+        new.attributes |= {k: v for k, v in op.attributes.items() if k != "llmopt.pad"}
         new.result.name_hint = op.result.name_hint
         rewriter.replace(op, new)
 

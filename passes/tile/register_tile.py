@@ -1,25 +1,30 @@
 """``register-tile``: a matrix-product kernel computes a register micro-tile per thread.
 
 **Matches** a ``tile.kernel`` whose body is one ``tile.forall over threads`` (the default
-thread schedule) holding exactly one ``loop.reduce add`` over floats, beside region-less
-loads, stores and scalar ops (the epilogue: bias, residual, scaling …). The reduce body is
-region-less, reads at least two buffers at the reduce index (a product, not a plain sum)
-and reads nothing the forall writes. Two band dimensions are tiled: ``n``, the
+thread schedule) holding one or more ``loop.reduce add`` over floats with the same trip
+count (two for a fused ``silu(x·Wg) · (x·Wu)``), beside region-less loads, stores and
+scalar ops (the epilogue: bias, residual, scaling …; and a *prologue* the reductions read,
+e.g. a softmax denominator, which depends on no reduction). The reduce bodies are
+region-less, read at least two buffers at the reduce index (a product, not a plain sum)
+and read nothing the forall writes. Two band dimensions are tiled: ``n``, the
 innermost one with extent > 1 (consecutive outputs), and ``m``, the nearest one before it
 with extent > 1; the others are batch dimensions. Both extents must be divisible by the
 block tile, otherwise the kernel is left alone.
 
 **Produces** the same kernel with a ``tile.forall over blocks`` over (batch…, m / bm,
 n / bn). Each block owns a ``bm × bn`` output tile and runs ``(bm/tm)·(bn/tn)`` threads
-``(ti, tj)``; thread ``(ti, tj)`` owns outputs ``m = bm·b_m + mi·(bm/tm) + ti`` and ``n =
-bn·b_n + nj·(bn/tn) + tj`` for ``mi < tm``, ``nj < tn`` — cyclic, so consecutive threads
-still write consecutive outputs and read consecutive rows. The accumulators are a
-``tile.alloc registers`` buffer ``[bm/tm, bn/tn, tm, tn]``; the reduction becomes a
-sequential ``scf.for`` over K around a forall over the block's threads whose ``mi``/``nj``
-loops (marked ``unroll``) update every accumulator of the thread from the same K step, so
-each loaded operand is used ``tm`` or ``tn`` times from a register. The epilogue runs once
-per output after the loop. Knobs ``bm``, ``bn``, ``tm``, ``tn`` (see
-:mod:`llmopt.passes.tile._schedule`; 0 = chosen from the shape).
+``(ti, tj)``, each owning ``tm × tn`` outputs (``mi < tm``, ``nj < tn``): by default
+*blocked*, ``m = bm·b_m + ti·tm + mi`` and ``n = bn·b_n + tj·tn + nj`` — a thread's operands
+are adjacent in K-major staged tiles (``stage-inputs``), so the CUDA compiler reads them as
+128-bit vectors, a quarter of the shared-memory instructions; or, with knob ``blocked=2``,
+*cyclic*, ``m = bm·b_m + mi·(bm/tm) + ti`` (consecutive threads on consecutive outputs). The
+accumulators are a ``tile.alloc registers`` buffer ``[bm/tm, bn/tn, tm, tn]`` per reduction;
+each reduction becomes a sequential ``scf.for`` over K around a forall over the block's
+threads whose ``mi``/``nj`` loops (marked ``unroll``) update every accumulator of the thread
+from the same K step, so each loaded operand is used ``tm`` or ``tn`` times from a register.
+The epilogue runs once per output after the loop; the prologue is recomputed in the K loop.
+Knobs ``bm``, ``bn``, ``tm``, ``tn``, ``blocked`` (see :mod:`llmopt.passes.tile._schedule`;
+0 = chosen from the shape).
 
 **Why** one thread per output with a sequential K loop loads two operands per multiply-add;
 a ``tm × tn`` micro-tile loads ``tm + tn`` per ``tm·tn`` multiply-adds. The sum over K keeps
@@ -39,6 +44,7 @@ from xdsl.dialects.builtin import (
     IntegerAttr,
     MemRefType,
     ModuleOp,
+    StringAttr,
     i64,
 )
 from xdsl.ir import Block, Operation, Region, SSAValue
@@ -62,12 +68,21 @@ UNROLL = {"unroll": IntegerAttr(0, i64)}
 
 @dataclass(frozen=True)
 class Contraction:
-    """A matched kernel: its forall, reduce, and the roles of the band dimensions."""
+    """A matched kernel: its forall, its reductions (one or more over the same K, e.g. the
+    gate and up projections of a fused ``silu(x·Wg) · (x·Wu)``), the forall-body ops the
+    reductions read (the *prologue*, recomputed per K step) and the roles of the band
+    dimensions."""
 
     forall: tile.ForallOp
-    reduce: loop.ReduceOp
+    reduces: tuple[loop.ReduceOp, ...]
+    prologue: tuple[Operation, ...]
     m: int
     n: int
+
+    @property
+    def reduce(self) -> loop.ReduceOp:
+        """The first reduction (all share the trip count and the type)."""
+        return self.reduces[0]
 
     @property
     def extents(self) -> tuple[int, ...]:
@@ -93,35 +108,58 @@ def match_contraction(kernel: tile.KernelOp) -> Contraction | None:
     if not all(is_side_effect_free(op) and not op.regions for op in others):
         return None
     forall = foralls[0]
-    reduces = [op for op in forall.body.block.ops if isinstance(op, loop.ReduceOp)]
-    if len(reduces) != 1:
+    body = list(forall.body.block.ops)
+    reduces = [op for op in body if isinstance(op, loop.ReduceOp)]
+    if not reduces:
         return None
-    red = reduces[0]
-    if red.kind.data != "add" or not isinstance(red.result.type, AnyFloat):
+    first = reduces[0]
+    for red in reduces:
+        if (red.kind.data != "add" or not isinstance(red.result.type, AnyFloat)
+                or red.trip_count != first.trip_count or red.result.type != first.result.type):
+            return None
+    if not all(_plain(op) for op in body if not isinstance(op, loop.ReduceOp)):
         return None
-    if not all(_plain(op) for op in forall.body.block.ops if op is not red):
-        return None
-    body_ops = list(red.body.block.ops)
-    if not all(_plain(op) and not isinstance(op, loop.StoreOp) for op in body_ops[:-1]):
-        return None
-    k_loads = {op.buffer for op in body_ops
-               if isinstance(op, loop.LoadOp) and red.body.block.args[0] in op.indices}
+    written = {op.buffer for op in body if isinstance(op, loop.StoreOp)}
+    k_loads: set[SSAValue] = set()
+    outside: set[SSAValue] = set()
+    for red in reduces:
+        body_ops = list(red.body.block.ops)
+        if not all(_plain(op) and not isinstance(op, loop.StoreOp) for op in body_ops[:-1]):
+            return None
+        k = red.body.block.args[0]
+        for op in body_ops:
+            if isinstance(op, loop.LoadOp):
+                if op.buffer in written:
+                    return None
+                if k in op.indices:
+                    k_loads.add(op.buffer)
+        inside = {r for op in body_ops for r in op.results} | {k}
+        outside |= {v for op in body_ops for v in op.operands if v not in inside}
     if len(k_loads) < 2:
         return None  # a plain sum (no operand reuse to gain from a register tile)
-    written = {op.buffer for op in forall.body.block.ops if isinstance(op, loop.StoreOp)}
-    if any(isinstance(op, loop.LoadOp) and op.buffer in written for op in body_ops):
-        return None
-    # The reduce body may use only its own values, the forall's ivs and kernel constants.
-    inside = {r for op in body_ops for r in op.results} | {red.body.block.args[0]}
-    allowed = inside | set(forall.ivs) | {r for op in others for r in op.results}
-    allowed |= set(kernel.body.block.args)
-    if any(v not in allowed for op in body_ops for v in op.operands):
-        return None
+    # Values from outside the reductions: ivs, kernel values, or a prologue of plain
+    # forall-body ops that depend on no reduction.
+    kernel_values = set(kernel.body.block.args) | {r for op in others for r in op.results}
+    prologue: set[Operation] = set()
+    todo = list(outside)
+    while todo:
+        v = todo.pop()
+        if v in kernel_values or v in forall.ivs:
+            continue
+        owner = v.owner
+        if not isinstance(owner, Operation) or owner.parent is not forall.body.block:
+            return None
+        if isinstance(owner, loop.ReduceOp | loop.StoreOp):
+            return None
+        if owner not in prologue:
+            prologue.add(owner)
+            todo.extend(owner.operands)
     extents = forall.shape
     big = [d for d, e in enumerate(extents) if e > 1]
     if len(big) < 2:
         return None
-    return Contraction(forall, red, big[-2], big[-1])
+    ordered = tuple(op for op in body if op in prologue)
+    return Contraction(forall, tuple(reduces), ordered, big[-2], big[-1])
 
 
 @dataclass
@@ -132,6 +170,7 @@ class TileContraction(RewritePattern):
     bn: int
     tm: int
     tn: int
+    blocked: int
     arch: str
 
     @op_type_rewrite_pattern
@@ -144,7 +183,8 @@ class TileContraction(RewritePattern):
         batch_points = 1
         for d in found.batch:
             batch_points *= ext[d]
-        auto = choose_register_tile(m_ext, n_ext, batch_points, limits(self.arch))
+        auto = choose_register_tile(m_ext, n_ext, batch_points, limits(self.arch),
+                                    len(found.reduces))
         default = auto or RegisterTile(0, 0, 1, 1)
         tile_ = RegisterTile(knob(self.bm, op, "bm", default.bm),
                              knob(self.bn, op, "bn", default.bn),
@@ -152,12 +192,14 @@ class TileContraction(RewritePattern):
                              knob(self.tn, op, "tn", default.tn))
         if not tile_.bm or not tile_.fits(m_ext, n_ext):
             return
-        rewriter.replace(op, build_tiled_kernel(op, found, tile_))
+        blocked = knob(self.blocked, op, "blocked", 1) != 2
+        rewriter.replace(op, build_tiled_kernel(op, found, tile_, blocked))
 
 
-def build_tiled_kernel(op: tile.KernelOp, found: Contraction, t: RegisterTile
-                       ) -> tile.KernelOp:
-    """The register-tiled version of ``op``."""
+def build_tiled_kernel(op: tile.KernelOp, found: Contraction, t: RegisterTile,
+                       blocked: bool = False) -> tile.KernelOp:
+    """The register-tiled version of ``op`` (``blocked``: each thread's outputs are
+    consecutive, ``m = bm·b_m + ti·tm + mi``, instead of cyclic)."""
     ext = found.extents
     wm, wn = t.bm // t.tm, t.bn // t.tn
     block_ext = [ext[d] for d in found.batch] + [ext[found.m] // t.bm, ext[found.n] // t.bn]
@@ -186,18 +228,23 @@ def build_tiled_kernel(op: tile.KernelOp, found: Contraction, t: RegisterTile
     batch_ivs = dict(zip(found.batch, bivs, strict=False))
     b_m, b_n = bivs[-2], bivs[-1]
     typ = found.reduce.result.type
-    acc = tile.AllocOp("registers", MemRefType(typ, [wm, wn, t.tm, t.tn]))
-    acc.result.name_hint = "acc"
-    blocks.body.block.add_op(acc)
+    accs = []
+    for i, _ in enumerate(found.reduces):
+        acc = tile.AllocOp("registers", MemRefType(typ, [wm, wn, t.tm, t.tn]))
+        acc.result.name_hint = "acc" if len(found.reduces) == 1 else f"acc{i}"
+        blocks.body.block.add_op(acc)
+        accs.append(acc.result)
     acc_map = AffineMap(4, 0, tuple(AffineDimExpr(i) for i in range(4)))
 
     def point_cloner(ti: SSAValue, tj: SSAValue, mi: SSAValue, nj: SSAValue) -> Cloner:
         subst: dict[SSAValue, Linear] = {}
         for d, iv in enumerate(found.forall.ivs):
             if d == found.m:
-                subst[iv] = Linear.of((t.bm, b_m), (wm, mi), (1, ti))
+                subst[iv] = (Linear.of((t.bm, b_m), (t.tm, ti), (1, mi)) if blocked
+                             else Linear.of((t.bm, b_m), (wm, mi), (1, ti)))
             elif d == found.n:
-                subst[iv] = Linear.of((t.bn, b_n), (wn, nj), (1, tj))
+                subst[iv] = (Linear.of((t.bn, b_n), (t.tn, tj), (1, nj)) if blocked
+                             else Linear.of((t.bn, b_n), (wn, nj), (1, tj)))
             elif ext[d] == 1:
                 subst[iv] = Linear.of()
             else:
@@ -208,13 +255,15 @@ def build_tiled_kernel(op: tile.KernelOp, found: Contraction, t: RegisterTile
         forall, (ti, tj) = block_threads([wm, wn], ["ti", "tj"])
         nest, inner, (mi, nj) = loop_nest([t.tm, t.tn], ["mi", "nj"], UNROLL)
         forall.body.block.add_op(nest)
-        forall.attributes["llmopt.role"] = _str(name)
+        forall.attributes["llmopt.role"] = StringAttr(name)
         return forall, inner, [ti, tj, mi, nj]
 
     # Zero the accumulators.
     init, inner, ivs = micro("init")
     zero = arith.ConstantOp(FloatAttr(0.0, typ))
-    inner.add_ops([zero, loop.StoreOp(zero.result, acc.result, acc_map, ivs)])
+    inner.add_op(zero)
+    for acc in accs:
+        inner.add_op(loop.StoreOp(zero.result, acc, acc_map, ivs))
     blocks.body.block.add_op(init)
 
     # The K loop: every accumulator of the thread takes the same step.
@@ -226,45 +275,44 @@ def build_tiled_kernel(op: tile.KernelOp, found: Contraction, t: RegisterTile
     k_iv.name_hint = "k"
     step, inner, ivs = micro("update")
     cloner = point_cloner(*ivs)
-    cloner.values[found.reduce.body.block.args[0]] = k_iv
-    red_ops = list(found.reduce.body.block.ops)
-    for red_op in red_ops[:-1]:
-        cloner.clone_into(red_op, inner)
-    yielded = red_ops[-1].operands[0]
-    old = loop.LoadOp(acc.result, acc_map, ivs)
-    total = arith.AddfOp(old.result, cloner.value(yielded, inner))
-    inner.add_ops([old, total, loop.StoreOp(total.result, acc.result, acc_map, ivs)])
+    for op_ in found.prologue:
+        cloner.clone_into(op_, inner)
+    for red, acc in zip(found.reduces, accs, strict=True):
+        cloner.values[red.body.block.args[0]] = k_iv
+        red_ops = list(red.body.block.ops)
+        for red_op in red_ops[:-1]:
+            cloner.clone_into(red_op, inner)
+        yielded = red_ops[-1].operands[0]
+        old = loop.LoadOp(acc, acc_map, ivs)
+        total = arith.AddfOp(old.result, cloner.value(yielded, inner))
+        inner.add_ops([old, total, loop.StoreOp(total.result, acc, acc_map, ivs)])
     k_block.add_ops([step, scf.YieldOp()])
     k_loop = scf.ForOp(c0.result, ck.result, c1.result, [], Region(k_block))
-    k_loop.attributes["llmopt.role"] = _str("k_loop")
+    k_loop.attributes["llmopt.role"] = StringAttr("k_loop")
     blocks.body.block.add_ops([c0, ck, c1, k_loop])
 
     # The epilogue, once per output.
     epi, inner, ivs = micro("epilogue")
     cloner = point_cloner(*ivs)
-    result = loop.LoadOp(acc.result, acc_map, ivs)
-    result.result.name_hint = "sum"
-    inner.add_op(result)
-    cloner.values[found.reduce.result] = result.result
+    for red, acc in zip(found.reduces, accs, strict=True):
+        result = loop.LoadOp(acc, acc_map, ivs)
+        result.result.name_hint = "sum"
+        inner.add_op(result)
+        cloner.values[red.result] = result.result
     for other in found.forall.body.block.ops:
-        if other is not found.reduce:
+        if not isinstance(other, loop.ReduceOp):
             cloner.clone_into(other, inner)
     blocks.body.block.add_op(epi)
     return new
-
-
-def _str(text: str):  # noqa: ANN202 - a StringAttr
-    from xdsl.dialects.builtin import StringAttr
-
-    return StringAttr(text)
 
 
 @dataclass(frozen=True)
 class RegisterTilePass(ModulePass):
     """Tile matrix-product kernels into register micro-tiles (see the module docstring).
 
-    Options: ``bm``, ``bn`` (the block's output tile), ``tm``, ``tn`` (each thread's), ``arch``
-    (whose limits the heuristic reads); 0 = the kernel's ``llmopt.schedule`` or the heuristic.
+    Options: ``bm``, ``bn`` (the block's output tile), ``tm``, ``tn`` (each thread's),
+    ``blocked`` (default 1: a thread's outputs are consecutive; 2: cyclic), ``arch`` (whose
+    limits the heuristic reads); 0 = the kernel's ``llmopt.schedule`` or the heuristic.
     """
 
     name = "register-tile"
@@ -273,10 +321,12 @@ class RegisterTilePass(ModulePass):
     bn: int = 0
     tm: int = 0
     tn: int = 0
+    blocked: int = 0
     arch: str = "sm_90"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         PatternRewriteWalker(
-            KeepLocation(TileContraction(self.bm, self.bn, self.tm, self.tn, self.arch)),
+            KeepLocation(TileContraction(self.bm, self.bn, self.tm, self.tn, self.blocked,
+                                         self.arch)),
             apply_recursively=False,
         ).rewrite_module(op)

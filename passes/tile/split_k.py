@@ -1,7 +1,8 @@
 """``split-k``: a skinny matrix product is cut along K into slices summed by a second kernel.
 
-**Matches** the same kernels as ``register-tile`` (one ``tile.forall over threads`` with one
-``loop.reduce add`` over floats and an epilogue; see
+**Matches** the same kernels as ``register-tile`` with a single reduction (one
+``tile.forall over threads`` with one ``loop.reduce add`` over floats, a prologue and an
+epilogue; see
 :func:`~llmopt.passes.tile.register_tile.match_contraction`) when the split factor ``S``
 (knob ``split_k``) is above 1 and divides K.
 
@@ -73,7 +74,7 @@ class SplitContraction(RewritePattern):
         if op.attributes.get("llmopt.split") is not None:
             return
         found = match_contraction(op)
-        if found is None:
+        if found is None or len(found.reduces) != 1:
             return
         ext = found.extents
         k_ext = found.reduce.trip_count
@@ -136,6 +137,8 @@ def split_kernels(op: tile.KernelOp, found: Contraction, split: int):  # noqa: A
         kk.name_hint = "kk"
         cloner = Cloner({found.reduce.body.block.args[0]: Linear.of((slice_len, s), (1, kk))},
                         values | dict(zip(found.forall.ivs, ivs, strict=True)))
+        for op_ in found.prologue:
+            cloner.clone_into(op_, forall.body.block)
         body_ops = list(found.reduce.body.block.ops)
         for body_op in body_ops[:-1]:
             cloner.clone_into(body_op, red.body.block)

@@ -16,7 +16,12 @@ dimension fastest (coalesced); then ``scf.for %kk = 0 to bk`` (``unroll``) aroun
 body, with ``%k = %k0·bk + %kk`` and each staged load reading its tile. ``tile-to-kernel``
 places the barriers (after the copies, and at the end of the chunk before the tiles are
 overwritten). Knob ``bk`` (0 = 32 or the largest power of two dividing K, halved until the
-tiles, rows padded by a word, fit the static shared memory).
+tiles, rows padded by a word, fit the static shared memory) and knob ``kmajor`` (1, the
+default: each tile is stored K-major, ``[bk, rows]``, still filled with the global
+buffer's innermost dimension fastest; a register tile with ``blocked`` outputs then reads
+each thread's operands from adjacent words, and the tile asks ``pad-shared`` for 4 words of
+padding, ``llmopt.pad``, so rows stay 16-byte aligned; 2: tiles in the global buffer's
+dimension order).
 
 **Why** in a ``bm × bn`` block tile every operand element is read by ``bn`` (or ``bm``)
 threads; staged, it is read from global memory once per block and then from shared memory,
@@ -53,6 +58,8 @@ from llmopt.passes.tile._access import block_threads, linear_form
 from llmopt.passes.tile._schedule import choose_bk, knob, limits
 
 INDEX = IndexType()
+VECTOR_PAD = 4
+"""Words a K-major tile's rows are padded by: keeps every row 16-byte aligned."""
 
 
 def const_int(value: SSAValue) -> int | None:
@@ -161,15 +168,20 @@ def _expr(terms: dict[int, int], dims: dict[int, int]) -> AffineExpr:
     return expr
 
 
-def build_stage(s: Staged, bk: int, k0: SSAValue) -> tuple[tile.AllocOp, tile.ForallOp,
-                                                             list[int]]:
-    """The shared tile of ``s`` and the forall that fills it for chunk ``k0``."""
+def build_stage(s: Staged, bk: int, k0: SSAValue, kmajor: bool = False
+                ) -> tuple[tile.AllocOp, tile.ForallOp, list[int]]:
+    """The shared tile of ``s`` and the forall that fills it for chunk ``k0``; returns the
+    buffer dimensions the tile keeps, in the tile's order (``kmajor``: K first)."""
     typ = s.load.buffer.type
     assert isinstance(typ, MemRefType)
     kept = [r for r, e in enumerate(s.box) if e != 0]
     shape = [bk if r == s.k_dim else s.box[r] for r in kept]
-    alloc = tile.AllocOp("shared", MemRefType(typ.element_type, shape))
+    order = ([s.k_dim] + [r for r in kept if r != s.k_dim]) if kmajor else kept
+    alloc = tile.AllocOp("shared", MemRefType(typ.element_type,
+                                              [shape[kept.index(r)] for r in order]))
     alloc.result.name_hint = "stage"
+    if kmajor and order != kept:
+        alloc.attributes["llmopt.pad"] = IntegerAttr(VECTOR_PAD, i64)
     forall, ivs = block_threads(shape, [f"s{i}" for i in range(len(shape))])
     block_ops = sorted({d for e in s.block_exprs for d in e.used_dims()})
     operands = [s.load.indices[d] for d in block_ops] + [k0, *ivs]
@@ -186,10 +198,10 @@ def build_stage(s: Staged, bk: int, k0: SSAValue) -> tuple[tile.AllocOp, tile.Fo
         results.append(expr)
     gmap = AffineMap(n, 0, tuple(e.simplify(n, 0) for e in results))
     value = loop.LoadOp(s.load.buffer, gmap, operands)
-    smap = AffineMap(len(ivs), 0, tuple(AffineDimExpr(i) for i in range(len(ivs))))
+    smap = AffineMap(len(ivs), 0, tuple(AffineDimExpr(kept.index(r)) for r in order))
     forall.body.block.add_ops([value, loop.StoreOp(value.result, alloc.result, smap, ivs)])
     forall.attributes["llmopt.role"] = StringAttr("stage")
-    return alloc, forall, kept
+    return alloc, forall, order
 
 
 def tile_load(s: Staged, alloc: tile.AllocOp, kept: list[int], kk: SSAValue) -> loop.LoadOp:
@@ -213,6 +225,7 @@ class StageKLoop(RewritePattern):
     """Stage the operands of one K loop (see the module docstring)."""
 
     bk: int
+    kmajor: int
     arch: str
 
     @op_type_rewrite_pattern
@@ -237,14 +250,18 @@ class StageKLoop(RewritePattern):
         if not staged:
             return
         bk = knob(self.bk, kernel, "bk", choose_bk(ub))
+        kmajor = knob(self.kmajor, kernel, "kmajor", 1) != 2
         if bk < 2 or ub % bk:
             return
         budget = limits(self.arch).static_smem
 
+        distinct = {(s.load.buffer, s.load.map.data, tuple(s.load.indices)): s
+                    for s in staged}
+
         def tile_bytes(b: int) -> int:
             """Shared memory of the tiles for chunk ``b``, rows padded by one word."""
             total = 0
-            for s in staged:
+            for s in distinct.values():
                 rows = [b if r == s.k_dim else e for r, e in enumerate(s.box) if e]
                 elems = 1
                 for e in rows[:-1]:
@@ -271,10 +288,15 @@ class StageKLoop(RewritePattern):
         k_new = arith.AddiOp(scaled.result, kk)
         k_new.result.name_hint = "k"
         chunk.add_ops([scaled, k_new])
+        tiles: dict[tuple[object, ...], tuple[tile.AllocOp, list[int]]] = {}
         for s in staged:
-            alloc, fill, kept = build_stage(s, bk, k0)
-            blocks.body.block.insert_op_before(alloc, op)
-            outer.add_op(fill)
+            key = (s.load.buffer, s.load.map.data, tuple(s.load.indices))
+            if key not in tiles:  # identical loads (x of a fused gate/up) share one tile
+                alloc, fill, kept = build_stage(s, bk, k0, kmajor)
+                blocks.body.block.insert_op_before(alloc, op)
+                outer.add_op(fill)
+                tiles[key] = (alloc, kept)
+            alloc, kept = tiles[key]
             rewriter.replace(s.load, tile_load(s, alloc, kept, kk))
         k.replace_all_uses_with(k_new.result)
         inner.detach()
@@ -299,14 +321,16 @@ class StageInputs(ModulePass):
     """Stage K-loop operands in shared memory (see the module docstring).
 
     Options: ``bk`` (K elements per chunk; 0 = the kernel's ``llmopt.schedule`` or the
-    heuristic), ``arch`` (whose shared-memory limit the tiles must fit).
+    heuristic), ``kmajor`` (1: tiles K-major, 2: not), ``arch`` (whose shared-memory limit the tiles
+    must fit).
     """
 
     name = "stage-inputs"
 
     bk: int = 0
+    kmajor: int = 0
     arch: str = "sm_90"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        PatternRewriteWalker(KeepLocation(StageKLoop(self.bk, self.arch)),
+        PatternRewriteWalker(KeepLocation(StageKLoop(self.bk, self.kmajor, self.arch)),
                              apply_recursively=False).rewrite_module(op)

@@ -370,7 +370,7 @@ def test_elementwise_text() -> None:
 def test_reduction_text() -> None:
     """Shared buffer, warp shuffles, barrier, loop-carried and branch-carried values."""
     source = body(cuda_source(lower(REDUCTION)))
-    assert "__shared__ float red[8];" in source
+    assert "__shared__ __align__(16) float red[8];" in source
     assert "float acc = 0.0f;" in source
     assert "for (long long j = tid; j < 1000; j += 256) { acc = acc + x[row * 1000 + j]; }" in (
         source)

@@ -124,7 +124,7 @@ kernel.func @rowsum(%x: memref<8x1000xf32>, %y: memref<8xf32>) block [64, 1, 1] 
 // CUDA:      extern "C" __global__ void __launch_bounds__(64) rowsum(
 // CUDA-NEXT:     const float* __restrict__ x,
 // CUDA-NEXT:     float* __restrict__ y) {
-// CUDA-NEXT:   __shared__ float red[2];
+// CUDA-NEXT:   __shared__ __align__(16) float red[2];
 // CUDA-NEXT:   const long long tid = (long long)threadIdx.x;
 // CUDA-NEXT:   const long long row = (long long)blockIdx.x;
 // CUDA-NEXT:   float acc = 0.0f;
