@@ -1,17 +1,24 @@
 """pytest configuration shared by all of llmopt's tests.
 
 Tests marked ``@pytest.mark.gpu`` are skipped where torch sees no CUDA device. torch is
-imported only when such a test was collected.
+imported only when such a test was collected. The user's tuning cache is replaced by an
+empty one (``LLMOPT_TUNE_CACHE``), so results do not depend on what this machine tuned.
 """
 
 from __future__ import annotations
+
+import os
+import tempfile
 
 import pytest
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Declare the ``gpu`` marker (also declared in pyproject.toml)."""
+    """Declare the ``gpu`` marker (also declared in pyproject.toml); point the tuning cache
+    at a file that does not exist (unless the caller chose one)."""
     config.addinivalue_line("markers", "gpu: needs an NVIDIA GPU (skipped where none is present)")
+    os.environ.setdefault("LLMOPT_TUNE_CACHE",
+                          os.path.join(tempfile.mkdtemp(prefix="llmopt-tune-"), "tuned.json"))
 
 
 def _cuda_available() -> bool:

@@ -62,6 +62,6 @@ for _name in ("llm-opt", "filecheck"):
     config.substitutions.append((rf"(?<![\w./%-]){_name}(?![\w.-])", _tool(_name)))
 
 config.environment["PATH"] = os.pathsep.join([str(_BIN), config.environment.get("PATH", "")])
-for _var in ("HOME", "TMPDIR", "LLMOPT_CACHE_DIR"):
+for _var in ("HOME", "TMPDIR", "LLMOPT_CACHE_DIR", "LLMOPT_TUNE_CACHE"):
     if _var in os.environ:
         config.environment[_var] = os.environ[_var]

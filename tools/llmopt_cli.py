@@ -316,11 +316,12 @@ def program_cache_key(identity: str, seq: int, dtype: str, elements: Sequence[st
     """The compile-cache key of a whole model lowered by the pipeline ``elements``: the
     model's ``identity`` (:func:`model_identity`, or a config's JSON), the sequence length
     and dtype, the pipeline, the versions of torch, transformers and xDSL, the registered
-    passes and dialects, and a hash of llmopt's sources."""
+    passes and dialects, a hash of llmopt's sources and one of the tuning tables."""
     import hashlib
     from importlib.metadata import PackageNotFoundError, version
 
     from llmopt import registry
+    from llmopt.tools.tune import tables_fingerprint
 
     versions = []
     for package in ("torch", "transformers", "xdsl"):
@@ -331,7 +332,7 @@ def program_cache_key(identity: str, seq: int, dtype: str, elements: Sequence[st
     parts = [
         "llmopt-program-1", identity, f"seq={seq}", f"dtype={dtype}", ",".join(elements),
         *versions, ",".join(sorted(registry.PASSES)), ",".join(sorted(registry.DIALECTS)),
-        _code_fingerprint(),
+        _code_fingerprint(), f"tuned={tables_fingerprint()}",
     ]
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()
 

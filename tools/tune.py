@@ -17,6 +17,7 @@ the results to a committed table instead (``passes/tile/tuned/<arch>.json``).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
@@ -263,6 +264,16 @@ def save_table(path: Path, table: dict[str, Any]) -> None:
     tmp.replace(path)
 
 
+def tables_fingerprint() -> str:
+    """A hash of the tuning tables ``apply-tuned`` reads (the user's cache and the committed
+    tables): part of the compile-cache key of lowered programs, so tuning anew recompiles."""
+    digest = hashlib.sha256()
+    for path in [cache_path(), *sorted(TABLE_DIR.glob("*.json"))]:
+        with contextlib.suppress(OSError):
+            digest.update(str(path).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:20]
+
+
 def entry_key(key: str, gpu: str, nvrtc: str) -> str:
     """A cache entry's key: structural hash, GPU, NVRTC version."""
     return f"{key}|{gpu}|nvrtc-{nvrtc}"
@@ -308,7 +319,8 @@ def tune_module(module: ModuleOp, arch: str, reps: int, limit: int,
         trials = run_trials(kernel, [None, *cands], arch, reps, log, jobs)
         good = [t for t in trials[1:] if t.ms is not None]
         if not good:
-            log("  no candidate survived; keeping the heuristic")
+            log("  no candidate survived; keeping the heuristic" if cands
+                else "  no candidate fits this shape; keeping the heuristic")
             continue
         best = min(good, key=lambda t: t.ms)  # type: ignore[arg-type, return-value]
         entries[entry_key(key, gpu, nvrtc)] = {
