@@ -6,10 +6,11 @@ properties, not its name), each candidate knob set (register tile ``bm × bn`` /
 K chunk ``bk``, ``split_k``) is applied to a one-kernel program, lowered by the scheduling
 passes, compiled and run on random inputs. A candidate that fails to compile or launch, or
 whose outputs differ from the unscheduled kernel's by more than the numerics tolerance, is
-discarded. The fastest survivor (median of CUDA-event timings of CUDA-graph replays) is
-written to the **tuning cache**, keyed on the structural hash, the GPU's name and the NVRTC
-version; the ``apply-tuned`` pass reads it (and the committed table of the target
-architecture) and sets the kernel's ``llmopt.schedule``.
+discarded. The fastest survivor (median of CUDA-event timings of CUDA-graph replays), when
+it beats the heuristics' own schedule, is written to the **tuning cache**, keyed on the
+structural hash, the GPU's name and the NVRTC version; the ``apply-tuned`` pass reads it
+(and the committed table of the target architecture) and sets the kernel's
+``llmopt.schedule``.
 
 The cache is ``$LLMOPT_TUNE_CACHE`` or ``~/.cache/llmopt/tuned.json``; ``--table`` writes
 the results to a committed table instead (``passes/tile/tuned/<arch>.json``).
@@ -323,6 +324,9 @@ def tune_module(module: ModuleOp, arch: str, reps: int, limit: int,
                 else "  no candidate fits this shape; keeping the heuristic")
             continue
         best = min(good, key=lambda t: t.ms)  # type: ignore[arg-type, return-value]
+        if trials[0].ms is not None and trials[0].ms <= best.ms:  # type: ignore[operator]
+            log(f"  the heuristic's schedule is fastest ({trials[0].ms:.4f} ms); no entry")
+            continue
         entries[entry_key(key, gpu, nvrtc)] = {
             "arch": arch, "gpu": gpu, "nvrtc": nvrtc, "shape": shape, "knobs": best.knobs,
             "ms": best.ms, "heuristic_ms": trials[0].ms,

@@ -1,0 +1,43 @@
+"""The committed tuning tables: well-formed, and every entry a schedule the passes accept."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+
+import pytest
+
+from llmopt.passes.tile._schedule import LIMITS, RegisterTile
+from llmopt.tools.tune import TABLE_DIR, load_table
+
+TABLES = sorted(TABLE_DIR.glob("*.json"))
+KNOBS = {"bm", "bn", "tm", "tn", "bk", "split_k", "blocked", "kmajor"}
+
+
+def test_there_is_a_table_for_the_h200() -> None:
+    assert TABLE_DIR / "sm_90.json" in TABLES
+
+
+@pytest.mark.parametrize("path", TABLES, ids=lambda p: p.name)
+def test_entries_are_valid_schedules(path) -> None:  # noqa: ANN001 - a pytest parameter
+    table = load_table(path)
+    assert table == json.loads(path.read_text())
+    assert table, f"{path.name} is empty"
+    arch = path.stem
+    assert arch in LIMITS
+    for name, entry in table.items():
+        key, gpu, nvrtc = name.split("|")
+        assert re.fullmatch(r"[0-9a-f]{20}", key)
+        assert gpu == entry["gpu"] and nvrtc == f"nvrtc-{entry['nvrtc']}"
+        assert entry["arch"] == arch
+        knobs = entry["knobs"]
+        assert set(knobs) <= KNOBS
+        batch, m, n, k = (int(v) for v in entry["shape"].split("x"))
+        tile = RegisterTile(knobs["bm"], knobs["bn"], knobs["tm"], knobs["tn"])
+        assert tile.fits(m, n), (name, knobs, entry["shape"])
+        split = knobs.get("split_k", 1)
+        assert k % split == 0 and (k // split) % knobs["bk"] == 0
+        assert batch >= 1 and math.isfinite(entry["ms"]) and entry["ms"] > 0
+        # The tuner records a schedule only when it beat the heuristics' own.
+        assert entry["heuristic_ms"] is None or entry["ms"] < entry["heuristic_ms"]
