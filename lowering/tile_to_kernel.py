@@ -364,14 +364,15 @@ class LowerForall(RewritePattern):
         elif mapping == "blocks":
             first = emit(kernel.BlockIdOp("x"))
             stride = emit(kernel.GridDimOp("x"))
-        else:
-            first = emit(kernel.ThreadIdOp("x"))
-            stride = emit(kernel.BlockDimOp("x"))
         fn = enclosing_func(op)
         threads = fn.block_shape[0] if fn is not None and fn.block_shape[1:] == (1, 1) else 0
         one_each = mapping == "block_threads" and threads == op.points
         rounds = op.points // threads if mapping == "block_threads" and threads else 0
         even = rounds > 1 and op.points % threads == 0 and rounds <= MAX_UNROLLED_ROUNDS
+        if mapping == "block_threads":
+            first = emit(kernel.ThreadIdOp("x"))
+            if not (one_each or even):
+                stride = emit(kernel.BlockDimOp("x"))
         block = Block(arg_types=[INDEX])
         p = block.args[0]
         p.name_hint = "p"

@@ -1,7 +1,8 @@
 """lit configuration of llmopt's FileCheck tests (``lit -v test/``).
 
 Every ``*.mlir`` file below ``test/`` is a test, except those in ``Inputs/`` (files that
-tests read), ``Output/`` (what lit writes) and directories that hold only Python tests.
+tests read), ``Output/`` (what lit writes) and directories with Python tests and no
+``.mlir`` file below them.
 ``llm-opt`` and ``filecheck`` in RUN lines resolve to the commands installed next to the
 Python interpreter that runs lit (the virtual environment's), falling back to ``PATH``.
 """
@@ -33,15 +34,20 @@ def _tool(name: str) -> str:
 
 
 def _python_only_dirs(root: Path) -> set[str]:
-    """Names of directories holding Python tests and no ``.mlir`` test, unless a directory
-    of the same name elsewhere holds ``.mlir`` tests."""
+    """Names of directories holding Python tests and no ``.mlir`` test anywhere below them,
+    unless a directory of the same name elsewhere holds ``.mlir`` tests below it."""
+
+    def has_mlir(path: Path) -> bool:
+        return any(not {"Output", "Inputs"} & set(p.relative_to(path).parts)
+                   for p in path.rglob("*.mlir"))
+
     python_only: set[str] = set()
     with_mlir: set[str] = set()
     for directory, _, files in os.walk(root):
         path = Path(directory)
         if path == root or "Output" in path.parts or "Inputs" in path.parts:
             continue
-        if any(f.endswith(".mlir") for f in files):
+        if has_mlir(path):
             with_mlir.add(path.name)
         elif any(
             (f.startswith("test_") and f.endswith(".py")) or f == "conftest.py" for f in files

@@ -151,6 +151,8 @@ def match_contraction(kernel: tile.KernelOp) -> Contraction | None:
             return None
         if isinstance(owner, loop.ReduceOp | loop.StoreOp):
             return None
+        if isinstance(owner, loop.LoadOp) and owner.buffer in written:
+            return None  # recomputed in the K loop, it would run before the store
         if owner not in prologue:
             prologue.add(owner)
             todo.extend(owner.operands)

@@ -259,14 +259,21 @@ class StageKLoop(RewritePattern):
                     for s in staged}
 
         def tile_bytes(b: int) -> int:
-            """Shared memory of the tiles for chunk ``b``, rows padded by one word."""
+            """Shared memory of the tiles for chunk ``b``, rows padded as ``pad-shared``
+            will (4 words for K-major tiles, 1 otherwise)."""
             total = 0
             for s in distinct.values():
-                rows = [b if r == s.k_dim else e for r, e in enumerate(s.box) if e]
+                dims = [r for r, e in enumerate(s.box) if e]
+                if kmajor and dims[0] != s.k_dim:
+                    dims = [s.k_dim] + [r for r in dims if r != s.k_dim]
+                    pad = VECTOR_PAD
+                else:
+                    pad = 1
+                rows = [b if r == s.k_dim else s.box[r] for r in dims]
                 elems = 1
                 for e in rows[:-1]:
                     elems *= e
-                total += 4 * elems * (rows[-1] + 1)
+                total += 4 * elems * (rows[-1] + pad)
             return total
 
         while tile_bytes(bk) > budget and bk > 2 and not self.bk:

@@ -53,3 +53,34 @@ func.func @f(%x: memref<4xf32>) {
   func.return
 }
 // CHECK: grid [4294967296, 1, 1] exceeds CUDA's limits [2147483647, 65535, 65535]
+
+// -----
+
+// A thread-private array is declared at the top level of a kernel, not inside a loop.
+kernel.func @k(%a: memref<4xf32>) block [32, 1, 1] {
+  %c0 = arith.constant 0 : index
+  %c4 = arith.constant 4 : index
+  %c1 = arith.constant 1 : index
+  scf.for %i = %c0 to %c4 step %c1 {
+    %l = kernel.local : memref<4xf32>
+  }
+  kernel.return
+}
+// CHECK: kernel.local must sit at the top level of a kernel.func
+
+// -----
+
+// Nor in a host function.
+func.func @host() {
+  %l = kernel.local : memref<4xf32>
+  func.return
+}
+// CHECK: kernel.local must sit at the top level of a kernel.func
+
+// -----
+
+kernel.func @k(%a: memref<4xf32>) block [32, 1, 1] {
+  %l = kernel.local : memref<?xf32>
+  kernel.return
+}
+// CHECK: a local buffer has a static shape and the default layout, got memref<?xf32>

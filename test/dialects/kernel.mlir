@@ -32,3 +32,24 @@ func.func @f(%x: memref<8x256xf32>) -> memref<8x256xf32> {
 // CHECK: kernel.store
 // CHECK: kernel.return
 // CHECK: kernel.launch @k grid [8, 1, 1] block [256, 1, 1] smem 0 (%{{.*}}, %{{.*}}) : memref<8x256xf32>, memref<8x256xf32>
+
+// A thread-private array declared at the top of the kernel, stored and loaded like any
+// buffer.
+kernel.func @with_local(%o: memref<256xf32>) block [256, 1, 1] {
+  %acc = kernel.local : memref<2x4xf32>
+  %one = kernel.local {note = "scalar"} : memref<1xf32>
+  %t = kernel.thread_id x
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %z = arith.constant 0.0 : f32
+  kernel.store %z, %acc[%c1, %c0] : memref<2x4xf32>
+  %v = kernel.load %acc[%c1, %c0] : memref<2x4xf32>
+  kernel.store %v, %o[%t] : memref<256xf32>
+  kernel.return
+}
+
+// CHECK-LABEL: kernel.func @with_local(%{{.*}}: memref<256xf32>) block [256, 1, 1] {
+// CHECK-NEXT: %[[ACC:.*]] = kernel.local : memref<2x4xf32>
+// CHECK-NEXT: kernel.local {note = "scalar"} : memref<1xf32>
+// CHECK: kernel.store %{{.*}}, %[[ACC]][%{{.*}}, %{{.*}}] : memref<2x4xf32>
+// CHECK-NEXT: kernel.load %[[ACC]][%{{.*}}, %{{.*}}] : memref<2x4xf32>

@@ -52,3 +52,53 @@ func.func @too_many_points(%x: memref<4xf32>) {
   func.return
 }
 // CHECK: extents [4294967296, 4294967296] make 18446744073709551616 points, more than an index counts (9223372036854775807)
+
+// -----
+
+// tile.alloc belongs to one point of a forall over blocks: not directly in the kernel body.
+func.func @alloc_in_kernel_body(%x: memref<4xf32>) {
+  tile.kernel @k grid [1, 1, 1] block [32, 1, 1] (%a = %x : memref<4xf32>) {
+    %s = tile.alloc shared : memref<32xf32>
+  }
+  func.return
+}
+// CHECK: tile.alloc must sit directly in a tile.forall over blocks
+
+// -----
+
+// Nor inside a forall over block_threads (or threads).
+func.func @alloc_in_block_threads(%x: memref<4xf32>) {
+  tile.kernel @k grid [1, 1, 1] block [32, 1, 1] (%a = %x : memref<4xf32>) {
+    tile.forall (%b) in [1] over blocks {
+      tile.forall (%t) in [32] over block_threads {
+        %s = tile.alloc registers : memref<32xf32>
+      }
+    }
+  }
+  func.return
+}
+// CHECK: tile.alloc must sit directly in a tile.forall over blocks
+
+// -----
+
+func.func @alloc_unknown_space(%x: memref<4xf32>) {
+  tile.kernel @k grid [1, 1, 1] block [32, 1, 1] (%a = %x : memref<4xf32>) {
+    tile.forall (%b) in [1] over blocks {
+      %s = tile.alloc global : memref<32xf32>
+    }
+  }
+  func.return
+}
+// CHECK: unknown space 'global', expected one of
+
+// -----
+
+func.func @alloc_dynamic_shape(%x: memref<4xf32>) {
+  tile.kernel @k grid [1, 1, 1] block [32, 1, 1] (%a = %x : memref<4xf32>) {
+    tile.forall (%b) in [1] over blocks {
+      %s = tile.alloc shared : memref<?x32xf32>
+    }
+  }
+  func.return
+}
+// CHECK: a tile buffer has a static shape and the default layout, got memref<?x32xf32>

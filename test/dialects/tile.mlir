@@ -24,3 +24,32 @@ func.func @f(%x: memref<8x256xf32>) -> memref<8x256xf32> {
 // CHECK-NEXT: %[[S:.*]] = tile.coop_reduce add %{{.*}} = 0 to 256 : f32 {
 // CHECK: tile.yield %{{.*}} : f32
 // CHECK: tile.forall (%{{.*}}) in [256] over block_threads {
+
+// Block-local buffers: a shared tile and a register tile, each directly in a forall over
+// blocks; both print and parse back (generic form included) with their space and type.
+func.func @alloc(%x: memref<2x64xf32>) -> memref<2x64xf32> {
+  %out = memref.alloc() : memref<2x64xf32>
+  tile.kernel @alloc grid [2, 1, 1] block [64, 1, 1] (%a = %x : memref<2x64xf32>, %o = %out : memref<2x64xf32>) {
+    tile.forall (%b) in [2] over blocks {
+      %tile = tile.alloc shared : memref<64x33xf32>
+      %acc = tile.alloc registers {note = "acc"} : memref<8x8x2x4xf32>
+      tile.forall (%t) in [64] over block_threads {
+        %v = loop.load %a[%b, %t] : memref<2x64xf32>
+        loop.store %v, %tile[%t, 0] : memref<64x33xf32>
+      }
+      tile.forall (%t) in [64] over block_threads {
+        %v = loop.load %tile[%t, 0] : memref<64x33xf32>
+        loop.store %v, %o[%b, %t] : memref<2x64xf32>
+      }
+    }
+  }
+  func.return %out : memref<2x64xf32>
+}
+
+// CHECK-LABEL: func.func @alloc
+// CHECK: tile.forall (%[[B:.*]]) in [2] over blocks {
+// CHECK-NEXT: %[[TILE:.*]] = tile.alloc shared : memref<64x33xf32>
+// CHECK-NEXT: %{{.*}} = tile.alloc registers {note = "acc"} : memref<8x8x2x4xf32>
+// CHECK-NEXT: tile.forall (%[[T:.*]]) in [64] over block_threads {
+// CHECK: loop.store %{{.*}}, %[[TILE]][%[[T]], 0] : memref<64x33xf32>
+// CHECK: loop.load %[[TILE]][%{{.*}}, 0] : memref<64x33xf32>

@@ -108,13 +108,18 @@ func.func @run_rmsnorm(%x: memref<8x2048xf32>, %y: memref<8x2048xf32>) {
 // CHECK-NEXT:      }
 // CHECK-NEXT:      kernel.barrier
 // CHECK-NEXT:      %r = math.rsqrt %s : f32
+// Every thread owns 2048 / 256 = 8 columns: a fixed, unrolled loop over its rounds.
 // CHECK-NEXT:      %[[TID2:.*]] = kernel.thread_id x
-// CHECK-NEXT:      %[[BDIM:.*]] = kernel.block_dim x
-// CHECK-NEXT:      %[[COLS:.*]] = arith.constant 2048 : index
-// CHECK-NEXT:      scf.for %j = %[[TID2]] to %[[COLS]] step %[[BDIM]] {
+// CHECK-NEXT:      %[[R0:.*]] = arith.constant 0 : index
+// CHECK-NEXT:      %[[ROUNDS:.*]] = arith.constant 8 : index
+// CHECK-NEXT:      %[[R1:.*]] = arith.constant 1 : index
+// CHECK-NEXT:      scf.for %round = %[[R0]] to %[[ROUNDS]] step %[[R1]] {
+// CHECK-NEXT:        %[[B:.*]] = arith.constant 256 : index
+// CHECK-NEXT:        %[[OFF:.*]] = arith.muli %round, %[[B]] : index
+// CHECK-NEXT:        %j = arith.addi %[[OFF]], %[[TID2]] : index
 // CHECK-NEXT:        %{{.*}} = kernel.load %a[%i, %j] : memref<8x2048xf32>
 // CHECK:             kernel.store %t, %o[%i, %j] : memref<8x2048xf32>
-// CHECK-NEXT:      }
+// CHECK-NEXT:      } {unroll = 0 : i64}
 // CHECK-NEXT:    }
 // CHECK-NEXT:    kernel.return
 // CHECK-LABEL: func.func @run_rmsnorm

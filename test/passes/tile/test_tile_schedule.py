@@ -1,0 +1,683 @@
+"""The Tile-IR scheduling passes (register-tile, stage-inputs, pad-shared, split-k,
+apply-tuned), their knobs and heuristics, and the tuner's GPU-free parts.
+
+* numerics: captured PyTorch programs (linear + bias + residual, bmm, causal GQA attention,
+  silu·mul → down) go through the whole ``lower-to-cuda`` pipeline with every pass checked
+  by :func:`llmopt.check_numerics`, at sizes where the scheduling passes apply (asserted on
+  the Kernel IR: thread-private accumulators, staged shared tiles, split kernels) and at odd
+  sizes where they do not; the Kernel IR, interpreted with :func:`llmopt.interp.run` (which
+  checks races and bounds), matches PyTorch in float64 within :func:`llmopt.numerics.tolerance`;
+* the heuristics and knob precedence of :mod:`llmopt.passes.tile._schedule`;
+* :mod:`llmopt.tools.tune` without a GPU: structural hashes, candidates, one-kernel modules
+  lowered and compiled by NVRTC (which needs no GPU), the tuning table, and ``llmopt tune``
+  refusing to run without a GPU.
+
+This file sits in ``test/passes/tile/`` next to the lit tests: a Python test directly in
+``test/passes/`` would make ``test/lit.cfg.py`` exclude every directory named ``passes``
+(it treats directories holding only Python tests as Python-only, by name).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import subprocess
+import sys
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, MemRefType, ModuleOp, StringAttr, i64
+
+import llmopt
+from llmopt import registry
+from llmopt.dialects import tile
+from llmopt.interp import random_inputs, run
+from llmopt.numerics import compare, tolerance
+from llmopt.passes.tile import _schedule
+from llmopt.passes.tile._schedule import (
+    SCHEDULE_ATTR,
+    RegisterTile,
+    choose_bk,
+    choose_register_tile,
+    choose_split_k,
+    kernel_knobs,
+    knob,
+    limits,
+)
+from llmopt.tools import tune
+
+SM90 = limits("sm_90")
+ROOT = Path(__file__).resolve().parents[3]
+
+
+@pytest.fixture(autouse=True)
+def _private_caches(tmp_path_factory: pytest.TempPathFactory,
+                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """No tuning table leaks in (apply-tuned reads ``$LLMOPT_TUNE_CACHE`` and the committed
+    tables: the heuristics are under test), and NVRTC compiles into a kernel cache of the
+    test's own."""
+    root = tmp_path_factory.mktemp("caches")
+    monkeypatch.setenv("LLMOPT_TUNE_CACHE", str(root / "no-such-tuned.json"))
+    monkeypatch.setattr(tune, "TABLE_DIR", root / "no-committed-tables")
+    monkeypatch.setenv("LLMOPT_CACHE_DIR", str(root / "kernels"))
+    monkeypatch.delenv("LLMOPT_NO_CACHE", raising=False)
+
+
+# --- numerics of whole programs through lower-to-cuda ---------------------------------------------
+
+
+def _linear_residual(x: Any, w: Any, b: Any, r: Any) -> Any:
+    import torch.nn.functional as F
+
+    return F.linear(x, w, b) + r
+
+
+def _bmm(a: Any, b: Any) -> Any:
+    import torch
+
+    return torch.bmm(a, b)
+
+
+def _attention(q: Any, k: Any, v: Any) -> Any:
+    import torch.nn.functional as F
+
+    return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+
+
+def _mlp(x: Any, wg: Any, wu: Any, wd: Any) -> Any:
+    import torch.nn.functional as F
+
+    return F.linear(F.silu(F.linear(x, wg)) * F.linear(x, wu), wd)
+
+
+PROGRAMS: dict[str, tuple[Callable[..., Any], list[tuple[int, ...]]]] = {
+    # M=32 N=128 K=256: register tile 32x64 of 2x4, two K slices of 128, staged in chunks.
+    "linear": (_linear_residual, [(32, 256), (128, 256), (128,), (32, 128)]),
+    # M=36 N=136: no tile divides the output.
+    "linear-odd": (_linear_residual, [(36, 48), (136, 48), (136,), (36, 136)]),
+    "bmm": (_bmm, [(2, 32, 64), (2, 64, 64)]),
+    "bmm-odd": (_bmm, [(2, 36, 40), (2, 40, 72)]),
+    # 4 query heads on 2 KV heads: scores and P @ V are 32x32 products per head.
+    "attention": (_attention, [(1, 4, 32, 32), (1, 2, 32, 32), (1, 2, 32, 32)]),
+    "attention-odd": (_attention, [(1, 4, 20, 24), (1, 2, 20, 24), (1, 2, 20, 24)]),
+    # gate and up fused (two accumulators a thread), then down: 64x128x64 and 64x64x128.
+    "mlp": (_mlp, [(64, 64), (128, 64), (128, 64), (64, 128)]),
+    "mlp-odd": (_mlp, [(10, 24), (40, 24), (40, 24), (24, 40)]),
+}
+
+SCHEDULED = {"linear", "bmm", "attention", "mlp"}
+
+
+def _capture(name: str) -> tuple[ModuleOp, Callable[..., Any]]:
+    torch = pytest.importorskip("torch")
+    fn, shapes = PROGRAMS[name]
+    gen = torch.Generator().manual_seed(0)
+    args = [torch.randn(*s, generator=gen) for s in shapes]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return llmopt.capture(fn, args), fn
+
+
+def _to_kernel_ir() -> str:
+    """``lower-to-cuda`` without its last pass: the Kernel IR that becomes CUDA."""
+    passes = registry.expand_pipeline("lower-to-cuda")
+    head, last = passes.rsplit(",", 1)
+    assert last.strip() == "kernel-to-cuda"
+    return head
+
+
+def _ops(module: ModuleOp, name: str) -> list[Any]:
+    return [op for op in module.walk() if op.name == name]
+
+
+@pytest.mark.parametrize("name", sorted(PROGRAMS))
+def test_lower_to_cuda_keeps_the_meaning(name: str) -> None:
+    torch = pytest.importorskip("torch")
+    module, fn = _capture(name)
+
+    report = llmopt.check_numerics(module, "lower-to-cuda")
+    assert report.ok, str(report)
+    checked = [p.name for p in report.passes]
+    for step in ("apply-tuned", "split-k", "register-tile", "stage-inputs", "pad-shared",
+                 "tile-to-kernel", "plan-buffers"):
+        assert step in checked, str(report)
+
+    lowered = llmopt.lower(module.clone(), _to_kernel_ir())
+    locals_ = _ops(lowered, "kernel.local")
+    tiles = [op for op in _ops(lowered, "kernel.shared")
+             if len(op.results[0].type.get_shape()) == 2]
+    kernels = [op.sym_name.data for op in _ops(lowered, "kernel.func")]
+    if name in SCHEDULED:
+        assert locals_, f"{name}: no register tile in\n{lowered}"
+        assert tiles, f"{name}: no staged tile in\n{lowered}"
+    else:
+        assert not locals_ and not tiles, f"{name}: scheduled although nothing divides:\n{lowered}"
+    assert any(k.endswith("_split") for k in kernels) == (name == "linear"), kernels
+    if name == "attention":
+        assert len(locals_) == 2  # scores and P @ V; softmax keeps its row schedule
+    if name == "mlp":
+        assert len(locals_) == 3  # gate, up (one kernel, two accumulators) and down
+
+    inputs = random_inputs(lowered, seed=1)
+    got = run(lowered, inputs)
+    want = fn(*[torch.from_numpy(a).double() for a in inputs])
+    _, rel = compare(got, [want.numpy()])
+    assert rel <= tolerance(module), f"{name}: max rel error {rel:.3e} vs PyTorch float64"
+
+
+# --- heuristics -------------------------------------------------------------------------------
+
+
+def test_register_tile_geometry() -> None:
+    tile_ = RegisterTile(64, 128, 4, 8)
+    assert tile_.threads == 16 * 16
+    assert tile_.fits(128, 256)
+    assert not tile_.fits(96, 256)  # 96 % 64
+    assert not tile_.fits(128, 192)  # 192 % 128
+    assert not RegisterTile(16, 16, 4, 4).fits(16, 16)  # 16 threads: less than a warp
+    assert not RegisterTile(128, 128, 2, 2).fits(128, 128)  # 4096 threads
+    assert not RegisterTile(8, 6, 1, 1).fits(8, 6)  # 48 threads: not whole warps
+    assert not RegisterTile(32, 64, 3, 4).fits(96, 64)  # tm does not divide bm
+    assert RegisterTile(32, 48, 2, 2).fits(64, 96)  # 16 x 24 = 384 threads
+
+
+@pytest.mark.parametrize("m,n,batch,arch,expected", [
+    # big: the most reuse, and its 256 blocks cover 132 multiprocessors
+    (2048, 2048, 1, "sm_90", (128, 128, 8, 8)),
+    # 1024²: 128x128 and the 64x128 tiles make 64 and 128 blocks (< 132), 64x64 makes 256
+    (1024, 1024, 1, "sm_90", (64, 64, 4, 4)),
+    # with 108 multiprocessors 128 blocks are enough
+    (1024, 1024, 1, "sm_80", (64, 128, 4, 8)),
+    # the batch multiplies the blocks
+    (1024, 1024, 4, "sm_90", (128, 128, 8, 8)),
+    # skinny: never below 8 outputs a thread, the most blocks among those (split-k fills)
+    (32, 128, 1, "sm_90", (32, 64, 2, 4)),
+    (32, 4096, 1, "sm_90", (32, 64, 2, 4)),
+    # nothing with 8 outputs a thread divides 32x32: the tile that makes the most blocks
+    (32, 32, 4, "sm_90", (16, 16, 1, 1)),
+])
+def test_choose_register_tile(m: int, n: int, batch: int, arch: str,
+                              expected: tuple[int, int, int, int]) -> None:
+    assert choose_register_tile(m, n, batch, limits(arch)) == RegisterTile(*expected)
+
+
+def test_choose_register_tile_without_a_dividing_tile() -> None:
+    assert choose_register_tile(36, 136, 1, SM90) is None
+    assert choose_register_tile(8, 4096, 1, SM90) is None  # no bm divides 8
+
+
+def test_choose_register_tile_with_several_accumulators() -> None:
+    """Two accumulator tiles a thread (fused gate and up) stay within 64 registers: no 8x8."""
+    assert choose_register_tile(2048, 2048, 1, SM90, accumulators=2) == RegisterTile(
+        64, 128, 4, 8)
+    for acc in (1, 2, 4):
+        for m, n in ((2048, 2048), (256, 512), (64, 128)):
+            t = choose_register_tile(m, n, 1, SM90, accumulators=acc)
+            assert t is not None and t.tm * t.tn * acc <= 64 and t.fits(m, n)
+
+
+@pytest.mark.parametrize("k,bk", [(4096, 32), (64, 32), (48, 16), (24, 8), (36, 4), (6, 2),
+                                  (33, 1), (1, 1)])
+def test_choose_bk(k: int, bk: int) -> None:
+    assert choose_bk(k) == bk
+
+
+@pytest.mark.parametrize("m,n,k,batch,split", [
+    (32, 128, 256, 1, 2),  # 2 blocks: two slices of 128
+    (32, 128, 64, 1, 1),  # slices would be shorter than 128
+    (32, 4096, 4096, 1, 4),  # 64 blocks: x2 = 128 < 132, x4 = 256 >= 132
+    (32, 128, 4096, 1, 32),  # 2 blocks: doubled while slices stay >= 128 long
+    (2048, 2048, 4096, 1, 1),  # already 256 blocks
+    (36, 136, 4096, 1, 1),  # no register tile: never split
+    (32, 128, 96, 1, 1),  # 96 is not a multiple of 64
+])
+def test_choose_split_k(m: int, n: int, k: int, batch: int, split: int) -> None:
+    got = choose_split_k(m, n, k, batch, SM90)
+    assert got == split
+    assert k % got == 0 and (got == 1 or k // got >= 128)
+
+
+def test_limits() -> None:
+    assert limits("sm_80").sms == 108
+    assert limits("sm_90").sms == 132
+    assert limits("sm_999") == limits("sm_90")
+    assert limits("sm_90").static_smem == 48 * 1024
+
+
+def _kernel(attrs: dict[str, Any] | None = None) -> tile.KernelOp:
+    op = tile.KernelOp("k", [1, 1, 1], [32, 1, 1], [])
+    if attrs is not None:
+        op.attributes[SCHEDULE_ATTR] = DictionaryAttr(attrs)
+    return op
+
+
+def test_knob_precedence() -> None:
+    """A pass option (non-zero) beats the kernel's llmopt.schedule, which beats the default."""
+    tuned = _kernel({"bm": IntegerAttr(32, i64), "bk": IntegerAttr(8, i64),
+                     "note": StringAttr("not a knob")})
+    assert kernel_knobs(tuned) == {"bm": 32, "bk": 8}
+    assert knob(64, tuned, "bm", 128) == 64
+    assert knob(0, tuned, "bm", 128) == 32
+    assert knob(0, tuned, "bn", 128) == 128
+    assert knob(0, tuned, "note", 5) == 5
+    plain = _kernel()
+    assert kernel_knobs(plain) == {}
+    assert knob(0, plain, "bm", 128) == 128
+    assert knob(16, plain, "bm", 128) == 16
+
+
+# --- the tuner without a GPU ------------------------------------------------------------------
+
+
+def _linear_kernel(name: str, m: int, n: int, k: int, x: str = "%x") -> str:
+    return f"""
+  %{name}_out = memref.alloc() : memref<{m}x{n}xf32>
+  tile.kernel @{name} grid [16, 1, 1] block [256, 1, 1] (%o = %{name}_out : memref<{m}x{n}xf32>,
+      %wt = %w{k} : memref<{n}x{k}xf32>, %in = {x}{k} : memref<{m}x{k}xf32>) {{
+    tile.forall (%i, %j) in [{m}, {n}] over threads {{
+      %acc = loop.reduce add %r = 0 to {k} : f32 {{
+        %u = loop.load %in[%i, %r] : memref<{m}x{k}xf32>
+        %v = loop.load %wt[%j, %r] : memref<{n}x{k}xf32>
+        %p = arith.mulf %u, %v : f32
+        loop.yield %p : f32
+      }}
+      loop.store %acc, %o[%i, %j] : memref<{m}x{n}xf32>
+    }}
+  }}"""
+
+
+TUNE_TEXT = f"""
+func.func @forward(%w256: memref<128x256xf32>, %x256: memref<32x256xf32>,
+                   %y256: memref<32x256xf32>, %w64: memref<128x64xf32>,
+                   %x64: memref<32x64xf32>) {{
+{_linear_kernel("a", 32, 128, 256)}
+{_linear_kernel("b", 32, 128, 256, "%y")}
+{_linear_kernel("c", 32, 128, 64)}
+  func.return
+}}
+"""
+
+
+def _tune_kernels() -> dict[str, tile.KernelOp]:
+    module = llmopt.parse(TUNE_TEXT)
+    return {op.sym_name.data: op for op in module.walk() if isinstance(op, tile.KernelOp)}
+
+
+def test_schedule_key_is_structural() -> None:
+    kernels = _tune_kernels()
+    a, b, c = kernels["a"], kernels["b"], kernels["c"]
+    key = tune.schedule_key(a)
+    assert len(key) == 20 and int(key, 16) >= 0
+    assert tune.schedule_key(b) == key  # another name and other buffers, the same kernel
+    assert tune.schedule_key(c) != key  # K = 64
+    # the knobs are not part of the key, and schedule_key leaves them in place
+    knobs = DictionaryAttr({"bm": IntegerAttr(16, i64)})
+    b.attributes[SCHEDULE_ATTR] = knobs
+    assert tune.schedule_key(b) == key
+    assert b.attributes[SCHEDULE_ATTR] == knobs
+    # equal across parses (the key is what the committed tables are looked up by)
+    assert tune.schedule_key(_tune_kernels()["a"]) == key
+    assert tune.describe(a) == "1x32x128x256"
+
+
+def test_candidates_fit_and_come_most_promising_first() -> None:
+    kernels = _tune_kernels()
+    sms = SM90.sms
+    cands = tune.candidates(kernels["a"], "sm_90")
+    # every tile of at least 4 outputs a thread dividing 32x128, with 1 or 2 K slices (4
+    # slices would be 64 long)
+    assert {(c["bm"], c["bn"], c["tm"], c["tn"], c["split_k"]) for c in cands} == {
+        (t[0], t[1], t[2], t[3], s) for t in ((32, 64, 2, 4), (32, 32, 2, 2), (16, 64, 1, 4))
+        for s in (1, 2)}
+    distances = []
+    for c in cands:
+        t = RegisterTile(c["bm"], c["bn"], c["tm"], c["tn"])
+        assert t.fits(32, 128) and t.tm * t.tn >= 4
+        assert 256 % c["split_k"] == 0 and c["bk"] == 32
+        blocks = (32 // t.bm) * (128 // t.bn) * c["split_k"]
+        distances.append(abs(math.log2(blocks / (1.5 * sms))))
+    assert distances == sorted(distances)
+    # K = 64: no split
+    assert {c["split_k"] for c in tune.candidates(kernels["c"], "sm_90")} == {1}
+
+
+def test_candidates_of_other_kernels() -> None:
+    module = llmopt.parse("""
+func.func @forward(%x: memref<64x64x16xf32>, %a: memref<256x512xf32>, %g: memref<1024x512xf32>,
+                   %u: memref<1024x512xf32>) {
+  %s = memref.alloc() : memref<64x64xf32>
+  tile.kernel @rowsum grid [16, 1, 1] block [256, 1, 1] (%o = %s : memref<64x64xf32>,
+      %in = %x : memref<64x64x16xf32>) {
+    tile.forall (%i, %j) in [64, 64] over threads {
+      %acc = loop.reduce add %r = 0 to 16 : f32 {
+        %v = loop.load %in[%i, %j, %r] : memref<64x64x16xf32>
+        loop.yield %v : f32
+      }
+      loop.store %acc, %o[%i, %j] : memref<64x64xf32>
+    }
+  }
+  %h = memref.alloc() : memref<256x1024xf32>
+  tile.kernel @gate_up grid [16, 1, 1] block [256, 1, 1] (%o = %h : memref<256x1024xf32>,
+      %in = %a : memref<256x512xf32>, %wg = %g : memref<1024x512xf32>,
+      %wu = %u : memref<1024x512xf32>) {
+    tile.forall (%i, %j) in [256, 1024] over threads {
+      %s1 = loop.reduce add %r = 0 to 512 : f32 {
+        %p = loop.load %in[%i, %r] : memref<256x512xf32>
+        %q = loop.load %wg[%j, %r] : memref<1024x512xf32>
+        %pq = arith.mulf %p, %q : f32
+        loop.yield %pq : f32
+      }
+      %s2 = loop.reduce add %r = 0 to 512 : f32 {
+        %p = loop.load %in[%i, %r] : memref<256x512xf32>
+        %q = loop.load %wu[%j, %r] : memref<1024x512xf32>
+        %pq = arith.mulf %p, %q : f32
+        loop.yield %pq : f32
+      }
+      %m = arith.mulf %s1, %s2 : f32
+      loop.store %m, %o[%i, %j] : memref<256x1024xf32>
+    }
+  }
+  func.return
+}
+""")
+    kernels = {op.sym_name.data: op for op in module.walk() if isinstance(op, tile.KernelOp)}
+    assert tune.candidates(kernels["rowsum"], "sm_90") == []  # a plain sum
+    cands = tune.candidates(kernels["gate_up"], "sm_90")
+    assert cands
+    for c in cands:  # two accumulators: no split, at most 64 registers of them
+        assert c["split_k"] == 1 and 2 * c["tm"] * c["tn"] <= 64
+        assert RegisterTile(c["bm"], c["bn"], c["tm"], c["tn"]).fits(256, 1024)
+
+
+def test_one_kernel_module_runs_the_kernel_alone() -> None:
+    kernels = _tune_kernels()
+    a = kernels["a"]
+    before = str(a)
+    module = tune.one_kernel_module(a, {"bm": 16, "bn": 64, "tm": 1, "tn": 4})
+    assert str(a) == before  # a copy: the program is left as it was
+    module.verify()
+    (fn,) = [op for op in module.walk() if op.name == "func.func"]
+    assert fn.sym_name.data == "tune"
+    assert [str(t) for t in fn.function_type.inputs.data] == [
+        "memref<32x128xf32>", "memref<128x256xf32>", "memref<32x256xf32>"]
+    (copy,) = [op for op in module.walk() if isinstance(op, tile.KernelOp)]
+    assert list(copy.operands) == list(fn.body.block.args)
+    assert kernel_knobs(copy) == {"bm": 16, "bn": 64, "tm": 1, "tn": 4}
+    assert tune.written_args(copy) == [0]
+    # None: the heuristics, with any knobs the kernel had removed
+    a.attributes[SCHEDULE_ATTR] = DictionaryAttr({"bm": IntegerAttr(32, i64)})
+    plain = tune.one_kernel_module(a, None)
+    assert all(SCHEDULE_ATTR not in op.attributes for op in plain.walk())
+
+
+def _returning(module: ModuleOp, index: int) -> ModuleOp:
+    """``module`` (a :func:`tune.one_kernel_module`) with its function returning argument
+    ``index``, the buffer the kernel writes, so that the interpreter shows it."""
+    from xdsl.dialects import func
+    from xdsl.dialects.builtin import FunctionType
+
+    (fn,) = [op for op in module.walk() if isinstance(op, func.FuncOp)]
+    block = fn.body.block
+    old = block.last_op
+    assert isinstance(old, func.ReturnOp)
+    arg = block.args[index]
+    block.insert_op_before(func.ReturnOp(arg), old)
+    old.detach()
+    old.erase()
+    fn.function_type = FunctionType.from_lists(list(fn.function_type.inputs.data), [arg.type])
+    module.verify()
+    return module
+
+
+def test_candidates_lower_compile_and_compute_the_same() -> None:
+    """A split and an unsplit candidate, lowered by the tuner's pipeline and compiled by
+    NVRTC (no GPU needed); their Kernel IR, interpreted, agrees with the unscheduled kernel."""
+    kernel = _tune_kernels()["a"]
+    scheduled = tune.SCHEDULED.format(arch="sm_90")
+    (out,) = tune.written_args(kernel)
+    base = _returning(tune.one_kernel_module(kernel, None), out)
+    inputs = random_inputs(base, seed=5)
+    (want,) = run(base, inputs)
+    for knobs in ({"bm": 32, "bn": 64, "tm": 2, "tn": 4, "bk": 32, "split_k": 1},
+                  {"bm": 16, "bn": 64, "tm": 1, "tn": 4, "bk": 16, "split_k": 2}):
+        text = tune.lower_candidate(str(tune.one_kernel_module(kernel, knobs)), scheduled,
+                                    "sm_90")
+        lowered = llmopt.parse(text)
+        kernels = [op for op in lowered.walk() if op.name == "cuda.kernel"]
+        assert len(kernels) == (2 if knobs["split_k"] == 2 else 1), text
+        source = llmopt.cuda_source(lowered)
+        assert "__shared__" in source and f"acc[{knobs['tm'] * knobs['tn']}]" in source
+        at_kernel = llmopt.lower(_returning(tune.one_kernel_module(kernel, knobs), out),
+                                 scheduled.rsplit(",", 1)[0])
+        assert [op for op in at_kernel.walk() if op.name == "kernel.local"]
+        (got,) = run(at_kernel, inputs)
+        _, rel = compare([got], [want])
+        assert rel <= tolerance(base), (knobs, rel)
+
+
+def test_lower_all_reports_failures_instead_of_raising() -> None:
+    kernel = _tune_kernels()["c"]
+    good = tune.one_kernel_module(kernel, {"bm": 32, "bn": 64, "tm": 2, "tn": 4, "bk": 32,
+                                           "split_k": 1})
+    results = tune.lower_all([good], "tile-to-kernel,no-such-pass", "sm_90", jobs=1)
+    assert len(results) == 1 and isinstance(results[0], Exception)
+    (text,) = tune.lower_all([good], tune.UNSCHEDULED, "sm_90", jobs=1)
+    assert isinstance(text, str) and "cuda.kernel" in text
+
+
+def test_tuning_table_round_trip(tmp_path: Path) -> None:
+    path = tmp_path / "sub" / "tuned.json"
+    key = "0123456789abcdef0123"
+    table = {
+        tune.entry_key(key, "GPU A", "12.8"): {"arch": "sm_90", "knobs": {"bm": 64, "bk": "32"}},
+        tune.entry_key(key, "GPU B", "12.8"): {"arch": "sm_80", "knobs": {"bm": 32}},
+        tune.entry_key("ffff", "GPU A", "12.8"): {"arch": "sm_90", "knobs": {"bm": 16}},
+    }
+    assert tune.entry_key(key, "GPU A", "12.8") == f"{key}|GPU A|nvrtc-12.8"
+    tune.save_table(path, table)
+    assert json.loads(path.read_text()) == table
+    assert not list(path.parent.glob("*.tmp*"))  # written atomically, nothing left behind
+    loaded = tune.load_table(path)
+    assert loaded == table
+    assert tune.lookup(key, "sm_90", [loaded]) == {"bm": 64, "bk": 32}
+    assert tune.lookup(key, "sm_80", [loaded]) == {"bm": 32}
+    assert tune.lookup(key, "sm_86", [loaded]) is None
+    assert tune.lookup("0000", "sm_90", [loaded]) is None
+    # the first table with an entry wins (the user's cache before the committed table)
+    other = {tune.entry_key(key, "GPU C", "13.0"): {"arch": "sm_90", "knobs": {"bm": 128}}}
+    assert tune.lookup(key, "sm_90", [other, loaded]) == {"bm": 128}
+    assert tune.lookup(key, "sm_90", [{}, loaded]) == {"bm": 64, "bk": 32}
+    assert tune.lookup(key, "sm_80", [other, loaded]) == {"bm": 32}
+    # an entry without knobs is no entry
+    broken = {tune.entry_key(key, "GPU D", "13.0"): {"arch": "sm_90", "knobs": [64]}}
+    assert tune.lookup(key, "sm_90", [broken]) is None
+
+
+def test_load_table_of_missing_or_bad_files(tmp_path: Path) -> None:
+    assert tune.load_table(tmp_path / "missing.json") == {}
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    assert tune.load_table(bad) == {}
+    bad.write_text("[1, 2]")
+    assert tune.load_table(bad) == {}
+
+
+def test_cache_path(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("LLMOPT_TUNE_CACHE", str(tmp_path / "t.json"))
+    assert tune.cache_path() == tmp_path / "t.json"
+    monkeypatch.delenv("LLMOPT_TUNE_CACHE")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert tune.cache_path() == tmp_path / ".cache" / "llmopt" / "tuned.json"
+
+
+def test_apply_tuned_reads_the_user_cache_before_the_committed_table(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    module = llmopt.parse(TUNE_TEXT)
+    key = tune.schedule_key(_tune_kernels()["a"])
+    committed = tmp_path / "tuned"
+    tune.save_table(committed / "sm_90.json", {
+        tune.entry_key(key, "H", "1.0"): {"arch": "sm_90", "knobs": {"bm": 16, "bn": 64,
+                                                                      "tm": 1, "tn": 4}}})
+    user = tmp_path / "user.json"
+    tune.save_table(user, {
+        tune.entry_key(key, "H", "1.0"): {"arch": "sm_90", "knobs": {"bm": 32, "bn": 32,
+                                                                      "tm": 2, "tn": 2}}})
+    monkeypatch.setattr(tune, "TABLE_DIR", committed)
+    monkeypatch.setenv("LLMOPT_TUNE_CACHE", str(user))
+
+    def knobs_after(pipeline: str) -> dict[str, dict[str, int]]:
+        done = llmopt.lower(module.clone(), pipeline)
+        return {op.sym_name.data: kernel_knobs(op) for op in done.walk()
+                if isinstance(op, tile.KernelOp)}
+
+    assert knobs_after("apply-tuned") == {"a": {"bm": 32, "bn": 32, "tm": 2, "tn": 2},
+                                          "b": {"bm": 32, "bn": 32, "tm": 2, "tn": 2},
+                                          "c": {}}
+    assert knobs_after("apply-tuned{user=0}")["a"] == {"bm": 16, "bn": 64, "tm": 1, "tn": 4}
+    assert knobs_after("apply-tuned{arch=sm_80}")["a"] == {}
+    # the knobs drive register-tile: 32x32 tiles of 2x2 for a and b, the heuristic for c
+    tiled = llmopt.lower(module.clone(), "apply-tuned,register-tile")
+    shapes = {op.parent_op().parent_op().sym_name.data: op.results[0].type.get_shape()
+              for op in tiled.walk() if isinstance(op, tile.AllocOp)}
+    assert shapes == {"a": (16, 16, 2, 2), "b": (16, 16, 2, 2), "c": (16, 16, 2, 4)}
+
+
+def test_tune_command_needs_a_gpu(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present: llmopt tune would run")
+    from llmopt.tools.llmopt_cli import main
+
+    program = tmp_path / "p.mlir"
+    program.write_text(TUNE_TEXT)
+    assert main(["tune", str(program), "--jobs", "1"]) == 1
+    err = capsys.readouterr().err
+    assert "llmopt: error: tune needs a CUDA GPU" in err
+    assert "Traceback" not in err
+
+
+def test_register_tile_never_changes_a_type() -> None:
+    """The accumulators have the reduction's element type (f64 stays f64)."""
+    module = llmopt.parse(TUNE_TEXT.replace("f32", "f64"))
+    tiled = llmopt.lower(module, "register-tile")
+    for op in tiled.walk():
+        if isinstance(op, tile.AllocOp):
+            typ = op.results[0].type
+            assert isinstance(typ, MemRefType) and str(typ.element_type) == "f64"
+
+
+def test_the_tuner_sets_the_knobs_the_passes_read() -> None:
+    knobs = {k for c in tune.candidates(_tune_kernels()["a"], "sm_90") for k in c}
+    assert knobs == {"bm", "bn", "tm", "tn", "bk", "split_k"}
+    assert SCHEDULE_ATTR == "llmopt.schedule"
+    assert all(len(c) == 4 for c in _schedule.TILE_CANDIDATES)
+
+
+# --- known bugs ---------------------------------------------------------------------------------
+
+PROLOGUE_AFTER_STORE = """
+func.func @forward(%x: memref<32x64xf32>, %w: memref<128x64xf32>, %s: memref<32x128xf32>)
+    -> memref<32x128xf32> {
+  %y = memref.alloc() : memref<32x128xf32>
+  tile.kernel @k grid [16, 1, 1] block [256, 1, 1] (%a = %x : memref<32x64xf32>,
+      %b = %w : memref<128x64xf32>, %sc = %s : memref<32x128xf32>, %o = %y : memref<32x128xf32>) {
+    tile.forall (%i, %j) in [32, 128] over threads {
+      %two = arith.constant 2.0 : f32
+      loop.store %two, %sc[%i, %j] : memref<32x128xf32>
+      %f = loop.load %sc[%i, %j] : memref<32x128xf32>
+      %r = loop.reduce add %k = 0 to 64 : f32 {
+        %u = loop.load %a[%i, %k] : memref<32x64xf32>
+        %v = loop.load %b[%j, %k] : memref<128x64xf32>
+        %p = arith.mulf %u, %v : f32
+        %q = arith.mulf %p, %f : f32
+        loop.yield %q : f32
+      }
+      loop.store %r, %o[%i, %j] : memref<32x128xf32>
+    }
+  }
+  func.return %y : memref<32x128xf32>
+}
+"""
+
+
+@pytest.mark.parametrize("pipeline", ["register-tile", "split-k{split_k=2}"])
+def test_prologue_reading_a_buffer_the_forall_writes(pipeline: str) -> None:
+    module = llmopt.parse(PROLOGUE_AFTER_STORE)
+    report = llmopt.check_numerics(module, f"{pipeline},tile-to-kernel")
+    assert report.ok, str(report)
+
+
+K_MAJOR_BUDGET = """
+func.func @forward(%x: memref<16x320xf32>, %w: memref<16x320xf32>) -> memref<16x16xf32> {
+  %y = memref.alloc() : memref<16x16xf32>
+  tile.kernel @k grid [1, 1, 1] block [256, 1, 1] (%a = %x : memref<16x320xf32>,
+      %b = %w : memref<16x320xf32>, %o = %y : memref<16x16xf32>) {
+    tile.forall (%i, %j) in [16, 16] over threads {
+      %r = loop.reduce add %k = 0 to 320 : f32 {
+        %u = loop.load %a[%i, %k] : memref<16x320xf32>
+        %v = loop.load %b[%j, %k] : memref<16x320xf32>
+        %p = arith.mulf %u, %v : f32
+        loop.yield %p : f32
+      }
+      loop.store %r, %o[%i, %j] : memref<16x16xf32>
+    }
+  }
+  func.return %y : memref<16x16xf32>
+}
+"""
+
+
+def _staged_bytes(pipeline: str) -> int:
+    module = llmopt.lower(llmopt.parse(K_MAJOR_BUDGET), pipeline)
+    total = 0
+    for op in module.walk():
+        if isinstance(op, tile.AllocOp) and op.space.data == "shared":
+            typ = op.results[0].type
+            total += 4 * math.prod(typ.get_shape())
+    return total
+
+
+def test_staged_tiles_in_buffer_order_fit_static_shared_memory() -> None:
+    """bk = 320 with 16-row tiles, kept in the buffers' order (kmajor=2): two 16x321 tiles,
+    41 088 bytes, within the 48 KiB a block may declare statically."""
+    pipeline = "register-tile{bm=16 bn=16 tm=1 tn=1},stage-inputs{bk=320 kmajor=2},pad-shared"
+    assert 0 < _staged_bytes(pipeline) <= SM90.static_smem
+
+
+def test_staged_k_major_tiles_fit_static_shared_memory() -> None:
+    pipeline = "register-tile{bm=16 bn=16 tm=1 tn=1},stage-inputs{bk=320},pad-shared"
+    staged = _staged_bytes(pipeline)
+    assert staged == 0 or staged <= SM90.static_smem, f"{staged} bytes of shared tiles"
+
+
+# --- the lit tests of these passes --------------------------------------------------------------
+
+
+def _lit(*args: str) -> subprocess.CompletedProcess[str]:
+    candidate = Path(sys.executable).parent / "lit"
+    command = [str(candidate)] if candidate.is_file() else [shutil.which("lit") or "lit"]
+    return subprocess.run([*command, *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=600)
+
+
+def _pass_lit_tests() -> list[str]:
+    """The lit tests below ``test/passes`` (this directory's and the other passes'), as lit
+    names them relative to ``test/``."""
+    return sorted(str(p.relative_to(ROOT / "test")) for p in (ROOT / "test" / "passes").rglob(
+        "*.mlir") if "Output" not in p.parts and "Inputs" not in p.parts)
+
+
+def _undiscovered() -> list[str]:
+    listed = _lit("--show-tests", "test/").stdout
+    return [t for t in _pass_lit_tests() if f"llmopt :: {t}" not in listed]
+
+
+def test_the_lit_suite_discovers_the_pass_tests() -> None:
+    """Every lit test below test/passes is found by ``lit test/`` (so test/test_lit.py runs
+    it), although test/passes also holds Python tests."""
+    assert _pass_lit_tests()
+    assert _undiscovered() == []
