@@ -44,7 +44,7 @@ from llmopt.passes.tile.register_tile import match_contraction
 
 TABLE_DIR = Path(__file__).resolve().parent.parent / "passes" / "tile" / "tuned"
 SCHEDULED = ("split-k{{arch={arch}}},register-tile{{arch={arch}}},stage-inputs{{arch={arch}}},"
-             "pad-shared,tile-to-kernel,canonicalize,cse,kernel-to-cuda")
+             "prefetch-stages,pad-shared,tile-to-kernel,canonicalize,cse,kernel-to-cuda")
 UNSCHEDULED = "tile-to-kernel,canonicalize,cse,kernel-to-cuda"
 
 
@@ -79,8 +79,9 @@ def candidates(kernel: tile.KernelOp, arch: str) -> list[dict[str, int]]:
     """Knob sets worth timing for ``kernel``, most promising first: every register tile that
     divides the output (at least 4 outputs a thread, at most 64 accumulators), with K slices
     that keep each slice at least 128 long and the blocks between half a wave and eight
-    waves, K chunks of 32 (16 when 32 does not divide the slice); ordered by how close the
-    block count is to one and a half waves, then by outputs per thread."""
+    waves, K chunks of 32 (16 when 32 does not divide the slice), each without and with
+    ``prefetch``; ordered by how close the block count is to one and a half waves, then by
+    outputs per thread."""
     found = match_contraction(kernel)
     if found is None:
         return []
@@ -101,9 +102,11 @@ def candidates(kernel: tile.KernelOp, arch: str) -> list[dict[str, int]]:
             if (k // split) % bk:
                 continue
             knobs = {"bm": bm, "bn": bn, "tm": tm, "tn": tn, "bk": bk, "split_k": split}
-            scored.append((abs(math.log2(blocks / (1.5 * sms))), -tm * tn, knobs))
-    scored.sort(key=lambda t: (t[0], t[1]))
-    return [knobs for _, _, knobs in scored]
+            score = abs(math.log2(blocks / (1.5 * sms)))
+            scored.append((score, -tm * tn, 0, knobs))
+            scored.append((score, -tm * tn, 1, knobs | {"prefetch": 1}))
+    scored.sort(key=lambda t: (t[0], t[1], t[2]))
+    return [knobs for *_, knobs in scored]
 
 
 def one_kernel_module(kernel: tile.KernelOp, knobs: dict[str, int] | None) -> ModuleOp:

@@ -73,7 +73,7 @@ class Cloner:
         new = base.replace_dims_and_symbols(dims, [], len(operands), 0)
         n = new.num_dims
         ranges = [iv_range(v) for v in operands]
-        return AffineMap(n, 0, tuple(simplify_ranges(r.simplify(n, 0), ranges).simplify(n, 0)
+        return AffineMap(n, 0, tuple(simplify_ranges(r, ranges).simplify(n, 0)
                                      for r in new.results)), operands
 
     def value(self, old: SSAValue, block: Block) -> SSAValue:
@@ -214,9 +214,10 @@ def _bounds(coefs: dict[int, int], const: int, ranges: Sequence[Range | None]
 
 
 def simplify_ranges(expr: AffineExpr, ranges: Sequence[Range | None]) -> AffineExpr:
-    """``expr`` with ``e floordiv c`` and ``e mod c`` simplified where ``e`` splits into a
-    multiple of ``c`` plus a remainder known to lie in ``[0, c)``: ``(64·b + t) floordiv 64``
-    is ``b`` and ``(64·b + t) mod 64`` is ``t`` when ``0 ≤ t < 64``."""
+    """``expr`` with ``e floordiv c`` and ``e mod c`` simplified: the multiples of ``c`` in a
+    linear ``e`` come out (``(256·r + t) floordiv 32`` is ``8·r + t floordiv 32``), and a
+    remainder known to lie in ``[0, c)`` needs no division (``(64·b + t) floordiv 64`` is
+    ``b`` and ``(64·b + t) mod 64`` is ``t`` when ``0 ≤ t < 64``)."""
     from xdsl.ir.affine import AffineBinaryOpExpr, AffineBinaryOpKind
 
     if not isinstance(expr, AffineBinaryOpExpr):
@@ -232,17 +233,21 @@ def simplify_ranges(expr: AffineExpr, ranges: Sequence[Range | None]) -> AffineE
             coefs, const = form
             aligned = {d: k for d, k in coefs.items() if k % c == 0}
             rest = {d: k for d, k in coefs.items() if k % c}
+            remainder: AffineExpr = AffineConstantExpr(const % c)
+            for d, k in rest.items():
+                remainder = remainder + AffineDimExpr(d) * k
             bounds = _bounds(rest, const % c, ranges)
-            if bounds is not None and 0 <= bounds[0] and bounds[1] < c:
-                if kind is AffineBinaryOpKind.FloorDiv:
-                    out: AffineExpr = AffineConstantExpr(const // c)
-                    for d, k in aligned.items():
-                        out = out + AffineDimExpr(d) * (k // c)
-                    return out
-                out = AffineConstantExpr(const % c)
-                for d, k in rest.items():
-                    out = out + AffineDimExpr(d) * k
-                return out
+            small = bounds is not None and 0 <= bounds[0] and bounds[1] < c
+            if kind is AffineBinaryOpKind.Mod:
+                # (c·q + r) mod c = r mod c, and = r when 0 <= r < c.
+                return remainder if small else AffineExpr.binary(kind, remainder, rhs)
+            # (c·q + r) floordiv c = q + r floordiv c, and = q when 0 <= r < c.
+            out: AffineExpr = AffineConstantExpr(const // c)
+            for d, k in aligned.items():
+                out = out + AffineDimExpr(d) * (k // c)
+            if not small:
+                out = out + AffineExpr.binary(kind, remainder, rhs)
+            return out
     if kind is AffineBinaryOpKind.Add:
         return lhs + rhs
     if kind is AffineBinaryOpKind.Mul:
