@@ -73,8 +73,7 @@ class Cloner:
         new = base.replace_dims_and_symbols(dims, [], len(operands), 0)
         n = new.num_dims
         ranges = [iv_range(v) for v in operands]
-        return AffineMap(n, 0, tuple(simplify_ranges(r, ranges).simplify(n, 0)
-                                     for r in new.results)), operands
+        return AffineMap(n, 0, tuple(simplified(r, n, ranges) for r in new.results)), operands
 
     def value(self, old: SSAValue, block: Block) -> SSAValue:
         """The new value standing for ``old`` (a substituted index is computed in ``block``,
@@ -240,16 +239,28 @@ def simplify_ranges(expr: AffineExpr, ranges: Sequence[Range | None]) -> AffineE
             small = bounds is not None and 0 <= bounds[0] and bounds[1] < c
             if kind is AffineBinaryOpKind.Mod:
                 # (c·q + r) mod c = r mod c, and = r when 0 <= r < c.
-                return remainder if small else AffineExpr.binary(kind, remainder, rhs)
+                return remainder if small else AffineBinaryOpExpr(kind, remainder, rhs)
             # (c·q + r) floordiv c = q + r floordiv c, and = q when 0 <= r < c.
             out: AffineExpr = AffineConstantExpr(const // c)
             for d, k in aligned.items():
                 out = out + AffineDimExpr(d) * (k // c)
             if not small:
-                out = out + AffineExpr.binary(kind, remainder, rhs)
+                out = out + AffineBinaryOpExpr(kind, remainder, rhs)
             return out
+    if lhs is expr.lhs and rhs is expr.rhs:
+        return expr
     if kind is AffineBinaryOpKind.Add:
         return lhs + rhs
     if kind is AffineBinaryOpKind.Mul:
         return lhs * rhs
-    return AffineExpr.binary(kind, lhs, rhs)
+    return AffineBinaryOpExpr(kind, lhs, rhs)  # as written (e.g. a negative divisor)
+
+
+def simplified(expr: AffineExpr, num_dims: int, ranges: Sequence[Range | None]) -> AffineExpr:
+    """:func:`simplify_ranges`, then xDSL's own simplification (which gives up on some
+    expressions, e.g. a division by a negative constant: those stay as they are)."""
+    expr = simplify_ranges(expr, ranges)
+    try:
+        return expr.simplify(num_dims, 0)
+    except ValueError:
+        return expr

@@ -45,7 +45,7 @@ from xdsl.rewriter import InsertPoint
 
 from llmopt.dialects import loop, tile
 from llmopt.lowering.loop_to_tile import KeepLocation
-from llmopt.passes.tile._access import block_threads, iv_range, loop_nest, simplify_ranges
+from llmopt.passes.tile._access import block_threads, iv_range, loop_nest, simplified
 from llmopt.passes.tile._schedule import knob
 from llmopt.passes.tile.stage_inputs import const_int
 
@@ -100,8 +100,7 @@ def remap(amap: AffineMap, operands: list[SSAValue], replace: dict[SSAValue, Aff
     n = len(new_operands)
     ranges = [iv_range(v) for v in new_operands]
     new = amap.replace_dims_and_symbols(dims, [], n, 0)
-    return AffineMap(n, 0, tuple(simplify_ranges(e, ranges).simplify(n, 0)
-                                 for e in new.results))
+    return AffineMap(n, 0, tuple(simplified(e, n, ranges) for e in new.results))
 
 
 @dataclass

@@ -54,7 +54,7 @@ from xdsl.pattern_rewriter import (
 
 from llmopt.dialects import loop, tile
 from llmopt.lowering.loop_to_tile import KeepLocation
-from llmopt.passes.tile._access import block_threads, linear_form
+from llmopt.passes.tile._access import block_threads, linear_form, simplified
 from llmopt.passes.tile._schedule import choose_bk, knob, limits
 
 INDEX = IndexType()
@@ -196,7 +196,7 @@ def build_stage(s: Staged, bk: int, k0: SSAValue, kmajor: bool = False
             iv = AffineDimExpr(k0_dim + 1 + kept.index(r))
             expr = expr + (AffineDimExpr(k0_dim) * bk + iv if r == s.k_dim else iv)
         results.append(expr)
-    gmap = AffineMap(n, 0, tuple(e.simplify(n, 0) for e in results))
+    gmap = AffineMap(n, 0, tuple(simplified(e, n, [None] * n) for e in results))
     value = loop.LoadOp(s.load.buffer, gmap, operands)
     smap = AffineMap(len(ivs), 0, tuple(AffineDimExpr(kept.index(r)) for r in order))
     forall.body.block.add_ops([value, loop.StoreOp(value.result, alloc.result, smap, ivs)])
@@ -216,7 +216,7 @@ def tile_load(s: Staged, alloc: tile.AllocOp, kept: list[int], kk: SSAValue) -> 
         else:
             results.append(_expr(s.thread_terms[r], dims))
     n = len(operands)
-    amap = AffineMap(n, 0, tuple(e.simplify(n, 0) for e in results))
+    amap = AffineMap(n, 0, tuple(simplified(e, n, [None] * n) for e in results))
     return loop.LoadOp(alloc.result, amap, operands)
 
 
