@@ -572,12 +572,12 @@ def test_register_tile_never_changes_a_type() -> None:
 
 def test_the_tuner_sets_the_knobs_the_passes_read() -> None:
     knobs = {k for c in tune.candidates(_tune_kernels()["a"], "sm_90") for k in c}
-    assert knobs == {"bm", "bn", "tm", "tn", "bk", "split_k"}
+    assert knobs == {"bm", "bn", "tm", "tn", "bk", "split_k", "prefetch"}
     assert SCHEDULE_ATTR == "llmopt.schedule"
     assert all(len(c) == 4 for c in _schedule.TILE_CANDIDATES)
 
 
-# --- known bugs ---------------------------------------------------------------------------------
+# --- bugs found by these tests, fixed ---------------------------------------------------------
 
 PROLOGUE_AFTER_STORE = """
 func.func @forward(%x: memref<32x64xf32>, %w: memref<128x64xf32>, %s: memref<32x128xf32>)
