@@ -23,6 +23,7 @@ reassociated (slices first), which changes the rounding within the usual toleran
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from xdsl.context import Context
@@ -98,8 +99,12 @@ class SplitContraction(RewritePattern):
         rewriter.replace(op, [part_k, total_k], [])
 
 
-def split_kernels(op: tile.KernelOp, found: Contraction, split: int):  # noqa: ANN201
-    """Builders of the two kernels, given the partial-sum buffer."""
+KernelBuilder = Callable[[SSAValue], tile.KernelOp]
+
+
+def split_kernels(op: tile.KernelOp, found: Contraction, split: int
+                  ) -> tuple[KernelBuilder, KernelBuilder]:
+    """Builders of the two kernels (partial sums, total), given the partial-sum buffer."""
     ext = found.extents
     rank = len(ext)
     slice_len = found.reduce.trip_count // split

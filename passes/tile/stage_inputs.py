@@ -51,6 +51,7 @@ from xdsl.pattern_rewriter import (
     RewritePattern,
     op_type_rewrite_pattern,
 )
+from xdsl.rewriter import InsertPoint
 
 from llmopt.dialects import loop, tile
 from llmopt.lowering.loop_to_tile import KeepLocation
@@ -313,14 +314,8 @@ class StageKLoop(RewritePattern):
         outer.add_ops([chunk_loop, scf.YieldOp()])
         new = scf.ForOp(c0.result, chunks.result, c1.result, [], Region(outer))
         new.attributes |= op.attributes
-        rewriter.insert_op([c0, chunks, c1, cbk], _before(op))
+        rewriter.insert_op([c0, chunks, c1, cbk], InsertPoint.before(op))
         rewriter.replace(op, new)
-
-
-def _before(op: Operation):  # noqa: ANN202 - an InsertPoint
-    from xdsl.rewriter import InsertPoint
-
-    return InsertPoint.before(op)
 
 
 @dataclass(frozen=True)
