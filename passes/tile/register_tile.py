@@ -19,7 +19,7 @@ are adjacent in K-major staged tiles (``stage-inputs``), so the CUDA compiler re
 128-bit vectors, a quarter of the shared-memory instructions; or, with knob ``blocked=2``,
 *cyclic*, ``m = bm·b_m + mi·(bm/tm) + ti`` (consecutive threads on consecutive outputs). The
 accumulators are a ``tile.alloc registers`` buffer ``[bm/tm, bn/tn, tm, tn]`` per reduction;
-each reduction becomes a sequential ``scf.for`` over K around a forall over the block's
+the reductions become one sequential ``scf.for`` over K around a forall over the block's
 threads whose ``mi``/``nj`` loops (marked ``unroll``) update every accumulator of the thread
 from the same K step, so each loaded operand is used ``tm`` or ``tn`` times from a register.
 The epilogue runs once per output after the loop; the prologue is recomputed in the K loop.
