@@ -19,8 +19,8 @@ overwritten). Knob ``bk`` (0 = 32 or the largest power of two dividing K, halved
 tiles, rows padded by a word, fit the static shared memory) and knob ``kmajor`` (1, the
 default: each tile is stored K-major, ``[bk, rows]``, still filled with the global
 buffer's innermost dimension fastest; a register tile with ``blocked`` outputs then reads
-each thread's operands from adjacent words, and the tile asks ``pad-shared`` for 4 words of
-padding, ``llmopt.pad``, so rows stay 16-byte aligned; 2: tiles in the global buffer's
+each thread's operands from adjacent words, and every K-major tile asks ``pad-shared`` for 4
+words of padding, ``llmopt.pad``, so rows stay 16-byte aligned; 2: tiles in the global buffer's
 dimension order).
 
 **Why** in a ``bm × bn`` block tile every operand element is read by ``bn`` (or ``bm``)
@@ -181,7 +181,7 @@ def build_stage(s: Staged, bk: int, k0: SSAValue, kmajor: bool = False
     alloc = tile.AllocOp("shared", MemRefType(typ.element_type,
                                               [shape[kept.index(r)] for r in order]))
     alloc.result.name_hint = "stage"
-    if kmajor and order != kept:
+    if kmajor and len(order) > 1:  # rows of K-major tiles stay 16-byte aligned
         alloc.attributes["llmopt.pad"] = IntegerAttr(VECTOR_PAD, i64)
     forall, ivs = block_threads(shape, [f"s{i}" for i in range(len(shape))])
     block_ops = sorted({d for e in s.block_exprs for d in e.used_dims()})
@@ -265,11 +265,9 @@ class StageKLoop(RewritePattern):
             total = 0
             for s in distinct.values():
                 dims = [r for r, e in enumerate(s.box) if e]
-                if kmajor and dims[0] != s.k_dim:
+                if kmajor:
                     dims = [s.k_dim] + [r for r in dims if r != s.k_dim]
-                    pad = VECTOR_PAD
-                else:
-                    pad = 1
+                pad = VECTOR_PAD if kmajor and len(dims) > 1 else 1
                 rows = [b if r == s.k_dim else s.box[r] for r in dims]
                 elems = 1
                 for e in rows[:-1]:

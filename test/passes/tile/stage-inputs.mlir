@@ -177,7 +177,7 @@ builtin.module {
 // AUTO-LABEL: func.func @forward
 // AUTO:         tile.forall (%[[B0:.*]], %[[B1:.*]], %[[BM:.*]], %[[BN:.*]]) in [1, 4, 2, 2] over blocks {
 // AUTO:           %[[PS:.*]] = tile.alloc shared {llmopt.pad = 4 : i64} : memref<32x16xf32>
-// AUTO-NEXT:      %[[VS:.*]] = tile.alloc shared : memref<32x16xf32>
+// AUTO-NEXT:      %[[VS:.*]] = tile.alloc shared {llmopt.pad = 4 : i64} : memref<32x16xf32>
 // AUTO:           scf.for %[[K0:.*]] = %{{.*}} to %{{.*}} step %{{.*}} {
 // AUTO-NEXT:        tile.forall (%[[S0:.*]], %[[S1:.*]]) in [16, 32] over block_threads {
 // AUTO-NEXT:          %[[PV:.*]] = loop.load %3[0, %[[B1]], ((%[[BM]] * 16) + %[[S0]]), ((%[[K0]] * 32) + %[[S1]])] : memref<1x4x32x32xf32>
@@ -196,7 +196,7 @@ builtin.module {
 
 // BK16-LABEL: func.func @forward
 // BK16:         tile.alloc shared {llmopt.pad = 4 : i64} : memref<16x16xf32>
-// BK16-NEXT:    tile.alloc shared : memref<16x16xf32>
+// BK16-NEXT:    tile.alloc shared {llmopt.pad = 4 : i64} : memref<16x16xf32>
 // BK16-NEXT:    %{{.*}} = arith.constant 0 : index
 // BK16-NEXT:    %{{.*}} = arith.constant 2 : index
 
