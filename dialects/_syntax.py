@@ -10,6 +10,7 @@ from xdsl.dialects.builtin import (
     IndexType,
     IntegerType,
     MemRefType,
+    NoneAttr,
     Signedness,
     i64,
 )
@@ -174,6 +175,16 @@ def check_static_layout(what: str, typ: MemRefType) -> None:
     if strides is None or offset is None or None in strides:
         raise VerifyException(
             f"{what}: buffer {typ} has no static layout (its strides and offset must be known)"
+        )
+
+
+def check_static_buffer(typ: Attribute, what: str) -> None:
+    """A buffer a kernel declares (shared, local, tile) has a static shape and the default
+    layout; ``what`` names it in the message ("a shared buffer ...")."""
+    if (not isinstance(typ, MemRefType) or not typ.has_static_shape()
+            or not isinstance(typ.layout, NoneAttr)):
+        raise VerifyException(
+            f"a {what} buffer has a static shape and the default layout, got {typ}"
         )
 
 

@@ -17,7 +17,6 @@ from xdsl.dialects.builtin import (
     IndexType,
     IntegerAttr,
     MemRefType,
-    NoneAttr,
     StringAttr,
     SymbolRefAttr,
     i64,
@@ -48,6 +47,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from llmopt.dialects._syntax import (
     check_launch_shape,
+    check_static_buffer,
     check_static_layout,
     int_array,
     ints,
@@ -410,12 +410,7 @@ class SharedOp(IRDLOperation):
     def verify_(self) -> None:
         if not isinstance(self.parent_op(), FuncOp):
             raise VerifyException("kernel.shared must sit at the top level of a kernel.func")
-        typ = self.result.type
-        assert isinstance(typ, MemRefType)
-        if not typ.has_static_shape() or not isinstance(typ.layout, NoneAttr):
-            raise VerifyException(
-                f"a shared buffer has a static shape and the default layout, got {typ}"
-            )
+        check_static_buffer(self.result.type, "shared")
 
 
 @irdl_op_definition
@@ -433,12 +428,7 @@ class LocalOp(IRDLOperation):
     def verify_(self) -> None:
         if not isinstance(self.parent_op(), FuncOp):
             raise VerifyException("kernel.local must sit at the top level of a kernel.func")
-        typ = self.result.type
-        assert isinstance(typ, MemRefType)
-        if not typ.has_static_shape() or not isinstance(typ.layout, NoneAttr):
-            raise VerifyException(
-                f"a local buffer has a static shape and the default layout, got {typ}"
-            )
+        check_static_buffer(self.result.type, "local")
 
 
 @irdl_op_definition

@@ -41,7 +41,6 @@ from xdsl.dialects.builtin import (
     IndexType,
     IntegerAttr,
     MemRefType,
-    NoneAttr,
     StringAttr,
     i64,
 )
@@ -70,6 +69,7 @@ from llmopt.dialects._syntax import (
     I64_MAX,
     check_launch_shape,
     check_reducible_type,
+    check_static_buffer,
     int_array,
     ints,
     parse_bound_region,
@@ -337,12 +337,7 @@ class AllocOp(IRDLOperation):
     def verify_(self) -> None:
         if self.space.data not in SPACES:
             raise VerifyException(f"unknown space '{self.space.data}', expected one of {SPACES}")
-        typ = self.result.type
-        assert isinstance(typ, MemRefType)
-        if not typ.has_static_shape() or not isinstance(typ.layout, NoneAttr):
-            raise VerifyException(
-                f"a tile buffer has a static shape and the default layout, got {typ}"
-            )
+        check_static_buffer(self.result.type, "tile")
         parent = self.parent_op()
         if not isinstance(parent, ForallOp) or parent.mapping.data != "blocks":
             raise VerifyException("tile.alloc must sit directly in a tile.forall over blocks")

@@ -446,12 +446,7 @@ class LowerCoopReduce(RewritePattern):
         if warps > 1:
             shared = kernel.SharedOp(MemRefType(typ, [warps]))
             shared.result.name_hint = "partials"
-            first = fn.body.block.first_op
-            while isinstance(first, kernel.SharedOp):
-                first = first.next_op
-            point = (InsertPoint.before(first) if first is not None
-                     else InsertPoint.at_end(fn.body.block))
-            rewriter.insert(shared, point)
+            hoist_to_func(fn, shared, rewriter)
             lane = emit(arith.RemUIOp(tid, emit.index(WARP)))
             warp = emit(arith.DivUIOp(tid, emit.index(WARP)))
             leader = emit(arith.CmpiOp(lane, emit.index(0), "eq"))

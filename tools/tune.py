@@ -18,10 +18,12 @@ the results to a committed table instead (``passes/tile/tuned/<arch>.json``).
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import hashlib
 import json
 import math
+import multiprocessing
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -152,38 +154,45 @@ def lower_candidate(text: str, pipeline: str, arch: str) -> str:
     return str(module)
 
 
-def lower_all(modules: Sequence[ModuleOp], pipeline: str, arch: str, jobs: int
-              ) -> list[str | Exception]:
-    """:func:`lower_candidate` for each module, on ``jobs`` processes."""
-    import concurrent.futures
-    import multiprocessing
-
-    texts = [str(m) for m in modules]
+def spawn_pool(jobs: int) -> concurrent.futures.Executor | None:
+    """A pool of ``jobs`` fresh worker processes (spawned: the parent may hold a CUDA
+    context), or ``None`` for ``jobs <= 1``."""
     if jobs <= 1:
-        out: list[str | Exception] = []
+        return None
+    return concurrent.futures.ProcessPoolExecutor(
+        jobs, mp_context=multiprocessing.get_context("spawn"))
+
+
+def lower_all(modules: Sequence[ModuleOp], pipeline: str, arch: str, jobs: int = 1,
+              pool: concurrent.futures.Executor | None = None) -> list[str | Exception]:
+    """:func:`lower_candidate` for each module: on ``pool`` when given, else on a pool of
+    ``jobs`` processes made for this call (in this process when ``jobs <= 1``)."""
+    texts = [str(m) for m in modules]
+    if pool is None and jobs > 1:
+        with spawn_pool(jobs) as own:  # type: ignore[union-attr]
+            return lower_all(modules, pipeline, arch, pool=own)
+    results: list[str | Exception] = []
+    if pool is None:
         for text in texts:
             try:
-                out.append(lower_candidate(text, pipeline, arch))
-            except Exception as exc:
-                out.append(exc)
-        return out
-    ctx = multiprocessing.get_context("spawn")
-    with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=ctx) as pool:
-        futures = [pool.submit(lower_candidate, t, pipeline, arch) for t in texts]
-        results: list[str | Exception] = []
-        for f in futures:
-            try:
-                results.append(f.result())
+                results.append(lower_candidate(text, pipeline, arch))
             except Exception as exc:
                 results.append(exc)
         return results
+    futures = [pool.submit(lower_candidate, t, pipeline, arch) for t in texts]
+    for f in futures:
+        try:
+            results.append(f.result())
+        except Exception as exc:
+            results.append(exc)
+    return results
 
 
 def run_trials(kernel: tile.KernelOp, trials: Sequence[dict[str, int] | None], arch: str,
-               reps: int = 30, log: Callable[[str], None] = print, jobs: int = 1
-               ) -> list[Trial]:
-    """Compile (on ``jobs`` processes) and time each knob set (``None``: the scheduling
-    heuristics) on the GPU."""
+               reps: int = 30, log: Callable[[str], None] = print, jobs: int = 1,
+               pool: concurrent.futures.Executor | None = None) -> list[Trial]:
+    """Compile (on ``pool``, or ``jobs`` processes) and time each knob set (``None``: the
+    scheduling heuristics) on the GPU."""
     import torch
 
     from llmopt.api import lower, parse
@@ -221,7 +230,7 @@ def run_trials(kernel: tile.KernelOp, trials: Sequence[dict[str, int] | None], a
     tol = tolerance(one_kernel_module(kernel, None))
     pipeline = SCHEDULED.format(arch=arch)
     lowered = lower_all([one_kernel_module(kernel, knobs) for knobs in trials], pipeline, arch,
-                        jobs)
+                        jobs, pool)
     results = []
     for knobs, text in zip(trials, lowered, strict=True):
         try:
@@ -309,34 +318,38 @@ def tune_module(module: ModuleOp, arch: str, reps: int, limit: int,
     nvrtc = ".".join(map(str, nvrtc_version()))
     seen: set[str] = set()
     entries: dict[str, Any] = {}
-    for kernel in [op for op in module.walk() if isinstance(op, tile.KernelOp)]:
-        if match_contraction(kernel) is None:
-            continue
-        key = schedule_key(kernel)
-        if key in seen:
-            continue
-        seen.add(key)
-        shape = describe(kernel)
-        cands = list(candidates(kernel, arch))[:limit]
-        log(f"{kernel.sym_name.data} [{shape}] {key}: {len(cands)} candidates")
-        began = time.perf_counter()
-        trials = run_trials(kernel, [None, *cands], arch, reps, log, jobs)
-        good = [t for t in trials[1:] if t.ms is not None]
-        if not good:
-            log("  no candidate survived; keeping the heuristic" if cands
-                else "  no candidate fits this shape; keeping the heuristic")
-            continue
-        best = min(good, key=lambda t: t.ms)  # type: ignore[arg-type, return-value]
-        if trials[0].ms is not None and trials[0].ms <= best.ms:  # type: ignore[operator]
-            log(f"  the heuristic's schedule is fastest ({trials[0].ms:.4f} ms); no entry")
-            continue
-        entries[entry_key(key, gpu, nvrtc)] = {
-            "arch": arch, "gpu": gpu, "nvrtc": nvrtc, "shape": shape, "knobs": best.knobs,
-            "ms": best.ms, "heuristic_ms": trials[0].ms,
-            "discarded": sum(t.ms is None for t in trials[1:]),
-            "seconds": round(time.perf_counter() - began, 1),
-        }
-        log(f"  best {best.knobs}: {best.ms:.4f} ms (heuristic {trials[0].ms} ms)")
-        if save is not None:
-            save(entries)
+    pool: concurrent.futures.Executor | None = None
+    with contextlib.ExitStack() as stack:
+        for kernel in [op for op in module.walk() if isinstance(op, tile.KernelOp)]:
+            if match_contraction(kernel) is None:
+                continue
+            key = schedule_key(kernel)
+            if key in seen:
+                continue
+            seen.add(key)
+            shape = describe(kernel)
+            cands = list(candidates(kernel, arch))[:limit]
+            log(f"{kernel.sym_name.data} [{shape}] {key}: {len(cands)} candidates")
+            began = time.perf_counter()
+            if pool is None and jobs > 1:  # one pool for every kernel, not one per kernel
+                pool = stack.enter_context(spawn_pool(jobs))  # type: ignore[arg-type]
+            trials = run_trials(kernel, [None, *cands], arch, reps, log, pool=pool)
+            good = [t for t in trials[1:] if t.ms is not None]
+            if not good:
+                log("  no candidate survived; keeping the heuristic" if cands
+                    else "  no candidate fits this shape; keeping the heuristic")
+                continue
+            best = min(good, key=lambda t: t.ms)  # type: ignore[arg-type, return-value]
+            if trials[0].ms is not None and trials[0].ms <= best.ms:  # type: ignore[operator]
+                log(f"  the heuristic's schedule is fastest ({trials[0].ms:.4f} ms); no entry")
+                continue
+            entries[entry_key(key, gpu, nvrtc)] = {
+                "arch": arch, "gpu": gpu, "nvrtc": nvrtc, "shape": shape, "knobs": best.knobs,
+                "ms": best.ms, "heuristic_ms": trials[0].ms,
+                "discarded": sum(t.ms is None for t in trials[1:]),
+                "seconds": round(time.perf_counter() - began, 1),
+            }
+            log(f"  best {best.knobs}: {best.ms:.4f} ms (heuristic {trials[0].ms} ms)")
+            if save is not None:
+                save(entries)
     return entries

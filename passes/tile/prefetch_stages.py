@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from xdsl.context import Context
 from xdsl.dialects import arith, scf
 from xdsl.dialects.builtin import IntegerAttr, MemRefType, ModuleOp, StringAttr, i64
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import Block, Operation, SSAValue
 from xdsl.ir.affine import AffineDimExpr, AffineExpr, AffineMap
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
@@ -47,7 +47,7 @@ from llmopt.dialects import loop, tile
 from llmopt.lowering.loop_to_tile import KeepLocation
 from llmopt.passes.tile._access import block_threads, iv_range, loop_nest, simplified
 from llmopt.passes.tile._schedule import knob
-from llmopt.passes.tile.stage_inputs import const_int
+from llmopt.passes.tile.stage_inputs import block_level_loop, const_int
 
 MAX_ROUNDS = 32
 UNROLL = {"unroll": IntegerAttr(0, i64)}
@@ -111,11 +111,8 @@ class PrefetchLoop(RewritePattern):
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: scf.ForOp, rewriter: PatternRewriter) -> None:
-        blocks = op.parent_op()
-        if not (isinstance(blocks, tile.ForallOp) and blocks.mapping.data == "blocks"):
-            return
-        kernel = blocks.parent_op()
-        if not isinstance(kernel, tile.KernelOp) or op.iter_args:
+        kernel = block_level_loop(op)
+        if kernel is None:
             return
         if knob(self.prefetch, kernel, "prefetch", 0) != 1:
             return
@@ -164,12 +161,14 @@ class PrefetchLoop(RewritePattern):
 
     @staticmethod
     def _points(rounds: int, threads: int, role: str
-                ) -> tuple[tile.ForallOp, list[SSAValue], SSAValue, SSAValue]:
+                ) -> tuple[tile.ForallOp, Block, SSAValue, SSAValue]:
+        """A forall with one point per thread around an unrolled loop over its rounds:
+        the forall, the loop body, the thread and the round."""
         forall, (t,) = block_threads([threads], ["t"])
         nest, inner, (r,) = loop_nest([rounds], ["r"], UNROLL)
         forall.body.block.add_op(nest)
         forall.attributes["llmopt.role"] = StringAttr(role)
-        return forall, inner, t, r  # type: ignore[return-value]
+        return forall, inner, t, r
 
     def _prefetch(self, f: Fill, regs: SSAValue, rounds: int, threads: int, k0: SSAValue,
                   chunk: SSAValue, n: int | None) -> tile.ForallOp:
@@ -186,15 +185,13 @@ class PrefetchLoop(RewritePattern):
         replace[k0] = which
         gmap = remap(f.load.map.data, list(f.load.indices), replace, new_operands)
         value = loop.LoadOp(f.load.buffer, gmap, new_operands)
-        rmap = AffineMap(2, 0, (AffineDimExpr(0), AffineDimExpr(1)))
-        inner.add_ops([value, loop.StoreOp(value.result, regs, rmap, [t, r])])
+        inner.add_ops([value, loop.StoreOp(value.result, regs, AffineMap.identity(2), [t, r])])
         return forall
 
     def _commit(self, f: Fill, regs: SSAValue, rounds: int, threads: int) -> tile.ForallOp:
         """Each thread stores its registers into the shared tile."""
         forall, inner, t, r = self._points(rounds, threads, "commit")
-        rmap = AffineMap(2, 0, (AffineDimExpr(0), AffineDimExpr(1)))
-        value = loop.LoadOp(regs, rmap, [t, r])
+        value = loop.LoadOp(regs, AffineMap.identity(2), [t, r])
         new_operands: list[SSAValue] = [r, t]
         linear = AffineDimExpr(0) * threads + AffineDimExpr(1)
         coords = delinearise(f.forall.shape, linear)

@@ -33,6 +33,7 @@ its order (k = 0, 1, …), so results round exactly as before.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from xdsl.context import Context
@@ -48,7 +49,7 @@ from xdsl.dialects.builtin import (
     i64,
 )
 from xdsl.ir import Block, Operation, Region, SSAValue
-from xdsl.ir.affine import AffineDimExpr, AffineMap
+from xdsl.ir.affine import AffineMap
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
     PatternRewriter,
@@ -182,9 +183,7 @@ class TileContraction(RewritePattern):
             return
         ext = found.extents
         m_ext, n_ext = ext[found.m], ext[found.n]
-        batch_points = 1
-        for d in found.batch:
-            batch_points *= ext[d]
+        batch_points = math.prod(ext[d] for d in found.batch)
         auto = choose_register_tile(m_ext, n_ext, batch_points, limits(self.arch),
                                     len(found.reduces))
         default = auto or RegisterTile(0, 0, 1, 1)
@@ -205,9 +204,7 @@ def build_tiled_kernel(op: tile.KernelOp, found: Contraction, t: RegisterTile,
     ext = found.extents
     wm, wn = t.bm // t.tm, t.bn // t.tn
     block_ext = [ext[d] for d in found.batch] + [ext[found.m] // t.bm, ext[found.n] // t.bn]
-    points = 1
-    for e in block_ext:
-        points *= e
+    points = math.prod(block_ext)
     new = tile.KernelOp(op.sym_name.data, [min(points, 2**31 - 1), 1, 1], [t.threads, 1, 1],
                         list(op.buffers))
     new.attributes |= op.attributes
@@ -236,7 +233,7 @@ def build_tiled_kernel(op: tile.KernelOp, found: Contraction, t: RegisterTile,
         acc.result.name_hint = "acc" if len(found.reduces) == 1 else f"acc{i}"
         blocks.body.block.add_op(acc)
         accs.append(acc.result)
-    acc_map = AffineMap(4, 0, tuple(AffineDimExpr(i) for i in range(4)))
+    acc_map = AffineMap.identity(4)
 
     def point_cloner(ti: SSAValue, tj: SSAValue, mi: SSAValue, nj: SSAValue) -> Cloner:
         subst: dict[SSAValue, Linear] = {}

@@ -23,6 +23,7 @@ reassociated (slices first), which changes the rounding within the usual toleran
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -30,7 +31,7 @@ from xdsl.context import Context
 from xdsl.dialects import memref
 from xdsl.dialects.builtin import MemRefType, ModuleOp, StringAttr
 from xdsl.ir import SSAValue
-from xdsl.ir.affine import AffineDimExpr, AffineMap
+from xdsl.ir.affine import AffineMap
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
     PatternRewriter,
@@ -55,10 +56,6 @@ from llmopt.passes.tile.register_tile import Contraction, match_contraction
 THREADS = 256
 
 
-def _identity(n: int) -> AffineMap:
-    return AffineMap(n, 0, tuple(AffineDimExpr(i) for i in range(n)))
-
-
 def _grid(points: int) -> list[int]:
     return [max(1, min(-(-points // THREADS), 2**31 - 1)), 1, 1]
 
@@ -79,9 +76,7 @@ class SplitContraction(RewritePattern):
             return
         ext = found.extents
         k_ext = found.reduce.trip_count
-        batch = 1
-        for d in found.batch:
-            batch *= ext[d]
+        batch = math.prod(ext[d] for d in found.batch)
         gpu = limits(self.arch)
         m, n = ext[found.m], ext[found.n]
         if choose_register_tile(m, n, batch, gpu) is None:
@@ -127,7 +122,7 @@ def split_kernels(op: tile.KernelOp, found: Contraction, split: int
 
     def part(partial: SSAValue) -> tile.KernelOp:
         kern, values = new_kernel(f"{op.sym_name.data}_split", partial,
-                                  split * _points(ext))
+                                  split * math.prod(ext))
         knobs = op.attributes.get(SCHEDULE_ATTR)
         if knobs is not None:
             kern.attributes[SCHEDULE_ATTR] = knobs
@@ -149,13 +144,13 @@ def split_kernels(op: tile.KernelOp, found: Contraction, split: int
             cloner.clone_into(body_op, red.body.block)
         red.body.block.add_op(loop.YieldOp(cloner.value(body_ops[-1].operands[0],
                                                         red.body.block)))
-        store = loop.StoreOp(red.result, kern.body.block.args[-1], _identity(rank + 1),
+        store = loop.StoreOp(red.result, kern.body.block.args[-1], AffineMap.identity(rank + 1),
                              [s, *ivs])
         forall.body.block.add_ops([red, store])
         return kern
 
     def total(partial: SSAValue) -> tile.KernelOp:
-        kern, values = new_kernel(op.sym_name.data, partial, _points(ext))
+        kern, values = new_kernel(op.sym_name.data, partial, math.prod(ext))
         forall = tile.ForallOp(list(ext), "threads")
         kern.body.block.add_op(forall)
         ivs = list(forall.ivs)
@@ -164,7 +159,7 @@ def split_kernels(op: tile.KernelOp, found: Contraction, split: int
         red = loop.ReduceOp("add", split, typ)
         s = red.body.block.args[0]
         s.name_hint = "s"
-        load = loop.LoadOp(kern.body.block.args[-1], _identity(rank + 1), [s, *ivs])
+        load = loop.LoadOp(kern.body.block.args[-1], AffineMap.identity(rank + 1), [s, *ivs])
         red.body.block.add_ops([load, loop.YieldOp(load.result)])
         forall.body.block.add_op(red)
         cloner = Cloner({}, values | dict(zip(found.forall.ivs, ivs, strict=True)))
@@ -175,13 +170,6 @@ def split_kernels(op: tile.KernelOp, found: Contraction, split: int
         return kern
 
     return part, total
-
-
-def _points(ext: tuple[int, ...]) -> int:
-    n = 1
-    for e in ext:
-        n *= e
-    return n
 
 
 @dataclass(frozen=True)

@@ -71,6 +71,18 @@ def const_int(value: SSAValue) -> int | None:
     return None
 
 
+def block_level_loop(op: scf.ForOp) -> tile.KernelOp | None:
+    """The kernel of a sequential loop without loop-carried values that sits directly in
+    the kernel's ``tile.forall over blocks`` (a K loop), else ``None``."""
+    blocks = op.parent_op()
+    if not (isinstance(blocks, tile.ForallOp) and blocks.mapping.data == "blocks"):
+        return None
+    kernel = blocks.parent_op()
+    if not isinstance(kernel, tile.KernelOp) or op.iter_args:
+        return None
+    return kernel
+
+
 @dataclass(frozen=True)
 class Staged:
     """One load to stage: per index of the global buffer, its block part (an affine
@@ -231,12 +243,11 @@ class StageKLoop(RewritePattern):
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: scf.ForOp, rewriter: PatternRewriter) -> None:
+        kernel = block_level_loop(op)
+        if kernel is None:
+            return
         blocks = op.parent_op()
-        if not (isinstance(blocks, tile.ForallOp) and blocks.mapping.data == "blocks"):
-            return
-        kernel = blocks.parent_op()
-        if not isinstance(kernel, tile.KernelOp) or op.iter_args:
-            return
+        assert isinstance(blocks, tile.ForallOp)
         lb, ub, step = const_int(op.lb), const_int(op.ub), const_int(op.step)
         body_ops = list(op.body.block.ops)
         if lb != 0 or step != 1 or ub is None or len(body_ops) != 2:
