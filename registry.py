@@ -78,6 +78,7 @@ _BUILTIN_PASSES: dict[str, tuple[str, str]] = {
     "split-k": ("llmopt.passes.tile.split_k", "SplitK"),
     "register-tile": ("llmopt.passes.tile.register_tile", "RegisterTilePass"),
     "stage-inputs": ("llmopt.passes.tile.stage_inputs", "StageInputs"),
+    "async-copy": ("llmopt.passes.tile.async_copy", "AsyncCopy"),
     "prefetch-stages": ("llmopt.passes.tile.prefetch_stages", "PrefetchStages"),
     "pad-shared": ("llmopt.passes.tile.pad_shared", "PadShared"),
     "dedup-kernels": ("llmopt.passes.kernel.dedup_kernels", "DedupKernels"),
@@ -101,9 +102,10 @@ PIPELINES: dict[str, tuple[dict[str, str], str]] = {
         "torch-to-prim,canonicalize,prim-to-loop,fuse-kernels{{recompute_limit=0}},canonicalize,"
         "cse,"
         "loop-to-tile{{arch={arch}}},apply-tuned{{arch={arch}}},split-k{{arch={arch}}},"
-        "register-tile{{arch={arch}}},stage-inputs{{arch={arch}}},prefetch-stages,pad-shared,"
+        "register-tile{{arch={arch}}},stage-inputs{{arch={arch}}},async-copy{{arch={arch}}},"
+        "prefetch-stages,pad-shared,"
         "tile-to-kernel,dedup-kernels,canonicalize,cse,dedup-kernels,"
-        "plan-buffers,kernel-to-cuda",
+        "plan-buffers,kernel-to-cuda{{arch={arch}}}",
     ),
 }
 

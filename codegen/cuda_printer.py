@@ -265,7 +265,7 @@ class CudaPrinter:
     @print_op.register
     def _(self, op: cuda.DeclOp) -> None:
         quals = op.qualifier_names
-        words = [q for q in quals if q == "__shared__"]
+        words = [q for q in ("extern", "__shared__") if q in quals]
         if op.align is not None:
             words.append(f"__align__({op.align.value.data})")
         cv = [q for q in quals if q in ("const", "volatile")]
@@ -275,7 +275,7 @@ class CudaPrinter:
             words += [*cv, c_type(op.var_type)]
         name = op.var_name.data
         if op.extent is not None:
-            name += f"[{op.extent.value.data}]"
+            name += f"[{op.extent.value.data or ''}]"
         words.append(name)
         text = " ".join(words)
         if op.init is not None:

@@ -7,7 +7,9 @@ architecture (through the kernel cache), loads the CUBIN, and turns the host fun
 flat list of steps; a call then walks no IR:
 
 * function arguments are bound to the given tensors (checked: CUDA device, dtype, shape,
-  contiguity) or Python numbers (for scalar arguments). Arguments marked
+  contiguity; a tensor whose data does not start on a 16-byte boundary — a view at an odd
+  offset — is copied first, since kernels read and copy 16 bytes at a time, and is refused
+  when the program writes it) or Python numbers (for scalar arguments). Arguments marked
   ``{llmopt.param = "name"}`` (the model's weights, named after ``state_dict`` keys) can
   instead be bound once, by name, from a dict of tensors (``params=`` or
   :meth:`CompiledProgram.bind_params`); a call then passes only the other arguments;
@@ -75,6 +77,10 @@ class ExecutorError(ValueError):
 
 
 # --- the plan: the host function as data ------------------------------------------------------
+
+
+ALIGNMENT = 16
+"""Bytes a tensor argument's data must be aligned to (kernels move 16 bytes at a time)."""
 
 
 @dataclass(frozen=True)
@@ -374,7 +380,8 @@ def bind_weights(plan: HostPlan, params: Mapping[str, Any], device: Any) -> dict
         if tensor.dtype != dtype or tuple(tensor.shape) != shape:
             raise ExecutorError(f"weight '{name}' is {tensor.dtype} {tuple(tensor.shape)}, "
                                 f"the program takes {dtype} {shape}")
-        bound[k] = tensor.detach().to(device).contiguous()
+        tensor = tensor.detach().to(device).contiguous()
+        bound[k] = tensor.clone() if tensor.data_ptr() % ALIGNMENT else tensor
     return bound
 
 
@@ -561,12 +568,23 @@ class CompiledProgram:
             if shape is None:
                 if not isinstance(arg, int | float) or isinstance(arg, bool):
                     raise ExecutorError(f"argument {k} ('{name}') must be a number")
-            elif self.check:
-                self._check_arg(k, arg)
+            else:
+                if self.check:
+                    self._check_arg(k, arg)
+                arg = self._aligned(k, arg)
             env[k] = arg
         if self.check and self.plan.written_inputs:
             self._check_overlap(env[: len(self.plan.inputs)])
         return env
+
+    def _aligned(self, k: int, arg: Any) -> Any:
+        """``arg``, or an aligned copy of it when its data is not 16-byte aligned."""
+        if not hasattr(arg, "data_ptr") or arg.data_ptr() % ALIGNMENT == 0:
+            return arg
+        if k in self.plan.written_inputs:
+            raise ExecutorError(f"argument {k} ('{self.plan.inputs[k][0]}') is written by the "
+                                f"program and must start on a {ALIGNMENT}-byte boundary")
+        return arg.clone()
 
     def _check_overlap(self, args: Sequence[Any]) -> None:
         spans = [

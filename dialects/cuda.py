@@ -220,7 +220,7 @@ BINARY_OPERATORS = (
     ARITHMETIC_OPERATORS + INTEGER_OPERATORS + BITWISE_OPERATORS + LOGICAL_OPERATORS
     + COMPARISON_OPERATORS
 )
-UNARY_OPERATORS = ("-", "!", "~")
+UNARY_OPERATORS = ("-", "!", "~", "&")
 
 
 def _statement_parent(op: Operation) -> None:
@@ -469,9 +469,22 @@ class BinaryOp(ExpressionOp):
         return op
 
 
+def unary_result_type(operator: str, operand: SSAValue) -> Attribute:
+    """The type of ``<operator> a``: the operand's, except for the address ``&p[i]`` of an
+    element, a pointer to the element type that is ``const`` when ``p`` points to ``const``."""
+    if operator != "&":
+        return operand.type
+    owner = operand.owner
+    constant = isinstance(owner, IndexOp) and isinstance(owner.base.type, PtrType) and (
+        owner.base.type.is_const)
+    return PtrType(operand.type, constant)
+
+
 @irdl_op_definition
 class UnaryOp(ExpressionOp):
-    """``%r = cuda.unary "-" %a : f32``: ``-`` (numbers), ``!`` (``i1``), ``~`` (integers)."""
+    """``%r = cuda.unary "-" %a : f32``: ``-`` (numbers), ``!`` (``i1``), ``~`` (integers);
+    ``%r = cuda.unary "&" %e : f32`` is the address ``&p[i]`` of an element (a ``cuda.index``),
+    of type ``!cuda.ptr<f32>`` (``const`` when ``p``'s pointee is)."""
 
     name = "cuda.unary"
     operator = prop_def(StringAttr)
@@ -479,13 +492,23 @@ class UnaryOp(ExpressionOp):
     result = result_def()
 
     def __init__(self, operator: str, operand: SSAValue) -> None:
-        super().__init__(operands=[operand], result_types=[operand.type],
+        super().__init__(operands=[operand],
+                         result_types=[unary_result_type(operator, operand)],
                          properties={"operator": StringAttr(operator)})
 
     def verify_expression(self) -> None:
         op, typ = self.operator.data, self.operand.type
         if op not in UNARY_OPERATORS:
             raise VerifyException(f"unknown unary operator '{op}'")
+        if op == "&":
+            if not isinstance(self.operand.owner, IndexOp):
+                raise VerifyException("'&' takes the address of an element (a cuda.index), "
+                                      f"not of a value defined by {_describe_owner(self.operand)}")
+            expected = unary_result_type(op, self.operand)
+            if self.result.type != expected:
+                raise VerifyException(f"the address of a {typ} element is {expected}, not "
+                                      f"{self.result.type}")
+            return
         ok = {"-": is_integer(typ) or is_float(typ), "!": is_bool(typ), "~": is_integer(typ)}[op]
         if not ok:
             raise VerifyException(f"operator '{op}' does not apply to {typ}")
@@ -709,7 +732,7 @@ class StatementOp(IRDLOperation):
 
 
 #: Qualifiers a ``cuda.decl`` may carry, in printing order.
-DECL_QUALIFIERS = ("__shared__", "const", "volatile")
+DECL_QUALIFIERS = ("extern", "__shared__", "const", "volatile")
 #: Qualifiers a ``cuda.kernel`` parameter may carry.
 PARAM_QUALIFIERS = ("__restrict__",)
 
@@ -739,7 +762,10 @@ class DeclOp(StatementOp):
 
     ``cuda.decl const v0 : f32 = %e`` — ``const float v0 = e;``;
     ``cuda.decl acc : f32 = %e`` — a mutable local; ``cuda.decl r : f32`` — uninitialised;
-    ``cuda.decl __shared__ red : f32[32] align 16`` — ``__shared__ __align__(16) float red[32];``.
+    ``cuda.decl __shared__ red : f32[32] align 16`` — ``__shared__ __align__(16) float red[32];``;
+    ``cuda.decl extern __shared__ smem : ui8[] align 16`` —
+    ``extern __shared__ __align__(16) unsigned char smem[];``, the kernel's dynamic shared
+    memory (an array of unknown bound, only ``extern __shared__``; its size is the launch's).
     An array name is referenced as a pointer (``cuda.var red : !cuda.ptr<f32>``).
     """
 
@@ -779,7 +805,12 @@ class DeclOp(StatementOp):
         return "__shared__" in self.qualifier_names
 
     @property
+    def is_extern(self) -> bool:
+        return "extern" in self.qualifier_names
+
+    @property
     def extent_value(self) -> int | None:
+        """The array's extent: ``None`` for a scalar, ``0`` for an array of unknown bound."""
         return None if self.extent is None else self.extent.value.data
 
     @property
@@ -797,8 +828,12 @@ class DeclOp(StatementOp):
         if not is_value_type(typ):
             raise VerifyException(f"a variable has a scalar or pointer type, not {typ}")
         if self.extent is not None:
-            if self.extent.value.data < 1:
-                raise VerifyException("array extent must be positive")
+            extent = self.extent.value.data
+            if extent < 0 or (extent == 0 and "extern" not in quals):
+                raise VerifyException("array extent must be positive (only an extern "
+                                      "__shared__ array has no bound)")
+            if extent and "extern" in quals:
+                raise VerifyException("an extern __shared__ array has no bound ('[]')")
             if self.init is not None:
                 raise VerifyException("arrays are declared without an initialiser")
             if isinstance(typ, PtrType):
@@ -807,6 +842,9 @@ class DeclOp(StatementOp):
             a = self.align.value.data
             if a < 1 or a & (a - 1):
                 raise VerifyException(f"alignment must be a power of two, got {a}")
+        if "extern" in quals and ("__shared__" not in quals or self.extent is None):
+            raise VerifyException("only the dynamic shared memory is declared extern: "
+                                  "'extern __shared__ T name[]'")
         if "__shared__" in quals:
             if self.init is not None:
                 raise VerifyException("__shared__ variables cannot be initialised")
@@ -825,7 +863,8 @@ class DeclOp(StatementOp):
         printer.print_string(f" {self.var_name.data} : ")
         printer.print_attribute(self.var_type)
         if self.extent is not None:
-            printer.print_string(f"[{self.extent.value.data}]")
+            extent = self.extent.value.data
+            printer.print_string(f"[{extent}]" if extent else "[]")
         if self.align is not None:
             printer.print_string(f" align {self.align.value.data}")
         if self.init is not None:
@@ -841,8 +880,10 @@ class DeclOp(StatementOp):
         typ = parser.parse_type()
         extent = None
         if parser.parse_optional_punctuation("[") is not None:
-            extent = parse_i64(parser)
-            parser.parse_punctuation("]")
+            extent = 0 if parser.parse_optional_punctuation("]") is not None else None
+            if extent is None:
+                extent = parse_i64(parser)
+                parser.parse_punctuation("]")
         align = None
         if parser.parse_optional_keyword("align") is not None:
             align = parse_i64(parser)
@@ -1086,6 +1127,10 @@ class KernelOp(IRDLOperation):
             launch_bounds(256) { ... }
 
     ``launch_bounds(256, 2)`` also gives the minimum number of resident blocks.
+    ``dynamic_shared(73728)`` states the bytes of dynamic shared memory the kernel uses (its
+    ``extern __shared__`` array, which a kernel declaring one must size this way): every
+    ``kernel.launch`` of it passes at least that many as ``smem``. It has no spelling in the
+    source; the launches carry it.
 
     The name is a symbol, unique in the module; ``kernel.launch @k`` in the host function
     refers to it once ``kernel-to-cuda`` has replaced the ``kernel.func`` of that name.
@@ -1098,11 +1143,13 @@ class KernelOp(IRDLOperation):
     param_qualifiers = prop_def(ArrayAttr[ArrayAttr[StringAttr]])
     launch_bounds = opt_prop_def(IntegerAttr)
     min_blocks = opt_prop_def(IntegerAttr)
+    dynamic_shared = opt_prop_def(IntegerAttr)
     body = region_def("single_block")
     traits = traits_def(IsolatedFromAbove(), NoTerminator(), SymbolOpInterface())
 
     def __init__(self, sym_name: str, params: Sequence[Param], body: Region | None = None, *,
-                 launch_bounds: int | None = None, min_blocks: int | None = None) -> None:
+                 launch_bounds: int | None = None, min_blocks: int | None = None,
+                 dynamic_shared: int | None = None) -> None:
         props: dict[str, Attribute] = {
             "sym_name": StringAttr(sym_name),
             "param_names": ArrayAttr([StringAttr(p.name) for p in params]),
@@ -1115,6 +1162,8 @@ class KernelOp(IRDLOperation):
             props["launch_bounds"] = IntegerAttr(launch_bounds, i64)
         if min_blocks is not None:
             props["min_blocks"] = IntegerAttr(min_blocks, i64)
+        if dynamic_shared is not None:
+            props["dynamic_shared"] = IntegerAttr(dynamic_shared, i64)
         super().__init__(properties=props,
                          regions=[body if body is not None else Region(Block())])
 
@@ -1131,6 +1180,11 @@ class KernelOp(IRDLOperation):
     def max_threads(self) -> int | None:
         """The ``__launch_bounds__`` thread count, if any."""
         return None if self.launch_bounds is None else self.launch_bounds.value.data
+
+    @property
+    def dynamic_shared_bytes(self) -> int:
+        """The dynamic shared memory every launch must provide, in bytes (0 when none)."""
+        return 0 if self.dynamic_shared is None else self.dynamic_shared.value.data
 
     def verify_(self) -> None:
         check_identifier(self.sym_name.data, "kernel name")
@@ -1157,8 +1211,17 @@ class KernelOp(IRDLOperation):
                 raise VerifyException("min_blocks needs launch bounds")
             if self.min_blocks.value.data < 1:
                 raise VerifyException("min_blocks must be positive")
+        if self.dynamic_shared is not None and self.dynamic_shared.value.data < 1:
+            raise VerifyException("dynamic_shared must be a positive number of bytes")
         block = _single_block(self.body, "cuda.kernel body")
         _check_scopes(block, [scope])
+        if self.dynamic_shared is None:
+            for inner in self.walk():
+                if isinstance(inner, DeclOp) and inner.is_extern:
+                    raise VerifyException(
+                        f"kernel @{self.sym_name.data} declares the extern __shared__ array "
+                        f"'{inner.var_name.data}' but no dynamic_shared(bytes) for its launches"
+                    )
         if self.parent is not None:
             for other in self.parent.ops:
                 if other is not self and (
@@ -1184,6 +1247,8 @@ class KernelOp(IRDLOperation):
             if self.min_blocks is not None:
                 printer.print_string(f", {self.min_blocks.value.data}")
             printer.print_string(")")
+        if self.dynamic_shared is not None:
+            printer.print_string(f" dynamic_shared({self.dynamic_shared.value.data})")
         printer.print_op_attributes(self.attributes, print_keyword=True)
         printer.print_string(" ")
         _print_body(printer, self.body)
@@ -1205,10 +1270,16 @@ class KernelOp(IRDLOperation):
                                                        lambda: parse_i64(parser))
             if len(bounds) not in (1, 2):
                 parser.raise_error("launch_bounds takes one or two integers")
+        dynamic = None
+        if parser.parse_optional_keyword("dynamic_shared") is not None:
+            parser.parse_punctuation("(")
+            dynamic = parse_i64(parser)
+            parser.parse_punctuation(")")
         attrs = parser.parse_optional_attr_dict_with_keyword()
         body = _parse_body(parser)
         op = cls(name, params, body, launch_bounds=bounds[0] if bounds else None,
-                 min_blocks=bounds[1] if bounds and len(bounds) == 2 else None)
+                 min_blocks=bounds[1] if bounds and len(bounds) == 2 else None,
+                 dynamic_shared=dynamic)
         if attrs is not None:
             op.attributes |= attrs.data
         return op
@@ -1329,5 +1400,5 @@ __all__ = [
     "ExpressionOp", "ForOp", "IfOp", "IncludeOp", "IndexOp", "KernelOp", "LiteralOp", "Param",
     "PtrType", "StatementOp", "TernaryOp", "UnaryOp", "VarOp", "VoidType",
     "binary_result_type", "check_identifier", "is_bool", "is_float", "is_integer", "is_scalar",
-    "is_unsigned", "is_value_type",
+    "is_unsigned", "is_value_type", "unary_result_type",
 ]

@@ -21,8 +21,9 @@ from xdsl.dialects.builtin import (
     SymbolRefAttr,
     i64,
 )
-from xdsl.ir import Attribute, Block, Dialect, Operation, Region, SSAValue
+from xdsl.ir import Attribute, Block, BlockArgument, Dialect, Operation, Region, SSAValue
 from xdsl.irdl import (
+    AttrSizedOperandSegments,
     IRDLOperation,
     irdl_op_definition,
     operand_def,
@@ -134,7 +135,13 @@ class FuncOp(IRDLOperation):
 
 @irdl_op_definition
 class LaunchOp(IRDLOperation):
-    """``kernel.launch @k grid [8, 1, 1] block [256, 1, 1] smem 0 (%x, %y) : types``."""
+    """``kernel.launch @k grid [8, 1, 1] block [256, 1, 1] smem 0 (%x, %y) : types``.
+
+    ``smem`` is the launch's *dynamic* shared memory in bytes. A ``kernel.func``'s
+    ``kernel.shared`` buffers need none; once ``kernel-to-cuda`` has placed them in dynamic
+    shared memory (more than 48 KiB of them), the launched ``cuda.kernel`` says how many bytes
+    it needs (``dynamic_shared``), and ``smem`` must be at least that.
+    """
 
     name = "kernel.launch"
     kernel = prop_def(SymbolRefAttr)
@@ -178,7 +185,14 @@ class LaunchOp(IRDLOperation):
         if callee is None:
             return  # checked again once the kernel exists (e.g. while lowering)
         if callee.name == "cuda.kernel":
-            return  # after kernel-to-cuda the launched kernel is its CUDA-IR form
+            # After kernel-to-cuda the launched kernel is its CUDA-IR form.
+            needed = getattr(callee, "dynamic_shared_bytes", 0)
+            if self.shared_bytes < needed:
+                raise VerifyException(
+                    f"smem {self.shared_bytes} is less than the {needed} bytes of dynamic "
+                    f"shared memory that @{self.kernel.root_reference.data} needs"
+                )
+            return
         if not isinstance(callee, FuncOp):
             raise VerifyException(f"@{self.kernel.root_reference.data} is not a kernel.func")
         expected = tuple(callee.function_type.inputs.data)
@@ -398,7 +412,11 @@ class StoreOp(IRDLOperation):
 
 @irdl_op_definition
 class SharedOp(IRDLOperation):
-    """``%s = kernel.shared : memref<32xf32>``: a statically sized shared-memory buffer."""
+    """``%s = kernel.shared : memref<32xf32>``: a statically sized shared-memory buffer.
+
+    One per block, for the whole kernel. How CUDA declares it is ``kernel-to-cuda``'s choice:
+    a ``__shared__`` array, or — when the kernel's shared buffers total more than the 48 KiB
+    CUDA allows statically — a slice of the kernel's dynamic shared memory."""
 
     name = "kernel.shared"
     result = result_def(MemRefType)
@@ -479,14 +497,192 @@ class ShuffleXorOp(IRDLOperation):
         return op
 
 
+# --- asynchronous copies (cp.async) -----------------------------------------------------------
+
+ASYNC_COPY_BYTES = (4, 8, 16)
+"""The sizes, in bytes, that one ``cp.async`` moves."""
+
+
+def check_async_copy(op: Operation, src: SSAValue, dst: SSAValue, count: int) -> None:
+    """Shared verifier of ``tile.async_copy`` and ``kernel.async_copy``: one element type on
+    both sides, ``count`` elements of it making 4, 8 or 16 bytes, and on both sides an
+    innermost dimension that is contiguous and holds at least ``count`` elements."""
+    src_type, dst_type = src.type, dst.type
+    if not isinstance(src_type, MemRefType) or not isinstance(dst_type, MemRefType):
+        raise VerifyException(f"{op.name}: copies between memrefs, got {src_type} and {dst_type}")
+    element = src_type.element_type
+    if dst_type.element_type != element:
+        raise VerifyException(
+            f"{op.name}: source and destination element types differ: {element} and "
+            f"{dst_type.element_type}"
+        )
+    width = getattr(element, "bitwidth", None)
+    if not isinstance(width, int) or width % 8:
+        raise VerifyException(f"{op.name}: cannot copy elements of type {element} "
+                              "asynchronously (whole bytes only)")
+    nbytes = count * width // 8
+    if count < 1 or nbytes not in ASYNC_COPY_BYTES:
+        raise VerifyException(
+            f"{op.name}: count {count} of {element} moves {nbytes} bytes; an asynchronous copy "
+            f"moves 4, 8 or 16 bytes"
+        )
+    for what, typ in (("source", src_type), ("destination", dst_type)):
+        shape = typ.get_shape()
+        if not shape:
+            raise VerifyException(f"{op.name}: the {what} must have rank 1 or more")
+        if shape[-1] >= 0 and shape[-1] < count:
+            raise VerifyException(
+                f"{op.name}: the innermost extent {shape[-1]} of the {what} is smaller than "
+                f"count {count}"
+            )
+        strides = typ.get_strides()
+        if count > 1 and strides is not None and strides[-1] != 1:
+            raise VerifyException(
+                f"{op.name}: the innermost dimension of the {what} must be contiguous "
+                f"(stride 1), got stride {strides[-1]}"
+            )
+
+
+@irdl_op_definition
+class AsyncCopyOp(IRDLOperation):
+    """``kernel.async_copy %src[%i, %j] to %dst[%a, %b] count 4 : memref<64x256xf32> to
+    memref<16x4xf32>``: each executing thread starts copying ``count`` consecutive elements
+    of the innermost dimension, ``src[i, j + e]`` to ``dst[a, b + e]`` for ``e < count``
+    (CUDA's ``cp.async`` of 4, 8 or 16 bytes, from global to shared memory).
+
+    The copy is *asynchronous*: it joins the thread's open group of copies, which
+    ``kernel.async_commit`` closes; its elements are written to ``dst`` at the latest when a
+    ``kernel.async_wait`` of the same thread completes that group (and in any case before the
+    kernel ends). Until then ``dst`` holds undefined values for every thread, and other threads
+    see the data only after the wait *and* a ``kernel.barrier``. Both element offsets must be
+    multiples of ``count`` (the copy's size is its alignment).
+    """
+
+    name = "kernel.async_copy"
+    src = operand_def(MemRefType)
+    src_indices = var_operand_def(IndexType)
+    dst = operand_def(MemRefType)
+    dst_indices = var_operand_def(IndexType)
+    count = prop_def(IntegerAttr)
+    irdl_options = (AttrSizedOperandSegments(as_property=True),)
+    traits = traits_def(MemoryReadEffect(), MemoryWriteEffect())
+
+    def __init__(self, src: SSAValue, src_indices: Sequence[SSAValue], dst: SSAValue,
+                 dst_indices: Sequence[SSAValue], count: int) -> None:
+        super().__init__(operands=[src, list(src_indices), dst, list(dst_indices)],
+                         properties={"count": IntegerAttr(count, i64)})
+
+    @property
+    def elements(self) -> int:
+        """How many elements each thread copies (``count``)."""
+        return self.count.value.data
+
+    def verify_(self) -> None:
+        _check_indices(self, self.src, self.src_indices)
+        _check_indices(self, self.dst, self.dst_indices)
+        check_async_copy(self, self.src, self.dst, self.elements)
+        if isinstance(self.src.owner, SharedOp | LocalOp):
+            raise VerifyException(f"{self.name}: the source must be a global buffer (a kernel "
+                                  f"argument), not a {self.src.owner.name} buffer")
+        dst_owner = self.dst.owner
+        if isinstance(self.dst, BlockArgument) and isinstance(self.dst.owner.parent_op(), FuncOp):
+            raise VerifyException(f"{self.name}: the destination must be a kernel.shared "
+                                  "buffer, not a kernel argument")
+        if isinstance(dst_owner, LocalOp):
+            raise VerifyException(f"{self.name}: the destination must be a kernel.shared "
+                                  "buffer, not a kernel.local buffer")
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        _print_access(printer, self.src, self.src_indices)
+        printer.print_string(" to ")
+        _print_access(printer, self.dst, self.dst_indices)
+        printer.print_string(f" count {self.elements}")
+        printer.print_op_attributes(self.attributes)
+        printer.print_string(" : ")
+        printer.print_attribute(self.src.type)
+        printer.print_string(" to ")
+        printer.print_attribute(self.dst.type)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> AsyncCopyOp:
+        src, src_indices = _parse_access(parser)
+        parser.parse_keyword("to")
+        dst, dst_indices = _parse_access(parser)
+        parser.parse_keyword("count")
+        count = parse_i64(parser)
+        attrs = parser.parse_optional_attr_dict()
+        parser.parse_punctuation(":")
+        src_type = parser.parse_type()
+        parser.parse_keyword("to")
+        dst_type = parser.parse_type()
+        op = cls(parser.resolve_operand(src, src_type), src_indices,
+                 parser.resolve_operand(dst, dst_type), dst_indices, count)
+        op.attributes |= attrs
+        return op
+
+
+@irdl_op_definition
+class AsyncCommitOp(IRDLOperation):
+    """``kernel.async_commit``: closes the group of the ``kernel.async_copy`` ops this thread
+    started since its previous commit (``__pipeline_commit()``)."""
+
+    name = "kernel.async_commit"
+    assembly_format = "attr-dict"
+
+    def __init__(self) -> None:
+        super().__init__()
+
+
+def check_pending(op: Operation, pending: int) -> None:
+    """``async_wait``'s number of groups left in flight is non-negative."""
+    if pending < 0:
+        raise VerifyException(f"{op.name}: the number of pending groups must be >= 0, "
+                              f"got {pending}")
+
+
+@irdl_op_definition
+class AsyncWaitOp(IRDLOperation):
+    """``kernel.async_wait 1``: this thread waits until at most ``pending`` of its most
+    recently committed groups of asynchronous copies are still in flight; every older group
+    is complete, its data written (``__pipeline_wait_prior(pending)``). Copies not committed
+    yet are not completed. Other threads see the data after a following ``kernel.barrier``."""
+
+    name = "kernel.async_wait"
+    pending = prop_def(IntegerAttr)
+
+    def __init__(self, pending: int) -> None:
+        super().__init__(properties={"pending": IntegerAttr(pending, i64)})
+
+    @property
+    def groups(self) -> int:
+        """The number of groups that may stay in flight."""
+        return self.pending.value.data
+
+    def verify_(self) -> None:
+        check_pending(self, self.groups)
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(f" {self.groups}")
+        printer.print_op_attributes(self.attributes)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> AsyncWaitOp:
+        op = cls(parse_i64(parser))
+        op.attributes |= parser.parse_optional_attr_dict()
+        return op
+
+
 Kernel = Dialect(
     "kernel",
     [FuncOp, ReturnOp, LaunchOp, ThreadIdOp, BlockIdOp, BlockDimOp, GridDimOp, LoadOp, StoreOp,
-     SharedOp, LocalOp, BarrierOp, ShuffleXorOp],
+     SharedOp, LocalOp, BarrierOp, ShuffleXorOp, AsyncCopyOp, AsyncCommitOp, AsyncWaitOp],
     [],
 )
 
 __all__ = [
     "Kernel", "FuncOp", "ReturnOp", "LaunchOp", "ThreadIdOp", "BlockIdOp", "BlockDimOp",
-    "GridDimOp", "LoadOp", "StoreOp", "SharedOp", "LocalOp", "BarrierOp", "ShuffleXorOp", "DIMS",
+    "GridDimOp", "LoadOp", "StoreOp", "SharedOp", "LocalOp", "BarrierOp", "ShuffleXorOp",
+    "AsyncCopyOp", "AsyncCommitOp", "AsyncWaitOp", "ASYNC_COPY_BYTES", "DIMS",
+    "check_async_copy", "check_pending",
 ]

@@ -30,6 +30,21 @@ two places:
   Each thread therefore touches only its own slice, which ``tile-to-kernel`` turns into a
   private array (a register micro-tile). Semantically it is a block buffer like any other,
   so the interpreters need no special case.
+
+Asynchronous copies from global into shared memory (CUDA's ``cp.async``) are three ops:
+
+* ``tile.async_copy %src[...] to %dst[...] count 4`` — every thread executing it starts
+  copying ``count`` consecutive innermost elements (4, 8 or 16 bytes); the copy joins the
+  thread's open *group*;
+* ``tile.async_commit`` — closes the thread's open group;
+* ``tile.async_wait N`` — the thread waits until at most its ``N`` most recently committed
+  groups are still in flight: every older group's data is in ``dst``.
+
+Until its group is waited for, a copy's destination holds undefined values. The step that
+issues a copy is *not* counted as writing the destination when ``tile-to-kernel`` places
+barriers: whoever emits the copies also emits the ``tile.async_wait`` and the
+``kernel.barrier`` after it that make the data visible to the other threads of the block
+(``kernel.barrier`` may stand in Tile IR for exactly that).
 """
 
 from __future__ import annotations
@@ -37,6 +52,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from xdsl.dialects.builtin import (
+    AffineMapAttr,
     DenseArrayBase,
     IndexType,
     IntegerAttr,
@@ -44,10 +60,12 @@ from xdsl.dialects.builtin import (
     StringAttr,
     i64,
 )
-from xdsl.ir import Attribute, Block, Dialect, Region, SSAValue
+from xdsl.ir import Attribute, Block, BlockArgument, Dialect, Operation, Region, SSAValue
+from xdsl.ir.affine import AffineDimExpr, AffineMap
 from xdsl.irdl import (
     IRDLOperation,
     irdl_op_definition,
+    operand_def,
     prop_def,
     region_def,
     result_def,
@@ -59,6 +77,8 @@ from xdsl.printer import Printer
 from xdsl.traits import (
     IsolatedFromAbove,
     IsTerminator,
+    MemoryReadEffect,
+    MemoryWriteEffect,
     NoTerminator,
     Pure,
     RecursiveMemoryEffect,
@@ -72,12 +92,16 @@ from llmopt.dialects._syntax import (
     check_static_buffer,
     int_array,
     ints,
+    parse_affine_access,
     parse_bound_region,
     parse_i64,
     parse_int_list,
+    print_affine_access,
     print_bound_args,
     print_int_list,
 )
+from llmopt.dialects.kernel import check_async_copy, check_pending
+from llmopt.dialects.loop import verify_access
 from llmopt.dialects.prim import REDUCE_KINDS
 
 MAPPINGS = ("blocks", "threads", "block_threads")
@@ -361,7 +385,171 @@ class AllocOp(IRDLOperation):
         return op
 
 
-Tile = Dialect("tile", [KernelOp, ForallOp, CoopReduceOp, YieldOp, AllocOp], [])
+# --- asynchronous copies (cp.async) -----------------------------------------------------------
 
-__all__ = ["Tile", "KernelOp", "ForallOp", "CoopReduceOp", "YieldOp", "AllocOp", "MAPPINGS",
-           "SPACES"]
+
+def _enclosing(op: Operation, cls: type[Operation]) -> Operation | None:
+    """The innermost op of type ``cls`` around ``op``."""
+    parent = op.parent_op()
+    while parent is not None and not isinstance(parent, cls):
+        parent = parent.parent_op()
+    return parent
+
+
+def _remap(amap: AffineMap, operands: Sequence[SSAValue], merged: Sequence[SSAValue]
+           ) -> AffineMap:
+    """``amap`` (over ``operands``) as a map over ``merged``, a list containing them."""
+    dims = [AffineDimExpr(next(k for k, m in enumerate(merged) if m is v)) for v in operands]
+    return amap.replace_dims_and_symbols(dims, [], len(merged), 0)
+
+
+@irdl_op_definition
+class AsyncCopyOp(IRDLOperation):
+    """``tile.async_copy %a[%i, %k * 4] to %s[%t, 0] count 4 : memref<64x256xf32> to
+    memref<64x4xf32>``: start copying ``count`` consecutive innermost elements from global
+    to shared memory (see the module docstring).
+
+    Both accesses are affine maps of the same ``index`` operands; the copy moves
+    ``src[src_map(indices) + (0, ..., 0, e)]`` to ``dst[dst_map(indices) + (0, ..., 0, e)]``
+    for ``e < count``. ``count`` elements make 4, 8 or 16 bytes, and both element offsets
+    must be multiples of ``count`` (the interpreters check it). It sits inside a
+    ``tile.forall``; ``dst`` is a ``tile.alloc shared`` buffer and ``src`` a kernel buffer.
+    """
+
+    name = "tile.async_copy"
+    src = operand_def(MemRefType)
+    dst = operand_def(MemRefType)
+    indices = var_operand_def(IndexType)
+    src_map = prop_def(AffineMapAttr)
+    dst_map = prop_def(AffineMapAttr)
+    count = prop_def(IntegerAttr)
+    traits = traits_def(MemoryReadEffect(), MemoryWriteEffect())
+
+    def __init__(self, src: SSAValue, src_map: AffineMap, dst: SSAValue, dst_map: AffineMap,
+                 indices: Sequence[SSAValue], count: int) -> None:
+        super().__init__(
+            operands=[src, dst, list(indices)],
+            properties={"src_map": AffineMapAttr(src_map), "dst_map": AffineMapAttr(dst_map),
+                        "count": IntegerAttr(count, i64)},
+        )
+
+    @property
+    def elements(self) -> int:
+        """How many elements each copy moves (``count``)."""
+        return self.count.value.data
+
+    def verify_(self) -> None:
+        verify_access(self, self.src, self.src_map.data, self.indices)
+        verify_access(self, self.dst, self.dst_map.data, self.indices)
+        check_async_copy(self, self.src, self.dst, self.elements)
+        if _enclosing(self, ForallOp) is None:
+            raise VerifyException(f"{self.name} must sit inside a tile.forall")
+        src_owner = self.src.owner
+        if isinstance(src_owner, AllocOp):
+            raise VerifyException(f"{self.name}: the source must be a kernel buffer (global "
+                                  f"memory), not a tile.alloc {src_owner.space.data} buffer")
+        dst_owner = self.dst.owner
+        if isinstance(dst_owner, AllocOp) and dst_owner.space.data != "shared":
+            raise VerifyException(f"{self.name}: the destination must be a tile.alloc shared "
+                                  f"buffer, not a tile.alloc {dst_owner.space.data} buffer")
+        if isinstance(self.dst, BlockArgument) and isinstance(self.dst.owner.parent_op(),
+                                                              KernelOp):
+            raise VerifyException(f"{self.name}: the destination must be a tile.alloc shared "
+                                  "buffer, not a kernel buffer")
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_ssa_value(self.src)
+        print_affine_access(printer, self.src_map.data, self.indices)
+        printer.print_string(" to ")
+        printer.print_ssa_value(self.dst)
+        print_affine_access(printer, self.dst_map.data, self.indices)
+        printer.print_string(f" count {self.elements}")
+        printer.print_op_attributes(self.attributes)
+        printer.print_string(" : ")
+        printer.print_attribute(self.src.type)
+        printer.print_string(" to ")
+        printer.print_attribute(self.dst.type)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> AsyncCopyOp:
+        src = parser.parse_unresolved_operand()
+        src_map, src_indices = parse_affine_access(parser)
+        parser.parse_keyword("to")
+        dst = parser.parse_unresolved_operand()
+        dst_map, dst_indices = parse_affine_access(parser)
+        parser.parse_keyword("count")
+        count = parse_i64(parser)
+        attrs = parser.parse_optional_attr_dict()
+        parser.parse_punctuation(":")
+        src_type = parser.parse_type()
+        parser.parse_keyword("to")
+        dst_type = parser.parse_type()
+        merged: list[SSAValue] = []
+        for value in (*src_indices, *dst_indices):
+            if not any(value is m for m in merged):
+                merged.append(value)
+        op = cls(parser.resolve_operand(src, src_type), _remap(src_map, src_indices, merged),
+                 parser.resolve_operand(dst, dst_type), _remap(dst_map, dst_indices, merged),
+                 merged, count)
+        op.attributes |= attrs
+        return op
+
+
+def _check_in_kernel(op: Operation) -> None:
+    if _enclosing(op, KernelOp) is None:
+        raise VerifyException(f"{op.name} must sit inside a tile.kernel")
+
+
+@irdl_op_definition
+class AsyncCommitOp(IRDLOperation):
+    """``tile.async_commit``: closes the group of the ``tile.async_copy`` ops each executing
+    thread started since its previous commit."""
+
+    name = "tile.async_commit"
+    assembly_format = "attr-dict"
+
+    def __init__(self) -> None:
+        super().__init__()
+
+    def verify_(self) -> None:
+        _check_in_kernel(self)
+
+
+@irdl_op_definition
+class AsyncWaitOp(IRDLOperation):
+    """``tile.async_wait 1``: each executing thread waits until at most ``pending`` of its
+    most recently committed groups are in flight; its older groups are complete. Copies not
+    committed yet are not completed."""
+
+    name = "tile.async_wait"
+    pending = prop_def(IntegerAttr)
+
+    def __init__(self, pending: int) -> None:
+        super().__init__(properties={"pending": IntegerAttr(pending, i64)})
+
+    @property
+    def groups(self) -> int:
+        """The number of groups that may stay in flight."""
+        return self.pending.value.data
+
+    def verify_(self) -> None:
+        check_pending(self, self.groups)
+        _check_in_kernel(self)
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(f" {self.groups}")
+        printer.print_op_attributes(self.attributes)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> AsyncWaitOp:
+        op = cls(parse_i64(parser))
+        op.attributes |= parser.parse_optional_attr_dict()
+        return op
+
+
+Tile = Dialect("tile", [KernelOp, ForallOp, CoopReduceOp, YieldOp, AllocOp, AsyncCopyOp,
+                        AsyncCommitOp, AsyncWaitOp], [])
+
+__all__ = ["Tile", "KernelOp", "ForallOp", "CoopReduceOp", "YieldOp", "AllocOp", "AsyncCopyOp",
+           "AsyncCommitOp", "AsyncWaitOp", "MAPPINGS", "SPACES"]

@@ -7,7 +7,9 @@ differ between threads iterates while any thread is active, ``scf.if`` runs both
 complementary masks. Loads and stores gather and scatter per thread and raise
 :class:`~llmopt.interp.OutOfBoundsError` when an active thread leaves the buffer (a dropped
 bounds guard). ``kernel.shared`` is one buffer per block, ``kernel.local`` one per thread
-(private, so never part of a race). ``kernel.shuffle_xor`` permutes
+(private, so never part of a race); a launch's ``smem`` (dynamic shared memory, which
+``kernel-to-cuda`` raises when it moves more than 48 KiB of shared buffers there) changes
+nothing here. ``kernel.shuffle_xor`` permutes
 values between the lanes of each warp of 32 consecutive threads.
 
 Lock-step execution would hide missing barriers, so memory accesses are checked against
@@ -18,6 +20,15 @@ read or written by another thread unless both are in one block with a barrier in
 Violations raise :class:`~llmopt.interp.RaceError` naming both ops and both threads. A
 barrier or shuffle reached by only part of a block (or warp) raises
 :class:`~llmopt.interp.DivergenceError`.
+
+``kernel.async_copy`` reads its source when issued and writes its destination only when a
+``kernel.async_wait`` of the issuing thread completes the copy's group (or at the end of the
+launch; see :mod:`llmopt.interp.simt`), so a read before the wait sees stale data. For the race
+checks the copy writes its destination both when it is issued and when it completes, each
+time as the issuing thread: another thread touching the element in the epoch of either — in
+particular before a ``kernel.barrier`` that follows the wait — is a race. (An access in an
+epoch strictly between the two, with the copy in flight across two barriers, is not
+detected.) Its source read is checked like ``kernel.load``'s.
 """
 
 from __future__ import annotations
@@ -42,7 +53,7 @@ from llmopt.interp._core import (
     uninitialized,
 )
 from llmopt.interp.host import HostInterpreter, host_impl
-from llmopt.interp.simt import SimtEvaluator, buffer_of, simt_impl
+from llmopt.interp.simt import InFlight, SimtEvaluator, buffer_of, simt_impl
 
 _NONE = np.iinfo(np.int64).max
 
@@ -155,8 +166,11 @@ class RaceChecker:
             track.r_op[loc] = self._op_id(op)
 
     def write(self, op: Operation, buf: np.ndarray, loc: np.ndarray, tids: np.ndarray,
-              shared: bool, name: str) -> None:
-        """Record that threads ``tids`` wrote the flat locations ``loc`` of ``buf``."""
+              shared: bool, name: str, source: Operation | None = None) -> None:
+        """Record that threads ``tids`` wrote the flat locations ``loc`` of ``buf``; ``op``
+        is where a conflict is reported, ``source`` (default ``op``) the op recorded as the
+        writer (an asynchronous copy completed by a later wait)."""
+        writer_op = op if source is None else source
         track = self.tracks.get(id(buf))
         if track is None:
             track = self.tracks[id(buf)] = _Track(shared, buf.size)
@@ -167,8 +181,8 @@ class RaceChecker:
             if same.any():
                 i = int(np.argmax(same))
                 a, b = int(tids[order[i]]), int(tids[order[i + 1]])
-                raise self._raise("write after write", op, op, buf, int(loc[order[i]]), shared,
-                                  a, b, "writes")
+                raise self._raise("write after write", op, writer_op, buf, int(loc[order[i]]),
+                                  shared, a, b, "writes")
         epoch = self.epoch[tids // self.threads]
         writer = track.writer[loc]
         clash = (writer >= 0) & (writer != tids) & (
@@ -187,7 +201,7 @@ class RaceChecker:
                                   int(loc[i]), shared, reader, int(tids[i]), "writes")
         track.writer[loc] = tids
         track.w_epoch[loc] = epoch
-        track.w_op[loc] = self._op_id(op)
+        track.w_op[loc] = self._op_id(writer_op)
 
     def barrier(self, blocks: np.ndarray | None) -> None:
         """The threads of ``blocks`` (a boolean per block; ``None``: all) passed a barrier."""
@@ -402,7 +416,11 @@ def _store(ev: SimtEvaluator, op: Operation) -> None:
 
 @simt_impl("kernel.barrier")
 def _barrier(ev: SimtEvaluator, op: Operation) -> None:
-    """Ends the block's epoch; every thread of a block must reach it."""
+    """Ends the block's epoch; every thread of a block must reach it. In Tile IR (no
+    :class:`KernelEvaluator`, but a launch shape) it does nothing: there every op of a block
+    step already runs for the whole block before the next."""
+    if not isinstance(ev, KernelEvaluator) and ev.threads is not None:
+        return
     kev = _ids(ev, op)
     blocks: np.ndarray | None = None
     if ev.mask is not None:
@@ -462,6 +480,75 @@ def _missing_lane(op: Operation, block: int, thread: int, source: int, threads: 
                  f"does not exist in a block of {threads} threads")
 
 
+def _global_buffer(kev: KernelEvaluator, op: Operation, value: SSAValue) -> np.ndarray:
+    """The storage of a copy operand, which may not be a thread-private ``kernel.local``."""
+    buf = buffer_of(kev, op, value)
+    if id(buf) in kev.local:
+        raise error(InterpretError, op, "an asynchronous copy cannot access a kernel.local "
+                    "buffer")
+    return buf
+
+
+@simt_impl("kernel.async_copy")
+def _async_copy(ev: SimtEvaluator, op: Operation) -> None:
+    """Read the source now (race-checked like a load), record the destination write, and
+    keep the values in flight until a wait (see the module docstring)."""
+    kev = _ids(ev, op)
+    count = op.properties["count"].value.data  # type: ignore[attr-defined]
+    segments = op.properties["operandSegmentSizes"]
+    sizes = [int(n) for n in segments.get_values()]  # type: ignore[attr-defined]
+    src_value, dst_value = op.operands[0], op.operands[1 + sizes[1]]
+    src_idx = [ev.env[v] for v in op.operands[1:1 + sizes[1]]]
+    dst_idx = [ev.env[v] for v in op.operands[2 + sizes[1]:]]
+    src = _global_buffer(kev, op, src_value)
+    dst = _global_buffer(kev, op, dst_value)
+    src_shared, dst_shared = id(src) in kev.shared, id(dst) in kev.shared
+    assert isinstance(src_value.type, MemRefType) and isinstance(dst_value.type, MemRefType)
+    source = kev.copy_elements(op, src, [kev.bid] if src_shared else [], src_idx,
+                               src_value.type, count)
+    target = kev.copy_elements(op, dst, [kev.bid] if dst_shared else [], dst_idx,
+                               dst_value.type, count)
+    flat, tids = kev.copy_lanes([*source, *target], count)
+    src_coords, dst_coords = tuple(flat[:len(source)]), tuple(flat[len(source):])
+    values = src[src_coords]
+    src_loc = np.ravel_multi_index(src_coords, src.shape)
+    dst_loc = np.ravel_multi_index(dst_coords, dst.shape)
+    races = kev.races
+    if races is not None:
+        if src_shared or id(src) in races.tracks:
+            races.names.setdefault(id(src), _name(src_value, "buffer"))
+            races.read(op, src, src_loc, tids, tids, src_shared)
+        races.write(op, dst, dst_loc, tids, dst_shared, _name(dst_value, "buffer"))
+    kev.copies(op).issue(InFlight(op, dst, dst_shared, dst_loc, values, tids,
+                                  np.full(dst_loc.shape, -1, np.int64)))
+
+
+def _complete(kev: KernelEvaluator, op: Operation, done: list[InFlight]) -> None:
+    """Write completed copies, recorded (as ``op``, when race checks are on) as writes by the
+    threads that issued them."""
+    races = kev.races
+    for copy in done:
+        if races is not None:
+            races.write(op, copy.buffer, copy.loc, copy.tids, copy.shared,
+                        races.names.get(id(copy.buffer), "buffer"), source=copy.op)
+        copy.write()
+
+
+@simt_impl("kernel.async_commit")
+def _async_commit(ev: SimtEvaluator, op: Operation) -> None:
+    """The executing threads close their open groups."""
+    kev = _ids(ev, op)
+    kev.copies(op).commit(kev.active_threads())
+
+
+@simt_impl("kernel.async_wait")
+def _async_wait(ev: SimtEvaluator, op: Operation) -> None:
+    """Complete the executing threads' groups older than their ``pending`` newest ones."""
+    kev = _ids(ev, op)
+    pending = op.properties["pending"].value.data  # type: ignore[attr-defined]
+    _complete(kev, op, kev.copies(op).complete(kev.active_threads(), pending))
+
+
 @host_impl("kernel.launch")
 def _launch(interp: HostInterpreter, op: Operation, args: list[Value]) -> list[Value]:
     """Run the callee for every thread of the grid; buffers alias the host's."""
@@ -492,4 +579,6 @@ def _launch(interp: HostInterpreter, op: Operation, args: list[Value]) -> list[V
             if isinstance(value, np.ndarray):
                 ev.races.names.setdefault(id(value), _name(arg, "buffer"))
     ev.run_block(body)
+    for copy in ev.finish_copies():
+        _complete(ev, copy.op, [copy])
     return []

@@ -17,14 +17,37 @@ Running an axis of all its iterations at once is exact for the loops it is used 
 loops have independent iterations, and reduce loops fold their yielded values strictly left
 to right afterwards. When a frame would grow too large the axis is processed in chunks, in
 order, which is equally exact.
+
+**Asynchronous copies** (``tile.async_copy``/``kernel.async_copy``, CUDA's ``cp.async``) are
+modelled so that a missing or misplaced wait gives wrong numbers, as on the GPU:
+
+* the copy reads its source when it is issued and keeps the values *in flight*, with the
+  destination locations and the global id of the thread that issued each element; the
+  destination is not touched;
+* ``async_commit`` closes each executing thread's open group: its in-flight elements get the
+  thread's next group number;
+* ``async_wait N`` writes, in issue order, the elements of every executing thread whose group
+  is older than that thread's ``N`` newest committed groups, and forgets them; uncommitted
+  elements stay in flight;
+* at the end of the launch whatever is still in flight, committed or not, is written (the
+  GPU completes a thread's copies before the kernel ends).
+
+Groups are counted per thread, so commits and waits under a mask (in an ``scf.if``, or in a
+loop with per-thread bounds) are exact: a masked-off thread neither commits nor waits. Lanes
+that one thread runs *at once* — the rounds of a ``tile.forall`` and the iterations of a free
+``loop.for`` at Tile IR, which the GPU runs one after another — share that thread's counter
+and commit or wait once per executed op; at Kernel IR every such loop is an ``scf.for`` and
+this cannot happen.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
+from xdsl.dialects.builtin import MemRefType
 from xdsl.ir import Block, Operation, SSAValue
 
 from llmopt.interp._core import (
@@ -60,6 +83,82 @@ def simt_impl(*names: str) -> Callable[[SimtImpl], SimtImpl]:
     return register
 
 
+@dataclass
+class InFlight:
+    """Elements of one asynchronous copy op that are not written to their destination yet."""
+
+    op: Operation
+    """The ``async_copy`` op that issued them."""
+    buffer: np.ndarray
+    """The destination storage."""
+    shared: bool
+    """Whether ``buffer`` is a Kernel-IR shared buffer (for race checks)."""
+    loc: np.ndarray
+    """Flat (C-order) locations in ``buffer``, one per element."""
+    values: np.ndarray
+    """The values read from the source when the copy was issued."""
+    tids: np.ndarray
+    """The global id (``block * threads_per_block + thread``) of the issuing thread."""
+    group: np.ndarray
+    """The issuing thread's group number of each element; ``-1`` until committed."""
+
+    def subset(self, keep: np.ndarray) -> InFlight:
+        """The elements selected by the boolean array ``keep``."""
+        return InFlight(self.op, self.buffer, self.shared, self.loc[keep], self.values[keep],
+                        self.tids[keep], self.group[keep])
+
+    def write(self) -> None:
+        """Write the elements to their destination, in order."""
+        self.buffer[np.unravel_index(self.loc, self.buffer.shape)] = self.values
+
+
+class AsyncCopies:
+    """The asynchronous copies of one launch (see the module docstring)."""
+
+    def __init__(self, threads: int) -> None:
+        """No copies; ``threads`` threads in the launch, none of which has committed."""
+        self.committed = np.zeros(threads, np.int64)
+        """Per global thread id, how many groups the thread has committed."""
+        self.copies: list[InFlight] = []
+        """Elements in flight, in issue order."""
+
+    def issue(self, copy: InFlight) -> None:
+        """Add the elements of one executed copy op to their threads' open groups."""
+        if copy.loc.size:
+            self.copies.append(copy)
+
+    def commit(self, active: np.ndarray) -> None:
+        """The threads where ``active`` (a boolean per global thread id) close their open
+        group."""
+        for copy in self.copies:
+            closing = (copy.group < 0) & active[copy.tids]
+            if closing.any():
+                copy.group[closing] = self.committed[copy.tids[closing]]
+        self.committed[active] += 1
+
+    def complete(self, active: np.ndarray | None, pending: int = 0) -> list[InFlight]:
+        """Remove and return, in issue order, the elements that a wait leaving ``pending``
+        groups in flight completes for the threads where ``active`` is true; with ``active``
+        ``None``, every element in flight (the end of the launch)."""
+        done: list[InFlight] = []
+        kept: list[InFlight] = []
+        for copy in self.copies:
+            if active is None:
+                done.append(copy)
+                continue
+            finished = ((copy.group >= 0) & active[copy.tids]
+                        & (copy.group < self.committed[copy.tids] - pending))
+            if finished.all():
+                done.append(copy)
+            elif finished.any():
+                done.append(copy.subset(finished))
+                kept.append(copy.subset(~finished))
+            else:
+                kept.append(copy)
+        self.copies = kept
+        return done
+
+
 def and_masks(a: np.ndarray | None, b: np.ndarray | None) -> np.ndarray | None:
     """The conjunction of two masks (``None`` is "all active")."""
     if a is None:
@@ -86,6 +185,8 @@ class SimtEvaluator:
         self.owned: dict[int, list[np.ndarray]] = {}
         """Buffers with one copy per point of the frame's leading axes (``tile.alloc``): id →
         the index arrays of those axes, prepended to every access."""
+        self.async_copies: AsyncCopies | None = None
+        """The asynchronous copies in flight (created by the first async op)."""
 
     # --- running ops ----------------------------------------------------------------------
 
@@ -257,6 +358,80 @@ class SimtEvaluator:
         arrays = np.broadcast_arrays(*idx, value, mask)
         sel = arrays[-1]
         buffer[tuple(a[sel] for a in arrays[:-2])] = arrays[-2][sel]
+
+
+    # --- asynchronous copies ----------------------------------------------------------------
+
+    def copies(self, op: Operation) -> AsyncCopies:
+        """The launch's asynchronous-copy state (``op`` needs a launch shape)."""
+        if self.threads is None:
+            raise error(InterpretError, op, "needs a launch shape: it must sit in a kernel")
+        if self.async_copies is None:
+            self.async_copies = AsyncCopies(self.threads[0] * self.threads[1])
+        return self.async_copies
+
+    def thread_ids(self) -> np.ndarray:
+        """The global thread id of every lane, shaped ``(blocks, threads)``."""
+        assert self.threads is not None
+        blocks, threads = self.threads
+        return np.arange(blocks * threads).reshape(blocks, threads)
+
+    def active_threads(self) -> np.ndarray:
+        """A boolean per global thread id: whether the thread executes the current op (in
+        at least one lane, see the module docstring)."""
+        assert self.threads is not None
+        size = self.threads[0] * self.threads[1]
+        if self.mask is None:
+            return np.ones(size, np.bool_)
+        return np.broadcast_to(self.mask, self.frame).reshape(-1, size).any(axis=0)
+
+    def copy_elements(self, op: Operation, buffer: np.ndarray, prefix: Sequence[Value],
+                      indices: Sequence[Value], typ: MemRefType, count: int) -> list[Value]:
+        """The full storage indices of the ``count`` elements an asynchronous copy touches in
+        ``buffer`` from ``indices`` (its first element) on, along a new leading axis of
+        extent ``count``; ``prefix`` are the storage axes in front of the buffer's own (the
+        block of a shared buffer, the owners of a ``tile.alloc``). Every active lane's
+        elements must be in bounds, and its first element's offset (from the strides and
+        offset of ``typ``) a multiple of ``count``."""
+        step = np.arange(count).reshape((count,) + (1,) * len(self.frame))
+        last = np.asarray(indices[-1]) + step
+        shape = buffer.shape[len(prefix):]
+        checked = self.check_bounds(op, shape, [*indices[:-1], last], self.mask)
+        strides, offset = typ.get_strides(), typ.get_offset()
+        if strides is not None and offset is not None and None not in strides and count > 1:
+            first: Value = int(offset)
+            for idx, stride in zip(indices, strides, strict=True):
+                first = first + np.asarray(idx) * int(stride)  # type: ignore[arg-type]
+            bad = np.asarray(first % count != 0)
+            if self.mask is not None:
+                bad = bad & self.mask
+            if bad.any():
+                full = np.broadcast_to(bad, np.broadcast_shapes(bad.shape, self.frame))
+                point = np.unravel_index(int(np.argmax(full)), full.shape)
+                at = int(np.broadcast_to(first, full.shape)[point])
+                raise error(InterpretError, op, f"misaligned copy: element offset {at} is not "
+                            f"a multiple of {count} (the copy moves {count} elements) at "
+                            f"{self.describe_point(point)}")
+        return [*prefix, *checked]
+
+    def copy_lanes(self, arrays: Sequence[Value], count: int
+                   ) -> tuple[list[np.ndarray], np.ndarray]:
+        """``arrays`` (from :meth:`copy_elements`) and the global thread ids, as flat arrays
+        over the active lanes' elements."""
+        shape = (count, *self.frame)
+        full = [np.broadcast_to(a, shape) for a in (*arrays, self.thread_ids())]
+        if self.mask is None:
+            flat = [a.reshape(-1) for a in full]
+        else:
+            sel = np.broadcast_to(self.mask, shape)
+            flat = [a[sel] for a in full]
+        return flat[:-1], flat[-1]
+
+    def finish_copies(self) -> list[InFlight]:
+        """Everything still in flight at the end of the launch (to be written)."""
+        if self.async_copies is None:
+            return []
+        return self.async_copies.complete(None)
 
 
 TERMINATORS = frozenset(

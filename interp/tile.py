@@ -24,20 +24,28 @@ inside are interpreted as at Loop IR.
 ``tile.alloc`` (shared or registers alike) is one poisoned buffer per point of the frame's
 leading axes at the alloc — per block and per round of the enclosing forall over blocks —
 and every access to it is routed to the copy of the point that makes it.
+
+``tile.async_copy``/``async_commit``/``async_wait`` keep the copied values in flight until a
+wait of the issuing thread completes their group (see :mod:`llmopt.interp.simt`): a read of
+the destination before that sees the old contents (a fresh ``tile.alloc`` is NaN). Every op
+of a block step runs for the whole block before the next one, so an explicit
+``kernel.barrier`` in Tile IR changes nothing here.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
 from xdsl.dialects.builtin import MemRefType
-from xdsl.ir import Operation
+from xdsl.ir import Operation, SSAValue
 
 from llmopt.interp._core import (
     InterpretError,
     Value,
     block_tree,
+    compile_map,
     error,
     np_dtype,
     shape_of,
@@ -45,7 +53,7 @@ from llmopt.interp._core import (
 )
 from llmopt.interp.host import HostInterpreter, host_impl
 from llmopt.interp.loop import bind_buffers
-from llmopt.interp.simt import SimtEvaluator, and_masks, simt_impl
+from llmopt.interp.simt import InFlight, SimtEvaluator, and_masks, buffer_of, simt_impl
 
 
 def _ints(op: Operation, name: str) -> tuple[int, ...]:
@@ -140,11 +148,57 @@ def _alloc(ev: SimtEvaluator, op: Operation) -> None:
     ev.env[op.results[0]] = buf
 
 
+def _access(ev: SimtEvaluator, op: Operation, prop: str, indices: Sequence[SSAValue]
+            ) -> tuple[Value, ...]:
+    """The coordinates the affine map ``prop`` of ``op`` gives for every point of the frame."""
+    amap = op.properties[prop].data  # type: ignore[attr-defined]
+    return compile_map(amap)([ev.env[v] for v in indices])
+
+
+@simt_impl("tile.async_copy")
+def _async_copy(ev: SimtEvaluator, op: Operation) -> None:
+    """Read the source now; the values stay in flight until a wait (module docstring)."""
+    thread_axes(ev, op)
+    src_value, dst_value, *indices = op.operands
+    src = buffer_of(ev, op, src_value)
+    dst = buffer_of(ev, op, dst_value)
+    count = op.properties["count"].value.data  # type: ignore[attr-defined]
+    assert isinstance(src_value.type, MemRefType) and isinstance(dst_value.type, MemRefType)
+    source = ev.copy_elements(op, src, ev.owned.get(id(src), []),
+                              _access(ev, op, "src_map", indices), src_value.type, count)
+    target = ev.copy_elements(op, dst, ev.owned.get(id(dst), []),
+                              _access(ev, op, "dst_map", indices), dst_value.type, count)
+    flat, tids = ev.copy_lanes([*source, *target], count)
+    values = src[tuple(flat[:len(source)])]
+    loc = np.ravel_multi_index(tuple(flat[len(source):]), dst.shape)
+    ev.copies(op).issue(InFlight(op, dst, False, loc, values, tids,
+                                 np.full(loc.shape, -1, np.int64)))
+
+
+@simt_impl("tile.async_commit")
+def _async_commit(ev: SimtEvaluator, op: Operation) -> None:
+    """The executing threads close their open groups."""
+    thread_axes(ev, op)
+    ev.copies(op).commit(ev.active_threads())
+
+
+@simt_impl("tile.async_wait")
+def _async_wait(ev: SimtEvaluator, op: Operation) -> None:
+    """Write the executing threads' groups older than their ``pending`` newest ones."""
+    thread_axes(ev, op)
+    pending = op.properties["pending"].value.data  # type: ignore[attr-defined]
+    for done in ev.copies(op).complete(ev.active_threads(), pending):
+        done.write()
+
+
 @host_impl("tile.kernel")
 def _kernel(interp: HostInterpreter, op: Operation, args: list[Value]) -> list[Value]:
-    """Run a ``tile.kernel`` body for all blocks and threads of its launch shape."""
+    """Run a ``tile.kernel`` body for all blocks and threads of its launch shape; copies
+    still in flight at the end are written."""
     blocks = math.prod(_ints(op, "grid"))
     threads = math.prod(_ints(op, "block"))
     ev = SimtEvaluator(bind_buffers(op, args), threads=(blocks, threads))
     ev.run_block(op.regions[0].block)
+    for done in ev.finish_copies():
+        done.write()
     return []

@@ -27,9 +27,24 @@ What each construct becomes:
 * ``kernel.shared`` → a ``__shared__`` array; ``kernel.local`` → a plain local array
   (registers once its indices are constants); both 16-byte aligned, so that the CUDA
   compiler may merge loads of four adjacent words into one 128-bit access;
+* shared memory beyond 48 KiB: CUDA declares at most 48 KiB of ``__shared__`` arrays
+  statically. When the ``kernel.shared`` buffers of a kernel total more (each rounded up to
+  16 bytes; :func:`shared_layout`), all of them move into dynamic shared memory: the kernel
+  declares ``extern __shared__ __align__(16) unsigned char smem[];`` and each buffer is a
+  typed pointer into it at a 16-byte-aligned offset, in declaration order
+  (``float* const stage = (float*)&smem[24576];``), indexed as before. The ``cuda.kernel``
+  records the total (``dynamic_shared(n)``) and every ``kernel.launch`` of it gets
+  ``smem`` ≥ n (the executor passes it to the launch, which opts in above 48 KiB). A kernel
+  whose shared memory exceeds what a block may use on ``arch`` (227 KiB on sm_90) is an
+  error naming the kernel and both byte counts, as is a launch whose ``smem`` and static
+  shared memory together exceed it. At 48 KiB or less nothing changes;
   ``kernel.barrier`` → ``__syncthreads()``; ``kernel.shuffle_xor`` →
   ``__shfl_xor_sync(0xffffffffu, v, offset)``; thread/block ids and dims →
   ``(long long)threadIdx.x`` and friends;
+* asynchronous copies, with the primitives of ``<cuda_pipeline_primitives.h>`` (included
+  when used): ``kernel.async_copy`` → ``__pipeline_memcpy_async(&dst[offset],
+  &src[offset], bytes)`` (``cp.async`` of 4, 8 or 16 bytes); ``kernel.async_commit`` →
+  ``__pipeline_commit()``; ``kernel.async_wait n`` → ``__pipeline_wait_prior(n)``;
 * ``arith`` — C operators with MLIR's exact semantics: ``divsi``/``remsi`` are C's ``/`` and
   ``%``; ``floordivsi``/``ceildivsi`` are ``a / b`` corrected by one where the remainder is
   non-zero and the signs differ (agree); unsigned ops go through unsigned casts; ``cmpf``
@@ -37,9 +52,13 @@ What each construct becomes:
 * ``math`` — the CUDA math functions (``expf``, ``rsqrtf``, ``tanhf``, ``powf`` …, and the
   ``double`` versions for ``f64``).
 
+Option: ``arch`` (default ``sm_90``), whose shared-memory limits apply.
+
 Why: the ``cuda`` dialect is the C syntax tree, so every decision about the source text —
-naming, which values are locals, how an index is computed — is made here, in IR that can be
-inspected and tested, and the printer only spells it.
+naming, which values are locals, how an index is computed, static or dynamic shared
+memory — is made here, in IR that can be inspected and tested, and the printer only spells
+it. The 48 KiB static limit is CUDA's, so Kernel IR does not know it: its shared buffers are
+just buffers, and the choice is made where the declarations are written.
 """
 
 from __future__ import annotations
@@ -66,6 +85,7 @@ from xdsl.dialects.builtin import (
     Signedness,
     StringAttr,
     SymbolRefAttr,
+    i64,
 )
 from xdsl.ir import Attribute, Block, BlockArgument, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
@@ -80,13 +100,19 @@ from xdsl.utils.exceptions import PassFailedException
 
 from llmopt.dialects import cuda, kernel
 from llmopt.lowering.loop_to_tile import KeepLocation, OpFailure
+from llmopt.passes.tile._schedule import limits
 
-__all__ = ["KernelToCuda"]
+__all__ = ["KernelToCuda", "SharedLayout", "shared_layout"]
 
 _I1 = IntegerType(1)
 _I32 = IntegerType(32)
+_UI8 = IntegerType(8, Signedness.UNSIGNED)
 _UI32 = IntegerType(32, Signedness.UNSIGNED)
 _INDEX = IndexType()
+_ARCH = re.compile(r"sm_\d+a?")
+
+SHARED_ALIGN = 16
+"""Bytes every shared buffer is aligned to (and its size rounded up to)."""
 
 # Views: values that alias their first operand (for the __restrict__ analysis).
 _VIEW_OPS = frozenset({
@@ -121,7 +147,8 @@ _CALLED = frozenset(
     {name for pair in _MATH_FUNCTIONS.values() for name in pair}
     | {"max", "min", "abs", "llabs", "__popc", "__popcll", "__clz", "__clzll",
        "__shfl_xor_sync", "__syncthreads", "__int_as_float", "__float_as_int",
-       "__longlong_as_double", "__double_as_longlong", "__float2half", "__float2bfloat16"}
+       "__longlong_as_double", "__double_as_longlong", "__float2half", "__float2bfloat16",
+       "__pipeline_memcpy_async", "__pipeline_commit", "__pipeline_wait_prior"}
 )
 # Built-in variables, and type names of the CUDA headers the generated code may include.
 _RESERVED = cuda.KEYWORDS | _CALLED | {
@@ -218,12 +245,14 @@ class _KernelEmitter:
 
     func: kernel.FuncOp
     no_restrict: set[int]
+    layout: SharedLayout | None = None
     names: _Names = field(default_factory=_Names)
     kind: dict[SSAValue, _Kind] = field(default_factory=dict)
     var: dict[SSAValue, str] = field(default_factory=dict)
     var_type: dict[SSAValue, Attribute] = field(default_factory=dict)
     mutable: set[str] = field(default_factory=set)
     block: Block = field(default_factory=Block)
+    pool: str | None = None  # the extern __shared__ array, when shared memory is dynamic
 
     # --- entry point ---------------------------------------------------------------------
 
@@ -231,7 +260,7 @@ class _KernelEmitter:
         """Build the ``cuda.kernel``."""
         func = self.func
         body = func.body.block
-        written = {s.buffer for s in func.walk() if isinstance(s, kernel.StoreOp)}
+        written = _written_buffers(func)
         params: list[cuda.Param] = []
         for k, arg in enumerate(body.args):
             name = self.names.fresh(arg.name_hint, f"arg{k}")
@@ -245,10 +274,16 @@ class _KernelEmitter:
             params.append(cuda.Param(name, typ, quals))
         self._classify(body)
         self.block = Block()
+        dynamic = self.layout is not None and self.layout.dynamic
+        if dynamic:
+            self.pool = self.names.fresh(None, "smem")
+            self._add(cuda.DeclOp(self.pool, _UI8, qualifiers=["extern", "__shared__"],
+                                  extent=0, align=SHARED_ALIGN))
         self._emit_block(body, [])
         block = func.block_shape
         return cuda.KernelOp(func.sym_name.data, params, Region(self.block),
-                             launch_bounds=block[0] * block[1] * block[2])
+                             launch_bounds=block[0] * block[1] * block[2],
+                             dynamic_shared=self.layout.total if dynamic else None)
 
     def _bind(self, value: SSAValue, name: str, typ: Attribute, mutable: bool = False) -> None:
         self.kind[value] = _Kind.NAMED
@@ -346,6 +381,15 @@ class _KernelEmitter:
         elif isinstance(op, kernel.BarrierOp):
             call = self._add(cuda.CallOp("__syncthreads", [], cuda.VoidType()))
             self._add(cuda.ExprStmtOp(call.results[0]))
+        elif isinstance(op, kernel.AsyncCopyOp):
+            self._emit_async_copy(op)
+        elif isinstance(op, kernel.AsyncCommitOp):
+            call = self._add(cuda.CallOp("__pipeline_commit", [], cuda.VoidType()))
+            self._add(cuda.ExprStmtOp(call.results[0]))
+        elif isinstance(op, kernel.AsyncWaitOp):
+            pending = self._int(op.groups, _I32)
+            call = self._add(cuda.CallOp("__pipeline_wait_prior", [pending], cuda.VoidType()))
+            self._add(cuda.ExprStmtOp(call.results[0]))
         elif isinstance(op, kernel.ReturnOp):
             if op.parent is not self.func.body.block:
                 raise _fail(op, "only the end of a kernel can return")
@@ -356,8 +400,11 @@ class _KernelEmitter:
             shared = isinstance(op, kernel.SharedOp)
             name = self.names.fresh(op.result.name_hint, "smem" if shared else "reg")
             self._bind(op.result, name, cuda.PtrType(element))
+            if shared and self.pool is not None:
+                self._emit_dynamic_shared(op, name, element)
+                return
             self._add(cuda.DeclOp(name, element, qualifiers=["__shared__"] if shared else [],
-                                  extent=max(1, prod(typ.get_shape())), align=16))
+                                  extent=max(1, prod(typ.get_shape())), align=SHARED_ALIGN))
         elif isinstance(op, scf.ForOp):
             self._emit_for(op)
         elif isinstance(op, scf.IfOp):
@@ -376,6 +423,27 @@ class _KernelEmitter:
                 self._check_supported(op)
         else:
             raise _fail(op, "unsupported in a kernel")
+
+    def _emit_dynamic_shared(self, op: kernel.SharedOp, name: str, element: Attribute) -> None:
+        """``T* const name = (T*)&smem[offset];``: a buffer in the dynamic shared memory."""
+        assert self.pool is not None and self.layout is not None
+        pool = self._add(cuda.VarOp(self.pool, cuda.PtrType(_UI8))).results[0]
+        byte = self._add(cuda.IndexOp(pool, self._int(self.layout.offsets[op], _INDEX)))
+        address = self._un("&", byte.results[0])
+        pointer = self._add(cuda.CastOp(address, cuda.PtrType(element))).results[0]
+        self._add(cuda.DeclOp(name, cuda.PtrType(element), pointer, qualifiers=["const"]))
+
+    def _emit_async_copy(self, op: kernel.AsyncCopyOp) -> None:
+        """``__pipeline_memcpy_async(&dst[offset], &src[offset], bytes);``."""
+        typ = op.src.type
+        assert isinstance(typ, MemRefType)
+        nbytes = op.elements * _width(typ.element_type) // 8
+        dst = self._un("&", self._element(op.dst, op.dst_indices, op))
+        src = self._un("&", self._element(op.src, op.src_indices, op))
+        size = self._int(nbytes, _I32)
+        call = self._add(cuda.CallOp("__pipeline_memcpy_async", [dst, src, size],
+                                     cuda.VoidType()))
+        self._add(cuda.ExprStmtOp(call.results[0]))
 
     @staticmethod
     def _default_name(op: Operation) -> str:
@@ -885,12 +953,23 @@ def _root(value: SSAValue) -> SSAValue:
     return value
 
 
+def _written_buffers(func: kernel.FuncOp) -> set[SSAValue]:
+    """The buffers that ``func`` stores to or copies into."""
+    written: set[SSAValue] = set()
+    for op in func.walk():
+        if isinstance(op, kernel.StoreOp):
+            written.add(op.buffer)
+        elif isinstance(op, kernel.AsyncCopyOp):
+            written.add(op.dst)
+    return written
+
+
 def _unrestricted_params(module: ModuleOp) -> dict[str, set[int]]:
     """For each kernel name, the parameters that may alias a written parameter in a launch."""
     written: dict[str, set[int]] = {}
     for op in module.ops:
         if isinstance(op, kernel.FuncOp):
-            stored = {s.buffer for s in op.walk() if isinstance(s, kernel.StoreOp)}
+            stored = _written_buffers(op)
             written[op.sym_name.data] = {
                 k for k, arg in enumerate(op.body.block.args) if arg in stored
             }
@@ -911,15 +990,87 @@ def _unrestricted_params(module: ModuleOp) -> dict[str, set[int]]:
 
 
 @dataclass
+class SharedLayout:
+    """Where the ``kernel.shared`` buffers of one kernel live. ``total``: their bytes, each
+    rounded up to :data:`SHARED_ALIGN`; ``offsets``: each buffer's byte offset when they are
+    laid out one after another in declaration order; ``dynamic``: whether they go into the
+    kernel's dynamic shared memory at those offsets (else each is a ``__shared__`` array)."""
+
+    total: int
+    offsets: dict[kernel.SharedOp, int]
+    dynamic: bool
+
+
+def _element_bytes(t: Attribute) -> int:
+    return (_width(t) + 7) // 8
+
+
+def shared_layout(func: kernel.FuncOp, static_limit: int = 48 * 1024) -> SharedLayout:
+    """The layout of ``func``'s shared buffers: dynamic when they total more than
+    ``static_limit`` bytes (CUDA's 48 KiB of static shared memory)."""
+    offsets: dict[kernel.SharedOp, int] = {}
+    total = 0
+    for op in func.body.block.ops:  # kernel.shared sits at the top level of its kernel
+        if isinstance(op, kernel.SharedOp):
+            typ = op.result.type
+            assert isinstance(typ, MemRefType)
+            nbytes = max(1, prod(typ.get_shape())) * _element_bytes(typ.element_type)
+            offsets[op] = total
+            total += -(-nbytes // SHARED_ALIGN) * SHARED_ALIGN
+    return SharedLayout(total, offsets, total > static_limit)
+
+
+@dataclass
 class _LowerKernelFunc(RewritePattern):
     """``kernel.func`` → ``cuda.kernel`` (see the module docstring)."""
 
     unrestricted: dict[str, set[int]]
+    layouts: dict[str, SharedLayout]
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: kernel.FuncOp, rewriter: PatternRewriter) -> None:
-        emitter = _KernelEmitter(op, self.unrestricted.get(op.sym_name.data, set()))
+        name = op.sym_name.data
+        emitter = _KernelEmitter(op, self.unrestricted.get(name, set()), self.layouts.get(name))
         rewriter.replace(op, emitter.run())
+
+
+def _shared_layouts(module: ModuleOp, arch: str) -> dict[str, SharedLayout]:
+    """Every kernel's shared-memory layout; raises when a kernel needs more shared memory
+    than a block may use on ``arch``."""
+    gpu = limits(arch)
+    layouts: dict[str, SharedLayout] = {}
+    for func in module.ops:
+        if not isinstance(func, kernel.FuncOp):
+            continue
+        layout = shared_layout(func, gpu.static_smem)
+        if layout.total > gpu.max_smem:
+            raise _fail(func, f"kernel @{func.sym_name.data} needs {layout.total} bytes of "
+                              f"shared memory ({len(layout.offsets)} kernel.shared buffers), "
+                              f"more than the {gpu.max_smem} bytes a block may use on {arch}")
+        layouts[func.sym_name.data] = layout
+    return layouts
+
+
+def _size_launches(module: ModuleOp, layouts: dict[str, SharedLayout], arch: str) -> None:
+    """Give every launch of a kernel with dynamic shared memory at least the bytes its
+    buffers take (``smem``), and check each launch's total against ``arch``'s limit."""
+    limit = limits(arch).max_smem
+    for launch in module.walk():
+        if not isinstance(launch, kernel.LaunchOp):
+            continue
+        name = launch.kernel.root_reference.data
+        layout = layouts.get(name)
+        if layout is None:
+            continue
+        static = 0 if layout.dynamic else layout.total
+        smem = max(launch.shared_bytes, layout.total) if layout.dynamic else launch.shared_bytes
+        if static + smem > limit:
+            what = (f"smem {smem}" if layout.dynamic
+                    else f"{static} bytes of static shared memory and smem {smem}")
+            raise _fail(launch, f"the launch of @{name} asks for {what}, more than the "
+                                f"{limit} bytes a block may use on {arch}")
+        if smem != launch.shared_bytes:
+            launch.smem = IntegerAttr(smem, i64)
 
 
 def _c_kernel_name(name: str) -> str:
@@ -960,6 +1111,13 @@ def _rename_kernels(module: ModuleOp) -> None:
                 launch.kernel = SymbolRefAttr(new)
 
 
+def _uses_pipeline(module: ModuleOp) -> bool:
+    """Whether a kernel calls the asynchronous-copy primitives of
+    ``<cuda_pipeline_primitives.h>``."""
+    return any(isinstance(op, cuda.CallOp) and op.callee.data.startswith("__pipeline_")
+               for op in module.walk())
+
+
 def _uses_half(module: ModuleOp) -> tuple[bool, bool]:
     half = bfloat = False
     for op in module.walk():
@@ -968,8 +1126,8 @@ def _uses_half(module: ModuleOp) -> tuple[bool, bool]:
         types = [op.var_type] if isinstance(op, cuda.DeclOp) else [
             r.type for r in op.results]
         if isinstance(op, cuda.KernelOp):
-            types = [t.element if isinstance(t, cuda.PtrType) else t
-                     for t in op.param_types.data]
+            types = list(op.param_types.data)
+        types = [t.element if isinstance(t, cuda.PtrType) else t for t in types]
         half |= any(isinstance(t, Float16Type) for t in types)
         bfloat |= any(isinstance(t, BFloat16Type) for t in types)
     return half, bfloat
@@ -977,17 +1135,28 @@ def _uses_half(module: ModuleOp) -> tuple[bool, bool]:
 
 @dataclass(frozen=True)
 class KernelToCuda(ModulePass):
-    """Lower every ``kernel.func`` to a ``cuda.kernel`` (see the module docstring)."""
+    """Lower every ``kernel.func`` to a ``cuda.kernel`` (see the module docstring).
+
+    Option: ``arch`` (the target GPU, ``sm_90``), whose shared-memory limits apply."""
 
     name = "kernel-to-cuda"
 
+    arch: str = "sm_90"
+
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         """Rewrite ``op`` in place."""
+        if not _ARCH.fullmatch(self.arch):
+            raise PassFailedException(f"kernel-to-cuda: arch must look like 'sm_90', got "
+                                      f"'{self.arch}'")
         _rename_kernels(op)
-        pattern = _LowerKernelFunc(_unrestricted_params(op))
+        layouts = _shared_layouts(op, self.arch)
+        pattern = _LowerKernelFunc(_unrestricted_params(op), layouts)
         PatternRewriteWalker(KeepLocation(pattern), apply_recursively=False).rewrite_module(op)
+        _size_launches(op, layouts, self.arch)
         half, bfloat = _uses_half(op)
         headers = (["cuda_fp16.h"] if half else []) + (["cuda_bf16.h"] if bfloat else [])
+        if _uses_pipeline(op):
+            headers.append("cuda_pipeline_primitives.h")
         existing = {o.header.data for o in op.ops if isinstance(o, cuda.IncludeOp)}
         first = op.body.block.first_op
         for header in headers:

@@ -17,8 +17,9 @@ bound buffers) whose launch shape and loop-to-GPU mapping are written down as op
   a ``tile.coop_reduce`` (the block's threads share it), each ``loop.for`` nest directly in it
   becomes a ``tile.forall over block_threads`` (its perfect chain flattened), each run of
   ``loop.store`` directly in it is wrapped in a one-point ``tile.forall over block_threads``
-  (one thread writes it). Block = the widest of those inner extents rounded up to a warp,
-  capped at ``block_size``; grid = the band's points (capped at ``max_grid``).
+  (one thread writes it). Block = the widest of those inner extents (divided by 8 when the
+  band has at least ``coop_threshold`` rows) rounded up to a warp, capped at ``block_size``;
+  grid = the band's points (capped at ``max_grid``).
 * **Thread schedule** — otherwise: ``tile.forall over threads`` over the band; inner
   ``loop.reduce``/``loop.for`` stay sequential. Block = ``block_size`` (fewer for small
   bands, rounded up to a warp), grid = ceil(points / block) (capped at ``max_grid``).
@@ -238,6 +239,13 @@ def inner_nest_points(op: loop.ForOp) -> int:
     return points
 
 
+ROW_POINTS_PER_THREAD = 8
+"""Points of a row each thread takes in the row schedule when the band has at least
+``coop_threshold`` rows: the GPU is full anyway, and a block per row pays its barriers and
+its shuffles per row, so narrower blocks (64 threads for a 512-wide softmax) do more work per
+barrier and fit more rows per multiprocessor."""
+
+
 def choose_schedule(extents: Sequence[int], body: Block, block_size: int,
                     coop_threshold: int) -> Schedule:
     """The default schedule of a band with ``extents`` whose innermost body is ``body``."""
@@ -246,7 +254,10 @@ def choose_schedule(extents: Sequence[int], body: Block, block_size: int,
     fors = [op for op in body.ops if isinstance(op, loop.ForOp)]
     if fors or (reduces and points < coop_threshold):
         widths = [r.trip_count for r in reduces] + [inner_nest_points(f) for f in fors]
-        threads = min(block_size, round_up(max(widths), WARP))
+        width = max(widths)
+        if points >= coop_threshold:  # rows enough to fill the GPU: several points a thread
+            width = -(-width // ROW_POINTS_PER_THREAD)
+        threads = min(block_size, round_up(width, WARP))
         return Schedule("blocks", tuple(extents), threads)
     return Schedule("threads", tuple(extents), min(block_size, round_up(points, WARP)))
 

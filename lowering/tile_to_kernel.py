@@ -7,7 +7,9 @@ Matches every ``tile.kernel`` and, inside the resulting kernels, every ``tile.fo
   (the name made unique) holding the body, and in its place
   ``kernel.launch @k grid G block B smem 0 (buffers)``: ``smem`` is the *dynamic* shared
   memory of the launch, and every shared buffer made here is a statically sized
-  ``kernel.shared``. Only 1-D launch shapes (``[n, 1, 1]``) are accepted.
+  ``kernel.shared`` (``kernel-to-cuda`` moves a kernel's buffers into dynamic shared memory,
+  and raises ``smem``, when they total more than the 48 KiB CUDA declares statically). Only
+  1-D launch shapes (``[n, 1, 1]``) are accepted.
 * ``tile.forall`` → ``scf.for %p = first to points step stride`` — ``over threads``: first =
   ``block_id * block_dim + thread_id``, stride = ``grid_dim * block_dim``; ``over blocks``:
   ``block_id`` / ``grid_dim``; ``over block_threads``: ``thread_id`` / ``block_dim`` — then
@@ -33,13 +35,20 @@ Matches every ``tile.kernel`` and, inside the resulting kernels, every ``tile.fo
   (one per coop_reduce, declared at the top of the kernel), ``kernel.barrier``, every thread
   folds the NWARP partials in the same order (so all threads hold the same bits), and a
   second ``kernel.barrier`` lets the shared buffer be reused.
+* ``tile.async_copy %src[map_s(ivs)] to %dst[map_d(ivs)] count n`` →
+  ``kernel.async_copy %src[...] to %dst[...] count n``, both index lists computed like a
+  ``loop.load``'s; ``tile.async_commit``/``async_wait`` → ``kernel.async_commit``/
+  ``async_wait``.
 * Inside a ``tile.forall over blocks`` the ops directly in its body run one after another
   for the whole block: a ``kernel.barrier`` is inserted between two of them when one writes
   a buffer that the other (run by other threads: a forall over block_threads or a
-  coop_reduce) reads or writes. Different points of a forall are independent (they touch
-  different elements), so one block moving on to its next point needs no barrier; for the
-  same reason the foralls over threads or blocks that sit side by side in one kernel must
-  not depend on each other (``loop-to-tile`` puts dependent nests in separate kernels).
+  coop_reduce) reads or writes. An asynchronous copy counts as reading its source but not as
+  writing its destination (see :func:`buffer_effects`); a ``kernel.barrier`` already in the
+  body orders the steps around it like an inserted one. Different points of a forall are
+  independent (they touch different elements), so one block moving on to its next point
+  needs no barrier; for the same reason the foralls over threads or blocks that sit side by
+  side in one kernel must not depend on each other (``loop-to-tile`` puts dependent nests in
+  separate kernels).
 
 Why: Kernel IR has no implicit behaviour left — every thread index, bound check, barrier
 and shuffle is an op — so the CUDA printer below it only prints.
@@ -292,6 +301,44 @@ class LowerLoad(RewritePattern):
 
 
 @dataclass
+class LowerAsyncCopy(RewritePattern):
+    """``tile.async_copy %s[map_s(ivs)] to %d[map_d(ivs)]`` → index arithmetic +
+    ``kernel.async_copy %s[...] to %d[...]``."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: tile.AsyncCopyOp, rewriter: PatternRewriter) -> None:
+        emit = Emitter(rewriter, InsertPoint.before(op))
+        affine = AffineEmitter(emit, op.indices)
+        src = affine.results(op.src_map.data)
+        dst = affine.results(op.dst_map.data)
+        new = kernel.AsyncCopyOp(op.src, src, op.dst, dst, op.elements)
+        new.attributes |= op.attributes
+        rewriter.replace(op, new)
+
+
+@dataclass
+class LowerAsyncCommit(RewritePattern):
+    """``tile.async_commit`` → ``kernel.async_commit``."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: tile.AsyncCommitOp, rewriter: PatternRewriter) -> None:
+        new = kernel.AsyncCommitOp()
+        new.attributes |= op.attributes
+        rewriter.replace(op, new)
+
+
+@dataclass
+class LowerAsyncWait(RewritePattern):
+    """``tile.async_wait n`` → ``kernel.async_wait n``."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: tile.AsyncWaitOp, rewriter: PatternRewriter) -> None:
+        new = kernel.AsyncWaitOp(op.groups)
+        new.attributes |= op.attributes
+        rewriter.replace(op, new)
+
+
+@dataclass
 class LowerStore(RewritePattern):
     """``loop.store %v, %b[map(ivs)]`` → index arithmetic + ``kernel.store %v, %b[...]``."""
 
@@ -476,7 +523,15 @@ def is_private(buffer: SSAValue) -> bool:
 
 def buffer_effects(op: Operation) -> tuple[set[SSAValue], set[SSAValue]]:
     """The buffers that ``op`` and the ops nested in it read and write (register buffers
-    are private to each thread and never shared, so they are left out)."""
+    are private to each thread and never shared, so they are left out).
+
+    An asynchronous copy (``tile.async_copy``/``kernel.async_copy``) reads its source like a
+    load, but its write to the shared destination is *not* counted as an access of the step
+    that issues it: the data arrive later, at a ``tile.async_wait`` of the issuing thread, so
+    no barrier placed around the issuing step would order them. Whoever emits asynchronous
+    copies also emits the waits and the ``kernel.barrier`` ops (after a wait, before the
+    destination is read by other threads; before a destination that others still read is
+    overwritten) that make them safe."""
     reads: set[SSAValue] = set()
     writes: set[SSAValue] = set()
     for inner in op.walk():
@@ -486,6 +541,9 @@ def buffer_effects(op: Operation) -> tuple[set[SSAValue], set[SSAValue]]:
         elif isinstance(inner, loop.StoreOp | kernel.StoreOp):
             if not is_private(inner.buffer):
                 writes.add(inner.buffer)
+        elif isinstance(inner, tile.AsyncCopyOp | kernel.AsyncCopyOp):
+            if not is_private(inner.src):
+                reads.add(inner.src)
     return reads, writes
 
 
@@ -742,5 +800,5 @@ class TileToKernel(ModulePass):
         walk(OutlineKernel(taken))
         walk(InsertRowBarriers())
         walk(LowerAlloc())
-        walk(LowerLoad(), LowerStore())
+        walk(LowerLoad(), LowerStore(), LowerAsyncCopy(), LowerAsyncCommit(), LowerAsyncWait())
         walk(LowerForall(), LowerCoopReduce(), LowerFor(), LowerReduce())

@@ -41,12 +41,14 @@ from llmopt.passes.tile._schedule import (
     TILE_CANDIDATES,
     RegisterTile,
     limits,
+    tile_cost,
 )
 from llmopt.passes.tile.register_tile import match_contraction
 
 TABLE_DIR = Path(__file__).resolve().parent.parent / "passes" / "tile" / "tuned"
 SCHEDULED = ("split-k{{arch={arch}}},register-tile{{arch={arch}}},stage-inputs{{arch={arch}}},"
-             "prefetch-stages,pad-shared,tile-to-kernel,canonicalize,cse,kernel-to-cuda")
+             "async-copy{{arch={arch}}},prefetch-stages,pad-shared,tile-to-kernel,canonicalize,"
+             "cse,kernel-to-cuda")
 UNSCHEDULED = "tile-to-kernel,canonicalize,cse,kernel-to-cuda"
 
 
@@ -80,33 +82,33 @@ def describe(kernel: tile.KernelOp) -> str:
 def candidates(kernel: tile.KernelOp, arch: str) -> list[dict[str, int]]:
     """Knob sets worth timing for ``kernel``, most promising first: every register tile that
     divides the output (at least 4 outputs a thread, at most 64 accumulators), with K slices
-    that keep each slice at least 128 long and the blocks between half a wave and eight
-    waves, K chunks of 32 (16 when 32 does not divide the slice), each without and with
-    ``prefetch``; ordered by how close the block count is to one and a half waves, then by
-    outputs per thread."""
+    that keep each slice at least 128 long and the blocks at most eight waves, K chunks of
+    16 and 32 (``async-copy`` keeps fewer slots of the longer chunks in shared memory);
+    ordered by the heuristics' cost model (:func:`~llmopt.passes.tile._schedule.tile_cost`
+    of the slices' blocks, per slice), then by outputs per thread."""
     found = match_contraction(kernel)
     if found is None:
         return []
     ext = found.extents
     m, n, k = ext[found.m], ext[found.n], found.reduce.trip_count
     batch = math.prod(ext[d] for d in found.batch)
-    sms = limits(arch).sms
+    gpu = limits(arch)
     accs = len(found.reduces)
-    scored: list[tuple[float, int, dict[str, int]]] = []
+    scored: list[tuple[float, int, int, dict[str, int]]] = []
     for bm, bn, tm, tn in TILE_CANDIDATES:
-        if not RegisterTile(bm, bn, tm, tn).fits(m, n) or tm * tn < 4 or tm * tn * accs > 64:
+        tile_ = RegisterTile(bm, bn, tm, tn)
+        if not tile_.fits(m, n) or tm * tn < 4 or tm * tn * accs > 64:
             continue
         for split in (1, 2, 4, 8, 16) if accs == 1 else (1,):
             blocks = batch * (m // bm) * (n // bn) * split
-            if k % split or (split > 1 and (k // split < 128 or blocks > 8 * sms)):
+            if k % split or (split > 1 and (k // split < 128 or blocks > 8 * gpu.sms)):
                 continue
-            bk = 32 if (k // split) % 32 == 0 else 16
-            if (k // split) % bk:
-                continue
-            knobs = {"bm": bm, "bn": bn, "tm": tm, "tn": tn, "bk": bk, "split_k": split}
-            score = abs(math.log2(blocks / (1.5 * sms)))
-            scored.append((score, -tm * tn, 0, knobs))
-            scored.append((score, -tm * tn, 1, knobs | {"prefetch": 1}))
+            score = tile_cost(tile_, blocks, gpu) / split
+            for rank, bk in enumerate((16, 32)):
+                if (k // split) % bk == 0:
+                    knobs = {"bm": bm, "bn": bn, "tm": tm, "tn": tn, "bk": bk,
+                             "split_k": split}
+                    scored.append((score, -tm * tn, rank, knobs))
     scored.sort(key=lambda t: (t[0], t[1], t[2]))
     return [knobs for *_, knobs in scored]
 

@@ -18,16 +18,26 @@ SCHEDULE_ATTR = "llmopt.schedule"
 
 @dataclass(frozen=True)
 class GpuLimits:
-    """What a schedule must fit: multiprocessors, static shared memory a block may declare,
-    registers a thread may use."""
+    """What a schedule must fit: multiprocessors, shared memory a block may declare
+    statically and in all (dynamic shared memory, opted into above the static 48 KiB),
+    threads a block may have."""
 
     sms: int
+    max_smem: int = 48 * 1024
     static_smem: int = 48 * 1024
     max_threads: int = 1024
 
 
-LIMITS = {"sm_80": GpuLimits(108), "sm_86": GpuLimits(84), "sm_89": GpuLimits(128),
-          "sm_90": GpuLimits(132), "sm_100": GpuLimits(148), "sm_120": GpuLimits(170)}
+LIMITS = {"sm_80": GpuLimits(108, 163 * 1024), "sm_86": GpuLimits(84, 99 * 1024),
+          "sm_89": GpuLimits(128, 99 * 1024), "sm_90": GpuLimits(132, 227 * 1024),
+          "sm_100": GpuLimits(148, 227 * 1024), "sm_120": GpuLimits(170, 99 * 1024)}
+
+
+def smem_budget(gpu: GpuLimits) -> int:
+    """Shared memory the scheduling passes give one block's tiles: half of what a block may
+    use (two blocks still fit a multiprocessor), at least the static 48 KiB. Above 48 KiB
+    ``kernel-to-cuda`` declares it dynamic."""
+    return max(gpu.static_smem, gpu.max_smem // 2)
 
 
 def limits(arch: str) -> GpuLimits:
@@ -69,21 +79,60 @@ class RegisterTile:
                 and n % self.bn == 0 and 32 <= self.threads <= 1024 and self.threads % 32 == 0)
 
 
-TILE_CANDIDATES = ((128, 128, 8, 8), (64, 128, 4, 8), (128, 64, 8, 4), (64, 64, 4, 4),
+TILE_CANDIDATES = ((128, 64, 8, 4), (64, 128, 4, 8), (64, 64, 4, 4), (128, 128, 8, 8),
                    (32, 64, 2, 4), (64, 32, 4, 2), (32, 32, 2, 2), (16, 64, 1, 4),
                    (32, 16, 2, 1), (16, 32, 1, 2), (16, 16, 1, 1))
-"""Register tiles ``(bm, bn, tm, tn)``, most operand reuse first."""
+"""Register tiles ``(bm, bn, tm, tn)``, the preferred first among equals."""
+
+DEFAULT_STAGES = 3
+"""Shared-memory slots per staged tile that ``async-copy`` fills ahead (1: synchronous fills)."""
+
+
+def default_kmajor(kernel: Operation) -> int:
+    """``stage-inputs``' ``kmajor`` when nothing sets it: 2 (tiles in the global buffer's
+    order, which ``async-copy`` fills with 16-byte copies) unless the kernel's schedule turns
+    the asynchronous copies off (``stages = 1``), then 1 (K-major)."""
+    return 1 if knob(0, kernel, "stages", DEFAULT_STAGES) == 1 else 2
+
+
+def default_blocked(kernel: Operation) -> int:
+    """``register-tile``'s ``blocked`` when nothing sets it: 1 (a thread's outputs adjacent)
+    for K-major tiles, whose rows a thread then reads as vectors; else 2 (cyclic), so that
+    the threads of a warp read rows of a tile in the global buffer's order that lie in
+    different banks."""
+    return 1 if knob(0, kernel, "kmajor", default_kmajor(kernel)) == 1 else 2
+
+
+TILE_EFFICIENCY = {(8, 4): 1.0, (4, 4): 0.89, (4, 8): 0.86, (8, 8): 0.8, (2, 4): 0.63,
+                   (4, 2): 0.6, (2, 2): 0.45, (1, 4): 0.4, (2, 1): 0.25, (1, 2): 0.25,
+                   (1, 1): 0.15}
+"""Speed of a block's arithmetic per micro-tile ``(tm, tn)``, relative to 8×4: fitted on the
+H200 on projections whose blocks fill the GPU equally (128×64 blocks with 8×4 threads take
+0.133 ms for 128×5632×2048 in one wave, 64×64 with 4×4 0.149 ms in two); 4×8 is slower than
+8×4 and 8×8 needs more registers than two blocks per multiprocessor leave."""
+
+
+def tile_efficiency(t: RegisterTile) -> float:
+    """:data:`TILE_EFFICIENCY` of ``t``'s micro-tile (0.15 for one not in the table)."""
+    return TILE_EFFICIENCY.get((t.tm, t.tn), 0.15)
+
+
+def tile_cost(t: RegisterTile, blocks: int, gpu: GpuLimits) -> float:
+    """Time of the product in units of one multiply-add row, up to a constant: the busiest
+    multiprocessor runs ``ceil(blocks / SMs)`` blocks of ``bm·bn`` outputs each."""
+    return -(-blocks // gpu.sms) * t.bm * t.bn / tile_efficiency(t)
 
 
 def choose_register_tile(m: int, n: int, batch: int, gpu: GpuLimits, accumulators: int = 1
                          ) -> RegisterTile | None:
-    """The tile with the most reuse whose blocks still cover every multiprocessor; when no
-    tile with at least 8 outputs per thread does, the one of those that makes the most
-    blocks (``split-k`` then multiplies them); ``None`` when no tile divides the output.
+    """The tile of least :func:`tile_cost` among those with at least 8 outputs a thread;
+    when none divides the output, the one of the others that makes the most blocks
+    (``split-k`` then multiplies them); ``None`` when no tile divides the output.
 
     A ``tm × tn`` micro-tile does ``tm·tn`` multiply-adds per ``tm + tn`` loads, so bigger
-    is better, until the product has fewer blocks than multiprocessors and leaves the GPU
-    idle: skinny products take smaller tiles, but not below 8 outputs a thread (there
+    is better per block, until the blocks no longer spread evenly over the multiprocessors:
+    the cost counts the blocks of the busiest one (a wave that is 12% full costs a whole
+    wave). Skinny products take smaller tiles, but not below 8 outputs a thread (there
     cutting K into slices is cheaper than losing the reuse). A kernel with several
     reductions (fused gate and up projections) keeps ``accumulators`` micro-tiles per
     thread, at most 64 registers of them together.
@@ -96,15 +145,15 @@ def choose_register_tile(m: int, n: int, batch: int, gpu: GpuLimits, accumulator
     def blocks(t: RegisterTile) -> int:
         return batch * (m // t.bm) * (n // t.bn)
 
-    for t in fitting:
-        if t.tm * t.tn >= 8 and blocks(t) >= gpu.sms:
-            return t
-    good = [t for t in fitting if t.tm * t.tn >= 8] or fitting
-    return max(good, key=blocks)
+    good = [t for t in fitting if t.tm * t.tn >= 8]
+    if good:
+        return min(good, key=lambda t: tile_cost(t, blocks(t), gpu))
+    return max(fitting, key=blocks)
 
 
 def choose_bk(k: int) -> int:
-    """The K chunk staged per step: 32 (one 128-byte row per warp) when it divides K."""
+    """The K chunk staged per step: 32 (one 128-byte row per warp) or the largest power of
+    two below that divides K."""
     for bk in (32, 16, 8, 4, 2, 1):
         if k % bk == 0:
             return bk

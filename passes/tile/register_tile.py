@@ -13,11 +13,14 @@ block tile, otherwise the kernel is left alone.
 
 **Produces** the same kernel with a ``tile.forall over blocks`` over (batch…, m / bm,
 n / bn). Each block owns a ``bm × bn`` output tile and runs ``(bm/tm)·(bn/tn)`` threads
-``(ti, tj)``, each owning ``tm × tn`` outputs (``mi < tm``, ``nj < tn``): by default
-*blocked*, ``m = bm·b_m + ti·tm + mi`` and ``n = bn·b_n + tj·tn + nj`` — a thread's operands
-are adjacent in K-major staged tiles (``stage-inputs``), so the CUDA compiler reads them as
-128-bit vectors, a quarter of the shared-memory instructions; or, with knob ``blocked=2``,
-*cyclic*, ``m = bm·b_m + mi·(bm/tm) + ti`` (consecutive threads on consecutive outputs). The
+``(ti, tj)``, each owning ``tm × tn`` outputs (``mi < tm``, ``nj < tn``): *cyclic* (knob
+``blocked=2``, the default), ``m = bm·b_m + mi·(bm/tm) + ti`` — consecutive threads on
+consecutive outputs, so a warp reading its operands from tiles in the global buffer's order
+(what ``stage-inputs`` makes by default) hits rows in different banks, and a thread's K
+steps are adjacent words, read as 128-bit vectors; or *blocked* (``blocked=1``, the default
+when the kernel's schedule asks for K-major tiles, ``kmajor = 1``), ``m = bm·b_m + ti·tm +
+mi`` and ``n = bn·b_n + tj·tn + nj`` — a thread's operands are then adjacent in the K-major
+tiles. The
 accumulators are a ``tile.alloc registers`` buffer ``[bm/tm, bn/tn, tm, tn]`` per reduction;
 the reductions become one sequential ``scf.for`` over K around a forall over the block's
 threads whose ``mi``/``nj`` loops (marked ``unroll``) update every accumulator of the thread
@@ -62,7 +65,13 @@ from xdsl.traits import is_side_effect_free
 from llmopt.dialects import loop, tile
 from llmopt.lowering.loop_to_tile import KeepLocation
 from llmopt.passes.tile._access import Cloner, Linear, block_threads, loop_nest
-from llmopt.passes.tile._schedule import RegisterTile, choose_register_tile, knob, limits
+from llmopt.passes.tile._schedule import (
+    RegisterTile,
+    choose_register_tile,
+    default_blocked,
+    knob,
+    limits,
+)
 
 UNROLL = {"unroll": IntegerAttr(0, i64)}
 
@@ -193,7 +202,7 @@ class TileContraction(RewritePattern):
                              knob(self.tn, op, "tn", default.tn))
         if not tile_.bm or not tile_.fits(m_ext, n_ext):
             return
-        blocked = knob(self.blocked, op, "blocked", 1) != 2
+        blocked = knob(self.blocked, op, "blocked", default_blocked(op)) != 2
         rewriter.replace(op, build_tiled_kernel(op, found, tile_, blocked))
 
 
@@ -310,7 +319,8 @@ class RegisterTilePass(ModulePass):
     """Tile matrix-product kernels into register micro-tiles (see the module docstring).
 
     Options: ``bm``, ``bn`` (the block's output tile), ``tm``, ``tn`` (each thread's),
-    ``blocked`` (default 1: a thread's outputs are consecutive; 2: cyclic), ``arch`` (whose
+    ``blocked`` (1: a thread's outputs are consecutive; 2: cyclic; 0: the schedule's, else
+    cyclic unless the tiles are K-major), ``arch`` (whose
     limits the heuristic reads); 0 = the kernel's ``llmopt.schedule`` or the heuristic.
     """
 

@@ -15,13 +15,16 @@ the K dimension ``bk`` long, dimensions the threads do not vary dropped), filled
 dimension fastest (coalesced); then ``scf.for %kk = 0 to bk`` (``unroll``) around the old
 body, with ``%k = %k0·bk + %kk`` and each staged load reading its tile. ``tile-to-kernel``
 places the barriers (after the copies, and at the end of the chunk before the tiles are
-overwritten). Knob ``bk`` (0 = 32 or the largest power of two dividing K, halved until the
-tiles, rows padded by a word, fit the static shared memory) and knob ``kmajor`` (1, the
-default: each tile is stored K-major, ``[bk, rows]``, still filled with the global
-buffer's innermost dimension fastest; a register tile with ``blocked`` outputs then reads
-each thread's operands from adjacent words, and every K-major tile asks ``pad-shared`` for 4
-words of padding, ``llmopt.pad``, so rows stay 16-byte aligned; 2: tiles in the global buffer's
-dimension order).
+overwritten). Knob ``kmajor`` (2, the default: tiles in the global buffer's dimension order,
+which ``async-copy`` fills with 16-byte copies; 1, the default when the kernel's schedule
+sets ``stages = 1``: each tile is stored K-major, ``[bk, rows]``, still filled with the
+global buffer's innermost dimension fastest; a register tile with ``blocked`` outputs then
+reads each thread's operands from adjacent words, and every K-major tile asks ``pad-shared``
+for 4 words of padding, ``llmopt.pad``, so rows stay 16-byte aligned) and knob ``bk`` (0 =
+32, or the largest power of two dividing K below that, halved until the tiles, rows padded,
+fit a block's shared-memory budget (half of what a block may use: 113 KiB on sm_90) — twice
+over for tiles ``async-copy`` will fill ahead, so it can keep at least two chunks in
+flight).
 
 **Why** in a ``bm × bn`` block tile every operand element is read by ``bn`` (or ``bm``)
 threads; staged, it is read from global memory once per block and then from shared memory,
@@ -30,6 +33,7 @@ and the loads of consecutive threads are consecutive addresses.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from xdsl.context import Context
@@ -56,7 +60,14 @@ from xdsl.rewriter import InsertPoint
 from llmopt.dialects import loop, tile
 from llmopt.lowering.loop_to_tile import KeepLocation
 from llmopt.passes.tile._access import block_threads, linear_form, simplified
-from llmopt.passes.tile._schedule import choose_bk, knob, limits
+from llmopt.passes.tile._schedule import (
+    DEFAULT_STAGES,
+    choose_bk,
+    default_kmajor,
+    knob,
+    limits,
+    smem_budget,
+)
 
 INDEX = IndexType()
 VECTOR_PAD = 4
@@ -261,32 +272,32 @@ class StageKLoop(RewritePattern):
                   if (s := analyse(load, k, op, inner, args)) is not None]
         if not staged:
             return
+        kmajor = knob(self.kmajor, kernel, "kmajor", default_kmajor(kernel)) != 2
         bk = knob(self.bk, kernel, "bk", choose_bk(ub))
-        kmajor = knob(self.kmajor, kernel, "kmajor", 1) != 2
         if bk < 2 or ub % bk:
             return
-        budget = limits(self.arch).static_smem
+        budget = smem_budget(limits(self.arch))
 
         distinct = {(s.load.buffer, s.load.map.data, tuple(s.load.indices)): s
                     for s in staged}
 
         def tile_bytes(b: int) -> int:
             """Shared memory of the tiles for chunk ``b``, rows padded as ``pad-shared``
-            will (4 words for K-major tiles, 1 otherwise)."""
+            will (4 words for K-major tiles and for those ``async-copy`` fills 16 bytes at
+            a time: the widest padding)."""
             total = 0
             for s in distinct.values():
                 dims = [r for r, e in enumerate(s.box) if e]
                 if kmajor:
                     dims = [s.k_dim] + [r for r in dims if r != s.k_dim]
-                pad = VECTOR_PAD if kmajor and len(dims) > 1 else 1
+                pad = VECTOR_PAD if len(dims) > 1 else 1
                 rows = [b if r == s.k_dim else s.box[r] for r in dims]
-                elems = 1
-                for e in rows[:-1]:
-                    elems *= e
-                total += 4 * elems * (rows[-1] + pad)
+                total += 4 * math.prod(rows[:-1]) * (rows[-1] + pad)
             return total
 
-        while tile_bytes(bk) > budget and bk > 2 and not self.bk:
+        # Tiles async-copy will double-buffer get a chunk whose two slots fit.
+        slots = 2 if not kmajor and knob(0, kernel, "stages", DEFAULT_STAGES) >= 2 else 1
+        while tile_bytes(bk) * slots > budget and bk > 2 and not self.bk:
             bk //= 2
         if tile_bytes(bk) > budget:
             return
@@ -332,7 +343,8 @@ class StageInputs(ModulePass):
     """Stage K-loop operands in shared memory (see the module docstring).
 
     Options: ``bk`` (K elements per chunk; 0 = the kernel's ``llmopt.schedule`` or the
-    heuristic), ``kmajor`` (1: tiles K-major, 2: not), ``arch`` (whose shared-memory limit the tiles
+    heuristic), ``kmajor`` (1: tiles K-major, 2: not; 0 = the schedule's or the default),
+    ``arch`` (whose shared-memory limit the tiles
     must fit).
     """
 

@@ -94,3 +94,26 @@ cuda.kernel @k(x : !cuda.ptr<f32, const> __restrict__, y : !cuda.ptr<f32> __rest
 // CHECK:        cuda.for w : i32 = %{{.*}} to %{{.*}} step %{{.*}} unroll {
 // CHECK:          %{{.*}} = cuda.literal 4294967295 : ui32
 // CHECK:          %{{.*}} = cuda.call __shfl_xor_sync(%{{.*}}, %{{.*}}, %{{.*}}) : (ui32, f32, i32) -> f32
+
+// The address of an element (`&p[i]`) for an asynchronous copy: a pointer to the element
+// type, const when the pointee is.
+cuda.kernel @copy(x : !cuda.ptr<f32, const> __restrict__) launch_bounds(16) {
+  cuda.decl __shared__ s : f32[64] align 16
+  %0 = cuda.var s : !cuda.ptr<f32>
+  %1 = cuda.literal 4 : index
+  %2 = cuda.index %0[%1] : !cuda.ptr<f32>, index
+  %3 = cuda.unary "&" %2 : f32
+  %4 = cuda.var x : !cuda.ptr<f32, const>
+  %5 = cuda.literal 4 : index
+  %6 = cuda.index %4[%5] : !cuda.ptr<f32, const>, index
+  %7 = cuda.unary "&" %6 : f32
+  %8 = cuda.literal 16 : i32
+  %9 = cuda.call __pipeline_memcpy_async(%3, %7, %8) : (!cuda.ptr<f32>, !cuda.ptr<f32, const>, i32) -> !cuda.void
+  cuda.expr_stmt %9 : !cuda.void
+}
+
+// CHECK-LABEL: cuda.kernel @copy(
+// CHECK:        %[[D:.*]] = cuda.unary "&" %{{.*}} : f32
+// CHECK:        %[[S:.*]] = cuda.unary "&" %{{.*}} : f32
+// CHECK-NEXT:   %[[N:.*]] = cuda.literal 16 : i32
+// CHECK-NEXT:   %{{.*}} = cuda.call __pipeline_memcpy_async(%[[D]], %[[S]], %[[N]]) : (!cuda.ptr<f32>, !cuda.ptr<f32, const>, i32) -> !cuda.void

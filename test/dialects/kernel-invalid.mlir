@@ -84,3 +84,76 @@ kernel.func @k(%a: memref<4xf32>) block [32, 1, 1] {
   kernel.return
 }
 // CHECK: a local buffer has a static shape and the default layout, got memref<?xf32>
+
+// -----
+
+// An asynchronous copy moves 4, 8 or 16 bytes: eight floats are 32.
+kernel.func @k(%a: memref<64xf32>) block [8, 1, 1] {
+  %s = kernel.shared : memref<64xf32>
+  %t = kernel.thread_id x
+  kernel.async_copy %a[%t] to %s[%t] count 8 : memref<64xf32> to memref<64xf32>
+  kernel.return
+}
+// CHECK: kernel.async_copy: count 8 of f32 moves 32 bytes; an asynchronous copy moves 4, 8 or 16 bytes
+
+// -----
+
+kernel.func @k(%a: memref<64xi32>) block [8, 1, 1] {
+  %s = kernel.shared : memref<64xf32>
+  %t = kernel.thread_id x
+  kernel.async_copy %a[%t] to %s[%t] count 4 : memref<64xi32> to memref<64xf32>
+  kernel.return
+}
+// CHECK: kernel.async_copy: source and destination element types differ: i32 and f32
+
+// -----
+
+kernel.func @k(%a: memref<64xf32>) block [8, 1, 1] {
+  %s = kernel.shared : memref<8x8xf32>
+  %t = kernel.thread_id x
+  kernel.async_copy %a[%t] to %s[%t] count 4 : memref<64xf32> to memref<8x8xf32>
+  kernel.return
+}
+// CHECK: kernel.async_copy: 1 indices for a rank-2 buffer
+
+// -----
+
+// cp.async writes shared memory, never a kernel argument.
+kernel.func @k(%a: memref<64xf32>, %b: memref<64xf32>) block [8, 1, 1] {
+  %t = kernel.thread_id x
+  kernel.async_copy %a[%t] to %b[%t] count 4 : memref<64xf32> to memref<64xf32>
+  kernel.return
+}
+// CHECK: kernel.async_copy: the destination must be a kernel.shared buffer, not a kernel argument
+
+// -----
+
+// It reads global memory, not shared memory.
+kernel.func @k(%a: memref<64xf32>) block [8, 1, 1] {
+  %s = kernel.shared : memref<64xf32>
+  %u = kernel.shared : memref<64xf32>
+  %t = kernel.thread_id x
+  kernel.async_copy %s[%t] to %u[%t] count 4 : memref<64xf32> to memref<64xf32>
+  kernel.return
+}
+// CHECK: kernel.async_copy: the source must be a global buffer (a kernel argument), not a kernel.shared buffer
+
+// -----
+
+kernel.func @k(%a: memref<64xf32>) block [8, 1, 1] {
+  kernel.async_wait -2
+  kernel.return
+}
+// CHECK: kernel.async_wait: the number of pending groups must be >= 0, got -2
+
+// -----
+
+// A launch provides less dynamic shared memory than its (CUDA-IR) kernel needs.
+func.func @main(%x: memref<4xf32>) {
+  kernel.launch @k grid [1, 1, 1] block [32, 1, 1] smem 49152 (%x) : memref<4xf32>
+  func.return
+}
+cuda.kernel @k(x : !cuda.ptr<f32>) launch_bounds(32) dynamic_shared(73728) {
+  cuda.decl extern __shared__ smem : ui8[] align 16
+}
+// CHECK: smem 49152 is less than the 73728 bytes of dynamic shared memory that @k needs

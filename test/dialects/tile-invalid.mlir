@@ -102,3 +102,124 @@ func.func @alloc_dynamic_shape(%x: memref<4xf32>) {
   func.return
 }
 // CHECK: a tile buffer has a static shape and the default layout, got memref<?x32xf32>
+
+// -----
+
+// An asynchronous copy moves 4, 8 or 16 bytes: three floats are 12.
+func.func @async_count(%x: memref<4x64xf32>) {
+  tile.kernel @k grid [1, 1, 1] block [16, 1, 1] (%a = %x : memref<4x64xf32>) {
+    tile.forall (%b) in [4] over blocks {
+      %s = tile.alloc shared : memref<64xf32>
+      tile.forall (%t) in [16] over block_threads {
+        tile.async_copy %a[%b, %t * 4] to %s[%t * 4] count 3 : memref<4x64xf32> to memref<64xf32>
+      }
+    }
+  }
+  func.return
+}
+// CHECK: tile.async_copy: count 3 of f32 moves 12 bytes; an asynchronous copy moves 4, 8 or 16 bytes
+
+// -----
+
+func.func @async_element_type(%x: memref<4x64xf16>) {
+  tile.kernel @k grid [1, 1, 1] block [16, 1, 1] (%a = %x : memref<4x64xf16>) {
+    tile.forall (%b) in [4] over blocks {
+      %s = tile.alloc shared : memref<64xf32>
+      tile.forall (%t) in [16] over block_threads {
+        tile.async_copy %a[%b, %t * 4] to %s[%t * 4] count 4 : memref<4x64xf16> to memref<64xf32>
+      }
+    }
+  }
+  func.return
+}
+// CHECK: tile.async_copy: source and destination element types differ: f16 and f32
+
+// -----
+
+// One index for a rank-2 source.
+func.func @async_rank(%x: memref<4x64xf32>) {
+  tile.kernel @k grid [1, 1, 1] block [16, 1, 1] (%a = %x : memref<4x64xf32>) {
+    tile.forall (%b) in [4] over blocks {
+      %s = tile.alloc shared : memref<64xf32>
+      tile.forall (%t) in [16] over block_threads {
+        tile.async_copy %a[%t * 4] to %s[%t * 4] count 4 : memref<4x64xf32> to memref<64xf32>
+      }
+    }
+  }
+  func.return
+}
+// CHECK: tile.async_copy: 1 indices for a rank-2 buffer
+
+// -----
+
+func.func @async_extent(%x: memref<4x64xf32>) {
+  tile.kernel @k grid [1, 1, 1] block [16, 1, 1] (%a = %x : memref<4x64xf32>) {
+    tile.forall (%b) in [4] over blocks {
+      %s = tile.alloc shared : memref<64x2xf32>
+      tile.forall (%t) in [16] over block_threads {
+        tile.async_copy %a[%b, %t * 4] to %s[%t * 4, 0] count 4 : memref<4x64xf32> to memref<64x2xf32>
+      }
+    }
+  }
+  func.return
+}
+// CHECK: tile.async_copy: the innermost extent 2 of the destination is smaller than count 4
+
+// -----
+
+// cp.async writes shared memory, not a kernel buffer.
+func.func @async_to_global(%x: memref<4x64xf32>, %y: memref<4x64xf32>) {
+  tile.kernel @k grid [1, 1, 1] block [16, 1, 1] (%a = %x : memref<4x64xf32>, %o = %y : memref<4x64xf32>) {
+    tile.forall (%b) in [4] over blocks {
+      tile.forall (%t) in [16] over block_threads {
+        tile.async_copy %a[%b, %t * 4] to %o[%b, %t * 4] count 4 : memref<4x64xf32> to memref<4x64xf32>
+      }
+    }
+  }
+  func.return
+}
+// CHECK: tile.async_copy: the destination must be a tile.alloc shared buffer, not a kernel buffer
+
+// -----
+
+func.func @async_to_registers(%x: memref<4x64xf32>) {
+  tile.kernel @k grid [1, 1, 1] block [16, 1, 1] (%a = %x : memref<4x64xf32>) {
+    tile.forall (%b) in [4] over blocks {
+      %r = tile.alloc registers : memref<16x4xf32>
+      tile.forall (%t) in [16] over block_threads {
+        tile.async_copy %a[%b, %t * 4] to %r[%t, 0] count 4 : memref<4x64xf32> to memref<16x4xf32>
+      }
+    }
+  }
+  func.return
+}
+// CHECK: tile.async_copy: the destination must be a tile.alloc shared buffer, not a tile.alloc registers buffer
+
+// -----
+
+func.func @async_outside_forall(%x: memref<4x64xf32>, %y: memref<4x64xf32>) {
+  tile.kernel @k grid [1, 1, 1] block [16, 1, 1] (%a = %x : memref<4x64xf32>, %o = %y : memref<4x64xf32>) {
+    %c0 = arith.constant 0 : index
+    tile.async_copy %a[%c0, %c0] to %o[%c0, %c0] count 4 : memref<4x64xf32> to memref<4x64xf32>
+  }
+  func.return
+}
+// CHECK: tile.async_copy must sit inside a tile.forall
+
+// -----
+
+func.func @async_wait_negative(%x: memref<4xf32>) {
+  tile.kernel @k grid [1, 1, 1] block [32, 1, 1] (%a = %x : memref<4xf32>) {
+    tile.async_wait -1
+  }
+  func.return
+}
+// CHECK: tile.async_wait: the number of pending groups must be >= 0, got -1
+
+// -----
+
+func.func @async_commit_outside_kernel() {
+  tile.async_commit
+  func.return
+}
+// CHECK: tile.async_commit must sit inside a tile.kernel

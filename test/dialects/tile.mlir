@@ -53,3 +53,42 @@ func.func @alloc(%x: memref<2x64xf32>) -> memref<2x64xf32> {
 // CHECK-NEXT: tile.forall (%[[T:.*]]) in [64] over block_threads {
 // CHECK: loop.store %{{.*}}, %[[TILE]][%[[T]], 0] : memref<64x33xf32>
 // CHECK: loop.load %[[TILE]][%{{.*}}, 0] : memref<64x33xf32>
+
+// Asynchronous copies: each thread of a block starts a 16-byte copy of four floats from a
+// kernel buffer into a shared tile (both accesses are maps of the same indices), commits the
+// group and waits for it; the same op with attributes and an 8-byte copy of two f16.
+func.func @async(%x: memref<4x64xf32>, %h: memref<4x64xf16>) -> memref<4x64xf32> {
+  %out = memref.alloc() : memref<4x64xf32>
+  tile.kernel @async grid [2, 1, 1] block [16, 1, 1] (%a = %x : memref<4x64xf32>, %ah = %h : memref<4x64xf16>, %o = %out : memref<4x64xf32>) {
+    tile.forall (%b) in [4] over blocks {
+      %s = tile.alloc shared : memref<2x64xf32>
+      %sh = tile.alloc shared : memref<64xf16>
+      tile.forall (%t) in [16] over block_threads {
+        tile.async_copy %a[%b, %t * 4] to %s[%b mod 2, %t * 4] count 4 : memref<4x64xf32> to memref<2x64xf32>
+        tile.async_copy %ah[%b, %t * 4 + 2] to %sh[%t * 4] count 2 {note = "half"} : memref<4x64xf16> to memref<64xf16>
+      }
+      tile.async_commit
+      tile.async_wait 1 {note = "wait"}
+      tile.async_wait 0
+      kernel.barrier
+      tile.forall (%j) in [64] over block_threads {
+        %v = loop.load %s[0, %j] : memref<2x64xf32>
+        loop.store %v, %o[%b, %j] : memref<4x64xf32>
+      }
+    }
+  }
+  func.return %out : memref<4x64xf32>
+}
+
+// CHECK-LABEL: func.func @async
+// CHECK: tile.forall (%[[B:.*]]) in [4] over blocks {
+// CHECK-NEXT: %[[S:.*]] = tile.alloc shared : memref<2x64xf32>
+// CHECK-NEXT: %[[SH:.*]] = tile.alloc shared : memref<64xf16>
+// CHECK-NEXT: tile.forall (%[[T:.*]]) in [16] over block_threads {
+// CHECK-NEXT: tile.async_copy %{{.*}}[%[[B]], (%[[T]] * 4)] to %[[S]][(%[[B]] mod 2), (%[[T]] * 4)] count 4 : memref<4x64xf32> to memref<2x64xf32>
+// CHECK-NEXT: tile.async_copy %{{.*}}[%[[B]], ((%[[T]] * 4) + 2)] to %[[SH]][(%[[T]] * 4)] count 2 {note = "half"} : memref<4x64xf16> to memref<64xf16>
+// CHECK-NEXT: }
+// CHECK-NEXT: tile.async_commit
+// CHECK-NEXT: tile.async_wait 1 {note = "wait"}
+// CHECK-NEXT: tile.async_wait 0
+// CHECK-NEXT: kernel.barrier

@@ -290,7 +290,8 @@ def only_band(text: str) -> tuple[list[int], loop.ForOp]:
     [
         ("elementwise", 16384, "threads", 256),
         ("rmsnorm", 16384, "blocks", 256),  # imperfect nest: a row a block
-        ("rmsnorm", 0, "blocks", 256),
+        # at least `threshold` rows: 8 points of the 300-long row a thread
+        ("rmsnorm", 0, "blocks", 64),
         ("softmax", 16384, "blocks", 128),  # the widest step is 100 long
         ("matmul", 16384, "blocks", 64),  # 288 outputs: too few for one a thread
         ("matmul", 0, "threads", 256),

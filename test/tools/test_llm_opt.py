@@ -130,7 +130,7 @@ def test_named_pipeline_expansion() -> None:
     assert "loop-to-tile{arch=sm_90}" in default
     custom = registry.expand_pipeline("cse,lower-to-cuda{arch=sm_80},dce")
     assert custom.startswith("cse,torch-to-prim,")
-    assert custom.endswith(",kernel-to-cuda,dce")
+    assert custom.endswith(",kernel-to-cuda{arch=sm_80},dce")
     assert "loop-to-tile{arch=sm_80}" in custom
     assert registry.expand_pipeline("") == ""
     assert registry.expand_pipeline("canonicalize{max-iterations=3},cse") == (

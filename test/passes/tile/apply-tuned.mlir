@@ -130,15 +130,15 @@ func.func @forward(%w: memref<128x64xf32>, %bias: memref<128xf32>, %x: memref<32
 // SCHED:         tile.kernel @lin_a grid [4, 1, 1] block [128, 1, 1]
 // SCHED-NEXT:      tile.forall (%{{.*}}, %{{.*}}) in [2, 2] over blocks {
 // SCHED-NEXT:        tile.alloc registers : memref<8x16x2x4xf32>
-// SCHED:             tile.alloc shared {llmopt.pad = 4 : i64} : memref<16x16xf32>
-// SCHED-NEXT:        tile.alloc shared {llmopt.pad = 4 : i64} : memref<16x64xf32>
+// SCHED:             tile.alloc shared : memref<16x16xf32>
+// SCHED-NEXT:        tile.alloc shared : memref<64x16xf32>
 // SCHED:         tile.kernel @lin_b grid [4, 1, 1] block [128, 1, 1]
 // SCHED:             tile.alloc registers : memref<8x16x2x4xf32>
 // SCHED:         tile.kernel @lin_c grid [1, 1, 1] block [256, 1, 1]
 // SCHED-NEXT:      tile.forall (%{{.*}}, %{{.*}}) in [1, 1] over blocks {
 // SCHED-NEXT:        tile.alloc registers : memref<16x16x2x8xf32>
-// SCHED:             tile.alloc shared {llmopt.pad = 4 : i64} : memref<32x32xf32>
-// SCHED-NEXT:        tile.alloc shared {llmopt.pad = 4 : i64} : memref<32x128xf32>
+// SCHED:             tile.alloc shared : memref<32x32xf32>
+// SCHED-NEXT:        tile.alloc shared : memref<128x32xf32>
 // SCHED:         tile.kernel @lin_k32 grid [2, 1, 1] block [256, 1, 1]
 // SCHED-NEXT:      tile.forall (%{{.*}}, %{{.*}}) in [1, 2] over blocks {
 // SCHED-NEXT:        tile.alloc registers : memref<16x16x2x4xf32>
@@ -152,7 +152,7 @@ func.func @forward(%w: memref<128x64xf32>, %bias: memref<128xf32>, %x: memref<32
 // SCHED80-NEXT:    tile.kernel @lin_a_split grid [8, 1, 1] block [256, 1, 1]
 // SCHED80-NEXT:      tile.forall (%{{.*}}, %{{.*}}, %{{.*}}) in [2, 1, 4] over blocks {
 // SCHED80-NEXT:        tile.alloc registers : memref<16x16x2x2xf32>
-// SCHED80:             tile.alloc shared {llmopt.pad = 4 : i64} : memref<8x32xf32>
+// SCHED80:             tile.alloc shared : memref<32x8xf32>
 // SCHED80:         tile.kernel @lin_a grid [16, 1, 1] block [256, 1, 1]
 // SCHED80:         memref.alloc() : memref<2x32x128xf32>
 // SCHED80-NEXT:    tile.kernel @lin_b_split grid [8, 1, 1] block [256, 1, 1]

@@ -1,4 +1,4 @@
-// RUN: llm-opt %s --split-input-file -p 'register-tile{bm=16 bn=64 tm=2 tn=4}' | filecheck %s --check-prefix=KNOBS
+// RUN: llm-opt %s --split-input-file -p 'register-tile{bm=16 bn=64 tm=2 tn=4 blocked=1}' | filecheck %s --check-prefix=KNOBS
 // RUN: llm-opt %s --split-input-file -p register-tile | filecheck %s --check-prefix=AUTO
 // RUN: llm-opt %s --split-input-file -p 'register-tile{bm=16 bn=64 tm=2 tn=4 blocked=2}' | filecheck %s --check-prefix=CYCLIC
 // RUN: llm-opt %s --split-input-file -p register-tile,tile-to-kernel,canonicalize,cse,kernel-to-cuda --check-numerics 2>&1 >/dev/null | filecheck %s --check-prefix=NUM
@@ -52,7 +52,7 @@ builtin.module {
 // KNOBS-NEXT:          loop.for %[[MI1:.*]] = 0 to 2 {
 // KNOBS-NEXT:            loop.for %[[NJ1:.*]] = 0 to 4 {
 // Rows m = 16 bm + 2 ti + mi and columns n = 64 bn + 4 tj + nj: each thread's outputs are
-// adjacent (blocked, the default).
+// adjacent (blocked=1; the default is cyclic, below).
 // KNOBS-NEXT:              %[[X:.*]] = loop.load %5[(((%[[BM]] * 16) + (%[[TI1]] * 2)) + %[[MI1]]), %[[K]]] : memref<32x64xf32>
 // KNOBS-NEXT:              %[[W:.*]] = loop.load %4[(((%[[BN]] * 64) + (%[[TJ1]] * 4)) + %[[NJ1]]), %[[K]]] : memref<128x64xf32>
 // KNOBS-NEXT:              %[[P:.*]] = arith.mulf %[[X]], %[[W]] : f32
@@ -87,8 +87,8 @@ builtin.module {
 // AUTO-NEXT:    tile.forall (%[[BM:.*]], %[[BN:.*]]) in [1, 2] over blocks {
 // AUTO-NEXT:      %[[ACC:.*]] = tile.alloc registers : memref<16x16x2x4xf32>
 // AUTO:           scf.for %[[K:.*]] = %{{.*}} to %{{.*}} step %{{.*}} {
-// AUTO:             loop.load %5[(((%[[BM]] * 32) + (%{{.*}} * 2)) + %{{.*}}), %[[K]]] : memref<32x64xf32>
-// AUTO-NEXT:        loop.load %4[(((%[[BN]] * 64) + (%{{.*}} * 4)) + %{{.*}}), %[[K]]] : memref<128x64xf32>
+// AUTO:             loop.load %5[(((%[[BM]] * 32) + (%{{.*}} * 16)) + %{{.*}}), %[[K]]] : memref<32x64xf32>
+// AUTO-NEXT:        loop.load %4[(((%[[BN]] * 64) + (%{{.*}} * 16)) + %{{.*}}), %[[K]]] : memref<128x64xf32>
 // AUTO:           } {llmopt.role = "k_loop"}
 // AUTO-NOT:     loop.reduce
 
@@ -188,9 +188,9 @@ builtin.module {
 // AUTO-NEXT:    tile.forall (%[[B0:.*]], %[[B1:.*]], %[[BM:.*]], %[[BN:.*]]) in [1, 4, 2, 2] over blocks {
 // AUTO-NEXT:      tile.alloc registers : memref<16x16x1x1xf32>
 // AUTO:           scf.for %[[K:.*]] = %{{.*}} to %{{.*}} step %{{.*}} {
-// AUTO:             loop.load %3[0, %[[B1]], (((%[[BM]] * 16) + %{{.*}}) + %{{.*}}), %[[K]]] : memref<1x4x32x32xf32>
-// AUTO-NEXT:        loop.load %2[0, (%[[B1]] floordiv 2), (((%[[BN]] * 16) + %{{.*}}) + %{{.*}}), %[[K]]] : memref<1x2x32x32xf32>
-// AUTO:             loop.store %{{.*}}, %1[0, %[[B1]], (((%[[BM]] * 16) + %{{.*}}) + %{{.*}}), (((%[[BN]] * 16) + %{{.*}}) + %{{.*}}), 0] : memref<1x4x32x32x1xf32>
+// AUTO:             loop.load %3[0, %[[B1]], (((%[[BM]] * 16) + {{.*}}) + %{{.*}}), %[[K]]] : memref<1x4x32x32xf32>
+// AUTO-NEXT:        loop.load %2[0, (%[[B1]] floordiv 2), (((%[[BN]] * 16) + {{.*}}) + %{{.*}}), %[[K]]] : memref<1x2x32x32xf32>
+// AUTO:             loop.store %{{.*}}, %1[0, %[[B1]], (((%[[BM]] * 16) + {{.*}}) + %{{.*}}), (((%[[BN]] * 16) + {{.*}}) + %{{.*}}), 0] : memref<1x4x32x32x1xf32>
 
 // The options' 64-wide tile does not divide N = 32: the kernel is left alone.
 // KNOBS-LABEL: func.func @forward
@@ -391,7 +391,7 @@ func.func @forward(%x: memref<32x64xf32>, %w: memref<128x64xf32>, %scale: memref
 // AUTO-NEXT:        tile.forall (%[[TI:.*]], %[[TJ:.*]]) in [16, 16] over block_threads {
 // AUTO-NEXT:          loop.for %[[MI:.*]] = 0 to 2 {
 // AUTO-NEXT:            loop.for %{{.*}} = 0 to 4 {
-// AUTO-NEXT:              %[[SC:.*]] = loop.load %2[(((%{{.*}} * 32) + (%[[TI]] * 2)) + %[[MI]])] : memref<32xf32>
+// AUTO-NEXT:              %[[SC:.*]] = loop.load %2[(((%{{.*}} * 32) + (%[[MI]] * 16)) + %[[TI]])] : memref<32xf32>
 // AUTO-NEXT:              loop.load %0[{{.*}}, %[[K]]] : memref<32x64xf32>
 // AUTO-NEXT:              loop.load %1[{{.*}}, %[[K]]] : memref<128x64xf32>
 // AUTO-NEXT:              %[[P:.*]] = arith.mulf

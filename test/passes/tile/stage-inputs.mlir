@@ -1,13 +1,15 @@
-// RUN: llm-opt %s --split-input-file -p stage-inputs | filecheck %s --check-prefix=AUTO
-// RUN: llm-opt %s --split-input-file -p 'stage-inputs{bk=16}' | filecheck %s --check-prefix=BK16
+// RUN: llm-opt %s --split-input-file -p 'stage-inputs{kmajor=1}' | filecheck %s --check-prefix=AUTO
+// RUN: llm-opt %s --split-input-file -p 'stage-inputs{bk=16 kmajor=1}' | filecheck %s --check-prefix=BK16
 // RUN: llm-opt %s --split-input-file -p 'stage-inputs{kmajor=2}' | filecheck %s --check-prefix=ROWS
+// RUN: llm-opt %s --split-input-file -p stage-inputs | filecheck %s --check-prefix=ROWS
 // RUN: llm-opt %s --split-input-file -p stage-inputs,tile-to-kernel,canonicalize,cse,kernel-to-cuda --check-numerics 2>&1 >/dev/null | filecheck %s --check-prefix=NUM
 // RUN: llm-opt %s --split-input-file -p 'stage-inputs{bk=16 kmajor=2},tile-to-kernel,canonicalize,cse,kernel-to-cuda' --check-numerics 2>&1 >/dev/null | filecheck %s --check-prefix=NUM
 // The K loop of a register-tiled product walks K in chunks of bk: per chunk, each global
 // operand's box is copied into a shared tile by a forall over the block's threads (with the
 // global buffer's innermost dimension fastest), then an unrolled loop over the chunk reads
-// the tiles. Tiles are K-major by default (asking pad-shared for 4 words of padding when
-// that transposes them). The inputs are what register-tile makes of captured programs.
+// the tiles. Tiles keep the global buffer's dimension order by default (what async-copy
+// fills); K-major tiles (kmajor=1) ask pad-shared for 4 words of padding when that transposes
+// them. The inputs are what register-tile makes of captured programs.
 
 // linear + bias + residual, M=32 N=128 K=64, 32x64 block tiles of 2x4.
 builtin.module {

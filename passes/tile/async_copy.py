@@ -1,0 +1,276 @@
+"""``async-copy``: the shared tiles of a K loop are filled by ``cp.async``, several chunks ahead.
+
+**Matches** the K loop that ``stage-inputs`` makes — ``scf.for %k0 = 0 to n`` directly in a
+``tile.forall over blocks``, its body the forall(s) filling shared tiles (``llmopt.role =
+"stage"``: a global load stored into the tile) followed by the chunk loop — when its
+``stages`` knob ``S`` is at least 2 (pass option, else the kernel's ``llmopt.schedule``,
+else 3), ``n ≥ 2``, and ``S`` copies of the tiles (rows padded as ``pad-shared`` will) fit the
+shared-memory budget of a block (half of what one may use, so two fit a multiprocessor:
+113 KiB on sm_90; ``kernel-to-cuda`` makes more than 48 KiB dynamic); ``S`` is lowered to
+what fits, down to 2.
+
+**Produces** ``S`` slots per tile (``tile.alloc shared`` ``[S, …]``, the chunk loop reading
+slot ``k0 mod S``) and fills made of ``tile.async_copy``: each copy moves ``V`` consecutive
+elements, ``V`` the widest of 4, 2, 1 that the tile allows (its innermost dimension is the
+global buffer's innermost, walked by the fill's fastest index with coefficient 1, and every
+row start is a multiple of ``V`` elements — 16-byte copies for ``f32`` with ``V = 4``; such
+tiles ask ``pad-shared`` for ``V`` words of padding so their rows stay aligned). The loop
+becomes::
+
+    kernel.barrier                      // the previous block point's readers are done
+    scf.for %p = 0 to S-1 { fill(chunk p → slot p); tile.async_commit }
+    scf.for %k0 = 0 to n {
+      tile.async_wait S-2               // this thread's copies of chunk k0 have landed
+      kernel.barrier                    // everyone's have; slot (k0-1) mod S is free
+      fill(chunk (k0+S-1) mod n → slot (k0+S-1) mod S); tile.async_commit
+      <chunk loop on slot k0 mod S>
+    }
+    tile.async_wait 0
+
+The last ``S-1`` iterations fetch chunks ``0 … S-2`` again into slots nobody reads any more
+(in bounds, no branch in the loop). An async copy's write is not seen by ``tile-to-kernel``'s
+barrier placement: this pass orders it with the waits and the two barriers above, one
+barrier per chunk instead of two.
+
+**Why** a synchronous fill makes every thread wait for its global loads before it can
+compute; register prefetching (``prefetch-stages``) hides one chunk but costs registers and a
+second barrier. ``cp.async`` writes shared memory without passing through registers, so
+``S-1`` chunks are in flight while the current one is computed, and 16-byte copies need a
+quarter of the instructions of scalar loads.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects import arith, scf
+from xdsl.dialects.builtin import IntegerAttr, MemRefType, ModuleOp, StringAttr, i64
+from xdsl.ir import Block, Operation, Region, SSAValue
+from xdsl.ir.affine import AffineDimExpr, AffineExpr, AffineMap
+from xdsl.passes import ModulePass
+from xdsl.pattern_rewriter import (
+    PatternRewriter,
+    PatternRewriteWalker,
+    RewritePattern,
+    op_type_rewrite_pattern,
+)
+from xdsl.rewriter import InsertPoint
+from xdsl.utils.exceptions import PassFailedException
+
+from llmopt.dialects import kernel, loop, tile
+from llmopt.lowering.loop_to_tile import KeepLocation
+from llmopt.passes.tile._access import block_threads, linear_form
+from llmopt.passes.tile._schedule import DEFAULT_STAGES, knob, limits, smem_budget
+from llmopt.passes.tile.prefetch_stages import Fill, match_fill, remap
+from llmopt.passes.tile.stage_inputs import block_level_loop, const_int
+
+WIDTHS = (4, 2, 1)
+UNROLL = {"unroll": IntegerAttr(0, i64)}
+
+
+def vector_width(f: Fill) -> int:
+    """The most elements one copy of the fill may move (see the module docstring): a copy
+    moves 4, 8 or 16 bytes; 0 when not even a 4-byte copy is possible."""
+    tile_typ = f.store.buffer.type
+    src_typ = f.load.buffer.type
+    assert isinstance(tile_typ, MemRefType) and isinstance(src_typ, MemRefType)
+    elem = tile_typ.element_type.bitwidth // 8 if hasattr(  # type: ignore[attr-defined]
+        tile_typ.element_type, "bitwidth") else 0
+    widths = [nbytes // elem for nbytes in (16, 8, 4) if elem and nbytes % elem == 0]
+    if not widths:
+        return 0
+    if widths[-1] == 1:
+        fallback = 1
+    else:
+        fallback = 0  # narrower elements need several per copy: only along a row
+    shape = f.forall.shape
+    last = f.forall.ivs[-1]
+    smap = f.store.map.data
+    spos = [i for i, v in enumerate(f.store.indices) if v is last]
+    gpos = [i for i, v in enumerate(f.load.indices) if v is last]
+    if len(spos) != 1 or len(gpos) != 1:
+        return fallback
+    if smap.results[-1] != AffineDimExpr(spos[0]) or tile_typ.get_shape()[-1] != shape[-1]:
+        return fallback
+    if any(spos[0] in r.used_dims() for r in smap.results[:-1]):
+        return fallback
+    gmap = f.load.map.data
+    if any(gpos[0] in r.used_dims() for r in gmap.results[:-1]):
+        return fallback
+    form = linear_form(gmap.results[-1])
+    if form is None or form[0].get(gpos[0]) != 1:
+        return fallback
+    others = [f.load.indices[d] for d, c in form[0].items() if d != gpos[0] and c]
+    if any(v in f.forall.ivs for v in others):
+        return fallback
+    rest = [c for d, c in form[0].items() if d != gpos[0]] + [form[1]]
+    for width in widths:
+        if (shape[-1] % width == 0 and src_typ.get_shape()[-1] % width == 0
+                and all(c % width == 0 for c in rest)):
+            return width
+    return fallback
+
+
+def tile_bytes(fills: list[Fill], widths: list[int], stages: int) -> int:
+    """Shared memory of ``stages`` slots of every tile, rows padded as ``pad-shared`` will."""
+    total = 0
+    for f, width in zip(fills, widths, strict=True):
+        typ = f.store.buffer.type
+        assert isinstance(typ, MemRefType)
+        shape = list(typ.get_shape())
+        pad = 0
+        if len(shape) > 1 and shape[-1] % 2 == 0:
+            pad = width if width > 1 else 1
+        rows = 1
+        for e in shape[:-1]:
+            rows *= e
+        elem = typ.element_type.bitwidth // 8  # type: ignore[attr-defined]
+        total += stages * rows * (shape[-1] + pad) * elem
+    return total
+
+
+@dataclass
+class AsyncKLoop(RewritePattern):
+    """Pipeline one staged K loop with asynchronous copies (see the module docstring)."""
+
+    stages: int
+    arch: str
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: scf.ForOp, rewriter: PatternRewriter) -> None:
+        kern = block_level_loop(op)
+        if kern is None or "llmopt.prefetch" in op.attributes:
+            return
+        stages = knob(self.stages, kern, "stages", DEFAULT_STAGES)
+        n = const_int(op.ub)
+        if stages < 2 or const_int(op.lb) != 0 or const_int(op.step) != 1 or not n or n < 2:
+            return
+        body = list(op.body.block.ops)
+        if len(body) < 3 or not isinstance(body[-2], scf.ForOp):
+            return
+        fills = [match_fill(f) for f in body[:-2]]
+        if any(f is None for f in fills):
+            return
+        found = [f for f in fills if f is not None]
+        k0 = op.body.block.args[0]
+        for f in found:
+            if any(v is not k0 and v not in f.forall.ivs and op.is_ancestor(
+                    v.owner if isinstance(v.owner, Operation) else v.block.parent_op()
+                    ) for v in f.load.indices):
+                return
+            if f.store.buffer.owner.parent_op() is not op.parent_op():
+                return
+        widths = [vector_width(f) for f in found]
+        if not all(widths):
+            return
+        stages = min(stages, n + 1)
+        budget = smem_budget(limits(self.arch))
+        while stages > 2 and tile_bytes(found, widths, stages) > budget:
+            stages -= 1
+        if tile_bytes(found, widths, stages) > budget:
+            return
+        slots = {f.store.buffer: self._slotted(f, width, stages, rewriter)
+                 for f, width in zip(found, widths, strict=True)}
+        self._read_slots(op, slots, k0, stages, rewriter)
+
+        # Prologue: chunks 0 … S-2 into slots 0 … S-2.
+        before = InsertPoint.before(op)
+        c0 = arith.ConstantOp(IntegerAttr(0, k0.type))
+        c1 = arith.ConstantOp(IntegerAttr(1, k0.type))
+        cs = arith.ConstantOp(IntegerAttr(stages - 1, k0.type))
+        rewriter.insert([c0, c1, cs], before)
+        rewriter.insert(kernel.BarrierOp(), before)
+        pro = Block(arg_types=[k0.type])
+        p = pro.args[0]
+        p.name_hint = "p"
+        for f, width in zip(found, widths, strict=True):
+            pro.add_op(self._fill(f, width, slots[f.store.buffer], k0, p, AffineDimExpr(0),
+                                  AffineDimExpr(0)))
+        pro.add_ops([tile.AsyncCommitOp(), scf.YieldOp()])
+        prologue = scf.ForOp(c0.result, cs.result, c1.result, [], Region(pro))
+        prologue.attributes |= UNROLL | {"llmopt.role": StringAttr("prologue")}
+        rewriter.insert(prologue, before)
+
+        # Steady state: wait for chunk k0, then fetch chunk k0 + S-1.
+        first = body[0]
+        rewriter.insert([tile.AsyncWaitOp(stages - 2), kernel.BarrierOp()],
+                        InsertPoint.before(first))
+        ahead = AffineDimExpr(0) + (stages - 1)
+        for f, width in zip(found, widths, strict=True):
+            rewriter.insert(self._fill(f, width, slots[f.store.buffer], k0, k0, ahead % n,
+                                       ahead % stages), InsertPoint.before(f.forall))
+            rewriter.erase(f.forall)
+        rewriter.insert(tile.AsyncCommitOp(), InsertPoint.before(body[-2]))
+        rewriter.insert(tile.AsyncWaitOp(0), InsertPoint.after(op))
+        for old in slots:
+            rewriter.erase(old.owner)  # type: ignore[arg-type]
+        op.attributes["llmopt.prefetch"] = StringAttr(f"async{stages}")
+
+    @staticmethod
+    def _slotted(f: Fill, width: int, stages: int, rewriter: PatternRewriter) -> SSAValue:
+        """The ``[S, …]`` buffer replacing the fill's tile, inserted beside it."""
+        old = f.store.buffer.owner
+        assert isinstance(old, tile.AllocOp)
+        typ = old.result.type
+        assert isinstance(typ, MemRefType)
+        new = tile.AllocOp("shared", MemRefType(typ.element_type,
+                                                [stages, *typ.get_shape()]))
+        new.attributes |= old.attributes
+        if width > 1:
+            new.attributes["llmopt.pad"] = IntegerAttr(width, i64)
+        new.result.name_hint = old.result.name_hint
+        rewriter.insert(new, InsertPoint.before(old))
+        return new.result
+
+    @staticmethod
+    def _read_slots(op: scf.ForOp, slots: dict[SSAValue, SSAValue], k0: SSAValue,
+                    stages: int, rewriter: PatternRewriter) -> None:
+        """Point the chunk loop's reads of each tile at slot ``k0 mod S``."""
+        for load in list(op.walk()):
+            if not isinstance(load, loop.LoadOp) or load.buffer not in slots:
+                continue
+            operands = [*load.indices, k0]
+            amap = load.map.data
+            slot = AffineDimExpr(len(operands) - 1) % stages
+            new_map = AffineMap(len(operands), 0, (slot, *amap.results))
+            rewriter.replace(load, loop.LoadOp(slots[load.buffer], new_map, operands))
+
+    @staticmethod
+    def _fill(f: Fill, width: int, dst: SSAValue, k0: SSAValue, chunk_of: SSAValue,
+              chunk: AffineExpr, slot: AffineExpr) -> tile.ForallOp:
+        """A forall of async copies moving chunk ``chunk`` (over ``chunk_of``) into slot
+        ``slot``; ``k0`` is the chunk index the old fill used."""
+        shape = [*f.forall.shape[:-1], f.forall.shape[-1] // width]
+        forall, ivs = block_threads(shape, [f"c{i}" for i in range(len(shape))])
+        new_operands: list[SSAValue] = [chunk_of, *ivs]
+        replace: dict[SSAValue, AffineExpr] = {
+            old: AffineDimExpr(1 + i) for i, old in enumerate(f.forall.ivs)}
+        replace[f.forall.ivs[-1]] = AffineDimExpr(len(shape)) * width
+        replace[k0] = chunk
+        gmap = remap(f.load.map.data, list(f.load.indices), replace, new_operands)
+        inner = remap(f.store.map.data, list(f.store.indices), replace, new_operands)
+        assert gmap.num_dims == inner.num_dims == len(new_operands)
+        dst_map = AffineMap(inner.num_dims, 0, (slot, *inner.results))
+        forall.body.block.add_op(tile.AsyncCopyOp(f.load.buffer, gmap, dst, dst_map,
+                                                  new_operands, width))
+        forall.attributes["llmopt.role"] = StringAttr("stage")
+        return forall
+
+
+@dataclass(frozen=True)
+class AsyncCopy(ModulePass):
+    """Fill staged tiles with asynchronous copies, several chunks ahead (see the module
+    docstring). Options: ``stages`` (slots per tile; 0 = the kernel's ``llmopt.schedule`` or
+    3; 1 = off), ``arch`` (whose shared-memory limit the slots must fit)."""
+
+    name = "async-copy"
+
+    stages: int = 0
+    arch: str = "sm_90"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        if self.stages < 0:
+            raise PassFailedException(f"async-copy: stages must be ≥ 0, got {self.stages}")
+        PatternRewriteWalker(KeepLocation(AsyncKLoop(self.stages, self.arch)),
+                             apply_recursively=False).rewrite_module(op)
