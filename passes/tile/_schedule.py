@@ -160,16 +160,90 @@ def choose_bk(k: int) -> int:
     return 1
 
 
-def choose_split_k(m: int, n: int, k: int, batch: int, gpu: GpuLimits) -> int:
-    """How many slices to cut K into so that a skinny product fills the GPU: the blocks of
-    the register tile times the slices should reach one per multiprocessor, each slice
-    keeping at least 128 of K (the partial sums cost an extra pass over ``S × m × n``)."""
-    tile = choose_register_tile(m, n, batch, gpu)
-    if tile is None:
-        return 1
+LONG_SLICES = 4
+"""Slices ``split-k`` cuts a long K into (each at least :data:`LONG_SLICE` long)."""
+
+LONG_SLICE = 896
+"""On the H200, products with K ≥ 4 × 896 (3584, 5632, 18944) and 1–3 waves of blocks ran
+5–20% faster in four slices even when their blocks already filled the GPU (e.g.
+128×18944×3584: 0.58 → 0.47 ms, 512×3584×18944: 2.07 → 1.85 ms); at K = 2048 slicing did not
+pay."""
+
+LONG_WAVES = 3
+"""Blocks per multiprocessor below which a long K is sliced (more waves hide the tail)."""
+
+
+def split_for(tile: RegisterTile, m: int, n: int, k: int, batch: int, gpu: GpuLimits) -> int:
+    """Slices of K for ``tile``: doubled while the blocks do not reach one per
+    multiprocessor (each slice at least 128 long), and at least :data:`LONG_SLICES` when
+    each of those is still :data:`LONG_SLICE` long and the blocks make fewer than
+    :data:`LONG_WAVES` waves; slices are whole multiples of 32."""
     blocks = batch * (m // tile.bm) * (n // tile.bn)
     split = 1
     while (blocks * split < gpu.sms and k % (split * 2 * 32) == 0
            and k // (split * 2) >= 128):
         split *= 2
+    if (blocks < LONG_WAVES * gpu.sms and k // LONG_SLICES >= LONG_SLICE
+            and k % (LONG_SLICES * 32) == 0):
+        split = max(split, LONG_SLICES)
     return split
+
+
+BLOCK_RATE = 129e9
+"""Multiply-adds a second of one 128×64 block with 8×4 micro-tiles alone on an H200
+multiprocessor (128×2048×2048 in 64 such blocks: 0.131 ms)."""
+
+WAVE_OVERHEAD = 1.5e-6
+"""Seconds a wave of blocks spends outside its K loop (the first chunks' latency, the
+epilogue)."""
+
+PARTIALS_BANDWIDTH = 3e12
+"""Bytes a second the partial sums of ``split-k`` move at (written once, read once)."""
+
+LAUNCH = 2e-6
+"""Seconds of the extra kernel that sums ``split-k``'s partials, beside its traffic."""
+
+
+def product_time(t: RegisterTile, m: int, n: int, k: int, batch: int, split: int,
+                 gpu: GpuLimits) -> float:
+    """Modelled seconds of a ``batch × m × n × k`` product with tile ``t`` and ``split``
+    slices: the waves of the busiest multiprocessor, each ``bm·bn·k/split`` multiply-adds
+    at :data:`BLOCK_RATE` × the micro-tile's efficiency plus :data:`WAVE_OVERHEAD`, plus,
+    when split, the partial sums' traffic and one launch."""
+    blocks = batch * (m // t.bm) * (n // t.bn) * split
+    waves = -(-blocks // gpu.sms)
+    time = waves * (t.bm * t.bn * (k / split) / (BLOCK_RATE * tile_efficiency(t))
+                    + WAVE_OVERHEAD)
+    if split > 1:
+        time += (split + 1) * batch * m * n * 4 / PARTIALS_BANDWIDTH + LAUNCH
+    return time
+
+
+def choose_product_schedule(m: int, n: int, k: int, batch: int, gpu: GpuLimits,
+                            accumulators: int = 1) -> tuple[RegisterTile, int] | None:
+    """The register tile and K slices of least :func:`product_time`: for each tile with at
+    least 8 outputs a thread, its :func:`split_for` slices (one when the kernel has several
+    reductions: ``split-k`` leaves those whole); when no such tile divides the output,
+    :func:`choose_register_tile`'s; ``None`` when no tile does."""
+    fitting = [RegisterTile(*c) for c in TILE_CANDIDATES if RegisterTile(*c).fits(m, n)
+               and c[2] * c[3] * accumulators <= 64]
+    good = [t for t in fitting if t.tm * t.tn >= 8]
+    if not good:
+        tile = choose_register_tile(m, n, batch, gpu, accumulators)
+        if tile is None:
+            return None
+        return tile, split_for(tile, m, n, k, batch, gpu) if accumulators == 1 else 1
+    options = []
+    for t in good:
+        split = split_for(t, m, n, k, batch, gpu) if accumulators == 1 else 1
+        options.append((product_time(t, m, n, k, batch, split, gpu), t, split))
+    _, tile, split = min(options, key=lambda o: o[0])
+    return tile, split
+
+
+def choose_split_k(m: int, n: int, k: int, batch: int, gpu: GpuLimits) -> int:
+    """How many slices to cut K into: those of :func:`choose_product_schedule` (a skinny
+    product gets enough blocks to fill the GPU, a long K shorter slices). The partial sums
+    cost an extra pass over ``S × m × n``."""
+    chosen = choose_product_schedule(m, n, k, batch, gpu)
+    return 1 if chosen is None else chosen[1]

@@ -67,7 +67,7 @@ from llmopt.lowering.loop_to_tile import KeepLocation
 from llmopt.passes.tile._access import Cloner, Linear, block_threads, loop_nest
 from llmopt.passes.tile._schedule import (
     RegisterTile,
-    choose_register_tile,
+    choose_product_schedule,
     default_blocked,
     knob,
     limits,
@@ -193,9 +193,9 @@ class TileContraction(RewritePattern):
         ext = found.extents
         m_ext, n_ext = ext[found.m], ext[found.n]
         batch_points = math.prod(ext[d] for d in found.batch)
-        auto = choose_register_tile(m_ext, n_ext, batch_points, limits(self.arch),
-                                    len(found.reduces))
-        default = auto or RegisterTile(0, 0, 1, 1)
+        auto = choose_product_schedule(m_ext, n_ext, found.reduces[0].trip_count,
+                                       batch_points, limits(self.arch), len(found.reduces))
+        default = auto[0] if auto is not None else RegisterTile(0, 0, 1, 1)
         tile_ = RegisterTile(knob(self.bm, op, "bm", default.bm),
                              knob(self.bn, op, "bn", default.bn),
                              knob(self.tm, op, "tm", default.tm),

@@ -16,8 +16,11 @@ order and applies the original epilogue (bias, residual, …).
 rows (a prompt of 32 or 128 tokens) has too few tiles to occupy every multiprocessor, and
 each block walks all of K alone. ``S`` slices make ``S`` times as many blocks; the price is
 one write and one read of ``S × M × N`` partial sums. The heuristic
-(:func:`~llmopt.passes.tile._schedule.choose_split_k`) splits only until the tiles reach
-one block per multiprocessor and keeps each slice at least 128 long. The sum is
+(:func:`~llmopt.passes.tile._schedule.choose_product_schedule`) picks the register tile and
+the slices together by modelled time: slices until the tiles reach one block per
+multiprocessor, each at least 128 long, and four slices of a long K (at least 896 each,
+measured faster on the H200); the tile it chose goes into the partial kernel's
+``llmopt.schedule``, so ``register-tile`` uses it. The sum is
 reassociated (slices first), which changes the rounding within the usual tolerance.
 """
 
@@ -29,7 +32,7 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import memref
-from xdsl.dialects.builtin import MemRefType, ModuleOp, StringAttr
+from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, MemRefType, ModuleOp, StringAttr, i64
 from xdsl.ir import SSAValue
 from xdsl.ir.affine import AffineMap
 from xdsl.passes import ModulePass
@@ -46,8 +49,8 @@ from llmopt.lowering.loop_to_tile import KeepLocation
 from llmopt.passes.tile._access import Cloner, Linear
 from llmopt.passes.tile._schedule import (
     SCHEDULE_ATTR,
-    choose_register_tile,
-    choose_split_k,
+    RegisterTile,
+    choose_product_schedule,
     knob,
     limits,
 )
@@ -79,12 +82,14 @@ class SplitContraction(RewritePattern):
         batch = math.prod(ext[d] for d in found.batch)
         gpu = limits(self.arch)
         m, n = ext[found.m], ext[found.n]
-        if choose_register_tile(m, n, batch, gpu) is None:
+        chosen = choose_product_schedule(m, n, k_ext, batch, gpu)
+        if chosen is None:
             return
-        split = knob(self.split_k, op, "split_k", choose_split_k(m, n, k_ext, batch, gpu))
+        tile_, auto = chosen
+        split = knob(self.split_k, op, "split_k", auto)
         if split <= 1 or k_ext % split:
             return
-        part, total = split_kernels(op, found, split)
+        part, total = split_kernels(op, found, split, tile_ if split == auto else None)
         typ = found.reduce.result.type
         alloc = memref.AllocOp([], [], MemRefType(typ, [split, *ext]))
         alloc.memref.name_hint = "partial"
@@ -97,9 +102,11 @@ class SplitContraction(RewritePattern):
 KernelBuilder = Callable[[SSAValue], tile.KernelOp]
 
 
-def split_kernels(op: tile.KernelOp, found: Contraction, split: int
-                  ) -> tuple[KernelBuilder, KernelBuilder]:
-    """Builders of the two kernels (partial sums, total), given the partial-sum buffer."""
+def split_kernels(op: tile.KernelOp, found: Contraction, split: int,
+                  tile_: RegisterTile | None = None) -> tuple[KernelBuilder, KernelBuilder]:
+    """Builders of the two kernels (partial sums, total), given the partial-sum buffer;
+    ``tile_``, the register tile the slices were chosen for, goes into the partial kernel's
+    ``llmopt.schedule`` unless that already names one."""
     ext = found.extents
     rank = len(ext)
     slice_len = found.reduce.trip_count // split
@@ -123,9 +130,13 @@ def split_kernels(op: tile.KernelOp, found: Contraction, split: int
     def part(partial: SSAValue) -> tile.KernelOp:
         kern, values = new_kernel(f"{op.sym_name.data}_split", partial,
                                   split * math.prod(ext))
-        knobs = op.attributes.get(SCHEDULE_ATTR)
-        if knobs is not None:
-            kern.attributes[SCHEDULE_ATTR] = knobs
+        knobs = dict(op.attributes[SCHEDULE_ATTR].data) if isinstance(
+            op.attributes.get(SCHEDULE_ATTR), DictionaryAttr) else {}
+        if tile_ is not None and not {"bm", "bn", "tm", "tn"} & knobs.keys():
+            knobs |= {name: IntegerAttr(getattr(tile_, name), i64)
+                      for name in ("bm", "bn", "tm", "tn")}
+        if knobs:
+            kern.attributes[SCHEDULE_ATTR] = DictionaryAttr(knobs)
         forall = tile.ForallOp([split, *ext], "threads")
         kern.body.block.add_op(forall)
         s, *ivs = forall.ivs

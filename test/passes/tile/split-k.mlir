@@ -129,7 +129,8 @@ builtin.module {
 // AUTO-NEXT:      tile.forall (%[[S:.*]], %{{.*}}, %{{.*}}) in [2, 32, 128] over threads {
 // AUTO-NEXT:        loop.reduce add %[[KK:.*]] = 0 to 128 : f32 {
 // AUTO-NEXT:          loop.load %{{.*}}[%{{.*}}, ((%[[S]] * 128) + %[[KK]])] : memref<32x256xf32>
-// AUTO:         } {llmopt.split = "partial"}
+// The heuristic's register tile for the slices goes with them.
+// AUTO:         } {llmopt.split = "partial", llmopt.schedule = {bm = 32 : i64, bn = 64 : i64, tm = 2 : i64, tn = 4 : i64}}
 // AUTO-NEXT:    tile.kernel @k256 grid [16, 1, 1] block [256, 1, 1]
 // AUTO-NEXT:      tile.forall
 // AUTO-NEXT:        loop.reduce add %{{.*}} = 0 to 2 : f32 {

@@ -239,7 +239,9 @@ def test_choose_bk(k: int, bk: int) -> None:
     (32, 128, 64, 1, 1),  # slices would be shorter than 128
     (32, 4096, 4096, 1, 4),  # 64 blocks: x2 = 128 < 132, x4 = 256 >= 132
     (32, 128, 4096, 1, 32),  # 2 blocks: doubled while slices stay >= 128 long
-    (2048, 2048, 4096, 1, 1),  # already 256 blocks
+    (2048, 2048, 4096, 1, 1),  # already 512 blocks of 128x64, almost 4 waves
+    (512, 3584, 18944, 1, 4),  # 224 blocks, a long K: four slices of 4736
+    (512, 5632, 2048, 1, 1),  # 352 blocks; slices of 2048 / 4 would be short
     (36, 136, 4096, 1, 1),  # no register tile: never split
     (32, 128, 96, 1, 1),  # 96 is not a multiple of 64
 ])
