@@ -8,6 +8,7 @@ with ``arith`` ops.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -212,11 +213,54 @@ def _bounds(coefs: dict[int, int], const: int, ranges: Sequence[Range | None]
     return lo, hi
 
 
+def _coarse_fine(rest: dict[int, int], const: int, c: int, ranges: Sequence[Range | None]
+                 ) -> tuple[int, dict[int, int], int, dict[int, int], int] | None:
+    """A step ``a`` dividing ``c`` that splits ``rest + const mod c`` into coarse terms
+    (coefficients multiples of ``a``) and fine terms bounded in ``[0, a)``: ``(a, coarse,
+    coarse constant, fine, fine constant)``, the largest such ``a``, else ``None``."""
+    steps = sorted({math.gcd(k, c) for k in rest.values()} - {1, c}, reverse=True)
+    for a in steps:
+        coarse = {d: k for d, k in rest.items() if k % a == 0}
+        fine = {d: k for d, k in rest.items() if k % a}
+        low = const % c
+        bounds = _bounds(fine, low % a, ranges)
+        if coarse and bounds is not None and 0 <= bounds[0] and bounds[1] < a:
+            return a, coarse, low - low % a, fine, low % a
+    return None
+
+
+def _split_div_mod(kind: object, aligned: dict[int, int], const: int, c: int, a: int,
+                   coarse: dict[int, int], coarse_const: int, fine: dict[int, int],
+                   fine_const: int, ranges: Sequence[Range | None]) -> AffineExpr:
+    """``(c·q + a·X + f) floordiv c = q + X floordiv (c/a)`` and ``… mod c = a·(X mod (c/a))
+    + f`` when ``0 ≤ f < a`` and ``a`` divides ``c``."""
+    from xdsl.ir.affine import AffineBinaryOpExpr, AffineBinaryOpKind
+
+    x: AffineExpr = AffineConstantExpr(coarse_const // a)
+    for d, k in coarse.items():
+        x = x + AffineDimExpr(d) * (k // a)
+    if kind is AffineBinaryOpKind.Mod:
+        out: AffineExpr = AffineConstantExpr(fine_const)
+        for d, k in fine.items():
+            out = out + AffineDimExpr(d) * k
+        inner = simplify_ranges(AffineBinaryOpExpr(AffineBinaryOpKind.Mod, x,
+                                                   AffineConstantExpr(c // a)), ranges)
+        return out + inner * a
+    out = AffineConstantExpr(const // c)
+    for d, k in aligned.items():
+        out = out + AffineDimExpr(d) * (k // c)
+    return out + simplify_ranges(AffineBinaryOpExpr(AffineBinaryOpKind.FloorDiv, x,
+                                                    AffineConstantExpr(c // a)), ranges)
+
+
 def simplify_ranges(expr: AffineExpr, ranges: Sequence[Range | None]) -> AffineExpr:
     """``expr`` with ``e floordiv c`` and ``e mod c`` simplified: the multiples of ``c`` in a
-    linear ``e`` come out (``(256·r + t) floordiv 32`` is ``8·r + t floordiv 32``), and a
+    linear ``e`` come out (``(256·r + t) floordiv 32`` is ``8·r + t floordiv 32``), a
     remainder known to lie in ``[0, c)`` needs no division (``(64·b + t) floordiv 64`` is
-    ``b`` and ``(64·b + t) mod 64`` is ``t`` when ``0 ≤ t < 64``)."""
+    ``b`` and ``(64·b + t) mod 64`` is ``t`` when ``0 ≤ t < 64``), and a remainder whose
+    fine part stays below a step ``a`` of ``c`` divides only its coarse part
+    (``(64·b + t) floordiv 128`` is ``b floordiv 2`` and ``(64·b + t) mod 128`` is
+    ``64·(b mod 2) + t`` when ``0 ≤ t < 64``: a block's 64 columns lie in one head of 128)."""
     from xdsl.ir.affine import AffineBinaryOpExpr, AffineBinaryOpKind
 
     if not isinstance(expr, AffineBinaryOpExpr):
@@ -237,6 +281,10 @@ def simplify_ranges(expr: AffineExpr, ranges: Sequence[Range | None]) -> AffineE
                 remainder = remainder + AffineDimExpr(d) * k
             bounds = _bounds(rest, const % c, ranges)
             small = bounds is not None and 0 <= bounds[0] and bounds[1] < c
+            if not small and rest:
+                split = _coarse_fine(rest, const, c, ranges)
+                if split is not None:
+                    return _split_div_mod(kind, aligned, const, c, *split, ranges)
             if kind is AffineBinaryOpKind.Mod:
                 # (c·q + r) mod c = r mod c, and = r when 0 <= r < c.
                 return remainder if small else AffineBinaryOpExpr(kind, remainder, rhs)

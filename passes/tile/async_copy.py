@@ -41,13 +41,21 @@ quarter of the instructions of scalar loads.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import arith, scf
 from xdsl.dialects.builtin import IntegerAttr, MemRefType, ModuleOp, StringAttr, i64
 from xdsl.ir import Block, Operation, Region, SSAValue
-from xdsl.ir.affine import AffineDimExpr, AffineExpr, AffineMap
+from xdsl.ir.affine import (
+    AffineBinaryOpExpr,
+    AffineBinaryOpKind,
+    AffineConstantExpr,
+    AffineDimExpr,
+    AffineExpr,
+    AffineMap,
+)
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
     PatternRewriter,
@@ -60,10 +68,10 @@ from xdsl.utils.exceptions import PassFailedException
 
 from llmopt.dialects import kernel, loop, tile
 from llmopt.lowering.loop_to_tile import KeepLocation
-from llmopt.passes.tile._access import block_threads, linear_form
+from llmopt.passes.tile._access import block_threads
 from llmopt.passes.tile._schedule import DEFAULT_STAGES, knob, limits, smem_budget
 from llmopt.passes.tile.prefetch_stages import Fill, match_fill, remap
-from llmopt.passes.tile.stage_inputs import block_level_loop, const_int
+from llmopt.passes.tile.stage_inputs import addends, block_level_loop, const_int
 
 WIDTHS = (4, 2, 1)
 UNROLL = {"unroll": IntegerAttr(0, i64)}
@@ -98,18 +106,32 @@ def vector_width(f: Fill) -> int:
     gmap = f.load.map.data
     if any(gpos[0] in r.used_dims() for r in gmap.results[:-1]):
         return fallback
-    form = linear_form(gmap.results[-1])
-    if form is None or form[0].get(gpos[0]) != 1:
+    ivs = {i for i, v in enumerate(f.load.indices) if v in f.forall.ivs}
+    fastest = [t for t in addends(gmap.results[-1]) if gpos[0] in t.used_dims()]
+    rest = [t for t in addends(gmap.results[-1]) if gpos[0] not in t.used_dims()]
+    if fastest != [AffineDimExpr(gpos[0])] or any(ivs & t.used_dims() for t in rest):
         return fallback
-    others = [f.load.indices[d] for d, c in form[0].items() if d != gpos[0] and c]
-    if any(v in f.forall.ivs for v in others):
-        return fallback
-    rest = [c for d, c in form[0].items() if d != gpos[0]] + [form[1]]
+    step = 0
+    for term in rest:
+        step = math.gcd(step, multiple_of(term))
     for width in widths:
         if (shape[-1] % width == 0 and src_typ.get_shape()[-1] % width == 0
-                and all(c % width == 0 for c in rest)):
+                and step % width == 0):
             return width
     return fallback
+
+
+def multiple_of(expr: AffineExpr) -> int:
+    """A number every value of ``expr`` is a multiple of (0: ``expr`` is 0): the constant,
+    products' factors, the gcd over sums; divisions and remainders count as 1."""
+    if isinstance(expr, AffineConstantExpr):
+        return abs(expr.value)
+    if isinstance(expr, AffineBinaryOpExpr):
+        if expr.kind is AffineBinaryOpKind.Add:
+            return math.gcd(multiple_of(expr.lhs), multiple_of(expr.rhs))
+        if expr.kind is AffineBinaryOpKind.Mul:
+            return multiple_of(expr.lhs) * multiple_of(expr.rhs)
+    return 1
 
 
 def tile_bytes(fills: list[Fill], widths: list[int], stages: int) -> int:
