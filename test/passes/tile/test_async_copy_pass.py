@@ -1,0 +1,66 @@
+"""``async-copy`` beyond its lit test: the copy width it picks for tiles that are not rows of
+the global buffer, element types other than f32, and what it leaves alone."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+from xdsl.dialects.builtin import ModuleOp
+
+import llmopt
+from llmopt.dialects import tile
+
+PRE = ("torch-to-prim,canonicalize,prim-to-loop,fuse-kernels{recompute_limit=0},canonicalize,"
+       "cse,loop-to-tile,split-k{split_k=1},register-tile{bm=32 bn=64 tm=2 tn=4}")
+
+
+def _linear(dtype: str = "float32", k: int = 64) -> ModuleOp:
+    torch = pytest.importorskip("torch")
+    dt = getattr(torch, dtype)
+    lin = torch.nn.Linear(k, 128, bias=False).to(dt)
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(32, k, generator=gen).to(dt)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return llmopt.capture(lin, (x,))
+
+
+def _copies(module: ModuleOp) -> list[tile.AsyncCopyOp]:
+    return [op for op in module.walk() if isinstance(op, tile.AsyncCopyOp)]
+
+
+def test_rows_of_the_global_buffer_get_16_byte_copies() -> None:
+    module = llmopt.lower(_linear(), PRE + ",stage-inputs{bk=16},async-copy")
+    copies = _copies(module)
+    assert len(copies) == 4  # two tiles, each filled in the prologue and in the loop
+    assert {op.elements for op in copies} == {4}
+
+
+def test_k_major_tiles_get_4_byte_copies_and_keep_their_meaning() -> None:
+    """A K-major tile transposes its rows: a copy may move one element only, still
+    asynchronously; the result stays exact through tile-to-kernel."""
+    pipeline = (PRE.replace("tn=4}", "tn=4 blocked=1}")
+                + ",stage-inputs{bk=16 kmajor=1},async-copy,pad-shared,tile-to-kernel")
+    module = llmopt.lower(_linear(), pipeline)
+    assert {op.elements for op in module.walk() if op.name == "kernel.async_copy"} == {1}
+    report = llmopt.check_numerics(_linear(), pipeline)
+    assert report.ok, str(report)
+
+
+def test_half_precision_rows_get_8_elements_a_copy() -> None:
+    module = llmopt.lower(_linear("bfloat16"), PRE + ",stage-inputs{bk=16},async-copy")
+    assert {op.elements for op in _copies(module)} == {8}
+
+
+def test_one_chunk_or_stages_1_leave_the_fills_synchronous() -> None:
+    one_chunk = llmopt.lower(_linear(k=32), PRE + ",stage-inputs{bk=32},async-copy")
+    off = llmopt.lower(_linear(), PRE + ",stage-inputs{bk=16},async-copy{stages=1}")
+    for module in (one_chunk, off):
+        assert not _copies(module)
+        assert any(op.name == "tile.alloc" for op in module.walk())
+
+
+def test_negative_stages_are_refused() -> None:
+    with pytest.raises(Exception, match="stages must be"):
+        llmopt.lower(_linear(), PRE + ",stage-inputs,async-copy{stages=-1}")
