@@ -641,14 +641,10 @@ def check_pending(op: Operation, pending: int) -> None:
                               f"got {pending}")
 
 
-@irdl_op_definition
-class AsyncWaitOp(IRDLOperation):
-    """``kernel.async_wait 1``: this thread waits until at most ``pending`` of its most
-    recently committed groups of asynchronous copies are still in flight; every older group
-    is complete, its data written (``__pipeline_wait_prior(pending)``). Copies not committed
-    yet are not completed. Other threads see the data after a following ``kernel.barrier``."""
+class AsyncWaitBase(IRDLOperation):
+    """An ``async_wait`` (``kernel.`` or ``tile.``): the waiting thread's older groups of
+    asynchronous copies are complete, at most ``pending`` of its newest still in flight."""
 
-    name = "kernel.async_wait"
     pending = prop_def(IntegerAttr)
 
     def __init__(self, pending: int) -> None:
@@ -667,10 +663,20 @@ class AsyncWaitOp(IRDLOperation):
         printer.print_op_attributes(self.attributes)
 
     @classmethod
-    def parse(cls, parser: Parser) -> AsyncWaitOp:
+    def parse(cls, parser: Parser) -> AsyncWaitBase:
         op = cls(parse_i64(parser))
         op.attributes |= parser.parse_optional_attr_dict()
         return op
+
+
+@irdl_op_definition
+class AsyncWaitOp(AsyncWaitBase):
+    """``kernel.async_wait 1``: this thread waits until at most ``pending`` of its most
+    recently committed groups of asynchronous copies are still in flight; every older group
+    is complete, its data written (``__pipeline_wait_prior(pending)``). Copies not committed
+    yet are not completed. Other threads see the data after a following ``kernel.barrier``."""
+
+    name = "kernel.async_wait"
 
 
 Kernel = Dialect(
@@ -683,6 +689,6 @@ Kernel = Dialect(
 __all__ = [
     "Kernel", "FuncOp", "ReturnOp", "LaunchOp", "ThreadIdOp", "BlockIdOp", "BlockDimOp",
     "GridDimOp", "LoadOp", "StoreOp", "SharedOp", "LocalOp", "BarrierOp", "ShuffleXorOp",
-    "AsyncCopyOp", "AsyncCommitOp", "AsyncWaitOp", "ASYNC_COPY_BYTES", "DIMS",
+    "AsyncCopyOp", "AsyncCommitOp", "AsyncWaitOp", "AsyncWaitBase", "ASYNC_COPY_BYTES", "DIMS",
     "check_async_copy", "check_pending",
 ]

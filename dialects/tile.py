@@ -100,7 +100,7 @@ from llmopt.dialects._syntax import (
     print_bound_args,
     print_int_list,
 )
-from llmopt.dialects.kernel import check_async_copy, check_pending
+from llmopt.dialects.kernel import AsyncWaitBase, check_async_copy
 from llmopt.dialects.loop import verify_access
 from llmopt.dialects.prim import REDUCE_KINDS
 
@@ -517,35 +517,16 @@ class AsyncCommitOp(IRDLOperation):
 
 
 @irdl_op_definition
-class AsyncWaitOp(IRDLOperation):
+class AsyncWaitOp(AsyncWaitBase):
     """``tile.async_wait 1``: each executing thread waits until at most ``pending`` of its
     most recently committed groups are in flight; its older groups are complete. Copies not
     committed yet are not completed."""
 
     name = "tile.async_wait"
-    pending = prop_def(IntegerAttr)
-
-    def __init__(self, pending: int) -> None:
-        super().__init__(properties={"pending": IntegerAttr(pending, i64)})
-
-    @property
-    def groups(self) -> int:
-        """The number of groups that may stay in flight."""
-        return self.pending.value.data
 
     def verify_(self) -> None:
-        check_pending(self, self.groups)
+        super().verify_()
         _check_in_kernel(self)
-
-    def print(self, printer: Printer) -> None:
-        printer.print_string(f" {self.groups}")
-        printer.print_op_attributes(self.attributes)
-
-    @classmethod
-    def parse(cls, parser: Parser) -> AsyncWaitOp:
-        op = cls(parse_i64(parser))
-        op.attributes |= parser.parse_optional_attr_dict()
-        return op
 
 
 Tile = Dialect("tile", [KernelOp, ForallOp, CoopReduceOp, YieldOp, AllocOp, AsyncCopyOp,
