@@ -184,13 +184,18 @@ UNKNOWN: Range = (None, None)
 
 
 def value_range(value: SSAValue) -> Range:
-    """Bounds of an index value that is a loop iv (of a not yet lowered loop) or a constant."""
+    """Bounds of an index value that is a loop iv (of a not yet lowered loop, or of an
+    ``scf.for`` with constant bounds counting up from 0 or more) or a constant."""
     if isinstance(value, BlockArgument):
         parent = value.block.parent_op()
         if isinstance(parent, loop.ForOp | loop.ReduceOp | tile.CoopReduceOp) and not value.index:
             return (0, parent.trip_count - 1)
         if isinstance(parent, tile.ForallOp):
             return (0, parent.shape[value.index] - 1)
+        if isinstance(parent, scf.ForOp) and not value.index:  # a sequential loop's counter
+            lb, ub = value_range(parent.lb), value_range(parent.ub)
+            if lb[0] is not None and lb[0] >= 0 and ub[1] is not None and ub[1] > lb[0]:
+                return (lb[0], ub[1] - 1)
         return UNKNOWN
     owner = value.owner
     if isinstance(owner, arith.ConstantOp) and isinstance(owner.value, IntegerAttr):

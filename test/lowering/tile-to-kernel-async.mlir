@@ -56,10 +56,9 @@ func.func @forward(%x: memref<4x64xf32>) -> memref<4x64xf32> {
 // CHECK-NOT:       kernel.barrier
 // CHECK:           scf.for %[[K0:.*]] = %{{.*}} to %{{.*}} step %{{.*}} {
 // CHECK-NOT:         kernel.barrier
+// The loop counter is known to be non-negative: its remainder is an unsigned one.
 // CHECK:             %[[TWO:.*]] = arith.constant 2 : index
-// CHECK-NEXT:        arith.remsi %{{.*}}, %[[TWO]] : index
-// CHECK-NEXT:        arith.addi %{{.*}}, %[[TWO]] : index
-// CHECK-NEXT:        %[[SLOT:.*]] = arith.remsi %{{.*}}, %[[TWO]] : index
+// CHECK-NEXT:        %[[SLOT:.*]] = arith.remui %{{.*}}, %[[TWO]] : index
 // CHECK-NEXT:        %[[SCOL:.*]] = arith.muli %{{.*}}, %[[FOUR2:.*]] : index
 // CHECK-NEXT:        kernel.async_copy %{{.*}}[%[[B]], %{{.*}}] to %[[S]][%[[SLOT]], %[[SCOL]]] count 4
 // CHECK-NEXT:      }
@@ -83,7 +82,7 @@ func.func @forward(%x: memref<4x64xf32>) -> memref<4x64xf32> {
 // CUDA:           __pipeline_memcpy_async(&s[v0], &a[b * 64 + v0], 16);
 // CUDA-NEXT:    }
 // CUDA-NEXT:    __pipeline_commit();
-// CUDA:           __pipeline_memcpy_async(&s[(v1 % 2 + 2) % 2 * 16 + v2], &a[b * 64 + ((v1 % 4 + 4) % 4 * 16 + v2)], 16);
+// CUDA:           __pipeline_memcpy_async(&s[(long long)((unsigned long long)v1 % 2ull) * 16 + v2], &a[b * 64 + ((long long)((unsigned long long)v1 % 4ull) * 16 + v2)], 16);
 // CUDA-NEXT:    }
 // CUDA-NEXT:    __pipeline_commit();
 // CUDA-NEXT:    __pipeline_wait_prior(1);
