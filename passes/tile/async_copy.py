@@ -144,11 +144,8 @@ def tile_bytes(fills: list[Fill], widths: list[int], stages: int) -> int:
         pad = 0
         if len(shape) > 1 and shape[-1] % 2 == 0:
             pad = width if width > 1 else 1
-        rows = 1
-        for e in shape[:-1]:
-            rows *= e
         elem = typ.element_type.bitwidth // 8  # type: ignore[attr-defined]
-        total += stages * rows * (shape[-1] + pad) * elem
+        total += stages * math.prod(shape[:-1]) * (shape[-1] + pad) * elem
     return total
 
 
