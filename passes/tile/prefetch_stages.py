@@ -5,6 +5,8 @@
 "stage"``, each a global load stored into the tile) followed by the chunk loop — in kernels
 whose ``prefetch`` knob is 1 (pass option or ``llmopt.schedule``; off by default), when
 every fill has the same number ``R ≤ 32`` of points for each of the block's ``T`` threads.
+A loop ``async-copy`` already pipelined (the default, unless ``stages = 1``) has no such
+fills left and is not matched.
 
 **Produces** register double buffering: per fill a ``tile.alloc registers`` buffer ``[T, R]``;
 a *prefetch* (``tile.forall`` with one point per thread, an unrolled ``loop.for`` over its
