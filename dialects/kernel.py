@@ -10,6 +10,7 @@ shuffles. Control flow is ``scf`` (``scf.for``, ``scf.if``), scalar math is
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import ClassVar
 
 from xdsl.dialects.builtin import (
     DenseArrayBase,
@@ -410,8 +411,25 @@ class StoreOp(IRDLOperation):
         return op
 
 
+class BufferDeclOp(IRDLOperation):
+    """A statically sized buffer declared at the top level of a ``kernel.func``
+    (``kernel.shared`` or ``kernel.local``, named by :attr:`SPACE`)."""
+
+    SPACE: ClassVar[str] = ""
+    result = result_def(MemRefType)
+    assembly_format = "attr-dict `:` type($result)"
+
+    def __init__(self, typ: MemRefType) -> None:
+        super().__init__(result_types=[typ])
+
+    def verify_(self) -> None:
+        if not isinstance(self.parent_op(), FuncOp):
+            raise VerifyException(f"{self.name} must sit at the top level of a kernel.func")
+        check_static_buffer(self.result.type, self.SPACE)
+
+
 @irdl_op_definition
-class SharedOp(IRDLOperation):
+class SharedOp(BufferDeclOp):
     """``%s = kernel.shared : memref<32xf32>``: a statically sized shared-memory buffer.
 
     One per block, for the whole kernel. How CUDA declares it is ``kernel-to-cuda``'s choice:
@@ -419,34 +437,16 @@ class SharedOp(IRDLOperation):
     CUDA allows statically — a slice of the kernel's dynamic shared memory."""
 
     name = "kernel.shared"
-    result = result_def(MemRefType)
-    assembly_format = "attr-dict `:` type($result)"
-
-    def __init__(self, typ: MemRefType) -> None:
-        super().__init__(result_types=[typ])
-
-    def verify_(self) -> None:
-        if not isinstance(self.parent_op(), FuncOp):
-            raise VerifyException("kernel.shared must sit at the top level of a kernel.func")
-        check_static_buffer(self.result.type, "shared")
+    SPACE: ClassVar[str] = "shared"
 
 
 @irdl_op_definition
-class LocalOp(IRDLOperation):
+class LocalOp(BufferDeclOp):
     """``%r = kernel.local : memref<4x4xf32>``: a statically sized array private to each
     thread (indexed with constants after unrolling, it lives in registers)."""
 
     name = "kernel.local"
-    result = result_def(MemRefType)
-    assembly_format = "attr-dict `:` type($result)"
-
-    def __init__(self, typ: MemRefType) -> None:
-        super().__init__(result_types=[typ])
-
-    def verify_(self) -> None:
-        if not isinstance(self.parent_op(), FuncOp):
-            raise VerifyException("kernel.local must sit at the top level of a kernel.func")
-        check_static_buffer(self.result.type, "local")
+    SPACE: ClassVar[str] = "local"
 
 
 @irdl_op_definition

@@ -38,8 +38,7 @@ from xdsl.ir import Block, Region
 from llmopt.dialects import loop, tile
 from llmopt.passes.tile._schedule import (
     SCHEDULE_ATTR,
-    TILE_CANDIDATES,
-    RegisterTile,
+    fitting_tiles,
     limits,
     tile_cost,
 )
@@ -95,9 +94,9 @@ def candidates(kernel: tile.KernelOp, arch: str) -> list[dict[str, int]]:
     gpu = limits(arch)
     accs = len(found.reduces)
     scored: list[tuple[float, int, int, dict[str, int]]] = []
-    for bm, bn, tm, tn in TILE_CANDIDATES:
-        tile_ = RegisterTile(bm, bn, tm, tn)
-        if not tile_.fits(m, n) or tm * tn < 4 or tm * tn * accs > 64:
+    for tile_ in fitting_tiles(m, n, accs):
+        bm, bn, tm, tn = tile_.bm, tile_.bn, tile_.tm, tile_.tn
+        if tm * tn < 4:
             continue
         for split in (1, 2, 4, 8, 16) if accs == 1 else (1,):
             blocks = batch * (m // bm) * (n // bn) * split

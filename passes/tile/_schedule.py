@@ -8,6 +8,8 @@ or from the heuristics below, which look only at the shapes and the GPU's limits
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr
@@ -31,6 +33,12 @@ class GpuLimits:
 LIMITS = {"sm_80": GpuLimits(108, 163 * 1024), "sm_86": GpuLimits(84, 99 * 1024),
           "sm_89": GpuLimits(128, 99 * 1024), "sm_90": GpuLimits(132, 227 * 1024),
           "sm_100": GpuLimits(148, 227 * 1024), "sm_120": GpuLimits(170, 99 * 1024)}
+
+
+def padded_bytes(shape: Sequence[int], pad: int, elem_bytes: int = 4) -> int:
+    """Bytes of a shared tile of ``shape`` whose rows (innermost dimension) ``pad-shared``
+    pads by ``pad`` elements."""
+    return math.prod(shape[:-1]) * (shape[-1] + pad) * elem_bytes
 
 
 def smem_budget(gpu: GpuLimits) -> int:
@@ -123,6 +131,13 @@ def tile_cost(t: RegisterTile, blocks: int, gpu: GpuLimits) -> float:
     return -(-blocks // gpu.sms) * t.bm * t.bn / tile_efficiency(t)
 
 
+def fitting_tiles(m: int, n: int, accumulators: int = 1) -> list[RegisterTile]:
+    """The :data:`TILE_CANDIDATES` that divide an ``m × n`` output, with at most 64
+    accumulator registers a thread over ``accumulators`` reductions."""
+    return [t for t in (RegisterTile(*c) for c in TILE_CANDIDATES)
+            if t.fits(m, n) and t.tm * t.tn * accumulators <= 64]
+
+
 def choose_register_tile(m: int, n: int, batch: int, gpu: GpuLimits, accumulators: int = 1
                          ) -> RegisterTile | None:
     """The tile of least :func:`tile_cost` among those with at least 8 outputs a thread;
@@ -137,8 +152,7 @@ def choose_register_tile(m: int, n: int, batch: int, gpu: GpuLimits, accumulator
     reductions (fused gate and up projections) keeps ``accumulators`` micro-tiles per
     thread, at most 64 registers of them together.
     """
-    fitting = [RegisterTile(*c) for c in TILE_CANDIDATES if RegisterTile(*c).fits(m, n)
-               and c[2] * c[3] * accumulators <= 64]
+    fitting = fitting_tiles(m, n, accumulators)
     if not fitting:
         return None
 
@@ -225,9 +239,7 @@ def choose_product_schedule(m: int, n: int, k: int, batch: int, gpu: GpuLimits,
     least 8 outputs a thread, its :func:`split_for` slices (one when the kernel has several
     reductions: ``split-k`` leaves those whole); when no such tile divides the output,
     :func:`choose_register_tile`'s; ``None`` when no tile does."""
-    fitting = [RegisterTile(*c) for c in TILE_CANDIDATES if RegisterTile(*c).fits(m, n)
-               and c[2] * c[3] * accumulators <= 64]
-    good = [t for t in fitting if t.tm * t.tn >= 8]
+    good = [t for t in fitting_tiles(m, n, accumulators) if t.tm * t.tn >= 8]
     if not good:
         tile = choose_register_tile(m, n, batch, gpu, accumulators)
         if tile is None:

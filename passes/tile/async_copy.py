@@ -47,7 +47,7 @@ from dataclasses import dataclass
 from xdsl.context import Context
 from xdsl.dialects import arith, scf
 from xdsl.dialects.builtin import IntegerAttr, MemRefType, ModuleOp, StringAttr, i64
-from xdsl.ir import Block, Operation, Region, SSAValue
+from xdsl.ir import Block, Region, SSAValue
 from xdsl.ir.affine import (
     AffineBinaryOpExpr,
     AffineBinaryOpKind,
@@ -69,8 +69,14 @@ from xdsl.utils.exceptions import PassFailedException
 from llmopt.dialects import kernel, loop, tile
 from llmopt.lowering.loop_to_tile import KeepLocation
 from llmopt.passes.tile._access import block_threads
-from llmopt.passes.tile._schedule import DEFAULT_STAGES, knob, limits, smem_budget
-from llmopt.passes.tile.prefetch_stages import Fill, match_fill, remap
+from llmopt.passes.tile._schedule import (
+    DEFAULT_STAGES,
+    knob,
+    limits,
+    padded_bytes,
+    smem_budget,
+)
+from llmopt.passes.tile.prefetch_stages import Fill, remap, staged_fills
 from llmopt.passes.tile.stage_inputs import addends, block_level_loop, const_int
 
 WIDTHS = (4, 2, 1)
@@ -145,7 +151,7 @@ def tile_bytes(fills: list[Fill], widths: list[int], stages: int) -> int:
         if len(shape) > 1 and shape[-1] % 2 == 0:
             pad = width if width > 1 else 1
         elem = typ.element_type.bitwidth // 8  # type: ignore[attr-defined]
-        total += stages * math.prod(shape[:-1]) * (shape[-1] + pad) * elem
+        total += stages * padded_bytes(shape, pad, elem)
     return total
 
 
@@ -165,21 +171,12 @@ class AsyncKLoop(RewritePattern):
         n = const_int(op.ub)
         if stages < 2 or const_int(op.lb) != 0 or const_int(op.step) != 1 or not n or n < 2:
             return
+        found = staged_fills(op)
+        if found is None or any(f.store.buffer.owner.parent_op() is not op.parent_op()
+                                for f in found):
+            return
         body = list(op.body.block.ops)
-        if len(body) < 3 or not isinstance(body[-2], scf.ForOp):
-            return
-        fills = [match_fill(f) for f in body[:-2]]
-        if any(f is None for f in fills):
-            return
-        found = [f for f in fills if f is not None]
         k0 = op.body.block.args[0]
-        for f in found:
-            if any(v is not k0 and v not in f.forall.ivs and op.is_ancestor(
-                    v.owner if isinstance(v.owner, Operation) else v.block.parent_op()
-                    ) for v in f.load.indices):
-                return
-            if f.store.buffer.owner.parent_op() is not op.parent_op():
-                return
         widths = [vector_width(f) for f in found]
         if not all(widths):
             return

@@ -77,6 +77,26 @@ def match_fill(op: Operation) -> Fill | None:
     return Fill(op, ops[0], ops[1])
 
 
+def staged_fills(op: scf.ForOp) -> list[Fill] | None:
+    """The fills of a staged K loop (its body: fills, then the chunk loop), each loading at
+    indices made of the chunk counter, its own forall's ivs and values from outside the
+    loop; ``None`` when the body has another shape."""
+    body = list(op.body.block.ops)
+    if len(body) < 3 or not isinstance(body[-2], scf.ForOp):
+        return None
+    fills = [match_fill(f) for f in body[:-2]]
+    found = [f for f in fills if f is not None]
+    if len(found) != len(fills):
+        return None
+    k0 = op.body.block.args[0]
+    for f in found:
+        if any(v is not k0 and v not in f.forall.ivs and op.is_ancestor(
+                v.owner if isinstance(v.owner, Operation) else v.block.parent_op()
+                ) for v in f.load.indices):
+            return None
+    return found
+
+
 def delinearise(extents: tuple[int, ...], linear: AffineExpr) -> list[AffineExpr]:
     """The row-major coordinates of point ``linear`` in ``extents``."""
     coords = []
@@ -122,21 +142,11 @@ class PrefetchLoop(RewritePattern):
         n = const_int(op.ub)
         if const_int(op.lb) != 0 or const_int(op.step) != 1 or not n or n < 2:
             return
-        body = list(op.body.block.ops)
-        fills = [match_fill(f) for f in body[:-2]]
-        if (len(body) < 3 or not isinstance(body[-2], scf.ForOp) or not fills
-                or any(f is None for f in fills)):
+        fills = staged_fills(op)
+        if fills is None or any(f.forall.points % threads
+                                or f.forall.points // threads > MAX_ROUNDS for f in fills):
             return
         k0 = op.body.block.args[0]
-        for f in fills:
-            assert f is not None
-            points = f.forall.points
-            if points % threads or points // threads > MAX_ROUNDS:
-                return
-            if any(v is not k0 and v not in f.forall.ivs and op.is_ancestor(
-                    v.owner if isinstance(v.owner, Operation) else v.block.parent_op()
-                    ) for v in f.load.indices):
-                return
         before = InsertPoint.before(op)
         c0 = arith.ConstantOp(IntegerAttr(0, k0.type))
         rewriter.insert(c0, before)

@@ -33,7 +33,6 @@ and the loads of consecutive threads are consecutive addresses.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from xdsl.context import Context
@@ -66,6 +65,7 @@ from llmopt.passes.tile._schedule import (
     default_kmajor,
     knob,
     limits,
+    padded_bytes,
     smem_budget,
 )
 
@@ -292,7 +292,7 @@ class StageKLoop(RewritePattern):
                     dims = [s.k_dim] + [r for r in dims if r != s.k_dim]
                 pad = VECTOR_PAD if len(dims) > 1 else 1
                 rows = [b if r == s.k_dim else s.box[r] for r in dims]
-                total += 4 * math.prod(rows[:-1]) * (rows[-1] + pad)
+                total += padded_bytes(rows, pad)
             return total
 
         # Tiles async-copy will double-buffer get a chunk whose two slots fit.

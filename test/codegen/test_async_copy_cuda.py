@@ -4,11 +4,12 @@ the primitives of ``<cuda_pipeline_primitives.h>``; the source compiles with NVR
 
 from __future__ import annotations
 
-import re
 from io import StringIO
 
 import numpy as np
 import pytest
+from test_kernel_to_cuda import body as flat
+from test_kernel_to_cuda import lower
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.parser import Parser
 from xdsl.printer import Printer
@@ -75,19 +76,6 @@ kernel.func @staged(%x: memref<4x64xf32>, %h: memref<4x64xf16>, %y: memref<4x64x
 f16 a thread) in shared memory, in two groups; ``y = x + h``."""
 
 
-def lower(text: str) -> ModuleOp:
-    """Parse Kernel IR, run ``kernel-to-cuda``, verify."""
-    ctx = make_context()
-    module = Parser(ctx, text).parse_module()
-    module.verify()
-    KernelToCuda().apply(ctx, module)
-    module.verify()
-    return module
-
-
-def flat(source: str) -> str:
-    """The source with whitespace runs collapsed."""
-    return re.sub(r"\s+", " ", source)
 
 
 def test_interpreted_result() -> None:

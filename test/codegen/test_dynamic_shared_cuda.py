@@ -7,10 +7,10 @@ through the executor and compare with the interpreter."""
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 import pytest
+from test_kernel_to_cuda import body as flat
+from test_kernel_to_cuda import lower
 from xdsl.dialects.builtin import IntegerAttr, ModuleOp, i64
 from xdsl.parser import Parser
 from xdsl.utils.exceptions import PassFailedException, VerifyException
@@ -22,7 +22,7 @@ from llmopt.codegen.cuda_printer import cuda_source
 from llmopt.codegen.nvrtc import compile_cuda
 from llmopt.dialects import cuda, kernel
 from llmopt.interp import random_inputs, run
-from llmopt.lowering.kernel_to_cuda import KernelToCuda, shared_layout
+from llmopt.lowering.kernel_to_cuda import shared_layout
 
 NO_CACHE = KernelCache("/nonexistent", enabled=False)
 
@@ -86,17 +86,6 @@ def parse(text: str) -> ModuleOp:
     return module
 
 
-def lower(text: str, arch: str = "sm_90") -> ModuleOp:
-    """Parse Kernel IR, run ``kernel-to-cuda``, verify."""
-    module = parse(text)
-    KernelToCuda(arch=arch).apply(make_context(), module)
-    module.verify()
-    return module
-
-
-def flat(source: str) -> str:
-    """The source with whitespace runs collapsed."""
-    return re.sub(r"\s+", " ", source)
 
 
 def launches(module: ModuleOp) -> list[kernel.LaunchOp]:

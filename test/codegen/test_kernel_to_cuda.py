@@ -305,12 +305,12 @@ KERNELS = {
 NO_CACHE = KernelCache("/nonexistent", enabled=False)
 
 
-def lower(text: str) -> ModuleOp:
-    """Parse Kernel IR, run ``kernel-to-cuda``, verify."""
+def lower(text: str, arch: str = "sm_90") -> ModuleOp:
+    """Parse Kernel IR, run ``kernel-to-cuda`` for ``arch``, verify."""
     ctx = make_context()
     module = Parser(ctx, text).parse_module()
     module.verify()
-    KernelToCuda().apply(ctx, module)
+    KernelToCuda(arch=arch).apply(ctx, module)
     module.verify()
     return module
 
