@@ -1,0 +1,137 @@
+"""Time schedule variants of ``y = x @ W^T + r`` against cuBLAS (GPU host).
+
+Usage::
+
+    python bench/sweep_gemm.py 512x3584x18944,128x18944x3584 \\
+        "default=split-k,register-tile,stage-inputs,async-copy" \\
+        "128x64s4=split-k{split_k=4},register-tile{bm=128 bn=64 tm=8 tn=4},stage-inputs,async-copy"
+
+Each shape is ``MxNxK``; each variant is ``name=passes``, the scheduling passes run between
+``loop-to-tile`` and ``pad-shared,tile-to-kernel,…,kernel-to-cuda``. Every variant is
+compiled into a CUDA-graph program and checked against float64 (max error relative to the
+largest output); its time is the median of CUDA-event-timed replays on its static inputs,
+beside ``torch.addmm`` (cuBLAS, TF32 off) in the same process. Results also go to
+``$OUT/sweep_gemm.json`` (or ``--out``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import torch
+
+import llmopt
+from llmopt.codegen.executor import CompiledProgram
+from llmopt.frontend.capture import capture
+
+TO_TILE = ("torch-to-prim,canonicalize,prim-to-loop,fuse-kernels{recompute_limit=0},"
+           "canonicalize,cse,loop-to-tile,")
+TO_CUDA = ",pad-shared,tile-to-kernel,canonicalize,cse,kernel-to-cuda"
+
+
+def pipeline(passes: str) -> str:
+    """The whole pipeline around a variant's scheduling ``passes``."""
+    return TO_TILE + passes + TO_CUDA
+
+
+def parse_shapes(text: str) -> list[tuple[int, int, int]]:
+    """``"512x2048x2048,128x5632x2048"`` → ``[(512, 2048, 2048), (128, 5632, 2048)]``."""
+    shapes = []
+    for item in text.split(","):
+        m, n, k = (int(v) for v in item.split("x"))
+        shapes.append((m, n, k))
+    return shapes
+
+
+def parse_variant(text: str) -> tuple[str, str]:
+    """``"name=passes"`` → ``(name, passes)``."""
+    name, sep, passes = text.partition("=")
+    if not sep or not name or not passes:
+        raise ValueError(f"a variant is name=passes, got {text!r}")
+    return name, passes
+
+
+class Linear(torch.nn.Module):
+    """``x @ W^T + r``."""
+
+    def __init__(self, k: int, n: int) -> None:
+        super().__init__()
+        self.proj = torch.nn.Linear(k, n, bias=False)
+
+    def forward(self, x: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
+        return self.proj(x) + r
+
+
+def median_ms(fn: Callable[[], Any], reps: int = 30) -> float:
+    """Median of ``reps`` CUDA-event-timed calls after 5 warm-up calls."""
+    for _ in range(5):
+        fn()
+    times = []
+    for _ in range(reps):
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return sorted(times)[len(times) // 2]
+
+
+def main() -> int:
+    """Run the sweep; returns the exit status."""
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("shapes", help="MxNxK[,MxNxK...]")
+    p.add_argument("variants", nargs="+", help="name=passes")
+    p.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", ".")))
+    args = p.parse_args()
+    if not torch.cuda.is_available():
+        print("sweep_gemm needs a CUDA GPU", file=sys.stderr)
+        return 2
+    torch.backends.cuda.matmul.allow_tf32 = False
+    variants = [parse_variant(v) for v in args.variants]
+    rows = []
+    for m, n, k in parse_shapes(args.shapes):
+        module = Linear(k, n)
+        x, r = torch.randn(1, m, k, device="cuda"), torch.randn(1, m, n, device="cuda")
+        w = module.proj.weight.detach().cuda()
+        ref = x.double() @ w.double().T + r.double()
+        gflop = 2 * m * n * k / 1e9
+        row: dict[str, Any] = {"shape": f"{m}x{n}x{k}",
+                               "cublas": median_ms(partial(torch.addmm, r[0], x[0], w.T))}
+        captured = capture(module, (torch.randn(1, m, k), torch.randn(1, m, n)))
+        text = str(captured.module)
+        params = {name: t.detach().cuda() for name, t in captured.params.items()}
+        for name, passes in variants:
+            began = time.perf_counter()
+            try:
+                lowered = llmopt.lower(llmopt.parse(text), pipeline(passes))
+                program = CompiledProgram(lowered, params=params, cuda_graph=True)
+                out = program(x, r)[0]
+                err = float((out.double() - ref).abs().max() / ref.abs().max())
+                static = program.static_inputs
+                ms = median_ms(partial(program, *static))
+            except Exception as exc:  # a failing variant is reported, the sweep goes on
+                print(f"{row['shape']} {name}: failed: {type(exc).__name__}: {exc}"[:400])
+                continue
+            row[name] = {"ms": ms, "err": err}
+            print(f"{row['shape']} {name:14s} {ms:.4f} ms {gflop / ms:6.1f} TFLOP/s "
+                  f"err {err:.1e} ({time.perf_counter() - began:.1f} s)", flush=True)
+        print(f"{row['shape']} {'cublas':14s} {row['cublas']:.4f} ms "
+              f"{gflop / row['cublas']:6.1f} TFLOP/s", flush=True)
+        rows.append(row)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "sweep_gemm.json").write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

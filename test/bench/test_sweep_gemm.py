@@ -1,0 +1,36 @@
+"""``bench/sweep_gemm.py`` on the CPU: its arguments, and that a variant's pipeline lowers a
+captured linear layer to CUDA."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+
+import sweep_gemm  # noqa: E402
+
+import llmopt  # noqa: E402
+from llmopt.frontend.capture import capture  # noqa: E402
+
+
+def test_arguments() -> None:
+    assert sweep_gemm.parse_shapes("512x2048x2048,32x64x128") == [(512, 2048, 2048),
+                                                                  (32, 64, 128)]
+    assert sweep_gemm.parse_variant("a=split-k,register-tile") == ("a", "split-k,register-tile")
+    with pytest.raises(ValueError, match="name=passes"):
+        sweep_gemm.parse_variant("register-tile")
+
+
+def test_a_variant_lowers_to_async_copies() -> None:
+    captured = capture(sweep_gemm.Linear(64, 128), (torch.randn(1, 32, 64),
+                                                    torch.randn(1, 32, 128)))
+    passes = ("split-k{split_k=1},register-tile{bm=32 bn=64 tm=2 tn=4},stage-inputs{bk=16},"
+              "async-copy")
+    module = llmopt.lower(captured.module, sweep_gemm.pipeline(passes))
+    source = llmopt.cuda_source(module, "")
+    assert "__pipeline_memcpy_async" in source
