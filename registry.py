@@ -81,6 +81,7 @@ _BUILTIN_PASSES: dict[str, tuple[str, str]] = {
     "async-copy": ("llmopt.passes.tile.async_copy", "AsyncCopy"),
     "prefetch-stages": ("llmopt.passes.tile.prefetch_stages", "PrefetchStages"),
     "pad-shared": ("llmopt.passes.tile.pad_shared", "PadShared"),
+    "vector-fragments": ("llmopt.passes.tile.vector_fragments", "VectorFragments"),
     "dedup-kernels": ("llmopt.passes.kernel.dedup_kernels", "DedupKernels"),
     "plan-buffers": ("llmopt.passes.kernel.plan_buffers", "PlanBuffers"),
 }
@@ -103,7 +104,7 @@ PIPELINES: dict[str, tuple[dict[str, str], str]] = {
         "cse,"
         "loop-to-tile{{arch={arch}}},apply-tuned{{arch={arch}}},split-k{{arch={arch}}},"
         "register-tile{{arch={arch}}},stage-inputs{{arch={arch}}},async-copy{{arch={arch}}},"
-        "prefetch-stages,pad-shared,"
+        "prefetch-stages,pad-shared,vector-fragments,"
         "tile-to-kernel,dedup-kernels,canonicalize,cse,dedup-kernels,"
         "plan-buffers,kernel-to-cuda{{arch={arch}}}",
     ),

@@ -3,11 +3,14 @@
 Usage::
 
     python bench/sweep_gemm.py 512x3584x18944,128x18944x3584 \\
-        "default=split-k,register-tile,stage-inputs,async-copy" \\
-        "128x64s4=split-k{split_k=4},register-tile{bm=128 bn=64 tm=8 tn=4},stage-inputs,async-copy"
+        "default=split-k,register-tile,stage-inputs,async-copy,pad-shared,vector-fragments" \\
+        "scalar=split-k,register-tile,stage-inputs,async-copy,pad-shared" \\
+        "s4=split-k{split_k=4},register-tile{bm=128 bn=64 tm=8 tn=4},stage-inputs,async-copy,\\
+pad-shared"
 
 Each shape is ``MxNxK``; each variant is ``name=passes``, the scheduling passes run between
-``loop-to-tile`` and ``pad-shared,tile-to-kernel,…,kernel-to-cuda``. Every variant is
+``loop-to-tile`` and ``tile-to-kernel,…,kernel-to-cuda`` (``pad-shared`` and
+``vector-fragments`` included, where wanted). Every variant is
 compiled into a CUDA-graph program and checked against float64 (max error relative to the
 largest output); its time is the median of CUDA-event-timed replays on its static inputs,
 beside ``torch.addmm`` (cuBLAS, TF32 off) in the same process. Results also go to
@@ -34,7 +37,7 @@ from llmopt.frontend.capture import capture
 
 TO_TILE = ("torch-to-prim,canonicalize,prim-to-loop,fuse-kernels{recompute_limit=0},"
            "canonicalize,cse,loop-to-tile,")
-TO_CUDA = ",pad-shared,tile-to-kernel,canonicalize,cse,kernel-to-cuda"
+TO_CUDA = ",tile-to-kernel,canonicalize,cse,kernel-to-cuda"
 
 
 def pipeline(passes: str) -> str:

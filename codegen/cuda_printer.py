@@ -81,11 +81,14 @@ _UINT_NAMES = {8: "unsigned char", 16: "unsigned short", 32: "unsigned int",
 
 def c_type(t: Attribute) -> str:
     """The C spelling of a ``cuda``-dialect type: ``f32`` → ``float``, ``index`` →
-    ``long long``, ``!cuda.ptr<f32, const>`` → ``const float*``."""
+    ``long long``, ``!cuda.ptr<f32, const>`` → ``const float*``, ``!cuda.vec<f32, 4>`` →
+    ``float4``."""
     if isinstance(t, cuda.PtrType):
         return ("const " if t.is_const else "") + c_type(t.element) + "*"
     if isinstance(t, cuda.VoidType):
         return "void"
+    if isinstance(t, cuda.VecType):
+        return t.c_name
     if isinstance(t, IndexType):
         return "long long"
     if is_bool(t):

@@ -10,8 +10,10 @@ Two kinds of ops live inside a kernel:
 
 * **Expressions** produce one SSA value typed with a builtin scalar type (``i1``, ``i8`` …
   ``i64``, ``ui8`` … ``ui64``, ``index`` = ``long long``, ``f16``, ``bf16``, ``f32``,
-  ``f64``), a pointer type ``!cuda.ptr<f32>`` / ``!cuda.ptr<f32, const>`` or ``!cuda.void``
-  (the value of a call to a ``void`` function). An expression has exactly one use, by an op of
+  ``f64``), a CUDA vector type ``!cuda.vec<f32, 4>`` (``float4``: the value of a 16-byte
+  load or store through a reinterpreted pointer), a pointer type ``!cuda.ptr<f32>`` /
+  ``!cuda.ptr<f32, const>`` / ``!cuda.ptr<!cuda.vec<f32, 4>>`` or ``!cuda.void`` (the value
+  of a call to a ``void`` function). An expression has exactly one use, by an op of
   the same block, and only expressions stand between the two: a statement and the expression
   ops right before it are one tree, printed as one nested C expression and evaluated where the
   statement stands. ``cuda.var``, ``cuda.literal``, ``cuda.builtin``, ``cuda.binary``,
@@ -102,8 +104,9 @@ class PtrType(ParametrizedAttribute, TypeAttribute):
         return bool(self.constant.data)
 
     def verify(self) -> None:
-        if not is_scalar(self.element):
-            raise VerifyException(f"!cuda.ptr points to a scalar type, not {self.element}")
+        if not (is_scalar(self.element) or isinstance(self.element, VecType)):
+            raise VerifyException(f"!cuda.ptr points to a scalar or vector type, not "
+                                  f"{self.element}")
         if self.constant.data not in (0, 1):
             raise VerifyException("!cuda.ptr const flag must be 0 or 1")
 
@@ -122,6 +125,52 @@ class PtrType(ParametrizedAttribute, TypeAttribute):
                 parser.parse_keyword("const")
                 constant = True
         return (element, IntAttr(int(constant)))
+
+
+#: element types that have CUDA vector types, and their C prefixes (``float`` → ``float4``)
+VECTOR_ELEMENTS = {"f32": "float", "i32": "int", "ui32": "uint"}
+VECTOR_COUNTS = (2, 4)
+
+
+@irdl_attr_definition
+class VecType(ParametrizedAttribute, TypeAttribute):
+    """``!cuda.vec<f32, 4>``: one of CUDA's built-in vector types (``float4``, ``int2``,
+    ``uint4`` …), whose alignment is its size. Values of it are only moved, whole: read
+    through a pointer to it and assigned through another, which makes one 8- or 16-byte
+    memory access."""
+
+    name = "cuda.vec"
+
+    element: Attribute
+    count: IntAttr
+
+    def __init__(self, element: Attribute, count: int) -> None:
+        super().__init__(element, IntAttr(count))
+
+    @property
+    def c_name(self) -> str:
+        """The CUDA spelling, ``float4``."""
+        return f"{VECTOR_ELEMENTS[str(self.element)]}{self.count.data}"
+
+    def verify(self) -> None:
+        if str(self.element) not in VECTOR_ELEMENTS:
+            raise VerifyException(f"!cuda.vec elements are one of {sorted(VECTOR_ELEMENTS)}, "
+                                  f"not {self.element}")
+        if self.count.data not in VECTOR_COUNTS:
+            raise VerifyException(f"!cuda.vec has 2 or 4 elements, not {self.count.data}")
+
+    def print_parameters(self, printer: Printer) -> None:
+        with printer.in_angle_brackets():
+            printer.print_attribute(self.element)
+            printer.print_string(f", {self.count.data}")
+
+    @classmethod
+    def parse_parameters(cls, parser: AttrParser) -> tuple[Attribute, IntAttr]:
+        with parser.in_angle_brackets():
+            element = parser.parse_type()
+            parser.parse_punctuation(",")
+            count = parse_i64(parser)
+        return (element, IntAttr(count))
 
 
 @irdl_attr_definition
@@ -164,8 +213,9 @@ def is_scalar(t: Attribute) -> bool:
 
 
 def is_value_type(t: Attribute) -> bool:
-    """A type a variable or a non-void expression can have: a scalar or a pointer."""
-    return is_scalar(t) or isinstance(t, PtrType)
+    """A type a variable or a non-void expression can have: a scalar, a vector or a
+    pointer."""
+    return is_scalar(t) or isinstance(t, PtrType | VecType)
 
 
 # --------------------------------------------------------------------------------------------
@@ -1389,7 +1439,7 @@ Cuda = Dialect(
         VarOp, LiteralOp, BuiltinOp, BinaryOp, UnaryOp, CastOp, TernaryOp, CallOp, IndexOp,
         DeclOp, AssignOp, ForOp, IfOp, ExprStmtOp, KernelOp, IncludeOp,
     ],
-    [PtrType, VoidType],
+    [PtrType, VecType, VoidType],
 )
 
 __all__ = [
@@ -1398,7 +1448,8 @@ __all__ = [
     "LOGICAL_OPERATORS", "PARAM_QUALIFIERS", "UNARY_OPERATORS",
     "AssignOp", "BinaryOp", "BuiltinOp", "CallOp", "CastOp", "Cuda", "DeclOp", "ExprStmtOp",
     "ExpressionOp", "ForOp", "IfOp", "IncludeOp", "IndexOp", "KernelOp", "LiteralOp", "Param",
-    "PtrType", "StatementOp", "TernaryOp", "UnaryOp", "VarOp", "VoidType",
+    "PtrType", "StatementOp", "TernaryOp", "UnaryOp", "VECTOR_COUNTS", "VECTOR_ELEMENTS",
+    "VarOp", "VecType", "VoidType",
     "binary_result_type", "check_identifier", "is_bool", "is_float", "is_integer", "is_scalar",
     "is_unsigned", "is_value_type", "unary_result_type",
 ]

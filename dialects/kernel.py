@@ -10,7 +10,7 @@ shuffles. Control flow is ``scf`` (``scf.for``, ``scf.if``), scalar math is
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import ClassVar
+from typing import ClassVar, Self
 
 from xdsl.dialects.builtin import (
     DenseArrayBase,
@@ -497,16 +497,19 @@ class ShuffleXorOp(IRDLOperation):
         return op
 
 
-# --- asynchronous copies (cp.async) -----------------------------------------------------------
+# --- copies: vector (``kernel.copy``) and asynchronous (``kernel.async_copy``, cp.async) -----
 
-ASYNC_COPY_BYTES = (4, 8, 16)
-"""The sizes, in bytes, that one ``cp.async`` moves."""
+COPY_BYTES = (4, 8, 16)
+"""The sizes, in bytes, that one copy moves (one ``cp.async``, or one scalar, 8-byte or
+16-byte vector access)."""
 
 
-def check_async_copy(op: Operation, src: SSAValue, dst: SSAValue, count: int) -> None:
-    """Shared verifier of ``tile.async_copy`` and ``kernel.async_copy``: one element type on
-    both sides, ``count`` elements of it making 4, 8 or 16 bytes, and on both sides an
-    innermost dimension that is contiguous and holds at least ``count`` elements."""
+
+def check_copy(op: Operation, src: SSAValue, dst: SSAValue, count: int,
+               what: str = "a copy") -> None:
+    """Shared verifier of the copy ops (``tile.``/``kernel.`` ``copy``/``async_copy``): one
+    element type on both sides, ``count`` elements of it making 4, 8 or 16 bytes, and on both
+    sides an innermost dimension that is contiguous and holds at least ``count`` elements."""
     src_type, dst_type = src.type, dst.type
     if not isinstance(src_type, MemRefType) or not isinstance(dst_type, MemRefType):
         raise VerifyException(f"{op.name}: copies between memrefs, got {src_type} and {dst_type}")
@@ -519,46 +522,35 @@ def check_async_copy(op: Operation, src: SSAValue, dst: SSAValue, count: int) ->
     width = getattr(element, "bitwidth", None)
     if not isinstance(width, int) or width % 8:
         raise VerifyException(f"{op.name}: cannot copy elements of type {element} "
-                              "asynchronously (whole bytes only)")
+                              f"(whole bytes only)")
     nbytes = count * width // 8
-    if count < 1 or nbytes not in ASYNC_COPY_BYTES:
+    if count < 1 or nbytes not in COPY_BYTES:
         raise VerifyException(
-            f"{op.name}: count {count} of {element} moves {nbytes} bytes; an asynchronous copy "
-            f"moves 4, 8 or 16 bytes"
+            f"{op.name}: count {count} of {element} moves {nbytes} bytes; {what} moves 4, 8 or "
+            f"16 bytes"
         )
-    for what, typ in (("source", src_type), ("destination", dst_type)):
+    for side, typ in (("source", src_type), ("destination", dst_type)):
         shape = typ.get_shape()
         if not shape:
-            raise VerifyException(f"{op.name}: the {what} must have rank 1 or more")
+            raise VerifyException(f"{op.name}: the {side} must have rank 1 or more")
         if shape[-1] >= 0 and shape[-1] < count:
             raise VerifyException(
-                f"{op.name}: the innermost extent {shape[-1]} of the {what} is smaller than "
+                f"{op.name}: the innermost extent {shape[-1]} of the {side} is smaller than "
                 f"count {count}"
             )
         strides = typ.get_strides()
         if count > 1 and strides is not None and strides[-1] != 1:
             raise VerifyException(
-                f"{op.name}: the innermost dimension of the {what} must be contiguous "
+                f"{op.name}: the innermost dimension of the {side} must be contiguous "
                 f"(stride 1), got stride {strides[-1]}"
             )
 
 
-@irdl_op_definition
-class AsyncCopyOp(IRDLOperation):
-    """``kernel.async_copy %src[%i, %j] to %dst[%a, %b] count 4 : memref<64x256xf32> to
-    memref<16x4xf32>``: each executing thread starts copying ``count`` consecutive elements
-    of the innermost dimension, ``src[i, j + e]`` to ``dst[a, b + e]`` for ``e < count``
-    (CUDA's ``cp.async`` of 4, 8 or 16 bytes, from global to shared memory).
+class CopyBase(IRDLOperation):
+    """A copy of ``count`` consecutive innermost elements per executing thread,
+    ``src[i, j + e]`` to ``dst[a, b + e]`` for ``e < count``; both element offsets must be
+    multiples of ``count`` (the copy's size is its alignment)."""
 
-    The copy is *asynchronous*: it joins the thread's open group of copies, which
-    ``kernel.async_commit`` closes; its elements are written to ``dst`` at the latest when a
-    ``kernel.async_wait`` of the same thread completes that group (and in any case before the
-    kernel ends). Until then ``dst`` holds undefined values for every thread, and other threads
-    see the data only after the wait *and* a ``kernel.barrier``. Both element offsets must be
-    multiples of ``count`` (the copy's size is its alignment).
-    """
-
-    name = "kernel.async_copy"
     src = operand_def(MemRefType)
     src_indices = var_operand_def(IndexType)
     dst = operand_def(MemRefType)
@@ -566,6 +558,8 @@ class AsyncCopyOp(IRDLOperation):
     count = prop_def(IntegerAttr)
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
     traits = traits_def(MemoryReadEffect(), MemoryWriteEffect())
+    WHAT: ClassVar[str] = "a copy"
+    """How diagnostics name this kind of copy."""
 
     def __init__(self, src: SSAValue, src_indices: Sequence[SSAValue], dst: SSAValue,
                  dst_indices: Sequence[SSAValue], count: int) -> None:
@@ -580,17 +574,7 @@ class AsyncCopyOp(IRDLOperation):
     def verify_(self) -> None:
         _check_indices(self, self.src, self.src_indices)
         _check_indices(self, self.dst, self.dst_indices)
-        check_async_copy(self, self.src, self.dst, self.elements)
-        if isinstance(self.src.owner, SharedOp | LocalOp):
-            raise VerifyException(f"{self.name}: the source must be a global buffer (a kernel "
-                                  f"argument), not a {self.src.owner.name} buffer")
-        dst_owner = self.dst.owner
-        if isinstance(self.dst, BlockArgument) and isinstance(self.dst.owner.parent_op(), FuncOp):
-            raise VerifyException(f"{self.name}: the destination must be a kernel.shared "
-                                  "buffer, not a kernel argument")
-        if isinstance(dst_owner, LocalOp):
-            raise VerifyException(f"{self.name}: the destination must be a kernel.shared "
-                                  "buffer, not a kernel.local buffer")
+        check_copy(self, self.src, self.dst, self.elements, self.WHAT)
 
     def print(self, printer: Printer) -> None:
         printer.print_string(" ")
@@ -605,7 +589,7 @@ class AsyncCopyOp(IRDLOperation):
         printer.print_attribute(self.dst.type)
 
     @classmethod
-    def parse(cls, parser: Parser) -> AsyncCopyOp:
+    def parse(cls, parser: Parser) -> Self:
         src, src_indices = _parse_access(parser)
         parser.parse_keyword("to")
         dst, dst_indices = _parse_access(parser)
@@ -620,6 +604,50 @@ class AsyncCopyOp(IRDLOperation):
                  parser.resolve_operand(dst, dst_type), dst_indices, count)
         op.attributes |= attrs
         return op
+
+
+@irdl_op_definition
+class CopyOp(CopyBase):
+    """``kernel.copy %src[%i, %j] to %dst[%a, %b] count 4 : memref<64x36xf32> to
+    memref<8x4xf32>``: each executing thread copies ``count`` consecutive elements of the
+    innermost dimension, ``src[i, j + e]`` to ``dst[a, b + e]`` for ``e < count``, as one
+    4-, 8- or 16-byte access on each side (CUDA's ``float4`` loads and stores). Any
+    buffers: global, ``kernel.shared`` or ``kernel.local``. Both element offsets must be
+    multiples of ``count``."""
+
+    name = "kernel.copy"
+
+
+@irdl_op_definition
+class AsyncCopyOp(CopyBase):
+    """``kernel.async_copy %src[%i, %j] to %dst[%a, %b] count 4 : memref<64x256xf32> to
+    memref<16x4xf32>``: each executing thread starts copying ``count`` consecutive elements
+    of the innermost dimension, ``src[i, j + e]`` to ``dst[a, b + e]`` for ``e < count``
+    (CUDA's ``cp.async`` of 4, 8 or 16 bytes, from global to shared memory).
+
+    The copy is *asynchronous*: it joins the thread's open group of copies, which
+    ``kernel.async_commit`` closes; its elements are written to ``dst`` at the latest when a
+    ``kernel.async_wait`` of the same thread completes that group (and in any case before the
+    kernel ends). Until then ``dst`` holds undefined values for every thread, and other threads
+    see the data only after the wait *and* a ``kernel.barrier``. Both element offsets must be
+    multiples of ``count`` (the copy's size is its alignment).
+    """
+
+    name = "kernel.async_copy"
+    WHAT: ClassVar[str] = "an asynchronous copy"
+
+    def verify_(self) -> None:
+        super().verify_()
+        if isinstance(self.src.owner, SharedOp | LocalOp):
+            raise VerifyException(f"{self.name}: the source must be a global buffer (a kernel "
+                                  f"argument), not a {self.src.owner.name} buffer")
+        dst_owner = self.dst.owner
+        if isinstance(self.dst, BlockArgument) and isinstance(self.dst.owner.parent_op(), FuncOp):
+            raise VerifyException(f"{self.name}: the destination must be a kernel.shared "
+                                  "buffer, not a kernel argument")
+        if isinstance(dst_owner, LocalOp):
+            raise VerifyException(f"{self.name}: the destination must be a kernel.shared "
+                                  "buffer, not a kernel.local buffer")
 
 
 @irdl_op_definition
@@ -682,13 +710,14 @@ class AsyncWaitOp(AsyncWaitBase):
 Kernel = Dialect(
     "kernel",
     [FuncOp, ReturnOp, LaunchOp, ThreadIdOp, BlockIdOp, BlockDimOp, GridDimOp, LoadOp, StoreOp,
-     SharedOp, LocalOp, BarrierOp, ShuffleXorOp, AsyncCopyOp, AsyncCommitOp, AsyncWaitOp],
+     SharedOp, LocalOp, BarrierOp, ShuffleXorOp, CopyOp, AsyncCopyOp, AsyncCommitOp,
+     AsyncWaitOp],
     [],
 )
 
 __all__ = [
     "Kernel", "FuncOp", "ReturnOp", "LaunchOp", "ThreadIdOp", "BlockIdOp", "BlockDimOp",
     "GridDimOp", "LoadOp", "StoreOp", "SharedOp", "LocalOp", "BarrierOp", "ShuffleXorOp",
-    "AsyncCopyOp", "AsyncCommitOp", "AsyncWaitOp", "AsyncWaitBase", "ASYNC_COPY_BYTES", "DIMS",
-    "check_async_copy", "check_pending",
+    "AsyncCopyOp", "AsyncCommitOp", "AsyncWaitOp", "AsyncWaitBase", "DIMS",
+    "COPY_BYTES", "CopyBase", "CopyOp", "check_copy", "check_pending",
 ]

@@ -45,11 +45,16 @@ issues a copy is *not* counted as writing the destination when ``tile-to-kernel`
 barriers: whoever emits the copies also emits the ``tile.async_wait`` and the
 ``kernel.barrier`` after it that make the data visible to the other threads of the block
 (``kernel.barrier`` may stand in Tile IR for exactly that).
+
+``tile.copy %src[...] to %dst[...] count 4`` is the synchronous counterpart: each executing
+thread moves ``count`` consecutive innermost elements (4, 8 or 16 bytes) at once, between
+any buffers — e.g. a 16-byte row fragment of a shared tile into the thread's registers.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import ClassVar, Self
 
 from xdsl.dialects.builtin import (
     AffineMapAttr,
@@ -100,7 +105,7 @@ from llmopt.dialects._syntax import (
     print_bound_args,
     print_int_list,
 )
-from llmopt.dialects.kernel import AsyncWaitBase, check_async_copy
+from llmopt.dialects.kernel import AsyncWaitBase, check_copy
 from llmopt.dialects.loop import verify_access
 from llmopt.dialects.prim import REDUCE_KINDS
 
@@ -403,20 +408,13 @@ def _remap(amap: AffineMap, operands: Sequence[SSAValue], merged: Sequence[SSAVa
     return amap.replace_dims_and_symbols(dims, [], len(merged), 0)
 
 
-@irdl_op_definition
-class AsyncCopyOp(IRDLOperation):
-    """``tile.async_copy %a[%i, %k * 4] to %s[%t, 0] count 4 : memref<64x256xf32> to
-    memref<64x4xf32>``: start copying ``count`` consecutive innermost elements from global
-    to shared memory (see the module docstring).
-
-    Both accesses are affine maps of the same ``index`` operands; the copy moves
+class CopyBase(IRDLOperation):
+    """A copy of ``count`` consecutive innermost elements by each executing thread:
     ``src[src_map(indices) + (0, ..., 0, e)]`` to ``dst[dst_map(indices) + (0, ..., 0, e)]``
-    for ``e < count``. ``count`` elements make 4, 8 or 16 bytes, and both element offsets
-    must be multiples of ``count`` (the interpreters check it). It sits inside a
-    ``tile.forall``; ``dst`` is a ``tile.alloc shared`` buffer and ``src`` a kernel buffer.
-    """
+    for ``e < count``. Both accesses are affine maps of the same ``index`` operands;
+    ``count`` elements make 4, 8 or 16 bytes, and both element offsets must be multiples of
+    ``count`` (the interpreters check it). It sits inside a ``tile.forall``."""
 
-    name = "tile.async_copy"
     src = operand_def(MemRefType)
     dst = operand_def(MemRefType)
     indices = var_operand_def(IndexType)
@@ -424,6 +422,8 @@ class AsyncCopyOp(IRDLOperation):
     dst_map = prop_def(AffineMapAttr)
     count = prop_def(IntegerAttr)
     traits = traits_def(MemoryReadEffect(), MemoryWriteEffect())
+    WHAT: ClassVar[str] = "a copy"
+    """How diagnostics name this kind of copy."""
 
     def __init__(self, src: SSAValue, src_map: AffineMap, dst: SSAValue, dst_map: AffineMap,
                  indices: Sequence[SSAValue], count: int) -> None:
@@ -441,21 +441,9 @@ class AsyncCopyOp(IRDLOperation):
     def verify_(self) -> None:
         verify_access(self, self.src, self.src_map.data, self.indices)
         verify_access(self, self.dst, self.dst_map.data, self.indices)
-        check_async_copy(self, self.src, self.dst, self.elements)
+        check_copy(self, self.src, self.dst, self.elements, self.WHAT)
         if _enclosing(self, ForallOp) is None:
             raise VerifyException(f"{self.name} must sit inside a tile.forall")
-        src_owner = self.src.owner
-        if isinstance(src_owner, AllocOp):
-            raise VerifyException(f"{self.name}: the source must be a kernel buffer (global "
-                                  f"memory), not a tile.alloc {src_owner.space.data} buffer")
-        dst_owner = self.dst.owner
-        if isinstance(dst_owner, AllocOp) and dst_owner.space.data != "shared":
-            raise VerifyException(f"{self.name}: the destination must be a tile.alloc shared "
-                                  f"buffer, not a tile.alloc {dst_owner.space.data} buffer")
-        if isinstance(self.dst, BlockArgument) and isinstance(self.dst.owner.parent_op(),
-                                                              KernelOp):
-            raise VerifyException(f"{self.name}: the destination must be a tile.alloc shared "
-                                  "buffer, not a kernel buffer")
 
     def print(self, printer: Printer) -> None:
         printer.print_string(" ")
@@ -472,7 +460,7 @@ class AsyncCopyOp(IRDLOperation):
         printer.print_attribute(self.dst.type)
 
     @classmethod
-    def parse(cls, parser: Parser) -> AsyncCopyOp:
+    def parse(cls, parser: Parser) -> Self:
         src = parser.parse_unresolved_operand()
         src_map, src_indices = parse_affine_access(parser)
         parser.parse_keyword("to")
@@ -494,6 +482,43 @@ class AsyncCopyOp(IRDLOperation):
                  merged, count)
         op.attributes |= attrs
         return op
+
+
+@irdl_op_definition
+class CopyOp(CopyBase):
+    """``tile.copy %s[%t, %k * 4] to %f[%t, 0] count 4 : memref<64x36xf32> to
+    memref<64x4xf32>``: each executing thread copies ``count`` consecutive innermost
+    elements at once (one 16-byte access for four ``f32``), between any buffers — kernel
+    buffers (global memory), ``tile.alloc shared`` and ``tile.alloc registers``."""
+
+    name = "tile.copy"
+
+
+@irdl_op_definition
+class AsyncCopyOp(CopyBase):
+    """``tile.async_copy %a[%i, %k * 4] to %s[%t, 0] count 4 : memref<64x256xf32> to
+    memref<64x4xf32>``: start copying ``count`` consecutive innermost elements from global
+    to shared memory (see the module docstring). ``dst`` is a ``tile.alloc shared`` buffer
+    and ``src`` a kernel buffer.
+    """
+
+    name = "tile.async_copy"
+    WHAT: ClassVar[str] = "an asynchronous copy"
+
+    def verify_(self) -> None:
+        super().verify_()
+        src_owner = self.src.owner
+        if isinstance(src_owner, AllocOp):
+            raise VerifyException(f"{self.name}: the source must be a kernel buffer (global "
+                                  f"memory), not a tile.alloc {src_owner.space.data} buffer")
+        dst_owner = self.dst.owner
+        if isinstance(dst_owner, AllocOp) and dst_owner.space.data != "shared":
+            raise VerifyException(f"{self.name}: the destination must be a tile.alloc shared "
+                                  f"buffer, not a tile.alloc {dst_owner.space.data} buffer")
+        if isinstance(self.dst, BlockArgument) and isinstance(self.dst.owner.parent_op(),
+                                                              KernelOp):
+            raise VerifyException(f"{self.name}: the destination must be a tile.alloc shared "
+                                  "buffer, not a kernel buffer")
 
 
 def _check_in_kernel(op: Operation) -> None:
@@ -529,8 +554,9 @@ class AsyncWaitOp(AsyncWaitBase):
         _check_in_kernel(self)
 
 
-Tile = Dialect("tile", [KernelOp, ForallOp, CoopReduceOp, YieldOp, AllocOp, AsyncCopyOp,
-                        AsyncCommitOp, AsyncWaitOp], [])
+Tile = Dialect("tile", [KernelOp, ForallOp, CoopReduceOp, YieldOp, AllocOp, CopyOp,
+                        AsyncCopyOp, AsyncCommitOp, AsyncWaitOp], [])
 
-__all__ = ["Tile", "KernelOp", "ForallOp", "CoopReduceOp", "YieldOp", "AllocOp", "AsyncCopyOp",
+__all__ = ["Tile", "KernelOp", "ForallOp", "CoopReduceOp", "YieldOp", "AllocOp", "CopyOp",
+           "CopyBase", "AsyncCopyOp",
            "AsyncCommitOp", "AsyncWaitOp", "MAPPINGS", "SPACES"]

@@ -21,14 +21,15 @@ Violations raise :class:`~llmopt.interp.RaceError` naming both ops and both thre
 barrier or shuffle reached by only part of a block (or warp) raises
 :class:`~llmopt.interp.DivergenceError`.
 
-``kernel.async_copy`` reads its source when issued and writes its destination only when a
-``kernel.async_wait`` of the issuing thread completes the copy's group (or at the end of the
-launch; see :mod:`llmopt.interp.simt`), so a read before the wait sees stale data. For the race
-checks the copy writes its destination both when it is issued and when it completes, each
-time as the issuing thread: another thread touching the element in the epoch of either — in
-particular before a ``kernel.barrier`` that follows the wait — is a race. (An access in an
-epoch strictly between the two, with the copy in flight across two barriers, is not
-detected.) Its source read is checked like ``kernel.load``'s.
+``kernel.copy`` reads its source and writes its destination at once, race-checked like a load
+and a store. ``kernel.async_copy`` reads its source when issued and writes its destination
+only when a ``kernel.async_wait`` of the issuing thread completes the copy's group (or at the
+end of the launch; see :mod:`llmopt.interp.simt`), so a read before the wait sees stale
+data. For the race checks the copy writes its destination both when it is issued and when it
+completes, each time as the issuing thread: another thread touching the element in the
+epoch of either — in particular before a ``kernel.barrier`` that follows the wait — is a race.
+(An access in an epoch strictly between the two, with the copy in flight across two barriers,
+is not detected.) Its source read is checked like ``kernel.load``'s.
 """
 
 from __future__ import annotations
@@ -480,19 +481,18 @@ def _missing_lane(op: Operation, block: int, thread: int, source: int, threads: 
                  f"does not exist in a block of {threads} threads")
 
 
-def _global_buffer(kev: KernelEvaluator, op: Operation, value: SSAValue) -> np.ndarray:
-    """The storage of a copy operand, which may not be a thread-private ``kernel.local``."""
-    buf = buffer_of(kev, op, value)
+def _prefix(kev: KernelEvaluator, buf: np.ndarray) -> list[Value]:
+    """The storage axes in front of a buffer's own: the block of a ``kernel.shared``
+    buffer, the block and thread of a ``kernel.local`` one."""
     if id(buf) in kev.local:
-        raise error(InterpretError, op, "an asynchronous copy cannot access a kernel.local "
-                    "buffer")
-    return buf
+        return [kev.bid, kev.tid]
+    return [kev.bid] if id(buf) in kev.shared else []
 
 
-@simt_impl("kernel.async_copy")
-def _async_copy(ev: SimtEvaluator, op: Operation) -> None:
-    """Read the source now (race-checked like a load), record the destination write, and
-    keep the values in flight until a wait (see the module docstring)."""
+def _copied(ev: SimtEvaluator, op: Operation, asynchronous: bool) -> InFlight:
+    """The elements a ``kernel.copy``/``kernel.async_copy`` moves, read from its source now
+    (race-checked like a load); the destination write is recorded for the race checks as the
+    executing threads' (an asynchronous copy records it again when it completes)."""
     kev = _ids(ev, op)
     count = op.properties["count"].value.data  # type: ignore[attr-defined]
     segments = op.properties["operandSegmentSizes"]
@@ -500,14 +500,15 @@ def _async_copy(ev: SimtEvaluator, op: Operation) -> None:
     src_value, dst_value = op.operands[0], op.operands[1 + sizes[1]]
     src_idx = [ev.env[v] for v in op.operands[1:1 + sizes[1]]]
     dst_idx = [ev.env[v] for v in op.operands[2 + sizes[1]:]]
-    src = _global_buffer(kev, op, src_value)
-    dst = _global_buffer(kev, op, dst_value)
+    src = buffer_of(kev, op, src_value)
+    dst = buffer_of(kev, op, dst_value)
+    if asynchronous and (id(src) in kev.local or id(dst) in kev.local):
+        raise error(InterpretError, op, "an asynchronous copy cannot access a kernel.local "
+                    "buffer")
     src_shared, dst_shared = id(src) in kev.shared, id(dst) in kev.shared
     assert isinstance(src_value.type, MemRefType) and isinstance(dst_value.type, MemRefType)
-    source = kev.copy_elements(op, src, [kev.bid] if src_shared else [], src_idx,
-                               src_value.type, count)
-    target = kev.copy_elements(op, dst, [kev.bid] if dst_shared else [], dst_idx,
-                               dst_value.type, count)
+    source = kev.copy_elements(op, src, _prefix(kev, src), src_idx, src_value.type, count)
+    target = kev.copy_elements(op, dst, _prefix(kev, dst), dst_idx, dst_value.type, count)
     flat, tids = kev.copy_lanes([*source, *target], count)
     src_coords, dst_coords = tuple(flat[:len(source)]), tuple(flat[len(source):])
     values = src[src_coords]
@@ -515,12 +516,27 @@ def _async_copy(ev: SimtEvaluator, op: Operation) -> None:
     dst_loc = np.ravel_multi_index(dst_coords, dst.shape)
     races = kev.races
     if races is not None:
-        if src_shared or id(src) in races.tracks:
+        if id(src) not in kev.local and (src_shared or id(src) in races.tracks):
             races.names.setdefault(id(src), _name(src_value, "buffer"))
             races.read(op, src, src_loc, tids, tids, src_shared)
-        races.write(op, dst, dst_loc, tids, dst_shared, _name(dst_value, "buffer"))
-    kev.copies(op).issue(InFlight(op, dst, dst_shared, dst_loc, values, tids,
-                                  np.full(dst_loc.shape, -1, np.int64)))
+        if id(dst) not in kev.local:
+            races.write(op, dst, dst_loc, tids, dst_shared, _name(dst_value, "buffer"))
+    return InFlight(op, dst, dst_shared, dst_loc, values, tids,
+                    np.full(dst_loc.shape, -1, np.int64))
+
+
+@simt_impl("kernel.copy")
+def _copy(ev: SimtEvaluator, op: Operation) -> None:
+    """Read the source and write the destination at once (both race-checked)."""
+    _copied(ev, op, False).write()
+
+
+@simt_impl("kernel.async_copy")
+def _async_copy(ev: SimtEvaluator, op: Operation) -> None:
+    """Read the source now (race-checked like a load), record the destination write, and
+    keep the values in flight until a wait (see the module docstring)."""
+    kev = _ids(ev, op)
+    kev.copies(op).issue(_copied(ev, op, True))
 
 
 def _complete(kev: KernelEvaluator, op: Operation, done: list[InFlight]) -> None:

@@ -25,7 +25,8 @@ inside are interpreted as at Loop IR.
 leading axes at the alloc — per block and per round of the enclosing forall over blocks —
 and every access to it is routed to the copy of the point that makes it.
 
-``tile.async_copy``/``async_commit``/``async_wait`` keep the copied values in flight until a
+``tile.copy`` moves its elements at once. ``tile.async_copy``/``async_commit``/``async_wait``
+keep the copied values in flight until a
 wait of the issuing thread completes their group (see :mod:`llmopt.interp.simt`): a read of
 the destination before that sees the old contents (a fresh ``tile.alloc`` is NaN). Every op
 of a block step runs for the whole block before the next one, so an explicit
@@ -155,9 +156,8 @@ def _access(ev: SimtEvaluator, op: Operation, prop: str, indices: Sequence[SSAVa
     return compile_map(amap)([ev.env[v] for v in indices])
 
 
-@simt_impl("tile.async_copy")
-def _async_copy(ev: SimtEvaluator, op: Operation) -> None:
-    """Read the source now; the values stay in flight until a wait (module docstring)."""
+def _copied(ev: SimtEvaluator, op: Operation) -> InFlight:
+    """The elements a ``tile.copy``/``tile.async_copy`` moves, read from its source now."""
     thread_axes(ev, op)
     src_value, dst_value, *indices = op.operands
     src = buffer_of(ev, op, src_value)
@@ -171,8 +171,19 @@ def _async_copy(ev: SimtEvaluator, op: Operation) -> None:
     flat, tids = ev.copy_lanes([*source, *target], count)
     values = src[tuple(flat[:len(source)])]
     loc = np.ravel_multi_index(tuple(flat[len(source):]), dst.shape)
-    ev.copies(op).issue(InFlight(op, dst, False, loc, values, tids,
-                                 np.full(loc.shape, -1, np.int64)))
+    return InFlight(op, dst, False, loc, values, tids, np.full(loc.shape, -1, np.int64))
+
+
+@simt_impl("tile.copy")
+def _copy(ev: SimtEvaluator, op: Operation) -> None:
+    """Read the source and write the destination at once."""
+    _copied(ev, op).write()
+
+
+@simt_impl("tile.async_copy")
+def _async_copy(ev: SimtEvaluator, op: Operation) -> None:
+    """Read the source now; the values stay in flight until a wait (module docstring)."""
+    ev.copies(op).issue(_copied(ev, op))
 
 
 @simt_impl("tile.async_commit")

@@ -41,6 +41,9 @@ What each construct becomes:
   ``kernel.barrier`` → ``__syncthreads()``; ``kernel.shuffle_xor`` →
   ``__shfl_xor_sync(0xffffffffu, v, offset)``; thread/block ids and dims →
   ``(long long)threadIdx.x`` and friends;
+* ``kernel.copy`` → ``((float4*)&dst[offset])[0] = ((const float4*)&src[offset])[0];``: one
+  8- or 16-byte access on each side (``float2``/``float4`` for ``f32``, ``uint2``/``uint4``
+  for other element types), a plain assignment for one 4-byte element;
 * asynchronous copies, with the primitives of ``<cuda_pipeline_primitives.h>`` (included
   when used): ``kernel.async_copy`` → ``__pipeline_memcpy_async(&dst[offset],
   &src[offset], bytes)`` (``cp.async`` of 4, 8 or 16 bytes); ``kernel.async_commit`` →
@@ -383,6 +386,8 @@ class _KernelEmitter:
             self._add(cuda.ExprStmtOp(call.results[0]))
         elif isinstance(op, kernel.AsyncCopyOp):
             self._emit_async_copy(op)
+        elif isinstance(op, kernel.CopyOp):
+            self._emit_copy(op)
         elif isinstance(op, kernel.AsyncCommitOp):
             call = self._add(cuda.CallOp("__pipeline_commit", [], cuda.VoidType()))
             self._add(cuda.ExprStmtOp(call.results[0]))
@@ -444,6 +449,31 @@ class _KernelEmitter:
         call = self._add(cuda.CallOp("__pipeline_memcpy_async", [dst, src, size],
                                      cuda.VoidType()))
         self._add(cuda.ExprStmtOp(call.results[0]))
+
+    def _emit_copy(self, op: kernel.CopyOp) -> None:
+        """``((float4*)&dst[offset])[0] = ((const float4*)&src[offset])[0];``: one access of
+        the copy's size on each side (a plain element assignment for one 4-byte element)."""
+        typ = op.src.type
+        assert isinstance(typ, MemRefType)
+        element = typ.element_type
+        nbytes = op.elements * _width(element) // 8
+        carrier: Attribute | None = None
+        if op.elements > 1 or nbytes != 4:
+            base = element if isinstance(element, Float32Type) else _UI32
+            carrier = base if nbytes == 4 else cuda.VecType(base, nbytes // 4)
+
+        def side(buffer: SSAValue, indices: Sequence[SSAValue]) -> SSAValue:
+            value = self._element(buffer, indices, op)
+            if carrier is None:
+                return value
+            address = self._un("&", value)
+            assert isinstance(address.type, cuda.PtrType)
+            pointer = self._cast(address, cuda.PtrType(carrier, address.type.is_const))
+            return self._add(cuda.IndexOp(pointer, self._int(0, _INDEX))).results[0]
+
+        dst = side(op.dst, op.dst_indices)
+        src = side(op.src, op.src_indices)
+        self._add(cuda.AssignOp(dst, src))
 
     @staticmethod
     def _default_name(op: Operation) -> str:
@@ -959,7 +989,7 @@ def _written_buffers(func: kernel.FuncOp) -> set[SSAValue]:
     for op in func.walk():
         if isinstance(op, kernel.StoreOp):
             written.add(op.buffer)
-        elif isinstance(op, kernel.AsyncCopyOp):
+        elif isinstance(op, kernel.CopyBase):
             written.add(op.dst)
     return written
 

@@ -35,10 +35,11 @@ Matches every ``tile.kernel`` and, inside the resulting kernels, every ``tile.fo
   (one per coop_reduce, declared at the top of the kernel), ``kernel.barrier``, every thread
   folds the NWARP partials in the same order (so all threads hold the same bits), and a
   second ``kernel.barrier`` lets the shared buffer be reused.
-* ``tile.async_copy %src[map_s(ivs)] to %dst[map_d(ivs)] count n`` →
-  ``kernel.async_copy %src[...] to %dst[...] count n``, both index lists computed like a
-  ``loop.load``'s; ``tile.async_commit``/``async_wait`` → ``kernel.async_commit``/
-  ``async_wait``.
+* ``tile.copy``/``tile.async_copy %src[map_s(ivs)] to %dst[map_d(ivs)] count n`` →
+  ``kernel.copy``/``kernel.async_copy %src[...] to %dst[...] count n``, both index lists
+  computed like a ``loop.load``'s (a ``tile.alloc registers`` side loses its distributed
+  dimensions, as in loads and stores); ``tile.async_commit``/``async_wait`` →
+  ``kernel.async_commit``/``async_wait``.
 * Inside a ``tile.forall over blocks`` the ops directly in its body run one after another
   for the whole block: a ``kernel.barrier`` is inserted between two of them when one writes
   a buffer that the other (run by other threads: a forall over block_threads or a
@@ -306,17 +307,18 @@ class LowerLoad(RewritePattern):
 
 
 @dataclass
-class LowerAsyncCopy(RewritePattern):
-    """``tile.async_copy %s[map_s(ivs)] to %d[map_d(ivs)]`` → index arithmetic +
-    ``kernel.async_copy %s[...] to %d[...]``."""
+class LowerCopy(RewritePattern):
+    """``tile.copy``/``tile.async_copy %s[map_s(ivs)] to %d[map_d(ivs)]`` → index arithmetic
+    + ``kernel.copy``/``kernel.async_copy %s[...] to %d[...]``."""
 
     @op_type_rewrite_pattern
-    def match_and_rewrite(self, op: tile.AsyncCopyOp, rewriter: PatternRewriter) -> None:
+    def match_and_rewrite(self, op: tile.CopyBase, rewriter: PatternRewriter) -> None:
         emit = Emitter(rewriter, InsertPoint.before(op))
         affine = AffineEmitter(emit, op.indices)
         src = affine.results(op.src_map.data)
         dst = affine.results(op.dst_map.data)
-        new = kernel.AsyncCopyOp(op.src, src, op.dst, dst, op.elements)
+        cls = kernel.AsyncCopyOp if isinstance(op, tile.AsyncCopyOp) else kernel.CopyOp
+        new = cls(op.src, src, op.dst, dst, op.elements)
         new.attributes |= op.attributes
         rewriter.replace(op, new)
 
@@ -530,6 +532,7 @@ def buffer_effects(op: Operation) -> tuple[set[SSAValue], set[SSAValue]]:
     """The buffers that ``op`` and the ops nested in it read and write (register buffers
     are private to each thread and never shared, so they are left out).
 
+    A copy (``tile.copy``/``kernel.copy``) reads its source and writes its destination.
     An asynchronous copy (``tile.async_copy``/``kernel.async_copy``) reads its source like a
     load, but its write to the shared destination is *not* counted as an access of the step
     that issues it: the data arrive later, at a ``tile.async_wait`` of the issuing thread, so
@@ -546,9 +549,11 @@ def buffer_effects(op: Operation) -> tuple[set[SSAValue], set[SSAValue]]:
         elif isinstance(inner, loop.StoreOp | kernel.StoreOp):
             if not is_private(inner.buffer):
                 writes.add(inner.buffer)
-        elif isinstance(inner, tile.AsyncCopyOp | kernel.AsyncCopyOp):
+        elif isinstance(inner, tile.CopyBase | kernel.CopyBase):
             if not is_private(inner.src):
                 reads.add(inner.src)
+            if isinstance(inner, tile.CopyOp | kernel.CopyOp) and not is_private(inner.dst):
+                writes.add(inner.dst)
     return reads, writes
 
 
@@ -686,6 +691,18 @@ def hoist_to_func(fn: kernel.FuncOp, op: Operation, rewriter: PatternRewriter) -
     rewriter.insert(op, point)
 
 
+def _register_access(access: Operation, buffer: SSAValue) -> tuple[AffineMap, Sequence[SSAValue]]:
+    """The affine map and indices through which ``access`` (a load, a store or a synchronous
+    copy) touches the register buffer ``buffer``."""
+    if isinstance(access, loop.LoadOp | loop.StoreOp) and access.buffer is buffer:
+        return access.map.data, access.indices
+    if isinstance(access, tile.CopyOp) and (access.src is buffer) != (access.dst is buffer):
+        amap = access.dst_map if access.dst is buffer else access.src_map
+        return amap.data, access.indices
+    raise fail(access, "a register buffer is only loaded, stored and copied (tile.copy) "
+                       "to or from another buffer")
+
+
 def owning_forall(op: Operation) -> tile.ForallOp | None:
     """The innermost ``tile.forall over block_threads`` around ``op``."""
     parent = op.parent_op()
@@ -714,21 +731,19 @@ class LowerAlloc(RewritePattern):
             hoist_to_func(fn, new, rewriter)
             rewriter.replace(op, [], [new.result])
             return
-        accesses = [use.operation for use in op.result.uses]
+        accesses = [(use.operation, _register_access(use.operation, op.result))
+                     for use in op.result.uses]
         distributed: int | None = None
-        for access in accesses:
-            if not isinstance(access, loop.LoadOp | loop.StoreOp) or access.buffer is not op.result:
-                raise fail(access, "a register buffer is only loaded and stored")
+        for access, (amap, indices) in accesses:
             forall = owning_forall(access)
             if forall is None or fn.block_shape != (forall.points, 1, 1):
                 raise fail(access, "a register buffer is accessed only inside a tile.forall "
                                    "over block_threads with one point per thread")
             n = len(forall.shape)
-            amap = access.map.data
             leading = amap.results[:n]
             ok = (distributed in (None, n) and tuple(typ.get_shape()[:n]) == forall.shape
                   and all(isinstance(e, AffineDimExpr)
-                          and access.indices[e.position] is iv
+                          and indices[e.position] is iv
                           for e, iv in zip(leading, forall.ivs, strict=True)))
             if not ok:
                 raise fail(access, f"a register buffer's leading indices must be the "
@@ -740,15 +755,23 @@ class LowerAlloc(RewritePattern):
         local = kernel.LocalOp(MemRefType(typ.element_type, shape))
         local.result.name_hint = op.result.name_hint
         hoist_to_func(fn, local, rewriter)
-        for access in accesses:
-            assert isinstance(access, loop.LoadOp | loop.StoreOp)
-            amap = access.map.data
+        for access, (amap, _) in accesses:
             results = amap.results[n:] or (AffineConstantExpr(0),)
             new_map = AffineMap(amap.num_dims, amap.num_symbols, tuple(results))
+            new_access: Operation
             if isinstance(access, loop.LoadOp):
-                new_access: Operation = loop.LoadOp(local.result, new_map, access.indices)
-            else:
+                new_access = loop.LoadOp(local.result, new_map, access.indices)
+            elif isinstance(access, loop.StoreOp):
                 new_access = loop.StoreOp(access.value, local.result, new_map, access.indices)
+            else:
+                assert isinstance(access, tile.CopyOp)
+                to_local = access.dst is op.result
+                new_access = tile.CopyOp(
+                    access.src if to_local else local.result,
+                    access.src_map.data if to_local else new_map,
+                    local.result if to_local else access.dst,
+                    new_map if to_local else access.dst_map.data,
+                    access.indices, access.elements)
             new_access.attributes |= access.attributes
             rewriter.replace(access, new_access)
         rewriter.erase_op(op)
@@ -805,5 +828,5 @@ class TileToKernel(ModulePass):
         walk(OutlineKernel(taken))
         walk(InsertRowBarriers())
         walk(LowerAlloc())
-        walk(LowerLoad(), LowerStore(), LowerAsyncCopy(), LowerAsyncCommit(), LowerAsyncWait())
+        walk(LowerLoad(), LowerStore(), LowerCopy(), LowerAsyncCommit(), LowerAsyncWait())
         walk(LowerForall(), LowerCoopReduce(), LowerFor(), LowerReduce())

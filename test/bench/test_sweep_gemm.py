@@ -30,7 +30,8 @@ def test_a_variant_lowers_to_async_copies() -> None:
     captured = capture(sweep_gemm.Linear(64, 128), (torch.randn(1, 32, 64),
                                                     torch.randn(1, 32, 128)))
     passes = ("split-k{split_k=1},register-tile{bm=32 bn=64 tm=2 tn=4},stage-inputs{bk=16},"
-              "async-copy")
+              "async-copy,pad-shared,vector-fragments")
     module = llmopt.lower(captured.module, sweep_gemm.pipeline(passes))
     source = llmopt.cuda_source(module, "")
     assert "__pipeline_memcpy_async" in source
+    assert "((float4*)&stage" in source

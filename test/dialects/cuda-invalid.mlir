@@ -336,4 +336,4 @@ cuda.include "a<b.h"
 
 cuda.kernel @k(x : !cuda.ptr<!cuda.ptr<f32>>) {
 }
-// CHECK: !cuda.ptr points to a scalar type, not !cuda.ptr<f32>
+// CHECK: !cuda.ptr points to a scalar or vector type, not !cuda.ptr<f32>

@@ -143,11 +143,13 @@ def test_lower_to_cuda_keeps_the_meaning(name: str) -> None:
     assert report.ok, str(report)
     checked = [p.name for p in report.passes]
     for step in ("apply-tuned", "split-k", "register-tile", "stage-inputs", "async-copy",
-                 "pad-shared", "tile-to-kernel", "plan-buffers"):
+                 "pad-shared", "vector-fragments", "tile-to-kernel", "plan-buffers"):
         assert step in checked, str(report)
 
     lowered = llmopt.lower(module.clone(), _to_kernel_ir())
     locals_ = _ops(lowered, "kernel.local")
+    fragments = [op for op in locals_ if (op.results[0].name_hint or "").startswith("frag")]
+    accumulators = [op for op in locals_ if op not in fragments]
     tiles = [op for op in _ops(lowered, "kernel.shared")
              if len(op.results[0].type.get_shape()) >= 2]
     copies = _ops(lowered, "kernel.async_copy")
@@ -162,9 +164,13 @@ def test_lower_to_cuda_keeps_the_meaning(name: str) -> None:
             f"{name}: scheduled although nothing divides:\n{lowered}")
     assert any(k.endswith("_split") for k in kernels) == (name == "linear"), kernels
     if name == "attention":
-        assert len(locals_) == 2  # scores and P @ V; softmax keeps its row schedule
+        assert len(accumulators) == 2  # scores and P @ V; softmax keeps its row schedule
     if name == "mlp":
-        assert len(locals_) == 3  # gate, up (one kernel, two accumulators) and down
+        assert len(accumulators) == 3  # gate, up (one kernel, two accumulators) and down
+    if name in SCHEDULED and name != "attention":
+        # rows of K-contiguous tiles are read 16 bytes at a time (attention's one-chunk K
+        # loops stage synchronously, into rows padded to odd lengths: not 16-byte aligned)
+        assert fragments and _ops(lowered, "kernel.copy"), f"{name}: no fragments in\n{lowered}"
 
     inputs = random_inputs(lowered, seed=1)
     got = run(lowered, inputs)

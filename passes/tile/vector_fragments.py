@@ -1,0 +1,376 @@
+"""``vector-fragments``: a register-tiled chunk loop reads its shared tiles 16 bytes at a time.
+
+**Matches** a chunk loop ``scf.for %kk = 0 to K step 1`` (the one ``register-tile`` and
+``stage-inputs`` make inside the K loop) whose body is index arithmetic followed by one
+``tile.forall over block_threads`` with one point per thread, in which some ``loop.load`` of
+a ``tile.alloc shared`` tile has ``%kk`` as its innermost index (and nowhere else) — a tile
+kept in the global buffer's order, whose rows run along K. Such a load is *vectorizable*
+when ``V`` consecutive elements (``V`` = 16 bytes, 4 for ``f32``) start at a multiple of
+``V``: ``K`` and the tile's row pitch (after ``pad-shared``: 36 words for rows of 32) are
+multiples of ``V``. Its other indices may use the forall's induction variables, the
+``loop.for`` around it in the forall (the micro-tile's ``mi``/``nj``) and values defined
+before the chunk loop.
+
+**Produces**, for ``kk = V·kq + kv``::
+
+    scf.for %kq = 0 to K/V {
+      tile.forall (%ti, %tj) over block_threads {
+        loop.for %mi { tile.copy %a[.., mi·16 + ti, V·kq] to %fa[ti, tj, mi, 0] count V }
+        loop.for %nj { tile.copy %b[.., nj·16 + tj, V·kq] to %fb[ti, tj, nj, 0] count V }
+        scf.for %kv = 0 to V {             // unrolled; %kk = V·kq + kv
+          <the old body, the vectorizable loads reading %fa[ti, tj, mi, kv] …>
+        }
+      }
+    }
+
+with one ``tile.alloc registers`` fragment per distinct vectorizable load (same tile, same
+indices), ``[forall extents…, extents of the loops its indices use…, V]``. Every other use
+of ``%kk`` (scalar loads of other tiles, masks) sees ``V·kq + kv``. The multiply-adds run
+in the same order, so the results are bit-identical.
+
+**Why** a thread of a 8×4 micro-tile reads, per ``kk``, 8 elements of one tile and 4 of the
+other: 12 shared-memory loads for 32 multiply-adds, which keeps the shared-memory pipe as
+busy as the FMA units. NVRTC merges some consecutive scalar loads into vector loads, but
+only where it can prove alignment, and mixes 16-, 8- and 4-byte loads. With fragments every
+read is one 16-byte ``ld.shared.v4`` (``kernel-to-cuda`` prints a ``float4`` access), a
+quarter of the load instructions. Rows padded to 36 words put 8 consecutive rows' 16-byte
+pieces in distinct banks, so a warp reading 16 rows needs the minimum of two wavefronts.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from xdsl.context import Context
+from xdsl.dialects import arith, scf
+from xdsl.dialects.builtin import IndexType, IntegerAttr, MemRefType, ModuleOp
+from xdsl.ir import Block, Operation, Region, SSAValue
+from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr, AffineExpr, AffineMap
+from xdsl.passes import ModulePass
+from xdsl.pattern_rewriter import (
+    PatternRewriter,
+    PatternRewriteWalker,
+    RewritePattern,
+    op_type_rewrite_pattern,
+)
+from xdsl.rewriter import InsertPoint
+
+from llmopt.dialects import loop, tile
+from llmopt.lowering.loop_to_tile import KeepLocation
+from llmopt.passes.tile.register_tile import UNROLL
+from llmopt.passes.tile.stage_inputs import const_int
+
+VECTOR_BYTES = 16
+"""The size of one fragment read: a 128-bit shared-memory load."""
+
+
+def _uses(expr: AffineExpr, position: int) -> bool:
+    """Whether ``expr`` mentions dimension ``position``."""
+    if isinstance(expr, AffineDimExpr):
+        return expr.position == position
+    if isinstance(expr, AffineConstantExpr):
+        return False
+    return any(_uses(e, position) for e in (expr.lhs, expr.rhs))  # type: ignore[attr-defined]
+
+
+def _shared(buffer: SSAValue) -> MemRefType | None:
+    """The type of a ``tile.alloc shared`` buffer (``None`` for any other buffer)."""
+    owner = buffer.owner
+    if isinstance(owner, tile.AllocOp) and owner.space.data == "shared":
+        typ = owner.result.type
+        assert isinstance(typ, MemRefType)
+        return typ
+    return None
+
+
+@dataclass
+class Fragment:
+    """The registers of one vectorizable load: its tile, indices and the loops they use."""
+
+    load: loop.LoadOp
+    loops: list[loop.ForOp]
+    """The ``loop.for`` ops of the forall whose induction variables the indices use,
+    outermost first."""
+    loads: list[loop.LoadOp] = field(default_factory=list)
+    """Every load reading these registers (identical accesses share them)."""
+
+    def key(self) -> tuple[object, ...]:
+        return (self.load.buffer, self.load.map.data, tuple(self.load.indices))
+
+
+def _vectorizable(load: loop.LoadOp, kk: SSAValue, forall: tile.ForallOp, width: int
+                  ) -> Fragment | None:
+    """The fragment of ``load`` if it reads ``width`` aligned consecutive elements of a shared
+    tile along ``kk`` (module docstring), else ``None``."""
+    typ = _shared(load.buffer)
+    if typ is None:
+        return None
+    amap = load.map.data
+    positions = [p for p, v in enumerate(load.indices) if v is kk]
+    last = amap.results[-1]
+    if not (isinstance(last, AffineDimExpr) and last.position in positions):
+        return None
+    if any(_uses(e, p) for e in amap.results[:-1] for p in positions):
+        return None
+    strides, offset = typ.get_strides(), typ.get_offset()
+    if strides is None or not isinstance(offset, int) or strides[-1] != 1:
+        return None
+    if offset % width or any(s is None or s % width for s in strides[:-1]):
+        return None
+    ancestors: dict[SSAValue, loop.ForOp] = {}
+    parent = load.parent_op()
+    while parent is not None and parent is not forall:
+        if isinstance(parent, loop.ForOp):
+            ancestors[parent.body.block.args[0]] = parent
+        elif not isinstance(parent, loop.ReduceOp):
+            return None
+        parent = parent.parent_op()
+    loops: list[loop.ForOp] = []
+    for value in load.indices:
+        if value is kk or any(value is iv for iv in forall.ivs):
+            continue
+        if value in ancestors:
+            if ancestors[value] not in loops:
+                loops.append(ancestors[value])
+        elif _inside(value, forall):
+            return None  # computed inside the forall: not a plain loop index
+    depth = {op: _depth(op) for op in loops}
+    loops.sort(key=lambda op: depth[op])
+    return Fragment(load, loops)
+
+
+def _inside(value: SSAValue, op: Operation) -> bool:
+    """Whether ``value`` is defined inside ``op``'s regions."""
+    owner = value.owner
+    node = owner.parent_op() if isinstance(owner, Operation | Block) else None
+    return node is not None and _inside_op(node, op)
+
+
+def _depth(op: Operation) -> int:
+    """How many ops enclose ``op``."""
+    n = 0
+    parent = op.parent_op()
+    while parent is not None:
+        n += 1
+        parent = parent.parent_op()
+    return n
+
+
+def _index(value: int) -> arith.ConstantOp:
+    return arith.ConstantOp(IntegerAttr(value, IndexType()))
+
+
+@dataclass
+class VectorizeChunkLoop(RewritePattern):
+    """Rewrite one chunk loop (see the module docstring)."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: scf.ForOp, rewriter: PatternRewriter) -> None:
+        if op.iter_args or const_int(op.lb) != 0 or const_int(op.step) != 1:
+            return
+        extent = const_int(op.ub)
+        body = op.body.block
+        kk = body.args[0]
+        ops = list(body.ops)
+        if extent is None or len(ops) < 2 or not isinstance(ops[-1], scf.YieldOp):
+            return
+        forall = ops[-2]
+        pre = ops[:-2]
+        if not (isinstance(forall, tile.ForallOp) and forall.mapping.data == "block_threads"
+                and forall.points == _block_size(op) and _in_blocks(op)
+                and all(isinstance(p, arith.ConstantOp | arith.AddiOp | arith.MuliOp)
+                        for p in pre)):
+            return
+        fragments: dict[tuple[object, ...], Fragment] = {}
+        for inner in forall.walk():
+            if not isinstance(inner, loop.LoadOp):
+                continue
+            typ = inner.buffer.type
+            assert isinstance(typ, MemRefType)
+            element_bytes = typ.element_type.bitwidth // 8  # type: ignore[attr-defined]
+            width = VECTOR_BYTES // element_bytes
+            if width < 2 or extent % width:
+                continue
+            fragment = _vectorizable(inner, kk, forall, width)
+            if fragment is None:
+                continue
+            fragments.setdefault(fragment.key(), fragment).loads.append(inner)
+        if not fragments:
+            return
+        widths = {VECTOR_BYTES * 8 // _element_bits(f.load) for f in fragments.values()}
+        if len(widths) != 1:
+            return
+        (width,) = widths
+        _rewrite(op, forall, pre, list(fragments.values()), extent, width, rewriter)
+
+
+def _element_bits(load: loop.LoadOp) -> int:
+    typ = load.buffer.type
+    assert isinstance(typ, MemRefType)
+    return typ.element_type.bitwidth  # type: ignore[attr-defined,no-any-return]
+
+
+def _in_blocks(op: Operation) -> bool:
+    """Whether ``op`` is nested in a ``tile.forall over blocks`` (where registers live)."""
+    parent = op.parent_op()
+    while parent is not None:
+        if isinstance(parent, tile.ForallOp) and parent.mapping.data == "blocks":
+            return True
+        parent = parent.parent_op()
+    return False
+
+
+def _block_size(op: Operation) -> int | None:
+    """The threads per block of the ``tile.kernel`` around ``op``."""
+    parent = op.parent_op()
+    while parent is not None and not isinstance(parent, tile.KernelOp):
+        parent = parent.parent_op()
+    return None if parent is None else math.prod(parent.block_shape)
+
+
+def _rewrite(chunk: scf.ForOp, forall: tile.ForallOp, pre: list[Operation],
+             fragments: list[Fragment], extent: int, width: int,
+             rewriter: PatternRewriter) -> None:
+    """Build ``scf.for %kq { forall { copies; loop.for %kv { body } } }`` in place of
+    ``chunk``."""
+    kk = chunk.body.block.args[0]
+    # The fragments' registers, in the forall over blocks (before the K loop).
+    anchor: Operation = chunk
+    while not (isinstance(owner := anchor.parent_op(), tile.ForallOp)
+               and owner.mapping.data == "blocks"):
+        assert owner is not None
+        anchor = owner
+    allocs: list[tile.AllocOp] = []
+    for fragment in fragments:
+        typ = fragment.load.buffer.type
+        assert isinstance(typ, MemRefType)
+        shape = [*forall.shape, *(f.extent.value.data for f in fragment.loops), width]
+        alloc = tile.AllocOp("registers", MemRefType(typ.element_type, shape))
+        alloc.result.name_hint = "frag"
+        rewriter.insert_op(alloc, InsertPoint.before(anchor))
+        allocs.append(alloc)
+    # The new chunk loop over kq.
+    c0, cn, c1 = _index(0), _index(extent // width), _index(1)
+    for c in (c0, cn, c1):
+        rewriter.insert_op(c, InsertPoint.before(chunk))
+    kq_block = Block(arg_types=[IndexType()])
+    kq = kq_block.args[0]
+    kq.name_hint = "kq"
+    outer = scf.ForOp(c0.result, cn.result, c1.result, [], Region(kq_block))
+    outer.attributes |= chunk.attributes
+    rewriter.insert_op(outer, InsertPoint.before(chunk))
+    forall.detach()
+    kq_block.add_op(forall)
+    kq_block.add_op(scf.YieldOp())
+    # The kv loop (sequential: its iterations update the same accumulators) takes the
+    # forall's old body; kk = width·kq + kv at its top.
+    fbody = forall.body.block
+    terminator = fbody.last_op if isinstance(fbody.last_op, tile.YieldOp) else None
+    moved = [inner for inner in fbody.ops if inner is not terminator]
+    bounds = [_index(0), _index(width), _index(1)]
+    kv_block = Block(arg_types=[IndexType()])
+    kv = kv_block.args[0]
+    kv.name_hint = "kv"
+    kv_loop = scf.ForOp(bounds[0].result, bounds[1].result, bounds[2].result, [],
+                        Region(kv_block))
+    kv_loop.attributes |= UNROLL
+    for inner in [*bounds, kv_loop]:
+        if terminator is None:
+            fbody.add_op(inner)
+        else:
+            fbody.insert_op_before(inner, terminator)
+    cw = _index(width)
+    scaled = arith.MuliOp(kq, cw.result)
+    new_kk = arith.AddiOp(scaled.result, kv)
+    new_kk.result.name_hint = kk.name_hint
+    mapping: dict[SSAValue, SSAValue] = {kk: new_kk.result}
+    for h in (cw, scaled, new_kk):
+        kv_block.add_op(h)
+    for p in pre:
+        clone = p.clone()
+        for k, operand in enumerate(clone.operands):
+            if operand in mapping:
+                clone.operands[k] = mapping[operand]
+        for old, new in zip(p.results, clone.results, strict=True):
+            mapping[old] = new
+            new.name_hint = old.name_hint
+        kv_block.add_op(clone)
+    for inner in moved:
+        inner.detach()
+        kv_block.add_op(inner)
+    kv_block.add_op(scf.YieldOp())
+    # The copies, before the kv loop, and the loads of the registers.
+    for fragment, alloc in zip(fragments, allocs, strict=True):
+        _copy_nest(fragment, alloc.result, forall, kk, kq, width, bounds[0])
+        for load in fragment.loads:
+            indices = [*forall.ivs, *(f.body.block.args[0] for f in fragment.loops), kv]
+            n = len(indices)
+            new = loop.LoadOp(alloc.result, AffineMap.identity(n), indices)
+            rewriter.replace_op(load, new)
+    for old, new in mapping.items():
+        old.replace_uses_with_if(new, lambda use: _inside_op(use.operation, kv_loop))
+    rewriter.erase_op(chunk)
+
+
+def _inside_op(op: Operation, ancestor: Operation) -> bool:
+    """Whether ``op`` is ``ancestor`` or nested in it."""
+    node: Operation | None = op
+    while node is not None:
+        if node is ancestor:
+            return True
+        node = node.parent_op()
+    return False
+
+
+def _copy_nest(fragment: Fragment, registers: SSAValue, forall: tile.ForallOp, kk: SSAValue,
+               kq: SSAValue, width: int, before: Operation) -> None:
+    """``loop.for`` over the fragment's loops around ``tile.copy tile[…, V·kq] to
+    registers[ivs…, 0] count V``, inserted before ``before``."""
+    block = before.parent_block()
+    assert block is not None
+    loops = [loop.ForOp(f.extent.value.data) for f in fragment.loops]
+    for new, old in zip(loops, fragment.loops, strict=True):
+        new.attributes |= UNROLL
+        new.body.block.args[0].name_hint = old.body.block.args[0].name_hint
+    iv_of = {old.body.block.args[0]: new.body.block.args[0]
+             for old, new in zip(fragment.loops, loops, strict=True)}
+    load = fragment.load
+    src_indices = [kq if v is kk else iv_of.get(v, v) for v in load.indices]
+    dst_indices = [*forall.ivs, *(new.body.block.args[0] for new in loops)]
+    merged: list[SSAValue] = []
+    for value in (*src_indices, *dst_indices):
+        if not any(value is m for m in merged):
+            merged.append(value)
+
+    def position(value: SSAValue) -> int:
+        return next(k for k, m in enumerate(merged) if m is value)
+
+    amap = load.map.data
+    src_dims = [AffineDimExpr(position(v)) for v in src_indices]
+    results = [e.replace_dims_and_symbols(src_dims, []) for e in amap.results]
+    results[-1] = results[-1] * width
+    src_map = AffineMap(len(merged), 0, tuple(results))
+    dst_map = AffineMap(len(merged), 0, (*(AffineDimExpr(position(v)) for v in dst_indices),
+                                         AffineConstantExpr(0)))
+    copy = tile.CopyOp(load.buffer, src_map, registers, dst_map, merged, width)
+    target = block
+    anchor: Operation | None = before
+    for new in loops:
+        target.insert_op_before(new, anchor) if anchor is not None else target.add_op(new)
+        target, anchor = new.body.block, None
+    if anchor is None:
+        target.add_op(copy)
+    else:
+        target.insert_op_before(copy, anchor)
+
+
+@dataclass(frozen=True)
+class VectorFragments(ModulePass):
+    """Read register-tiled shared tiles 16 bytes at a time (see the module docstring)."""
+
+    name = "vector-fragments"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        PatternRewriteWalker(KeepLocation(VectorizeChunkLoop()),
+                             apply_recursively=False).rewrite_module(op)
