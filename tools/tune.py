@@ -46,8 +46,8 @@ from llmopt.passes.tile.register_tile import match_contraction
 
 TABLE_DIR = Path(__file__).resolve().parent.parent / "passes" / "tile" / "tuned"
 SCHEDULED = ("split-k{{arch={arch}}},register-tile{{arch={arch}}},stage-inputs{{arch={arch}}},"
-             "async-copy{{arch={arch}}},prefetch-stages,pad-shared,tile-to-kernel,canonicalize,"
-             "cse,kernel-to-cuda")
+             "async-copy{{arch={arch}}},prefetch-stages,pad-shared,vector-fragments,"
+             "tile-to-kernel,canonicalize,cse,kernel-to-cuda")
 UNSCHEDULED = "tile-to-kernel,canonicalize,cse,kernel-to-cuda"
 
 
