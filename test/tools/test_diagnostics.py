@@ -186,7 +186,7 @@ PARSE_ERRORS = {
     ),
     "pointer_to_pointer": (
         "cuda.kernel @k(x : !cuda.ptr<!cuda.ptr<f32>>) {\n}\n",
-        1, "'cuda.kernel' op is invalid: !cuda.ptr points to a scalar type",
+        1, "'cuda.kernel' op is invalid: !cuda.ptr points to a scalar or vector type",
     ),
     "operand_named_in_the_body": (
         KERNEL.format(op="loop.kernel @k (%a = %b : memref<4x8xf32>, %b = %x : memref<4x8xf32>) "
