@@ -174,22 +174,33 @@ def choose_bk(k: int) -> int:
     return 1
 
 
-MAX_SPLIT = 32
-"""The most slices ``split-k`` cuts K into."""
+LONG_SLICES = 4
+"""Slices ``split-k`` cuts a long K into (each at least :data:`LONG_SLICE` long)."""
 
-MIN_SLICE = 128
-"""The shortest K slice (shorter ones spend more on partial sums than they gain)."""
+LONG_SLICE = 896
+"""On the H200, products with K ≥ 4 × 896 (3584, 5632, 18944) and 1–3 waves of blocks ran
+5–20% faster in four slices even when their blocks already filled the GPU (e.g.
+128×18944×3584: 0.58 → 0.47 ms, 512×3584×18944: 2.07 → 1.85 ms); at K = 2048 slicing did not
+pay."""
+
+LONG_WAVES = 3
+"""Blocks per multiprocessor below which a long K is sliced (more waves hide the tail)."""
 
 
-def split_options(k: int) -> list[int]:
-    """The K slice counts worth modelling: powers of two up to :data:`MAX_SPLIT` whose slices
-    are whole multiples of 32 and at least :data:`MIN_SLICE` long (always 1)."""
-    options = [1]
-    split = 2
-    while split <= MAX_SPLIT and k % (split * 32) == 0 and k // split >= MIN_SLICE:
-        options.append(split)
+def split_for(tile: RegisterTile, m: int, n: int, k: int, batch: int, gpu: GpuLimits) -> int:
+    """Slices of K for ``tile``: doubled while the blocks do not reach one per
+    multiprocessor (each slice at least 128 long), and at least :data:`LONG_SLICES` when
+    each of those is still :data:`LONG_SLICE` long and the blocks make fewer than
+    :data:`LONG_WAVES` waves; slices are whole multiples of 32."""
+    blocks = batch * (m // tile.bm) * (n // tile.bn)
+    split = 1
+    while (blocks * split < gpu.sms and k % (split * 2 * 32) == 0
+           and k // (split * 2) >= 128):
         split *= 2
-    return options
+    if (blocks < LONG_WAVES * gpu.sms and k // LONG_SLICES >= LONG_SLICE
+            and k % (LONG_SLICES * 32) == 0):
+        split = max(split, LONG_SLICES)
+    return split
 
 
 BLOCK_RATE = 129e9
@@ -224,26 +235,20 @@ def product_time(t: RegisterTile, m: int, n: int, k: int, batch: int, split: int
 
 def choose_product_schedule(m: int, n: int, k: int, batch: int, gpu: GpuLimits,
                             accumulators: int = 1) -> tuple[RegisterTile, int] | None:
-    """The register tile and K slices of least :func:`product_time`, over every tile with at
-    least 8 outputs a thread and every :func:`split_options` slice count (one when the kernel
-    has several reductions: ``split-k`` leaves those whole); when no such tile divides the
-    output, :func:`choose_register_tile`'s tile with its best slice count; ``None`` when no
-    tile does.
-
-    More slices mean more, shorter blocks: they pay when the blocks spread more evenly over
-    the multiprocessors (the model counts the busiest one's waves), e.g. on the H200
-    128×3584×18944 in 16 slices (896 blocks of 128×64, 7 waves of 75 µs) against 4 (224
-    blocks, 2 waves of 300 µs): 0.47 against 0.52 ms measured; 128×5632×2048 in 4 slices:
-    0.100 against 0.125 ms whole."""
+    """The register tile and K slices of least :func:`product_time`: for each tile with at
+    least 8 outputs a thread, its :func:`split_for` slices (one when the kernel has several
+    reductions: ``split-k`` leaves those whole); when no such tile divides the output,
+    :func:`choose_register_tile`'s; ``None`` when no tile does."""
     good = [t for t in fitting_tiles(m, n, accumulators) if t.tm * t.tn >= 8]
     if not good:
         tile = choose_register_tile(m, n, batch, gpu, accumulators)
         if tile is None:
             return None
-        good = [tile]
-    splits = split_options(k) if accumulators == 1 else [1]
-    options = [(product_time(t, m, n, k, batch, split, gpu), t, split)
-               for t in good for split in splits]
+        return tile, split_for(tile, m, n, k, batch, gpu) if accumulators == 1 else 1
+    options = []
+    for t in good:
+        split = split_for(t, m, n, k, batch, gpu) if accumulators == 1 else 1
+        options.append((product_time(t, m, n, k, batch, split, gpu), t, split))
     _, tile, split = min(options, key=lambda o: o[0])
     return tile, split
 

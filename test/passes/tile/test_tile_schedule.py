@@ -243,14 +243,11 @@ def test_choose_bk(k: int, bk: int) -> None:
 @pytest.mark.parametrize("m,n,k,batch,split", [
     (32, 128, 256, 1, 2),  # 2 blocks: two slices of 128
     (32, 128, 64, 1, 1),  # slices would be shorter than 128
-    (32, 4096, 4096, 1, 2),  # 64 blocks: x2 = 128 is one wave, x4 two of half the work
-    (32, 128, 4096, 1, 32),  # 2 blocks: as many slices as allowed
+    (32, 4096, 4096, 1, 4),  # 64 blocks: x2 = 128 < 132, x4 = 256 >= 132
+    (32, 128, 4096, 1, 32),  # 2 blocks: doubled while slices stay >= 128 long
     (2048, 2048, 4096, 1, 1),  # already 512 blocks of 128x64, almost 4 waves
-    (512, 3584, 18944, 1, 4),  # 224 blocks: 896 make 7 waves of a quarter (measured)
-    (128, 3584, 18944, 1, 16),  # 56 blocks: 896 in 16 slices (0.47 vs 0.52 ms in 4)
-    (128, 5632, 2048, 1, 4),  # 88 blocks: 352 (0.100 vs 0.125 ms whole)
-    (512, 2048, 2048, 1, 1),  # 128 blocks: more slices only add waves
-    (512, 5632, 2048, 1, 1),  # 352 blocks: 3 waves whole, 6 of half in two slices
+    (512, 3584, 18944, 1, 4),  # 224 blocks, a long K: four slices of 4736
+    (512, 5632, 2048, 1, 1),  # 352 blocks; slices of 2048 / 4 would be short
     (36, 136, 4096, 1, 1),  # no register tile: never split
     (32, 128, 96, 1, 1),  # 96 is not a multiple of 64
 ])
