@@ -102,7 +102,7 @@ PIPELINES: dict[str, tuple[dict[str, str], str]] = {
     "lower-to-cuda": (
         {"arch": "sm_90"},
         "torch-to-prim,canonicalize,prim-to-loop,fuse-kernels{{recompute_limit=0}},canonicalize,"
-        "cse,fuse-norm-prologue,canonicalize,cse,"
+        "cse,"
         "loop-to-tile{{arch={arch}}},apply-tuned{{arch={arch}}},split-k{{arch={arch}}},"
         "register-tile{{arch={arch}}},stage-inputs{{arch={arch}}},async-copy{{arch={arch}}},"
         "prefetch-stages,pad-shared,vector-fragments,"

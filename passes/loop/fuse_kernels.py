@@ -438,7 +438,7 @@ def _fuse_one(stale: set[loop.KernelOp], position: dict[loop.KernelOp, int],
         consumers = [k for k in users if k is not producer_kernel]
         if producer.has_reduce and len(consumers) > 1:
             continue
-        sites = [(c, ld) for c in consumers for ld in _loads_of(c, buffer)]
+        sites = [(c, ld) for c in consumers for ld in loads_of(c, buffer)]
         if not all(site_is_legal(ld, c, producer) for c, ld in sites):
             continue
         if producer.has_reduce and len(sites) > 1 and (
@@ -454,7 +454,7 @@ def _fuse_one(stale: set[loop.KernelOp], position: dict[loop.KernelOp, int],
             hoist_invariants(consumer)
             merge_identical(consumer)
         for consumer in consumers:
-            _unbind(consumer, buffer)
+            unbind(consumer, buffer)
         touched = set(producer_kernel.buffers) - {buffer}
         for consumer in consumers:
             touched |= set(consumer.buffers)
@@ -472,12 +472,12 @@ def _bound_written(kernel: loop.KernelOp) -> set[SSAValue]:
     return {kernel.buffers[args.index(a)] for a in written_args(kernel)}
 
 
-def _loads_of(kernel: loop.KernelOp, outer: SSAValue) -> list[loop.LoadOp]:
+def loads_of(kernel: loop.KernelOp, outer: SSAValue) -> list[loop.LoadOp]:
     args = [a for a, b in zip(kernel.body.block.args, kernel.buffers, strict=True) if b is outer]
     return [op for op in kernel.walk() if isinstance(op, loop.LoadOp) and op.buffer in args]
 
 
-def _unbind(kernel: loop.KernelOp, outer: SSAValue) -> None:
+def unbind(kernel: loop.KernelOp, outer: SSAValue) -> None:
     """Drop the binding of ``outer`` from ``kernel`` once nothing inside uses it."""
     block = kernel.body.block
     pairs = list(zip(block.args, kernel.buffers, strict=True))

@@ -77,12 +77,13 @@ def tiny_layer(kind: str) -> Any:
 
 
 def pipeline_to(level: str, with_pass: bool = True) -> list[str]:
-    """The passes of ``lower-to-cuda`` that take Torch IR to ``level`` IR, without
-    ``fuse-norm-prologue`` and its clean-ups if ``with_pass`` is false."""
+    """The passes of ``lower-to-cuda`` that take Torch IR to ``level`` IR, with
+    ``fuse-norm-prologue`` and its clean-ups inserted after ``fuse-kernels``' if
+    ``with_pass`` (the default pipeline leaves it out: see the pass's docstring)."""
     passes, _ = split_pipeline("lower-to-cuda", level)
-    if not with_pass:
-        at = passes.index("fuse-norm-prologue")
-        passes = passes[:at] + passes[at + 3:]
+    if with_pass:
+        at = passes.index("fuse-kernels{recompute_limit=0}") + 3
+        passes = passes[:at] + ["fuse-norm-prologue", "canonicalize", "cse"] + passes[at:]
     return passes
 
 
@@ -117,7 +118,11 @@ def scale_readers(kernel: loop.KernelOp) -> list[loop.KernelOp]:
             if isinstance(use.operation, loop.KernelOp) and use.operation is not kernel]
 
 
-def test_pipeline_runs_the_pass_after_fusion() -> None:
+def test_pass_is_opt_in() -> None:
+    """``lower-to-cuda`` leaves the pass out (slower on the H200, see its docstring); it is
+    registered for pipelines that name it, right after fusion."""
+    default, _ = split_pipeline("lower-to-cuda", "cuda")
+    assert "fuse-norm-prologue" not in default
     passes = pipeline_to("cuda")
     at = passes.index("fuse-norm-prologue")
     assert passes[at - 3:at + 4] == ["fuse-kernels{recompute_limit=0}", "canonicalize", "cse",
@@ -143,7 +148,7 @@ def test_norm_linear_stores_only_the_row_scale_and_matches_pytorch() -> None:
     (linear,) = scale_readers(norm)
     assert {"g", "x", "proj.weight"} <= {b.name_hint for b in linear.buffers}
 
-    report = llmopt.check_numerics(program.module, "lower-to-cuda", seed=4)
+    report = llmopt.check_numerics(program.module, ",".join(pipeline_to("cuda")), seed=4)
     assert report.ok, str(report)
     assert "fuse-norm-prologue" in [p.name for p in report.passes]
 
@@ -170,7 +175,7 @@ def test_decoder_layer_projections_read_the_input_and_match_pytorch(kind: str) -
     # q, k and v read the first norm's scale; the fused gate/up kernel the second one's.
     assert sorted(len(scale_readers(n)) for n in norms) == [1, 3]
 
-    report = llmopt.check_numerics(program.module, "lower-to-cuda", seed=3)
+    report = llmopt.check_numerics(program.module, ",".join(pipeline_to("cuda")), seed=3)
     assert report.ok, str(report)
 
     llmopt.lower(module, to_kernel)
