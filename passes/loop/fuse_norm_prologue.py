@@ -116,24 +116,20 @@ def _factor(value: SSAValue, columns: loop.ForOp, depth: int = 0) -> _Factored |
         return _Factored(value)
     if not _inside(value, columns):
         return _Factored(None, [value])
+    if not isinstance(owner, arith.MulfOp | arith.DivfOp):
+        return _Factored(value)
+    lhs = _factor(owner.lhs, columns, depth + 1)
+    rhs = _factor(owner.rhs, columns, depth + 1)
+    if lhs is None or rhs is None:
+        return None
     if isinstance(owner, arith.MulfOp):
-        lhs = _factor(owner.lhs, columns, depth + 1)
-        rhs = _factor(owner.rhs, columns, depth + 1)
-        if lhs is None or rhs is None:
-            return None
         elementwise = (rhs.elementwise if lhs.elementwise is None
                        else lhs.elementwise if rhs.elementwise is None
                        else _Node(arith.MulfOp, lhs.elementwise, rhs.elementwise))
         return _Factored(elementwise, lhs.nums + rhs.nums, lhs.dens + rhs.dens)
-    if isinstance(owner, arith.DivfOp):
-        lhs = _factor(owner.lhs, columns, depth + 1)
-        rhs = _factor(owner.rhs, columns, depth + 1)
-        if lhs is None or rhs is None:
-            return None
-        elementwise = (lhs.elementwise if rhs.elementwise is None
-                       else _Node(arith.DivfOp, lhs.elementwise, rhs.elementwise))
-        return _Factored(elementwise, lhs.nums + rhs.dens, lhs.dens + rhs.nums)
-    return _Factored(value)
+    elementwise = (lhs.elementwise if rhs.elementwise is None
+                   else _Node(arith.DivfOp, lhs.elementwise, rhs.elementwise))
+    return _Factored(elementwise, lhs.nums + rhs.dens, lhs.dens + rhs.nums)
 
 
 def _leaves(expr: _Expr) -> list[SSAValue]:

@@ -2,7 +2,9 @@
 
 **Matches** a chunk loop ``scf.for %kk = 0 to K step 1`` (the one ``register-tile`` and
 ``stage-inputs`` make inside the K loop) whose body is index arithmetic followed by one
-``tile.forall over block_threads`` with one point per thread, in which some ``loop.load`` of
+``tile.forall over block_threads`` with one point per thread that stores only into
+``tile.alloc registers`` buffers (the accumulators: several chunk steps then run in one
+forall with no barrier lost), in which some ``loop.load`` of
 a ``tile.alloc shared`` tile has ``%kk`` as its innermost index (and nowhere else) — a tile
 kept in the global buffer's order, whose rows run along K. Such a load is *vectorizable*
 when ``V`` consecutive elements (``V`` = 16 bytes, 4 for ``f32``) start at a multiple of
@@ -96,6 +98,7 @@ class Fragment:
     """Every load reading these registers (identical accesses share them)."""
 
     def key(self) -> tuple[object, ...]:
+        """Identical loads (same tile, map and indices) share one fragment."""
         return (self.load.buffer, self.load.map.data, tuple(self.load.indices))
 
 
@@ -158,6 +161,7 @@ def _depth(op: Operation) -> int:
 
 
 def _index(value: int) -> arith.ConstantOp:
+    """An ``index`` constant."""
     return arith.ConstantOp(IntegerAttr(value, IndexType()))
 
 
@@ -182,33 +186,45 @@ class VectorizeChunkLoop(RewritePattern):
                 and all(isinstance(p, arith.ConstantOp | arith.AddiOp | arith.MuliOp)
                         for p in pre)):
             return
+        if not _private_updates(forall):
+            return
         fragments: dict[tuple[object, ...], Fragment] = {}
         for inner in forall.walk():
             if not isinstance(inner, loop.LoadOp):
                 continue
-            typ = inner.buffer.type
-            assert isinstance(typ, MemRefType)
-            element_bytes = typ.element_type.bitwidth // 8  # type: ignore[attr-defined]
-            width = VECTOR_BYTES // element_bytes
+            width = _width(inner)
             if width < 2 or extent % width:
                 continue
             fragment = _vectorizable(inner, kk, forall, width)
-            if fragment is None:
-                continue
-            fragments.setdefault(fragment.key(), fragment).loads.append(inner)
-        if not fragments:
-            return
-        widths = {VECTOR_BYTES * 8 // _element_bits(f.load) for f in fragments.values()}
+            if fragment is not None:
+                fragments.setdefault(fragment.key(), fragment).loads.append(inner)
+        widths = {_width(f.load) for f in fragments.values()}
         if len(widths) != 1:
-            return
+            return  # nothing to read in fragments, or elements of several sizes
         (width,) = widths
         _rewrite(op, forall, pre, list(fragments.values()), extent, width, rewriter)
 
 
-def _element_bits(load: loop.LoadOp) -> int:
+def _width(load: loop.LoadOp) -> int:
+    """Elements of ``load``'s type in :data:`VECTOR_BYTES`."""
     typ = load.buffer.type
     assert isinstance(typ, MemRefType)
-    return typ.element_type.bitwidth  # type: ignore[attr-defined,no-any-return]
+    return VECTOR_BYTES * 8 // typ.element_type.bitwidth  # type: ignore[attr-defined]
+
+
+def _private_updates(forall: tile.ForallOp) -> bool:
+    """Whether ``forall`` only stores into ``tile.alloc registers`` buffers and hands no work
+    on to other threads: then running several chunk steps in one forall, with no barrier
+    between them, orders every access as the chunk loop did."""
+    for inner in forall.walk():
+        if isinstance(inner, tile.ForallOp | tile.CoopReduceOp) and inner is not forall:
+            return False
+        if isinstance(inner, loop.StoreOp | tile.CopyBase):
+            target = inner.buffer if isinstance(inner, loop.StoreOp) else inner.dst
+            owner = target.owner
+            if not (isinstance(owner, tile.AllocOp) and owner.space.data == "registers"):
+                return False
+    return True
 
 
 def _in_blocks(op: Operation) -> bool:
