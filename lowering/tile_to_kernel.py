@@ -453,7 +453,7 @@ class LowerForall(RewritePattern):
                 new.name_hint = old.name_hint or new.name_hint
         if one_each:
             rewriter.inline_block(op.body.block, InsertPoint.before(op), ivs)
-            rewriter.erase_op(op)
+            rewriter.erase(op)
             return
         rewriter.inline_block(op.body.block, InsertPoint.at_end(block), ivs)
         for new in ivs:
@@ -774,7 +774,7 @@ class LowerAlloc(RewritePattern):
                     access.indices, access.elements)
             new_access.attributes |= access.attributes
             rewriter.replace(access, new_access)
-        rewriter.erase_op(op)
+        rewriter.erase(op)
 
 
 # --- kernels -------------------------------------------------------------------------------------

@@ -168,7 +168,7 @@ class PrefetchLoop(RewritePattern):
             rewriter.insert(commit, InsertPoint.before(op.body.block.last_op))
         for f in fills:
             assert f is not None
-            rewriter.erase_op(f.forall)
+            rewriter.erase(f.forall)
         op.attributes["llmopt.prefetch"] = StringAttr("registers")
 
     @staticmethod

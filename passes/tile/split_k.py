@@ -93,7 +93,7 @@ class SplitContraction(RewritePattern):
         typ = found.reduce.result.type
         alloc = memref.AllocOp([], [], MemRefType(typ, [split, *ext]))
         alloc.memref.name_hint = "partial"
-        rewriter.insert_op(alloc, InsertPoint.before(op))
+        rewriter.insert(alloc, InsertPoint.before(op))
         part_k = part(alloc.memref)
         total_k = total(alloc.memref)
         rewriter.replace(op, [part_k, total_k], [])

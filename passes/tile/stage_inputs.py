@@ -334,7 +334,7 @@ class StageKLoop(RewritePattern):
         outer.add_ops([chunk_loop, scf.YieldOp()])
         new = scf.ForOp(c0.result, chunks.result, c1.result, [], Region(outer))
         new.attributes |= op.attributes
-        rewriter.insert_op([c0, chunks, c1, cbk], InsertPoint.before(op))
+        rewriter.insert([c0, chunks, c1, cbk], InsertPoint.before(op))
         rewriter.replace(op, new)
 
 

@@ -264,18 +264,18 @@ def _rewrite(chunk: scf.ForOp, forall: tile.ForallOp, pre: list[Operation],
         shape = [*forall.shape, *(f.extent.value.data for f in fragment.loops), width]
         alloc = tile.AllocOp("registers", MemRefType(typ.element_type, shape))
         alloc.result.name_hint = "frag"
-        rewriter.insert_op(alloc, InsertPoint.before(anchor))
+        rewriter.insert(alloc, InsertPoint.before(anchor))
         allocs.append(alloc)
     # The new chunk loop over kq.
     c0, cn, c1 = _index(0), _index(extent // width), _index(1)
     for c in (c0, cn, c1):
-        rewriter.insert_op(c, InsertPoint.before(chunk))
+        rewriter.insert(c, InsertPoint.before(chunk))
     kq_block = Block(arg_types=[IndexType()])
     kq = kq_block.args[0]
     kq.name_hint = "kq"
     outer = scf.ForOp(c0.result, cn.result, c1.result, [], Region(kq_block))
     outer.attributes |= chunk.attributes
-    rewriter.insert_op(outer, InsertPoint.before(chunk))
+    rewriter.insert(outer, InsertPoint.before(chunk))
     forall.detach()
     kq_block.add_op(forall)
     kq_block.add_op(scf.YieldOp())
@@ -323,10 +323,10 @@ def _rewrite(chunk: scf.ForOp, forall: tile.ForallOp, pre: list[Operation],
             indices = [*forall.ivs, *(f.body.block.args[0] for f in fragment.loops), kv]
             n = len(indices)
             new = loop.LoadOp(alloc.result, AffineMap.identity(n), indices)
-            rewriter.replace_op(load, new)
+            rewriter.replace(load, new)
     for old, new in mapping.items():
         old.replace_uses_with_if(new, lambda use: _inside_op(use.operation, kv_loop))
-    rewriter.erase_op(chunk)
+    rewriter.erase(chunk)
 
 
 def _inside_op(op: Operation, ancestor: Operation) -> bool:
