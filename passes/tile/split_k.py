@@ -27,6 +27,7 @@ reassociated (slices first), which changes the rounding within the usual toleran
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -87,7 +88,11 @@ class SplitContraction(RewritePattern):
             return
         tile_, auto = chosen
         split = knob(self.split_k, op, "split_k", auto)
-        if split <= 1 or k_ext % split:
+        if split > 1 and k_ext % split:
+            warnings.warn(f"split-k: @{op.sym_name.data} keeps its K loop of {k_ext} whole: "
+                          f"split_k={split} does not divide it", stacklevel=2)
+            return
+        if split <= 1:
             return
         part, total = split_kernels(op, found, split, tile_ if split == auto else None)
         typ = found.reduce.result.type

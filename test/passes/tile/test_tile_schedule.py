@@ -696,3 +696,16 @@ def test_the_lit_suite_discovers_the_pass_tests() -> None:
     it), although test/passes also holds Python tests."""
     assert _pass_lit_tests()
     assert _undiscovered() == []
+
+
+def test_split_k_that_does_not_divide_k_warns() -> None:
+    """An explicit slice count that does not divide K leaves the kernel whole, with a
+    warning naming the kernel, instead of silently."""
+    module, _ = _capture("linear")
+    to_tile = ("torch-to-prim,canonicalize,prim-to-loop,fuse-kernels{recompute_limit=0},"
+               "canonicalize,cse,loop-to-tile")
+    llmopt.lower(module, to_tile)
+    with pytest.warns(UserWarning, match=r"split_k=5 does not divide it"):
+        llmopt.lower(module, "split-k{split_k=5}")
+    assert not [op for op in module.walk() if op.name == "tile.kernel"
+                and "llmopt.split" in op.attributes]
