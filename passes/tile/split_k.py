@@ -4,7 +4,9 @@
 ``tile.forall over threads`` with one ``loop.reduce add`` over floats, a prologue and an
 epilogue; see
 :func:`~llmopt.passes.tile.register_tile.match_contraction`) when the split factor ``S``
-(knob ``split_k``) is above 1 and divides K.
+(knob ``split_k``) is above 1 and divides K. A kernel whose K the pass option does not
+divide stays whole; one whose own ``llmopt.schedule`` asks for such a split stays whole with
+a warning.
 
 **Produces** a ``memref.alloc`` of partial sums ``[S, band…]`` before the kernel and two
 kernels in its place: ``<name>_split`` computes, for every slice ``s`` and output, the sum
@@ -89,8 +91,9 @@ class SplitContraction(RewritePattern):
         tile_, auto = chosen
         split = knob(self.split_k, op, "split_k", auto)
         if split > 1 and k_ext % split:
-            warnings.warn(f"split-k: @{op.sym_name.data} keeps its K loop of {k_ext} whole: "
-                          f"split_k={split} does not divide it", stacklevel=2)
+            if not self.split_k:  # the kernel's own schedule asked for it
+                warnings.warn(f"split-k: @{op.sym_name.data} keeps its K loop of {k_ext} "
+                              f"whole: its split_k={split} does not divide it", stacklevel=2)
             return
         if split <= 1:
             return

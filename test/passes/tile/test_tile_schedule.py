@@ -699,13 +699,18 @@ def test_the_lit_suite_discovers_the_pass_tests() -> None:
 
 
 def test_split_k_that_does_not_divide_k_warns() -> None:
-    """An explicit slice count that does not divide K leaves the kernel whole, with a
-    warning naming the kernel, instead of silently."""
+    """A kernel whose own schedule asks for a slice count that does not divide K stays
+    whole, with a warning naming it; the pass option applies only where it divides."""
     module, _ = _capture("linear")
     to_tile = ("torch-to-prim,canonicalize,prim-to-loop,fuse-kernels{recompute_limit=0},"
                "canonicalize,cse,loop-to-tile")
     llmopt.lower(module, to_tile)
-    with pytest.warns(UserWarning, match=r"split_k=5 does not divide it"):
-        llmopt.lower(module, "split-k{split_k=5}")
-    assert not [op for op in module.walk() if op.name == "tile.kernel"
+    (kernel,) = [op for op in module.walk() if isinstance(op, tile.KernelOp)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        llmopt.lower(module.clone(), "split-k{split_k=5}")  # no warning: the option
+    kernel.attributes["llmopt.schedule"] = DictionaryAttr({"split_k": IntegerAttr(5, i64)})
+    with pytest.warns(UserWarning, match=r"@\w+ keeps its K loop of 256 whole: its split_k=5"):
+        llmopt.lower(module, "split-k")
+    assert not [op for op in module.walk() if isinstance(op, tile.KernelOp)
                 and "llmopt.split" in op.attributes]
