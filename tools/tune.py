@@ -334,7 +334,12 @@ def tune_module(module: ModuleOp, arch: str, reps: int, limit: int,
             began = time.perf_counter()
             if pool is None and jobs > 1:  # one pool for every kernel, not one per kernel
                 pool = stack.enter_context(spawn_pool(jobs))  # type: ignore[arg-type]
-            trials = run_trials(kernel, [None, *cands], arch, reps, log, pool=pool)
+            try:
+                trials = run_trials(kernel, [None, *cands], arch, reps, log, pool=pool)
+            except Exception as exc:  # the unscheduled reference failed: nothing to check
+                log(f"  skipped: the unscheduled reference failed ({type(exc).__name__}: "
+                    f"{str(exc)[:300]})")
+                continue
             good = [t for t in trials[1:] if t.ms is not None]
             if not good:
                 log("  no candidate survived; keeping the heuristic" if cands

@@ -585,6 +585,30 @@ def test_register_tile_never_changes_a_type() -> None:
             assert isinstance(typ, MemRefType) and str(typ.element_type) == "f64"
 
 
+def test_a_failing_reference_skips_the_kernel_not_the_run(monkeypatch: pytest.MonkeyPatch
+                                                          ) -> None:
+    """When the unscheduled reference of one kernel fails on the GPU, the tuner logs why and
+    goes on with the next kernel instead of stopping."""
+    torch = pytest.importorskip("torch")
+    module = llmopt.parse(TUNE_TEXT)
+    calls: list[str] = []
+
+    def fake_trials(kernel: tile.KernelOp, trials: Any, *args: Any, **kwargs: Any) -> Any:
+        calls.append(kernel.sym_name.data)
+        if len(calls) == 1:
+            raise RuntimeError("CUDA_ERROR_ILLEGAL_ADDRESS")
+        return [tune.Trial(t, 1.0 if t is None else 0.5) for t in trials]
+
+    monkeypatch.setattr(tune, "run_trials", fake_trials)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "Fake GPU")
+    lines: list[str] = []
+    entries = tune.tune_module(module, "sm_90", reps=1, limit=2, log=lines.append)
+    assert len(calls) == 2  # a and c (b is a's structural twin)
+    assert any("skipped: the unscheduled reference failed (RuntimeError: "
+               "CUDA_ERROR_ILLEGAL_ADDRESS)" in line for line in lines), lines
+    assert len(entries) == 1
+
+
 def test_the_tuner_sets_the_knobs_the_passes_read() -> None:
     knobs = {k for c in tune.candidates(_tune_kernels()["a"], "sm_90") for k in c}
     assert knobs == {"bm", "bn", "tm", "tn", "bk", "split_k"}
