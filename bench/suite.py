@@ -69,6 +69,7 @@ from __future__ import annotations
 import argparse
 import copy
 import datetime
+import functools
 import gc
 import math
 import statistics
@@ -137,6 +138,10 @@ OPS = (*PROJECTIONS, "rmsnorm", "softmax", "silu_mul", "sdpa", "naive_attention"
 OP_SEQS = (32, 128, 512)
 BLOCK_SEQS = (128, 512)
 WHOLE_MODEL_SEQ = 128
+
+DEFAULT_PIPELINE = "lower-to-cuda"
+"""What llmopt lowers every case with, unless ``--pipeline`` says otherwise."""
+
 BLOCKS = ("decoder_layer", "whole_model")
 
 BIAS_STD = 0.1
@@ -422,12 +427,13 @@ def static_replay(call: Callable[..., Any], program: CompiledProgram
     return lambda: call(*args)
 
 
-def build_llmopt(module: nn.Module, inputs: tuple[torch.Tensor, ...]) -> Built:
-    """``llmopt.compile(module, inputs, cuda_graph=True)``, its graph captured by a first
-    call; the tolerance comes from a separate capture of the same module."""
+def build_llmopt(module: nn.Module, inputs: tuple[torch.Tensor, ...],
+                 pipeline: str = DEFAULT_PIPELINE) -> Built:
+    """``llmopt.compile(module, inputs, pipeline, cuda_graph=True)``, its graph captured by a
+    first call; the tolerance comes from a separate capture of the same module."""
     tol = tolerance(llmopt.capture(module, inputs))
     start = time.perf_counter()
-    compiled = llmopt.compile(module, inputs, cuda_graph=True)
+    compiled = llmopt.compile(module, inputs, pipeline, cuda_graph=True)
     compiled(*inputs)
     _sync(inputs)
     seconds = time.perf_counter() - start
@@ -436,16 +442,17 @@ def build_llmopt(module: nn.Module, inputs: tuple[torch.Tensor, ...]) -> Built:
                  replay=static_replay(compiled, program))
 
 
-def llmopt_program_builder(capture_fn: Callable[[], Any]) -> Builder:
+def llmopt_program_builder(capture_fn: Callable[[], Any],
+                           pipeline: str = DEFAULT_PIPELINE) -> Builder:
     """A builder running llmopt on a program captured by ``capture_fn`` (``capture_layer``
-    or ``capture_model`` of a model): ``lower-to-cuda``, then a :class:`CompiledProgram`
-    with ``cuda_graph=True`` and the weights bound by name."""
+    or ``capture_model`` of a model): ``pipeline``, then a :class:`CompiledProgram` with
+    ``cuda_graph=True`` and the weights bound by name."""
 
     def build(module: nn.Module, inputs: tuple[torch.Tensor, ...]) -> Built:
         start = time.perf_counter()
         captured = capture_fn()
         tol = tolerance(captured.module)
-        llmopt.lower(captured.module, "lower-to-cuda")
+        llmopt.lower(captured.module, pipeline)
         program = CompiledProgram(captured.module, params=captured.params, cuda_graph=True)
 
         def call(*args: torch.Tensor) -> torch.Tensor:
@@ -459,9 +466,11 @@ def llmopt_program_builder(capture_fn: Callable[[], Any]) -> Builder:
     return build
 
 
-def default_builders() -> dict[str, Builder]:
-    """Eager, torch.compile and llmopt (``llmopt.compile``) for op cases."""
-    return {"eager": build_eager, "compile": build_torch_compile, "llmopt": build_llmopt}
+def default_builders(pipeline: str = DEFAULT_PIPELINE) -> dict[str, Builder]:
+    """Eager, torch.compile and llmopt (``llmopt.compile`` with ``pipeline``) for op
+    cases."""
+    return {"eager": build_eager, "compile": build_torch_compile,
+            "llmopt": functools.partial(build_llmopt, pipeline=pipeline)}
 
 
 # --- measuring ----------------------------------------------------------------------------------
@@ -573,8 +582,10 @@ def cleanup() -> None:
 
 def run_op_case(dims: ModelDims, seq: int, op: str, *, device: str | torch.device = "cuda",
                 reps: int = 100, warmup: int = 10, timer: Timer | None = None,
-                builders: Mapping[str, Builder] | None = None) -> Case:
-    """Build one op case, its float64 reference, and measure every system on it."""
+                builders: Mapping[str, Builder] | None = None,
+                pipeline: str = DEFAULT_PIPELINE) -> Case:
+    """Build one op case, its float64 reference, and measure every system on it (llmopt
+    lowered by ``pipeline``)."""
     name = case_name(dims.name, seq, op)
     row: Case = {"name": name, "model": dims.name, "seq": seq, "op": op}
     case: OpCase | None = None
@@ -585,7 +596,7 @@ def run_op_case(dims: ModelDims, seq: int, op: str, *, device: str | torch.devic
             row["shapes"] = [list(t.shape) for t in case.inputs]
             ref = reference(case.module, case.inputs)
             measure(row, case.module, case.inputs, ref,
-                    default_builders() if builders is None else builders,
+                    default_builders(pipeline) if builders is None else builders,
                     timer=timer or cuda_time_ms, reps=reps, warmup=warmup)
     except Exception as err:  # the case itself could not be built
         row.setdefault("error", error_text(err))
@@ -644,12 +655,12 @@ def perturb_(model: nn.Module, seed: int) -> None:
 
 def run_block_case(model_name: str, seq: int, what: str, *, config: Any = None,
                    device: str = "cuda", reps: int = 100, warmup: int = 10,
-                   timer: Timer | None = None, builders: Mapping[str, Builder] | None = None
-                   ) -> Case:
+                   timer: Timer | None = None, builders: Mapping[str, Builder] | None = None,
+                   pipeline: str = DEFAULT_PIPELINE) -> Case:
     """One block case (``what`` is ``decoder_layer`` or ``whole_model``): the model built
     from its preset (or from ``config``, a transformers config, when given) with seeded,
-    perturbed weights, its float64 reference, and every system measured on it.
-    ``builders`` replace the default systems by name."""
+    perturbed weights, its float64 reference, and every system measured on it (llmopt
+    lowered by ``pipeline``). ``builders`` replace the default systems by name."""
     from llmopt.frontend.models import (
         build_model,
         capture_layer,
@@ -677,12 +688,12 @@ def run_block_case(model_name: str, seq: int, what: str, *, config: Any = None,
                 x = torch.randn(1, seq, model.config.hidden_size, generator=gen, device=device)
                 cos, sin = (t.to(device) for t in position_embeddings(model, seq))
                 inputs = (x, cos, sin)
-                llm = llmopt_program_builder(lambda m=model: capture_layer(m, seq))
+                llm = llmopt_program_builder(lambda m=model: capture_layer(m, seq), pipeline)
             elif what == "whole_model":
                 wrapper = LogitsCall(model)
                 inputs = (torch.randint(0, model.config.vocab_size, (1, seq), generator=gen,
                                         device=device),)
-                llm = llmopt_program_builder(lambda m=model: capture_model(m, seq))
+                llm = llmopt_program_builder(lambda m=model: capture_model(m, seq), pipeline)
             else:
                 raise ValueError(f"unknown block '{what}' (known: {', '.join(BLOCKS)})")
             row["shapes"] = [list(t.shape) for t in inputs]
@@ -726,8 +737,10 @@ def git_commit() -> str | None:
     return sha + ("-dirty" if dirty else "")
 
 
-def run_metadata(kind: str, *, commit: str | None, reps: int, warmup: int) -> Doc:
-    """The top-level fields of a results file: what ran where."""
+def run_metadata(kind: str, *, commit: str | None, reps: int, warmup: int,
+                 pipeline: str = DEFAULT_PIPELINE) -> Doc:
+    """The top-level fields of a results file: what ran where (and, when it is not
+    ``lower-to-cuda``, the pipeline llmopt lowered with)."""
     cuda = torch.cuda.is_available()
     return {
         "kind": kind,
@@ -745,6 +758,7 @@ def run_metadata(kind: str, *, commit: str | None, reps: int, warmup: int) -> Do
         "warmup": warmup,
         "timing": f"median of {reps} calls, each between CUDA events and synchronised, after "
                   f"{warmup} warm-up calls",
+        **({} if pipeline == DEFAULT_PIPELINE else {"pipeline": pipeline}),
     }
 
 
@@ -822,6 +836,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     common.add_argument("--fresh", action="store_true",
                         help="drop the cases an earlier run left in the results file")
     common.add_argument("--list", action="store_true", help="print the case names and exit")
+    common.add_argument("--pipeline", default=DEFAULT_PIPELINE,
+                        help="the pass pipeline llmopt lowers with (%(default)s), e.g. to A/B "
+                             "a pass; recorded in the results file")
     ops = sub.add_parser("ops", parents=[common], help="single ops")
     ops.add_argument("--seqs", nargs="+", type=int, default=list(OP_SEQS))
     ops.add_argument("--ops", nargs="+", choices=list(OPS), default=list(OPS))
@@ -869,7 +886,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     configure_precision()
     commit = args.commit or git_commit()
-    meta = run_metadata(args.kind, commit=commit, reps=args.reps, warmup=args.warmup)
+    meta = run_metadata(args.kind, commit=commit, reps=args.reps, warmup=args.warmup,
+                        pipeline=args.pipeline)
     results = ResultsFile(args.out_dir / f"{args.kind}-{args.tag}.json", meta,
                           fresh=args.fresh)
     print(f"{len(plan)} {args.kind} cases on {meta['gpu']} (torch {meta['torch']}, CUDA "
@@ -879,10 +897,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         start = time.perf_counter()
         if args.kind == "ops":
             row = run_op_case(MODELS[model], seq, what, device="cuda", reps=args.reps,
-                              warmup=args.warmup)
+                              warmup=args.warmup, pipeline=args.pipeline)
         else:
             row = run_block_case(model, seq, what, device="cuda", reps=args.reps,
-                                 warmup=args.warmup)
+                                 warmup=args.warmup, pipeline=args.pipeline)
         row["commit"] = commit
         row["case_s"] = time.perf_counter() - start
         results.add(row)

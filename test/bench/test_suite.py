@@ -276,6 +276,23 @@ def test_whole_model_block_case_records_llmopt_failure_off_gpu() -> None:
     assert row["vs_eager"] is None and row["vs_best"] is None and row["ok"] is None
 
 
+def test_pipeline_option_reaches_llmopt_and_the_results_file() -> None:
+    """``--pipeline`` is what llmopt lowers with, and a results file says so when it is not
+    the default; a pipeline that does not exist is recorded as llmopt's failure."""
+    pytest.importorskip("transformers")
+    meta = suite.run_metadata("blocks", commit=None, reps=1, warmup=0,
+                              pipeline="lower-to-cuda,dce")
+    assert meta["pipeline"] == "lower-to-cuda,dce"
+    assert "pipeline" not in suite.run_metadata("blocks", commit=None, reps=1, warmup=0)
+    row = suite.run_block_case(
+        "tiny", SEQ, "decoder_layer", config=tiny_config("qwen2"), device="cpu",
+        timer=fixed_timer([2.0, 1.0]), builders={"compile": suite.build_eager},
+        pipeline="no-such-pass",
+    )
+    assert row["eager_ms"] == 2.0
+    assert row["llmopt_ms"] is None and "no-such-pass" in row["error"]
+
+
 def test_results_file_is_rewritten_after_every_case(tmp_path: Path) -> None:
     """The JSON is rewritten per case and accumulates across runs unless fresh."""
     path = tmp_path / "ops-h200.json"
