@@ -147,7 +147,7 @@ def _inside(value: SSAValue, op: Operation) -> bool:
     """Whether ``value`` is defined inside ``op``'s regions."""
     owner = value.owner
     node = owner.parent_op() if isinstance(owner, Operation | Block) else None
-    return node is not None and _inside_op(node, op)
+    return node is not None and op.is_ancestor(node)
 
 
 def _depth(op: Operation) -> int:
@@ -248,16 +248,36 @@ def _block_size(op: Operation) -> int | None:
 def _rewrite(chunk: scf.ForOp, forall: tile.ForallOp, pre: list[Operation],
              fragments: list[Fragment], extent: int, width: int,
              rewriter: PatternRewriter) -> None:
-    """Build ``scf.for %kq { forall { copies; loop.for %kv { body } } }`` in place of
+    """Build ``scf.for %kq { forall { copies; scf.for %kv { body } } }`` in place of
     ``chunk``."""
     kk = chunk.body.block.args[0]
-    # The fragments' registers, in the forall over blocks (before the K loop).
+    allocs = _fragment_registers(chunk, forall, fragments, width, rewriter)
+    kq = _outer_loop(chunk, forall, extent // width, rewriter)
+    kv_loop, mapping = _inner_loop(forall, kk, kq, pre, width)
+    kv = kv_loop.body.block.args[0]
+    first = kv_loop.lb.owner  # the copies go before the kv loop's bounds
+    assert isinstance(first, Operation)
+    for fragment, alloc in zip(fragments, allocs, strict=True):
+        _copy_nest(fragment, alloc.result, forall, kk, kq, width, first)
+        for load in fragment.loads:
+            indices = [*forall.ivs, *(f.body.block.args[0] for f in fragment.loops), kv]
+            rewriter.replace(load, loop.LoadOp(alloc.result, AffineMap.identity(len(indices)),
+                                               indices))
+    for old, new in mapping.items():
+        old.replace_uses_with_if(new, lambda use: kv_loop.is_ancestor(use.operation))
+    rewriter.erase(chunk)
+
+
+def _fragment_registers(chunk: scf.ForOp, forall: tile.ForallOp, fragments: list[Fragment],
+                        width: int, rewriter: PatternRewriter) -> list[tile.AllocOp]:
+    """One ``tile.alloc registers`` per fragment — ``[forall extents…, extents of its
+    loops…, width]`` — in the forall over blocks, before the op holding ``chunk``."""
     anchor: Operation = chunk
     while not (isinstance(owner := anchor.parent_op(), tile.ForallOp)
                and owner.mapping.data == "blocks"):
         assert owner is not None
         anchor = owner
-    allocs: list[tile.AllocOp] = []
+    allocs = []
     for fragment in fragments:
         typ = fragment.load.buffer.type
         assert isinstance(typ, MemRefType)
@@ -266,30 +286,42 @@ def _rewrite(chunk: scf.ForOp, forall: tile.ForallOp, pre: list[Operation],
         alloc.result.name_hint = "frag"
         rewriter.insert(alloc, InsertPoint.before(anchor))
         allocs.append(alloc)
-    # The new chunk loop over kq.
-    c0, cn, c1 = _index(0), _index(extent // width), _index(1)
+    return allocs
+
+
+def _outer_loop(chunk: scf.ForOp, forall: tile.ForallOp, steps: int,
+                rewriter: PatternRewriter) -> SSAValue:
+    """``scf.for %kq = 0 to steps`` (with the chunk loop's attributes) before ``chunk``,
+    ``forall`` moved into it; returns ``%kq``."""
+    c0, cn, c1 = _index(0), _index(steps), _index(1)
     for c in (c0, cn, c1):
         rewriter.insert(c, InsertPoint.before(chunk))
-    kq_block = Block(arg_types=[IndexType()])
-    kq = kq_block.args[0]
+    body = Block(arg_types=[IndexType()])
+    kq = body.args[0]
     kq.name_hint = "kq"
-    outer = scf.ForOp(c0.result, cn.result, c1.result, [], Region(kq_block))
+    outer = scf.ForOp(c0.result, cn.result, c1.result, [], Region(body))
     outer.attributes |= chunk.attributes
     rewriter.insert(outer, InsertPoint.before(chunk))
     forall.detach()
-    kq_block.add_op(forall)
-    kq_block.add_op(scf.YieldOp())
-    # The kv loop (sequential: its iterations update the same accumulators) takes the
-    # forall's old body; kk = width·kq + kv at its top.
+    body.add_ops([forall, scf.YieldOp()])
+    return kq
+
+
+def _inner_loop(forall: tile.ForallOp, kk: SSAValue, kq: SSAValue, pre: list[Operation],
+                width: int) -> tuple[scf.ForOp, dict[SSAValue, SSAValue]]:
+    """Move ``forall``'s body into an unrolled ``scf.for %kv = 0 to width`` (sequential:
+    its iterations update the same accumulators) that starts by computing ``kk = width·kq +
+    kv`` and a copy of the chunk loop's index arithmetic ``pre``. Returns the loop and the
+    map from the old ``kk`` and ``pre`` results to their new values."""
     fbody = forall.body.block
     terminator = fbody.last_op if isinstance(fbody.last_op, tile.YieldOp) else None
     moved = [inner for inner in fbody.ops if inner is not terminator]
     bounds = [_index(0), _index(width), _index(1)]
-    kv_block = Block(arg_types=[IndexType()])
-    kv = kv_block.args[0]
+    body = Block(arg_types=[IndexType()])
+    kv = body.args[0]
     kv.name_hint = "kv"
     kv_loop = scf.ForOp(bounds[0].result, bounds[1].result, bounds[2].result, [],
-                        Region(kv_block))
+                        Region(body))
     kv_loop.attributes |= UNROLL
     for inner in [*bounds, kv_loop]:
         if terminator is None:
@@ -300,9 +332,8 @@ def _rewrite(chunk: scf.ForOp, forall: tile.ForallOp, pre: list[Operation],
     scaled = arith.MuliOp(kq, cw.result)
     new_kk = arith.AddiOp(scaled.result, kv)
     new_kk.result.name_hint = kk.name_hint
+    body.add_ops([cw, scaled, new_kk])
     mapping: dict[SSAValue, SSAValue] = {kk: new_kk.result}
-    for h in (cw, scaled, new_kk):
-        kv_block.add_op(h)
     for p in pre:
         clone = p.clone()
         for k, operand in enumerate(clone.operands):
@@ -311,32 +342,12 @@ def _rewrite(chunk: scf.ForOp, forall: tile.ForallOp, pre: list[Operation],
         for old, new in zip(p.results, clone.results, strict=True):
             mapping[old] = new
             new.name_hint = old.name_hint
-        kv_block.add_op(clone)
+        body.add_op(clone)
     for inner in moved:
         inner.detach()
-        kv_block.add_op(inner)
-    kv_block.add_op(scf.YieldOp())
-    # The copies, before the kv loop, and the loads of the registers.
-    for fragment, alloc in zip(fragments, allocs, strict=True):
-        _copy_nest(fragment, alloc.result, forall, kk, kq, width, bounds[0])
-        for load in fragment.loads:
-            indices = [*forall.ivs, *(f.body.block.args[0] for f in fragment.loops), kv]
-            n = len(indices)
-            new = loop.LoadOp(alloc.result, AffineMap.identity(n), indices)
-            rewriter.replace(load, new)
-    for old, new in mapping.items():
-        old.replace_uses_with_if(new, lambda use: _inside_op(use.operation, kv_loop))
-    rewriter.erase(chunk)
-
-
-def _inside_op(op: Operation, ancestor: Operation) -> bool:
-    """Whether ``op`` is ``ancestor`` or nested in it."""
-    node: Operation | None = op
-    while node is not None:
-        if node is ancestor:
-            return True
-        node = node.parent_op()
-    return False
+        body.add_op(inner)
+    body.add_op(scf.YieldOp())
+    return kv_loop, mapping
 
 
 def _copy_nest(fragment: Fragment, registers: SSAValue, forall: tile.ForallOp, kk: SSAValue,
