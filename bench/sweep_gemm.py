@@ -10,10 +10,10 @@ pad-shared"
 
 Each shape is ``MxNxK``; each variant is ``name=passes``, the scheduling passes run between
 ``loop-to-tile`` and ``tile-to-kernel,…,kernel-to-cuda`` (``pad-shared`` and
-``vector-fragments`` included, where wanted). Every variant is
-compiled into a CUDA-graph program and checked against float64 (max error relative to the
-largest output); its time is the median of CUDA-event-timed replays on its static inputs,
-beside ``torch.addmm`` (cuBLAS, TF32 off) in the same process. Results also go to
+``vector-fragments`` included, where wanted). Every variant is compiled into a CUDA-graph
+program and checked against float64 (max error relative to the largest output); its time is
+the median of CUDA-event-timed replays on its static inputs (``suite.cuda_time_ms``), beside
+``torch.addmm`` (cuBLAS, TF32 off) in the same process. Results also go to
 ``$OUT/sweep_gemm.json`` (or ``--out``).
 """
 
@@ -24,16 +24,22 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 import torch
 
-import llmopt
-from llmopt.codegen.executor import CompiledProgram
-from llmopt.frontend.capture import capture
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from suite import cuda_time_ms  # noqa: E402
+
+import llmopt  # noqa: E402
+from llmopt.codegen.executor import CompiledProgram  # noqa: E402
+from llmopt.frontend.capture import capture  # noqa: E402
+
+REPS, WARMUP = 30, 5
+"""Timed and untimed calls per measurement (:func:`suite.cuda_time_ms`)."""
 
 TO_TILE = ("torch-to-prim,canonicalize,prim-to-loop,fuse-kernels{recompute_limit=0},"
            "canonicalize,cse,loop-to-tile,")
@@ -73,22 +79,6 @@ class Linear(torch.nn.Module):
         return self.proj(x) + r
 
 
-def median_ms(fn: Callable[[], Any], reps: int = 30) -> float:
-    """Median of ``reps`` CUDA-event-timed calls after 5 warm-up calls."""
-    for _ in range(5):
-        fn()
-    times = []
-    for _ in range(reps):
-        start = torch.cuda.Event(enable_timing=True)
-        end = torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return sorted(times)[len(times) // 2]
-
-
 def main() -> int:
     """Run the sweep; returns the exit status."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -108,8 +98,8 @@ def main() -> int:
         w = module.proj.weight.detach().cuda()
         ref = x.double() @ w.double().T + r.double()
         gflop = 2 * m * n * k / 1e9
-        row: dict[str, Any] = {"shape": f"{m}x{n}x{k}",
-                               "cublas": median_ms(partial(torch.addmm, r[0], x[0], w.T))}
+        cublas = cuda_time_ms(partial(torch.addmm, r[0], x[0], w.T), REPS, WARMUP)
+        row: dict[str, Any] = {"shape": f"{m}x{n}x{k}", "cublas": cublas}
         captured = capture(module, (torch.randn(1, m, k), torch.randn(1, m, n)))
         text = str(captured.module)
         params = {name: t.detach().cuda() for name, t in captured.params.items()}
@@ -121,7 +111,7 @@ def main() -> int:
                 out = program(x, r)[0]
                 err = float((out.double() - ref).abs().max() / ref.abs().max())
                 static = program.static_inputs
-                ms = median_ms(partial(program, *static))
+                ms = cuda_time_ms(partial(program, *static), REPS, WARMUP)
             except Exception as exc:  # a failing variant is reported, the sweep goes on
                 print(f"{row['shape']} {name}: failed: {type(exc).__name__}: {exc}"[:400])
                 continue

@@ -546,6 +546,29 @@ def check_copy(op: Operation, src: SSAValue, dst: SSAValue, count: int,
             )
 
 
+def print_copy_suffix(printer: Printer, op: Operation, src: SSAValue, dst: SSAValue,
+                      count: int) -> None:
+    """`` count N {attrs} : src-type to dst-type``: the common end of every copy op's text."""
+    printer.print_string(f" count {count}")
+    printer.print_op_attributes(op.attributes)
+    printer.print_string(" : ")
+    printer.print_attribute(src.type)
+    printer.print_string(" to ")
+    printer.print_attribute(dst.type)
+
+
+def parse_copy_suffix(parser: Parser) -> tuple[int, dict[str, Attribute], Attribute, Attribute]:
+    """Parse what :func:`print_copy_suffix` prints: the count, the attributes and the two
+    buffer types."""
+    parser.parse_keyword("count")
+    count = parse_i64(parser)
+    attrs = parser.parse_optional_attr_dict()
+    parser.parse_punctuation(":")
+    src_type = parser.parse_type()
+    parser.parse_keyword("to")
+    return count, attrs, src_type, parser.parse_type()
+
+
 class CopyBase(IRDLOperation):
     """A copy of ``count`` consecutive innermost elements per executing thread,
     ``src[i, j + e]`` to ``dst[a, b + e]`` for ``e < count``; both element offsets must be
@@ -581,25 +604,14 @@ class CopyBase(IRDLOperation):
         _print_access(printer, self.src, self.src_indices)
         printer.print_string(" to ")
         _print_access(printer, self.dst, self.dst_indices)
-        printer.print_string(f" count {self.elements}")
-        printer.print_op_attributes(self.attributes)
-        printer.print_string(" : ")
-        printer.print_attribute(self.src.type)
-        printer.print_string(" to ")
-        printer.print_attribute(self.dst.type)
+        print_copy_suffix(printer, self, self.src, self.dst, self.elements)
 
     @classmethod
     def parse(cls, parser: Parser) -> Self:
         src, src_indices = _parse_access(parser)
         parser.parse_keyword("to")
         dst, dst_indices = _parse_access(parser)
-        parser.parse_keyword("count")
-        count = parse_i64(parser)
-        attrs = parser.parse_optional_attr_dict()
-        parser.parse_punctuation(":")
-        src_type = parser.parse_type()
-        parser.parse_keyword("to")
-        dst_type = parser.parse_type()
+        count, attrs, src_type, dst_type = parse_copy_suffix(parser)
         op = cls(parser.resolve_operand(src, src_type), src_indices,
                  parser.resolve_operand(dst, dst_type), dst_indices, count)
         op.attributes |= attrs
@@ -719,5 +731,6 @@ __all__ = [
     "Kernel", "FuncOp", "ReturnOp", "LaunchOp", "ThreadIdOp", "BlockIdOp", "BlockDimOp",
     "GridDimOp", "LoadOp", "StoreOp", "SharedOp", "LocalOp", "BarrierOp", "ShuffleXorOp",
     "AsyncCopyOp", "AsyncCommitOp", "AsyncWaitOp", "AsyncWaitBase", "DIMS",
-    "COPY_BYTES", "CopyBase", "CopyOp", "check_copy", "check_pending",
+    "COPY_BYTES", "CopyBase", "CopyOp", "check_copy", "check_pending", "parse_copy_suffix",
+    "print_copy_suffix",
 ]

@@ -105,7 +105,12 @@ from llmopt.dialects._syntax import (
     print_bound_args,
     print_int_list,
 )
-from llmopt.dialects.kernel import AsyncWaitBase, check_copy
+from llmopt.dialects.kernel import (
+    AsyncWaitBase,
+    check_copy,
+    parse_copy_suffix,
+    print_copy_suffix,
+)
 from llmopt.dialects.loop import verify_access
 from llmopt.dialects.prim import REDUCE_KINDS
 
@@ -393,7 +398,7 @@ class AllocOp(IRDLOperation):
 # --- asynchronous copies (cp.async) -----------------------------------------------------------
 
 
-def _enclosing(op: Operation, cls: type[Operation]) -> Operation | None:
+def enclosing(op: Operation, cls: type[Operation]) -> Operation | None:
     """The innermost op of type ``cls`` around ``op``."""
     parent = op.parent_op()
     while parent is not None and not isinstance(parent, cls):
@@ -442,7 +447,7 @@ class CopyBase(IRDLOperation):
         verify_access(self, self.src, self.src_map.data, self.indices)
         verify_access(self, self.dst, self.dst_map.data, self.indices)
         check_copy(self, self.src, self.dst, self.elements, self.WHAT)
-        if _enclosing(self, ForallOp) is None:
+        if enclosing(self, ForallOp) is None:
             raise VerifyException(f"{self.name} must sit inside a tile.forall")
 
     def print(self, printer: Printer) -> None:
@@ -452,12 +457,7 @@ class CopyBase(IRDLOperation):
         printer.print_string(" to ")
         printer.print_ssa_value(self.dst)
         print_affine_access(printer, self.dst_map.data, self.indices)
-        printer.print_string(f" count {self.elements}")
-        printer.print_op_attributes(self.attributes)
-        printer.print_string(" : ")
-        printer.print_attribute(self.src.type)
-        printer.print_string(" to ")
-        printer.print_attribute(self.dst.type)
+        print_copy_suffix(printer, self, self.src, self.dst, self.elements)
 
     @classmethod
     def parse(cls, parser: Parser) -> Self:
@@ -466,13 +466,7 @@ class CopyBase(IRDLOperation):
         parser.parse_keyword("to")
         dst = parser.parse_unresolved_operand()
         dst_map, dst_indices = parse_affine_access(parser)
-        parser.parse_keyword("count")
-        count = parse_i64(parser)
-        attrs = parser.parse_optional_attr_dict()
-        parser.parse_punctuation(":")
-        src_type = parser.parse_type()
-        parser.parse_keyword("to")
-        dst_type = parser.parse_type()
+        count, attrs, src_type, dst_type = parse_copy_suffix(parser)
         merged: list[SSAValue] = []
         for value in (*src_indices, *dst_indices):
             if not any(value is m for m in merged):
@@ -522,7 +516,7 @@ class AsyncCopyOp(CopyBase):
 
 
 def _check_in_kernel(op: Operation) -> None:
-    if _enclosing(op, KernelOp) is None:
+    if enclosing(op, KernelOp) is None:
         raise VerifyException(f"{op.name} must sit inside a tile.kernel")
 
 
@@ -558,5 +552,5 @@ Tile = Dialect("tile", [KernelOp, ForallOp, CoopReduceOp, YieldOp, AllocOp, Copy
                         AsyncCopyOp, AsyncCommitOp, AsyncWaitOp], [])
 
 __all__ = ["Tile", "KernelOp", "ForallOp", "CoopReduceOp", "YieldOp", "AllocOp", "CopyOp",
-           "CopyBase", "AsyncCopyOp",
-           "AsyncCommitOp", "AsyncWaitOp", "MAPPINGS", "SPACES"]
+           "CopyBase", "AsyncCopyOp", "AsyncCommitOp", "AsyncWaitOp", "MAPPINGS", "SPACES",
+           "enclosing"]

@@ -239,10 +239,8 @@ def _in_blocks(op: Operation) -> bool:
 
 def _block_size(op: Operation) -> int | None:
     """The threads per block of the ``tile.kernel`` around ``op``."""
-    parent = op.parent_op()
-    while parent is not None and not isinstance(parent, tile.KernelOp):
-        parent = parent.parent_op()
-    return None if parent is None else math.prod(parent.block_shape)
+    kernel = tile.enclosing(op, tile.KernelOp)
+    return None if not isinstance(kernel, tile.KernelOp) else math.prod(kernel.block_shape)
 
 
 def _rewrite(chunk: scf.ForOp, forall: tile.ForallOp, pre: list[Operation],

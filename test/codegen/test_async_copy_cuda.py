@@ -20,8 +20,6 @@ from llmopt.codegen.cache import KernelCache
 from llmopt.codegen.cuda_printer import cuda_source
 from llmopt.codegen.nvrtc import compile_cuda
 from llmopt.interp import random_inputs, run
-from llmopt.lowering.kernel_to_cuda import KernelToCuda
-from llmopt.lowering.tile_to_kernel import TileToKernel
 
 NO_CACHE = KernelCache("/nonexistent", enabled=False)
 
@@ -146,59 +144,6 @@ def test_address_of_is_verified(text: str, message: str) -> None:
     module = Parser(make_context(), text).parse_module()
     with pytest.raises(VerifyException, match=message):
         module.verify()
-
-
-TILE_PIPELINE = """
-func.func @forward(%x: memref<4x64xf32>) -> memref<4x64xf32> {
-  %y = memref.alloc() : memref<4x64xf32>
-  tile.kernel @pipelined grid [2, 1, 1] block [16, 1, 1] (%a = %x : memref<4x64xf32>,
-                                                         %o = %y : memref<4x64xf32>) {
-    tile.forall (%b) in [4] over blocks {
-      %s = tile.alloc shared : memref<2x16xf32>
-      tile.forall (%t) in [4] over block_threads {
-        tile.async_copy %a[%b, %t * 4] to %s[0, %t * 4] count 4
-            : memref<4x64xf32> to memref<2x16xf32>
-      }
-      tile.async_commit
-      %c0 = arith.constant 0 : index
-      %c1 = arith.constant 1 : index
-      %c4 = arith.constant 4 : index
-      scf.for %k0 = %c0 to %c4 step %c1 {
-        tile.forall (%t) in [4] over block_threads {
-          tile.async_copy %a[%b, ((%k0 + 1) mod 4) * 16 + %t * 4] to %s[(%k0 + 1) mod 2, %t * 4]
-              count 4 : memref<4x64xf32> to memref<2x16xf32>
-        }
-        tile.async_commit
-        tile.async_wait 1
-        kernel.barrier
-        tile.forall (%j) in [16] over block_threads {
-          %v = loop.load %s[%k0 mod 2, %j] : memref<2x16xf32>
-          %w = arith.mulf %v, %v : f32
-          loop.store %w, %o[%b, %k0 * 16 + %j] : memref<4x64xf32>
-        }
-        kernel.barrier
-      }
-      tile.async_wait 0
-    }
-  }
-  func.return %y : memref<4x64xf32>
-}
-"""
-
-
-def test_tile_pipeline_compiles() -> None:
-    """A double-buffered Tile-IR kernel lowers through Kernel IR to CUDA that compiles."""
-    ctx = make_context()
-    module = Parser(ctx, TILE_PIPELINE).parse_module()
-    module.verify()
-    TileToKernel().apply(ctx, module)
-    module.verify()
-    KernelToCuda().apply(ctx, module)
-    module.verify()
-    source = cuda_source(module)
-    assert source.count("__pipeline_memcpy_async(") == 2
-    cubin = compile_cuda(source, arch="sm_90", cache=NO_CACHE)
-    assert cubin[:4] == b"\x7fELF"
 
 
 # --- on the GPU ---------------------------------------------------------------------------------

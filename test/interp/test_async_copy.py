@@ -140,6 +140,27 @@ def test_tile_pipeline_lowered_matches_bit_for_bit(parse: Parse, grid: int, bloc
     np.testing.assert_array_equal(run(tile, inputs)[0], expected)
 
 
+def test_tile_pipeline_compiles(parse: Parse) -> None:
+    """The double-buffered Tile-IR kernel lowers through Kernel IR to CUDA that compiles."""
+    from llmopt.api import make_context
+    from llmopt.codegen.cache import KernelCache
+    from llmopt.codegen.cuda_printer import cuda_source
+    from llmopt.codegen.nvrtc import compile_cuda
+    from llmopt.lowering.kernel_to_cuda import KernelToCuda
+    from llmopt.lowering.tile_to_kernel import TileToKernel
+
+    ctx = make_context()
+    module = parse(TILE_PIPELINE.format(pending=1, grid=2, block=16))
+    TileToKernel().apply(ctx, module)
+    module.verify()
+    KernelToCuda().apply(ctx, module)
+    module.verify()
+    source = cuda_source(module)
+    assert source.count("__pipeline_memcpy_async(") == 2
+    cubin = compile_cuda(source, arch="sm_90", cache=KernelCache("/nonexistent", enabled=False))
+    assert cubin[:4] == b"\x7fELF"
+
+
 def test_tile_misaligned_copy(parse: Parse) -> None:
     """A 16-byte copy must start at an element offset that is a multiple of 4."""
     module = parse(edit(TILE_ROWS.format(grid=4, sync="tile.async_commit\n tile.async_wait 0"),
