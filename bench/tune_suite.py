@@ -54,7 +54,7 @@ def main() -> int:
     seen: set[str] = set()  # kernels already tuned by this run (cases share shapes)
 
     def save(entries: dict[str, Any]) -> None:
-        table.update(entries)
+        tuner.merge_entries(table, entries)
         tuner.save_table(path, table)
 
     for model in args.models:

@@ -126,6 +126,17 @@ Step = AllocStep | ViewStep | CopyStep | LaunchStep
 
 
 @dataclass(frozen=True)
+class KernelTime:
+    """One launch of :meth:`CompiledProgram.profile`: its kernel, launch shape and median
+    milliseconds."""
+
+    kernel: str
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    ms: float
+
+
+@dataclass(frozen=True)
 class HostPlan:
     """The host function, flattened: slots ``0 .. len(inputs)-1`` hold the arguments,
     ``constants`` fill other slots before the steps run, ``release[k]`` are the slots no
@@ -612,6 +623,41 @@ class CompiledProgram:
         if self.cuda_graph:
             return self._replay(args)
         return self._run(self._bind(args))
+
+    def profile(self, *args: Any, reps: int = 20, warmup: int = 3) -> list[KernelTime]:
+        """Time every launch of a call on ``args`` on its own: CUDA events around each
+        launch, ``warmup`` untimed calls, then the median of ``reps`` timed ones (outside any
+        CUDA graph, so a launch's time includes no neighbour but also no graph saving).
+        Returns one :class:`KernelTime` per launch, in launch order."""
+        import torch
+
+        launches = [k for k, s in enumerate(self.plan.steps) if isinstance(s, LaunchStep)]
+        samples: dict[int, list[float]] = {k: [] for k in launches}
+        for rep in range(warmup + reps):
+            env = self._bind(args)
+            events = []
+            for k, step in enumerate(self._steps):
+                if k not in samples:
+                    step(env)
+                    continue
+                begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(
+                    enable_timing=True)
+                begin.record()
+                step(env)
+                end.record()
+                events.append((k, begin, end))
+            torch.cuda.synchronize(self.device)
+            if rep >= warmup:
+                for k, begin, end in events:
+                    samples[k].append(begin.elapsed_time(end))
+        times = []
+        for k in launches:
+            step = self.plan.steps[k]
+            assert isinstance(step, LaunchStep)
+            ordered = sorted(samples[k])
+            times.append(KernelTime(step.kernel, step.grid, step.block,
+                                    ordered[len(ordered) // 2]))
+        return times
 
     # --- CUDA graphs -----------------------------------------------------------------------
 

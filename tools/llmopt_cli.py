@@ -34,7 +34,10 @@ import time
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from llmopt.codegen.executor import KernelTime
 
 #: the level a module is at after each lowering pass
 LEVEL_AFTER = {
@@ -665,7 +668,28 @@ def _run_gpu(args: argparse.Namespace) -> int:
             graph = _median_seconds(lambda: compiled(ids), args.repeat, sync)
             times.append(f"llmopt CUDA graph {graph * 1e3:.2f} ms")
     print(f"// time (median of {args.repeat}): " + ", ".join(times))
+    if args.profile:
+        for line in profile_table(compiled.profile(ids, reps=args.repeat), args.profile):
+            print(f"// {line}")
     return 0
+
+
+def profile_table(times: Sequence[KernelTime], top: int) -> list[str]:
+    """The ``top`` kernels of a :meth:`~llmopt.codegen.executor.CompiledProgram.profile`
+    by total time (a kernel launched several times, e.g. once per layer, summed), with
+    their share of the sum of all launches."""
+    total = sum(t.ms for t in times) or 1.0
+    by_kernel: dict[str, list[KernelTime]] = {}
+    for t in times:
+        by_kernel.setdefault(t.kernel, []).append(t)
+    ranked = sorted(by_kernel.values(), key=lambda ts: -sum(t.ms for t in ts))
+    lines = [f"kernels by time (each launch timed alone; sum {total:.3f} ms):",
+             f"{'ms':>9} {'share':>6} {'launches':>8}  {'grid x block':<16} kernel"]
+    for ts in ranked[:top]:
+        ms = sum(t.ms for t in ts)
+        shape = f"{ts[0].grid[0]} x {ts[0].block[0]}"
+        lines.append(f"{ms:9.4f} {ms / total:6.1%} {len(ts):8d}  {shape:<16} {ts[0].kernel}")
+    return lines
 
 
 # --- the command line -------------------------------------------------------------------------
@@ -700,12 +724,13 @@ def tune(args: argparse.Namespace) -> int:
                                         seq, args.dtype, first, "lowering to Tile IR")
             print(f"// {args.model} seq {seq}: {how}", file=sys.stderr)
         def save(entries: dict[str, Any]) -> None:
-            table.update(entries)
+            tuner.merge_entries(table, entries)
             tuner.save_table(path, table)
 
         entries = tuner.tune_module(module, args.arch, args.reps, args.limit, jobs=args.jobs,
                                     save=save)
-        print(f"// seq {seq}: {len(entries)} kernels tuned, written to {path}", file=sys.stderr)
+        tuned = sum(entry is not None for entry in entries.values())
+        print(f"// seq {seq}: {tuned} kernels tuned, written to {path}", file=sys.stderr)
         if args.model.endswith(".mlir"):
             break
     return 0
@@ -764,6 +789,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="on the CPU, run the given config even when it is large")
     r.add_argument("--no-graph", action="store_true", help="on a GPU, skip the CUDA graph")
     r.add_argument("--repeat", type=int, default=20, help="timed runs on a GPU (median)")
+    r.add_argument("--profile", type=int, default=0, metavar="N",
+                   help="on a GPU, also time each launch alone and list the N slowest kernels")
     r.add_argument("--arch", default="sm_90", help="GPU architecture NVRTC compiles for "
                    "without a GPU (default sm_90; with one, the GPU's)")
     r.set_defaults(run=run_model)

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from xdsl.dialects import func
-from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, ModuleOp, i64
+from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, MemRefType, ModuleOp, i64
 from xdsl.ir import Block, Region
 
 from llmopt.dialects import loop, tile
@@ -42,7 +42,7 @@ from llmopt.passes.tile._schedule import (
     limits,
     tile_cost,
 )
-from llmopt.passes.tile.register_tile import match_contraction
+from llmopt.passes.tile.register_tile import match_contraction, tile_periods
 
 TABLE_DIR = Path(__file__).resolve().parent.parent / "passes" / "tile" / "tuned"
 SCHEDULED = ("split-k{{arch={arch}}},register-tile{{arch={arch}}},stage-inputs{{arch={arch}}},"
@@ -94,7 +94,7 @@ def candidates(kernel: tile.KernelOp, arch: str) -> list[dict[str, int]]:
     gpu = limits(arch)
     accs = len(found.reduces)
     scored: list[tuple[float, int, int, dict[str, int]]] = []
-    for tile_ in fitting_tiles(m, n, accs):
+    for tile_ in fitting_tiles(m, n, accs, tile_periods(found)):
         bm, bn, tm, tn = tile_.bm, tile_.bn, tile_.tm, tile_.tn
         if tm * tn < 4:
             continue
@@ -189,6 +189,35 @@ def lower_all(modules: Sequence[ModuleOp], pipeline: str, arch: str, jobs: int =
     return results
 
 
+INDEX_HIGH = 16
+"""Integer buffers of a tuned kernel hold values in ``[0, INDEX_HIGH)``: they may be the
+indices of a gather fused into it (a model's first layer reads its residual from the token
+embedding), whose tables have at least that many rows."""
+
+
+def trial_inputs(kernel: tile.KernelOp, device: str, seed: int = 0) -> list[Any]:
+    """Seeded random tensors for ``kernel``'s buffers, of their element types: floats
+    standard-normal, integers uniform in ``[0, INDEX_HIGH)``, booleans fair coins."""
+    import torch
+
+    from llmopt.codegen.executor import torch_dtype
+
+    gen = torch.Generator(device=device).manual_seed(seed)
+    tensors = []
+    for buffer in kernel.buffers:
+        typ = buffer.type
+        assert isinstance(typ, MemRefType)
+        shape, dtype = tuple(typ.get_shape()), torch_dtype(typ.element_type)
+        if dtype.is_floating_point:
+            tensors.append(torch.randn(shape, device=device, generator=gen, dtype=dtype))
+        elif dtype == torch.bool:
+            tensors.append(torch.randint(0, 2, shape, device=device, generator=gen) == 1)
+        else:
+            tensors.append(torch.randint(0, INDEX_HIGH, shape, device=device, generator=gen,
+                                         dtype=dtype))
+    return tensors
+
+
 def run_trials(kernel: tile.KernelOp, trials: Sequence[dict[str, int] | None], arch: str,
                reps: int = 30, log: Callable[[str], None] = print, jobs: int = 1,
                pool: concurrent.futures.Executor | None = None) -> list[Trial]:
@@ -200,9 +229,7 @@ def run_trials(kernel: tile.KernelOp, trials: Sequence[dict[str, int] | None], a
     from llmopt.codegen.executor import CompiledProgram
     from llmopt.numerics import tolerance
 
-    shapes = [tuple(b.type.get_shape()) for b in kernel.buffers]  # type: ignore[attr-defined]
-    gen = torch.Generator(device="cuda").manual_seed(0)
-    inputs = [torch.randn(s, device="cuda", generator=gen) for s in shapes]
+    inputs = trial_inputs(kernel, "cuda")
     outs = written_args(kernel)
 
     def run(module: ModuleOp, graph: bool) -> tuple[list[torch.Tensor], float | None]:
@@ -278,6 +305,17 @@ def save_table(path: Path, table: dict[str, Any]) -> None:
     tmp.replace(path)
 
 
+def merge_entries(table: dict[str, Any], entries: dict[str, Any]) -> None:
+    """Put :func:`tune_module`'s ``entries`` into ``table``: an entry of ``None`` (the
+    heuristics were fastest) removes the kernel's earlier entry, which ``apply-tuned`` would
+    otherwise go on applying."""
+    for key, entry in entries.items():
+        if entry is None:
+            table.pop(key, None)
+        else:
+            table[key] = entry
+
+
 def tables_fingerprint() -> str:
     """A hash of the tuning tables ``apply-tuned`` reads (the user's cache and the committed
     tables): part of the compile-cache key of lowered programs, so tuning anew recompiles."""
@@ -310,7 +348,8 @@ def tune_module(module: ModuleOp, arch: str, reps: int, limit: int,
                 save: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
     """Tune every distinct matrix-product kernel of ``module`` (at Tile IR, before the
     scheduling passes); returns the new table entries (also handed to ``save`` after each
-    kernel, so an interrupted run keeps what it measured)."""
+    kernel, so an interrupted run keeps what it measured), ``None`` for a kernel whose
+    heuristic schedule was fastest (see :func:`merge_entries`)."""
     import torch
 
     from llmopt.codegen.nvrtc import nvrtc_version
@@ -348,6 +387,9 @@ def tune_module(module: ModuleOp, arch: str, reps: int, limit: int,
             best = min(good, key=lambda t: t.ms)  # type: ignore[arg-type, return-value]
             if trials[0].ms is not None and trials[0].ms <= best.ms:  # type: ignore[operator]
                 log(f"  the heuristic's schedule is fastest ({trials[0].ms:.4f} ms); no entry")
+                entries[entry_key(key, gpu, nvrtc)] = None
+                if save is not None:
+                    save(entries)
                 continue
             entries[entry_key(key, gpu, nvrtc)] = {
                 "arch": arch, "gpu": gpu, "nvrtc": nvrtc, "shape": shape, "knobs": best.knobs,

@@ -81,16 +81,21 @@ class RegisterTile:
     def threads(self) -> int:
         return (self.bm // self.tm) * (self.bn // self.tn)
 
-    def fits(self, m: int, n: int) -> bool:
-        """Whether the tile divides the ``m × n`` output and makes a valid block."""
+    def fits(self, m: int, n: int, periods: tuple[int, int] = (0, 0)) -> bool:
+        """Whether the tile divides the ``m × n`` output and makes a valid block, and
+        ``bm``, ``bn`` divide the ``periods`` of the kernel's accesses (0: any; see
+        :func:`~llmopt.passes.tile.register_tile.tile_periods`)."""
         return (self.bm % self.tm == 0 and self.bn % self.tn == 0 and m % self.bm == 0
-                and n % self.bn == 0 and 32 <= self.threads <= 1024 and self.threads % 32 == 0)
+                and n % self.bn == 0 and 32 <= self.threads <= 1024 and self.threads % 32 == 0
+                and periods[0] % self.bm == 0 and periods[1] % self.bn == 0)
 
 
-TILE_CANDIDATES = ((128, 64, 8, 4), (64, 128, 4, 8), (64, 64, 4, 4), (128, 128, 8, 8),
-                   (32, 64, 2, 4), (64, 32, 4, 2), (32, 32, 2, 2), (16, 64, 1, 4),
-                   (32, 16, 2, 1), (16, 32, 1, 2), (16, 16, 1, 1))
-"""Register tiles ``(bm, bn, tm, tn)``, the preferred first among equals."""
+TILE_CANDIDATES = ((128, 64, 8, 4), (128, 112, 8, 7), (64, 112, 8, 7), (64, 128, 4, 8),
+                   (64, 64, 4, 4), (128, 128, 8, 8), (32, 64, 2, 4), (64, 32, 4, 2),
+                   (32, 32, 2, 2), (16, 64, 1, 4), (32, 112, 4, 7), (32, 16, 2, 1),
+                   (16, 32, 1, 2), (16, 16, 1, 1))
+"""Register tiles ``(bm, bn, tm, tn)``, the preferred first among equals. The ``tn = 7``
+tiles fit outputs whose width is a multiple of 112 (Qwen2.5's 3584)."""
 
 DEFAULT_STAGES = 3
 """Shared-memory slots per staged tile that ``async-copy`` fills ahead (1: synchronous fills)."""
@@ -111,13 +116,16 @@ def default_blocked(kernel: Operation) -> int:
     return 1 if knob(0, kernel, "kmajor", default_kmajor(kernel)) == 1 else 2
 
 
-TILE_EFFICIENCY = {(8, 4): 1.0, (4, 4): 0.89, (4, 8): 0.86, (8, 8): 0.8, (2, 4): 0.63,
-                   (4, 2): 0.6, (2, 2): 0.45, (1, 4): 0.4, (2, 1): 0.25, (1, 2): 0.25,
-                   (1, 1): 0.15}
+TILE_EFFICIENCY = {(8, 7): 1.1, (8, 4): 1.0, (4, 4): 0.89, (4, 7): 0.86, (4, 8): 0.86,
+                   (8, 8): 0.8, (2, 4): 0.63, (4, 2): 0.6, (2, 2): 0.45, (1, 4): 0.4,
+                   (2, 1): 0.25, (1, 2): 0.25, (1, 1): 0.15}
 """Speed of a block's arithmetic per micro-tile ``(tm, tn)``, relative to 8×4: fitted on the
 H200 on projections whose blocks fill the GPU equally (128×64 blocks with 8×4 threads take
 0.133 ms for 128×5632×2048 in one wave, 64×64 with 4×4 0.149 ms in two); 4×8 is slower than
-8×4 and 8×8 needs more registers than two blocks per multiprocessor leave."""
+8×4 and 8×8 needs more registers than two blocks per multiprocessor leave (forcing two
+blocks with ``__launch_bounds__`` spilled and ran 20–40% slower). 8×7 (56 accumulators)
+fits: 512×3584×3584 took 0.338 ms in 128×112 or 64×112 blocks against 0.370 in 128×64
+blocks of 8×4, 512×3584×18944 1.67 ms (two slices) against 1.83."""
 
 
 def tile_efficiency(t: RegisterTile) -> float:
@@ -131,15 +139,17 @@ def tile_cost(t: RegisterTile, blocks: int, gpu: GpuLimits) -> float:
     return -(-blocks // gpu.sms) * t.bm * t.bn / tile_efficiency(t)
 
 
-def fitting_tiles(m: int, n: int, accumulators: int = 1) -> list[RegisterTile]:
-    """The :data:`TILE_CANDIDATES` that divide an ``m × n`` output, with at most 64
-    accumulator registers a thread over ``accumulators`` reductions."""
+def fitting_tiles(m: int, n: int, accumulators: int = 1, periods: tuple[int, int] = (0, 0)
+                  ) -> list[RegisterTile]:
+    """The :data:`TILE_CANDIDATES` that divide an ``m × n`` output (and the ``periods`` of
+    its accesses, see :meth:`RegisterTile.fits`), with at most 64 accumulator registers a
+    thread over ``accumulators`` reductions."""
     return [t for t in (RegisterTile(*c) for c in TILE_CANDIDATES)
-            if t.fits(m, n) and t.tm * t.tn * accumulators <= 64]
+            if t.fits(m, n, periods) and t.tm * t.tn * accumulators <= 64]
 
 
-def choose_register_tile(m: int, n: int, batch: int, gpu: GpuLimits, accumulators: int = 1
-                         ) -> RegisterTile | None:
+def choose_register_tile(m: int, n: int, batch: int, gpu: GpuLimits, accumulators: int = 1,
+                         periods: tuple[int, int] = (0, 0)) -> RegisterTile | None:
     """The tile of least :func:`tile_cost` among those with at least 8 outputs a thread;
     when none divides the output, the one of the others that makes the most blocks
     (``split-k`` then multiplies them); ``None`` when no tile divides the output.
@@ -152,7 +162,7 @@ def choose_register_tile(m: int, n: int, batch: int, gpu: GpuLimits, accumulator
     reductions (fused gate and up projections) keeps ``accumulators`` micro-tiles per
     thread, at most 64 registers of them together.
     """
-    fitting = fitting_tiles(m, n, accumulators)
+    fitting = fitting_tiles(m, n, accumulators, periods)
     if not fitting:
         return None
 
@@ -234,14 +244,16 @@ def product_time(t: RegisterTile, m: int, n: int, k: int, batch: int, split: int
 
 
 def choose_product_schedule(m: int, n: int, k: int, batch: int, gpu: GpuLimits,
-                            accumulators: int = 1) -> tuple[RegisterTile, int] | None:
+                            accumulators: int = 1, periods: tuple[int, int] = (0, 0)
+                            ) -> tuple[RegisterTile, int] | None:
     """The register tile and K slices of least :func:`product_time`: for each tile with at
-    least 8 outputs a thread, its :func:`split_for` slices (one when the kernel has several
-    reductions: ``split-k`` leaves those whole); when no such tile divides the output,
-    :func:`choose_register_tile`'s; ``None`` when no tile does."""
-    good = [t for t in fitting_tiles(m, n, accumulators) if t.tm * t.tn >= 8]
+    least 8 outputs a thread (dividing the accesses' ``periods``, see
+    :meth:`RegisterTile.fits`), its :func:`split_for` slices (one when the kernel has
+    several reductions: ``split-k`` leaves those whole); when no such tile divides the
+    output, :func:`choose_register_tile`'s; ``None`` when no tile does."""
+    good = [t for t in fitting_tiles(m, n, accumulators, periods) if t.tm * t.tn >= 8]
     if not good:
-        tile = choose_register_tile(m, n, batch, gpu, accumulators)
+        tile = choose_register_tile(m, n, batch, gpu, accumulators, periods)
         if tile is None:
             return None
         return tile, split_for(tile, m, n, k, batch, gpu) if accumulators == 1 else 1
@@ -253,9 +265,10 @@ def choose_product_schedule(m: int, n: int, k: int, batch: int, gpu: GpuLimits,
     return tile, split
 
 
-def choose_split_k(m: int, n: int, k: int, batch: int, gpu: GpuLimits) -> int:
+def choose_split_k(m: int, n: int, k: int, batch: int, gpu: GpuLimits,
+                   periods: tuple[int, int] = (0, 0)) -> int:
     """How many slices to cut K into: those of :func:`choose_product_schedule` (a skinny
     product gets enough blocks to fill the GPU, a long K shorter slices). The partial sums
     cost an extra pass over ``S × m × n``."""
-    chosen = choose_product_schedule(m, n, k, batch, gpu)
+    chosen = choose_product_schedule(m, n, k, batch, gpu, periods=periods)
     return 1 if chosen is None else chosen[1]

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TypeGuard
 
 from xdsl.context import Context
 from xdsl.dialects import arith, scf
@@ -52,7 +53,13 @@ from xdsl.dialects.builtin import (
     i64,
 )
 from xdsl.ir import Block, Operation, Region, SSAValue
-from xdsl.ir.affine import AffineMap
+from xdsl.ir.affine import (
+    AffineBinaryOpExpr,
+    AffineBinaryOpKind,
+    AffineConstantExpr,
+    AffineExpr,
+    AffineMap,
+)
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
     PatternRewriter,
@@ -174,6 +181,39 @@ def match_contraction(kernel: tile.KernelOp) -> Contraction | None:
     return Contraction(forall, tuple(reduces), ordered, big[-2], big[-1])
 
 
+def tile_periods(found: Contraction) -> tuple[int, int]:
+    """What the block tile's ``bm`` and ``bn`` must divide (0: anything): the greatest common
+    divisor of every ``c`` in an ``e floordiv c`` or ``e mod c`` of the kernel's accesses
+    whose ``e`` holds the ``m`` (``n``) index. Attention's ``P·V`` written as ``[seq, heads ·
+    head_dim]`` reads ``V[j floordiv 128, k, j mod 128]``: a block 112 wide would straddle
+    two heads, its accesses would no longer be linear in the block's indices, and
+    ``stage-inputs`` could not stage them."""
+    ivs = {found.forall.ivs[found.m]: 0, found.forall.ivs[found.n]: 1}
+    periods = [0, 0]
+    for op in found.forall.walk():
+        if not isinstance(op, loop.LoadOp | loop.StoreOp):
+            continue
+        for result in op.map.data.results:
+            for expr in result.dfs():
+                # only the innermost: ``(j floordiv 64) floordiv 8`` is constant in a block
+                # wherever ``j floordiv 64`` is
+                if _div_or_mod(expr) and not any(_div_or_mod(e) for e in expr.lhs.dfs()):
+                    for d in expr.lhs.used_dims():
+                        which = ivs.get(op.indices[d])
+                        if which is not None:
+                            periods[which] = math.gcd(periods[which], expr.rhs.value)
+    return periods[0], periods[1]
+
+
+def _div_or_mod(expr: AffineExpr) -> TypeGuard[AffineBinaryOpExpr]:
+    """Whether ``expr`` is ``e floordiv c``, ``e ceildiv c`` or ``e mod c`` (``c``
+    constant)."""
+    return (isinstance(expr, AffineBinaryOpExpr)
+            and expr.kind in (AffineBinaryOpKind.FloorDiv, AffineBinaryOpKind.Mod,
+                              AffineBinaryOpKind.CeilDiv)
+            and isinstance(expr.rhs, AffineConstantExpr))
+
+
 @dataclass
 class TileContraction(RewritePattern):
     """Rewrite one matched kernel (see the module docstring)."""
@@ -194,7 +234,8 @@ class TileContraction(RewritePattern):
         m_ext, n_ext = ext[found.m], ext[found.n]
         batch_points = math.prod(ext[d] for d in found.batch)
         auto = choose_product_schedule(m_ext, n_ext, found.reduces[0].trip_count,
-                                       batch_points, limits(self.arch), len(found.reduces))
+                                       batch_points, limits(self.arch), len(found.reduces),
+                                       tile_periods(found))
         default = auto[0] if auto is not None else RegisterTile(0, 0, 1, 1)
         tile_ = RegisterTile(knob(self.bm, op, "bm", default.bm),
                              knob(self.bn, op, "bn", default.bn),

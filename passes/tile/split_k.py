@@ -57,7 +57,7 @@ from llmopt.passes.tile._schedule import (
     knob,
     limits,
 )
-from llmopt.passes.tile.register_tile import Contraction, match_contraction
+from llmopt.passes.tile.register_tile import Contraction, match_contraction, tile_periods
 
 THREADS = 256
 
@@ -85,7 +85,7 @@ class SplitContraction(RewritePattern):
         batch = math.prod(ext[d] for d in found.batch)
         gpu = limits(self.arch)
         m, n = ext[found.m], ext[found.n]
-        chosen = choose_product_schedule(m, n, k_ext, batch, gpu)
+        chosen = choose_product_schedule(m, n, k_ext, batch, gpu, periods=tile_periods(found))
         if chosen is None:
             return
         tile_, auto = chosen

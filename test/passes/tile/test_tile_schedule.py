@@ -211,10 +211,57 @@ def test_register_tile_geometry() -> None:
     (32, 4096, 1, "sm_90", (32, 64, 2, 4)),
     # nothing with 8 outputs a thread divides 32x32: the tile that makes the most blocks
     (32, 32, 4, "sm_90", (16, 16, 1, 1)),
+    # Qwen2.5's width 3584 = 32 x 112: 8x7 micro-tiles, 128 blocks in one wave
+    (512, 3584, 1, "sm_90", (128, 112, 8, 7)),
 ])
 def test_choose_register_tile(m: int, n: int, batch: int, arch: str,
                               expected: tuple[int, int, int, int]) -> None:
     assert choose_register_tile(m, n, batch, limits(arch)) == RegisterTile(*expected)
+
+
+def test_tiles_divide_the_periods_of_the_accesses() -> None:
+    """A block must not straddle the period of a ``floordiv``/``mod`` in the kernel's
+    accesses (attention's heads): 112 does not divide 128."""
+    t = choose_register_tile(512, 3584, 1, SM90, periods=(0, 128))
+    assert t is not None and 128 % t.bn == 0 and t.fits(512, 3584, (0, 128))
+    assert not RegisterTile(128, 112, 8, 7).fits(512, 3584, (0, 128))
+    assert not RegisterTile(128, 64, 8, 4).fits(512, 3584, (64, 0))
+
+
+def _merged_heads_attention(q: Any, k: Any, v: Any) -> Any:
+    import torch.nn.functional as F
+
+    out = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+    return out.transpose(1, 2).reshape(q.shape[0], q.shape[2], q.shape[1] * q.shape[3])
+
+
+def test_attention_output_in_merged_heads_keeps_blocks_within_a_head() -> None:
+    """``P·V`` written as ``[seq, heads · head_dim]`` (7 heads of 128: 896 = 8 x 112, on one
+    KV head) reads ``V[(j floordiv 128) floordiv 7, k, j mod 128]``: its register tile
+    divides 128 (the outer ``floordiv 7`` is constant wherever the inner one is), and the V
+    tile is staged in shared memory."""
+    from llmopt.passes.tile.register_tile import match_contraction, tile_periods
+
+    torch = pytest.importorskip("torch")
+    gen = torch.Generator().manual_seed(0)
+    args = [torch.randn(1, heads, 64, 128, generator=gen) for heads in (7, 1, 1)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        module = llmopt.capture(_merged_heads_attention, args)
+    at_tile = llmopt.lower(module.clone(), "torch-to-prim,canonicalize,prim-to-loop,"
+                           "fuse-kernels{recompute_limit=0},canonicalize,cse,loop-to-tile")
+    periods = {}
+    for kernel in _ops(at_tile, "tile.kernel"):
+        found = match_contraction(kernel)
+        if found is not None:
+            periods[kernel.sym_name.data] = (found.extents[found.n], tile_periods(found))
+    assert (896, (0, 128)) in periods.values(), periods
+    lowered = llmopt.lower(module.clone(), _to_kernel_ir())
+    for func in _ops(lowered, "kernel.func"):
+        if _ops(func, "kernel.local"):  # register-tiled: both operands staged
+            assert len(_ops(func, "kernel.shared")) >= 2, func
+    report = llmopt.check_numerics(module, "lower-to-cuda")
+    assert report.ok, str(report)
 
 
 def test_choose_register_tile_without_a_dividing_tile() -> None:
@@ -606,7 +653,51 @@ def test_a_failing_reference_skips_the_kernel_not_the_run(monkeypatch: pytest.Mo
     assert len(calls) == 2  # a and c (b is a's structural twin)
     assert any("skipped: the unscheduled reference failed (RuntimeError: "
                "CUDA_ERROR_ILLEGAL_ADDRESS)" in line for line in lines), lines
-    assert len(entries) == 1
+    assert len(entries) == 1 and None not in entries.values()
+
+
+def test_a_kernel_the_heuristics_win_loses_its_old_entry(monkeypatch: pytest.MonkeyPatch
+                                                          ) -> None:
+    """When no candidate beats the heuristic schedule, an earlier entry of the kernel (tuned
+    before the heuristics improved) is dropped from the table instead of being applied on."""
+    torch = pytest.importorskip("torch")
+    module = llmopt.parse(TUNE_TEXT)
+    monkeypatch.setattr(tune, "run_trials", lambda kernel, trials, *a, **k: [
+        tune.Trial(t, 0.5 if t is None else 1.0) for t in trials])
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "Fake GPU")
+    entries = tune.tune_module(module, "sm_90", reps=1, limit=2, log=lambda line: None)
+    assert entries and all(entry is None for entry in entries.values())
+    stale = next(iter(entries))
+    table = {stale: {"knobs": {"bm": 64}}, "other|Fake GPU|nvrtc-13.0": {"knobs": {"bm": 32}}}
+    tune.merge_entries(table, entries)
+    assert list(table) == ["other|Fake GPU|nvrtc-13.0"]
+
+
+def test_trial_inputs_follow_the_buffer_types() -> None:
+    """A kernel with a fused embedding gather (a first layer's residual) reads its i64 ids as
+    indices: the tuner fills them with small valid integers, not float bits."""
+    torch = pytest.importorskip("torch")
+    module = llmopt.parse("""
+func.func @forward(%ids: memref<8xi64>, %table: memref<32x16xf32>) -> memref<8x16xf32> {
+  %y = memref.alloc() : memref<8x16xf32>
+  tile.kernel @gather grid [1, 1, 1] block [128, 1, 1] (%i = %ids : memref<8xi64>,
+      %t = %table : memref<32x16xf32>, %o = %y : memref<8x16xf32>) {
+    tile.forall (%r, %c) in [8, 16] over threads {
+      %id = loop.load %i[%r] : memref<8xi64>
+      %row = arith.index_cast %id : i64 to index
+      %v = loop.load %t[%row, %c] : memref<32x16xf32>
+      loop.store %v, %o[%r, %c] : memref<8x16xf32>
+    }
+  }
+  func.return %y : memref<8x16xf32>
+}
+""")
+    kernel = _ops(module, "tile.kernel")[0]
+    ids, table, out = tune.trial_inputs(kernel, "cpu")
+    assert ids.dtype == torch.int64 and ids.shape == (8,)
+    assert 0 <= int(ids.min()) and int(ids.max()) < tune.INDEX_HIGH
+    assert len(set(ids.tolist())) > 1  # random, not all one value
+    assert table.dtype == out.dtype == torch.float32 and table.std() > 0.5
 
 
 def test_the_tuner_sets_the_knobs_the_passes_read() -> None:
