@@ -75,6 +75,7 @@ _BUILTIN_PASSES: dict[str, tuple[str, str]] = {
     "kernel-to-cuda": ("llmopt.lowering.kernel_to_cuda", "KernelToCuda"),
     "fuse-kernels": ("llmopt.passes.loop.fuse_kernels", "FuseKernels"),
     "fuse-norm-prologue": ("llmopt.passes.loop.fuse_norm_prologue", "FuseNormPrologue"),
+    "hoist-reduce-factors": ("llmopt.passes.loop.hoist_reduce_factors", "HoistReduceFactors"),
     "apply-tuned": ("llmopt.passes.tile.apply_tuned", "ApplyTuned"),
     "split-k": ("llmopt.passes.tile.split_k", "SplitK"),
     "register-tile": ("llmopt.passes.tile.register_tile", "RegisterTilePass"),
@@ -102,7 +103,7 @@ PIPELINES: dict[str, tuple[dict[str, str], str]] = {
     "lower-to-cuda": (
         {"arch": "sm_90"},
         "torch-to-prim,canonicalize,prim-to-loop,fuse-kernels{{recompute_limit=0}},canonicalize,"
-        "cse,"
+        "cse,hoist-reduce-factors,"
         "loop-to-tile{{arch={arch}}},apply-tuned{{arch={arch}}},split-k{{arch={arch}}},"
         "register-tile{{arch={arch}}},stage-inputs{{arch={arch}}},async-copy{{arch={arch}}},"
         "prefetch-stages,pad-shared,vector-fragments,"

@@ -127,7 +127,7 @@ def test_pass_is_opt_in() -> None:
     at = passes.index("fuse-norm-prologue")
     assert passes[at - 3:at + 4] == ["fuse-kernels{recompute_limit=0}", "canonicalize", "cse",
                                      "fuse-norm-prologue", "canonicalize", "cse",
-                                     "loop-to-tile{arch=sm_90}"]
+                                     "hoist-reduce-factors"]
 
 
 def test_norm_linear_stores_only_the_row_scale_and_matches_pytorch() -> None:

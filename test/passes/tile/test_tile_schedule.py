@@ -264,6 +264,24 @@ def test_attention_output_in_merged_heads_keeps_blocks_within_a_head() -> None:
     assert report.ok, str(report)
 
 
+def test_attention_divides_by_the_softmax_denominator_after_the_sum() -> None:
+    """``hoist-reduce-factors`` takes the softmax denominator out of ``P·V``'s sum: no K loop
+    of the scheduled attention divides (a division a term made ``P·V`` several times slower
+    than a plain product)."""
+    torch = pytest.importorskip("torch")
+    gen = torch.Generator().manual_seed(0)
+    args = [torch.randn(1, heads, 64, 32, generator=gen) for heads in (4, 2, 2)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        module = llmopt.capture(_merged_heads_attention, args)
+    tiled = llmopt.lower(module, _to_kernel_ir().split(",tile-to-kernel")[0])
+    k_loops = [op for op in tiled.walk() if op.name == "scf.for"
+               and getattr(op.attributes.get("llmopt.role"), "data", None) == "k_loop"]
+    assert len(k_loops) >= 2, tiled  # scores and P·V
+    for k_loop in k_loops:
+        assert not [op for op in k_loop.walk() if op.name == "arith.divf"], k_loop
+
+
 def test_choose_register_tile_without_a_dividing_tile() -> None:
     assert choose_register_tile(36, 136, 1, SM90) is None
     assert choose_register_tile(8, 4096, 1, SM90) is None  # no bm divides 8
