@@ -12,7 +12,9 @@ bound buffers) whose launch shape and loop-to-GPU mapping are written down as op
   recomputed per inner iteration, which keeps the nest perfect and the band long).
 * **Row schedule** — when the band body still holds a nested ``loop.for`` (an imperfect nest:
   a row computation such as RMSNorm or softmax), or holds a ``loop.reduce`` and the band has
-  fewer than ``coop_threshold`` points (too few for one thread per point, e.g. GEMV):
+  fewer than ``coop_threshold`` points (too few for one thread per point, e.g. GEMV), or holds
+  only reductions that each read one buffer along its innermost coordinate (a row sum: one
+  thread per row would read addresses a row apart from its neighbours'):
   ``tile.forall over blocks`` over the band; each ``loop.reduce`` directly in its body becomes
   a ``tile.coop_reduce`` (the block's threads share it), each ``loop.for`` nest directly in it
   becomes a ``tile.forall over block_threads`` (its perfect chain flattened), each run of
@@ -43,6 +45,7 @@ from dataclasses import dataclass, field
 from xdsl.context import Context
 from xdsl.dialects.builtin import UNKNOWN_LOC, FileLineColLoc, ModuleOp, StringAttr
 from xdsl.ir import Block, Operation, SSAValue
+from xdsl.ir.affine import AffineDimExpr
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
     PatternRewriter,
@@ -246,13 +249,30 @@ its shuffles per row, so narrower blocks (64 threads for a 512-wide softmax) do 
 barrier and fit more rows per multiprocessor."""
 
 
+def reads_one_row(red: loop.ReduceOp) -> bool:
+    """Whether ``red`` reads one buffer along the reduction, with its index alone in the
+    innermost coordinate (a row sum or max, not a product of two operands): a thread per
+    row would then read addresses a row apart from its neighbours', where a block per row
+    reads consecutive ones."""
+    iv = red.body.block.args[0]
+    buffers = set()
+    for op in red.body.walk():
+        if isinstance(op, loop.LoadOp) and iv in op.indices:
+            last = op.map.data.results[-1]
+            if not (isinstance(last, AffineDimExpr) and op.indices[last.position] is iv):
+                return False
+            buffers.add(op.buffer)
+    return len(buffers) == 1
+
+
 def choose_schedule(extents: Sequence[int], body: Block, block_size: int,
                     coop_threshold: int) -> Schedule:
     """The default schedule of a band with ``extents`` whose innermost body is ``body``."""
     points = product(extents)
     reduces = [op for op in body.ops if isinstance(op, loop.ReduceOp)]
     fors = [op for op in body.ops if isinstance(op, loop.ForOp)]
-    if fors or (reduces and points < coop_threshold):
+    row_reads = bool(reduces) and all(reads_one_row(r) for r in reduces)
+    if fors or (reduces and (points < coop_threshold or row_reads)):
         widths = [r.trip_count for r in reduces] + [inner_nest_points(f) for f in fors]
         width = max(widths)
         if points >= coop_threshold:  # rows enough to fill the GPU: several points a thread

@@ -260,10 +260,48 @@ func.func @f(%x: memref<300xf32>) -> memref<300xf32> {
 }
 """
 
+ROW_SUMS = """
+func.func @f(%x: memref<64x40xf32>, %t: memref<40x64xf32>) -> memref<64x2xf32> {
+  %y = memref.alloc() : memref<64x2xf32>
+  loop.kernel @row_sums (%a = %x : memref<64x40xf32>, %b = %t : memref<40x64xf32>,
+                         %o = %y : memref<64x2xf32>) {
+    loop.for %i = 0 to 64 {
+      %s = loop.reduce add %k = 0 to 40 : f32 {
+        %u = loop.load %a[%i, %k] : memref<64x40xf32>
+        loop.yield %u : f32
+      }
+      loop.store %s, %o[%i, 0] : memref<64x2xf32>
+      %c = loop.reduce max %k = 0 to 40 : f32 {
+        %v = loop.load %b[%k, %i] : memref<40x64xf32>
+        loop.yield %v : f32
+      }
+      loop.store %c, %o[%i, 1] : memref<64x2xf32>
+    }
+  }
+  func.return %y : memref<64x2xf32>
+}
+"""
+
+ROW_SUM = """
+func.func @f(%x: memref<64x40xf32>) -> memref<64xf32> {
+  %y = memref.alloc() : memref<64xf32>
+  loop.kernel @row_sum (%a = %x : memref<64x40xf32>, %o = %y : memref<64xf32>) {
+    loop.for %i = 0 to 64 {
+      %s = loop.reduce add %k = 0 to 40 : f32 {
+        %u = loop.load %a[%i, %k] : memref<64x40xf32>
+        loop.yield %u : f32
+      }
+      loop.store %s, %o[%i] : memref<64xf32>
+    }
+  }
+  func.return %y : memref<64xf32>
+}
+"""
+
 CASES = {
     "elementwise": ELEMENTWISE, "rmsnorm": RMSNORM, "softmax": SOFTMAX, "matmul": MATMUL,
     "full_reduce": FULL_REDUCE, "nests": NESTS, "indexing": INDEXING,
-    "vector_norm": VECTOR_NORM,
+    "vector_norm": VECTOR_NORM, "row_sum": ROW_SUM, "row_sums": ROW_SUMS,
 }
 
 KNOBS = [
@@ -296,6 +334,11 @@ def only_band(text: str) -> tuple[list[int], loop.ForOp]:
         ("matmul", 16384, "blocks", 64),  # 288 outputs: too few for one a thread
         ("matmul", 0, "threads", 256),
         ("indexing", 16384, "threads", 32),  # the loads sink: a perfect 4x8 band
+        # a sum along rows of one buffer: a block per row even with rows enough for a
+        # thread each (8 of the 40 points a thread), so that a warp reads one row
+        ("row_sum", 0, "blocks", 32),
+        # ... unless a reduction reads down a column (threads then read adjacent words)
+        ("row_sums", 0, "threads", 64),
     ],
 )
 def test_schedule_choice(case: str, threshold: int, mapping: str, threads: int) -> None:
