@@ -91,11 +91,13 @@ class RegisterTile:
 
 
 TILE_CANDIDATES = ((128, 64, 8, 4), (128, 112, 8, 7), (64, 112, 8, 7), (64, 128, 4, 8),
-                   (64, 64, 4, 4), (128, 128, 8, 8), (32, 64, 2, 4), (64, 32, 4, 2),
-                   (32, 32, 2, 2), (16, 64, 1, 4), (32, 112, 4, 7), (32, 16, 2, 1),
-                   (16, 32, 1, 2), (16, 16, 1, 1))
+                   (64, 176, 4, 11), (64, 64, 4, 4), (128, 128, 8, 8), (32, 64, 2, 4),
+                   (64, 32, 4, 2), (32, 32, 2, 2), (16, 64, 1, 4), (32, 112, 4, 7),
+                   (32, 16, 2, 1), (16, 32, 1, 2), (16, 16, 1, 1))
 """Register tiles ``(bm, bn, tm, tn)``, the preferred first among equals. The ``tn = 7``
-tiles fit outputs whose width is a multiple of 112 (Qwen2.5's 3584)."""
+tiles fit outputs whose width is a multiple of 112 (Qwen2.5's 3584), ``tn = 11`` those of
+176 (TinyLlama's 5632): blocks of powers of two make 11·2ⁱ blocks of such a width, a third
+of a wave too many or too few on 132 multiprocessors."""
 
 DEFAULT_STAGES = 3
 """Shared-memory slots per staged tile that ``async-copy`` fills ahead (1: synchronous fills)."""
@@ -116,16 +118,18 @@ def default_blocked(kernel: Operation) -> int:
     return 1 if knob(0, kernel, "kmajor", default_kmajor(kernel)) == 1 else 2
 
 
-TILE_EFFICIENCY = {(8, 7): 1.1, (8, 4): 1.0, (4, 4): 0.89, (4, 7): 0.86, (4, 8): 0.86,
-                   (8, 8): 0.8, (2, 4): 0.63, (4, 2): 0.6, (2, 2): 0.45, (1, 4): 0.4,
-                   (2, 1): 0.25, (1, 2): 0.25, (1, 1): 0.15}
+TILE_EFFICIENCY = {(8, 7): 1.1, (8, 4): 1.0, (4, 11): 0.95, (4, 4): 0.89, (4, 7): 0.86,
+                   (4, 8): 0.86, (8, 8): 0.8, (2, 4): 0.63, (4, 2): 0.6, (2, 2): 0.45,
+                   (1, 4): 0.4, (2, 1): 0.25, (1, 2): 0.25, (1, 1): 0.15}
 """Speed of a block's arithmetic per micro-tile ``(tm, tn)``, relative to 8×4: fitted on the
 H200 on projections whose blocks fill the GPU equally (128×64 blocks with 8×4 threads take
 0.133 ms for 128×5632×2048 in one wave, 64×64 with 4×4 0.149 ms in two); 4×8 is slower than
 8×4 and 8×8 needs more registers than two blocks per multiprocessor leave (forcing two
 blocks with ``__launch_bounds__`` spilled and ran 20–40% slower). 8×7 (56 accumulators)
 fits: 512×3584×3584 took 0.338 ms in 128×112 or 64×112 blocks against 0.370 in 128×64
-blocks of 8×4, 512×3584×18944 1.67 ms (two slices) against 1.83."""
+blocks of 8×4, 512×3584×18944 1.67 ms (two slices) against 1.83; 4×11 in 64×176 blocks
+(256 blocks, one wave of two a multiprocessor) took 512×5632×2048 in 0.321 ms against 0.350
+in 352 blocks of 128×64 with 8×4 (a wave and a third)."""
 
 
 def tile_efficiency(t: RegisterTile) -> float:

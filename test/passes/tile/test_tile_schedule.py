@@ -97,6 +97,8 @@ def _mlp(x: Any, wg: Any, wu: Any, wd: Any) -> Any:
 PROGRAMS: dict[str, tuple[Callable[..., Any], list[tuple[int, ...]]]] = {
     # M=32 N=128 K=256: register tile 32x64 of 2x4, two K slices of 128, staged in chunks.
     "linear": (_linear_residual, [(32, 256), (128, 256), (128,), (32, 128)]),
+    # N=176 = 16 x 11: one 64x176 block of 4x11 micro-tiles (TinyLlama's 5632 = 32 x 176).
+    "linear-176": (_linear_residual, [(64, 64), (176, 64), (176,), (64, 176)]),
     # M=36 N=136: no tile divides the output.
     "linear-odd": (_linear_residual, [(36, 48), (136, 48), (136,), (36, 136)]),
     "bmm": (_bmm, [(2, 32, 64), (2, 64, 64)]),
@@ -109,7 +111,7 @@ PROGRAMS: dict[str, tuple[Callable[..., Any], list[tuple[int, ...]]]] = {
     "mlp-odd": (_mlp, [(10, 24), (40, 24), (40, 24), (24, 40)]),
 }
 
-SCHEDULED = {"linear", "bmm", "attention", "mlp"}
+SCHEDULED = {"linear", "linear-176", "bmm", "attention", "mlp"}
 
 
 def _capture(name: str) -> tuple[ModuleOp, Callable[..., Any]]:
@@ -167,6 +169,8 @@ def test_lower_to_cuda_keeps_the_meaning(name: str) -> None:
         assert len(accumulators) == 2  # scores and P @ V; softmax keeps its row schedule
     if name == "mlp":
         assert len(accumulators) == 3  # gate, up (one kernel, two accumulators) and down
+    if name == "linear-176":
+        assert [a.results[0].type.get_shape()[-2:] for a in accumulators] == [(4, 11)]
     if name in SCHEDULED and name != "attention":
         # rows of K-contiguous tiles are read 16 bytes at a time (attention's one-chunk K
         # loops stage synchronously, into rows padded to odd lengths: not 16-byte aligned)
@@ -213,6 +217,9 @@ def test_register_tile_geometry() -> None:
     (32, 32, 4, "sm_90", (16, 16, 1, 1)),
     # Qwen2.5's width 3584 = 32 x 112: 8x7 micro-tiles, 128 blocks in one wave
     (512, 3584, 1, "sm_90", (128, 112, 8, 7)),
+    # TinyLlama's 5632 = 32 x 176: 256 blocks of 4x11 fill two a multiprocessor, where
+    # 352 of 128x64 are a wave and a third
+    (512, 5632, 1, "sm_90", (64, 176, 4, 11)),
 ])
 def test_choose_register_tile(m: int, n: int, batch: int, arch: str,
                               expected: tuple[int, int, int, int]) -> None:
