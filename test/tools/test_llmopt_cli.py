@@ -203,3 +203,32 @@ def test_gpu_run_real_dimensions(capsys: pytest.CaptureFixture[str]) -> None:
     assert "GPU:" in out and "llmopt CUDA graph" in out and "differs" not in out
     rel, agree, positions = _report(out)
     assert rel < 1e-4 and agree >= positions - 1 and positions == 32
+
+
+def test_profile_table_sums_a_kernels_launches_and_ranks_them() -> None:
+    """``run --profile N``'s table: a kernel launched once per layer is one row with its
+    launches summed, rows by total time, shares of the sum of every launch."""
+    from llmopt.codegen.executor import KernelTime
+    from llmopt.tools.llmopt_cli import profile_table
+
+    times = [KernelTime("norm", (8, 1, 1), (256, 1, 1), 0.5),
+             KernelTime("matmul", (64, 1, 1), (256, 1, 1), 2.0),
+             KernelTime("norm", (8, 1, 1), (256, 1, 1), 0.5),
+             KernelTime("tiny", (1, 1, 1), (32, 1, 1), 0.25)]
+    lines = profile_table(times, 2)
+    assert "sum 3.250 ms" in lines[0]
+    rows = [line.split() for line in lines[2:]]
+    assert [r[-1] for r in rows] == ["matmul", "norm"]  # "tiny" is past the top 2
+    assert rows[1][:3] == ["1.0000", "30.8%", "2"]
+
+
+@pytest.mark.gpu
+def test_gpu_run_profile_lists_the_kernels(capsys: pytest.CaptureFixture[str]) -> None:
+    """On a GPU: ``--profile`` times every launch of one TinyLlama layer alone; the listed
+    kernels are the program's, with positive times."""
+    assert main(["run", "tinyllama", "--layers", "1", "--seq", "32", "--repeat", "3",
+                 "--profile", "5"]) == 0
+    out = capsys.readouterr().out
+    table = out[out.index("kernels by time"):].splitlines()[2:]
+    assert len(table) == 5
+    assert all(float(line.split()[1]) > 0 for line in table)

@@ -242,6 +242,16 @@ def _merged_heads_attention(q: Any, k: Any, v: Any) -> Any:
     return out.transpose(1, 2).reshape(q.shape[0], q.shape[2], q.shape[1] * q.shape[3])
 
 
+def _capture_merged_heads(heads: tuple[int, int, int], seq: int, head_dim: int) -> ModuleOp:
+    """:func:`_merged_heads_attention` captured with q, k, v of ``heads`` heads."""
+    torch = pytest.importorskip("torch")
+    gen = torch.Generator().manual_seed(0)
+    args = [torch.randn(1, h, seq, head_dim, generator=gen) for h in heads]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return llmopt.capture(_merged_heads_attention, args)
+
+
 def test_attention_output_in_merged_heads_keeps_blocks_within_a_head() -> None:
     """``P·V`` written as ``[seq, heads · head_dim]`` (7 heads of 128: 896 = 8 x 112, on one
     KV head) reads ``V[(j floordiv 128) floordiv 7, k, j mod 128]``: its register tile
@@ -249,12 +259,7 @@ def test_attention_output_in_merged_heads_keeps_blocks_within_a_head() -> None:
     tile is staged in shared memory."""
     from llmopt.passes.tile.register_tile import match_contraction, tile_periods
 
-    torch = pytest.importorskip("torch")
-    gen = torch.Generator().manual_seed(0)
-    args = [torch.randn(1, heads, 64, 128, generator=gen) for heads in (7, 1, 1)]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        module = llmopt.capture(_merged_heads_attention, args)
+    module = _capture_merged_heads((7, 1, 1), 64, 128)
     at_tile = llmopt.lower(module.clone(), "torch-to-prim,canonicalize,prim-to-loop,"
                            "fuse-kernels{recompute_limit=0},canonicalize,cse,loop-to-tile")
     periods = {}
@@ -275,12 +280,7 @@ def test_attention_divides_by_the_softmax_denominator_after_the_sum() -> None:
     """``hoist-reduce-factors`` takes the softmax denominator out of ``P·V``'s sum: no K loop
     of the scheduled attention divides (a division a term made ``P·V`` several times slower
     than a plain product)."""
-    torch = pytest.importorskip("torch")
-    gen = torch.Generator().manual_seed(0)
-    args = [torch.randn(1, heads, 64, 32, generator=gen) for heads in (4, 2, 2)]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        module = llmopt.capture(_merged_heads_attention, args)
+    module = _capture_merged_heads((4, 2, 2), 64, 32)
     tiled = llmopt.lower(module, _to_kernel_ir().split(",tile-to-kernel")[0])
     k_loops = [op for op in tiled.walk() if op.name == "scf.for"
                and getattr(op.attributes.get("llmopt.role"), "data", None) == "k_loop"]
