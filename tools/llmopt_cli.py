@@ -542,6 +542,8 @@ def _run_cpu(args: argparse.Namespace) -> int:
     print("// no GPU here (torch.cuda.is_available() is False): running the Kernel IR "
           "through the CPU interpreter" if not args.cpu else
           "// --cpu: running the Kernel IR through the CPU interpreter")
+    if args.profile:
+        print("// --profile times kernels on a GPU: ignored by the CPU interpreter")
     config = model_config(args.model, layers=args.layers)
     checkpoint = _checkpoint(args.model)
     shrink = args.shrink or (not args.no_shrink and _too_big_for_the_interpreter(config))

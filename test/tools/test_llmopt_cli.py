@@ -160,10 +160,12 @@ def test_run_loads_a_saved_checkpoint(tmp_path: Path,
 
 
 def test_run_shrinks_a_large_model_without_gpu(capsys: pytest.CaptureFixture[str]) -> None:
-    """Qwen2.5-7B without a GPU: says so, shrinks the config, runs it in the interpreter."""
-    assert main(["run", "qwen2.5-7b", "--cpu"]) == 0
+    """Qwen2.5-7B without a GPU: says so, shrinks the config, runs it in the interpreter
+    (and says that ``--profile``, which times GPU kernels, does nothing there)."""
+    assert main(["run", "qwen2.5-7b", "--cpu", "--profile", "5"]) == 0
     out = capsys.readouterr().out
     assert "CPU interpreter" in out
+    assert "--profile times kernels on a GPU: ignored" in out
     assert "shrunk the config to qwen2: 2 layers, hidden 64" in out and "vocab 97" in out
     assert "seq 7" in out
     rel, agree, positions = _report(out)
