@@ -13,8 +13,8 @@ from __future__ import annotations
 import argparse
 import sys
 import warnings
+from functools import partial
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -53,10 +53,6 @@ def main() -> int:
 
     seen: set[str] = set()  # kernels already tuned by this run (cases share shapes)
 
-    def save(entries: dict[str, Any]) -> None:
-        tuner.merge_entries(table, entries)
-        tuner.save_table(path, table)
-
     for model in args.models:
         for seq in args.seqs:
             for op in args.ops:
@@ -72,7 +68,8 @@ def main() -> int:
                 seen.update(keys)
                 print(f"// {case.name}", flush=True)
                 tuner.tune_module(module, arch, args.reps, args.limit, jobs=args.jobs,
-                                  save=save, log=lambda line: print(line, flush=True))
+                                  save=partial(tuner.record_entries, path, table),
+                                  log=lambda line: print(line, flush=True))
     print(f"// {len(table)} entries in {path}")
     return 0
 

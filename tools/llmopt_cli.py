@@ -33,6 +33,7 @@ import sys
 import time
 import warnings
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
@@ -725,12 +726,8 @@ def tune(args: argparse.Namespace) -> int:
                                         lambda: model_config(args.model, layers=args.layers),
                                         seq, args.dtype, first, "lowering to Tile IR")
             print(f"// {args.model} seq {seq}: {how}", file=sys.stderr)
-        def save(entries: dict[str, Any]) -> None:
-            tuner.merge_entries(table, entries)
-            tuner.save_table(path, table)
-
         entries = tuner.tune_module(module, args.arch, args.reps, args.limit, jobs=args.jobs,
-                                    save=save)
+                                    save=partial(tuner.record_entries, path, table))
         tuned = sum(entry is not None for entry in entries.values())
         print(f"// seq {seq}: {tuned} kernels tuned, written to {path}", file=sys.stderr)
         if args.model.endswith(".mlir"):

@@ -316,6 +316,12 @@ def merge_entries(table: dict[str, Any], entries: dict[str, Any]) -> None:
             table[key] = entry
 
 
+def record_entries(path: Path, table: dict[str, Any], entries: dict[str, Any]) -> None:
+    """Merge :func:`tune_module`'s ``entries`` into ``table`` and write it to ``path``."""
+    merge_entries(table, entries)
+    save_table(path, table)
+
+
 def tables_fingerprint() -> str:
     """A hash of the tuning tables ``apply-tuned`` reads (the user's cache and the committed
     tables): part of the compile-cache key of lowered programs, so tuning anew recompiles."""

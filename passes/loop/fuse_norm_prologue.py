@@ -63,6 +63,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.traits import MemoryWriteEffect, is_side_effect_free
 
 from llmopt.dialects import loop
+from llmopt.passes._ir import defined_inside
 from llmopt.passes.loop.fuse_kernels import (
     Producer,
     bind_buffer,
@@ -99,13 +100,6 @@ class _Factored:
     dens: list[SSAValue] = field(default_factory=list)
 
 
-def _inside(value: SSAValue, region_op: Operation) -> bool:
-    """Whether ``value`` is defined inside ``region_op``."""
-    owner = value.owner
-    op = owner.parent_op() if isinstance(owner, Block) else owner
-    return op is not None and region_op.is_ancestor(op)
-
-
 def _factor(value: SSAValue, columns: loop.ForOp, depth: int = 0) -> _Factored | None:
     """Split ``value`` (computed in the column loops ``columns``) into row factors and an
     elementwise part, descending through products and through quotients."""
@@ -114,7 +108,7 @@ def _factor(value: SSAValue, columns: loop.ForOp, depth: int = 0) -> _Factored |
         return None
     if isinstance(owner, arith.ConstantOp):
         return _Factored(value)
-    if not _inside(value, columns):
+    if not defined_inside(value, columns):
         return _Factored(None, [value])
     if not isinstance(owner, arith.MulfOp | arith.DivfOp):
         return _Factored(value)
@@ -332,7 +326,7 @@ def analyse_site(load: loop.LoadOp, kernel: loop.KernelOp, producer: NormProduce
     amap = load.map.data
     for j in producer.row_coords:
         for d in used_dims(amap.results[j]):
-            if _inside(load.indices[d], reduce):
+            if defined_inside(load.indices[d], reduce):
                 return None  # the row varies in the reduction
     # ivs used as plain values in the recomputed part need a dim or a constant at the site
     for op in producer.slice_ops:

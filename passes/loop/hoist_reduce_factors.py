@@ -38,6 +38,7 @@ from xdsl.rewriter import InsertPoint
 
 from llmopt.dialects import loop
 from llmopt.lowering.loop_to_tile import KeepLocation
+from llmopt.passes._ir import defined_inside
 
 
 @dataclass
@@ -53,23 +54,12 @@ class Product:
     tree: list[Operation] = field(default_factory=list)
 
 
-def _in_body(value: SSAValue, reduce: loop.ReduceOp) -> bool:
-    """Whether ``value`` is defined in ``reduce``'s body (at any depth)."""
-    owner = value.owner
-    op = owner if isinstance(owner, Operation) else owner.parent_op()
-    while op is not None:
-        if op is reduce:
-            return True
-        op = op.parent_op()
-    return False
-
-
 def split_product(value: SSAValue, reduce: loop.ReduceOp) -> Product:
     """The leaves of the ``mulf``/``divf`` tree yielding ``value`` (see :class:`Product`)."""
     product = Product()
 
     def visit(v: SSAValue, divides: bool) -> None:
-        if not _in_body(v, reduce):
+        if not defined_inside(v, reduce):
             product.invariant.append((v, divides))
             return
         owner = v.owner

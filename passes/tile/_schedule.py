@@ -269,10 +269,9 @@ def choose_product_schedule(m: int, n: int, k: int, batch: int, gpu: GpuLimits,
     return tile, split
 
 
-def choose_split_k(m: int, n: int, k: int, batch: int, gpu: GpuLimits,
-                   periods: tuple[int, int] = (0, 0)) -> int:
+def choose_split_k(m: int, n: int, k: int, batch: int, gpu: GpuLimits) -> int:
     """How many slices to cut K into: those of :func:`choose_product_schedule` (a skinny
     product gets enough blocks to fill the GPU, a long K shorter slices). The partial sums
     cost an extra pass over ``S × m × n``."""
-    chosen = choose_product_schedule(m, n, k, batch, gpu, periods=periods)
+    chosen = choose_product_schedule(m, n, k, batch, gpu)
     return 1 if chosen is None else chosen[1]

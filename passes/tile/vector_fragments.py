@@ -60,6 +60,7 @@ from xdsl.rewriter import InsertPoint
 
 from llmopt.dialects import loop, tile
 from llmopt.lowering.loop_to_tile import KeepLocation
+from llmopt.passes._ir import defined_inside
 from llmopt.passes.tile.register_tile import UNROLL
 from llmopt.passes.tile.stage_inputs import const_int
 
@@ -136,18 +137,11 @@ def _vectorizable(load: loop.LoadOp, kk: SSAValue, forall: tile.ForallOp, width:
         if value in ancestors:
             if ancestors[value] not in loops:
                 loops.append(ancestors[value])
-        elif _inside(value, forall):
+        elif defined_inside(value, forall):
             return None  # computed inside the forall: not a plain loop index
     depth = {op: _depth(op) for op in loops}
     loops.sort(key=lambda op: depth[op])
     return Fragment(load, loops)
-
-
-def _inside(value: SSAValue, op: Operation) -> bool:
-    """Whether ``value`` is defined inside ``op``'s regions."""
-    owner = value.owner
-    node = owner.parent_op() if isinstance(owner, Operation | Block) else None
-    return node is not None and op.is_ancestor(node)
 
 
 def _depth(op: Operation) -> int:
