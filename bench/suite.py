@@ -3,9 +3,11 @@
 Usage (on a GPU host)::
 
     python bench/suite.py ops --out-dir DIR [--models tinyllama qwen2.5-7b] [--seqs 32 128 512]
-                              [--ops q_proj softmax ...] [--reps 100] [--commit SHA] [--fresh]
+                              [--ops q_proj softmax ...] [--reps 100] [--rounds 5]
+                              [--commit SHA] [--fresh]
     python bench/suite.py blocks --out-dir DIR [--models ...] [--seqs 128 512] [--whole-model]
-                                 [--model-seq 128] [--no-layers] [--reps 100] [--commit SHA]
+                                 [--model-seq 128] [--no-layers] [--reps 100] [--rounds 5]
+                                 [--commit SHA]
     python bench/suite.py ops --list          # the case names, nothing run (no GPU needed)
 
 **Cases.** ``ops``: 14 ops at the real dimensions of TinyLlama-1.1B and Qwen2.5-7B, each at
@@ -32,11 +34,17 @@ NVRTC, CUDA-graph replay) and, for blocks, ``capture_layer``/``capture_model`` l
 ``lower-to-cuda`` and run by a ``CompiledProgram`` with ``cuda_graph=True``. Everything is
 FP32 with TF32 off.
 
-**Timing.** The same for all three: ``--warmup`` calls (default 10), then ``--reps`` calls
-(default 100), each between two CUDA events and followed by a synchronisation, so a time is
-the latency of one call as its caller sees it (host launch overhead included); the median in
-milliseconds is recorded (``eager_ms``, ``compile_ms``, ``llmopt_ms``). llmopt is called
-as a CUDA-graph program is used in a loop: with its static input buffers
+**Timing.** The same for all three: each timed call runs between two CUDA events and is
+followed by a synchronisation, so a time is the latency of one call as its caller sees it
+(host launch overhead included). Every system is built and checked first; then the systems
+are timed in ``--rounds`` interleaved rounds (default 5): in each round every system in turn
+runs ``--warmup`` untimed calls (default 10) and then ``ceil(reps / rounds)`` timed calls
+(``--reps``, default 100), and the order is rotated from one round to the next, so no system
+is always first. The speed of a GPU shared with other work drifts; interleaving spreads that
+drift over all the systems alike instead of favouring the one timed in a quiet moment (all
+three systems are resident at once for it). The median in milliseconds over all of a
+system's timed calls is recorded (``eager_ms``, ``compile_ms``, ``llmopt_ms``). llmopt is
+called as a CUDA-graph program is used in a loop: with its static input buffers
 (``CompiledProgram.static_inputs``, which hold the case's inputs), so a call is one graph
 replay; ``llmopt_copy_ms`` is a call with other tensors, which first copies them into those
 buffers (context only, not used in the ratios). Inputs stay
@@ -376,8 +384,13 @@ class Built:
 Builder = Callable[[nn.Module, tuple[torch.Tensor, ...]], Built]
 """Makes a system's :class:`Built` for a module and its example inputs."""
 
-Timer = Callable[[Callable[[], Any], int, int], float]
-"""``timer(call, reps, warmup)``: the median time of one call, in milliseconds."""
+Timer = Callable[[Callable[[], Any], int, int], list[float]]
+"""``timer(call, reps, warmup)``: ``warmup`` untimed calls of ``call``, then the times of
+``reps`` calls, in milliseconds. :func:`measure` calls it once per system and round and takes
+the median over all the rounds' samples, so the timer returns samples rather than a summary."""
+
+DEFAULT_ROUNDS = 5
+"""Interleaved timing rounds per case, unless ``--rounds`` says otherwise."""
 
 SYSTEMS = ("eager", "compile", "llmopt")
 MS_FIELD = {"eager": "eager_ms", "compile": "compile_ms", "llmopt": "llmopt_ms"}
@@ -476,9 +489,10 @@ def default_builders(pipeline: str = DEFAULT_PIPELINE) -> dict[str, Builder]:
 # --- measuring ----------------------------------------------------------------------------------
 
 
-def cuda_time_ms(call: Callable[[], Any], reps: int, warmup: int) -> float:
-    """The median of ``reps`` CUDA-event times of ``call()`` (each followed by a
-    synchronisation), after ``warmup`` untimed calls, in milliseconds."""
+def cuda_samples_ms(call: Callable[[], Any], reps: int, warmup: int) -> list[float]:
+    """The CUDA-event times of ``reps`` calls of ``call()`` (each followed by a
+    synchronisation), after ``warmup`` untimed calls, in milliseconds: the suite's
+    :data:`Timer`."""
     for _ in range(warmup):
         call()
     torch.cuda.synchronize()
@@ -491,7 +505,70 @@ def cuda_time_ms(call: Callable[[], Any], reps: int, warmup: int) -> float:
         end.record()
         end.synchronize()
         times.append(start.elapsed_time(end))
-    return statistics.median(times)
+    return times
+
+
+def cuda_time_ms(call: Callable[[], Any], reps: int, warmup: int) -> float:
+    """The median of :func:`cuda_samples_ms`: one system timed on its own, in milliseconds."""
+    return statistics.median(cuda_samples_ms(call, reps, warmup))
+
+
+def timed_per_round(reps: int, rounds: int) -> int:
+    """Timed calls of a system in each of ``rounds`` rounds: ``ceil(reps / rounds)``, so
+    that every system gets at least ``reps`` samples in all."""
+    return math.ceil(reps / rounds)
+
+
+@dataclass(frozen=True)
+class TimedCall:
+    """One timed series of a case: ``call()`` is timed into ``row[field]`` on behalf of
+    ``system`` (whose failure drops all its series)."""
+
+    system: str
+    field: str
+    call: Callable[[], Any]
+
+
+def interleaved_samples(calls: Sequence[TimedCall], timer: Timer, *, reps: int, warmup: int,
+                        rounds: int) -> tuple[dict[str, list[float]], dict[str, Exception]]:
+    """Time ``calls`` in ``rounds`` interleaved rounds and return the samples of each field
+    and the error of each system whose call raised.
+
+    In round ``r`` the calls still being timed run in their given order rotated left by
+    ``r`` (round 0: as given, round 1: from the second on, then the first, ...), each as
+    one ``timer`` call of
+    ``warmup`` untimed and :func:`timed_per_round` timed calls; a field's samples are those
+    of all rounds. Alternating the systems exposes them to the same slow and fast moments of
+    a shared GPU, and rotating keeps any one from always running right after another's
+    warm-up or always first. A call that raises drops every series of its system, samples
+    included, from this and the remaining rounds; the other systems go on.
+
+    Raises:
+        ValueError: ``rounds`` or ``reps`` is not positive, or ``warmup`` is negative.
+    """
+    if rounds < 1 or reps < 1 or warmup < 0:
+        raise ValueError(f"need rounds >= 1, reps >= 1 and warmup >= 0 "
+                         f"(got {rounds}, {reps}, {warmup})")
+    per_round = timed_per_round(reps, rounds)
+    active = list(calls)
+    samples: dict[str, list[float]] = {c.field: [] for c in active}
+    errors: dict[str, Exception] = {}
+    for r in range(rounds):
+        if not active:
+            break
+        shift = r % len(active)
+        for entry in active[shift:] + active[:shift]:
+            if entry.system in errors:
+                continue  # an earlier series of the same system failed in this round
+            try:
+                samples[entry.field] += timer(entry.call, per_round, warmup)
+            except Exception as err:  # one system's failure must not hide the others
+                errors[entry.system] = err
+        for entry in active:
+            if entry.system in errors:
+                samples.pop(entry.field, None)
+        active = [c for c in active if c.system not in errors]
+    return samples, errors
 
 
 def error_text(err: BaseException) -> str:
@@ -525,45 +602,86 @@ def rel_error(got: torch.Tensor, ref: torch.Tensor) -> float:
     return diff / scale if scale > 0 else diff
 
 
-def measure(row: Case, module: nn.Module, inputs: tuple[torch.Tensor, ...],
-            ref: torch.Tensor, builders: Mapping[str, Builder], *, timer: Timer, reps: int,
-            warmup: int) -> Case:
-    """Build, check and time every system of ``builders`` on one case, into ``row``.
+def _record_failure(row: Case, system: str, err: Exception) -> None:
+    """Put ``system``'s failure into ``row`` (the error's first line, no time) and print it."""
+    row[ERROR_FIELD[system]] = error_text(err)
+    row[MS_FIELD[system]] = None
+    print(f"  {row.get('name')}: {system} failed: {error_text(err)}", flush=True)
+    traceback.print_exception(err, limit=4)
 
-    A system that raises gets its error's first line in its error field (``error`` for
-    llmopt) and no time; the others still run. Sets ``ok`` (llmopt within ``tol``) and the
-    ratios. Returns ``row``.
+
+def timed_calls(system: str, built: Built, inputs: tuple[torch.Tensor, ...]
+                ) -> list[TimedCall]:
+    """What is timed of a built system: ``fn(*inputs)`` into its time field or, when it has
+    a ``replay``, the replay there and ``fn(*inputs)`` (which copies the inputs into the
+    static buffers first) into ``<system>_copy_ms``."""
+
+    def call() -> Any:
+        return built.fn(*inputs)
+
+    if built.replay is None:
+        return [TimedCall(system, MS_FIELD[system], call)]
+    # The graph reads the static buffers the check's call filled with ``inputs``.
+    return [TimedCall(system, MS_FIELD[system], built.replay),
+            TimedCall(system, f"{system}_copy_ms", call)]
+
+
+def build_systems(row: Case, module: nn.Module, inputs: tuple[torch.Tensor, ...],
+                  ref: torch.Tensor, builders: Mapping[str, Builder]) -> dict[str, Built]:
+    """Build every system of ``builders`` (in :data:`SYSTEMS` order) and check its output
+    against ``ref``, recording compile time, tolerance, kernel count and error in ``row``.
+
+    Returns the systems that built and checked, to be timed together; one that raises gets
+    its failure recorded (:func:`_record_failure`) and is left out, and the others still
+    build. What a failed build made is garbage when this returns.
     """
+    built: dict[str, Built] = {}
     for system in SYSTEMS:
         builder = builders.get(system)
         if builder is None:
             continue
-        built: Built | None = None
-        fn: Callable[..., Any] | None = None
         try:
-            built = builder(module, inputs)
-            if built.compile_s is not None and system in COMPILE_FIELD:
-                row[COMPILE_FIELD[system]] = built.compile_s
-            if built.tol is not None:
-                row["tol"] = built.tol
-            if built.kernels is not None:
-                row["kernels"] = built.kernels
-            row[ERR_FIELD[system]] = rel_error(_first(built.fn(*inputs)), ref)
-            fn = built.fn
-            if built.replay is not None:
-                # The graph reads the static buffers the first call filled with ``inputs``.
-                row[MS_FIELD[system]] = timer(built.replay, reps, warmup)
-                row[f"{system}_copy_ms"] = timer(lambda f=fn: f(*inputs), reps, warmup)
-            else:
-                row[MS_FIELD[system]] = timer(lambda f=fn: f(*inputs), reps, warmup)
+            made = builder(module, inputs)
+            if made.compile_s is not None and system in COMPILE_FIELD:
+                row[COMPILE_FIELD[system]] = made.compile_s
+            if made.tol is not None:
+                row["tol"] = made.tol
+            if made.kernels is not None:
+                row["kernels"] = made.kernels
+            row[ERR_FIELD[system]] = rel_error(_first(made.fn(*inputs)), ref)
+            built[system] = made
         except Exception as err:  # one system's failure must not hide the others
-            row[ERROR_FIELD[system]] = error_text(err)
-            row[MS_FIELD[system]] = None
-            print(f"  {row.get('name')}: {system} failed: {error_text(err)}", flush=True)
-            traceback.print_exc(limit=4)
-        finally:
-            del built, fn  # a compiled program and its CUDA graph go before the next system
-            gc.collect()
+            _record_failure(row, system, err)
+    return built
+
+
+def measure(row: Case, module: nn.Module, inputs: tuple[torch.Tensor, ...],
+            ref: torch.Tensor, builders: Mapping[str, Builder], *, timer: Timer, reps: int,
+            warmup: int, rounds: int = DEFAULT_ROUNDS) -> Case:
+    """Build, check and time every system of ``builders`` on one case, into ``row``.
+
+    Every system is built and checked against ``ref`` first and kept alive; then all are
+    timed together by :func:`interleaved_samples` (``rounds`` rounds of ``warmup`` untimed
+    and ``ceil(reps / rounds)`` timed calls each, in rotating order), so that a GPU whose
+    speed drifts during the case slows every system alike; each time is the median of all
+    the system's samples. A system that raises, in its build, its check or its timing, gets
+    its error's first line in its error field (``error`` for llmopt) and no time; the others
+    still run. Everything built is freed at the end. Sets ``ok`` (llmopt within ``tol``) and
+    the ratios. Returns ``row``.
+    """
+    built = build_systems(row, module, inputs, ref, builders)
+    try:
+        samples, errors = interleaved_samples(
+            [c for system, b in built.items() for c in timed_calls(system, b, inputs)],
+            timer, reps=reps, warmup=warmup, rounds=rounds)
+        for field, times in samples.items():
+            row[field] = statistics.median(times) if times else None
+        for system, err in errors.items():
+            _record_failure(row, system, err)
+    finally:
+        # Compiled programs and their CUDA graphs go before the next case is built.
+        built.clear()
+        gc.collect()
     for system in SYSTEMS:
         row.setdefault(MS_FIELD[system], None)
     err, tol = row.get("max_err_rel"), row.get("tol")
@@ -581,11 +699,12 @@ def cleanup() -> None:
 
 
 def run_op_case(dims: ModelDims, seq: int, op: str, *, device: str | torch.device = "cuda",
-                reps: int = 100, warmup: int = 10, timer: Timer | None = None,
-                builders: Mapping[str, Builder] | None = None,
+                reps: int = 100, warmup: int = 10, rounds: int = DEFAULT_ROUNDS,
+                timer: Timer | None = None, builders: Mapping[str, Builder] | None = None,
                 pipeline: str = DEFAULT_PIPELINE) -> Case:
     """Build one op case, its float64 reference, and measure every system on it (llmopt
-    lowered by ``pipeline``)."""
+    lowered by ``pipeline``; ``reps``, ``warmup`` and ``rounds`` as :func:`measure` takes
+    them)."""
     name = case_name(dims.name, seq, op)
     row: Case = {"name": name, "model": dims.name, "seq": seq, "op": op}
     case: OpCase | None = None
@@ -597,7 +716,7 @@ def run_op_case(dims: ModelDims, seq: int, op: str, *, device: str | torch.devic
             ref = reference(case.module, case.inputs)
             measure(row, case.module, case.inputs, ref,
                     default_builders(pipeline) if builders is None else builders,
-                    timer=timer or cuda_time_ms, reps=reps, warmup=warmup)
+                    timer=timer or cuda_samples_ms, reps=reps, warmup=warmup, rounds=rounds)
     except Exception as err:  # the case itself could not be built
         row.setdefault("error", error_text(err))
         traceback.print_exc(limit=4)
@@ -655,12 +774,14 @@ def perturb_(model: nn.Module, seed: int) -> None:
 
 def run_block_case(model_name: str, seq: int, what: str, *, config: Any = None,
                    device: str = "cuda", reps: int = 100, warmup: int = 10,
-                   timer: Timer | None = None, builders: Mapping[str, Builder] | None = None,
+                   rounds: int = DEFAULT_ROUNDS, timer: Timer | None = None,
+                   builders: Mapping[str, Builder] | None = None,
                    pipeline: str = DEFAULT_PIPELINE) -> Case:
     """One block case (``what`` is ``decoder_layer`` or ``whole_model``): the model built
     from its preset (or from ``config``, a transformers config, when given) with seeded,
     perturbed weights, its float64 reference, and every system measured on it (llmopt
-    lowered by ``pipeline``). ``builders`` replace the default systems by name."""
+    lowered by ``pipeline``; ``reps``, ``warmup`` and ``rounds`` as :func:`measure` takes
+    them). ``builders`` replace the default systems by name."""
     from llmopt.frontend.models import (
         build_model,
         capture_layer,
@@ -701,8 +822,8 @@ def run_block_case(model_name: str, seq: int, what: str, *, config: Any = None,
             cleanup()  # the float64 copy is gone: give its memory back before compiling
             systems = {"eager": build_eager, "compile": build_torch_compile, "llmopt": llm,
                        **(builders or {})}
-            measure(row, wrapper, inputs, ref, systems, timer=timer or cuda_time_ms,
-                    reps=reps, warmup=warmup)
+            measure(row, wrapper, inputs, ref, systems, timer=timer or cuda_samples_ms,
+                    reps=reps, warmup=warmup, rounds=rounds)
     except Exception as err:
         row.setdefault("error", error_text(err))
         traceback.print_exc(limit=4)
@@ -738,9 +859,10 @@ def git_commit() -> str | None:
 
 
 def run_metadata(kind: str, *, commit: str | None, reps: int, warmup: int,
-                 pipeline: str = DEFAULT_PIPELINE) -> Doc:
-    """The top-level fields of a results file: what ran where (and, when it is not
-    ``lower-to-cuda``, the pipeline llmopt lowered with)."""
+                 rounds: int = DEFAULT_ROUNDS, pipeline: str = DEFAULT_PIPELINE) -> Doc:
+    """The top-level fields of a results file: what ran where, how it was timed (and, when
+    it is not ``lower-to-cuda``, the pipeline llmopt lowered with)."""
+    per_round = timed_per_round(reps, rounds)
     cuda = torch.cuda.is_available()
     return {
         "kind": kind,
@@ -756,8 +878,11 @@ def run_metadata(kind: str, *, commit: str | None, reps: int, warmup: int,
         "tf32": False,
         "reps": reps,
         "warmup": warmup,
-        "timing": f"median of {reps} calls, each between CUDA events and synchronised, after "
-                  f"{warmup} warm-up calls",
+        "rounds": rounds,
+        "timing": f"median of {rounds * per_round} calls per system, each between CUDA events "
+                  f"and synchronised, in {rounds} interleaved rounds: in each round every "
+                  f"system in turn, in an order rotated from round to round, runs {warmup} "
+                  f"warm-up calls and then {per_round} timed calls",
         **({} if pipeline == DEFAULT_PIPELINE else {"pipeline": pipeline}),
     }
 
@@ -830,8 +955,14 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     common.add_argument("--out-dir", type=Path, help="where the results files go")
     common.add_argument("--models", nargs="+", choices=list(MODELS), default=list(MODELS))
     common.add_argument("--commit", help="the commit measured (default: git HEAD, if any)")
-    common.add_argument("--reps", type=int, default=100, help="timed calls per system")
-    common.add_argument("--warmup", type=int, default=10, help="untimed calls first")
+    common.add_argument("--reps", type=int, default=100,
+                        help="timed calls per system, over all rounds (rounded up to a "
+                             "multiple of --rounds)")
+    common.add_argument("--warmup", type=int, default=10,
+                        help="untimed calls before each round's timed calls")
+    common.add_argument("--rounds", type=int, default=DEFAULT_ROUNDS,
+                        help="interleaved timing rounds, the systems in rotating order, each "
+                             "with ceil(reps / rounds) timed calls (%(default)s)")
     common.add_argument("--tag", default=DEFAULT_TAG, help="file-name suffix (%(default)s)")
     common.add_argument("--fresh", action="store_true",
                         help="drop the cases an earlier run left in the results file")
@@ -852,8 +983,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if not args.list and args.out_dir is None:
         parser.error("--out-dir is required")
-    if args.reps < 1 or args.warmup < 0:
-        parser.error("--reps must be positive and --warmup not negative")
+    if args.reps < 1 or args.rounds < 1 or args.warmup < 0:
+        parser.error("--reps and --rounds must be positive and --warmup not negative")
     return args
 
 
@@ -887,7 +1018,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure_precision()
     commit = args.commit or git_commit()
     meta = run_metadata(args.kind, commit=commit, reps=args.reps, warmup=args.warmup,
-                        pipeline=args.pipeline)
+                        rounds=args.rounds, pipeline=args.pipeline)
     results = ResultsFile(args.out_dir / f"{args.kind}-{args.tag}.json", meta,
                           fresh=args.fresh)
     print(f"{len(plan)} {args.kind} cases on {meta['gpu']} (torch {meta['torch']}, CUDA "
@@ -897,10 +1028,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         start = time.perf_counter()
         if args.kind == "ops":
             row = run_op_case(MODELS[model], seq, what, device="cuda", reps=args.reps,
-                              warmup=args.warmup, pipeline=args.pipeline)
+                              warmup=args.warmup, rounds=args.rounds, pipeline=args.pipeline)
         else:
             row = run_block_case(model, seq, what, device="cuda", reps=args.reps,
-                                 warmup=args.warmup, pipeline=args.pipeline)
+                                 warmup=args.warmup, rounds=args.rounds,
+                                 pipeline=args.pipeline)
         row["commit"] = commit
         row["case_s"] = time.perf_counter() - start
         results.add(row)

@@ -6,10 +6,14 @@ summaries, merges and reports of synthetic results. Nothing here needs a GPU.
 
 from __future__ import annotations
 
+import dataclasses
+import gc
 import itertools
 import json
 import math
+import statistics
 import sys
+import weakref
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -178,24 +182,84 @@ def test_numerics_through_the_interpreter(op: str) -> None:
 # --- measuring, with stand-in systems and timer ------------------------------------------------
 
 
-def fixed_timer(times: list[float]) -> Callable[[Callable[[], Any], int, int], float]:
-    """A timer that runs the call once and returns the next of ``times``."""
-    it: Iterator[float] = iter(times)
+class Token:
+    """An object a stand-in system holds, to see (by a weak reference) when it is freed."""
 
-    def timer(call: Callable[[], Any], reps: int, warmup: int) -> float:
-        call()
-        return next(it)
 
-    return timer
+class FakeGpu:
+    """Stand-in systems and a fake timer that record every call, in order.
+
+    A system made by :meth:`system` wraps a real builder; its calls append the system's name
+    to ``log`` (its ``replay``, when asked for, appends ``<name>:replay``). :meth:`timer` is
+    a :data:`suite.Timer`: it makes the untimed and then the timed calls, tells from the log
+    which series it timed, appends ``(series, warmup, timed)`` to ``blocks``, and returns
+    that series' next samples from ``times`` (cycled; 1.0 where none are given).
+    """
+
+    def __init__(self, times: dict[str, list[float]] | None = None) -> None:
+        self.log: list[str] = []
+        self.blocks: list[tuple[str, int, int]] = []
+        self.tokens: list[weakref.ref[Token]] = []
+        self._times: dict[str, Iterator[float]] = {
+            name: itertools.cycle(values) for name, values in (times or {}).items()}
+
+    def system(self, name: str, builder: suite.Builder = suite.build_eager, *,
+               replay: bool = False, fail_after: int | None = None) -> suite.Builder:
+        """A builder of ``builder``'s system whose calls are logged as ``name``; with
+        ``fail_after``, every call (replays included) after that many raises (0: the check
+        already fails)."""
+
+        def build(module: torch.nn.Module, inputs: tuple[Any, ...]) -> suite.Built:
+            inner = builder(module, inputs)
+            token = Token()
+            self.tokens.append(weakref.ref(token))
+            calls = itertools.count(1)
+
+            def run(series: str, args: tuple[Any, ...]) -> Any:
+                self.log.append(series)
+                if fail_after is not None and next(calls) > fail_after:
+                    raise RuntimeError(f"{name} fell over")
+                return inner.fn(*args)
+
+            def fn(*args: torch.Tensor, _token: Token = token) -> Any:
+                return run(name, args)
+
+            def again() -> Any:
+                return run(f"{name}:replay", inputs)
+
+            return dataclasses.replace(inner, fn=fn, replay=again if replay else None)
+
+        return build
+
+    def timer(self, call: Callable[[], Any], reps: int, warmup: int) -> list[float]:
+        """``warmup`` then ``reps`` calls of ``call``; the series' next ``reps`` samples."""
+        for _ in range(warmup):
+            call()
+        first = len(self.log)
+        for _ in range(reps):
+            call()
+        (series,) = set(self.log[first:])
+        self.blocks.append((series, warmup, reps))
+        samples = self._times.setdefault(series, itertools.repeat(1.0))
+        return [next(samples) for _ in range(reps)]
+
+    def order(self) -> list[str]:
+        """The series in the order they were timed, one entry per timer call."""
+        return [series for series, _, _ in self.blocks]
+
+
+def stand_ins(gpu: FakeGpu, **options: dict[str, Any]) -> dict[str, suite.Builder]:
+    """Every system as a logged stand-in of eager (``options[system]`` passed on)."""
+    return {system: gpu.system(system, **options.get(system, {})) for system in suite.SYSTEMS}
 
 
 def test_measure_ratios_and_accuracy() -> None:
     """Times, ratios, accuracy and compile facts land in the row."""
+    gpu = FakeGpu({"eager": [2.0], "compile": [1.0], "llmopt": [0.5]})
     row = suite.run_op_case(
-        TINY, SEQ, "silu_mul_down", device="cpu", reps=3, warmup=1,
-        timer=fixed_timer([2.0, 1.0, 0.5]),
-        builders={"eager": suite.build_eager, "compile": suite.build_eager,
-                  "llmopt": interpreted},
+        TINY, SEQ, "silu_mul_down", device="cpu", reps=3, warmup=1, timer=gpu.timer,
+        builders={"eager": gpu.system("eager"), "compile": gpu.system("compile"),
+                  "llmopt": gpu.system("llmopt", interpreted)},
     )
     assert row["name"] == f"tiny/s{SEQ}/silu_mul_down"
     assert row["shapes"] == [[1, SEQ, 48], [1, SEQ, 48]]
@@ -208,6 +272,8 @@ def test_measure_ratios_and_accuracy() -> None:
     assert row["eager_err_rel"] <= row["tol"]
     assert row["kernels"] == 3 and row["llmopt_compile_s"] == 0.0
     assert "error" not in row
+    assert "llmopt_copy_ms" not in row  # no CUDA graph to replay: one series
+    assert len(gpu.blocks) == 3 * suite.DEFAULT_ROUNDS
 
 
 def test_a_failing_llmopt_is_recorded_not_raised() -> None:
@@ -215,10 +281,11 @@ def test_a_failing_llmopt_is_recorded_not_raised() -> None:
     def broken(module: torch.nn.Module, inputs: tuple[Any, ...]) -> suite.Built:
         raise RuntimeError("boom\nsecond line")
 
+    gpu = FakeGpu({"eager": [2.0], "compile": [1.0]})
     row = suite.run_op_case(
-        TINY, SEQ, "softmax", device="cpu", reps=3, warmup=1,
-        timer=fixed_timer([2.0, 1.0]),
-        builders={"eager": suite.build_eager, "compile": suite.build_eager, "llmopt": broken},
+        TINY, SEQ, "softmax", device="cpu", reps=3, warmup=1, timer=gpu.timer,
+        builders={"eager": gpu.system("eager"), "compile": gpu.system("compile"),
+                  "llmopt": broken},
     )
     assert row["error"] == "RuntimeError: boom"
     assert row["llmopt_ms"] is None
@@ -228,10 +295,12 @@ def test_a_failing_llmopt_is_recorded_not_raised() -> None:
 
 def test_a_case_that_cannot_be_built_is_recorded() -> None:
     """A case whose module cannot be built records the error."""
-    row = suite.run_op_case(TINY, SEQ, "no_such_op", device="cpu",
-                            timer=fixed_timer([]), builders={})
+    gpu = FakeGpu()
+    row = suite.run_op_case(TINY, SEQ, "no_such_op", device="cpu", timer=gpu.timer,
+                            builders={})
     assert row["error"].startswith("ValueError: unknown op")
     assert row["llmopt_ms"] is None
+    assert gpu.blocks == []
 
 
 def tiny_config(kind: str, layers: int = 1) -> Any:
@@ -249,16 +318,19 @@ def tiny_config(kind: str, layers: int = 1) -> Any:
 def test_decoder_layer_block_case() -> None:
     """A (small) decoder layer through eager, the reference and llmopt's IR."""
     pytest.importorskip("transformers")
+    gpu = FakeGpu({"eager": [2.0], "compile": [1.0], "llmopt": [4.0]})
     row = suite.run_block_case(
-        "tiny", SEQ, "decoder_layer", config=tiny_config("qwen2"), device="cpu",
-        timer=fixed_timer([2.0, 1.0, 4.0]),
-        builders={"compile": suite.build_eager, "llmopt": interpreted},
+        "tiny", SEQ, "decoder_layer", config=tiny_config("qwen2"), device="cpu", reps=2,
+        warmup=0, rounds=2, timer=gpu.timer,
+        builders={"eager": gpu.system("eager"), "compile": gpu.system("compile"),
+                  "llmopt": gpu.system("llmopt", interpreted)},
     )
     assert row["name"] == f"tiny/s{SEQ}/decoder_layer"
     assert row["shapes"] == [[1, SEQ, 64], [1, SEQ, 16], [1, SEQ, 16]]
     assert "error" not in row
     assert row["ok"] is True and 0 < row["max_err_rel"] <= row["tol"]
     assert row["vs_best"] == pytest.approx(0.25)
+    assert gpu.order() == ["eager", "compile", "llmopt", "compile", "llmopt", "eager"]
 
 
 def test_whole_model_block_case_records_llmopt_failure_off_gpu() -> None:
@@ -266,14 +338,16 @@ def test_whole_model_block_case_records_llmopt_failure_off_gpu() -> None:
     pytest.importorskip("transformers")
     # On the CPU llmopt's program cannot be loaded (no GPU, or CPU inputs): recorded, not
     # raised; eager and the float64 reference still run.
+    gpu = FakeGpu({"eager": [2.0], "compile": [1.0]})
     row = suite.run_block_case(
-        "tiny", SEQ, "whole_model", config=tiny_config("llama"), device="cpu",
-        timer=fixed_timer([2.0, 1.0]), builders={"compile": suite.build_eager},
+        "tiny", SEQ, "whole_model", config=tiny_config("llama"), device="cpu", timer=gpu.timer,
+        builders={"eager": gpu.system("eager"), "compile": gpu.system("compile")},
     )
     assert row["shapes"] == [[1, SEQ]]
     assert row["eager_ms"] == 2.0 and row["eager_err_rel"] < 1e-5
     assert row["llmopt_ms"] is None and row["error"]
     assert row["vs_eager"] is None and row["vs_best"] is None and row["ok"] is None
+    assert set(gpu.order()) == {"eager", "compile"}
 
 
 def test_pipeline_option_reaches_llmopt_and_the_results_file() -> None:
@@ -284,13 +358,158 @@ def test_pipeline_option_reaches_llmopt_and_the_results_file() -> None:
                               pipeline="lower-to-cuda,dce")
     assert meta["pipeline"] == "lower-to-cuda,dce"
     assert "pipeline" not in suite.run_metadata("blocks", commit=None, reps=1, warmup=0)
+    gpu = FakeGpu({"eager": [2.0], "compile": [1.0]})
     row = suite.run_block_case(
         "tiny", SEQ, "decoder_layer", config=tiny_config("qwen2"), device="cpu",
-        timer=fixed_timer([2.0, 1.0]), builders={"compile": suite.build_eager},
+        timer=gpu.timer,
+        builders={"eager": gpu.system("eager"), "compile": gpu.system("compile")},
         pipeline="no-such-pass",
     )
     assert row["eager_ms"] == 2.0
     assert row["llmopt_ms"] is None and "no-such-pass" in row["error"]
+
+
+def test_systems_are_built_first_then_timed_in_rotating_rounds() -> None:
+    """Every system is built and checked before any is timed; then each round times every
+    system (warm-up, then ceil(reps / rounds) calls), the order rotated by one per round;
+    everything built stays alive until the timing is done and is freed after."""
+    gpu = FakeGpu()
+    alive_while_timing: list[bool] = []
+
+    def timer(call: Callable[[], Any], reps: int, warmup: int) -> list[float]:
+        alive_while_timing.append(all(ref() is not None for ref in gpu.tokens))
+        return gpu.timer(call, reps, warmup)
+
+    row = suite.run_op_case(TINY, SEQ, "softmax", device="cpu", reps=7, warmup=2, rounds=3,
+                            timer=timer, builders=stand_ins(gpu))
+    assert "error" not in row and row["ok"] is None  # stand-ins carry no tolerance
+    assert gpu.order() == ["eager", "compile", "llmopt",
+                           "compile", "llmopt", "eager",
+                           "llmopt", "eager", "compile"]
+    assert {(w, t) for _, w, t in gpu.blocks} == {(2, 3)}  # ceil(7 / 3) timed calls
+    checks = ["eager", "compile", "llmopt"]  # one checking call each, before any timing
+    assert gpu.log == checks + [name for name, w, t in gpu.blocks for _ in range(w + t)]
+    assert len(gpu.tokens) == 3 and all(alive_while_timing)
+    gc.collect()
+    assert all(ref() is None for ref in gpu.tokens)
+
+
+def test_replay_and_copy_are_interleaved_like_systems() -> None:
+    """A system with a CUDA-graph replay is timed as two series, replay into ``*_ms`` and
+    the copying call into ``*_copy_ms``, both rotated with the others."""
+    gpu = FakeGpu({"eager": [2.0], "compile": [1.0], "llmopt:replay": [0.25],
+                   "llmopt": [0.5]})
+    row = suite.run_op_case(TINY, SEQ, "softmax", device="cpu", reps=4, warmup=1, rounds=4,
+                            timer=gpu.timer,
+                            builders=stand_ins(gpu, llmopt={"replay": True}))
+    series = ["eager", "compile", "llmopt:replay", "llmopt"]
+    assert gpu.order() == [name for r in range(4) for name in series[r:] + series[:r]]
+    assert (row["llmopt_ms"], row["llmopt_copy_ms"]) == (0.25, 0.5)
+    assert row["vs_eager"] == pytest.approx(8.0)
+    assert "eager_copy_ms" not in row
+
+
+@pytest.mark.parametrize("fail_after", [None, 0, 3])
+def test_a_failing_system_does_not_stop_the_others(fail_after: int | None) -> None:
+    """torch.compile failing in its build (``None``), its check (0) or during the timing
+    (3: in the second round) records its error, no time and no samples; eager and llmopt
+    are timed in every round, still in rotating order."""
+    gpu = FakeGpu({"eager": [2.0], "compile": [0.1], "llmopt": [0.5]})
+    builders = stand_ins(gpu)
+    if fail_after is None:
+        def broken(module: torch.nn.Module, inputs: tuple[Any, ...]) -> suite.Built:
+            raise RuntimeError("compile fell over\nsecond line")
+
+        builders["compile"] = broken
+    else:
+        builders["compile"] = gpu.system("compile", fail_after=fail_after)
+    row = suite.run_op_case(TINY, SEQ, "softmax", device="cpu", reps=3, warmup=1, rounds=3,
+                            timer=gpu.timer, builders=builders)
+    assert row["compile_error"] == "RuntimeError: compile fell over"
+    assert row["compile_ms"] is None and row["vs_compile"] is None
+    assert (row["eager_ms"], row["llmopt_ms"]) == (2.0, 0.5)
+    assert row["vs_best"] == pytest.approx(4.0)  # the best of what was timed
+    assert "error" not in row and "eager_error" not in row
+    others = [name for name in gpu.order() if name != "compile"]
+    assert others == ["eager", "llmopt", "llmopt", "eager", "eager", "llmopt"]
+    assert gpu.order().count("compile") == (1 if fail_after == 3 else 0)
+
+
+@pytest.mark.parametrize("fail_after", [2, 3])
+def test_a_failing_series_drops_all_of_its_system(fail_after: int) -> None:
+    """When a replayed system's replay (2: its first timed call) or copying call (3: its
+    first warm-up) fails, neither series keeps a time, the replay's samples of the same
+    round included, and its copying call is not timed after its replay failed; the other
+    systems go on."""
+    gpu = FakeGpu({"eager": [2.0], "compile": [1.0], "llmopt:replay": [0.25]})
+    builders = stand_ins(gpu, llmopt={"replay": True, "fail_after": fail_after})
+    row = suite.run_op_case(TINY, SEQ, "softmax", device="cpu", reps=2, warmup=1, rounds=2,
+                            timer=gpu.timer, builders=builders)
+    assert row["error"] == "RuntimeError: llmopt fell over"
+    assert row["llmopt_ms"] is None and "llmopt_copy_ms" not in row
+    assert (row["eager_ms"], row["compile_ms"]) == (2.0, 1.0)
+    replayed = ["llmopt:replay"] if fail_after == 3 else []
+    assert gpu.order() == ["eager", "compile", *replayed, "compile", "eager"]
+    assert gpu.log.count("llmopt") == (2 if fail_after == 3 else 1)  # the check, warm-up
+
+
+def test_the_time_is_the_median_of_all_samples() -> None:
+    """A system's time is the median over every round's samples, not of one round nor a
+    median of the rounds' medians; each round takes ceil(reps / rounds) samples."""
+    rounds_samples = [[1.0, 30.0], [2.0, 3.0], [4.0, 5.0]]
+    gpu = FakeGpu({"eager": list(itertools.chain(*rounds_samples))})
+    row = suite.run_op_case(TINY, SEQ, "softmax", device="cpu", reps=5, warmup=1, rounds=3,
+                            timer=gpu.timer, builders=stand_ins(gpu))
+    assert [t for name, _, t in gpu.blocks if name == "eager"] == [2, 2, 2]
+    assert row["eager_ms"] == 3.5
+    assert statistics.median(statistics.median(s) for s in rounds_samples) == 4.5
+    assert 3.5 not in {statistics.median(s) for s in rounds_samples}
+    assert row["compile_ms"] == 1.0  # the fake's default sample
+
+
+def test_interleaving_needs_positive_rounds_and_reps() -> None:
+    """Zero rounds or reps, or a negative warm-up, is refused before anything is timed."""
+    gpu = FakeGpu()
+    call = suite.TimedCall("eager", "eager_ms", lambda: gpu.log.append("eager"))
+    for bad in ({"rounds": 0}, {"reps": 0}, {"warmup": -1}):
+        kwargs = {"reps": 1, "warmup": 0, "rounds": 1, **bad}
+        with pytest.raises(ValueError, match="rounds >= 1"):
+            suite.interleaved_samples([call], gpu.timer, **kwargs)
+    assert gpu.log == []
+    samples, errors = suite.interleaved_samples([call], gpu.timer, reps=3, warmup=0,
+                                                rounds=10)
+    assert samples == {"eager_ms": [1.0] * 10} and errors == {}  # at least one per round
+
+
+def test_rounds_option_reaches_the_cases_and_the_results_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--rounds`` (default 5) goes to every case runner and into the results file's
+    timing; a run that is not positive is refused."""
+    assert suite.parse_args(["ops", "--list"]).rounds == suite.DEFAULT_ROUNDS == 5
+    with pytest.raises(SystemExit):
+        suite.parse_args(["ops", "--out-dir", str(tmp_path), "--rounds", "0"])
+    seen: list[dict[str, Any]] = []
+
+    def fake_case(dims: suite.ModelDims, seq: int, op: str, **kwargs: Any) -> report.Case:
+        seen.append(kwargs)
+        return report.add_ratios({"name": suite.case_name(dims.name, seq, op),
+                                  "eager_ms": 2.0, "compile_ms": 1.0, "llmopt_ms": 0.5})
+
+    # Pretend to be a GPU host; the cases themselves are stand-ins, so nothing touches one.
+    monkeypatch.setattr(suite.torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(suite.torch.cuda, "get_device_name", lambda: "fake GPU")
+    monkeypatch.setattr(suite, "configure_precision", lambda: None)
+    monkeypatch.setattr(suite, "run_op_case", fake_case)
+    assert suite.main(["ops", "--out-dir", str(tmp_path), "--models", "tinyllama", "--seqs",
+                       "32", "--ops", "softmax", "sdpa", "--reps", "10", "--warmup", "2",
+                       "--rounds", "3", "--commit", "abc"]) == 0
+    assert [(k["reps"], k["warmup"], k["rounds"]) for k in seen] == [(10, 2, 3)] * 2
+    doc = json.loads((tmp_path / "ops-h200.json").read_text())
+    assert doc["rounds"] == 3
+    assert doc["timing"].startswith("median of 12 calls per system")
+    assert "3 interleaved rounds" in doc["timing"] and "4 timed calls" in doc["timing"]
+    assert "5 interleaved rounds" in suite.run_metadata("ops", commit=None, reps=100,
+                                                        warmup=10)["timing"]
 
 
 def test_results_file_is_rewritten_after_every_case(tmp_path: Path) -> None:
@@ -411,7 +630,8 @@ def test_report_command_merges_directories(tmp_path: Path) -> None:
 
 
 def test_all_systems_are_timed_in_one_order() -> None:
-    """Every system has its fields, in the order they are run."""
+    """Every system has its fields, in the order they are built (and timed in the first
+    round)."""
     assert suite.SYSTEMS == ("eager", "compile", "llmopt")
     assert set(itertools.chain(suite.MS_FIELD, suite.ERR_FIELD, suite.ERROR_FIELD)) == set(
         suite.SYSTEMS)
