@@ -77,6 +77,7 @@ _BUILTIN_PASSES: dict[str, tuple[str, str]] = {
     "fuse-norm-prologue": ("llmopt.passes.loop.fuse_norm_prologue", "FuseNormPrologue"),
     "hoist-reduce-factors": ("llmopt.passes.loop.hoist_reduce_factors", "HoistReduceFactors"),
     "apply-tuned": ("llmopt.passes.tile.apply_tuned", "ApplyTuned"),
+    "flash-attention": ("llmopt.passes.tile.flash_attention", "FlashAttention"),
     "split-k": ("llmopt.passes.tile.split_k", "SplitK"),
     "register-tile": ("llmopt.passes.tile.register_tile", "RegisterTilePass"),
     "stage-inputs": ("llmopt.passes.tile.stage_inputs", "StageInputs"),
@@ -103,7 +104,7 @@ PIPELINES: dict[str, tuple[dict[str, str], str]] = {
     "lower-to-cuda": (
         {"arch": "sm_90"},
         "torch-to-prim,canonicalize,prim-to-loop,fuse-kernels{{recompute_limit=0}},canonicalize,"
-        "cse,hoist-reduce-factors,"
+        "cse,hoist-reduce-factors,flash-attention{{arch={arch}}},"
         "loop-to-tile{{arch={arch}}},apply-tuned{{arch={arch}}},split-k{{arch={arch}}},"
         "register-tile{{arch={arch}}},stage-inputs{{arch={arch}}},async-copy{{arch={arch}}},"
         "prefetch-stages,pad-shared,vector-fragments,"

@@ -59,6 +59,14 @@ def _linear(n_in: int, n_out: int, bias: bool) -> torch.nn.Module:
 
 
 F = torch.nn.functional
+
+
+def _merged_sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """Causal GQA attention with its heads concatenated, as a decoder layer computes it."""
+    out = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+    return out.transpose(1, 2).reshape(q.shape[0], q.shape[2], q.shape[1] * q.shape[3])
+
+
 S = (1, 7, 100)  # an odd size that divides no tile
 CASES: list[tuple[str, Callable[..., Any], list[tuple[int, ...]], int]] = [
     # name, function or module, input shapes, reduction length
@@ -103,6 +111,11 @@ CASES: list[tuple[str, Callable[..., Any], list[tuple[int, ...]], int]] = [
     ("slice", lambda x: x[..., 10:60] + 1.0, [S], 1),
     ("cat", lambda a, b: torch.cat([a, b], -1) * 2.0, [S, (1, 7, 28)], 1),
     ("rotate-half", lambda x: torch.cat([-x[..., 32:], x[..., :32]], -1), [(1, 32, 7, 64)], 1),
+    # causal GQA attention, heads concatenated: one flash-attention kernel
+    ("sdpa-causal-1x32x512x64", lambda q, k, v: _merged_sdpa(q, k, v),
+     [(1, 32, 512, 64), (1, 4, 512, 64), (1, 4, 512, 64)], 512),
+    ("sdpa-causal-1x28x128x128", lambda q, k, v: _merged_sdpa(q, k, v),
+     [(1, 28, 128, 128), (1, 4, 128, 128), (1, 4, 128, 128)], 128),
 ]
 
 

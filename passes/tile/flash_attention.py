@@ -1,0 +1,915 @@
+"""``flash-attention``: attention's four kernels become one, with an online softmax.
+
+**Matches** four ``loop.kernel`` ops as ``fuse-kernels`` and ``hoist-reduce-factors`` leave
+``softmax(mask(scale · Q·Kᵀ)) · V`` (one dimension list ``(batch…, i, j)`` for the scores,
+``i`` the query and ``j`` the key):
+
+1. *scores*: ``S[batch…, i, j] = Σ_r Q[…, i, r] · K[…, j, r]`` — a band over ``(batch…, i, j)``
+   holding one ``loop.reduce add`` of the product of a load that reads ``i`` (not ``j``) and
+   one that reads ``j`` (not ``i``);
+2. *exp*: per ``(batch…, i)`` the row maximum ``m = max_j g(S[…, i, j])`` of a scalar body
+   ``g`` (scale, mask …), then ``E[…, i, j] = exp(g(S[…, i, j]) - m)`` with ``g`` computed
+   again by the same ops;
+3. *sums*: ``l[batch…, i] = Σ_j E[…, i, j]``;
+4. *output*: ``O[f(batch…, i, d)] = h(Σ_j E[…, i, j] · V[…, j, d], l[…, i])`` — the sum of
+   ``P·V`` with whatever epilogue ``h`` follows it (after ``hoist-reduce-factors``: the
+   division by ``l``), stored in any layout whose coordinates are the roles themselves or
+   a head and a head-dimension index merged as ``head · D + d`` (attention's output with its
+   heads concatenated, ``[seq, heads · D]``).
+
+``S``, ``E`` and ``l`` must be buffers of the function that nothing else reads. (Without a
+mask, ``fuse-kernels`` merges the sums into the *exp* kernel, which then stores ``E / l``:
+that three-kernel form is not matched yet.) Head-dimension
+extents must be multiples of 16 and the query and key extents multiples of the block sizes;
+anything else is left to the four kernels.
+
+**Produces** one ``tile.kernel`` of 256 threads whose ``tile.forall over blocks`` takes
+``(batch…, query block)``: a block owns ``bm`` query rows. It stages its rows of ``Q`` in
+shared memory once, then loops over blocks of ``bn`` keys — with a causal mask (``g`` ends in
+``select(j ≤ i, x, -inf)``) only up to the block holding the diagonal, because later
+blocks are masked entirely. Per key block: the ``K`` and ``V`` rows are staged; the
+``bm × bn`` score tile is computed by 16 × 16 threads with a register micro-tile each and
+``g`` is applied (its ops cloned from the *exp* kernel, with ``i`` and ``j`` the tile's
+coordinates); one thread per row updates the row's running maximum ``m``, turns the scores
+into ``p = exp(s - m)``, and rescales its running sum ``l ← l·exp(m_old - m) + Σ p``; the
+output accumulators (a register micro-tile of ``bm × D`` per block) are rescaled by the same
+factor and take ``Σ_j p·V``. After the last key block the *output* kernel's epilogue runs on
+the accumulators, with ``l`` read from shared memory. The row maximum of a row whose scores
+are all ``-inf`` so far counts as 0 in the exponents, so a fully masked block adds nothing
+instead of making ``NaN``.
+
+**Why** the four kernels write and read the ``heads × seq × seq`` scores and probabilities
+through global memory twice and launch four times; here they stay in shared memory, and the
+causal half of the key blocks is skipped rather than computed and masked. Sums are taken
+in a different order (per key block, rescaled), so results round differently: within the
+same tolerance as the unfused kernels, not bit for bit.
+
+Options: ``bm`` (query rows per block: 16, 32 or 64; 0 = the largest that still gives
+every multiprocessor a block), ``bn`` (keys per block; 0 = the largest of 64, 32, 16 that
+divides the keys), ``arch`` (whose multiprocessor count the heuristic reads).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects import arith, memref, scf
+from xdsl.dialects.builtin import (
+    FloatAttr,
+    IndexType,
+    IntegerAttr,
+    MemRefType,
+    ModuleOp,
+    StringAttr,
+    i64,
+)
+from xdsl.ir import Block, Operation, Region, SSAValue
+from xdsl.ir.affine import (
+    AffineBinaryOpExpr,
+    AffineBinaryOpKind,
+    AffineConstantExpr,
+    AffineDimExpr,
+    AffineExpr,
+    AffineMap,
+)
+from xdsl.passes import ModulePass
+from xdsl.rewriter import InsertPoint, Rewriter
+from xdsl.traits import is_side_effect_free
+
+from llmopt.dialects import loop, tile
+from llmopt.passes.tile._access import Cloner, Linear, block_threads, loop_nest
+from llmopt.passes.tile._schedule import limits
+
+THREADS = 16
+"""Threads along each side of a score or output tile (16 × 16 = 256 a block)."""
+UNROLL = {"unroll": IntegerAttr(0, i64)}
+PAD = 4
+"""Padding of the tiles read along their rows (Q, K, the scores): rows of a multiple of 4
+words stay 16-byte aligned, so ``vector-fragments`` reads them as ``float4``, and 8
+consecutive rows start in distinct banks."""
+UNROLL_K = 8
+"""How far CUDA unrolls the sequential loops of the two products (their loads overlap)."""
+INDEX = IndexType()
+NEG_INF = float("-inf")
+SLE, ULE = 3, 7
+"""``arith.cmpi`` predicates ``sle`` and ``ule``."""
+
+
+# --- matching -------------------------------------------------------------------------------------
+
+
+def bound(kernel: loop.KernelOp, value: SSAValue) -> SSAValue | None:
+    """The function value a block argument of ``kernel`` is bound to, else ``None``."""
+    for arg, buf in zip(kernel.body.block.args, kernel.buffers, strict=True):
+        if arg is value:
+            return buf
+    return None
+
+
+def band(kernel: loop.KernelOp) -> tuple[list[loop.ForOp], list[Operation], list[Operation]]:
+    """The kernel's perfect ``loop.for`` band, the ops of its innermost body, and the
+    kernel's ops outside the band (which must be region-less and side-effect free); an
+    empty band when the kernel is not one band."""
+    top = [op for op in kernel.body.block.ops if not isinstance(op, loop.ForOp)]
+    fors = [op for op in kernel.body.block.ops if isinstance(op, loop.ForOp)]
+    if len(fors) != 1 or any(op.regions or not is_side_effect_free(op) for op in top):
+        return [], [], []
+    loops = [fors[0]]
+    while True:
+        ops = list(loops[-1].body.block.ops)
+        if len(ops) == 1 and isinstance(ops[0], loop.ForOp):
+            loops.append(ops[0])
+        else:
+            return loops, ops, top
+
+
+def coord(access: loop.LoadOp | loop.StoreOp, k: int) -> SSAValue | int | None:
+    """Coordinate ``k`` of an access when it is an index operand (returned) or a constant
+    (its value); ``None`` for any other expression."""
+    expr = access.map.data.results[k]
+    if isinstance(expr, AffineDimExpr):
+        return access.indices[expr.position]
+    if isinstance(expr, AffineConstantExpr):
+        return expr.value
+    return None
+
+
+def reads_at(access: loop.LoadOp | loop.StoreOp, ivs: Sequence[loop.ForOp | loop.ReduceOp],
+             trailing: int = 0) -> bool:
+    """Whether ``access`` touches exactly ``[iv₀, iv₁, …, 0 × trailing]``; a loop of extent
+    1 may also stand as the constant 0."""
+    rank = len(access.map.data.results)
+    if rank != len(ivs) + trailing:
+        return False
+    for k in range(rank):
+        c = coord(access, k)
+        if k >= len(ivs):
+            if c != 0:
+                return False
+        elif not (c is ivs[k].iv or (c == 0 and ivs[k].trip_count == 1)):
+            return False
+    return True
+
+
+def uses_any(access: loop.LoadOp, values: Sequence[SSAValue]) -> bool:
+    """Whether an index operand of ``access`` is one of ``values``."""
+    return any(v is w for v in access.indices for w in values)
+
+
+def same_ops(first: Sequence[Operation], second: Sequence[Operation],
+             mapping: dict[SSAValue, SSAValue]) -> bool:
+    """Whether two op lists compute the same thing: same ops, properties and attributes,
+    operands equal through ``mapping`` (extended with the results)."""
+    if len(first) != len(second):
+        return False
+    for a, b in zip(first, second, strict=True):
+        if (a.name != b.name or a.regions or b.regions or a.properties != b.properties
+                or a.attributes != b.attributes or len(a.operands) != len(b.operands)):
+            return False
+        if any(mapping.get(x, x) is not y for x, y in zip(a.operands, b.operands, strict=True)):
+            return False
+        mapping.update(zip(a.results, b.results, strict=True))
+    return True
+
+
+def product_of(red: loop.ReduceOp) -> tuple[loop.LoadOp, loop.LoadOp, arith.MulfOp] | None:
+    """A reduce body that is exactly two loads and the product it yields."""
+    ops = list(red.body.block.ops)
+    if len(ops) != 4 or not isinstance(ops[2], arith.MulfOp):
+        return None
+    a, b, mul, last = ops
+    if not (isinstance(a, loop.LoadOp) and isinstance(b, loop.LoadOp)
+            and isinstance(last, loop.YieldOp) and last.values[0] is mul.result
+            and {mul.lhs, mul.rhs} == {a.result, b.result}):
+        return None
+    return a, b, mul
+
+
+@dataclass
+class Scores:
+    """Kernel 1: ``S = Q·Kᵀ``."""
+
+    kernel: loop.KernelOp
+    ivs: list[loop.ForOp]
+    reduce: loop.ReduceOp
+    q: loop.LoadOp
+    k: loop.LoadOp
+    mul: arith.MulfOp
+    out: SSAValue
+
+
+def match_scores(kernel: loop.KernelOp) -> Scores | None:
+    loops, ops, _ = band(kernel)
+    if len(loops) < 3 or len(ops) != 2:
+        return None
+    red, store = ops
+    if not (isinstance(red, loop.ReduceOp) and red.kind.data == "add"
+            and isinstance(store, loop.StoreOp) and store.value is red.result):
+        return None
+    found = product_of(red)
+    out = bound(kernel, store.buffer)
+    if found is None or out is None or not reads_at(store, loops, len(store.map.data.results)
+                                                    - len(loops)):
+        return None
+    a, b, mul = found
+    i, j = loops[-2].iv, loops[-1].iv
+    for q, k in ((a, b), (b, a)):
+        if (uses_any(q, [i]) and not uses_any(q, [j]) and uses_any(k, [j])
+                and not uses_any(k, [i])):
+            return Scores(kernel, loops, red, q, k, mul, out)
+    return None
+
+
+@dataclass
+class Exp:
+    """Kernel 2: the row maximum of ``g(S)`` and ``E = exp(g(S) - max)``."""
+
+    kernel: loop.KernelOp
+    ivs: list[loop.ForOp]
+    max: loop.ReduceOp
+    load: loop.LoadOp
+    body: list[Operation]
+    """``g``: the ops of the max's body after the load of ``S``, without the yield."""
+    out: SSAValue
+    causal: bool
+
+
+def is_causal(body: Sequence[Operation], value: SSAValue, key: SSAValue, query: SSAValue
+              ) -> bool:
+    """Whether ``value`` (yielded by ``body``) is ``select(key ≤ query, x, -inf)``."""
+    sel = value.owner
+    if not (isinstance(sel, arith.SelectOp) and sel in body):
+        return False
+    neg = sel.rhs.owner
+    cond = sel.cond.owner
+    return (isinstance(neg, arith.ConstantOp) and isinstance(neg.value, FloatAttr)
+            and neg.value.value.data == NEG_INF and isinstance(cond, arith.CmpiOp)
+            and cond.predicate.value.data in (SLE, ULE) and cond.lhs is key
+            and cond.rhs is query)
+
+
+def match_exp(kernel: loop.KernelOp, scores: SSAValue) -> Exp | None:
+    loops, ops, _ = band(kernel)
+    if len(ops) != 2 or not isinstance(ops[0], loop.ReduceOp) or ops[0].kind.data != "max":
+        return None
+    red, row = ops
+    if not isinstance(row, loop.ForOp) or row.trip_count != red.trip_count:
+        return None
+    body = list(red.body.block.ops)
+    load, last = body[0], body[-1]
+    if not (isinstance(load, loop.LoadOp) and bound(kernel, load.buffer) is scores
+            and isinstance(last, loop.YieldOp)
+            and reads_at(load, [*loops, red], len(load.map.data.results) - len(loops) - 1)):
+        return None
+    g = body[1:-1]
+    if any(op.regions or isinstance(op, loop.StoreOp) for op in g):
+        return None
+    # The row loop: g again, then exp(g - max) stored at (band…, j).
+    row_ops = list(row.body.block.ops)
+    if len(row_ops) != len(body) + 2:
+        return None
+    mapping: dict[SSAValue, SSAValue] = {red.iv: row.iv}
+    if not same_ops(body[:-1], row_ops[:len(body) - 1], mapping):
+        return None
+    sub, exp, store = row_ops[len(body) - 1:]
+    gval = mapping.get(last.values[0], last.values[0])
+    if not (isinstance(sub, arith.SubfOp) and sub.lhs is gval and sub.rhs is red.result
+            and exp.name == "math.exp" and exp.operands[0] is sub.result
+            and isinstance(store, loop.StoreOp) and store.value is exp.results[0]
+            and reads_at(store, [*loops, row])):
+        return None
+    out = bound(kernel, store.buffer)
+    if out is None:
+        return None
+    causal = is_causal(g, last.values[0], red.iv, loops[-1].iv)
+    return Exp(kernel, loops, red, load, g, out, causal)
+
+
+def match_sums(kernel: loop.KernelOp, probs: SSAValue) -> SSAValue | None:
+    """Kernel 3: ``l = Σ_j E``; returns ``l``."""
+    loops, ops, _ = band(kernel)
+    if len(ops) != 2 or not isinstance(ops[0], loop.ReduceOp) or ops[0].kind.data != "add":
+        return None
+    red, store = ops
+    body = list(red.body.block.ops)
+    if not (isinstance(store, loop.StoreOp) and store.value is red.result and len(body) == 2
+            and isinstance(body[0], loop.LoadOp) and list(body[1].operands) == [body[0].result]
+            and bound(kernel, body[0].buffer) is probs and reads_at(body[0], [*loops, red])
+            and reads_at(store, loops, len(store.map.data.results) - len(loops))):
+        return None
+    return bound(kernel, store.buffer)
+
+
+@dataclass
+class Output:
+    """Kernel 4: ``O = h(Σ_j E·V, l)``, the roles of its band's loops."""
+
+    kernel: loop.KernelOp
+    ivs: list[loop.ForOp]
+    reduce: loop.ReduceOp
+    p: loop.LoadOp
+    v: loop.LoadOp
+    mul: arith.MulfOp
+    sums: list[loop.LoadOp]
+    """The epilogue's loads of ``l``."""
+    roles: dict[SSAValue, list[tuple[int, int]]]
+    """band iv → ``(coefficient, role)``: role ``k < n`` is the scores' dimension ``k``
+    (batch…, query), role ``n`` is ``d``, the head-dimension index."""
+    head_dim: int
+
+
+def merged(expr: AffineExpr, kind: AffineBinaryOpKind) -> tuple[int, int] | None:
+    """``(dim position, c)`` when ``expr`` is ``dim floordiv c`` / ``dim mod c``."""
+    if (isinstance(expr, AffineBinaryOpExpr) and expr.kind == kind
+            and isinstance(expr.lhs, AffineDimExpr) and isinstance(expr.rhs, AffineConstantExpr)
+            and expr.rhs.value > 0):
+        return expr.lhs.position, expr.rhs.value
+    return None
+
+
+Roles = dict[SSAValue, list[tuple[int, int]]]
+
+
+def output_roles(p: loop.LoadOp, v: loop.LoadOp, loops: Sequence[loop.ForOp], n: int,
+                 extents: Sequence[int]) -> tuple[Roles, int] | None:
+    """The roles of the output band's loops (see :class:`Output`) and the head dimension,
+    read from the loads of ``E`` (coordinates ``roles…, j``) and ``V`` (last coordinate
+    ``d``); ``None`` unless every loop is one role or ``head · D + d``."""
+    ivs = [lp.iv for lp in loops]
+    trip = {lp.iv: lp.trip_count for lp in loops}
+    roles: Roles = {}
+    d_expr = v.map.data.results[-1]
+    d_plain = coord(v, len(v.map.data.results) - 1)
+    d_split = merged(d_expr, AffineBinaryOpKind.Mod)
+    head_dim = None
+    for k in range(n):
+        expr = p.map.data.results[k]
+        c = coord(p, k)
+        if isinstance(c, int):
+            if c != 0 or extents[k] != 1:
+                return None
+            continue
+        if c is not None:
+            if c not in ivs or trip[c] != extents[k] or c in roles:
+                return None
+            roles[c] = [(1, k)]
+            continue
+        div = merged(expr, AffineBinaryOpKind.FloorDiv)
+        if div is None or d_split is None or div[1] != d_split[1]:
+            return None
+        iv = p.indices[div[0]]
+        if (iv is not v.indices[d_split[0]] or iv not in ivs or iv in roles
+                or trip[iv] != extents[k] * div[1]):
+            return None
+        roles[iv] = [(div[1], k), (1, n)]
+        head_dim = div[1]
+    if d_split is None:
+        if not isinstance(d_plain, SSAValue) or d_plain not in ivs or d_plain in roles:
+            return None
+        roles[d_plain] = [(1, n)]
+        head_dim = trip[d_plain]
+    if head_dim is None or any(iv not in roles for iv in ivs if trip[iv] > 1):
+        return None
+    return roles, head_dim
+
+
+def match_output(kernel: loop.KernelOp, probs: SSAValue, sums: SSAValue, n: int,
+                 extents: Sequence[int]) -> Output | None:
+    loops, ops, _ = band(kernel)
+    reds = [op for op in ops if isinstance(op, loop.ReduceOp)]
+    if len(reds) != 1 or reds[0].kind.data != "add" or any(
+            op.regions for op in ops if op is not reds[0]):
+        return None
+    red = reds[0]
+    found = product_of(red)
+    if found is None:
+        return None
+    a, b, mul = found
+    p, v = (a, b) if bound(kernel, a.buffer) is probs else (b, a)
+    if bound(kernel, p.buffer) is not probs or bound(kernel, v.buffer) in (probs, sums):
+        return None
+    rank_p = len(p.map.data.results)
+    if rank_p != n + 1 or coord(p, n) is not red.iv:
+        return None
+    v_keys = [k for k in range(len(v.map.data.results)) if coord(v, k) is red.iv]
+    if len(v_keys) != 1 or v_keys[0] == len(v.map.data.results) - 1:
+        return None
+    found_roles = output_roles(p, v, loops, n, extents)
+    if found_roles is None:
+        return None
+    roles, head_dim = found_roles
+    if uses_any(v, [iv for iv, rs in roles.items() if any(r == n - 1 for _, r in rs)]):
+        return None  # V must not depend on the query
+    # The epilogue reads l only at the row of the sum, and nothing else of the chain.
+    if len(ops) != len([op for op in ops if not op.regions]) + 1:
+        return None
+    loads = [op for op in ops if isinstance(op, loop.LoadOp)]
+    if any(bound(kernel, op.buffer) is probs for op in loads):
+        return None
+    sum_loads = [op for op in loads if bound(kernel, op.buffer) is sums]
+    ids: dict[SSAValue, int] = {}
+    row = canonical(p, ids)[:n]
+    for op in sum_loads:
+        if canonical(op, ids) != (*row, AffineConstantExpr(0)):
+            return None
+    return Output(kernel, loops, red, p, v, mul, sum_loads, roles, head_dim)
+
+
+def canonical(access: loop.LoadOp, ids: dict[SSAValue, int]) -> tuple[AffineExpr, ...]:
+    """The coordinates of ``access`` as expressions over its index values themselves (value
+    ``v`` is dimension ``ids[v]``, numbered as met), so accesses through different maps of
+    the same values compare equal."""
+    dims = [AffineDimExpr(ids.setdefault(v, len(ids))) for v in access.indices]
+    return tuple(e.replace_dims_and_symbols(dims, []) for e in access.map.data.results)
+
+
+@dataclass
+class Chain:
+    """The four matched kernels."""
+
+    scores: Scores
+    exp: Exp
+    sums_kernel: loop.KernelOp
+    sums: SSAValue
+    output: Output
+    out_store: loop.StoreOp
+
+
+def only_users(value: SSAValue, kernels: Sequence[loop.KernelOp]) -> bool:
+    """Whether ``value`` is a ``memref.alloc`` of the function bound only to ``kernels``."""
+    if not isinstance(value.owner, memref.AllocOp):
+        return False
+    return all(use.operation in kernels for use in value.uses)
+
+
+def match_chain(first: loop.KernelOp) -> Chain | None:
+    """The attention chain starting at the scores kernel ``first``, else ``None``."""
+    scores = match_scores(first)
+    if scores is None:
+        return None
+    users = [u.operation for u in scores.out.uses if u.operation is not first]
+    if len(users) != 1 or not isinstance(users[0], loop.KernelOp):
+        return None
+    exp = match_exp(users[0], scores.out)
+    if exp is None:
+        return None
+    n = len(exp.ivs)  # batch… and the query
+    extents = [lp.trip_count for lp in exp.ivs]
+    if [lp.trip_count for lp in scores.ivs] != [*extents, exp.max.trip_count]:
+        return None
+    readers = {u.operation for u in exp.out.uses} - {exp.kernel}
+    sums_kernel = next((k for k in readers if isinstance(k, loop.KernelOp)
+                        and match_sums(k, exp.out) is not None), None)
+    if sums_kernel is None:
+        return None
+    sums = match_sums(sums_kernel, exp.out)
+    assert sums is not None
+    rest = readers - {sums_kernel}
+    if len(rest) != 1:
+        return None
+    output_kernel = rest.pop()
+    if not isinstance(output_kernel, loop.KernelOp):
+        return None
+    output = match_output(output_kernel, exp.out, sums, n, extents)
+    if output is None:
+        return None
+    kernels = [first, exp.kernel, sums_kernel, output_kernel]
+    if not all(only_users(b, kernels) for b in (scores.out, exp.out, sums)):
+        return None
+    if ({u.operation for u in sums.uses} != {sums_kernel, output_kernel}
+            or {u.operation for u in scores.out.uses} != {first, exp.kernel}):
+        return None
+    stores = [op for op in output_kernel.walk() if isinstance(op, loop.StoreOp)]
+    if len(stores) != 1 or stores[0].parent_op() is not output.ivs[-1]:
+        return None
+    for k in kernels[:3]:
+        if sum(isinstance(op, loop.StoreOp) for op in k.walk()) != 1:
+            return None
+    return Chain(scores, exp, sums_kernel, sums, output, stores[0])
+
+
+# --- building -------------------------------------------------------------------------------------
+
+
+def choose_blocks(rows: int, queries: int, keys: int, head_dim: int, sms: int, bm: int,
+                  bn: int) -> tuple[int, int] | None:
+    """``(bm, bn)``: the options when set, else the largest ``bm`` of 64, 32, 16 that divides
+    the queries and still makes ``sms`` blocks over ``rows`` (batch × heads) rows of query
+    blocks (else the smallest that divides), and the largest ``bn`` of 64, 32, 16 that
+    divides the keys. (On the H200, Qwen2.5-7B's attention at seq 512, head dimension 128,
+    took 0.141 ms with ``bn = 64`` and 0.169 ms with 32.)"""
+    if not bm:
+        fitting = [b for b in (64, 32, 16) if queries % b == 0]
+        if not fitting:
+            return None
+        bm = next((b for b in fitting if rows * (queries // b) >= sms), fitting[-1])
+    if not bn:
+        bn = 64
+        while bn > 16 and keys % bn:
+            bn //= 2
+    if bm % THREADS or bn % THREADS or queries % bm or keys % bn:
+        return None
+    return bm, bn
+
+
+def lin_sum(*parts: tuple[int, Linear]) -> Linear:
+    """``Σ coef · linear``."""
+    terms: list[tuple[int, SSAValue]] = []
+    const = 0
+    for coef, lin in parts:
+        terms += [(coef * c, v) for c, v in lin.terms]
+        const += coef * lin.const
+    return Linear.of(*terms, const=const)
+
+
+def const_index(value: int) -> arith.ConstantOp:
+    return arith.ConstantOp(IntegerAttr(value, INDEX))
+
+
+def const_float(value: float, typ: object) -> arith.ConstantOp:
+    return arith.ConstantOp(FloatAttr(value, typ))  # type: ignore[arg-type]
+
+
+def shared(shape: Sequence[int], typ: object, name: str, pad: int | None) -> tile.AllocOp:
+    """A shared buffer (``pad``: the padding ``pad-shared`` gives it)."""
+    alloc = tile.AllocOp("shared", MemRefType(typ, list(shape)))  # type: ignore[arg-type]
+    alloc.result.name_hint = name
+    if pad is not None:
+        alloc.attributes["llmopt.pad"] = IntegerAttr(pad, i64)
+    return alloc
+
+
+def ident(rank: int) -> AffineMap:
+    return AffineMap.identity(rank)
+
+
+def seq_loop(extent: int, name: str, role: str, ub: SSAValue | None = None, unroll: int = 0
+             ) -> tuple[list[Operation], scf.ForOp, Block]:
+    """An ``scf.for %name = 0 to extent`` (or ``0 to ub``), its iterations unrolled by
+    ``unroll`` in CUDA (0: not): the ops to insert and its body."""
+    block = Block(arg_types=[INDEX])
+    block.args[0].name_hint = name
+    zero = const_index(0)
+    consts: list[Operation] = [zero]
+    if ub is None:
+        c = const_index(extent)
+        consts.append(c)
+        ub = c.result
+    one = const_index(1)
+    consts.append(one)
+    for_op = scf.ForOp(zero.result, ub, one.result, [], Region(block))
+    for_op.attributes["llmopt.role"] = StringAttr(role)
+    if unroll:
+        for_op.attributes["unroll"] = IntegerAttr(unroll, i64)
+    return consts, for_op, block
+
+
+def build(chain: Chain, bm: int, bn: int, name: str) -> tile.KernelOp:
+    """The flash kernel of ``chain`` (see the module docstring)."""
+    sc, ex, out = chain.scores, chain.exp, chain.output
+    extents = [lp.trip_count for lp in ex.ivs]
+    queries, keys = extents[-1], ex.max.trip_count
+    dk, hd = sc.reduce.trip_count, out.head_dim
+    typ = sc.reduce.result.type
+    wm, wn, wd = bm // THREADS, bn // THREADS, hd // THREADS
+    kernels = [sc.kernel, ex.kernel, chain.sums_kernel, out.kernel]
+    dropped = {sc.out, ex.out, chain.sums}
+    buffers: list[SSAValue] = []
+    for k in kernels:
+        for buf in k.buffers:
+            if buf not in dropped and buf not in buffers:
+                buffers.append(buf)
+    grid = [b for b in extents[:-1]] + [queries // bm]
+    new = tile.KernelOp(name, [min(math.prod(grid), 2**31 - 1), 1, 1], [THREADS * THREADS, 1, 1],
+                        buffers)
+    new.attributes["llmopt.flash"] = StringAttr(f"{bm}x{bn}")
+    top = new.body.block
+    for arg, buf in zip(top.args, buffers, strict=True):
+        arg.name_hint = next(a.name_hint for k in kernels
+                             for a, b in zip(k.body.block.args, k.buffers, strict=True)
+                             if b is buf)
+    values: dict[loop.KernelOp, dict[SSAValue, SSAValue]] = {}
+    for k in kernels:
+        vals = {a: top.args[buffers.index(b)] for a, b in zip(k.body.block.args, k.buffers,
+                                                             strict=True) if b in buffers}
+        for op in k.body.block.ops:
+            if not isinstance(op, loop.ForOp):
+                copy = op.clone(value_mapper=vals)
+                top.add_op(copy)
+                vals.update(zip(op.results, copy.results, strict=True))
+        values[k] = vals
+
+    blocks = tile.ForallOp(grid, "blocks")
+    top.add_op(blocks)
+    bivs = list(blocks.ivs)
+    for k, arg in enumerate(bivs[:-1]):
+        arg.name_hint = f"b{k}"
+    qb = bivs[-1]
+    qb.name_hint = "qb"
+    body = blocks.body.block
+    role: list[Linear] = [Linear.of() if e == 1 else Linear.of((1, b))
+                          for e, b in zip(extents[:-1], bivs[:-1], strict=True)]
+    q_base = Linear.of((bm, qb))
+
+    qs = shared([bm, dk], typ, "qs", PAD)
+    ks = shared([bn, dk], typ, "ks", PAD)
+    vs = shared([bn, hd], typ, "vs", 0)
+    ps = shared([bm, bn], typ, "ps", PAD)
+    m_run = shared([bm], typ, "m", None)
+    l_run = shared([bm], typ, "l", None)
+    corr = shared([bm], typ, "corr", None)
+    shift_run = shared([bm], typ, "shift", None)
+    parts = THREADS * THREADS // bm
+    part = shared([bm, parts], typ, "part", 1)
+    sacc = tile.AllocOp("registers", MemRefType(typ, [THREADS, THREADS, wm, wn]))
+    sacc.result.name_hint = "s"
+    oacc = tile.AllocOp("registers", MemRefType(typ, [THREADS, THREADS, wm, wd]))
+    oacc.result.name_hint = "acc"
+    body.add_ops([qs, ks, vs, ps, m_run, l_run, corr, shift_run, part, sacc, oacc])
+
+    def micro(inner_extent: int, inner_name: str, role_name: str
+              ) -> tuple[tile.ForallOp, Block, list[SSAValue]]:
+        forall, (ti, tj) = block_threads([THREADS, THREADS], ["ti", "tj"])
+        nest, inner, (mi, nj) = loop_nest([wm, inner_extent], ["mi", inner_name], UNROLL)
+        forall.body.block.add_op(nest)
+        forall.attributes["llmopt.role"] = StringAttr(role_name)
+        return forall, inner, [ti, tj, mi, nj]
+
+    def rows(name: str) -> tuple[tile.ForallOp, Block, SSAValue]:
+        forall, (r,) = block_threads([bm], ["r"])
+        forall.attributes["llmopt.role"] = StringAttr(name)
+        return forall, forall.body.block, r
+
+    def row_map() -> AffineMap:
+        """``(ti, mi) → mi·16 + ti``."""
+        return AffineMap(2, 0, (AffineDimExpr(1) * THREADS + AffineDimExpr(0),))
+
+    def tile_map() -> AffineMap:
+        """``(ti, tj, mi, nj) → (mi·16 + ti, nj·16 + tj)``."""
+        return AffineMap(4, 0, (AffineDimExpr(2) * THREADS + AffineDimExpr(0),
+                                AffineDimExpr(3) * THREADS + AffineDimExpr(1)))
+
+    def stage(load: loop.LoadOp, subst: dict[SSAValue, Linear], vals: dict[SSAValue, SSAValue],
+              dst: tile.AllocOp, extent: tuple[int, int], names: tuple[str, str],
+              fill: dict[SSAValue, tuple[int, int]]) -> tile.ForallOp:
+        """A forall filling ``dst[a, b]`` with ``load`` at ``subst`` plus ``fill`` (old iv →
+        (which of a, b, coefficient))."""
+        forall, (a, b) = block_threads(list(extent), list(names))
+        forall.attributes["llmopt.role"] = StringAttr("stage")
+        full = dict(subst)
+        for iv, (which, coef) in fill.items():
+            extra = Linear.of((coef, (a, b)[which]))
+            full[iv] = lin_sum((1, subst.get(iv, Linear.of())), (1, extra))
+        cloner = Cloner(full, dict(vals))
+        copy = cloner.clone_into(load, forall.body.block)
+        forall.body.block.add_op(loop.StoreOp(copy.results[0], dst.result, ident(2), [a, b]))
+        return forall
+
+    # Initial running maximum, sum and accumulators.
+    init_rows, blk, r = rows("init")
+    ninf, zero = const_float(NEG_INF, typ), const_float(0.0, typ)
+    blk.add_ops([ninf, zero, loop.StoreOp(ninf.result, m_run.result, ident(1), [r]),
+                 loop.StoreOp(zero.result, l_run.result, ident(1), [r])])
+    init_acc, inner, ivs = micro(wd, "dj", "init")
+    z = const_float(0.0, typ)
+    inner.add_ops([z, loop.StoreOp(z.result, oacc.result, ident(4), ivs)])
+    body.add_ops([init_rows, init_acc])
+
+    # Q rows of the block, once.
+    sc_vals = values[sc.kernel]
+    batch_subst = {lp.iv: role[k] for k, lp in enumerate(sc.ivs[:-2])}
+    q_subst = {**batch_subst, sc.ivs[-2].iv: q_base}
+    body.add_op(stage(sc.q, q_subst, sc_vals, qs, (bm, dk), ("ii", "dd"),
+                      {sc.ivs[-2].iv: (0, 1), sc.reduce.iv: (1, 1)}))
+
+    # The loop over key blocks (up to the diagonal's when the mask is causal).
+    n_kb = keys // bn
+    pre: list[Operation] = []
+    if ex.causal:
+        # ub = min(n_kb, (qb·bm + bm - 1) floordiv bn + 1)
+        c_bm, c_last, c_bn, c_n = (const_index(bm), const_index(bm - 1 + bn), const_index(bn),
+                                   const_index(n_kb))
+        first_row = arith.MuliOp(qb, c_bm.result)
+        end = arith.AddiOp(first_row.result, c_last.result)
+        blocks_to = arith.DivUIOp(end.result, c_bn.result)
+        ub_op = arith.MinUIOp(blocks_to.result, c_n.result)
+        pre = [c_bm, c_last, c_bn, c_n, first_row, end, blocks_to, ub_op]
+        ub: SSAValue | None = ub_op.result
+    else:
+        ub = None
+    consts, kb_loop, kb_body = seq_loop(n_kb, "kb", "key_blocks", ub=ub)
+    body.add_ops([*pre, *consts, kb_loop])
+    kb = kb_body.args[0]
+    key_base = Linear.of((bn, kb))
+
+    kb_body.add_op(stage(sc.k, {**batch_subst, sc.ivs[-1].iv: key_base}, sc_vals, ks,
+                         (bn, dk), ("jj", "dd"), {sc.ivs[-1].iv: (0, 1), sc.reduce.iv: (1, 1)}))
+    out_vals = values[out.kernel]
+
+    def out_subst(query: Linear, d: Linear) -> dict[SSAValue, Linear]:
+        """The output band's ivs from the roles (batch from the block, ``query``, ``d``)."""
+        by_role = [*role, query, d]
+        subst = {lp.iv: Linear.of() for lp in out.ivs}  # extent 1: no role
+        subst.update({iv: lin_sum(*((c, by_role[k]) for c, k in rs))
+                      for iv, rs in out.roles.items()})
+        return subst
+
+    kb_body.add_op(stage(out.v, {**out_subst(Linear.of(), Linear.of()),
+                                 out.reduce.iv: key_base}, out_vals, vs, (bn, hd), ("jj", "dd"),
+                         {out.reduce.iv: (0, 1), **_d_fill(out)}))
+
+    # Scores of the tile, a register micro-tile a thread.
+    s_init, inner, ivs = micro(wn, "nj", "init")
+    z = const_float(0.0, typ)
+    inner.add_ops([z, loop.StoreOp(z.result, sacc.result, ident(4), ivs)])
+    consts, kk_loop, kk_body = seq_loop(dk, "kk", "k_loop", unroll=UNROLL_K)
+    step, inner, (ti, tj, mi, nj) = micro(wn, "nj", "update")
+    a = loop.LoadOp(qs.result, AffineMap(3, 0, (AffineDimExpr(1) * THREADS + AffineDimExpr(0),
+                                                 AffineDimExpr(2))), [ti, mi, kk_body.args[0]])
+    b = loop.LoadOp(ks.result, AffineMap(3, 0, (AffineDimExpr(1) * THREADS + AffineDimExpr(0),
+                                                 AffineDimExpr(2))), [tj, nj, kk_body.args[0]])
+    prod = Cloner({}, {**sc_vals, sc.q.result: a.result, sc.k.result: b.result})
+    inner.add_ops([a, b])
+    term = prod.clone_into(sc.mul, inner)
+    old = loop.LoadOp(sacc.result, ident(4), [ti, tj, mi, nj])
+    total = arith.AddfOp(old.result, term.results[0])
+    inner.add_ops([old, total, loop.StoreOp(total.result, sacc.result, ident(4), [ti, tj, mi, nj])])
+    kk_body.add_ops([step, scf.YieldOp()])
+    kb_body.add_ops([s_init, *consts, kk_loop])
+
+    # g (scale, mask …) on each score, into the shared tile.
+    s_done, inner, (ti, tj, mi, nj) = micro(wn, "nj", "scores")
+    s = loop.LoadOp(sacc.result, ident(4), [ti, tj, mi, nj])
+    inner.add_op(s)
+    g_subst = {lp.iv: role[k] for k, lp in enumerate(ex.ivs[:-1])}
+    g_subst[ex.ivs[-1].iv] = lin_sum((1, q_base), (1, Linear.of((THREADS, mi), (1, ti))))
+    g_subst[ex.max.iv] = lin_sum((1, key_base), (1, Linear.of((THREADS, nj), (1, tj))))
+    g = Cloner(g_subst, {**values[ex.kernel], ex.load.result: s.result})
+    for op in ex.body:
+        g.clone_into(op, inner)
+    last = ex.max.body.block.last_op
+    assert last is not None
+    inner.add_op(loop.StoreOp(g.value(last.operands[0], inner), ps.result, tile_map(),
+                              [ti, tj, mi, nj]))
+    kb_body.add_op(s_done)
+
+    # Per row, over `parts` threads a row: the running maximum, p = exp(s - m), the running
+    # sum and the rescale factor.
+    def partial(kind: str, name: str) -> tile.ForallOp:
+        """``part[r, q] = kind`` over the q-th slice of row ``r`` of the tile."""
+        forall, (r, q) = block_threads([bm, parts], ["r", "q"])
+        forall.attributes["llmopt.role"] = StringAttr(name)
+        red = loop.ReduceOp(kind, bn // parts, typ)
+        x = loop.LoadOp(ps.result, AffineMap(3, 0, (AffineDimExpr(0), AffineDimExpr(1) * (
+            bn // parts) + AffineDimExpr(2))), [r, q, red.iv])
+        red.body.block.add_ops([x, loop.YieldOp(x.result)])
+        forall.body.block.add_ops([red, loop.StoreOp(red.result, part.result, ident(2), [r, q])])
+        return forall
+
+    def combined(kind: str, r: SSAValue) -> loop.ReduceOp:
+        """``kind`` over the parts of row ``r``."""
+        red = loop.ReduceOp(kind, parts, typ)
+        x = loop.LoadOp(part.result, ident(2), [r, red.iv])
+        red.body.block.add_ops([x, loop.YieldOp(x.result)])
+        return red
+
+    kb_body.add_op(partial("max", "row_max"))
+    stats, blk, r = rows("row_max")
+    m_old = loop.LoadOp(m_run.result, ident(1), [r])
+    row_max = combined("max", r)
+    m_new = arith.MaximumfOp(m_old.result, row_max.result)
+    ninf, zero = const_float(NEG_INF, typ), const_float(0.0, typ)
+    empty = arith.CmpfOp(m_new.result, ninf.result, "oeq")
+    m_safe = arith.SelectOp(empty.result, zero.result, m_new.result)
+    shift = arith.SubfOp(m_old.result, m_safe.result)
+    factor = _exp(shift.result)
+    blk.add_ops([m_old, row_max, m_new, ninf, zero, empty, m_safe, shift, factor,
+                 loop.StoreOp(factor.results[0], corr.result, ident(1), [r]),
+                 loop.StoreOp(m_new.result, m_run.result, ident(1), [r]),
+                 loop.StoreOp(m_safe.result, shift_run.result, ident(1), [r])])
+    kb_body.add_op(stats)
+    to_p, (r, c) = block_threads([bm, bn], ["r", "c"])
+    to_p.attributes["llmopt.role"] = StringAttr("exp")
+    x = loop.LoadOp(ps.result, ident(2), [r, c])
+    mr = loop.LoadOp(shift_run.result, ident(1), [r])
+    diff = arith.SubfOp(x.result, mr.result)
+    p = _exp(diff.result)
+    to_p.body.block.add_ops([x, mr, diff, p,
+                             loop.StoreOp(p.results[0], ps.result, ident(2), [r, c])])
+    kb_body.add_ops([to_p, partial("add", "row_sum")])
+    sums, blk, r = rows("row_sum")
+    row_sum = combined("add", r)
+    l_old = loop.LoadOp(l_run.result, ident(1), [r])
+    f = loop.LoadOp(corr.result, ident(1), [r])
+    scaled = arith.MulfOp(l_old.result, f.result)
+    l_new = arith.AddfOp(scaled.result, row_sum.result)
+    blk.add_ops([row_sum, l_old, f, scaled, l_new,
+                 loop.StoreOp(l_new.result, l_run.result, ident(1), [r])])
+    kb_body.add_op(sums)
+
+    # The accumulators: rescaled, then Σ_j p·V over the key block.
+    rescale, inner, (ti, tj, mi, dj) = micro(wd, "dj", "rescale")
+    f = loop.LoadOp(corr.result, row_map(), [ti, mi])
+    o = loop.LoadOp(oacc.result, ident(4), [ti, tj, mi, dj])
+    o2 = arith.MulfOp(o.result, f.result)
+    inner.add_ops([f, o, o2, loop.StoreOp(o2.result, oacc.result, ident(4), [ti, tj, mi, dj])])
+    consts, jj_loop, jj_body = seq_loop(bn, "jj", "k_loop", unroll=UNROLL_K)
+    step, inner, (ti, tj, mi, dj) = micro(wd, "dj", "update")
+    jj = jj_body.args[0]
+    pa = loop.LoadOp(ps.result, AffineMap(3, 0, (AffineDimExpr(1) * THREADS + AffineDimExpr(0),
+                                                  AffineDimExpr(2))), [ti, mi, jj])
+    vb = loop.LoadOp(vs.result, AffineMap(3, 0, (AffineDimExpr(2),
+                                                  AffineDimExpr(1) * THREADS + AffineDimExpr(0))),
+                     [tj, dj, jj])
+    inner.add_ops([pa, vb])
+    term = Cloner({}, {**out_vals, out.p.result: pa.result, out.v.result: vb.result}
+                  ).clone_into(out.mul, inner)
+    old = loop.LoadOp(oacc.result, ident(4), [ti, tj, mi, dj])
+    total = arith.AddfOp(old.result, term.results[0])
+    inner.add_ops([old, total, loop.StoreOp(total.result, oacc.result, ident(4),
+                                            [ti, tj, mi, dj])])
+    jj_body.add_ops([step, scf.YieldOp()])
+    kb_body.add_ops([rescale, *consts, jj_loop, scf.YieldOp()])
+
+    # The output kernel's epilogue, once per output.
+    epi, inner, (ti, tj, mi, dj) = micro(wd, "dj", "epilogue")
+    acc = loop.LoadOp(oacc.result, ident(4), [ti, tj, mi, dj])
+    acc.result.name_hint = "sum"
+    inner.add_op(acc)
+    query = lin_sum((1, q_base), (1, Linear.of((THREADS, mi), (1, ti))))
+    cloner = Cloner(out_subst(query, Linear.of((THREADS, dj), (1, tj))),
+                    {**out_vals, out.reduce.result: acc.result})
+    for op in out.sums:
+        total_l = loop.LoadOp(l_run.result, row_map(), [ti, mi])
+        inner.add_op(total_l)
+        cloner.values[op.result] = total_l.result
+    for op in list(out.ivs[-1].body.block.ops):
+        if op is out.reduce or op in out.sums:
+            continue
+        cloner.clone_into(op, inner)
+    body.add_op(epi)
+    return new
+
+
+def _d_fill(out: Output) -> dict[SSAValue, tuple[int, int]]:
+    """The V staging's fill of ``d`` (the tile's column), on the ivs that carry role ``d``."""
+    n = max(r for rs in out.roles.values() for _, r in rs)
+    return {iv: (1, 1) for iv, rs in out.roles.items() if any(r == n for _, r in rs)}
+
+
+def _exp(value: SSAValue) -> Operation:
+    from xdsl.dialects import math as xmath
+
+    return xmath.ExpOp(value)
+
+
+def fuse(chain: Chain, bm: int, bn: int, sms: int, max_smem: int) -> bool:
+    """Replace ``chain`` by its flash kernel; ``False`` (nothing changed) when no block
+    sizes fit."""
+    extents = [lp.trip_count for lp in chain.exp.ivs]
+    sizes = choose_blocks(math.prod(extents[:-1]), extents[-1], chain.exp.max.trip_count,
+                          chain.output.head_dim, sms, bm, bn)
+    if sizes is None or chain.output.head_dim % THREADS:
+        return False
+    bm, bn = sizes
+    dk, hd = chain.scores.reduce.trip_count, chain.output.head_dim
+    parts = THREADS * THREADS // bm
+    words = (bm + bn) * (dk + PAD) + bn * hd + bm * (bn + PAD) + 4 * bm + bm * (parts + 1)
+    if words * 4 > max_smem:
+        return False
+    anchor = chain.output.kernel
+    new = build(chain, bm, bn, anchor.sym_name.data)
+    for inner in new.walk():
+        inner.location = anchor.location
+    rewriter = Rewriter()
+    rewriter.insert_op(new, InsertPoint.before(anchor))
+    for k in (anchor, chain.sums_kernel, chain.exp.kernel, chain.scores.kernel):
+        rewriter.erase_op(k)
+    for buf in (chain.sums, chain.exp.out, chain.scores.out):
+        if not buf.uses:
+            rewriter.erase_op(buf.owner)  # type: ignore[arg-type]
+    return True
+
+
+@dataclass(frozen=True)
+class FlashAttention(ModulePass):
+    """Fuse attention into one flash kernel with an online softmax (see the module
+    docstring). Options: ``bm``, ``bn`` (0 = chosen from the shape), ``arch``."""
+
+    name = "flash-attention"
+
+    bm: int = 0
+    bn: int = 0
+    arch: str = "sm_90"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        gpu = limits(self.arch)
+        for first in [k for k in op.walk() if isinstance(k, loop.KernelOp)]:
+            if first.parent is None:
+                continue  # erased with an earlier chain
+            chain = match_chain(first)
+            if chain is not None:
+                fuse(chain, self.bm, self.bn, gpu.sms, gpu.max_smem)

@@ -1,0 +1,269 @@
+// RUN: llm-opt %s --split-input-file -p 'flash-attention{bm=16 bn=16}' | filecheck %s
+// RUN: llm-opt %s --split-input-file -p 'flash-attention{bm=16 bn=16},loop-to-tile,pad-shared,vector-fragments,tile-to-kernel' --check-numerics 2>&1 >/dev/null | filecheck %s --check-prefix=NUM
+// Attention as fuse-kernels and hoist-reduce-factors leave it (scores, max and exp, sums,
+// P·V divided by the sums) becomes one kernel with an online softmax.
+
+// Causal, two query heads on one KV head, the output with its heads concatenated: the loop
+// over key blocks stops at the diagonal's (min of the block count and qb·16+31 floordiv 16).
+// CHECK:      tile.kernel @{{[a-z_0-9]+}} grid [4, 1, 1] block [256, 1, 1]
+// CHECK:        tile.forall (%b0, %b1, %qb) in [1, 2, 2] over blocks {
+// CHECK:          %qs = tile.alloc shared {llmopt.pad = 4 : i64} : memref<16x16xf32>
+// CHECK:          %acc = tile.alloc registers : memref<16x16x1x1xf32>
+// CHECK:          %[[UB:.*]] = arith.minui
+// CHECK:          scf.for %kb = %{{.*}} to %[[UB]] step
+// CHECK:            arith.cmpi sle
+// CHECK:            {llmopt.role = "row_max"}
+// CHECK:            {llmopt.role = "exp"}
+// CHECK:            {llmopt.role = "row_sum"}
+// CHECK:            {llmopt.role = "rescale"}
+// CHECK:          } {llmopt.role = "key_blocks"}
+// CHECK:          loop.store %{{.*}}, %{{.*}}[0, (((%qb * 16) + (%mi_{{[0-9]+}} * 16)) + %ti_{{[0-9]+}}), (((%b1 * 16) + (%dj_{{[0-9]+}} * 16)) + %tj_{{[0-9]+}})]
+// CHECK:      } {llmopt.flash = "16x16"}
+// CHECK-NOT:  loop.kernel
+// NUM: flash-attention {{.*}} ok
+// NUM: tile-to-kernel {{.*}} ok
+func.func @forward_causal(%q: memref<1x2x32x16xf32> {llmopt.input = "q"}, %k: memref<1x1x32x16xf32> {llmopt.input = "k"}, %v: memref<1x1x32x16xf32> {llmopt.input = "v"}) -> memref<1x32x32xf32> {
+  %0 = memref.alloc() : memref<1x2x32x32x1xf32>
+  loop.kernel @reduce_3 (%1 = %0 : memref<1x2x32x32x1xf32>, %2 = %k : memref<1x1x32x16xf32>, %3 = %q : memref<1x2x32x16xf32>) {
+    loop.for %i0 = 0 to 1 {
+      loop.for %i1 = 0 to 2 {
+        loop.for %i2 = 0 to 32 {
+          loop.for %i3 = 0 to 32 {
+            %4 = loop.reduce add %r = 0 to 16 : f32 {
+              %5 = loop.load %3[%i0, %i1, %i2, %r] : memref<1x2x32x16xf32>
+              %6 = loop.load %2[%i0, (%i1 floordiv 2), %i3, %r] : memref<1x1x32x16xf32>
+              %7 = arith.mulf %5, %6 : f32
+              loop.yield %7 : f32
+            }
+            loop.store %4, %1[%i0, %i1, %i2, %i3, 0] : memref<1x2x32x32x1xf32>
+          }
+        }
+      }
+    }
+  }
+  %1 = memref.alloc() : memref<1x2x32x32xf32>
+  loop.kernel @elementwise_8 (%2 = %1 : memref<1x2x32x32xf32>, %3 = %0 : memref<1x2x32x32x1xf32>) {
+    %4 = arith.constant 2.500000e-01 : f32
+    %5 = arith.constant 0xff800000 : f32
+    loop.for %i0 = 0 to 1 {
+      loop.for %i1 = 0 to 2 {
+        loop.for %i2 = 0 to 32 {
+          %6 = loop.reduce max %r = 0 to 32 : f32 {
+            %7 = loop.load %3[0, %i1, %i2, %r, 0] : memref<1x2x32x32x1xf32>
+            %8 = arith.mulf %7, %4 : f32
+            %9 = arith.cmpi sle, %r, %i2 : index
+            %10 = arith.select %9, %8, %5 : f32
+            loop.yield %10 : f32
+          }
+          loop.for %i3 = 0 to 32 {
+            %11 = loop.load %3[0, %i1, %i2, %i3, 0] : memref<1x2x32x32x1xf32>
+            %12 = arith.mulf %11, %4 : f32
+            %13 = arith.cmpi sle, %i3, %i2 : index
+            %14 = arith.select %13, %12, %5 : f32
+            %15 = arith.subf %14, %6 : f32
+            %16 = math.exp %15 : f32
+            loop.store %16, %2[%i0, %i1, %i2, %i3] : memref<1x2x32x32xf32>
+          }
+        }
+      }
+    }
+  }
+  %2 = memref.alloc() : memref<1x2x32x1xf32>
+  loop.kernel @reduce_9 (%3 = %1 : memref<1x2x32x32xf32>, %4 = %2 : memref<1x2x32x1xf32>) {
+    loop.for %i0 = 0 to 1 {
+      loop.for %i1 = 0 to 2 {
+        loop.for %i2 = 0 to 32 {
+          %5 = loop.reduce add %r = 0 to 32 : f32 {
+            %6 = loop.load %3[%i0, %i1, %i2, %r] : memref<1x2x32x32xf32>
+            loop.yield %6 : f32
+          }
+          loop.store %5, %4[%i0, %i1, %i2, 0] : memref<1x2x32x1xf32>
+        }
+      }
+    }
+  }
+  %3 = memref.alloc() : memref<1x32x32xf32>
+  loop.kernel @index_map_18 (%4 = %3 : memref<1x32x32xf32>, %5 = %v : memref<1x1x32x16xf32>, %6 = %1 : memref<1x2x32x32xf32>, %7 = %2 : memref<1x2x32x1xf32>) {
+    loop.for %i0 = 0 to 1 {
+      loop.for %i1 = 0 to 32 {
+        loop.for %i2 = 0 to 32 {
+          %8 = loop.load %7[0, (%i2 floordiv 16), %i1, 0] : memref<1x2x32x1xf32>
+          %9 = loop.reduce add %r = 0 to 32 : f32 {
+            %10 = loop.load %6[0, (%i2 floordiv 16), %i1, %r] : memref<1x2x32x32xf32>
+            %11 = loop.load %5[0, ((%i2 floordiv 16) floordiv 2), %r, (%i2 mod 16)] : memref<1x1x32x16xf32>
+            %12 = arith.mulf %10, %11 : f32
+            loop.yield %12 : f32
+          }
+          %13 = arith.divf %9, %8 : f32
+          loop.store %13, %4[%i0, %i1, %i2] : memref<1x32x32xf32>
+        }
+      }
+    }
+  }
+  func.return %3 : memref<1x32x32xf32>
+}
+// -----
+
+// Without a mask fuse-kernels leaves softmax as one kernel that also divides by the sum
+// (three kernels, P·V a plain product): a form this pass does not match yet.
+// CHECK-LABEL: func.func @forward_plain
+// CHECK-COUNT-3: loop.kernel
+// CHECK-NOT:     tile.kernel
+// NUM: flash-attention {{.*}} ok
+func.func @forward_plain(%q: memref<1x2x32x16xf32> {llmopt.input = "q"}, %k: memref<1x2x32x16xf32> {llmopt.input = "k"}, %v: memref<1x2x32x16xf32> {llmopt.input = "v"}) -> memref<1x2x32x16xf32> {
+  %0 = memref.alloc() : memref<1x2x32x32x1xf32>
+  loop.kernel @reduce_3 (%1 = %0 : memref<1x2x32x32x1xf32>, %2 = %k : memref<1x2x32x16xf32>, %3 = %q : memref<1x2x32x16xf32>) {
+    loop.for %i0 = 0 to 1 {
+      loop.for %i1 = 0 to 2 {
+        loop.for %i2 = 0 to 32 {
+          loop.for %i3 = 0 to 32 {
+            %4 = loop.reduce add %r = 0 to 16 : f32 {
+              %5 = loop.load %3[%i0, %i1, %i2, %r] : memref<1x2x32x16xf32>
+              %6 = loop.load %2[%i0, %i1, %i3, %r] : memref<1x2x32x16xf32>
+              %7 = arith.mulf %5, %6 : f32
+              loop.yield %7 : f32
+            }
+            loop.store %4, %1[%i0, %i1, %i2, %i3, 0] : memref<1x2x32x32x1xf32>
+          }
+        }
+      }
+    }
+  }
+  %1 = memref.alloc() : memref<1x2x32x32xf32>
+  loop.kernel @elementwise_11 (%2 = %1 : memref<1x2x32x32xf32>, %3 = %0 : memref<1x2x32x32x1xf32>) {
+    %4 = arith.constant 2.500000e-01 : f32
+    loop.for %i0 = 0 to 1 {
+      loop.for %i1 = 0 to 2 {
+        loop.for %i2 = 0 to 32 {
+          %5 = loop.reduce max %r = 0 to 32 : f32 {
+            %6 = loop.load %3[0, %i1, %i2, %r, 0] : memref<1x2x32x32x1xf32>
+            %7 = arith.mulf %6, %4 : f32
+            loop.yield %7 : f32
+          }
+          %8 = loop.reduce add %r_1 = 0 to 32 : f32 {
+            %9 = loop.load %3[0, %i1, %i2, %r_1, 0] : memref<1x2x32x32x1xf32>
+            %10 = arith.mulf %9, %4 : f32
+            %11 = arith.subf %10, %5 : f32
+            %12 = math.exp %11 : f32
+            loop.yield %12 : f32
+          }
+          loop.for %i3 = 0 to 32 {
+            %13 = loop.load %3[0, %i1, %i2, %i3, 0] : memref<1x2x32x32x1xf32>
+            %14 = arith.mulf %13, %4 : f32
+            %15 = arith.subf %14, %5 : f32
+            %16 = math.exp %15 : f32
+            %17 = arith.divf %16, %8 : f32
+            loop.store %17, %2[%i0, %i1, %i2, %i3] : memref<1x2x32x32xf32>
+          }
+        }
+      }
+    }
+  }
+  %2 = memref.alloc() : memref<1x2x32x16xf32>
+  loop.kernel @index_map_16 (%3 = %2 : memref<1x2x32x16xf32>, %4 = %v : memref<1x2x32x16xf32>, %5 = %1 : memref<1x2x32x32xf32>) {
+    loop.for %i0 = 0 to 1 {
+      loop.for %i1 = 0 to 2 {
+        loop.for %i2 = 0 to 32 {
+          loop.for %i3 = 0 to 16 {
+            %6 = loop.reduce add %r = 0 to 32 : f32 {
+              %7 = loop.load %5[0, %i1, %i2, %r] : memref<1x2x32x32xf32>
+              %8 = loop.load %4[0, %i1, %r, %i3] : memref<1x2x32x16xf32>
+              %9 = arith.mulf %7, %8 : f32
+              loop.yield %9 : f32
+            }
+            loop.store %6, %3[%i0, %i1, %i2, %i3] : memref<1x2x32x16xf32>
+          }
+        }
+      }
+    }
+  }
+  func.return %2 : memref<1x2x32x16xf32>
+}
+
+// -----
+
+// Causal with 20 queries and keys: no block size divides them, the four kernels stay.
+// CHECK-LABEL: func.func @forward_odd
+// CHECK-COUNT-4: loop.kernel
+// CHECK-NOT:     tile.kernel
+// NUM: flash-attention {{.*}} ok
+func.func @forward_odd(%q: memref<1x2x20x16xf32> {llmopt.input = "q"}, %k: memref<1x1x20x16xf32> {llmopt.input = "k"}, %v: memref<1x1x20x16xf32> {llmopt.input = "v"}) -> memref<1x20x32xf32> {
+  %0 = memref.alloc() : memref<1x2x20x20x1xf32>
+  loop.kernel @reduce_3 (%1 = %0 : memref<1x2x20x20x1xf32>, %2 = %k : memref<1x1x20x16xf32>, %3 = %q : memref<1x2x20x16xf32>) {
+    loop.for %i0 = 0 to 1 {
+      loop.for %i1 = 0 to 2 {
+        loop.for %i2 = 0 to 20 {
+          loop.for %i3 = 0 to 20 {
+            %4 = loop.reduce add %r = 0 to 16 : f32 {
+              %5 = loop.load %3[%i0, %i1, %i2, %r] : memref<1x2x20x16xf32>
+              %6 = loop.load %2[%i0, (%i1 floordiv 2), %i3, %r] : memref<1x1x20x16xf32>
+              %7 = arith.mulf %5, %6 : f32
+              loop.yield %7 : f32
+            }
+            loop.store %4, %1[%i0, %i1, %i2, %i3, 0] : memref<1x2x20x20x1xf32>
+          }
+        }
+      }
+    }
+  }
+  %1 = memref.alloc() : memref<1x2x20x20xf32>
+  loop.kernel @elementwise_8 (%2 = %1 : memref<1x2x20x20xf32>, %3 = %0 : memref<1x2x20x20x1xf32>) {
+    %4 = arith.constant 2.500000e-01 : f32
+    %5 = arith.constant 0xff800000 : f32
+    loop.for %i0 = 0 to 1 {
+      loop.for %i1 = 0 to 2 {
+        loop.for %i2 = 0 to 20 {
+          %6 = loop.reduce max %r = 0 to 20 : f32 {
+            %7 = loop.load %3[0, %i1, %i2, %r, 0] : memref<1x2x20x20x1xf32>
+            %8 = arith.mulf %7, %4 : f32
+            %9 = arith.cmpi sle, %r, %i2 : index
+            %10 = arith.select %9, %8, %5 : f32
+            loop.yield %10 : f32
+          }
+          loop.for %i3 = 0 to 20 {
+            %11 = loop.load %3[0, %i1, %i2, %i3, 0] : memref<1x2x20x20x1xf32>
+            %12 = arith.mulf %11, %4 : f32
+            %13 = arith.cmpi sle, %i3, %i2 : index
+            %14 = arith.select %13, %12, %5 : f32
+            %15 = arith.subf %14, %6 : f32
+            %16 = math.exp %15 : f32
+            loop.store %16, %2[%i0, %i1, %i2, %i3] : memref<1x2x20x20xf32>
+          }
+        }
+      }
+    }
+  }
+  %2 = memref.alloc() : memref<1x2x20x1xf32>
+  loop.kernel @reduce_9 (%3 = %1 : memref<1x2x20x20xf32>, %4 = %2 : memref<1x2x20x1xf32>) {
+    loop.for %i0 = 0 to 1 {
+      loop.for %i1 = 0 to 2 {
+        loop.for %i2 = 0 to 20 {
+          %5 = loop.reduce add %r = 0 to 20 : f32 {
+            %6 = loop.load %3[%i0, %i1, %i2, %r] : memref<1x2x20x20xf32>
+            loop.yield %6 : f32
+          }
+          loop.store %5, %4[%i0, %i1, %i2, 0] : memref<1x2x20x1xf32>
+        }
+      }
+    }
+  }
+  %3 = memref.alloc() : memref<1x20x32xf32>
+  loop.kernel @index_map_18 (%4 = %3 : memref<1x20x32xf32>, %5 = %v : memref<1x1x20x16xf32>, %6 = %1 : memref<1x2x20x20xf32>, %7 = %2 : memref<1x2x20x1xf32>) {
+    loop.for %i0 = 0 to 1 {
+      loop.for %i1 = 0 to 20 {
+        loop.for %i2 = 0 to 32 {
+          %8 = loop.load %7[0, (%i2 floordiv 16), %i1, 0] : memref<1x2x20x1xf32>
+          %9 = loop.reduce add %r = 0 to 20 : f32 {
+            %10 = loop.load %6[0, (%i2 floordiv 16), %i1, %r] : memref<1x2x20x20xf32>
+            %11 = loop.load %5[0, ((%i2 floordiv 16) floordiv 2), %r, (%i2 mod 16)] : memref<1x1x20x16xf32>
+            %12 = arith.mulf %10, %11 : f32
+            loop.yield %12 : f32
+          }
+          %13 = arith.divf %9, %8 : f32
+          loop.store %13, %4[%i0, %i1, %i2] : memref<1x20x32xf32>
+        }
+      }
+    }
+  }
+  func.return %3 : memref<1x20x32xf32>
+}

@@ -1,0 +1,90 @@
+"""``flash-attention`` on captured attention: numerics through every later pass (Tile- and
+Kernel-IR interpreters), which shapes it takes, and its block sizes."""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import pytest
+from xdsl.dialects.builtin import ModuleOp
+
+import llmopt
+from llmopt import registry
+from llmopt.passes.tile.flash_attention import choose_blocks
+
+LOOP_IR = ("torch-to-prim,canonicalize,prim-to-loop,fuse-kernels{recompute_limit=0},"
+           "canonicalize,cse,hoist-reduce-factors")
+
+
+def _attention(q: Any, k: Any, v: Any) -> Any:
+    import torch.nn.functional as F
+
+    out = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+    return out.transpose(1, 2).reshape(q.shape[0], q.shape[2], q.shape[1] * q.shape[3])
+
+
+def _capture(heads: tuple[int, int], seq: int, head_dim: int, seed: int = 0) -> ModuleOp:
+    torch = pytest.importorskip("torch")
+    gen = torch.Generator().manual_seed(seed)
+    q = torch.randn(1, heads[0], seq, head_dim, generator=gen)
+    k, v = (torch.randn(1, heads[1], seq, head_dim, generator=gen) for _ in range(2))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return llmopt.capture(_attention, [q, k, v])
+
+
+def _kernels(module: ModuleOp, name: str) -> list[Any]:
+    return [op for op in module.walk() if op.name == name]
+
+
+@pytest.mark.parametrize("heads,seq,head_dim,options", [
+    ((4, 2), 64, 32, ""),                # bm 16 (few rows), bn 64: one key block
+    ((4, 2), 64, 32, "{bm=16 bn=16}"),   # four key blocks, rescaled three times
+    ((2, 1), 48, 16, "{bm=16 bn=16}"),   # 3 query blocks on one KV head
+])
+def test_flash_attention_matches_the_unfused_program(heads: tuple[int, int], seq: int,
+                                                     head_dim: int, options: str) -> None:
+    """Every pass from ``flash-attention`` to ``tile-to-kernel`` keeps the result within the
+    float32 tolerance (the interpreters run the online softmax block by block)."""
+    module = _capture(heads, seq, head_dim)
+    pipeline = registry.expand_pipeline("lower-to-cuda").replace(
+        "flash-attention{arch=sm_90}", f"flash-attention{options}")
+    assert f"flash-attention{options}" in pipeline
+    report = llmopt.check_numerics(module, pipeline.rsplit(",", 1)[0])
+    assert report.ok, str(report)
+    fused = llmopt.lower(_capture(heads, seq, head_dim), LOOP_IR + f",flash-attention{options}")
+    flash = [k for k in _kernels(fused, "tile.kernel") if "llmopt.flash" in k.attributes]
+    assert len(flash) == 1 and not _kernels(fused, "loop.kernel"), fused
+
+
+def test_causal_flash_attention_stops_at_the_diagonal() -> None:
+    """The loop over key blocks ends at ``min(blocks, (qb·bm + bm - 1) floordiv bn + 1)``:
+    query block ``qb`` of 16 rows visits ``qb + 1`` key blocks of 16."""
+    fused = llmopt.lower(_capture((2, 1), 64, 16), LOOP_IR + ",flash-attention{bm=16 bn=16}")
+    (kb_loop,) = [op for op in fused.walk() if op.name == "scf.for"
+                  and getattr(op.attributes.get("llmopt.role"), "data", None) == "key_blocks"]
+    bound = kb_loop.operands[1].owner
+    assert bound.name == "arith.minui", bound
+    divided = bound.operands[0].owner
+    assert divided.name == "arith.divui"
+    assert [o.owner.value.value.data for o in (divided.operands[1], bound.operands[1])] == [16, 4]
+
+
+def test_flash_attention_leaves_attention_it_cannot_tile() -> None:
+    """20 queries: no block size divides them; the unfused kernels stay and stay correct."""
+    before = llmopt.lower(_capture((2, 1), 20, 16), LOOP_IR)
+    after = llmopt.lower(_capture((2, 1), 20, 16), LOOP_IR + ",flash-attention")
+    assert len(_kernels(after, "loop.kernel")) == len(_kernels(before, "loop.kernel")) == 4
+    assert not _kernels(after, "tile.kernel")
+
+
+def test_choose_blocks() -> None:
+    # enough query blocks of 64 rows for every multiprocessor: 32 heads x 8
+    assert choose_blocks(32, 512, 512, 64, 132, 0, 0) == (64, 64)
+    # 32 heads x 128 queries: blocks of 64 would make 64 blocks, of 32 128, of 16 256
+    assert choose_blocks(32, 128, 128, 64, 132, 0, 0) == (16, 64)
+    assert choose_blocks(4, 48, 48, 16, 132, 0, 0) == (16, 16)
+    assert choose_blocks(4, 20, 20, 16, 132, 0, 0) is None
+    assert choose_blocks(4, 64, 64, 16, 132, 32, 32) == (32, 32)
+    assert choose_blocks(4, 64, 64, 16, 132, 24, 0) is None  # not a multiple of 16
