@@ -30,8 +30,9 @@ shared memory once, then loops over blocks of ``bn`` keys — with a causal mask
 blocks are masked entirely. Per key block: the ``K`` and ``V`` rows are staged; the
 ``bm × bn`` score tile is computed by 16 × 16 threads with a register micro-tile each and
 ``g`` is applied (its ops cloned from the *exp* kernel, with ``i`` and ``j`` the tile's
-coordinates); one thread per row updates the row's running maximum ``m``, turns the scores
-into ``p = exp(s - m)``, and rescales its running sum ``l ← l·exp(m_old - m) + Σ p``; the
+coordinates); 256 / ``bm`` threads a row take the row's maximum and sum in slices (combined
+through shared memory), update the running maximum ``m``, turn the scores into
+``p = exp(s - m)`` and rescale the running sum ``l ← l·exp(m_old - m) + Σ p``; the
 output accumulators (a register micro-tile of ``bm × D`` per block) are rescaled by the same
 factor and take ``Σ_j p·V``. After the last key block the *output* kernel's epilogue runs on
 the accumulators, with ``l`` read from shared memory. The row maximum of a row whose scores
@@ -66,7 +67,8 @@ from xdsl.dialects.builtin import (
     StringAttr,
     i64,
 )
-from xdsl.ir import Block, Operation, Region, SSAValue
+from xdsl.dialects.math import ExpOp
+from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.ir.affine import (
     AffineBinaryOpExpr,
     AffineBinaryOpKind,
@@ -202,6 +204,7 @@ class Scores:
 
 
 def match_scores(kernel: loop.KernelOp) -> Scores | None:
+    """Kernel 1 of the chain (see the module docstring), else ``None``."""
     loops, ops, _ = band(kernel)
     if len(loops) < 3 or len(ops) != 2:
         return None
@@ -251,7 +254,7 @@ def is_causal(body: Sequence[Operation], value: SSAValue, key: SSAValue, query: 
             and cond.rhs is query)
 
 
-def match_exp(kernel: loop.KernelOp, scores: SSAValue) -> Exp | None:
+def matchExpOp(kernel: loop.KernelOp, scores: SSAValue) -> Exp | None:
     loops, ops, _ = band(kernel)
     if len(ops) != 2 or not isinstance(ops[0], loop.ReduceOp) or ops[0].kind.data != "max":
         return None
@@ -378,6 +381,8 @@ def output_roles(p: loop.LoadOp, v: loop.LoadOp, loops: Sequence[loop.ForOp], n:
 
 def match_output(kernel: loop.KernelOp, probs: SSAValue, sums: SSAValue, n: int,
                  extents: Sequence[int]) -> Output | None:
+    """Kernel 4, reading ``probs`` (``E``) and ``sums`` (``l``) of ``n`` roles of the given
+    extents, else ``None``."""
     loops, ops, _ = band(kernel)
     reds = [op for op in ops if isinstance(op, loop.ReduceOp)]
     if len(reds) != 1 or reds[0].kind.data != "add" or any(
@@ -453,7 +458,7 @@ def match_chain(first: loop.KernelOp) -> Chain | None:
     users = [u.operation for u in scores.out.uses if u.operation is not first]
     if len(users) != 1 or not isinstance(users[0], loop.KernelOp):
         return None
-    exp = match_exp(users[0], scores.out)
+    exp = matchExpOp(users[0], scores.out)
     if exp is None:
         return None
     n = len(exp.ivs)  # batch… and the query
@@ -529,11 +534,11 @@ def const_index(value: int) -> arith.ConstantOp:
     return arith.ConstantOp(IntegerAttr(value, INDEX))
 
 
-def const_float(value: float, typ: object) -> arith.ConstantOp:
+def const_float(value: float, typ: Attribute) -> arith.ConstantOp:
     return arith.ConstantOp(FloatAttr(value, typ))  # type: ignore[arg-type]
 
 
-def shared(shape: Sequence[int], typ: object, name: str, pad: int | None) -> tile.AllocOp:
+def shared(shape: Sequence[int], typ: Attribute, name: str, pad: int | None) -> tile.AllocOp:
     """A shared buffer (``pad``: the padding ``pad-shared`` gives it)."""
     alloc = tile.AllocOp("shared", MemRefType(typ, list(shape)))  # type: ignore[arg-type]
     alloc.result.name_hint = name
@@ -785,7 +790,7 @@ def build(chain: Chain, bm: int, bn: int, name: str) -> tile.KernelOp:
     empty = arith.CmpfOp(m_new.result, ninf.result, "oeq")
     m_safe = arith.SelectOp(empty.result, zero.result, m_new.result)
     shift = arith.SubfOp(m_old.result, m_safe.result)
-    factor = _exp(shift.result)
+    factor = ExpOp(shift.result)
     blk.add_ops([m_old, row_max, m_new, ninf, zero, empty, m_safe, shift, factor,
                  loop.StoreOp(factor.results[0], corr.result, ident(1), [r]),
                  loop.StoreOp(m_new.result, m_run.result, ident(1), [r]),
@@ -796,7 +801,7 @@ def build(chain: Chain, bm: int, bn: int, name: str) -> tile.KernelOp:
     x = loop.LoadOp(ps.result, ident(2), [r, c])
     mr = loop.LoadOp(shift_run.result, ident(1), [r])
     diff = arith.SubfOp(x.result, mr.result)
-    p = _exp(diff.result)
+    p = ExpOp(diff.result)
     to_p.body.block.add_ops([x, mr, diff, p,
                              loop.StoreOp(p.results[0], ps.result, ident(2), [r, c])])
     kb_body.add_ops([to_p, partial("add", "row_sum")])
@@ -858,12 +863,6 @@ def _d_fill(out: Output) -> dict[SSAValue, tuple[int, int]]:
     """The V staging's fill of ``d`` (the tile's column), on the ivs that carry role ``d``."""
     n = max(r for rs in out.roles.values() for _, r in rs)
     return {iv: (1, 1) for iv, rs in out.roles.items() if any(r == n for _, r in rs)}
-
-
-def _exp(value: SSAValue) -> Operation:
-    from xdsl.dialects import math as xmath
-
-    return xmath.ExpOp(value)
 
 
 def fuse(chain: Chain, bm: int, bn: int, sms: int, max_smem: int) -> bool:
