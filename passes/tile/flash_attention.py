@@ -10,16 +10,15 @@
 2. *exp*: per ``(batch…, i)`` the row maximum ``m = max_j g(S[…, i, j])`` of a scalar body
    ``g`` (scale, mask …), then ``E[…, i, j] = exp(g(S[…, i, j]) - m)`` with ``g`` computed
    again by the same ops;
-3. *sums*: ``l[batch…, i] = Σ_j E[…, i, j]``;
+3. *sums*: ``l[batch…, i] = Σ_j E[…, i, j]`` — or, as ``fuse-kernels`` leaves attention
+   without a mask, taken in the *exp* kernel itself, which then stores ``E / l``;
 4. *output*: ``O[f(batch…, i, d)] = h(Σ_j E[…, i, j] · V[…, j, d], l[…, i])`` — the sum of
    ``P·V`` with whatever epilogue ``h`` follows it (after ``hoist-reduce-factors``: the
    division by ``l``), stored in any layout whose coordinates are the roles themselves or
    a head and a head-dimension index merged as ``head · D + d`` (attention's output with its
    heads concatenated, ``[seq, heads · D]``).
 
-``S``, ``E`` and ``l`` must be buffers of the function that nothing else reads. (Without a
-mask, ``fuse-kernels`` merges the sums into the *exp* kernel, which then stores ``E / l``:
-that three-kernel form is not matched yet.) Head-dimension
+``S``, ``E`` and ``l`` must be buffers of the function that nothing else reads. Head-dimension
 extents must be multiples of 16 and the query and key extents multiples of the block sizes;
 anything else is left to the four kernels.
 
@@ -35,9 +34,10 @@ through shared memory), update the running maximum ``m``, turn the scores into
 ``p = exp(s - m)`` and rescale the running sum ``l ← l·exp(m_old - m) + Σ p``; the
 output accumulators (a register micro-tile of ``bm × D`` per block) are rescaled by the same
 factor and take ``Σ_j p·V``. After the last key block the *output* kernel's epilogue runs on
-the accumulators, with ``l`` read from shared memory. The row maximum of a row whose scores
-are all ``-inf`` so far counts as 0 in the exponents, so a fully masked block adds nothing
-instead of making ``NaN``.
+the accumulators, with ``l`` read from shared memory (when the *exp* kernel normalized,
+the accumulators are divided by ``l`` first: that is the sum the *output* kernel took). The
+row maximum of a row whose scores are all ``-inf`` so far counts as 0 in the exponents, so a
+fully masked block adds nothing instead of making ``NaN``.
 
 **Why** the four kernels write and read the ``heads × seq × seq`` scores and probabilities
 through global memory twice and launch four times; here they stay in shared memory, and the
@@ -228,7 +228,8 @@ def match_scores(kernel: loop.KernelOp) -> Scores | None:
 
 @dataclass
 class Exp:
-    """Kernel 2: the row maximum of ``g(S)`` and ``E = exp(g(S) - max)``."""
+    """Kernel 2: the row maximum of ``g(S)`` and ``E = exp(g(S) - max)`` — or, when it also
+    takes the row sums itself (``normalized``), ``E = exp(g(S) - max) / Σ exp(g(S) - max)``."""
 
     kernel: loop.KernelOp
     ivs: list[loop.ForOp]
@@ -238,6 +239,7 @@ class Exp:
     """``g``: the ops of the max's body after the load of ``S``, without the yield."""
     out: SSAValue
     causal: bool
+    normalized: bool
 
 
 def is_causal(body: Sequence[Operation], value: SSAValue, key: SSAValue, query: SSAValue
@@ -254,11 +256,34 @@ def is_causal(body: Sequence[Operation], value: SSAValue, key: SSAValue, query: 
             and cond.rhs is query)
 
 
-def matchExpOp(kernel: loop.KernelOp, scores: SSAValue) -> Exp | None:
-    loops, ops, _ = band(kernel)
-    if len(ops) != 2 or not isinstance(ops[0], loop.ReduceOp) or ops[0].kind.data != "max":
+def exp_of_shifted(ops: Sequence[Operation], body: Sequence[Operation], iv: SSAValue,
+                   red: loop.ReduceOp) -> tuple[Operation, list[Operation]] | None:
+    """When ``ops`` start with ``body`` (the load of ``S`` and ``g``, the max's body without
+    its yield) recomputed at ``iv`` instead of the max's index, then
+    ``exp(g - max)``: the ``exp`` and the ops after it."""
+    k = len(body)
+    if len(ops) < k + 2:
         return None
-    red, row = ops
+    mapping: dict[SSAValue, SSAValue] = {red.iv: iv}
+    if not same_ops(body, ops[:k], mapping):
+        return None
+    last = red.body.block.last_op
+    assert last is not None
+    gval = mapping.get(last.operands[0], last.operands[0])
+    sub, exp = ops[k], ops[k + 1]
+    if not (isinstance(sub, arith.SubfOp) and sub.lhs is gval and sub.rhs is red.result
+            and exp.name == "math.exp" and exp.operands[0] is sub.result):
+        return None
+    return exp, list(ops[k + 2:])
+
+
+def match_exp(kernel: loop.KernelOp, scores: SSAValue) -> Exp | None:
+    """Kernel 2, reading ``scores``, else ``None``."""
+    loops, ops, _ = band(kernel)
+    if len(ops) not in (2, 3) or not isinstance(ops[0], loop.ReduceOp) or (
+            ops[0].kind.data != "max"):
+        return None
+    red, row, total = ops[0], ops[-1], ops[1] if len(ops) == 3 else None
     if not isinstance(row, loop.ForOp) or row.trip_count != red.trip_count:
         return None
     body = list(red.body.block.ops)
@@ -270,25 +295,36 @@ def matchExpOp(kernel: loop.KernelOp, scores: SSAValue) -> Exp | None:
     g = body[1:-1]
     if any(op.regions or isinstance(op, loop.StoreOp) for op in g):
         return None
-    # The row loop: g again, then exp(g - max) stored at (band…, j).
-    row_ops = list(row.body.block.ops)
-    if len(row_ops) != len(body) + 2:
+    if total is not None:  # Σ_j exp(g - max), the row's sum, in the same kernel
+        if not (isinstance(total, loop.ReduceOp) and total.kind.data == "add"
+                and total.trip_count == red.trip_count):
+            return None
+        found = exp_of_shifted(list(total.body.block.ops), body[:-1], total.iv, red)
+        if found is None or len(found[1]) != 1 or not (
+                isinstance(found[1][0], loop.YieldOp)
+                and found[1][0].operands[0] is found[0].results[0]):
+            return None
+    # The row loop: exp(g - max), divided by the sum when there is one, stored at (band…, j).
+    found = exp_of_shifted(list(row.body.block.ops), body[:-1], row.iv, red)
+    if found is None:
         return None
-    mapping: dict[SSAValue, SSAValue] = {red.iv: row.iv}
-    if not same_ops(body[:-1], row_ops[:len(body) - 1], mapping):
+    value, rest = found[0].results[0], found[1]
+    if total is not None:
+        if not rest or not (isinstance(rest[0], arith.DivfOp) and rest[0].lhs is value
+                            and rest[0].rhs is total.result):
+            return None
+        value, rest = rest[0].result, rest[1:]
+    if len(rest) != 1:
         return None
-    sub, exp, store = row_ops[len(body) - 1:]
-    gval = mapping.get(last.values[0], last.values[0])
-    if not (isinstance(sub, arith.SubfOp) and sub.lhs is gval and sub.rhs is red.result
-            and exp.name == "math.exp" and exp.operands[0] is sub.result
-            and isinstance(store, loop.StoreOp) and store.value is exp.results[0]
+    store = rest[0]
+    if not (isinstance(store, loop.StoreOp) and store.value is value
             and reads_at(store, [*loops, row])):
         return None
     out = bound(kernel, store.buffer)
     if out is None:
         return None
     causal = is_causal(g, last.values[0], red.iv, loops[-1].iv)
-    return Exp(kernel, loops, red, load, g, out, causal)
+    return Exp(kernel, loops, red, load, g, out, causal, total is not None)
 
 
 def match_sums(kernel: loop.KernelOp, probs: SSAValue) -> SSAValue | None:
@@ -379,7 +415,7 @@ def output_roles(p: loop.LoadOp, v: loop.LoadOp, loops: Sequence[loop.ForOp], n:
     return roles, head_dim
 
 
-def match_output(kernel: loop.KernelOp, probs: SSAValue, sums: SSAValue, n: int,
+def match_output(kernel: loop.KernelOp, probs: SSAValue, sums: SSAValue | None, n: int,
                  extents: Sequence[int]) -> Output | None:
     """Kernel 4, reading ``probs`` (``E``) and ``sums`` (``l``) of ``n`` roles of the given
     extents, else ``None``."""
@@ -433,12 +469,12 @@ def canonical(access: loop.LoadOp, ids: dict[SSAValue, int]) -> tuple[AffineExpr
 
 @dataclass
 class Chain:
-    """The four matched kernels."""
+    """The matched kernels (no sums kernel when the *exp* kernel normalizes)."""
 
     scores: Scores
     exp: Exp
-    sums_kernel: loop.KernelOp
-    sums: SSAValue
+    sums_kernel: loop.KernelOp | None
+    sums: SSAValue | None
     output: Output
     out_store: loop.StoreOp
 
@@ -458,7 +494,7 @@ def match_chain(first: loop.KernelOp) -> Chain | None:
     users = [u.operation for u in scores.out.uses if u.operation is not first]
     if len(users) != 1 or not isinstance(users[0], loop.KernelOp):
         return None
-    exp = matchExpOp(users[0], scores.out)
+    exp = match_exp(users[0], scores.out)
     if exp is None:
         return None
     n = len(exp.ivs)  # batch… and the query
@@ -466,12 +502,14 @@ def match_chain(first: loop.KernelOp) -> Chain | None:
     if [lp.trip_count for lp in scores.ivs] != [*extents, exp.max.trip_count]:
         return None
     readers = {u.operation for u in exp.out.uses} - {exp.kernel}
-    sums_kernel = next((k for k in readers if isinstance(k, loop.KernelOp)
-                        and match_sums(k, exp.out) is not None), None)
-    if sums_kernel is None:
-        return None
-    sums = match_sums(sums_kernel, exp.out)
-    assert sums is not None
+    sums_kernel: loop.KernelOp | None = None
+    sums: SSAValue | None = None
+    if not exp.normalized:
+        sums_kernel = next((k for k in readers if isinstance(k, loop.KernelOp)
+                            and match_sums(k, exp.out) is not None), None)
+        if sums_kernel is None:
+            return None
+        sums = match_sums(sums_kernel, exp.out)
     rest = readers - {sums_kernel}
     if len(rest) != 1:
         return None
@@ -481,16 +519,17 @@ def match_chain(first: loop.KernelOp) -> Chain | None:
     output = match_output(output_kernel, exp.out, sums, n, extents)
     if output is None:
         return None
-    kernels = [first, exp.kernel, sums_kernel, output_kernel]
-    if not all(only_users(b, kernels) for b in (scores.out, exp.out, sums)):
+    kernels = [k for k in (first, exp.kernel, sums_kernel, output_kernel) if k is not None]
+    if not all(only_users(b, kernels) for b in (scores.out, exp.out, sums) if b is not None):
         return None
-    if ({u.operation for u in sums.uses} != {sums_kernel, output_kernel}
-            or {u.operation for u in scores.out.uses} != {first, exp.kernel}):
+    if ({u.operation for u in scores.out.uses} != {first, exp.kernel} or (
+            sums is not None and {u.operation for u in sums.uses} != {sums_kernel,
+                                                                    output_kernel})):
         return None
     stores = [op for op in output_kernel.walk() if isinstance(op, loop.StoreOp)]
     if len(stores) != 1 or stores[0].parent_op() is not output.ivs[-1]:
         return None
-    for k in kernels[:3]:
+    for k in kernels[:-1]:
         if sum(isinstance(op, loop.StoreOp) for op in k.walk()) != 1:
             return None
     return Chain(scores, exp, sums_kernel, sums, output, stores[0])
@@ -580,7 +619,7 @@ def build(chain: Chain, bm: int, bn: int, name: str) -> tile.KernelOp:
     dk, hd = sc.reduce.trip_count, out.head_dim
     typ = sc.reduce.result.type
     wm, wn, wd = bm // THREADS, bn // THREADS, hd // THREADS
-    kernels = [sc.kernel, ex.kernel, chain.sums_kernel, out.kernel]
+    kernels = [k for k in (sc.kernel, ex.kernel, chain.sums_kernel, out.kernel) if k is not None]
     dropped = {sc.out, ex.out, chain.sums}
     buffers: list[SSAValue] = []
     for k in kernels:
@@ -844,9 +883,15 @@ def build(chain: Chain, bm: int, bn: int, name: str) -> tile.KernelOp:
     acc = loop.LoadOp(oacc.result, ident(4), [ti, tj, mi, dj])
     acc.result.name_hint = "sum"
     inner.add_op(acc)
+    total: SSAValue = acc.result
+    if ex.normalized:  # P·V summed the normalized E: divide by the softmax sum here
+        total_l = loop.LoadOp(l_run.result, row_map(), [ti, mi])
+        divided = arith.DivfOp(acc.result, total_l.result)
+        inner.add_ops([total_l, divided])
+        total = divided.result
     query = lin_sum((1, q_base), (1, Linear.of((THREADS, mi), (1, ti))))
     cloner = Cloner(out_subst(query, Linear.of((THREADS, dj), (1, tj))),
-                    {**out_vals, out.reduce.result: acc.result})
+                    {**out_vals, out.reduce.result: total})
     for op in out.sums:
         total_l = loop.LoadOp(l_run.result, row_map(), [ti, mi])
         inner.add_op(total_l)
@@ -886,9 +931,10 @@ def fuse(chain: Chain, bm: int, bn: int, sms: int, max_smem: int) -> bool:
     rewriter = Rewriter()
     rewriter.insert_op(new, InsertPoint.before(anchor))
     for k in (anchor, chain.sums_kernel, chain.exp.kernel, chain.scores.kernel):
-        rewriter.erase_op(k)
+        if k is not None:
+            rewriter.erase_op(k)
     for buf in (chain.sums, chain.exp.out, chain.scores.out):
-        if not buf.uses:
+        if buf is not None and not buf.uses:
             rewriter.erase_op(buf.owner)  # type: ignore[arg-type]
     return True
 

@@ -116,6 +116,7 @@ CASES: list[tuple[str, Callable[..., Any], list[tuple[int, ...]], int]] = [
      [(1, 32, 512, 64), (1, 4, 512, 64), (1, 4, 512, 64)], 512),
     ("sdpa-causal-1x28x128x128", lambda q, k, v: _merged_sdpa(q, k, v),
      [(1, 28, 128, 128), (1, 4, 128, 128), (1, 4, 128, 128)], 128),
+    ("sdpa-1x16x256x64", F.scaled_dot_product_attention, [(1, 16, 256, 64)] * 3, 256),
 ]
 
 

@@ -104,12 +104,23 @@ func.func @forward_causal(%q: memref<1x2x32x16xf32> {llmopt.input = "q"}, %k: me
 }
 // -----
 
-// Without a mask fuse-kernels leaves softmax as one kernel that also divides by the sum
-// (three kernels, P·V a plain product): a form this pass does not match yet.
+// Without a mask fuse-kernels leaves softmax as one kernel that also takes the row sums and
+// divides by them (three kernels, P·V a plain product): the flash kernel divides its
+// accumulators by the running sum before P·V's epilogue, and visits every key block (the
+// loop's bound is a constant).
 // CHECK-LABEL: func.func @forward_plain
-// CHECK-COUNT-3: loop.kernel
-// CHECK-NOT:     tile.kernel
+// CHECK:        tile.kernel @{{[a-z_0-9]+}} grid [4, 1, 1] block [256, 1, 1]
+// CHECK-NOT:      arith.minui
+// CHECK:          %[[N:.*]] = arith.constant 2 : index
+// CHECK-NEXT:     %{{.*}} = arith.constant 1 : index
+// CHECK-NEXT:     scf.for %kb = %{{.*}} to %[[N]] step
+// CHECK:          %sum = loop.load %acc
+// CHECK-NEXT:     %[[L:.*]] = loop.load %l
+// CHECK-NEXT:     arith.divf %sum, %[[L]] : f32
+// CHECK:        } {llmopt.flash = "16x16"}
+// CHECK-NOT:    loop.kernel
 // NUM: flash-attention {{.*}} ok
+// NUM: tile-to-kernel {{.*}} ok
 func.func @forward_plain(%q: memref<1x2x32x16xf32> {llmopt.input = "q"}, %k: memref<1x2x32x16xf32> {llmopt.input = "k"}, %v: memref<1x2x32x16xf32> {llmopt.input = "v"}) -> memref<1x2x32x16xf32> {
   %0 = memref.alloc() : memref<1x2x32x32x1xf32>
   loop.kernel @reduce_3 (%1 = %0 : memref<1x2x32x32x1xf32>, %2 = %k : memref<1x2x32x16xf32>, %3 = %q : memref<1x2x32x16xf32>) {

@@ -58,6 +58,50 @@ def test_flash_attention_matches_the_unfused_program(heads: tuple[int, int], seq
     assert len(flash) == 1 and not _kernels(fused, "loop.kernel"), fused
 
 
+def _masked(q: Any, k: Any, v: Any, mask: Any) -> Any:
+    import torch.nn.functional as F
+
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+
+def _written_out(q: Any, k: Any, v: Any, mask: Any) -> Any:
+    import torch
+
+    scores = q @ k.transpose(-1, -2) / q.shape[-1] ** 0.5 + mask
+    return torch.softmax(scores, -1) @ v
+
+
+def _unmasked(q: Any, k: Any, v: Any) -> Any:
+    import torch.nn.functional as F
+
+    return F.scaled_dot_product_attention(q, k, v)
+
+
+@pytest.mark.parametrize("name", ["mask", "written-out causal", "no mask"])
+def test_flash_attention_takes_other_forms_of_attention(name: str) -> None:
+    """A float mask read in the softmax, attention written out with a causal mask tensor
+    (``-inf`` above the diagonal: every key block is visited, the fully masked ones add
+    nothing), and attention without a mask (whose softmax kernel divides by the sums
+    itself) are each one flash kernel and keep their results."""
+    torch = pytest.importorskip("torch")
+    gen = torch.Generator().manual_seed(1)
+    q, k, v = (torch.randn(1, 2, 32, 16, generator=gen) for _ in range(3))
+    mask = torch.randn(1, 1, 32, 32, generator=gen)
+    causal = torch.triu(torch.full((32, 32), float("-inf")), 1)
+    fn, args = {"mask": (_masked, [q, k, v, mask]),
+                "written-out causal": (_written_out, [q, k, v, causal]),
+                "no mask": (_unmasked, [q, k, v])}[name]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        module = llmopt.capture(fn, args)
+    fused = llmopt.lower(module.clone(), LOOP_IR + ",flash-attention{bm=16 bn=16}")
+    flash = [k for k in _kernels(fused, "tile.kernel") if "llmopt.flash" in k.attributes]
+    assert len(flash) == 1, fused
+    report = llmopt.check_numerics(module, registry.expand_pipeline("lower-to-cuda")
+                                   .rsplit(",", 1)[0])
+    assert report.ok, str(report)
+
+
 def test_causal_flash_attention_stops_at_the_diagonal() -> None:
     """The loop over key blocks ends at ``min(blocks, (qb·bm + bm - 1) floordiv bn + 1)``:
     query block ``qb`` of 16 rows visits ``qb + 1`` key blocks of 16."""
