@@ -20,23 +20,24 @@
 
 ``S``, ``E`` and ``l`` must be buffers of the function that nothing else reads. Head-dimension
 extents must be multiples of 16 and the query and key extents multiples of the block sizes;
-anything else is left to the four kernels.
+anything else is left to the unfused kernels.
 
 **Produces** one ``tile.kernel`` of 256 threads whose ``tile.forall over blocks`` takes
-``(batch…, query block)``: a block owns ``bm`` query rows. It stages its rows of ``Q`` in
-shared memory once, then loops over blocks of ``bn`` keys — with a causal mask (``g`` ends in
-``select(j ≤ i, x, -inf)``) only up to the block holding the diagonal, because later
-blocks are masked entirely. Per key block: the ``K`` and ``V`` rows are staged; the
-``bm × bn`` score tile is computed by 16 × 16 threads with a register micro-tile each and
-``g`` is applied (its ops cloned from the *exp* kernel, with ``i`` and ``j`` the tile's
-coordinates); 256 / ``bm`` threads a row take the row's maximum and sum in slices (combined
-through shared memory), update the running maximum ``m``, turn the scores into
-``p = exp(s - m)`` and rescale the running sum ``l ← l·exp(m_old - m) + Σ p``; the
+``(batch…, query block)`` — causal: ``(query block, batch…)`` with the last query blocks,
+which visit the most key blocks, dealt out first: a block owns ``bm`` query rows. It stages
+its rows of ``Q`` in shared memory once, then loops over blocks of ``bn`` keys — with a
+causal mask (``g`` ends in ``select(j ≤ i, x, -inf)``) only up to the block holding the
+diagonal, because later blocks are masked entirely. Per key block: the ``K`` and ``V`` rows
+are staged; the ``bm × bn`` score tile is computed by 16 × 16 threads with a register
+micro-tile each and ``g`` is applied (its ops cloned from the *exp* kernel, with ``i`` and
+``j`` the tile's coordinates); 256 / ``bm`` threads a row take the row's maximum and sum in
+slices (combined through shared memory), update the running maximum ``m``, turn the scores
+into ``p = exp(s - m)`` and rescale the running sum ``l ← l·exp(m_old - m) + Σ p``; the
 output accumulators (a register micro-tile of ``bm × D`` per block) are rescaled by the same
 factor and take ``Σ_j p·V``. After the last key block the *output* kernel's epilogue runs on
-the accumulators, with ``l`` read from shared memory (when the *exp* kernel normalized,
-the accumulators are divided by ``l`` first: that is the sum the *output* kernel took). The
-row maximum of a row whose scores are all ``-inf`` so far counts as 0 in the exponents, so a
+the accumulators, with ``l`` read from shared memory (when the *exp* kernel normalized, the
+accumulators are divided by ``l`` first: that is the sum the *output* kernel took). The row
+maximum of a row whose scores are all ``-inf`` so far counts as 0 in the exponents, so a
 fully masked block adds nothing instead of making ``NaN``.
 
 **Why** the four kernels write and read the ``heads × seq × seq`` scores and probabilities
@@ -626,7 +627,9 @@ def build(chain: Chain, bm: int, bn: int, name: str) -> tile.KernelOp:
         for buf in k.buffers:
             if buf not in dropped and buf not in buffers:
                 buffers.append(buf)
-    grid = [b for b in extents[:-1]] + [queries // bm]
+    n_qb = queries // bm
+    heavy_first = ex.causal and n_qb > 1
+    grid = [n_qb, *extents[:-1]] if heavy_first else [*extents[:-1], n_qb]
     new = tile.KernelOp(name, [min(math.prod(grid), 2**31 - 1), 1, 1], [THREADS * THREADS, 1, 1],
                         buffers)
     new.attributes["llmopt.flash"] = StringAttr(f"{bm}x{bn}")
@@ -648,14 +651,25 @@ def build(chain: Chain, bm: int, bn: int, name: str) -> tile.KernelOp:
 
     blocks = tile.ForallOp(grid, "blocks")
     top.add_op(blocks)
-    bivs = list(blocks.ivs)
-    for k, arg in enumerate(bivs[:-1]):
-        arg.name_hint = f"b{k}"
-    qb = bivs[-1]
-    qb.name_hint = "qb"
     body = blocks.body.block
+    bivs = list(blocks.ivs)
+    if heavy_first:
+        # Causal: query block qb visits qb + 1 key blocks. The blocks are dealt out in the
+        # order of the forall's points, so the heaviest go first (qb = n_qb - 1 - qr):
+        # the light ones fill in around them, and the last to start are short.
+        qr, batch_ivs = bivs[0], bivs[1:]
+        qr.name_hint = "qr"
+        last_qb = const_index(n_qb - 1)
+        qb_op = arith.SubiOp(last_qb.result, qr)
+        body.add_ops([last_qb, qb_op])
+        qb = qb_op.result
+    else:
+        batch_ivs, qb = bivs[:-1], bivs[-1]
+    for k, arg in enumerate(batch_ivs):
+        arg.name_hint = f"b{k}"
+    qb.name_hint = "qb"
     role: list[Linear] = [Linear.of() if e == 1 else Linear.of((1, b))
-                          for e, b in zip(extents[:-1], bivs[:-1], strict=True)]
+                          for e, b in zip(extents[:-1], batch_ivs, strict=True)]
     q_base = Linear.of((bm, qb))
 
     qs = shared([bm, dk], typ, "qs", PAD)

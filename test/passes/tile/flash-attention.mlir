@@ -6,7 +6,10 @@
 // Causal, two query heads on one KV head, the output with its heads concatenated: the loop
 // over key blocks stops at the diagonal's (min of the block count and qb·16+31 floordiv 16).
 // CHECK:      tile.kernel @{{[a-z_0-9]+}} grid [4, 1, 1] block [256, 1, 1]
-// CHECK:        tile.forall (%b0, %b1, %qb) in [1, 2, 2] over blocks {
+// The heaviest query blocks (qb = 1 - qr) are dealt out first.
+// CHECK:        tile.forall (%qr, %b0, %b1) in [2, 1, 2] over blocks {
+// CHECK-NEXT:     %[[LAST:.*]] = arith.constant 1 : index
+// CHECK-NEXT:     %qb = arith.subi %[[LAST]], %qr : index
 // CHECK:          %qs = tile.alloc shared {llmopt.pad = 4 : i64} : memref<16x16xf32>
 // CHECK:          %acc = tile.alloc registers : memref<16x16x1x1xf32>
 // CHECK:          %[[UB:.*]] = arith.minui
