@@ -178,15 +178,32 @@ def same_ops(first: Sequence[Operation], second: Sequence[Operation],
     return True
 
 
-def product_of(red: loop.ReduceOp) -> tuple[loop.LoadOp, loop.LoadOp, arith.MulfOp] | None:
-    """A reduce body that is exactly two loads and the product it yields."""
+def loop_indexed(access: loop.LoadOp, kernel: loop.KernelOp) -> bool:
+    """Whether every index of ``access`` is a loop variable or defined at the top of
+    ``kernel``: the rebuilt kernel substitutes the former and clones the latter, and has
+    nothing else (a gathered index, say) to offer."""
+    for index in access.indices:
+        owner = index.owner
+        if isinstance(owner, Block):
+            if not isinstance(owner.parent_op(), loop.ForOp | loop.ReduceOp):
+                return False
+        elif owner.parent is not kernel.body.block:
+            return False
+    return True
+
+
+def product_of(red: loop.ReduceOp, kernel: loop.KernelOp
+               ) -> tuple[loop.LoadOp, loop.LoadOp, arith.MulfOp] | None:
+    """A reduce body of ``kernel`` that is exactly two loads indexed by loop variables and
+    the product it yields."""
     ops = list(red.body.block.ops)
     if len(ops) != 4 or not isinstance(ops[2], arith.MulfOp):
         return None
     a, b, mul, last = ops
     if not (isinstance(a, loop.LoadOp) and isinstance(b, loop.LoadOp)
             and isinstance(last, loop.YieldOp) and last.values[0] is mul.result
-            and {mul.lhs, mul.rhs} == {a.result, b.result}):
+            and {mul.lhs, mul.rhs} == {a.result, b.result}
+            and loop_indexed(a, kernel) and loop_indexed(b, kernel)):
         return None
     return a, b, mul
 
@@ -213,7 +230,7 @@ def match_scores(kernel: loop.KernelOp) -> Scores | None:
     if not (isinstance(red, loop.ReduceOp) and red.kind.data == "add"
             and isinstance(store, loop.StoreOp) and store.value is red.result):
         return None
-    found = product_of(red)
+    found = product_of(red, kernel)
     out = bound(kernel, store.buffer)
     if found is None or out is None or not reads_at(store, loops, len(store.map.data.results)
                                                     - len(loops)):
@@ -426,7 +443,7 @@ def match_output(kernel: loop.KernelOp, probs: SSAValue, sums: SSAValue | None, 
             op.regions for op in ops if op is not reds[0]):
         return None
     red = reds[0]
-    found = product_of(red)
+    found = product_of(red, kernel)
     if found is None:
         return None
     a, b, mul = found

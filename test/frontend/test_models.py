@@ -170,11 +170,19 @@ def test_decoder_layer_every_level(kind: str, seq: int) -> None:
     compile_all(llmopt.cuda_source(kernel))
 
 
-@pytest.mark.parametrize("seq", [7, 33])
+@pytest.mark.parametrize("seq", [7, 32, 33])
 @pytest.mark.parametrize("kind", ["llama", "qwen2"])
 def test_whole_model_every_level(kind: str, seq: int) -> None:
+    """Seq 32 divides into query and key blocks: each layer's attention is one
+    flash-attention kernel."""
     model = tiny_model(kind)
     program = capture_model(model, seq)
+    tiled = llmopt.lower(program.module.clone(), "torch-to-prim,canonicalize,prim-to-loop,"
+                         "fuse-kernels{recompute_limit=0},canonicalize,cse,hoist-reduce-factors,"
+                         "flash-attention")
+    flash = [op for op in tiled.walk() if "llmopt.flash" in op.attributes]
+    layers = model.config.num_hidden_layers
+    assert len(flash) == (layers if seq % 16 == 0 else 0), flash
     kernel, report = lower_checked(program)
     assert {"fuse-kernels", "tile-to-kernel"} <= {p.name for p in report.passes}
 
