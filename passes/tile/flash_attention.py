@@ -629,316 +629,349 @@ def seq_loop(extent: int, name: str, role: str, ub: SSAValue | None = None, unro
     return consts, for_op, block
 
 
-def build(chain: Chain, bm: int, bn: int, name: str) -> tile.KernelOp:
-    """The flash kernel of ``chain`` (see the module docstring)."""
-    sc, ex, out = chain.scores, chain.exp, chain.output
-    extents = [lp.trip_count for lp in ex.ivs]
-    queries, keys = extents[-1], ex.max.trip_count
-    dk, hd = sc.reduce.trip_count, out.head_dim
-    typ = sc.reduce.result.type
-    wm, wn, wd = bm // THREADS, bn // THREADS, hd // THREADS
-    kernels = [k for k in (sc.kernel, ex.kernel, chain.sums_kernel, out.kernel) if k is not None]
-    dropped = {sc.out, ex.out, chain.sums}
-    buffers: list[SSAValue] = []
-    for k in kernels:
-        for buf in k.buffers:
-            if buf not in dropped and buf not in buffers:
-                buffers.append(buf)
-    n_qb = queries // bm
-    heavy_first = ex.causal and n_qb > 1
-    grid = [n_qb, *extents[:-1]] if heavy_first else [*extents[:-1], n_qb]
-    new = tile.KernelOp(name, [min(math.prod(grid), 2**31 - 1), 1, 1], [THREADS * THREADS, 1, 1],
-                        buffers)
-    new.attributes["llmopt.flash"] = StringAttr(f"{bm}x{bn}")
-    top = new.body.block
-    for arg, buf in zip(top.args, buffers, strict=True):
-        arg.name_hint = next(a.name_hint for k in kernels
-                             for a, b in zip(k.body.block.args, k.buffers, strict=True)
-                             if b is buf)
-    values: dict[loop.KernelOp, dict[SSAValue, SSAValue]] = {}
-    for k in kernels:
-        vals = {a: top.args[buffers.index(b)] for a, b in zip(k.body.block.args, k.buffers,
-                                                             strict=True) if b in buffers}
-        for op in k.body.block.ops:
-            if not isinstance(op, loop.ForOp):
-                copy = op.clone(value_mapper=vals)
-                top.add_op(copy)
-                vals.update(zip(op.results, copy.results, strict=True))
-        values[k] = vals
+ROW = AffineMap(2, 0, (AffineDimExpr(1) * THREADS + AffineDimExpr(0),))
+"""``(ti, mi) → mi·16 + ti``: a thread's row of a tile."""
+TILE = AffineMap(4, 0, (AffineDimExpr(2) * THREADS + AffineDimExpr(0),
+                        AffineDimExpr(3) * THREADS + AffineDimExpr(1)))
+"""``(ti, tj, mi, nj) → (mi·16 + ti, nj·16 + tj)``: a thread's element of a tile."""
+ROW_K = AffineMap(3, 0, (AffineDimExpr(1) * THREADS + AffineDimExpr(0), AffineDimExpr(2)))
+"""``(t, i, k) → (i·16 + t, k)``: a thread's row of a tile at column ``k``."""
+K_COL = AffineMap(3, 0, (AffineDimExpr(2), AffineDimExpr(1) * THREADS + AffineDimExpr(0)))
+"""``(t, i, k) → (k, i·16 + t)``: a thread's column of a tile at row ``k``."""
 
-    blocks = tile.ForallOp(grid, "blocks")
-    top.add_op(blocks)
-    body = blocks.body.block
-    bivs = list(blocks.ivs)
-    if heavy_first:
-        # Causal: query block qb visits qb + 1 key blocks. The blocks are dealt out in the
-        # order of the forall's points, so the heaviest go first (qb = n_qb - 1 - qr):
-        # the light ones fill in around them, and the last to start are short.
-        qr, batch_ivs = bivs[0], bivs[1:]
-        qr.name_hint = "qr"
-        last_qb = const_index(n_qb - 1)
-        qb_op = arith.SubiOp(last_qb.result, qr)
-        body.add_ops([last_qb, qb_op])
-        qb = qb_op.result
-    else:
-        batch_ivs, qb = bivs[:-1], bivs[-1]
-    for k, arg in enumerate(batch_ivs):
-        arg.name_hint = f"b{k}"
-    qb.name_hint = "qb"
-    role: list[Linear] = [Linear.of() if e == 1 else Linear.of((1, b))
-                          for e, b in zip(extents[:-1], batch_ivs, strict=True)]
-    q_base = Linear.of((bm, qb))
 
-    qs = shared([bm, dk], typ, "qs", PAD)
-    ks = shared([bn, dk], typ, "ks", PAD)
-    vs = shared([bn, hd], typ, "vs", 0)
-    ps = shared([bm, bn], typ, "ps", PAD)
-    m_run = shared([bm], typ, "m", None)
-    l_run = shared([bm], typ, "l", None)
-    corr = shared([bm], typ, "corr", None)
-    shift_run = shared([bm], typ, "shift", None)
-    parts = THREADS * THREADS // bm
-    part = shared([bm, parts], typ, "part", 1)
-    sacc = tile.AllocOp("registers", MemRefType(typ, [THREADS, THREADS, wm, wn]))
-    sacc.result.name_hint = "s"
-    oacc = tile.AllocOp("registers", MemRefType(typ, [THREADS, THREADS, wm, wd]))
-    oacc.result.name_hint = "acc"
-    body.add_ops([qs, ks, vs, ps, m_run, l_run, corr, shift_run, part, sacc, oacc])
+class FlashKernel:
+    """The flash kernel of a matched chain (see the module docstring), built step by step:
+    :meth:`build` appends the steps to the block's body and to the loop over key blocks."""
 
-    def micro(inner_extent: int, inner_name: str, role_name: str
+    def __init__(self, chain: Chain, bm: int, bn: int, name: str) -> None:
+        self.chain, self.bm, self.bn = chain, bm, bn
+        sc, ex, out = chain.scores, chain.exp, chain.output
+        self.extents = [lp.trip_count for lp in ex.ivs]
+        self.dk, self.hd = sc.reduce.trip_count, out.head_dim
+        self.typ = sc.reduce.result.type
+        self.wm, self.wn, self.wd = bm // THREADS, bn // THREADS, self.hd // THREADS
+        self.kernels = [k for k in (sc.kernel, ex.kernel, chain.sums_kernel, out.kernel)
+                        if k is not None]
+        dropped = {sc.out, ex.out, chain.sums}
+        buffers: list[SSAValue] = []
+        for k in self.kernels:
+            buffers += [b for b in k.buffers if b not in dropped and b not in buffers]
+        n_qb = self.extents[-1] // bm
+        self.heavy_first = ex.causal and n_qb > 1
+        grid = [n_qb, *self.extents[:-1]] if self.heavy_first else [*self.extents[:-1], n_qb]
+        self.kernel = tile.KernelOp(name, [min(math.prod(grid), 2**31 - 1), 1, 1],
+                                    [THREADS * THREADS, 1, 1], buffers)
+        self.kernel.attributes["llmopt.flash"] = StringAttr(f"{bm}x{bn}")
+        self.values = self._kernel_level_ops(buffers)
+        blocks = tile.ForallOp(grid, "blocks")
+        self.kernel.body.block.add_op(blocks)
+        self.body = blocks.body.block
+        self.qb, batch_ivs = self._query_block(list(blocks.ivs), n_qb)
+        self.role = [Linear.of() if e == 1 else Linear.of((1, b))
+                     for e, b in zip(self.extents[:-1], batch_ivs, strict=True)]
+        self.q_base = Linear.of((bm, self.qb))
+        typ, dk, hd = self.typ, self.dk, self.hd
+        self.qs = shared([bm, dk], typ, "qs", PAD)
+        self.ks = shared([bn, dk], typ, "ks", PAD)
+        self.vs = shared([bn, hd], typ, "vs", 0)
+        self.ps = shared([bm, bn], typ, "ps", PAD)
+        self.m_run = shared([bm], typ, "m", None)
+        self.l_run = shared([bm], typ, "l", None)
+        self.corr = shared([bm], typ, "corr", None)
+        self.shift = shared([bm], typ, "shift", None)
+        self.parts = THREADS * THREADS // bm
+        self.part = shared([bm, self.parts], typ, "part", 1)
+        self.sacc = tile.AllocOp("registers", MemRefType(typ, [THREADS, THREADS, self.wm,
+                                                                self.wn]))
+        self.sacc.result.name_hint = "s"
+        self.oacc = tile.AllocOp("registers", MemRefType(typ, [THREADS, THREADS, self.wm,
+                                                                self.wd]))
+        self.oacc.result.name_hint = "acc"
+        self.body.add_ops([self.qs, self.ks, self.vs, self.ps, self.m_run, self.l_run,
+                           self.corr, self.shift, self.part, self.sacc, self.oacc])
+
+    def _kernel_level_ops(self, buffers: list[SSAValue]
+                          ) -> dict[loop.KernelOp, dict[SSAValue, SSAValue]]:
+        """Name the new kernel's arguments and clone every matched kernel's ops outside its
+        loops (constants) into it; per matched kernel, its values → the new kernel's."""
+        top = self.kernel.body.block
+        for arg, buf in zip(top.args, buffers, strict=True):
+            arg.name_hint = next(a.name_hint for k in self.kernels
+                                 for a, b in zip(k.body.block.args, k.buffers, strict=True)
+                                 if b is buf)
+        values: dict[loop.KernelOp, dict[SSAValue, SSAValue]] = {}
+        for k in self.kernels:
+            vals = {a: top.args[buffers.index(b)]
+                    for a, b in zip(k.body.block.args, k.buffers, strict=True) if b in buffers}
+            for op in k.body.block.ops:
+                if not isinstance(op, loop.ForOp):
+                    copy = op.clone(value_mapper=vals)
+                    top.add_op(copy)
+                    vals.update(zip(op.results, copy.results, strict=True))
+            values[k] = vals
+        return values
+
+    def _query_block(self, ivs: list[SSAValue], n_qb: int) -> tuple[SSAValue, list[SSAValue]]:
+        """The query block's index and the batch ivs of the blocks' forall."""
+        if not self.heavy_first:
+            qb, batch = ivs[-1], ivs[:-1]
+        else:
+            # Causal: query block qb visits qb + 1 key blocks. The blocks are dealt out in
+            # the order of the forall's points, so the heaviest go first (qb = n_qb - 1 -
+            # qr): the light ones fill in around them, and the last to start are short.
+            qr, batch = ivs[0], ivs[1:]
+            qr.name_hint = "qr"
+            last = const_index(n_qb - 1)
+            qb_op = arith.SubiOp(last.result, qr)
+            self.body.add_ops([last, qb_op])
+            qb = qb_op.result
+        for k, arg in enumerate(batch):
+            arg.name_hint = f"b{k}"
+        qb.name_hint = "qb"
+        return qb, batch
+
+    # --- pieces -----------------------------------------------------------------------------------
+
+    def micro(self, inner_extent: int, inner_name: str, role: str
               ) -> tuple[tile.ForallOp, Block, list[SSAValue]]:
+        """A forall of the 16 × 16 threads, each over its ``wm × inner_extent`` micro-tile."""
         forall, (ti, tj) = block_threads([THREADS, THREADS], ["ti", "tj"])
-        nest, inner, (mi, nj) = loop_nest([wm, inner_extent], ["mi", inner_name], UNROLL)
+        nest, inner, (mi, nj) = loop_nest([self.wm, inner_extent], ["mi", inner_name], UNROLL)
         forall.body.block.add_op(nest)
-        forall.attributes["llmopt.role"] = StringAttr(role_name)
+        forall.attributes["llmopt.role"] = StringAttr(role)
         return forall, inner, [ti, tj, mi, nj]
 
-    def rows(name: str) -> tuple[tile.ForallOp, Block, SSAValue]:
-        forall, (r,) = block_threads([bm], ["r"])
-        forall.attributes["llmopt.role"] = StringAttr(name)
+    def rows(self, role: str) -> tuple[tile.ForallOp, Block, SSAValue]:
+        """A forall with one thread per query row of the block."""
+        forall, (r,) = block_threads([self.bm], ["r"])
+        forall.attributes["llmopt.role"] = StringAttr(role)
         return forall, forall.body.block, r
 
-    def row_map() -> AffineMap:
-        """``(ti, mi) → mi·16 + ti``."""
-        return AffineMap(2, 0, (AffineDimExpr(1) * THREADS + AffineDimExpr(0),))
-
-    def tile_map() -> AffineMap:
-        """``(ti, tj, mi, nj) → (mi·16 + ti, nj·16 + tj)``."""
-        return AffineMap(4, 0, (AffineDimExpr(2) * THREADS + AffineDimExpr(0),
-                                AffineDimExpr(3) * THREADS + AffineDimExpr(1)))
-
-    def stage(load: loop.LoadOp, subst: dict[SSAValue, Linear], vals: dict[SSAValue, SSAValue],
-              dst: tile.AllocOp, extent: tuple[int, int], names: tuple[str, str],
-              fill: dict[SSAValue, tuple[int, int]]) -> tile.ForallOp:
-        """A forall filling ``dst[a, b]`` with ``load`` at ``subst`` plus ``fill`` (old iv →
-        (which of a, b, coefficient))."""
-        forall, (a, b) = block_threads(list(extent), list(names))
+    def stage(self, load: loop.LoadOp, subst: dict[SSAValue, Linear], kernel: loop.KernelOp,
+              dst: tile.AllocOp, names: tuple[str, str], fill: dict[SSAValue, int]
+              ) -> tile.ForallOp:
+        """A forall filling ``dst[a, b]`` with ``load`` (of ``kernel``) at ``subst``, plus
+        ``a`` or ``b`` (``fill``: old iv → 0 or 1) on the given ivs."""
+        typ = dst.result.type
+        assert isinstance(typ, MemRefType)
+        forall, ab = block_threads(list(typ.get_shape()), list(names))
         forall.attributes["llmopt.role"] = StringAttr("stage")
         full = dict(subst)
-        for iv, (which, coef) in fill.items():
-            extra = Linear.of((coef, (a, b)[which]))
-            full[iv] = lin_sum((1, subst.get(iv, Linear.of())), (1, extra))
-        cloner = Cloner(full, dict(vals))
-        copy = cloner.clone_into(load, forall.body.block)
-        forall.body.block.add_op(loop.StoreOp(copy.results[0], dst.result, ident(2), [a, b]))
+        for iv, which in fill.items():
+            full[iv] = lin_sum((1, subst.get(iv, Linear.of())), (1, Linear.of((1, ab[which]))))
+        copy = Cloner(full, dict(self.values[kernel])).clone_into(load, forall.body.block)
+        forall.body.block.add_op(loop.StoreOp(copy.results[0], dst.result, ident(2), ab))
         return forall
 
-    # Initial running maximum, sum and accumulators.
-    init_rows, blk, r = rows("init")
-    ninf, zero = const_float(NEG_INF, typ), const_float(0.0, typ)
-    blk.add_ops([ninf, zero, loop.StoreOp(ninf.result, m_run.result, ident(1), [r]),
-                 loop.StoreOp(zero.result, l_run.result, ident(1), [r])])
-    init_acc, inner, ivs = micro(wd, "dj", "init")
-    z = const_float(0.0, typ)
-    inner.add_ops([z, loop.StoreOp(z.result, oacc.result, ident(4), ivs)])
-    body.add_ops([init_rows, init_acc])
-
-    # Q rows of the block, once.
-    sc_vals = values[sc.kernel]
-    batch_subst = {lp.iv: role[k] for k, lp in enumerate(sc.ivs[:-2])}
-    q_subst = {**batch_subst, sc.ivs[-2].iv: q_base}
-    body.add_op(stage(sc.q, q_subst, sc_vals, qs, (bm, dk), ("ii", "dd"),
-                      {sc.ivs[-2].iv: (0, 1), sc.reduce.iv: (1, 1)}))
-
-    # The loop over key blocks (up to the diagonal's when the mask is causal).
-    n_kb = keys // bn
-    pre: list[Operation] = []
-    if ex.causal:
-        # ub = min(n_kb, (qb·bm + bm - 1) floordiv bn + 1)
-        c_bm, c_last, c_bn, c_n = (const_index(bm), const_index(bm - 1 + bn), const_index(bn),
-                                   const_index(n_kb))
-        first_row = arith.MuliOp(qb, c_bm.result)
-        end = arith.AddiOp(first_row.result, c_last.result)
-        blocks_to = arith.DivUIOp(end.result, c_bn.result)
-        ub_op = arith.MinUIOp(blocks_to.result, c_n.result)
-        pre = [c_bm, c_last, c_bn, c_n, first_row, end, blocks_to, ub_op]
-        ub: SSAValue | None = ub_op.result
-    else:
-        ub = None
-    consts, kb_loop, kb_body = seq_loop(n_kb, "kb", "key_blocks", ub=ub)
-    body.add_ops([*pre, *consts, kb_loop])
-    kb = kb_body.args[0]
-    key_base = Linear.of((bn, kb))
-
-    kb_body.add_op(stage(sc.k, {**batch_subst, sc.ivs[-1].iv: key_base}, sc_vals, ks,
-                         (bn, dk), ("jj", "dd"), {sc.ivs[-1].iv: (0, 1), sc.reduce.iv: (1, 1)}))
-    out_vals = values[out.kernel]
-
-    def out_subst(query: Linear, d: Linear) -> dict[SSAValue, Linear]:
+    def out_subst(self, query: Linear, d: Linear) -> dict[SSAValue, Linear]:
         """The output band's ivs from the roles (batch from the block, ``query``, ``d``)."""
-        by_role = [*role, query, d]
+        by_role = [*self.role, query, d]
+        out = self.chain.output
         subst = {lp.iv: Linear.of() for lp in out.ivs}  # extent 1: no role
         subst.update({iv: lin_sum(*((c, by_role[k]) for c, k in rs))
                       for iv, rs in out.roles.items()})
         return subst
 
-    kb_body.add_op(stage(out.v, {**out_subst(Linear.of(), Linear.of()),
-                                 out.reduce.iv: key_base}, out_vals, vs, (bn, hd), ("jj", "dd"),
-                         {out.reduce.iv: (0, 1), **_d_fill(out)}))
+    def product(self, acc: tile.AllocOp, extent: int, inner: tuple[int, str],
+                a: tuple[tile.AllocOp, AffineMap], b: tuple[tile.AllocOp, AffineMap],
+                old: tuple[loop.LoadOp, loop.LoadOp, Operation], kernel: loop.KernelOp
+                ) -> list[Operation]:
+        """``acc[ti, tj, mi, x] += a[..] · b[..]`` over ``k < extent`` (an ``scf.for`` around
+        the threads' forall): ``a`` is read at ``(ti, mi, k)``, ``b`` at ``(tj, x, k)``, and
+        the product is ``old``'s multiplication (of ``kernel``) cloned onto them."""
+        consts, k_loop, k_body = seq_loop(extent, "kk" if acc is self.sacc else "jj",
+                                          "k_loop", unroll=UNROLL_K)
+        step, body, (ti, tj, mi, x) = self.micro(*inner, "update")
+        k = k_body.args[0]
+        la = loop.LoadOp(a[0].result, a[1], [ti, mi, k])
+        lb = loop.LoadOp(b[0].result, b[1], [tj, x, k])
+        body.add_ops([la, lb])
+        vals = {**self.values[kernel], old[0].result: la.result, old[1].result: lb.result}
+        term = Cloner({}, vals).clone_into(old[2], body)
+        ivs = [ti, tj, mi, x]
+        prev = loop.LoadOp(acc.result, ident(4), ivs)
+        total = arith.AddfOp(prev.result, term.results[0])
+        body.add_ops([prev, total, loop.StoreOp(total.result, acc.result, ident(4), ivs)])
+        k_body.add_ops([step, scf.YieldOp()])
+        return [*consts, k_loop]
 
-    # Scores of the tile, a register micro-tile a thread.
-    s_init, inner, ivs = micro(wn, "nj", "init")
-    z = const_float(0.0, typ)
-    inner.add_ops([z, loop.StoreOp(z.result, sacc.result, ident(4), ivs)])
-    consts, kk_loop, kk_body = seq_loop(dk, "kk", "k_loop", unroll=UNROLL_K)
-    step, inner, (ti, tj, mi, nj) = micro(wn, "nj", "update")
-    a = loop.LoadOp(qs.result, AffineMap(3, 0, (AffineDimExpr(1) * THREADS + AffineDimExpr(0),
-                                                 AffineDimExpr(2))), [ti, mi, kk_body.args[0]])
-    b = loop.LoadOp(ks.result, AffineMap(3, 0, (AffineDimExpr(1) * THREADS + AffineDimExpr(0),
-                                                 AffineDimExpr(2))), [tj, nj, kk_body.args[0]])
-    prod = Cloner({}, {**sc_vals, sc.q.result: a.result, sc.k.result: b.result})
-    inner.add_ops([a, b])
-    term = prod.clone_into(sc.mul, inner)
-    old = loop.LoadOp(sacc.result, ident(4), [ti, tj, mi, nj])
-    total = arith.AddfOp(old.result, term.results[0])
-    inner.add_ops([old, total, loop.StoreOp(total.result, sacc.result, ident(4), [ti, tj, mi, nj])])
-    kk_body.add_ops([step, scf.YieldOp()])
-    kb_body.add_ops([s_init, *consts, kk_loop])
+    # --- steps ------------------------------------------------------------------------------------
 
-    # g (scale, mask …) on each score, into the shared tile.
-    s_done, inner, (ti, tj, mi, nj) = micro(wn, "nj", "scores")
-    s = loop.LoadOp(sacc.result, ident(4), [ti, tj, mi, nj])
-    inner.add_op(s)
-    g_subst = {lp.iv: role[k] for k, lp in enumerate(ex.ivs[:-1])}
-    g_subst[ex.ivs[-1].iv] = lin_sum((1, q_base), (1, Linear.of((THREADS, mi), (1, ti))))
-    g_subst[ex.max.iv] = lin_sum((1, key_base), (1, Linear.of((THREADS, nj), (1, tj))))
-    g = Cloner(g_subst, {**values[ex.kernel], ex.load.result: s.result})
-    for op in ex.body:
-        g.clone_into(op, inner)
-    last = ex.max.body.block.last_op
-    assert last is not None
-    inner.add_op(loop.StoreOp(g.value(last.operands[0], inner), ps.result, tile_map(),
-                              [ti, tj, mi, nj]))
-    kb_body.add_op(s_done)
+    def init_state(self) -> None:
+        """Running maximum -inf, running sum 0, output accumulators 0."""
+        init_rows, blk, r = self.rows("init")
+        ninf, zero = const_float(NEG_INF, self.typ), const_float(0.0, self.typ)
+        blk.add_ops([ninf, zero, loop.StoreOp(ninf.result, self.m_run.result, ident(1), [r]),
+                     loop.StoreOp(zero.result, self.l_run.result, ident(1), [r])])
+        init_acc, inner, ivs = self.micro(self.wd, "dj", "init")
+        z = const_float(0.0, self.typ)
+        inner.add_ops([z, loop.StoreOp(z.result, self.oacc.result, ident(4), ivs)])
+        self.body.add_ops([init_rows, init_acc])
 
-    # Per row, over `parts` threads a row: the running maximum, p = exp(s - m), the running
-    # sum and the rescale factor.
-    def partial(kind: str, name: str) -> tile.ForallOp:
-        """``part[r, q] = kind`` over the q-th slice of row ``r`` of the tile."""
-        forall, (r, q) = block_threads([bm, parts], ["r", "q"])
-        forall.attributes["llmopt.role"] = StringAttr(name)
-        red = loop.ReduceOp(kind, bn // parts, typ)
-        x = loop.LoadOp(ps.result, AffineMap(3, 0, (AffineDimExpr(0), AffineDimExpr(1) * (
-            bn // parts) + AffineDimExpr(2))), [r, q, red.iv])
+    def key_loop(self) -> tuple[Block, Linear]:
+        """The loop over key blocks (up to the diagonal's when the mask is causal): its body
+        and the first key of its block."""
+        bm, bn = self.bm, self.bn
+        n_kb = self.chain.exp.max.trip_count // bn
+        pre: list[Operation] = []
+        ub: SSAValue | None = None
+        if self.chain.exp.causal:
+            # ub = min(n_kb, (qb·bm + bm - 1) floordiv bn + 1)
+            c_bm, c_last, c_bn, c_n = (const_index(bm), const_index(bm - 1 + bn),
+                                       const_index(bn), const_index(n_kb))
+            first_row = arith.MuliOp(self.qb, c_bm.result)
+            end = arith.AddiOp(first_row.result, c_last.result)
+            blocks_to = arith.DivUIOp(end.result, c_bn.result)
+            ub_op = arith.MinUIOp(blocks_to.result, c_n.result)
+            pre = [c_bm, c_last, c_bn, c_n, first_row, end, blocks_to, ub_op]
+            ub = ub_op.result
+        consts, kb_loop, kb_body = seq_loop(n_kb, "kb", "key_blocks", ub=ub)
+        self.body.add_ops([*pre, *consts, kb_loop])
+        return kb_body, Linear.of((bn, kb_body.args[0]))
+
+    def scores(self, kb_body: Block, key_base: Linear) -> None:
+        """The score tile (a register micro-tile a thread), ``g`` applied, into ``ps``."""
+        sc, ex = self.chain.scores, self.chain.exp
+        s_init, inner, ivs = self.micro(self.wn, "nj", "init")
+        z = const_float(0.0, self.typ)
+        inner.add_ops([z, loop.StoreOp(z.result, self.sacc.result, ident(4), ivs)])
+        kb_body.add_op(s_init)
+        kb_body.add_ops(self.product(self.sacc, self.dk, (self.wn, "nj"), (self.qs, ROW_K),
+                                     (self.ks, ROW_K), (sc.q, sc.k, sc.mul), sc.kernel))
+        s_done, inner, (ti, tj, mi, nj) = self.micro(self.wn, "nj", "scores")
+        s = loop.LoadOp(self.sacc.result, ident(4), [ti, tj, mi, nj])
+        inner.add_op(s)
+        subst = {lp.iv: self.role[k] for k, lp in enumerate(ex.ivs[:-1])}
+        subst[ex.ivs[-1].iv] = lin_sum((1, self.q_base), (1, Linear.of((THREADS, mi), (1, ti))))
+        subst[ex.max.iv] = lin_sum((1, key_base), (1, Linear.of((THREADS, nj), (1, tj))))
+        g = Cloner(subst, {**self.values[ex.kernel], ex.load.result: s.result})
+        for op in ex.body:
+            g.clone_into(op, inner)
+        last = ex.max.body.block.last_op
+        assert last is not None
+        inner.add_op(loop.StoreOp(g.value(last.operands[0], inner), self.ps.result, TILE,
+                                  [ti, tj, mi, nj]))
+        kb_body.add_op(s_done)
+
+    def partial(self, kind: str, role: str) -> tile.ForallOp:
+        """``part[r, q] = kind`` over the q-th slice of row ``r`` of the score tile."""
+        forall, (r, q) = block_threads([self.bm, self.parts], ["r", "q"])
+        forall.attributes["llmopt.role"] = StringAttr(role)
+        width = self.bn // self.parts
+        red = loop.ReduceOp(kind, width, self.typ)
+        x = loop.LoadOp(self.ps.result, AffineMap(3, 0, (
+            AffineDimExpr(0), AffineDimExpr(1) * width + AffineDimExpr(2))), [r, q, red.iv])
         red.body.block.add_ops([x, loop.YieldOp(x.result)])
-        forall.body.block.add_ops([red, loop.StoreOp(red.result, part.result, ident(2), [r, q])])
+        forall.body.block.add_ops([red, loop.StoreOp(red.result, self.part.result, ident(2),
+                                                     [r, q])])
         return forall
 
-    def combined(kind: str, r: SSAValue) -> loop.ReduceOp:
+    def combined(self, kind: str, r: SSAValue) -> loop.ReduceOp:
         """``kind`` over the parts of row ``r``."""
-        red = loop.ReduceOp(kind, parts, typ)
-        x = loop.LoadOp(part.result, ident(2), [r, red.iv])
+        red = loop.ReduceOp(kind, self.parts, self.typ)
+        x = loop.LoadOp(self.part.result, ident(2), [r, red.iv])
         red.body.block.add_ops([x, loop.YieldOp(x.result)])
         return red
 
-    kb_body.add_op(partial("max", "row_max"))
-    stats, blk, r = rows("row_max")
-    m_old = loop.LoadOp(m_run.result, ident(1), [r])
-    row_max = combined("max", r)
-    m_new = arith.MaximumfOp(m_old.result, row_max.result)
-    ninf, zero = const_float(NEG_INF, typ), const_float(0.0, typ)
-    empty = arith.CmpfOp(m_new.result, ninf.result, "oeq")
-    m_safe = arith.SelectOp(empty.result, zero.result, m_new.result)
-    shift = arith.SubfOp(m_old.result, m_safe.result)
-    factor = ExpOp(shift.result)
-    blk.add_ops([m_old, row_max, m_new, ninf, zero, empty, m_safe, shift, factor,
-                 loop.StoreOp(factor.results[0], corr.result, ident(1), [r]),
-                 loop.StoreOp(m_new.result, m_run.result, ident(1), [r]),
-                 loop.StoreOp(m_safe.result, shift_run.result, ident(1), [r])])
-    kb_body.add_op(stats)
-    to_p, (r, c) = block_threads([bm, bn], ["r", "c"])
-    to_p.attributes["llmopt.role"] = StringAttr("exp")
-    x = loop.LoadOp(ps.result, ident(2), [r, c])
-    mr = loop.LoadOp(shift_run.result, ident(1), [r])
-    diff = arith.SubfOp(x.result, mr.result)
-    p = ExpOp(diff.result)
-    to_p.body.block.add_ops([x, mr, diff, p,
-                             loop.StoreOp(p.results[0], ps.result, ident(2), [r, c])])
-    kb_body.add_ops([to_p, partial("add", "row_sum")])
-    sums, blk, r = rows("row_sum")
-    row_sum = combined("add", r)
-    l_old = loop.LoadOp(l_run.result, ident(1), [r])
-    f = loop.LoadOp(corr.result, ident(1), [r])
-    scaled = arith.MulfOp(l_old.result, f.result)
-    l_new = arith.AddfOp(scaled.result, row_sum.result)
-    blk.add_ops([row_sum, l_old, f, scaled, l_new,
-                 loop.StoreOp(l_new.result, l_run.result, ident(1), [r])])
-    kb_body.add_op(sums)
+    def statistics(self, kb_body: Block) -> None:
+        """Per row, over ``parts`` threads a row: the running maximum, ``p = exp(s - m)``
+        in place of the scores, the rescale factor and the running sum."""
+        typ = self.typ
+        kb_body.add_op(self.partial("max", "row_max"))
+        stats, blk, r = self.rows("row_max")
+        m_old = loop.LoadOp(self.m_run.result, ident(1), [r])
+        row_max = self.combined("max", r)
+        m_new = arith.MaximumfOp(m_old.result, row_max.result)
+        ninf, zero = const_float(NEG_INF, typ), const_float(0.0, typ)
+        empty = arith.CmpfOp(m_new.result, ninf.result, "oeq")
+        m_safe = arith.SelectOp(empty.result, zero.result, m_new.result)
+        shift = arith.SubfOp(m_old.result, m_safe.result)
+        factor = ExpOp(shift.result)
+        blk.add_ops([m_old, row_max, m_new, ninf, zero, empty, m_safe, shift, factor,
+                     loop.StoreOp(factor.results[0], self.corr.result, ident(1), [r]),
+                     loop.StoreOp(m_new.result, self.m_run.result, ident(1), [r]),
+                     loop.StoreOp(m_safe.result, self.shift.result, ident(1), [r])])
+        kb_body.add_op(stats)
+        to_p, (r, c) = block_threads([self.bm, self.bn], ["r", "c"])
+        to_p.attributes["llmopt.role"] = StringAttr("exp")
+        x = loop.LoadOp(self.ps.result, ident(2), [r, c])
+        mr = loop.LoadOp(self.shift.result, ident(1), [r])
+        diff = arith.SubfOp(x.result, mr.result)
+        p = ExpOp(diff.result)
+        to_p.body.block.add_ops([x, mr, diff, p,
+                                 loop.StoreOp(p.results[0], self.ps.result, ident(2), [r, c])])
+        kb_body.add_ops([to_p, self.partial("add", "row_sum")])
+        sums, blk, r = self.rows("row_sum")
+        row_sum = self.combined("add", r)
+        l_old = loop.LoadOp(self.l_run.result, ident(1), [r])
+        f = loop.LoadOp(self.corr.result, ident(1), [r])
+        scaled = arith.MulfOp(l_old.result, f.result)
+        l_new = arith.AddfOp(scaled.result, row_sum.result)
+        blk.add_ops([row_sum, l_old, f, scaled, l_new,
+                     loop.StoreOp(l_new.result, self.l_run.result, ident(1), [r])])
+        kb_body.add_op(sums)
 
-    # The accumulators: rescaled, then Σ_j p·V over the key block.
-    rescale, inner, (ti, tj, mi, dj) = micro(wd, "dj", "rescale")
-    f = loop.LoadOp(corr.result, row_map(), [ti, mi])
-    o = loop.LoadOp(oacc.result, ident(4), [ti, tj, mi, dj])
-    o2 = arith.MulfOp(o.result, f.result)
-    inner.add_ops([f, o, o2, loop.StoreOp(o2.result, oacc.result, ident(4), [ti, tj, mi, dj])])
-    consts, jj_loop, jj_body = seq_loop(bn, "jj", "k_loop", unroll=UNROLL_K)
-    step, inner, (ti, tj, mi, dj) = micro(wd, "dj", "update")
-    jj = jj_body.args[0]
-    pa = loop.LoadOp(ps.result, AffineMap(3, 0, (AffineDimExpr(1) * THREADS + AffineDimExpr(0),
-                                                  AffineDimExpr(2))), [ti, mi, jj])
-    vb = loop.LoadOp(vs.result, AffineMap(3, 0, (AffineDimExpr(2),
-                                                  AffineDimExpr(1) * THREADS + AffineDimExpr(0))),
-                     [tj, dj, jj])
-    inner.add_ops([pa, vb])
-    term = Cloner({}, {**out_vals, out.p.result: pa.result, out.v.result: vb.result}
-                  ).clone_into(out.mul, inner)
-    old = loop.LoadOp(oacc.result, ident(4), [ti, tj, mi, dj])
-    total = arith.AddfOp(old.result, term.results[0])
-    inner.add_ops([old, total, loop.StoreOp(total.result, oacc.result, ident(4),
-                                            [ti, tj, mi, dj])])
-    jj_body.add_ops([step, scf.YieldOp()])
-    kb_body.add_ops([rescale, *consts, jj_loop, scf.YieldOp()])
+    def accumulate(self, kb_body: Block) -> None:
+        """The output accumulators: rescaled, then ``+= Σ_j p·V`` over the key block."""
+        out = self.chain.output
+        rescale, inner, (ti, tj, mi, dj) = self.micro(self.wd, "dj", "rescale")
+        f = loop.LoadOp(self.corr.result, ROW, [ti, mi])
+        o = loop.LoadOp(self.oacc.result, ident(4), [ti, tj, mi, dj])
+        o2 = arith.MulfOp(o.result, f.result)
+        inner.add_ops([f, o, o2, loop.StoreOp(o2.result, self.oacc.result, ident(4),
+                                              [ti, tj, mi, dj])])
+        kb_body.add_op(rescale)
+        kb_body.add_ops(self.product(self.oacc, self.bn, (self.wd, "dj"), (self.ps, ROW_K),
+                                     (self.vs, K_COL), (out.p, out.v, out.mul), out.kernel))
 
-    # The output kernel's epilogue, once per output.
-    epi, inner, (ti, tj, mi, dj) = micro(wd, "dj", "epilogue")
-    acc = loop.LoadOp(oacc.result, ident(4), [ti, tj, mi, dj])
-    acc.result.name_hint = "sum"
-    inner.add_op(acc)
-    total: SSAValue = acc.result
-    if ex.normalized:  # P·V summed the normalized E: divide by the softmax sum here
-        total_l = loop.LoadOp(l_run.result, row_map(), [ti, mi])
-        divided = arith.DivfOp(acc.result, total_l.result)
-        inner.add_ops([total_l, divided])
-        total = divided.result
-    query = lin_sum((1, q_base), (1, Linear.of((THREADS, mi), (1, ti))))
-    cloner = Cloner(out_subst(query, Linear.of((THREADS, dj), (1, tj))),
-                    {**out_vals, out.reduce.result: total})
-    for op in out.sums:
-        total_l = loop.LoadOp(l_run.result, row_map(), [ti, mi])
-        inner.add_op(total_l)
-        cloner.values[op.result] = total_l.result
-    for op in list(out.ivs[-1].body.block.ops):
-        if op is out.reduce or op in out.sums:
-            continue
-        cloner.clone_into(op, inner)
-    body.add_op(epi)
-    return new
+    def epilogue(self) -> None:
+        """The output kernel's epilogue, once per output, on the accumulators."""
+        out = self.chain.output
+        epi, inner, (ti, tj, mi, dj) = self.micro(self.wd, "dj", "epilogue")
+        acc = loop.LoadOp(self.oacc.result, ident(4), [ti, tj, mi, dj])
+        acc.result.name_hint = "sum"
+        inner.add_op(acc)
+        total: SSAValue = acc.result
+        if self.chain.exp.normalized:  # P·V summed the normalized E: divide by l here
+            total_l = loop.LoadOp(self.l_run.result, ROW, [ti, mi])
+            divided = arith.DivfOp(acc.result, total_l.result)
+            inner.add_ops([total_l, divided])
+            total = divided.result
+        query = lin_sum((1, self.q_base), (1, Linear.of((THREADS, mi), (1, ti))))
+        cloner = Cloner(self.out_subst(query, Linear.of((THREADS, dj), (1, tj))),
+                        {**self.values[out.kernel], out.reduce.result: total})
+        for op in out.sums:
+            total_l = loop.LoadOp(self.l_run.result, ROW, [ti, mi])
+            inner.add_op(total_l)
+            cloner.values[op.result] = total_l.result
+        for op in list(out.ivs[-1].body.block.ops):
+            if op is not out.reduce and op not in out.sums:
+                cloner.clone_into(op, inner)
+        self.body.add_op(epi)
 
-
-def _d_fill(out: Output) -> dict[SSAValue, tuple[int, int]]:
-    """The V staging's fill of ``d`` (the tile's column), on the ivs that carry role ``d``."""
-    n = max(r for rs in out.roles.values() for _, r in rs)
-    return {iv: (1, 1) for iv, rs in out.roles.items() if any(r == n for _, r in rs)}
+    def build(self) -> tile.KernelOp:
+        """Every step, in order; the new kernel."""
+        sc, out = self.chain.scores, self.chain.output
+        self.init_state()
+        batch = {lp.iv: self.role[k] for k, lp in enumerate(sc.ivs[:-2])}
+        query_iv, key_iv = sc.ivs[-2].iv, sc.ivs[-1].iv
+        self.body.add_op(self.stage(sc.q, {**batch, query_iv: self.q_base}, sc.kernel,
+                                    self.qs, ("ii", "dd"), {query_iv: 0, sc.reduce.iv: 1}))
+        kb_body, key_base = self.key_loop()
+        kb_body.add_op(self.stage(sc.k, {**batch, key_iv: key_base}, sc.kernel, self.ks,
+                                  ("jj", "dd"), {key_iv: 0, sc.reduce.iv: 1}))
+        d_ivs = {iv: 1 for iv, rs in out.roles.items() if any(r == len(self.role) + 1
+                                                               for _, r in rs)}
+        kb_body.add_op(self.stage(out.v, {**self.out_subst(Linear.of(), Linear.of()),
+                                          out.reduce.iv: key_base}, out.kernel, self.vs,
+                                  ("jj", "dd"), {out.reduce.iv: 0, **d_ivs}))
+        self.scores(kb_body, key_base)
+        self.statistics(kb_body)
+        self.accumulate(kb_body)
+        kb_body.add_op(scf.YieldOp())
+        self.epilogue()
+        return self.kernel
 
 
 def fuse(chain: Chain, bm: int, bn: int, sms: int, max_smem: int) -> bool:
@@ -956,7 +989,7 @@ def fuse(chain: Chain, bm: int, bn: int, sms: int, max_smem: int) -> bool:
     if words * 4 > max_smem:
         return False
     anchor = chain.output.kernel
-    new = build(chain, bm, bn, anchor.sym_name.data)
+    new = FlashKernel(chain, bm, bn, anchor.sym_name.data).build()
     for inner in new.walk():
         inner.location = anchor.location
     rewriter = Rewriter()
