@@ -1,8 +1,8 @@
-"""``flash-attention``: attention's four kernels become one, with an online softmax.
+"""``flash-attention``: attention's kernels become one, with an online softmax.
 
-**Matches** four ``loop.kernel`` ops as ``fuse-kernels`` and ``hoist-reduce-factors`` leave
-``softmax(mask(scale · Q·Kᵀ)) · V`` (one dimension list ``(batch…, i, j)`` for the scores,
-``i`` the query and ``j`` the key):
+**Matches** the four ``loop.kernel`` ops (three without a mask) that ``fuse-kernels`` and
+``hoist-reduce-factors`` leave of ``softmax(mask(scale · Q·Kᵀ)) · V`` (one dimension list
+``(batch…, i, j)`` for the scores, ``i`` the query and ``j`` the key):
 
 1. *scores*: ``S[batch…, i, j] = Σ_r Q[…, i, r] · K[…, j, r]`` — a band over ``(batch…, i, j)``
    holding one ``loop.reduce add`` of the product of a load that reads ``i`` (not ``j``) and
@@ -46,9 +46,10 @@ causal half of the key blocks is skipped rather than computed and masked. Sums a
 in a different order (per key block, rescaled), so results round differently: within the
 same tolerance as the unfused kernels, not bit for bit.
 
-Options: ``bm`` (query rows per block: 16, 32 or 64; 0 = the largest that still gives
-every multiprocessor a block), ``bn`` (keys per block; 0 = the largest of 64, 32, 16 that
-divides the keys), ``arch`` (whose multiprocessor count the heuristic reads).
+Options: ``bm`` (query rows per block, a multiple of 16; 0 = the largest of 64, 32, 16
+that still gives every multiprocessor a block), ``bn`` (keys per block; 0 = the largest of
+64, 32, 16 that divides the keys), ``arch`` (whose multiprocessor count the heuristic
+reads).
 """
 
 from __future__ import annotations
