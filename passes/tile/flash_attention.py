@@ -85,7 +85,7 @@ from xdsl.traits import is_side_effect_free
 
 from llmopt.dialects import loop, tile
 from llmopt.passes.tile._access import Cloner, Linear, block_threads, loop_nest
-from llmopt.passes.tile._schedule import limits
+from llmopt.passes.tile._schedule import limits, padded_bytes
 
 THREADS = 16
 """Threads along each side of a score or output tile (16 × 16 = 256 a block)."""
@@ -464,8 +464,6 @@ def match_output(kernel: loop.KernelOp, probs: SSAValue, sums: SSAValue | None, 
     if uses_any(v, [iv for iv, rs in roles.items() if any(r == n - 1 for _, r in rs)]):
         return None  # V must not depend on the query
     # The epilogue reads l only at the row of the sum, and nothing else of the chain.
-    if len(ops) != len([op for op in ops if not op.regions]) + 1:
-        return None
     loads = [op for op in ops if isinstance(op, loop.LoadOp)]
     if any(bound(kernel, op.buffer) is probs for op in loads):
         return None
@@ -495,14 +493,12 @@ class Chain:
     sums_kernel: loop.KernelOp | None
     sums: SSAValue | None
     output: Output
-    out_store: loop.StoreOp
 
 
-def only_users(value: SSAValue, kernels: Sequence[loop.KernelOp]) -> bool:
-    """Whether ``value`` is a ``memref.alloc`` of the function bound only to ``kernels``."""
-    if not isinstance(value.owner, memref.AllocOp):
-        return False
-    return all(use.operation in kernels for use in value.uses)
+def private(value: SSAValue, *kernels: loop.KernelOp) -> bool:
+    """Whether ``value`` is a ``memref.alloc`` of the function bound to exactly ``kernels``."""
+    return (isinstance(value.owner, memref.AllocOp)
+            and {use.operation for use in value.uses} == set(kernels))
 
 
 def match_chain(first: loop.KernelOp) -> Chain | None:
@@ -524,11 +520,14 @@ def match_chain(first: loop.KernelOp) -> Chain | None:
     sums_kernel: loop.KernelOp | None = None
     sums: SSAValue | None = None
     if not exp.normalized:
-        sums_kernel = next((k for k in readers if isinstance(k, loop.KernelOp)
-                            and match_sums(k, exp.out) is not None), None)
-        if sums_kernel is None:
+        for reader in readers:
+            if isinstance(reader, loop.KernelOp):
+                sums = match_sums(reader, exp.out)
+                if sums is not None:
+                    sums_kernel = reader
+                    break
+        if sums_kernel is None or sums is None:
             return None
-        sums = match_sums(sums_kernel, exp.out)
     rest = readers - {sums_kernel}
     if len(rest) != 1:
         return None
@@ -539,11 +538,9 @@ def match_chain(first: loop.KernelOp) -> Chain | None:
     if output is None:
         return None
     kernels = [k for k in (first, exp.kernel, sums_kernel, output_kernel) if k is not None]
-    if not all(only_users(b, kernels) for b in (scores.out, exp.out, sums) if b is not None):
-        return None
-    if ({u.operation for u in scores.out.uses} != {first, exp.kernel} or (
-            sums is not None and {u.operation for u in sums.uses} != {sums_kernel,
-                                                                    output_kernel})):
+    if not (private(scores.out, first, exp.kernel) and private(exp.out, *kernels[1:])
+            and (sums is None or sums_kernel is None
+                 or private(sums, sums_kernel, output_kernel))):
         return None
     stores = [op for op in output_kernel.walk() if isinstance(op, loop.StoreOp)]
     if len(stores) != 1 or stores[0].parent_op() is not output.ivs[-1]:
@@ -551,7 +548,7 @@ def match_chain(first: loop.KernelOp) -> Chain | None:
     for k in kernels[:-1]:
         if sum(isinstance(op, loop.StoreOp) for op in k.walk()) != 1:
             return None
-    return Chain(scores, exp, sums_kernel, sums, output, stores[0])
+    return Chain(scores, exp, sums_kernel, sums, output)
 
 
 # --- building -------------------------------------------------------------------------------------
@@ -563,7 +560,10 @@ def choose_blocks(rows: int, queries: int, keys: int, head_dim: int, sms: int, b
     the queries and still makes ``sms`` blocks over ``rows`` (batch × heads) rows of query
     blocks (else the smallest that divides), and the largest ``bn`` of 64, 32, 16 that
     divides the keys. (On the H200, Qwen2.5-7B's attention at seq 512, head dimension 128,
-    took 0.141 ms with ``bn = 64`` and 0.169 ms with 32.)"""
+    took 0.141 ms with ``bn = 64`` and 0.169 ms with 32.) ``None`` when the head dimension
+    is not a multiple of the 16 threads along it, or nothing divides."""
+    if head_dim % THREADS:
+        return None
     if not bm:
         fitting = [b for b in (64, 32, 16) if queries % b == 0]
         if not fitting:
@@ -975,22 +975,33 @@ class FlashKernel:
         return self.kernel
 
 
+def shared_bytes(kernel: tile.KernelOp) -> int:
+    """Shared memory of ``kernel``'s tiles once ``pad-shared`` has padded them (by their
+    ``llmopt.pad``)."""
+    total = 0
+    for op in kernel.walk():
+        if isinstance(op, tile.AllocOp) and op.space.data == "shared":
+            typ = op.result.type
+            assert isinstance(typ, MemRefType)
+            pad = op.attributes.get("llmopt.pad")
+            total += padded_bytes(typ.get_shape(), pad.value.data
+                                  if isinstance(pad, IntegerAttr) else 0,
+                                  typ.element_type.bitwidth // 8)  # type: ignore[attr-defined]
+    return total
+
+
 def fuse(chain: Chain, bm: int, bn: int, sms: int, max_smem: int) -> bool:
     """Replace ``chain`` by its flash kernel; ``False`` (nothing changed) when no block
     sizes fit."""
     extents = [lp.trip_count for lp in chain.exp.ivs]
     sizes = choose_blocks(math.prod(extents[:-1]), extents[-1], chain.exp.max.trip_count,
                           chain.output.head_dim, sms, bm, bn)
-    if sizes is None or chain.output.head_dim % THREADS:
-        return False
-    bm, bn = sizes
-    dk, hd = chain.scores.reduce.trip_count, chain.output.head_dim
-    parts = THREADS * THREADS // bm
-    words = (bm + bn) * (dk + PAD) + bn * hd + bm * (bn + PAD) + 4 * bm + bm * (parts + 1)
-    if words * 4 > max_smem:
+    if sizes is None:
         return False
     anchor = chain.output.kernel
-    new = FlashKernel(chain, bm, bn, anchor.sym_name.data).build()
+    new = FlashKernel(chain, *sizes, anchor.sym_name.data).build()
+    if shared_bytes(new) > max_smem:
+        return False
     for inner in new.walk():
         inner.location = anchor.location
     rewriter = Rewriter()
