@@ -10,7 +10,11 @@ What each construct becomes:
 * parameters — buffers (``memref``) become pointers: ``const T* __restrict__`` when the kernel
   never stores to them, ``T* __restrict__`` otherwise (``__restrict__`` is dropped for buffers
   that some ``kernel.launch`` passes twice, or passes together with a view of the same
-  allocation, when one of them is written); scalars stay scalars (``index`` = ``long long``);
+  allocation, when one of them is written); scalars stay scalars;
+* ``index`` — ``int`` when :mod:`~llmopt.lowering._index_range` proves, from the kernel's
+  shape and the grids its launches give it, that every index, loop variable and buffer
+  offset fits in 32 bits (a 64-bit division by a constant is a chain of wide multiplies,
+  a 32-bit one three instructions), else ``long long`` (option ``index_bitwidth=64``: always);
 * ``kernel.load``/``kernel.store`` — ``p[offset]``, the offset being the expression
   ``i * stride + j ...`` from the memref's static strides (row-major unless the layout says
   otherwise), constant indices folded into one constant;
@@ -102,6 +106,7 @@ from xdsl.traits import MemoryEffectKind, get_effects
 from xdsl.utils.exceptions import PassFailedException
 
 from llmopt.dialects import cuda, kernel
+from llmopt.lowering._index_range import fits_in_32_bits, launch_grids
 from llmopt.lowering.loop_to_tile import KeepLocation, OpFailure
 from llmopt.passes.tile._schedule import limits
 
@@ -256,6 +261,7 @@ class _KernelEmitter:
     mutable: set[str] = field(default_factory=set)
     block: Block = field(default_factory=Block)
     pool: str | None = None  # the extern __shared__ array, when shared memory is dynamic
+    index: Attribute = _INDEX  # what ``index`` is computed in: itself (long long) or i32
 
     # --- entry point ---------------------------------------------------------------------
 
@@ -263,6 +269,8 @@ class _KernelEmitter:
         """Build the ``cuda.kernel``."""
         func = self.func
         body = func.body.block
+        if self.index != _INDEX:
+            _retype_index(func, self.index)
         written = _written_buffers(func)
         params: list[cuda.Param] = []
         for k, arg in enumerate(body.args):
@@ -594,6 +602,7 @@ class _KernelEmitter:
         raise _fail(op, f"only scalar constants are supported, got {attr}")
 
     def _int(self, value: int, typ: Attribute) -> SSAValue:
+        typ = self.index if isinstance(typ, IndexType) else typ
         if cuda.is_bool(typ):
             value = int(value != 0)
         elif cuda.is_unsigned(typ):
@@ -613,6 +622,7 @@ class _KernelEmitter:
         return self._add(cuda.UnaryOp(operator, operand)).results[0]
 
     def _cast(self, value: SSAValue, typ: Attribute) -> SSAValue:
+        typ = self.index if isinstance(typ, IndexType) else typ
         if value.type == typ:
             return value
         literal = value.owner
@@ -1056,12 +1066,26 @@ class _LowerKernelFunc(RewritePattern):
 
     unrestricted: dict[str, set[int]]
     layouts: dict[str, SharedLayout]
+    grids: dict[str, tuple[int, ...]]
+    index_bitwidth: int
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: kernel.FuncOp, rewriter: PatternRewriter) -> None:
         name = op.sym_name.data
-        emitter = _KernelEmitter(op, self.unrestricted.get(name, set()), self.layouts.get(name))
+        narrow = self.index_bitwidth == 0 and fits_in_32_bits(op, self.grids.get(name))
+        emitter = _KernelEmitter(op, self.unrestricted.get(name, set()), self.layouts.get(name),
+                                 index=_I32 if narrow else _INDEX)
         rewriter.replace(op, emitter.run())
+
+
+def _retype_index(func: kernel.FuncOp, typ: Attribute) -> None:
+    """Give every ``index`` value of ``func`` the type ``typ`` (in place: the function is
+    replaced by its ``cuda.kernel`` right after), so that every expression built from them
+    is computed in ``typ``."""
+    for op in func.body.walk():
+        for value in (*op.results, *(a for r in op.regions for b in r.blocks for a in b.args)):
+            if isinstance(value.type, IndexType):
+                value._type = typ  # pyright: ignore[reportPrivateUsage]
 
 
 def _shared_layouts(module: ModuleOp, arch: str) -> dict[str, SharedLayout]:
@@ -1167,20 +1191,28 @@ def _uses_half(module: ModuleOp) -> tuple[bool, bool]:
 class KernelToCuda(ModulePass):
     """Lower every ``kernel.func`` to a ``cuda.kernel`` (see the module docstring).
 
-    Option: ``arch`` (the target GPU, ``sm_90``), whose shared-memory limits apply."""
+    Options: ``arch`` (the target GPU, ``sm_90``), whose shared-memory limits apply;
+    ``index_bitwidth``: 0 (the default) computes a kernel's indices in 32-bit ``int`` when
+    :func:`~llmopt.lowering._index_range.fits_in_32_bits` proves them in range, else in
+    ``long long``; 64 always in ``long long``."""
 
     name = "kernel-to-cuda"
 
     arch: str = "sm_90"
+    index_bitwidth: int = 0
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         """Rewrite ``op`` in place."""
         if not _ARCH.fullmatch(self.arch):
             raise PassFailedException(f"kernel-to-cuda: arch must look like 'sm_90', got "
                                       f"'{self.arch}'")
+        if self.index_bitwidth not in (0, 64):
+            raise PassFailedException(f"kernel-to-cuda: index_bitwidth must be 0 (32 where "
+                                      f"proven to fit) or 64, got {self.index_bitwidth}")
         _rename_kernels(op)
         layouts = _shared_layouts(op, self.arch)
-        pattern = _LowerKernelFunc(_unrestricted_params(op), layouts)
+        pattern = _LowerKernelFunc(_unrestricted_params(op), layouts, launch_grids(op),
+                                   self.index_bitwidth)
         PatternRewriteWalker(KeepLocation(pattern), apply_recursively=False).rewrite_module(op)
         _size_launches(op, layouts, self.arch)
         half, bfloat = _uses_half(op)

@@ -1,0 +1,180 @@
+"""Value ranges of a kernel's index arithmetic: may it be computed in 32-bit integers?
+
+``kernel-to-cuda`` prints ``index`` as ``long long`` unless :func:`fits_in_32_bits` proves,
+by interval arithmetic over the ``kernel.func``, that every index value, every loop
+variable after its last increment and every partial sum of every buffer offset lies in
+``[-2³¹, 2³¹)``: then the same C expressions computed in ``int`` give the same results. A
+64-bit division by a constant is a chain of wide multiplies on a GPU, a 32-bit one three
+instructions, and addresses take half the registers.
+
+The intervals come from the kernel's shape, not from data: constants; ``threadIdx`` below
+the block's extent; ``blockIdx`` and ``gridDim`` from the largest grid the module's
+``kernel.launch`` ops give the kernel (unknown without one); a ``scf.for`` variable in
+``[lb, ub)``; ``+ - *``, ``min``/``max``, ``select`` and division or remainder by a positive
+constant. Anything else yielding an index — a value loaded from memory (``input_ids``), an
+index-typed kernel parameter or ``iter_arg``, shifts — is unknown, and one unknown index
+keeps the whole kernel 64-bit. Unsigned division and remainder must see no negative
+operand (``(unsigned)`` and ``(unsigned long long)`` of a negative value differ).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from xdsl.dialects import arith, scf
+from xdsl.dialects.builtin import IndexType, IntegerAttr, MemRefType, ModuleOp
+from xdsl.ir import Operation, SSAValue
+
+from llmopt.dialects import kernel
+
+INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
+
+Interval = tuple[int, int]
+
+
+class _Unknown(Exception):
+    """An index whose range the analysis cannot bound."""
+
+
+def launch_grids(module: ModuleOp) -> dict[str, tuple[int, ...]]:
+    """Per kernel name, the largest grid extent in each dimension over its launches."""
+    grids: dict[str, tuple[int, ...]] = {}
+    for op in module.walk():
+        if isinstance(op, kernel.LaunchOp):
+            name = op.kernel.root_reference.data
+            grid = op.grid_shape
+            old = grids.get(name)
+            grids[name] = grid if old is None else tuple(map(max, old, grid))
+    return grids
+
+
+def _fits(iv: Interval) -> bool:
+    return INT32_MIN <= iv[0] and iv[1] <= INT32_MAX
+
+
+def _hull(values: Iterable[int]) -> Interval:
+    found = list(values)
+    return min(found), max(found)
+
+
+class _Ranges:
+    """Intervals of a kernel's index values, computed in program order."""
+
+    def __init__(self, func: kernel.FuncOp, grid: Sequence[int] | None) -> None:
+        self.func = func
+        self.grid = grid
+        self.of: dict[SSAValue, Interval] = {}
+
+    def get(self, value: SSAValue) -> Interval:
+        found = self.of.get(value)
+        if found is None:
+            raise _Unknown
+        return found
+
+    def positive_constant(self, value: SSAValue) -> int:
+        lo, hi = self.get(value)
+        if lo != hi or lo <= 0:
+            raise _Unknown
+        return lo
+
+    def visit(self, op: Operation) -> None:
+        if isinstance(op, scf.ForOp):
+            if any(isinstance(a.type, IndexType) for a in op.body.block.args[1:]):
+                raise _Unknown
+            lb, ub, step = self.get(op.lb), self.get(op.ub), self.get(op.step)
+            if step[0] <= 0:
+                raise _Unknown
+            last = max(lb[0], ub[1] - 1)
+            if not _fits((lb[0], last + step[1])):  # the increment after the last trip
+                raise _Unknown
+            self.of[op.body.block.args[0]] = (lb[0], last)
+            return
+        if isinstance(op, scf.IfOp) and any(isinstance(r.type, IndexType) for r in op.results):
+            raise _Unknown
+        if isinstance(op, kernel.LoadOp | kernel.StoreOp):
+            self.offset(op.buffer, op.indices)
+        elif isinstance(op, kernel.CopyOp | kernel.AsyncCopyOp):
+            self.offset(op.src, op.src_indices)
+            self.offset(op.dst, op.dst_indices)
+        for result in op.results:
+            if isinstance(result.type, IndexType):
+                iv = self.result(op)
+                if not _fits(iv):
+                    raise _Unknown
+                self.of[result] = iv
+
+    def offset(self, buffer: SSAValue, indices: Sequence[SSAValue]) -> None:
+        """Every partial sum of ``Σ index·stride + offset`` fits (bounded by Σ |terms|)."""
+        typ = buffer.type
+        assert isinstance(typ, MemRefType)
+        strides, constant = typ.get_strides(), typ.get_offset()
+        if strides is None or constant is None or None in strides:
+            raise _Unknown
+        bound = abs(int(constant))
+        for index, stride in zip(indices, strides, strict=True):
+            assert stride is not None
+            lo, hi = self.get(index)
+            bound += max(abs(lo), abs(hi)) * abs(stride)
+        if bound > INT32_MAX:
+            raise _Unknown
+
+    def result(self, op: Operation) -> Interval:
+        if isinstance(op, arith.ConstantOp):
+            value = op.value
+            if not isinstance(value, IntegerAttr):
+                raise _Unknown
+            return value.value.data, value.value.data
+        if isinstance(op, kernel.ThreadIdOp | kernel.BlockDimOp):
+            extent = self.func.block_shape["xyz".index(op.dim.data)]
+            return (0, extent - 1) if isinstance(op, kernel.ThreadIdOp) else (extent, extent)
+        if isinstance(op, kernel.BlockIdOp | kernel.GridDimOp):
+            if self.grid is None:
+                raise _Unknown
+            extent = self.grid["xyz".index(op.dim.data)]
+            return (0, extent - 1) if isinstance(op, kernel.BlockIdOp) else (1, extent)
+        if isinstance(op, arith.AddiOp | arith.SubiOp | arith.MuliOp):
+            (a, b), (c, d) = self.get(op.operands[0]), self.get(op.operands[1])
+            if isinstance(op, arith.AddiOp):
+                return a + c, b + d
+            if isinstance(op, arith.SubiOp):
+                return a - d, b - c
+            return _hull((a * c, a * d, b * c, b * d))
+        if isinstance(op, arith.MinSIOp | arith.MaxSIOp | arith.MinUIOp | arith.MaxUIOp):
+            (a, b), (c, d) = self.get(op.operands[0]), self.get(op.operands[1])
+            if isinstance(op, arith.MinUIOp | arith.MaxUIOp) and min(a, c) < 0:
+                raise _Unknown
+            pick = min if isinstance(op, arith.MinSIOp | arith.MinUIOp) else max
+            return pick(a, c), pick(b, d)
+        if isinstance(op, arith.SelectOp):
+            (a, b), (c, d) = self.get(op.operands[1]), self.get(op.operands[2])
+            return min(a, c), max(b, d)
+        if isinstance(op, arith.DivUIOp | arith.DivSIOp | arith.FloorDivSIOp
+                      | arith.CeilDivSIOp | arith.CeilDivUIOp):
+            lo, hi = self.get(op.operands[0])
+            n = self.positive_constant(op.operands[1])
+            if isinstance(op, arith.DivUIOp | arith.CeilDivUIOp) and lo < 0:
+                raise _Unknown
+            return lo // n - (lo < 0), -(-hi // n) + (hi < 0)
+        if isinstance(op, arith.RemUIOp | arith.RemSIOp):
+            lo, hi = self.get(op.operands[0])
+            n = self.positive_constant(op.operands[1])
+            if lo < 0:
+                if isinstance(op, arith.RemUIOp):
+                    raise _Unknown
+                return -(n - 1), n - 1
+            return 0, min(hi, n - 1)
+        raise _Unknown
+
+
+def fits_in_32_bits(func: kernel.FuncOp, grid: Sequence[int] | None) -> bool:
+    """Whether every index computation of ``func`` stays within 32-bit integers, launched on
+    at most ``grid`` blocks (``None``: unknown grid) — see the module docstring."""
+    ranges = _Ranges(func, grid)
+    if any(isinstance(a.type, IndexType) for a in func.body.block.args):
+        return False
+    try:
+        for op in func.body.walk():
+            ranges.visit(op)
+    except _Unknown:
+        return False
+    return True

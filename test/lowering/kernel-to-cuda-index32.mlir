@@ -1,0 +1,117 @@
+// RUN: llm-opt %s --split-input-file -p kernel-to-cuda -t cuda | filecheck %s
+// RUN: llm-opt %s --split-input-file -p "kernel-to-cuda{index_bitwidth=64}" -t cuda | filecheck %s --check-prefix=WIDE
+// RUN: not llm-opt %s --split-input-file -p "kernel-to-cuda{index_bitwidth=32}" 2>&1 >/dev/null | filecheck %s --check-prefix=ERR
+// kernel-to-cuda computes a kernel's indices in 32-bit int when interval arithmetic over its
+// shape proves every index, loop variable and buffer offset in range; otherwise, and always
+// with index_bitwidth=64, in long long.
+
+// ERR: index_bitwidth must be 0 (32 where proven to fit) or 64, got 32
+
+// A grid-stride loop launched on 4 blocks: i < 1000 + 4·256, offsets < 1000.
+func.func @main(%x: memref<1000xf32>) -> memref<1000xf32> {
+  %y = memref.alloc() : memref<1000xf32>
+  kernel.launch @grid_stride grid [4, 1, 1] block [256, 1, 1] smem 0 (%x, %y) : memref<1000xf32>, memref<1000xf32>
+  func.return %y : memref<1000xf32>
+}
+kernel.func @grid_stride(%x: memref<1000xf32>, %y: memref<1000xf32>) block [256, 1, 1] {
+  %tid = kernel.thread_id x
+  %bid = kernel.block_id x
+  %bdim = kernel.block_dim x
+  %gdim = kernel.grid_dim x
+  %c1000 = arith.constant 1000 : index
+  %c7 = arith.constant 7 : index
+  %t0 = arith.muli %bid, %bdim : index
+  %start = arith.addi %t0, %tid : index
+  %stride = arith.muli %gdim, %bdim : index
+  scf.for %i = %start to %c1000 step %stride {
+    %r = arith.remui %i, %c7 : index
+    %v = kernel.load %x[%i] : memref<1000xf32>
+    %w = kernel.load %x[%r] : memref<1000xf32>
+    %s = arith.addf %v, %w : f32
+    kernel.store %s, %y[%i] : memref<1000xf32>
+  }
+  kernel.return
+}
+
+// CHECK-LABEL: grid_stride(
+// CHECK:         const int bdim = (int)blockDim.x;
+// CHECK-NEXT:    const int stride = (int)gridDim.x * bdim;
+// CHECK-NEXT:    for (int i = (int)blockIdx.x * bdim + (int)threadIdx.x; i < 1000; i += stride) {
+// CHECK-NEXT:      y[i] = x[i] + x[(int)((unsigned int)i % 7u)];
+// CHECK-NOT:   long long
+// WIDE-LABEL:  grid_stride(
+// WIDE:          for (long long i = (long long)blockIdx.x * bdim + (long long)threadIdx.x; i < 1000; i += stride) {
+
+// -----
+
+// Without a launch the grid, hence blockIdx, is unbounded: long long.
+kernel.func @no_launch(%x: memref<1000xf32>) block [256, 1, 1] {
+  %bid = kernel.block_id x
+  %v = kernel.load %x[%bid] : memref<1000xf32>
+  kernel.store %v, %x[%bid] : memref<1000xf32>
+  kernel.return
+}
+
+// CHECK-LABEL: no_launch(
+// CHECK:         const long long bid = (long long)blockIdx.x;
+
+// -----
+
+// An index read from memory (a token id) is unbounded: the gather stays long long.
+func.func @main(%ids: memref<8xi64>, %table: memref<32000x64xf32>) -> memref<8x64xf32> {
+  %y = memref.alloc() : memref<8x64xf32>
+  kernel.launch @gather grid [8, 1, 1] block [64, 1, 1] smem 0 (%ids, %table, %y) : memref<8xi64>, memref<32000x64xf32>, memref<8x64xf32>
+  func.return %y : memref<8x64xf32>
+}
+kernel.func @gather(%ids: memref<8xi64>, %table: memref<32000x64xf32>, %y: memref<8x64xf32>) block [64, 1, 1] {
+  %row = kernel.block_id x
+  %col = kernel.thread_id x
+  %id = kernel.load %ids[%row] : memref<8xi64>
+  %i = arith.index_cast %id : i64 to index
+  %v = kernel.load %table[%i, %col] : memref<32000x64xf32>
+  kernel.store %v, %y[%row, %col] : memref<8x64xf32>
+  kernel.return
+}
+
+// CHECK-LABEL: gather(
+// CHECK:         y[row * 64 + col] = table[(long long)ids[row] * 64 + col];
+
+// -----
+
+// An offset that may pass 2³¹ - 1 (65535·32769 + 255 ≥ 2³¹) keeps long long.
+func.func @main(%x: memref<65536x32769xf32>) -> memref<65536x32769xf32> {
+  kernel.launch @huge grid [65536, 1, 1] block [256, 1, 1] smem 0 (%x) : memref<65536x32769xf32>
+  func.return %x : memref<65536x32769xf32>
+}
+kernel.func @huge(%x: memref<65536x32769xf32>) block [256, 1, 1] {
+  %row = kernel.block_id x
+  %col = kernel.thread_id x
+  %v = kernel.load %x[%row, %col] : memref<65536x32769xf32>
+  kernel.store %v, %x[%row, %col] : memref<65536x32769xf32>
+  kernel.return
+}
+
+// CHECK-LABEL: huge(
+// CHECK:         const long long row = (long long)blockIdx.x;
+
+// -----
+
+// An unsigned remainder of a value that may be negative: (unsigned) and (unsigned long long)
+// of it differ, so long long.
+func.func @main(%x: memref<64xf32>) -> memref<64xf32> {
+  kernel.launch @negative grid [1, 1, 1] block [64, 1, 1] smem 0 (%x) : memref<64xf32>
+  func.return %x : memref<64xf32>
+}
+kernel.func @negative(%x: memref<64xf32>) block [64, 1, 1] {
+  %t = kernel.thread_id x
+  %c32 = arith.constant 32 : index
+  %c4 = arith.constant 4 : index
+  %d = arith.subi %t, %c32 : index
+  %q = arith.remui %d, %c4 : index
+  %v = kernel.load %x[%t] : memref<64xf32>
+  kernel.store %v, %x[%q] : memref<64xf32>
+  kernel.return
+}
+
+// CHECK-LABEL: negative(
+// CHECK:         const long long t = (long long)threadIdx.x;

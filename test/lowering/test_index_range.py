@@ -1,0 +1,100 @@
+"""``fits_in_32_bits``: when a kernel's index arithmetic may be printed as ``int``."""
+
+from __future__ import annotations
+
+import pytest
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.parser import Parser
+
+from llmopt.api import make_context
+from llmopt.dialects import kernel
+from llmopt.lowering._index_range import fits_in_32_bits, launch_grids
+
+LOOP = """
+kernel.func @k(%x: memref<BUFxf32>) block [256, 1, 1] {
+  %tid = kernel.thread_id x
+  %lb = arith.constant LB : index
+  %ub = arith.constant UB : index
+  %step = arith.constant STEP : index
+  %c0 = arith.constant 0 : index
+  scf.for %i = %lb to %ub step %step {
+    %j = arith.OP %i, %c9 : index
+    %v = kernel.load %x[%c0] : memref<BUFxf32>
+    kernel.store %v, %x[%tid] : memref<BUFxf32>
+  }
+  kernel.return
+}
+"""
+
+
+def parse(text: str) -> ModuleOp:
+    return Parser(make_context(), text).parse_module()
+
+
+def loop_kernel(lb: int, ub: int, step: int, op: str = "addi", buf: int = 1024) -> kernel.FuncOp:
+    text = (LOOP.replace("LB", str(lb)).replace("UB", str(ub)).replace("STEP", str(step))
+            .replace("OP", op).replace("BUF", str(buf))
+            .replace("%c0 = arith.constant 0 : index",
+                     "%c0 = arith.constant 0 : index\n  %c9 = arith.constant 9 : index"))
+    (func,) = [o for o in parse(text).ops if isinstance(o, kernel.FuncOp)]
+    return func
+
+
+def test_a_small_loop_fits() -> None:
+    assert fits_in_32_bits(loop_kernel(0, 1000, 1), grid=None)
+
+
+def test_the_increment_after_the_last_trip_must_fit() -> None:
+    """``i += step`` runs once more after the last trip: ub − 1 + step must fit too."""
+    assert fits_in_32_bits(loop_kernel(0, 2**31 - 2, 1, "remsi"), grid=None)
+    assert not fits_in_32_bits(loop_kernel(0, 2**31 - 2, 4, "remsi"), grid=None)
+
+
+@pytest.mark.parametrize(("op", "lb", "fits"), [
+    ("muli", 0, True), ("remsi", -5, True), ("remui", 0, True), ("remui", -5, False),
+    ("divui", -5, False), ("divsi", -5, True), ("shli", 0, False)])
+def test_operations(op: str, lb: int, fits: bool) -> None:
+    """Unsigned division of a possibly negative value and unmodelled ops keep 64 bits."""
+    assert fits_in_32_bits(loop_kernel(lb, 1000, 1, op), grid=None) is fits
+
+
+def test_a_product_that_overflows_keeps_64_bits() -> None:
+    assert fits_in_32_bits(loop_kernel(0, 2**16, 1, "muli"), grid=None)
+    big = loop_kernel(0, 2**28, 1, "muli")  # i · 9 reaches 2.4e9
+    assert not fits_in_32_bits(big, grid=None)
+
+
+def test_buffer_offsets_are_bounded() -> None:
+    """``x[tid]`` in a buffer: the offset bound is the index's, whatever the buffer's size."""
+    assert fits_in_32_bits(loop_kernel(0, 10, 1, buf=2**40), grid=None)
+
+
+GRID = """
+func.func @main(%x: memref<4096xf32>) -> memref<4096xf32> {
+  kernel.launch @k grid [G, 1, 1] block [256, 1, 1] smem 0 (%x) : memref<4096xf32>
+  kernel.launch @k grid [2, 1, 1] block [256, 1, 1] smem 0 (%x) : memref<4096xf32>
+  func.return %x : memref<4096xf32>
+}
+kernel.func @k(%x: memref<4096xf32>) block [256, 1, 1] {
+  %bid = kernel.block_id x
+  %gdim = kernel.grid_dim x
+  %ub = arith.constant 4096 : index
+  scf.for %i = %bid to %ub step %gdim {
+    %v = kernel.load %x[%i] : memref<4096xf32>
+    kernel.store %v, %x[%i] : memref<4096xf32>
+  }
+  kernel.return
+}
+"""
+
+
+def test_the_grid_comes_from_the_largest_launch() -> None:
+    module = parse(GRID.replace("G", "16"))
+    grids = launch_grids(module)
+    assert grids == {"k": (16, 1, 1)}
+    (func,) = [o for o in module.ops if isinstance(o, kernel.FuncOp)]
+    assert fits_in_32_bits(func, grids["k"])
+    assert not fits_in_32_bits(func, None)  # blockIdx unbounded without a launch
+    huge = parse(GRID.replace("G", str(2**31 - 1)))
+    (func,) = [o for o in huge.ops if isinstance(o, kernel.FuncOp)]
+    assert not fits_in_32_bits(func, launch_grids(huge)["k"])  # i += gridDim overflows
