@@ -1,11 +1,11 @@
 """Value ranges of a kernel's index arithmetic: may it be computed in 32-bit integers?
 
-``kernel-to-cuda`` prints ``index`` as ``long long`` unless :func:`fits_in_32_bits` proves,
-by interval arithmetic over the ``kernel.func``, that every index value, every loop
-variable after its last increment and every partial sum of every buffer offset lies in
-``[-2³¹, 2³¹)``: then the same C expressions computed in ``int`` give the same results. A
-64-bit division by a constant is a chain of wide multiplies on a GPU, a 32-bit one three
-instructions, and addresses take half the registers.
+``kernel-to-cuda{index_bitwidth=32}`` prints ``index`` as ``int`` in a kernel where
+:func:`fits_in_32_bits` proves, by interval arithmetic over the ``kernel.func``, that every
+index value, every loop variable after its last increment and every partial sum of every
+buffer offset lies in ``[-2³¹, 2³¹)``: then the same C expressions computed in ``int`` give
+the same results. A 64-bit division by a constant is a chain of wide multiplies on a GPU, a
+32-bit one three instructions, and indices take half the registers.
 
 The intervals come from the kernel's shape, not from data: constants; ``threadIdx`` below
 the block's extent; ``blockIdx`` and ``gridDim`` from the largest grid the module's

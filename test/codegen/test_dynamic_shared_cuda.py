@@ -176,7 +176,7 @@ def test_at_48_kib_nothing_changes() -> None:
     assert k.dynamic_shared is None
     source = flat(cuda_source(module))
     assert "{ __shared__ __align__(16) float a[6144]; __shared__ __align__(16) float c[6144]; " \
-        "const int t = (int)threadIdx.x;" in source
+        "const long long t = (long long)threadIdx.x;" in source
     assert "extern" not in source.replace('extern "C"', "")
     assert compile_cuda(cuda_source(module), arch="sm_90", cache=NO_CACHE)[:4] == b"\x7fELF"
 

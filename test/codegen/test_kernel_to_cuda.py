@@ -360,9 +360,9 @@ def test_elementwise_text() -> None:
     source = body(cuda_source(lower(ELEMENTWISE)))
     assert ('extern "C" __global__ void __launch_bounds__(256) scale_exp( '
             "const float* __restrict__ x, float* __restrict__ y) {") in source
-    assert "const int bdim = (int)blockDim.x;" in source
-    assert "const int stride = (int)gridDim.x * bdim;" in source
-    assert ("for (int i = (int)blockIdx.x * bdim + (int)threadIdx.x; "
+    assert "const long long bdim = (long long)blockDim.x;" in source
+    assert "const long long stride = (long long)gridDim.x * bdim;" in source
+    assert ("for (long long i = (long long)blockIdx.x * bdim + (long long)threadIdx.x; "
             "i < 1000; i += stride) {") in source
     assert "y[i] = expf(x[i] * 2.0f);" in source
 
@@ -372,7 +372,7 @@ def test_reduction_text() -> None:
     source = body(cuda_source(lower(REDUCTION)))
     assert "__shared__ __align__(16) float red[8];" in source
     assert "float acc = 0.0f;" in source
-    assert "for (int j = tid; j < 1000; j += 256) { acc = acc + x[row * 1000 + j]; }" in (
+    assert "for (long long j = tid; j < 1000; j += 256) { acc = acc + x[row * 1000 + j]; }" in (
         source)
     assert "const float s16 = __shfl_xor_sync(0xffffffffu, acc, 16);" in source
     assert "if ((tid % 32) == 0) { red[warp] = a1; }" in source or (
@@ -418,7 +418,7 @@ def test_half_includes_its_header() -> None:
     source = cuda_source(lower(HALF))
     assert source.startswith("#include <cuda_fp16.h>\n\n")
     assert "const __half* __restrict__ x" in body(source)
-    assert "(unsigned int)t / 8u" in source
+    assert "(unsigned long long)t / 8ull" in source
 
 
 def test_unsupported_op_is_reported() -> None:

@@ -55,14 +55,14 @@ kernel.func @stages(%x: memref<6144xf32>, %y: memref<6144xf32>) block [256, 1, 1
 // CHECK:       cuda.kernel @stages({{.*}}) launch_bounds(256) dynamic_shared(73728) {
 // CHECK-NEXT:    cuda.decl extern __shared__ smem : ui8[] align 16
 // CHECK-NEXT:    %[[P0:.*]] = cuda.var smem : !cuda.ptr<ui8>
-// CHECK-NEXT:    %[[O0:.*]] = cuda.literal 0 : i32
-// CHECK-NEXT:    %[[E0:.*]] = cuda.index %[[P0]][%[[O0]]] : !cuda.ptr<ui8>, i32
+// CHECK-NEXT:    %[[O0:.*]] = cuda.literal 0 : index
+// CHECK-NEXT:    %[[E0:.*]] = cuda.index %[[P0]][%[[O0]]] : !cuda.ptr<ui8>, index
 // CHECK-NEXT:    %[[A0:.*]] = cuda.unary "&" %[[E0]] : ui8
 // CHECK-NEXT:    %[[C0:.*]] = cuda.cast %[[A0]] : !cuda.ptr<ui8> to !cuda.ptr<f32>
 // CHECK-NEXT:    cuda.decl const a : !cuda.ptr<f32> = %[[C0]]
-// CHECK:         cuda.literal 24576 : i32
+// CHECK:         cuda.literal 24576 : index
 // CHECK:         cuda.decl const b : !cuda.ptr<f32> =
-// CHECK:         cuda.literal 49152 : i32
+// CHECK:         cuda.literal 49152 : index
 // CHECK:         cuda.decl const c : !cuda.ptr<f32> =
 
 // CUDA-LABEL: void __launch_bounds__(256) stages(
@@ -70,7 +70,7 @@ kernel.func @stages(%x: memref<6144xf32>, %y: memref<6144xf32>) block [256, 1, 1
 // CUDA-NEXT:    float* const a = (float*)&smem[0];
 // CUDA-NEXT:    float* const b = (float*)&smem[24576];
 // CUDA-NEXT:    float* const c = (float*)&smem[49152];
-// CUDA-NEXT:    const int t = (int)threadIdx.x;
+// CUDA-NEXT:    const long long t = (long long)threadIdx.x;
 // CUDA:         a[i] = v;
 // CUDA-NEXT:    b[r * 256 + t] = v + v;
 // CUDA:         c[i1] = a[i1] + b[r1 * 256 + t];
@@ -104,7 +104,7 @@ kernel.func @odd(%x: memref<12288xf32>, %y: memref<12288xf32>) block [32, 1, 1] 
 // CHECK:       cuda.kernel @odd({{.*}}) launch_bounds(32) dynamic_shared(49184) {
 // CHECK:         cuda.cast %{{.*}} : !cuda.ptr<ui8> to !cuda.ptr<f16>
 // CHECK-NEXT:    cuda.decl const h : !cuda.ptr<f16> =
-// CHECK:         cuda.literal 32 : i32
+// CHECK:         cuda.literal 32 : index
 
 // CUDA:         #include <cuda_fp16.h>
 // CUDA-LABEL: void __launch_bounds__(32) odd(

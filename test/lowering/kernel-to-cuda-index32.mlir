@@ -1,11 +1,11 @@
-// RUN: llm-opt %s --split-input-file -p kernel-to-cuda -t cuda | filecheck %s
-// RUN: llm-opt %s --split-input-file -p "kernel-to-cuda{index_bitwidth=64}" -t cuda | filecheck %s --check-prefix=WIDE
-// RUN: not llm-opt %s --split-input-file -p "kernel-to-cuda{index_bitwidth=32}" 2>&1 >/dev/null | filecheck %s --check-prefix=ERR
-// kernel-to-cuda computes a kernel's indices in 32-bit int when interval arithmetic over its
-// shape proves every index, loop variable and buffer offset in range; otherwise, and always
-// with index_bitwidth=64, in long long.
+// RUN: llm-opt %s --split-input-file -p "kernel-to-cuda{index_bitwidth=32}" -t cuda | filecheck %s
+// RUN: llm-opt %s --split-input-file -p kernel-to-cuda -t cuda | filecheck %s --check-prefix=WIDE
+// RUN: not llm-opt %s --split-input-file -p "kernel-to-cuda{index_bitwidth=16}" 2>&1 >/dev/null | filecheck %s --check-prefix=ERR
+// kernel-to-cuda{index_bitwidth=32} computes a kernel's indices in 32-bit int when interval
+// arithmetic over its shape proves every index, loop variable and buffer offset in range;
+// otherwise, and always by default (index_bitwidth=64), in long long.
 
-// ERR: index_bitwidth must be 0 (32 where proven to fit) or 64, got 32
+// ERR: index_bitwidth must be 32 (where proven to fit) or 64, got 16
 
 // A grid-stride loop launched on 4 blocks: i < 1000 + 4·256, offsets < 1000.
 func.func @main(%x: memref<1000xf32>) -> memref<1000xf32> {

@@ -140,13 +140,13 @@ func.func @forward(%x: memref<8x8xf32>, %w: memref<16x8xf32>) -> memref<8x16xf32
 // CUDA-NEXT:    __align__(16) float acc[4];
 // CUDA-NEXT:    __shared__ __align__(16) float xs[40];
 // CUDA-NEXT:    __shared__ __align__(16) float ws[80];
-// CUDA:         for (int k0 = 0; k0 < 2; k0 += 1) {
+// CUDA:         for (long long k0 = 0; k0 < 2; k0 += 1) {
 // CUDA:           xs[s0 * 5 + s1] = a[
 // CUDA:           #pragma unroll
-// CUDA-NEXT:      for (int {{.*}} = 0; {{.*}} < 2; {{.*}} += 1) {
+// CUDA-NEXT:      for (long long {{.*}} = 0; {{.*}} < 2; {{.*}} += 1) {
 // CUDA:           __syncthreads();
 // CUDA-NEXT:      #pragma unroll
-// CUDA-NEXT:      for (int kk = 0; kk < 4; kk += 1) {
+// CUDA-NEXT:      for (long long kk = 0; kk < 4; kk += 1) {
 // CUDA:           acc[{{.*}}] = acc[{{.*}}] + xs[{{.*}} * 5 + kk] * ws[{{.*}} * 5 + kk];
 // CUDA:           __syncthreads();
 // CUDA-NEXT:    }

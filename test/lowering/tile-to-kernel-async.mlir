@@ -82,7 +82,7 @@ func.func @forward(%x: memref<4x64xf32>) -> memref<4x64xf32> {
 // CUDA:           __pipeline_memcpy_async(&s[v0], &a[b * 64 + v0], 16);
 // CUDA-NEXT:    }
 // CUDA-NEXT:    __pipeline_commit();
-// CUDA:           __pipeline_memcpy_async(&s[(int)((unsigned int)v1 % 2u) * 16 + v2], &a[b * 64 + ((int)((unsigned int)v1 % 4u) * 16 + v2)], 16);
+// CUDA:           __pipeline_memcpy_async(&s[(long long)((unsigned long long)v1 % 2ull) * 16 + v2], &a[b * 64 + ((long long)((unsigned long long)v1 % 4ull) * 16 + v2)], 16);
 // CUDA-NEXT:    }
 // CUDA-NEXT:    __pipeline_commit();
 // CUDA-NEXT:    __pipeline_wait_prior(1);
