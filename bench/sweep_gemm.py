@@ -1,4 +1,5 @@
-"""Time schedule variants of ``y = x @ W^T + r`` against cuBLAS (GPU host).
+"""Time schedule variants of ``y = x @ W^T + r`` (or, with ``--gate-up``, of the fused
+``silu(x @ Wg^T) * (x @ Wu^T)``) against PyTorch's cuBLAS (GPU host).
 
 Usage::
 
@@ -13,8 +14,9 @@ Each shape is ``MxNxK``; each variant is ``name=passes``, the scheduling passes 
 ``vector-fragments`` included, where wanted). Every variant is compiled into a CUDA-graph
 program and checked against float64 (max error relative to the largest output); its time is
 the median of CUDA-event-timed replays on its static inputs (``suite.cuda_time_ms``), beside
-``torch.addmm`` (cuBLAS, TF32 off) in the same process. Results also go to
-``$OUT/sweep_gemm.json`` (or ``--out``).
+``torch.addmm`` (cuBLAS, TF32 off; with ``--gate-up`` two ``x @ W^T`` and the ``silu`` and
+product in eager PyTorch) in the same process. Results also go to ``$OUT/sweep_gemm.json``
+(or ``--out``).
 """
 
 from __future__ import annotations
@@ -79,12 +81,47 @@ class Linear(torch.nn.Module):
         return self.proj(x) + r
 
 
+class GateUp(torch.nn.Module):
+    """``silu(x @ Wg^T) * (x @ Wu^T)``: one kernel with two reductions after fusion."""
+
+    def __init__(self, k: int, n: int) -> None:
+        super().__init__()
+        self.gate = torch.nn.Linear(k, n, bias=False)
+        self.up = torch.nn.Linear(k, n, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.silu(self.gate(x)) * self.up(x)
+
+
+def case(m: int, n: int, k: int, gate_up: bool) -> tuple[torch.nn.Module, tuple[torch.Tensor, ...],
+                                                          torch.Tensor, Any, int]:
+    """The module, its CUDA inputs, the float64 reference, the PyTorch baseline and FLOPs."""
+    x = torch.randn(1, m, k, device="cuda")
+    if gate_up:
+        module: torch.nn.Module = GateUp(k, n)
+        wg, wu = (lin.weight.detach().cuda() for lin in (module.gate, module.up))
+        ref = (torch.nn.functional.silu(x.double() @ wg.double().T)
+               * (x.double() @ wu.double().T))
+
+        def baseline() -> torch.Tensor:
+            return torch.nn.functional.silu(x @ wg.T) * (x @ wu.T)
+
+        return module, (x,), ref, baseline, 4 * m * n * k
+    module = Linear(k, n)
+    r = torch.randn(1, m, n, device="cuda")
+    w = module.proj.weight.detach().cuda()
+    ref = x.double() @ w.double().T + r.double()
+    return module, (x, r), ref, partial(torch.addmm, r[0], x[0], w.T), 2 * m * n * k
+
+
 def main() -> int:
     """Run the sweep; returns the exit status."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("shapes", help="MxNxK[,MxNxK...]")
     p.add_argument("variants", nargs="+", help="name=passes")
     p.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", ".")))
+    p.add_argument("--gate-up", action="store_true",
+                   help="time silu(x @ Wg^T) * (x @ Wu^T) instead of x @ W^T + r")
     args = p.parse_args()
     if not torch.cuda.is_available():
         print("sweep_gemm needs a CUDA GPU", file=sys.stderr)
@@ -93,14 +130,11 @@ def main() -> int:
     variants = [parse_variant(v) for v in args.variants]
     rows = []
     for m, n, k in parse_shapes(args.shapes):
-        module = Linear(k, n)
-        x, r = torch.randn(1, m, k, device="cuda"), torch.randn(1, m, n, device="cuda")
-        w = module.proj.weight.detach().cuda()
-        ref = x.double() @ w.double().T + r.double()
-        gflop = 2 * m * n * k / 1e9
-        cublas = cuda_time_ms(partial(torch.addmm, r[0], x[0], w.T), REPS, WARMUP)
+        module, inputs, ref, baseline, flop = case(m, n, k, args.gate_up)
+        gflop = flop / 1e9
+        cublas = cuda_time_ms(baseline, REPS, WARMUP)
         row: dict[str, Any] = {"shape": f"{m}x{n}x{k}", "cublas": cublas}
-        captured = capture(module, (torch.randn(1, m, k), torch.randn(1, m, n)))
+        captured = capture(module, tuple(t.cpu() for t in inputs))
         text = str(captured.module)
         params = {name: t.detach().cuda() for name, t in captured.params.items()}
         for name, passes in variants:
@@ -108,7 +142,7 @@ def main() -> int:
             try:
                 lowered = llmopt.lower(llmopt.parse(text), pipeline(passes))
                 program = CompiledProgram(lowered, params=params, cuda_graph=True)
-                out = program(x, r)[0]
+                out = program(*inputs)[0]
                 err = float((out.double() - ref).abs().max() / ref.abs().max())
                 static = program.static_inputs
                 ms = cuda_time_ms(partial(program, *static), REPS, WARMUP)

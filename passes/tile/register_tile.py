@@ -137,23 +137,23 @@ def match_contraction(kernel: tile.KernelOp) -> Contraction | None:
     if not all(_plain(op) for op in body if not isinstance(op, loop.ReduceOp)):
         return None
     written = {op.buffer for op in body if isinstance(op, loop.StoreOp)}
-    k_loads: set[SSAValue] = set()
     outside: set[SSAValue] = set()
     for red in reduces:
         body_ops = list(red.body.block.ops)
         if not all(_plain(op) and not isinstance(op, loop.StoreOp) for op in body_ops[:-1]):
             return None
         k = red.body.block.args[0]
+        k_loads: set[SSAValue] = set()
         for op in body_ops:
             if isinstance(op, loop.LoadOp):
                 if op.buffer in written:
                     return None
                 if k in op.indices:
                     k_loads.add(op.buffer)
+        if len(k_loads) < 2:
+            return None  # a plain sum (no operand reuse to gain from a register tile)
         inside = {r for op in body_ops for r in op.results} | {k}
         outside |= {v for op in body_ops for v in op.operands if v not in inside}
-    if len(k_loads) < 2:
-        return None  # a plain sum (no operand reuse to gain from a register tile)
     # Values from outside the reductions: ivs, kernel values, or a prologue of plain
     # forall-body ops that depend on no reduction.
     kernel_values = set(kernel.body.block.args) | {r for op in others for r in op.results}

@@ -1,18 +1,19 @@
 """``split-k``: a skinny matrix product is cut along K into slices summed by a second kernel.
 
-**Matches** the same kernels as ``register-tile`` with a single reduction (one
-``tile.forall over threads`` with one ``loop.reduce add`` over floats, a prologue and an
-epilogue; see
+**Matches** the same kernels as ``register-tile`` (one ``tile.forall over threads`` with one
+or more ``loop.reduce add`` over floats and the same K — the fused gate and up projections
+have two —, a prologue and an epilogue; see
 :func:`~llmopt.passes.tile.register_tile.match_contraction`) when the split factor ``S``
 (knob ``split_k``) is above 1 and divides K. A kernel whose K the pass option does not
 divide stays whole; one whose own ``llmopt.schedule`` asks for such a split stays whole with
 a warning.
 
-**Produces** a ``memref.alloc`` of partial sums ``[S, band…]`` before the kernel and two
-kernels in its place: ``<name>_split`` computes, for every slice ``s`` and output, the sum
-over ``k = s·K/S … (s+1)·K/S − 1`` (a contraction with ``s`` as a batch dimension, which
-``register-tile`` then tiles); ``<name>`` sums the ``S`` partials of each output in slice
-order and applies the original epilogue (bias, residual, …).
+**Produces** a ``memref.alloc`` of partial sums ``[S, band…]`` per reduction before the
+kernel and two kernels in its place: ``<name>_split`` computes, for every slice ``s`` and
+output, each reduction's sum over ``k = s·K/S … (s+1)·K/S − 1`` (a contraction with ``s`` as
+a batch dimension, which ``register-tile`` then tiles); ``<name>`` sums the ``S`` partials
+of each output in slice order and applies the original epilogue (bias, residual,
+``silu(g)·u`` …).
 
 **Why** ``register-tile`` gives each block a ``bm × bn`` output tile; a product with few
 rows (a prompt of 32 or 128 tokens) has too few tiles to occupy every multiprocessor, and
@@ -30,7 +31,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from xdsl.context import Context
@@ -78,14 +79,15 @@ class SplitContraction(RewritePattern):
         if op.attributes.get("llmopt.split") is not None:
             return
         found = match_contraction(op)
-        if found is None or len(found.reduces) != 1:
+        if found is None:
             return
         ext = found.extents
         k_ext = found.reduce.trip_count
         batch = math.prod(ext[d] for d in found.batch)
         gpu = limits(self.arch)
         m, n = ext[found.m], ext[found.n]
-        chosen = choose_product_schedule(m, n, k_ext, batch, gpu, periods=tile_periods(found))
+        chosen = choose_product_schedule(m, n, k_ext, batch, gpu, len(found.reduces),
+                                         periods=tile_periods(found))
         if chosen is None:
             return
         tile_, auto = chosen
@@ -99,30 +101,33 @@ class SplitContraction(RewritePattern):
             return
         part, total = split_kernels(op, found, split, tile_ if split == auto else None)
         typ = found.reduce.result.type
-        alloc = memref.AllocOp([], [], MemRefType(typ, [split, *ext]))
-        alloc.memref.name_hint = "partial"
-        rewriter.insert(alloc, InsertPoint.before(op))
-        part_k = part(alloc.memref)
-        total_k = total(alloc.memref)
+        partials = []
+        for _ in found.reduces:
+            alloc = memref.AllocOp([], [], MemRefType(typ, [split, *ext]))
+            alloc.memref.name_hint = "partial"
+            rewriter.insert(alloc, InsertPoint.before(op))
+            partials.append(alloc.memref)
+        part_k = part(partials)
+        total_k = total(partials)
         rewriter.replace(op, [part_k, total_k], [])
 
 
-KernelBuilder = Callable[[SSAValue], tile.KernelOp]
+KernelBuilder = Callable[[Sequence[SSAValue]], tile.KernelOp]
 
 
 def split_kernels(op: tile.KernelOp, found: Contraction, split: int,
                   tile_: RegisterTile | None = None) -> tuple[KernelBuilder, KernelBuilder]:
-    """Builders of the two kernels (partial sums, total), given the partial-sum buffer;
-    ``tile_``, the register tile the slices were chosen for, goes into the partial kernel's
-    ``llmopt.schedule`` unless that already names one."""
+    """Builders of the two kernels (partial sums, total), given one partial-sum buffer per
+    reduction; ``tile_``, the register tile the slices were chosen for, goes into the partial
+    kernel's ``llmopt.schedule`` unless that already names one."""
     ext = found.extents
     rank = len(ext)
     slice_len = found.reduce.trip_count // split
     typ = found.reduce.result.type
 
-    def new_kernel(name: str, partial: SSAValue, points: int) -> tuple[tile.KernelOp,
-                                                                      dict[SSAValue, SSAValue]]:
-        buffers = [*op.buffers, partial]
+    def new_kernel(name: str, partials: Sequence[SSAValue], points: int
+                   ) -> tuple[tile.KernelOp, dict[SSAValue, SSAValue]]:
+        buffers = [*op.buffers, *partials]
         kern = tile.KernelOp(name, _grid(points), [THREADS, 1, 1], buffers)
         kern.attributes |= {k: v for k, v in op.attributes.items() if k != SCHEDULE_ATTR}
         kern.attributes["llmopt.split"] = StringAttr("partial" if name.endswith("_split")
@@ -135,8 +140,8 @@ def split_kernels(op: tile.KernelOp, found: Contraction, split: int,
                 values.update(zip(other.results, copy.results, strict=True))
         return kern, values
 
-    def part(partial: SSAValue) -> tile.KernelOp:
-        kern, values = new_kernel(f"{op.sym_name.data}_split", partial,
+    def part(partials: Sequence[SSAValue]) -> tile.KernelOp:
+        kern, values = new_kernel(f"{op.sym_name.data}_split", partials,
                                   split * math.prod(ext))
         knobs = dict(op.attributes[SCHEDULE_ATTR].data) if isinstance(
             op.attributes.get(SCHEDULE_ATTR), DictionaryAttr) else {}
@@ -151,40 +156,44 @@ def split_kernels(op: tile.KernelOp, found: Contraction, split: int,
         s.name_hint = "s"
         for new_iv, old_iv in zip(ivs, found.forall.ivs, strict=True):
             new_iv.name_hint = old_iv.name_hint
-        red = loop.ReduceOp("add", slice_len, typ)
-        kk = red.body.block.args[0]
-        kk.name_hint = "kk"
-        cloner = Cloner({found.reduce.body.block.args[0]: Linear.of((slice_len, s), (1, kk))},
-                        values | dict(zip(found.forall.ivs, ivs, strict=True)))
+        outer = Cloner({}, values | dict(zip(found.forall.ivs, ivs, strict=True)))
         for op_ in found.prologue:
-            cloner.clone_into(op_, forall.body.block)
-        body_ops = list(found.reduce.body.block.ops)
-        for body_op in body_ops[:-1]:
-            cloner.clone_into(body_op, red.body.block)
-        red.body.block.add_op(loop.YieldOp(cloner.value(body_ops[-1].operands[0],
-                                                        red.body.block)))
-        store = loop.StoreOp(red.result, kern.body.block.args[-1], AffineMap.identity(rank + 1),
-                             [s, *ivs])
-        forall.body.block.add_ops([red, store])
+            outer.clone_into(op_, forall.body.block)
+        stores = kern.body.block.args[len(op.buffers):]
+        for old, buffer in zip(found.reduces, stores, strict=True):
+            red = loop.ReduceOp("add", slice_len, typ)
+            kk = red.body.block.args[0]
+            kk.name_hint = "kk"
+            cloner = Cloner({old.body.block.args[0]: Linear.of((slice_len, s), (1, kk))},
+                            dict(outer.values))
+            body_ops = list(old.body.block.ops)
+            for body_op in body_ops[:-1]:
+                cloner.clone_into(body_op, red.body.block)
+            red.body.block.add_op(loop.YieldOp(cloner.value(body_ops[-1].operands[0],
+                                                            red.body.block)))
+            store = loop.StoreOp(red.result, buffer, AffineMap.identity(rank + 1), [s, *ivs])
+            forall.body.block.add_ops([red, store])
         return kern
 
-    def total(partial: SSAValue) -> tile.KernelOp:
-        kern, values = new_kernel(op.sym_name.data, partial, math.prod(ext))
+    def total(partials: Sequence[SSAValue]) -> tile.KernelOp:
+        kern, values = new_kernel(op.sym_name.data, partials, math.prod(ext))
         forall = tile.ForallOp(list(ext), "threads")
         kern.body.block.add_op(forall)
         ivs = list(forall.ivs)
         for new_iv, old_iv in zip(ivs, found.forall.ivs, strict=True):
             new_iv.name_hint = old_iv.name_hint
-        red = loop.ReduceOp("add", split, typ)
-        s = red.body.block.args[0]
-        s.name_hint = "s"
-        load = loop.LoadOp(kern.body.block.args[-1], AffineMap.identity(rank + 1), [s, *ivs])
-        red.body.block.add_ops([load, loop.YieldOp(load.result)])
-        forall.body.block.add_op(red)
         cloner = Cloner({}, values | dict(zip(found.forall.ivs, ivs, strict=True)))
-        cloner.values[found.reduce.result] = red.result
+        loads = kern.body.block.args[len(op.buffers):]
+        for old, buffer in zip(found.reduces, loads, strict=True):
+            red = loop.ReduceOp("add", split, typ)
+            s = red.body.block.args[0]
+            s.name_hint = "s"
+            load = loop.LoadOp(buffer, AffineMap.identity(rank + 1), [s, *ivs])
+            red.body.block.add_ops([load, loop.YieldOp(load.result)])
+            forall.body.block.add_op(red)
+            cloner.values[old.result] = red.result
         for other in found.forall.body.block.ops:
-            if other is not found.reduce:
+            if other not in found.reduces:
                 cloner.clone_into(other, forall.body.block)
         return kern
 

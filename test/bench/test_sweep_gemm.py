@@ -35,3 +35,15 @@ def test_a_variant_lowers_to_async_copies() -> None:
     source = llmopt.cuda_source(module, "")
     assert "__pipeline_memcpy_async" in source
     assert "((float4*)&stage" in source
+
+
+def test_the_gate_up_variant_splits_both_reductions() -> None:
+    """``--gate-up`` captures one kernel with two reductions; ``split-k`` writes partial sums
+    for both and the summing kernel applies ``silu(g)·u``."""
+    captured = capture(sweep_gemm.GateUp(64, 128), (torch.randn(1, 32, 64),))
+    passes = "split-k{split_k=2},register-tile{bm=32 bn=64 tm=2 tn=4},stage-inputs"
+    module = llmopt.lower(captured.module, sweep_gemm.pipeline(passes))
+    source = llmopt.cuda_source(module, "")
+    assert source.count("__global__") == 2
+    assert "acc0" in source and "acc1" in source  # both reductions register-tiled
+    assert "expf" in source  # silu, in the kernel summing the slices

@@ -343,7 +343,8 @@ func.func @forward(%x: memref<32x64xf32>, %w: memref<128x64xf32>, %scale: memref
 
 // -----
 
-// Two reductions in one kernel (the fused gate and up projections): not split.
+// Two reductions over the same K in one kernel (the fused gate and up projections): one
+// partial-sum buffer per reduction; the total kernel sums each and applies silu(g)·u.
 builtin.module {
   func.func @forward(%g.weight: memref<128x32xf32> {llmopt.param = "g.weight"}, %u.weight: memref<128x32xf32> {llmopt.param = "u.weight"}, %x: memref<32x32xf32> {llmopt.input = "x"}) -> memref<32x128xf32> {
     %0 = memref.alloc() : memref<32x128xf32>
@@ -376,13 +377,36 @@ builtin.module {
 }
 
 // TWO-LABEL: func.func @forward
-// TWO-NOT:     _split
-// TWO:         tile.kernel @elementwise_11 grid [16, 1, 1]
-// TWO-NEXT:      arith.constant
-// TWO-NEXT:      tile.forall (%{{.*}}, %{{.*}}) in [32, 128] over threads {
-// TWO-NEXT:        loop.reduce add %{{.*}} = 0 to 32 : f32 {
-// TWO:             loop.reduce add %{{.*}} = 0 to 32 : f32 {
-// TWO-NOT:     _split
+// TWO:         %[[PG:.*]] = memref.alloc() : memref<2x32x128xf32>
+// TWO-NEXT:    %[[PU:.*]] = memref.alloc() : memref<2x32x128xf32>
+// TWO-NEXT:    tile.kernel @elementwise_11_split grid [32, 1, 1] block [256, 1, 1] ({{.*}}, %[[G:.*]] = %[[PG]] : memref<2x32x128xf32>, %[[U:.*]] = %[[PU]] : memref<2x32x128xf32>) {
+// TWO:           tile.forall (%[[S:.*]], %[[I0:.*]], %[[I1:.*]]) in [2, 32, 128] over threads {
+// TWO-NEXT:        %[[SG:.*]] = loop.reduce add %{{.*}} = 0 to 16 : f32 {
+// TWO:             loop.store %[[SG]], %[[G]][%[[S]], %[[I0]], %[[I1]]] : memref<2x32x128xf32>
+// TWO-NEXT:        %[[SU:.*]] = loop.reduce add %{{.*}} = 0 to 16 : f32 {
+// TWO:             loop.store %[[SU]], %[[U]][%[[S]], %[[I0]], %[[I1]]] : memref<2x32x128xf32>
+// TWO-NEXT:      }
+// TWO-NEXT:    } {llmopt.split = "partial"}
+// TWO-NEXT:    tile.kernel @elementwise_11 grid [16, 1, 1]
+// TWO:           tile.forall (%{{.*}}, %{{.*}}) in [32, 128] over threads {
+// TWO-NEXT:        %[[TG:.*]] = loop.reduce add %{{.*}} = 0 to 2 : f32 {
+// TWO:             %[[TU:.*]] = loop.reduce add %{{.*}} = 0 to 2 : f32 {
+// TWO:             %[[NEG:.*]] = arith.negf %[[TG]] : f32
+// TWO:             %[[SILU:.*]] = arith.mulf %[[TG]], %{{.*}} : f32
+// TWO-NEXT:        %{{.*}} = arith.mulf %[[SILU]], %[[TU]] : f32
+// TWO:         } {llmopt.split = "total"}
+
+// The heuristic leaves kernels with several reductions whole.
+// AUTO-LABEL: func.func @forward
+// AUTO-NOT:     _split
+
+// The partial kernel keeps both reductions, so register-tile gives each thread two
+// micro-tiles of accumulators.
+// TILED-LABEL: func.func @forward
+// TILED:         tile.kernel @elementwise_11_split
+// TILED:           tile.alloc registers
+// TILED-NEXT:      tile.alloc registers
+// TILED:         } {llmopt.split = "partial"}
 
 // NUM:      // numerics: tolerance
 // NUM-NEXT: split-k {{.*}} ok
