@@ -98,7 +98,7 @@ def candidates(kernel: tile.KernelOp, arch: str) -> list[dict[str, int]]:
         bm, bn, tm, tn = tile_.bm, tile_.bn, tile_.tm, tile_.tn
         if tm * tn < 4:
             continue
-        for split in (1, 2, 4, 8, 16) if accs == 1 else (1,):
+        for split in (1, 2, 4, 8, 16):
             blocks = batch * (m // bm) * (n // bn) * split
             if k % split or (split > 1 and (k // split < 128 or blocks > 8 * gpu.sms)):
                 continue
