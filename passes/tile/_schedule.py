@@ -259,11 +259,12 @@ def choose_product_schedule(m: int, n: int, k: int, batch: int, gpu: GpuLimits,
     tile divides the output, :func:`choose_register_tile`'s; ``None`` when no tile does.
 
     Measured on the H200 for the fused gate/up kernel (``silu(x·Wgᵀ)·(x·Wuᵀ)``, median of
-    CUDA-event-timed graph replays): 128×5632×2048 took 0.217 ms whole in 88 blocks of
-    128×64 and 0.179 ms in two slices of 64×64 blocks (this model's pick);
-    128×18944×3584 0.965 ms whole in 64×64 blocks and 0.834 ms in four slices of 128×64
-    (its pick); at 512 rows the whole product stays fastest (512×18944×3584: 3.12 ms whole
-    against 3.21 in two slices)."""
+    CUDA-event-timed graph replays, ``bench/sweep_gemm.py --gate-up``): 128×5632×2048 took
+    0.216 ms whole in 88 blocks of 128×64, 0.178 ms in two slices of 64×64 blocks and
+    0.171–0.174 ms in four slices of 128×64 (this model's pick); 128×18944×3584 0.961 ms
+    whole in 64×64 blocks and 0.830–0.834 ms in four slices of 128×64 (its pick); at 512
+    rows the whole product stays fastest (512×18944×3584: 3.12 ms whole against 3.21 in
+    two slices)."""
     good = [t for t in fitting_tiles(m, n, accumulators, periods) if t.tm * t.tn >= 8]
     if not good:
         tile = choose_register_tile(m, n, batch, gpu, accumulators, periods)
