@@ -337,6 +337,20 @@ def test_choose_split_k(m: int, n: int, k: int, batch: int, split: int) -> None:
     assert k % got == 0 and (got == 1 or k // got >= 128)
 
 
+@pytest.mark.parametrize("m,n,k,tile,split", [
+    (128, 18944, 3584, (128, 64, 8, 4), 4),  # Qwen2.5-7B s128: 0.961 ms whole, 0.83 in four
+    (128, 5632, 2048, (128, 64, 8, 4), 4),  # TinyLlama s128: 88 blocks whole, 0.216 -> 0.17
+    (512, 18944, 3584, (128, 64, 8, 4), 1),  # at 512 rows splitting lost (3.12 -> 3.21 ms)
+    (512, 5632, 2048, (128, 64, 8, 4), 1),
+])
+def test_fused_gate_up_schedules(m: int, n: int, k: int, tile: tuple[int, int, int, int],
+                                 split: int) -> None:
+    """Two reductions (fused gate and up): the model weighs the slices itself; the picks
+    are the fastest measured on the H200 (``bench/sweep_gemm.py --gate-up``)."""
+    got = _schedule.choose_product_schedule(m, n, k, 1, SM90, accumulators=2)
+    assert got == (RegisterTile(*tile), split)
+
+
 def test_limits() -> None:
     assert limits("sm_80").sms == 108
     assert limits("sm_90").sms == 132
