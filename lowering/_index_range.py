@@ -169,9 +169,9 @@ class _Ranges:
 def fits_in_32_bits(func: kernel.FuncOp, grid: Sequence[int] | None) -> bool:
     """Whether every index computation of ``func`` stays within 32-bit integers, launched on
     at most ``grid`` blocks (``None``: unknown grid) — see the module docstring."""
-    ranges = _Ranges(func, grid)
     if any(isinstance(a.type, IndexType) for a in func.body.block.args):
         return False
+    ranges = _Ranges(func, grid)
     try:
         for op in func.body.walk():
             ranges.visit(op)

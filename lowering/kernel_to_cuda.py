@@ -1217,8 +1217,8 @@ class KernelToCuda(ModulePass):
                                       f"proven to fit) or 64, got {self.index_bitwidth}")
         _rename_kernels(op)
         layouts = _shared_layouts(op, self.arch)
-        pattern = _LowerKernelFunc(_unrestricted_params(op), layouts, launch_grids(op),
-                                   self.index_bitwidth)
+        grids = launch_grids(op) if self.index_bitwidth == 32 else {}
+        pattern = _LowerKernelFunc(_unrestricted_params(op), layouts, grids, self.index_bitwidth)
         PatternRewriteWalker(KeepLocation(pattern), apply_recursively=False).rewrite_module(op)
         _size_launches(op, layouts, self.arch)
         half, bfloat = _uses_half(op)

@@ -126,7 +126,9 @@ def split_kernels(op: tile.KernelOp, found: Contraction, split: int,
     typ = found.reduce.result.type
 
     def new_kernel(name: str, partials: Sequence[SSAValue], points: int
-                   ) -> tuple[tile.KernelOp, dict[SSAValue, SSAValue]]:
+                   ) -> tuple[tile.KernelOp, dict[SSAValue, SSAValue], Sequence[SSAValue]]:
+        """The kernel with the old one's buffers and ``partials``, its copies of the ops
+        outside the forall, the old-to-new value map and the partials' block arguments."""
         buffers = [*op.buffers, *partials]
         kern = tile.KernelOp(name, _grid(points), [THREADS, 1, 1], buffers)
         kern.attributes |= {k: v for k, v in op.attributes.items() if k != SCHEDULE_ATTR}
@@ -138,11 +140,11 @@ def split_kernels(op: tile.KernelOp, found: Contraction, split: int,
                 copy = other.clone(value_mapper=values)
                 kern.body.block.add_op(copy)
                 values.update(zip(other.results, copy.results, strict=True))
-        return kern, values
+        return kern, values, kern.body.block.args[len(op.buffers):]
 
     def part(partials: Sequence[SSAValue]) -> tile.KernelOp:
-        kern, values = new_kernel(f"{op.sym_name.data}_split", partials,
-                                  split * math.prod(ext))
+        kern, values, stores = new_kernel(f"{op.sym_name.data}_split", partials,
+                                          split * math.prod(ext))
         knobs = dict(op.attributes[SCHEDULE_ATTR].data) if isinstance(
             op.attributes.get(SCHEDULE_ATTR), DictionaryAttr) else {}
         if tile_ is not None and not {"bm", "bn", "tm", "tn"} & knobs.keys():
@@ -159,7 +161,6 @@ def split_kernels(op: tile.KernelOp, found: Contraction, split: int,
         outer = Cloner({}, values | dict(zip(found.forall.ivs, ivs, strict=True)))
         for op_ in found.prologue:
             outer.clone_into(op_, forall.body.block)
-        stores = kern.body.block.args[len(op.buffers):]
         for old, buffer in zip(found.reduces, stores, strict=True):
             red = loop.ReduceOp("add", slice_len, typ)
             kk = red.body.block.args[0]
@@ -176,14 +177,13 @@ def split_kernels(op: tile.KernelOp, found: Contraction, split: int,
         return kern
 
     def total(partials: Sequence[SSAValue]) -> tile.KernelOp:
-        kern, values = new_kernel(op.sym_name.data, partials, math.prod(ext))
+        kern, values, loads = new_kernel(op.sym_name.data, partials, math.prod(ext))
         forall = tile.ForallOp(list(ext), "threads")
         kern.body.block.add_op(forall)
         ivs = list(forall.ivs)
         for new_iv, old_iv in zip(ivs, found.forall.ivs, strict=True):
             new_iv.name_hint = old_iv.name_hint
         cloner = Cloner({}, values | dict(zip(found.forall.ivs, ivs, strict=True)))
-        loads = kern.body.block.args[len(op.buffers):]
         for old, buffer in zip(found.reduces, loads, strict=True):
             red = loop.ReduceOp("add", split, typ)
             s = red.body.block.args[0]
