@@ -11,7 +11,8 @@ pad-shared"
 
 Each shape is ``MxNxK``; each variant is ``name=passes``, the scheduling passes run between
 ``loop-to-tile`` and ``tile-to-kernel,…,kernel-to-cuda`` (``pad-shared`` and
-``vector-fragments`` included, where wanted). Every variant is compiled into a CUDA-graph
+``vector-fragments`` included, where wanted; a variant naming ``tile-to-kernel`` gives the
+rest of the pipeline itself). Every variant is compiled into a CUDA-graph
 program and checked against float64 (max error relative to the largest output); its time is
 the median of CUDA-event-timed replays on its static inputs (``suite.cuda_time_ms``), beside
 ``torch.addmm`` (cuBLAS, TF32 off; with ``--gate-up`` two ``x @ W^T`` and the ``silu`` and
@@ -49,7 +50,10 @@ TO_CUDA = ",tile-to-kernel,canonicalize,cse,kernel-to-cuda"
 
 
 def pipeline(passes: str) -> str:
-    """The whole pipeline around a variant's scheduling ``passes``."""
+    """The whole pipeline around a variant's scheduling ``passes``; a variant that names
+    ``tile-to-kernel`` brings its own tail (e.g. ``kernel-to-cuda{index_bitwidth=32}``)."""
+    if "tile-to-kernel" in passes:
+        return TO_TILE + passes
     return TO_TILE + passes + TO_CUDA
 
 

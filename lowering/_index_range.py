@@ -10,9 +10,12 @@ the same results. A 64-bit division by a constant is a chain of wide multiplies 
 The intervals come from the kernel's shape, not from data: constants; ``threadIdx`` below
 the block's extent; ``blockIdx`` and ``gridDim`` from the largest grid the module's
 ``kernel.launch`` ops give the kernel (unknown without one); a ``scf.for`` variable in
-``[lb, ub)``; ``+ - *``, ``min``/``max``, ``select`` and division or remainder by a positive
-constant. Anything else yielding an index — a value loaded from memory (``input_ids``), an
-index-typed kernel parameter or ``iter_arg``, shifts — is unknown, and one unknown index
+``[lb, ub)``; ``+ - *``, ``min``/``max``, ``select`` (``select(x < C, x, y)`` knows ``x < C``)
+and division or remainder by a positive constant; an index ``iter_arg`` of a ``scf.for`` from
+its initial value and what the body yields, the body revisited until the intervals stop
+growing, with widening (:meth:`_Ranges.carried`; the wrapping counters ``async-copy``
+carries get ``[0, modulus)``). Anything else yielding an index — a value loaded from memory
+(``input_ids``), an index-typed kernel parameter, shifts — is unknown, and one unknown index
 keeps the whole kernel 64-bit. Unsigned division and remainder must see no negative
 operand (``(unsigned)`` and ``(unsigned long long)`` of a negative value differ).
 """
@@ -28,8 +31,15 @@ from xdsl.ir import Operation, SSAValue
 from llmopt.dialects import kernel
 
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
+ROUNDS = 6
+"""Body passes that may widen a loop's index ``iter_args`` before the analysis gives up."""
+EXACT_ROUNDS = 2
+"""Passes that widen to the hull of what the body yields, before moving bounds go to ±TOP."""
+TOP = 1 << 62
+"""A bound standing for "any": wider than every 32-bit interval, so it never fits."""
 
 Interval = tuple[int, int]
+SLT = 2  # arith.cmpi's predicate number for "signed less than"
 
 
 class _Unknown(Exception):
@@ -64,6 +74,7 @@ class _Ranges:
         self.func = func
         self.grid = grid
         self.of: dict[SSAValue, Interval] = {}
+        self.lenient = False
 
     def get(self, value: SSAValue) -> Interval:
         found = self.of.get(value)
@@ -79,29 +90,97 @@ class _Ranges:
 
     def visit(self, op: Operation) -> None:
         if isinstance(op, scf.ForOp):
-            if any(isinstance(a.type, IndexType) for a in op.body.block.args[1:]):
-                raise _Unknown
-            lb, ub, step = self.get(op.lb), self.get(op.ub), self.get(op.step)
-            if step[0] <= 0:
-                raise _Unknown
-            last = max(lb[0], ub[1] - 1)
-            if not _fits((lb[0], last + step[1])):  # the increment after the last trip
-                raise _Unknown
-            self.of[op.body.block.args[0]] = (lb[0], last)
+            try:
+                self.loop(op)
+            except _Unknown:
+                if not self.lenient:
+                    raise
+                for value in (*op.body.block.args, *op.results):
+                    self.of[value] = (-TOP, TOP)
             return
         if isinstance(op, scf.IfOp) and any(isinstance(r.type, IndexType) for r in op.results):
             raise _Unknown
-        if isinstance(op, kernel.LoadOp | kernel.StoreOp):
+        if self.lenient:
+            pass
+        elif isinstance(op, kernel.LoadOp | kernel.StoreOp):
             self.offset(op.buffer, op.indices)
         elif isinstance(op, kernel.CopyOp | kernel.AsyncCopyOp):
             self.offset(op.src, op.src_indices)
             self.offset(op.dst, op.dst_indices)
         for result in op.results:
             if isinstance(result.type, IndexType):
-                iv = self.result(op)
+                try:
+                    iv = self.result(op)
+                except _Unknown:
+                    if not self.lenient:
+                        raise
+                    iv = (-TOP, TOP)
                 if not _fits(iv):
-                    raise _Unknown
+                    if not self.lenient:
+                        raise _Unknown
+                    iv = (max(iv[0], -TOP), min(iv[1], TOP))
                 self.of[result] = iv
+
+    def loop(self, op: scf.ForOp) -> None:
+        lb, ub, step = self.get(op.lb), self.get(op.ub), self.get(op.step)
+        if step[0] <= 0:
+            raise _Unknown
+        last = max(lb[0], ub[1] - 1)
+        if not _fits((lb[0], last + step[1])):  # the increment after the last trip
+            raise _Unknown
+        self.of[op.body.block.args[0]] = (lb[0], last)
+        self.carried(op)
+
+    def carried(self, op: scf.ForOp) -> None:
+        """Intervals of the index ``iter_args`` (and results) of ``op``.
+
+        Each starts at its initial value; a body pass widens it by what the body yields —
+        to the hull for the first :data:`EXACT_ROUNDS` passes, then a bound still moving
+        goes to ±:data:`TOP` (found so, a wrapping counter's bound comes from its
+        ``select``). Those passes are lenient: an index the body cannot bound or fit is
+        :data:`TOP` wide, not a failure. The interval kept is the hull of the initial value
+        and what one more pass yields; a last, strict pass must yield inside it."""
+        block = op.body.block
+        pairs = [(arg, init, res, yielded) for arg, init, res, yielded in zip(
+            block.args[1:], op.iter_args, op.results, _yielded(op), strict=True)
+            if isinstance(arg.type, IndexType)]
+        if not pairs:
+            return
+        for arg, init, _, _ in pairs:
+            self.of[arg] = self.get(init)
+        for round_ in range(ROUNDS):
+            self.sweep(op, lenient=True)
+            grown = False
+            for arg, _, _, yielded in pairs:
+                (lo, hi), (out_lo, out_hi) = self.of[arg], self.get(yielded)
+                if out_lo < lo:
+                    lo, grown = (out_lo if round_ < EXACT_ROUNDS else -TOP), True
+                if out_hi > hi:
+                    hi, grown = (out_hi if round_ < EXACT_ROUNDS else TOP), True
+                self.of[arg] = (lo, hi)
+            if not grown:
+                break
+        else:
+            raise _Unknown
+        self.sweep(op, lenient=True)
+        for arg, init, _, yielded in pairs:
+            self.of[arg] = _hull((*self.get(init), *self.get(yielded)))
+        self.sweep(op, lenient=False)
+        for arg, _, res, yielded in pairs:
+            (lo, hi), (out_lo, out_hi) = self.of[arg], self.get(yielded)
+            if out_lo < lo or out_hi > hi:
+                raise _Unknown
+            self.of[res] = self.of[arg]
+
+    def sweep(self, op: scf.ForOp, lenient: bool) -> None:
+        """Visit the body of ``op`` once; ``lenient``: unknown or too wide indices are
+        :data:`TOP` wide and nothing fails."""
+        saved, self.lenient = self.lenient, lenient or self.lenient
+        try:
+            for inner in op.body.walk():
+                self.visit(inner)
+        finally:
+            self.lenient = saved
 
     def offset(self, buffer: SSAValue, indices: Sequence[SSAValue]) -> None:
         """Every partial sum of ``Σ index·stride + offset`` fits (bounded by Σ |terms|)."""
@@ -147,6 +226,10 @@ class _Ranges:
             return pick(a, c), pick(b, d)
         if isinstance(op, arith.SelectOp):
             (a, b), (c, d) = self.get(op.operands[1]), self.get(op.operands[2])
+            cond = op.operands[0].owner
+            if (isinstance(cond, arith.CmpiOp) and cond.predicate.value.data == SLT
+                    and cond.lhs is op.operands[1]):
+                b = min(b, self.get(cond.rhs)[1] - 1)  # taken only when lhs < rhs
             return min(a, c), max(b, d)
         if isinstance(op, arith.DivUIOp | arith.DivSIOp | arith.FloorDivSIOp
                       | arith.CeilDivSIOp | arith.CeilDivUIOp):
@@ -164,6 +247,12 @@ class _Ranges:
                 return -(n - 1), n - 1
             return 0, min(hi, n - 1)
         raise _Unknown
+
+
+def _yielded(op: scf.ForOp) -> list[SSAValue]:
+    yield_op = op.body.block.last_op
+    assert isinstance(yield_op, scf.YieldOp)
+    return list(yield_op.operands)
 
 
 def fits_in_32_bits(func: kernel.FuncOp, grid: Sequence[int] | None) -> bool:

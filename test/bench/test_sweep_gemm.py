@@ -47,3 +47,17 @@ def test_the_gate_up_variant_splits_both_reductions() -> None:
     assert source.count("__global__") == 2
     assert "acc0" in source and "acc1" in source  # both reductions register-tiled
     assert "expf" in source  # silu, in the kernel summing the slices
+
+
+def test_a_variant_may_bring_its_own_tail() -> None:
+    """A variant naming ``tile-to-kernel`` ends the pipeline itself: here with 32-bit
+    indices, which the captured 32×64×128 product allows in every kernel."""
+    captured = capture(sweep_gemm.Linear(64, 128), (torch.randn(1, 32, 64),
+                                                    torch.randn(1, 32, 128)))
+    passes = ("split-k{split_k=1},register-tile{bm=32 bn=64 tm=2 tn=4},stage-inputs{bk=16},"
+              "async-copy,pad-shared,vector-fragments,tile-to-kernel,canonicalize,cse,"
+              "kernel-to-cuda{index_bitwidth=32}")
+    assert sweep_gemm.pipeline(passes).count("kernel-to-cuda") == 1
+    source = llmopt.cuda_source(llmopt.lower(captured.module, sweep_gemm.pipeline(passes)), "")
+    assert "__pipeline_memcpy_async" in source
+    assert "long long" not in source

@@ -98,3 +98,68 @@ def test_the_grid_comes_from_the_largest_launch() -> None:
     huge = parse(GRID.replace("G", str(2**31 - 1)))
     (func,) = [o for o in huge.ops if isinstance(o, kernel.FuncOp)]
     assert not fits_in_32_bits(func, launch_grids(huge)["k"])  # i += gridDim overflows
+
+
+CARRIED = """
+kernel.func @k(%x: memref<BUFxf32>) block [256, 1, 1] {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %init = arith.constant INIT : index
+  %n = arith.constant 100000 : index
+  %wrap = arith.constant WRAP : index
+  %step = arith.constant STEP : index
+  %last = scf.for %i = %c0 to %n step %c1 iter_args(%s = %init) -> (index) {
+    %v = kernel.load %x[%s] : memref<BUFxf32>
+    kernel.store %v, %x[%c0] : memref<BUFxf32>
+    %next = arith.addi %s, %step : index
+    %inside = arith.cmpi slt, %next, %wrap : index
+    %wrapped = arith.select %inside, %next, %c0 : index
+    scf.yield %wrapped : index
+  }
+  %w = kernel.load %x[%last] : memref<BUFxf32>
+  kernel.store %w, %x[%c1] : memref<BUFxf32>
+  kernel.return
+}
+"""
+
+
+def carried_kernel(init: int, wrap: int, step: int = 1, buf: int = 4096) -> kernel.FuncOp:
+    text = (CARRIED.replace("INIT", str(init)).replace("WRAP", str(wrap))
+            .replace("STEP", str(step)).replace("BUF", str(buf)))
+    (func,) = [o for o in parse(text).ops if isinstance(o, kernel.FuncOp)]
+    return func
+
+
+@pytest.mark.parametrize(("init", "wrap", "step", "fits"), [
+    (2, 44, 1, True),            # async-copy's fetched chunk: [0, 44)
+    (0, 3, 1, True),             # its slots
+    (5, 2**31 - 1, 1, True),     # wraps just below the 32-bit limit
+    (5, 2**31 - 1, 7, False),    # next = s + 7 may pass 2³¹ − 1 before the compare
+    (-(2**31) - 1, 10, 1, False),  # starts below the 32-bit range
+])
+def test_a_wrapping_counter_carried_by_a_loop(init: int, wrap: int, step: int,
+                                              fits: bool) -> None:
+    """An index ``iter_arg`` stepped and wrapped with ``select(next < wrap, next, 0)`` lies
+    in ``[0, wrap)`` (its initial value included); the analysis widens to find that."""
+    assert fits_in_32_bits(carried_kernel(init, wrap, step, buf=2**32), grid=None) is fits
+
+
+def test_a_counter_that_grows_without_bound_keeps_64_bits() -> None:
+    """With no wrap (the compare never true), the counter reaches 100000 · 30000 > 2³¹."""
+    text = CARRIED.replace("%inside, %next, %c0", "%inside, %c0, %next")
+    text = (text.replace("INIT", "0").replace("WRAP", "0").replace("STEP", "30000")
+            .replace("BUF", str(2**40)))
+    (func,) = [o for o in parse(text).ops if isinstance(o, kernel.FuncOp)]
+    assert not fits_in_32_bits(func, grid=None)
+
+
+def test_a_carried_index_bounds_the_offsets_it_reaches() -> None:
+    """``x[s]`` with ``s`` in ``[0, 44)`` fits whatever the buffer; in a buffer of 2³² rows
+    of 2³⁰ elements it would not, and the offset check sees the carried interval."""
+    assert fits_in_32_bits(carried_kernel(2, 44), grid=None)
+    text = (CARRIED.replace("INIT", "2").replace("WRAP", "44").replace("STEP", "1")
+            .replace("memref<BUFxf32>", "memref<64x1073741824xf32>")
+            .replace("%x[%s]", "%x[%s, %c0]").replace("%x[%c0]", "%x[%c0, %c0]")
+            .replace("%x[%last]", "%x[%last, %c0]").replace("%x[%c1]", "%x[%c1, %c0]"))
+    (func,) = [o for o in parse(text).ops if isinstance(o, kernel.FuncOp)]
+    assert not fits_in_32_bits(func, grid=None)

@@ -1,6 +1,8 @@
 // RUN: llm-opt %s -p async-copy | filecheck %s
 // RUN: llm-opt %s -p 'async-copy{stages=2}' | filecheck %s --check-prefix=TWO
 // RUN: llm-opt %s -p 'async-copy{stages=1}' | filecheck %s --check-prefix=OFF
+// RUN: llm-opt %s -p 'async-copy{carry=false}' | filecheck %s --check-prefix=MOD
+// RUN: llm-opt %s -p 'async-copy{carry=false},pad-shared,tile-to-kernel,canonicalize,cse,kernel-to-cuda' --check-numerics 2>&1 >/dev/null | filecheck %s --check-prefix=NUM
 // RUN: llm-opt %s -p 'async-copy,pad-shared,tile-to-kernel' | filecheck %s --check-prefix=BARRIERS
 // RUN: llm-opt %s -p 'async-copy,pad-shared,tile-to-kernel,canonicalize,cse,kernel-to-cuda' --check-numerics 2>&1 >/dev/null | filecheck %s --check-prefix=NUM
 // RUN: llm-opt %s -p 'async-copy,pad-shared,tile-to-kernel,canonicalize,cse,kernel-to-cuda' -t cuda | filecheck %s --check-prefix=CUDA
@@ -19,17 +21,29 @@
 // CHECK:          tile.async_copy {{.*}} count 4 : memref<128x64xf32> to memref<3x64x16xf32>
 // CHECK:          tile.async_commit
 // CHECK-NEXT:   } {unroll = 0 : i64, llmopt.role = "prologue"}
-// CHECK:        scf.for %k0 = {{.*}} {
+// The slot read (k0 mod 3), the slot filled ((k0 + 2) mod 3) and the chunk fetched
+// ((k0 + 2) mod 4) are counters carried by the loop, starting at 0, 2 and 2 (the numerics
+// check below runs the loop).
+// CHECK:        scf.for %k0 = {{.*}} iter_args(%[[SLOT:.*]] = %{{.*}}, %[[FILL:.*]] = %{{.*}}, %[[FETCH:.*]] = %{{.*}}) -> (index, index, index) {
 // CHECK-NEXT:     tile.async_wait 1
 // CHECK-NEXT:     kernel.barrier
 // Chunk (k0 + 2) mod 4 goes to slot (k0 + 2) mod 3 ...
-// CHECK:            tile.async_copy {{.*}}(((%k0 + 2) floordiv 4) * -64)) + 32)] to %[[A]][((%k0 + 2) mod 3), {{.*}} count 4
-// CHECK:            tile.async_copy {{.*}} to %[[B]][((%k0 + 2) mod 3), {{.*}} count 4
+// CHECK:            tile.async_copy %{{.*}}[{{.*}}, ((%[[FETCH]] * 16) + (%{{.*}} * 4))] to %[[A]][%[[FILL]], {{.*}} count 4
+// CHECK:            tile.async_copy {{.*}} to %[[B]][%[[FILL]], {{.*}} count 4
 // CHECK:          tile.async_commit
 // ... while the arithmetic reads slot k0 mod 3.
 // CHECK:          scf.for %kk
-// CHECK:            loop.load %[[A]][(%k0 mod 3), {{.*}}, %kk] : memref<3x32x16xf32>
-// CHECK:            loop.load %[[B]][(%k0 mod 3), {{.*}}, %kk] : memref<3x64x16xf32>
+// CHECK:            loop.load %[[A]][%[[SLOT]], {{.*}}, %kk] : memref<3x32x16xf32>
+// CHECK:            loop.load %[[B]][%[[SLOT]], {{.*}}, %kk] : memref<3x64x16xf32>
+// Each counter steps by one and wraps at its modulus.
+// CHECK:          %[[ONE:.*]] = arith.constant 1 : index
+// CHECK:          %[[S1:.*]] = arith.addi %[[SLOT]], %[[ONE]] : index
+// CHECK-NEXT:     %[[SIN:.*]] = arith.cmpi slt, %[[S1]], %[[THREE:.*]] : index
+// CHECK-NEXT:     %[[SN:.*]] = arith.select %[[SIN]], %[[S1]], %{{.*}} : index
+// CHECK:          %[[F1:.*]] = arith.addi %[[FETCH]], %[[ONE]] : index
+// CHECK-NEXT:     %[[FIN:.*]] = arith.cmpi slt, %[[F1]], %[[FOUR:.*]] : index
+// CHECK-NEXT:     %[[FN:.*]] = arith.select %[[FIN]], %[[F1]], %{{.*}} : index
+// CHECK-NEXT:     scf.yield %[[SN]], %{{.*}}, %[[FN]] : index, index, index
 // CHECK:        } {llmopt.role = "k_loop", llmopt.prefetch = "async3"}
 // CHECK-NEXT:   tile.async_wait 0
 // CHECK-NOT:    llmopt.role = "stage"}
@@ -38,6 +52,12 @@
 // TWO:          tile.alloc shared {llmopt.pad = 4 : i64} : memref<2x32x16xf32>
 // TWO:          scf.for %k0
 // TWO-NEXT:       tile.async_wait 0
+
+// carry=false: the slots and the chunk are recomputed from k0 every chunk.
+// MOD:          scf.for %k0 = %{{.*}} to %{{.*}} step %{{.*}} {
+// MOD:            tile.async_copy {{.*}}(((%k0 + 2) floordiv 4) * -64)) + 32)] to %{{.*}}[((%k0 + 2) mod 3), {{.*}} count 4
+// MOD:            loop.load %{{.*}}[(%k0 mod 3), {{.*}}, %kk] : memref<3x32x16xf32>
+// MOD-NOT:        scf.yield %
 
 // OFF-NOT:      tile.async_copy
 // OFF:          loop.store %{{.*}}, %stage[%s0, %s1] : memref<32x16xf32>
