@@ -29,8 +29,9 @@ becomes::
     tile.async_wait 0
 
 where ``wrap(x, m) = select(x < m, x, 0)``: the three counters are ``k0 mod S``, ``(k0+S-1)
-mod S`` and ``(k0+S-1) mod n``, carried instead of computed from ``k0`` each chunk (option
-``carry=false`` computes them, with ``mod`` and ``floordiv``). A 64-bit division by a
+mod S`` and ``(k0+S-1) mod n``, carried instead of computed from ``k0`` each chunk (knob
+``carry``: 1 carried, 2 computed with ``mod`` and ``floordiv``; by default carried in
+kernels with one accumulator tile, see ``_schedule.default_carry``). A 64-bit division by a
 constant is a chain of wide multiplies on a GPU; carried, the K loop body (one chunk) of
 TinyLlama's down projection (seq 512) shrinks from 1239 to 1211 instructions (1024 FFMA) in
 NVRTC's SASS, 1187 with ``kernel-to-cuda{index_bitwidth=32}`` (whose range analysis bounds
@@ -78,6 +79,7 @@ from llmopt.lowering.loop_to_tile import KeepLocation
 from llmopt.passes.tile._access import block_threads
 from llmopt.passes.tile._schedule import (
     DEFAULT_STAGES,
+    default_carry,
     knob,
     limits,
     padded_bytes,
@@ -168,7 +170,7 @@ class AsyncKLoop(RewritePattern):
 
     stages: int
     arch: str
-    carry: bool
+    carry: int
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: scf.ForOp, rewriter: PatternRewriter) -> None:
@@ -197,7 +199,7 @@ class AsyncKLoop(RewritePattern):
         slots = {f.store.buffer: self._slotted(f, width, stages, rewriter)
                  for f, width in zip(found, widths, strict=True)}
         first, chunk_loop = body[0], body[-2]
-        if self.carry:
+        if knob(self.carry, kern, "carry", default_carry(kern)) == 1:
             op, (k0, read, write, chunk) = self._carried(op, stages, n, rewriter)
             slot_of, fetch_of = write, chunk
             read_slot: AffineExpr = AffineDimExpr(0)
@@ -339,15 +341,16 @@ class AsyncKLoop(RewritePattern):
 class AsyncCopy(ModulePass):
     """Fill staged tiles with asynchronous copies, several chunks ahead (see the module
     docstring). Options: ``stages`` (slots per tile; 0 = the kernel's ``llmopt.schedule`` or
-    3; 1 = off), ``arch`` (whose shared-memory limit the slots must fit), ``carry`` (the
-    slots and the fetched chunk as loop-carried counters; ``false``: recomputed from ``k0``
-    with ``mod`` and ``floordiv`` every chunk)."""
+    3; 1 = off), ``arch`` (whose shared-memory limit the slots must fit), ``carry`` (1: the
+    slots and the fetched chunk are loop-carried counters; 2: recomputed from ``k0`` with
+    ``mod`` and ``floordiv`` every chunk; 0 = the kernel's ``llmopt.schedule``, else
+    :func:`~llmopt.passes.tile._schedule.default_carry`)."""
 
     name = "async-copy"
 
     stages: int = 0
     arch: str = "sm_90"
-    carry: bool = True
+    carry: int = 0
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         if self.stages < 0:

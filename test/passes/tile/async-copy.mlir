@@ -1,8 +1,8 @@
 // RUN: llm-opt %s -p async-copy | filecheck %s
 // RUN: llm-opt %s -p 'async-copy{stages=2}' | filecheck %s --check-prefix=TWO
 // RUN: llm-opt %s -p 'async-copy{stages=1}' | filecheck %s --check-prefix=OFF
-// RUN: llm-opt %s -p 'async-copy{carry=false}' | filecheck %s --check-prefix=MOD
-// RUN: llm-opt %s -p 'async-copy{carry=false},pad-shared,tile-to-kernel,canonicalize,cse,kernel-to-cuda' --check-numerics 2>&1 >/dev/null | filecheck %s --check-prefix=NUM
+// RUN: llm-opt %s -p 'async-copy{carry=2}' | filecheck %s --check-prefix=MOD
+// RUN: llm-opt %s -p 'async-copy{carry=2},pad-shared,tile-to-kernel,canonicalize,cse,kernel-to-cuda' --check-numerics 2>&1 >/dev/null | filecheck %s --check-prefix=NUM
 // RUN: llm-opt %s -p 'async-copy,pad-shared,tile-to-kernel' | filecheck %s --check-prefix=BARRIERS
 // RUN: llm-opt %s -p 'async-copy,pad-shared,tile-to-kernel,canonicalize,cse,kernel-to-cuda' --check-numerics 2>&1 >/dev/null | filecheck %s --check-prefix=NUM
 // RUN: llm-opt %s -p 'async-copy,pad-shared,tile-to-kernel,canonicalize,cse,kernel-to-cuda' -t cuda | filecheck %s --check-prefix=CUDA
@@ -53,7 +53,7 @@
 // TWO:          scf.for %k0
 // TWO-NEXT:       tile.async_wait 0
 
-// carry=false: the slots and the chunk are recomputed from k0 every chunk.
+// carry=2: the slots and the chunk are recomputed from k0 every chunk.
 // MOD:          scf.for %k0 = %{{.*}} to %{{.*}} step %{{.*}} {
 // MOD:            tile.async_copy {{.*}}(((%k0 + 2) floordiv 4) * -64)) + 32)] to %{{.*}}[((%k0 + 2) mod 3), {{.*}} count 4
 // MOD:            loop.load %{{.*}}[(%k0 mod 3), {{.*}}, %kk] : memref<3x32x16xf32>

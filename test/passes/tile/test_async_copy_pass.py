@@ -4,8 +4,10 @@ the global buffer, element types other than f32, and what it leaves alone."""
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 
 import pytest
+from xdsl.dialects import scf
 from xdsl.dialects.builtin import ModuleOp
 
 import llmopt
@@ -64,3 +66,44 @@ def test_one_chunk_or_stages_1_leave_the_fills_synchronous() -> None:
 def test_negative_stages_are_refused() -> None:
     with pytest.raises(Exception, match="stages must be"):
         llmopt.lower(_linear(), PRE + ",stage-inputs,async-copy{stages=-1}")
+
+
+def _gate_up() -> ModuleOp:
+    """``silu(x·Wgᵀ)·(x·Wuᵀ)``: after fusion one kernel with two reductions."""
+    torch = pytest.importorskip("torch")
+
+    class GateUp(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.gate = torch.nn.Linear(64, 128, bias=False)
+            self.up = torch.nn.Linear(64, 128, bias=False)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.nn.functional.silu(self.gate(x)) * self.up(x)
+
+    gen = torch.Generator().manual_seed(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return llmopt.capture(GateUp(), (torch.randn(32, 64, generator=gen),))
+
+
+def _carried(module: ModuleOp) -> list[int]:
+    """Index iter_args of each pipelined K loop."""
+    return [len(op.iter_args) for op in module.walk() if isinstance(op, scf.ForOp)
+            and "llmopt.prefetch" in op.attributes]
+
+
+@pytest.mark.parametrize(("build", "option", "expected"), [
+    (_linear, "", [3]),          # one accumulator tile: counters carried by default
+    (_gate_up, "", [0]),         # two (gate and up): slots computed from k0 by default
+    (_gate_up, "{carry=1}", [3]),
+    (_linear, "{carry=2}", [0]),
+])
+def test_which_k_loops_carry_their_slots(build: Callable[[], ModuleOp], option: str,
+                                         expected: list[int]) -> None:
+    """``carry``'s default follows the number of accumulator tiles (see
+    ``_schedule.default_carry``); the option overrides it, and both forms stay exact."""
+    pipeline = PRE + ",stage-inputs{bk=16},async-copy" + option
+    assert _carried(llmopt.lower(build(), pipeline)) == expected
+    report = llmopt.check_numerics(build(), pipeline + ",pad-shared,tile-to-kernel")
+    assert report.ok, str(report)
