@@ -69,7 +69,8 @@ def main() -> int:
                 print(f"// {case.name}", flush=True)
                 tuner.tune_module(module, arch, args.reps, args.limit, jobs=args.jobs,
                                   save=partial(tuner.record_entries, path, table),
-                                  log=lambda line: print(line, flush=True))
+                                  log=lambda line: print(line, flush=True),
+                                  recorded=dict(table))
     print(f"// {len(table)} entries in {path}")
     return 0
 

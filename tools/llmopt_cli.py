@@ -727,7 +727,8 @@ def tune(args: argparse.Namespace) -> int:
                                         seq, args.dtype, first, "lowering to Tile IR")
             print(f"// {args.model} seq {seq}: {how}", file=sys.stderr)
         entries = tuner.tune_module(module, args.arch, args.reps, args.limit, jobs=args.jobs,
-                                    save=partial(tuner.record_entries, path, table))
+                                    save=partial(tuner.record_entries, path, table),
+                                    recorded=dict(table))
         tuned = sum(entry is not None for entry in entries.values())
         print(f"// seq {seq}: {tuned} kernels tuned, written to {path}", file=sys.stderr)
         if args.model.endswith(".mlir"):

@@ -351,11 +351,14 @@ def lookup(key: str, arch: str, tables: Sequence[dict[str, Any]]) -> dict[str, i
 
 def tune_module(module: ModuleOp, arch: str, reps: int, limit: int,
                 log: Callable[[str], None] = print, jobs: int = 1,
-                save: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+                save: Callable[[dict[str, Any]], None] | None = None,
+                recorded: dict[str, Any] | None = None) -> dict[str, Any]:
     """Tune every distinct matrix-product kernel of ``module`` (at Tile IR, before the
     scheduling passes); returns the new table entries (also handed to ``save`` after each
     kernel, so an interrupted run keeps what it measured), ``None`` for a kernel whose
-    heuristic schedule was fastest (see :func:`merge_entries`)."""
+    heuristic schedule was fastest (see :func:`merge_entries`). A kernel's knobs in the
+    ``recorded`` table (the one the entries will replace) are timed again beside the new
+    candidates, so a run with a smaller ``limit`` cannot replace them with slower ones."""
     import torch
 
     from llmopt.codegen.nvrtc import nvrtc_version
@@ -375,6 +378,9 @@ def tune_module(module: ModuleOp, arch: str, reps: int, limit: int,
             seen.add(key)
             shape = describe(kernel)
             cands = list(candidates(kernel, arch))[:limit]
+            before = lookup(key, arch, [recorded]) if recorded else None
+            if before is not None and before not in cands:
+                cands.insert(0, before)
             log(f"{kernel.sym_name.data} [{shape}] {key}: {len(cands)} candidates")
             began = time.perf_counter()
             if pool is None and jobs > 1:  # one pool for every kernel, not one per kernel

@@ -722,6 +722,31 @@ def test_a_kernel_the_heuristics_win_loses_its_old_entry(monkeypatch: pytest.Mon
     assert list(table) == ["other|Fake GPU|nvrtc-13.0"]
 
 
+def test_recorded_knobs_are_timed_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A kernel's knobs already in the table are a candidate of the new run even when
+    ``limit`` cuts the list before them, so a shorter run cannot replace them with slower
+    ones; here they stay the fastest and are kept."""
+    torch = pytest.importorskip("torch")
+    module = llmopt.parse(TUNE_TEXT)
+    kernel = next(k for k in module.walk() if isinstance(k, tile.KernelOp))
+    key = tune.schedule_key(kernel)
+    old = {"bm": 16, "bn": 16, "tm": 1, "tn": 1, "bk": 16, "split_k": 1}
+    assert old not in tune.candidates(kernel, "sm_90")[:2]
+    timed: list[Any] = []
+
+    def fake_trials(kernel: tile.KernelOp, trials: Any, *args: Any, **kwargs: Any) -> Any:
+        timed.extend(trials)
+        return [tune.Trial(t, 0.25 if t == old else 1.0) for t in trials]
+
+    monkeypatch.setattr(tune, "run_trials", fake_trials)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "Fake GPU")
+    recorded = {f"{key}|Fake GPU|nvrtc-13.0": {"arch": "sm_90", "knobs": old}}
+    entries = tune.tune_module(module, "sm_90", reps=1, limit=2, log=lambda line: None,
+                               recorded=recorded)
+    assert old in timed
+    assert [e["knobs"] for e in entries.values() if e is not None][:1] == [old]
+
+
 def test_trial_inputs_follow_the_buffer_types() -> None:
     """A kernel with a fused embedding gather (a first layer's residual) reads its i64 ids as
     indices: the tuner fills them with small valid integers, not float bits."""
