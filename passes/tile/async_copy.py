@@ -199,7 +199,8 @@ class AsyncKLoop(RewritePattern):
         slots = {f.store.buffer: self._slotted(f, width, stages, rewriter)
                  for f, width in zip(found, widths, strict=True)}
         first, chunk_loop = body[0], body[-2]
-        if knob(self.carry, kern, "carry", default_carry(kern)) == 1:
+        # A loop that already carries values keeps the computed form (its yield is not ours).
+        if not op.iter_args and knob(self.carry, kern, "carry", default_carry(kern)) == 1:
             op, (k0, read, write, chunk) = self._carried(op, stages, n, rewriter)
             slot_of, fetch_of = write, chunk
             read_slot: AffineExpr = AffineDimExpr(0)
