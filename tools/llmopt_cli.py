@@ -698,21 +698,42 @@ def profile_table(times: Sequence[KernelTime], top: int) -> list[str]:
 # --- the command line -------------------------------------------------------------------------
 
 
+def _cuda_available() -> bool:
+    import torch
+
+    return bool(torch.cuda.is_available())
+
+
+def _layer_at_tile_ir(model_name: str, seq: int, dtype_name: str, elements: Sequence[str]
+                      ) -> Any:
+    """Decoder layer 0 of ``model_name``, built on the meta device and captured alone (as
+    ``bench/suite.py blocks`` times it), lowered by ``elements``."""
+    from llmopt.frontend.models import build_model, capture_layer
+
+    meta = build_model(model_name, device="meta", dtype=_dtype(dtype_name), layers=1)
+    print(f"// capturing decoder layer 0 of {model_name} ({_describe(meta.config)}), seq {seq}",
+          file=sys.stderr, flush=True)
+    program = capture_layer(meta, seq)
+    lower_with_progress(program.module, elements, "lowering to Tile IR")
+    return program.module
+
+
 def tune(args: argparse.Namespace) -> int:
     """``llmopt tune``: time schedule candidates of every matrix-product kernel on the GPU
     and record the fastest correct one (see :mod:`llmopt.tools.tune`)."""
-    import torch
-
     from llmopt.frontend.models import model_config
     from llmopt.tools import tune as tuner
 
-    if not torch.cuda.is_available():
+    if not _cuda_available():
         raise CliError("tune needs a CUDA GPU: candidates are timed on it")
     first, _ = split_pipeline(_with_arch(args.pipeline, args.arch), "tile")
     names = [text.split("{")[0].strip() for text in first]
     if "loop-to-tile" not in names:
         raise CliError(f"the pipeline '{args.pipeline}' has no loop-to-tile pass")
     first = first[: names.index("loop-to-tile") + 1]
+    if args.layer and args.model.endswith(".mlir"):
+        raise CliError("--layer captures a decoder layer of a model; an .mlir file is tuned "
+                       "as it is")
     path = (tuner.TABLE_DIR / f"{args.arch}.json") if args.table else tuner.cache_path()
     table = tuner.load_table(path)
     for seq in args.seqs:
@@ -720,6 +741,8 @@ def tune(args: argparse.Namespace) -> int:
             from llmopt.api import lower, parse
 
             module = lower(parse(Path(args.model).read_text()), ",".join(first))
+        elif args.layer:
+            module = _layer_at_tile_ir(args.model, seq, args.dtype, first)
         else:
             identity = model_identity(args.model, args.layers)
             module, how = lowered_model(args.model, identity,
@@ -802,6 +825,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     t.add_argument("--seqs", type=int, nargs="+", default=[128], help="sequence lengths")
     t.add_argument("--layers", type=int, default=1, help="decoder layers to keep (default 1: "
                    "the layers are identical)")
+    t.add_argument("--layer", action="store_true", help="tune decoder layer 0 captured alone "
+                   "(hidden states in, hidden states out, as the blocks benchmark times it): "
+                   "its last kernels end in the layer's output, so they are not the whole "
+                   "model's")
     t.add_argument("--dtype", choices=DTYPES, default="float32")
     t.add_argument("--pipeline", default="lower-to-cuda")
     t.add_argument("--arch", default="sm_90")

@@ -903,3 +903,46 @@ def test_split_k_that_does_not_divide_k_warns() -> None:
         llmopt.lower(module, "split-k")
     assert not [op for op in module.walk() if isinstance(op, tile.KernelOp)
                 and "llmopt.split" in op.attributes]
+
+
+def test_tune_layer_tunes_the_layer_the_blocks_benchmark_times(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``llmopt tune M --layer`` hands the tuner decoder layer 0 captured alone (no lm_head;
+    at full size its o and down projections end in the layer's output, kernels the whole
+    model does not have, so ``apply-tuned`` needs entries of their own)."""
+    pytest.importorskip("torch")
+    from llmopt.tools import llmopt_cli
+
+    seen: list[set[str]] = []
+
+    def fake_tune_module(module: ModuleOp, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        seen.append({tune.describe(k) for k in module.walk() if isinstance(k, tile.KernelOp)
+                     and tune.match_contraction(k) is not None})
+        return {}
+
+    monkeypatch.setattr(llmopt_cli, "_cuda_available", lambda: True)
+    monkeypatch.setattr(tune, "tune_module", fake_tune_module)
+    monkeypatch.setenv("LLMOPT_TUNE_CACHE", str(tmp_path / "tuned.json"))
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({
+        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64,
+        "intermediate_size": 176, "num_attention_heads": 4, "num_key_value_heads": 2,
+        "num_hidden_layers": 2, "vocab_size": 128, "rms_norm_eps": 1e-5,
+        "max_position_embeddings": 256}))
+    assert llmopt_cli.main(["tune", str(config), "--layer", "--seqs", "32", "--jobs", "1"]) == 0
+    assert llmopt_cli.main(["tune", str(config), "--seqs", "32", "--jobs", "1"]) == 0
+    layer, whole = seen
+    assert "1x32x176x64" in layer  # the fused gate/up
+    assert "1x32x128x64" in whole and "1x32x128x64" not in layer  # lm_head: the model's only
+
+
+def test_tune_layer_refuses_an_ir_file(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("torch")
+    from llmopt.tools import llmopt_cli
+
+    monkeypatch.setattr(llmopt_cli, "_cuda_available", lambda: True)
+    program = tmp_path / "p.mlir"
+    program.write_text(TUNE_TEXT)
+    assert llmopt_cli.main(["tune", str(program), "--layer"]) == 1
+    assert "--layer captures a decoder layer" in capsys.readouterr().err
