@@ -139,7 +139,7 @@ class _Ranges:
         goes to ±:data:`TOP` (found so, a wrapping counter's bound comes from its
         ``select``). Those passes are lenient: an index the body cannot bound or fit is
         :data:`TOP` wide, not a failure. The interval kept is the hull of the initial value
-        and what one more pass yields; a last, strict pass must yield inside it."""
+        and what the last of those passes yields; a strict pass must then yield inside it."""
         block = op.body.block
         pairs = [(arg, init, res, yielded) for arg, init, res, yielded in zip(
             block.args[1:], op.iter_args, op.results, _yielded(op), strict=True)
@@ -162,7 +162,7 @@ class _Ranges:
                 break
         else:
             raise _Unknown
-        self.sweep(op, lenient=True)
+        # The last pass left what the body yields from the widened intervals: narrow to it.
         for arg, init, _, yielded in pairs:
             self.of[arg] = _hull((*self.get(init), *self.get(yielded)))
         self.sweep(op, lenient=False)

@@ -264,16 +264,19 @@ def _checkpoint(model: str) -> Path | None:
     return None
 
 
-def _capture(model_name: str, config: Any, seq: int, dtype: Any, layers: int | None) -> Any:
+def _capture(model_name: str, config: Any, seq: int, dtype: Any, layers: int | None,
+             layer_alone: bool = False) -> Any:
     """Build ``model_name`` (or ``config``) on the meta device and capture it (no weight in
-    memory)."""
-    from llmopt.frontend.models import build_model, capture_model
+    memory); ``layer_alone``: only decoder layer 0, hidden states in and out (as
+    ``bench/suite.py blocks`` times it)."""
+    from llmopt.frontend.models import build_model, capture_layer, capture_model
 
     source = config if config is not None else model_name
     meta = build_model(source, device="meta", dtype=dtype, layers=layers)
-    print(f"// capturing {model_name} ({_describe(meta.config)}), seq {seq}, "
+    what = f"decoder layer 0 of {model_name}" if layer_alone else model_name
+    print(f"// capturing {what} ({_describe(meta.config)}), seq {seq}, "
           f"{str(dtype).removeprefix('torch.')} ...", file=sys.stderr, flush=True)
-    return capture_model(meta, seq)
+    return capture_layer(meta, seq) if layer_alone else capture_model(meta, seq)
 
 
 def _code_fingerprint() -> str:
@@ -706,14 +709,8 @@ def _cuda_available() -> bool:
 
 def _layer_at_tile_ir(model_name: str, seq: int, dtype_name: str, elements: Sequence[str]
                       ) -> Any:
-    """Decoder layer 0 of ``model_name``, built on the meta device and captured alone (as
-    ``bench/suite.py blocks`` times it), lowered by ``elements``."""
-    from llmopt.frontend.models import build_model, capture_layer
-
-    meta = build_model(model_name, device="meta", dtype=_dtype(dtype_name), layers=1)
-    print(f"// capturing decoder layer 0 of {model_name} ({_describe(meta.config)}), seq {seq}",
-          file=sys.stderr, flush=True)
-    program = capture_layer(meta, seq)
+    """Decoder layer 0 of ``model_name`` captured alone, lowered by ``elements``."""
+    program = _capture(model_name, None, seq, _dtype(dtype_name), 1, layer_alone=True)
     lower_with_progress(program.module, elements, "lowering to Tile IR")
     return program.module
 

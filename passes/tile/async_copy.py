@@ -283,16 +283,15 @@ class AsyncKLoop(RewritePattern):
             if moved is not yield_op:
                 moved.detach()
                 block.add_op(moved)
-        one = arith.ConstantOp(IntegerAttr(1, typ))
-        block.add_op(one)
+        zero, one = (arith.ConstantOp(IntegerAttr(v, typ)) for v in (0, 1))
+        block.add_ops([zero, one])
         stepped: list[SSAValue] = []
         for arg, bound in zip(block.args[1:], (stages, stages, n), strict=True):
             limit = arith.ConstantOp(IntegerAttr(bound, typ))
-            zero = arith.ConstantOp(IntegerAttr(0, typ))
             nxt = arith.AddiOp(arg, one)
             inside = arith.CmpiOp(nxt, limit, "slt")
             wrapped = arith.SelectOp(inside, nxt, zero)
-            block.add_ops([limit, zero, nxt, inside, wrapped])
+            block.add_ops([limit, nxt, inside, wrapped])
             stepped.append(wrapped.result)
         block.add_op(scf.YieldOp(*stepped))
         new = scf.ForOp(op.lb, op.ub, op.step, [i.result for i in inits], Region(block))
