@@ -110,7 +110,7 @@ from xdsl.utils.exceptions import PassFailedException
 from llmopt.dialects import cuda, kernel
 from llmopt.lowering._index_range import fits_in_32_bits, launch_grids
 from llmopt.lowering.loop_to_tile import KeepLocation, OpFailure
-from llmopt.passes.tile._schedule import limits
+from llmopt.passes.tile._schedule import knob, limits
 
 __all__ = ["KernelToCuda", "SharedLayout", "shared_layout"]
 
@@ -264,6 +264,7 @@ class _KernelEmitter:
     block: Block = field(default_factory=Block)
     pool: str | None = None  # the extern __shared__ array, when shared memory is dynamic
     index: Attribute = _INDEX  # what ``index`` is computed in: itself (long long) or i32
+    min_blocks: int = 0  # ``__launch_bounds__``' second number (0: none)
 
     # --- entry point ---------------------------------------------------------------------
 
@@ -296,6 +297,7 @@ class _KernelEmitter:
         block = func.block_shape
         return cuda.KernelOp(func.sym_name.data, params, Region(self.block),
                              launch_bounds=block[0] * block[1] * block[2],
+                             min_blocks=self.min_blocks or None,
                              dynamic_shared=self.layout.total if dynamic else None)
 
     def _bind(self, value: SSAValue, name: str, typ: Attribute, mutable: bool = False) -> None:
@@ -1070,13 +1072,15 @@ class _LowerKernelFunc(RewritePattern):
     layouts: dict[str, SharedLayout]
     grids: dict[str, tuple[int, ...]]
     index_bitwidth: int
+    min_blocks: int = 0
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: kernel.FuncOp, rewriter: PatternRewriter) -> None:
         name = op.sym_name.data
         narrow = self.index_bitwidth == 32 and fits_in_32_bits(op, self.grids.get(name))
         emitter = _KernelEmitter(op, self.unrestricted.get(name, set()), self.layouts.get(name),
-                                 index=_I32 if narrow else _INDEX)
+                                 index=_I32 if narrow else _INDEX,
+                                 min_blocks=knob(self.min_blocks, op, "min_blocks", 0))
         rewriter.replace(op, emitter.run())
 
 
@@ -1206,6 +1210,7 @@ class KernelToCuda(ModulePass):
 
     arch: str = "sm_90"
     index_bitwidth: int = 64
+    min_blocks: int = 0
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         """Rewrite ``op`` in place."""
@@ -1218,7 +1223,8 @@ class KernelToCuda(ModulePass):
         _rename_kernels(op)
         layouts = _shared_layouts(op, self.arch)
         grids = launch_grids(op) if self.index_bitwidth == 32 else {}
-        pattern = _LowerKernelFunc(_unrestricted_params(op), layouts, grids, self.index_bitwidth)
+        pattern = _LowerKernelFunc(_unrestricted_params(op), layouts, grids, self.index_bitwidth,
+                                   self.min_blocks)
         PatternRewriteWalker(KeepLocation(pattern), apply_recursively=False).rewrite_module(op)
         _size_launches(op, layouts, self.arch)
         half, bfloat = _uses_half(op)

@@ -12,7 +12,8 @@ from llmopt.passes.tile._schedule import LIMITS, RegisterTile
 from llmopt.tools.tune import TABLE_DIR, load_table
 
 TABLES = sorted(TABLE_DIR.glob("*.json"))
-KNOBS = {"bm", "bn", "tm", "tn", "bk", "split_k", "blocked", "kmajor", "stages", "prefetch"}
+KNOBS = {"bm", "bn", "tm", "tn", "bk", "split_k", "blocked", "kmajor", "stages", "prefetch",
+         "carry", "min_blocks"}
 
 
 def test_there_is_a_table_for_the_h200() -> None:
