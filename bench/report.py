@@ -38,8 +38,9 @@ DEFAULT_TAG = "h200"
 """The suffix of the file names (``ops-h200.json``): the GPU the numbers come from."""
 
 SUMMARY_KEYS = ("geomean_vs_eager", "geomean_vs_compile", "min_vs_best", "cases_total",
-                "cases_timed", "cases_failed")
-"""The top-level keys :func:`summarize` computes."""
+                "cases_timed", "cases_failed", "geomean_vs_compile_graphs")
+"""The top-level keys :func:`summarize` computes (the last only when some case has a
+``compile_graphs_ms``)."""
 
 
 # --- per case and summary -----------------------------------------------------------------------
@@ -66,6 +67,8 @@ def add_ratios(case: Case) -> Case:
     llmopt, eager, compiled = case.get("llmopt_ms"), case.get("eager_ms"), case.get("compile_ms")
     case["vs_eager"] = _ratio(eager, llmopt)
     case["vs_compile"] = _ratio(compiled, llmopt)
+    if "compile_graphs_ms" in case:
+        case["vs_compile_graphs"] = _ratio(case["compile_graphs_ms"], llmopt)
     baselines = [t for t in (eager, compiled) if _positive(t)]
     case["vs_best"] = _ratio(min(baselines), llmopt) if baselines else None
     return case
@@ -92,7 +95,7 @@ def summarize(cases: Sequence[Case]) -> Doc:
         add_ratios(case)
     timed = [c for c in cases if not failed(c)]
     best = [c["vs_best"] for c in timed if c.get("vs_best") is not None]
-    return {
+    summary: Doc = {
         "geomean_vs_eager": geomean(c.get("vs_eager") for c in timed),
         "geomean_vs_compile": geomean(c.get("vs_compile") for c in timed),
         "min_vs_best": min(best) if best else None,
@@ -100,6 +103,10 @@ def summarize(cases: Sequence[Case]) -> Doc:
         "cases_timed": len(timed),
         "cases_failed": len(cases) - len(timed),
     }
+    if any("compile_graphs_ms" in c for c in cases):
+        summary["geomean_vs_compile_graphs"] = geomean(c.get("vs_compile_graphs")
+                                                       for c in timed)
+    return summary
 
 
 def _best_ms(case: Case) -> float | None:
@@ -242,6 +249,19 @@ def markdown(doc: Doc) -> str:
         f"- min vs best: **{_ratio_text(summary['min_vs_best'])}**",
         f"- failed (no llmopt time): {summary['cases_failed']}",
     ]
+    graphs = [c for c in cases if "compile_graphs_ms" in c]
+    if graphs:
+        lines += ["", "## torch.compile with CUDA graphs (`mode=\"reduce-overhead\"`)", "",
+                  "Context, not a baseline of vs best: Inductor's kernels replayed from CUDA "
+                  "graphs as llmopt's are, so PyTorch's per-launch host overhead is gone.", "",
+                  "| case | compile ms | compile + graphs ms | llmopt ms | vs compile + graphs |",
+                  "|---|---:|---:|---:|---:|"]
+        lines += [f"| {c['name']} | {_fmt(c.get('compile_ms'), '.4g')} | "
+                  f"{_fmt(c.get('compile_graphs_ms'), '.4g')} | "
+                  f"{_fmt(c.get('llmopt_ms'), '.4g')} | "
+                  f"{_ratio_text(c.get('vs_compile_graphs'))} |" for c in graphs]
+        lines += ["", "- geomean vs torch.compile with CUDA graphs: "
+                  f"**{_ratio_text(summary.get('geomean_vs_compile_graphs'))}**"]
     broken = [c for c in cases if failed(c)]
     if broken:
         lines += ["", "## Failures", ""]
@@ -282,6 +302,13 @@ def table(doc: Doc) -> str:
         f"{_fmt(summary['min_vs_best'], '.3f')}; {summary['cases_timed']} timed, "
         f"{summary['cases_failed']} failed",
     ]
+    if "geomean_vs_compile_graphs" in summary:
+        lines += [f"{c['name']:{width}s} torch.compile + CUDA graphs "
+                  f"{_fmt(c.get('compile_graphs_ms'), '.4f')} ms, vs llmopt "
+                  f"{_fmt(c.get('vs_compile_graphs'), '.2f')}"
+                  for c in cases if "compile_graphs_ms" in c]
+        lines.append("geomean vs torch.compile + CUDA graphs "
+                     f"{_fmt(summary['geomean_vs_compile_graphs'], '.3f')}")
     return "\n".join(lines)
 
 

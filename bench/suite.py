@@ -53,6 +53,12 @@ resident in L2 where they fit, for every system alike. ``torch_compile_s`` and
 both compilers cache on disk, so a second run is faster); ``kernels`` is the number of kernel
 launches in llmopt's host plan.
 
+With ``--compile-graphs`` a fourth system, ``torch.compile(mode="reduce-overhead")``
+(Inductor's kernels replayed from CUDA graphs, like llmopt's), is timed into
+``compile_graphs_ms`` with ``vs_compile_graphs = compile_graphs_ms / llmopt_ms``: it shows
+how much of a lead is PyTorch's per-launch host overhead. It is context, not a baseline of
+``vs_best`` or of the top-level goals.
+
 **Ratios.** ``vs_eager = eager_ms / llmopt_ms``, ``vs_compile = compile_ms / llmopt_ms`` and
 ``vs_best = min(eager_ms, compile_ms) / llmopt_ms``: above 1 llmopt is faster, and
 ``vs_best`` compares it with the faster of the two PyTorch baselines. The top level holds
@@ -392,11 +398,19 @@ the median over all the rounds' samples, so the timer returns samples rather tha
 DEFAULT_ROUNDS = 5
 """Interleaved timing rounds per case, unless ``--rounds`` says otherwise."""
 
-SYSTEMS = ("eager", "compile", "llmopt")
-MS_FIELD = {"eager": "eager_ms", "compile": "compile_ms", "llmopt": "llmopt_ms"}
-ERR_FIELD = {"eager": "eager_err_rel", "compile": "compile_err_rel", "llmopt": "max_err_rel"}
-ERROR_FIELD = {"eager": "eager_error", "compile": "compile_error", "llmopt": "error"}
-COMPILE_FIELD = {"compile": "torch_compile_s", "llmopt": "llmopt_compile_s"}
+SYSTEMS = ("eager", "compile", "graphs", "llmopt")
+"""Every system a case may time; ``graphs`` (torch.compile with CUDA graphs) only with
+``--compile-graphs``."""
+MS_FIELD = {"eager": "eager_ms", "compile": "compile_ms", "graphs": "compile_graphs_ms",
+            "llmopt": "llmopt_ms"}
+ERR_FIELD = {"eager": "eager_err_rel", "compile": "compile_err_rel",
+             "graphs": "compile_graphs_err_rel", "llmopt": "max_err_rel"}
+ERROR_FIELD = {"eager": "eager_error", "compile": "compile_error",
+               "graphs": "compile_graphs_error", "llmopt": "error"}
+COMPILE_FIELD = {"compile": "torch_compile_s", "graphs": "torch_compile_graphs_s",
+                 "llmopt": "llmopt_compile_s"}
+OPTIONAL_SYSTEMS = ("graphs",)
+"""Systems timed only when asked for: their time field stays absent otherwise."""
 
 
 def _sync(inputs: Sequence[Any]) -> None:
@@ -421,6 +435,19 @@ def build_torch_compile(module: nn.Module, inputs: tuple[torch.Tensor, ...]) -> 
     start = time.perf_counter()
     compiled = torch.compile(module, dynamic=False)
     compiled(*inputs)
+    _sync(inputs)
+    return Built(fn=compiled, compile_s=time.perf_counter() - start)
+
+
+def build_torch_compile_graphs(module: nn.Module, inputs: tuple[torch.Tensor, ...]) -> Built:
+    """``torch.compile(module, dynamic=False, mode="reduce-overhead")``: Inductor's kernels
+    replayed from CUDA graphs, as llmopt's are, so the comparison leaves out PyTorch's
+    per-launch host overhead. Compiled, recorded and replayed by three first calls (no
+    dynamo reset here: that would drop the default-mode system built before it)."""
+    start = time.perf_counter()
+    compiled = torch.compile(module, dynamic=False, mode="reduce-overhead")
+    for _ in range(3):
+        compiled(*inputs)
     _sync(inputs)
     return Built(fn=compiled, compile_s=time.perf_counter() - start)
 
@@ -683,7 +710,8 @@ def measure(row: Case, module: nn.Module, inputs: tuple[torch.Tensor, ...],
         built.clear()
         gc.collect()
     for system in SYSTEMS:
-        row.setdefault(MS_FIELD[system], None)
+        if system not in OPTIONAL_SYSTEMS:
+            row.setdefault(MS_FIELD[system], None)
     err, tol = row.get("max_err_rel"), row.get("tol")
     row["ok"] = (bool(math.isfinite(err) and err <= tol)
                  if isinstance(err, float) and isinstance(tol, float) else None)
@@ -724,7 +752,8 @@ def run_op_case(dims: ModelDims, seq: int, op: str, *, device: str | torch.devic
         del case, ref
         cleanup()
     for system in SYSTEMS:
-        row.setdefault(MS_FIELD[system], None)
+        if system not in OPTIONAL_SYSTEMS:
+            row.setdefault(MS_FIELD[system], None)
     return add_ratios(row)
 
 
@@ -831,7 +860,8 @@ def run_block_case(model_name: str, seq: int, what: str, *, config: Any = None,
         del model, wrapper, inputs, ref
         cleanup()
     for system in SYSTEMS:
-        row.setdefault(MS_FIELD[system], None)
+        if system not in OPTIONAL_SYSTEMS:
+            row.setdefault(MS_FIELD[system], None)
     return add_ratios(row)
 
 
@@ -967,6 +997,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     common.add_argument("--fresh", action="store_true",
                         help="drop the cases an earlier run left in the results file")
     common.add_argument("--list", action="store_true", help="print the case names and exit")
+    common.add_argument("--compile-graphs", action="store_true",
+                        help="also time torch.compile(mode='reduce-overhead'), whose kernels "
+                             "replay from CUDA graphs as llmopt's do (compile_graphs_ms, "
+                             "vs_compile_graphs; not part of vs_best)")
     common.add_argument("--pipeline", default=DEFAULT_PIPELINE,
                         help="the pass pipeline llmopt lowers with (%(default)s), e.g. to A/B "
                              "a pass; recorded in the results file")
@@ -1026,13 +1060,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     for k, (name, model, seq, what) in enumerate(plan, 1):
         print(f"[{k}/{len(plan)}] {name}", flush=True)
         start = time.perf_counter()
+        extra = {"graphs": build_torch_compile_graphs} if args.compile_graphs else {}
         if args.kind == "ops":
             row = run_op_case(MODELS[model], seq, what, device="cuda", reps=args.reps,
-                              warmup=args.warmup, rounds=args.rounds, pipeline=args.pipeline)
+                              warmup=args.warmup, rounds=args.rounds, pipeline=args.pipeline,
+                              builders={**default_builders(args.pipeline), **extra})
         else:
             row = run_block_case(model, seq, what, device="cuda", reps=args.reps,
                                  warmup=args.warmup, rounds=args.rounds,
-                                 pipeline=args.pipeline)
+                                 pipeline=args.pipeline, builders=extra)
         row["commit"] = commit
         row["case_s"] = time.perf_counter() - start
         results.add(row)

@@ -249,8 +249,10 @@ class FakeGpu:
 
 
 def stand_ins(gpu: FakeGpu, **options: dict[str, Any]) -> dict[str, suite.Builder]:
-    """Every system as a logged stand-in of eager (``options[system]`` passed on)."""
-    return {system: gpu.system(system, **options.get(system, {})) for system in suite.SYSTEMS}
+    """Every default system as a logged stand-in of eager (``options[system]`` passed on);
+    the optional ones (:data:`suite.OPTIONAL_SYSTEMS`) only when ``options`` names them."""
+    return {system: gpu.system(system, **options.get(system, {})) for system in suite.SYSTEMS
+            if system not in suite.OPTIONAL_SYSTEMS or system in options}
 
 
 def test_measure_ratios_and_accuracy() -> None:
@@ -394,6 +396,19 @@ def test_systems_are_built_first_then_timed_in_rotating_rounds() -> None:
     assert all(ref() is None for ref in gpu.tokens)
 
 
+def test_an_optional_system_is_timed_in_the_rotation_when_given() -> None:
+    """torch.compile with CUDA graphs, when its builder is given, is built after the default
+    mode and timed in the same rotation; its ratio is context, not part of ``vs_best``."""
+    gpu = FakeGpu({"eager": [2.0], "compile": [1.0], "graphs": [0.25], "llmopt": [0.5]})
+    row = suite.run_op_case(TINY, SEQ, "softmax", device="cpu", reps=3, warmup=1, rounds=3,
+                            timer=gpu.timer, builders=stand_ins(gpu, graphs={}))
+    series = ["eager", "compile", "graphs", "llmopt"]
+    assert gpu.order() == [name for r in range(3) for name in series[r:] + series[:r]]
+    assert row["compile_graphs_ms"] == 0.25
+    assert row["vs_compile_graphs"] == pytest.approx(0.5)
+    assert row["vs_best"] == pytest.approx(2.0)
+
+
 def test_replay_and_copy_are_interleaved_like_systems() -> None:
     """A system with a CUDA-graph replay is timed as two series, replay into ``*_ms`` and
     the copying call into ``*_copy_ms``, both rotated with the others."""
@@ -510,6 +525,44 @@ def test_rounds_option_reaches_the_cases_and_the_results_file(
     assert "3 interleaved rounds" in doc["timing"] and "4 timed calls" in doc["timing"]
     assert "5 interleaved rounds" in suite.run_metadata("ops", commit=None, reps=100,
                                                         warmup=10)["timing"]
+
+
+def test_compile_graphs_option_adds_a_system_and_its_ratio(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--compile-graphs`` hands the cases a ``graphs`` builder (torch.compile with CUDA
+    graphs); its time gets ``vs_compile_graphs`` and a geomean, outside ``vs_best``. Without
+    the option no case has the field and the summary has no such key."""
+    seen: list[dict[str, Any]] = []
+
+    def fake_case(model: str, seq: int, what: str, **kwargs: Any) -> report.Case:
+        seen.append(kwargs)
+        row = {"name": suite.case_name(model, seq, what), "eager_ms": 2.0, "compile_ms": 1.0,
+               "llmopt_ms": 0.5}
+        if "graphs" in (kwargs.get("builders") or {}):
+            row["compile_graphs_ms"] = 0.25  # faster than llmopt: vs best must not see it
+        return report.add_ratios(row)
+
+    monkeypatch.setattr(suite.torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(suite.torch.cuda, "get_device_name", lambda: "fake GPU")
+    monkeypatch.setattr(suite, "configure_precision", lambda: None)
+    monkeypatch.setattr(suite, "run_block_case", fake_case)
+    args = ["blocks", "--models", "tinyllama", "--seqs", "128", "--commit", "abc"]
+    assert suite.main([*args, "--out-dir", str(tmp_path / "a"), "--compile-graphs"]) == 0
+    assert seen[0]["builders"] == {"graphs": suite.build_torch_compile_graphs}
+    doc = json.loads((tmp_path / "a" / "blocks-h200.json").read_text())
+    case = doc["cases"][0]
+    assert case["vs_compile_graphs"] == pytest.approx(0.5)
+    assert case["vs_best"] == pytest.approx(2.0)
+    assert doc["geomean_vs_compile_graphs"] == pytest.approx(0.5)
+    text = (tmp_path / "a" / "blocks-h200.md").read_text()
+    assert "| tinyllama/s128/decoder_layer | 1 | 0.25 | 0.5 | 0.50× |" in text
+    assert "geomean vs torch.compile with CUDA graphs: **0.50×**" in text
+    assert suite.main([*args, "--out-dir", str(tmp_path / "b")]) == 0
+    assert seen[1]["builders"] == {}
+    plain = json.loads((tmp_path / "b" / "blocks-h200.json").read_text())
+    assert "compile_graphs_ms" not in plain["cases"][0]
+    assert "geomean_vs_compile_graphs" not in plain
+    assert "CUDA graphs" not in (tmp_path / "b" / "blocks-h200.md").read_text()
 
 
 def test_results_file_is_rewritten_after_every_case(tmp_path: Path) -> None:
@@ -632,6 +685,7 @@ def test_report_command_merges_directories(tmp_path: Path) -> None:
 def test_all_systems_are_timed_in_one_order() -> None:
     """Every system has its fields, in the order they are built (and timed in the first
     round)."""
-    assert suite.SYSTEMS == ("eager", "compile", "llmopt")
+    assert suite.SYSTEMS == ("eager", "compile", "graphs", "llmopt")
+    assert suite.OPTIONAL_SYSTEMS == ("graphs",)
     assert set(itertools.chain(suite.MS_FIELD, suite.ERR_FIELD, suite.ERROR_FIELD)) == set(
         suite.SYSTEMS)
