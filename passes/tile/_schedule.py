@@ -132,23 +132,38 @@ def default_blocked(kernel: Operation) -> int:
     return 1 if knob(0, kernel, "kmajor", default_kmajor(kernel)) == 1 else 2
 
 
-TILE_EFFICIENCY = {(8, 7): 1.1, (8, 4): 1.0, (4, 11): 0.95, (4, 4): 0.89, (4, 7): 0.86,
-                   (4, 8): 0.86, (8, 8): 0.8, (2, 4): 0.63, (4, 2): 0.6, (2, 2): 0.45,
+TILE_EFFICIENCY = {(8, 7): 1.1, (8, 8): 1.1, (8, 4): 1.0, (4, 11): 0.95, (4, 4): 0.89,
+                   (4, 7): 0.86, (4, 8): 0.86, (2, 4): 0.63, (4, 2): 0.6, (2, 2): 0.45,
                    (1, 4): 0.4, (2, 1): 0.25, (1, 2): 0.25, (1, 1): 0.15}
 """Speed of a block's arithmetic per micro-tile ``(tm, tn)``, relative to 8×4: fitted on the
 H200 on projections whose blocks fill the GPU equally (128×64 blocks with 8×4 threads take
 0.133 ms for 128×5632×2048 in one wave, 64×64 with 4×4 0.149 ms in two); 4×8 is slower than
-8×4 and 8×8 needs more registers than two blocks per multiprocessor leave (forcing two
-blocks with ``__launch_bounds__`` spilled and ran 20–40% slower). 8×7 (56 accumulators)
-fits: 512×3584×3584 took 0.338 ms in 128×112 or 64×112 blocks against 0.370 in 128×64
-blocks of 8×4, 512×3584×18944 1.67 ms (two slices) against 1.83; 4×11 in 64×176 blocks
-(256 blocks, one wave of two a multiprocessor) took 512×5632×2048 in 0.321 ms against 0.350
-in 352 blocks of 128×64 with 8×4 (a wave and a third)."""
+8×4. 8×7 (56 accumulators): 512×3584×3584 took 0.338 ms in 128×112 or 64×112 blocks against
+0.370 in 128×64 blocks of 8×4, 512×3584×18944 1.67 ms (two slices) against 1.83; 4×11 in
+64×176 blocks (256 blocks, one wave of two a multiprocessor) took 512×5632×2048 in 0.321 ms
+against 0.350 in 352 blocks of 128×64 with 8×4 (a wave and a third). 8×8 needs more
+registers than two blocks a multiprocessor leave (forcing two blocks spilled and ran 12–40%
+slower), yet one 128×128 block a multiprocessor of it beat 128×64 blocks of 8×4 wherever the
+tuner timed both on the H200 (the committed table, ``passes/tile/tuned/sm_90.json``):
+512×2048×5632 0.287 against 0.325 ms, 512×2048×2048 0.115 against 0.122–0.127, 128×2048×5632
+0.082 against 0.086, the 32000-wide LM head 1.607 against 1.676 — hence 1.1, as 8×7 (which
+keeps winning the 3584-wide products: 0.332 against 0.379 ms for 512×3584×3584)."""
+
+SMALL_BLOCK_EFFICIENCY = 0.9
+"""Factor on :data:`TILE_EFFICIENCY` for blocks of fewer than 256 threads: in a wave of one
+block a multiprocessor, four warps hide less latency than eight. Measured on the H200 (the
+tuned table): for every kernel of Qwen2.5-7B's 128×3584×3584 and 128×3584×18944 products
+the tuner picked 128×112 blocks (256 threads of 8×7) in four slices, 0.092–0.096 ms for the
+former against 0.094–0.100 in four slices of 64×112 blocks (128 threads); without this
+factor the model takes two slices of 64×112, as many blocks as four of 128×112 and never
+the tuner's pick."""
 
 
 def tile_efficiency(t: RegisterTile) -> float:
-    """:data:`TILE_EFFICIENCY` of ``t``'s micro-tile (0.15 for one not in the table)."""
-    return TILE_EFFICIENCY.get((t.tm, t.tn), 0.15)
+    """:data:`TILE_EFFICIENCY` of ``t``'s micro-tile (0.15 for one not in the table), times
+    :data:`SMALL_BLOCK_EFFICIENCY` for a block of fewer than 256 threads."""
+    return (TILE_EFFICIENCY.get((t.tm, t.tn), 0.15)
+            * (SMALL_BLOCK_EFFICIENCY if t.threads < 256 else 1.0))
 
 
 def tile_cost(t: RegisterTile, blocks: int, gpu: GpuLimits) -> float:
@@ -202,32 +217,27 @@ def choose_bk(k: int) -> int:
     return 1
 
 
-LONG_SLICES = 4
-"""Slices ``split-k`` cuts a long K into (each at least :data:`LONG_SLICE` long)."""
-
-LONG_SLICE = 896
-"""On the H200, products with K ≥ 4 × 896 (3584, 5632, 18944) and 1–3 waves of blocks ran
-5–20% faster in four slices even when their blocks already filled the GPU (e.g.
-128×18944×3584: 0.58 → 0.47 ms, 512×3584×18944: 2.07 → 1.85 ms); at K = 2048 slicing did not
-pay."""
-
-LONG_WAVES = 3
-"""Blocks per multiprocessor below which a long K is sliced (more waves hide the tail)."""
+WAVE_FILL = 7 / 8
+"""The share of the multiprocessors one block each that a wave must reach before
+``split-k`` stops doubling the slices. On the H200 a wave of 128 blocks on 132
+multiprocessors needed no slicing (the tuned table: for five of six kernels of Qwen2.5-7B's
+512×3584×3584 product, 128 blocks of 128×112, the tuner picked one slice, 0.315–0.340 ms,
+where the earlier rule's four slices took 0.338–0.352; for the sixth two, 0.343), and a
+long K in a wave that is already full no longer gains from four slices (512×3584×18944:
+1.631 ms whole against 1.693 in four), since the K loop carries its counters and the partial
+sums cost a pass of their own. This rule and :data:`TILE_EFFICIENCY` make the model pick
+the tuner's schedule for 34 of the table's 47 kernels, against 11 before."""
 
 
 def split_for(tile: RegisterTile, m: int, n: int, k: int, batch: int, gpu: GpuLimits) -> int:
-    """Slices of K for ``tile``: doubled while the blocks do not reach one per
-    multiprocessor (each slice at least 128 long), and at least :data:`LONG_SLICES` when
-    each of those is still :data:`LONG_SLICE` long and the blocks make fewer than
-    :data:`LONG_WAVES` waves; slices are whole multiples of 32."""
+    """Slices of K for ``tile``: doubled while the blocks fill less than
+    :data:`WAVE_FILL` of the multiprocessors (each slice at least 128 long, a whole
+    multiple of 32)."""
     blocks = batch * (m // tile.bm) * (n // tile.bn)
     split = 1
-    while (blocks * split < gpu.sms and k % (split * 2 * 32) == 0
+    while (blocks * split < WAVE_FILL * gpu.sms and k % (split * 2 * 32) == 0
            and k // (split * 2) >= 128):
         split *= 2
-    if (blocks < LONG_WAVES * gpu.sms and k // LONG_SLICES >= LONG_SLICE
-            and k % (LONG_SLICES * 32) == 0):
-        split = max(split, LONG_SLICES)
     return split
 
 

@@ -209,15 +209,16 @@ def test_register_tile_geometry() -> None:
 
 @pytest.mark.parametrize("m,n,batch,arch,expected", [
     # big: the most reuse, and its 256 blocks cover 132 multiprocessors
-    # 2048²: 128x64 tiles make 512 blocks, 4 per multiprocessor (3.9 waves)
-    (2048, 2048, 1, "sm_90", (128, 64, 8, 4)),
+    # 2048²: 256 blocks of 128x128 with 8x8 (two waves, one block a multiprocessor) beat
+    # 512 of 128x64 with 8x4 (four)
+    (2048, 2048, 1, "sm_90", (128, 128, 8, 8)),
     # 1024²: 128 blocks of 128x64 leave 4 of 132 multiprocessors idle, still cheaper than
     # two waves of 64x64
     (1024, 1024, 1, "sm_90", (128, 64, 8, 4)),
     # with 108 multiprocessors 128 blocks are two waves: 256 of 64x64 are three, but smaller
     (1024, 1024, 1, "sm_80", (64, 64, 4, 4)),
-    # the batch multiplies the blocks
-    (1024, 1024, 4, "sm_90", (128, 64, 8, 4)),
+    # the batch multiplies the blocks: 256 of 128x128, as for 2048²
+    (1024, 1024, 4, "sm_90", (128, 128, 8, 8)),
     # skinny: never below 8 outputs a thread, the most blocks among those (split-k fills)
     (32, 128, 1, "sm_90", (32, 64, 2, 4)),
     (32, 4096, 1, "sm_90", (32, 64, 2, 4)),
@@ -323,10 +324,11 @@ def test_choose_bk(k: int, bk: int) -> None:
 @pytest.mark.parametrize("m,n,k,batch,split", [
     (32, 128, 256, 1, 2),  # 2 blocks: two slices of 128
     (32, 128, 64, 1, 1),  # slices would be shorter than 128
-    (32, 4096, 4096, 1, 4),  # 64 blocks: x2 = 128 < 132, x4 = 256 >= 132
+    (32, 4096, 4096, 1, 2),  # 64 blocks: x2 = 128, at least 7/8 of 132
     (32, 128, 4096, 1, 32),  # 2 blocks: doubled while slices stay >= 128 long
     (2048, 2048, 4096, 1, 1),  # already 512 blocks of 128x64, almost 4 waves
-    (512, 3584, 18944, 1, 4),  # 224 blocks, a long K: four slices of 4736
+    (512, 3584, 18944, 1, 1),  # 128 blocks of 128x112 in one wave: a long K stays whole
+    (128, 3584, 18944, 1, 4),  # 32 such blocks: four slices make 128
     (512, 5632, 2048, 1, 1),  # 352 blocks; slices of 2048 / 4 would be short
     (36, 136, 4096, 1, 1),  # no register tile: never split
     (32, 128, 96, 1, 1),  # 96 is not a multiple of 64
