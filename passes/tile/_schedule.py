@@ -217,27 +217,53 @@ def choose_bk(k: int) -> int:
     return 1
 
 
+LONG_SLICES = 4
+"""Slices ``split-k`` cuts a long K into (each at least :data:`LONG_SLICE` long)."""
+
+LONG_SLICE = 896
+"""On the H200, products whose blocks share a multiprocessor, with K ≥ 4 × 896 (3584, 5632,
+18944) and 1–3 waves of blocks, ran faster in four slices even when their blocks already
+filled the GPU (128×18944×3584: 0.444 ms in four slices of 128×64 blocks of 8×4, 0.563
+whole in 64×64 blocks; 32×18944×3584 in 32×64 blocks: 0.260 whole, 0.207 in four); at
+K = 2048 slicing did not pay."""
+
+LONG_WAVES = 3
+"""Blocks per multiprocessor below which a long K is sliced (more waves even out the
+blocks that share a multiprocessor)."""
+
+ONE_BLOCK_ACCUMULATORS = 56
+"""Accumulators a thread (over all reductions) from which a block of 256 threads holds so
+many registers that it runs alone on its multiprocessor (8×7 and 8×8 micro-tiles)."""
+
 WAVE_FILL = 7 / 8
-"""The share of the multiprocessors one block each that a wave must reach before
-``split-k`` stops doubling the slices. On the H200 a wave of 128 blocks on 132
-multiprocessors needed no slicing (the tuned table: for five of six kernels of Qwen2.5-7B's
-512×3584×3584 product, 128 blocks of 128×112, the tuner picked one slice, 0.315–0.340 ms,
-where the earlier rule's four slices took 0.338–0.352; for the sixth two, 0.343), and a
-long K in a wave that is already full no longer gains from four slices (512×3584×18944:
-1.631 ms whole against 1.693 in four), since the K loop carries its counters and the partial
-sums cost a pass of their own. This rule and :data:`TILE_EFFICIENCY` make the model pick
-the tuner's schedule for 34 of the table's 47 kernels, against 11 before."""
+"""For blocks that run alone on a multiprocessor: the share of the multiprocessors a wave
+must reach before ``split-k`` stops doubling the slices, and no long-K slicing. On the H200
+a wave of 128 such blocks on 132 multiprocessors needed no slicing (the tuned table: for
+five of six kernels of Qwen2.5-7B's 512×3584×3584 product, 128 blocks of 128×112, the tuner
+picked one slice, 0.315–0.340 ms, where four slices took 0.338–0.352; for the sixth two,
+0.343; 512×3584×18944: 1.630 ms whole against 1.678 in four; 512×2048×5632 in 128×128
+blocks: 0.297 in two slices against 0.328 in four of 128×64). With :data:`TILE_EFFICIENCY`
+this makes the model pick the tuner's schedule for 34 of the table's 47 kernels, against 11
+before."""
 
 
-def split_for(tile: RegisterTile, m: int, n: int, k: int, batch: int, gpu: GpuLimits) -> int:
-    """Slices of K for ``tile``: doubled while the blocks fill less than
-    :data:`WAVE_FILL` of the multiprocessors (each slice at least 128 long, a whole
-    multiple of 32)."""
+def split_for(tile: RegisterTile, m: int, n: int, k: int, batch: int, gpu: GpuLimits,
+              accumulators: int = 1) -> int:
+    """Slices of K for ``tile`` (each at least 128 long, a whole multiple of 32). A block
+    that runs alone on its multiprocessor (:data:`ONE_BLOCK_ACCUMULATORS`): doubled while
+    the blocks fill less than :data:`WAVE_FILL` of the multiprocessors. Smaller blocks,
+    which share one: doubled while they do not reach one per multiprocessor, and at least
+    :data:`LONG_SLICES` when each of those is still :data:`LONG_SLICE` long and the blocks
+    make fewer than :data:`LONG_WAVES` waves."""
     blocks = batch * (m // tile.bm) * (n // tile.bn)
+    alone = tile.tm * tile.tn * accumulators >= ONE_BLOCK_ACCUMULATORS
+    fill = WAVE_FILL * gpu.sms if alone else gpu.sms
     split = 1
-    while (blocks * split < WAVE_FILL * gpu.sms and k % (split * 2 * 32) == 0
-           and k // (split * 2) >= 128):
+    while blocks * split < fill and k % (split * 2 * 32) == 0 and k // (split * 2) >= 128:
         split *= 2
+    if (not alone and blocks < LONG_WAVES * gpu.sms and k // LONG_SLICES >= LONG_SLICE
+            and k % (LONG_SLICES * 32) == 0):
+        split = max(split, LONG_SLICES)
     return split
 
 
@@ -294,10 +320,10 @@ def choose_product_schedule(m: int, n: int, k: int, batch: int, gpu: GpuLimits,
         tile = choose_register_tile(m, n, batch, gpu, accumulators, periods)
         if tile is None:
             return None
-        return tile, split_for(tile, m, n, k, batch, gpu)
+        return tile, split_for(tile, m, n, k, batch, gpu, accumulators)
     options = []
     for t in good:
-        splits = {split_for(t, m, n, k, batch, gpu)}
+        splits = {split_for(t, m, n, k, batch, gpu, accumulators)}
         if accumulators > 1:  # no fitted rule for these yet: the model weighs each split
             splits |= {s for s in (1, 2, 4, 8) if k % (s * 32) == 0 and k // s >= 128}
         for split in sorted(splits):

@@ -324,11 +324,14 @@ def test_choose_bk(k: int, bk: int) -> None:
 @pytest.mark.parametrize("m,n,k,batch,split", [
     (32, 128, 256, 1, 2),  # 2 blocks: two slices of 128
     (32, 128, 64, 1, 1),  # slices would be shorter than 128
-    (32, 4096, 4096, 1, 2),  # 64 blocks: x2 = 128, at least 7/8 of 132
+    (32, 4096, 4096, 1, 4),  # 64 small blocks: x2 = 128 < 132, x4 = 256 >= 132
     (32, 128, 4096, 1, 32),  # 2 blocks: doubled while slices stay >= 128 long
     (2048, 2048, 4096, 1, 1),  # already 512 blocks of 128x64, almost 4 waves
-    (512, 3584, 18944, 1, 1),  # 128 blocks of 128x112 in one wave: a long K stays whole
+    (512, 3584, 18944, 1, 1),  # 128 blocks of 128x112, alone on their multiprocessors,
+    # in one wave: a long K stays whole
     (128, 3584, 18944, 1, 4),  # 32 such blocks: four slices make 128
+    (128, 18944, 3584, 1, 4),  # 148 smaller blocks (128x64 of 8x4), a long K: four slices
+    (32, 2048, 5632, 1, 8),  # 32 small blocks: doubled to 256, past one a multiprocessor
     (512, 5632, 2048, 1, 1),  # 352 blocks; slices of 2048 / 4 would be short
     (36, 136, 4096, 1, 1),  # no register tile: never split
     (32, 128, 96, 1, 1),  # 96 is not a multiple of 64
