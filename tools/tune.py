@@ -354,8 +354,8 @@ REFINEMENTS: tuple[dict[str, int], ...] = ({"min_blocks": 2},)
 NVRTC for registers enough for two blocks a multiprocessor (``__launch_bounds__(threads,
 2)``). Measured on the H200 (``bench/sweep_gemm.py`` with ``kernel-to-cuda{min_blocks=2}``):
 3–4% faster for TinyLlama's 512×2048×5632 and Qwen2.5-7B's 128×3584×18944 products in
-their heuristic tiles, 12–25% slower for most others (the accumulators spill) — a choice
-per kernel, hence measured rather than predicted."""
+their heuristic tiles, 1–26% slower for the six others timed (the accumulators spill): a
+choice per kernel, hence measured rather than predicted."""
 
 
 def refine(kernel: tile.KernelOp, best: Trial, arch: str, reps: int,
