@@ -232,8 +232,10 @@ LONG_WAVES = 3
 blocks that share a multiprocessor)."""
 
 ONE_BLOCK_ACCUMULATORS = 56
-"""Accumulators a thread (over all reductions) from which a block of 256 threads holds so
-many registers that it runs alone on its multiprocessor (8×7 and 8×8 micro-tiles)."""
+"""Accumulators a thread (over all reductions) from which NVRTC gives a thread 168–255
+registers, so that a block of 256 threads runs alone on its multiprocessor (8×7 and 8×8
+micro-tiles, the fused gate/up's two 8×4). :func:`split_for` looks at the accumulators
+only: a 128-thread block of 8×7 counts as alone too, though two fit."""
 
 WAVE_FILL = 7 / 8
 """For blocks that run alone on a multiprocessor: the share of the multiprocessors a wave
@@ -243,8 +245,8 @@ five of six kernels of Qwen2.5-7B's 512×3584×3584 product, 128 blocks of 128×
 picked one slice, 0.315–0.340 ms, where four slices took 0.338–0.352; for the sixth two,
 0.343; 512×3584×18944: 1.630 ms whole against 1.678 in four; 512×2048×5632 in 128×128
 blocks: 0.297 in two slices against 0.328 in four of 128×64). With :data:`TILE_EFFICIENCY`
-this makes the model pick the tuner's schedule for 34 of the table's 47 kernels, against 11
-before."""
+and the long-K slicing kept for smaller blocks (:data:`LONG_SLICE`) this makes the model
+pick the tuner's schedule for 36 of the table's 47 kernels, against 11 before."""
 
 
 def split_for(tile: RegisterTile, m: int, n: int, k: int, batch: int, gpu: GpuLimits,
