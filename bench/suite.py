@@ -413,6 +413,13 @@ OPTIONAL_SYSTEMS = ("graphs",)
 """Systems timed only when asked for: their time field stays absent otherwise."""
 
 
+def _default_times(row: Case) -> None:
+    """Give ``row`` a time field (``None``) for every default system that has none."""
+    for system in SYSTEMS:
+        if system not in OPTIONAL_SYSTEMS:
+            row.setdefault(MS_FIELD[system], None)
+
+
 def _sync(inputs: Sequence[Any]) -> None:
     """Wait for the GPU when the inputs live on one."""
     if any(isinstance(t, torch.Tensor) and t.is_cuda for t in inputs):
@@ -709,9 +716,7 @@ def measure(row: Case, module: nn.Module, inputs: tuple[torch.Tensor, ...],
         # Compiled programs and their CUDA graphs go before the next case is built.
         built.clear()
         gc.collect()
-    for system in SYSTEMS:
-        if system not in OPTIONAL_SYSTEMS:
-            row.setdefault(MS_FIELD[system], None)
+    _default_times(row)
     err, tol = row.get("max_err_rel"), row.get("tol")
     row["ok"] = (bool(math.isfinite(err) and err <= tol)
                  if isinstance(err, float) and isinstance(tol, float) else None)
@@ -751,9 +756,7 @@ def run_op_case(dims: ModelDims, seq: int, op: str, *, device: str | torch.devic
     finally:
         del case, ref
         cleanup()
-    for system in SYSTEMS:
-        if system not in OPTIONAL_SYSTEMS:
-            row.setdefault(MS_FIELD[system], None)
+    _default_times(row)
     return add_ratios(row)
 
 
@@ -859,9 +862,7 @@ def run_block_case(model_name: str, seq: int, what: str, *, config: Any = None,
     finally:
         del model, wrapper, inputs, ref
         cleanup()
-    for system in SYSTEMS:
-        if system not in OPTIONAL_SYSTEMS:
-            row.setdefault(MS_FIELD[system], None)
+    _default_times(row)
     return add_ratios(row)
 
 
