@@ -1,0 +1,35 @@
+"""``bench/profile_layer.py`` on the CPU: its arguments and its refusals (the profiling itself
+needs a GPU)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+
+import profile_layer  # noqa: E402
+
+
+def test_cases_are_model_colon_seq() -> None:
+    assert profile_layer.parse_case("tinyllama:512") == ("tinyllama", 512)
+    assert profile_layer.parse_case("qwen2.5-7b:128") == ("qwen2.5-7b", 128)
+    for bad in ("tinyllama", "llama:128", "tinyllama:x"):
+        with pytest.raises(ValueError, match="MODEL:SEQ"):
+            profile_layer.parse_case(bad)
+
+
+def test_refusals(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """No case, a bad case, or no GPU: exit status 2 and a message, nothing profiled."""
+    assert profile_layer.main([]) == 2
+    assert "Usage" in capsys.readouterr().err
+    assert profile_layer.main(["gpt2:128"]) == 2
+    assert "MODEL:SEQ" in capsys.readouterr().err
+    monkeypatch.setattr(profile_layer.torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(profile_layer, "profile_case", lambda *a: pytest.fail("profiled"))
+    assert profile_layer.main(["tinyllama:128"]) == 2
+    assert "needs a CUDA GPU" in capsys.readouterr().err
