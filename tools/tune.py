@@ -349,13 +349,15 @@ def lookup(key: str, arch: str, tables: Sequence[dict[str, Any]]) -> dict[str, i
     return None
 
 
-REFINEMENTS: tuple[dict[str, int], ...] = ({"min_blocks": 2},)
-"""Knobs tried on top of the fastest candidate (:func:`refine`): ``min_blocks = 2`` asks
-NVRTC for registers enough for two blocks a multiprocessor (``__launch_bounds__(threads,
-2)``). Measured on the H200 (``bench/sweep_gemm.py`` with ``kernel-to-cuda{min_blocks=2}``):
-3–4% faster for TinyLlama's 512×2048×5632 and Qwen2.5-7B's 128×3584×18944 products in
-their heuristic tiles, 1–26% slower for the six others timed (the accumulators spill): a
-choice per kernel, hence measured rather than predicted."""
+REFINEMENTS: tuple[dict[str, int], ...] = ({"min_blocks": 2}, {"kv_order": 2})
+"""Knobs tried, one at a time, on top of the fastest candidate (:func:`refine`):
+``min_blocks = 2`` asks NVRTC for registers enough for two blocks a multiprocessor
+(``__launch_bounds__(threads, 2)``). Measured on the H200 (``bench/sweep_gemm.py`` with
+``kernel-to-cuda{min_blocks=2}``): 3–4% faster for TinyLlama's 512×2048×5632 and
+Qwen2.5-7B's 128×3584×18944 products in their heuristic tiles, 1–26% slower for the six
+others timed (the accumulators spill). ``kv_order = 2`` runs a fragment's elements innermost
+(:class:`~llmopt.passes.tile.vector_fragments.VectorFragments`): 6.5% faster to 35% slower
+depending on the micro-tile. Choices per kernel, hence measured rather than predicted."""
 
 
 def refine(kernel: tile.KernelOp, best: Trial, arch: str, reps: int,

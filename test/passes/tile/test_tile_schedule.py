@@ -755,7 +755,7 @@ def test_recorded_knobs_are_timed_again(monkeypatch: pytest.MonkeyPatch) -> None
 def test_the_winner_is_refined_with_two_blocks_a_multiprocessor(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """After the candidates, the fastest one is timed again beside itself with ``min_blocks
-    = 2``; the refined knobs are kept only when they are faster."""
+    = 2`` and with ``kv_order = 2``; the refined knobs are kept only when they are faster."""
     torch = pytest.importorskip("torch")
     module = llmopt.parse(TUNE_TEXT)
     batches: list[list[Any]] = []
@@ -774,7 +774,7 @@ def test_the_winner_is_refined_with_two_blocks_a_multiprocessor(
         monkeypatch.setattr(tune, "run_trials", fake_trials(faster))
         entries = tune.tune_module(module, "sm_90", reps=1, limit=2, log=lambda line: None)
         first, refined = batches[0][1], batches[1]
-        assert refined == [first, first | {"min_blocks": 2}]
+        assert refined == [first, first | {"min_blocks": 2}, first | {"kv_order": 2}]
         kept = next(e["knobs"] for e in entries.values() if e is not None)
         assert kept == (first | {"min_blocks": 2} if faster else first)
 

@@ -4,11 +4,18 @@ memory (other threads read it in the next step) is left alone."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import numpy as np
 import pytest
+from xdsl.dialects import scf
+from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, i64
 
 import llmopt
+from llmopt.dialects import loop, tile
 from llmopt.interp import random_inputs, run
+from llmopt.passes.tile._schedule import SCHEDULE_ATTR
 
 ROW_SUMS = """
 func.func @forward(%u: memref<4x8xf32>) -> memref<4xf32> {
@@ -85,3 +92,49 @@ def test_a_step_that_writes_shared_memory_is_left_alone() -> None:
     before = str(module)
     llmopt.lower(module, "vector-fragments")
     assert str(module) == before
+
+
+LINEAR = Path(__file__).with_name("vector-fragments.mlir")
+"""The register-tiled linear of the lit test: 2 × 4 micro-tiles, ``acc[ti, tj, mi, nj]``."""
+
+
+def _kv_loops(module: Any) -> list[scf.ForOp]:
+    return [op for op in module.walk() if isinstance(op, scf.ForOp)
+            and op.body.block.args[0].name_hint == "kv"]
+
+
+def test_kv_order_2_puts_the_element_loop_innermost_and_keeps_the_sums() -> None:
+    """``kv_order=2`` moves the loop over a fragment's elements inside the micro-tile's
+    ``mi``/``nj`` loops; every accumulator takes the same multiply-adds in the same order, so
+    the outputs are bit-identical to ``kv_order=1``'s (and the kernel's knob does the same)."""
+    text = LINEAR.read_text()
+    outer = llmopt.lower(llmopt.parse(text), "vector-fragments{kv_order=1}")
+    inner = llmopt.lower(llmopt.parse(text), "vector-fragments{kv_order=2}")
+    assert all(isinstance(k.parent_op(), tile.ForallOp) for k in _kv_loops(outer))
+    moved = _kv_loops(inner)
+    assert moved and all(isinstance(k.parent_op(), loop.ForOp) for k in moved)
+    inputs = random_inputs(outer, seed=3)
+    for a, b in zip(run(outer, inputs), run(inner, inputs), strict=True):
+        np.testing.assert_array_equal(a, b)
+    knobbed = llmopt.parse(text)
+    for kernel in knobbed.walk():
+        if isinstance(kernel, tile.KernelOp):
+            kernel.attributes[SCHEDULE_ATTR] = DictionaryAttr({"kv_order": IntegerAttr(2, i64)})
+    llmopt.lower(knobbed, "vector-fragments")
+    knob_loops = _kv_loops(knobbed)
+    assert knob_loops and all(isinstance(k.parent_op(), loop.ForOp) for k in knob_loops)
+
+
+def test_an_accumulator_shared_by_the_nest_keeps_the_element_loop_outside() -> None:
+    """When the ``nj`` iterations add into one accumulator, putting ``kv`` inside would
+    reorder its sum: the loop stays around the nest."""
+    text = LINEAR.read_text().replace("%acc[%ti_1, %tj_1, %mi_1, %nj_1]",
+                                      "%acc[%ti_1, %tj_1, %mi_1, 0]")
+    module = llmopt.lower(llmopt.parse(text), "vector-fragments{kv_order=2}")
+    loops = _kv_loops(module)
+    assert loops and all(isinstance(k.parent_op(), tile.ForallOp) for k in loops)
+
+
+def test_a_bad_kv_order_is_refused() -> None:
+    with pytest.raises(Exception, match="kv_order must be"):
+        llmopt.lower(llmopt.parse(LINEAR.read_text()), "vector-fragments{kv_order=3}")

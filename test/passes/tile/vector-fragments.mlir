@@ -2,6 +2,8 @@
 // RUN: llm-opt %s -p 'vector-fragments,tile-to-kernel' | filecheck %s --check-prefix=KERNEL
 // RUN: llm-opt %s -p 'vector-fragments,tile-to-kernel,canonicalize,cse,kernel-to-cuda' --check-numerics 2>&1 >/dev/null | filecheck %s --check-prefix=NUM
 // RUN: llm-opt %s -p 'vector-fragments,tile-to-kernel,canonicalize,cse,kernel-to-cuda' -t cuda | filecheck %s --check-prefix=CUDA
+// RUN: llm-opt %s -p 'vector-fragments{kv_order=2}' | filecheck %s --check-prefix=INNER
+// RUN: llm-opt %s -p 'vector-fragments{kv_order=2},tile-to-kernel,canonicalize,cse,kernel-to-cuda' --check-numerics 2>&1 >/dev/null | filecheck %s --check-prefix=NUM
 // The K loop of a register-tiled linear (M=32 N=128 K=64, chunks of 16, 2x4 micro-tiles) after
 // async-copy and pad-shared: both tiles keep the global buffers' order, rows of 16 padded to
 // 20 words. vector-fragments reads each thread's rows of both tiles 4 elements at a time into
@@ -47,6 +49,21 @@
 // NUM:       vector-fragments {{.*}} ok
 // NUM:       tile-to-kernel {{.*}} ok
 // NUM-NOT:   FAIL
+
+// With kv_order=2 the loop over a fragment's elements goes inside the micro-tile's loops:
+// each accumulator takes its 4 multiply-adds in a row, in the same order as before.
+// INNER:            tile.copy %stage_1
+// INNER:            loop.for %[[MI:.*]] = 0 to 2 {
+// INNER-NEXT:         loop.for %[[NJ:.*]] = 0 to 4 {
+// INNER-NEXT:           scf.for %kv = {{.*}} {
+// INNER:                  %kk = arith.addi %{{.*}}, %kv : index
+// INNER:                  loop.load %frag[%{{.*}}, %{{.*}}, %[[MI]], %kv]
+// INNER-NEXT:             loop.load %frag_1[%{{.*}}, %{{.*}}, %[[NJ]], %kv]
+// INNER:                  loop.store %{{.*}}, %acc[%{{.*}}, %{{.*}}, %[[MI]], %[[NJ]]]
+// INNER-NEXT:           } {unroll = 0 : i64}
+// INNER-NEXT:         } {unroll = 0 : i64}
+// INNER-NEXT:       } {unroll = 0 : i64}
+// INNER-NEXT:     } {llmopt.role = "update"}
 
 // CUDA:      __align__(16) float frag[8];
 // CUDA:      ((float4*)&frag[
