@@ -356,8 +356,9 @@ REFINEMENTS: tuple[dict[str, int], ...] = ({"min_blocks": 2}, {"kv_order": 2})
 ``kernel-to-cuda{min_blocks=2}``): 3–4% faster for TinyLlama's 512×2048×5632 and
 Qwen2.5-7B's 128×3584×18944 products in their heuristic tiles, 1–26% slower for the six
 others timed (the accumulators spill). ``kv_order = 2`` runs a fragment's elements innermost
-(:class:`~llmopt.passes.tile.vector_fragments.VectorFragments`): 6.5% faster to 35% slower
-depending on the micro-tile. Choices per kernel, hence measured rather than predicted."""
+(:class:`~llmopt.passes.tile.vector_fragments.VectorFragments`): 1–3% faster for five of
+TinyLlama's layer kernels, 7–35% slower for Qwen2.5-7B's 8×7 tiles. Choices per kernel,
+hence measured rather than predicted."""
 
 
 def refine(kernel: tile.KernelOp, best: Trial, arch: str, reps: int,
