@@ -13,7 +13,7 @@ from llmopt.tools.tune import TABLE_DIR, load_table
 
 TABLES = sorted(TABLE_DIR.glob("*.json"))
 KNOBS = {"bm", "bn", "tm", "tn", "bk", "split_k", "blocked", "kmajor", "stages", "prefetch",
-         "carry", "min_blocks"}
+         "carry", "min_blocks", "kv_order"}
 
 
 def test_there_is_a_table_for_the_h200() -> None:
@@ -34,6 +34,7 @@ def test_entries_are_valid_schedules(path) -> None:  # noqa: ANN001 - a pytest p
         assert entry["arch"] == arch
         knobs = entry["knobs"]
         assert set(knobs) <= KNOBS
+        assert knobs.get("kv_order", 1) in (1, 2) and knobs.get("min_blocks", 1) >= 1
         batch, m, n, k = (int(v) for v in entry["shape"].split("x"))
         tile = RegisterTile(knobs["bm"], knobs["bn"], knobs["tm"], knobs["tn"])
         assert tile.fits(m, n), (name, knobs, entry["shape"])
