@@ -57,7 +57,6 @@ from xdsl.pattern_rewriter import (
     op_type_rewrite_pattern,
 )
 from xdsl.rewriter import InsertPoint
-from xdsl.traits import IsTerminator
 from xdsl.utils.exceptions import PassFailedException
 
 from llmopt.dialects import loop, tile
@@ -274,11 +273,12 @@ def _rewrite(chunk: scf.ForOp, forall: tile.ForallOp, pre: list[Operation],
 
 def _perfect_nest(op: Operation) -> list[loop.ForOp]:
     """The ``loop.for`` ops of the perfect nest rooted at ``op`` (each body holds nothing but
-    the next loop), outermost first; empty when ``op`` is not a ``loop.for``."""
+    the next loop; ``loop.for`` has no terminator), outermost first; empty when ``op`` is not
+    a ``loop.for``."""
     nest: list[loop.ForOp] = []
     while isinstance(op, loop.ForOp):
         nest.append(op)
-        inner = [o for o in op.body.block.ops if not o.has_trait(IsTerminator)]
+        inner = list(op.body.block.ops)
         if len(inner) != 1:
             break
         op = inner[0]
@@ -302,52 +302,43 @@ def _owns_its_elements(body: Block, ivs: list[SSAValue]) -> bool:
                 return False
             if stored.setdefault(inner.buffer, indices) != indices:
                 return False
-        elif not (isinstance(inner, loop.LoadOp) or inner.has_trait(IsTerminator)
+        elif not (isinstance(inner, loop.LoadOp)
                   or (inner.dialect_name() in ("arith", "math") and not inner.regions)):
             return False
     return all(tuple(load.indices) == stored[load.buffer] for load in body.walk()
                if isinstance(load, loop.LoadOp) and load.buffer in stored)
 
 
-def sink_kv_loop(kv_loop: scf.ForOp) -> bool:
+def sink_kv_loop(kv_loop: scf.ForOp) -> None:
     """Move ``kv_loop`` inside the micro-tile's perfect ``loop.for`` nest that its body ends
     with (``for mi { for nj { for kv { … } } }`` instead of ``for kv { for mi { for nj {
     … } } }``) when each ``(mi, nj)`` iteration owns the accumulators it updates
     (:func:`_owns_its_elements`); each accumulator then takes its ``V`` multiply-adds in
-    the same order, so the results are bit-identical. Returns whether it moved.
+    the same order, so the results are bit-identical; otherwise nothing changes.
 
     Everything is unrolled either way; the order is what NVRTC's scheduler and register
     allocator start from, and neither order wins everywhere (see :class:`VectorFragments`)."""
-    ops = [o for o in kv_loop.body.block.ops if not isinstance(o, scf.YieldOp)]
-    if not ops:
-        return False
-    nest = _perfect_nest(ops[-1])
-    if not nest or any(not isinstance(o, arith.ConstantOp | arith.AddiOp | arith.MuliOp)
-                       for o in ops[:-1]):
-        return False
-    innermost = nest[-1].body.block
-    if not _owns_its_elements(innermost, [f.body.block.args[0] for f in nest]):
-        return False
-    outer = nest[0]
-    outer.detach()
-    block = kv_loop.parent_block()
-    assert block is not None
-    block.insert_op_before(outer, kv_loop)
-    kv_loop.detach()
-    terminator = innermost.last_op if (innermost.last_op is not None
-                                       and innermost.last_op.has_trait(IsTerminator)) else None
-    moved = [o for o in innermost.ops if o is not terminator]
-    if terminator is None:
-        innermost.add_op(kv_loop)
-    else:
-        innermost.insert_op_before(kv_loop, terminator)
     kv_body = kv_loop.body.block
     yield_op = kv_body.last_op
     assert isinstance(yield_op, scf.YieldOp)
+    ops = list(kv_body.ops)[:-1]
+    nest = _perfect_nest(ops[-1]) if ops else []
+    if not nest or any(not isinstance(o, arith.ConstantOp | arith.AddiOp | arith.MuliOp)
+                       for o in ops[:-1]):
+        return
+    innermost = nest[-1].body.block
+    if not _owns_its_elements(innermost, [f.body.block.args[0] for f in nest]):
+        return
+    block = kv_loop.parent_block()
+    assert block is not None
+    moved = list(innermost.ops)
+    nest[0].detach()
+    block.insert_op_before(nest[0], kv_loop)
+    kv_loop.detach()
+    innermost.add_op(kv_loop)
     for o in moved:
         o.detach()
         kv_body.insert_op_before(o, yield_op)
-    return True
 
 
 def _fragment_registers(chunk: scf.ForOp, forall: tile.ForallOp, fragments: list[Fragment],
