@@ -63,6 +63,7 @@ for _name, _module, _attr in [
     ("tile", "llmopt.dialects.tile", "Tile"),
     ("kernel", "llmopt.dialects.kernel", "Kernel"),
     ("cuda", "llmopt.dialects.cuda", "Cuda"),
+    ("mma", "llmopt.dialects.mma", "Mma"),
 ]:
     DIALECTS[_name] = _lazy(_module, _attr)  # type: ignore[assignment]
 
@@ -85,6 +86,7 @@ _BUILTIN_PASSES: dict[str, tuple[str, str]] = {
     "prefetch-stages": ("llmopt.passes.tile.prefetch_stages", "PrefetchStages"),
     "pad-shared": ("llmopt.passes.tile.pad_shared", "PadShared"),
     "vector-fragments": ("llmopt.passes.tile.vector_fragments", "VectorFragments"),
+    "mma-fragments": ("llmopt.passes.tile.mma_fragments", "MmaFragments"),
     "dedup-kernels": ("llmopt.passes.kernel.dedup_kernels", "DedupKernels"),
     "plan-buffers": ("llmopt.passes.kernel.plan_buffers", "PlanBuffers"),
 }
@@ -107,7 +109,7 @@ PIPELINES: dict[str, tuple[dict[str, str], str]] = {
         "cse,hoist-reduce-factors,flash-attention{{arch={arch}}},"
         "loop-to-tile{{arch={arch}}},apply-tuned{{arch={arch}}},split-k{{arch={arch}}},"
         "register-tile{{arch={arch}}},stage-inputs{{arch={arch}}},async-copy{{arch={arch}}},"
-        "prefetch-stages,pad-shared,vector-fragments,"
+        "prefetch-stages,pad-shared,mma-fragments,vector-fragments,"
         "tile-to-kernel,dedup-kernels,canonicalize,cse,dedup-kernels,"
         "plan-buffers,kernel-to-cuda{{arch={arch}}}",
     ),

@@ -294,6 +294,14 @@ class CudaPrinter:
         self.line(f"{self.expr_text(op.expr)};")
 
     @print_op.register
+    def _(self, op: cuda.AsmOp) -> None:
+        names = op.constraint_names
+        values = [*op.outs, *op.ins]
+        parts = [f'"{c}"({self.expr_text(v)})' for c, v in zip(names, values, strict=True)]
+        outs, ins = parts[:len(op.outs)], parts[len(op.outs):]
+        self.line(f'asm("{op.template.data}" : {", ".join(outs)} : {", ".join(ins)});')
+
+    @print_op.register
     def _(self, op: cuda.ForOp) -> None:
         unroll = op.unroll_factor
         if unroll is not None:

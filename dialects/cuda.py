@@ -62,6 +62,7 @@ from xdsl.ir import (
     TypeAttribute,
 )
 from xdsl.irdl import (
+    AttrSizedOperandSegments,
     IRDLOperation,
     irdl_attr_definition,
     irdl_op_definition,
@@ -1155,6 +1156,65 @@ class ExprStmtOp(StatementOp):
         super().__init__(operands=[expr])
 
 
+ASM_CONSTRAINTS = ("r", "f", "l", "d", "h")
+"""Register classes an inline-``asm`` operand may name (32-bit integer, ``float``, 64-bit
+integer, ``double``, 16-bit); an output's constraint is ``=`` followed by one of them."""
+
+
+@irdl_op_definition
+class AsmOp(StatementOp):
+    """One PTX instruction written inline:
+    ``cuda.asm "cvt.rna.tf32.f32 %0, %1;" outs(%b : ui32) ins(%x : f32) ["=r", "f"]`` —
+    ``asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(b) : "f"(x));``. ``outs`` are ``cuda.var``
+    lvalues, ``ins`` expressions; ``constraints`` name one register class per output (with
+    ``=``) and then per input. Not ``volatile``: the instruction has no effect besides its
+    outputs, so the compiler may schedule it like arithmetic."""
+
+    name = "cuda.asm"
+    template = prop_def(StringAttr)
+    constraints = prop_def(ArrayAttr[StringAttr])
+    outs = var_operand_def()
+    ins = var_operand_def()
+    irdl_options = (AttrSizedOperandSegments(as_property=True),)
+    assembly_format = ("$template `outs` `(` $outs `:` type($outs) `)` `ins` `(` $ins `:` "
+                       "type($ins) `)` $constraints attr-dict")
+
+    def __init__(self, template: str, outs: Sequence[SSAValue], ins: Sequence[SSAValue],
+                 constraints: Sequence[str]) -> None:
+        super().__init__(operands=[list(outs), list(ins)], properties={
+            "template": StringAttr(template),
+            "constraints": ArrayAttr([StringAttr(c) for c in constraints])})
+
+    @property
+    def constraint_names(self) -> list[str]:
+        return _strings(self.constraints)
+
+    def verify_statement(self) -> None:
+        text = self.template.data
+        if not text or any(c in text for c in '"\\\n'):
+            raise VerifyException(f"an asm template is one line without quotes or "
+                                  f"backslashes, got {text!r}")
+        names = self.constraint_names
+        if len(names) != len(self.outs) + len(self.ins):
+            raise VerifyException(f"cuda.asm needs one constraint per operand: "
+                                  f"{len(self.outs)} outputs and {len(self.ins)} inputs, "
+                                  f"got {len(names)}")
+        for k, name in enumerate(names):
+            out = k < len(self.outs)
+            body = name[1:] if out and name.startswith("=") else name
+            if (out and not name.startswith("=")) or body not in ASM_CONSTRAINTS:
+                raise VerifyException(f"bad asm constraint {name!r} for an "
+                                      f"{'output' if out else 'input'} (allowed: "
+                                      f"{'=' if out else ''}{'/'.join(ASM_CONSTRAINTS)})")
+        for value in self.outs:
+            if not isinstance(value.owner, VarOp):
+                raise VerifyException("asm outputs must be cuda.var lvalues, not "
+                                      f"{_describe_owner(value)}")
+        for value in (*self.outs, *self.ins):
+            if not is_scalar(value.type):
+                raise VerifyException(f"asm operands are scalars, got {value.type}")
+
+
 # --------------------------------------------------------------------------------------------
 # Top level
 # --------------------------------------------------------------------------------------------
@@ -1437,17 +1497,18 @@ Cuda = Dialect(
     "cuda",
     [
         VarOp, LiteralOp, BuiltinOp, BinaryOp, UnaryOp, CastOp, TernaryOp, CallOp, IndexOp,
-        DeclOp, AssignOp, ForOp, IfOp, ExprStmtOp, KernelOp, IncludeOp,
+        DeclOp, AssignOp, ForOp, IfOp, ExprStmtOp, AsmOp, KernelOp, IncludeOp,
     ],
     [PtrType, VecType, VoidType],
 )
 
 __all__ = [
-    "ARITHMETIC_OPERATORS", "BINARY_OPERATORS", "BITWISE_OPERATORS", "BUILTINS",
-    "COMPARISON_OPERATORS", "DECL_QUALIFIERS", "INTEGER_OPERATORS", "KEYWORDS",
+    "ARITHMETIC_OPERATORS", "ASM_CONSTRAINTS", "BINARY_OPERATORS", "BITWISE_OPERATORS",
+    "BUILTINS", "COMPARISON_OPERATORS", "DECL_QUALIFIERS", "INTEGER_OPERATORS", "KEYWORDS",
     "LOGICAL_OPERATORS", "PARAM_QUALIFIERS", "UNARY_OPERATORS",
-    "AssignOp", "BinaryOp", "BuiltinOp", "CallOp", "CastOp", "Cuda", "DeclOp", "ExprStmtOp",
-    "ExpressionOp", "ForOp", "IfOp", "IncludeOp", "IndexOp", "KernelOp", "LiteralOp", "Param",
+    "AsmOp", "AssignOp", "BinaryOp", "BuiltinOp", "CallOp", "CastOp", "Cuda", "DeclOp",
+    "ExprStmtOp", "ExpressionOp", "ForOp", "IfOp", "IncludeOp", "IndexOp", "KernelOp",
+    "LiteralOp", "Param",
     "PtrType", "StatementOp", "TernaryOp", "UnaryOp", "VECTOR_COUNTS", "VECTOR_ELEMENTS",
     "VarOp", "VecType", "VoidType",
     "binary_result_type", "check_identifier", "is_bool", "is_float", "is_integer", "is_scalar",

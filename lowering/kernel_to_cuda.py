@@ -107,7 +107,7 @@ from xdsl.pattern_rewriter import (
 from xdsl.traits import MemoryEffectKind, get_effects
 from xdsl.utils.exceptions import PassFailedException
 
-from llmopt.dialects import cuda, kernel
+from llmopt.dialects import cuda, kernel, mma
 from llmopt.lowering._index_range import fits_in_32_bits, launch_grids
 from llmopt.lowering.loop_to_tile import KeepLocation, OpFailure
 from llmopt.passes.tile._schedule import knob, limits
@@ -118,6 +118,10 @@ _I1 = IntegerType(1)
 _I32 = IntegerType(32)
 _UI8 = IntegerType(8, Signedness.UNSIGNED)
 _UI32 = IntegerType(32, Signedness.UNSIGNED)
+_F32 = Float32Type()
+MMA_TF32 = ("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, "
+            "{%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13};")
+"""The PTX of ``mma.sync``: outputs ``d``, then ``a`` (bits), ``b`` (bits) and ``c``."""
 _INDEX = IndexType()
 _ARCH = re.compile(r"sm_\d+a?")
 
@@ -325,8 +329,9 @@ class _KernelEmitter:
                 self.kind[value] = _Kind.LITERAL
             elif isinstance(op, kernel.SharedOp | kernel.LocalOp | scf.ForOp | scf.IfOp):
                 self.kind[value] = _Kind.NAMED  # bound to its variable when emitted
-            elif isinstance(op, kernel.ShuffleXorOp):
-                # A warp-collective call stays where it is (never moved into a branch).
+            elif isinstance(op, kernel.ShuffleXorOp | mma.ToTf32Op):
+                # A warp-collective call stays where it is (never moved into a branch); an
+                # inline-asm result is a variable the asm statement writes.
                 self.kind[value] = _Kind.NAMED if value.uses else _Kind.DEAD
             else:
                 self.kind[value] = self._inline_kind(value)
@@ -426,6 +431,11 @@ class _KernelEmitter:
             self._emit_for(op)
         elif isinstance(op, scf.IfOp):
             self._emit_if(op)
+        elif isinstance(op, mma.SyncOp):
+            self._emit_mma(op)
+        elif isinstance(op, mma.ToTf32Op):
+            if self.kind.get(op.result) is _Kind.NAMED:
+                self._emit_to_tf32(op)
         elif len(op.results) == 1 and not op.regions:
             value = op.results[0]
             if self.kind.get(value) is _Kind.NAMED:
@@ -440,6 +450,35 @@ class _KernelEmitter:
                 self._check_supported(op)
         else:
             raise _fail(op, "unsupported in a kernel")
+
+    def _emit_mma(self, op: mma.SyncOp) -> None:
+        """``float d0, d1, d2, d3; asm("mma.sync.aligned.m16n8k8…" : "=f"(d0), … : "r"(…),
+        …);``: the TF32 operands are passed as their bits (``__float_as_uint``)."""
+        names = []
+        for k, value in enumerate(op.results):
+            name = self.names.fresh(value.name_hint, f"mma{k}")
+            self._add(cuda.DeclOp(name, _F32))
+            names.append(name)
+        outs = [self._add(cuda.VarOp(name, _F32)).results[0] for name in names]
+        ins = [self._call("__float_as_uint", [self._expr(v)], _UI32) for v in (*op.a, *op.b)]
+        ins += [self._expr(v) for v in op.c]
+        self._add(cuda.AsmOp(MMA_TF32, outs, ins, ["=f"] * 4 + ["r"] * 6 + ["f"] * 4))
+        for value, name in zip(op.results, names, strict=True):
+            self._bind(value, name, _F32)
+
+    def _emit_to_tf32(self, op: mma.ToTf32Op) -> None:
+        """``unsigned int b; asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(b) : "f"(x));`` and
+        ``const float h = __uint_as_float(b);``."""
+        bits = self.names.fresh(None, "tf32_bits")
+        self._add(cuda.DeclOp(bits, _UI32))
+        out = self._add(cuda.VarOp(bits, _UI32)).results[0]
+        self._add(cuda.AsmOp("cvt.rna.tf32.f32 %0, %1;", [out], [self._expr(op.value)],
+                             ["=r", "f"]))
+        name = self.names.fresh(op.result.name_hint, "tf32")
+        word = self._add(cuda.VarOp(bits, _UI32)).results[0]
+        self._add(cuda.DeclOp(name, _F32, self._call("__uint_as_float", [word], _F32),
+                              qualifiers=["const"]))
+        self._bind(op.result, name, _F32)
 
     def _emit_dynamic_shared(self, op: kernel.SharedOp, name: str, element: Attribute) -> None:
         """``T* const name = (T*)&smem[offset];``: a buffer in the dynamic shared memory."""

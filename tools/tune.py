@@ -38,15 +38,17 @@ from xdsl.ir import Block, Region
 from llmopt.dialects import loop, tile
 from llmopt.passes.tile._schedule import (
     SCHEDULE_ATTR,
+    RegisterTile,
     fitting_tiles,
     limits,
     tile_cost,
 )
-from llmopt.passes.tile.register_tile import match_contraction, tile_periods
+from llmopt.passes.tile.register_tile import match_contraction, mma_fits, tile_periods
 
 TABLE_DIR = Path(__file__).resolve().parent.parent / "passes" / "tile" / "tuned"
 SCHEDULED = ("split-k{{arch={arch}}},register-tile{{arch={arch}}},stage-inputs{{arch={arch}}},"
-             "async-copy{{arch={arch}}},prefetch-stages,pad-shared,vector-fragments,"
+             "async-copy{{arch={arch}}},prefetch-stages,pad-shared,mma-fragments,"
+             "vector-fragments,"
              "tile-to-kernel,canonicalize,cse,kernel-to-cuda")
 UNSCHEDULED = "tile-to-kernel,canonicalize,cse,kernel-to-cuda"
 
@@ -110,6 +112,41 @@ def candidates(kernel: tile.KernelOp, arch: str) -> list[dict[str, int]]:
                     scored.append((score, -tm * tn, rank, knobs))
     scored.sort(key=lambda t: (t[0], t[1], t[2]))
     return [knobs for *_, knobs in scored]
+
+
+MMA_TILES = ((128, 128, 8, 8), (128, 64, 8, 4), (64, 128, 4, 8))
+"""Register tiles tried in the tensor-core layout (``register-tile{blocked=3}``,
+``mma-fragments``): warp tiles of 64 × 32, 64 × 16 and 32 × 32."""
+
+
+def mma_candidates(kernel: tile.KernelOp, arch: str, limit: int) -> list[dict[str, int]]:
+    """Tensor-core schedules worth timing for an ``f32`` product (:data:`MMA_TILES` with
+    K slices as in :func:`candidates`, chunks of 32, each product order of
+    ``mma-fragments``), the ``limit`` best by the cost model; none on a GPU without
+    ``mma.sync`` TF32 (before sm_80)."""
+    found = match_contraction(kernel)
+    if found is None or int(arch.removeprefix("sm_")) < 80:
+        return []
+    ext = found.extents
+    m, n, k = ext[found.m], ext[found.n], found.reduce.trip_count
+    batch = math.prod(ext[d] for d in found.batch)
+    gpu = limits(arch)
+    typ = found.reduce.result.type
+    scored: list[tuple[float, dict[str, int]]] = []
+    for bm, bn, tm, tn in MMA_TILES:
+        tile_ = RegisterTile(bm, bn, tm, tn)
+        if not (tile_.fits(m, n, tile_periods(found)) and mma_fits(tile_, typ)):
+            continue
+        for split in (1, 2, 4):
+            blocks = batch * (m // bm) * (n // bn) * split
+            if k % split or (k // split) % 32 or (split > 1 and k // split < 256):
+                continue
+            score = tile_cost(tile_, blocks, gpu) / split
+            scored += [(score, {"bm": bm, "bn": bn, "tm": tm, "tn": tn, "bk": 32,
+                                "split_k": split, "blocked": 3, "mma_order": order})
+                       for order in (1, 2)]
+    scored.sort(key=lambda t: t[0])
+    return [knobs for _, knobs in scored][:limit]
 
 
 def one_kernel_module(kernel: tile.KernelOp, knobs: dict[str, int] | None) -> ModuleOp:
@@ -367,7 +404,8 @@ def refine(kernel: tile.KernelOp, best: Trial, arch: str, reps: int,
     """The faster of ``best`` and ``best`` with each of :data:`REFINEMENTS` added, all timed
     again in one batch (so that they compare under the same conditions)."""
     assert best.knobs is not None
-    extra = [best.knobs | r for r in REFINEMENTS if not r.items() <= best.knobs.items()]
+    extra = [best.knobs | r for r in REFINEMENTS if not r.items() <= best.knobs.items()
+             and not ("kv_order" in r and best.knobs.get("blocked") == 3)]  # no fragments
     if not extra:
         return best
     try:
@@ -407,7 +445,7 @@ def tune_module(module: ModuleOp, arch: str, reps: int, limit: int,
                 continue
             seen.add(key)
             shape = describe(kernel)
-            cands = list(candidates(kernel, arch))[:limit]
+            cands = list(candidates(kernel, arch))[:limit] + mma_candidates(kernel, arch, limit)
             before = lookup(key, arch, [recorded]) if recorded else None
             if before is not None and before not in cands:
                 cands.insert(0, before)

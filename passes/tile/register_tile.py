@@ -44,6 +44,7 @@ from xdsl.context import Context
 from xdsl.dialects import arith, scf
 from xdsl.dialects.builtin import (
     AnyFloat,
+    Float32Type,
     FloatAttr,
     IndexType,
     IntegerAttr,
@@ -52,7 +53,7 @@ from xdsl.dialects.builtin import (
     StringAttr,
     i64,
 )
-from xdsl.ir import Block, Operation, Region, SSAValue
+from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.ir.affine import (
     AffineBinaryOpExpr,
     AffineBinaryOpKind,
@@ -68,6 +69,7 @@ from xdsl.pattern_rewriter import (
     op_type_rewrite_pattern,
 )
 from xdsl.traits import is_side_effect_free
+from xdsl.utils.exceptions import PassFailedException
 
 from llmopt.dialects import loop, tile
 from llmopt.lowering.loop_to_tile import KeepLocation
@@ -243,16 +245,68 @@ class TileContraction(RewritePattern):
                              knob(self.tn, op, "tn", default.tn))
         if not tile_.bm or not tile_.fits(m_ext, n_ext):
             return
-        blocked = knob(self.blocked, op, "blocked", default_blocked(op)) != 2
-        rewriter.replace(op, build_tiled_kernel(op, found, tile_, blocked))
+        layout = knob(self.blocked, op, "blocked", default_blocked(op))
+        typ = found.reduce.result.type
+        if layout == MMA_LAYOUT and not mma_fits(tile_, typ):
+            raise PassFailedException(
+                f"register-tile: blocked=3 (tensor-core fragments) needs f32 sums, even tm "
+                f"and tn, and bm, bn multiples of 8·tm and 4·tn; kernel "
+                f"'{op.sym_name.data}' has {typ} and {tile_}")
+        rewriter.replace(op, build_tiled_kernel(op, found, tile_, layout))
+
+
+MMA_LAYOUT = 3
+"""``blocked`` value of the tensor-core layout (``mma-fragments``)."""
+
+
+def mma_fits(t: RegisterTile, typ: Attribute) -> bool:
+    """Whether ``t`` can take the tensor-core layout: ``f32`` sums, each thread's outputs
+    whole ``m16n8`` fragments (``tm``, ``tn`` even), whole warp tiles in the block."""
+    return (isinstance(typ, Float32Type) and t.tm % 2 == 0 and t.tn % 2 == 0
+            and t.bm % (8 * t.tm) == 0 and t.bn % (4 * t.tn) == 0)
+
+
+@dataclass(frozen=True)
+class ThreadLayout:
+    """Which outputs a block's threads own: the ``tile.forall over block_threads`` (extents,
+    names), the ``loop.for`` nest of a thread's outputs, and ``m``/``n`` of an output as
+    ``(coefficient, position)`` pairs over the forall's ivs then the nest's (the block's
+    ``bm·b_m`` / ``bn·b_n`` added separately)."""
+
+    forall: tuple[int, ...]
+    forall_names: tuple[str, ...]
+    nest: tuple[int, ...]
+    nest_names: tuple[str, ...]
+    m: tuple[tuple[int, int], ...]
+    n: tuple[tuple[int, int], ...]
+
+
+def thread_layout(t: RegisterTile, layout: int) -> ThreadLayout:
+    """The :class:`ThreadLayout` of ``register-tile``'s ``blocked`` knob: 1 blocked, 2
+    cyclic, 3 the tensor-core layout — warps ``(wi, wj)`` own ``8·tm × 4·tn`` warp tiles;
+    lane ``4·g + t`` owns, of each 16 × 8 fragment ``(i, j)``, rows ``g`` and ``g + 8``
+    (``rh``) and columns ``2·t`` and ``2·t + 1`` (``rl``): what ``mma.sync`` reads and writes
+    as ``C`` and ``D``."""
+    wm, wn = t.bm // t.tm, t.bn // t.tn
+    if layout == MMA_LAYOUT:
+        wtm, wtn = 8 * t.tm, 4 * t.tn
+        return ThreadLayout((t.bm // wtm, t.bn // wtn, 8, 4), ("wi", "wj", "g", "t"),
+                            (t.tm // 2, 2, t.tn // 2, 2), ("i", "rh", "j", "rl"),
+                            ((wtm, 0), (1, 2), (16, 4), (8, 5)),
+                            ((wtn, 1), (2, 3), (8, 6), (1, 7)))
+    if layout == 1:
+        return ThreadLayout((wm, wn), ("ti", "tj"), (t.tm, t.tn), ("mi", "nj"),
+                            ((t.tm, 0), (1, 2)), ((t.tn, 1), (1, 3)))
+    return ThreadLayout((wm, wn), ("ti", "tj"), (t.tm, t.tn), ("mi", "nj"),
+                        ((wm, 2), (1, 0)), ((wn, 3), (1, 1)))
 
 
 def build_tiled_kernel(op: tile.KernelOp, found: Contraction, t: RegisterTile,
-                       blocked: bool = False) -> tile.KernelOp:
-    """The register-tiled version of ``op`` (``blocked``: each thread's outputs are
-    consecutive, ``m = bm·b_m + ti·tm + mi``, instead of cyclic)."""
+                       layout: int = 2) -> tile.KernelOp:
+    """The register-tiled version of ``op``, its threads' outputs placed by ``layout``
+    (:func:`thread_layout`)."""
     ext = found.extents
-    wm, wn = t.bm // t.tm, t.bn // t.tn
+    lay = thread_layout(t, layout)
     block_ext = [ext[d] for d in found.batch] + [ext[found.m] // t.bm, ext[found.n] // t.bn]
     points = math.prod(block_ext)
     new = tile.KernelOp(op.sym_name.data, [min(points, 2**31 - 1), 1, 1], [t.threads, 1, 1],
@@ -279,21 +333,19 @@ def build_tiled_kernel(op: tile.KernelOp, found: Contraction, t: RegisterTile,
     typ = found.reduce.result.type
     accs = []
     for i, _ in enumerate(found.reduces):
-        acc = tile.AllocOp("registers", MemRefType(typ, [wm, wn, t.tm, t.tn]))
+        acc = tile.AllocOp("registers", MemRefType(typ, [*lay.forall, *lay.nest]))
         acc.result.name_hint = "acc" if len(found.reduces) == 1 else f"acc{i}"
         blocks.body.block.add_op(acc)
         accs.append(acc.result)
-    acc_map = AffineMap.identity(4)
+    acc_map = AffineMap.identity(len(lay.forall) + len(lay.nest))
 
-    def point_cloner(ti: SSAValue, tj: SSAValue, mi: SSAValue, nj: SSAValue) -> Cloner:
+    def point_cloner(*ivs: SSAValue) -> Cloner:
         subst: dict[SSAValue, Linear] = {}
         for d, iv in enumerate(found.forall.ivs):
             if d == found.m:
-                subst[iv] = (Linear.of((t.bm, b_m), (t.tm, ti), (1, mi)) if blocked
-                             else Linear.of((t.bm, b_m), (wm, mi), (1, ti)))
+                subst[iv] = Linear.of((t.bm, b_m), *((c, ivs[k]) for c, k in lay.m))
             elif d == found.n:
-                subst[iv] = (Linear.of((t.bn, b_n), (t.tn, tj), (1, nj)) if blocked
-                             else Linear.of((t.bn, b_n), (wn, nj), (1, tj)))
+                subst[iv] = Linear.of((t.bn, b_n), *((c, ivs[k]) for c, k in lay.n))
             elif ext[d] == 1:
                 subst[iv] = Linear.of()
             else:
@@ -301,11 +353,13 @@ def build_tiled_kernel(op: tile.KernelOp, found: Contraction, t: RegisterTile,
         return Cloner(subst, dict(kernel_values))
 
     def micro(name: str) -> tuple[tile.ForallOp, Block, list[SSAValue]]:
-        forall, (ti, tj) = block_threads([wm, wn], ["ti", "tj"])
-        nest, inner, (mi, nj) = loop_nest([t.tm, t.tn], ["mi", "nj"], UNROLL)
+        forall, tivs = block_threads(list(lay.forall), list(lay.forall_names))
+        nest, inner, nivs = loop_nest(list(lay.nest), list(lay.nest_names), UNROLL)
         forall.body.block.add_op(nest)
         forall.attributes["llmopt.role"] = StringAttr(name)
-        return forall, inner, [ti, tj, mi, nj]
+        if layout == MMA_LAYOUT:
+            forall.attributes["llmopt.layout"] = StringAttr("mma")
+        return forall, inner, [*tivs, *nivs]
 
     # Zero the accumulators.
     init, inner, ivs = micro("init")
@@ -360,8 +414,9 @@ class RegisterTilePass(ModulePass):
     """Tile matrix-product kernels into register micro-tiles (see the module docstring).
 
     Options: ``bm``, ``bn`` (the block's output tile), ``tm``, ``tn`` (each thread's),
-    ``blocked`` (1: a thread's outputs are consecutive; 2: cyclic; 0: the schedule's, else
-    cyclic unless the tiles are K-major), ``arch`` (whose
+    ``blocked`` (1: a thread's outputs are consecutive; 2: cyclic; 3: the tensor-core
+    layout of ``mma-fragments``; 0: the schedule's, else cyclic unless the tiles are
+    K-major), ``arch`` (whose
     limits the heuristic reads); 0 = the kernel's ``llmopt.schedule`` or the heuristic.
     """
 

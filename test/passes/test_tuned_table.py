@@ -7,13 +7,15 @@ import math
 import re
 
 import pytest
+from xdsl.dialects.builtin import f32
 
 from llmopt.passes.tile._schedule import LIMITS, RegisterTile
+from llmopt.passes.tile.register_tile import mma_fits
 from llmopt.tools.tune import TABLE_DIR, load_table
 
 TABLES = sorted(TABLE_DIR.glob("*.json"))
 KNOBS = {"bm", "bn", "tm", "tn", "bk", "split_k", "blocked", "kmajor", "stages", "prefetch",
-         "carry", "min_blocks", "kv_order"}
+         "carry", "min_blocks", "kv_order", "mma_order", "mma_terms"}
 
 
 def test_there_is_a_table_for_the_h200() -> None:
@@ -38,6 +40,9 @@ def test_entries_are_valid_schedules(path) -> None:  # noqa: ANN001 - a pytest p
         batch, m, n, k = (int(v) for v in entry["shape"].split("x"))
         tile = RegisterTile(knobs["bm"], knobs["bn"], knobs["tm"], knobs["tn"])
         assert tile.fits(m, n), (name, knobs, entry["shape"])
+        assert knobs.get("blocked", 2) in (1, 2, 3) and knobs.get("mma_order", 1) in (1, 2)
+        if knobs.get("blocked") == 3:  # tensor cores: whole m16n8k8 fragments, f32 sums
+            assert mma_fits(tile, f32) and knobs.get("mma_terms", 3) == 3 and knobs["bk"] % 8 == 0
         split = knobs.get("split_k", 1)
         assert k % split == 0 and (k // split) % knobs["bk"] == 0
         assert batch >= 1 and math.isfinite(entry["ms"]) and entry["ms"] > 0

@@ -1,0 +1,492 @@
+"""``mma-fragments``: a register-tiled ``f32`` chunk loop runs on the tensor cores, exactly.
+
+**Matches** a chunk loop ``scf.for %kk = 0 to K step 1`` (``K`` a multiple of 8) whose body
+is index arithmetic and one ``tile.forall (%wi, %wj, %g, %t) over block_threads`` in the
+tensor-core layout (``register-tile{blocked=3}``, marked ``llmopt.layout = "mma"``) holding
+the nest ``loop.for %i, %rh, %j, %rl`` of the thread's outputs, whose body is nothing but
+updates ``acc[wi, wj, g, t, i, rh, j, rl] += a · b``, ``a`` and ``b`` loads of shared tiles
+(what ``stage-inputs`` makes): ``a`` depends on the output's row (``g + 8·rh``, ``i``,
+``wi``) and ``%kk``, ``b`` on its column (``2·t + rl``, ``j``, ``wj``) and ``%kk``, with
+``%kk`` alone in one index. Several updates (the gate and up sums of a fused projection)
+may share ``a``.
+
+**Produces**, for ``kk = 8·kq + k`` (``k < 8``)::
+
+    scf.for %kq = 0 to K/8 {                     // the chunk loop's attributes
+      tile.forall (%wi, %wj, %g, %t) over block_threads {
+        loop.for %i, %q {                        // A fragments: rows g, g+8; columns t, t+4
+          %x = loop.load a[rh := q mod 2, kk := 8·kq + t + 4·(q floordiv 2)]
+          ah[…, i, q] = mma.to_tf32 %x;  al[…, i, q] = mma.to_tf32 (%x - ah)
+        }
+        loop.for %j, %q {                        // B fragments: column g; rows t, t+4
+          %y = loop.load b[2·t + rl := g, kk := 8·kq + t + 4·q];  bh, bl likewise
+        }
+        loop.for %i, %j {                        // acc[i, rh, j, rl] is C's element 2·rh + rl
+          d = mma.sync (al) * (bh) + (acc);  d = mma.sync (ah) * (bl) + (d)
+          acc = mma.sync (ah) * (bh) + (d)
+        }
+      }
+    }
+
+with ``tile.alloc registers`` fragments ``[forall extents…, I, 4]`` (``a``) and ``[…, J, 2]``
+(``b``) per distinct load. Knob ``terms`` (pass option, or the kernel's schedule; default 3):
+3 as above; 1 one ``mma.sync`` of the rounded operands (TF32 precision: about three decimal
+digits, not an ``f32`` product — only where that is acceptable).
+
+**Why** the H200's FP32 units peak at 67 TFLOP/s, its TF32 tensor cores at ~490. Splitting
+each operand into a TF32 ``hi`` and the TF32 rounding of ``x - hi`` keeps 22 of the ``f32``
+mantissa's 24 bits, and ``ah·bh + ah·bl + al·bh`` drops only ``al·bl`` (below ``2⁻²²``
+relative): the products are as accurate as ``f32`` multiplications to within a few units of
+the last place, summed in ``f32`` — three tensor-core products per ``f32`` one, still a
+multiple of the FMA units' rate. The sums' order over ``K`` changes (eight terms at a
+time), so results round differently from the FMA loop, not less accurately. Fragment
+reads stay conflict-free when ``pad-shared`` pads rows to ``≡ 4 (mod 32)`` words: lane
+``4·g + t`` reads word ``4·g + t`` of its bank row.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from xdsl.context import Context
+from xdsl.dialects import arith, scf
+from xdsl.dialects.builtin import (
+    FloatAttr,
+    IndexType,
+    IntegerAttr,
+    MemRefType,
+    ModuleOp,
+    StringAttr,
+    f32,
+)
+from xdsl.ir import Block, Operation, Region, SSAValue
+from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr, AffineExpr, AffineMap
+from xdsl.passes import ModulePass
+from xdsl.pattern_rewriter import (
+    PatternRewriter,
+    PatternRewriteWalker,
+    RewritePattern,
+    op_type_rewrite_pattern,
+)
+from xdsl.rewriter import InsertPoint
+from xdsl.utils.exceptions import PassFailedException
+
+from llmopt.dialects import loop, mma, tile
+from llmopt.lowering.loop_to_tile import KeepLocation
+from llmopt.passes.tile._access import linear_form, loop_nest
+from llmopt.passes.tile._schedule import knob
+from llmopt.passes.tile.register_tile import UNROLL
+from llmopt.passes.tile.stage_inputs import const_int
+
+K_STEP = 8
+"""K elements one ``m16n8k8`` product consumes."""
+TERMS = (1, 3)
+"""Tensor-core products per ``f32`` product: 1 (TF32 precision) or 3 (``f32``)."""
+
+
+@dataclass
+class Operand:
+    """One distinct shared-tile load of the update body and the fragment it becomes."""
+
+    load: loop.LoadOp
+    role: str  # "a" (rows) or "b" (columns)
+    hi: SSAValue | None = None
+    lo: SSAValue | None = None
+    loads: list[loop.LoadOp] = field(default_factory=list)
+
+    def key(self) -> tuple[object, ...]:
+        return (self.load.buffer, self.load.map.data, tuple(self.load.indices))
+
+
+@dataclass(frozen=True)
+class Update:
+    """``acc[…] += a · b``: the accumulator's store and the two operands' keys."""
+
+    store: loop.StoreOp
+    a: tuple[object, ...]
+    b: tuple[object, ...]
+
+
+def _shared(value: SSAValue) -> bool:
+    owner = value.owner
+    return isinstance(owner, tile.AllocOp) and owner.space.data == "shared"
+
+
+def _registers(value: SSAValue) -> bool:
+    owner = value.owner
+    return isinstance(owner, tile.AllocOp) and owner.space.data == "registers"
+
+
+def _coefficients(load: loop.LoadOp, varying: set[SSAValue]
+                  ) -> list[dict[SSAValue, int]] | None:
+    """Per index of ``load``, its linear coefficients on the load's operands; an index
+    that uses none of the ``varying`` values may be any expression (e.g. a slot ``k0 mod
+    3``: ``{}``). ``None`` when an index is not linear in the ``varying`` values."""
+    out: list[dict[SSAValue, int]] = []
+    for expr in load.map.data.results:
+        form = linear_form(expr)
+        if form is None:
+            if any(load.indices[d] in varying for d in expr.used_dims()):
+                return None
+            out.append({})
+            continue
+        coefs: dict[SSAValue, int] = {}
+        for d, c in form[0].items():
+            value = load.indices[d]
+            coefs[value] = coefs.get(value, 0) + c
+        out.append({v: c for v, c in coefs.items() if c})
+    return out
+
+
+def _role(load: loop.LoadOp, kk: SSAValue, ivs: dict[str, SSAValue]) -> str | None:
+    """``"a"`` when ``load`` reads a row operand, ``"b"`` a column operand (see the module
+    docstring), else ``None``."""
+    if not _shared(load.buffer):
+        return None
+    thread = set(ivs.values())
+    coefs = _coefficients(load, thread | {kk})
+    if coefs is None:
+        return None
+    k_results = [c for c in coefs if kk in c]
+    if len(k_results) != 1 or k_results[0].get(kk) != 1:
+        return None
+    if any(v in thread for v in k_results[0]):
+        return None
+    used = {v for c in coefs for v in c if v in thread}
+    rows = {ivs[n] for n in ("wi", "g", "i", "rh")}
+    cols = {ivs[n] for n in ("wj", "t", "j", "rl")}
+    if used <= rows and all(c.get(ivs["rh"], 0) == 8 * c.get(ivs["g"], 0) for c in coefs):
+        return "a"
+    if used <= cols and all(c.get(ivs["t"], 0) == 2 * c.get(ivs["rl"], 0) for c in coefs):
+        return "b"
+    return None
+
+
+def _updates(body: Block, kk: SSAValue, ivs: dict[str, SSAValue], acc_indices: list[SSAValue]
+             ) -> tuple[list[Update], dict[tuple[object, ...], Operand]] | None:
+    """The updates of the innermost body, or ``None`` if it holds anything else."""
+    operands: dict[tuple[object, ...], Operand] = {}
+    updates: list[Update] = []
+    seen: set[Operation] = set()
+    for op in body.ops:
+        if not isinstance(op, loop.StoreOp):
+            continue
+        if not _registers(op.buffer) or list(op.indices) != acc_indices:
+            return None
+        total = op.value.owner
+        if not isinstance(total, arith.AddfOp):
+            return None
+        old, prod = total.lhs.owner, total.rhs.owner
+        if isinstance(old, arith.MulfOp):
+            old, prod = prod, old
+        if not (isinstance(old, loop.LoadOp) and old.buffer is op.buffer
+                and list(old.indices) == acc_indices and old.map.data == op.map.data
+                and isinstance(prod, arith.MulfOp)):
+            return None
+        keys: dict[str, tuple[object, ...]] = {}
+        for factor in (prod.lhs, prod.rhs):
+            load = factor.owner
+            if not isinstance(load, loop.LoadOp):
+                return None
+            role = _role(load, kk, ivs)
+            if role is None or role in keys:
+                return None
+            operand = Operand(load, role)
+            operand = operands.setdefault(operand.key(), operand)
+            if operand.role != role:
+                return None
+            operand.loads.append(load)
+            keys[role] = operand.key()
+            seen.add(load)
+        if len(keys) != 2:
+            return None
+        seen |= {op, total, old, prod}
+        updates.append(Update(op, keys["a"], keys["b"]))
+    if not updates or any(op not in seen for op in body.ops):
+        return None
+    return updates, operands
+
+
+def _index(value: int) -> arith.ConstantOp:
+    return arith.ConstantOp(IntegerAttr(value, IndexType()))
+
+
+@dataclass
+class MmaChunkLoop(RewritePattern):
+    """Rewrite one chunk loop (see the module docstring)."""
+
+    terms: int = 0
+    order: int = 0
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: scf.ForOp, rewriter: PatternRewriter) -> None:
+        if op.iter_args or const_int(op.lb) != 0 or const_int(op.step) != 1:
+            return
+        extent = const_int(op.ub)
+        ops = list(op.body.block.ops)
+        if extent is None or extent % K_STEP or len(ops) < 2:
+            return
+        forall = ops[-2]
+        if not (isinstance(forall, tile.ForallOp) and forall.mapping.data == "block_threads"
+                and forall.attributes.get("llmopt.layout") == StringAttr("mma")):
+            return
+        pre = ops[:-2]
+        if any(use.operation not in pre for p in pre for r in p.results for use in r.uses):
+            return  # the chunk's index arithmetic feeds something besides the loads
+        nest = _nest(forall)
+        if nest is None:
+            return
+        names = ("wi", "wj", "g", "t", "i", "rh", "j", "rl")
+        ivs = dict(zip(names, [*forall.ivs, *(f.body.block.args[0] for f in nest)],
+                       strict=True))
+        kk = op.body.block.args[0]
+        found = _updates(nest[-1].body.block, kk, ivs, list(ivs.values()))
+        if found is None:
+            return
+        updates, operands = found
+        kernel = tile.enclosing(op, tile.KernelOp)
+        terms = knob(self.terms, kernel, "mma_terms", 3) if kernel is not None else 3
+        if terms not in TERMS:
+            raise PassFailedException(f"mma-fragments: terms must be 1 or 3, got {terms}")
+        order = knob(self.order, kernel, "mma_order", 1) if kernel is not None else 1
+        if order not in (1, 2):
+            raise PassFailedException(f"mma-fragments: order must be 1 or 2, got {order}")
+        _rewrite(op, forall, nest, ivs, updates, operands, extent, terms, order, rewriter)
+
+
+def _nest(forall: tile.ForallOp) -> list[loop.ForOp] | None:
+    """The forall's perfect ``i, rh, j, rl`` nest (extents ``I, 2, J, 2``), else ``None``."""
+    body = [o for o in forall.body.block.ops if not isinstance(o, tile.YieldOp)]
+    nest: list[loop.ForOp] = []
+    while len(body) == 1 and isinstance(body[0], loop.ForOp) and len(nest) < 4:
+        nest.append(body[0])
+        body = list(body[0].body.block.ops)
+    if len(nest) != 4 or len(forall.shape) != 4 or tuple(forall.shape[2:]) != (8, 4):
+        return None
+    if nest[1].trip_count != 2 or nest[3].trip_count != 2:
+        return None
+    return nest
+
+
+def _rewrite(chunk: scf.ForOp, forall: tile.ForallOp, nest: list[loop.ForOp],
+             ivs: dict[str, SSAValue], updates: list[Update],
+             operands: dict[tuple[object, ...], Operand], extent: int, terms: int,
+             order: int, rewriter: PatternRewriter) -> None:
+    """Replace ``chunk`` by the tensor-core loop of the module docstring."""
+    anchor: Operation = chunk
+    while not (isinstance(owner := anchor.parent_op(), tile.ForallOp)
+               and owner.mapping.data == "blocks"):
+        assert owner is not None
+        anchor = owner
+    extents = {"i": nest[0].trip_count, "j": nest[2].trip_count}
+    for operand in operands.values():
+        count = extents["i" if operand.role == "a" else "j"]
+        shape = [*forall.shape, count, 4 if operand.role == "a" else 2]
+        parts = []
+        for part in ("hi", "lo") if terms == 3 else ("hi",):
+            alloc = tile.AllocOp("registers", MemRefType(f32, shape))
+            alloc.result.name_hint = f"{operand.role}_{part}"
+            rewriter.insert(alloc, InsertPoint.before(anchor))
+            parts.append(alloc.result)
+        operand.hi = parts[0]
+        operand.lo = parts[1] if terms == 3 else None
+
+    # scf.for %kq = 0 to K/8, the forall moved into it and emptied.
+    c0, cn, c1 = _index(0), _index(extent // K_STEP), _index(1)
+    for c in (c0, cn, c1):
+        rewriter.insert(c, InsertPoint.before(chunk))
+    body = Block(arg_types=[IndexType()])
+    kq = body.args[0]
+    kq.name_hint = "kq"
+    outer = scf.ForOp(c0.result, cn.result, c1.result, [], Region(body))
+    outer.attributes |= chunk.attributes
+    rewriter.insert(outer, InsertPoint.before(chunk))
+    old_nest = nest[0]
+    old_nest.detach()
+    forall.detach()
+    body.add_ops([forall, scf.YieldOp()])
+    fbody = forall.body.block
+    terminator = fbody.last_op if isinstance(fbody.last_op, tile.YieldOp) else None
+
+    def add(new: Operation) -> None:
+        if terminator is None:
+            fbody.add_op(new)
+        else:
+            fbody.insert_op_before(new, terminator)
+
+    kk = chunk.body.block.args[0]
+    thread_ivs = list(forall.ivs)
+    for operand in operands.values():
+        add(_fragment_nest(operand, kk, kq, ivs, thread_ivs, extents, terms))
+    parts: list[SSAValue] | None = None
+    if order == 2:
+        parts = []
+        for _ in updates:
+            alloc = tile.AllocOp("registers", MemRefType(
+                f32, [*forall.shape, extents["i"], extents["j"], 4]))
+            alloc.result.name_hint = "part"
+            rewriter.insert(alloc, InsertPoint.before(anchor))
+            parts.append(alloc.result)
+    for nest_ in _product_nests(updates, operands, thread_ivs, extents, terms, parts):
+        add(nest_)
+    chunk.body.block.insert_op_before(old_nest, chunk.body.block.first_op)  # erased with it
+    rewriter.erase(chunk, safe_erase=False)
+
+
+def _fragment_nest(operand: Operand, kk: SSAValue, kq: SSAValue, ivs: dict[str, SSAValue],
+                   thread_ivs: list[SSAValue], extents: dict[str, int], terms: int
+                   ) -> loop.ForOp:
+    """``loop.for %i (or %j), %q``: the load of one fragment element, rounded to TF32 (and
+    the rounding of what is left) into the fragment registers."""
+    a = operand.role == "a"
+    outer = "i" if a else "j"
+    nest, inner, (r, q) = loop_nest([extents[outer], 4 if a else 2], [outer, "q"], UNROLL)
+    load = operand.load
+    merged: list[SSAValue] = []
+
+    def dim(value: SSAValue) -> AffineExpr:
+        for k, m in enumerate(merged):
+            if m is value:
+                return AffineDimExpr(k)
+        merged.append(value)
+        return AffineDimExpr(len(merged) - 1)
+
+    k_col = dim(kq) * K_STEP + dim(ivs["t"]) + ((dim(q) // 2) * 4 if a else dim(q) * 4)
+    replace: list[AffineExpr] = []
+    for value in load.indices:
+        if value is kk:
+            replace.append(k_col)
+        elif value is ivs[outer]:
+            replace.append(dim(r))
+        elif a and value is ivs["rh"]:
+            replace.append(dim(q) % 2)
+        elif not a and value is ivs["t"]:
+            replace.append(AffineConstantExpr(0))
+        elif not a and value is ivs["rl"]:
+            replace.append(dim(ivs["g"]))
+        else:
+            replace.append(dim(value))
+    results = tuple(e.replace_dims_and_symbols(replace, []) for e in load.map.data.results)
+    value = loop.LoadOp(load.buffer, AffineMap(len(merged), 0, results), list(merged))
+    hi = mma.ToTf32Op(value.result)
+    where = [*thread_ivs, r, q]
+    frag_map = AffineMap.identity(len(where))
+    inner.add_ops([value, hi])
+    assert operand.hi is not None
+    inner.add_op(loop.StoreOp(hi.result, operand.hi, frag_map, where))
+    if terms == 3:
+        assert operand.lo is not None
+        rest = arith.SubfOp(value.result, hi.result)
+        lo = mma.ToTf32Op(rest.result)
+        inner.add_ops([rest, lo, loop.StoreOp(lo.result, operand.lo, frag_map, where)])
+    return nest
+
+
+def _product_nests(updates: list[Update], operands: dict[tuple[object, ...], Operand],
+                   thread_ivs: list[SSAValue], extents: dict[str, int], terms: int,
+                   parts: list[SSAValue] | None) -> list[loop.ForOp]:
+    """``loop.for %i, %j`` nests: per update, ``terms`` tensor-core products summed from
+    zero and then added to the accumulator's four elements in ``f32``. ``parts`` (one
+    ``[…, I, J, 4]`` register buffer per update, or ``None``): take the products term by
+    term over every ``(i, j)`` (order 2, independent products back to back) instead of
+    each ``(i, j)``'s chain at once (order 1)."""
+    n = len(thread_ivs)
+
+    def loads(block: Block, buffer: SSAValue, prefix: list[SSAValue], tail: list[int],
+              where: list[AffineExpr] | None = None) -> list[SSAValue]:
+        values = []
+        for q in tail:
+            dims = [AffineDimExpr(d) for d in range(n + len(prefix))]
+            amap = AffineMap(n + len(prefix), 0, (*dims, AffineConstantExpr(q)))
+            load = loop.LoadOp(buffer, amap, [*thread_ivs, *prefix])
+            block.add_op(load)
+            values.append(load.result)
+        return values
+
+    def spot(rh: int, rl: int) -> AffineMap:
+        dims = [AffineDimExpr(d) for d in range(n)]
+        return AffineMap(n + 2, 0, (*dims, AffineDimExpr(n), AffineConstantExpr(rh),
+                                    AffineDimExpr(n + 1), AffineConstantExpr(rl)))
+
+    spots = [spot(rh, rl) for rh, rl in ((0, 0), (0, 1), (1, 0), (1, 1))]
+
+    def chain(a: Operand, b: Operand) -> list[tuple[SSAValue, SSAValue]]:
+        assert a.hi is not None and b.hi is not None
+        if terms == 1:
+            return [(a.hi, b.hi)]
+        assert a.lo is not None and b.lo is not None
+        return [(a.lo, b.hi), (a.hi, b.lo), (a.hi, b.hi)]
+
+    def product(block: Block, fa: SSAValue, fb: SSAValue, i: SSAValue, j: SSAValue,
+                c: list[SSAValue]) -> list[SSAValue]:
+        op = mma.SyncOp(loads(block, fa, [i], [0, 1, 2, 3]), loads(block, fb, [j], [0, 1]), c)
+        block.add_op(op)
+        return list(op.results)
+
+    def accumulate(block: Block, acc: SSAValue, where: list[SSAValue],
+                   d: list[SSAValue]) -> None:
+        for amap, part in zip(spots, d, strict=True):
+            old = loop.LoadOp(acc, amap, where)
+            total = arith.AddfOp(old.result, part)
+            block.add_ops([old, total, loop.StoreOp(total.result, acc, amap, where)])
+
+    def ij_nest() -> tuple[loop.ForOp, Block, list[SSAValue]]:
+        return loop_nest([extents["i"], extents["j"]], ["i", "j"], UNROLL)
+
+    if parts is None:
+        nest, inner, (i, j) = ij_nest()
+        for update in updates:
+            zero = arith.ConstantOp(FloatAttr(0.0, f32))
+            inner.add_op(zero)
+            d = [zero.result] * 4
+            for fa, fb in chain(operands[update.a], operands[update.b]):
+                d = product(inner, fa, fb, i, j, d)
+            accumulate(inner, update.store.buffer, [*thread_ivs, i, j], d)
+        return [nest]
+    nests = []
+    nest, inner, (i, j) = ij_nest()
+    zero = arith.ConstantOp(FloatAttr(0.0, f32))
+    inner.add_op(zero)
+    for part in parts:
+        for r in range(4):
+            dims = [AffineDimExpr(d) for d in range(n + 2)]
+            amap = AffineMap(n + 2, 0, (*dims, AffineConstantExpr(r)))
+            inner.add_op(loop.StoreOp(zero.result, part, amap, [*thread_ivs, i, j]))
+    nests.append(nest)
+    for term in range(terms):
+        nest, inner, (i, j) = ij_nest()
+        for update, part in zip(updates, parts, strict=True):
+            fa, fb = chain(operands[update.a], operands[update.b])[term]
+            c = loads(inner, part, [i, j], [0, 1, 2, 3])
+            d = product(inner, fa, fb, i, j, c)
+            for r, value in enumerate(d):
+                dims = [AffineDimExpr(k) for k in range(n + 2)]
+                amap = AffineMap(n + 2, 0, (*dims, AffineConstantExpr(r)))
+                inner.add_op(loop.StoreOp(value, part, amap, [*thread_ivs, i, j]))
+        nests.append(nest)
+    nest, inner, (i, j) = ij_nest()
+    for update, part in zip(updates, parts, strict=True):
+        d = loads(inner, part, [i, j], [0, 1, 2, 3])
+        accumulate(inner, update.store.buffer, [*thread_ivs, i, j], d)
+    nests.append(nest)
+    return nests
+
+
+@dataclass(frozen=True)
+class MmaFragments(ModulePass):
+    """Run tensor-core-layout chunk loops on the tensor cores (see the module docstring).
+
+    Option ``terms``: tensor-core products per ``f32`` product, 3 (``f32`` accuracy, the
+    default) or 1 (TF32 precision); 0 = the kernel's ``mma_terms`` knob, else 3."""
+
+    name = "mma-fragments"
+
+    terms: int = 0
+    order: int = 0
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        if self.terms not in (0, *TERMS):
+            raise PassFailedException(f"mma-fragments: terms must be 0 (the kernel's knob), "
+                                      f"1 or 3, got {self.terms}")
+        PatternRewriteWalker(KeepLocation(MmaChunkLoop(self.terms, self.order)),
+                             apply_recursively=False).rewrite_module(op)
