@@ -119,6 +119,12 @@ MMA_TILES = ((128, 128, 8, 8), (128, 64, 8, 4), (64, 128, 4, 8))
 ``mma-fragments``): warp tiles of 64 × 32, 64 × 16 and 32 × 32."""
 
 
+MMA_VARIANTS = ({"mma_order": 1}, {"mma_order": 2}, {"mma_order": 2, "mma_promote": 2})
+"""``mma-fragments`` knobs tried with each tile: both product orders with the default
+promotion (the sums of four 8-steps added in ``f32``), and order 2 adding every two — on
+the H200 each was the fastest for some of the layers' products."""
+
+
 def mma_candidates(kernel: tile.KernelOp, arch: str, limit: int) -> list[dict[str, int]]:
     """Tensor-core schedules worth timing for an ``f32`` product (:data:`MMA_TILES` with
     K slices as in :func:`candidates`, chunks of 32, each product order of
@@ -142,9 +148,9 @@ def mma_candidates(kernel: tile.KernelOp, arch: str, limit: int) -> list[dict[st
             if k % split or (k // split) % 32 or (split > 1 and k // split < 256):
                 continue
             score = tile_cost(tile_, blocks, gpu) / split
-            scored += [(score, {"bm": bm, "bn": bn, "tm": tm, "tn": tn, "bk": 32,
-                                "split_k": split, "blocked": 3, "mma_order": order})
-                       for order in (1, 2)]
+            knobs = {"bm": bm, "bn": bn, "tm": tm, "tn": tn, "bk": 32, "split_k": split,
+                     "blocked": 3}
+            scored += [(score, knobs | extra) for extra in MMA_VARIANTS]
     scored.sort(key=lambda t: t[0])
     return [knobs for _, knobs in scored][:limit]
 
@@ -445,7 +451,8 @@ def tune_module(module: ModuleOp, arch: str, reps: int, limit: int,
                 continue
             seen.add(key)
             shape = describe(kernel)
-            cands = list(candidates(kernel, arch))[:limit] + mma_candidates(kernel, arch, limit)
+            cands = (list(candidates(kernel, arch))[:limit]
+                     + mma_candidates(kernel, arch, 2 * limit))
             before = lookup(key, arch, [recorded]) if recorded else None
             if before is not None and before not in cands:
                 cands.insert(0, before)

@@ -217,6 +217,7 @@ class MmaChunkLoop(RewritePattern):
 
     terms: int = 0
     order: int = 0
+    promote: int = 0
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: scf.ForOp, rewriter: PatternRewriter) -> None:
@@ -251,7 +252,15 @@ class MmaChunkLoop(RewritePattern):
         order = knob(self.order, kernel, "mma_order", 1) if kernel is not None else 1
         if order not in (1, 2):
             raise PassFailedException(f"mma-fragments: order must be 1 or 2, got {order}")
-        _rewrite(op, forall, nest, ivs, updates, operands, extent, terms, order, rewriter)
+        steps = extent // K_STEP
+        default = next(p for p in (4, 2, 1) if steps % p == 0)
+        promote = (knob(self.promote, kernel, "mma_promote", default) if kernel is not None
+                   else default)
+        if promote < 1 or extent % (K_STEP * promote):
+            raise PassFailedException(f"mma-fragments: promote must divide the chunk's "
+                                      f"{extent // K_STEP} steps of 8, got {promote}")
+        _rewrite(op, forall, nest, ivs, updates, operands, extent, terms, order, promote,
+                 rewriter)
 
 
 def _nest(forall: tile.ForallOp) -> list[loop.ForOp] | None:
@@ -271,7 +280,7 @@ def _nest(forall: tile.ForallOp) -> list[loop.ForOp] | None:
 def _rewrite(chunk: scf.ForOp, forall: tile.ForallOp, nest: list[loop.ForOp],
              ivs: dict[str, SSAValue], updates: list[Update],
              operands: dict[tuple[object, ...], Operand], extent: int, terms: int,
-             order: int, rewriter: PatternRewriter) -> None:
+             order: int, promote: int, rewriter: PatternRewriter) -> None:
     """Replace ``chunk`` by the tensor-core loop of the module docstring."""
     anchor: Operation = chunk
     while not (isinstance(owner := anchor.parent_op(), tile.ForallOp)
@@ -291,13 +300,14 @@ def _rewrite(chunk: scf.ForOp, forall: tile.ForallOp, nest: list[loop.ForOp],
         operand.hi = parts[0]
         operand.lo = parts[1] if terms == 3 else None
 
-    # scf.for %kq = 0 to K/8, the forall moved into it and emptied.
-    c0, cn, c1 = _index(0), _index(extent // K_STEP), _index(1)
+    # scf.for %kq = 0 to K/8 (with promote P: %kqo = 0 to K/(8·P)), the forall moved into
+    # it and emptied.
+    c0, cn, c1 = _index(0), _index(extent // (K_STEP * promote)), _index(1)
     for c in (c0, cn, c1):
         rewriter.insert(c, InsertPoint.before(chunk))
     body = Block(arg_types=[IndexType()])
     kq = body.args[0]
-    kq.name_hint = "kq"
+    kq.name_hint = "kq" if promote == 1 else "kqo"
     outer = scf.ForOp(c0.result, cn.result, c1.result, [], Region(body))
     outer.attributes |= chunk.attributes
     rewriter.insert(outer, InsertPoint.before(chunk))
@@ -316,10 +326,8 @@ def _rewrite(chunk: scf.ForOp, forall: tile.ForallOp, nest: list[loop.ForOp],
 
     kk = chunk.body.block.args[0]
     thread_ivs = list(forall.ivs)
-    for operand in operands.values():
-        add(_fragment_nest(operand, kk, kq, ivs, thread_ivs, extents, terms))
     parts: list[SSAValue] | None = None
-    if order == 2:
+    if order == 2 or promote > 1:
         parts = []
         for _ in updates:
             alloc = tile.AllocOp("registers", MemRefType(
@@ -327,8 +335,39 @@ def _rewrite(chunk: scf.ForOp, forall: tile.ForallOp, nest: list[loop.ForOp],
             alloc.result.name_hint = "part"
             rewriter.insert(alloc, InsertPoint.before(anchor))
             parts.append(alloc.result)
-    for nest_ in _product_nests(updates, operands, thread_ivs, extents, terms, parts):
-        add(nest_)
+    if promote == 1:
+        for operand in operands.values():
+            add(_fragment_nest(operand, kk, kq, ivs, thread_ivs, extents, terms))
+        for nest_ in _product_nests(updates, operands, thread_ivs, extents, terms, parts):
+            add(nest_)
+    else:  # P steps summed on the tensor cores, then added to the accumulators
+        assert parts is not None
+        for nest_ in _product_nests(updates, operands, thread_ivs, extents, 0, parts,
+                                    accumulate=False):
+            add(nest_)
+        bounds = [_index(0), _index(promote), _index(1)]
+        inner = Block(arg_types=[IndexType()])
+        kqi = inner.args[0]
+        kqi.name_hint = "kqi"
+        steps = scf.ForOp(bounds[0].result, bounds[1].result, bounds[2].result, [],
+                          Region(inner))
+        steps.attributes |= UNROLL
+        for op_ in [*bounds, steps]:
+            add(op_)
+        scale = _index(promote)
+        scaled = arith.MuliOp(kq, scale.result)
+        step = arith.AddiOp(scaled.result, kqi)
+        step.result.name_hint = "kq"
+        inner.add_ops([scale, scaled, step])
+        for operand in operands.values():
+            inner.add_op(_fragment_nest(operand, kk, step.result, ivs, thread_ivs, extents,
+                                        terms))
+        inner.add_ops(_product_nests(updates, operands, thread_ivs, extents, terms, parts,
+                                     zero=False, accumulate=False))
+        inner.add_op(scf.YieldOp())
+        for nest_ in _product_nests(updates, operands, thread_ivs, extents, 0, parts,
+                                    zero=False):
+            add(nest_)
     chunk.body.block.insert_op_before(old_nest, chunk.body.block.first_op)  # erased with it
     rewriter.erase(chunk, safe_erase=False)
 
@@ -384,12 +423,14 @@ def _fragment_nest(operand: Operand, kk: SSAValue, kq: SSAValue, ivs: dict[str, 
 
 def _product_nests(updates: list[Update], operands: dict[tuple[object, ...], Operand],
                    thread_ivs: list[SSAValue], extents: dict[str, int], terms: int,
-                   parts: list[SSAValue] | None) -> list[loop.ForOp]:
+                   parts: list[SSAValue] | None, zero: bool = True,
+                   accumulate: bool = True) -> list[loop.ForOp]:
     """``loop.for %i, %j`` nests: per update, ``terms`` tensor-core products summed from
     zero and then added to the accumulator's four elements in ``f32``. ``parts`` (one
     ``[…, I, J, 4]`` register buffer per update, or ``None``): take the products term by
     term over every ``(i, j)`` (order 2, independent products back to back) instead of
-    each ``(i, j)``'s chain at once (order 1)."""
+    each ``(i, j)``'s chain at once (order 1); ``zero``/``accumulate``: start with the
+    nest that zeroes ``parts`` / end with the one adding them to the accumulators."""
     n = len(thread_ivs)
 
     def loads(block: Block, buffer: SSAValue, prefix: list[SSAValue], tail: list[int],
@@ -423,8 +464,8 @@ def _product_nests(updates: list[Update], operands: dict[tuple[object, ...], Ope
         block.add_op(op)
         return list(op.results)
 
-    def accumulate(block: Block, acc: SSAValue, where: list[SSAValue],
-                   d: list[SSAValue]) -> None:
+    def add_to(block: Block, acc: SSAValue, where: list[SSAValue],
+               d: list[SSAValue]) -> None:
         for amap, part in zip(spots, d, strict=True):
             old = loop.LoadOp(acc, amap, where)
             total = arith.AddfOp(old.result, part)
@@ -441,18 +482,19 @@ def _product_nests(updates: list[Update], operands: dict[tuple[object, ...], Ope
             d = [zero.result] * 4
             for fa, fb in chain(operands[update.a], operands[update.b]):
                 d = product(inner, fa, fb, i, j, d)
-            accumulate(inner, update.store.buffer, [*thread_ivs, i, j], d)
+            add_to(inner, update.store.buffer, [*thread_ivs, i, j], d)
         return [nest]
     nests = []
-    nest, inner, (i, j) = ij_nest()
-    zero = arith.ConstantOp(FloatAttr(0.0, f32))
-    inner.add_op(zero)
-    for part in parts:
-        for r in range(4):
-            dims = [AffineDimExpr(d) for d in range(n + 2)]
-            amap = AffineMap(n + 2, 0, (*dims, AffineConstantExpr(r)))
-            inner.add_op(loop.StoreOp(zero.result, part, amap, [*thread_ivs, i, j]))
-    nests.append(nest)
+    if zero:
+        nest, inner, (i, j) = ij_nest()
+        cst = arith.ConstantOp(FloatAttr(0.0, f32))
+        inner.add_op(cst)
+        for part in parts:
+            for r in range(4):
+                dims = [AffineDimExpr(d) for d in range(n + 2)]
+                amap = AffineMap(n + 2, 0, (*dims, AffineConstantExpr(r)))
+                inner.add_op(loop.StoreOp(cst.result, part, amap, [*thread_ivs, i, j]))
+        nests.append(nest)
     for term in range(terms):
         nest, inner, (i, j) = ij_nest()
         for update, part in zip(updates, parts, strict=True):
@@ -464,11 +506,12 @@ def _product_nests(updates: list[Update], operands: dict[tuple[object, ...], Ope
                 amap = AffineMap(n + 2, 0, (*dims, AffineConstantExpr(r)))
                 inner.add_op(loop.StoreOp(value, part, amap, [*thread_ivs, i, j]))
         nests.append(nest)
-    nest, inner, (i, j) = ij_nest()
-    for update, part in zip(updates, parts, strict=True):
-        d = loads(inner, part, [i, j], [0, 1, 2, 3])
-        accumulate(inner, update.store.buffer, [*thread_ivs, i, j], d)
-    nests.append(nest)
+    if accumulate:
+        nest, inner, (i, j) = ij_nest()
+        for update, part in zip(updates, parts, strict=True):
+            d = loads(inner, part, [i, j], [0, 1, 2, 3])
+            add_to(inner, update.store.buffer, [*thread_ivs, i, j], d)
+        nests.append(nest)
     return nests
 
 
@@ -483,10 +526,11 @@ class MmaFragments(ModulePass):
 
     terms: int = 0
     order: int = 0
+    promote: int = 0
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         if self.terms not in (0, *TERMS):
             raise PassFailedException(f"mma-fragments: terms must be 0 (the kernel's knob), "
                                       f"1 or 3, got {self.terms}")
-        PatternRewriteWalker(KeepLocation(MmaChunkLoop(self.terms, self.order)),
+        PatternRewriteWalker(KeepLocation(MmaChunkLoop(self.terms, self.order, self.promote)),
                              apply_recursively=False).rewrite_module(op)

@@ -15,7 +15,8 @@ from llmopt.tools.tune import TABLE_DIR, load_table
 
 TABLES = sorted(TABLE_DIR.glob("*.json"))
 KNOBS = {"bm", "bn", "tm", "tn", "bk", "split_k", "blocked", "kmajor", "stages", "prefetch",
-         "carry", "min_blocks", "kv_order", "mma_order", "mma_terms"}
+         "carry", "min_blocks", "kv_order", "mma_order", "mma_terms",
+         "mma_promote"}
 
 
 def test_there_is_a_table_for_the_h200() -> None:
@@ -42,7 +43,8 @@ def test_entries_are_valid_schedules(path) -> None:  # noqa: ANN001 - a pytest p
         assert tile.fits(m, n), (name, knobs, entry["shape"])
         assert knobs.get("blocked", 2) in (1, 2, 3) and knobs.get("mma_order", 1) in (1, 2)
         if knobs.get("blocked") == 3:  # tensor cores: whole m16n8k8 fragments, f32 sums
-            assert mma_fits(tile, f32) and knobs.get("mma_terms", 3) == 3 and knobs["bk"] % 8 == 0
+            assert mma_fits(tile, f32) and knobs.get("mma_terms", 3) == 3
+            assert (knobs["bk"] // 8) % knobs.get("mma_promote", 1) == 0
         split = knobs.get("split_k", 1)
         assert k % split == 0 and (k // split) % knobs["bk"] == 0
         assert batch >= 1 and math.isfinite(entry["ms"]) and entry["ms"] > 0
