@@ -249,7 +249,7 @@ class MmaChunkLoop(RewritePattern):
         terms = knob(self.terms, kernel, "mma_terms", 3) if kernel is not None else 3
         if terms not in TERMS:
             raise PassFailedException(f"mma-fragments: terms must be 1 or 3, got {terms}")
-        order = knob(self.order, kernel, "mma_order", 1) if kernel is not None else 1
+        order = knob(self.order, kernel, "mma_order", 2) if kernel is not None else 2
         if order not in (1, 2):
             raise PassFailedException(f"mma-fragments: order must be 1 or 2, got {order}")
         steps = extent // K_STEP
@@ -363,7 +363,7 @@ def _rewrite(chunk: scf.ForOp, forall: tile.ForallOp, nest: list[loop.ForOp],
             inner.add_op(_fragment_nest(operand, kk, step.result, ivs, thread_ivs, extents,
                                         terms))
         inner.add_ops(_product_nests(updates, operands, thread_ivs, extents, terms, parts,
-                                     zero=False, accumulate=False))
+                                     zero=False, accumulate=False, order=order))
         inner.add_op(scf.YieldOp())
         for nest_ in _product_nests(updates, operands, thread_ivs, extents, 0, parts,
                                     zero=False):
@@ -424,13 +424,14 @@ def _fragment_nest(operand: Operand, kk: SSAValue, kq: SSAValue, ivs: dict[str, 
 def _product_nests(updates: list[Update], operands: dict[tuple[object, ...], Operand],
                    thread_ivs: list[SSAValue], extents: dict[str, int], terms: int,
                    parts: list[SSAValue] | None, zero: bool = True,
-                   accumulate: bool = True) -> list[loop.ForOp]:
+                   accumulate: bool = True, order: int = 2) -> list[loop.ForOp]:
     """``loop.for %i, %j`` nests: per update, ``terms`` tensor-core products summed from
     zero and then added to the accumulator's four elements in ``f32``. ``parts`` (one
-    ``[…, I, J, 4]`` register buffer per update, or ``None``): take the products term by
-    term over every ``(i, j)`` (order 2, independent products back to back) instead of
-    each ``(i, j)``'s chain at once (order 1); ``zero``/``accumulate``: start with the
-    nest that zeroes ``parts`` / end with the one adding them to the accumulators."""
+    ``[…, I, J, 4]`` register buffer per update, or ``None``: each ``(i, j)``'s chain from
+    zero straight into the accumulators) hold the sums between nests: ``order`` 2 takes
+    the products term by term over every ``(i, j)`` (independent products back to back),
+    1 each ``(i, j)``'s chain at once; ``zero``/``accumulate``: start with the nest that
+    zeroes ``parts`` / end with the one adding them to the accumulators."""
     n = len(thread_ivs)
 
     def loads(block: Block, buffer: SSAValue, prefix: list[SSAValue], tail: list[int],
@@ -495,7 +496,18 @@ def _product_nests(updates: list[Update], operands: dict[tuple[object, ...], Ope
                 amap = AffineMap(n + 2, 0, (*dims, AffineConstantExpr(r)))
                 inner.add_op(loop.StoreOp(cst.result, part, amap, [*thread_ivs, i, j]))
         nests.append(nest)
-    for term in range(terms):
+    if order == 1 and terms:
+        nest, inner, (i, j) = ij_nest()
+        for update, part in zip(updates, parts, strict=True):
+            d = loads(inner, part, [i, j], [0, 1, 2, 3])
+            for fa, fb in chain(operands[update.a], operands[update.b]):
+                d = product(inner, fa, fb, i, j, d)
+            for r, value in enumerate(d):
+                dims = [AffineDimExpr(k) for k in range(n + 2)]
+                amap = AffineMap(n + 2, 0, (*dims, AffineConstantExpr(r)))
+                inner.add_op(loop.StoreOp(value, part, amap, [*thread_ivs, i, j]))
+        nests.append(nest)
+    for term in range(terms if order == 2 else 0):
         nest, inner, (i, j) = ij_nest()
         for update, part in zip(updates, parts, strict=True):
             fa, fb = chain(operands[update.a], operands[update.b])[term]
