@@ -10,38 +10,48 @@ updates ``acc[wi, wj, g, t, i, rh, j, rl] += a · b``, ``a`` and ``b`` loads of 
 ``%kk`` alone in one index. Several updates (the gate and up sums of a fused projection)
 may share ``a``.
 
-**Produces**, for ``kk = 8·kq + k`` (``k < 8``)::
+**Produces**, for ``kk = 8·(P·kqo + kqi) + k`` (``k < 8``, ``P`` the knob ``promote``)::
 
-    scf.for %kq = 0 to K/8 {                     // the chunk loop's attributes
+    scf.for %kqo = 0 to K/(8·P) {                // the chunk loop's attributes
       tile.forall (%wi, %wj, %g, %t) over block_threads {
-        loop.for %i, %q {                        // A fragments: rows g, g+8; columns t, t+4
-          %x = loop.load a[rh := q mod 2, kk := 8·kq + t + 4·(q floordiv 2)]
-          ah[…, i, q] = mma.to_tf32 %x;  al[…, i, q] = mma.to_tf32 (%x - ah)
+        part[…] = 0
+        scf.for %kqi = 0 to P {                  // unrolled; kq = P·kqo + kqi
+          loop.for %i, %q {                      // A fragments: rows g, g+8; columns t, t+4
+            %x = loop.load a[rh := q mod 2, kk := 8·kq + t + 4·(q floordiv 2)]
+            ah[…, i, q] = mma.to_tf32 %x;  al[…, i, q] = mma.to_tf32 (%x - ah)
+          }
+          loop.for %j, %q {                      // B fragments: column g; rows t, t+4
+            %y = loop.load b[2·t + rl := g, kk := 8·kq + t + 4·q];  bh, bl likewise
+          }
+          loop.for %i, %j { part[i, j] = mma.sync (al) * (bh) + (part[i, j]) }
+          loop.for %i, %j { part[i, j] = mma.sync (ah) * (bl) + (part[i, j]) }
+          loop.for %i, %j { part[i, j] = mma.sync (ah) * (bh) + (part[i, j]) }
         }
-        loop.for %j, %q {                        // B fragments: column g; rows t, t+4
-          %y = loop.load b[2·t + rl := g, kk := 8·kq + t + 4·q];  bh, bl likewise
-        }
-        loop.for %i, %j {                        // acc[i, rh, j, rl] is C's element 2·rh + rl
-          d = mma.sync (al) * (bh) + (acc);  d = mma.sync (ah) * (bl) + (d)
-          acc = mma.sync (ah) * (bh) + (d)
-        }
+        loop.for %i, %j { acc[i, rh, j, rl] += part[i, j, 2·rh + rl] }   // in f32
       }
     }
 
 with ``tile.alloc registers`` fragments ``[forall extents…, I, 4]`` (``a``) and ``[…, J, 2]``
-(``b``) per distinct load. Knob ``terms`` (pass option, or the kernel's schedule; default 3):
-3 as above; 1 one ``mma.sync`` of the rounded operands (TF32 precision: about three decimal
-digits, not an ``f32`` product — only where that is acceptable).
+(``b``) per distinct load and partial sums ``[…, I, J, 4]`` per update. Knobs (pass options,
+or the kernel's schedule): ``promote`` (default 4, or 2 or 1 where the chunk's steps of 8
+are not a multiple of 4): how many steps of 8 the tensor cores sum before the ``f32`` add;
+``order`` (default 2): 2 as above, the three products term by term over every ``(i, j)``
+(independent ``mma.sync`` back to back), 1 each ``(i, j)``'s three at once (with
+``promote=1`` straight from zero into the accumulators, no partial-sum buffer); ``terms``
+(default 3): 1 one ``mma.sync`` of the rounded operands (TF32 precision: about three decimal
+digits, not an ``f32`` product — ``--check-numerics`` rejects it at ``f32`` tolerances).
 
-**Why** the H200's FP32 units peak at 67 TFLOP/s, its TF32 tensor cores at ~490. Splitting
-each operand into a TF32 ``hi`` and the TF32 rounding of ``x - hi`` keeps 22 of the ``f32``
-mantissa's 24 bits, and ``ah·bh + ah·bl + al·bh`` drops only ``al·bl`` (below ``2⁻²²``
-relative): the products are as accurate as ``f32`` multiplications to within a few units of
-the last place, summed in ``f32`` — three tensor-core products per ``f32`` one, still a
-multiple of the FMA units' rate. The sums' order over ``K`` changes (eight terms at a
-time), so results round differently from the FMA loop, not less accurately. Fragment
-reads stay conflict-free when ``pad-shared`` pads rows to ``≡ 4 (mod 32)`` words: lane
-``4·g + t`` reads word ``4·g + t`` of its bank row.
+**Why** the H200's FP32 units peak at 67 TFLOP/s, its TF32 tensor cores several times
+higher. Splitting each operand into a TF32 ``hi`` and the TF32 rounding of ``x - hi``
+keeps 22 of the ``f32`` mantissa's 24 bits, and ``ah·bh + ah·bl + al·bh`` drops only
+``al·bl`` (below ``2⁻²²`` relative). The tensor core adds its products to ``C`` with
+truncation, so summing a whole ``K`` on it lost accuracy (1–7·10⁻⁵ relative to the largest
+output on the H200, against 1–3·10⁻⁶ for the FMA loop); summing ``P`` steps from zero and
+adding those partial sums in ``f32`` (round to nearest) gave 2–9·10⁻⁷, *below* the FMA
+loop's error, because each ``f32`` add now takes 8·P terms at once. Results round
+differently from the FMA loop, so they are not bit-identical to it. Fragment reads stay
+conflict-free when ``pad-shared`` pads rows to ``≡ 4 (mod 32)`` words (or 20, as for rows
+of 16): lane ``4·g + t`` reads a distinct bank.
 """
 
 from __future__ import annotations

@@ -3,6 +3,9 @@
 // RUN: llm-opt %s --split-input-file -p 'register-tile{bm=16 bn=64 tm=2 tn=4 blocked=2}' | filecheck %s --check-prefix=CYCLIC
 // RUN: llm-opt %s --split-input-file -p register-tile,tile-to-kernel,canonicalize,cse,kernel-to-cuda --check-numerics 2>&1 >/dev/null | filecheck %s --check-prefix=NUM
 // RUN: llm-opt %s --split-input-file -p 'register-tile{bm=16 bn=64 tm=2 tn=4},tile-to-kernel,canonicalize,cse,kernel-to-cuda' --check-numerics 2>&1 >/dev/null | filecheck %s --check-prefix=NUM
+// RUN: llm-opt %s --split-input-file -p 'register-tile{bm=32 bn=32 tm=4 tn=4 blocked=3}' | filecheck %s --check-prefix=MMA
+// RUN: llm-opt %s --split-input-file -p 'register-tile{bm=32 bn=32 tm=4 tn=4 blocked=3},tile-to-kernel,canonicalize,cse,kernel-to-cuda' --check-numerics 2>&1 >/dev/null | filecheck %s --check-prefix=NUM
+// RUN: not llm-opt %s --split-input-file -p 'register-tile{bm=16 bn=64 tm=1 tn=4 blocked=3}' 2>&1 | filecheck %s --check-prefix=MMA-ODD
 // A matrix-product kernel (one forall over threads, loop.reduce adds of products over one K,
 // an epilogue) becomes a forall over blocks of bm x bn output tiles, each thread accumulating
 // a tm x tn micro-tile in registers per reduction. The inputs are Tile IR as loop-to-tile
@@ -103,6 +106,22 @@ builtin.module {
 // CYCLIC-NEXT:          loop.load %5[(((%[[BM]] * 16) + (%[[MI]] * 8)) + %[[TI]]), %{{.*}}] : memref<32x64xf32>
 // CYCLIC-NEXT:          loop.load %4[(((%[[BN]] * 64) + (%[[NJ]] * 16)) + %[[TJ]]), %{{.*}}] : memref<128x64xf32>
 // CYCLIC:       loop.store %{{.*}}, %2[(((%[[BM]] * 16) + (%{{.*}} * 8)) + %{{.*}}), (((%[[BN]] * 64) + (%{{.*}} * 16)) + %{{.*}})] : memref<32x128xf32>
+
+// blocked=3: the tensor-core layout of mma-fragments. Warps (wi, wj) own 32x16 outputs (8·tm x
+// 4·tn); lane 4g+t owns rows g + 16i + 8rh and columns 2t + 8j + rl: the C/D elements of
+// mma.sync's 16x8 fragments.
+// MMA-LABEL: func.func @forward
+// MMA:         %[[ACC:.*]] = tile.alloc registers : memref<1x2x8x4x2x2x2x2xf32>
+// MMA:         scf.for %k =
+// MMA-NEXT:      tile.forall (%[[WI:.*]], %[[WJ:.*]], %[[G:.*]], %[[T:.*]]) in [1, 2, 8, 4] over block_threads {
+// MMA-NEXT:      loop.for %[[I:.*]] = 0 to 2 {
+// MMA-NEXT:        loop.for %[[RH:.*]] = 0 to 2 {
+// MMA-NEXT:          loop.for %[[J:.*]] = 0 to 2 {
+// MMA-NEXT:            loop.for %[[RL:.*]] = 0 to 2 {
+// MMA-NEXT:              loop.load %5[(((((%bm * 32) + (%[[WI]] * 32)) + %[[G]]) + (%[[I]] * 16)) + (%[[RH]] * 8)), %k] : memref<32x64xf32>
+// MMA-NEXT:              loop.load %4[(((((%bn * 32) + (%[[WJ]] * 16)) + (%[[T]] * 2)) + (%[[J]] * 8)) + %[[RL]]), %k] : memref<128x64xf32>
+// MMA:         } {llmopt.role = "update", llmopt.layout = "mma"}
+// MMA-ODD:     register-tile: blocked=3 (tensor-core fragments) needs f32 sums, even tm and tn
 
 // NUM:      // numerics: tolerance
 // NUM-NEXT: register-tile {{.*}} ok
