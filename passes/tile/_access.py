@@ -12,9 +12,9 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from xdsl.dialects import arith
+from xdsl.dialects import arith, scf
 from xdsl.dialects.builtin import IndexType, IntegerAttr
-from xdsl.ir import Attribute, Block, Operation, SSAValue
+from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr, AffineExpr, AffineMap
 
 from llmopt.dialects import loop, tile
@@ -130,6 +130,20 @@ class Cloner:
 def _push(ops: list[Operation], op: Operation) -> SSAValue:
     ops.append(op)
     return op.results[0]
+
+
+def counted_for(extent: int, name: str, attrs: dict[str, Attribute]
+                ) -> tuple[list[Operation], scf.ForOp, SSAValue]:
+    """``scf.for %name = 0 to extent step 1`` (no iter_args) with ``attrs``, an empty body
+    block (no terminator yet), and the constants of its bounds, which go before it."""
+    bounds = [arith.ConstantOp(IntegerAttr(v, IndexType())) for v in (0, extent, 1)]
+    body = Block(arg_types=[IndexType()])
+    iv = body.args[0]
+    iv.name_hint = name
+    for_op = scf.ForOp(bounds[0].result, bounds[1].result, bounds[2].result, [],
+                       Region(body))
+    for_op.attributes |= attrs
+    return list(bounds), for_op, iv
 
 
 def loop_nest(extents: Sequence[int], names: Sequence[str], attrs: dict[str, Attribute]

@@ -56,6 +56,7 @@ of 16): lane ``4·g + t`` reads a distinct bank.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from xdsl.context import Context
@@ -83,7 +84,7 @@ from xdsl.utils.exceptions import PassFailedException
 
 from llmopt.dialects import loop, mma, tile
 from llmopt.lowering.loop_to_tile import KeepLocation
-from llmopt.passes.tile._access import linear_form, loop_nest
+from llmopt.passes.tile._access import counted_for, linear_form, loop_nest
 from llmopt.passes.tile._schedule import knob
 from llmopt.passes.tile.register_tile import UNROLL
 from llmopt.passes.tile.stage_inputs import const_int
@@ -355,13 +356,8 @@ def _rewrite(chunk: scf.ForOp, forall: tile.ForallOp, nest: list[loop.ForOp],
         for nest_ in _product_nests(updates, operands, thread_ivs, extents, 0, parts,
                                     accumulate=False):
             add(nest_)
-        bounds = [_index(0), _index(promote), _index(1)]
-        inner = Block(arg_types=[IndexType()])
-        kqi = inner.args[0]
-        kqi.name_hint = "kqi"
-        steps = scf.ForOp(bounds[0].result, bounds[1].result, bounds[2].result, [],
-                          Region(inner))
-        steps.attributes |= UNROLL
+        bounds, steps, kqi = counted_for(promote, "kqi", UNROLL)
+        inner = steps.body.block
         for op_ in [*bounds, steps]:
             add(op_)
         scale = _index(promote)
@@ -485,6 +481,13 @@ def _product_nests(updates: list[Update], operands: dict[tuple[object, ...], Ope
     def ij_nest() -> tuple[loop.ForOp, Block, list[SSAValue]]:
         return loop_nest([extents["i"], extents["j"]], ["i", "j"], UNROLL)
 
+    def store_part(block: Block, part: SSAValue, i: SSAValue, j: SSAValue,
+                   values: Sequence[SSAValue]) -> None:
+        for r, value in enumerate(values):
+            dims = [AffineDimExpr(k) for k in range(n + 2)]
+            amap = AffineMap(n + 2, 0, (*dims, AffineConstantExpr(r)))
+            block.add_op(loop.StoreOp(value, part, amap, [*thread_ivs, i, j]))
+
     if parts is None:
         nest, inner, (i, j) = ij_nest()
         for update in updates:
@@ -501,10 +504,7 @@ def _product_nests(updates: list[Update], operands: dict[tuple[object, ...], Ope
         cst = arith.ConstantOp(FloatAttr(0.0, f32))
         inner.add_op(cst)
         for part in parts:
-            for r in range(4):
-                dims = [AffineDimExpr(d) for d in range(n + 2)]
-                amap = AffineMap(n + 2, 0, (*dims, AffineConstantExpr(r)))
-                inner.add_op(loop.StoreOp(cst.result, part, amap, [*thread_ivs, i, j]))
+            store_part(inner, part, i, j, [cst.result] * 4)
         nests.append(nest)
     if order == 1 and terms:
         nest, inner, (i, j) = ij_nest()
@@ -512,21 +512,14 @@ def _product_nests(updates: list[Update], operands: dict[tuple[object, ...], Ope
             d = loads(inner, part, [i, j], [0, 1, 2, 3])
             for fa, fb in chain(operands[update.a], operands[update.b]):
                 d = product(inner, fa, fb, i, j, d)
-            for r, value in enumerate(d):
-                dims = [AffineDimExpr(k) for k in range(n + 2)]
-                amap = AffineMap(n + 2, 0, (*dims, AffineConstantExpr(r)))
-                inner.add_op(loop.StoreOp(value, part, amap, [*thread_ivs, i, j]))
+            store_part(inner, part, i, j, d)
         nests.append(nest)
     for term in range(terms if order == 2 else 0):
         nest, inner, (i, j) = ij_nest()
         for update, part in zip(updates, parts, strict=True):
             fa, fb = chain(operands[update.a], operands[update.b])[term]
             c = loads(inner, part, [i, j], [0, 1, 2, 3])
-            d = product(inner, fa, fb, i, j, c)
-            for r, value in enumerate(d):
-                dims = [AffineDimExpr(k) for k in range(n + 2)]
-                amap = AffineMap(n + 2, 0, (*dims, AffineConstantExpr(r)))
-                inner.add_op(loop.StoreOp(value, part, amap, [*thread_ivs, i, j]))
+            store_part(inner, part, i, j, product(inner, fa, fb, i, j, c))
         nests.append(nest)
     if accumulate:
         nest, inner, (i, j) = ij_nest()

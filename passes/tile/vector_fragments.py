@@ -62,6 +62,7 @@ from xdsl.utils.exceptions import PassFailedException
 from llmopt.dialects import loop, tile
 from llmopt.lowering.loop_to_tile import KeepLocation
 from llmopt.passes._ir import defined_inside
+from llmopt.passes.tile._access import counted_for
 from llmopt.passes.tile._schedule import knob
 from llmopt.passes.tile.register_tile import UNROLL
 from llmopt.passes.tile.stage_inputs import const_int
@@ -389,13 +390,8 @@ def _inner_loop(forall: tile.ForallOp, kk: SSAValue, kq: SSAValue, pre: list[Ope
     fbody = forall.body.block
     terminator = fbody.last_op if isinstance(fbody.last_op, tile.YieldOp) else None
     moved = [inner for inner in fbody.ops if inner is not terminator]
-    bounds = [_index(0), _index(width), _index(1)]
-    body = Block(arg_types=[IndexType()])
-    kv = body.args[0]
-    kv.name_hint = "kv"
-    kv_loop = scf.ForOp(bounds[0].result, bounds[1].result, bounds[2].result, [],
-                        Region(body))
-    kv_loop.attributes |= UNROLL
+    bounds, kv_loop, kv = counted_for(width, "kv", UNROLL)
+    body = kv_loop.body.block
     for inner in [*bounds, kv_loop]:
         if terminator is None:
             fbody.add_op(inner)
