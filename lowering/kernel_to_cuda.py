@@ -58,6 +58,10 @@ What each construct becomes:
   ``%``; ``floordivsi``/``ceildivsi`` are ``a / b`` corrected by one where the remainder is
   non-zero and the signs differ (agree); unsigned ops go through unsigned casts; ``cmpf``
   keeps ordered/unordered semantics; ``maximumf``/``minimumf`` propagate NaN;
+* ``mma.sync`` → four uninitialised ``float`` locals and one ``asm("mma.sync.aligned.m16n8k8
+  .row.col.f32.tf32.tf32.f32 …")`` statement (``cuda.asm``; the TF32 operands passed as
+  ``__float_as_uint`` bits); ``mma.to_tf32`` → ``asm("cvt.rna.tf32.f32 …")`` into an
+  ``unsigned int`` and a ``const float`` of its bits;
 * ``math`` — the CUDA math functions (``expf``, ``rsqrtf``, ``tanhf``, ``powf`` …, and the
   ``double`` versions for ``f64``).
 

@@ -57,7 +57,7 @@ of 16): lane ``4·g + t`` reads a distinct bank.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import arith, scf
@@ -103,7 +103,6 @@ class Operand:
     role: str  # "a" (rows) or "b" (columns)
     hi: SSAValue | None = None
     lo: SSAValue | None = None
-    loads: list[loop.LoadOp] = field(default_factory=list)
 
     def key(self) -> tuple[object, ...]:
         return (self.load.buffer, self.load.map.data, tuple(self.load.indices))
@@ -206,7 +205,6 @@ def _updates(body: Block, kk: SSAValue, ivs: dict[str, SSAValue], acc_indices: l
             operand = operands.setdefault(operand.key(), operand)
             if operand.role != role:
                 return None
-            operand.loads.append(load)
             keys[role] = operand.key()
             seen.add(load)
         if len(keys) != 2:

@@ -20,8 +20,14 @@ consecutive outputs, so a warp reading its operands from tiles in the global buf
 steps are adjacent words, read as 128-bit vectors; or *blocked* (``blocked=1``, the default
 when the kernel's schedule asks for K-major tiles, ``kmajor = 1``), ``m = bm·b_m + ti·tm +
 mi`` and ``n = bn·b_n + tj·tn + nj`` — a thread's operands are then adjacent in the K-major
-tiles. The
-accumulators are a ``tile.alloc registers`` buffer ``[bm/tm, bn/tn, tm, tn]`` per reduction;
+tiles; or the *tensor-core layout* (``blocked=3``, only by request: ``f32`` sums, ``tm`` and
+``tn`` even), which ``mma-fragments`` turns into ``mma.sync``: threads ``(wi, wj, g, t)`` —
+warps ``(wi, wj)`` owning ``8·tm × 4·tn`` outputs, lane ``4·g + t`` — and outputs
+``(i, rh, j, rl)`` with ``m = bm·b_m + 8·tm·wi + 16·i + 8·rh + g`` and ``n = bn·b_n +
+4·tn·wj + 8·j + 2·t + rl``: each 16 × 8 piece of a warp's outputs is one ``mma.sync``
+accumulator fragment. The
+accumulators are a ``tile.alloc registers`` buffer ``[bm/tm, bn/tn, tm, tn]`` per reduction
+(``[wm, wn, 8, 4, tm/2, 2, tn/2, 2]`` in the tensor-core layout);
 the reductions become one sequential ``scf.for`` over K around a forall over the block's
 threads whose ``mi``/``nj`` loops (marked ``unroll``) update every accumulator of the thread
 from the same K step, so each loaded operand is used ``tm`` or ``tn`` times from a register.
