@@ -44,6 +44,9 @@ from xdsl.irdl import (
 from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 
+MIN_SM = 80
+"""The first architecture with TF32 ``mma.sync`` (sm_80, Ampere)."""
+
 FRAGMENTS = {"a": 4, "b": 2, "c": 4}
 """Values each thread holds of ``A``, ``B`` and ``C`` in an ``m16n8k8`` TF32 product."""
 
@@ -93,4 +96,4 @@ class ToTf32Op(IRDLOperation):
 
 Mma = Dialect("mma", [SyncOp, ToTf32Op], [])
 
-__all__ = ["FRAGMENTS", "Mma", "SyncOp", "ToTf32Op"]
+__all__ = ["FRAGMENTS", "MIN_SM", "Mma", "SyncOp", "ToTf32Op"]

@@ -1107,6 +1107,22 @@ def shared_layout(func: kernel.FuncOp, static_limit: int = 48 * 1024) -> SharedL
     return SharedLayout(total, offsets, total > static_limit)
 
 
+def _check_tensor_cores(module: ModuleOp, arch: str) -> None:
+    """``mma`` ops need sm_80 or newer: an error naming the kernel otherwise (NVRTC's own
+    would name a PTX line)."""
+    number = int(re.sub(r"\D", "", arch))
+    if number >= mma.MIN_SM:
+        return
+    for op in module.walk():
+        if isinstance(op, mma.SyncOp | mma.ToTf32Op):
+            func = op.parent_op()
+            while func is not None and not isinstance(func, kernel.FuncOp):
+                func = func.parent_op()
+            name = func.sym_name.data if func is not None else "?"
+            raise PassFailedException(f"kernel-to-cuda: kernel '{name}' uses {op.name}, which "
+                                      f"needs sm_80 or newer; the target is {arch}")
+
+
 @dataclass
 class _LowerKernelFunc(RewritePattern):
     """``kernel.func`` → ``cuda.kernel`` (see the module docstring)."""
@@ -1263,6 +1279,7 @@ class KernelToCuda(ModulePass):
         if self.index_bitwidth not in (32, 64):
             raise PassFailedException(f"kernel-to-cuda: index_bitwidth must be 32 (where "
                                       f"proven to fit) or 64, got {self.index_bitwidth}")
+        _check_tensor_cores(op, self.arch)
         _rename_kernels(op)
         layouts = _shared_layouts(op, self.arch)
         grids = launch_grids(op) if self.index_bitwidth == 32 else {}

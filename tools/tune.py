@@ -25,6 +25,7 @@ import json
 import math
 import multiprocessing
 import os
+import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -35,7 +36,7 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, MemRefType, ModuleOp, i64
 from xdsl.ir import Block, Region
 
-from llmopt.dialects import loop, tile
+from llmopt.dialects import loop, mma, tile
 from llmopt.passes.tile._schedule import (
     SCHEDULE_ATTR,
     RegisterTile,
@@ -131,7 +132,7 @@ def mma_candidates(kernel: tile.KernelOp, arch: str, limit: int) -> list[dict[st
     ``mma-fragments``), the ``limit`` best by the cost model; none on a GPU without
     ``mma.sync`` TF32 (before sm_80)."""
     found = match_contraction(kernel)
-    if found is None or int(arch.removeprefix("sm_")) < 80:
+    if found is None or int(re.sub(r"\D", "", arch)) < mma.MIN_SM:
         return []
     ext = found.extents
     m, n, k = ext[found.m], ext[found.n], found.reduce.trip_count

@@ -6,6 +6,7 @@
 // RUN: not llm-opt %s -p 'mma-fragments{terms=1},tile-to-kernel' --check-numerics 2>&1 >/dev/null | filecheck %s --check-prefix=TF32
 // RUN: not llm-opt %s -p 'mma-fragments{promote=3}' 2>&1 | filecheck %s --check-prefix=BAD
 // RUN: llm-opt %S/vector-fragments.mlir -p mma-fragments | filecheck %s --check-prefix=SKIP
+// RUN: not llm-opt %s -p 'mma-fragments,tile-to-kernel,canonicalize,cse,kernel-to-cuda{arch=sm_75}' 2>&1 | filecheck %s --check-prefix=SM75
 // A register-tiled x·Wᵀ + r (M=64 N=64 K=32) in the tensor-core layout — register-tile{bm=32
 // bn=32 tm=4 tn=4 blocked=3}: two warps of 32×16 outputs a block, lane 4g+t holding rows g and
 // g+8 and columns 2t and 2t+1 of each 16×8 fragment — after stage-inputs{bk=16}, async-copy and
@@ -69,6 +70,9 @@
 // One TF32 product instead of three is not an f32 product: --check-numerics says so.
 // TF32:      mma-fragments {{.*}} FAIL
 // TF32:      error: --check-numerics: pass 'mma-fragments' changed the result
+
+// Turing has no TF32 mma.sync: kernel-to-cuda says which kernel needs sm_80.
+// SM75:      kernel-to-cuda: kernel 'elementwise_5' uses mma.to_tf32, which needs sm_80 or newer; the target is sm_75
 
 // BAD:       mma-fragments: promote must divide the chunk's 2 steps of 8, got 3
 
