@@ -181,7 +181,8 @@ def _updates(body: Block, kk: SSAValue, ivs: dict[str, SSAValue], acc_indices: l
     for op in body.ops:
         if not isinstance(op, loop.StoreOp):
             continue
-        if not _registers(op.buffer) or list(op.indices) != acc_indices:
+        if (not _registers(op.buffer) or list(op.indices) != acc_indices
+                or op.map.data != AffineMap.identity(len(acc_indices))):
             return None
         total = op.value.owner
         if not isinstance(total, arith.AddfOp):
