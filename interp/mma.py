@@ -57,13 +57,13 @@ def _mma_sync(ev: SimtEvaluator, op: Operation) -> None:
     lead = frame[:-1] + (threads // WARP,)
 
     def lanes(k: int) -> np.ndarray:
-        """Operand ``k`` as ``[..., warp, g, t]`` in float64."""
+        """Operand ``k`` as ``[..., warp, g, t]``."""
         value = np.broadcast_to(np.asarray(ev.env[op.operands[k]], np.float32), frame)
-        return value.reshape(lead + (8, 4)).astype(np.float64)
+        return value.reshape(lead + (8, 4))
 
-    a = [truncate_tf32(lanes(k).astype(np.float32)).astype(np.float64) for k in range(4)]
-    b = [truncate_tf32(lanes(k).astype(np.float32)).astype(np.float64) for k in (4, 5)]
-    c = [lanes(k) for k in range(6, 10)]
+    a = [truncate_tf32(lanes(k)).astype(np.float64) for k in range(4)]
+    b = [truncate_tf32(lanes(k)).astype(np.float64) for k in (4, 5)]
+    c = [lanes(k).astype(np.float64) for k in range(6, 10)]
     mat_a = np.empty(lead + (16, 8))
     mat_a[..., :8, :4], mat_a[..., 8:, :4], mat_a[..., :8, 4:], mat_a[..., 8:, 4:] = a
     mat_b = np.empty(lead + (8, 8))  # [k, n]: b0 holds B[t][g], b1 B[t + 4][g]

@@ -114,6 +114,7 @@ from xdsl.utils.exceptions import PassFailedException
 from llmopt.dialects import cuda, kernel, mma
 from llmopt.lowering._index_range import fits_in_32_bits, launch_grids
 from llmopt.lowering.loop_to_tile import KeepLocation, OpFailure
+from llmopt.lowering.tile_to_kernel import enclosing_func
 from llmopt.passes.tile._schedule import knob, limits
 
 __all__ = ["KernelToCuda", "SharedLayout", "shared_layout"]
@@ -1115,9 +1116,7 @@ def _check_tensor_cores(module: ModuleOp, arch: str) -> None:
         return
     for op in module.walk():
         if isinstance(op, mma.SyncOp | mma.ToTf32Op):
-            func = op.parent_op()
-            while func is not None and not isinstance(func, kernel.FuncOp):
-                func = func.parent_op()
+            func = enclosing_func(op)
             name = func.sym_name.data if func is not None else "?"
             raise PassFailedException(f"kernel-to-cuda: kernel '{name}' uses {op.name}, which "
                                       f"needs sm_80 or newer; the target is {arch}")

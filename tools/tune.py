@@ -44,7 +44,12 @@ from llmopt.passes.tile._schedule import (
     limits,
     tile_cost,
 )
-from llmopt.passes.tile.register_tile import match_contraction, mma_fits, tile_periods
+from llmopt.passes.tile.register_tile import (
+    Contraction,
+    match_contraction,
+    mma_fits,
+    tile_periods,
+)
 
 TABLE_DIR = Path(__file__).resolve().parent.parent / "passes" / "tile" / "tuned"
 SCHEDULED = ("split-k{{arch={arch}}},register-tile{{arch={arch}}},stage-inputs{{arch={arch}}},"
@@ -81,6 +86,20 @@ def describe(kernel: tile.KernelOp) -> str:
     return f"{batch}x{ext[found.m]}x{ext[found.n]}x{found.reduce.trip_count}"
 
 
+def product_dims(found: Contraction) -> tuple[int, int, int, int]:
+    """``(m, n, k, batch points)`` of a matched product."""
+    ext = found.extents
+    return (ext[found.m], ext[found.n], found.reduce.trip_count,
+            math.prod(ext[d] for d in found.batch))
+
+
+def block_count(tile_: RegisterTile, split: int, dims: tuple[int, int, int, int]) -> int:
+    """Blocks of ``tile_`` over a product of ``dims`` (:func:`product_dims`) cut in ``split``
+    K slices."""
+    m, n, _, batch = dims
+    return batch * (m // tile_.bm) * (n // tile_.bn) * split
+
+
 def candidates(kernel: tile.KernelOp, arch: str) -> list[dict[str, int]]:
     """Knob sets worth timing for ``kernel``, most promising first: every register tile that
     divides the output (at least 4 outputs a thread, at most 64 accumulators), with K slices
@@ -91,9 +110,7 @@ def candidates(kernel: tile.KernelOp, arch: str) -> list[dict[str, int]]:
     found = match_contraction(kernel)
     if found is None:
         return []
-    ext = found.extents
-    m, n, k = ext[found.m], ext[found.n], found.reduce.trip_count
-    batch = math.prod(ext[d] for d in found.batch)
+    m, n, k, batch = dims = product_dims(found)
     gpu = limits(arch)
     accs = len(found.reduces)
     scored: list[tuple[float, int, int, dict[str, int]]] = []
@@ -102,7 +119,7 @@ def candidates(kernel: tile.KernelOp, arch: str) -> list[dict[str, int]]:
         if tm * tn < 4:
             continue
         for split in (1, 2, 4, 8, 16):
-            blocks = batch * (m // bm) * (n // bn) * split
+            blocks = block_count(tile_, split, dims)
             if k % split or (split > 1 and (k // split < 128 or blocks > 8 * gpu.sms)):
                 continue
             score = tile_cost(tile_, blocks, gpu) / split
@@ -134,9 +151,7 @@ def mma_candidates(kernel: tile.KernelOp, arch: str, limit: int) -> list[dict[st
     found = match_contraction(kernel)
     if found is None or int(re.sub(r"\D", "", arch)) < mma.MIN_SM:
         return []
-    ext = found.extents
-    m, n, k = ext[found.m], ext[found.n], found.reduce.trip_count
-    batch = math.prod(ext[d] for d in found.batch)
+    m, n, k, _ = dims = product_dims(found)
     gpu = limits(arch)
     typ = found.reduce.result.type
     scored: list[tuple[float, dict[str, int]]] = []
@@ -145,7 +160,7 @@ def mma_candidates(kernel: tile.KernelOp, arch: str, limit: int) -> list[dict[st
         if not (tile_.fits(m, n, tile_periods(found)) and mma_fits(tile_, typ)):
             continue
         for split in (1, 2, 4):
-            blocks = batch * (m // bm) * (n // bn) * split
+            blocks = block_count(tile_, split, dims)
             if k % split or (k // split) % 32 or (split > 1 and k // split < 256):
                 continue
             score = tile_cost(tile_, blocks, gpu) / split

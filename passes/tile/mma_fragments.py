@@ -70,7 +70,7 @@ from xdsl.dialects.builtin import (
     StringAttr,
     f32,
 )
-from xdsl.ir import Block, Operation, Region, SSAValue
+from xdsl.ir import Block, Operation, SSAValue
 from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr, AffineExpr, AffineMap
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
@@ -88,6 +88,7 @@ from llmopt.passes.tile._access import counted_for, linear_form, loop_nest
 from llmopt.passes.tile._schedule import knob
 from llmopt.passes.tile.register_tile import UNROLL
 from llmopt.passes.tile.stage_inputs import const_int
+from llmopt.passes.tile.vector_fragments import outer_chunk_loop
 
 K_STEP = 8
 """K elements one ``m16n8k8`` product consumes."""
@@ -217,10 +218,6 @@ def _updates(body: Block, kk: SSAValue, ivs: dict[str, SSAValue], acc_indices: l
     return updates, operands
 
 
-def _index(value: int) -> arith.ConstantOp:
-    return arith.ConstantOp(IntegerAttr(value, IndexType()))
-
-
 @dataclass
 class MmaChunkLoop(RewritePattern):
     """Rewrite one chunk loop (see the module docstring)."""
@@ -312,19 +309,10 @@ def _rewrite(chunk: scf.ForOp, forall: tile.ForallOp, nest: list[loop.ForOp],
 
     # scf.for %kq = 0 to K/8 (with promote P: %kqo = 0 to K/(8·P)), the forall moved into
     # it and emptied.
-    c0, cn, c1 = _index(0), _index(extent // (K_STEP * promote)), _index(1)
-    for c in (c0, cn, c1):
-        rewriter.insert(c, InsertPoint.before(chunk))
-    body = Block(arg_types=[IndexType()])
-    kq = body.args[0]
-    kq.name_hint = "kq" if promote == 1 else "kqo"
-    outer = scf.ForOp(c0.result, cn.result, c1.result, [], Region(body))
-    outer.attributes |= chunk.attributes
-    rewriter.insert(outer, InsertPoint.before(chunk))
     old_nest = nest[0]
     old_nest.detach()
-    forall.detach()
-    body.add_ops([forall, scf.YieldOp()])
+    kq = outer_chunk_loop(chunk, forall, extent // (K_STEP * promote),
+                          "kq" if promote == 1 else "kqo", rewriter)
     fbody = forall.body.block
     terminator = fbody.last_op if isinstance(fbody.last_op, tile.YieldOp) else None
 
@@ -359,7 +347,7 @@ def _rewrite(chunk: scf.ForOp, forall: tile.ForallOp, nest: list[loop.ForOp],
         inner = steps.body.block
         for op_ in [*bounds, steps]:
             add(op_)
-        scale = _index(promote)
+        scale = arith.ConstantOp(IntegerAttr(promote, IndexType()))
         scaled = arith.MuliOp(kq, scale.result)
         step = arith.AddiOp(scaled.result, kqi)
         step.result.name_hint = "kq"
@@ -439,8 +427,8 @@ def _product_nests(updates: list[Update], operands: dict[tuple[object, ...], Ope
     zeroes ``parts`` / end with the one adding them to the accumulators."""
     n = len(thread_ivs)
 
-    def loads(block: Block, buffer: SSAValue, prefix: list[SSAValue], tail: list[int],
-              where: list[AffineExpr] | None = None) -> list[SSAValue]:
+    def loads(block: Block, buffer: SSAValue, prefix: list[SSAValue], tail: list[int]
+              ) -> list[SSAValue]:
         values = []
         for q in tail:
             dims = [AffineDimExpr(d) for d in range(n + len(prefix))]

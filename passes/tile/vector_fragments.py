@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from xdsl.context import Context
 from xdsl.dialects import arith, scf
 from xdsl.dialects.builtin import IndexType, IntegerAttr, MemRefType, ModuleOp
-from xdsl.ir import Block, Operation, Region, SSAValue
+from xdsl.ir import Block, Operation, SSAValue
 from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr, AffineExpr, AffineMap
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
@@ -255,7 +255,7 @@ def _rewrite(chunk: scf.ForOp, forall: tile.ForallOp, pre: list[Operation],
     ``chunk``; returns the ``%kv`` loop."""
     kk = chunk.body.block.args[0]
     allocs = _fragment_registers(chunk, forall, fragments, width, rewriter)
-    kq = _outer_loop(chunk, forall, extent // width, rewriter)
+    kq = outer_chunk_loop(chunk, forall, extent // width, "kq", rewriter)
     kv_loop, mapping = _inner_loop(forall, kk, kq, pre, width)
     kv = kv_loop.body.block.args[0]
     first = kv_loop.lb.owner  # the copies go before the kv loop's bounds
@@ -363,22 +363,16 @@ def _fragment_registers(chunk: scf.ForOp, forall: tile.ForallOp, fragments: list
     return allocs
 
 
-def _outer_loop(chunk: scf.ForOp, forall: tile.ForallOp, steps: int,
-                rewriter: PatternRewriter) -> SSAValue:
-    """``scf.for %kq = 0 to steps`` (with the chunk loop's attributes) before ``chunk``,
-    ``forall`` moved into it; returns ``%kq``."""
-    c0, cn, c1 = _index(0), _index(steps), _index(1)
-    for c in (c0, cn, c1):
-        rewriter.insert(c, InsertPoint.before(chunk))
-    body = Block(arg_types=[IndexType()])
-    kq = body.args[0]
-    kq.name_hint = "kq"
-    outer = scf.ForOp(c0.result, cn.result, c1.result, [], Region(body))
-    outer.attributes |= chunk.attributes
-    rewriter.insert(outer, InsertPoint.before(chunk))
+def outer_chunk_loop(chunk: scf.ForOp, forall: tile.ForallOp, steps: int, name: str,
+                     rewriter: PatternRewriter) -> SSAValue:
+    """``scf.for %name = 0 to steps`` (with the chunk loop's attributes) before ``chunk``,
+    ``forall`` moved into it; returns the induction variable."""
+    bounds, outer, iv = counted_for(steps, name, dict(chunk.attributes))
+    for op in [*bounds, outer]:
+        rewriter.insert(op, InsertPoint.before(chunk))
     forall.detach()
-    body.add_ops([forall, scf.YieldOp()])
-    return kq
+    outer.body.block.add_ops([forall, scf.YieldOp()])
+    return iv
 
 
 def _inner_loop(forall: tile.ForallOp, kk: SSAValue, kq: SSAValue, pre: list[Operation],
