@@ -16,7 +16,7 @@ from llmopt.tools.tune import TABLE_DIR, load_table
 TABLES = sorted(TABLE_DIR.glob("*.json"))
 KNOBS = {"bm", "bn", "tm", "tn", "bk", "split_k", "blocked", "kmajor", "stages", "prefetch",
          "carry", "min_blocks", "kv_order", "mma_order", "mma_terms",
-         "mma_promote"}
+         "mma_promote", "mma_split"}
 
 
 def test_there_is_a_table_for_the_h200() -> None:

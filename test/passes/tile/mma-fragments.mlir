@@ -3,6 +3,12 @@
 // RUN: llm-opt %s -p 'mma-fragments{order=1 promote=1},tile-to-kernel,canonicalize,cse,kernel-to-cuda' --check-numerics 2>&1 >/dev/null | filecheck %s --check-prefix=NUM
 // RUN: llm-opt %s -p 'mma-fragments{order=1 promote=1}' | filecheck %s --check-prefix=CHAIN
 // RUN: llm-opt %s -p 'mma-fragments,tile-to-kernel,canonicalize,cse,kernel-to-cuda' -t cuda | filecheck %s --check-prefix=CUDA
+// RUN: llm-opt %s -p 'mma-fragments{split=1}' | filecheck %s --check-prefix=SPLIT1
+// RUN: llm-opt %s -p 'mma-fragments{split=1},tile-to-kernel,canonicalize,cse,kernel-to-cuda' -t cuda | filecheck %s --check-prefix=CUDA1
+// RUN: llm-opt %s -p 'mma-fragments{split=2}' | filecheck %s --check-prefix=SPLIT2
+// RUN: llm-opt %s -p 'mma-fragments{split=1},tile-to-kernel,canonicalize,cse,kernel-to-cuda' --check-numerics 2>&1 >/dev/null | filecheck %s --check-prefix=NUM
+// RUN: llm-opt %s -p 'mma-fragments{split=2},tile-to-kernel,canonicalize,cse,kernel-to-cuda' --check-numerics 2>&1 >/dev/null | filecheck %s --check-prefix=NUM
+// RUN: not llm-opt %s -p 'mma-fragments{split=4}' 2>&1 | filecheck %s --check-prefix=BADSPLIT
 // RUN: not llm-opt %s -p 'mma-fragments{terms=1},tile-to-kernel' --check-numerics 2>&1 >/dev/null | filecheck %s --check-prefix=TF32
 // RUN: not llm-opt %s -p 'mma-fragments{promote=3}' 2>&1 | filecheck %s --check-prefix=BAD
 // RUN: llm-opt %S/vector-fragments.mlir -p mma-fragments | filecheck %s --check-prefix=SKIP
@@ -11,7 +17,8 @@
 // bn=32 tm=4 tn=4 blocked=3}: two warps of 32×16 outputs a block, lane 4g+t holding rows g and
 // g+8 and columns 2t and 2t+1 of each 16×8 fragment — after stage-inputs{bk=16}, async-copy and
 // pad-shared (rows of 16 padded to 20 words). mma-fragments loads each operand's fragments,
-// splits them into TF32 hi and lo parts, runs three mma.sync per 16×8×8 product into partial
+// splits them into TF32 hi and lo parts (by default hi = the value with its low 13 bits
+// cleared, lo = the exact rest, which the tensor core truncates to TF32), runs three mma.sync per 16×8×8 product into partial
 // sums, and adds those to the accumulators in f32 once per chunk (promote = 2 steps of 8).
 
 // Registers: per thread 2×4 A values and 2×2 B values, each hi and lo; 2×2×4 partial sums.
@@ -27,10 +34,12 @@
 // CHECK:          %kq = arith.addi
 // The A fragment: rows g + 8·(q mod 2), columns t + 4·(q floordiv 2) of the 8-step kq.
 // CHECK:          %[[X:.*]] = loop.load %stage[%slot, ((((%[[WI]] * 32) + %[[G]]) + (%{{.*}} * 16)) + ((%q mod 2) * 8)), (((%kq * 8) + %[[T]]) + ((%q floordiv 2) * 4))]
-// CHECK-NEXT:     %[[XH:.*]] = mma.to_tf32 %[[X]]
+// CHECK-NEXT:     %[[XB:.*]] = arith.bitcast %[[X]] : f32 to i32
+// CHECK-NEXT:     %[[MASK:.*]] = arith.constant -8192 : i32
+// CHECK-NEXT:     %[[XC:.*]] = arith.andi %[[XB]], %[[MASK]] : i32
+// CHECK-NEXT:     %[[XH:.*]] = arith.bitcast %[[XC]] : i32 to f32
 // CHECK-NEXT:     loop.store %[[XH]], %[[AH]]
-// CHECK-NEXT:     %[[XR:.*]] = arith.subf %[[X]], %[[XH]] : f32
-// CHECK-NEXT:     %[[XL:.*]] = mma.to_tf32 %[[XR]]
+// CHECK-NEXT:     %[[XL:.*]] = arith.subf %[[X]], %[[XH]] : f32
 // CHECK-NEXT:     loop.store %[[XL]], %[[AL]]
 // The B fragment: row n = 16·wj + 8·j + g of W, columns t and t + 4 (2t + rl became g).
 // CHECK:          loop.load %stage_1[%slot, (((%[[WJ]] * 16) + (%{{.*}} * 8)) + %[[G]]), (((%kq * 8) + %[[T]]) + (%{{.*}} * 4))]
@@ -63,16 +72,36 @@
 
 // CUDA:      __align__(16) float a_hi[8];
 // CUDA:      __align__(16) float part[16];
-// CUDA:      asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(tf32_bits) : "f"(
-// CUDA:      const float tf32 = __uint_as_float(tf32_bits);
+// CUDA-NOT:  cvt.rna
+// CUDA:      const float [[V:v[0-9]+]] = __int_as_float(__float_as_int([[X:v[0-9]+]]) & -8192);
+// CUDA:      a_lo[{{.*}}] = [[X]] - [[V]];
 // CUDA:      asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13};" : "=f"(mma0), "=f"(mma1), "=f"(mma2), "=f"(mma3) : "r"(__float_as_uint(
+
+// split=1: both parts rounded to the nearest TF32 (cvt.rna.tf32.f32).
+// SPLIT1:      %[[X:.*]] = loop.load %stage[
+// SPLIT1-NEXT: %[[XH:.*]] = mma.to_tf32 %[[X]]
+// SPLIT1-NEXT: loop.store %[[XH]], %a_hi
+// SPLIT1-NEXT: %[[XR:.*]] = arith.subf %[[X]], %[[XH]] : f32
+// SPLIT1-NEXT: %[[XL:.*]] = mma.to_tf32 %[[XR]]
+// SPLIT1-NEXT: loop.store %[[XL]], %a_lo
+// CUDA1:       asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(tf32_bits) : "f"(
+// CUDA1:       const float tf32 = __uint_as_float(tf32_bits);
+
+// split=2: hi rounded, lo left for the tensor core to truncate.
+// SPLIT2:      %[[X:.*]] = loop.load %stage[
+// SPLIT2-NEXT: %[[XH:.*]] = mma.to_tf32 %[[X]]
+// SPLIT2-NEXT: loop.store %[[XH]], %a_hi
+// SPLIT2-NEXT: %[[XL:.*]] = arith.subf %[[X]], %[[XH]] : f32
+// SPLIT2-NEXT: loop.store %[[XL]], %a_lo
+
+// BADSPLIT:    mma-fragments: split must be one of (1, 2, 3), got 4
 
 // One TF32 product instead of three is not an f32 product: --check-numerics says so.
 // TF32:      mma-fragments {{.*}} FAIL
 // TF32:      error: --check-numerics: pass 'mma-fragments' changed the result
 
 // Turing has no TF32 mma.sync: kernel-to-cuda says which kernel needs sm_80.
-// SM75:      kernel-to-cuda: kernel 'elementwise_5' uses mma.to_tf32, which needs sm_80 or newer; the target is sm_75
+// SM75:      kernel-to-cuda: kernel 'elementwise_5' uses mma.sync, which needs sm_80 or newer; the target is sm_75
 
 // BAD:       mma-fragments: promote must divide the chunk's 2 steps of 8, got 3
 
