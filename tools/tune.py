@@ -25,7 +25,6 @@ import json
 import math
 import multiprocessing
 import os
-import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -36,18 +35,19 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, MemRefType, ModuleOp, i64
 from xdsl.ir import Block, Region
 
-from llmopt.dialects import loop, mma, tile
+from llmopt.dialects import loop, tile
 from llmopt.passes.tile._schedule import (
+    MMA_TILES,
     SCHEDULE_ATTR,
     RegisterTile,
     fitting_tiles,
+    has_tensor_cores,
     limits,
     tile_cost,
 )
 from llmopt.passes.tile.register_tile import (
     Contraction,
     match_contraction,
-    mma_fits,
     tile_periods,
 )
 
@@ -132,11 +132,6 @@ def candidates(kernel: tile.KernelOp, arch: str) -> list[dict[str, int]]:
     return [knobs for *_, knobs in scored]
 
 
-MMA_TILES = ((128, 128, 8, 8), (128, 64, 8, 4), (64, 128, 4, 8))
-"""Register tiles tried in the tensor-core layout (``register-tile{blocked=3}``,
-``mma-fragments``): warp tiles of 64 × 32, 64 × 16 and 32 × 32."""
-
-
 MMA_VARIANTS = ({"mma_order": 1}, {"mma_order": 2}, {"mma_order": 2, "mma_promote": 2})
 """``mma-fragments`` knobs tried with each tile: both product orders with the default
 promotion (the sums of four 8-steps added in ``f32``), and order 2 adding every two — on
@@ -144,20 +139,20 @@ the H200 each was the fastest for some of the layers' products."""
 
 
 def mma_candidates(kernel: tile.KernelOp, arch: str, limit: int) -> list[dict[str, int]]:
-    """Tensor-core schedules worth timing for an ``f32`` product (:data:`MMA_TILES` with
-    K slices as in :func:`candidates`, chunks of 32, each product order of
+    """Tensor-core schedules worth timing for an ``f32`` product
+    (:data:`~llmopt.passes.tile._schedule.MMA_TILES` with K slices as in
+    :func:`candidates`, chunks of 32, each product order of
     ``mma-fragments``), the ``limit`` best by the cost model; none on a GPU without
     ``mma.sync`` TF32 (before sm_80)."""
     found = match_contraction(kernel)
-    if found is None or int(re.sub(r"\D", "", arch)) < mma.MIN_SM:
+    if found is None or not has_tensor_cores(arch, found.reduce.result.type):
         return []
     m, n, k, _ = dims = product_dims(found)
     gpu = limits(arch)
-    typ = found.reduce.result.type
     scored: list[tuple[float, dict[str, int]]] = []
-    for bm, bn, tm, tn in MMA_TILES:
-        tile_ = RegisterTile(bm, bn, tm, tn)
-        if not (tile_.fits(m, n, tile_periods(found)) and mma_fits(tile_, typ)):
+    for tile_ in MMA_TILES:
+        bm, bn, tm, tn = tile_.bm, tile_.bn, tile_.tm, tile_.tn
+        if not tile_.fits(m, n, tile_periods(found)):
             continue
         for split in (1, 2, 4):
             blocks = block_count(tile_, split, dims)

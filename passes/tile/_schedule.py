@@ -9,13 +9,15 @@ or from the heuristics below, which look only at the shapes and the GPU's limits
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
-from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr
-from xdsl.ir import Operation
+from xdsl.dialects.builtin import DictionaryAttr, Float32Type, IntegerAttr
+from xdsl.ir import Attribute, Operation
 
-from llmopt.dialects import tile
+from llmopt.dialects import mma, tile
 
 SCHEDULE_ATTR = "llmopt.schedule"
 
@@ -159,9 +161,46 @@ factor the model takes two slices of 64×112, as many blocks as four of 128×112
 the tuner's pick."""
 
 
-def tile_efficiency(t: RegisterTile) -> float:
+MMA_TILES = (RegisterTile(128, 128, 8, 8), RegisterTile(128, 64, 8, 4),
+             RegisterTile(64, 128, 4, 8))
+"""Register tiles of the tensor-core layout (``register-tile{blocked=3}``, then
+``mma-fragments``) that the heuristics and ``llmopt tune`` consider: warp tiles of 64 × 32,
+64 × 16 and 32 × 32, 256 threads a block."""
+
+MMA_EFFICIENCY = {(8, 8): 1.5, (8, 4): 1.4, (4, 8): 1.25}
+"""Speed of a tensor-core block (:data:`MMA_TILES`, three TF32 ``mma.sync`` per ``f32``
+product) on the scale of :data:`TILE_EFFICIENCY`. Measured on the H200 (``llmopt tune``
+and ``bench/sweep_gemm.py`` at a121268, ``mma-fragments{split=3}``), against the FMA
+schedules of the same products: 128×128 blocks of 8×8 took 512×2048×5632 in 0.208 ms (two
+slices; FMA 8×8 0.287), 512×3584×18944 in 1.203 and 512×3584×3584 in 0.246 (FMA 8×7:
+1.631, 0.332) — 1.49–1.52; 128×64 blocks of 8×4 the fused gate/up 512×5632×2048 in 0.463
+(four slices; FMA 8×4 0.626) and 512×18944×3584 in 2.198 (FMA 3.155) — 1.35–1.44; 64×128
+of 4×8 won only the tuner's 128-row products (128×2048×5632: 0.068 against 0.082 in FMA
+128×128 blocks of 8×8)."""
+
+
+def has_tensor_cores(arch: str, sum_type: Attribute) -> bool:
+    """Whether a product summing ``sum_type`` may run on ``arch``'s tensor cores with
+    ``f32`` accuracy (three TF32 ``mma.sync``, sm_80 or newer)."""
+    digits = re.sub(r"\D", "", arch)
+    return isinstance(sum_type, Float32Type) and bool(digits) and int(digits) >= mma.MIN_SM
+
+
+class ProductSchedule(NamedTuple):
+    """What the heuristics pick for a matrix product: the register tile, the K slices, and
+    whether the tile takes the tensor-core layout (``register-tile{blocked=3}``)."""
+
+    tile: RegisterTile
+    split: int
+    tensor_cores: bool = False
+
+
+def tile_efficiency(t: RegisterTile, tensor_cores: bool = False) -> float:
     """:data:`TILE_EFFICIENCY` of ``t``'s micro-tile (0.15 for one not in the table), times
-    :data:`SMALL_BLOCK_EFFICIENCY` for a block of fewer than 256 threads."""
+    :data:`SMALL_BLOCK_EFFICIENCY` for a block of fewer than 256 threads; on the tensor
+    cores :data:`MMA_EFFICIENCY`."""
+    if tensor_cores:
+        return MMA_EFFICIENCY[t.tm, t.tn]
     return (TILE_EFFICIENCY.get((t.tm, t.tn), 0.15)
             * (SMALL_BLOCK_EFFICIENCY if t.threads < 256 else 1.0))
 
@@ -249,17 +288,25 @@ and the long-K slicing kept for smaller blocks (:data:`LONG_SLICE`) this makes t
 pick the tuner's schedule for 36 of the table's 47 kernels, against 11 before."""
 
 
+MMA_WAVE_FILL = 3 / 4
+""":data:`WAVE_FILL` of tensor-core blocks. On the H200 (``llmopt tune`` at a121268) 112
+blocks of 128×128 (512×3584×3584) ran best whole (0.242–0.246 ms, two slices 0.269), and
+28 of them (128×3584×3584, 128×3584×18944) in four slices (0.076–0.078 and 0.320 ms)."""
+
+
 def split_for(tile: RegisterTile, m: int, n: int, k: int, batch: int, gpu: GpuLimits,
-              accumulators: int = 1) -> int:
+              accumulators: int = 1, tensor_cores: bool = False) -> int:
     """Slices of K for ``tile`` (each at least 128 long, a whole multiple of 32). A block
     that runs alone on its multiprocessor (:data:`ONE_BLOCK_ACCUMULATORS`): doubled while
     the blocks fill less than :data:`WAVE_FILL` of the multiprocessors. Smaller blocks,
     which share one: doubled while they do not reach one per multiprocessor, and at least
     :data:`LONG_SLICES` when each of those is still :data:`LONG_SLICE` long and the blocks
-    make fewer than :data:`LONG_WAVES` waves."""
+    make fewer than :data:`LONG_WAVES` waves. A tensor-core block (partial sums and
+    fragments beside its accumulators) counts as alone, its wave full at
+    :data:`MMA_WAVE_FILL`."""
     blocks = batch * (m // tile.bm) * (n // tile.bn)
-    alone = tile.tm * tile.tn * accumulators >= ONE_BLOCK_ACCUMULATORS
-    fill = WAVE_FILL * gpu.sms if alone else gpu.sms
+    alone = tensor_cores or tile.tm * tile.tn * accumulators >= ONE_BLOCK_ACCUMULATORS
+    fill = (MMA_WAVE_FILL if tensor_cores else WAVE_FILL) * gpu.sms if alone else gpu.sms
     split = 1
     while blocks * split < fill and k % (split * 2 * 32) == 0 and k // (split * 2) >= 128:
         split *= 2
@@ -285,7 +332,7 @@ LAUNCH = 2e-6
 
 
 def product_time(t: RegisterTile, m: int, n: int, k: int, batch: int, split: int,
-                 gpu: GpuLimits, accumulators: int = 1) -> float:
+                 gpu: GpuLimits, accumulators: int = 1, tensor_cores: bool = False) -> float:
     """Modelled seconds of a ``batch × m × n × k`` product with tile ``t`` and ``split``
     slices: the waves of the busiest multiprocessor, each ``bm·bn·k/split`` multiply-adds
     at :data:`BLOCK_RATE` × the micro-tile's efficiency plus :data:`WAVE_OVERHEAD`, plus,
@@ -293,16 +340,16 @@ def product_time(t: RegisterTile, m: int, n: int, k: int, batch: int, split: int
     one launch."""
     blocks = batch * (m // t.bm) * (n // t.bn) * split
     waves = -(-blocks // gpu.sms)
-    time = waves * (t.bm * t.bn * (k / split) / (BLOCK_RATE * tile_efficiency(t))
-                    + WAVE_OVERHEAD)
+    rate = BLOCK_RATE * tile_efficiency(t, tensor_cores)
+    time = waves * (t.bm * t.bn * (k / split) / rate + WAVE_OVERHEAD)
     if split > 1:
         time += accumulators * (split + 1) * batch * m * n * 4 / PARTIALS_BANDWIDTH + LAUNCH
     return time
 
 
 def choose_product_schedule(m: int, n: int, k: int, batch: int, gpu: GpuLimits,
-                            accumulators: int = 1, periods: tuple[int, int] = (0, 0)
-                            ) -> tuple[RegisterTile, int] | None:
+                            accumulators: int = 1, periods: tuple[int, int] = (0, 0),
+                            tensor_cores: bool = False) -> ProductSchedule | None:
     """The register tile and K slices of least :func:`product_time`: for each tile with at
     least 8 outputs a thread (dividing the accesses' ``periods``, see
     :meth:`RegisterTile.fits`), its :func:`split_for` slices — for a kernel with several
@@ -316,23 +363,31 @@ def choose_product_schedule(m: int, n: int, k: int, batch: int, gpu: GpuLimits,
     0.171–0.174 ms in four slices of 128×64 (this model's pick); 128×18944×3584 0.961 ms
     whole in 64×64 blocks and 0.830–0.834 ms in four slices of 128×64 (its pick); at 512
     rows the whole product stays fastest (512×18944×3584: 3.12 ms whole against 3.21 in
-    two slices)."""
+    two slices).
+
+    With ``tensor_cores`` (``f32`` sums on sm_80 or newer) the :data:`MMA_TILES` that divide
+    the output, with at most 64 accumulators a thread, compete at :data:`MMA_EFFICIENCY`
+    where K is a multiple of 32 (each slice too)."""
     good = [t for t in fitting_tiles(m, n, accumulators, periods) if t.tm * t.tn >= 8]
-    if not good:
+    mma_tiles = [t for t in MMA_TILES if tensor_cores and k % 32 == 0
+                 and t.fits(m, n, periods) and t.tm * t.tn * accumulators <= 64]
+    if not good and not mma_tiles:
         tile = choose_register_tile(m, n, batch, gpu, accumulators, periods)
         if tile is None:
             return None
-        return tile, split_for(tile, m, n, k, batch, gpu, accumulators)
+        return ProductSchedule(tile, split_for(tile, m, n, k, batch, gpu, accumulators))
     options = []
-    for t in good:
-        splits = {split_for(t, m, n, k, batch, gpu, accumulators)}
-        if accumulators > 1:  # no fitted rule for these yet: the model weighs each split
-            splits |= {s for s in (1, 2, 4, 8) if k % (s * 32) == 0 and k // s >= 128}
-        for split in sorted(splits):
-            options.append((product_time(t, m, n, k, batch, split, gpu, accumulators), t,
-                            split))
-    _, tile, split = min(options, key=lambda o: o[0])
-    return tile, split
+    for cores, tiles in ((False, good), (True, mma_tiles)):
+        for t in tiles:
+            splits = {split_for(t, m, n, k, batch, gpu, accumulators, cores)}
+            if accumulators > 1:  # no fitted rule for these yet: the model weighs each split
+                splits |= {s for s in (1, 2, 4, 8) if k % (s * 32) == 0 and k // s >= 128}
+            for split in sorted(splits):
+                if cores and (k // split) % 32:
+                    continue
+                time = product_time(t, m, n, k, batch, split, gpu, accumulators, cores)
+                options.append((time, ProductSchedule(t, split, cores)))
+    return min(options, key=lambda o: o[0])[1]
 
 
 def choose_split_k(m: int, n: int, k: int, batch: int, gpu: GpuLimits) -> int:
@@ -340,4 +395,4 @@ def choose_split_k(m: int, n: int, k: int, batch: int, gpu: GpuLimits) -> int:
     product gets enough blocks to fill the GPU, a long K shorter slices). The partial sums
     cost an extra pass over ``S × m × n``."""
     chosen = choose_product_schedule(m, n, k, batch, gpu)
-    return 1 if chosen is None else chosen[1]
+    return 1 if chosen is None else chosen.split

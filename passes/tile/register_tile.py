@@ -20,8 +20,10 @@ consecutive outputs, so a warp reading its operands from tiles in the global buf
 steps are adjacent words, read as 128-bit vectors; or *blocked* (``blocked=1``, the default
 when the kernel's schedule asks for K-major tiles, ``kmajor = 1``), ``m = bm·b_m + ti·tm +
 mi`` and ``n = bn·b_n + tj·tn + nj`` — a thread's operands are then adjacent in the K-major
-tiles; or the *tensor-core layout* (``blocked=3``, only by request: ``f32`` sums, ``tm`` and
-``tn`` even), which ``mma-fragments`` turns into ``mma.sync``: threads ``(wi, wj, g, t)`` —
+tiles; or the *tensor-core layout* (``blocked=3``: ``f32`` sums, ``tm`` and ``tn`` even; the
+default where neither the options nor the kernel's schedule name a tile and the heuristics
+pick one of their tensor-core tiles, on sm_80 or newer), which ``mma-fragments`` turns into
+``mma.sync``: threads ``(wi, wj, g, t)`` —
 warps ``(wi, wj)`` owning ``8·tm × 4·tn`` outputs, lane ``4·g + t`` — and outputs
 ``(i, rh, j, rl)`` with ``m = bm·b_m + 8·tm·wi + 16·i + 8·rh + g`` and ``n = bn·b_n +
 4·tn·wj + 8·j + 2·t + rl``: each 16 × 8 piece of a warp's outputs is one ``mma.sync``
@@ -84,6 +86,8 @@ from llmopt.passes.tile._schedule import (
     RegisterTile,
     choose_product_schedule,
     default_blocked,
+    has_tensor_cores,
+    kernel_knobs,
     knob,
     limits,
 )
@@ -241,18 +245,22 @@ class TileContraction(RewritePattern):
         ext = found.extents
         m_ext, n_ext = ext[found.m], ext[found.n]
         batch_points = math.prod(ext[d] for d in found.batch)
+        typ = found.reduce.result.type
         auto = choose_product_schedule(m_ext, n_ext, found.reduces[0].trip_count,
                                        batch_points, limits(self.arch), len(found.reduces),
-                                       tile_periods(found))
-        default = auto[0] if auto is not None else RegisterTile(0, 0, 1, 1)
+                                       tile_periods(found), has_tensor_cores(self.arch, typ))
+        default = auto.tile if auto is not None else RegisterTile(0, 0, 1, 1)
         tile_ = RegisterTile(knob(self.bm, op, "bm", default.bm),
                              knob(self.bn, op, "bn", default.bn),
                              knob(self.tm, op, "tm", default.tm),
                              knob(self.tn, op, "tn", default.tn))
         if not tile_.bm or not tile_.fits(m_ext, n_ext):
             return
-        layout = knob(self.blocked, op, "blocked", default_blocked(op))
-        typ = found.reduce.result.type
+        named = {"bm", "bn", "tm", "tn"} & kernel_knobs(op).keys()
+        heuristic = not (named or self.bm or self.bn or self.tm or self.tn)
+        tensor_cores = heuristic and auto is not None and auto.tensor_cores
+        layout = knob(self.blocked, op, "blocked",
+                      MMA_LAYOUT if tensor_cores else default_blocked(op))
         if layout == MMA_LAYOUT and not mma_fits(tile_, typ):
             raise PassFailedException(
                 f"register-tile: blocked=3 (tensor-core fragments) needs f32 sums, even tm "

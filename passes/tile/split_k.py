@@ -55,10 +55,16 @@ from llmopt.passes.tile._schedule import (
     SCHEDULE_ATTR,
     RegisterTile,
     choose_product_schedule,
+    has_tensor_cores,
     knob,
     limits,
 )
-from llmopt.passes.tile.register_tile import Contraction, match_contraction, tile_periods
+from llmopt.passes.tile.register_tile import (
+    MMA_LAYOUT,
+    Contraction,
+    match_contraction,
+    tile_periods,
+)
 
 THREADS = 256
 
@@ -86,11 +92,12 @@ class SplitContraction(RewritePattern):
         batch = math.prod(ext[d] for d in found.batch)
         gpu = limits(self.arch)
         m, n = ext[found.m], ext[found.n]
+        typ = found.reduce.result.type
         chosen = choose_product_schedule(m, n, k_ext, batch, gpu, len(found.reduces),
-                                         periods=tile_periods(found))
+                                         tile_periods(found), has_tensor_cores(self.arch, typ))
         if chosen is None:
             return
-        tile_, auto = chosen
+        tile_, auto, tensor_cores = chosen
         split = knob(self.split_k, op, "split_k", auto)
         if split > 1 and k_ext % split:
             if not self.split_k:  # the kernel's own schedule asked for it
@@ -99,8 +106,8 @@ class SplitContraction(RewritePattern):
             return
         if split <= 1:
             return
-        part, total = split_kernels(op, found, split, tile_ if split == auto else None)
-        typ = found.reduce.result.type
+        part, total = split_kernels(op, found, split, tile_ if split == auto else None,
+                                    tensor_cores)
         partials = []
         for _ in found.reduces:
             alloc = memref.AllocOp([], [], MemRefType(typ, [split, *ext]))
@@ -116,10 +123,12 @@ KernelBuilder = Callable[[Sequence[SSAValue]], tile.KernelOp]
 
 
 def split_kernels(op: tile.KernelOp, found: Contraction, split: int,
-                  tile_: RegisterTile | None = None) -> tuple[KernelBuilder, KernelBuilder]:
+                  tile_: RegisterTile | None = None, tensor_cores: bool = False
+                  ) -> tuple[KernelBuilder, KernelBuilder]:
     """Builders of the two kernels (partial sums, total), given one partial-sum buffer per
     reduction; ``tile_``, the register tile the slices were chosen for, goes into the partial
-    kernel's ``llmopt.schedule`` unless that already names one."""
+    kernel's ``llmopt.schedule`` unless that already names one (with ``blocked = 3`` where
+    it was chosen for the ``tensor_cores``)."""
     ext = found.extents
     rank = len(ext)
     slice_len = found.reduce.trip_count // split
@@ -150,6 +159,8 @@ def split_kernels(op: tile.KernelOp, found: Contraction, split: int,
         if tile_ is not None and not {"bm", "bn", "tm", "tn"} & knobs.keys():
             knobs |= {name: IntegerAttr(getattr(tile_, name), i64)
                       for name in ("bm", "bn", "tm", "tn")}
+            if tensor_cores and "blocked" not in knobs:
+                knobs["blocked"] = IntegerAttr(MMA_LAYOUT, i64)
         if knobs:
             kern.attributes[SCHEDULE_ATTR] = DictionaryAttr(knobs)
         forall = tile.ForallOp([split, *ext], "threads")

@@ -30,7 +30,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, MemRefType, ModuleOp, StringAttr, i64
+from xdsl.dialects.builtin import (
+    DictionaryAttr,
+    IntegerAttr,
+    MemRefType,
+    ModuleOp,
+    StringAttr,
+    f32,
+    f64,
+    i64,
+)
 
 import llmopt
 from llmopt import registry
@@ -353,7 +362,37 @@ def test_fused_gate_up_schedules(m: int, n: int, k: int, tile: tuple[int, int, i
     """Two reductions (fused gate and up): the model weighs the slices itself; the picks
     are the fastest measured on the H200 (``bench/sweep_gemm.py --gate-up``)."""
     got = _schedule.choose_product_schedule(m, n, k, 1, SM90, accumulators=2)
-    assert got == (RegisterTile(*tile), split)
+    assert got == (RegisterTile(*tile), split, False)
+
+
+@pytest.mark.parametrize("m,n,k,accumulators,tile,split", [
+    (512, 2048, 5632, 1, (128, 128, 8, 8), 2),  # TinyLlama down: 0.208 ms (FMA 0.287)
+    (512, 3584, 3584, 1, (128, 128, 8, 8), 1),  # 112 blocks: whole 0.246, two slices 0.269
+    (512, 3584, 18944, 1, (128, 128, 8, 8), 1),  # Qwen2.5-7B down: 1.203 (FMA 1.631)
+    (128, 3584, 3584, 1, (128, 128, 8, 8), 4),  # 28 blocks in four slices: 0.076
+    (128, 3584, 18944, 1, (128, 128, 8, 8), 4),  # 0.320
+    (512, 18944, 3584, 2, (128, 64, 8, 4), 1),  # Qwen2.5-7B gate/up: 2.198 (FMA 3.155)
+])
+def test_tensor_core_schedules(m: int, n: int, k: int, accumulators: int,
+                               tile: tuple[int, int, int, int], split: int) -> None:
+    """With the tensor cores allowed the model picks them for these products, with the
+    tile and slices ``llmopt tune`` found fastest on the H200 (the committed table)."""
+    got = _schedule.choose_product_schedule(m, n, k, 1, SM90, accumulators,
+                                            tensor_cores=True)
+    assert got == (RegisterTile(*tile), split, True)
+
+
+def test_tensor_cores_only_where_they_fit() -> None:
+    """Outputs no tensor-core tile divides keep the FMA schedule; so does a K that is not
+    a multiple of 32; ``f32`` sums on sm_80 or newer only."""
+    for m, n, k in ((32, 2048, 2048), (512, 2048, 2056), (128, 256, 2048)):
+        got = _schedule.choose_product_schedule(m, n, k, 1, SM90, tensor_cores=True)
+        assert got is not None and not got.tensor_cores
+        assert got == _schedule.choose_product_schedule(m, n, k, 1, SM90)
+    assert _schedule.has_tensor_cores("sm_90", f32)
+    assert _schedule.has_tensor_cores("sm_80", f32)
+    assert not _schedule.has_tensor_cores("sm_75", f32)
+    assert not _schedule.has_tensor_cores("sm_90", f64)
 
 
 def test_limits() -> None:
