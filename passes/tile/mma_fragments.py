@@ -560,8 +560,10 @@ def _product_nests(updates: list[Update], operands: dict[tuple[object, ...], Ope
 class MmaFragments(ModulePass):
     """Run tensor-core-layout chunk loops on the tensor cores (see the module docstring).
 
-    Option ``terms``: tensor-core products per ``f32`` product, 3 (``f32`` accuracy, the
-    default) or 1 (TF32 precision); 0 = the kernel's ``mma_terms`` knob, else 3."""
+    Options (0 = the kernel's knob ``mma_<option>``, else the default): ``terms``,
+    tensor-core products per ``f32`` product, 3 (``f32`` accuracy, the default) or 1 (TF32
+    precision); ``order`` (1 or 2, default 2), ``promote`` (default 4) and ``split`` (1, 2
+    or 3, default 3) as the module docstring says."""
 
     name = "mma-fragments"
 
