@@ -386,7 +386,7 @@ def _rewrite(chunk: scf.ForOp, forall: tile.ForallOp, nest: list[loop.ForOp],
 
 def _fragment_nest(operand: Operand, kk: SSAValue, kq: SSAValue, ivs: dict[str, SSAValue],
                    thread_ivs: list[SSAValue], extents: dict[str, int], terms: int,
-                   split: int = 1) -> loop.ForOp:
+                   split: int) -> loop.ForOp:
     """``loop.for %i (or %j), %q``: the load of one fragment element, rounded to TF32 (and
     the rounding of what is left) into the fragment registers."""
     a = operand.role == "a"
