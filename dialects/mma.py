@@ -28,6 +28,7 @@ instruction (inline ``asm``).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from xdsl.dialects.builtin import Float32Type, f32
@@ -46,6 +47,12 @@ from xdsl.utils.exceptions import VerifyException
 
 MIN_SM = 80
 """The first architecture with TF32 ``mma.sync`` (sm_80, Ampere)."""
+
+
+def available(arch: str) -> bool:
+    """Whether ``arch`` (``"sm_90"``, ``"sm_90a"``, …) has TF32 ``mma.sync``."""
+    digits = re.sub(r"\D", "", arch)
+    return bool(digits) and int(digits) >= MIN_SM
 
 FRAGMENTS = {"a": 4, "b": 2, "c": 4}
 """Values each thread holds of ``A``, ``B`` and ``C`` in an ``m16n8k8`` TF32 product."""
@@ -96,4 +103,4 @@ class ToTf32Op(IRDLOperation):
 
 Mma = Dialect("mma", [SyncOp, ToTf32Op], [])
 
-__all__ = ["FRAGMENTS", "MIN_SM", "Mma", "SyncOp", "ToTf32Op"]
+__all__ = ["FRAGMENTS", "MIN_SM", "Mma", "SyncOp", "ToTf32Op", "available"]

@@ -1111,8 +1111,7 @@ def shared_layout(func: kernel.FuncOp, static_limit: int = 48 * 1024) -> SharedL
 def _check_tensor_cores(module: ModuleOp, arch: str) -> None:
     """``mma`` ops need sm_80 or newer: an error naming the kernel otherwise (NVRTC's own
     would name a PTX line)."""
-    number = int(re.sub(r"\D", "", arch))
-    if number >= mma.MIN_SM:
+    if mma.available(arch):
         return
     for op in module.walk():
         if isinstance(op, mma.SyncOp | mma.ToTf32Op):

@@ -9,7 +9,6 @@ or from the heuristics below, which look only at the shapes and the GPU's limits
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -182,8 +181,7 @@ of 4×8 won only the tuner's 128-row products (128×2048×5632: 0.068 against 0.
 def has_tensor_cores(arch: str, sum_type: Attribute) -> bool:
     """Whether a product summing ``sum_type`` may run on ``arch``'s tensor cores with
     ``f32`` accuracy (three TF32 ``mma.sync``, sm_80 or newer)."""
-    digits = re.sub(r"\D", "", arch)
-    return isinstance(sum_type, Float32Type) and bool(digits) and int(digits) >= mma.MIN_SM
+    return isinstance(sum_type, Float32Type) and mma.available(arch)
 
 
 class ProductSchedule(NamedTuple):

@@ -267,21 +267,23 @@ class MmaChunkLoop(RewritePattern):
             return
         updates, operands = found
         kernel = tile.enclosing(op, tile.KernelOp)
-        terms = knob(self.terms, kernel, "mma_terms", 3) if kernel is not None else 3
+
+        def setting(option: int, name: str, default: int) -> int:
+            return knob(option, kernel, name, default) if kernel is not None else option or default
+
+        terms = setting(self.terms, "mma_terms", 3)
         if terms not in TERMS:
             raise PassFailedException(f"mma-fragments: terms must be 1 or 3, got {terms}")
-        order = knob(self.order, kernel, "mma_order", 2) if kernel is not None else 2
+        order = setting(self.order, "mma_order", 2)
         if order not in (1, 2):
             raise PassFailedException(f"mma-fragments: order must be 1 or 2, got {order}")
         steps = extent // K_STEP
-        default = next(p for p in (4, 2, 1) if steps % p == 0)
-        promote = (knob(self.promote, kernel, "mma_promote", default) if kernel is not None
-                   else default)
+        promote = setting(self.promote, "mma_promote",
+                          next(p for p in (4, 2, 1) if steps % p == 0))
         if promote < 1 or extent % (K_STEP * promote):
             raise PassFailedException(f"mma-fragments: promote must divide the chunk's "
-                                      f"{extent // K_STEP} steps of 8, got {promote}")
-        split = (knob(self.split, kernel, "mma_split", 3) if kernel is not None
-                 else self.split or 3)
+                                      f"{steps} steps of 8, got {promote}")
+        split = setting(self.split, "mma_split", 3)
         if split not in SPLITS:
             raise PassFailedException(f"mma-fragments: split must be one of {SPLITS}, "
                                       f"got {split}")
