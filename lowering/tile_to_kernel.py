@@ -27,7 +27,9 @@ Matches every ``tile.kernel`` and, inside the resulting kernels, every ``tile.fo
   affine map computed by ``arith`` index ops. ``floordiv``/``mod``/``ceildiv`` are exact for
   negative operands (``floordivsi``, ``((a rem c) + c) rem c``, ``ceildivsi``) unless a range
   analysis over the loop extents proves the operand non-negative (then ``divui``/``remui``,
-  or nothing when ``a mod c`` is ``a``).
+  or nothing when ``a mod c`` is ``a``). A ``clamp`` load (or copy source) gets each
+  coordinate the range analysis cannot bound below the buffer's last index through an
+  ``arith.minsi`` with it (the innermost of a copy of ``n`` with ``extent - n``).
 * ``tile.coop_reduce`` over a block of B threads (B a multiple of 32): each thread folds
   ``k = tid, tid + B, ...`` into a private accumulator, the warp folds it with
   ``kernel.shuffle_xor`` 16, 8, 4, 2, 1 (every lane gets the warp's total); with more than one
@@ -229,6 +231,19 @@ class AffineEmitter:
         """One ``index`` value per result of ``amap``."""
         return [self.expr(e)[0] for e in amap.results]
 
+    def clamped(self, amap: AffineMap, shape: Sequence[int], last: int = 1) -> list[SSAValue]:
+        """The results of ``amap`` clamped from above into a buffer of ``shape`` (the
+        innermost to ``extent - last``): an ``arith.minsi`` wherever the range analysis
+        cannot show the coordinate is below the limit already."""
+        out = []
+        for d, e in enumerate(amap.results):
+            value, (_, hi) = self.expr(e)
+            limit = shape[d] - (last if d == len(shape) - 1 else 1)
+            if hi is None or hi > limit:
+                value = self.emit(arith.MinSIOp(value, self.emit.index(limit)))
+            out.append(value)
+        return out
+
     def expr(self, e: AffineExpr) -> tuple[SSAValue, Range]:
         """The value of ``e`` and its range."""
         emit = self.emit
@@ -293,6 +308,12 @@ class AffineEmitter:
         return emit(arith.CeilDivSIOp(lhs, emit.index(c))), out
 
 
+def memref_shape(value: SSAValue) -> tuple[int, ...]:
+    """The static shape of a memref value."""
+    assert isinstance(value.type, MemRefType)
+    return value.type.get_shape()
+
+
 @dataclass
 class LowerLoad(RewritePattern):
     """``loop.load %b[map(ivs)]`` → index arithmetic + ``kernel.load %b[...]``."""
@@ -300,7 +321,11 @@ class LowerLoad(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: loop.LoadOp, rewriter: PatternRewriter) -> None:
         emit = Emitter(rewriter, InsertPoint.before(op))
-        indices = AffineEmitter(emit, op.indices).results(op.map.data)
+        affine = AffineEmitter(emit, op.indices)
+        if op.clamped:
+            indices = affine.clamped(op.map.data, memref_shape(op.buffer))
+        else:
+            indices = affine.results(op.map.data)
         new = kernel.LoadOp(op.buffer, indices)
         new.attributes |= op.attributes
         rewriter.replace(op, new)
@@ -315,7 +340,10 @@ class LowerCopy(RewritePattern):
     def match_and_rewrite(self, op: tile.CopyBase, rewriter: PatternRewriter) -> None:
         emit = Emitter(rewriter, InsertPoint.before(op))
         affine = AffineEmitter(emit, op.indices)
-        src = affine.results(op.src_map.data)
+        if op.clamped:
+            src = affine.clamped(op.src_map.data, memref_shape(op.src), op.elements)
+        else:
+            src = affine.results(op.src_map.data)
         dst = affine.results(op.dst_map.data)
         cls = kernel.AsyncCopyOp if isinstance(op, tile.AsyncCopyOp) else kernel.CopyOp
         new = cls(op.src, src, op.dst, dst, op.elements)

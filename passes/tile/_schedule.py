@@ -84,13 +84,21 @@ class RegisterTile:
     def threads(self) -> int:
         return (self.bm // self.tm) * (self.bn // self.tn)
 
-    def fits(self, m: int, n: int, periods: tuple[int, int] = (0, 0)) -> bool:
-        """Whether the tile divides the ``m × n`` output and makes a valid block, and
-        ``bm``, ``bn`` divide the ``periods`` of the kernel's accesses (0: any; see
+    def fits(self, m: int, n: int, periods: tuple[int, int] = (0, 0),
+             ragged: bool = False) -> bool:
+        """Whether the tile makes a valid block, divides the ``m × n`` output (unless
+        ``ragged``: then the edge blocks overhang it, their extra rows and columns clamped on
+        loads and guarded on stores), and ``bm``, ``bn`` divide the ``periods`` of the
+        kernel's accesses (0: any; see
         :func:`~llmopt.passes.tile.register_tile.tile_periods`)."""
-        return (self.bm % self.tm == 0 and self.bn % self.tn == 0 and m % self.bm == 0
-                and n % self.bn == 0 and 32 <= self.threads <= 1024 and self.threads % 32 == 0
+        return (self.bm % self.tm == 0 and self.bn % self.tn == 0
+                and (ragged or (m % self.bm == 0 and n % self.bn == 0))
+                and 32 <= self.threads <= 1024 and self.threads % 32 == 0
                 and periods[0] % self.bm == 0 and periods[1] % self.bn == 0)
+
+    def blocks(self, m: int, n: int) -> int:
+        """Blocks covering an ``m × n`` output (the edge ones overhanging a ragged one)."""
+        return -(-m // self.bm) * -(-n // self.bn)
 
 
 TILE_CANDIDATES = ((128, 64, 8, 4), (128, 112, 8, 7), (64, 112, 8, 7), (64, 128, 4, 8),
@@ -209,13 +217,13 @@ def tile_cost(t: RegisterTile, blocks: int, gpu: GpuLimits) -> float:
     return -(-blocks // gpu.sms) * t.bm * t.bn / tile_efficiency(t)
 
 
-def fitting_tiles(m: int, n: int, accumulators: int = 1, periods: tuple[int, int] = (0, 0)
-                  ) -> list[RegisterTile]:
-    """The :data:`TILE_CANDIDATES` that divide an ``m × n`` output (and the ``periods`` of
-    its accesses, see :meth:`RegisterTile.fits`), with at most 64 accumulator registers a
-    thread over ``accumulators`` reductions."""
+def fitting_tiles(m: int, n: int, accumulators: int = 1, periods: tuple[int, int] = (0, 0),
+                  ragged: bool = False) -> list[RegisterTile]:
+    """The :data:`TILE_CANDIDATES` that divide an ``m × n`` output (any, with ``ragged``)
+    and the ``periods`` of its accesses (see :meth:`RegisterTile.fits`), with at most 64
+    accumulator registers a thread over ``accumulators`` reductions."""
     return [t for t in (RegisterTile(*c) for c in TILE_CANDIDATES)
-            if t.fits(m, n, periods) and t.tm * t.tn * accumulators <= 64]
+            if t.fits(m, n, periods, ragged) and t.tm * t.tn * accumulators <= 64]
 
 
 def choose_register_tile(m: int, n: int, batch: int, gpu: GpuLimits, accumulators: int = 1,
@@ -237,7 +245,7 @@ def choose_register_tile(m: int, n: int, batch: int, gpu: GpuLimits, accumulator
         return None
 
     def blocks(t: RegisterTile) -> int:
-        return batch * (m // t.bm) * (n // t.bn)
+        return batch * t.blocks(m, n)
 
     good = [t for t in fitting if t.tm * t.tn >= 8]
     if good:
@@ -302,7 +310,7 @@ def split_for(tile: RegisterTile, m: int, n: int, k: int, batch: int, gpu: GpuLi
     make fewer than :data:`LONG_WAVES` waves. A tensor-core block (partial sums and
     fragments beside its accumulators) counts as alone, its wave full at
     :data:`MMA_WAVE_FILL`."""
-    blocks = batch * (m // tile.bm) * (n // tile.bn)
+    blocks = batch * tile.blocks(m, n)
     alone = tensor_cores or tile.tm * tile.tn * accumulators >= ONE_BLOCK_ACCUMULATORS
     fill = (MMA_WAVE_FILL if tensor_cores else WAVE_FILL) * gpu.sms if alone else gpu.sms
     split = 1
@@ -336,7 +344,7 @@ def product_time(t: RegisterTile, m: int, n: int, k: int, batch: int, split: int
     at :data:`BLOCK_RATE` × the micro-tile's efficiency plus :data:`WAVE_OVERHEAD`, plus,
     when split, the partial sums' traffic (of each of the ``accumulators`` reductions) and
     one launch."""
-    blocks = batch * (m // t.bm) * (n // t.bn) * split
+    blocks = batch * t.blocks(m, n) * split
     waves = -(-blocks // gpu.sms)
     rate = BLOCK_RATE * tile_efficiency(t, tensor_cores)
     time = waves * (t.bm * t.bn * (k / split) / rate + WAVE_OVERHEAD)
@@ -352,8 +360,14 @@ def choose_product_schedule(m: int, n: int, k: int, batch: int, gpu: GpuLimits,
     least 8 outputs a thread (dividing the accesses' ``periods``, see
     :meth:`RegisterTile.fits`), its :func:`split_for` slices — for a kernel with several
     reductions (the fused gate and up projections, which write partial sums for each) also
-    1, 2, 4 or 8 slices of at least 128, whichever the model finds fastest; when no such
-    tile divides the output, :func:`choose_register_tile`'s; ``None`` when no tile does.
+    1, 2, 4 or 8 slices of at least 128, whichever the model finds fastest; ``None`` when
+    no tile fits.
+
+    Tiles that divide the output are preferred; only when none with 8 outputs a thread
+    does (a prompt of 17, 100 or 1000 tokens), *ragged* tiles compete, whose edge blocks
+    overhang the output (:meth:`RegisterTile.fits`): the model counts their blocks whole,
+    so the padding is paid for. An output of fewer than :data:`MIN_RAGGED_OUTPUTS` points
+    gets no ragged tile: one thread per output is then as fast as a block mostly padding.
 
     Measured on the H200 for the fused gate/up kernel (``silu(x·Wgᵀ)·(x·Wuᵀ)``, median of
     CUDA-event-timed graph replays, ``bench/sweep_gemm.py --gate-up``): 128×5632×2048 took
@@ -363,13 +377,36 @@ def choose_product_schedule(m: int, n: int, k: int, batch: int, gpu: GpuLimits,
     rows the whole product stays fastest (512×18944×3584: 3.12 ms whole against 3.21 in
     two slices).
 
-    With ``tensor_cores`` (``f32`` sums on sm_80 or newer) the :data:`MMA_TILES` that divide
+    With ``tensor_cores`` (``f32`` sums on sm_80 or newer) the :data:`MMA_TILES` that fit
     the output, with at most 64 accumulators a thread, compete at :data:`MMA_EFFICIENCY`
     where K is a multiple of 32 (each slice too)."""
-    good = [t for t in fitting_tiles(m, n, accumulators, periods) if t.tm * t.tn >= 8]
+    chosen = _product_schedule(m, n, k, batch, gpu, accumulators, periods, tensor_cores,
+                               ragged=False)
+    if chosen is None or chosen.tile.tm * chosen.tile.tn < 8:
+        if m * n >= MIN_RAGGED_OUTPUTS:
+            ragged = _product_schedule(m, n, k, batch, gpu, accumulators, periods,
+                                       tensor_cores, ragged=True)
+            return ragged or chosen
+    return chosen
+
+
+MIN_RAGGED_OUTPUTS = 1024
+"""Outputs from which a product without a dividing tile gets a ragged one (four blocks of
+the smallest tile, 16 × 16)."""
+
+
+def _product_schedule(m: int, n: int, k: int, batch: int, gpu: GpuLimits, accumulators: int,
+                      periods: tuple[int, int], tensor_cores: bool, ragged: bool
+                      ) -> ProductSchedule | None:
+    """:func:`choose_product_schedule` among the dividing tiles, or among all (``ragged``);
+    without a tile of 8 outputs a thread, :func:`choose_register_tile`'s (dividing)."""
+    good = [t for t in fitting_tiles(m, n, accumulators, periods, ragged)
+            if t.tm * t.tn >= 8]
     mma_tiles = [t for t in MMA_TILES if tensor_cores and k % 32 == 0
-                 and t.fits(m, n, periods) and t.tm * t.tn * accumulators <= 64]
+                 and t.fits(m, n, periods, ragged) and t.tm * t.tn * accumulators <= 64]
     if not good and not mma_tiles:
+        if ragged:
+            return None
         tile = choose_register_tile(m, n, batch, gpu, accumulators, periods)
         if tile is None:
             return None

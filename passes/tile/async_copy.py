@@ -332,7 +332,7 @@ class AsyncKLoop(RewritePattern):
         assert gmap.num_dims == inner.num_dims == len(new_operands)
         dst_map = AffineMap(inner.num_dims, 0, (slot, *inner.results))
         forall.body.block.add_op(tile.AsyncCopyOp(f.load.buffer, gmap, dst, dst_map,
-                                                  new_operands, width))
+                                                  new_operands, width, f.load.clamped))
         forall.attributes["llmopt.role"] = StringAttr("stage")
         return forall
 

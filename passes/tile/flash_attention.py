@@ -19,8 +19,11 @@
    heads concatenated, ``[seq, heads · D]``).
 
 ``S``, ``E`` and ``l`` must be buffers of the function that nothing else reads. Head-dimension
-extents must be multiples of 16 and the query and key extents multiples of the block sizes;
-anything else is left to the unfused kernels.
+extents must be multiples of 16; anything else is left to the unfused kernels. Query and key
+extents may be anything: a last query block that overhangs the queries reads ``Q`` through
+clamped loads and stores only its rows inside (an ``scf.if``); a last key block that
+overhangs the keys reads ``K`` and ``V`` clamped and masks its extra keys to ``-inf`` (an
+``arith.select`` after ``g``), so they add nothing.
 
 **Produces** one ``tile.kernel`` of 256 threads whose ``tile.forall over blocks`` takes
 ``(batch…, query block)`` — causal: ``(query block, batch…)`` with the last query blocks,
@@ -84,7 +87,15 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.traits import is_side_effect_free
 
 from llmopt.dialects import loop, tile
-from llmopt.passes.tile._access import Cloner, Linear, block_threads, loop_nest
+from llmopt.passes.tile._access import (
+    ClampingCloner,
+    Cloner,
+    Linear,
+    block_threads,
+    close_guards,
+    guard_inside,
+    loop_nest,
+)
 from llmopt.passes.tile._schedule import limits, padded_bytes
 
 THREADS = 16
@@ -558,22 +569,22 @@ def choose_blocks(rows: int, queries: int, keys: int, head_dim: int, sms: int, b
                   bn: int) -> tuple[int, int] | None:
     """``(bm, bn)``: the options when set, else the largest ``bm`` of 64, 32, 16 that divides
     the queries and still makes ``sms`` blocks over ``rows`` (batch × heads) rows of query
-    blocks (else the smallest that divides), and the largest ``bn`` of 64, 32, 16 that
-    divides the keys. (On the H200, Qwen2.5-7B's attention at seq 512, head dimension 128,
-    took 0.141 ms with ``bn = 64`` and 0.169 ms with 32.) ``None`` when the head dimension
-    is not a multiple of the 16 threads along it, or nothing divides."""
+    blocks (else the smallest that divides; when none divides, the same choice among all
+    three, the last query block overhanging the queries), and the largest ``bn`` of 64, 32,
+    16 that divides the keys (when none does, the smallest that covers them, at most 64: the
+    last key block overhangs the keys and its extra keys are masked). (On the H200,
+    Qwen2.5-7B's attention at seq 512, head dimension 128, took 0.141 ms with ``bn = 64``
+    and 0.169 ms with 32.) ``None`` when the head dimension is not a multiple of the 16
+    threads along it."""
     if head_dim % THREADS:
         return None
     if not bm:
-        fitting = [b for b in (64, 32, 16) if queries % b == 0]
-        if not fitting:
-            return None
-        bm = next((b for b in fitting if rows * (queries // b) >= sms), fitting[-1])
+        fitting = [b for b in (64, 32, 16) if queries % b == 0] or [64, 32, 16]
+        bm = next((b for b in fitting if rows * -(-queries // b) >= sms), fitting[-1])
     if not bn:
-        bn = 64
-        while bn > 16 and keys % bn:
-            bn //= 2
-    if bm % THREADS or bn % THREADS or queries % bm or keys % bn:
+        dividing = [b for b in (64, 32, 16) if keys % b == 0]
+        bn = dividing[0] if dividing else next(b for b in (16, 32, 64) if keys <= b or b == 64)
+    if bm % THREADS or bn % THREADS:
         return None
     return bm, bn
 
@@ -658,7 +669,10 @@ class FlashKernel:
         buffers: list[SSAValue] = []
         for k in self.kernels:
             buffers += [b for b in k.buffers if b not in dropped and b not in buffers]
-        n_qb = self.extents[-1] // bm
+        n_qb = -(-self.extents[-1] // bm)
+        self.keys = ex.max.trip_count
+        self.ragged_q = self.extents[-1] % bm != 0
+        self.ragged_k = self.keys % bn != 0
         self.heavy_first = ex.causal and n_qb > 1
         grid = [n_qb, *self.extents[:-1]] if self.heavy_first else [*self.extents[:-1], n_qb]
         self.kernel = tile.KernelOp(name, [min(math.prod(grid), 2**31 - 1), 1, 1],
@@ -761,7 +775,10 @@ class FlashKernel:
         full = dict(subst)
         for iv, which in fill.items():
             full[iv] = lin_sum((1, subst.get(iv, Linear.of())), (1, Linear.of((1, ab[which]))))
-        copy = Cloner(full, dict(self.values[kernel])).clone_into(load, forall.body.block)
+        values = dict(self.values[kernel])
+        cloner = (ClampingCloner(full, values, global_buffers=set(self.kernel.body.block.args))
+                  if self.ragged_q or self.ragged_k else Cloner(full, values))
+        copy = cloner.clone_into(load, forall.body.block)
         forall.body.block.add_op(loop.StoreOp(copy.results[0], dst.result, ident(2), ab))
         return forall
 
@@ -814,7 +831,7 @@ class FlashKernel:
         """The loop over key blocks (up to the diagonal's when the mask is causal): its body
         and the first key of its block."""
         bm, bn = self.bm, self.bn
-        n_kb = self.chain.exp.max.trip_count // bn
+        n_kb = -(-self.keys // bn)
         pre: list[Operation] = []
         ub: SSAValue | None = None
         if self.chain.exp.causal:
@@ -851,8 +868,14 @@ class FlashKernel:
             g.clone_into(op, inner)
         last = ex.max.body.block.last_op
         assert last is not None
-        inner.add_op(loop.StoreOp(g.value(last.operands[0], inner), self.ps.result, TILE,
-                                  [ti, tj, mi, nj]))
+        score = g.value(last.operands[0], inner)
+        if self.ragged_k:  # the keys past the end of the last block count as masked
+            limit, ninf = const_index(self.keys), const_float(NEG_INF, self.typ)
+            inside = arith.CmpiOp(g.value(ex.max.iv, inner), limit.result, "ult")
+            masked = arith.SelectOp(inside.result, score, ninf.result)
+            inner.add_ops([limit, ninf, inside, masked])
+            score = masked.result
+        inner.add_op(loop.StoreOp(score, self.ps.result, TILE, [ti, tj, mi, nj]))
         kb_body.add_op(s_done)
 
     def partial(self, kind: str, role: str) -> tile.ForallOp:
@@ -940,6 +963,10 @@ class FlashKernel:
             inner.add_ops([total_l, divided])
             total = divided.result
         query = lin_sum((1, self.q_base), (1, Linear.of((THREADS, mi), (1, ti))))
+        if self.ragged_q:  # rows past the last query compute, but store nothing
+            row_iv = self.chain.exp.ivs[-1].iv
+            row = Cloner({row_iv: query}).value(row_iv, inner)
+            inner = guard_inside(inner, [(row, self.extents[-1])])
         cloner = Cloner(self.out_subst(query, Linear.of((THREADS, dj), (1, tj))),
                         {**self.values[out.kernel], out.reduce.result: total})
         for op in out.sums:
@@ -949,6 +976,7 @@ class FlashKernel:
         for op in list(out.ivs[-1].body.block.ops):
             if op is not out.reduce and op not in out.sums:
                 cloner.clone_into(op, inner)
+        close_guards(epi.body.block)
         self.body.add_op(epi)
 
     def build(self) -> tile.KernelOp:

@@ -420,7 +420,8 @@ def _fragment_nest(operand: Operand, kk: SSAValue, kq: SSAValue, ivs: dict[str, 
         else:
             replace.append(dim(value))
     results = tuple(e.replace_dims_and_symbols(replace, []) for e in load.map.data.results)
-    value = loop.LoadOp(load.buffer, AffineMap(len(merged), 0, results), list(merged))
+    value = loop.LoadOp(load.buffer, AffineMap(len(merged), 0, results), list(merged),
+                        load.clamped)
     inner.add_op(value)
     hi = _tf32_hi(inner, value.result, split if terms == 3 else 1)
     where = [*thread_ivs, r, q]

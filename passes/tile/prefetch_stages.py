@@ -196,7 +196,7 @@ class PrefetchLoop(RewritePattern):
         replace: dict[SSAValue, AffineExpr] = dict(zip(f.forall.ivs, coords, strict=True))
         replace[k0] = which
         gmap = remap(f.load.map.data, list(f.load.indices), replace, new_operands)
-        value = loop.LoadOp(f.load.buffer, gmap, new_operands)
+        value = loop.LoadOp(f.load.buffer, gmap, new_operands, f.load.clamped)
         inner.add_ops([value, loop.StoreOp(value.result, regs, AffineMap.identity(2), [t, r])])
         return forall
 

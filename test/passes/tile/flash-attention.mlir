@@ -196,10 +196,27 @@ func.func @forward_plain(%q: memref<1x2x32x16xf32> {llmopt.input = "q"}, %k: mem
 
 // -----
 
-// Causal with 20 queries and keys: no block size divides them, the four kernels stay.
+// Causal with 20 queries and keys: no block size divides them. Two blocks of 16 cover the
+// queries and the keys; the last of each overhangs them: its rows of Q, K and V are read
+// clamped, its keys past 20 are masked to -inf after the causal mask, and its rows past 20
+// store nothing.
 // CHECK-LABEL: func.func @forward_odd
-// CHECK-COUNT-4: loop.kernel
-// CHECK-NOT:     tile.kernel
+// CHECK-NOT:     loop.kernel
+// CHECK:         tile.kernel @{{[a-z_0-9]+}} grid [4, 1, 1] block [256, 1, 1]
+// CHECK:           tile.forall (%qr, %b0, %b1) in [2, 1, 2] over blocks {
+// CHECK:             loop.load %2[0, %b1, ((%qb * 16) + %ii), %dd] clamp : memref<1x2x20x16xf32>
+// CHECK:               loop.load %1[0, 0, ((%kb * 16) + %jj), %dd_1] clamp : memref<1x1x20x16xf32>
+// CHECK:               loop.load %4[0, 0, ((%kb * 16) + %jj_1), %dd_2] clamp : memref<1x1x20x16xf32>
+// CHECK:                   %[[CAUSAL:.*]] = arith.select %{{.*}}, %{{.*}}, %{{.*}} : f32
+// CHECK-NEXT:              %[[KEYS:.*]] = arith.constant 20 : index
+// CHECK-NEXT:              %[[NINF:.*]] = arith.constant 0xff800000 : f32
+// CHECK-NEXT:              %[[IN:.*]] = arith.cmpi ult, %{{.*}}, %[[KEYS]] : index
+// CHECK-NEXT:              arith.select %[[IN]], %[[CAUSAL]], %[[NINF]] : f32
+// CHECK:           } {llmopt.role = "key_blocks"}
+// CHECK:                 %[[ROWS:.*]] = arith.constant 20 : index
+// CHECK-NEXT:            %[[ROW_IN:.*]] = arith.cmpi ult, %{{.*}}, %[[ROWS]] : index
+// CHECK-NEXT:            scf.if %[[ROW_IN]] {
+// CHECK-NOT:     loop.kernel
 // NUM: flash-attention {{.*}} ok
 func.func @forward_odd(%q: memref<1x2x20x16xf32> {llmopt.input = "q"}, %k: memref<1x1x20x16xf32> {llmopt.input = "k"}, %v: memref<1x1x20x16xf32> {llmopt.input = "v"}) -> memref<1x20x32xf32> {
   %0 = memref.alloc() : memref<1x2x20x20x1xf32>

@@ -115,10 +115,28 @@ def test_causal_flash_attention_stops_at_the_diagonal() -> None:
     assert [o.owner.value.value.data for o in (divided.operands[1], bound.operands[1])] == [16, 4]
 
 
+@pytest.mark.parametrize("seq,options", [(20, ""), (37, "{bm=16 bn=16}"), (100, "")])
+def test_flash_attention_takes_lengths_no_block_divides(seq: int, options: str) -> None:
+    """20, 37 and 100 queries and keys: the last query block overhangs the queries (clamped
+    loads of Q, stores guarded by an ``scf.if``), the last key block the keys (its extra
+    keys masked to -inf), and every pass keeps the result."""
+    module = _capture((2, 1), seq, 16, seed=seq)
+    pipeline = registry.expand_pipeline("lower-to-cuda").replace(
+        "flash-attention{arch=sm_90}", f"flash-attention{options}")
+    report = llmopt.check_numerics(module, pipeline.rsplit(",", 1)[0])
+    assert report.ok, str(report)
+    fused = llmopt.lower(_capture((2, 1), seq, 16), LOOP_IR + f",flash-attention{options}")
+    flash = [k for k in _kernels(fused, "tile.kernel") if "llmopt.flash" in k.attributes]
+    assert len(flash) == 1 and not _kernels(fused, "loop.kernel"), fused
+    text = str(flash[0])
+    assert " clamp :" in text and "scf.if" in text and "arith.select" in text
+
+
 def test_flash_attention_leaves_attention_it_cannot_tile() -> None:
-    """20 queries: no block size divides them; the unfused kernels stay and stay correct."""
-    before = llmopt.lower(_capture((2, 1), 20, 16), LOOP_IR)
-    after = llmopt.lower(_capture((2, 1), 20, 16), LOOP_IR + ",flash-attention")
+    """A head dimension of 24 is no multiple of the 16 threads along it: the unfused
+    kernels stay."""
+    before = llmopt.lower(_capture((2, 1), 32, 24), LOOP_IR)
+    after = llmopt.lower(_capture((2, 1), 32, 24), LOOP_IR + ",flash-attention")
     assert len(_kernels(after, "loop.kernel")) == len(_kernels(before, "loop.kernel")) == 4
     assert not _kernels(after, "tile.kernel")
 
@@ -129,6 +147,8 @@ def test_choose_blocks() -> None:
     # 32 heads x 128 queries: blocks of 64 would make 64 blocks, of 32 128, of 16 256
     assert choose_blocks(32, 128, 128, 64, 132, 0, 0) == (16, 64)
     assert choose_blocks(4, 48, 48, 16, 132, 0, 0) == (16, 16)
-    assert choose_blocks(4, 20, 20, 16, 132, 0, 0) is None
+    # no block divides 20 queries: the blocks overhang them, the key block covers them
+    assert choose_blocks(4, 20, 20, 16, 132, 0, 0) == (16, 32)
+    assert choose_blocks(32, 200, 200, 64, 132, 0, 0) == (32, 64)  # 32 x 7 blocks of 32
     assert choose_blocks(4, 64, 64, 16, 132, 32, 32) == (32, 32)
     assert choose_blocks(4, 64, 64, 16, 132, 24, 0) is None  # not a multiple of 16
