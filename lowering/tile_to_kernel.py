@@ -199,12 +199,42 @@ def value_range(value: SSAValue) -> Range:
             lb, ub = value_range(parent.lb), value_range(parent.ub)
             if lb[0] is not None and lb[0] >= 0 and ub[1] is not None and ub[1] > lb[0]:
                 return (lb[0], ub[1] - 1)
+        if isinstance(parent, scf.ForOp) and value.index:
+            return _wrapping_counter(parent, value.index - 1)
         return UNKNOWN
     owner = value.owner
     if isinstance(owner, arith.ConstantOp) and isinstance(owner.value, IntegerAttr):
         v = owner.value.value.data
         return (v, v)
     return UNKNOWN
+
+
+def _wrapping_counter(loop_op: scf.ForOp, k: int) -> Range:
+    """The range of ``loop_op``'s ``k``-th ``iter_arg`` when it is a counter that starts at a
+    constant in ``[0, c)`` and is stepped as ``select(x + 1 < c, x + 1, 0)`` (what
+    ``async-copy`` carries): ``[0, c - 1]``; else unknown."""
+    yielded = loop_op.body.block.last_op
+    if not isinstance(yielded, scf.YieldOp) or k >= len(yielded.operands):
+        return UNKNOWN
+    select = yielded.operands[k].owner
+    if not isinstance(select, arith.SelectOp):
+        return UNKNOWN
+    cmp, stepped, zero = select.operands
+    cond = cmp.owner
+    if not (isinstance(cond, arith.CmpiOp) and cond.predicate.value.data == SLT
+            and cond.lhs is stepped and value_range(zero) == (0, 0)):
+        return UNKNOWN
+    limit = value_range(cond.rhs)
+    init = value_range(loop_op.iter_args[k])
+    if limit[0] is None or limit[0] != limit[1] or init[0] is None or init[1] is None:
+        return UNKNOWN
+    if 0 <= init[0] and init[1] < limit[0]:
+        return (0, limit[0] - 1)
+    return UNKNOWN
+
+
+SLT = 2
+"""``arith.cmpi``'s predicate number for "signed less than"."""
 
 
 def _add(a: int | None, b: int | None) -> int | None:
