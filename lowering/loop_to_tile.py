@@ -14,7 +14,10 @@ bound buffers) whose launch shape and loop-to-GPU mapping are written down as op
   a row computation such as RMSNorm or softmax), or holds a ``loop.reduce`` and the band has
   fewer than ``coop_threshold`` points (too few for one thread per point, e.g. GEMV), or holds
   only reductions that each read one buffer along its innermost coordinate (a row sum: one
-  thread per row would read addresses a row apart from its neighbours'):
+  thread per row would read addresses a row apart from its neighbours'), or is a
+  matrix-vector product (one band dimension wider than 1) whose reductions read rows of a
+  weight along their innermost coordinate (one thread per output would read them a row
+  apart):
   ``tile.forall over blocks`` over the band; each ``loop.reduce`` directly in its body becomes
   a ``tile.coop_reduce`` (the block's threads share it), each ``loop.for`` nest directly in it
   becomes a ``tile.forall over block_threads`` (its perfect chain flattened), each run of
@@ -265,14 +268,35 @@ def reads_one_row(red: loop.ReduceOp) -> bool:
     return len(buffers) == 1
 
 
+def reads_rows_apart(red: loop.ReduceOp, iv: SSAValue) -> bool:
+    """Whether ``red`` reads a buffer with its index alone in the innermost coordinate and
+    the band's ``iv`` in another one (a weight row ``W[n, k]`` of a matrix-vector product):
+    threads on consecutive ``iv`` would read addresses a row apart."""
+    k = red.body.block.args[0]
+    for op in red.body.walk():
+        if isinstance(op, loop.LoadOp) and k in op.indices and iv in op.indices:
+            last = op.map.data.results[-1]
+            if (isinstance(last, AffineDimExpr) and op.indices[last.position] is k
+                    and any(iv is op.indices[d] for r in op.map.data.results[:-1]
+                            for d in r.used_dims())):
+                return True
+    return False
+
+
 def choose_schedule(extents: Sequence[int], body: Block, block_size: int,
-                    coop_threshold: int) -> Schedule:
-    """The default schedule of a band with ``extents`` whose innermost body is ``body``."""
+                    coop_threshold: int, ivs: Sequence[SSAValue] = ()) -> Schedule:
+    """The default schedule of a band with ``extents`` (induction variables ``ivs``) whose
+    innermost body is ``body``."""
     points = product(extents)
     reduces = [op for op in body.ops if isinstance(op, loop.ReduceOp)]
     fors = [op for op in body.ops if isinstance(op, loop.ForOp)]
     row_reads = bool(reduces) and all(reads_one_row(r) for r in reduces)
-    if fors or (reduces and (points < coop_threshold or row_reads)):
+    # A matrix-vector product (one band dimension wider than 1: nothing for register-tile
+    # to tile) reading weight rows along its sum: a block per output reads them coalesced.
+    wide = [iv for iv, e in zip(ivs, extents, strict=False) if e > 1]
+    gemv = (bool(reduces) and len(wide) == 1
+            and all(reads_rows_apart(r, wide[0]) for r in reduces))
+    if fors or (reduces and (points < coop_threshold or row_reads or gemv)):
         widths = [r.trip_count for r in reduces] + [inner_nest_points(f) for f in fors]
         width = max(widths)
         if points >= coop_threshold:  # rows enough to fill the GPU: several points a thread
@@ -520,8 +544,8 @@ class ScheduleKernel(RewritePattern):
                     raise fail(unit.band[0], f"the loop nest {extents} has {product(extents)} "
                                              f"points, more than an index counts ({MAX_POINTS})")
                 unit.schedule = choose_schedule(
-                    extents, band_body(unit.band), self.block_size, self.coop_threshold
-                )
+                    extents, band_body(unit.band), self.block_size, self.coop_threshold,
+                    [f.body.block.args[0] for f in unit.band])
             else:
                 # Full reductions and loop nests that use their results: one block's
                 # threads share them (row schedule); scalar stores: one thread.
