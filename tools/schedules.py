@@ -158,6 +158,35 @@ def _coop_product(kernel: tile.KernelOp) -> tuple[tile.ForallOp, tile.CoopReduce
     return None
 
 
+def _register_tile(kernel: tile.KernelOp) -> tuple[int, int, int, int, bool] | None:
+    """``(bm, bn, tm, tn, tensor_cores)`` of a ``register-tile``d kernel, read from its
+    accumulator: the first ``tile.alloc registers`` of its forall over blocks has the shape
+    ``[*threads, *micro]`` of the forall marked ``llmopt.role = "init"`` — ``[bm/tm, bn/tn,
+    tm, tn]`` for FMA micro-tiles, ``[wm, wn, 8, 4, tm/2, 2, tn/2, 2]`` in the tensor-core
+    layout (``llmopt.layout = "mma"``); ``None`` for any other kernel."""
+    for blocks in _top_foralls(kernel):
+        if blocks.mapping.data != "blocks":
+            continue
+        ops = list(blocks.body.block.ops)
+        accs = [op for op in ops if isinstance(op, tile.AllocOp)
+                and op.space.data == "registers"]
+        inits = [op for op in ops if isinstance(op, tile.ForallOp)
+                 and _string_attr(op, "llmopt.role") == "init"]
+        if not accs or not inits:
+            continue
+        threads = inits[0].shape
+        shape = accs[0].result.type.get_shape()  # type: ignore[attr-defined]
+        micro = tuple(shape[len(threads):])
+        if _string_attr(inits[0], "llmopt.layout") == "mma" and len(threads) == 4 and len(
+                micro) == 4:
+            tm, tn = 2 * micro[0], 2 * micro[2]
+            return threads[0] * 8 * tm, threads[1] * 4 * tn, tm, tn, True
+        if len(threads) == 2 and len(micro) == 2:
+            tm, tn = micro
+            return threads[0] * tm, threads[1] * tn, tm, tn, False
+    return None
+
+
 def _shape_of(name: str, shapes: Mapping[str, ProductShape]) -> ProductShape | None:
     if name in shapes:
         return shapes[name]
@@ -203,14 +232,18 @@ def _record(kernel: tile.KernelOp, shapes: Mapping[str, ProductShape]) -> Kernel
         shape = shape or ProductShape(math.prod(ext[:-2]), ext[-2] if len(ext) > 1 else 1,
                                       ext[-1], reduce.trip_count)
         return KernelSchedule(kind="product", schedule="coop_reduce", shape=shape, **common)
-    if {"bm", "bn", "tm", "tn"} <= knobs.keys():
-        tensor_cores = any(
-            _string_attr(op, "llmopt.layout") == "mma" or isinstance(op, mma.SyncOp)
-            for op in kernel.walk())
-        tile_text = f"{knobs['bm']}x{knobs['bn']}/{knobs['tm']}x{knobs['tn']}"
+    built = _register_tile(kernel)
+    if built is not None or {"bm", "bn", "tm", "tn"} <= knobs.keys():
+        if built is not None:
+            bm, bn, tm, tn, _ = built
+        else:
+            bm, bn, tm, tn = (knobs[k] for k in ("bm", "bn", "tm", "tn"))
+        tensor_cores = (built is not None and built[4]) or any(
+            isinstance(op, mma.SyncOp) for op in kernel.walk())
+        tile_text = f"{bm}x{bn}/{tm}x{tn}"
         split = knobs.get("split_k", 1)
         if split_role == "partial" and shape is not None and blocks is not None:
-            tiles = (shape.batch * -(-shape.m // knobs["bm"]) * -(-shape.n // knobs["bn"]))
+            tiles = shape.batch * -(-shape.m // bm) * -(-shape.n // bn)
             split = max(split, math.prod(blocks) // max(1, tiles))
         return KernelSchedule(kind="product",
                               schedule="tensor_cores" if tensor_cores else "register_tile",
