@@ -146,6 +146,26 @@ def product_shapes(module: ModuleOp) -> dict[str, ProductShape]:
     return shapes
 
 
+def _thread_product(kernel: tile.KernelOp) -> tuple[tile.ForallOp, loop.ReduceOp] | None:
+    """The forall over threads and the first reduction of a product left in the default
+    thread schedule that ``register-tile`` does not match (e.g. a fused gate/up product of
+    one row), else ``None``."""
+    for forall in _top_foralls(kernel):
+        if forall.mapping.data != "threads":
+            continue
+        for op in forall.body.block.ops:
+            if isinstance(op, loop.ReduceOp) and _reads_a_product(op, op.body.block.args[0]):
+                return forall, op
+    return None
+
+
+def _rows_shape(extents: Sequence[int], k: int) -> ProductShape:
+    """The product shape of outputs ``extents`` (rows along the next-to-last dimension, the
+    ones before it a batch) with a reduction of ``k``."""
+    return ProductShape(math.prod(extents[:-2]), extents[-2] if len(extents) > 1 else 1,
+                        extents[-1], k)
+
+
 def _coop_product(kernel: tile.KernelOp) -> tuple[tile.ForallOp, tile.CoopReduceOp] | None:
     """The forall over blocks and the cooperative reduction of a product that
     ``loop-to-tile`` gave the row schedule (a block per output), else ``None``."""
@@ -225,13 +245,18 @@ def _record(kernel: tile.KernelOp, shapes: Mapping[str, ProductShape]) -> Kernel
             split = max(split, ext[found.batch[0]])
         return KernelSchedule(kind="product", schedule="thread_per_output", shape=shape,
                               split=split, **common)
+    threads = _thread_product(kernel)
+    if threads is not None:
+        forall, red = threads
+        return KernelSchedule(kind="product", schedule="thread_per_output",
+                              shape=shape or _rows_shape(forall.shape, red.trip_count),
+                              **common)
     coop = _coop_product(kernel)
     if coop is not None:
-        forall, reduce = coop
-        ext = forall.shape
-        shape = shape or ProductShape(math.prod(ext[:-2]), ext[-2] if len(ext) > 1 else 1,
-                                      ext[-1], reduce.trip_count)
-        return KernelSchedule(kind="product", schedule="coop_reduce", shape=shape, **common)
+        forall, coop_reduce = coop
+        return KernelSchedule(kind="product", schedule="coop_reduce",
+                              shape=shape or _rows_shape(forall.shape, coop_reduce.trip_count),
+                              **common)
     built = _register_tile(kernel)
     if built is not None or {"bm", "bn", "tm", "tn"} <= knobs.keys():
         if built is not None:
