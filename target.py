@@ -130,22 +130,17 @@ class Target:
         return tuple(s for s in MMA_SHAPES if self.sm >= s.min_sm)
 
     def has_mma(self, shape: MmaShape = TF32_MMA) -> bool:
-        """Whether ``shape`` (by default the TF32 ``m16n8k8`` of the ``mma`` dialect) exists
-        on this target."""
+        """Whether ``shape`` (default: the ``mma`` dialect's TF32 ``m16n8k8``) exists here."""
         return shape in self.mma_shapes
 
     @property
     def nvrtc_option(self) -> str:
-        """The NVRTC option that compiles for exactly this architecture (CUBIN, no PTX for
-        the driver to JIT): ``--gpu-architecture=sm_90``."""
+        """``--gpu-architecture=<arch>``: NVRTC makes CUBIN for exactly this architecture."""
         return f"--gpu-architecture={self.arch}"
 
     @classmethod
     def from_device(cls, device: int | None = None) -> Target:
-        """The target of CUDA device ``device`` (default: torch's current device when torch
-        has initialised CUDA, else device 0), read through the CUDA driver: its compute
-        capability, multiprocessors, shared memory, registers and thread limits; the
-        :data:`DEFAULT_ARCH` target when there is no driver or no such device."""
+        """Device ``device``'s target, read through the CUDA driver (see :func:`current_target`)."""
         found = _query_device(_default_device() if device is None else device)
         if found is None:
             return TARGETS[DEFAULT_ARCH]
@@ -213,8 +208,12 @@ def _current(device: int) -> Target:
 
 
 def current_target(device: int | None = None) -> Target:
-    """The target of the GPU code runs on: :meth:`Target.from_device`, read once per
-    device; the :data:`DEFAULT_ARCH` target without a GPU."""
+    """The target of the GPU code runs on, read once per device (:meth:`Target.from_device`):
+    CUDA device ``device`` (default: torch's current device when torch has initialised CUDA,
+    else device 0) as the CUDA driver describes it — its compute capability, multiprocessors,
+    shared memory, registers and thread limits, the rest from :func:`for_arch` of its
+    architecture; the :data:`DEFAULT_ARCH` target when there is no driver or no such
+    device."""
     return _current(_default_device() if device is None else device)
 
 

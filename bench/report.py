@@ -136,13 +136,14 @@ def summarize(cases: Sequence[Case]) -> Doc:
         summary["min_vs_compile_graphs"] = smallest("vs_compile_graphs")
     if any("schedule" in c for c in cases):  # a sweep
         summary["cases_outside_tolerance"] = sum(1 for c in timed if c.get("ok") is False)
-        summary["fallback_products"] = sum(len(fallbacks(c)) for c in cases)
+        summary["fallback_products"] = sum(r.get("count", 1) for c in cases
+                                           for r in fallbacks(c))
     return summary
 
 
 def fallbacks(case: Case, rows: int = 16) -> list[dict[str, Any]]:
     """The schedule records of a sweep point's products of at least ``rows`` rows that were
-    left one thread per output."""
+    left one thread per output (a record may stand for several kernels: its ``count``)."""
     return [r for r in case.get("schedule") or []
             if r.get("kind") == "product" and r.get("fallback") and (r.get("rows") or 0) >= rows]
 

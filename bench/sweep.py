@@ -4,7 +4,8 @@ Usage (on a GPU host; ``bash bench/run_bench.sh sweep ...`` runs it)::
 
     python bench/sweep.py --out-dir DIR [--models tinyllama qwen2.5-7b] [--what layers prefill]
                           [--seqs 1 17 100 ...] [--reps 30] [--warmup 3] [--rounds 3]
-                          [--budget-ms 300] [--jobs N] [--commit SHA] [--fresh] [--tag h200]
+                          [--budget-ms 300] [--jobs N] [--lower-first] [--commit SHA]
+                          [--fresh] [--tag h200]
     python bench/sweep.py --list [...]             # the points, nothing run
     python bench/sweep.py --dry-run [N] [...]      # lower the first N points (1) on the CPU
 
@@ -24,7 +25,9 @@ system gets about ``--budget-ms`` of timed calls (at least :data:`MIN_REPS`, at 
 float64 (``max_err_rel``, ``tol``, ``ok``), as in the suite.
 
 **Compiling.** llmopt's programs are captured on the meta device and lowered (for the GPU's
-architecture) by ``--jobs`` worker processes while the GPU measures earlier points, each
+architecture) by ``--jobs`` worker processes while the GPU measures earlier points (with
+``--lower-first`` all of them before any timing, so that no lowering shares the CPUs with
+the host side of eager and torch.compile), each
 program once into the kernel cache (keyed on the model, length, pipeline and llmopt's
 sources), so a second run parses the lowered IR instead of lowering again; the worker also
 compiles the CUDA with NVRTC into the same cache. Each point records the seconds its program
@@ -414,6 +417,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--jobs", type=int, default=max(1, min(8, (os.cpu_count() or 2) // 2)),
                         help="processes lowering llmopt's programs ahead of the GPU "
                              "(default: half the CPUs, at most 8)")
+    parser.add_argument("--lower-first", action="store_true",
+                        help="lower every point before timing any (no lowering processes "
+                             "share the CPUs with the timed calls; takes longer)")
     parser.add_argument("--pipeline", default=DEFAULT_PIPELINE,
                         help="the pass pipeline llmopt lowers with (%(default)s)")
     parser.add_argument("--commit", help="the commit measured (default: git HEAD, if any)")
@@ -465,7 +471,8 @@ def dry_run(points: Sequence[Point], pipeline: str, jobs: int) -> int:
                 print(f"  {r['name']}: {r['kind']} {r.get('shape') or ''} {r['schedule']} "
                       f"{r.get('tile') or ''} split {r.get('split')} x{r.get('count')}")
             if fallbacks:
-                print(f"  {len(fallbacks)} products of 16 rows or more one thread per output")
+                print(f"  {sum(r.get('count', 1) for r in fallbacks)} products of 16 rows or "
+                      "more one thread per output")
     finally:
         if pool is not None:
             pool.shutdown()
@@ -500,6 +507,7 @@ def run(points: Sequence[Point], args: argparse.Namespace, device: str = "cuda",
     meta = run_metadata("sweep", commit=commit, reps=args.reps, warmup=args.warmup,
                         rounds=args.rounds, pipeline=args.pipeline)
     meta |= {"arch": arch, "seqs": sorted(set(args.seqs)), "budget_ms": args.budget_ms,
+             "jobs": args.jobs, "lower_first": args.lower_first,
              "timing": f"median of up to {args.reps} calls per system (each system about "
                        f"{args.budget_ms:g} ms of timed calls, at least {MIN_REPS}), each "
                        f"between CUDA events and synchronised, in up to {args.rounds} "
@@ -510,6 +518,9 @@ def run(points: Sequence[Point], args: argparse.Namespace, device: str = "cuda",
     pool = worker_pool(min(args.jobs, len(points)))
     try:
         getters = submit_all(points, args.pipeline, arch, pool)
+        if args.lower_first:
+            for get in getters.values():
+                get()
         groups: dict[tuple[str, str], list[Point]] = {}
         for point in points:
             groups.setdefault((point.model, point.what), []).append(point)
