@@ -536,14 +536,17 @@ def build_llmopt(module: nn.Module, inputs: tuple[torch.Tensor, ...],
 def llmopt_program_builder(capture_fn: Callable[[], Any],
                            pipeline: str = DEFAULT_PIPELINE) -> Builder:
     """A builder running llmopt on a program captured by ``capture_fn`` (``capture_layer``
-    or ``capture_model`` of a model): ``pipeline``, then a :class:`CompiledProgram` with
-    ``cuda_graph=True`` and the weights bound by name."""
+    or ``capture_model`` of a model): ``pipeline`` for the GPU's architecture, then a
+    :class:`CompiledProgram` with ``cuda_graph=True`` and the weights bound by name."""
 
     def build(module: nn.Module, inputs: tuple[torch.Tensor, ...]) -> Built:
+        from llmopt.registry import with_arch
+        from llmopt.target import current_target
+
         start = time.perf_counter()
         captured = capture_fn()
         tol = tolerance(captured.module)
-        llmopt.lower(captured.module, pipeline)
+        llmopt.lower(captured.module, with_arch(pipeline, current_target().arch))
         program = CompiledProgram(captured.module, params=captured.params, cuda_graph=True)
 
         def call(*args: torch.Tensor) -> torch.Tensor:
