@@ -570,7 +570,7 @@ def sweep_plot(doc: Doc, path: str | Path, plt: Any) -> bool:
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_ylim(min(seen) / 1.25, max(seen) * 1.25)
-        ax.set_xticks(seqs, [str(s) for s in seqs], fontsize=7, rotation=45)
+        ax.set_xticks(seqs, [str(s) for s in seqs], fontsize=7, rotation=90)
         ax.xaxis.set_minor_formatter(NullFormatter())
         ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y:g}×"))
         ax.yaxis.set_minor_formatter(NullFormatter())
