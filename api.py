@@ -121,6 +121,11 @@ def compile(  # noqa: A001 - the public name mirrors torch.compile
     """Capture, lower to CUDA, compile with NVRTC and load: returns a callable that runs the
     generated kernels on CUDA tensors and returns torch tensors.
 
+    The program is lowered and compiled for the GPU it will run on (the device of the example
+    tensors, else torch's current one): ``pipeline`` gets that GPU's architecture
+    (:func:`llmopt.registry.with_arch`, e.g. ``lower-to-cuda{arch=sm_80}``), so its schedules
+    fit that GPU's shared memory and multiprocessors (:func:`llmopt.target.current_target`).
+
     With ``cuda_graph=True`` the first call captures the whole forward into a CUDA graph and
     later calls replay it; results are then static tensors overwritten by the next call.
     """
@@ -128,16 +133,19 @@ def compile(  # noqa: A001 - the public name mirrors torch.compile
 
     from llmopt.codegen.executor import CompiledProgram
     from llmopt.frontend.capture import capture as _capture
+    from llmopt.target import current_target
 
     device = next((a.device for a in example_args if isinstance(a, torch.Tensor)),
                   torch.device("cuda"))
+    index = device.index if device.type == "cuda" else None
+    target = current_target(index)
     # Capture where the module's weights live; only shapes and dtypes matter to capture.
     where = next((p.device for p in getattr(fn_or_module, "parameters", list)()), device)
     capture_args = tuple(a.to(where) if isinstance(a, torch.Tensor) else a
                          for a in example_args)
     captured = _capture(fn_or_module, capture_args)
-    lower(captured.module, pipeline)
+    lower(captured.module, registry.with_arch(pipeline, target.arch))
     params = {name: t.detach().to(device) for name, t in captured.params.items()}
     program = CompiledProgram(captured.module, params=params, cuda_graph=cuda_graph,
-                              device=device.index if device.type == "cuda" else None)
+                              device=index, arch=target.arch)
     return Compiled(program, captured.output_count == 1)

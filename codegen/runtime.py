@@ -21,6 +21,8 @@ import ctypes
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TypeAlias
 
+from llmopt.target import STATIC_SMEM, current_target
+
 if TYPE_CHECKING:
     import torch
 
@@ -32,10 +34,6 @@ Dim3: TypeAlias = "int | tuple[int] | tuple[int, int] | tuple[int, int, int]"
 #: ``long long``), a ``float`` (passed as a ``float``), or an explicit ctypes value such as
 #: ``ctypes.c_double(x)`` or ``ctypes.c_int(n)`` for other parameter types.
 KernelArg: TypeAlias = "torch.Tensor | int | float | ctypes._SimpleCData | ctypes.Structure"
-
-# cudaFuncAttributeMaxDynamicSharedMemorySize needs no opt-in up to this many bytes.
-_DEFAULT_SHARED_LIMIT = 48 * 1024
-
 
 class CudaError(RuntimeError):
     """A CUDA driver API call failed.
@@ -210,8 +208,7 @@ class CudaModule:
         from llmopt.codegen.nvrtc import compile_cuda
 
         index = torch.cuda.current_device() if device is None else int(device)
-        major, minor = torch.cuda.get_device_capability(index)
-        cubin = compile_cuda(source, arch=f"sm_{major}{minor}", options=options)
+        cubin = compile_cuda(source, arch=current_target(index).arch, options=options)
         return cls(cubin, device=index)
 
     @property
@@ -337,7 +334,7 @@ class CudaFunction:
         driver = _driver()
         gx, gy, gz = _dim3(grid, "grid")
         bx, by, bz = _dim3(block, "block")
-        if shared_bytes > _DEFAULT_SHARED_LIMIT and shared_bytes > self.max_dynamic_shared:
+        if shared_bytes > STATIC_SMEM and shared_bytes > self.max_dynamic_shared:
             self.set_max_dynamic_shared(shared_bytes)
         if stream is None:
             stream = _current_stream(self.module.device)

@@ -118,7 +118,6 @@ from llmopt.dialects.prim import REDUCE_KINDS
 
 MAPPINGS = ("blocks", "threads", "block_threads")
 SPACES = ("shared", "registers")
-MAX_THREADS_PER_BLOCK = 1024
 
 
 @irdl_op_definition

@@ -18,8 +18,8 @@ from xdsl.ir import Operation
 from llmopt.interp._core import DivergenceError, InterpretError, Value, error
 from llmopt.interp.scalar import scalar_impl
 from llmopt.interp.simt import SimtEvaluator, simt_impl
+from llmopt.target import WARP
 
-WARP = 32
 LOW_BITS = np.uint32(0x1FFF)
 """The mantissa bits of an ``f32`` that TF32 does not keep."""
 

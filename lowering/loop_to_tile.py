@@ -41,12 +41,11 @@ scheduling passes at Tile IR refine it.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import UNKNOWN_LOC, FileLineColLoc, ModuleOp, StringAttr
+from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.ir.affine import AffineDimExpr
 from xdsl.passes import ModulePass
@@ -62,55 +61,11 @@ from xdsl.utils.exceptions import PassFailedException
 
 from llmopt.dialects import loop, tile
 from llmopt.lowering._symbols import unique_name
+from llmopt.passes._rewrite import KeepLocation, fail
+from llmopt.target import ARCH, DEFAULT_ARCH, MAX_THREADS_PER_BLOCK, WARP
 
-WARP = 32
 MAX_GRID = 2**31 - 1
 MAX_POINTS = 2**63 - 1
-
-
-class OpFailure(PassFailedException):
-    """A pass cannot handle ``op``: the message names the op and, when known, its source
-    position; ``llm-opt`` prints it like a verifier error, with the source line marked."""
-
-    def __init__(self, op: Operation, message: str) -> None:
-        where = ""
-        if isinstance(op.location, FileLineColLoc):
-            loc = op.location
-            where = f"{loc.filename.data}:{loc.line.data}:{loc.column.data}: "
-        super().__init__(f"{where}'{op.name}' op: {message}")
-        self.op = op
-        self.detail = message
-
-
-def fail(op: Operation, message: str) -> PassFailedException:
-    """A diagnostic naming ``op`` (and its source position when known)."""
-    return OpFailure(op, message)
-
-
-@dataclass
-class KeepLocation(RewritePattern):
-    """Applies ``pattern``; every op it inserts without a location (and every such op nested
-    in it) gets the location of the op the pattern matched, so that diagnostics of later
-    passes still point at the source."""
-
-    pattern: RewritePattern
-
-    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
-        location = op.location
-        if location == UNKNOWN_LOC:
-            self.pattern.match_and_rewrite(op, rewriter)
-            return
-
-        def stamp(new: Operation) -> None:
-            for inner in new.walk():
-                if inner.location == UNKNOWN_LOC:
-                    inner.location = location
-
-        rewriter.operation_insertion_handler.append(stamp)
-        try:
-            self.pattern.match_and_rewrite(op, rewriter)
-        finally:
-            rewriter.operation_insertion_handler.remove(stamp)
 
 
 def round_up(value: int, multiple: int) -> int:
@@ -586,9 +541,6 @@ class ScheduleKernel(RewritePattern):
         rewriter.replace(op, new_kernels, [])
 
 
-_ARCH = re.compile(r"sm_\d+a?")
-
-
 @dataclass(frozen=True)
 class LoopToTile(ModulePass):
     """Lower Loop IR to Tile IR with the default schedule (see the module docstring).
@@ -601,20 +553,20 @@ class LoopToTile(ModulePass):
 
     name = "loop-to-tile"
 
-    arch: str = "sm_90"
+    arch: str = DEFAULT_ARCH
     block_size: int = 256
     coop_threshold: int = 4096
     max_grid: int = MAX_GRID
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        if not _ARCH.fullmatch(self.arch):
+        if not ARCH.fullmatch(self.arch):
             raise PassFailedException(f"loop-to-tile: arch must look like 'sm_90', got "
                                       f"'{self.arch}'")
-        if not (WARP <= self.block_size <= tile.MAX_THREADS_PER_BLOCK
+        if not (WARP <= self.block_size <= MAX_THREADS_PER_BLOCK
                 and self.block_size % WARP == 0):
             raise PassFailedException(
                 f"loop-to-tile: block_size must be a multiple of {WARP} in "
-                f"[{WARP}, {tile.MAX_THREADS_PER_BLOCK}], got {self.block_size}"
+                f"[{WARP}, {MAX_THREADS_PER_BLOCK}], got {self.block_size}"
             )
         if self.coop_threshold < 0 or not 1 <= self.max_grid <= MAX_GRID:
             raise PassFailedException(

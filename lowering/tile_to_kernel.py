@@ -96,9 +96,9 @@ from xdsl.rewriter import InsertPoint
 
 from llmopt.dialects import kernel, loop, tile
 from llmopt.lowering._symbols import unique_name
-from llmopt.lowering.loop_to_tile import KeepLocation, fail
+from llmopt.passes._rewrite import KeepLocation, fail
+from llmopt.target import WARP
 
-WARP = 32
 MAX_UNROLLED_ROUNDS = 32
 SHUFFLE_OFFSETS = (16, 8, 4, 2, 1)
 INDEX = IndexType()

@@ -37,6 +37,8 @@ from functools import partial
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from llmopt.target import DEFAULT_ARCH
+
 if TYPE_CHECKING:
     from llmopt.codegen.executor import KernelTime
 
@@ -113,7 +115,8 @@ def demo(args: argparse.Namespace) -> int:
     print("\n// ===== CUDA (printed from CUDA IR) =====")
     source = llmopt.cuda_source(module)
     print(source)
-    from llmopt.codegen.nvrtc import compile_cuda, default_arch
+    from llmopt.codegen.nvrtc import compile_cuda
+    from llmopt.target import default_arch
 
     arch = default_arch()
     cubin = compile_cuda(source, arch=arch)
@@ -448,8 +451,14 @@ def compile_model(args: argparse.Namespace) -> int:
 
 
 def _with_arch(pipeline: str, arch: str) -> str:
-    """The default pipeline for ``arch``; any other pipeline as given."""
-    return f"lower-to-cuda{{arch={arch}}}" if pipeline == "lower-to-cuda" else pipeline
+    """``pipeline`` lowering for ``arch`` (:func:`llmopt.registry.with_arch`: every pipeline
+    or pass with an ``arch`` option that does not set it gets ``arch``)."""
+    from llmopt.registry import PipelineError, with_arch
+
+    try:
+        return with_arch(pipeline, arch)
+    except PipelineError as err:
+        raise CliError(f"bad --pipeline '{pipeline}': {err}") from None
 
 
 def _write_text(path: Path, text: str) -> None:
@@ -628,8 +637,8 @@ def _run_gpu(args: argparse.Namespace) -> int:
     import torch
 
     from llmopt.codegen.executor import CompiledProgram
-    from llmopt.codegen.nvrtc import default_arch
     from llmopt.frontend.models import build_model
+    from llmopt.target import default_arch
 
     dtype = _dtype(args.dtype)
     seq = args.seq or 128
@@ -723,6 +732,10 @@ def tune(args: argparse.Namespace) -> int:
 
     if not _cuda_available():
         raise CliError("tune needs a CUDA GPU: candidates are timed on it")
+    if args.arch is None:
+        from llmopt.target import default_arch
+
+        args.arch = default_arch()
     first, _ = split_pipeline(_with_arch(args.pipeline, args.arch), "tile")
     names = [text.split("{")[0].strip() for text in first]
     if "loop-to-tile" not in names:
@@ -795,7 +808,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     c.add_argument("--emit", choices=EMITS, required=True,
                    help="the level to stop at; cuda-source: the CUDA text; cubin: NVRTC's image")
     c.add_argument("-o", "--output", required=True, help="output file ('-': stdout)")
-    c.add_argument("--arch", default="sm_90", help="GPU architecture (default sm_90)")
+    c.add_argument("--arch", default=DEFAULT_ARCH,
+                   help=f"GPU architecture (default {DEFAULT_ARCH})")
     c.set_defaults(run=compile_model)
 
     r = sub.add_parser("run", help="compile and run a whole model, compare with PyTorch")
@@ -811,8 +825,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     r.add_argument("--repeat", type=int, default=20, help="timed runs on a GPU (median)")
     r.add_argument("--profile", type=int, default=0, metavar="N",
                    help="on a GPU, also time each launch alone and list the N slowest kernels")
-    r.add_argument("--arch", default="sm_90", help="GPU architecture NVRTC compiles for "
-                   "without a GPU (default sm_90; with one, the GPU's)")
+    r.add_argument("--arch", default=DEFAULT_ARCH, help="GPU architecture NVRTC compiles "
+                   f"for without a GPU (default {DEFAULT_ARCH}; with one, the GPU's)")
     r.set_defaults(run=run_model)
 
     t = sub.add_parser("tune", help="time schedule candidates of each matrix product on the "
@@ -828,7 +842,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                    "model's")
     t.add_argument("--dtype", choices=DTYPES, default="float32")
     t.add_argument("--pipeline", default="lower-to-cuda")
-    t.add_argument("--arch", default="sm_90")
+    t.add_argument("--arch", default=None,
+                   help="GPU architecture to tune for (default: the GPU's)")
     t.add_argument("--reps", type=int, default=30, help="timed replays per candidate (median)")
     t.add_argument("--limit", type=int, default=48, help="candidates per kernel at most")
     t.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) - 1),

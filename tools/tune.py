@@ -42,7 +42,6 @@ from llmopt.passes.tile._schedule import (
     RegisterTile,
     fitting_tiles,
     has_tensor_cores,
-    limits,
     tile_cost,
 )
 from llmopt.passes.tile.register_tile import (
@@ -50,6 +49,7 @@ from llmopt.passes.tile.register_tile import (
     match_contraction,
     tile_periods,
 )
+from llmopt.target import for_arch
 
 TABLE_DIR = Path(__file__).resolve().parent.parent / "passes" / "tile" / "tuned"
 SCHEDULED = ("split-k{{arch={arch}}},register-tile{{arch={arch}}},stage-inputs{{arch={arch}}},"
@@ -111,7 +111,7 @@ def candidates(kernel: tile.KernelOp, arch: str) -> list[dict[str, int]]:
     if found is None:
         return []
     m, n, k, batch = dims = product_dims(found)
-    gpu = limits(arch)
+    gpu = for_arch(arch)
     accs = len(found.reduces)
     scored: list[tuple[float, int, int, dict[str, int]]] = []
     for tile_ in fitting_tiles(m, n, accs, tile_periods(found)):
@@ -148,7 +148,7 @@ def mma_candidates(kernel: tile.KernelOp, arch: str, limit: int) -> list[dict[st
     if found is None or not has_tensor_cores(arch, found.reduce.result.type):
         return []
     m, n, k, _ = dims = product_dims(found)
-    gpu = limits(arch)
+    gpu = for_arch(arch)
     scored: list[tuple[float, dict[str, int]]] = []
     for tile_ in MMA_TILES:
         bm, bn, tm, tn = tile_.bm, tile_.bn, tile_.tm, tile_.tn

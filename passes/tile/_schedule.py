@@ -16,44 +16,18 @@ from typing import NamedTuple
 from xdsl.dialects.builtin import DictionaryAttr, Float32Type, IntegerAttr
 from xdsl.ir import Attribute, Operation
 
-from llmopt.dialects import mma, tile
+from llmopt.dialects import tile
+from llmopt.target import Target as GpuLimits
+from llmopt.target import for_arch as limits
+from llmopt.target import smem_budget as smem_budget
 
 SCHEDULE_ATTR = "llmopt.schedule"
-
-
-@dataclass(frozen=True)
-class GpuLimits:
-    """What a schedule must fit: multiprocessors, shared memory a block may declare
-    statically and in all (dynamic shared memory, opted into above the static 48 KiB),
-    threads a block may have."""
-
-    sms: int
-    max_smem: int = 48 * 1024
-    static_smem: int = 48 * 1024
-    max_threads: int = 1024
-
-
-LIMITS = {"sm_80": GpuLimits(108, 163 * 1024), "sm_86": GpuLimits(84, 99 * 1024),
-          "sm_89": GpuLimits(128, 99 * 1024), "sm_90": GpuLimits(132, 227 * 1024),
-          "sm_100": GpuLimits(148, 227 * 1024), "sm_120": GpuLimits(170, 99 * 1024)}
 
 
 def padded_bytes(shape: Sequence[int], pad: int, elem_bytes: int = 4) -> int:
     """Bytes of a shared tile of ``shape`` whose rows (innermost dimension) ``pad-shared``
     pads by ``pad`` elements."""
     return math.prod(shape[:-1]) * (shape[-1] + pad) * elem_bytes
-
-
-def smem_budget(gpu: GpuLimits) -> int:
-    """Shared memory the scheduling passes give one block's tiles: half of what a block may
-    use (two blocks still fit a multiprocessor), at least the static 48 KiB. Above 48 KiB
-    ``kernel-to-cuda`` declares it dynamic."""
-    return max(gpu.static_smem, gpu.max_smem // 2)
-
-
-def limits(arch: str) -> GpuLimits:
-    """The limits of ``arch`` (an unknown arch gets those of sm_90)."""
-    return LIMITS.get(arch, LIMITS["sm_90"])
 
 
 def kernel_knobs(kernel: Operation) -> dict[str, int]:
@@ -189,7 +163,7 @@ of 4×8 won only the tuner's 128-row products (128×2048×5632: 0.068 against 0.
 def has_tensor_cores(arch: str, sum_type: Attribute) -> bool:
     """Whether a product summing ``sum_type`` may run on ``arch``'s tensor cores with
     ``f32`` accuracy (three TF32 ``mma.sync``, sm_80 or newer)."""
-    return isinstance(sum_type, Float32Type) and mma.available(arch)
+    return isinstance(sum_type, Float32Type) and limits(arch).has_mma()
 
 
 class ProductSchedule(NamedTuple):

@@ -75,7 +75,7 @@ from xdsl.rewriter import InsertPoint
 from xdsl.utils.exceptions import PassFailedException
 
 from llmopt.dialects import kernel, loop, tile
-from llmopt.lowering.loop_to_tile import KeepLocation
+from llmopt.passes._rewrite import KeepLocation
 from llmopt.passes.tile._access import block_threads
 from llmopt.passes.tile._schedule import (
     DEFAULT_STAGES,

@@ -94,7 +94,7 @@ from xdsl.rewriter import InsertPoint
 from xdsl.utils.exceptions import PassFailedException
 
 from llmopt.dialects import loop, mma, tile
-from llmopt.lowering.loop_to_tile import KeepLocation
+from llmopt.passes._rewrite import KeepLocation
 from llmopt.passes.tile._access import counted_for, linear_form, loop_nest
 from llmopt.passes.tile._schedule import knob
 from llmopt.passes.tile.register_tile import UNROLL

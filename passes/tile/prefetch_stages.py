@@ -46,7 +46,7 @@ from xdsl.pattern_rewriter import (
 from xdsl.rewriter import InsertPoint
 
 from llmopt.dialects import loop, tile
-from llmopt.lowering.loop_to_tile import KeepLocation
+from llmopt.passes._rewrite import KeepLocation
 from llmopt.passes.tile._access import block_threads, iv_range, loop_nest, simplified
 from llmopt.passes.tile._schedule import knob
 from llmopt.passes.tile.stage_inputs import block_level_loop, const_int

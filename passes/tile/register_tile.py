@@ -80,7 +80,7 @@ from xdsl.traits import is_side_effect_free
 from xdsl.utils.exceptions import PassFailedException
 
 from llmopt.dialects import loop, tile
-from llmopt.lowering.loop_to_tile import KeepLocation
+from llmopt.passes._rewrite import KeepLocation
 from llmopt.passes.tile._access import (
     ClampingCloner,
     Cloner,

@@ -60,8 +60,8 @@ from xdsl.rewriter import InsertPoint
 from xdsl.utils.exceptions import PassFailedException
 
 from llmopt.dialects import loop, tile
-from llmopt.lowering.loop_to_tile import KeepLocation
 from llmopt.passes._ir import defined_inside
+from llmopt.passes._rewrite import KeepLocation
 from llmopt.passes.tile._access import counted_for
 from llmopt.passes.tile._schedule import knob
 from llmopt.passes.tile.register_tile import UNROLL
