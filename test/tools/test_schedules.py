@@ -64,11 +64,14 @@ def test_the_tensor_core_layout() -> None:
 
 def test_a_block_per_output_and_the_fallback() -> None:
     """One row: the row schedule (a block per output, its threads sharing K); 17 rows of
-    512 outputs, which no register tile divides: one thread per output, a fallback of 16
-    rows or more."""
+    512 outputs, which no register tile divides: a ragged register tile, and before
+    ``register-tile`` one thread per output, a fallback of 16 rows or more."""
     (gemv,) = _products(lower_with_schedules(_linear(1, 64, 96), "lower-to-cuda"))
     assert gemv.schedule == "coop_reduce" and gemv.shape == ProductShape(1, 1, 96, 64)
-    (ragged,) = _products(lower_with_schedules(_linear(17, 64, 512), "lower-to-cuda"))
+    (tiled,) = _products(lower_with_schedules(_linear(17, 64, 512), "lower-to-cuda"))
+    assert tiled.schedule == "register_tile" and not tiled.fallback
+    (ragged,) = _products(lower_with_schedules(
+        _linear(17, 64, 512), "torch-to-prim,canonicalize,prim-to-loop,fuse-kernels,loop-to-tile"))
     assert ragged.schedule == "thread_per_output" and ragged.fallback
     assert ragged.shape == ProductShape(1, 17, 512, 64)
     as_json = ragged.to_json()
