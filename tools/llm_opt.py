@@ -17,8 +17,10 @@ pipelines and targets registered (see :mod:`llmopt.registry`), plus:
 * ``--load-plugin`` to import a file or module that registers passes, dialects, pipelines
   or targets;
 * diagnostics instead of tracebacks: bad input (a bad pipeline, a parse error, IR that
-  fails to verify, a pass that rejects its input) exits with status 1, a compiler bug
-  exits with status 2 after printing ``internal error: ...`` and writing a reproducer.
+  fails to verify, a pass that rejects its input) exits with status 1, and so does a pass
+  or target that needs an optional dependency that is not installed (one line saying what
+  to install, :mod:`llmopt.deps`); a compiler bug exits with status 2 after printing
+  ``internal error: ...`` and writing a reproducer.
 
 Operations parsed from a file carry their source position as a location, so verifier
 errors name ``file:line:col`` (``--print-debuginfo`` shows them in the output).
@@ -924,6 +926,13 @@ def run_tool(argv: Sequence[str] | None = None) -> int:
         os.dup2(devnull, sys.stdout.fileno())
         return 1
     except Exception as err:
+        from llmopt.deps import missing_dependency
+
+        missing = missing_dependency(err)
+        if missing is not None:  # one line saying what to install, no traceback
+            where = f"pass '{tool.current_pass.name}' " if tool and tool.current_pass else ""
+            _error(f"{PROG}: error: {where}{missing}")
+            return 1
         _report_internal(tool, err, argv)
         return 2
     return 0

@@ -114,11 +114,16 @@ def demo(args: argparse.Namespace) -> int:
     source = llmopt.cuda_source(module)
     print(source)
     from llmopt.codegen.nvrtc import compile_cuda, default_arch
+    from llmopt.deps import MissingDependency
 
     arch = default_arch()
-    cubin = compile_cuda(source, arch=arch)
     kernels = source.count("__global__")
-    print(f"// NVRTC: {kernels} kernel(s) compiled to {len(cubin)} bytes of CUBIN for {arch}")
+    try:
+        cubin = compile_cuda(source, arch=arch)
+    except MissingDependency as err:  # the IR and the interpreted run need no CUDA library
+        print(f"// NVRTC: not compiled, {err}")
+    else:
+        print(f"// NVRTC: {kernels} kernel(s) compiled to {len(cubin)} bytes of CUBIN for {arch}")
     reference = fn.double() if isinstance(fn, torch.nn.Module) else fn
     params = list(fn.parameters()) if isinstance(fn, torch.nn.Module) else []
     if torch.cuda.is_available():
@@ -286,9 +291,12 @@ def _code_fingerprint() -> str:
     import llmopt
 
     root = Path(llmopt.__file__).resolve().parent
-    files = sorted(root.glob("*.py"))
-    for package in ("dialects", "lowering", "passes", "codegen", "frontend", "interp", "tools"):
-        files += sorted((root / package).rglob("*.py"))
+    files: list[Path] = []
+    packages = [root]
+    while packages:  # llmopt and its sub-packages: directories with an __init__.py
+        package = packages.pop()
+        files += sorted(package.glob("*.py"))
+        packages += sorted(p.parent for p in package.glob("*/__init__.py"))
     digest = hashlib.sha256()
     for path in files:
         digest.update(str(path.relative_to(root)).encode() + b"\0")
@@ -600,17 +608,17 @@ def _run_cpu(args: argparse.Namespace) -> int:
 def _nvrtc_report(module: Any, rest: Sequence[str], arch: str) -> str:
     """Lower a copy of a Kernel-IR ``module`` the rest of the way and compile it to CUBIN."""
     from llmopt.api import cuda_source, lower
+    from llmopt.codegen.nvrtc import compile_cuda
+    from llmopt.deps import MissingDependency
 
-    try:
-        from llmopt.codegen.nvrtc import compile_cuda
-    except ImportError as err:  # no cuda-python
-        return f"NVRTC unavailable ({err}): CUDA not compiled"
     began = time.perf_counter()
     cuda = lower(module.clone(), ",".join(rest)) if rest else module.clone()
     source = cuda_source(cuda)
     try:
         cubin = compile_cuda(source, arch=arch)
-    except Exception as err:  # NVRTC missing or the compile failed: report, keep going
+    except MissingDependency as err:
+        return f"NVRTC: not compiled, {err}"
+    except Exception as err:  # the compile failed: report, keep going
         return f"NVRTC failed: {str(err).splitlines()[0]}"
     return (f"NVRTC: {source.count('__global__')} kernels compiled to {len(cubin)} bytes of "
             f"CUBIN for {arch} in {time.perf_counter() - began:.1f} s")
@@ -847,6 +855,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"llmopt: error: {err}", file=sys.stderr)
         return 1
     except Exception as err:
+        from llmopt.deps import missing_dependency
+
+        missing = missing_dependency(err)
+        if missing is not None:  # one line saying what to install, no traceback
+            print(f"llmopt: error: 'llmopt {args.command}' {missing}", file=sys.stderr)
+            return 1
         from llmopt.frontend.capture import CaptureError
 
         if isinstance(err, CaptureError | FileNotFoundError | OSError):
