@@ -2,7 +2,8 @@
 
 Tests marked ``@pytest.mark.gpu`` are skipped where torch sees no CUDA device. torch is
 imported only when such a test was collected. The user's tuning cache is replaced by an
-empty one (``LLMOPT_TUNE_CACHE``), so results do not depend on what this machine tuned.
+empty one (``LLMOPT_TUNE_CACHE``), so that ``llmopt tune`` in a test writes no home
+directory and a pipeline asking for the cache (``apply-tuned{user=1}``) finds none.
 """
 
 from __future__ import annotations

@@ -761,6 +761,38 @@ def tune(args: argparse.Namespace) -> int:
         print(f"// seq {seq}: {tuned} kernels tuned, written to {path}", file=sys.stderr)
         if args.model.endswith(".mlir"):
             break
+    if args.table:
+        print(f"// apply-tuned reads the table of {args.arch} in every pipeline",
+              file=sys.stderr)
+    else:
+        print(f"// apply-tuned reads the tuning cache only when asked: set "
+              f"LLMOPT_TUNE_CACHE={path} (or give apply-tuned{{user=1}})", file=sys.stderr)
+    return 0
+
+
+def cache_info(args: argparse.Namespace) -> int:
+    """``llmopt cache``: where the compile cache and the tuning cache are, and what they
+    hold (``--clear``: delete the compile cache's entries)."""
+    from llmopt.codegen.cache import cache_disabled, default_cache
+    from llmopt.tools.tune import cache_path, load_table, user_cache
+
+    def entries(count: int) -> str:
+        return f"{count} {'entry' if count == 1 else 'entries'}"
+
+    cache = default_cache()
+    if args.clear:
+        count = len(cache.entries())
+        cache.clear()
+        print(f"// removed {entries(count)} from {cache.directory}", file=sys.stderr)
+    files = cache.entries()
+    size = sum(entry.stat().st_size for entry in files if entry.is_file())
+    state = "; bypassed: LLMOPT_NO_CACHE is set" if cache_disabled() else ""
+    print(f"compile cache: {cache.directory} ({entries(len(files))}, {size / 1e6:.1f} MB"
+          f"{state})")
+    tuned = cache_path()
+    used = ("read by apply-tuned: LLMOPT_TUNE_CACHE is set" if user_cache(False) is not None
+            else "read only with LLMOPT_TUNE_CACHE set or apply-tuned{user=1}")
+    print(f"tuning cache: {tuned} ({entries(len(load_table(tuned)))}; {used})")
     return 0
 
 
@@ -844,6 +876,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     t.add_argument("--table", action="store_true", help="write the committed table of --arch "
                    "instead of the user's tuning cache")
     t.set_defaults(run=tune)
+
+    k = sub.add_parser("cache", help="where the compile cache and the tuning cache are, and "
+                       "what they hold")
+    k.add_argument("--clear", action="store_true",
+                   help="first delete every entry of the compile cache")
+    k.set_defaults(run=cache_info)
 
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
