@@ -59,7 +59,6 @@ from xdsl.dialects.builtin import (
     MemRefType,
     ModuleOp,
     StringAttr,
-    i64,
 )
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.ir.affine import (
@@ -81,7 +80,7 @@ from xdsl.utils.exceptions import PassFailedException
 
 from llmopt.dialects import loop, tile
 from llmopt.lowering.loop_to_tile import KeepLocation
-from llmopt.passes.tile._access import Cloner, Linear, block_threads, loop_nest
+from llmopt.passes.tile._access import UNROLL, Cloner, Linear, block_threads, loop_nest
 from llmopt.passes.tile._schedule import (
     RegisterTile,
     choose_product_schedule,
@@ -91,8 +90,6 @@ from llmopt.passes.tile._schedule import (
     knob,
     limits,
 )
-
-UNROLL = {"unroll": IntegerAttr(0, i64)}
 
 
 @dataclass(frozen=True)
