@@ -18,6 +18,8 @@ def pytest_configure(config: pytest.Config) -> None:
     """Declare the ``gpu`` marker (also declared in pyproject.toml); point the tuning cache
     at a file that does not exist (unless the caller chose one)."""
     config.addinivalue_line("markers", "gpu: needs an NVIDIA GPU (skipped where none is present)")
+    config.addinivalue_line("markers", "slow: takes a minute or more (builds and installs a "
+                            "wheel); runs with the rest")
     os.environ.setdefault("LLMOPT_TUNE_CACHE",
                           os.path.join(tempfile.mkdtemp(prefix="llmopt-tune-"), "tuned.json"))
 
