@@ -88,7 +88,12 @@ class DialectLoadError(Exception):
 
 
 class PassLoadError(Exception):
-    """A registered pass could not be loaded: an installation or plugin bug."""
+    """A registered pass could not be loaded: an installation or plugin bug (or a missing
+    optional dependency of the pass)."""
+
+    def __init__(self, pass_name: str, message: str) -> None:
+        super().__init__(message)
+        self.pass_name = pass_name
 
 
 class PassVerificationError(Exception):
@@ -785,7 +790,8 @@ def _guarded_pass(
         try:
             return factory()
         except Exception as err:
-            raise PassLoadError(f"cannot load pass '{name}': {type(err).__name__}: {err}") from err
+            raise PassLoadError(
+                name, f"cannot load pass '{name}': {type(err).__name__}: {err}") from err
 
     return load
 
@@ -930,7 +936,9 @@ def run_tool(argv: Sequence[str] | None = None) -> int:
 
         missing = missing_dependency(err)
         if missing is not None:  # one line saying what to install, no traceback
-            where = f"pass '{tool.current_pass.name}' " if tool and tool.current_pass else ""
+            name = (tool.current_pass.name if tool is not None and tool.current_pass
+                    else err.pass_name if isinstance(err, PassLoadError) else None)
+            where = f"pass '{name}' " if name else ""
             _error(f"{PROG}: error: {where}{missing}")
             return 1
         _report_internal(tool, err, argv)

@@ -21,6 +21,12 @@ through the CPU interpreter.
 MODEL is a preset (``tinyllama``, ``qwen2.5-7b``: the real dimensions), a local Hugging Face
 directory (``config.json`` plus safetensors) or a ``config.json``. Nothing is ever fetched
 from a hub: the command sets ``HF_HUB_OFFLINE=1``.
+
+``llmopt tune MODEL`` times schedule candidates on the GPU (:mod:`llmopt.tools.tune`);
+``llmopt cache`` prints where the compile cache and the tuning cache are and what they hold.
+A subcommand that needs an optional dependency that is not installed (transformers for the
+models, torch, the CUDA libraries) says in one line what to install and exits with status 1
+(:mod:`llmopt.deps`); ``llmopt demo`` without the CUDA libraries skips only the NVRTC step.
 """
 
 from __future__ import annotations

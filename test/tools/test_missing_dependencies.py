@@ -123,6 +123,26 @@ def test_llm_opt_pass_without_its_dependency(tmp_path: Path) -> None:
     assert "reproducer" not in result.stderr
 
 
+LAZY_PLUGIN = '''
+"""A pass whose module needs a dependency that is not installed (loaded when used)."""
+from llmopt import registry
+
+
+def load():
+    import transformers  # noqa: F401
+
+
+registry.PASSES["needs-at-load"] = load
+'''
+
+
+def test_llm_opt_pass_that_cannot_load_without_its_dependency(tmp_path: Path) -> None:
+    (tmp_path / "lazy.py").write_text(LAZY_PLUGIN)
+    argv = [RMS, "--load-plugin", "lazy.py", "-p", "needs-at-load"]
+    result = _run(_block("transformers"), "llm-opt", argv, tmp_path)
+    _one_line_error(result, "llm-opt: error: pass 'needs-at-load' needs transformers", MODELS)
+
+
 def test_llm_opt_lowers_to_cuda_without_torch_or_cuda_libraries(tmp_path: Path) -> None:
     """The IR tool needs neither torch nor the CUDA libraries to print CUDA."""
     result = _run(_block("torch", "cuda", "transformers"), "llm-opt",
