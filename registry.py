@@ -77,7 +77,6 @@ _BUILTIN_PASSES: dict[str, tuple[str, str]] = {
     "tile-to-kernel": ("llmopt.lowering.tile_to_kernel", "TileToKernel"),
     "kernel-to-cuda": ("llmopt.lowering.kernel_to_cuda", "KernelToCuda"),
     "fuse-kernels": ("llmopt.passes.loop.fuse_kernels", "FuseKernels"),
-    "fuse-norm-prologue": ("llmopt.passes.loop.fuse_norm_prologue", "FuseNormPrologue"),
     "hoist-reduce-factors": ("llmopt.passes.loop.hoist_reduce_factors", "HoistReduceFactors"),
     "apply-tuned": ("llmopt.passes.tile.apply_tuned", "ApplyTuned"),
     "flash-attention": ("llmopt.passes.tile.flash_attention", "FlashAttention"),

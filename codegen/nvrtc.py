@@ -7,6 +7,8 @@ persistent :mod:`llmopt.codegen.cache`.
 
 CUDA libraries are imported when first needed, so importing this module is cheap. The
 architecture to compile for defaults to the GPU's (:func:`llmopt.target.default_arch`).
+Without cuda-python, or when it cannot load the NVRTC library, compiling raises
+:class:`~llmopt.deps.MissingDependency` (an ``ImportError`` that says what to install).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from llmopt.codegen.cache import KernelCache, cache_key, default_cache
+from llmopt.deps import CUDA, MissingDependency
 from llmopt.target import DEFAULT_ARCH, default_arch, for_arch, normalize_arch
 
 __all__ = [
@@ -72,8 +75,11 @@ class NvrtcError(Exception):
 
 
 def _nvrtc() -> Any:
-    from cuda.bindings import nvrtc
-
+    """``cuda.bindings.nvrtc`` (:class:`MissingDependency` without cuda-python)."""
+    try:
+        from cuda.bindings import nvrtc
+    except ImportError as err:
+        raise MissingDependency("cuda-python", CUDA) from err
     return nvrtc
 
 
@@ -88,8 +94,14 @@ def _check(result: Any, what: str, source: str = "") -> None:
 
 @functools.lru_cache(maxsize=1)
 def nvrtc_version() -> tuple[int, int]:
-    """Return the ``(major, minor)`` version of the NVRTC library in use."""
-    err, major, minor = _nvrtc().nvrtcVersion()
+    """Return the ``(major, minor)`` version of the NVRTC library in use (the first call
+    loads the library: :class:`MissingDependency` when cuda-python cannot find it)."""
+    nvrtc = _nvrtc()
+    try:
+        err, major, minor = nvrtc.nvrtcVersion()
+    except RuntimeError as failure:  # cuda.pathfinder's DynamicLibNotFoundError
+        raise MissingDependency("the NVRTC library (nvidia-cuda-nvrtc)",
+                                "pip install nvidia-cuda-nvrtc") from failure
     _check(err, "nvrtcVersion")
     return int(major), int(minor)
 
@@ -151,6 +163,8 @@ def compile_cuda(
     Raises:
         NvrtcError: compilation failed; the message holds the log and the offending lines.
         ValueError: ``arch`` is not of the form ``sm_XY``.
+        MissingDependency: cuda-python, the NVRTC library or the CUDA headers the source
+            includes are not installed.
     """
     arch = _normalize_arch(arch)
     opts = _compile_options(arch, options)
@@ -160,7 +174,14 @@ def compile_cuda(
     cubin = cache.get(key)
     if cubin is not None:
         return cubin
-    cubin = _nvrtc_compile(source, [*opts, *(f"-I{d}" for d in include_dirs())], name, arch)
+    headers = include_dirs()
+    try:
+        cubin = _nvrtc_compile(source, [*opts, *(f"-I{d}" for d in headers)], name, arch)
+    except NvrtcError as err:
+        if not headers and "cannot open source file" in err.log:
+            raise MissingDependency("the CUDA headers (cuda-toolkit)",
+                                    "pip install 'cuda-toolkit[cudart,cccl,crt]'") from err
+        raise
     cache.put(key, cubin)
     return cubin
 

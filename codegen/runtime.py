@@ -21,7 +21,7 @@ import ctypes
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TypeAlias
 
-from llmopt.target import STATIC_SMEM, current_target
+from llmopt.target import STATIC_SMEM
 
 if TYPE_CHECKING:
     import torch
@@ -194,23 +194,6 @@ class CudaModule:
             self._handle = _check(driver.cuModuleLoadData(bytes(cubin)), "cuModuleLoadData")
         self._functions: dict[str, CudaFunction] = {}
 
-    @classmethod
-    def from_source(
-        cls,
-        source: str,
-        *,
-        options: Sequence[str] = (),
-        device: int | None = None,
-    ) -> CudaModule:
-        """Compile ``source`` for ``device``'s architecture (cached) and load it."""
-        import torch
-
-        from llmopt.codegen.nvrtc import compile_cuda
-
-        index = torch.cuda.current_device() if device is None else int(device)
-        cubin = compile_cuda(source, arch=current_target(index).arch, options=options)
-        return cls(cubin, device=index)
-
     @property
     def handle(self) -> Any:
         """The driver's ``CUmodule`` handle."""
@@ -274,21 +257,6 @@ class CudaFunction:
             attribute = getattr(driver.CUfunction_attribute, f"CU_FUNC_ATTRIBUTE_{attribute}")
         value = _check(driver.cuFuncGetAttribute(attribute, self.handle), "cuFuncGetAttribute")
         return int(value)
-
-    @property
-    def num_registers(self) -> int:
-        """Registers used by each thread."""
-        return self.get_attribute("NUM_REGS")
-
-    @property
-    def static_shared_bytes(self) -> int:
-        """Statically allocated shared memory per block."""
-        return self.get_attribute("SHARED_SIZE_BYTES")
-
-    @property
-    def max_threads_per_block(self) -> int:
-        """The largest block this kernel can be launched with."""
-        return self.get_attribute("MAX_THREADS_PER_BLOCK")
 
     @property
     def max_dynamic_shared(self) -> int:

@@ -853,17 +853,8 @@ class DeclOp(StatementOp):
         return "const" in self.qualifier_names
 
     @property
-    def is_shared(self) -> bool:
-        return "__shared__" in self.qualifier_names
-
-    @property
     def is_extern(self) -> bool:
         return "extern" in self.qualifier_names
-
-    @property
-    def extent_value(self) -> int | None:
-        """The array's extent: ``None`` for a scalar, ``0`` for an array of unknown bound."""
-        return None if self.extent is None else self.extent.value.data
 
     @property
     def reference_type(self) -> Attribute:

@@ -17,8 +17,10 @@ pipelines and targets registered (see :mod:`llmopt.registry`), plus:
 * ``--load-plugin`` to import a file or module that registers passes, dialects, pipelines
   or targets;
 * diagnostics instead of tracebacks: bad input (a bad pipeline, a parse error, IR that
-  fails to verify, a pass that rejects its input) exits with status 1, a compiler bug
-  exits with status 2 after printing ``internal error: ...`` and writing a reproducer.
+  fails to verify, a pass that rejects its input) exits with status 1, and so does a pass
+  or target that needs an optional dependency that is not installed (one line saying what
+  to install, :mod:`llmopt.deps`); a compiler bug exits with status 2 after printing
+  ``internal error: ...`` and writing a reproducer.
 
 Operations parsed from a file carry their source position as a location, so verifier
 errors name ``file:line:col`` (``--print-debuginfo`` shows them in the output).
@@ -86,7 +88,12 @@ class DialectLoadError(Exception):
 
 
 class PassLoadError(Exception):
-    """A registered pass could not be loaded: an installation or plugin bug."""
+    """A registered pass could not be loaded: an installation or plugin bug (or a missing
+    optional dependency of the pass)."""
+
+    def __init__(self, pass_name: str, message: str) -> None:
+        super().__init__(message)
+        self.pass_name = pass_name
 
 
 class PassVerificationError(Exception):
@@ -783,7 +790,8 @@ def _guarded_pass(
         try:
             return factory()
         except Exception as err:
-            raise PassLoadError(f"cannot load pass '{name}': {type(err).__name__}: {err}") from err
+            raise PassLoadError(
+                name, f"cannot load pass '{name}': {type(err).__name__}: {err}") from err
 
     return load
 
@@ -924,6 +932,15 @@ def run_tool(argv: Sequence[str] | None = None) -> int:
         os.dup2(devnull, sys.stdout.fileno())
         return 1
     except Exception as err:
+        from llmopt.deps import missing_dependency
+
+        missing = missing_dependency(err)
+        if missing is not None:  # one line saying what to install, no traceback
+            name = (tool.current_pass.name if tool is not None and tool.current_pass
+                    else err.pass_name if isinstance(err, PassLoadError) else None)
+            where = f"pass '{name}' " if name else ""
+            _error(f"{PROG}: error: {where}{missing}")
+            return 1
         _report_internal(tool, err, argv)
         return 2
     return 0

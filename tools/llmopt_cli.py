@@ -21,6 +21,12 @@ through the CPU interpreter.
 MODEL is a preset (``tinyllama``, ``qwen2.5-7b``: the real dimensions), a local Hugging Face
 directory (``config.json`` plus safetensors) or a ``config.json``. Nothing is ever fetched
 from a hub: the command sets ``HF_HUB_OFFLINE=1``.
+
+``llmopt tune MODEL`` times schedule candidates on the GPU (:mod:`llmopt.tools.tune`);
+``llmopt cache`` prints where the compile cache and the tuning cache are and what they hold.
+A subcommand that needs an optional dependency that is not installed (transformers for the
+models, torch, the CUDA libraries) says in one line what to install and exits with status 1
+(:mod:`llmopt.deps`); ``llmopt demo`` without the CUDA libraries skips only the NVRTC step.
 """
 
 from __future__ import annotations
@@ -116,12 +122,17 @@ def demo(args: argparse.Namespace) -> int:
     source = llmopt.cuda_source(module)
     print(source)
     from llmopt.codegen.nvrtc import compile_cuda
+    from llmopt.deps import MissingDependency
     from llmopt.target import default_arch
 
     arch = default_arch()
-    cubin = compile_cuda(source, arch=arch)
     kernels = source.count("__global__")
-    print(f"// NVRTC: {kernels} kernel(s) compiled to {len(cubin)} bytes of CUBIN for {arch}")
+    try:
+        cubin = compile_cuda(source, arch=arch)
+    except MissingDependency as err:  # the IR and the interpreted run need no CUDA library
+        print(f"// NVRTC: not compiled, {err}")
+    else:
+        print(f"// NVRTC: {kernels} kernel(s) compiled to {len(cubin)} bytes of CUBIN for {arch}")
     reference = fn.double() if isinstance(fn, torch.nn.Module) else fn
     params = list(fn.parameters()) if isinstance(fn, torch.nn.Module) else []
     if torch.cuda.is_available():
@@ -289,9 +300,12 @@ def _code_fingerprint() -> str:
     import llmopt
 
     root = Path(llmopt.__file__).resolve().parent
-    files = sorted(root.glob("*.py"))
-    for package in ("dialects", "lowering", "passes", "codegen", "frontend", "interp", "tools"):
-        files += sorted((root / package).rglob("*.py"))
+    files: list[Path] = []
+    packages = [root]
+    while packages:  # llmopt and its sub-packages: directories with an __init__.py
+        package = packages.pop()
+        files += sorted(package.glob("*.py"))
+        packages += sorted(p.parent for p in package.glob("*/__init__.py"))
     digest = hashlib.sha256()
     for path in files:
         digest.update(str(path.relative_to(root)).encode() + b"\0")
@@ -609,17 +623,17 @@ def _run_cpu(args: argparse.Namespace) -> int:
 def _nvrtc_report(module: Any, rest: Sequence[str], arch: str) -> str:
     """Lower a copy of a Kernel-IR ``module`` the rest of the way and compile it to CUBIN."""
     from llmopt.api import cuda_source, lower
+    from llmopt.codegen.nvrtc import compile_cuda
+    from llmopt.deps import MissingDependency
 
-    try:
-        from llmopt.codegen.nvrtc import compile_cuda
-    except ImportError as err:  # no cuda-python
-        return f"NVRTC unavailable ({err}): CUDA not compiled"
     began = time.perf_counter()
     cuda = lower(module.clone(), ",".join(rest)) if rest else module.clone()
     source = cuda_source(cuda)
     try:
         cubin = compile_cuda(source, arch=arch)
-    except Exception as err:  # NVRTC missing or the compile failed: report, keep going
+    except MissingDependency as err:
+        return f"NVRTC: not compiled, {err}"
+    except Exception as err:  # the compile failed: report, keep going
         return f"NVRTC failed: {str(err).splitlines()[0]}"
     return (f"NVRTC: {source.count('__global__')} kernels compiled to {len(cubin)} bytes of "
             f"CUBIN for {arch} in {time.perf_counter() - began:.1f} s")
@@ -766,6 +780,38 @@ def tune(args: argparse.Namespace) -> int:
         print(f"// seq {seq}: {tuned} kernels tuned, written to {path}", file=sys.stderr)
         if args.model.endswith(".mlir"):
             break
+    if args.table:
+        print(f"// apply-tuned reads the table of {args.arch} in every pipeline",
+              file=sys.stderr)
+    else:
+        print(f"// apply-tuned reads the tuning cache only when asked: set "
+              f"LLMOPT_TUNE_CACHE={path} (or give apply-tuned{{user=1}})", file=sys.stderr)
+    return 0
+
+
+def cache_info(args: argparse.Namespace) -> int:
+    """``llmopt cache``: where the compile cache and the tuning cache are, and what they
+    hold (``--clear``: delete the compile cache's entries)."""
+    from llmopt.codegen.cache import cache_disabled, default_cache
+    from llmopt.tools.tune import cache_path, load_table, user_cache
+
+    def entries(count: int) -> str:
+        return f"{count} {'entry' if count == 1 else 'entries'}"
+
+    cache = default_cache()
+    if args.clear:
+        count = len(cache.entries())
+        cache.clear()
+        print(f"// removed {entries(count)} from {cache.directory}", file=sys.stderr)
+    files = cache.entries()
+    size = sum(entry.stat().st_size for entry in files if entry.is_file())
+    state = "; bypassed: LLMOPT_NO_CACHE is set" if cache_disabled() else ""
+    print(f"compile cache: {cache.directory} ({entries(len(files))}, {size / 1e6:.1f} MB"
+          f"{state})")
+    tuned = cache_path()
+    used = ("read by apply-tuned: LLMOPT_TUNE_CACHE is set" if user_cache(False) is not None
+            else "read only with LLMOPT_TUNE_CACHE set or apply-tuned{user=1}")
+    print(f"tuning cache: {tuned} ({entries(len(load_table(tuned)))}; {used})")
     return 0
 
 
@@ -852,6 +898,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                    "instead of the user's tuning cache")
     t.set_defaults(run=tune)
 
+    k = sub.add_parser("cache", help="where the compile cache and the tuning cache are, and "
+                       "what they hold")
+    k.add_argument("--clear", action="store_true",
+                   help="first delete every entry of the compile cache")
+    k.set_defaults(run=cache_info)
+
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
     if args.command is None:
@@ -862,6 +914,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"llmopt: error: {err}", file=sys.stderr)
         return 1
     except Exception as err:
+        from llmopt.deps import missing_dependency
+
+        missing = missing_dependency(err)
+        if missing is not None:  # one line saying what to install, no traceback
+            print(f"llmopt: error: 'llmopt {args.command}' {missing}", file=sys.stderr)
+            return 1
         from llmopt.frontend.capture import CaptureError
 
         if isinstance(err, CaptureError | FileNotFoundError | OSError):

@@ -8,12 +8,15 @@ passes, compiled and run on random inputs. A candidate that fails to compile or 
 whose outputs differ from the unscheduled kernel's by more than the numerics tolerance, is
 discarded. The fastest survivor (median of CUDA-event timings of CUDA-graph replays), when
 it beats the heuristics' own schedule, is written to the **tuning cache**, keyed on the
-structural hash, the GPU's name and the NVRTC version; the ``apply-tuned`` pass reads it
-(and the committed table of the target architecture) and sets the kernel's
-``llmopt.schedule``.
+structural hash, the GPU's name and the NVRTC version; the ``apply-tuned`` pass reads the
+committed table of the target architecture, and the cache before it when asked to, and
+sets the kernel's ``llmopt.schedule``.
 
-The cache is ``$LLMOPT_TUNE_CACHE`` or ``~/.cache/llmopt/tuned.json``; ``--table`` writes
-the results to a committed table instead (``passes/tile/tuned/<arch>.json``).
+The cache is ``$LLMOPT_TUNE_CACHE`` or ``~/.cache/llmopt/tuned.json``. So that a program
+lowers the same for everyone, ``apply-tuned`` reads it only when told to: with
+``$LLMOPT_TUNE_CACHE`` set, or with ``apply-tuned{user=1}`` (:func:`user_cache`).
+``--table`` writes the results to a committed table instead
+(``passes/tile/tuned/<arch>.json``), which ``apply-tuned`` always reads.
 """
 
 from __future__ import annotations
@@ -337,9 +340,17 @@ def run_trials(kernel: tile.KernelOp, trials: Sequence[dict[str, int] | None], a
 
 
 def cache_path() -> Path:
-    """The user's tuning cache."""
+    """The user's tuning cache, which ``llmopt tune`` writes: ``$LLMOPT_TUNE_CACHE``, else
+    ``~/.cache/llmopt/tuned.json``."""
     env = os.environ.get("LLMOPT_TUNE_CACHE")
     return Path(env) if env else Path.home() / ".cache" / "llmopt" / "tuned.json"
+
+
+def user_cache(user: bool) -> Path | None:
+    """The tuning cache ``apply-tuned`` reads (before the committed table), if any: the
+    :func:`cache_path` when ``user`` asks for it or ``$LLMOPT_TUNE_CACHE`` names it; else
+    none, so that what was tuned in a home directory never changes a program unasked."""
+    return cache_path() if user or os.environ.get("LLMOPT_TUNE_CACHE") else None
 
 
 def load_table(path: Path) -> dict[str, Any]:
@@ -377,8 +388,9 @@ def record_entries(path: Path, table: dict[str, Any], entries: dict[str, Any]) -
 
 
 def tables_fingerprint() -> str:
-    """A hash of the tuning tables ``apply-tuned`` reads (the user's cache and the committed
-    tables): part of the compile-cache key of lowered programs, so tuning anew recompiles."""
+    """A hash of the tuning tables ``apply-tuned`` may read (the user's cache and the
+    committed tables): part of the compile-cache key of lowered programs, so tuning anew
+    recompiles."""
     digest = hashlib.sha256()
     for path in [cache_path(), *sorted(TABLE_DIR.glob("*.json"))]:
         with contextlib.suppress(OSError):

@@ -13,13 +13,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from xdsl.dialects import arith, scf
-from xdsl.dialects.builtin import IndexType, IntegerAttr, UnitAttr
+from xdsl.dialects.builtin import IndexType, IntegerAttr, UnitAttr, i64
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr, AffineExpr, AffineMap
 
 from llmopt.dialects import loop, tile
 
 INDEX = IndexType()
+
+UNROLL: dict[str, Attribute] = {"unroll": IntegerAttr(0, i64)}
+"""The attributes of a loop that ``kernel-to-cuda`` unrolls completely (``#pragma unroll``)."""
 
 
 @dataclass(frozen=True)

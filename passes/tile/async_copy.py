@@ -76,7 +76,7 @@ from xdsl.utils.exceptions import PassFailedException
 
 from llmopt.dialects import kernel, loop, tile
 from llmopt.passes._rewrite import KeepLocation
-from llmopt.passes.tile._access import block_threads
+from llmopt.passes.tile._access import UNROLL, block_threads
 from llmopt.passes.tile._schedule import (
     DEFAULT_STAGES,
     default_carry,
@@ -87,9 +87,6 @@ from llmopt.passes.tile._schedule import (
 )
 from llmopt.passes.tile.prefetch_stages import Fill, remap, staged_fills
 from llmopt.passes.tile.stage_inputs import addends, block_level_loop, const_int
-
-WIDTHS = (4, 2, 1)
-UNROLL = {"unroll": IntegerAttr(0, i64)}
 
 
 def vector_width(f: Fill) -> int:

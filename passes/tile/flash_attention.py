@@ -88,6 +88,7 @@ from xdsl.traits import is_side_effect_free
 
 from llmopt.dialects import loop, tile
 from llmopt.passes.tile._access import (
+    UNROLL,
     ClampingCloner,
     Cloner,
     Linear,
@@ -100,7 +101,6 @@ from llmopt.passes.tile._schedule import limits, padded_bytes
 
 THREADS = 16
 """Threads along each side of a score or output tile (16 × 16 = 256 a block)."""
-UNROLL = {"unroll": IntegerAttr(0, i64)}
 PAD = 4
 """Padding of the tiles read along their rows (Q, K, the scores): rows of a multiple of 4
 words stay 16-byte aligned, so ``vector-fragments`` reads them as ``float4``, and 8

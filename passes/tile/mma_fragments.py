@@ -95,9 +95,8 @@ from xdsl.utils.exceptions import PassFailedException
 
 from llmopt.dialects import loop, mma, tile
 from llmopt.passes._rewrite import KeepLocation
-from llmopt.passes.tile._access import counted_for, linear_form, loop_nest
+from llmopt.passes.tile._access import UNROLL, counted_for, linear_form, loop_nest
 from llmopt.passes.tile._schedule import knob
-from llmopt.passes.tile.register_tile import UNROLL
 from llmopt.passes.tile.stage_inputs import const_int
 from llmopt.passes.tile.vector_fragments import outer_chunk_loop
 

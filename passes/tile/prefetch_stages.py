@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import arith, scf
-from xdsl.dialects.builtin import IntegerAttr, MemRefType, ModuleOp, StringAttr, i64
+from xdsl.dialects.builtin import IntegerAttr, MemRefType, ModuleOp, StringAttr
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.ir.affine import AffineDimExpr, AffineExpr, AffineMap
 from xdsl.passes import ModulePass
@@ -47,12 +47,17 @@ from xdsl.rewriter import InsertPoint
 
 from llmopt.dialects import loop, tile
 from llmopt.passes._rewrite import KeepLocation
-from llmopt.passes.tile._access import block_threads, iv_range, loop_nest, simplified
+from llmopt.passes.tile._access import (
+    UNROLL,
+    block_threads,
+    iv_range,
+    loop_nest,
+    simplified,
+)
 from llmopt.passes.tile._schedule import knob
 from llmopt.passes.tile.stage_inputs import block_level_loop, const_int
 
 MAX_ROUNDS = 32
-UNROLL = {"unroll": IntegerAttr(0, i64)}
 
 
 @dataclass(frozen=True)

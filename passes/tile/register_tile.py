@@ -59,7 +59,6 @@ from xdsl.dialects.builtin import (
     MemRefType,
     ModuleOp,
     StringAttr,
-    i64,
 )
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.ir.affine import (
@@ -82,6 +81,7 @@ from xdsl.utils.exceptions import PassFailedException
 from llmopt.dialects import loop, tile
 from llmopt.passes._rewrite import KeepLocation
 from llmopt.passes.tile._access import (
+    UNROLL,
     ClampingCloner,
     Cloner,
     Linear,
@@ -99,8 +99,6 @@ from llmopt.passes.tile._schedule import (
     knob,
     limits,
 )
-
-UNROLL = {"unroll": IntegerAttr(0, i64)}
 
 
 @dataclass(frozen=True)

@@ -668,11 +668,16 @@ def test_load_table_of_missing_or_bad_files(tmp_path: Path) -> None:
 
 
 def test_cache_path(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """``llmopt tune`` writes ``$LLMOPT_TUNE_CACHE`` or the home directory's cache;
+    ``apply-tuned`` reads the first always, the second only with ``user=1``."""
     monkeypatch.setenv("LLMOPT_TUNE_CACHE", str(tmp_path / "t.json"))
     assert tune.cache_path() == tmp_path / "t.json"
+    assert tune.user_cache(False) == tune.user_cache(True) == tmp_path / "t.json"
     monkeypatch.delenv("LLMOPT_TUNE_CACHE")
     monkeypatch.setenv("HOME", str(tmp_path))
     assert tune.cache_path() == tmp_path / ".cache" / "llmopt" / "tuned.json"
+    assert tune.user_cache(False) is None
+    assert tune.user_cache(True) == tune.cache_path()
 
 
 def test_apply_tuned_reads_the_user_cache_before_the_committed_table(
@@ -698,8 +703,16 @@ def test_apply_tuned_reads_the_user_cache_before_the_committed_table(
     assert knobs_after("apply-tuned") == {"a": {"bm": 32, "bn": 32, "tm": 2, "tn": 2},
                                           "b": {"bm": 32, "bn": 32, "tm": 2, "tn": 2},
                                           "c": {}}
-    assert knobs_after("apply-tuned{user=0}")["a"] == {"bm": 16, "bn": 64, "tm": 1, "tn": 4}
     assert knobs_after("apply-tuned{arch=sm_80}")["a"] == {}
+    # the home directory's cache only when asked for (user=1)
+    home = tmp_path / "home"
+    tune.save_table(home / ".cache" / "llmopt" / "tuned.json", tune.load_table(user))
+    monkeypatch.delenv("LLMOPT_TUNE_CACHE")
+    monkeypatch.setenv("HOME", str(home))
+    assert knobs_after("apply-tuned")["a"] == {"bm": 16, "bn": 64, "tm": 1, "tn": 4}
+    assert knobs_after("apply-tuned{user=0}")["a"] == {"bm": 16, "bn": 64, "tm": 1, "tn": 4}
+    assert knobs_after("apply-tuned{user=1}")["a"] == {"bm": 32, "bn": 32, "tm": 2, "tn": 2}
+    monkeypatch.setenv("LLMOPT_TUNE_CACHE", str(user))
     # the knobs drive register-tile: 32x32 tiles of 2x2 for a and b, the heuristic for c
     tiled = llmopt.lower(module.clone(), "apply-tuned,register-tile")
     shapes = {op.parent_op().parent_op().sym_name.data: op.results[0].type.get_shape()
@@ -998,10 +1011,12 @@ def test_split_k_that_does_not_divide_k_warns() -> None:
 
 
 def test_tune_layer_tunes_the_layer_the_blocks_benchmark_times(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
     """``llmopt tune M --layer`` hands the tuner decoder layer 0 captured alone (no lm_head;
     at full size its o and down projections end in the layer's output, kernels the whole
-    model does not have, so ``apply-tuned`` needs entries of their own)."""
+    model does not have, so ``apply-tuned`` needs entries of their own); it says how to
+    use the cache it wrote."""
     pytest.importorskip("torch")
     from llmopt.tools import llmopt_cli
 
@@ -1023,6 +1038,8 @@ def test_tune_layer_tunes_the_layer_the_blocks_benchmark_times(
         "max_position_embeddings": 256}))
     assert llmopt_cli.main(["tune", str(config), "--layer", "--seqs", "32", "--jobs", "1"]) == 0
     assert llmopt_cli.main(["tune", str(config), "--seqs", "32", "--jobs", "1"]) == 0
+    hint = f"set LLMOPT_TUNE_CACHE={tmp_path / 'tuned.json'} (or give apply-tuned{{user=1}})"
+    assert hint in capsys.readouterr().err
     layer, whole = seen
     assert "1x32x176x64" in layer  # the fused gate/up
     assert "1x32x128x64" in whole and "1x32x128x64" not in layer  # lm_head: the model's only
