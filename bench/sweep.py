@@ -114,15 +114,31 @@ DEFAULT_REPS, DEFAULT_WARMUP, DEFAULT_ROUNDS, DEFAULT_BUDGET_MS = 30, 3, 3, 300.
 @dataclass(frozen=True)
 class Point:
     """One point of the sweep: ``model``'s ``what`` (``decoder_layer`` or ``whole_model``)
-    at ``seq`` tokens."""
+    at ``seq`` tokens, the model built from ``source`` (:func:`source_text`: fixed when the
+    point is made, so the lowering processes build what the key names)."""
 
     model: str
     seq: int
     what: str
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.source:
+            object.__setattr__(self, "source", source_text(SOURCES[self.model]))
+
+    def built_from(self) -> Any:
+        """What :func:`~llmopt.frontend.models.build_model` takes for this point."""
+        return self.source if self.source in MODELS else json.loads(self.source)
 
     @property
     def name(self) -> str:
         return case_name(self.model, self.seq, self.what)
+
+
+def source_text(source: Any) -> str:
+    """A model's source as text: a preset's name, or a config's JSON."""
+    return source if isinstance(source, str) else json.dumps(source, sort_keys=True,
+                                                             default=str)
 
 
 def plan(models: Sequence[str], seqs: Sequence[int], what: Sequence[str]) -> list[Point]:
@@ -147,7 +163,7 @@ def _capture(point: Point) -> Any:
     from llmopt.frontend.models import build_model, capture_layer, capture_model
 
     layer = point.what == "decoder_layer"
-    meta = build_model(SOURCES[point.model], device="meta", dtype=torch.float32,
+    meta = build_model(point.built_from(), device="meta", dtype=torch.float32,
                        layers=1 if layer else None)
     return capture_layer(meta, point.seq) if layer else capture_model(meta, point.seq)
 
@@ -159,10 +175,9 @@ def program_key(point: Point, pipeline: str) -> str:
     from llmopt import registry
     from llmopt.tools.llmopt_cli import model_identity, program_cache_key
 
-    source = SOURCES[point.model]
     layers = 1 if point.what == "decoder_layer" else None
-    identity = (model_identity(source, layers) if isinstance(source, str)
-                else json.dumps(source, sort_keys=True, default=str) + f"\nlayers={layers}")
+    identity = (model_identity(point.source, layers) if point.source in MODELS
+                else f"{point.source}\nlayers={layers}")
     elements = [text for text, _ in registry.pipeline_elements(pipeline)]
     return program_cache_key(f"sweep:{point.what}\n{identity}", point.seq, "float32", elements)
 

@@ -345,8 +345,10 @@ def program_cache_key(identity: str, seq: int, dtype: str, elements: Sequence[st
     from importlib.metadata import PackageNotFoundError, version
 
     from llmopt import registry
+    from llmopt.plugins import load_entry_points
     from llmopt.tools.tune import tables_fingerprint
 
+    load_entry_points()  # as lowering will: the registry below is then complete
     versions = []
     for package in ("torch", "transformers", "xdsl"):
         try:
