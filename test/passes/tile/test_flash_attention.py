@@ -11,7 +11,7 @@ from xdsl.dialects.builtin import ModuleOp
 
 import llmopt
 from llmopt import registry
-from llmopt.passes.tile.flash_attention import choose_blocks
+from llmopt.passes.tile.flash_attention import Blocks, choose_blocks, warp_grid
 
 LOOP_IR = ("torch-to-prim,canonicalize,prim-to-loop,fuse-kernels{recompute_limit=0},"
            "canonicalize,cse,hoist-reduce-factors")
@@ -143,12 +143,24 @@ def test_flash_attention_leaves_attention_it_cannot_tile() -> None:
 
 def test_choose_blocks() -> None:
     # enough query blocks of 64 rows for every multiprocessor: 32 heads x 8
-    assert choose_blocks(32, 512, 512, 64, 132, 0, 0) == (64, 64)
+    assert choose_blocks(32, 512, 512, 64, 132) == Blocks(64, 64, 8)
+    assert choose_blocks(28, 512, 512, 128, 132) == Blocks(64, 64, 8)
     # 32 heads x 128 queries: blocks of 64 would make 64 blocks, of 32 128, of 16 256
-    assert choose_blocks(32, 128, 128, 64, 132, 0, 0) == (16, 64)
-    assert choose_blocks(4, 48, 48, 16, 132, 0, 0) == (16, 16)
+    assert choose_blocks(32, 128, 128, 64, 132) == Blocks(16, 64, 8)
+    # a 16 x 16 score tile and a 16 x 16 output tile: two warps of 16 x 8 fragments
+    assert choose_blocks(4, 48, 48, 16, 132) == Blocks(16, 16, 2)
     # no block divides 20 queries: the blocks overhang them, the key block covers them
-    assert choose_blocks(4, 20, 20, 16, 132, 0, 0) == (16, 32)
-    assert choose_blocks(32, 200, 200, 64, 132, 0, 0) == (32, 64)  # 32 x 7 blocks of 32
-    assert choose_blocks(4, 64, 64, 16, 132, 32, 32) == (32, 32)
+    assert choose_blocks(4, 20, 20, 16, 132) == Blocks(16, 32, 2)
+    assert choose_blocks(32, 200, 200, 64, 132) == Blocks(32, 64, 8)  # 32 x 7 blocks of 32
+    assert choose_blocks(4, 64, 64, 16, 132, 32, 32) == Blocks(32, 32, 4)
     assert choose_blocks(4, 64, 64, 16, 132, 24, 0) is None  # not a multiple of 16
+    assert choose_blocks(4, 64, 64, 16, 132, 32, 32, 8) is None  # 8 warps: a D of 16 < 64
+
+
+def test_warp_grid() -> None:
+    """Warp tiles of whole 16 x 8 fragments, each thread an even number of columns, the
+    fewest operand loads."""
+    assert warp_grid(64, 64, 8) == (4, 2)     # 16 x 32 a warp
+    assert warp_grid(64, 128, 8) == (2, 4)    # 32 x 32
+    assert warp_grid(16, 64, 8) == (1, 8)     # 16 x 8
+    assert warp_grid(16, 16, 4) is None
