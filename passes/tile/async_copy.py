@@ -2,20 +2,26 @@
 
 **Matches** the K loop that ``stage-inputs`` makes — ``scf.for %k0 = 0 to n`` directly in a
 ``tile.forall over blocks``, its body the forall(s) filling shared tiles (``llmopt.role =
-"stage"``: a global load stored into the tile) followed by the chunk loop — when its
+"stage"``: a global load stored into the tile) followed by the chunk loop — and any loop
+of that place whose fills are followed by other steps that read the tiles and write none of
+them (``flash-attention``'s loop over key blocks: scores, softmax, ``P·V``), when its
 ``stages`` knob ``S`` is at least 2 (pass option, else the kernel's ``llmopt.schedule``,
-else 3), ``n ≥ 2``, and ``S`` copies of the tiles (rows padded as ``pad-shared`` will) fit the
-shared-memory budget of a block (half of what one may use, so two fit a multiprocessor:
-113 KiB on sm_90; ``kernel-to-cuda`` makes more than 48 KiB dynamic); ``S`` is lowered to
-what fits, down to 2.
+else 3), ``n ≥ 2``, and ``S`` copies of the tiles (rows padded as ``pad-shared`` will) fit,
+beside the block's other shared tiles, the shared-memory budget of a block (half of what
+one may use, so two fit a multiprocessor: 113 KiB on sm_90; all of it when one slot of each
+tile already exceeds that half, so the block runs alone either way; ``kernel-to-cuda``
+makes more than 48 KiB dynamic); ``S`` is lowered to what fits, down to 2. The bound ``n``
+may also be a value ``arith.minui(x, N)`` (a causal attention's key blocks end at the
+diagonal's): ``S`` is then at most ``N + 1``, and the counters are carried, the chunk
+fetched wrapping at the value.
 
 **Produces** ``S`` slots per tile (``tile.alloc shared`` ``[S, …]``, the chunk loop reading
 slot ``k0 mod S``) and fills made of ``tile.async_copy``: each copy moves ``V`` consecutive
 elements, ``V`` the widest of 4, 2, 1 that the tile allows (its innermost dimension is the
 global buffer's innermost, walked by the fill's fastest index with coefficient 1, and every
 row start is a multiple of ``V`` elements — 16-byte copies for ``f32`` with ``V = 4``; such
-tiles ask ``pad-shared`` for ``V`` words of padding so their rows stay aligned). The loop
-becomes::
+tiles ask ``pad-shared`` for ``V`` words of padding so their rows stay aligned, unless they
+already ask for a multiple of ``V``). The loop becomes::
 
     kernel.barrier                      // the previous block point's readers are done
     scf.for %p = 0 to S-1 { fill(chunk p → slot p); tile.async_commit }
@@ -23,7 +29,7 @@ becomes::
       tile.async_wait S-2               // this thread's copies of chunk k0 have landed
       kernel.barrier                    // everyone's have; slot (k0-1) mod S is free
       fill(chunk %fetch → slot %fill_slot); tile.async_commit
-      <chunk loop on slot %slot>
+      <chunk loop (or the other steps) on slot %slot>
       scf.yield wrap(%slot + 1, S), wrap(%fill_slot + 1, S), wrap(%fetch + 1, n)
     }
     tile.async_wait 0

@@ -52,7 +52,9 @@ tolerance as the unfused kernels, not bit for bit.
 Options: ``bm`` (query rows per block, a multiple of 16), ``bn`` (keys per block, a
 multiple of 16), ``warps`` (0 = :func:`choose_blocks`), ``tensor_cores`` (mark the products
 for ``mma-fragments`` where ``arch`` has TF32 ``mma.sync``; default on), ``stages``
-(written into the kernel's schedule for ``async-copy``; 0 = its default), ``arch``.
+(written into the kernel's schedule for ``async-copy``; 0 = its default), ``arch``. The
+kernel's schedule also asks ``async-copy`` to carry its counters (``carry = 1``), as a
+causal loop must: one form of the loop over key blocks, with or without a mask.
 """
 
 from __future__ import annotations
@@ -65,7 +67,6 @@ from xdsl.context import Context
 from xdsl.dialects import arith, scf
 from xdsl.dialects.builtin import (
     DictionaryAttr,
-    FloatAttr,
     IndexType,
     IntegerAttr,
     MemRefType,
@@ -73,7 +74,6 @@ from xdsl.dialects.builtin import (
     StringAttr,
     i64,
 )
-from xdsl.dialects.math import ExpOp
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr, AffineExpr, AffineMap
 from xdsl.passes import ModulePass
@@ -93,6 +93,7 @@ from llmopt.passes.tile._access import (
     simplified,
 )
 from llmopt.passes.tile._attention import NEG_INF, Chain, match_chain
+from llmopt.passes.tile._online_softmax import OnlineSoftmax, const_float, shared
 from llmopt.passes.tile._schedule import (
     SCHEDULE_ATTR,
     RegisterTile,
@@ -144,11 +145,10 @@ def choose_blocks(rows: int, queries: int, keys: int, head_dim: int, sms: int, b
     the smallest that divides; when none divides, the same choice among all three, the last
     query block overhanging the queries); the largest ``bn`` of 64, 32, 16 that divides the
     keys (when none does, the smallest that covers them, at most 64: the last key block
-    overhangs the keys and its extra keys are masked; on the H200, Qwen2.5-7B's attention at
-    seq 512, head dimension 128, took 0.141 ms with ``bn = 64`` and 0.169 ms with 32 in the
-    multiply-add kernel this one replaced); the most warps, at most 8, that both products
-    tile (:func:`warp_grid`). ``None`` when the head dimension is no multiple of 16 or the
-    sizes tile nothing."""
+    overhangs the keys and its extra keys are masked; longer key blocks mean fewer rounds of
+    row statistics and barriers per key, see ``docs/performance.md``); the most warps, at
+    most 8, that both products tile (:func:`warp_grid`). ``None`` when the head dimension is
+    no multiple of 16 or the sizes tile nothing."""
     if head_dim % 16:
         return None
     if not bm:
@@ -178,10 +178,6 @@ def const_index(value: int) -> arith.ConstantOp:
     return arith.ConstantOp(IntegerAttr(value, INDEX))
 
 
-def const_float(value: float, typ: Attribute) -> arith.ConstantOp:
-    return arith.ConstantOp(FloatAttr(value, typ))  # type: ignore[arg-type]
-
-
 def ident(rank: int) -> AffineMap:
     return AffineMap.identity(rank)
 
@@ -208,15 +204,6 @@ def load_at(buffer: tile.AllocOp, *coords: Linear) -> loop.LoadOp:
 
 def store_at(value: SSAValue, buffer: tile.AllocOp, *coords: Linear) -> loop.StoreOp:
     return loop.StoreOp(value, buffer.result, *at(coords))
-
-
-def shared(shape: Sequence[int], typ: Attribute, name: str, pad: int | None) -> tile.AllocOp:
-    """A shared buffer (``pad``: the padding ``pad-shared`` gives it)."""
-    alloc = tile.AllocOp("shared", MemRefType(typ, list(shape)))  # type: ignore[arg-type]
-    alloc.result.name_hint = name
-    if pad is not None:
-        alloc.attributes["llmopt.pad"] = IntegerAttr(pad, i64)
-    return alloc
 
 
 class Layout:
@@ -295,17 +282,11 @@ class FlashKernel:
         self.ks = shared([bn, self.dk], typ, "ks", ROW_PAD)
         self.vs = shared([bn, self.hd], typ, "vs", V_PAD)
         self.ps = shared([bm, bn], typ, "ps", ROW_PAD)
-        self.m_run, self.l_run, self.corr, self.shift = (
-            shared([bm], typ, name, None) for name in ("m", "l", "corr", "shift"))
-        parts = min(bn, max(1, self.threads // bm))
-        while bn % parts:
-            parts //= 2
-        self.parts = parts
-        self.part = shared([bm, parts], typ, "part", 1)
+        self.softmax = OnlineSoftmax(self.ps, self.threads, typ)
         self.sacc = self.s_lay.registers(typ, "s")
         self.oacc = self.o_lay.registers(typ, "acc")
-        self.body.add_ops([self.qs, self.ks, self.vs, self.ps, self.m_run, self.l_run,
-                           self.corr, self.shift, self.part, self.sacc, self.oacc])
+        self.body.add_ops([self.qs, self.ks, self.vs, self.ps, *self.softmax.allocs(),
+                           self.sacc, self.oacc])
 
     def _kernel_level_ops(self, buffers: list[SSAValue]
                           ) -> dict[loop.KernelOp, dict[SSAValue, SSAValue]]:
@@ -348,12 +329,6 @@ class FlashKernel:
         return qb, batch
 
     # --- pieces -----------------------------------------------------------------------------------
-
-    def rows(self, role: str) -> tuple[tile.ForallOp, Block, SSAValue]:
-        """A forall with one point per query row of the block."""
-        forall, (r,) = block_threads([self.bm], ["r"])
-        forall.attributes["llmopt.role"] = StringAttr(role)
-        return forall, forall.body.block, r
 
     def stage(self, load: loop.LoadOp, subst: dict[SSAValue, Linear], kernel: loop.KernelOp,
               dst: tile.AllocOp, names: tuple[str, str], fill: dict[SSAValue, int]
@@ -421,11 +396,7 @@ class FlashKernel:
 
     def init_state(self) -> None:
         """Running maximum -inf, running sum 0, output accumulators 0."""
-        init_rows, blk, r = self.rows("init")
-        ninf, zero = const_float(NEG_INF, self.typ), const_float(0.0, self.typ)
-        blk.add_ops([ninf, zero, loop.StoreOp(ninf.result, self.m_run.result, ident(1), [r]),
-                     loop.StoreOp(zero.result, self.l_run.result, ident(1), [r])])
-        self.body.add_ops([init_rows, self.zeroed(self.o_lay, self.oacc)])
+        self.body.add_ops([self.softmax.init(), self.zeroed(self.o_lay, self.oacc)])
 
     def key_loop(self) -> tuple[Block, Linear]:
         """The loop over key blocks (up to the diagonal's when the mask is causal): its body
@@ -482,68 +453,11 @@ class FlashKernel:
         inner.add_op(store_at(score, self.ps, row, col))
         kb_body.add_op(s_done)
 
-    def partial(self, kind: str, role: str) -> tile.ForallOp:
-        """``part[r, q] = kind`` over the q-th slice of row ``r`` of the score tile."""
-        forall, (r, q) = block_threads([self.bm, self.parts], ["r", "q"])
-        forall.attributes["llmopt.role"] = StringAttr(role)
-        width = self.bn // self.parts
-        red = loop.ReduceOp(kind, width, self.typ)
-        x = load_at(self.ps, Linear.of((1, r)), Linear.of((width, q), (1, red.iv)))
-        red.body.block.add_ops([x, loop.YieldOp(x.result)])
-        forall.body.block.add_ops([red, loop.StoreOp(red.result, self.part.result, ident(2),
-                                                     [r, q])])
-        return forall
-
-    def combined(self, kind: str, r: SSAValue) -> loop.ReduceOp:
-        """``kind`` over the parts of row ``r``."""
-        red = loop.ReduceOp(kind, self.parts, self.typ)
-        x = loop.LoadOp(self.part.result, ident(2), [r, red.iv])
-        red.body.block.add_ops([x, loop.YieldOp(x.result)])
-        return red
-
-    def statistics(self, kb_body: Block) -> None:
-        """Per row, over ``parts`` threads a row: the running maximum, ``p = exp(s - m)``
-        in place of the scores, the rescale factor and the running sum."""
-        typ = self.typ
-        kb_body.add_op(self.partial("max", "row_max"))
-        stats, blk, r = self.rows("row_max")
-        m_old = loop.LoadOp(self.m_run.result, ident(1), [r])
-        row_max = self.combined("max", r)
-        m_new = arith.MaximumfOp(m_old.result, row_max.result)
-        ninf, zero = const_float(NEG_INF, typ), const_float(0.0, typ)
-        empty = arith.CmpfOp(m_new.result, ninf.result, "oeq")
-        m_safe = arith.SelectOp(empty.result, zero.result, m_new.result)
-        shift = arith.SubfOp(m_old.result, m_safe.result)
-        factor = ExpOp(shift.result)
-        blk.add_ops([m_old, row_max, m_new, ninf, zero, empty, m_safe, shift, factor,
-                     loop.StoreOp(factor.results[0], self.corr.result, ident(1), [r]),
-                     loop.StoreOp(m_new.result, self.m_run.result, ident(1), [r]),
-                     loop.StoreOp(m_safe.result, self.shift.result, ident(1), [r])])
-        kb_body.add_op(stats)
-        to_p, (r, c) = block_threads([self.bm, self.bn], ["r", "c"])
-        to_p.attributes["llmopt.role"] = StringAttr("exp")
-        x = loop.LoadOp(self.ps.result, ident(2), [r, c])
-        mr = loop.LoadOp(self.shift.result, ident(1), [r])
-        diff = arith.SubfOp(x.result, mr.result)
-        p = ExpOp(diff.result)
-        to_p.body.block.add_ops([x, mr, diff, p,
-                                 loop.StoreOp(p.results[0], self.ps.result, ident(2), [r, c])])
-        kb_body.add_ops([to_p, self.partial("add", "row_sum")])
-        sums, blk, r = self.rows("row_sum")
-        row_sum = self.combined("add", r)
-        l_old = loop.LoadOp(self.l_run.result, ident(1), [r])
-        f = loop.LoadOp(self.corr.result, ident(1), [r])
-        scaled = arith.MulfOp(l_old.result, f.result)
-        l_new = arith.AddfOp(scaled.result, row_sum.result)
-        blk.add_ops([row_sum, l_old, f, scaled, l_new,
-                     loop.StoreOp(l_new.result, self.l_run.result, ident(1), [r])])
-        kb_body.add_op(sums)
-
     def accumulate(self, kb_body: Block) -> None:
         """The output accumulators: rescaled, then ``+= Σ_j p·V`` over the key block."""
         out = self.chain.output
         rescale, inner, ivs = self.o_lay.forall("rescale")
-        f = load_at(self.corr, self.o_lay.row(ivs))
+        f = load_at(self.softmax.corr, self.o_lay.row(ivs))
         o = loop.LoadOp(self.oacc.result, ident(len(ivs)), ivs)
         o2 = arith.MulfOp(o.result, f.result)
         inner.add_ops([f, o, o2, loop.StoreOp(o2.result, self.oacc.result, ident(len(ivs)),
@@ -562,7 +476,7 @@ class FlashKernel:
         inner.add_op(acc)
         total: SSAValue = acc.result
         if self.chain.exp.normalized:  # P·V summed the normalized E: divide by l here
-            total_l = load_at(self.l_run, row)
+            total_l = load_at(self.softmax.l, row)
             divided = arith.DivfOp(acc.result, total_l.result)
             inner.add_ops([total_l, divided])
             total = divided.result
@@ -574,7 +488,7 @@ class FlashKernel:
         cloner = Cloner(self.out_subst(query, self.o_lay.col(ivs)),
                         {**self.values[out.kernel], out.reduce.result: total})
         for op in out.sums:
-            total_l = load_at(self.l_run, row)
+            total_l = load_at(self.softmax.l, row)
             inner.add_op(total_l)
             cloner.values[op.result] = total_l.result
         for op in list(out.ivs[-1].body.block.ops):
@@ -600,7 +514,7 @@ class FlashKernel:
                                           out.reduce.iv: key_base}, out.kernel, self.vs,
                                   ("jj", "dd"), {out.reduce.iv: 0, **d_ivs}))
         self.scores(kb_body, key_base)
-        self.statistics(kb_body)
+        kb_body.add_ops(self.softmax.steps())
         self.accumulate(kb_body)
         kb_body.add_op(scf.YieldOp())
         self.epilogue()
@@ -657,9 +571,9 @@ class FlashAttention(ModulePass):
             new = FlashKernel(chain, blocks, anchor.sym_name.data, mma).build()
             if shared_bytes(new) > gpu.max_smem:
                 continue
-            if self.stages:
-                new.attributes[SCHEDULE_ATTR] = DictionaryAttr(
-                    {"stages": IntegerAttr(self.stages, i64)})
+            knobs = {"carry": 1} | ({"stages": self.stages} if self.stages else {})
+            new.attributes[SCHEDULE_ATTR] = DictionaryAttr(
+                {k: IntegerAttr(v, i64) for k, v in knobs.items()})
             replace_chain(chain, new)
 
 
