@@ -189,13 +189,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--out", type=Path, default=Path("attention-h200.json"))
+    parser.add_argument("--commit", help="the commit measured (default: git HEAD, if any)")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
         print("attention.py needs a CUDA GPU", file=sys.stderr)
         return 2
     configure_precision()
     meta = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
-            "commit": git_commit(), "pipelines": args.pipelines, "reps": args.reps,
+            "commit": args.commit or git_commit(), "pipelines": args.pipelines, "reps": args.reps,
             "rounds": args.rounds}
     rows: list[dict[str, Any]] = []
     for model in args.models:
