@@ -1,5 +1,4 @@
-"""``flash-attention``: attention's kernels become one, with an online softmax whose two
-products are left in the form the schedule passes take.
+"""``flash-attention``: attention's kernels become one, products left for the schedule passes.
 
 **Matches** the four ``loop.kernel`` ops (three without a mask) that ``fuse-kernels`` and
 ``hoist-reduce-factors`` leave of ``softmax(mask(scale · Q·Kᵀ)) · V``

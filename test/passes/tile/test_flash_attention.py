@@ -132,6 +132,23 @@ def test_flash_attention_takes_lengths_no_block_divides(seq: int, options: str) 
     assert " clamp :" in text and "scf.if" in text and "arith.select" in text
 
 
+@pytest.mark.parametrize("head_dim", [64, 128])
+def test_flash_attention_in_the_models_blocks(head_dim: int) -> None:
+    """64 query rows and 64 keys a block, 8 warps — what TinyLlama's and Qwen2.5-7B's
+    attention get from seq 512 — here at 70 tokens (both blocks ragged): the schedule puts
+    both products on the tensor cores (three ``mma.sync`` each) and fills K and V with
+    ``cp.async``, and every pass to Kernel IR keeps the result."""
+    pipeline = registry.expand_pipeline("lower-to-cuda").replace(
+        "flash-attention{arch=sm_90}", "flash-attention{bm=64 bn=64}")
+    tiled = llmopt.lower(_capture((1, 1), 70, head_dim), pipeline.split(",tile-to-kernel")[0])
+    (flash,) = [k for k in _kernels(tiled, "tile.kernel") if "llmopt.flash" in k.attributes]
+    assert flash.block_shape[0] == 256
+    assert len(_kernels(flash, "mma.sync")) == 6 and _kernels(flash, "tile.async_copy")
+    report = llmopt.check_numerics(_capture((1, 1), 70, head_dim),
+                                   pipeline.split(",dedup-kernels")[0])
+    assert report.ok, str(report)
+
+
 def test_flash_attention_leaves_attention_it_cannot_tile() -> None:
     """A head dimension of 24 is no multiple of the 16 threads along it: the unfused
     kernels stay."""
