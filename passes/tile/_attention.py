@@ -24,6 +24,7 @@ from (:class:`Chain`); it changes nothing.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -435,6 +436,26 @@ class Chain:
     sums_kernel: loop.KernelOp | None
     sums: SSAValue | None
     output: Output
+
+    @property
+    def kernels(self) -> list[loop.KernelOp]:
+        """The matched kernels, in program order."""
+        return [k for k in (self.scores.kernel, self.exp.kernel, self.sums_kernel,
+                            self.output.kernel) if k is not None]
+
+    @property
+    def internal(self) -> list[SSAValue]:
+        """The buffers only the chain uses (``S``, ``E``, ``l``), which the flash kernel
+        keeps on chip."""
+        return [b for b in (self.scores.out, self.exp.out, self.sums) if b is not None]
+
+    @property
+    def dims(self) -> tuple[int, int, int, int]:
+        """``(rows, queries, keys, head_dim)``: the batch × heads rows of query blocks, the
+        queries and keys of each, and the output's head dimension."""
+        extents = [lp.trip_count for lp in self.exp.ivs]
+        return (math.prod(extents[:-1]), extents[-1], self.exp.max.trip_count,
+                self.output.head_dim)
 
 
 def private(value: SSAValue, *kernels: loop.KernelOp) -> bool:

@@ -49,11 +49,16 @@ rescaled, partly on the tensor cores), so results round differently: within the 
 tolerance as the unfused kernels, not bit for bit.
 
 Options: ``bm`` (query rows per block, a multiple of 16), ``bn`` (keys per block, a
-multiple of 16), ``warps`` (0 = :func:`choose_blocks`), ``tensor_cores`` (mark the products
-for ``mma-fragments`` where ``arch`` has TF32 ``mma.sync``; default on), ``stages``
-(written into the kernel's schedule for ``async-copy``; 0 = its default), ``arch``. The
-kernel's schedule also asks ``async-copy`` to carry its counters (``carry = 1``), as a
-causal loop must: one form of the loop over key blocks, with or without a mask.
+multiple of 16), ``warps``, ``stages`` (written into the kernel's schedule for
+``async-copy``), ``tensor_cores`` (mark the products for ``mma-fragments`` where ``arch`` has
+TF32 ``mma.sync``; default on), ``tuned`` (0: read no tuning table), ``arch``. Like every
+schedule knob, ``bm``, ``bn``, ``warps`` and ``stages`` come from the pass option when set,
+else from an ``llmopt.schedule`` on the chain's scores kernel (an IR file's, or a
+candidate's of ``llmopt tune``), else from the tuning tables ``apply-tuned`` reads, keyed on
+the chain's structural hash (:mod:`llmopt.tools.tune_attention`), else from
+:func:`choose_blocks` (0 = unset). The kernel's schedule also asks ``async-copy`` to carry
+its counters (``carry = 1``), as a causal loop must: one form of the loop over key blocks,
+with or without a mask.
 """
 
 from __future__ import annotations
@@ -61,6 +66,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from xdsl.context import Context
 from xdsl.dialects import arith, scf
@@ -97,6 +103,7 @@ from llmopt.passes.tile._schedule import (
     SCHEDULE_ATTR,
     RegisterTile,
     has_tensor_cores,
+    kernel_knobs,
     limits,
     padded_bytes,
 )
@@ -255,12 +262,10 @@ class FlashKernel:
         self.threads = WARP * blocks.warps
         self.s_lay = Layout(bm, bn, blocks.warps, mma)
         self.o_lay = Layout(bm, self.hd, blocks.warps, mma)
-        self.kernels = [k for k in (sc.kernel, ex.kernel, chain.sums_kernel, out.kernel)
-                        if k is not None]
-        dropped = {sc.out, ex.out, chain.sums}
+        self.kernels = chain.kernels
         buffers: list[SSAValue] = []
         for k in self.kernels:
-            buffers += [b for b in k.buffers if b not in dropped and b not in buffers]
+            buffers += [b for b in k.buffers if b not in chain.internal and b not in buffers]
         n_qb = -(-self.extents[-1] // bm)
         self.keys = ex.max.trip_count
         self.ragged = (self.extents[-1] % bm != 0, self.keys % bn != 0)
@@ -539,7 +544,7 @@ def shared_bytes(kernel: tile.KernelOp) -> int:
 class FlashAttention(ModulePass):
     """Fuse attention into one flash kernel with an online softmax (see the module
     docstring). Options: ``bm``, ``bn``, ``warps`` (0 = chosen from the shape),
-    ``tensor_cores``, ``stages``, ``arch``."""
+    ``tensor_cores``, ``stages``, ``tuned`` (0: ignore the tuning tables), ``arch``."""
 
     name = "flash-attention"
 
@@ -548,20 +553,31 @@ class FlashAttention(ModulePass):
     warps: int = 0
     tensor_cores: bool = True
     stages: int = 0
+    tuned: int = 1
     arch: str = "sm_90"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         gpu = limits(self.arch)
+        tables: list[dict[str, Any]] | None = None
         for first in [k for k in op.walk() if isinstance(k, loop.KernelOp)]:
             if first.parent is None:
                 continue  # erased with an earlier chain
             chain = match_chain(first)
             if chain is None:
                 continue
-            extents = [lp.trip_count for lp in chain.exp.ivs]
-            blocks = choose_blocks(math.prod(extents[:-1]), extents[-1],
-                                   chain.exp.max.trip_count, chain.output.head_dim, gpu.sms,
-                                   self.bm, self.bn, self.warps)
+            knobs = kernel_knobs(chain.scores.kernel)
+            if not knobs and self.tuned:
+                from llmopt.tools.tune import lookup
+                from llmopt.tools.tune_attention import chain_key, tuning_tables
+
+                tables = tuning_tables(self.arch) if tables is None else tables
+                knobs = lookup(chain_key(chain), self.arch, tables) or {}
+
+            def setting(option: int, name: str, knobs: dict[str, int] = knobs) -> int:
+                return option or knobs.get(name, 0)
+
+            blocks = choose_blocks(*chain.dims, gpu.sms, setting(self.bm, "bm"),
+                                   setting(self.bn, "bn"), setting(self.warps, "warps"))
             if blocks is None:
                 continue
             anchor = chain.output.kernel
@@ -570,9 +586,10 @@ class FlashAttention(ModulePass):
             new = FlashKernel(chain, blocks, anchor.sym_name.data, mma).build()
             if shared_bytes(new) > gpu.max_smem:
                 continue
-            knobs = {"carry": 1} | ({"stages": self.stages} if self.stages else {})
+            stages = setting(self.stages, "stages")
+            schedule = {"carry": 1} | ({"stages": stages} if stages else {})
             new.attributes[SCHEDULE_ATTR] = DictionaryAttr(
-                {k: IntegerAttr(v, i64) for k, v in knobs.items()})
+                {k: IntegerAttr(v, i64) for k, v in schedule.items()})
             replace_chain(chain, new)
 
 

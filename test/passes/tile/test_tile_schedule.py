@@ -1002,19 +1002,27 @@ def test_tune_layer_tunes_the_layer_the_blocks_benchmark_times(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``llmopt tune M --layer`` hands the tuner decoder layer 0 captured alone (no lm_head;
     at full size its o and down projections end in the layer's output, kernels the whole
-    model does not have, so ``apply-tuned`` needs entries of their own)."""
+    model does not have, so ``apply-tuned`` needs entries of their own); the attention tuner
+    gets the same program at Loop IR."""
     pytest.importorskip("torch")
-    from llmopt.tools import llmopt_cli
+    from llmopt.tools import llmopt_cli, tune_attention
 
     seen: list[set[str]] = []
+    attention: list[list[str]] = []
 
     def fake_tune_module(module: ModuleOp, *args: Any, **kwargs: Any) -> dict[str, Any]:
         seen.append({tune.describe(k) for k in module.walk() if isinstance(k, tile.KernelOp)
                      and tune.match_contraction(k) is not None})
         return {}
 
+    def fake_tune_attention(module: ModuleOp, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        attention.append([tune_attention.describe(c)
+                          for c in tune_attention.attention_chains(module)])
+        return {}
+
     monkeypatch.setattr(llmopt_cli, "_cuda_available", lambda: True)
     monkeypatch.setattr(tune, "tune_module", fake_tune_module)
+    monkeypatch.setattr(tune_attention, "tune_attention", fake_tune_attention)
     monkeypatch.setenv("LLMOPT_TUNE_CACHE", str(tmp_path / "tuned.json"))
     config = tmp_path / "config.json"
     config.write_text(json.dumps({
@@ -1027,6 +1035,8 @@ def test_tune_layer_tunes_the_layer_the_blocks_benchmark_times(
     layer, whole = seen
     assert "1x32x176x64" in layer  # the fused gate/up
     assert "1x32x128x64" in whole and "1x32x128x64" not in layer  # lm_head: the model's only
+    # attention is tuned at Loop IR, before flash-attention makes it one kernel
+    assert attention == [["4x32x32x16 causal"]] * 2
 
 
 def test_tune_layer_refuses_an_ir_file(tmp_path: Path, capsys: pytest.CaptureFixture[str],
