@@ -32,7 +32,12 @@ from xdsl.ir import Block, Region, SSAValue
 
 from llmopt.dialects import loop
 from llmopt.passes.tile._attention import Chain, match_chain
-from llmopt.passes.tile._schedule import SCHEDULE_ATTR, limits
+from llmopt.passes.tile._schedule import (
+    SCHEDULE_ATTR,
+    AttentionBlocks,
+    choose_attention_blocks,
+    limits,
+)
 from llmopt.tools.tune import (
     SCHEDULED,
     TABLE_DIR,
@@ -131,25 +136,23 @@ def attention_candidates(chain: Chain, arch: str, limit: int) -> list[dict[str, 
     """Knob sets worth timing for ``chain``, at most ``limit``: the combinations of
     :data:`BLOCK_ROWS`, :data:`BLOCK_KEYS`, :data:`WARPS` (and the heuristics' warps) and
     :data:`STAGES` that
-    ``flash-attention`` can build (:func:`~llmopt.passes.tile.flash_attention.choose_blocks`;
+    ``flash-attention`` can build (:func:`~llmopt.passes.tile._schedule.choose_attention_blocks`;
     more query rows a block than the heuristics' only where every multiprocessor still gets
     a block), nearest the heuristics' blocks first, two slots before three."""
-    from llmopt.passes.tile.flash_attention import Blocks, choose_blocks
-
     rows, queries, keys, head_dim = chain.dims
     sms = limits(arch).sms
-    heuristic = choose_blocks(rows, queries, keys, head_dim, sms)
+    heuristic = choose_attention_blocks(rows, queries, keys, head_dim, sms)
     if heuristic is None:
         return []
 
-    def distance(b: Blocks) -> float:
+    def distance(b: AttentionBlocks) -> float:
         return (abs(math.log2(b.bm / heuristic.bm)) + abs(math.log2(b.bn / heuristic.bn))
                 + (b.warps != heuristic.warps))
 
     scored: list[tuple[float, int, dict[str, int]]] = []
     warp_counts = sorted({*WARPS, heuristic.warps}, reverse=True)
     for bm, bn, warps in itertools.product(BLOCK_ROWS, BLOCK_KEYS, warp_counts):
-        blocks = choose_blocks(rows, queries, keys, head_dim, sms, bm, bn, warps)
+        blocks = choose_attention_blocks(rows, queries, keys, head_dim, sms, bm, bn, warps)
         if blocks is None or rows * -(-queries // bm) < sms and bm > heuristic.bm:
             continue
         for stages in STAGES:

@@ -55,10 +55,10 @@ TF32 ``mma.sync``; default on), ``tuned`` (0: read no tuning table), ``arch``. L
 schedule knob, ``bm``, ``bn``, ``warps`` and ``stages`` come from the pass option when set,
 else from an ``llmopt.schedule`` on the chain's scores kernel (an IR file's, or a
 candidate's of ``llmopt tune``), else from the tuning tables ``apply-tuned`` reads, keyed on
-the chain's structural hash (:mod:`llmopt.tools.tune_attention`), else from
-:func:`choose_blocks` (0 = unset). The kernel's schedule also asks ``async-copy`` to carry
-its counters (``carry = 1``), as a causal loop must: one form of the loop over key blocks,
-with or without a mask.
+the chain's structural hash (:mod:`llmopt.tools.tune_attention`), else from the heuristics,
+:func:`~llmopt.passes.tile._schedule.choose_attention_blocks` (0 = unset). The kernel's
+schedule also asks ``async-copy`` to carry its counters (``carry = 1``), as a causal loop
+must: one form of the loop over key blocks, with or without a mask.
 """
 
 from __future__ import annotations
@@ -80,7 +80,7 @@ from xdsl.dialects.builtin import (
     i64,
 )
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
-from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr, AffineExpr, AffineMap
+from xdsl.ir.affine import AffineMap
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
@@ -93,25 +93,27 @@ from llmopt.passes.tile._access import (
     close_guards,
     counted_for,
     guard_inside,
-    iv_range,
+    lin_sum,
+    load_at,
     loop_nest,
-    simplified,
+    store_at,
 )
 from llmopt.passes.tile._attention import NEG_INF, Chain, match_chain
 from llmopt.passes.tile._online_softmax import OnlineSoftmax, const_float, shared
 from llmopt.passes.tile._schedule import (
     SCHEDULE_ATTR,
+    AttentionBlocks,
     RegisterTile,
+    choose_attention_blocks,
     has_tensor_cores,
     kernel_knobs,
     limits,
-    padded_bytes,
+    shared_bytes,
+    warp_grid,
 )
 from llmopt.passes.tile.register_tile import MMA_LAYOUT, UNROLL, thread_layout
 
 WARP = 32
-MAX_WARPS = 8
-"""Warps of a block whose tiles allow it (256 threads)."""
 ROW_PAD = 4
 """Padding of ``qs``, ``ks`` and ``ps``: rows ≡ 4 (mod 32) words put a fragment's 8 rows ×
 4 columns in distinct banks and keep rows 16-byte aligned for ``cp.async``."""
@@ -122,94 +124,12 @@ UNROLL_K = 8
 INDEX = IndexType()
 
 
-# --- block sizes ----------------------------------------------------------------------------------
-
-
-def warp_grid(m: int, n: int, warps: int) -> tuple[int, int] | None:
-    """``(wm, wn)``, ``wm · wn = warps``, whose warp tiles ``m/wm × n/wn`` are whole
-    ``m16n8`` fragments of an even number of columns a thread (``m`` a multiple of ``16·wm``,
-    ``n`` of ``8·wn``), the one whose warps load the fewest operands (``m/wm + n/wn`` per
-    step, ties: fewer warps along ``n``); ``None`` when there is none."""
-    grids = [(wm, warps // wm) for wm in range(1, warps + 1)
-             if warps % wm == 0 and m % (16 * wm) == 0 and n % (8 * (warps // wm)) == 0]
-    return min(grids, key=lambda g: (m // g[0] + n // g[1], g[1]), default=None)
-
-
-@dataclass(frozen=True)
-class Blocks:
-    """A flash kernel's block: ``bm`` query rows, key blocks of ``bn``, ``warps`` warps."""
-
-    bm: int
-    bn: int
-    warps: int
-
-
-def choose_blocks(rows: int, queries: int, keys: int, head_dim: int, sms: int, bm: int = 0,
-                  bn: int = 0, warps: int = 0) -> Blocks | None:
-    """The options when set, else: the largest ``bm`` of 64, 32, 16 that divides the queries
-    and still makes ``sms`` blocks over ``rows`` (batch × heads) rows of query blocks (else
-    the smallest that divides; when none divides, the same choice among all three, the last
-    query block overhanging the queries); the largest ``bn`` of 64, 32, 16 that divides the
-    keys (when none does, the smallest that covers them, at most 64: the last key block
-    overhangs the keys and its extra keys are masked; longer key blocks mean fewer rounds of
-    row statistics and barriers per key, see ``docs/performance.md``); the most warps, at
-    most 8, that both products tile (:func:`warp_grid`). ``None`` when the head dimension is
-    no multiple of 16 or the sizes tile nothing."""
-    if head_dim % 16:
-        return None
-    if not bm:
-        fitting = [b for b in (64, 32, 16) if queries % b == 0] or [64, 32, 16]
-        bm = next((b for b in fitting if rows * -(-queries // b) >= sms), fitting[-1])
-    if not bn:
-        dividing = [b for b in (64, 32, 16) if keys % b == 0]
-        bn = dividing[0] if dividing else next(b for b in (16, 32, 64) if keys <= b or b == 64)
-    if bm % 16 or bn % 16:
-        return None
-    for w in [warps] if warps else [MAX_WARPS >> k for k in range(4)]:
-        if warp_grid(bm, bn, w) and warp_grid(bm, head_dim, w):
-            return Blocks(bm, bn, w)
-    return None
-
-
-# --- building -------------------------------------------------------------------------------------
-
-
-def lin_sum(*parts: tuple[int, Linear]) -> Linear:
-    """``Σ coef · linear``."""
-    terms = [(coef * c, v) for coef, lin in parts for c, v in lin.terms]
-    return Linear.of(*terms, const=sum(coef * lin.const for coef, lin in parts))
-
-
 def const_index(value: int) -> arith.ConstantOp:
     return arith.ConstantOp(IntegerAttr(value, INDEX))
 
 
 def ident(rank: int) -> AffineMap:
     return AffineMap.identity(rank)
-
-
-def at(coords: Sequence[Linear]) -> tuple[AffineMap, list[SSAValue]]:
-    """The affine map and operands of an access at ``coords``."""
-    operands: list[SSAValue] = []
-    results: list[AffineExpr] = []
-    for lin in coords:
-        expr: AffineExpr = AffineConstantExpr(lin.const)
-        for coef, value in lin.terms:
-            if value not in operands:
-                operands.append(value)
-            expr = expr + AffineDimExpr(operands.index(value)) * coef
-        results.append(expr)
-    n = len(operands)
-    ranges = [iv_range(v) for v in operands]
-    return AffineMap(n, 0, tuple(simplified(e, n, ranges) for e in results)), operands
-
-
-def load_at(buffer: tile.AllocOp, *coords: Linear) -> loop.LoadOp:
-    return loop.LoadOp(buffer.result, *at(coords))
-
-
-def store_at(value: SSAValue, buffer: tile.AllocOp, *coords: Linear) -> loop.StoreOp:
-    return loop.StoreOp(value, buffer.result, *at(coords))
 
 
 class Layout:
@@ -252,7 +172,7 @@ class FlashKernel:
     """The flash kernel of a matched chain (see the module docstring), built step by step:
     :meth:`build` appends the steps to the block's body and to the loop over key blocks."""
 
-    def __init__(self, chain: Chain, blocks: Blocks, name: str, mma: bool) -> None:
+    def __init__(self, chain: Chain, blocks: AttentionBlocks, name: str, mma: bool) -> None:
         self.chain, self.bm, self.bn = chain, blocks.bm, blocks.bn
         bm, bn = self.bm, self.bn
         sc, ex, out = chain.scores, chain.exp, chain.output
@@ -525,21 +445,6 @@ class FlashKernel:
         return self.kernel
 
 
-def shared_bytes(kernel: tile.KernelOp) -> int:
-    """Shared memory of ``kernel``'s tiles once ``pad-shared`` has padded them (by their
-    ``llmopt.pad``)."""
-    total = 0
-    for op in kernel.walk():
-        if isinstance(op, tile.AllocOp) and op.space.data == "shared":
-            typ = op.result.type
-            assert isinstance(typ, MemRefType)
-            pad = op.attributes.get("llmopt.pad")
-            total += padded_bytes(typ.get_shape(), pad.value.data
-                                  if isinstance(pad, IntegerAttr) else 0,
-                                  typ.element_type.bitwidth // 8)  # type: ignore[attr-defined]
-    return total
-
-
 @dataclass(frozen=True)
 class FlashAttention(ModulePass):
     """Fuse attention into one flash kernel with an online softmax (see the module
@@ -576,7 +481,7 @@ class FlashAttention(ModulePass):
             def setting(option: int, name: str, knobs: dict[str, int] = knobs) -> int:
                 return option or knobs.get(name, 0)
 
-            blocks = choose_blocks(*chain.dims, gpu.sms, setting(self.bm, "bm"),
+            blocks = choose_attention_blocks(*chain.dims, gpu.sms, setting(self.bm, "bm"),
                                    setting(self.bn, "bn"), setting(self.warps, "warps"))
             if blocks is None:
                 continue
