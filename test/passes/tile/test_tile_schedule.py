@@ -179,7 +179,7 @@ def test_lower_to_cuda_keeps_the_meaning(name: str) -> None:
     if name in SCHEDULED:
         assert locals_, f"{name}: no register tile in\n{lowered}"
         assert tiles, f"{name}: no staged tile in\n{lowered}"
-        # (attention's K loops, over 32, are one chunk each: nothing to fetch ahead)
+        # (attention at 32 tokens is one key block of flash-attention: nothing to fetch ahead)
         assert bool(copies) == (name != "attention"), f"{name}: async copies?\n{lowered}"
     elif name in RAGGED:
         assert locals_ and tiles, f"{name}: no register tile in\n{lowered}"
@@ -196,8 +196,8 @@ def test_lower_to_cuda_keeps_the_meaning(name: str) -> None:
     if name == "linear-176":
         assert [a.results[0].type.get_shape()[-2:] for a in accumulators] == [(4, 11)]
     if name in SCHEDULED and name != "attention":
-        # rows of K-contiguous tiles are read 16 bytes at a time (attention's one-chunk K
-        # loops stage synchronously, into rows padded to odd lengths: not 16-byte aligned)
+        # rows of K-contiguous tiles are read 16 bytes at a time (attention's products take
+        # their operands as tensor-core fragments instead)
         assert fragments and _ops(lowered, "kernel.copy"), f"{name}: no fragments in\n{lowered}"
 
     inputs = random_inputs(lowered, seed=1)
