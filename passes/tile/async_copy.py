@@ -8,12 +8,12 @@ them (``flash-attention``'s loop over key blocks: scores, softmax, ``P·V``), wh
 ``stages`` knob ``S`` is at least 2 (pass option, else the kernel's ``llmopt.schedule``,
 else 3), ``n ≥ 2``, and ``S`` copies of the tiles (rows padded as ``pad-shared`` will) fit,
 beside the block's other shared tiles, the shared-memory budget of a block (half of what
-one may use, so two fit a multiprocessor: 113 KiB on sm_90; all of it when one slot of each
-tile already exceeds that half, so the block runs alone either way; ``kernel-to-cuda``
-makes more than 48 KiB dynamic); ``S`` is lowered to what fits, down to 2. The bound ``n``
-may also be a value ``arith.minui(x, N)`` (a causal attention's key blocks end at the
-diagonal's): ``S`` is then at most ``N + 1``, and the counters are carried, the chunk
-fetched wrapping at the value.
+one may use, so two fit a multiprocessor: 113 KiB on sm_90; all of it when the block's
+tiles, one slot each, already exceed that half, so the block runs alone either way;
+``kernel-to-cuda`` makes more than 48 KiB dynamic); ``S`` is lowered to what fits, down to
+2. The bound ``n`` may also be a value ``arith.minui(x, N)`` (a causal attention's key
+blocks end at the diagonal's): ``S`` is then at most ``N + 1``, and the counters are
+carried, the chunk fetched wrapping at the value.
 
 **Produces** ``S`` slots per tile (``tile.alloc shared`` ``[S, …]``, the chunk loop reading
 slot ``k0 mod S``) and fills made of ``tile.async_copy``: each copy moves ``V`` consecutive
@@ -354,7 +354,8 @@ class AsyncKLoop(RewritePattern):
         zero, one = (arith.ConstantOp(IntegerAttr(v, typ)) for v in (0, 1))
         block.add_ops([zero, one])
         stepped: list[SSAValue] = []
-        for arg, bound in zip(block.args[1:], (stages, stages, trips or n), strict=True):
+        fetched = n if trips is None else trips
+        for arg, bound in zip(block.args[1:], (stages, stages, fetched), strict=True):
             ops: list[Operation] = []
             limit = bound
             if isinstance(bound, int):
