@@ -741,10 +741,12 @@ def _layer_at_tile_ir(model_name: str, seq: int, dtype_name: str, elements: Sequ
 
 
 def tune(args: argparse.Namespace) -> int:
-    """``llmopt tune``: time schedule candidates of every matrix-product kernel on the GPU
-    and record the fastest correct one (see :mod:`llmopt.tools.tune`)."""
+    """``llmopt tune``: time schedule candidates of every attention chain (at Loop IR, see
+    :mod:`llmopt.tools.tune_attention`) and of every matrix-product kernel (at Tile IR, see
+    :mod:`llmopt.tools.tune`) on the GPU and record the fastest correct ones."""
     from llmopt.frontend.models import model_config
     from llmopt.tools import tune as tuner
+    from llmopt.tools import tune_attention
 
     if not _cuda_available():
         raise CliError("tune needs a CUDA GPU: candidates are timed on it")
@@ -757,6 +759,10 @@ def tune(args: argparse.Namespace) -> int:
     if "loop-to-tile" not in names:
         raise CliError(f"the pipeline '{args.pipeline}' has no loop-to-tile pass")
     first = first[: names.index("loop-to-tile") + 1]
+    # Attention is tuned before flash-attention builds its kernel, the products after.
+    flash = "flash-attention" in names[: len(first)]
+    cut = names.index("flash-attention") if flash else len(first) - 1
+    loop_ir, rest = first[:cut], first[cut:]
     if args.layer and args.model.endswith(".mlir"):
         raise CliError("--layer captures a decoder layer of a model; an .mlir file is tuned "
                        "as it is")
@@ -766,19 +772,26 @@ def tune(args: argparse.Namespace) -> int:
         if args.model.endswith(".mlir"):
             from llmopt.api import lower, parse
 
-            module = lower(parse(Path(args.model).read_text()), ",".join(first))
+            module = lower(parse(Path(args.model).read_text()), ",".join(loop_ir))
         elif args.layer:
-            module = _layer_at_tile_ir(args.model, seq, args.dtype, first)
+            module = _layer_at_tile_ir(args.model, seq, args.dtype, loop_ir)
         else:
             identity = model_identity(args.model, args.layers)
             module, how = lowered_model(args.model, identity,
                                         lambda: model_config(args.model, layers=args.layers),
-                                        seq, args.dtype, first, "lowering to Tile IR")
+                                        seq, args.dtype, loop_ir, "lowering to Loop IR")
             print(f"// {args.model} seq {seq}: {how}", file=sys.stderr)
+        tuned = 0
+        if flash:
+            entries = tune_attention.tune_attention(
+                module, args.arch, args.reps, args.limit, jobs=args.jobs,
+                save=partial(tuner.record_entries, path, table), recorded=dict(table))
+            tuned += sum(entry is not None for entry in entries.values())
+        lower_with_progress(module, rest, "lowering to Tile IR")  # reads the new entries
         entries = tuner.tune_module(module, args.arch, args.reps, args.limit, jobs=args.jobs,
                                     save=partial(tuner.record_entries, path, table),
                                     recorded=dict(table))
-        tuned = sum(entry is not None for entry in entries.values())
+        tuned += sum(entry is not None for entry in entries.values())
         print(f"// seq {seq}: {tuned} kernels tuned, written to {path}", file=sys.stderr)
         if args.model.endswith(".mlir"):
             break
@@ -877,8 +890,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                    f"for without a GPU (default {DEFAULT_ARCH}; with one, the GPU's)")
     r.set_defaults(run=run_model)
 
-    t = sub.add_parser("tune", help="time schedule candidates of each matrix product on the "
-                       "GPU and keep the fastest correct one")
+    t = sub.add_parser("tune", help="time schedule candidates of each attention (block sizes "
+                       "of flash-attention) and each matrix product on the GPU and keep the "
+                       "fastest correct one")
     t.add_argument("model", help="tinyllama, qwen2.5-7b, a local HF directory, a config.json "
                    "or a Torch-IR .mlir file")
     t.add_argument("--seqs", type=int, nargs="+", default=[128], help="sequence lengths")
@@ -893,7 +907,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     t.add_argument("--arch", default=None,
                    help="GPU architecture to tune for (default: the GPU's)")
     t.add_argument("--reps", type=int, default=30, help="timed replays per candidate (median)")
-    t.add_argument("--limit", type=int, default=48, help="candidates per kernel at most")
+    t.add_argument("--limit", type=int, default=48, help="candidates per kernel (or attention) "
+                   "at most")
     t.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) - 1),
                    help="processes lowering and compiling candidates (default: CPUs - 1)")
     t.add_argument("--table", action="store_true", help="write the committed table of --arch "

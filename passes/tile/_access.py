@@ -38,6 +38,36 @@ class Linear:
         return Linear(tuple((c, v) for c, v in terms if c), const)
 
 
+def lin_sum(*parts: tuple[int, Linear]) -> Linear:
+    """``Σ coef · linear``."""
+    terms = [(coef * c, v) for coef, lin in parts for c, v in lin.terms]
+    return Linear.of(*terms, const=sum(coef * lin.const for coef, lin in parts))
+
+
+def at(coords: Sequence[Linear]) -> tuple[AffineMap, list[SSAValue]]:
+    """The affine map and operands of an access at ``coords``."""
+    operands: list[SSAValue] = []
+    results: list[AffineExpr] = []
+    for lin in coords:
+        expr: AffineExpr = AffineConstantExpr(lin.const)
+        for coef, value in lin.terms:
+            if value not in operands:
+                operands.append(value)
+            expr = expr + AffineDimExpr(operands.index(value)) * coef
+        results.append(expr)
+    n = len(operands)
+    ranges = [iv_range(v) for v in operands]
+    return AffineMap(n, 0, tuple(simplified(e, n, ranges) for e in results)), operands
+
+
+def load_at(buffer: tile.AllocOp, *coords: Linear) -> loop.LoadOp:
+    return loop.LoadOp(buffer.result, *at(coords))
+
+
+def store_at(value: SSAValue, buffer: tile.AllocOp, *coords: Linear) -> loop.StoreOp:
+    return loop.StoreOp(value, buffer.result, *at(coords))
+
+
 @dataclass
 class Cloner:
     """Clones region-less ops into a block, with index values substituted.

@@ -169,7 +169,8 @@ def test_lower_to_cuda_keeps_the_meaning(name: str) -> None:
 
     lowered = llmopt.lower(module.clone(), _to_kernel_ir())
     locals_ = _ops(lowered, "kernel.local")
-    fragments = [op for op in locals_ if (op.results[0].name_hint or "").startswith("frag")]
+    fragments = [op for op in locals_ if (op.results[0].name_hint or "").startswith(
+        ("frag", "a_hi", "a_lo", "b_hi", "b_lo", "part"))]  # vector and mma fragments
     accumulators = [op for op in locals_ if op not in fragments]
     tiles = [op for op in _ops(lowered, "kernel.shared")
              if len(op.results[0].type.get_shape()) >= 2]
@@ -178,7 +179,7 @@ def test_lower_to_cuda_keeps_the_meaning(name: str) -> None:
     if name in SCHEDULED:
         assert locals_, f"{name}: no register tile in\n{lowered}"
         assert tiles, f"{name}: no staged tile in\n{lowered}"
-        # (attention's K loops, over 32, are one chunk each: nothing to fetch ahead)
+        # (attention at 32 tokens is one key block of flash-attention: nothing to fetch ahead)
         assert bool(copies) == (name != "attention"), f"{name}: async copies?\n{lowered}"
     elif name in RAGGED:
         assert locals_ and tiles, f"{name}: no register tile in\n{lowered}"
@@ -195,8 +196,8 @@ def test_lower_to_cuda_keeps_the_meaning(name: str) -> None:
     if name == "linear-176":
         assert [a.results[0].type.get_shape()[-2:] for a in accumulators] == [(4, 11)]
     if name in SCHEDULED and name != "attention":
-        # rows of K-contiguous tiles are read 16 bytes at a time (attention's one-chunk K
-        # loops stage synchronously, into rows padded to odd lengths: not 16-byte aligned)
+        # rows of K-contiguous tiles are read 16 bytes at a time (attention's products take
+        # their operands as tensor-core fragments instead)
         assert fragments and _ops(lowered, "kernel.copy"), f"{name}: no fragments in\n{lowered}"
 
     inputs = random_inputs(lowered, seed=1)
@@ -1016,19 +1017,26 @@ def test_tune_layer_tunes_the_layer_the_blocks_benchmark_times(
     """``llmopt tune M --layer`` hands the tuner decoder layer 0 captured alone (no lm_head;
     at full size its o and down projections end in the layer's output, kernels the whole
     model does not have, so ``apply-tuned`` needs entries of their own); it says how to
-    use the cache it wrote."""
+    use the cache it wrote, and the attention tuner gets the same program at Loop IR."""
     pytest.importorskip("torch")
-    from llmopt.tools import llmopt_cli
+    from llmopt.tools import llmopt_cli, tune_attention
 
     seen: list[set[str]] = []
+    attention: list[list[str]] = []
 
     def fake_tune_module(module: ModuleOp, *args: Any, **kwargs: Any) -> dict[str, Any]:
         seen.append({tune.describe(k) for k in module.walk() if isinstance(k, tile.KernelOp)
                      and tune.match_contraction(k) is not None})
         return {}
 
+    def fake_tune_attention(module: ModuleOp, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        attention.append([tune_attention.describe(c)
+                          for c in tune_attention.attention_chains(module)])
+        return {}
+
     monkeypatch.setattr(llmopt_cli, "_cuda_available", lambda: True)
     monkeypatch.setattr(tune, "tune_module", fake_tune_module)
+    monkeypatch.setattr(tune_attention, "tune_attention", fake_tune_attention)
     monkeypatch.setenv("LLMOPT_TUNE_CACHE", str(tmp_path / "tuned.json"))
     config = tmp_path / "config.json"
     config.write_text(json.dumps({
@@ -1043,6 +1051,8 @@ def test_tune_layer_tunes_the_layer_the_blocks_benchmark_times(
     layer, whole = seen
     assert "1x32x176x64" in layer  # the fused gate/up
     assert "1x32x128x64" in whole and "1x32x128x64" not in layer  # lm_head: the model's only
+    # attention is tuned at Loop IR, before flash-attention makes it one kernel
+    assert attention == [["4x32x32x16 causal"]] * 2
 
 
 def test_tune_layer_refuses_an_ir_file(tmp_path: Path, capsys: pytest.CaptureFixture[str],
