@@ -4,7 +4,7 @@ Causal GQA attention with its heads concatenated, as a decoder layer computes it
 head configurations of TinyLlama (32 query heads, 4 KV heads of 64) and Qwen2.5-7B (28 and 4
 of 128), at 17, 100, 200, 512 and 1000 tokens. Each case is one flash kernel whose products
 run as ``mma.sync`` and whose K and V tiles are filled by ``cp.async`` (where there is
-more than one key block to fetch ahead); its result is
+more than one key block to fetch ahead and two slots of them fit); its result is
 compared with PyTorch's ``scaled_dot_product_attention`` in float64 on the same float32
 inputs (and PyTorch's own float32 result is reported beside it). The tolerance is the
 op tests' float32 bound for sums of ``seq`` terms, ``16 · eps32 · sqrt(seq)`` relative to
@@ -53,8 +53,6 @@ def test_attention_matches_pytorch(model: str, seq: int) -> None:
     source = compiled.program.source
     assert source.count("__global__") == 1, "attention is not one kernel"
     assert "mma.sync" in source, "the products are not on the tensor cores"
-    if seq > 64:  # more than one key block: K and V are fetched ahead
-        assert "__pipeline_memcpy_async" in source, "K and V are not filled by cp.async"
     out = compiled(q, k, v)
     torch.cuda.synchronize()
     ref = merged_sdpa(q.double(), k.double(), v.double())
@@ -68,3 +66,8 @@ def test_attention_matches_pytorch(model: str, seq: int) -> None:
     print(f"{model:11s} seq {seq:5d}: llmopt {err:.2e}, PyTorch float32 {eager_err:.2e} "
           f"(tol {tol:.1e})")
     assert err <= tol
+    # More than one key block: K and V are fetched ahead — except for Qwen2.5-7B's heads of
+    # 128 at 100 to 255 tokens, whose small query blocks run two a multiprocessor: two slots
+    # of K and V beside them exceed the shared-memory budget and the fills stay synchronous.
+    if seq > 64 and not (head_dim == 128 and seq < 256):
+        assert "__pipeline_memcpy_async" in source, "K and V are not filled by cp.async"
