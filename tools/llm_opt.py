@@ -65,6 +65,8 @@ from xdsl.utils.lexer import Span
 from xdsl.xdsl_opt_main import xDSLOptMain
 
 from llmopt import registry
+from llmopt.dialects._symbols import SymbolError
+from llmopt.dialects._symbols import verify_module as verify_symbols
 
 PROG = "llm-opt"
 
@@ -569,6 +571,7 @@ class LLMOptMain(xDSLOptMain):
             try:
                 module.verify()
                 verify_dominance(module)
+                verify_symbols(module)
             except DiagnosticException as err:
                 if previous is None or self.args.verify_diagnostics:
                     raise
@@ -693,7 +696,8 @@ class LLMOptMain(xDSLOptMain):
         (empty strings if unknown)."""
         if self.current_module is None or self.input_verified:
             return "", ""
-        op = err.op if isinstance(err, DominanceError) else _failing_op(self.current_module, err)
+        op = (err.op if isinstance(err, DominanceError | SymbolError)
+              else _failing_op(self.current_module, err))
         if op is None or not isinstance(op.location, FileLineColLoc):
             return "", ""
         loc = op.location
