@@ -24,13 +24,15 @@ from collections.abc import Sequence
 
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import IntegerAttr, TensorType
-from xdsl.ir import Block, BlockArgument, OpResult, SSAValue
+from xdsl.ir import Block, BlockArgument, Operation, OpResult, SSAValue
 
 from llmopt.dialects._symbols import (
     DYNAMIC,
     argument_dynamic,
     function_symbols,
+    has_dynamic,
     is_dynamic,
+    is_symbolic,
 )
 
 Extent = int | SSAValue
@@ -168,5 +170,26 @@ def constant_of(extent: Extent) -> int | None:
     return None
 
 
+def reject_symbolic(module: Operation, pass_name: str) -> None:
+    """Raise a located diagnostic when ``module`` has symbolic extents: below Tensor IR they
+    are not lowered yet (``pass_name`` is the lowering that refuses). The op named is the
+    first with a ``?`` extent, else the function that declares a symbol."""
+    from llmopt.lowering.loop_to_tile import fail
+
+    for op in module.walk():
+        if op.name == "func.func":
+            if is_symbolic(op) and not any(
+                    has_dynamic(v.type) for inner in op.walk() if inner is not op
+                    for v in (*inner.operands, *inner.results)):
+                raise fail(op, _NOT_YET.format(pass_name))
+            continue
+        if any(has_dynamic(v.type) for v in (*op.operands, *op.results)):
+            raise fail(op, _NOT_YET.format(pass_name))
+
+
+_NOT_YET = ("symbolic extents are not lowered below Tensor IR yet ({} takes static shapes: "
+            "capture or write the program for one length)")
+
+
 __all__ = ["Extent", "ExtentError", "Polynomial", "constant_of", "dynamic_values", "extent_of",
-           "extents_of", "multiply", "polynomial", "static_shape"]
+           "extents_of", "multiply", "polynomial", "reject_symbolic", "static_shape"]
