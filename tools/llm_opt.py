@@ -521,6 +521,13 @@ class LLMOptMain(xDSLOptMain):
             help="seed of the random inputs of --check-numerics (default 0)",
         )
         group.add_argument(
+            "--check-numerics-lengths",
+            type=int,
+            default=2,
+            metavar="N",
+            help="with symbolic extents, check every pass at N random lengths (default 2)",
+        )
+        group.add_argument(
             "--crash-reproducer",
             metavar="FILE",
             help="on an internal error, write the reproducer to FILE (default: a new file "
@@ -604,11 +611,13 @@ class LLMOptMain(xDSLOptMain):
         from llmopt.numerics import NumericsChecker, NumericsError
 
         try:
-            self._numerics = NumericsChecker(module, self.args.check_numerics_seed)
+            self._numerics = NumericsChecker(module, self.args.check_numerics_seed,
+                                             self.args.check_numerics_lengths)
         except (InterpretError, NumericsError) as err:
             raise UserError(f"--check-numerics: cannot interpret the input: {err}") from None
+        at = self._numerics.lengths_text
         print(f"// numerics: tolerance {self._numerics.tol:.2e} (max error relative to "
-              "max |result|)", file=sys.stderr)
+              "max |result|)" + (f" at {at}" if at else ""), file=sys.stderr)
 
     def _check_numerics(self, pass_name: str, module: ModuleOp) -> None:
         """Interpret after ``pass_name``; stop with exit 1 if the result moved too far."""
