@@ -1065,7 +1065,11 @@ class LowerReshape(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: t.ReshapeOp, rewriter: PatternRewriter) -> None:
         em = Emitter()
-        _finish(rewriter, op, em, em.reshape(op.input, _result_shape(op)))
+        try:
+            out = em.reshape(op.input, _result_shape(op))
+        except ValueError as err:  # a symbolic extent inside a merged group: not affine
+            raise fail(op, str(err)) from None
+        _finish(rewriter, op, em, out)
 
 
 class LowerUnsqueeze(RewritePattern):
