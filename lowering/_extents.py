@@ -173,18 +173,24 @@ def constant_of(extent: Extent) -> int | None:
 def reject_symbolic(module: Operation, pass_name: str) -> None:
     """Raise a located diagnostic when ``module`` has symbolic extents: below Tensor IR they
     are not lowered yet (``pass_name`` is the lowering that refuses). The op named is the
-    first with a ``?`` extent, else the function that declares a symbol."""
+    first with a ``?`` extent when it has a source position (hand-written IR), else the
+    function that declares the symbols (ops a lowering created have no position)."""
+    from xdsl.dialects.builtin import FileLineColLoc
+
     from llmopt.lowering.loop_to_tile import fail
 
-    for op in module.walk():
-        if op.name == "func.func":
-            if is_symbolic(op) and not any(
-                    has_dynamic(v.type) for inner in op.walk() if inner is not op
-                    for v in (*inner.operands, *inner.results)):
-                raise fail(op, _NOT_YET.format(pass_name))
+    message = _NOT_YET.format(pass_name)
+    for func in module.walk():
+        if func.name != "func.func":
             continue
-        if any(has_dynamic(v.type) for v in (*op.operands, *op.results)):
-            raise fail(op, _NOT_YET.format(pass_name))
+        first = next((op for op in func.walk() if op is not func and any(
+            has_dynamic(v.type) for v in (*op.operands, *op.results))), None)
+        if first is None and not is_symbolic(func):
+            continue
+        if first is not None and (isinstance(first.location, FileLineColLoc)
+                                  or not isinstance(func.location, FileLineColLoc)):
+            raise fail(first, message)
+        raise fail(func, message)
 
 
 _NOT_YET = ("symbolic extents are not lowered below Tensor IR yet ({} takes static shapes: "

@@ -99,7 +99,7 @@ from llmopt.lowering._extents import (
     polynomial,
     static_shape,
 )
-from llmopt.lowering.loop_to_tile import KeepLocation, fail
+from llmopt.lowering.loop_to_tile import fail
 
 Shape = tuple[Extent, ...]
 """A shape as the lowering sees it: static extents are ints, ``?`` extents the ``index``
@@ -1201,7 +1201,7 @@ class TorchToPrim(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         walker = PatternRewriteWalker(
-            KeepLocation(GreedyRewritePatternApplier([p() for p in PATTERNS])),
+            GreedyRewritePatternApplier([p() for p in PATTERNS]),
             apply_recursively=False,
         )
         walker.rewrite_module(op)
