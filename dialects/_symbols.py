@@ -40,7 +40,7 @@ from xdsl.dialects.builtin import (
     StringAttr,
     TensorType,
 )
-from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.ir import Attribute, Operation
 from xdsl.utils.exceptions import VerifyException
 
 SYMBOL_ATTR = "llmopt.symbol"
@@ -367,22 +367,10 @@ def bind_arguments(func: Operation, inputs: Sequence[object]) -> tuple[list[obje
     return full, values
 
 
-def value_symbol(value: SSAValue) -> str | None:
-    """The symbol name of ``value`` when it is a symbol argument of its function."""
-    owner = value.owner
-    parent = getattr(owner, "parent_op", lambda: None)()
-    if parent is None or parent.name != "func.func" or value not in parent.regions[0].block.args:
-        return None
-    k = parent.regions[0].block.args.index(value)
-    attrs = _arg_attrs(parent)
-    name = attrs[k].get(SYMBOL_ATTR) if k < len(attrs) else None
-    return name.data if isinstance(name, StringAttr) else None
-
-
 __all__ = [
     "DYNAMIC", "DYNAMIC_ATTR", "MAX_ATTR", "MIN_ATTR", "SYMBOL_ATTR", "BindError", "Symbol",
     "SymbolError", "argument_dynamic", "argument_name", "bind_arguments",
     "check_dynamic_operands", "dynamic_dims", "enclosing_function", "function_symbols",
     "has_dynamic", "index_operand_count", "is_dynamic", "is_symbolic", "shape_of_type",
-    "shape_text", "value_symbol", "verify_function", "verify_module", "with_extents",
+    "shape_text", "verify_function", "verify_module", "with_extents",
 ]  # fmt: skip

@@ -153,20 +153,6 @@ def _same_shape(a: Sequence[int], b: Sequence[int]) -> bool:
     return tuple(a) == tuple(b)
 
 
-def _parse_operands_and_types(parser: Parser) -> tuple[list[SSAValue], Attribute]:
-    pos = parser.pos
-    unresolved = parser.parse_comma_separated_list(
-        Parser.Delimiter.PAREN, parser.parse_unresolved_operand
-    )
-    parser.parse_punctuation(":")
-    types = parser.parse_comma_separated_list(Parser.Delimiter.PAREN, parser.parse_type)
-    parser.parse_punctuation("->")
-    result = parser.parse_type()
-    if len(types) != len(unresolved):
-        parser.raise_error(f"expected {len(unresolved)} operand types, got {len(types)}", pos)
-    return parser.resolve_operands(unresolved, types, pos), result
-
-
 @irdl_op_definition
 class YieldOp(IRDLOperation):
     """Terminator of a ``prim.elementwise`` body: the scalar result at one coordinate."""
