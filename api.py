@@ -41,8 +41,11 @@ def parse(text: str, ctx: Context | None = None) -> ModuleOp:
     """Parse IR text (any level) into a verified module."""
     from xdsl.parser import Parser
 
+    from llmopt.dialects._symbols import verify_module
+
     module = Parser(ctx or make_context(), text).parse_module()
     module.verify()
+    verify_module(module)
     return module
 
 
@@ -59,8 +62,11 @@ def lower(
     """
     ctx = make_context()
 
+    from llmopt.dialects._symbols import verify_module
+
     def between(prev: ModulePass | None, mod: ModuleOp, _next: ModulePass | None) -> None:
         mod.verify()
+        verify_module(mod)
         if prev is not None and callback is not None:
             callback(prev, mod)
 
@@ -87,15 +93,22 @@ def cuda_source(module: ModuleOp, pipeline: str = "lower-to-cuda") -> str:
     return out.getvalue()
 
 
-def capture(fn_or_module: Any, example_args: Sequence[Any]) -> ModuleOp:
+def capture(fn_or_module: Any, example_args: Sequence[Any], *,
+            dynamic: dict[str, dict[int, str]] | None = None,
+            max: dict[str, int] | None = None,  # noqa: A002 - the bound's plain name
+            min: dict[str, int] | None = None) -> ModuleOp:  # noqa: A002
     """Capture a PyTorch function or ``nn.Module`` with ``torch.export`` into Torch IR.
 
     Parameters and buffers become leading function arguments named after their
-    ``state_dict`` keys; the example arguments fix shapes and dtypes.
+    ``state_dict`` keys; the example arguments fix shapes and dtypes. ``dynamic`` makes dims
+    symbolic (``{"x": {1: "seq"}}``), each symbol bounded by ``max`` (``{"seq": 2048}``)
+    and optionally ``min``: one program for every length in between (see
+    :func:`llmopt.frontend.capture.capture`).
     """
     from llmopt.frontend.capture import capture as _capture
 
-    return _capture(fn_or_module, tuple(example_args)).module
+    return _capture(fn_or_module, tuple(example_args), dynamic=dynamic, max=max,
+                    min=min).module
 
 
 class Compiled:

@@ -112,6 +112,7 @@ from xdsl.traits import MemoryEffectKind, get_effects
 from xdsl.utils.exceptions import PassFailedException
 
 from llmopt.dialects import cuda, kernel, mma
+from llmopt.lowering._extents import reject_symbolic
 from llmopt.lowering._index_range import fits_in_32_bits, launch_grids
 from llmopt.lowering.tile_to_kernel import enclosing_func
 from llmopt.passes._rewrite import KeepLocation, OpFailure
@@ -1271,6 +1272,7 @@ class KernelToCuda(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         """Rewrite ``op`` in place."""
+        reject_symbolic(op, self.name)
         if not ARCH.fullmatch(self.arch):
             raise PassFailedException(f"kernel-to-cuda: arch must look like 'sm_90', got "
                                       f"'{self.arch}'")

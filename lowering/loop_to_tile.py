@@ -60,6 +60,7 @@ from xdsl.traits import IsTerminator, is_side_effect_free
 from xdsl.utils.exceptions import PassFailedException
 
 from llmopt.dialects import loop, tile
+from llmopt.lowering._extents import reject_symbolic
 from llmopt.lowering._symbols import unique_name
 from llmopt.passes._rewrite import KeepLocation, fail
 from llmopt.target import ARCH, DEFAULT_ARCH, MAX_THREADS_PER_BLOCK, WARP
@@ -559,6 +560,7 @@ class LoopToTile(ModulePass):
     max_grid: int = MAX_GRID
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        reject_symbolic(op, self.name)
         if not ARCH.fullmatch(self.arch):
             raise PassFailedException(f"loop-to-tile: arch must look like 'sm_90', got "
                                       f"'{self.arch}'")

@@ -95,6 +95,7 @@ from xdsl.pattern_rewriter import (
 from xdsl.rewriter import InsertPoint
 
 from llmopt.dialects import kernel, loop, tile
+from llmopt.lowering._extents import reject_symbolic
 from llmopt.lowering._symbols import unique_name
 from llmopt.passes._rewrite import KeepLocation, fail
 from llmopt.target import WARP
@@ -871,6 +872,7 @@ class TileToKernel(ModulePass):
     name = "tile-to-kernel"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        reject_symbolic(op, self.name)
         taken: set[str] = set()
         for inner in op.walk():
             sym = inner.properties.get("sym_name")

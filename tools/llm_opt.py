@@ -67,6 +67,8 @@ from xdsl.utils.lexer import Span
 from xdsl.xdsl_opt_main import xDSLOptMain
 
 from llmopt import registry
+from llmopt.dialects._symbols import SymbolError
+from llmopt.dialects._symbols import verify_module as verify_symbols
 
 PROG = "llm-opt"
 
@@ -526,6 +528,13 @@ class LLMOptMain(xDSLOptMain):
             help="seed of the random inputs of --check-numerics (default 0)",
         )
         group.add_argument(
+            "--check-numerics-lengths",
+            type=int,
+            default=2,
+            metavar="N",
+            help="with symbolic extents, check every pass at N random lengths (default 2)",
+        )
+        group.add_argument(
             "--crash-reproducer",
             metavar="FILE",
             help="on an internal error, write the reproducer to FILE (default: a new file "
@@ -576,6 +585,7 @@ class LLMOptMain(xDSLOptMain):
             try:
                 module.verify()
                 verify_dominance(module)
+                verify_symbols(module)
             except DiagnosticException as err:
                 if previous is None or self.args.verify_diagnostics:
                     raise
@@ -608,11 +618,13 @@ class LLMOptMain(xDSLOptMain):
         from llmopt.numerics import NumericsChecker, NumericsError
 
         try:
-            self._numerics = NumericsChecker(module, self.args.check_numerics_seed)
+            self._numerics = NumericsChecker(module, self.args.check_numerics_seed,
+                                             self.args.check_numerics_lengths)
         except (InterpretError, NumericsError) as err:
             raise UserError(f"--check-numerics: cannot interpret the input: {err}") from None
+        at = self._numerics.lengths_text
         print(f"// numerics: tolerance {self._numerics.tol:.2e} (max error relative to "
-              "max |result|)", file=sys.stderr)
+              "max |result|)" + (f" at {at}" if at else ""), file=sys.stderr)
 
     def _check_numerics(self, pass_name: str, module: ModuleOp) -> None:
         """Interpret after ``pass_name``; stop with exit 1 if the result moved too far."""
@@ -700,7 +712,8 @@ class LLMOptMain(xDSLOptMain):
         (empty strings if unknown)."""
         if self.current_module is None or self.input_verified:
             return "", ""
-        op = err.op if isinstance(err, DominanceError) else _failing_op(self.current_module, err)
+        op = (err.op if isinstance(err, DominanceError | SymbolError)
+              else _failing_op(self.current_module, err))
         if op is None or not isinstance(op.location, FileLineColLoc):
             return "", ""
         loc = op.location

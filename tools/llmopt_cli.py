@@ -9,7 +9,9 @@ no weight is materialised) and writes its IR at one level — ``torch``, ``prim`
 ``tile``, ``kernel`` or ``cuda`` — as text that ``llm-opt`` reads, headed by the
 ``llm-opt`` command that takes it the rest of the way; ``--emit cuda-source`` writes the
 CUDA translation unit (what ``llm-opt -t cuda`` prints), ``--emit cubin`` the NVRTC-compiled
-image.
+image. With ``--dynamic --max-seq N`` the sequence length is symbolic (one program for every
+length up to N; ``--seq`` is then the example length export traces with); such programs are
+written at Torch or Tensor IR only, as lower levels take static shapes so far.
 
 ``llmopt run MODEL`` builds the model (seeded random weights unless MODEL is a checkpoint
 directory), compiles it, runs it and compares the logits with the PyTorch model on the same
@@ -279,18 +281,22 @@ def _checkpoint(model: str) -> Path | None:
 
 
 def _capture(model_name: str, config: Any, seq: int, dtype: Any, layers: int | None,
-             layer_alone: bool = False) -> Any:
+             layer_alone: bool = False, max_seq: int | None = None) -> Any:
     """Build ``model_name`` (or ``config``) on the meta device and capture it (no weight in
     memory); ``layer_alone``: only decoder layer 0, hidden states in and out (as
-    ``bench/suite.py blocks`` times it)."""
+    ``bench/suite.py blocks`` times it); ``max_seq``: a symbolic length up to it, ``seq``
+    being the example."""
     from llmopt.frontend.models import build_model, capture_layer, capture_model
 
     source = config if config is not None else model_name
     meta = build_model(source, device="meta", dtype=dtype, layers=layers)
     what = f"decoder layer 0 of {model_name}" if layer_alone else model_name
-    print(f"// capturing {what} ({_describe(meta.config)}), seq {seq}, "
+    length = f"seq {seq}" if max_seq is None else f"symbolic seq <= {max_seq}"
+    print(f"// capturing {what} ({_describe(meta.config)}), {length}, "
           f"{str(dtype).removeprefix('torch.')} ...", file=sys.stderr, flush=True)
-    return capture_layer(meta, seq) if layer_alone else capture_model(meta, seq)
+    dynamic = {"dynamic": True, "max_seq": max_seq} if max_seq is not None else {}
+    capture = capture_layer if layer_alone else capture_model
+    return capture(meta, seq, **dynamic)
 
 
 def _code_fingerprint() -> str:
@@ -364,11 +370,13 @@ def program_cache_key(identity: str, seq: int, dtype: str, elements: Sequence[st
 
 
 def lowered_model(model_name: str, identity: str, config: Callable[[], Any], seq: int,
-                  dtype_name: str, elements: Sequence[str], desc: str) -> tuple[Any, str]:
+                  dtype_name: str, elements: Sequence[str], desc: str,
+                  max_seq: int | None = None) -> tuple[Any, str]:
     """``model_name`` captured on the meta device (from ``config()``, its transformers config)
     and lowered by ``elements``, through the compile cache keyed on ``identity``: a hit
     parses the cached IR and skips building, capture and lowering (``LLMOPT_NO_CACHE=1``
-    bypasses the cache). Returns the module and a line saying what it took."""
+    bypasses the cache). With ``max_seq`` the length is symbolic (``seq`` the example).
+    Returns the module and a line saying what it took."""
     import zlib
 
     from llmopt.api import parse
@@ -376,6 +384,8 @@ def lowered_model(model_name: str, identity: str, config: Callable[[], Any], seq
 
     cache = default_cache()
     began = time.perf_counter()
+    if max_seq is not None:
+        identity += f"\nsymbolic seq <= {max_seq}"
     key = program_cache_key(identity, seq, dtype_name, elements)
     blob = cache.get(key)
     if blob is not None:
@@ -383,7 +393,7 @@ def lowered_model(model_name: str, identity: str, config: Callable[[], Any], seq
             module = parse(zlib.decompress(blob).decode())
             return module, (f"compile cache hit: IR parsed in "
                             f"{time.perf_counter() - began:.1f} s, capture and lowering skipped")
-    program = _capture(model_name, config(), seq, _dtype(dtype_name), None)
+    program = _capture(model_name, config(), seq, _dtype(dtype_name), None, max_seq=max_seq)
     captured = time.perf_counter() - began
     progress = lower_with_progress(program.module, elements, desc)
     cache.put(key, zlib.compress(str(program.module).encode(), 6))
@@ -418,12 +428,20 @@ def compile_model(args: argparse.Namespace) -> int:
     from llmopt.frontend.models import model_config
 
     level = "cuda" if args.emit in ("cuda-source", "cubin") else args.emit
+    if args.max_seq is not None and not args.dynamic:
+        raise CliError("--max-seq bounds a symbolic length: add --dynamic")
+    if args.dynamic and level not in ("torch", "prim"):
+        raise CliError(f"--emit {args.emit}: symbolic extents are not lowered below Tensor IR "
+                       "yet (prim-to-loop takes static shapes): with --dynamic, emit torch or "
+                       "prim")
+    max_seq = _max_seq(args) if args.dynamic else None
     first, rest = split_pipeline(_with_arch(args.pipeline, args.arch), level)
     start = time.perf_counter()
     identity = model_identity(args.model, args.layers)
     module, how = lowered_model(args.model, identity,
                                 lambda: model_config(args.model, layers=args.layers),
-                                args.seq, args.dtype, first, f"lowering to {level} IR")
+                                args.seq, args.dtype, first, f"lowering to {level} IR",
+                                max_seq=max_seq)
     print(f"// {how}", file=sys.stderr)
     output = Path(args.output)
     if args.emit in ("cuda-source", "cubin"):
@@ -448,9 +466,13 @@ def compile_model(args: argparse.Namespace) -> int:
     else:
         header = [
             f"llmopt compile {args.model} --seq {args.seq}"
+            + (f" --dynamic --max-seq {max_seq}" if max_seq is not None else "")
             + (f" --layers {args.layers}" if args.layers else "")
             + f" --dtype {args.dtype} --emit {args.emit}: {level} IR",
         ]
+        if max_seq is not None:
+            header.append(f"the sequence length is the symbol seq, 1 <= seq <= {max_seq}")
+            rest = []
         if rest:
             header.append(f"next: llm-opt {output.name} -p '{','.join(rest)}'")
         if str(output) == "-":
@@ -464,6 +486,22 @@ def compile_model(args: argparse.Namespace) -> int:
     if rest and args.emit in LEVELS:
         print(f"// next: llm-opt {output} -p '{','.join(rest)}'", file=sys.stderr)
     return 0
+
+
+def _max_seq(args: argparse.Namespace) -> int:
+    """``--max-seq``, else the model's ``max_position_embeddings``."""
+    if args.max_seq is not None:
+        if args.max_seq < 2:
+            raise CliError(f"--max-seq must be at least 2, got {args.max_seq}")
+        return int(args.max_seq)
+    from llmopt.frontend.models import model_config
+
+    found = getattr(model_config(args.model, layers=args.layers), "max_position_embeddings",
+                    None)
+    if found is None:
+        raise CliError("--dynamic needs --max-seq (the model's config has no "
+                       "max_position_embeddings)")
+    return int(found)
 
 
 def _with_arch(pipeline: str, arch: str) -> str:
@@ -871,6 +909,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     c.add_argument("-o", "--output", required=True, help="output file ('-': stdout)")
     c.add_argument("--arch", default=DEFAULT_ARCH,
                    help=f"GPU architecture (default {DEFAULT_ARCH})")
+    c.add_argument("--dynamic", action="store_true",
+                   help="make the sequence length symbolic: one program for every length up "
+                   "to --max-seq (--seq is the example length; --emit torch or prim)")
+    c.add_argument("--max-seq", type=int, default=None, metavar="N",
+                   help="with --dynamic, the largest length (default: the model's "
+                   "max_position_embeddings)")
     c.set_defaults(run=compile_model)
 
     r = sub.add_parser("run", help="compile and run a whole model, compare with PyTorch")
