@@ -1210,6 +1210,11 @@ class ReductionOp(TorchOp):
         """The reduced dims as sorted non-negative indices."""
         return tuple(sorted(norm_dims(self.props.get_ints("dims"), len(shape_of(self.input)))))
 
+    @property
+    def keeps_dims(self) -> bool:
+        """Whether the reduced dims stay in the result with extent 1."""
+        return self.props.get_bool("keepdim")
+
     @classmethod
     def infer(cls, types: Sequence[TensorType], props: Props, result: TensorType | None
               ) -> TensorType:
