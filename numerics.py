@@ -14,6 +14,14 @@ epsilon of the program's widest floating-point type, ``n`` the longest reduction
 program (1 if none) and ``C = 16`` absorbs the few ulps of transcendental functions. A
 change larger than that is a change of meaning.
 
+**16-bit storage.** ``f16``/``bf16`` values are stored, never summed: sums accumulate in
+``f32`` and every op computes in ``f32`` and rounds its result once (see
+:mod:`llmopt.lowering.torch_to_prim`). A program holding 16-bit floats therefore gets the
+tolerance of its ``f32`` arithmetic plus ``HALF_ULPS * eps16`` (``eps16`` = ``2**-7`` for
+``bf16``, ``2**-10`` for ``f16``): a reordered ``f32`` sum may move a value across a 16-bit
+rounding boundary, one ulp of the storage type, and a chain of such rounding points moves
+an output by a few.
+
 A program with symbolic extents (``?``, bound by symbol arguments) is checked at several
 random lengths (``lengths``, default 2; see :func:`llmopt.interp.host.random_lengths`): each
 pass must keep the result at every one of them. A ``?`` extent counts as the longest length
@@ -33,7 +41,10 @@ from xdsl.dialects.builtin import ModuleOp, ShapedType
 from xdsl.ir import Attribute
 
 SAFETY = 16
+HALF_ULPS = 4
+"""Ulps of a 16-bit storage type (its epsilon) that a program holding it may move by."""
 _EPS = {"f16": 2.0**-10, "bf16": 2.0**-7, "f32": 2.0**-23, "f64": 2.0**-52}
+_HALF = ("f16", "bf16")
 
 
 class NumericsError(Exception):
@@ -125,7 +136,9 @@ def _reduction_length(module: ModuleOp, dynamic_extent: int = 1) -> int:
 
 
 def tolerance(module: ModuleOp, dynamic_extent: int | None = None) -> float:
-    """``SAFETY * eps * sqrt(n)`` for the program's widest float type and longest reduction.
+    """``SAFETY * eps * sqrt(n)`` for the program's widest float type and longest reduction
+    (``f32`` for the arithmetic of 16-bit types, plus ``HALF_ULPS`` times the widest 16-bit
+    type's epsilon when the program stores any).
 
     The float types are those of the function's arguments and results and of every value it
     computes (a float64 model that normalises in float32 rounds like float32). A ``?``
@@ -140,10 +153,15 @@ def tolerance(module: ModuleOp, dynamic_extent: int | None = None) -> float:
     types += [r.type for op in fn.walk() for r in op.results]
     names = {_element_name(t) for t in types}
     names.discard(None)
-    eps = max((_EPS[n] for n in names if n is not None), default=_EPS["f32"])
-    if "f64" in names and len(names) == 1:
+    halves = [_EPS[n] for n in names if n in _HALF]
+    wide = {n for n in names if n is not None and n not in _HALF} or {"f32"}
+    eps = max(_EPS[n] for n in wide)
+    if wide == {"f64"} and not halves:
         eps = _EPS["f64"]
-    return SAFETY * eps * math.sqrt(_reduction_length(module, dynamic_extent))
+    elif halves:
+        eps = max(eps, _EPS["f32"])
+    storage = HALF_ULPS * max(halves) if halves else 0.0
+    return SAFETY * eps * math.sqrt(_reduction_length(module, dynamic_extent)) + storage
 
 
 def compare(got: Sequence[np.ndarray], want: Sequence[np.ndarray]) -> tuple[float, float]:

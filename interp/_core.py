@@ -1,9 +1,12 @@
 """Shared pieces of llmopt's numpy interpreters: errors, types, affine maps, reductions.
 
 Values in every interpreter are numpy arrays or numpy scalars whose dtype is the IR type's
-(``f32`` → ``float32``, ``index`` → ``int64``, ``i1`` → ``bool``), so arithmetic rounds exactly
-as the IR says. Inside loop nests and kernels a value is an array that *broadcasts* against the
-current iteration grid: an axis of extent 1 means "the same for every point along that axis".
+(``f32`` → ``float32``, ``f16`` → ``float16``, ``bf16`` → ``ml_dtypes.bfloat16``, ``index`` →
+``int64``, ``i1`` → ``bool``), so arithmetic rounds exactly as the IR says. An ``arith``/``math``
+op on a 16-bit float computes in ``float32`` and rounds its result once, to nearest even, as
+``kernel-to-cuda`` prints it (see :func:`llmopt.interp.scalar.apply_scalar`). Inside loop nests
+and kernels a value is an array that *broadcasts* against the current iteration grid: an axis
+of extent 1 means "the same for every point along that axis".
 """
 
 from __future__ import annotations
@@ -99,6 +102,25 @@ def error(cls: type[InterpretError], op: Operation, message: str) -> InterpretEr
 # --- types --------------------------------------------------------------------------------------
 
 
+@cache
+def bfloat16() -> np.dtype:
+    """NumPy's ``bf16`` (from ``ml_dtypes``, imported on first use)."""
+    import ml_dtypes
+
+    return np.dtype(ml_dtypes.bfloat16)
+
+
+def is_float(dtype: np.dtype) -> bool:
+    """Whether ``dtype`` is a floating-point dtype (``bfloat16`` included, whose numpy kind
+    is ``'V'``)."""
+    return dtype.kind == "f" or dtype == bfloat16()
+
+
+def is_half(dtype: np.dtype) -> bool:
+    """Whether ``dtype`` is a 16-bit float: ``float16`` or ``bfloat16``."""
+    return dtype.itemsize == 2 and is_float(dtype)
+
+
 def np_dtype(typ: Attribute) -> np.dtype:
     """The numpy dtype of a scalar, tensor or memref type."""
     if isinstance(typ, TensorType | MemRefType):
@@ -118,7 +140,7 @@ def np_dtype(typ: Attribute) -> np.dtype:
         if width in (8, 16, 32, 64):
             return np.dtype(f"int{width}")
     if isinstance(typ, BFloat16Type):
-        raise InterpretError("bf16 has no numpy dtype: interpret bf16 programs in f32")
+        return bfloat16()
     raise InterpretError(f"no numpy dtype for type {typ}")
 
 
@@ -137,7 +159,7 @@ def uninitialized(shape: Sequence[int], dtype: np.dtype) -> np.ndarray:
 
     Reading memory that no one wrote then shows up in the results instead of passing as zeros.
     """
-    if dtype.kind == "f":
+    if is_float(dtype):
         return np.full(tuple(shape), np.nan, dtype=dtype)
     if dtype.kind == "b":
         return np.zeros(tuple(shape), dtype=dtype)
@@ -210,7 +232,7 @@ def identity(kind: str, dtype: np.dtype) -> Value:
         return dtype.type(0)
     if kind == "mul":
         return dtype.type(1)
-    if dtype.kind == "f":
+    if is_float(dtype):
         return dtype.type(-np.inf if kind == "max" else np.inf)
     if dtype.kind == "b":
         return np.bool_(kind == "min")

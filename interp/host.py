@@ -34,6 +34,7 @@ from llmopt.interp._core import (
     UnsupportedOpError,
     Value,
     error,
+    is_float,
     np_dtype,
     shape_of,
     uninitialized,
@@ -267,7 +268,7 @@ def random_inputs(func_op: Operation, seed: int = 0, int_high: int = 16,
         if any(is_dynamic(e) for e in shape):
             names = iter(argument_dynamic(func_op, k) or ())
             shape = tuple(lengths[next(names)] if is_dynamic(e) else e for e in shape)
-        if dtype.kind == "f":
+        if is_float(dtype):
             out.append(rng.standard_normal(shape).astype(dtype))
         elif dtype.kind == "b":
             out.append(rng.integers(0, 2, shape).astype(bool))

@@ -2,7 +2,11 @@
 
 Every level uses this table: a ``prim.elementwise`` body runs once with whole tensors as its
 "scalars", a loop body with arrays over the iteration grid, a kernel body with arrays over
-threads. Results keep the IR's dtype (``f32`` ops compute and round in ``float32``).
+threads. Results keep the IR's dtype (``f32`` ops compute and round in ``float32``). An op
+on 16-bit floats (``f16``, ``bf16``: storage types) computes in ``float32`` and rounds its
+result once to the 16-bit type, to nearest even: what ``kernel-to-cuda`` prints for it
+(``__float2bfloat16(__bfloat162float(a) + __bfloat162float(b))``), and what PyTorch does for
+one op on 16-bit tensors.
 
 Extend it with :func:`scalar_impl`::
 
@@ -15,6 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from functools import partial
 
 import numpy as np
 from xdsl.dialects.builtin import (
@@ -29,6 +34,8 @@ from llmopt.interp._core import (
     UnsupportedOpError,
     Value,
     error,
+    is_float,
+    is_half,
     np_dtype,
     shape_of,
 )
@@ -183,7 +190,7 @@ def _erf(op: Operation, a: Value) -> Value:
 def _powi(op: Operation, a: Value, b: Value) -> Value:
     """A float or integer base to an integer power."""
     dtype = result_dtype(op)
-    return cast(np.power(a, np.asarray(b).astype(dtype) if dtype.kind == "f" else b), dtype)
+    return cast(np.power(a, np.asarray(b).astype(dtype) if is_float(dtype) else b), dtype)
 
 
 _CMPF: dict[int, Callable[[Value, Value], Value]] = {
@@ -358,11 +365,37 @@ def _bitcast(op: Operation, a: Value) -> Value:
 # --- blocks of scalar ops -----------------------------------------------------------------------
 
 
+_CONVERSIONS = frozenset({
+    "arith.extf", "arith.truncf", "arith.fptosi", "arith.fptoui", "arith.sitofp",
+    "arith.uitofp", "arith.bitcast", "arith.select", "arith.constant",
+})  # fmt: skip
+"""Ops that move 16-bit values as they are (no arithmetic to widen)."""
+
+_F32 = np.dtype(np.float32)
+
+
+def _widened(impl: ScalarImpl, op: Operation, operands: Sequence[Value]) -> Value:
+    """``impl`` applied to the ``float32`` values of 16-bit float operands, its 16-bit float
+    result rounded once (to nearest even) to the result type."""
+    wide = [cast(v, _F32) if is_half(np.asarray(v).dtype) else v for v in operands]
+    out = impl(op, *wide)
+    if len(op.results) == 1:
+        dtype = result_dtype(op)
+        return cast(out, dtype) if is_half(dtype) else out
+    return out
+
+
 def apply_scalar(op: Operation, operands: Sequence[Value]) -> tuple[Value, ...]:
-    """Interpret one scalar op; raise :class:`UnsupportedOpError` if none is registered."""
+    """Interpret one scalar op; raise :class:`UnsupportedOpError` if none is registered.
+
+    ``arith``/``math`` arithmetic on 16-bit floats computes in ``float32`` and rounds once
+    (see the module docstring)."""
     impl = SCALAR_IMPLS.get(op.name)
     if impl is None:
         raise error(UnsupportedOpError, op, "no interpretation for this op here")
+    if (op.name.startswith(("arith.", "math.")) and op.name not in _CONVERSIONS
+            and any(is_half(np.asarray(v).dtype) for v in operands)):
+        impl = partial(_widened, impl)
     try:
         out = impl(op, *operands)
     except InterpretError:

@@ -115,7 +115,7 @@ from llmopt.dialects import cuda, kernel, mma
 from llmopt.lowering._extents import reject_symbolic
 from llmopt.lowering._index_range import fits_in_32_bits, launch_grids
 from llmopt.lowering.tile_to_kernel import enclosing_func
-from llmopt.passes._rewrite import KeepLocation, OpFailure
+from llmopt.passes._rewrite import KeepLocation, OpFailure, is_half, widen_half_arithmetic
 from llmopt.passes.tile._schedule import knob
 from llmopt.target import ARCH, DEFAULT_ARCH, STATIC_SMEM, for_arch
 
@@ -168,6 +168,7 @@ _CALLED = frozenset(
     | {"max", "min", "abs", "llabs", "__popc", "__popcll", "__clz", "__clzll",
        "__shfl_xor_sync", "__syncthreads", "__int_as_float", "__float_as_int",
        "__longlong_as_double", "__double_as_longlong", "__float2half", "__float2bfloat16",
+       "__half2float", "__bfloat162float", "__double2half", "__double2bfloat16",
        "__pipeline_memcpy_async", "__pipeline_commit", "__pipeline_wait_prior"}
 )
 # Built-in variables, and type names of the CUDA headers the generated code may include.
@@ -674,6 +675,8 @@ class _KernelEmitter:
         typ = self.index if isinstance(typ, IndexType) else typ
         if value.type == typ:
             return value
+        if is_half(value.type) or is_half(typ):
+            return self._convert_half(value, typ)
         literal = value.owner
         if (isinstance(literal, cuda.LiteralOp) and isinstance(literal.value, IntegerAttr)
                 and not value.uses and literal is self.block.last_op):
@@ -688,6 +691,22 @@ class _KernelEmitter:
                 literal.erase()
                 return self._add(cuda.LiteralOp(FloatAttr(float(number), typ))).results[0]
         return self._add(cuda.CastOp(value, typ)).results[0]
+
+    def _convert_half(self, value: SSAValue, typ: Attribute) -> SSAValue:
+        """A conversion from or to a 16-bit float by the intrinsics of ``cuda_bf16.h`` /
+        ``cuda_fp16.h``: ``__bfloat162float``/``__half2float`` to ``float`` (then a C cast to
+        ``typ``), ``__float2bfloat16``/``__float2half`` (round to nearest even) from
+        ``float``, ``__double2bfloat16``/``__double2half`` from ``double``; anything else
+        through ``float``."""
+        src = value.type
+        if is_half(src):
+            widen = "__bfloat162float" if isinstance(src, BFloat16Type) else "__half2float"
+            return self._cast(self._call(widen, [value], _F32), typ)
+        bf16 = isinstance(typ, BFloat16Type)
+        if isinstance(src, Float64Type):
+            return self._call("__double2bfloat16" if bf16 else "__double2half", [value], typ)
+        return self._call("__float2bfloat16" if bf16 else "__float2half",
+                          [self._cast(value, _F32)], typ)
 
     def _expr_as(self, value: SSAValue, typ: Attribute) -> SSAValue:
         """The expression of ``value`` cast to ``typ``."""
@@ -1239,7 +1258,8 @@ def _uses_pipeline(module: ModuleOp) -> bool:
 def _uses_half(module: ModuleOp) -> tuple[bool, bool]:
     half = bfloat = False
     for op in module.walk():
-        if not isinstance(op, cuda.DeclOp | cuda.LiteralOp | cuda.CastOp | cuda.KernelOp):
+        if not isinstance(op, cuda.DeclOp | cuda.LiteralOp | cuda.CastOp | cuda.KernelOp
+                          | cuda.CallOp):
             continue
         types = [op.var_type] if isinstance(op, cuda.DeclOp) else [
             r.type for r in op.results]
@@ -1280,6 +1300,9 @@ class KernelToCuda(ModulePass):
             raise PassFailedException(f"kernel-to-cuda: index_bitwidth must be 32 (where "
                                       f"proven to fit) or 64, got {self.index_bitwidth}")
         _check_tensor_cores(op, self.arch)
+        for func in op.ops:
+            if isinstance(func, kernel.FuncOp):
+                widen_half_arithmetic(func)
         _rename_kernels(op)
         layouts = _shared_layouts(op, self.arch)
         grids = launch_grids(op) if self.index_bitwidth == 32 else {}

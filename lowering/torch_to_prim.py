@@ -31,8 +31,14 @@ ops computing the same tensor. The function signature is kept; tensors stay tens
   (``sitofp``, ``fptosi``, ``extsi``/``trunci``, ``extui``/``uitofp`` from ``i1``, ``x != 0``
   to ``i1``).
 
-Reductions and contractions over ``f16``/``bf16`` accumulate in ``f32`` (as PyTorch does):
-the product/cast feeding the ``prim.reduce`` widens, the last elementwise step narrows.
+**16-bit floats are storage.** ``f16``/``bf16`` values are only loaded, stored and converted:
+every ``prim.elementwise`` body widens its 16-bit inputs to ``f32`` (``arith.extf``), computes
+in ``f32`` and rounds its result once (``arith.truncf``, to nearest even) — what PyTorch does
+for one op on 16-bit tensors, so a torch op rounds exactly where PyTorch rounds it (``linear``
+adds its bias to the ``f32`` sums, ``rms_norm`` scales by its weight in ``f32``, as PyTorch's
+fused kernels do). Reductions and
+contractions accumulate in ``f32`` (the product/cast feeding the ``prim.reduce`` widens, the
+last elementwise step narrows); ``amax`` reduces the widened values (exact) and narrows.
 
 **Symbolic extents.** A program with ``?`` extents lowers the same way; every op whose result
 extent does not follow from its inputs gets the ``index`` value of that extent, found by
@@ -110,6 +116,11 @@ _WIDTH = {Float16Type: 16, BFloat16Type: 16, Float32Type: 32, Float64Type: 64}
 
 def _width(typ: Attribute) -> int:
     return _WIDTH[type(typ)]
+
+
+def _is_half(typ: Attribute) -> bool:
+    """``f16`` or ``bf16``."""
+    return isinstance(typ, Float16Type | BFloat16Type)
 
 
 def accumulator_type(element: Attribute) -> Attribute:
@@ -408,7 +419,13 @@ class Emitter:
         op, block = ElementwiseOp.build(list(inputs), TensorType(element, static_shape(shape)),
                                         sizes)
         builder = ScalarBuilder(block)
-        block.add_op(YieldOp(body(builder, *block.args)))
+        # 16-bit floats are storage: compute in f32 (f64 for an f64 result), round once.
+        wide = element if isinstance(element, Float64Type) else Float32Type()
+        args = [builder.cast(a, wide) if _is_half(a.type) else a for a in block.args]
+        result = body(builder, *args)
+        if result.type != element and _is_half(element):
+            result = builder.cast(result, element)
+        block.add_op(YieldOp(result))
         self.ops.append(op)
         return op.result
 
@@ -770,7 +787,8 @@ class LowerReduction(RewritePattern):
         element = _result_element(op)
         em = Emitter()
         if isinstance(op, t.AmaxOp):
-            out = em.reduce(op.input, "max", dims)
+            out = em.cast(em.reduce(em.cast(op.input, accumulator_type(element)), "max", dims),
+                          element)
         else:
             acc = accumulator_type(element)
             out = em.reduce(em.cast(op.input, acc), "add", dims)
@@ -796,7 +814,7 @@ def softmax(em: Emitter, x: SSAValue, dim: int, element: Attribute) -> SSAValue:
     exponentials are summed in the accumulator type, the result is ``element``."""
     shape = _shape(x)
     acc = accumulator_type(element)
-    peak = em.broadcast(em.reduce(x, "max", [dim]), shape)
+    peak = em.broadcast(em.reduce(em.cast(x, acc), "max", [dim]), shape)
     exps = em.elementwise(
         [x, peak], shape, acc,
         lambda b, v, m: b.exp(b.sub(b.cast(v, acc), b.cast(m, acc))),
@@ -851,9 +869,8 @@ class LowerRmsNorm(RewritePattern):
 
         def normalise(b: ScalarBuilder, x: SSAValue, r: SSAValue, *w: SSAValue) -> SSAValue:
             y = b.mul(b.cast(x, acc), r)
-            if w:
-                # PyTorch rounds the normalised value to the input type before the weight.
-                y = b.mul(b.cast(y, element), w[0])
+            if w:  # PyTorch scales by the weight in f32 too and rounds once
+                y = b.mul(y, w[0])
             return b.cast(y, element)
 
         _finish(rewriter, op, em, em.elementwise(inputs, shape, element, normalise))
@@ -931,8 +948,9 @@ class LowerLinear(RewritePattern):
         x_map = AffineMap(rank, 0, (*dims[:lead], dims[-1]))
         w_map = AffineMap(rank, 0, (dims[-2], dims[-1]))
         em = Emitter()
-        out = em.contract(op.input, x_map, op.weight, w_map, prod_shape, out_shape, element)
-        if op.bias is not None:
+        acc = accumulator_type(element) if op.bias is not None else element
+        out = em.contract(op.input, x_map, op.weight, w_map, prod_shape, out_shape, acc)
+        if op.bias is not None:  # added to the f32 sums of 16-bit inputs, rounded once
             bias = em.broadcast(op.bias, out_shape)
             out = em.elementwise([out, bias], out_shape, element, ScalarBuilder.add)
         _finish(rewriter, op, em, out)

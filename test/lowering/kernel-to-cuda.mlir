@@ -267,3 +267,35 @@ kernel.func @"my-kernel.v2"(%a: memref<64xf32>) block [64, 1, 1] {
 
 // CUDA:      extern "C" __global__ void __launch_bounds__(64) k_double(float* __restrict__ a) {
 // CUDA:      extern "C" __global__ void __launch_bounds__(64) my_kernel_v2(float* __restrict__ a) {
+
+// -----
+
+// 16-bit floats: bf16 and f16 buffers are __nv_bfloat16 / __half pointers (their headers
+// included); explicit casts become the conversion intrinsics (round to nearest even);
+// arithmetic on 16-bit values computes in float between conversions, rounded once.
+func.func @main_halves(%x: memref<64xbf16>, %y: memref<64xf16>) {
+  kernel.launch @half_kernel grid [1, 1, 1] block [64, 1, 1] smem 0 (%x, %y) : memref<64xbf16>, memref<64xf16>
+  func.return
+}
+kernel.func @half_kernel(%x: memref<64xbf16>, %y: memref<64xf16>) block [64, 1, 1] {
+  %t = kernel.thread_id x
+  %v = kernel.load %x[%t] : memref<64xbf16>
+  %w = arith.extf %v : bf16 to f32
+  %e = math.exp %w : f32
+  %h = arith.truncf %e : f32 to f16
+  kernel.store %h, %y[%t] : memref<64xf16>
+  %s = arith.addf %v, %v : bf16
+  kernel.store %s, %x[%t] : memref<64xbf16>
+  kernel.return
+}
+
+// CUDA:      #include <cuda_fp16.h>
+// CUDA-NEXT: #include <cuda_bf16.h>
+// CUDA:      extern "C" __global__ void __launch_bounds__(64) half_kernel(
+// CUDA-NEXT:     __nv_bfloat16* __restrict__ x,
+// CUDA-NEXT:     __half* __restrict__ y) {
+// CUDA-NEXT:   const long long t = (long long)threadIdx.x;
+// CUDA-NEXT:   const __nv_bfloat16 v = x[t];
+// CUDA-NEXT:   y[t] = __float2half(expf(__bfloat162float(v)));
+// CUDA-NEXT:   x[t] = __float2bfloat16(__bfloat162float(v) + __bfloat162float(v));
+// CUDA-NEXT: }

@@ -203,6 +203,35 @@ func.func @linear_bf16(%x: tensor<4x16xbf16>, %w: tensor<8x16xbf16>) -> (tensor<
 // CHECK:        arith.constant 6.250000e-02 : f32
 // CHECK:        arith.truncf %{{.*}} : f32 to bf16
 
+// 16-bit floats are storage: one torch op widens its inputs, computes in f32 and rounds once
+// (silu: neg, exp, add, div, mul between one extf and one truncf); a bias is added to the f32
+// sums; amax reduces widened values.
+func.func @elementwise_bf16(%x: tensor<4x16xbf16>, %w: tensor<8x16xbf16>, %b: tensor<8xbf16>) -> (tensor<4x16xbf16>, tensor<4x8xbf16>, tensor<4xbf16>) {
+  %0 = torch.silu %x : tensor<4x16xbf16> -> tensor<4x16xbf16>
+  %1 = torch.linear %x, %w, %b : tensor<4x16xbf16>, tensor<8x16xbf16>, tensor<8xbf16> -> tensor<4x8xbf16>
+  %2 = torch.amax %x {dims = [1], keepdim = false} : tensor<4x16xbf16> -> tensor<4xbf16>
+  func.return %0, %1, %2 : tensor<4x16xbf16>, tensor<4x8xbf16>, tensor<4xbf16>
+}
+// CHECK-LABEL: func.func @elementwise_bf16(
+// CHECK:      prim.elementwise (%x) : (tensor<4x16xbf16>) -> tensor<4x16xbf16> {
+// CHECK-NEXT: ^{{.*}}(%{{.*}}: bf16):
+// CHECK-NEXT:   arith.extf %{{.*}} : bf16 to f32
+// CHECK-NEXT:   arith.constant 1.000000e+00 : f32
+// CHECK-NEXT:   arith.negf %{{.*}} : f32
+// CHECK-NEXT:   math.exp %{{.*}} : f32
+// CHECK-NEXT:   arith.addf %{{.*}}, %{{.*}} : f32
+// CHECK-NEXT:   arith.divf %{{.*}}, %{{.*}} : f32
+// CHECK-NEXT:   arith.mulf %{{.*}}, %{{.*}} : f32
+// CHECK-NEXT:   arith.truncf %{{.*}} : f32 to bf16
+// CHECK-NEXT:   prim.yield %{{.*}} : bf16
+// CHECK:      prim.reduce add %{{.*}} dims [2] : tensor<4x8x16xf32> -> tensor<4x8x1xf32>
+// CHECK-NOT:  arith.truncf
+// CHECK:      prim.elementwise (%{{.*}}, %{{.*}}) : (tensor<4x8xf32>, tensor<4x8xbf16>) -> tensor<4x8xbf16> {
+// CHECK:        arith.extf %{{.*}} : bf16 to f32
+// CHECK-NEXT:   arith.addf %{{.*}}, %{{.*}} : f32
+// CHECK-NEXT:   arith.truncf %{{.*}} : f32 to bf16
+// CHECK:      prim.reduce max %{{.*}} dims [1] : tensor<4x16xf32> -> tensor<4x1xf32>
+
 // Causal GQA attention (4 query heads share 2 key/value heads): scores as a contraction whose
 // key operand reads head h floordiv 2, one elementwise op that scales and masks with
 // prim.coord (key s <= query l), the softmax chain along the keys, and probs @ v.
