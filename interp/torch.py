@@ -1,5 +1,9 @@
 """Torch IR: each ``torch`` op evaluated on whole numpy arrays, in the tensors' dtype.
 
+16-bit float operands (``f16``, ``bf16``) are widened to ``float32`` first and the result is
+rounded once to the result dtype, as PyTorch computes one op on 16-bit tensors (in its
+``float32`` "opmath" type: products and sums accumulate in ``float32``).
+
 The semantics are PyTorch's (broadcasting binary ops, negative dims, ``keepdim``, ``linear`` as
 ``x @ w.T + b``, ``softmax`` with the max subtracted, ``rms_norm`` as
 ``x * rsqrt(mean(x^2) + eps) * w``). No torch import is needed: the interpreter is numpy only.
@@ -19,7 +23,7 @@ import numpy as np
 from xdsl.ir import Operation
 
 from llmopt.dialects._symbols import is_dynamic, shape_of_type, shape_text, with_extents
-from llmopt.interp._core import InterpretError, Value, error, np_dtype
+from llmopt.interp._core import InterpretError, Value, error, is_half, np_dtype
 from llmopt.interp.host import HostInterpreter, host_impl
 
 TorchImpl = Callable[[Operation, list[np.ndarray]], np.ndarray]
@@ -56,6 +60,7 @@ def torch_impl(*names: str) -> Callable[[TorchImpl], TorchImpl]:
             typ = op.results[0].type
             dtype = np_dtype(typ)
             arrays = [np.asarray(a) for a in args]
+            arrays = [a.astype(np.float32) if is_half(a.dtype) else a for a in arrays]
             try:
                 out = np.asarray(fn(op, arrays))
             except InterpretError:

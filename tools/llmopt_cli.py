@@ -569,6 +569,12 @@ def _compare(got: Any, want: Any) -> list[str]:
     ]
 
 
+def _relative_error(got: Any, want: Any) -> float:
+    """max |got - want| / max |want|, in float64."""
+    got, want = got.detach().double().cpu(), want.detach().double().cpu()
+    return float((got - want).abs().max() / want.abs().max())
+
+
 def _median_seconds(fn: Callable[[], Any], repeat: int, sync: Callable[[], None]) -> float:
     fn()
     sync()
@@ -586,8 +592,6 @@ def run_model(args: argparse.Namespace) -> int:
     import torch
 
     gpu = torch.cuda.is_available() and not args.cpu
-    if args.dtype in ("float16", "bfloat16") and not gpu:
-        raise CliError(f"the CPU interpreter runs float32 and float64, not {args.dtype}")
     if gpu:
         return _run_gpu(args)
     return _run_cpu(args)
@@ -606,6 +610,7 @@ def _run_cpu(args: argparse.Namespace) -> int:
     from llmopt.frontend.models import build_model, capture_model, model_config
 
     dtype = _dtype(args.dtype)
+    half = args.dtype in ("float16", "bfloat16")
     print("// no GPU here (torch.cuda.is_available() is False): running the Kernel IR "
           "through the CPU interpreter" if not args.cpu else
           "// --cpu: running the Kernel IR through the CPU interpreter")
@@ -648,13 +653,23 @@ def _run_cpu(args: argparse.Namespace) -> int:
 
     import llmopt.interp
 
-    inputs = [t.detach().cpu().numpy() for t in program.arguments(ids)]
+    # bf16 has no numpy dtype of torch's: its values travel as float32 (exactly), and the
+    # interpreter rounds them back to the argument types (exactly).
+    inputs = [(t.float() if t.dtype == torch.bfloat16 else t).detach().cpu().numpy()
+              for t in program.arguments(ids)]
     began = time.perf_counter()
     outputs = llmopt.interp.run(program.module, inputs, check_races=False)
     interp_seconds = time.perf_counter() - began
-    got = torch.from_numpy(outputs[0])
+    got = torch.from_numpy(outputs[0].astype("float32") if half else outputs[0])
     for line in _compare(got, want):
         print(f"// {line}")
+    if half:  # both 16-bit results against the model in float64, on the same weights
+        import copy
+
+        with torch.no_grad():
+            exact = copy.deepcopy(model).double()(input_ids=ids, use_cache=False).logits
+        print(f"// against float64: llmopt {_relative_error(got, exact):.3e}, PyTorch "
+              f"{args.dtype} {_relative_error(want, exact):.3e} (max |error| / max |ref|)")
     print(f"// time: PyTorch (CPU, median of 5) {torch_seconds * 1e3:.1f} ms, llmopt Kernel-IR "
           f"interpreter {interp_seconds * 1e3:.1f} ms")
     return 0

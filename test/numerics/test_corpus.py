@@ -7,6 +7,12 @@ interpreted on the CPU and compared with the result before it), then:
   within the dtype-derived tolerance of :func:`llmopt.numerics.tolerance`;
 * every generated kernel is compiled by NVRTC to CUBIN for sm_90 (no GPU needed).
 
+:data:`HALF` runs a subset of both in ``bf16`` and ``f16`` (weights and inputs in the 16-bit
+type, the float64 reference computed from the same 16-bit values): the tolerance is then
+that of the ``f32`` arithmetic plus ``HALF_ULPS`` (4) times the storage type's epsilon
+(``2**-7`` for ``bf16``, ``2**-10`` for ``f16``), relative to the largest output; PyTorch's own
+16-bit result on the CPU must be within the same bound.
+
 Sizes 7, 33, 100 and 1000 divide no tile and no block. The ``ragged`` cases are products
 large enough to be register-tiled by tiles that overhang them (7 to 1000 rows; K and N no
 multiples of 32 among them), attention with query and key blocks overhanging the sequence,
@@ -126,6 +132,23 @@ RAGGED: list[tuple[str, Callable[..., Any], list[tuple[int, ...]]]] = [
 RAGGED_NAMES = {c[0] for c in RAGGED}
 
 
+HALF_NAMES = ("add-broadcast", "div", "exp", "silu", "sum", "amax", "softmax", "rmsnorm",
+              "rms_norm", "linear-bias", "matmul-batched", "rotate-half", "mlp",
+              "linear-ragged-17", "sdpa-ragged-37")
+"""The cases also run in ``bf16`` and ``f16``."""
+HALF = [(name, fn, shapes, dtype) for name, fn, shapes in CORPUS + RAGGED if name in HALF_NAMES
+        for dtype in ("bfloat16", "float16")]
+
+
+def to_numpy(tensor: Any) -> np.ndarray:
+    """A tensor's values as a numpy array of its dtype (``bf16`` as ``ml_dtypes.bfloat16``)."""
+    if tensor.dtype == torch.bfloat16:
+        import ml_dtypes
+
+        return tensor.detach().float().numpy().astype(ml_dtypes.bfloat16)
+    return tensor.detach().numpy()
+
+
 def _reference(fn: Any, args: list[Any]) -> list[np.ndarray]:
     if isinstance(fn, torch.nn.Module):
         import copy
@@ -208,3 +231,86 @@ def test_decoder_layer_at_a_ragged_length() -> None:
     want = want[0] if isinstance(want, tuple) else want
     _, rel = compare(got, [want.detach().numpy()])
     assert rel <= tolerance(module), (rel, tolerance(module))
+
+
+@pytest.mark.parametrize("name,fn,shapes,dtype", HALF, ids=[f"{c[0]}-{c[3]}" for c in HALF])
+def test_half_precision_keeps_the_meaning(name: str, fn: Any, shapes: list[tuple[int, ...]],
+                                          dtype: str) -> None:
+    """The program in ``bf16``/``f16``: every pass keeps the meaning, the Kernel-IR result is
+    within the 16-bit tolerance of float64 (and so is PyTorch's own 16-bit result, which
+    the tolerance must admit), and the kernels compile, with 16-bit pointers and conversions."""
+    import copy
+
+    from llmopt.codegen.nvrtc import compile_cuda
+
+    half = getattr(torch, dtype)
+    gen = torch.Generator().manual_seed(sum(map(ord, name)) + len(dtype))
+    args = [torch.randn(s, generator=gen).to(half) for s in shapes]
+    fn = copy.deepcopy(fn).to(half) if isinstance(fn, torch.nn.Module) else fn
+    captured_module = llmopt.capture(fn, args)
+    report = llmopt.check_numerics(captured_module, "lower-to-cuda", seed=3)
+    assert report.ok, f"{report}"
+
+    kernel_module = llmopt.lower(captured_module.clone(), TO_KERNEL)
+    params = [to_numpy(p) for p in (fn.parameters() if isinstance(fn, torch.nn.Module) else [])]
+    got = llmopt.interp.run(kernel_module, [*params, *[to_numpy(a) for a in args]])
+    want = _reference(fn, args)
+    limit = tolerance(captured_module)
+    eps = 2.0**-7 if dtype == "bfloat16" else 2.0**-10
+    assert 4 * eps <= limit < 4 * eps + 0.05, limit  # the storage term dominates
+    _, rel = compare(got, want)
+    _, torch_rel = compare([fn(*args).detach().double().numpy()], want)
+    assert rel <= limit, (rel, limit)
+    assert torch_rel <= limit, (torch_rel, limit)
+
+    source = llmopt.cuda_source(captured_module)
+    spelled = "__nv_bfloat16" if dtype == "bfloat16" else "__half"
+    assert spelled in source and ("cuda_bf16.h" if dtype == "bfloat16" else "cuda_fp16.h") in source
+    assert compile_cuda(source, arch="sm_90")[:4] == b"\x7fELF"
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_decoder_layer_in_half_precision(dtype: str) -> None:
+    """The small Llama layer of :func:`test_decoder_layer_at_a_ragged_length` with weights and
+    activations in ``bf16``/``f16``: every pass keeps the meaning, the Kernel IR is within
+    the 16-bit tolerance of the layer in float64 (from the same 16-bit weights and inputs),
+    no worse than twice PyTorch's own 16-bit error plus one ulp, and the CUDA compiles."""
+    pytest.importorskip("transformers")
+    import copy
+
+    from llmopt.codegen.nvrtc import compile_cuda
+    from llmopt.frontend.models import (
+        build_model,
+        capture_layer,
+        model_config,
+        position_embeddings,
+    )
+
+    half = getattr(torch, dtype)
+    config = model_config({"model_type": "llama", "num_hidden_layers": 1, "hidden_size": 128,
+                           "intermediate_size": 192, "num_attention_heads": 4,
+                           "num_key_value_heads": 2, "vocab_size": 64,
+                           "max_position_embeddings": 64})
+    model = build_model(config, seed=3).to(half)
+    program = capture_layer(model, 37)
+    module = program.module
+    report = llmopt.check_numerics(module, "lower-to-cuda", seed=5)
+    assert report.ok, f"{report}"
+    gen = torch.Generator().manual_seed(9)
+    x = torch.randn(1, 37, 128, generator=gen).to(half)
+    cos, sin = position_embeddings(model, 37)
+    kernel_module = llmopt.lower(module.clone(), TO_KERNEL)
+    params = [to_numpy(program.params[name]) for name in program.param_names]
+    got = llmopt.interp.run(kernel_module, [*params, *(to_numpy(v) for v in (x, cos, sin))])
+    layer = model.model.layers[0]
+    want = copy.deepcopy(layer).double()(x.double(), attention_mask=None,
+                                         position_embeddings=(cos.double(), sin.double()))
+    own = layer(x, attention_mask=None, position_embeddings=(cos, sin))
+    want, own = (w[0] if isinstance(w, tuple) else w for w in (want, own))
+    _, rel = compare(got, [want.detach().numpy()])
+    _, torch_rel = compare([own.detach().double().numpy()], [want.detach().numpy()])
+    eps = 2.0**-7 if dtype == "bfloat16" else 2.0**-10
+    assert rel <= tolerance(module), (rel, tolerance(module))
+    assert rel <= 2 * torch_rel + eps, (rel, torch_rel)
+    source = llmopt.cuda_source(module)
+    assert compile_cuda(source, arch="sm_90")[:4] == b"\x7fELF"

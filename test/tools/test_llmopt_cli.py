@@ -159,6 +159,26 @@ def test_run_loads_a_saved_checkpoint(tmp_path: Path,
     assert rel < 1e-5 and agree == positions == 6
 
 
+@pytest.mark.parametrize("model,dtype", [("tinyllama", "bfloat16"), ("qwen2.5-7b", "float16")])
+def test_run_in_half_precision(model: str, dtype: str,
+                               capsys: pytest.CaptureFixture[str]) -> None:
+    """``llmopt run MODEL --dtype bfloat16|float16`` on the CPU: the shrunk model with 16-bit
+    weights runs through the interpreter; against the model in float64 its logits are off by
+    at most twice PyTorch's own 16-bit error plus one ulp of the type, and agree with PyTorch's
+    16-bit logits to a few ulps."""
+    assert main(["run", model, "--cpu", "--dtype", dtype]) == 0
+    out = capsys.readouterr().out
+    assert f"seq 7, {dtype}" in out
+    eps = 2.0**-7 if dtype == "bfloat16" else 2.0**-10
+    rel, agree, positions = _report(out)
+    assert rel < 4 * eps and positions == 7 and agree >= 6
+    found = re.search(rf"against float64: llmopt (\S+), PyTorch {dtype} (\S+)", out)
+    assert found, out
+    ours, theirs = float(found.group(1)), float(found.group(2))
+    assert 0 < ours <= 2 * theirs + eps, (ours, theirs)
+    assert re.search(r"NVRTC: \d+ kernels compiled", out)
+
+
 def test_run_shrinks_a_large_model_without_gpu(capsys: pytest.CaptureFixture[str]) -> None:
     """Qwen2.5-7B without a GPU: says so, shrinks the config, runs it in the interpreter
     (and says that ``--profile``, which times GPU kernels, does nothing there)."""
