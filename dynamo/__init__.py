@@ -1,11 +1,11 @@
 """``torch.compile(model, backend="llmopt")``: llmopt as a Dynamo backend.
 
-The backend (:func:`~llmopt.dynamo.backend.backend`) is registered through the
+The backend (:func:`~llmopt.dynamo.compiler.backend`) is registered through the
 ``torch_dynamo_backends`` entry point; :func:`~llmopt.dynamo.explain.explain` says which ops of
 a model would run in PyTorch. Importing this package imports torch.
 """
 
-from llmopt.dynamo.backend import (
+from llmopt.dynamo.compiler import (
     BackendOptions,
     CompiledGraph,
     LlmoptFallbackWarning,

@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from llmopt.dynamo.backend import BackendOptions, CompiledGraph
+from llmopt.dynamo.compiler import BackendOptions, CompiledGraph
 from llmopt.dynamo.partition import Fallback
 
 
@@ -56,7 +56,7 @@ def explain(model: Any, inputs: Sequence[Any], kwargs: Mapping[str, Any] | None 
     (positional) and ``kwargs``; return what the llmopt backend compiles and what falls back.
 
     ``dynamic`` is passed to ``torch.compile``; ``options`` are the backend's
-    (:class:`~llmopt.dynamo.backend.BackendOptions`).
+    (:class:`~llmopt.dynamo.compiler.BackendOptions`).
     """
     parsed = BackendOptions.parse({**dict(options or {}), "explain": True})
     graphs: list[CompiledGraph] = []

@@ -1,6 +1,6 @@
 """One Dynamo graph at one set of shapes: exported, partitioned, and its pieces compiled.
 
-:func:`specialise` is step 2-4 of :class:`~llmopt.dynamo.backend.CompiledGraph`: it exports
+:func:`specialise` is steps 2-4 of :class:`~llmopt.dynamo.compiler.CompiledGraph`: it exports
 the Dynamo graph on the call's tensors (``.item()`` of a scalar input folded to its value
 first, so the export sees a number, not a data-dependent symbol), partitions the ATen graph,
 translates each ``fused_<k>`` piece to Torch IR — refusing a node the translator rejects and
@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from llmopt.dynamo.backend import (
+from llmopt.dynamo.compiler import (
     MAX_RETRIES,
     PREFIX,
     BackendOptions,
