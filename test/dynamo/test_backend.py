@@ -207,3 +207,21 @@ def test_cpu_interpreter_said_once(monkeypatch: pytest.MonkeyPatch) -> None:
             assert out.shape == (n,)
     said = [w for w in caught if issubclass(w.category, LlmoptInterpreterWarning)]
     assert len(said) == 1 and "Kernel-IR interpreter" in str(said[0].message)
+
+
+def test_refused_translation_falls_back() -> None:
+    """``div`` has a converter but refuses a rounding mode: that node alone runs in PyTorch
+    (the graph is partitioned again without it), the rest is compiled."""
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        return torch.div(torch.exp(x) * 7.0, 2.0, rounding_mode="floor") + torch.tanh(x)
+
+    x = torch.randn(5, 6, generator=torch.Generator().manual_seed(12))
+    recorder = Recorder()
+    with pytest.warns(LlmoptFallbackWarning, match=r"aten\.div\.Tensor_mode x1 \(translation "
+                      r"failed: division with rounding_mode='floor'"), torch.no_grad():
+        got = torch.compile(fn, backend=recorder)(x)
+    assert rel_error(got, fn(x.double())) < TOL
+    (graph,) = recorder.graphs
+    (spec,) = graph.cache.values()
+    assert spec.partitions == 2 and [f.op for f in spec.fallbacks] == ["aten.div.Tensor_mode"]
