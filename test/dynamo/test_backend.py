@@ -26,13 +26,18 @@ from llmopt.dynamo import (  # noqa: E402
     symbolic_dims,
 )
 from llmopt.dynamo import compiler as backend_module  # noqa: E402
+from llmopt.dynamo.runner import PartitionRunner  # noqa: E402
 
 TOL = 1e-4
 SIZES: dict[str, Any] = {
-    "hidden_size": 32, "intermediate_size": 48, "num_attention_heads": 4,
+    "hidden_size": 64, "intermediate_size": 48, "num_attention_heads": 4,
     "num_key_value_heads": 2, "vocab_size": 61, "max_position_embeddings": 64,
     "num_hidden_layers": 1,
 }  # fmt: skip
+"""Heads of 16: the smallest head dimension ``flash-attention`` fuses."""
+MASK_OPS = ["aten.index.Tensor", "aten.diff.default", "aten.cumsum.default"]
+"""What transformers' default (SDPA) mask builds from under ``torch.compile``
+(``masking_utils``: packed-sequence detection), none with a Torch IR translation."""
 
 
 @pytest.fixture(autouse=True)
@@ -46,14 +51,21 @@ def rel_error(got: torch.Tensor, want: torch.Tensor) -> float:
     return float((got.double() - want).abs().max() / want.abs().max())
 
 
-def hf_model(model_type: str) -> Any:
-    """A seeded one-layer model with llmopt's causal attention (``llmopt_sdpa``)."""
-    from llmopt.frontend.models import ATTENTION, build_model, register_attention
+def hf_model(model_type: str, attention: str | None = None) -> Any:
+    """A seeded one-layer model with transformers' default attention, or ``attention``."""
+    from llmopt.frontend.models import build_model, register_attention
 
     model = build_model({"model_type": model_type, **SIZES}, seed=4)
-    register_attention()
-    model.config._attn_implementation = ATTENTION
+    if attention is not None:
+        register_attention()
+        model.config._attn_implementation = attention
     return model
+
+
+def runners(graph: CompiledGraph) -> list[PartitionRunner]:
+    """The compiled pieces of every shape of ``graph``."""
+    return [m for spec in graph.cache.values() for m in spec.module.modules()
+            if isinstance(m, PartitionRunner)]
 
 
 class Recorder:
@@ -91,16 +103,46 @@ def test_registered_through_the_entry_point() -> None:
 
 @pytest.mark.parametrize("model_type", ["llama", "qwen2"])
 def test_hf_model_matches_eager(model_type: str) -> None:
+    """transformers' default attention, what a user gets: under ``torch.compile`` it builds
+    an explicit boolean mask (``MASK_OPS`` run in PyTorch, the comparisons and ``and``s in
+    llmopt) and calls SDPA with it at 7 tokens, which no attention block divides; the
+    attention is one flash kernel reading that mask."""
     model = hf_model(model_type)
     ids = torch.randint(0, SIZES["vocab_size"], (1, 7), generator=torch.Generator().manual_seed(6))
-    compiled = torch.compile(model, backend="llmopt")
+    recorder = Recorder()
+    compiled = torch.compile(model, backend=recorder)
     with warnings.catch_warnings(record=True) as caught, torch.no_grad():
         warnings.simplefilter("always")
         got = compiled(input_ids=ids, use_cache=False).logits
         want = copy.deepcopy(model).double()(input_ids=ids, use_cache=False).logits
-    assert not [w for w in caught if issubclass(w.category, LlmoptFallbackWarning)]
+    said = [w for w in caught if issubclass(w.category, LlmoptFallbackWarning)]
+    assert len(said) == 1 and "aten.cumsum.default x1" in str(said[0].message)
+    (graph,) = recorder.graphs
+    assert sorted(f.op for f in graph.fallbacks) == sorted(MASK_OPS)
+    assert all("masking_utils.py" in (f.where or "") for f in graph.fallbacks)
+    flash = [r for r in runners(graph) if "llmopt.flash" in r.ir]
+    assert len(flash) == 1 and "xi1>" in flash[0].ir  # the mask, an input of the kernel
     assert rel_error(got, want) < TOL
     assert (got.argmax(-1) == want.argmax(-1)).all()
+
+
+def test_hf_model_with_llmopt_attention_is_one_piece() -> None:
+    """``llmopt_sdpa`` (transformers' SDPA with ``is_causal`` for prefill without padding)
+    builds no mask: nothing falls back and the whole model is one llmopt program."""
+    from llmopt.frontend.models import ATTENTION
+
+    model = hf_model("llama", ATTENTION)
+    ids = torch.randint(0, SIZES["vocab_size"], (1, 9), generator=torch.Generator().manual_seed(13))
+    recorder = Recorder()
+    with warnings.catch_warnings(record=True) as caught, torch.no_grad():
+        warnings.simplefilter("always")
+        got = torch.compile(model, backend=recorder)(input_ids=ids, use_cache=False).logits
+        want = copy.deepcopy(model).double()(input_ids=ids, use_cache=False).logits
+    assert not [w for w in caught if issubclass(w.category, LlmoptFallbackWarning)]
+    (graph,) = recorder.graphs
+    (spec,) = graph.cache.values()
+    assert spec.partitions == 1 and not graph.fallbacks
+    assert rel_error(got, want) < TOL
 
 
 def test_unsupported_op_runs_in_pytorch() -> None:
