@@ -216,6 +216,13 @@ def expand_pipeline(spec: str, _depth: int = 0) -> str:
                 raise PipelineError(
                     f"pipeline '{element.name}' has no option '{key}' (options: {known})"
                 )
+            if norm == "arch":
+                from llmopt.options import arch_problem
+
+                problem = arch_problem(given[0] if len(given) == 1 else given)
+                if problem is not None:
+                    raise PipelineError(f"invalid options for pipeline '{element.name}': "
+                                        f"arch: {problem}")
             values[norm] = _option_text(given)
         try:
             body = template.format(**values)
@@ -243,7 +250,8 @@ def build_pipeline(
     """Parse a pass-pipeline string (named pipelines expanded) into an xDSL ``PassPipeline``.
 
     ``passes`` defaults to :func:`available_passes`. Raises :class:`PipelineError` for bad
-    syntax, unknown pass names (with close matches) and bad pass options.
+    syntax, unknown pass names (with close matches) and bad pass options (of the wrong type,
+    or out of the ranges of :mod:`llmopt.options`).
     """
     if passes is None:
         passes = available_passes()
@@ -252,11 +260,15 @@ def build_pipeline(
     if unknown:
         known = [*passes, *PIPELINES]
         raise PipelineError("\n".join(unknown_pass_message(n, known) for n in unknown))
+    from llmopt.options import check_pass
+
     instances: list[ModulePass] = []
     for element in elements:
         cls = passes[element.name]()
         try:
-            instances.append(cls.from_pass_spec(element))
+            instance = cls.from_pass_spec(element)
+            check_pass(instance, element.name)
         except (ValueError, TypeError) as err:
             raise PipelineError(f"invalid options for pass '{element.name}': {err}") from None
+        instances.append(instance)
     return PassPipeline(tuple(instances), callback)

@@ -33,6 +33,7 @@ from xdsl.ir.affine import (
     AffineBinaryOpExpr,
     AffineBinaryOpKind,
     AffineConstantExpr,
+    AffineDimExpr,
     AffineMap,
 )
 from xdsl.irdl import (
@@ -59,8 +60,11 @@ from xdsl.traits import (
 from xdsl.utils.exceptions import VerifyException
 
 from llmopt.dialects._syntax import (
+    check_index_in_bounds,
+    check_kernel_attributes,
     check_reducible_type,
     check_static_layout,
+    guarded,
     parse_affine_access,
     parse_bound_region,
     parse_i64,
@@ -85,7 +89,10 @@ _DIVISIONS = {
 
 def verify_access(op: Operation, buffer: SSAValue, amap: AffineMap,
                   indices: Sequence[SSAValue]) -> None:
-    """Shared verifier of affine buffer accesses (``loop`` and ``tile`` levels)."""
+    """Shared verifier of affine buffer accesses (``loop`` and ``tile`` levels): a map of
+    the index operands with one result per dimension, no division by zero, and every
+    constant coordinate within its static extent (unless the access is ``clamp``ed or sits
+    in an ``scf.if``, code that may not run)."""
     typ = _memref(buffer)
     check_static_layout(op.name, typ)
     if amap.num_dims != len(indices) or amap.num_symbols:
@@ -106,6 +113,12 @@ def verify_access(op: Operation, buffer: SSAValue, amap: AffineMap,
                 raise VerifyException(
                     f"{op.name}: an index divides by zero ('{_DIVISIONS[expr.kind]} 0')"
                 )
+    if "clamp" in op.properties or guarded(op):
+        return
+    for dim, result in enumerate(amap.results):
+        if not any(isinstance(expr, AffineDimExpr) for expr in result.dfs()):
+            value = AffineMap(amap.num_dims, 0, (result,)).eval([0] * amap.num_dims, [])[0]
+            check_index_in_bounds(op.name, typ, dim, value)
 
 
 @irdl_op_definition
@@ -140,6 +153,7 @@ class KernelOp(IRDLOperation):
         for k, (arg, buf) in enumerate(zip(args, self.buffers, strict=True)):
             if arg.type != buf.type:
                 raise VerifyException(f"argument #{k} is {arg.type}, bound to {buf.type}")
+        check_kernel_attributes(self)
 
     def print(self, printer: Printer) -> None:
         printer.print_string(" ")

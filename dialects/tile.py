@@ -92,6 +92,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from llmopt.dialects._syntax import (
     I64_MAX,
+    check_kernel_attributes,
     check_launch_shape,
     check_reducible_type,
     check_static_buffer,
@@ -161,6 +162,7 @@ class KernelOp(IRDLOperation):
             a.type != b.type for a, b in zip(args, self.buffers, strict=False)
         ):
             raise VerifyException("block arguments must mirror the bound buffers")
+        check_kernel_attributes(self)
 
     def print(self, printer: Printer) -> None:
         printer.print_string(" ")
@@ -315,6 +317,8 @@ class CoopReduceOp(IRDLOperation):
             raise VerifyException(
                 f"unknown reduction kind '{self.kind.data}', expected one of {REDUCE_KINDS}"
             )
+        if self.trip_count < 1:
+            raise VerifyException(f"{self.name} extent must be positive, got {self.trip_count}")
         check_reducible_type(self.result.type)
         last = self.body.block.last_op
         if not isinstance(last, YieldOp) or len(last.values) != 1:

@@ -65,6 +65,7 @@ from xdsl.utils.lexer import Span
 from xdsl.xdsl_opt_main import xDSLOptMain
 
 from llmopt import registry
+from llmopt.dialects._syntax import OpVerifyException
 
 PROG = "llm-opt"
 
@@ -259,13 +260,9 @@ def _failing_op(module: ModuleOp, error: Exception) -> Operation | None:
     return None
 
 
-class DominanceError(VerifyException):
+class DominanceError(OpVerifyException):
     """An operand used where its definition is not visible (xDSL's verifier does not check
     SSA dominance); ``op`` is the op that uses it."""
-
-    def __init__(self, op: Operation, message: str) -> None:
-        super().__init__(message)
-        self.op = op
 
 
 def _describe_value(value: SSAValue, index: int) -> str:
@@ -693,7 +690,8 @@ class LLMOptMain(xDSLOptMain):
         (empty strings if unknown)."""
         if self.current_module is None or self.input_verified:
             return "", ""
-        op = err.op if isinstance(err, DominanceError) else _failing_op(self.current_module, err)
+        op = (err.op if isinstance(err, OpVerifyException)
+              else _failing_op(self.current_module, err))
         if op is None or not isinstance(op.location, FileLineColLoc):
             return "", ""
         loc = op.location

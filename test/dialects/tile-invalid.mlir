@@ -223,3 +223,75 @@ func.func @async_commit_outside_kernel() {
   func.return
 }
 // CHECK: tile.async_commit must sit inside a tile.kernel
+
+// -----
+
+func.func @coop_reduce_zero_extent(%x: memref<4xf32>) {
+  tile.kernel @k grid [1, 1, 1] block [32, 1, 1] (%a = %x : memref<4xf32>) {
+    tile.forall (%b) in [4] over blocks {
+      %s = tile.coop_reduce add %r = 0 to 0 : f32 {
+        %v = loop.load %a[%r] : memref<4xf32>
+        tile.yield %v : f32
+      }
+      loop.store %s, %a[%b] : memref<4xf32>
+    }
+  }
+  func.return
+}
+// CHECK: tile.coop_reduce extent must be positive, got 0
+
+// -----
+
+// Constant coordinates of a copy lie within the buffers.
+func.func @copy_constant_out_of_bounds(%x: memref<4x64xf32>) {
+  tile.kernel @k grid [1, 1, 1] block [16, 1, 1] (%a = %x : memref<4x64xf32>) {
+    tile.forall (%b) in [1] over blocks {
+      %s = tile.alloc shared : memref<4x64xf32>
+      tile.forall (%t) in [16] over block_threads {
+        tile.async_copy %a[4, %t * 4] to %s[0, %t * 4] count 4 : memref<4x64xf32> to memref<4x64xf32>
+      }
+    }
+  }
+  func.return
+}
+// CHECK: tile.async_copy: index 4 is outside dimension 0 of memref<4x64xf32> (0 to 3)
+
+// -----
+
+func.func @zero_extent_alloc(%x: memref<4xf32>) {
+  tile.kernel @k grid [1, 1, 1] block [32, 1, 1] (%a = %x : memref<4xf32>) {
+    tile.forall (%b) in [4] over blocks {
+      %s = tile.alloc shared : memref<0x32xf32>
+    }
+  }
+  func.return
+}
+// CHECK: a tile buffer has positive extents, got memref<0x32xf32>
+
+// -----
+
+// The knobs of a kernel's schedule are checked where they are written.
+func.func @schedule_knob(%x: memref<4xf32>) {
+  tile.kernel @k grid [1, 1, 1] block [32, 1, 1] (%a = %x : memref<4xf32>) {
+  } {llmopt.schedule = {bm = 64 : i64, tm = 0 : i64}}
+  func.return
+}
+// CHECK: 'llmopt.schedule': knob 'tm' must be an integer from 1 to 32, got 0
+
+// -----
+
+func.func @schedule_tile(%x: memref<4xf32>) {
+  tile.kernel @k grid [1, 1, 1] block [32, 1, 1] (%a = %x : memref<4xf32>) {
+  } {llmopt.schedule = {bm = 64 : i64, tm = 6 : i64}}
+  func.return
+}
+// CHECK: 'llmopt.schedule': tm=6 does not divide bm=64
+
+// -----
+
+func.func @schedule_not_a_dictionary(%x: memref<4xf32>) {
+  tile.kernel @k grid [1, 1, 1] block [32, 1, 1] (%a = %x : memref<4xf32>) {
+  } {llmopt.schedule = "fast"}
+  func.return
+}
+// CHECK: 'llmopt.schedule' must be a dictionary of knobs, got "fast"
