@@ -72,6 +72,10 @@ class ReturnOp(IRDLOperation):
     traits = traits_def(IsTerminator(), Pure())
     assembly_format = "attr-dict"
 
+    def verify_(self) -> None:
+        if not isinstance(self.parent_op(), FuncOp):
+            raise VerifyException("kernel.return must end a kernel.func")
+
 
 @irdl_op_definition
 class FuncOp(IRDLOperation):
@@ -121,7 +125,8 @@ class FuncOp(IRDLOperation):
         printer.print_string(") block ")
         print_int_list(printer, self.block_shape)
         printer.print_string(" ")
-        printer.print_region(self.body, print_entry_block_args=False)
+        printer.print_region(self.body, print_entry_block_args=False,
+                             print_empty_block=False)
         printer.print_op_attributes(self.attributes)
 
     @classmethod

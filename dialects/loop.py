@@ -34,6 +34,7 @@ from xdsl.ir.affine import (
     AffineBinaryOpKind,
     AffineConstantExpr,
     AffineDimExpr,
+    AffineExpr,
     AffineMap,
 )
 from xdsl.irdl import (
@@ -91,8 +92,10 @@ def verify_access(op: Operation, buffer: SSAValue, amap: AffineMap,
                   indices: Sequence[SSAValue]) -> None:
     """Shared verifier of affine buffer accesses (``loop`` and ``tile`` levels): a map of
     the index operands with one result per dimension, no division by zero, and every
-    constant coordinate within its static extent (unless the access is ``clamp``ed or sits
-    in an ``scf.if``, code that may not run)."""
+    constant coordinate within its static extent, and — inside a ``loop.kernel`` — every
+    coordinate that is an affine function of the surrounding loops' induction variables
+    too, over all their iterations (unless the access is ``clamp``ed or sits in an
+    ``scf.if``, code that may not run)."""
     typ = _memref(buffer)
     check_static_layout(op.name, typ)
     if amap.num_dims != len(indices) or amap.num_symbols:
@@ -115,10 +118,88 @@ def verify_access(op: Operation, buffer: SSAValue, amap: AffineMap,
                 )
     if "clamp" in op.properties or guarded(op):
         return
+    ranges = _iv_ranges(op, indices)
     for dim, result in enumerate(amap.results):
         if not any(isinstance(expr, AffineDimExpr) for expr in result.dfs()):
             value = AffineMap(amap.num_dims, 0, (result,)).eval([0] * amap.num_dims, [])[0]
             check_index_in_bounds(op.name, typ, dim, value)
+            continue
+        span = _range(result, ranges)
+        extent = typ.get_shape()[dim]
+        if span is not None and (span[0] < 0 or 0 <= extent <= span[1]):
+            raise VerifyException(
+                f"{op.name}: index {_expr_text(result, indices)} takes values {span[0]} to "
+                f"{span[1]} over its loops, outside dimension {dim} of {typ} (0 to "
+                f"{extent - 1})"
+            )
+
+
+def _iv_ranges(op: Operation, indices: Sequence[SSAValue]) -> list[tuple[int, int] | None]:
+    """For each index operand of an access in a ``loop.kernel``: ``(0, extent - 1)`` when
+    it is the induction variable of a ``loop.for`` or ``loop.reduce`` around the access,
+    else ``None`` (a value computed at run time, or a loop of another level)."""
+    kernel = op.parent_op()
+    while kernel is not None and not kernel.has_trait(IsolatedFromAbove):
+        kernel = kernel.parent_op()
+    ranges: list[tuple[int, int] | None] = []
+    for value in indices:
+        owner = value.owner
+        loop_op = owner.parent_op() if isinstance(owner, Block) else None
+        if isinstance(kernel, KernelOp) and isinstance(loop_op, _LoopBase):
+            ranges.append((0, loop_op.trip_count - 1))
+        else:
+            ranges.append(None)
+    return ranges
+
+
+def _range(expr: AffineExpr, ranges: Sequence[tuple[int, int] | None]
+           ) -> tuple[int, int] | None:
+    """The exact least and greatest values of ``expr`` over independent dims in ``ranges``;
+    ``None`` where it cannot be exact (an unknown dim, a dim used twice, a ``mod`` that
+    wraps within the range, a product of dims)."""
+    used = [e.position for e in expr.dfs() if isinstance(e, AffineDimExpr)]
+    if len(used) != len(set(used)):
+        return None
+    return _span(expr, ranges)
+
+
+def _span(expr: AffineExpr, ranges: Sequence[tuple[int, int] | None]
+          ) -> tuple[int, int] | None:
+    if isinstance(expr, AffineConstantExpr):
+        return expr.value, expr.value
+    if isinstance(expr, AffineDimExpr):
+        return ranges[expr.position] if expr.position < len(ranges) else None
+    if not isinstance(expr, AffineBinaryOpExpr):
+        return None
+    lhs, rhs = _span(expr.lhs, ranges), _span(expr.rhs, ranges)
+    if lhs is None or rhs is None:
+        return None
+    if expr.kind is AffineBinaryOpKind.Add:
+        return lhs[0] + rhs[0], lhs[1] + rhs[1]
+    if expr.kind is AffineBinaryOpKind.Mul:
+        if lhs[0] != lhs[1] and rhs[0] != rhs[1]:
+            return None
+        products = [a * b for a in lhs for b in rhs]
+        return min(products), max(products)
+    if rhs[0] != rhs[1] or rhs[0] <= 0:
+        return None
+    c = rhs[0]
+    if expr.kind is AffineBinaryOpKind.FloorDiv:
+        return lhs[0] // c, lhs[1] // c
+    if expr.kind is AffineBinaryOpKind.CeilDiv:
+        return -(-lhs[0] // c), -(-lhs[1] // c)
+    if lhs[0] // c != lhs[1] // c:
+        return None  # wraps: not every value between the ends is taken
+    return lhs[0] % c, lhs[1] % c
+
+
+def _expr_text(expr: AffineExpr, indices: Sequence[SSAValue]) -> str:
+    """An index expression with its dims named after the operands (``%i - 1``)."""
+    text = str(expr)
+    for k in sorted(range(len(indices)), reverse=True):
+        name = indices[k].name_hint
+        text = text.replace(f"d{k}", f"%{name}" if name else f"<operand {k}>")
+    return text
 
 
 @irdl_op_definition
@@ -161,7 +242,8 @@ class KernelOp(IRDLOperation):
         printer.print_string(" ")
         print_bound_args(printer, self.body.block.args, self.buffers)
         printer.print_string(" ")
-        printer.print_region(self.body, print_entry_block_args=False)
+        printer.print_region(self.body, print_entry_block_args=False,
+                             print_empty_block=False)
         printer.print_op_attributes(self.attributes)
 
     @classmethod
@@ -228,7 +310,8 @@ class ForOp(_LoopBase):
     def print(self, printer: Printer) -> None:
         self._print_header(printer)
         printer.print_string(" ")
-        printer.print_region(self.body, print_entry_block_args=False)
+        printer.print_region(self.body, print_entry_block_args=False,
+                             print_empty_block=False)
         printer.print_op_attributes(self.attributes)
 
     @classmethod
@@ -251,6 +334,10 @@ class YieldOp(IRDLOperation):
 
     def __init__(self, *values: SSAValue) -> None:
         super().__init__(operands=[list(values)])
+
+    def verify_(self) -> None:
+        if not isinstance(self.parent_op(), ReduceOp):
+            raise VerifyException("loop.yield must end a loop.reduce body")
 
 
 @irdl_op_definition
@@ -296,7 +383,8 @@ class ReduceOp(_LoopBase):
         printer.print_string(" : ")
         printer.print_attribute(self.result.type)
         printer.print_string(" ")
-        printer.print_region(self.body, print_entry_block_args=False)
+        printer.print_region(self.body, print_entry_block_args=False,
+                             print_empty_block=False)
         printer.print_op_attributes(self.attributes)
 
     @classmethod

@@ -174,7 +174,8 @@ class KernelOp(IRDLOperation):
         printer.print_string(" ")
         print_bound_args(printer, self.body.block.args, self.buffers)
         printer.print_string(" ")
-        printer.print_region(self.body, print_entry_block_args=False)
+        printer.print_region(self.body, print_entry_block_args=False,
+                             print_empty_block=False)
         printer.print_op_attributes(self.attributes)
 
     @classmethod
@@ -248,7 +249,8 @@ class ForallOp(IRDLOperation):
         printer.print_string(") in ")
         print_int_list(printer, self.shape)
         printer.print_string(f" over {self.mapping.data} ")
-        printer.print_region(self.body, print_entry_block_args=False)
+        printer.print_region(self.body, print_entry_block_args=False,
+                             print_empty_block=False)
         printer.print_op_attributes(self.attributes)
 
     @classmethod
@@ -277,6 +279,10 @@ class YieldOp(IRDLOperation):
 
     def __init__(self, *values: SSAValue) -> None:
         super().__init__(operands=[list(values)])
+
+    def verify_(self) -> None:
+        if not isinstance(self.parent_op(), CoopReduceOp):
+            raise VerifyException("tile.yield must end a tile.coop_reduce body")
 
 
 @irdl_op_definition
@@ -340,7 +346,8 @@ class CoopReduceOp(IRDLOperation):
         printer.print_string(f" = 0 to {self.trip_count} : ")
         printer.print_attribute(self.result.type)
         printer.print_string(" ")
-        printer.print_region(self.body, print_entry_block_args=False)
+        printer.print_region(self.body, print_entry_block_args=False,
+                             print_empty_block=False)
         printer.print_op_attributes(self.attributes)
 
     @classmethod

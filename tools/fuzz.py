@@ -46,6 +46,7 @@ import hashlib
 import io
 import random
 import re
+import shlex
 import signal
 import sys
 import tempfile
@@ -56,6 +57,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 
+from llmopt.tools.mutate import IR_MUTATORS, mutate_pipeline
+
 __all__ = [
     "COMMANDS",
     "Case",
@@ -63,6 +66,7 @@ __all__ = [
     "MUTATORS",
     "Outcome",
     "apply_mutations",
+    "command_args",
     "load_corpus",
     "main",
     "make_case",
@@ -433,13 +437,16 @@ MUTATORS: dict[str, Mutator] = {
     "delete_line": delete_line,
     "duplicate_line": duplicate_line,
     "splice_line": splice_line,
+    **IR_MUTATORS,
 }
 
 # Truncation destroys everything after it: rarer than the local mutations. The consistent
 # rewrites keep the input valid most often, so they reach deepest.
 _WEIGHTS: dict[str, float] = {name: 1.0 for name in MUTATORS} | {
     "truncate": 0.4, "retype_all": 2.0, "resize_all": 2.0,
-}
+} | {name: 1.5 for name in IR_MUTATORS}
+#: How often an input also runs through a mutated pipeline (:func:`mutate_pipeline`).
+PIPELINE_RATE = 0.2
 # Chunks made to fail (verifier tests, parse errors) reach no lowering: picked less often.
 _INVALID_SOURCE = re.compile(r"invalid|error|diagnostics")
 
@@ -468,6 +475,8 @@ class Case:
     source: str
     mutations: tuple[str, ...]
     text: str
+    pipeline: str | None = None
+    """The pass pipeline to run instead of the commands' (a mutated one), if any."""
 
 
 def make_case(corpus: Sequence[Chunk], seed: int, index: int) -> Case:
@@ -492,7 +501,11 @@ def _mutate(chunk: Chunk, corpus: Sequence[Chunk], rng: random.Random, index: in
     count = rng.choice((1, 1, 1, 2, 2, 3))
     steps = [(rng.choices(names, weights)[0], rng.randrange(2**32)) for _ in range(count)]
     text, applied = apply_mutations(chunk.text, steps, corpus)
-    return Case(index, chunk.source, tuple(applied), text)
+    pipeline = None
+    if rng.random() < PIPELINE_RATE:
+        pipeline = ",".join(mutate_pipeline(random.Random(rng.randrange(2**32))))
+        applied.append("pipeline")
+    return Case(index, chunk.source, tuple(applied), text, pipeline)
 
 
 # --- running llm-opt -----------------------------------------------------------------------------
@@ -530,6 +543,17 @@ class Outcome:
         if self.status == 1 and "error" not in self.stderr:
             return "exit 1 without a diagnostic"
         return None
+
+    @property
+    def kind(self) -> str:
+        """What the run was, for the counts: ``ok`` (exit 0), ``diagnosed`` (exit 1 with a
+        diagnostic), ``internal error``, ``traceback`` (an exception escaped the tool or a
+        traceback was printed), ``hang`` (a timeout), or another ``failure``."""
+        reason = self.failure
+        if reason is None:
+            return "ok" if self.status == 0 else "diagnosed"
+        return {"timeout": "hang", "uncaught exception": "traceback",
+                "traceback in the output": "traceback"}.get(reason, reason)
 
     @property
     def signature(self) -> str:
@@ -583,13 +607,24 @@ def run_llm_opt(argv: Sequence[str], timeout: float = 0.0) -> tuple[int | None, 
     return status, out.getvalue(), err.getvalue(), escaped
 
 
+def command_args(command: str, pipeline: str | None = None) -> list[str]:
+    """The ``llm-opt`` arguments of ``command`` (:data:`COMMANDS`), with ``pipeline`` in
+    place of its pipeline when given."""
+    args = list(COMMANDS[command])
+    if pipeline is not None:
+        args[args.index("-p") + 1] = pipeline
+    return args
+
+
 def run_case(text: str, command: str, workdir: Path, timeout: float = 0.0,
-             name: str = "input.mlir") -> Outcome:
+             name: str = "input.mlir", pipeline: str | None = None) -> Outcome:
     """Write ``text`` to ``workdir/name`` and run ``llm-opt`` on it with ``COMMANDS[command]``
-    (crash reproducers go to ``workdir/name.crash.mlir``)."""
+    (``pipeline`` in place of its pipeline, if given; crash reproducers go to
+    ``workdir/name.crash.mlir``)."""
     path = workdir / name
     path.write_text(text)
-    argv = [str(path), *COMMANDS[command], "--crash-reproducer", str(path) + ".crash.mlir"]
+    argv = [str(path), *command_args(command, pipeline), "--crash-reproducer",
+            str(path) + ".crash.mlir"]
     start = time.perf_counter()
     status, stdout, stderr, escaped = run_llm_opt(argv, timeout)
     return Outcome(command, argv, status, stdout, stderr, time.perf_counter() - start, escaped)
@@ -605,6 +640,8 @@ class Summary:
     inputs: int = 0
     runs: int = 0
     statuses: dict[str, Counter[str]] = field(default_factory=dict)
+    kinds: Counter[str] = field(default_factory=Counter)
+    """:attr:`Outcome.kind` → runs"""
     mutations: Counter[str] = field(default_factory=Counter)
     failures: dict[str, list[str]] = field(default_factory=dict)
     """signature → reproducer paths"""
@@ -615,6 +652,7 @@ class Summary:
         self.runs += 1
         key = "exception" if outcome.status is None else str(outcome.status)
         self.statuses.setdefault(outcome.command, Counter())[key] += 1
+        self.kinds[outcome.kind] += 1
 
     def lines(self) -> Iterator[str]:
         """The printed summary."""
@@ -623,6 +661,9 @@ class Summary:
             args = " ".join(COMMANDS[command])
             histogram = "  ".join(f"exit {k}: {v}" for k, v in sorted(counts.items()))
             yield f"  llm-opt INPUT {args}:  {histogram}"
+        kinds = ("ok", "diagnosed", "internal error", "traceback", "hang")
+        others = sorted(k for k in self.kinds if k not in kinds)
+        yield "runs: " + ", ".join(f"{k} {self.kinds[k]}" for k in (*kinds, *others))
         yield "mutations applied: " + ", ".join(
             f"{k} {v}" for k, v in sorted(self.mutations.items()))
         total = sum(len(paths) for paths in self.failures.values())
@@ -635,6 +676,10 @@ class Summary:
                 yield f"      ... and {len(paths) - 3} more"
 
 
+#: The header line of a saved input that names its mutated pipeline (read by :func:`replay`).
+_PIPELINE_HEADER = "// fuzz pipeline: "
+
+
 def _save(out_dir: Path, case: Case, outcome: Outcome, seed: int, number: int) -> Path:
     """Write a failing input with a header that says how to reproduce it."""
     digest = hashlib.sha1(case.text.encode()).hexdigest()[:8]
@@ -643,8 +688,10 @@ def _save(out_dir: Path, case: Case, outcome: Outcome, seed: int, number: int) -
         f"// fuzz failure: {outcome.signature}",
         f"// input {case.index} of seed {seed}: {case.source}, mutations "
         f"{', '.join(case.mutations) or 'none'}",
-        f"// reproduce: llm-opt {path.name} {' '.join(COMMANDS[outcome.command])}",
+        f"// reproduce: llm-opt {path.name} "
+        f"{shlex.join(command_args(outcome.command, case.pipeline))}",
         "//   or: python -m llmopt.tools.fuzz --replay " + path.name,
+        *([f"{_PIPELINE_HEADER}{case.pipeline}"] if case.pipeline else []),
         *("// " + line for line in outcome.stderr.strip().split("\n")[:8]),
         "",
     ]
@@ -673,7 +720,8 @@ def fuzz(count: int, seed: int, start: int = 0, out_dir: Path | None = None,
             summary.inputs += 1
             summary.mutations.update(case.mutations)
             for command in commands:
-                outcome = run_case(case.text, command, workdir, timeout)
+                outcome = run_case(case.text, command, workdir, timeout,
+                                   pipeline=case.pipeline)
                 summary.record(outcome)
                 if outcome.failure is not None:
                     number = sum(len(p) for p in summary.failures.values())
@@ -690,11 +738,15 @@ def fuzz(count: int, seed: int, start: int = 0, out_dir: Path | None = None,
 def replay(path: Path, commands: Sequence[str] = tuple(COMMANDS)) -> int:
     """Run a saved input with every command; print each outcome; 1 if any failed."""
     failed = False
+    text = path.read_text()
+    named = [line[len(_PIPELINE_HEADER):] for line in text.split("\n")
+             if line.startswith(_PIPELINE_HEADER)]
+    pipeline = named[0] if named else None
     with tempfile.TemporaryDirectory(prefix="llmopt-fuzz-replay-") as tmp:
         for command in commands:
-            outcome = run_case(path.read_text(), command, Path(tmp), name=path.name)
-            print(f"llm-opt {path} {' '.join(COMMANDS[command])}: exit {outcome.status}, "
-                  f"{outcome.failure or 'ok'}")
+            outcome = run_case(text, command, Path(tmp), name=path.name, pipeline=pipeline)
+            print(f"llm-opt {path} {shlex.join(command_args(command, pipeline))}: exit "
+                  f"{outcome.status}, {outcome.failure or 'ok'}")
             print(outcome.stderr.rstrip())
             failed |= outcome.failure is not None
     return int(failed)

@@ -295,3 +295,32 @@ func.func @schedule_not_a_dictionary(%x: memref<4xf32>) {
   func.return
 }
 // CHECK: 'llmopt.schedule' must be a dictionary of knobs, got "fast"
+
+// -----
+
+// A Kernel-IR terminator spliced into Tile IR (found by the fuzzer: vector-fragments then
+// appended ops after it).
+func.func @kernel_return_in_tile(%x: memref<4xf32>) {
+  tile.kernel @k grid [1, 1, 1] block [32, 1, 1] (%a = %x : memref<4xf32>) {
+    tile.forall (%b) in [4] over blocks {
+      %v = loop.load %a[%b] : memref<4xf32>
+      loop.store %v, %a[%b] : memref<4xf32>
+      kernel.return
+    }
+  }
+  func.return
+}
+// CHECK: kernel.return must end a kernel.func
+
+// -----
+
+func.func @tile_yield_outside(%x: memref<4xf32>) {
+  tile.kernel @k grid [1, 1, 1] block [32, 1, 1] (%a = %x : memref<4xf32>) {
+    tile.forall (%b) in [4] over blocks {
+      %v = loop.load %a[%b] : memref<4xf32>
+      tile.yield %v : f32
+    }
+  }
+  func.return
+}
+// CHECK: tile.yield must end a tile.coop_reduce body
