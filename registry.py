@@ -242,6 +242,30 @@ def unknown_pass_message(name: str, known: Iterable[str]) -> str:
     return f"unknown pass '{name}'; did you mean {hint}?"
 
 
+_TYPE_NAMES = {"int": "an integer", "float": "a number", "str": "a string", "bool": "true or false"}
+
+
+def _check_option_types(cls: type[ModulePass], element: ArgSpec) -> None:
+    """Raise ``ValueError`` naming the option of ``element`` whose value is not of the type
+    of its field in ``cls`` (an ``int`` option given ``sixty``, ``1.5`` or ``true``)."""
+    import dataclasses
+
+    if not dataclasses.is_dataclass(cls):
+        return
+    types = {f.name: f.type if isinstance(f.type, str) else getattr(f.type, "__name__", "")
+             for f in dataclasses.fields(cls)}
+    for key, values in element.parameters.items():
+        wanted = types.get(key.replace("-", "_"))
+        if wanted not in _TYPE_NAMES or len(values) != 1:
+            continue
+        value = values[0]
+        ok = {"int": isinstance(value, int) and not isinstance(value, bool),
+              "float": isinstance(value, int | float) and not isinstance(value, bool),
+              "str": isinstance(value, str), "bool": isinstance(value, bool)}[wanted]
+        if not ok:
+            raise ValueError(f"{key} must be {_TYPE_NAMES[wanted]}, got {_option_text(values)}")
+
+
 def build_pipeline(
     spec: str,
     passes: dict[str, Callable[[], type[ModulePass]]] | None = None,
@@ -266,6 +290,7 @@ def build_pipeline(
     for element in elements:
         cls = passes[element.name]()
         try:
+            _check_option_types(cls, element)
             instance = cls.from_pass_spec(element)
             check_pass(instance, element.name)
         except (ValueError, TypeError) as err:

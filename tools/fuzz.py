@@ -752,6 +752,17 @@ def replay(path: Path, commands: Sequence[str] = tuple(COMMANDS)) -> int:
     return int(failed)
 
 
+def _run_cli(names: Sequence[str], out_dir: Path | None, progress: bool) -> int:
+    """Run the command lines' bad-input corpus; 1 if any case misbehaved."""
+    from llmopt.tools import fuzz_cli
+
+    with tempfile.TemporaryDirectory(prefix="llmopt-cli-") as tmp:
+        outcomes = fuzz_cli.run_cli_corpus(Path(out_dir or tmp), names, progress)
+    for line in fuzz_cli.summary_lines(outcomes, verbose=bool(names)):
+        print(line)
+    return int(any(o.kind not in ("ok", "diagnosed") for o in outcomes))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Command-line entry point (``python -m llmopt.tools.fuzz``)."""
     parser = argparse.ArgumentParser(
@@ -771,8 +782,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="run only this command (repeatable; default: all)")
     parser.add_argument("--replay", type=Path, help="run one saved input and print the result")
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
+    parser.add_argument("--cli", action="store_true", help="run the command lines' bad-input "
+                        "corpus (llmopt.tools.fuzz_cli) instead of mutating IR")
+    parser.add_argument("--case", action="append", default=[],
+                        help="with --cli: run only this case, and show its output "
+                        "(repeatable)")
     args = parser.parse_args(argv)
     commands = tuple(args.command or COMMANDS)
+    if args.cli:
+        return _run_cli(args.case, args.out, not args.quiet)
     if args.replay is not None:
         return replay(args.replay, commands)
     corpus = load_corpus(args.corpus)

@@ -648,6 +648,15 @@ class LLMOptMain(xDSLOptMain):
 
     # --- input and passes ------------------------------------------------------------------------
 
+    def prepare_output(self) -> IO[str]:
+        """Open the output (``-o``); one that cannot be written is an error naming it."""
+        try:
+            return super().prepare_output()
+        except OSError as err:
+            reason = err.strerror or str(err)
+            raise UserError(f"cannot write output file '{self.args.output_file}': "
+                            f"{reason.lower()}") from None
+
     def get_input_stream(self) -> tuple[IO[bytes], str]:
         """Open the input; a file whose extension no frontend claims is read as MLIR."""
         try:
@@ -655,7 +664,8 @@ class LLMOptMain(xDSLOptMain):
         except FileNotFoundError as err:
             raise UserError(f"cannot open input file '{err.filename}': no such file") from None
         except OSError as err:
-            raise UserError(f"cannot open input file: {err}") from None
+            reason = (err.strerror or str(err)).lower()
+            raise UserError(f"cannot open input file '{err.filename}': {reason}") from None
         if extension not in self.available_frontends:
             extension = "mlir"
         return stream, extension
@@ -674,7 +684,11 @@ class LLMOptMain(xDSLOptMain):
         spec = parse_spec(self.args.frontend or file_extension)
         if spec.name == "mlir" and not spec.parameters:
             parser = LocatingParser(self.ctx, text, self.get_input_name(), start_offset)
-            module = parser.parse_module(not self.args.no_implicit_module)
+            try:
+                module = parser.parse_module(not self.args.no_implicit_module)
+            except RecursionError:
+                raise UserError(f"{self.get_input_name()}: the input nests too deeply to "
+                                "parse") from None
             self.current_module = module
             _check_resolved(module)
         else:

@@ -39,7 +39,7 @@ func.func @f() {
 // DIVIDE:      llm-opt: error: invalid options for pass 'register-tile': tm=5 does not divide bm=32
 // HUGE:        llm-opt: error: invalid options for pass 'register-tile': a register tile of tm x tn = 32 x 32 = 1024 outputs per thread is more than 256
 // THREADS:     llm-opt: error: invalid options for pass 'register-tile': bm=16 bn=16 tm=4 tn=4 make 16 threads per block; a block has 32 to 1024 threads, a multiple of 32
-// BOOL:        llm-opt: error: invalid options for pass 'register-tile': blocked must be one of 1, 2, 3 or 0 (not set), got true
+// BOOL:        llm-opt: error: invalid options for pass 'register-tile': blocked must be an integer, got true
 
 // SPLIT:       llm-opt: error: invalid options for pass 'split-k': split_k must be an integer from 1 to 65535 or 0 (not set), got -2
 // STAGES:      llm-opt: error: invalid options for pass 'async-copy': stages must be an integer from 1 to 16 or 0 (not set), got -1
