@@ -24,6 +24,7 @@ from xdsl.dialects.builtin import (
     AffineMapAttr,
     IndexType,
     IntegerAttr,
+    IntegerType,
     MemRefType,
     StringAttr,
     i64,
@@ -92,10 +93,10 @@ def verify_access(op: Operation, buffer: SSAValue, amap: AffineMap,
                   indices: Sequence[SSAValue]) -> None:
     """Shared verifier of affine buffer accesses (``loop`` and ``tile`` levels): a map of
     the index operands with one result per dimension, no division by zero, and every
-    constant coordinate within its static extent, and — inside a ``loop.kernel`` — every
-    coordinate that is an affine function of the surrounding loops' induction variables
-    too, over all their iterations (unless the access is ``clamp``ed or sits in an
-    ``scf.if``, code that may not run)."""
+    constant coordinate within its static extent, and every coordinate that is an affine
+    function of the surrounding loops' induction variables too, over all their iterations
+    (unless the access is ``clamp``ed, has a predicate or sits in an ``scf.if``: code that
+    may not run)."""
     typ = _memref(buffer)
     check_static_layout(op.name, typ)
     if amap.num_dims != len(indices) or amap.num_symbols:
@@ -116,9 +117,10 @@ def verify_access(op: Operation, buffer: SSAValue, amap: AffineMap,
                 raise VerifyException(
                     f"{op.name}: an index divides by zero ('{_DIVISIONS[expr.kind]} 0')"
                 )
-    if "clamp" in op.properties or guarded(op):
-        return
-    ranges = _iv_ranges(op, indices)
+    if "clamp" in op.properties or guarded(op) or any(
+            isinstance(v.type, IntegerType) and v.type.width.data == 1 for v in op.operands):
+        return  # clamped, guarded or predicated: an index may lie outside
+    ranges = [_iv_range(value) for value in indices]
     for dim, result in enumerate(amap.results):
         if not any(isinstance(expr, AffineDimExpr) for expr in result.dfs()):
             value = AffineMap(amap.num_dims, 0, (result,)).eval([0] * amap.num_dims, [])[0]
@@ -134,22 +136,37 @@ def verify_access(op: Operation, buffer: SSAValue, amap: AffineMap,
             )
 
 
-def _iv_ranges(op: Operation, indices: Sequence[SSAValue]) -> list[tuple[int, int] | None]:
-    """For each index operand of an access in a ``loop.kernel``: ``(0, extent - 1)`` when
-    it is the induction variable of a ``loop.for`` or ``loop.reduce`` around the access,
-    else ``None`` (a value computed at run time, or a loop of another level)."""
-    kernel = op.parent_op()
-    while kernel is not None and not kernel.has_trait(IsolatedFromAbove):
-        kernel = kernel.parent_op()
-    ranges: list[tuple[int, int] | None] = []
-    for value in indices:
-        owner = value.owner
-        loop_op = owner.parent_op() if isinstance(owner, Block) else None
-        if isinstance(kernel, KernelOp) and isinstance(loop_op, _LoopBase):
-            ranges.append((0, loop_op.trip_count - 1))
-        else:
-            ranges.append(None)
-    return ranges
+def _iv_range(value: SSAValue) -> tuple[int, int] | None:
+    """The least and greatest value of an index operand that is the induction variable of a
+    loop around the access — ``loop.for``, ``loop.reduce``, ``tile.forall``,
+    ``tile.coop_reduce`` (``0`` to ``extent - 1``), an ``scf.for`` with constant bounds —,
+    else ``None`` (a value computed at run time)."""
+    owner = value.owner
+    loop_op = owner.parent_op() if isinstance(owner, Block) else None
+    if loop_op is None or value is not owner.args[0] and loop_op.name != "tile.forall":
+        return None
+    if isinstance(loop_op, _LoopBase) or loop_op.name == "tile.coop_reduce":
+        extent = loop_op.properties["extent"]
+        return (0, extent.value.data - 1) if isinstance(extent, IntegerAttr) else None
+    if loop_op.name == "tile.forall":
+        extents = loop_op.properties["extents"]
+        k = list(owner.args).index(value)
+        return (0, int(extents.get_values()[k]) - 1)  # type: ignore[attr-defined]
+    if loop_op.name == "scf.for":
+        lb, ub, step = (_constant(v) for v in loop_op.operands[:3])
+        if lb is None or ub is None or step is None or step < 1 or ub <= lb:
+            return None
+        return lb, lb + step * ((ub - lb - 1) // step)
+    return None
+
+
+def _constant(value: SSAValue) -> int | None:
+    owner = value.owner
+    if isinstance(owner, Operation) and owner.name == "arith.constant":
+        attr = owner.properties.get("value")
+        if isinstance(attr, IntegerAttr):
+            return attr.value.data
+    return None
 
 
 def _range(expr: AffineExpr, ranges: Sequence[tuple[int, int] | None]

@@ -173,9 +173,9 @@ def _config_from_dict(values: dict[str, Any], where: str = "the config") -> Pret
     for key in _SIZES:
         _check_size(values, key, where)
     hidden, heads = values.get("hidden_size"), values.get("num_attention_heads")
-    if values.get("head_dim") is None and hidden and heads and hidden % heads:
+    if hidden and heads and hidden % heads:
         raise ModelError(f"{where}: 'hidden_size' {hidden} is not a multiple of "
-                         f"'num_attention_heads' {heads} (and no 'head_dim' is given)")
+                         f"'num_attention_heads' {heads}")
     try:
         return AutoConfig.for_model(model_type, **values)
     except Exception as err:  # transformers' own validation of the values
@@ -198,8 +198,7 @@ def check_config(config: PretrainedConfig, where: str = "the config") -> None:
     """Raise :class:`ModelError` (``where`` naming the config) unless llmopt can build and
     capture ``config``: a supported ``model_type``, positive integer sizes, KV heads that
     divide the heads, a positive finite ``rms_norm_eps``. (That the heads divide the hidden
-    size where no ``head_dim`` is given is checked when a config is read: a built config
-    always has a ``head_dim``.)"""
+    size is checked when a config is read: transformers refuses to build one otherwise.)"""
     import math
 
     model_type = getattr(config, "model_type", None)
@@ -653,15 +652,18 @@ def computed_buffers(model: PreTrainedModel) -> dict[str, torch.Tensor]:
 
 def load_weights(program: CapturedProgram,
                  source: str | Path | Mapping[str, torch.Tensor] | torch.nn.Module, *,
-                 model: PreTrainedModel | None = None, strict: bool = True
-                 ) -> CapturedProgram:
+                 model: PreTrainedModel | None = None, strict: bool = True,
+                 allow_nonfinite: bool = False) -> CapturedProgram:
     """``program`` with its weights read from ``source`` (see :meth:`CapturedProgram.bind`).
 
     ``source`` is a local checkpoint directory or ``.safetensors`` file (only the tensors the
-    program uses are read), a state dict, or a module. Tensors are converted to the dtype of
-    their argument. A tied ``lm_head.weight`` missing from the checkpoint is read from
-    ``model.embed_tokens.weight``. With ``model`` given, the buffers no checkpoint holds (the
-    rotary frequencies) are recomputed from its config (:func:`computed_buffers`).
+    program uses are read; a damaged file is a :class:`ModelError` naming it), a state dict,
+    or a module. Floating-point tensors are converted to the dtype of their argument; an
+    integer tensor for a floating-point argument, or one holding NaN or infinity (unless
+    ``allow_nonfinite``), is a :class:`ModelError` naming it. A tied ``lm_head.weight``
+    missing from the checkpoint is read from ``model.embed_tokens.weight``. With ``model``
+    given, the buffers no checkpoint holds (the rotary frequencies) are recomputed from its
+    config (:func:`computed_buffers`).
     """
     import torch
 
@@ -686,9 +688,17 @@ def load_weights(program: CapturedProgram,
             tensors.setdefault(name, tensor)
     types = dict(zip(program.param_names, program.func.function_type.inputs.data, strict=False))
     converted: dict[str, torch.Tensor] = {}
-    for name in wanted & tensors.keys():
+    for name in sorted(wanted & tensors.keys()):
         tensor = tensors[name]
         dtype = _torch_dtype(types[name].element_type)  # type: ignore[attr-defined]
+        if isinstance(tensor, torch.Tensor) and dtype.is_floating_point:
+            if not tensor.is_floating_point():
+                raise ModelError(f"tensor '{name}' is {tensor.dtype}, not a floating-point "
+                                 f"dtype as the program's argument ({dtype}) is")
+            if not allow_nonfinite and tensor.device.type != "meta" and not bool(
+                    torch.isfinite(tensor).all()):
+                raise ModelError(f"tensor '{name}' holds non-finite values (NaN or "
+                                 "infinity); pass allow_nonfinite=True to use it anyway")
         converted[name] = tensor.to(dtype) if tensor.dtype != dtype else tensor
     return program.bind(converted, strict=strict)
 
@@ -715,6 +725,7 @@ def _read_checkpoint(path: Path, wanted: set[str]) -> dict[str, torch.Tensor]:
         from safetensors import safe_open
 
         for file in files:
+            safetensors_index(file)  # a damaged file is an error naming it
             with safe_open(str(file), framework="pt") as handle:
                 for key in handle.keys():  # noqa: SIM118 - safe_open is not a dict
                     if key in wanted or key in ("model.embed_tokens.weight", "lm_head.weight"):
@@ -724,7 +735,11 @@ def _read_checkpoint(path: Path, wanted: set[str]) -> dict[str, torch.Tensor]:
     if not bins:
         raise CaptureError(f"no checkpoint (*.safetensors or pytorch_model*.bin) at {path}")
     for file in bins:
-        state = torch.load(str(file), map_location="cpu", weights_only=True)
+        try:
+            state = torch.load(str(file), map_location="cpu", weights_only=True)
+        except Exception as err:
+            message = str(err).strip().split("\n")[0] or type(err).__name__
+            raise ModelError(f"{file}: cannot read the checkpoint: {message}") from None
         out.update({k: v for k, v in state.items() if k in wanted})
     return out
 

@@ -12,7 +12,17 @@ mutations applied (:data:`MUTATORS`):
 * ops and values: unknown or swapped op names, changed integers (extents, offsets, launch
   shapes), changed floats, edge-case index expressions (division by zero, semi-affine,
   overflow), swapped or replaced operands, swapped keywords, symbols and values renamed to
-  C/C++ keywords or CUDA built-ins.
+  C/C++ keywords or CUDA built-ins;
+* grammar-aware (:mod:`llmopt.tools.mutate`: the text is parsed, changed as IR and printed,
+  so it still parses and reaches the verifiers and passes): the uses of two values swapped,
+  an operand replaced by another value of its type, attribute and property edge values
+  (extents, launch shapes, access maps, mappings, symbols, schedule knobs), ``unroll`` /
+  ``llmopt.schedule`` / ``llmopt.pad`` attributes added, terminators deleted, ops
+  duplicated or reordered, ops replaced by siblings of the same syntax.
+
+One input in five also runs through a mutated pipeline (:func:`~llmopt.tools.mutate.
+mutate_pipeline`: pass options in, at and beyond their ranges or of the wrong type, passes
+dropped, repeated, reordered, the pipeline cut short).
 
 Each input is written to a file and run through ``llm-opt`` *in process*
 (:func:`llmopt.tools.llm_opt.run_tool`) as ``-p lower-to-cuda`` and as
@@ -21,9 +31,14 @@ diagnostic (exit 1, an ``error`` on stderr) — and fails on an internal error (
 exception escaping the tool, a Python traceback in the output, an exit 1 without a message,
 or a run longer than ``--timeout`` seconds.
 
+The summary counts the runs by kind — ``ok`` (exit 0), ``diagnosed`` (exit 1 with an
+error), ``internal error``, ``traceback``, ``hang``. ``--cli`` runs the command lines'
+bad-input corpus instead (:mod:`llmopt.tools.fuzz_cli`).
+
 Usage::
 
     python -m llmopt.tools.fuzz --count 5000 --seed 1              # ≥5,000 inputs, a summary
+    python -m llmopt.tools.fuzz --cli                              # every CLI bad input
     python -m llmopt.tools.fuzz --count 200 --seed 7 --out fuzz/    # failing inputs in fuzz/
     python -m llmopt.tools.fuzz --replay fuzz/failure-0000-1a2b3c4d.mlir   # run one again
 

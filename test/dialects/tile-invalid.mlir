@@ -324,3 +324,37 @@ func.func @tile_yield_outside(%x: memref<4xf32>) {
   func.return
 }
 // CHECK: tile.yield must end a tile.coop_reduce body
+
+// -----
+
+// Indices are bounded over the loops around them: a forall's points, a constant scf.for.
+func.func @forall_index_range(%x: memref<4x8xf32>) {
+  tile.kernel @k grid [1, 1, 1] block [32, 1, 1] (%a = %x : memref<4x8xf32>) {
+    tile.forall (%i, %j) in [4, 8] over threads {
+      %v = loop.load %a[%i, %j + 1] : memref<4x8xf32>
+      loop.store %v, %a[%i, %j] : memref<4x8xf32>
+    }
+  }
+  func.return
+}
+// CHECK: loop.load: index (%j + 1) takes values 1 to 8 over its loops, outside dimension 1 of memref<4x8xf32> (0 to 7)
+
+// -----
+
+func.func @scf_for_index_range(%x: memref<4x8xf32>) {
+  tile.kernel @k grid [1, 1, 1] block [32, 1, 1] (%a = %x : memref<4x8xf32>) {
+    tile.forall (%b) in [1] over blocks {
+      %c0 = arith.constant 0 : index
+      %c5 = arith.constant 5 : index
+      %c1 = arith.constant 1 : index
+      scf.for %k = %c0 to %c5 step %c1 {
+        tile.forall (%t) in [8] over block_threads {
+          %v = loop.load %a[%k, %t] : memref<4x8xf32>
+          loop.store %v, %a[0, %t] : memref<4x8xf32>
+        }
+      }
+    }
+  }
+  func.return
+}
+// CHECK: loop.load: index %k takes values 0 to 4 over its loops, outside dimension 0 of memref<4x8xf32> (0 to 3)

@@ -112,6 +112,45 @@ func.func @forward(%x: tensor<8xf32>) -> tensor<8xf32> {
         "passes/tile/prefetch_stages.py (match_fill)",
         status=0,
     ),
+    # Two K loops staging into one shared tile: async-copy pipelined the first, replacing
+    # the tile while the second still used it: "internal error in pass 'async-copy':
+    # ValueError: Attempting to delete SSA value that still has uses". Both stay as they are.
+    "two_k_loops_one_tile": Bug(
+        (INPUTS / "two_k_loops_one_tile.mlir").read_text(),
+        ("-p", "async-copy,prefetch-stages{prefetch=1},pad-shared,tile-to-kernel,canonicalize,"
+         "cse,kernel-to-cuda", "-t", "cuda"),
+        "passes/tile/async_copy.py (tiles used outside the loop)",
+        status=0,
+    ),
+    # A Tile-IR read of a one-element tile at 31 - %j, %j in [0, 1): out of bounds, but only
+    # a constant after lowering and folding, when the Kernel-IR verifier rejected it as "the
+    # IR does not verify after pass 'canonicalize'". The Tile-IR verifier now bounds each
+    # index over its loops.
+    "index_out_of_its_loops_range": Bug(
+        """\
+func.func @forward(%x: memref<2x1xf32>) -> memref<2x1xf32> {
+  %y = memref.alloc() : memref<2x1xf32>
+  tile.kernel @rev grid [1, 1, 1] block [1, 1, 1] (%a = %x : memref<2x1xf32>,
+                                                    %o = %y : memref<2x1xf32>) {
+    tile.forall (%r) in [2] over blocks {
+      %t = tile.alloc shared : memref<1xf32>
+      tile.forall (%j) in [1] over block_threads {
+        %v = loop.load %a[%r, %j] : memref<2x1xf32>
+        loop.store %v, %t[%j] : memref<1xf32>
+      }
+      tile.forall (%j) in [1] over block_threads {
+        %v = loop.load %t[31 - %j] : memref<1xf32>
+        loop.store %v, %o[%r, %j] : memref<2x1xf32>
+      }
+    }
+  }
+  func.return %y : memref<2x1xf32>
+}
+""",
+        ("-p", "lower-to-cuda", "-t", "cuda"),
+        "dialects/loop.py (verify_access)",
+        located="12:9",
+    ),
 }
 
 
