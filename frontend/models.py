@@ -515,6 +515,7 @@ def capture_model(model: PreTrainedModel, seq_len: int, *, batch: int = 1) -> Ca
 
     if seq_len < 1 or batch < 1:
         raise CaptureError(f"seq_len and batch must be positive, got {seq_len}, {batch}")
+    _check_positions(model, seq_len)
     device, _ = _device_and_dtype(model)
     call = model.forward
 
@@ -524,6 +525,14 @@ def capture_model(model: PreTrainedModel, seq_len: int, *, batch: int = 1) -> Ca
     ids = torch.zeros((batch, seq_len), dtype=torch.long, device=device)
     with _capturing(model, forward):
         return capture(model, (ids,))
+
+
+def _check_positions(model: torch.nn.Module, seq_len: int) -> None:
+    """A sequence no longer than the model's ``max_position_embeddings``."""
+    limit = getattr(getattr(model, "config", None), "max_position_embeddings", None)
+    if isinstance(limit, int) and seq_len > limit:
+        raise ModelError(f"a sequence of {seq_len} tokens is longer than the model's "
+                         f"max_position_embeddings ({limit})")
 
 
 def decoder_layers(model: torch.nn.Module) -> torch.nn.ModuleList:
@@ -549,6 +558,7 @@ def capture_layer(model: PreTrainedModel, seq_len: int, *, layer: int = 0, batch
     weights are named as in the whole model's ``state_dict`` (``model.layers.<k>. ...``)."""
     import torch
 
+    _check_positions(model, seq_len)
     decoder = decoder_layers(model)[layer]
     device, dtype = _device_and_dtype(decoder)
     config = model.config

@@ -84,15 +84,25 @@ def _demo_programs() -> dict[str, tuple[Callable[..., Any], Callable[[tuple[int,
     }
 
 
+#: The most elements a ``llmopt demo --shape`` may have (the Kernel IR is interpreted).
+DEMO_ELEMENTS = 1 << 24
+
+
 def demo(args: argparse.Namespace) -> int:
+    import math
+
     import torch
 
     import llmopt
 
+    shape = tuple(args.shape)
+    if math.prod(shape) > DEMO_ELEMENTS:
+        raise CliError(f"--shape {' '.join(map(str, shape))} has {math.prod(shape)} elements; "
+                       f"the demo takes at most {DEMO_ELEMENTS}")
+    check_pipeline(args.pipeline)
     torch.manual_seed(0)
     programs = _demo_programs()
     make_fn, make_inputs = programs[args.program]
-    shape = tuple(args.shape)
     fn = make_fn(shape)
     inputs = make_inputs(shape)
     module = llmopt.capture(fn, inputs)
@@ -568,6 +578,12 @@ def run_model(args: argparse.Namespace) -> int:
     if args.dtype in ("float16", "bfloat16") and not gpu:
         raise CliError(f"the CPU interpreter runs float32 and float64, not {args.dtype}")
     check_pipeline(_with_arch(args.pipeline, args.arch))
+    from llmopt.frontend.models import model_config
+
+    config = model_config(args.model, layers=args.layers)  # a bad config fails before weights
+    if args.seq is not None and args.seq > config.max_position_embeddings:
+        raise CliError(f"--seq {args.seq} is longer than the model's max_position_embeddings "
+                       f"({config.max_position_embeddings})")
     if gpu:
         return _run_gpu(args)
     return _run_cpu(args)
@@ -781,9 +797,15 @@ def tune(args: argparse.Namespace) -> int:
     table = tuner.load_table(path)
     for seq in args.seqs:
         if args.model.endswith(".mlir"):
+            from xdsl.utils.exceptions import ParseError, PassFailedException, VerifyException
+
             from llmopt.api import lower, parse
 
-            module = lower(parse(Path(args.model).read_text()), ",".join(first))
+            try:
+                module = lower(parse(Path(args.model).read_text()), ",".join(first))
+            except (ParseError, VerifyException, PassFailedException) as err:
+                raise CliError(f"{args.model}: {str(err).strip().splitlines()[0]} (llm-opt "
+                               f"{args.model} -p '{','.join(first)}' shows where)") from None
         elif args.layer:
             module = _layer_at_tile_ir(args.model, seq, args.dtype, first)
         else:
