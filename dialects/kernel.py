@@ -474,8 +474,8 @@ MAX_LOCAL_BYTES = 512 * 1024
 @irdl_op_definition
 class LocalOp(BufferDeclOp):
     """``%r = kernel.local : memref<4x4xf32>``: a statically sized array private to each
-    thread (indexed with constants after unrolling, it lives in registers), at most
-    :data:`MAX_LOCAL_BYTES` of them."""
+    thread (indexed with constants after unrolling, it lives in registers), of at most
+    512 KiB (CUDA's limit per thread)."""
 
     name = "kernel.local"
     SPACE: ClassVar[str] = "local"

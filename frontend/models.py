@@ -107,6 +107,7 @@ def model_config(name_or_config: str | Path | PretrainedConfig | Mapping[str, An
     elif isinstance(name_or_config, Mapping):
         config = _config_from_dict(dict(name_or_config), where)
     elif isinstance(name_or_config, str) and name_or_config.lower() in PRESETS:
+        where = f"preset '{name_or_config.lower()}'"
         config = _config_from_dict(dict(PRESETS[name_or_config.lower()]), where)
     else:
         path = Path(name_or_config)
