@@ -22,6 +22,7 @@ from collections.abc import Iterator, Sequence
 
 from xdsl.dialects.builtin import (
     AffineMapAttr,
+    DenseArrayBase,
     IndexType,
     IntegerAttr,
     IntegerType,
@@ -145,13 +146,15 @@ def _iv_range(value: SSAValue) -> tuple[int, int] | None:
     loop_op = owner.parent_op() if isinstance(owner, Block) else None
     if loop_op is None or value is not owner.args[0] and loop_op.name != "tile.forall":
         return None
+    # The loop itself is verified after the ops inside it: its properties may be malformed.
     if isinstance(loop_op, _LoopBase) or loop_op.name == "tile.coop_reduce":
-        extent = loop_op.properties["extent"]
+        extent = loop_op.properties.get("extent")
         return (0, extent.value.data - 1) if isinstance(extent, IntegerAttr) else None
     if loop_op.name == "tile.forall":
-        extents = loop_op.properties["extents"]
+        extents = loop_op.properties.get("extents")
+        values = list(extents.get_values()) if isinstance(extents, DenseArrayBase) else []
         k = list(owner.args).index(value)
-        return (0, int(extents.get_values()[k]) - 1)  # type: ignore[attr-defined]
+        return (0, int(values[k]) - 1) if k < len(values) else None
     if loop_op.name == "scf.for":
         lb, ub, step = (_constant(v) for v in loop_op.operands[:3])
         if lb is None or ub is None or step is None or step < 1 or ub <= lb:

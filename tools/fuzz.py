@@ -29,7 +29,7 @@ Each input is written to a file and run through ``llm-opt`` *in process*
 ``-p lower-to-cuda -t cuda``. A run passes when it exits 0 or 1 — bad input gets a
 diagnostic (exit 1, an ``error`` on stderr) — and fails on an internal error (exit 2), an
 exception escaping the tool, a Python traceback in the output, an exit 1 without a message,
-or a run longer than ``--timeout`` seconds.
+or a run longer than ``--timeout`` seconds of CPU time (a hang).
 
 The summary counts the runs by kind — ``ok`` (exit 0), ``diagnosed`` (exit 1 with an
 error), ``internal error``, ``traceback``, ``hang``. ``--cli`` runs the command lines'
@@ -597,28 +597,31 @@ def _alarm(signum: int, frame: FrameType | None) -> None:
 
 def run_llm_opt(argv: Sequence[str], timeout: float = 0.0) -> tuple[int | None, str, str,
                                                                   str | None]:
-    """Run ``llm-opt`` in process; return (status, stdout, stderr, escaped exception)."""
+    """Run ``llm-opt`` in process; return (status, stdout, stderr, escaped exception).
+
+    ``timeout`` is in seconds of the process's CPU time (``ITIMER_PROF``), not of the wall
+    clock: a run that only waits for a busy machine is not a hang, one that loops is."""
     from llmopt.tools.llm_opt import run_tool
 
     out, err = io.StringIO(), io.StringIO()
     escaped: str | None = None
     status: int | None = None
-    use_alarm = timeout > 0 and hasattr(signal, "setitimer")
-    previous = signal.signal(signal.SIGALRM, _alarm) if use_alarm else None
+    use_alarm = timeout > 0 and hasattr(signal, "setitimer") and hasattr(signal, "SIGPROF")
+    previous = signal.signal(signal.SIGPROF, _alarm) if use_alarm else None
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             if use_alarm:
-                signal.setitimer(signal.ITIMER_REAL, timeout)
+                signal.setitimer(signal.ITIMER_PROF, timeout)
             try:
                 status = run_tool(list(argv))
             finally:
                 if use_alarm:
-                    signal.setitimer(signal.ITIMER_REAL, 0)
+                    signal.setitimer(signal.ITIMER_PROF, 0)
     except (Exception, FuzzTimeout, SystemExit, RecursionError) as exc:
         escaped = f"{type(exc).__name__}: {exc}".split("\n")[0]
     finally:
         if use_alarm:
-            signal.signal(signal.SIGALRM, previous)
+            signal.signal(signal.SIGPROF, previous)
     return status, out.getvalue(), err.getvalue(), escaped
 
 
@@ -792,7 +795,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--corpus", type=Path, default=TEST_ROOT,
                         help="directory whose *.mlir files are mutated (default: test/)")
     parser.add_argument("--timeout", type=float, default=20.0,
-                        help="seconds one run may take (default 20)")
+                        help="CPU seconds one run may take (default 20)")
     parser.add_argument("--command", choices=sorted(COMMANDS), action="append",
                         help="run only this command (repeatable; default: all)")
     parser.add_argument("--replay", type=Path, help="run one saved input and print the result")

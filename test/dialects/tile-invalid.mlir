@@ -358,3 +358,18 @@ func.func @scf_for_index_range(%x: memref<4x8xf32>) {
   func.return
 }
 // CHECK: loop.load: index %k takes values 0 to 4 over its loops, outside dimension 0 of memref<4x8xf32> (0 to 3)
+
+// -----
+
+// A forall with fewer extents than induction variables, one of them indexing a load inside
+// (found by the fuzzer: the load's verifier, which runs first, looked up a missing extent).
+func.func @forall_missing_extent(%x: memref<4x8xf32>) {
+  tile.kernel @k grid [1, 1, 1] block [32, 1, 1] (%a = %x : memref<4x8xf32>) {
+    tile.forall (%i, %j) in [4] over threads {
+      %v = loop.load %a[%i, %j] : memref<4x8xf32>
+      loop.store %v, %a[%i, %j] : memref<4x8xf32>
+    }
+  }
+  func.return
+}
+// CHECK: body takes 1 'index' arguments, one per extent
