@@ -234,13 +234,16 @@ def check_index_in_bounds(what: str, typ: MemRefType, dim: int, value: int) -> N
 
 #: The largest ``#pragma unroll`` factor (a C ``int``).
 MAX_UNROLL = 2**31 - 1
+#: The most elements ``pad-shared`` adds to a shared tile's rows (``llmopt.pad``).
+MAX_PAD = 64
 
 
 def check_kernel_attributes(kernel: Operation) -> None:
     """The attributes that llmopt's passes read inside a kernel (``loop.kernel``,
     ``tile.kernel``, ``kernel.func``): ``unroll`` on any op in it (a loop) is a
-    non-negative integer — ``0``: unroll fully, ``n``: by ``n`` —, and each knob of the
-    kernel's ``llmopt.schedule`` dictionary is in its range (:mod:`llmopt.options`)."""
+    non-negative integer — ``0``: unroll fully, ``n``: by ``n`` —, ``llmopt.pad`` (on a
+    shared tile) an integer from 0 to :data:`MAX_PAD`, and each knob of the kernel's
+    ``llmopt.schedule`` dictionary is in its range (:mod:`llmopt.options`)."""
     schedule = kernel.attributes.get("llmopt.schedule")
     if schedule is not None:
         if not isinstance(schedule, DictionaryAttr):
@@ -253,14 +256,22 @@ def check_kernel_attributes(kernel: Operation) -> None:
             raise VerifyException(f"'llmopt.schedule': {problems[0]}")
     for op in kernel.walk():
         unroll = op.attributes.get("unroll")
-        if unroll is None:
-            continue
-        value = _integer(unroll)
-        if not isinstance(value, int) or not 0 <= value <= MAX_UNROLL:
-            raise OpVerifyException(
-                op, f"attribute 'unroll' must be an integer from 0 (unroll fully) to "
-                    f"{MAX_UNROLL}, got {value if isinstance(value, int) else unroll}"
-            )
+        if unroll is not None:
+            value = _integer(unroll)
+            if not isinstance(value, int) or not 0 <= value <= MAX_UNROLL:
+                raise OpVerifyException(
+                    op, f"attribute 'unroll' must be an integer from 0 (unroll fully) to "
+                        f"{MAX_UNROLL}, got {value if isinstance(value, int) else unroll}"
+                )
+        pad = op.attributes.get("llmopt.pad")
+        if pad is not None:
+            value = _integer(pad)
+            if not isinstance(value, int) or not 0 <= value <= MAX_PAD:
+                raise OpVerifyException(
+                    op, f"attribute 'llmopt.pad' must be an integer from 0 to {MAX_PAD} "
+                        f"(elements added to each row), got "
+                        f"{value if isinstance(value, int) else pad}"
+                )
 
 
 def _integer(attr: Attribute) -> object:

@@ -373,3 +373,15 @@ func.func @forall_missing_extent(%x: memref<4x8xf32>) {
   func.return
 }
 // CHECK: body takes 1 'index' arguments, one per extent
+
+// -----
+
+func.func @pad_attribute(%x: memref<4xf32>) {
+  tile.kernel @k grid [1, 1, 1] block [32, 1, 1] (%a = %x : memref<4xf32>) {
+    tile.forall (%b) in [4] over blocks {
+      %s = tile.alloc shared {llmopt.pad = -1 : i64} : memref<4x32xf32>
+    }
+  }
+  func.return
+}
+// CHECK: attribute 'llmopt.pad' must be an integer from 0 to 64 (elements added to each row), got -1
