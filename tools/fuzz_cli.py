@@ -232,7 +232,7 @@ def _bin_checkpoint(directory: Path) -> None:
     (ckpt / "pytorch_model.bin").write_bytes(b"PK\x03\x04 not a zip archive at all")
 
 
-def _unreadable_output(directory: Path) -> None:
+def _output_directory(directory: Path) -> None:
     (directory / "out").mkdir()
 
 
@@ -324,7 +324,7 @@ CASES: tuple[CliCase, ...] = (
             None, 1, ("no/such/dir",)),
     CliCase("output-is-a-directory", "llmopt", ("compile", "{ckpt}", "--seq", "3", "--emit",
                                                 "torch", "-o", "{dir}/out"),
-            _unreadable_output, 1, ("out",)),
+            _output_directory, 1, ("out",)),
     # checkpoints
     CliCase("ckpt-truncated", "llmopt", _RUN, _edit_bytes(lambda b: b[: len(b) // 2]), 1,
             ("model.safetensors", "truncated")),

@@ -546,16 +546,22 @@ def _compare(got: Any, want: Any) -> list[str]:
     return lines
 
 
+class WrongResultError(RuntimeError):
+    """The compiled model computed something PyTorch does not: a compiler bug (exit 2, with
+    a reproducer), not bad input."""
+
+
 def _check_finite_logits(got: Any, want: Any) -> None:
     """A compiled model whose logits are non-finite where PyTorch's are finite computed
-    something wrong: an error, not a line among the measurements."""
+    something wrong: an internal error, not a line among the measurements."""
     import torch
 
     got, want = got.detach().cpu(), want.detach().cpu()
     wrong = int((~torch.isfinite(got).all(-1) & torch.isfinite(want).all(-1)).sum())
     if wrong:
-        raise CliError(f"the compiled model's logits are non-finite at {wrong} of "
-                       f"{want.shape[:-1].numel()} positions where PyTorch's are finite")
+        raise WrongResultError(f"the compiled model's logits are non-finite at {wrong} of "
+                               f"{want.shape[:-1].numel()} positions where PyTorch's are "
+                               "finite")
 
 
 def _median_seconds(fn: Callable[[], Any], repeat: int, sync: Callable[[], None]) -> float:
@@ -886,16 +892,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     # torch.export's pytree warns about its own internals on every capture.
     warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)",
                             category=FutureWarning)
+    traceback_help = "on an internal error, also print the Python traceback"
+    # Before or after the subcommand; SUPPRESS keeps a subcommand from resetting it.
     common = _Parser(add_help=False)
-    common.add_argument("--traceback", action="store_true",
-                        help="on an internal error, also print the Python traceback")
+    common.add_argument("--traceback", action="store_true", default=argparse.SUPPRESS,
+                        help=traceback_help)
     parser = _Parser(
         prog="llmopt",
         description="Compile PyTorch programs and whole models through llmopt's six levels.",
         epilog="exit status: 0 success, 1 bad input or arguments (one 'llmopt: error:' line "
         "naming the file, tensor or option), 2 internal error (with a reproducer)",
-        parents=[common],
     )
+    parser.add_argument("--traceback", action="store_true", help=traceback_help)
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
     d = sub.add_parser("demo", help="lower a small PyTorch function and print every level",
                        parents=[common])
