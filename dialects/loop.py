@@ -130,10 +130,11 @@ def verify_access(op: Operation, buffer: SSAValue, amap: AffineMap,
         span = _range(result, ranges)
         extent = typ.get_shape()[dim]
         if span is not None and (span[0] < 0 or 0 <= extent <= span[1]):
+            values = (f"is {span[0]}" if span[0] == span[1] else
+                      f"takes values {span[0]} to {span[1]} over its loops")
             raise VerifyException(
-                f"{op.name}: index {_expr_text(result, indices)} takes values {span[0]} to "
-                f"{span[1]} over its loops, outside dimension {dim} of {typ} (0 to "
-                f"{extent - 1})"
+                f"{op.name}: index {_expr_text(result, indices)} {values}, outside dimension "
+                f"{dim} of {typ} (0 to {extent - 1})"
             )
 
 
@@ -141,7 +142,11 @@ def _iv_range(value: SSAValue) -> tuple[int, int] | None:
     """The least and greatest value of an index operand that is the induction variable of a
     loop around the access — ``loop.for``, ``loop.reduce``, ``tile.forall``,
     ``tile.coop_reduce`` (``0`` to ``extent - 1``), an ``scf.for`` with constant bounds —,
-    else ``None`` (a value computed at run time)."""
+    ``(c, c)`` for an ``arith.constant`` ``c``, else ``None`` (a value computed at run
+    time)."""
+    constant = _constant(value)
+    if constant is not None:
+        return constant, constant
     owner = value.owner
     loop_op = owner.parent_op() if isinstance(owner, Block) else None
     if loop_op is None or value is not owner.args[0] and loop_op.name != "tile.forall":
@@ -216,9 +221,11 @@ def _span(expr: AffineExpr, ranges: Sequence[tuple[int, int] | None]
 def _expr_text(expr: AffineExpr, indices: Sequence[SSAValue]) -> str:
     """An index expression with its dims named after the operands (``%i - 1``)."""
     text = str(expr)
-    for k in sorted(range(len(indices)), reverse=True):
-        name = indices[k].name_hint
-        text = text.replace(f"d{k}", f"%{name}" if name else f"<operand {k}>")
+    for k in sorted(range(len(indices)), reverse=True):  # d10 before d1
+        text = text.replace(f"d{k}", f"\x00{k}\x00")
+    for k, value in enumerate(indices):
+        name = f"%{value.name_hint}" if value.name_hint else f"(index operand #{k})"
+        text = text.replace(f"\x00{k}\x00", name)
     return text
 
 

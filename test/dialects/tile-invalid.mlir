@@ -385,3 +385,19 @@ func.func @pad_attribute(%x: memref<4xf32>) {
   func.return
 }
 // CHECK: attribute 'llmopt.pad' must be an integer from 0 to 64 (elements added to each row), got -1
+
+// -----
+
+// A constant index operand (an arith.constant, not a constant in the map) outside the buffer
+// (found by the fuzzer: after tile-to-kernel the Kernel-IR verifier rejected it).
+func.func @constant_operand(%x: memref<4x8xf32>) {
+  tile.kernel @k grid [1, 1, 1] block [32, 1, 1] (%a = %x : memref<4x8xf32>) {
+    %c64 = arith.constant 64 : index
+    tile.forall (%i, %j) in [4, 8] over threads {
+      %v = loop.load %a[%i, %j] : memref<4x8xf32>
+      loop.store %v, %a[%i, %c64] : memref<4x8xf32>
+    }
+  }
+  func.return
+}
+// CHECK: loop.store: index %c64 is 64, outside dimension 1 of memref<4x8xf32> (0 to 7)
