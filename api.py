@@ -41,8 +41,11 @@ def parse(text: str, ctx: Context | None = None) -> ModuleOp:
     """Parse IR text (any level) into a verified module."""
     from xdsl.parser import Parser
 
+    from llmopt.dialects._symbols import verify_module
+
     module = Parser(ctx or make_context(), text).parse_module()
     module.verify()
+    verify_module(module)
     return module
 
 
@@ -59,8 +62,11 @@ def lower(
     """
     ctx = make_context()
 
+    from llmopt.dialects._symbols import verify_module
+
     def between(prev: ModulePass | None, mod: ModuleOp, _next: ModulePass | None) -> None:
         mod.verify()
+        verify_module(mod)
         if prev is not None and callback is not None:
             callback(prev, mod)
 
@@ -87,15 +93,22 @@ def cuda_source(module: ModuleOp, pipeline: str = "lower-to-cuda") -> str:
     return out.getvalue()
 
 
-def capture(fn_or_module: Any, example_args: Sequence[Any]) -> ModuleOp:
+def capture(fn_or_module: Any, example_args: Sequence[Any], *,
+            dynamic: dict[str, dict[int, str]] | None = None,
+            max: dict[str, int] | None = None,  # noqa: A002 - the bound's plain name
+            min: dict[str, int] | None = None) -> ModuleOp:  # noqa: A002
     """Capture a PyTorch function or ``nn.Module`` with ``torch.export`` into Torch IR.
 
     Parameters and buffers become leading function arguments named after their
-    ``state_dict`` keys; the example arguments fix shapes and dtypes.
+    ``state_dict`` keys; the example arguments fix shapes and dtypes. ``dynamic`` makes dims
+    symbolic (``{"x": {1: "seq"}}``), each symbol bounded by ``max`` (``{"seq": 2048}``)
+    and optionally ``min``: one program for every length in between (see
+    :func:`llmopt.frontend.capture.capture`).
     """
     from llmopt.frontend.capture import capture as _capture
 
-    return _capture(fn_or_module, tuple(example_args)).module
+    return _capture(fn_or_module, tuple(example_args), dynamic=dynamic, max=max,
+                    min=min).module
 
 
 class Compiled:
@@ -121,6 +134,11 @@ def compile(  # noqa: A001 - the public name mirrors torch.compile
     """Capture, lower to CUDA, compile with NVRTC and load: returns a callable that runs the
     generated kernels on CUDA tensors and returns torch tensors.
 
+    The program is lowered and compiled for the GPU it will run on (the device of the example
+    tensors, else torch's current one): ``pipeline`` gets that GPU's architecture
+    (:func:`llmopt.registry.with_arch`, e.g. ``lower-to-cuda{arch=sm_80}``), so its schedules
+    fit that GPU's shared memory and multiprocessors (:func:`llmopt.target.current_target`).
+
     With ``cuda_graph=True`` the first call captures the whole forward into a CUDA graph and
     later calls replay it; results are then static tensors overwritten by the next call.
     """
@@ -128,16 +146,19 @@ def compile(  # noqa: A001 - the public name mirrors torch.compile
 
     from llmopt.codegen.executor import CompiledProgram
     from llmopt.frontend.capture import capture as _capture
+    from llmopt.target import current_target
 
     device = next((a.device for a in example_args if isinstance(a, torch.Tensor)),
                   torch.device("cuda"))
+    index = device.index if device.type == "cuda" else None
+    target = current_target(index)
     # Capture where the module's weights live; only shapes and dtypes matter to capture.
     where = next((p.device for p in getattr(fn_or_module, "parameters", list)()), device)
     capture_args = tuple(a.to(where) if isinstance(a, torch.Tensor) else a
                          for a in example_args)
     captured = _capture(fn_or_module, capture_args)
-    lower(captured.module, pipeline)
+    lower(captured.module, registry.with_arch(pipeline, target.arch))
     params = {name: t.detach().to(device) for name, t in captured.params.items()}
     program = CompiledProgram(captured.module, params=params, cuda_graph=cuda_graph,
-                              device=device.index if device.type == "cuda" else None)
+                              device=index, arch=target.arch)
     return Compiled(program, captured.output_count == 1)

@@ -13,6 +13,11 @@ relative to the magnitude of the terms, so an output may move by
 epsilon of the program's widest floating-point type, ``n`` the longest reduction in the
 program (1 if none) and ``C = 16`` absorbs the few ulps of transcendental functions. A
 change larger than that is a change of meaning.
+
+A program with symbolic extents (``?``, bound by symbol arguments) is checked at several
+random lengths (``lengths``, default 2; see :func:`llmopt.interp.host.random_lengths`): each
+pass must keep the result at every one of them. A ``?`` extent counts as the longest length
+checked when the tolerance measures reductions.
 """
 
 from __future__ import annotations
@@ -87,13 +92,18 @@ def _main_function(module: ModuleOp) -> func.FuncOp:
     raise NumericsError("cannot tell which function to check: name it @forward")
 
 
-def _reduction_length(module: ModuleOp) -> int:
-    """The largest number of terms any one output value is reduced from."""
+def _reduction_length(module: ModuleOp, dynamic_extent: int = 1) -> int:
+    """The largest number of terms any one output value is reduced from (a ``?`` extent
+    counting as ``dynamic_extent``)."""
+
+    def shape_of(typ: Attribute) -> list[int]:
+        return [dynamic_extent if d < 0 else d for d in typ.get_shape()]  # type: ignore[attr-defined]
+
     longest = 1
     for op in module.walk():
         name = op.name
         if name == "prim.reduce":
-            in_shape = op.operands[0].type.get_shape()  # type: ignore[attr-defined]
+            in_shape = shape_of(op.operands[0].type)
             dims = op.properties["dims"].get_values()  # type: ignore[attr-defined]
             longest = max(longest, math.prod(in_shape[d] for d in dims))
         elif name in ("loop.reduce", "tile.coop_reduce"):
@@ -104,22 +114,28 @@ def _reduction_length(module: ModuleOp) -> int:
                 parent = parent.parent_op()
             longest = max(longest, n)
         elif name == "torch.sdpa":  # sums over the head dim, then over the keys
-            q, k = (o.type.get_shape() for o in op.operands[:2])  # type: ignore[attr-defined]
+            q, k = (shape_of(o.type) for o in op.operands[:2])
             longest = max(longest, q[-1], k[-2])
         elif name in ("torch.linear", "torch.matmul", "torch.bmm", "torch.softmax",
                       "torch.sum", "torch.mean", "torch.rms_norm"):
-            shape = op.operands[0].type.get_shape()  # type: ignore[attr-defined]
+            shape = shape_of(op.operands[0].type)
             longest = max(longest, math.prod(shape) if name in ("torch.sum", "torch.mean")
                           else shape[-1])
     return longest
 
 
-def tolerance(module: ModuleOp) -> float:
+def tolerance(module: ModuleOp, dynamic_extent: int | None = None) -> float:
     """``SAFETY * eps * sqrt(n)`` for the program's widest float type and longest reduction.
 
     The float types are those of the function's arguments and results and of every value it
-    computes (a float64 model that normalises in float32 rounds like float32)."""
+    computes (a float64 model that normalises in float32 rounds like float32). A ``?``
+    extent counts as ``dynamic_extent`` (default: the largest maximum of the function's
+    symbols)."""
+    from llmopt.dialects._symbols import function_symbols
+
     fn = _main_function(module)
+    if dynamic_extent is None:
+        dynamic_extent = max((s.max for s in function_symbols(fn).values()), default=1)
     types = [*fn.function_type.inputs.data, *fn.function_type.outputs.data]
     types += [r.type for op in fn.walk() for r in op.results]
     names = {_element_name(t) for t in types}
@@ -127,7 +143,7 @@ def tolerance(module: ModuleOp) -> float:
     eps = max((_EPS[n] for n in names if n is not None), default=_EPS["f32"])
     if "f64" in names and len(names) == 1:
         eps = _EPS["f64"]
-    return SAFETY * eps * math.sqrt(_reduction_length(module))
+    return SAFETY * eps * math.sqrt(_reduction_length(module, dynamic_extent))
 
 
 def compare(got: Sequence[np.ndarray], want: Sequence[np.ndarray]) -> tuple[float, float]:
@@ -156,15 +172,29 @@ def interpretable(module: ModuleOp) -> bool:
 
 
 class NumericsChecker:
-    """Interprets a module before a pipeline and after each pass, comparing results."""
+    """Interprets a module before a pipeline and after each pass, comparing results (at
+    ``lengths`` random lengths when the program has symbolic extents)."""
 
-    def __init__(self, module: ModuleOp, seed: int = 0) -> None:
+    def __init__(self, module: ModuleOp, seed: int = 0, lengths: int = 2) -> None:
         from llmopt.interp import random_inputs, run
+        from llmopt.interp.host import random_lengths
 
-        self.tol = tolerance(module)
-        self.inputs = random_inputs(_main_function(module), seed)
+        if lengths < 1:
+            raise NumericsError(f"the number of random lengths must be positive, got {lengths}")
+        fn = _main_function(module)
+        self.bindings = random_lengths(fn, lengths, seed)
+        longest = max((v for b in self.bindings for v in b.values()), default=None)
+        self.tol = tolerance(module, longest)
+        self.input_sets = [random_inputs(fn, seed, lengths=b) for b in self.bindings]
+        self.inputs = self.input_sets[0]
         self.report = NumericsReport(self.tol)
-        self.previous: list[np.ndarray] | None = run(module, self.inputs)
+        self.previous: list[list[np.ndarray]] | None = [run(module, i) for i in self.input_sets]
+
+    @property
+    def lengths_text(self) -> str:
+        """``seq = 7, 23`` (empty without symbols): the lengths every pass is checked at."""
+        names = sorted({n for b in self.bindings for n in b})
+        return "; ".join(f"{n} = " + ", ".join(str(b[n]) for b in self.bindings) for n in names)
 
     def after(self, pass_name: str, module: ModuleOp) -> PassCheck:
         """Check the module after ``pass_name`` against the result before it."""
@@ -177,7 +207,7 @@ class NumericsChecker:
             return check
         start = time.perf_counter()
         try:
-            outputs = run(module, self.inputs)
+            outputs = [run(module, i) for i in self.input_sets]
         except InterpretError as err:
             check.seconds = time.perf_counter() - start
             check.ok = False
@@ -186,15 +216,18 @@ class NumericsChecker:
             return check
         check.seconds = time.perf_counter() - start
         if self.previous is not None:
-            check.max_abs, check.max_rel = compare(outputs, self.previous)
+            errors = [compare(got, want) for got, want in zip(outputs, self.previous, strict=True)]
+            check.max_abs = max(e[0] for e in errors)
+            check.max_rel = max(e[1] for e in errors)
             check.ok = check.max_rel <= self.tol
         self.previous = outputs
         return check
 
 
-def check_numerics(module: ModuleOp, pipeline: str = "lower-to-cuda", *, seed: int = 0
-                   ) -> NumericsReport:
-    """Run ``pipeline`` on a copy of ``module``, checking every pass numerically.
+def check_numerics(module: ModuleOp, pipeline: str = "lower-to-cuda", *, seed: int = 0,
+                   lengths: int = 2) -> NumericsReport:
+    """Run ``pipeline`` on a copy of ``module``, checking every pass numerically (a symbolic
+    program at ``lengths`` random lengths).
 
     Returns the per-pass report; ``report.ok`` is False and ``report.first_failure`` names
     the pass if one changed the result beyond :func:`tolerance`.
@@ -203,6 +236,6 @@ def check_numerics(module: ModuleOp, pipeline: str = "lower-to-cuda", *, seed: i
 
     make_context()  # loads installed plugins: their interpreters and passes are known below
     work = module.clone()
-    checker = NumericsChecker(work, seed)
+    checker = NumericsChecker(work, seed, lengths)
     lower(work, pipeline, callback=lambda done, mod: checker.after(done.name, mod))
     return checker.report

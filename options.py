@@ -20,13 +20,11 @@ options in its dataclass' ``__post_init__`` (a ``ValueError`` there is reported 
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 __all__ = [
     "KNOBS",
-    "MIN_ARCH",
     "OPTIONS",
     "IntRange",
     "arch_problem",
@@ -35,17 +33,15 @@ __all__ = [
 ]
 
 I64_MAX = 2**63 - 1
-MIN_ARCH = 70
-"""The oldest GPU architecture llmopt generates code for (``sm_70``)."""
-_ARCH = re.compile(r"sm_(\d+)[af]?")
 
 
 def arch_problem(arch: object) -> str | None:
     """Why ``arch`` is not a GPU architecture llmopt compiles for (``None`` when it is)."""
-    if not isinstance(arch, str) or not _ARCH.fullmatch(arch):
+    from llmopt.target import ARCH, MIN_ARCH, arch_number
+
+    if not isinstance(arch, str) or not ARCH.fullmatch(arch):
         return f"GPU architecture '{arch}' is not of the form sm_XY (e.g. sm_90)"
-    number = int(_ARCH.fullmatch(arch).group(1))  # type: ignore[union-attr]
-    if number < MIN_ARCH:
+    if arch_number(arch) < MIN_ARCH:
         return (f"GPU architecture '{arch}' is older than sm_{MIN_ARCH}, the oldest llmopt "
                 "compiles for")
     return None

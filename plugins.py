@@ -194,11 +194,3 @@ def load_entry_points() -> list[EntryPoint]:
             loaded.append(ep)
         _loaded = loaded
         return list(loaded)
-
-
-def _reset() -> None:
-    """Forget which entry points were loaded (for tests)."""
-    global _loaded, _error
-    with _lock:
-        _loaded = None
-        _error = None

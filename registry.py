@@ -19,6 +19,8 @@ from xdsl.ir import Dialect
 from xdsl.passes import ModulePass, PassPipeline, PassPipelineCallbackType
 from xdsl.utils.target import Target
 
+from llmopt.target import DEFAULT_ARCH
+
 if TYPE_CHECKING:
     from xdsl.utils.arg_spec import ArgSpec
 
@@ -75,7 +77,6 @@ _BUILTIN_PASSES: dict[str, tuple[str, str]] = {
     "tile-to-kernel": ("llmopt.lowering.tile_to_kernel", "TileToKernel"),
     "kernel-to-cuda": ("llmopt.lowering.kernel_to_cuda", "KernelToCuda"),
     "fuse-kernels": ("llmopt.passes.loop.fuse_kernels", "FuseKernels"),
-    "fuse-norm-prologue": ("llmopt.passes.loop.fuse_norm_prologue", "FuseNormPrologue"),
     "hoist-reduce-factors": ("llmopt.passes.loop.hoist_reduce_factors", "HoistReduceFactors"),
     "apply-tuned": ("llmopt.passes.tile.apply_tuned", "ApplyTuned"),
     "flash-attention": ("llmopt.passes.tile.flash_attention", "FlashAttention"),
@@ -104,7 +105,7 @@ for _name, (_module, _attr) in _BUILTIN_PASSES.items():
 #: three loops.
 PIPELINES: dict[str, tuple[dict[str, str], str]] = {
     "lower-to-cuda": (
-        {"arch": "sm_90"},
+        {"arch": DEFAULT_ARCH},
         "torch-to-prim,canonicalize,prim-to-loop,fuse-kernels{{recompute_limit=0}},canonicalize,"
         "cse,hoist-reduce-factors,flash-attention{{arch={arch}}},"
         "loop-to-tile{{arch={arch}}},apply-tuned{{arch={arch}}},split-k{{arch={arch}}},"
@@ -230,6 +231,47 @@ def expand_pipeline(spec: str, _depth: int = 0) -> str:
             raise PipelineError(f"pipeline '{element.name}' is ill-defined: {err!r}") from None
         expanded.append(expand_pipeline(body, _depth + 1))
     return ",".join(e for e in expanded if e)
+
+
+def pipeline_elements(spec: str) -> list[tuple[str, str]]:
+    """The elements of ``spec`` with its named pipelines expanded, in order: each as its text
+    (``register-tile{bm=64}``) and its pass name (``register-tile``).
+
+    Raises:
+        PipelineError: bad syntax, or a named pipeline's bad option.
+    """
+    return [(text.strip(), element.name)
+            for text, element in _split_pipeline(expand_pipeline(spec))]
+
+
+def with_arch(spec: str, arch: str) -> str:
+    """``spec`` lowering for ``arch``: every element that has an ``arch`` option and does
+    not set it — a named pipeline such as ``lower-to-cuda`` or a pass such as
+    ``kernel-to-cuda`` — gets ``arch=<arch>``; ``lower-to-cuda,dce`` becomes
+    ``lower-to-cuda{arch=sm_80},dce``. An element that sets ``arch`` keeps its own. What
+    ``llmopt.compile`` lowers with, so that a program is built for the GPU it runs on.
+
+    Raises:
+        PipelineError: bad syntax.
+    """
+    passes = available_passes()
+    out: list[str] = []
+    for text, element in _split_pipeline(spec):
+        name = element.name
+        if name in PIPELINES:
+            takes = "arch" in PIPELINES[name][0]
+        elif name in passes:
+            fields = getattr(passes[name](), "__dataclass_fields__", {})
+            takes = "arch" in fields
+        else:
+            takes = False  # unknown: left for build_pipeline to report
+        if not takes or "arch" in element.parameters:
+            out.append(text.strip())
+            continue
+        options = {**{k: _option_text(v) for k, v in element.parameters.items()},
+                   "arch": _option_text((arch,))}
+        out.append(f"{name}{{{' '.join(f'{k}={v}' for k, v in options.items())}}}")
+    return ",".join(out)
 
 
 def unknown_pass_message(name: str, known: Iterable[str]) -> str:

@@ -1,20 +1,26 @@
 """Summaries, merges and reports of the benchmark suite's results (``bench/suite.py``).
 
 A results file is JSON: run metadata (``gpu``, ``driver``, ``torch``, ``cuda``, ``commit``,
-``date``, ``kind`` = ``"ops"`` or ``"blocks"``), ``cases`` (one dict per case, keyed by its
-``name``) and the summary :func:`summarize` computes from the cases: ``geomean_vs_eager``,
-``geomean_vs_compile``, ``min_vs_best``, ``cases_total``, ``cases_timed``, ``cases_failed``.
+``date``, ``kind`` = ``"ops"``, ``"blocks"`` or ``"sweep"``), ``cases`` (one dict per case,
+keyed by its ``name``) and the summary :func:`summarize` computes from the cases:
+``geomean_vs_eager``, ``geomean_vs_eager_graph``, ``geomean_vs_compile``, ``min_vs_best``,
+``min_vs_eager``, ``min_vs_eager_graph``, ``min_vs_compile``, ``cases_total``,
+``cases_timed``, ``cases_failed``. A sweep (``bench/sweep.py``: decoder layers and prefill
+over sequence lengths) also counts its points outside tolerance and its products left one
+thread per output (``fallback_products``).
 
 Usage::
 
     python bench/report.py DIR_OR_JSON [DIR_OR_JSON ...] --out-dir bench/results
 
 merges the case lists of every results file given (a directory stands for the
-``ops-<tag>.json`` and ``blocks-<tag>.json`` in it), per kind, in order: a later file's case
-replaces an earlier one of the same name. For each kind it writes ``<kind>-<tag>.json``
-(summary recomputed), ``<kind>-<tag>.md`` (a table, the geomeans, the failures and the
-losses) and ``<kind>-<tag>.png`` (speed-ups per case; needs matplotlib, skipped with a note
-where it is missing). Only the standard library is needed otherwise.
+``ops-<tag>.json``, ``blocks-<tag>.json`` and ``sweep-<tag>.json`` in it), per kind, in
+order: a later file's case replaces an earlier one of the same name. For each kind it writes
+``<kind>-<tag>.json`` (summary recomputed), ``<kind>-<tag>.md`` (a table, the geomeans, the
+failures and the losses; for a sweep also each point's product schedules) and
+``<kind>-<tag>.png`` (speed-ups per case, for a sweep against the sequence length; needs
+matplotlib, skipped with a note where it is missing). Only the standard library is needed
+otherwise.
 """
 
 from __future__ import annotations
@@ -31,16 +37,23 @@ from typing import Any
 Case = dict[str, Any]
 Doc = dict[str, Any]
 
-KINDS = ("ops", "blocks")
-"""The two kinds of results file the suite writes."""
+KINDS = ("ops", "blocks", "sweep")
+"""The kinds of results file the suite (``ops``, ``blocks``) and the sweep write."""
+
+BASELINES = (("eager", "eager_ms"), ("eager_graph", "eager_graph_ms"),
+             ("compile", "compile_ms"), ("compile_graphs", "compile_graphs_ms"))
+"""The PyTorch systems llmopt is compared with: each gives ``vs_<name> = <field> /
+llmopt_ms``; ``compile_graphs`` (torch.compile with CUDA graphs) only where it was timed."""
 
 DEFAULT_TAG = "h200"
 """The suffix of the file names (``ops-h200.json``): the GPU the numbers come from."""
 
-SUMMARY_KEYS = ("geomean_vs_eager", "geomean_vs_compile", "min_vs_best", "cases_total",
-                "cases_timed", "cases_failed", "geomean_vs_compile_graphs")
-"""The top-level keys :func:`summarize` computes (the last only when some case has a
-``compile_graphs_ms``)."""
+SUMMARY_KEYS = ("geomean_vs_eager", "geomean_vs_eager_graph", "geomean_vs_compile",
+                "min_vs_best", "min_vs_eager", "min_vs_eager_graph", "min_vs_compile",
+                "cases_total", "cases_timed", "cases_failed", "geomean_vs_compile_graphs",
+                "min_vs_compile_graphs", "cases_outside_tolerance", "fallback_products")
+"""The top-level keys :func:`summarize` computes (those of ``compile_graphs`` only when some
+case has a ``compile_graphs_ms``, the last two only for a sweep)."""
 
 
 # --- per case and summary -----------------------------------------------------------------------
@@ -57,20 +70,26 @@ def _ratio(num: Any, den: Any) -> float | None:
     return float(num) / float(den) if _positive(num) and _positive(den) else None
 
 
-def add_ratios(case: Case) -> Case:
-    """Set ``vs_eager``, ``vs_compile`` and ``vs_best`` of ``case`` from its times, in place.
+def _baselines(case: Case) -> list[tuple[str, str]]:
+    """The :data:`BASELINES` a case reports: all but ``compile_graphs`` always, that one when
+    the case has its time field."""
+    return [(name, field) for name, field in BASELINES
+            if name != "compile_graphs" or field in case]
 
-    ``vs_eager = eager_ms / llmopt_ms``, ``vs_compile = compile_ms / llmopt_ms`` and
-    ``vs_best = min(eager_ms, compile_ms) / llmopt_ms`` (over the times that exist): above 1
+
+def add_ratios(case: Case) -> Case:
+    """Set ``vs_eager``, ``vs_eager_graph``, ``vs_compile`` (``vs_compile_graphs`` when timed)
+    and ``vs_best`` of ``case`` from its times, in place.
+
+    ``vs_<system> = <system>_ms / llmopt_ms`` for each PyTorch system of :data:`BASELINES`
+    and ``vs_best`` = the fastest of their times (those that exist) / ``llmopt_ms``: above 1
     llmopt is faster. A missing time gives ``None``. Returns ``case``.
     """
-    llmopt, eager, compiled = case.get("llmopt_ms"), case.get("eager_ms"), case.get("compile_ms")
-    case["vs_eager"] = _ratio(eager, llmopt)
-    case["vs_compile"] = _ratio(compiled, llmopt)
-    if "compile_graphs_ms" in case:
-        case["vs_compile_graphs"] = _ratio(case["compile_graphs_ms"], llmopt)
-    baselines = [t for t in (eager, compiled) if _positive(t)]
-    case["vs_best"] = _ratio(min(baselines), llmopt) if baselines else None
+    llmopt = case.get("llmopt_ms")
+    for name, field in _baselines(case):
+        case[f"vs_{name}"] = _ratio(case.get(field), llmopt)
+    best = _best_ms(case)
+    case["vs_best"] = _ratio(best, llmopt) if best is not None else None
     return case
 
 
@@ -94,11 +113,19 @@ def summarize(cases: Sequence[Case]) -> Doc:
     for case in cases:
         add_ratios(case)
     timed = [c for c in cases if not failed(c)]
-    best = [c["vs_best"] for c in timed if c.get("vs_best") is not None]
+
+    def smallest(key: str) -> float | None:
+        values = [c[key] for c in timed if _positive(c.get(key))]
+        return min(values) if values else None
+
     summary: Doc = {
         "geomean_vs_eager": geomean(c.get("vs_eager") for c in timed),
+        "geomean_vs_eager_graph": geomean(c.get("vs_eager_graph") for c in timed),
         "geomean_vs_compile": geomean(c.get("vs_compile") for c in timed),
-        "min_vs_best": min(best) if best else None,
+        "min_vs_best": smallest("vs_best"),
+        "min_vs_eager": smallest("vs_eager"),
+        "min_vs_eager_graph": smallest("vs_eager_graph"),
+        "min_vs_compile": smallest("vs_compile"),
         "cases_total": len(cases),
         "cases_timed": len(timed),
         "cases_failed": len(cases) - len(timed),
@@ -106,18 +133,30 @@ def summarize(cases: Sequence[Case]) -> Doc:
     if any("compile_graphs_ms" in c for c in cases):
         summary["geomean_vs_compile_graphs"] = geomean(c.get("vs_compile_graphs")
                                                        for c in timed)
+        summary["min_vs_compile_graphs"] = smallest("vs_compile_graphs")
+    if any("schedule" in c for c in cases):  # a sweep
+        summary["cases_outside_tolerance"] = sum(1 for c in timed if c.get("ok") is False)
+        summary["fallback_products"] = sum(r.get("count", 1) for c in cases
+                                           for r in fallbacks(c))
     return summary
 
 
+def fallbacks(case: Case, rows: int = 16) -> list[dict[str, Any]]:
+    """The schedule records of a sweep point's products of at least ``rows`` rows that were
+    left one thread per output (a record may stand for several kernels: its ``count``)."""
+    return [r for r in case.get("schedule") or []
+            if r.get("kind") == "product" and r.get("fallback") and (r.get("rows") or 0) >= rows]
+
+
 def _best_ms(case: Case) -> float | None:
-    """The faster of the case's eager and torch.compile times."""
-    times = [t for t in (case.get("eager_ms"), case.get("compile_ms")) if _positive(t)]
+    """The fastest of the case's PyTorch times (:data:`BASELINES`)."""
+    times = [case[f] for _, f in _baselines(case) if _positive(case.get(f))]
     return min(times) if times else None
 
 
 def losses(cases: Sequence[Case]) -> list[Case]:
-    """The cases where llmopt is slower than the better of eager and torch.compile
-    (``vs_best < 1``), slowest first."""
+    """The cases where llmopt is slower than the fastest PyTorch system (``vs_best < 1``),
+    slowest first."""
     slow = [c for c in cases if c.get("vs_best") is not None and c["vs_best"] < 1]
     return sorted(slow, key=lambda c: c["vs_best"])
 
@@ -213,7 +252,10 @@ def _ok_text(case: Case) -> str:
 
 def markdown(doc: Doc) -> str:
     """The Markdown report of a results document: the run, one table row per case, the
-    geomeans, the failures and the losses (``vs_best < 1``)."""
+    geomeans, the failures and the losses (``vs_best < 1``); a sweep's is
+    :func:`sweep_markdown`."""
+    if doc.get("kind") == "sweep":
+        return sweep_markdown(doc)
     cases: list[Case] = doc.get("cases", [])
     summary = summarize(cases)
     kind = doc.get("kind") or "results"
@@ -225,35 +267,30 @@ def markdown(doc: Doc) -> str:
         f"{doc.get('torch') or '?'}, CUDA {doc.get('cuda') or '?'}, commit "
         f"{', '.join(commits) or '?'}, {doc.get('date') or '?'}. FP32, TF32 off; median of "
         f"{doc.get('reps') or '?'} timed calls per system. vs X = X ms / llmopt ms (above 1: "
-        "llmopt is faster); best = the faster of eager and torch.compile; max err = "
+        "llmopt is faster); eager graph = eager replayed from a CUDA graph, as llmopt is; "
+        "best = the fastest PyTorch system timed; max err = "
         "max|llmopt − float64| / max|float64|, ok = within the case's tolerance.",
         "",
-        "| case | eager ms | compile ms | llmopt ms | vs eager | vs compile | vs best "
-        "| max err | ok |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|:---:|",
+        "| case | eager ms | eager graph ms | compile ms | llmopt ms | vs eager "
+        "| vs eager graph | vs compile | vs best | max err | ok |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|:---:|",
     ]
     for c in cases:
         lines.append(
             f"| {c['name']} | {_fmt(c.get('eager_ms'), '.4g')} | "
+            f"{_fmt(c.get('eager_graph_ms'), '.4g')} | "
             f"{_fmt(c.get('compile_ms'), '.4g')} | {_fmt(c.get('llmopt_ms'), '.4g')} | "
-            f"{_ratio_text(c.get('vs_eager'))} | {_ratio_text(c.get('vs_compile'))} | "
+            f"{_ratio_text(c.get('vs_eager'))} | {_ratio_text(c.get('vs_eager_graph'))} | "
+            f"{_ratio_text(c.get('vs_compile'))} | "
             f"{_ratio_text(c.get('vs_best'))} | {_fmt(c.get('max_err_rel'), '.1e')} | "
             f"{_ok_text(c)} |"
         )
-    timed = summary["cases_timed"]
-    lines += [
-        "",
-        f"- geomean vs eager: **{_ratio_text(summary['geomean_vs_eager'])}** "
-        f"({timed} of {summary['cases_total']} cases timed)",
-        f"- geomean vs torch.compile: **{_ratio_text(summary['geomean_vs_compile'])}**",
-        f"- min vs best: **{_ratio_text(summary['min_vs_best'])}**",
-        f"- failed (no llmopt time): {summary['cases_failed']}",
-    ]
+    lines += ["", *_summary_lines(summary)]
     graphs = [c for c in cases if "compile_graphs_ms" in c]
     if graphs:
         lines += ["", "## torch.compile with CUDA graphs (`mode=\"reduce-overhead\"`)", "",
-                  "Context, not a baseline of vs best: Inductor's kernels replayed from CUDA "
-                  "graphs as llmopt's are, so PyTorch's per-launch host overhead is gone.", "",
+                  "Inductor's kernels replayed from CUDA graphs as llmopt's are, so PyTorch's "
+                  "per-launch host overhead is gone; part of vs best.", "",
                   "| case | compile ms | compile + graphs ms | llmopt ms | vs compile + graphs |",
                   "|---|---:|---:|---:|---:|"]
         lines += [f"| {c['name']} | {_fmt(c.get('compile_ms'), '.4g')} | "
@@ -262,6 +299,28 @@ def markdown(doc: Doc) -> str:
                   f"{_ratio_text(c.get('vs_compile_graphs'))} |" for c in graphs]
         lines += ["", "- geomean vs torch.compile with CUDA graphs: "
                   f"**{_ratio_text(summary.get('geomean_vs_compile_graphs'))}**"]
+    lines += _problem_lines(cases)
+    return "\n".join(lines) + "\n"
+
+
+def _summary_lines(summary: Doc) -> list[str]:
+    """The geomeans and minima of a summary, as Markdown list items."""
+    timed = summary["cases_timed"]
+    return [
+        f"- geomean vs eager: **{_ratio_text(summary['geomean_vs_eager'])}** "
+        f"({timed} of {summary['cases_total']} cases timed)",
+        f"- geomean vs eager CUDA graph: **{_ratio_text(summary['geomean_vs_eager_graph'])}**",
+        f"- geomean vs torch.compile: **{_ratio_text(summary['geomean_vs_compile'])}**",
+        f"- min vs eager CUDA graph: **{_ratio_text(summary['min_vs_eager_graph'])}**, "
+        f"min vs torch.compile: **{_ratio_text(summary['min_vs_compile'])}**, "
+        f"min vs best: **{_ratio_text(summary['min_vs_best'])}**",
+        f"- failed (no llmopt time): {summary['cases_failed']}",
+    ]
+
+
+def _problem_lines(cases: Sequence[Case]) -> list[str]:
+    """The failures, the cases outside tolerance and the losses, as Markdown sections."""
+    lines: list[str] = []
     broken = [c for c in cases if failed(c)]
     if broken:
         lines += ["", "## Failures", ""]
@@ -276,7 +335,7 @@ def markdown(doc: Doc) -> str:
     lines += [f"- {c['name']}: {_ratio_text(c['vs_best'])} ({_fmt(c.get('llmopt_ms'), '.4g')} "
               f"ms vs {_fmt(_best_ms(c), '.4g')}"
               " ms)" for c in slow] or ["none"]
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def table(doc: Doc) -> str:
@@ -284,20 +343,24 @@ def table(doc: Doc) -> str:
     cases: list[Case] = doc.get("cases", [])
     summary = summarize(cases)
     width = max([len(c["name"]) for c in cases] + [4])
-    head = (f"{'case':{width}s} {'eager ms':>10s} {'compile ms':>10s} {'llmopt ms':>10s} "
-            f"{'vs eager':>8s} {'vs comp':>8s} {'vs best':>8s} {'max err':>8s}  ok")
+    head = (f"{'case':{width}s} {'eager ms':>10s} {'graph ms':>10s} {'compile ms':>10s} "
+            f"{'llmopt ms':>10s} {'vs eager':>8s} {'vs graph':>8s} {'vs comp':>8s} "
+            f"{'vs best':>8s} {'max err':>8s}  ok")
     lines = [head, "-" * len(head)]
     for c in cases:
         lines.append(
             f"{c['name']:{width}s} {_fmt(c.get('eager_ms'), '10.4f')} "
+            f"{_fmt(c.get('eager_graph_ms'), '10.4f')} "
             f"{_fmt(c.get('compile_ms'), '10.4f')} {_fmt(c.get('llmopt_ms'), '10.4f')} "
-            f"{_fmt(c.get('vs_eager'), '8.2f')} {_fmt(c.get('vs_compile'), '8.2f')} "
+            f"{_fmt(c.get('vs_eager'), '8.2f')} {_fmt(c.get('vs_eager_graph'), '8.2f')} "
+            f"{_fmt(c.get('vs_compile'), '8.2f')} "
             f"{_fmt(c.get('vs_best'), '8.2f')} {_fmt(c.get('max_err_rel'), '8.1e')}  "
             f"{_ok_text(c)}"
         )
     lines += [
         "-" * len(head),
-        f"geomean vs eager {_fmt(summary['geomean_vs_eager'], '.3f')}, vs torch.compile "
+        f"geomean vs eager {_fmt(summary['geomean_vs_eager'], '.3f')}, vs eager graph "
+        f"{_fmt(summary['geomean_vs_eager_graph'], '.3f')}, vs torch.compile "
         f"{_fmt(summary['geomean_vs_compile'], '.3f')}, min vs best "
         f"{_fmt(summary['min_vs_best'], '.3f')}; {summary['cases_timed']} timed, "
         f"{summary['cases_failed']} failed",
@@ -335,8 +398,9 @@ def write_json(doc: Doc, path: str | Path) -> None:
 
 
 def plot(doc: Doc, path: str | Path) -> bool:
-    """A PNG of llmopt's speed-up over eager and over torch.compile per case (log scale, a
-    line at 1). Returns False, after printing a note, when matplotlib is not installed."""
+    """A PNG of llmopt's speed-up over eager, eager replayed from a CUDA graph and
+    torch.compile per case (log scale, a line at 1); for a sweep :func:`sweep_plot`. Returns
+    False, after printing a note, when matplotlib is not installed."""
     try:
         import matplotlib
 
@@ -347,15 +411,18 @@ def plot(doc: Doc, path: str | Path) -> bool:
         return False
     from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
+    if doc.get("kind") == "sweep":
+        return sweep_plot(doc, path, plt)
     cases = [c for c in doc.get("cases", []) if not failed(c)]
     names = [c["name"] for c in cases]
-    height = max(3.0, 0.28 * len(cases) + 1.5)
+    height = max(3.0, 0.36 * len(cases) + 1.5)
     fig, ax = plt.subplots(figsize=(9, height))
     rows = range(len(cases))
-    bar = 0.4
+    bar = 0.27
     seen = [1.0]
-    for shift, key, label in ((-bar / 2, "vs_eager", "over eager"),
-                              (bar / 2, "vs_compile", "over torch.compile")):
+    for shift, key, label in ((-bar, "vs_eager", "over eager"),
+                              (0.0, "vs_eager_graph", "over eager CUDA graph"),
+                              (bar, "vs_compile", "over torch.compile")):
         values = [c[key] if _positive(c.get(key)) else math.nan for c in cases]
         seen += [v for v in values if math.isfinite(v)]
         # bars grow from the line at 1: right of it llmopt is faster, left of it slower
@@ -373,10 +440,149 @@ def plot(doc: Doc, path: str | Path) -> bool:
     summary = summarize(doc.get("cases", []))
     ax.set_title(f"llmopt {doc.get('kind') or ''} on {doc.get('gpu') or '?'}: geomean "
                  f"{_fmt(summary['geomean_vs_eager'], '.2f')}× over eager, "
+                 f"{_fmt(summary['geomean_vs_eager_graph'], '.2f')}× over eager graph, "
                  f"{_fmt(summary['geomean_vs_compile'], '.2f')}× over torch.compile",
                  fontsize=9)
     ax.legend(loc="lower right", fontsize=8)
     ax.grid(axis="x", which="both", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return True
+
+
+# --- the length sweep ---------------------------------------------------------------------------
+
+
+SWEEP_LINES = (("vs_eager", "over eager"), ("vs_eager_graph", "over eager CUDA graph"),
+               ("vs_compile", "over torch.compile"),
+               ("vs_compile_graphs", "over torch.compile with CUDA graphs"))
+"""The speed-ups a sweep plots against the sequence length, one line each (the last where it
+was timed)."""
+
+
+def series(cases: Sequence[Case]) -> dict[str, list[Case]]:
+    """A sweep's points grouped by what was run (``<model> <op>``, e.g. ``tinyllama
+    decoder_layer``), each group in sequence-length order, the groups in order of first
+    appearance."""
+    groups: dict[str, list[Case]] = {}
+    for case in cases:
+        groups.setdefault(f"{case.get('model')} {case.get('op')}", []).append(case)
+    return {k: sorted(v, key=lambda c: c.get("seq") or 0) for k, v in groups.items()}
+
+
+def schedule_text(case: Case) -> str:
+    """A point's product schedules in a few words: how many products took each schedule
+    (``tc`` tensor cores, ``fma`` register tiles, ``coop`` a block per output, ``fallback``
+    one thread per output)."""
+    counts = {"tensor_cores": 0, "register_tile": 0, "coop_reduce": 0, "thread_per_output": 0}
+    for r in case.get("schedule") or []:
+        if r.get("kind") == "product" and r.get("schedule") in counts:
+            counts[r["schedule"]] += r.get("count", 1)
+    if not any(counts.values()):
+        return "—"
+    short = {"tensor_cores": "tc", "register_tile": "fma", "coop_reduce": "coop",
+             "thread_per_output": "fallback"}
+    return ", ".join(f"{n} {short[k]}" for k, n in counts.items() if n)
+
+
+def _product_line(record: dict[str, Any]) -> str:
+    what = record.get("tile") or ""
+    extra = [f"split {record['split']}" if (record.get("split") or 1) > 1 else "",
+             f"×{record['count']}" if (record.get("count") or 1) > 1 else ""]
+    return " ".join(x for x in (str(record.get("shape") or "?"), record.get("schedule") or "?",
+                                what, *extra) if x)
+
+
+def sweep_markdown(doc: Doc) -> str:
+    """The Markdown report of a sweep: the run, a table per series (decoder layers of each
+    model, the prefill) with each length's times, speed-ups, error against float64 with its
+    tolerance and its products' schedules; the summary; every point's product schedules; the
+    fallbacks, failures, points outside tolerance and losses."""
+    cases: list[Case] = doc.get("cases", [])
+    summary = summarize(cases)
+    commits = doc.get("commits") or ([doc["commit"]] if doc.get("commit") else [])
+    lines = [
+        "# llmopt benchmark: length sweep",
+        "",
+        f"GPU {doc.get('gpu') or '?'} (driver {doc.get('driver') or '?'}), torch "
+        f"{doc.get('torch') or '?'}, CUDA {doc.get('cuda') or '?'}, commit "
+        f"{', '.join(commits) or '?'}, {doc.get('date') or '?'}. FP32, TF32 off; "
+        f"{doc.get('timing') or 'median of the timed calls per system'}. vs X = X ms / llmopt "
+        "ms (above 1: llmopt is faster); eager graph = eager replayed from a CUDA graph, as "
+        "llmopt is; err = max|out − float64| / max|float64| against the tolerance tol; "
+        "products: how many took each schedule (tc: tensor cores, fma: register tile, coop: "
+        "a block per output, fallback: one thread per output).",
+    ]
+    for title, points in series(cases).items():
+        lines += [
+            "", f"## {title}", "",
+            "| seq | eager ms | eager graph ms | compile ms | llmopt ms | vs eager "
+            "| vs eager graph | vs compile | err | tol | ok | products |",
+            "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|:---:|---|",
+        ]
+        lines += [
+            f"| {c.get('seq')} | {_fmt(c.get('eager_ms'), '.4g')} | "
+            f"{_fmt(c.get('eager_graph_ms'), '.4g')} | {_fmt(c.get('compile_ms'), '.4g')} | "
+            f"{_fmt(c.get('llmopt_ms'), '.4g')} | {_ratio_text(c.get('vs_eager'))} | "
+            f"{_ratio_text(c.get('vs_eager_graph'))} | {_ratio_text(c.get('vs_compile'))} | "
+            f"{_fmt(c.get('max_err_rel'), '.1e')} | {_fmt(c.get('tol'), '.1e')} | "
+            f"{_ok_text(c)} | {schedule_text(c)} |" for c in points]
+    lines += ["", "## Summary", "", *_summary_lines(summary),
+              f"- outside tolerance: {summary.get('cases_outside_tolerance', 0)}; products of "
+              f"16 rows or more left one thread per output: "
+              f"{summary.get('fallback_products', 0)}"]
+    lines += ["", "## Product schedules", ""]
+    for c in cases:
+        products = [r for r in c.get("schedule") or [] if r.get("kind") == "product"]
+        attention = [r for r in c.get("schedule") or [] if r.get("kind") == "attention"]
+        parts = [_product_line(r) for r in products]
+        parts += [f"attention flash {r.get('flash')}"
+                  + (" tc" if r.get("tensor_cores") else "") for r in attention]
+        lines.append(f"- {c['name']}: " + ("; ".join(parts) if parts else "—"))
+    slow_paths = [(c, r) for c in cases for r in fallbacks(c)]
+    if slow_paths:
+        lines += ["", "## One thread per output (16 rows or more)", ""]
+        lines += [f"- {c['name']}: {r.get('name')} {r.get('shape')}" for c, r in slow_paths]
+    lines += _problem_lines(cases)
+    return "\n".join(lines) + "\n"
+
+
+def sweep_plot(doc: Doc, path: str | Path, plt: Any) -> bool:
+    """The sweep's PNG: for each series a panel of llmopt's speed-up against the sequence
+    length (both axes logarithmic), one line per PyTorch baseline, a line at 1."""
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+
+    groups = {k: [c for c in v if not failed(c)] for k, v in series(doc.get("cases", [])).items()}
+    groups = {k: v for k, v in groups.items() if v}
+    panels = max(1, len(groups))
+    fig, axes = plt.subplots(1, panels, figsize=(5.2 * panels, 4.2), squeeze=False)
+    for ax, (title, points) in zip(axes[0], groups.items(), strict=False):
+        seqs = [c["seq"] for c in points]
+        seen = [1.0]
+        for key, label in SWEEP_LINES:
+            values = [c[key] if _positive(c.get(key)) else math.nan for c in points]
+            if all(math.isnan(v) for v in values):
+                continue
+            seen += [v for v in values if math.isfinite(v)]
+            ax.plot(seqs, values, marker="o", markersize=3, label=label)
+        ax.axhline(1.0, color="black", linewidth=1)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_ylim(min(seen) / 1.25, max(seen) * 1.25)
+        ax.set_xticks(seqs, [str(s) for s in seqs], fontsize=7, rotation=90)
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y:g}×"))
+        ax.yaxis.set_minor_formatter(NullFormatter())
+        ax.set_xlabel("sequence length")
+        ax.set_ylabel("llmopt speed-up (× faster)")
+        ax.set_title(title, fontsize=9)
+        ax.grid(which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+    summary = summarize(doc.get("cases", []))
+    fig.suptitle(f"llmopt length sweep on {doc.get('gpu') or '?'}: min "
+                 f"{_fmt(summary['min_vs_compile'], '.2f')}× torch.compile, min "
+                 f"{_fmt(summary['min_vs_eager_graph'], '.2f')}× eager CUDA graph", fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

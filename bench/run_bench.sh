@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Run llmopt's benchmark suite (bench/suite.py) on a GPU host without a package index.
+# Run llmopt's benchmarks (bench/suite.py, bench/sweep.py) on a GPU host without a package index.
 # Usage (from the repository root):
 #   bash bench/run_bench.sh ops [--models ...] [--seqs ...] [--ops ...] [--reps N] [--commit SHA]
 #   bash bench/run_bench.sh blocks [--models ...] [--seqs ...] [--whole-model] [--commit SHA]
+#   bash bench/run_bench.sh sweep [--models ...] [--what layers|prefill] [--seqs ...] [--jobs N]
 # Results (JSON, Markdown, PNG, and the log) go to $OUT, default bench/results.
 # Expects pure-Python wheels in .whl/ (xdsl, ...) if they are not installed.
 set -uo pipefail
@@ -15,5 +16,10 @@ out=${OUT:-bench/results}
 mkdir -p "$out" || exit 1
 export PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null || true
-python3 bench/suite.py "$@" --out-dir "$out" 2>&1 | tee -a "$out/suite-${1:-run}.log"
+if [ "${1:-}" = sweep ]; then
+  shift
+  python3 bench/sweep.py "$@" --out-dir "$out" 2>&1 | tee -a "$out/sweep.log"
+else
+  python3 bench/suite.py "$@" --out-dir "$out" 2>&1 | tee -a "$out/suite-${1:-run}.log"
+fi
 exit "${PIPESTATUS[0]}"

@@ -1,4 +1,5 @@
-"""llmopt's benchmark suite: single ops and whole blocks against PyTorch eager and torch.compile.
+"""llmopt's benchmark suite: single ops and whole blocks against PyTorch eager (plain and
+replayed from a CUDA graph) and torch.compile.
 
 Usage (on a GPU host)::
 
@@ -27,14 +28,17 @@ Hugging Face decoder layer of each model (seq 128 and 512, inputs hidden states 
 from the model configs with seeded weights (every 1-D parameter, i.e. norm weights and
 biases, perturbed by N(0, 0.1) so none is trivial).
 
-**Systems.** In one process, for every case: PyTorch eager; ``torch.compile(module,
+**Systems.** In one process, for every case: PyTorch eager; eager replayed from a CUDA graph
+(``torch.cuda.CUDAGraph``: warm-up calls on a side stream, one call captured, replayed on its
+static input buffers — how llmopt is timed, so this is the like-for-like baseline without
+PyTorch's per-launch host overhead); ``torch.compile(module,
 dynamic=False)`` (default mode, dynamo reset before each case); llmopt:
 ``llmopt.compile(module, inputs, cuda_graph=True)`` for ops (capture, ``lower-to-cuda``,
 NVRTC, CUDA-graph replay) and, for blocks, ``capture_layer``/``capture_model`` lowered with
 ``lower-to-cuda`` and run by a ``CompiledProgram`` with ``cuda_graph=True``. Everything is
 FP32 with TF32 off.
 
-**Timing.** The same for all three: each timed call runs between two CUDA events and is
+**Timing.** The same for all of them: each timed call runs between two CUDA events and is
 followed by a synchronisation, so a time is the latency of one call as its caller sees it
 (host launch overhead included). Every system is built and checked first; then the systems
 are timed in ``--rounds`` interleaved rounds (default 5): in each round every system in turn
@@ -42,28 +46,29 @@ runs ``--warmup`` untimed calls (default 10) and then ``ceil(reps / rounds)`` ti
 (``--reps``, default 100), and the order is rotated from one round to the next, so no system
 is always first. The speed of a GPU shared with other work drifts; interleaving spreads that
 drift over all the systems alike instead of favouring the one timed in a quiet moment (all
-three systems are resident at once for it). The median in milliseconds over all of a
-system's timed calls is recorded (``eager_ms``, ``compile_ms``, ``llmopt_ms``). llmopt is
-called as a CUDA-graph program is used in a loop: with its static input buffers
+systems are resident at once for it). The median in milliseconds over all of a
+system's timed calls is recorded (``eager_ms``, ``eager_graph_ms``, ``compile_ms``,
+``llmopt_ms``). llmopt and the eager graph are
+called as a CUDA-graph program is used in a loop: with their static input buffers
 (``CompiledProgram.static_inputs``, which hold the case's inputs), so a call is one graph
-replay; ``llmopt_copy_ms`` is a call with other tensors, which first copies them into those
-buffers (context only, not used in the ratios). Inputs stay
+replay; ``llmopt_copy_ms`` and ``eager_graph_copy_ms`` are calls with other tensors, which
+first copy them into those buffers (context only, not used in the ratios). Inputs stay
 resident in L2 where they fit, for every system alike. ``torch_compile_s`` and
 ``llmopt_compile_s`` are the seconds to the first result (compilation plus the first call;
-both compilers cache on disk, so a second run is faster); ``kernels`` is the number of kernel
+both compilers cache on disk, so a second run is faster), ``eager_graph_capture_s`` the
+seconds to warm up and capture the eager graph; ``kernels`` is the number of kernel
 launches in llmopt's host plan.
 
-With ``--compile-graphs`` a fourth system, ``torch.compile(mode="reduce-overhead")``
+With ``--compile-graphs`` a fifth system, ``torch.compile(mode="reduce-overhead")``
 (Inductor's kernels replayed from CUDA graphs, like llmopt's), is timed into
-``compile_graphs_ms`` with ``vs_compile_graphs = compile_graphs_ms / llmopt_ms``: it shows
-how much of a lead is PyTorch's per-launch host overhead. It is context, not a baseline of
-``vs_best`` or of the top-level goals.
+``compile_graphs_ms`` with ``vs_compile_graphs = compile_graphs_ms / llmopt_ms``.
 
-**Ratios.** ``vs_eager = eager_ms / llmopt_ms``, ``vs_compile = compile_ms / llmopt_ms`` and
-``vs_best = min(eager_ms, compile_ms) / llmopt_ms``: above 1 llmopt is faster, and
-``vs_best`` compares it with the faster of the two PyTorch baselines. The top level holds
-their geometric means over the cases with an llmopt time, ``min_vs_best``, and how many cases
-failed (no llmopt time).
+**Ratios.** ``vs_eager = eager_ms / llmopt_ms``, ``vs_eager_graph = eager_graph_ms /
+llmopt_ms``, ``vs_compile = compile_ms / llmopt_ms`` and ``vs_best`` = the fastest PyTorch
+time (eager, eager graph, torch.compile, and torch.compile with CUDA graphs when timed) /
+``llmopt_ms``: above 1 llmopt is faster. The top level holds their geometric means over the
+cases with an llmopt time, their minima (``min_vs_best``, ``min_vs_compile``,
+``min_vs_eager_graph``, ...), and how many cases failed (no llmopt time).
 
 **Accuracy.** Every output is compared with the same module evaluated in float64 on the same
 inputs (``copy.deepcopy(module).double()``): ``max_err_rel = max|out - ref| / max|ref|`` for
@@ -398,17 +403,18 @@ the median over all the rounds' samples, so the timer returns samples rather tha
 DEFAULT_ROUNDS = 5
 """Interleaved timing rounds per case, unless ``--rounds`` says otherwise."""
 
-SYSTEMS = ("eager", "compile", "graphs", "llmopt")
-"""Every system a case may time; ``graphs`` (torch.compile with CUDA graphs) only with
-``--compile-graphs``."""
-MS_FIELD = {"eager": "eager_ms", "compile": "compile_ms", "graphs": "compile_graphs_ms",
-            "llmopt": "llmopt_ms"}
-ERR_FIELD = {"eager": "eager_err_rel", "compile": "compile_err_rel",
-             "graphs": "compile_graphs_err_rel", "llmopt": "max_err_rel"}
-ERROR_FIELD = {"eager": "eager_error", "compile": "compile_error",
-               "graphs": "compile_graphs_error", "llmopt": "error"}
-COMPILE_FIELD = {"compile": "torch_compile_s", "graphs": "torch_compile_graphs_s",
-                 "llmopt": "llmopt_compile_s"}
+SYSTEMS = ("eager", "eager_graph", "compile", "graphs", "llmopt")
+"""Every system a case may time, in build order; ``graphs`` (torch.compile with CUDA graphs)
+only with ``--compile-graphs``."""
+MS_FIELD = {"eager": "eager_ms", "eager_graph": "eager_graph_ms", "compile": "compile_ms",
+            "graphs": "compile_graphs_ms", "llmopt": "llmopt_ms"}
+ERR_FIELD = {"eager": "eager_err_rel", "eager_graph": "eager_graph_err_rel",
+             "compile": "compile_err_rel", "graphs": "compile_graphs_err_rel",
+             "llmopt": "max_err_rel"}
+ERROR_FIELD = {"eager": "eager_error", "eager_graph": "eager_graph_error",
+               "compile": "compile_error", "graphs": "compile_graphs_error", "llmopt": "error"}
+COMPILE_FIELD = {"eager_graph": "eager_graph_capture_s", "compile": "torch_compile_s",
+                 "graphs": "torch_compile_graphs_s", "llmopt": "llmopt_compile_s"}
 OPTIONAL_SYSTEMS = ("graphs",)
 """Systems timed only when asked for: their time field stays absent otherwise."""
 
@@ -434,6 +440,44 @@ def _first(out: Any) -> torch.Tensor:
 def build_eager(module: nn.Module, inputs: tuple[torch.Tensor, ...]) -> Built:
     """PyTorch eager: the module itself."""
     return Built(fn=module)
+
+
+GRAPH_WARMUP = 3
+"""Eager calls on a side stream before the eager CUDA graph is captured."""
+
+
+def build_eager_graph(module: nn.Module, inputs: tuple[torch.Tensor, ...]) -> Built:
+    """PyTorch eager replayed from a CUDA graph, as llmopt is: :data:`GRAPH_WARMUP` calls on a
+    side stream (so that what eager creates lazily — cuBLAS handles and workspaces, blocks of
+    the caching allocator — exists before the capture, as ``torch.cuda.graphs`` prescribes),
+    then one call captured into a ``torch.cuda.CUDAGraph`` reading static copies of the
+    inputs. ``fn(*args)`` copies ``args`` into those buffers and replays; ``replay`` replays
+    on them as they are (what is timed, like llmopt's replay). Both return the graph's static
+    output."""
+    start = time.perf_counter()
+    static = tuple(t.clone() for t in inputs)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(GRAPH_WARMUP):
+            module(*static)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = module(*static)
+    torch.cuda.synchronize()
+
+    def replay() -> Any:
+        graph.replay()
+        return out
+
+    def fn(*args: torch.Tensor) -> Any:
+        for buffer, arg in zip(static, args, strict=True):
+            if buffer.data_ptr() != arg.data_ptr():
+                buffer.copy_(arg)
+        return replay()
+
+    return Built(fn=fn, compile_s=time.perf_counter() - start, replay=replay)
 
 
 def build_torch_compile(module: nn.Module, inputs: tuple[torch.Tensor, ...]) -> Built:
@@ -492,14 +536,17 @@ def build_llmopt(module: nn.Module, inputs: tuple[torch.Tensor, ...],
 def llmopt_program_builder(capture_fn: Callable[[], Any],
                            pipeline: str = DEFAULT_PIPELINE) -> Builder:
     """A builder running llmopt on a program captured by ``capture_fn`` (``capture_layer``
-    or ``capture_model`` of a model): ``pipeline``, then a :class:`CompiledProgram` with
-    ``cuda_graph=True`` and the weights bound by name."""
+    or ``capture_model`` of a model): ``pipeline`` for the GPU's architecture, then a
+    :class:`CompiledProgram` with ``cuda_graph=True`` and the weights bound by name."""
 
     def build(module: nn.Module, inputs: tuple[torch.Tensor, ...]) -> Built:
+        from llmopt.registry import with_arch
+        from llmopt.target import current_target
+
         start = time.perf_counter()
         captured = capture_fn()
         tol = tolerance(captured.module)
-        llmopt.lower(captured.module, pipeline)
+        llmopt.lower(captured.module, with_arch(pipeline, current_target().arch))
         program = CompiledProgram(captured.module, params=captured.params, cuda_graph=True)
 
         def call(*args: torch.Tensor) -> torch.Tensor:
@@ -514,9 +561,10 @@ def llmopt_program_builder(capture_fn: Callable[[], Any],
 
 
 def default_builders(pipeline: str = DEFAULT_PIPELINE) -> dict[str, Builder]:
-    """Eager, torch.compile and llmopt (``llmopt.compile`` with ``pipeline``) for op
-    cases."""
-    return {"eager": build_eager, "compile": build_torch_compile,
+    """Eager, eager replayed from a CUDA graph, torch.compile and llmopt (``llmopt.compile``
+    with ``pipeline``) for op cases."""
+    return {"eager": build_eager, "eager_graph": build_eager_graph,
+            "compile": build_torch_compile,
             "llmopt": functools.partial(build_llmopt, pipeline=pipeline)}
 
 
@@ -644,11 +692,11 @@ def _record_failure(row: Case, system: str, err: Exception) -> None:
     traceback.print_exception(err, limit=4)
 
 
-def timed_calls(system: str, built: Built, inputs: tuple[torch.Tensor, ...]
-                ) -> list[TimedCall]:
+def timed_calls(system: str, built: Built, inputs: tuple[torch.Tensor, ...],
+                copies: bool = True) -> list[TimedCall]:
     """What is timed of a built system: ``fn(*inputs)`` into its time field or, when it has
-    a ``replay``, the replay there and ``fn(*inputs)`` (which copies the inputs into the
-    static buffers first) into ``<system>_copy_ms``."""
+    a ``replay``, the replay there and (with ``copies``) ``fn(*inputs)``, which copies the
+    inputs into the static buffers first, into ``<system>_copy_ms``."""
 
     def call() -> Any:
         return built.fn(*inputs)
@@ -656,8 +704,8 @@ def timed_calls(system: str, built: Built, inputs: tuple[torch.Tensor, ...]
     if built.replay is None:
         return [TimedCall(system, MS_FIELD[system], call)]
     # The graph reads the static buffers the check's call filled with ``inputs``.
-    return [TimedCall(system, MS_FIELD[system], built.replay),
-            TimedCall(system, f"{system}_copy_ms", call)]
+    replayed = TimedCall(system, MS_FIELD[system], built.replay)
+    return [replayed, TimedCall(system, f"{system}_copy_ms", call)] if copies else [replayed]
 
 
 def build_systems(row: Case, module: nn.Module, inputs: tuple[torch.Tensor, ...],
@@ -691,8 +739,10 @@ def build_systems(row: Case, module: nn.Module, inputs: tuple[torch.Tensor, ...]
 
 def measure(row: Case, module: nn.Module, inputs: tuple[torch.Tensor, ...],
             ref: torch.Tensor, builders: Mapping[str, Builder], *, timer: Timer, reps: int,
-            warmup: int, rounds: int = DEFAULT_ROUNDS) -> Case:
-    """Build, check and time every system of ``builders`` on one case, into ``row``.
+            warmup: int, rounds: int = DEFAULT_ROUNDS, copies: bool = True) -> Case:
+    """Build, check and time every system of ``builders`` on one case, into ``row``
+    (``copies``: also time the copying calls of the replayed systems, see
+    :func:`timed_calls`).
 
     Every system is built and checked against ``ref`` first and kept alive; then all are
     timed together by :func:`interleaved_samples` (``rounds`` rounds of ``warmup`` untimed
@@ -706,7 +756,8 @@ def measure(row: Case, module: nn.Module, inputs: tuple[torch.Tensor, ...],
     built = build_systems(row, module, inputs, ref, builders)
     try:
         samples, errors = interleaved_samples(
-            [c for system, b in built.items() for c in timed_calls(system, b, inputs)],
+            [c for system, b in built.items()
+             for c in timed_calls(system, b, inputs, copies)],
             timer, reps=reps, warmup=warmup, rounds=rounds)
         for field, times in samples.items():
             row[field] = statistics.median(times) if times else None
@@ -852,8 +903,8 @@ def run_block_case(model_name: str, seq: int, what: str, *, config: Any = None,
             row["shapes"] = [list(t.shape) for t in inputs]
             ref = reference(wrapper, inputs)
             cleanup()  # the float64 copy is gone: give its memory back before compiling
-            systems = {"eager": build_eager, "compile": build_torch_compile, "llmopt": llm,
-                       **(builders or {})}
+            systems = {"eager": build_eager, "eager_graph": build_eager_graph,
+                       "compile": build_torch_compile, "llmopt": llm, **(builders or {})}
             measure(row, wrapper, inputs, ref, systems, timer=timer or cuda_samples_ms,
                     reps=reps, warmup=warmup, rounds=rounds)
     except Exception as err:
@@ -968,8 +1019,8 @@ def _short(case: Case) -> str:
         return f"{value:.4f}" if isinstance(value, float) else "-"
 
     ratio = case.get("vs_best")
-    text = (f"eager {ms('eager_ms')} ms, compile {ms('compile_ms')} ms, llmopt "
-            f"{ms('llmopt_ms')} ms, vs best "
+    text = (f"eager {ms('eager_ms')} ms, eager graph {ms('eager_graph_ms')} ms, compile "
+            f"{ms('compile_ms')} ms, llmopt {ms('llmopt_ms')} ms, vs best "
             f"{f'{ratio:.2f}' if isinstance(ratio, float) else '-'}, err "
             f"{case.get('max_err_rel', '-')}, ok {case.get('ok')}")
     return text + (f"  [{case['error']}]" if case.get("error") else "")
@@ -1001,7 +1052,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     common.add_argument("--compile-graphs", action="store_true",
                         help="also time torch.compile(mode='reduce-overhead'), whose kernels "
                              "replay from CUDA graphs as llmopt's do (compile_graphs_ms, "
-                             "vs_compile_graphs; not part of vs_best)")
+                             "vs_compile_graphs; part of vs_best)")
     common.add_argument("--pipeline", default=DEFAULT_PIPELINE,
                         help="the pass pipeline llmopt lowers with (%(default)s), e.g. to A/B "
                              "a pass; recorded in the results file")

@@ -4,8 +4,10 @@ Usage: ``python bench/tune_suite.py [--models ...] [--seqs ...] [--ops ...] [--l
 [--table]``. Each selected case (see :mod:`bench.suite`) is captured, lowered to Tile IR and
 handed to :func:`llmopt.tools.tune.tune_module`, which times the schedule candidates of each
 distinct matrix-product kernel and records the fastest correct one when it beats the
-heuristics, in the user's tuning cache or, with ``--table``, in the committed table of the
-GPU's architecture. ``llmopt tune MODEL`` does the same for a model's decoder layer.
+heuristics, in the user's tuning cache (which ``apply-tuned`` reads only when
+``$LLMOPT_TUNE_CACHE`` names it or ``user=1`` asks for it, so benchmark with it set) or,
+with ``--table``, in the committed table of the GPU's architecture. ``llmopt tune MODEL``
+does the same for a model's decoder layer.
 """
 
 from __future__ import annotations

@@ -19,7 +19,10 @@ a warning on stderr naming the directory, and then behaves like an empty one: co
 fails because of the cache.
 
 The directory is ``$LLMOPT_CACHE_DIR`` if set, else ``$XDG_CACHE_HOME/llmopt/kernels``, else
-``~/.cache/llmopt/kernels``. Setting ``LLMOPT_NO_CACHE=1`` disables the cache.
+``~/.cache/llmopt/kernels``. Setting ``LLMOPT_NO_CACHE=1`` disables the cache. ``llmopt
+cache`` prints where it is and what it holds (``--clear`` empties it). A hit returns what a
+compilation with the same key returned, so the cache makes no result depend on the
+directory it lives in.
 """
 
 from __future__ import annotations
@@ -195,11 +198,15 @@ class KernelCache:
                 with contextlib.suppress(OSError):
                     os.unlink(tmp_name)
 
+    def entries(self) -> list[Path]:
+        """The files of this cache's entries (none when the directory does not exist)."""
+        if not self.directory.is_dir():
+            return []
+        return sorted(self.directory.glob("??/*.bin"))
+
     def clear(self) -> None:
         """Delete every entry of this cache (leaves unrelated files alone)."""
-        if not self.directory.is_dir():
-            return
-        for entry in self.directory.glob("??/*.bin"):
+        for entry in self.entries():
             with contextlib.suppress(OSError):
                 entry.unlink()
 

@@ -46,7 +46,6 @@ __all__ = ["CudaPrinter", "c_literal", "c_type", "cuda_source", "kernel_location
 _PRIMARY = 16
 _UNARY = 15
 _TERNARY = 3
-_LOWEST = 0
 _BINARY_PRECEDENCE = {
     "*": 13, "/": 13, "%": 13,
     "+": 12, "-": 12,

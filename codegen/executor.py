@@ -21,7 +21,10 @@ flat list of steps; a call then walks no IR:
   current stream;
 * ``func.return`` → the tuple of returned tensors.
 
-A call neither synchronises nor inspects IR, so it can be captured in a CUDA graph:
+Before compiling, every launch is checked against the device's
+:class:`~llmopt.target.Target` (threads a block, shared memory a block): a program lowered
+for a bigger GPU than the one it runs on fails with the kernel's name rather than a launch
+error. A call neither synchronises nor inspects IR, so it can be captured in a CUDA graph:
 with ``cuda_graph=True`` the first call copies the call's tensor arguments into static
 buffers, runs the forward once eagerly (warm-up, on a side stream) and captures it into a
 ``torch.cuda.CUDAGraph``; every later call copies its arguments into the static buffers and
@@ -59,13 +62,15 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from llmopt.dialects import cuda, kernel
+from llmopt.target import Target, current_target
 
 if TYPE_CHECKING:
     import torch
 
 __all__ = [
     "PARAM_ATTR", "AllocStep", "CompiledProgram", "CopyStep", "ExecutorError", "HostPlan",
-    "LaunchStep", "ViewStep", "argument_names", "bind_weights", "plan_host_function",
+    "LaunchStep", "ViewStep", "argument_names", "bind_weights", "check_launches",
+    "plan_host_function",
 ]
 
 #: argument attribute naming the ``state_dict`` key a weight argument is bound to
@@ -396,13 +401,35 @@ def bind_weights(plan: HostPlan, params: Mapping[str, Any], device: Any) -> dict
     return bound
 
 
+def check_launches(plan: HostPlan, target: Target) -> None:
+    """Check that every launch of ``plan`` fits a block of ``target``: at most
+    ``max_threads`` threads and ``max_smem`` bytes of dynamic shared memory.
+
+    Raises:
+        ExecutorError: a launch does not fit; the message names its kernel and the target.
+    """
+    for step in plan.steps:
+        if not isinstance(step, LaunchStep):
+            continue
+        threads = step.block[0] * step.block[1] * step.block[2]
+        if threads > target.max_threads:
+            raise ExecutorError(f"kernel '{step.kernel}' is launched with {threads} threads a "
+                                f"block; {target.arch} allows {target.max_threads}")
+        if step.shared_bytes > target.max_smem:
+            raise ExecutorError(f"kernel '{step.kernel}' is launched with {step.shared_bytes} "
+                                f"bytes of shared memory; a block may use {target.max_smem} "
+                                f"on {target.arch} (lower for this GPU: "
+                                f"lower-to-cuda{{arch={target.arch}}})")
+
+
 class CompiledProgram:
     """A module after ``kernel-to-cuda``, compiled and ready to call.
 
     Args:
         module: holds ``cuda.kernel`` ops and the host ``func.func``.
         entry: the host function's name (default: the module's only public function).
-        arch: the GPU architecture (default: :func:`~llmopt.codegen.nvrtc.default_arch`).
+        arch: the GPU architecture NVRTC compiles for (default: the device's,
+            :func:`~llmopt.target.current_target`).
         options: extra NVRTC options.
         device: CUDA device index (default: torch's current device).
         check: check the arguments of every call (device, dtype, shape, contiguity, and no
@@ -417,7 +444,9 @@ class CompiledProgram:
     Attributes:
         source: the CUDA source text; ``cubin``: the compiled image; ``plan``: the host
         function as a :class:`HostPlan`; ``module``: the loaded
-        :class:`~llmopt.codegen.runtime.CudaModule`.
+        :class:`~llmopt.codegen.runtime.CudaModule`; ``target``: the device's
+        :class:`~llmopt.target.Target`, which every launch was checked against
+        (:func:`check_launches`).
     """
 
     def __init__(self, module: ModuleOp, *, entry: str | None = None, arch: str | None = None,
@@ -428,14 +457,18 @@ class CompiledProgram:
         import torch
 
         from llmopt.codegen.cuda_printer import cuda_source
-        from llmopt.codegen.nvrtc import compile_cuda, default_arch
+        from llmopt.codegen.nvrtc import compile_cuda
         from llmopt.codegen.runtime import CudaModule
 
         self.plan = plan_host_function(module, entry)
+        torch.cuda.init()
+        index = torch.cuda.current_device() if device is None else int(device)
+        self.target = current_target(index)
+        check_launches(self.plan, self.target)
         self.source = cuda_source(module)
-        self.arch = arch or default_arch()
+        self.arch = arch or self.target.arch
         self.cubin = compile_cuda(self.source, arch=self.arch, options=options)
-        self.module = CudaModule(self.cubin, device=device)
+        self.module = CudaModule(self.cubin, device=index)
         self.device = torch.device("cuda", self.module.device)
         self.check = check
         self.cuda_graph = cuda_graph

@@ -5,8 +5,10 @@ CUBIN rather than PTX means the driver never has to JIT code produced by a newer
 knows. Fast math is off unless asked for, so kernels keep IEEE semantics. Results go through the
 persistent :mod:`llmopt.codegen.cache`.
 
-CUDA libraries are imported when first needed, and torch only by :func:`default_arch`, so
-importing this module is cheap.
+CUDA libraries are imported when first needed, so importing this module is cheap. The
+architecture to compile for defaults to the GPU's (:func:`llmopt.target.default_arch`).
+Without cuda-python, or when it cannot load the NVRTC library, compiling raises
+:class:`~llmopt.deps.MissingDependency` (an ``ImportError`` that says what to install).
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from llmopt.codegen.cache import KernelCache, cache_key, default_cache
+from llmopt.deps import CUDA, MissingDependency
+from llmopt.target import DEFAULT_ARCH, default_arch, for_arch, normalize_arch
 
 __all__ = [
     "DEFAULT_ARCH",
@@ -30,16 +34,12 @@ __all__ = [
     "nvrtc_version",
 ]
 
-#: Architecture used when no GPU is visible.
-DEFAULT_ARCH = "sm_90"
-
 #: Options passed to every compilation (before the caller's options).
 DEFAULT_OPTIONS: tuple[str, ...] = ("-std=c++17",)
 
 #: Header packages whose include directories are added with ``-I`` when installed.
 _HEADER_LIBS: tuple[str, ...] = ("cudart", "cccl", "crt")
 
-_ARCH_RE = re.compile(r"^sm_\d+[a-z]?$")
 _ERROR_RE = re.compile(r"^(?P<file>.+?)\((?P<line>\d+)\): (?:catastrophic )?error\b.*$", re.M)
 _CALL_RE = re.compile(r"([A-Za-z_]\w*)\s*\(")
 # Identifiers followed by "(" between "__global__" and the kernel's name that are not the name.
@@ -75,8 +75,11 @@ class NvrtcError(Exception):
 
 
 def _nvrtc() -> Any:
-    from cuda.bindings import nvrtc
-
+    """``cuda.bindings.nvrtc`` (:class:`MissingDependency` without cuda-python)."""
+    try:
+        from cuda.bindings import nvrtc
+    except ImportError as err:
+        raise MissingDependency("cuda-python", CUDA) from err
     return nvrtc
 
 
@@ -91,25 +94,16 @@ def _check(result: Any, what: str, source: str = "") -> None:
 
 @functools.lru_cache(maxsize=1)
 def nvrtc_version() -> tuple[int, int]:
-    """Return the ``(major, minor)`` version of the NVRTC library in use."""
-    err, major, minor = _nvrtc().nvrtcVersion()
+    """Return the ``(major, minor)`` version of the NVRTC library in use (the first call
+    loads the library: :class:`MissingDependency` when cuda-python cannot find it)."""
+    nvrtc = _nvrtc()
+    try:
+        err, major, minor = nvrtc.nvrtcVersion()
+    except RuntimeError as failure:  # cuda.pathfinder's DynamicLibNotFoundError
+        raise MissingDependency("the NVRTC library (nvidia-cuda-nvrtc)",
+                                "pip install nvidia-cuda-nvrtc") from failure
     _check(err, "nvrtcVersion")
     return int(major), int(minor)
-
-
-def default_arch() -> str:
-    """Return ``"sm_XY"`` for torch's current CUDA device, or ``"sm_90"`` without a GPU."""
-    try:
-        import torch
-    except ImportError:
-        return DEFAULT_ARCH
-    try:
-        if not torch.cuda.is_available():
-            return DEFAULT_ARCH
-        major, minor = torch.cuda.get_device_capability()
-    except (RuntimeError, AssertionError):
-        return DEFAULT_ARCH
-    return f"sm_{major}{minor}"
 
 
 @functools.lru_cache(maxsize=1)
@@ -131,18 +125,12 @@ def include_dirs() -> tuple[str, ...]:
 
 
 def _normalize_arch(arch: str | None) -> str:
-    if arch is None:
-        return default_arch()
-    if arch.isdigit():
-        arch = f"sm_{arch}"
-    if not _ARCH_RE.match(arch):
-        raise ValueError(f"invalid GPU architecture {arch!r}: expected e.g. 'sm_90'")
-    return arch
+    return default_arch() if arch is None else normalize_arch(arch)
 
 
 def _compile_options(arch: str, options: Sequence[str]) -> list[str]:
     """The options that determine the binary (``-I`` paths excluded)."""
-    return [f"--gpu-architecture={arch}", *DEFAULT_OPTIONS, *options]
+    return [for_arch(arch).nvrtc_option, *DEFAULT_OPTIONS, *options]
 
 
 def kernel_cache_key(source: str, *, arch: str | None = None, options: Sequence[str] = ()) -> str:
@@ -163,7 +151,8 @@ def compile_cuda(
 
     Args:
         source: CUDA C++ source; kernels should be ``extern "C"`` so their names are unmangled.
-        arch: real architecture such as ``"sm_90"`` (default: :func:`default_arch`).
+        arch: real architecture such as ``"sm_90"`` (default: the GPU's,
+            :func:`llmopt.target.default_arch`).
         options: extra NVRTC options, appended after ``--gpu-architecture`` and ``-std=c++17``.
         name: the program name NVRTC uses in diagnostics.
         cache: the kernel cache to use (default: :func:`~llmopt.codegen.cache.default_cache`).
@@ -174,6 +163,8 @@ def compile_cuda(
     Raises:
         NvrtcError: compilation failed; the message holds the log and the offending lines.
         ValueError: ``arch`` is not of the form ``sm_XY``.
+        MissingDependency: cuda-python, the NVRTC library or the CUDA headers the source
+            includes are not installed.
     """
     arch = _normalize_arch(arch)
     opts = _compile_options(arch, options)
@@ -183,7 +174,14 @@ def compile_cuda(
     cubin = cache.get(key)
     if cubin is not None:
         return cubin
-    cubin = _nvrtc_compile(source, [*opts, *(f"-I{d}" for d in include_dirs())], name, arch)
+    headers = include_dirs()
+    try:
+        cubin = _nvrtc_compile(source, [*opts, *(f"-I{d}" for d in headers)], name, arch)
+    except NvrtcError as err:
+        if not headers and "cannot open source file" in err.log:
+            raise MissingDependency("the CUDA headers (cuda-toolkit)",
+                                    "pip install 'cuda-toolkit[cudart,cccl,crt]'") from err
+        raise
     cache.put(key, cubin)
     return cubin
 

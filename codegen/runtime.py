@@ -21,6 +21,8 @@ import ctypes
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TypeAlias
 
+from llmopt.target import STATIC_SMEM
+
 if TYPE_CHECKING:
     import torch
 
@@ -32,10 +34,6 @@ Dim3: TypeAlias = "int | tuple[int] | tuple[int, int] | tuple[int, int, int]"
 #: ``long long``), a ``float`` (passed as a ``float``), or an explicit ctypes value such as
 #: ``ctypes.c_double(x)`` or ``ctypes.c_int(n)`` for other parameter types.
 KernelArg: TypeAlias = "torch.Tensor | int | float | ctypes._SimpleCData | ctypes.Structure"
-
-# cudaFuncAttributeMaxDynamicSharedMemorySize needs no opt-in up to this many bytes.
-_DEFAULT_SHARED_LIMIT = 48 * 1024
-
 
 class CudaError(RuntimeError):
     """A CUDA driver API call failed.
@@ -196,24 +194,6 @@ class CudaModule:
             self._handle = _check(driver.cuModuleLoadData(bytes(cubin)), "cuModuleLoadData")
         self._functions: dict[str, CudaFunction] = {}
 
-    @classmethod
-    def from_source(
-        cls,
-        source: str,
-        *,
-        options: Sequence[str] = (),
-        device: int | None = None,
-    ) -> CudaModule:
-        """Compile ``source`` for ``device``'s architecture (cached) and load it."""
-        import torch
-
-        from llmopt.codegen.nvrtc import compile_cuda
-
-        index = torch.cuda.current_device() if device is None else int(device)
-        major, minor = torch.cuda.get_device_capability(index)
-        cubin = compile_cuda(source, arch=f"sm_{major}{minor}", options=options)
-        return cls(cubin, device=index)
-
     @property
     def handle(self) -> Any:
         """The driver's ``CUmodule`` handle."""
@@ -279,21 +259,6 @@ class CudaFunction:
         return int(value)
 
     @property
-    def num_registers(self) -> int:
-        """Registers used by each thread."""
-        return self.get_attribute("NUM_REGS")
-
-    @property
-    def static_shared_bytes(self) -> int:
-        """Statically allocated shared memory per block."""
-        return self.get_attribute("SHARED_SIZE_BYTES")
-
-    @property
-    def max_threads_per_block(self) -> int:
-        """The largest block this kernel can be launched with."""
-        return self.get_attribute("MAX_THREADS_PER_BLOCK")
-
-    @property
     def max_dynamic_shared(self) -> int:
         """The current limit on dynamic shared memory per launch, in bytes."""
         if self._max_dynamic_shared is None:
@@ -337,7 +302,7 @@ class CudaFunction:
         driver = _driver()
         gx, gy, gz = _dim3(grid, "grid")
         bx, by, bz = _dim3(block, "block")
-        if shared_bytes > _DEFAULT_SHARED_LIMIT and shared_bytes > self.max_dynamic_shared:
+        if shared_bytes > STATIC_SMEM and shared_bytes > self.max_dynamic_shared:
             self.set_max_dynamic_shared(shared_bytes)
         if stream is None:
             stream = _current_stream(self.module.device)

@@ -16,7 +16,7 @@ from xdsl.dialects.builtin import (
     Signedness,
     i64,
 )
-from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
+from xdsl.ir import Attribute, Operation, Region, SSAValue
 from xdsl.ir.affine import AffineDimExpr, AffineMap
 from xdsl.parser import Parser, UnresolvedOperand
 from xdsl.parser.core import ForwardDeclaredValue
@@ -116,10 +116,6 @@ def parse_affine_access(parser: Parser) -> tuple[AffineMap, Sequence[SSAValue]]:
     return amap, operands
 
 
-def identity_access(rank: int) -> AffineMap:
-    return AffineMap(rank, 0, tuple(AffineDimExpr(i) for i in range(rank)))
-
-
 def print_bound_args(printer: Printer, block_args: Sequence[SSAValue], operands: Sequence[SSAValue]
                      ) -> None:
     """Print ``(%a = %x : memref<4xf32>, ...)``: block arguments bound to operands."""
@@ -133,24 +129,6 @@ def print_bound_args(printer: Printer, block_args: Sequence[SSAValue], operands:
         printer.print_string(" : ")
         printer.print_attribute(operand.type)
     printer.print_string(")")
-
-
-def parse_bound_args(parser: Parser) -> tuple[list[SSAValue], list[Parser.Argument]]:
-    """Parse ``(%a = %x : type, ...)``; returns the operands and the (typed) block arguments."""
-    operands: list[SSAValue] = []
-    args: list[Parser.Argument] = []
-
-    def one() -> None:
-        arg = parser.parse_argument(expect_type=False)
-        parser.parse_punctuation("=")
-        unresolved: UnresolvedOperand = parser.parse_unresolved_operand()
-        parser.parse_punctuation(":")
-        typ = parser.parse_type()
-        operands.append(parser.resolve_operand(unresolved, typ))
-        args.append(arg.resolve(typ))
-
-    parser.parse_comma_separated_list(Parser.Delimiter.PAREN, one)
-    return operands, args
 
 
 #: CUDA's limits on launch shapes: the largest grid and block along x, y, z.
@@ -325,10 +303,6 @@ def parse_bound_region(parser: Parser) -> tuple[list[SSAValue], Region]:
                 "visible to the operands)", span
             )
     return operands, body
-
-
-def region_with_args(types: Sequence[Attribute]) -> Region:
-    return Region(Block(arg_types=types))
 
 
 INDEX = IndexType()

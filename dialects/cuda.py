@@ -81,6 +81,7 @@ from xdsl.traits import IsolatedFromAbove, NoTerminator, SymbolOpInterface
 from xdsl.utils.exceptions import VerifyException
 
 from llmopt.dialects._syntax import parse_i64, parse_optional_i64
+from llmopt.target import MAX_THREADS_PER_BLOCK
 
 # --------------------------------------------------------------------------------------------
 # Types
@@ -852,17 +853,8 @@ class DeclOp(StatementOp):
         return "const" in self.qualifier_names
 
     @property
-    def is_shared(self) -> bool:
-        return "__shared__" in self.qualifier_names
-
-    @property
     def is_extern(self) -> bool:
         return "extern" in self.qualifier_names
-
-    @property
-    def extent_value(self) -> int | None:
-        """The array's extent: ``None`` for a scalar, ``0`` for an array of unknown bound."""
-        return None if self.extent is None else self.extent.value.data
 
     @property
     def reference_type(self) -> Attribute:
@@ -1314,8 +1306,9 @@ class KernelOp(IRDLOperation):
             if p.name in scope:
                 raise VerifyException(f"parameter '{p.name}' is declared twice")
             scope[p.name] = _Binding(p.type, assignable=True)
-        if self.launch_bounds is not None and not 1 <= self.launch_bounds.value.data <= 1024:
-            raise VerifyException("launch bounds must be 1 to 1024 threads")
+        if (self.launch_bounds is not None
+                and not 1 <= self.launch_bounds.value.data <= MAX_THREADS_PER_BLOCK):
+            raise VerifyException(f"launch bounds must be 1 to {MAX_THREADS_PER_BLOCK} threads")
         if self.min_blocks is not None:
             if self.launch_bounds is None:
                 raise VerifyException("min_blocks needs launch bounds")

@@ -28,6 +28,7 @@ from xdsl.dialects.builtin import (
     IntegerType,
     MemRefType,
     StringAttr,
+    UnitAttr,
     i64,
 )
 from xdsl.ir import Attribute, Block, Dialect, Operation, Region, SSAValue
@@ -43,6 +44,7 @@ from xdsl.irdl import (
     IRDLOperation,
     irdl_op_definition,
     operand_def,
+    opt_prop_def,
     prop_def,
     region_def,
     result_def,
@@ -428,21 +430,37 @@ class ReduceOp(_LoopBase):
 
 @irdl_op_definition
 class LoadOp(IRDLOperation):
-    """``%v = loop.load %buf[%i, %j floordiv 4] : memref<...>``."""
+    """``%v = loop.load %buf[%i, %j floordiv 4] : memref<...>``.
+
+    With ``clamp`` (``loop.load %buf[%i, %k] clamp : ...``) every coordinate above the
+    buffer's last index reads the last index instead (``min(i, extent - 1)``): the guard of
+    a ragged tile, whose rows or columns past the edge compute values nobody stores. A
+    coordinate inside the buffer is unchanged, so the clamp never alters an in-bounds read.
+    """
 
     name = "loop.load"
     buffer = operand_def(MemRefType)
     indices = var_operand_def(IndexType)
     map = prop_def(AffineMapAttr)
+    clamp = opt_prop_def(UnitAttr)
     result = result_def()
     traits = traits_def(MemoryReadEffect())
 
-    def __init__(self, buffer: SSAValue, amap: AffineMap, indices: Sequence[SSAValue]) -> None:
+    def __init__(self, buffer: SSAValue, amap: AffineMap, indices: Sequence[SSAValue],
+                 clamp: bool = False) -> None:
+        props: dict[str, Attribute] = {"map": AffineMapAttr(amap)}
+        if clamp:
+            props["clamp"] = UnitAttr()
         super().__init__(
             operands=[buffer, list(indices)],
             result_types=[_memref(buffer).element_type],
-            properties={"map": AffineMapAttr(amap)},
+            properties=props,
         )
+
+    @property
+    def clamped(self) -> bool:
+        """Whether out-of-range coordinates are clamped to the buffer's last index."""
+        return self.clamp is not None
 
     def verify_(self) -> None:
         verify_access(self, self.buffer, self.map.data, self.indices)
@@ -453,6 +471,8 @@ class LoadOp(IRDLOperation):
         printer.print_string(" ")
         printer.print_ssa_value(self.buffer)
         print_affine_access(printer, self.map.data, self.indices)
+        if self.clamped:
+            printer.print_string(" clamp")
         printer.print_op_attributes(self.attributes)
         printer.print_string(" : ")
         printer.print_attribute(self.buffer.type)
@@ -461,10 +481,11 @@ class LoadOp(IRDLOperation):
     def parse(cls, parser: Parser) -> LoadOp:
         unresolved = parser.parse_unresolved_operand()
         amap, indices = parse_affine_access(parser)
+        clamp = parser.parse_optional_keyword("clamp") is not None
         attrs = parser.parse_optional_attr_dict()
         parser.parse_punctuation(":")
         typ = parser.parse_type()
-        op = cls(parser.resolve_operand(unresolved, typ), amap, indices)
+        op = cls(parser.resolve_operand(unresolved, typ), amap, indices, clamp)
         op.attributes |= attrs
         return op
 

@@ -28,7 +28,6 @@ instruction (inline ``asm``).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 from xdsl.dialects.builtin import Float32Type, f32
@@ -44,15 +43,6 @@ from xdsl.irdl import (
 )
 from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
-
-MIN_SM = 80
-"""The first architecture with TF32 ``mma.sync`` (sm_80, Ampere)."""
-
-
-def available(arch: str) -> bool:
-    """Whether ``arch`` (``"sm_90"``, ``"sm_90a"``, …) has TF32 ``mma.sync``."""
-    digits = re.sub(r"\D", "", arch)
-    return bool(digits) and int(digits) >= MIN_SM
 
 FRAGMENTS = {"a": 4, "b": 2, "c": 4}
 """Values each thread holds of ``A``, ``B`` and ``C`` in an ``m16n8k8`` TF32 product."""
@@ -103,4 +93,4 @@ class ToTf32Op(IRDLOperation):
 
 Mma = Dialect("mma", [SyncOp, ToTf32Op], [])
 
-__all__ = ["FRAGMENTS", "MIN_SM", "Mma", "SyncOp", "ToTf32Op", "available"]
+__all__ = ["FRAGMENTS", "Mma", "SyncOp", "ToTf32Op"]

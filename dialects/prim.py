@@ -24,6 +24,18 @@ Two additions keep within that spirit:
   or inverts its maps keeps working). ``embedding`` is a gather along axis 0.
 
 A new torch op needs only a decomposition into these.
+
+**Symbolic extents.** Types may have ``?`` extents (see :mod:`llmopt.dialects._symbols`). An
+op whose result extent does not follow from its inputs takes it as an ``index`` operand, one
+per ``?`` of the result, after the keyword ``sizes``: an ``elementwise`` without inputs (a
+fill, ``arange``) and every ``index_map``::
+
+    %b = prim.index_map (%w) [(d0, d1, d2) -> (d2)] sizes(%seq)
+           : (tensor<16xf32>) -> tensor<1x?x16xf32>
+
+The maps of an ``index_map`` may use symbols, bound to ``index`` operands after the keyword
+``symbols`` (``s0`` is the first): ``[(d0, d1)[s0] -> (d0, d1 + s0)] symbols(%start)`` reads a
+slice that starts at a runtime offset.
 """
 
 from __future__ import annotations
@@ -51,6 +63,7 @@ from xdsl.ir.affine import (
     AffineMap,
 )
 from xdsl.irdl import (
+    AttrSizedOperandSegments,
     IRDLOperation,
     irdl_op_definition,
     operand_def,
@@ -66,7 +79,13 @@ from xdsl.printer import Printer
 from xdsl.traits import IsTerminator, Pure
 from xdsl.utils.exceptions import VerifyException
 
-from llmopt.dialects._syntax import int_array, ints, parse_int_list, print_int_list
+from llmopt.dialects._symbols import (
+    check_dynamic_operands,
+    index_operand_count,
+    is_dynamic,
+    shape_text,
+)
+from llmopt.dialects._syntax import INDEX, int_array, ints, parse_int_list, print_int_list
 
 REDUCE_KINDS = ("add", "mul", "max", "min")
 
@@ -102,18 +121,36 @@ def _print_operand_types(printer: Printer, operands: Sequence[SSAValue], result:
     printer.print_attribute(result)
 
 
-def _parse_operands_and_types(parser: Parser) -> tuple[list[SSAValue], Attribute]:
-    pos = parser.pos
-    unresolved = parser.parse_comma_separated_list(
-        Parser.Delimiter.PAREN, parser.parse_unresolved_operand
+def _print_index_operands(printer: Printer, keyword: str, values: Sequence[SSAValue]) -> None:
+    """`` sizes(%a, %b)`` (nothing when ``values`` is empty)."""
+    if values:
+        printer.print_string(f" {keyword}(")
+        printer.print_list(values, printer.print_ssa_value)
+        printer.print_string(")")
+
+
+def _parse_index_operands(parser: Parser, keyword: str) -> list[SSAValue]:
+    """Parse an optional ``keyword(%a, %b)`` list of ``index`` operands."""
+    if parser.parse_optional_keyword(keyword) is None:
+        return []
+    return parser.parse_comma_separated_list(
+        Parser.Delimiter.PAREN,
+        lambda: parser.resolve_operand(parser.parse_unresolved_operand(), INDEX),
     )
-    parser.parse_punctuation(":")
-    types = parser.parse_comma_separated_list(Parser.Delimiter.PAREN, parser.parse_type)
-    parser.parse_punctuation("->")
-    result = parser.parse_type()
-    if len(types) != len(unresolved):
-        parser.raise_error(f"expected {len(unresolved)} operand types, got {len(types)}", pos)
-    return parser.resolve_operands(unresolved, types, pos), result
+
+
+def _check_sizes(op: IRDLOperation, sizes: Sequence[SSAValue], needed: bool) -> None:
+    """``sizes`` holds one ``index`` operand per ``?`` of the result when ``needed``, else
+    none."""
+    want = index_operand_count(op.results[0].type) if needed else 0
+    if len(sizes) != want:
+        reason = "one per ? extent of the result" if needed else "the inputs give the shape"
+        raise VerifyException(f"expected {want} size operand(s) ({reason}), got {len(sizes)}")
+
+
+def _same_shape(a: Sequence[int], b: Sequence[int]) -> bool:
+    """Equal shapes, a ``?`` matching only a ``?``."""
+    return tuple(a) == tuple(b)
 
 
 @irdl_op_definition
@@ -135,28 +172,35 @@ class ElementwiseOp(IRDLOperation):
 
     name = "prim.elementwise"
     inputs = var_operand_def(TensorType)
+    sizes = var_operand_def(IndexType)
     result = result_def(TensorType)
     body = region_def("single_block")
     traits = traits_def(Pure())
+    irdl_options = (AttrSizedOperandSegments(as_property=True),)
 
-    def __init__(self, inputs: Sequence[SSAValue], result_type: TensorType, body: Region) -> None:
-        super().__init__(operands=[list(inputs)], result_types=[result_type], regions=[body])
+    def __init__(self, inputs: Sequence[SSAValue], result_type: TensorType, body: Region,
+                 sizes: Sequence[SSAValue] = ()) -> None:
+        super().__init__(operands=[list(inputs), list(sizes)], result_types=[result_type],
+                         regions=[body])
 
     @staticmethod
     def build(
-        inputs: Sequence[SSAValue], result_type: TensorType
+        inputs: Sequence[SSAValue], result_type: TensorType, sizes: Sequence[SSAValue] = ()
     ) -> tuple[ElementwiseOp, Block]:
-        """An op with an empty body block whose arguments are the inputs' element types."""
+        """An op with an empty body block whose arguments are the inputs' element types
+        (``sizes``: the extents of the ``?`` dims of a fill without inputs)."""
         block = Block(arg_types=[_tensor(v).element_type for v in inputs])
-        return ElementwiseOp(inputs, result_type, Region(block)), block
+        return ElementwiseOp(inputs, result_type, Region(block), sizes), block
 
     def verify_(self) -> None:
         out = _tensor(self.result)
+        _check_sizes(self, self.sizes, not self.inputs)
+        check_dynamic_operands(self)
         for k, value in enumerate(self.inputs):
-            if _shape(value) != tuple(out.get_shape()):
+            if not _same_shape(_shape(value), out.get_shape()):
                 raise VerifyException(
-                    f"input #{k} has shape {list(_shape(value))}, expected the result shape "
-                    f"{list(out.get_shape())} (broadcast with prim.index_map first)"
+                    f"input #{k} has shape {shape_text(_shape(value))}, expected the result shape "
+                    f"{shape_text(out.get_shape())} (broadcast with prim.index_map first)"
                 )
         block = self.body.block
         if len(block.args) != len(self.inputs):
@@ -180,6 +224,7 @@ class ElementwiseOp(IRDLOperation):
         printer.print_string(" (")
         printer.print_list(self.inputs, printer.print_ssa_value)
         printer.print_string(")")
+        _print_index_operands(printer, "sizes", self.sizes)
         _print_operand_types(printer, self.inputs, self.result.type)
         printer.print_string(" ")
         printer.print_region(self.body, print_entry_block_args=True)
@@ -187,9 +232,20 @@ class ElementwiseOp(IRDLOperation):
 
     @classmethod
     def parse(cls, parser: Parser) -> ElementwiseOp:
-        inputs, result = _parse_operands_and_types(parser)
+        pos = parser.pos
+        unresolved = parser.parse_comma_separated_list(
+            Parser.Delimiter.PAREN, parser.parse_unresolved_operand
+        )
+        sizes = _parse_index_operands(parser, "sizes")
+        parser.parse_punctuation(":")
+        types = parser.parse_comma_separated_list(Parser.Delimiter.PAREN, parser.parse_type)
+        parser.parse_punctuation("->")
+        result = parser.parse_type()
+        if len(types) != len(unresolved):
+            parser.raise_error(f"expected {len(unresolved)} operand types, got {len(types)}", pos)
+        inputs = parser.resolve_operands(unresolved, types, pos)
         body = parser.parse_region()
-        op = cls(inputs, result, body)  # type: ignore[arg-type]
+        op = cls(inputs, result, body, sizes)  # type: ignore[arg-type]
         op.attributes |= parser.parse_optional_attr_dict()
         return op
 
@@ -221,6 +277,7 @@ class ReduceOp(IRDLOperation):
         return ints(self.dims)
 
     def verify_(self) -> None:
+        check_dynamic_operands(self)
         if self.kind.data not in REDUCE_KINDS:
             raise VerifyException(
                 f"unknown reduction kind '{self.kind.data}', expected one of {REDUCE_KINDS}"
@@ -283,14 +340,20 @@ class IndexMapOp(IRDLOperation):
     With ``concat = k`` there is one map per input; input ``i`` owns the segment of axis ``k``
     that follows the segments of inputs ``0..i-1`` (its extent along ``k``), and inside it
     reads ``input_i[map_i(c)]``.
+
+    ``sizes`` holds the extents of the result's ``?`` dims (one ``index`` operand each);
+    ``symbols`` the values of the maps' symbols (``s0``, ``s1``, ...), which all maps share.
     """
 
     name = "prim.index_map"
     inputs = var_operand_def(TensorType)
+    symbols = var_operand_def(IndexType)
+    sizes = var_operand_def(IndexType)
     result = result_def(TensorType)
     maps = prop_def(ArrayAttr[AffineMapAttr])
     concat = opt_prop_def(IntegerAttr)
     traits = traits_def(Pure())
+    irdl_options = (AttrSizedOperandSegments(as_property=True),)
 
     def __init__(
         self,
@@ -298,11 +361,14 @@ class IndexMapOp(IRDLOperation):
         maps: Sequence[AffineMap],
         result_type: TensorType,
         concat: int | None = None,
+        sizes: Sequence[SSAValue] = (),
+        symbols: Sequence[SSAValue] = (),
     ) -> None:
         props: dict[str, Attribute] = {"maps": ArrayAttr([AffineMapAttr(m) for m in maps])}
         if concat is not None:
             props["concat"] = IntegerAttr(concat, i64)
-        super().__init__(operands=[list(inputs)], result_types=[result_type], properties=props)
+        super().__init__(operands=[list(inputs), list(symbols), list(sizes)],
+                         result_types=[result_type], properties=props)
 
     @property
     def affine_maps(self) -> list[AffineMap]:
@@ -325,6 +391,8 @@ class IndexMapOp(IRDLOperation):
 
     def verify_(self) -> None:
         out_shape = list(_tensor(self.result).get_shape())
+        _check_sizes(self, self.sizes, True)
+        check_dynamic_operands(self)
         maps = self.affine_maps
         if len(maps) != len(self.inputs) or not maps:
             raise VerifyException(
@@ -336,9 +404,11 @@ class IndexMapOp(IRDLOperation):
             in_type = _tensor(value)
             if in_type.element_type != _tensor(self.result).element_type:
                 raise VerifyException(f"input #{k} element type differs from the result's")
-            if amap.num_dims != len(out_shape) or amap.num_symbols:
+            if amap.num_dims != len(out_shape) or amap.num_symbols != len(self.symbols):
                 raise VerifyException(
-                    f"map #{k} must take {len(out_shape)} dims (the result rank) and no symbols"
+                    f"map #{k} must take {len(out_shape)} dims (the result rank) and "
+                    f"{len(self.symbols)} symbol(s) (the symbols operands), got "
+                    f"{amap.num_dims} and {amap.num_symbols}"
                 )
             in_shape = in_type.get_shape()
             if len(amap.results) != len(in_shape):
@@ -349,7 +419,8 @@ class IndexMapOp(IRDLOperation):
             for j, expr in enumerate(amap.results):
                 if _divides_by_zero(expr):
                     raise VerifyException(f"map #{k} divides by zero in coordinate {j}: {expr}")
-                if isinstance(expr, AffineConstantExpr) and not 0 <= expr.value < in_shape[j]:
+                if (isinstance(expr, AffineConstantExpr) and not is_dynamic(in_shape[j])
+                        and not 0 <= expr.value < in_shape[j]):
                     raise VerifyException(
                         f"map #{k} reads constant coordinate {expr.value} of dim {j} with extent "
                         f"{in_shape[j]}"
@@ -360,7 +431,14 @@ class IndexMapOp(IRDLOperation):
                 raise VerifyException(f"concat axis {axis} out of range for rank {len(out_shape)}")
             if any(len(_shape(v)) != len(out_shape) for v in self.inputs):
                 raise VerifyException("concat inputs must have the result's rank")
-            total = sum(_shape(v)[axis] for v in self.inputs)
+            extents = [_shape(v)[axis] for v in self.inputs]
+            if any(is_dynamic(e) for e in (*extents, out_shape[axis])):
+                if any(is_dynamic(e) for e in extents) != is_dynamic(out_shape[axis]):
+                    raise VerifyException(
+                        f"concat axis {axis} of the result is ? exactly when an input's is"
+                    )
+                return
+            total = sum(extents)
             if total != out_shape[axis]:
                 raise VerifyException(
                     f"concat segments cover {total} of axis {axis}, result extent is "
@@ -376,6 +454,8 @@ class IndexMapOp(IRDLOperation):
         printer.print_string(" [")
         printer.print_list(self.affine_maps, lambda m: printer.print_string(str(m)))
         printer.print_string("]")
+        _print_index_operands(printer, "symbols", self.symbols)
+        _print_index_operands(printer, "sizes", self.sizes)
         printer.print_op_attributes(self.attributes)
         _print_operand_types(printer, self.inputs, self.result.type)
 
@@ -389,13 +469,17 @@ class IndexMapOp(IRDLOperation):
         maps = parser.parse_comma_separated_list(
             Parser.Delimiter.SQUARE, parser.parse_affine_map
         )
+        symbols = _parse_index_operands(parser, "symbols")
+        sizes = _parse_index_operands(parser, "sizes")
         attrs = parser.parse_optional_attr_dict()
         parser.parse_punctuation(":")
         types = parser.parse_comma_separated_list(Parser.Delimiter.PAREN, parser.parse_type)
         parser.parse_punctuation("->")
         result = parser.parse_type()
+        if len(types) != len(unresolved):
+            parser.raise_error(f"expected {len(unresolved)} operand types, got {len(types)}", pos)
         operands = parser.resolve_operands(unresolved, types, pos)
-        op = cls(operands, maps, result, concat)  # type: ignore[arg-type]
+        op = cls(operands, maps, result, concat, sizes, symbols)  # type: ignore[arg-type]
         op.attributes |= attrs
         return op
 
@@ -479,6 +563,7 @@ class GatherOp(IRDLOperation):
         return self.axis.value.data
 
     def verify_(self) -> None:
+        check_dynamic_operands(self)
         element = _tensor(self.indices).element_type
         if not isinstance(element, IntegerType) or element.width.data == 1:
             raise VerifyException(f"indices must be an integer tensor, got {element}")

@@ -63,6 +63,7 @@ from xdsl.dialects.builtin import (
     IntegerAttr,
     MemRefType,
     StringAttr,
+    UnitAttr,
     i64,
 )
 from xdsl.ir import Attribute, Block, BlockArgument, Dialect, Operation, Region, SSAValue
@@ -71,6 +72,7 @@ from xdsl.irdl import (
     IRDLOperation,
     irdl_op_definition,
     operand_def,
+    opt_prop_def,
     prop_def,
     region_def,
     result_def,
@@ -117,7 +119,6 @@ from llmopt.dialects.prim import REDUCE_KINDS
 
 MAPPINGS = ("blocks", "threads", "block_threads")
 SPACES = ("shared", "registers")
-MAX_THREADS_PER_BLOCK = 1024
 
 
 @irdl_op_definition
@@ -429,7 +430,11 @@ class CopyBase(IRDLOperation):
     ``src[src_map(indices) + (0, ..., 0, e)]`` to ``dst[dst_map(indices) + (0, ..., 0, e)]``
     for ``e < count``. Both accesses are affine maps of the same ``index`` operands;
     ``count`` elements make 4, 8 or 16 bytes, and both element offsets must be multiples of
-    ``count`` (the interpreters check it). It sits inside a ``tile.forall``."""
+    ``count`` (the interpreters check it). It sits inside a ``tile.forall``.
+
+    With ``clamp`` (``%src[...] clamp to %dst[...]``) the source coordinates are clamped
+    into the buffer first, as a clamped ``loop.load``'s: the innermost one to ``extent -
+    count`` (the last whole copy), the others to ``extent - 1``."""
 
     src = operand_def(MemRefType)
     dst = operand_def(MemRefType)
@@ -437,17 +442,24 @@ class CopyBase(IRDLOperation):
     src_map = prop_def(AffineMapAttr)
     dst_map = prop_def(AffineMapAttr)
     count = prop_def(IntegerAttr)
+    clamp = opt_prop_def(UnitAttr)
     traits = traits_def(MemoryReadEffect(), MemoryWriteEffect())
     WHAT: ClassVar[str] = "a copy"
     """How diagnostics name this kind of copy."""
 
     def __init__(self, src: SSAValue, src_map: AffineMap, dst: SSAValue, dst_map: AffineMap,
-                 indices: Sequence[SSAValue], count: int) -> None:
-        super().__init__(
-            operands=[src, dst, list(indices)],
-            properties={"src_map": AffineMapAttr(src_map), "dst_map": AffineMapAttr(dst_map),
-                        "count": IntegerAttr(count, i64)},
-        )
+                 indices: Sequence[SSAValue], count: int, clamp: bool = False) -> None:
+        props: dict[str, Attribute] = {"src_map": AffineMapAttr(src_map),
+                                       "dst_map": AffineMapAttr(dst_map),
+                                       "count": IntegerAttr(count, i64)}
+        if clamp:
+            props["clamp"] = UnitAttr()
+        super().__init__(operands=[src, dst, list(indices)], properties=props)
+
+    @property
+    def clamped(self) -> bool:
+        """Whether the source coordinates are clamped into the source buffer."""
+        return self.clamp is not None
 
     @property
     def elements(self) -> int:
@@ -465,6 +477,8 @@ class CopyBase(IRDLOperation):
         printer.print_string(" ")
         printer.print_ssa_value(self.src)
         print_affine_access(printer, self.src_map.data, self.indices)
+        if self.clamped:
+            printer.print_string(" clamp")
         printer.print_string(" to ")
         printer.print_ssa_value(self.dst)
         print_affine_access(printer, self.dst_map.data, self.indices)
@@ -474,6 +488,7 @@ class CopyBase(IRDLOperation):
     def parse(cls, parser: Parser) -> Self:
         src = parser.parse_unresolved_operand()
         src_map, src_indices = parse_affine_access(parser)
+        clamp = parser.parse_optional_keyword("clamp") is not None
         parser.parse_keyword("to")
         dst = parser.parse_unresolved_operand()
         dst_map, dst_indices = parse_affine_access(parser)
@@ -484,7 +499,7 @@ class CopyBase(IRDLOperation):
                 merged.append(value)
         op = cls(parser.resolve_operand(src, src_type), _remap(src_map, src_indices, merged),
                  parser.resolve_operand(dst, dst_type), _remap(dst_map, dst_indices, merged),
-                 merged, count)
+                 merged, count, clamp)
         op.attributes |= attrs
         return op
 

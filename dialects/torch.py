@@ -4,8 +4,13 @@ One op per captured ATen op, on builtin ranked tensors of ``f16``, ``bf16``, ``f
 ``f64`` — and of signless integers (``i64`` token ids and positions, ``i1`` masks) where an op
 takes them: ``embedding`` indices, ``arange``, integer ``add``/``sub``/``mul``/``maximum``/
 ``neg``, comparisons (→ ``i1``), ``logical_*``, ``where``, ``to`` and data movement. The
-other ops (transcendentals, reductions, contractions, ``sdpa``) take floats. Shapes are
-static. Every op has a shape-inference helper (the ``infer_*`` functions
+other ops (transcendentals, reductions, contractions, ``sdpa``) take floats. Extents are
+static or ``?`` (a symbolic extent, see :mod:`llmopt.dialects._symbols`): a ``?`` follows from
+the operands, and the ops whose result type is given (``reshape``, ``expand``, ``arange``)
+take one ``index`` operand per ``?`` of the result, its runtime extent (``torch.reshape %x
+[%seq] : tensor<1x?x64xf32> -> tensor<1x?x4x16xf32>``); a ``slice`` along a ``?`` extent takes
+its bounds as ``index`` operands (``torch.slice %x [%start, %end] {dim = 1, step = 1}``).
+Every op has a shape-inference helper (the ``infer_*`` functions
 below, shared with the frontend and the lowering) and its verifier checks that the result type
 equals what the op computes from its operands and properties.
 
@@ -30,6 +35,7 @@ from collections.abc import Mapping, Sequence
 from typing import ClassVar
 
 from xdsl.dialects.builtin import (
+    DYNAMIC_INDEX,
     I64,
     ArrayAttr,
     BFloat16Type,
@@ -39,6 +45,7 @@ from xdsl.dialects.builtin import (
     Float32Type,
     Float64Type,
     FloatAttr,
+    IndexType,
     IntegerAttr,
     IntegerType,
     Signedness,
@@ -55,6 +62,7 @@ from xdsl.irdl import (
     irdl_op_definition,
     operand_def,
     opt_operand_def,
+    opt_prop_def,
     prop_def,
     result_def,
     traits_def,
@@ -65,6 +73,12 @@ from xdsl.printer import Printer
 from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 
+from llmopt.dialects._symbols import (
+    check_dynamic_operands,
+    index_operand_count,
+    is_dynamic,
+    shape_text,
+)
 from llmopt.dialects._syntax import int_array, ints
 
 FLOAT_TYPES = (Float16Type, BFloat16Type, Float32Type, Float64Type)
@@ -96,9 +110,9 @@ def is_bool(typ: Attribute) -> bool:
 
 
 def tensor_type(value: SSAValue | Attribute, what: str = "operand") -> TensorType:
-    """The ranked, static tensor type of a value (or type) whose element type is a float
-    (``f16``, ``bf16``, ``f32``, ``f64``) or a signless integer (``i1`` ... ``i64``); raises
-    ``VerifyException`` otherwise."""
+    """The ranked tensor type (static or ``?`` extents) of a value (or type) whose element type
+    is a float (``f16``, ``bf16``, ``f32``, ``f64``) or a signless integer (``i1`` ... ``i64``);
+    raises ``VerifyException`` otherwise."""
     typ = value.type if isinstance(value, SSAValue) else value
     if not isinstance(typ, TensorType):
         raise VerifyException(f"{what} must be a ranked tensor, got {typ}")
@@ -107,7 +121,7 @@ def tensor_type(value: SSAValue | Attribute, what: str = "operand") -> TensorTyp
             f"{what} element type must be f16, bf16, f32, f64 or a signless integer, "
             f"got {typ.element_type}"
         )
-    if any(d < 0 for d in typ.get_shape()):
+    if any(d < 0 and not is_dynamic(d) for d in typ.get_shape()):
         raise VerifyException(f"{what} must have a static shape, got {typ}")
     if any(d == 0 for d in typ.get_shape()):
         raise VerifyException(f"{what} has a zero extent, which llmopt does not support: {typ}")
@@ -139,21 +153,23 @@ def norm_dims(dims: Sequence[int], rank: int) -> tuple[int, ...]:
     """Distinct dims in ``[-rank, rank)`` as non-negative indices (order kept)."""
     out = tuple(norm_dim(d, rank) for d in dims)
     if len(set(out)) != len(out):
-        raise VerifyException(f"dims {list(dims)} repeat a dimension")
+        raise VerifyException(f"dims {shape_text(dims)} repeat a dimension")
     return out
 
 
 def broadcast_shapes(*shapes: Shape) -> Shape:
-    """NumPy broadcasting: align on the right; extents must be equal or 1."""
+    """NumPy broadcasting: align on the right; extents must be equal or 1 (a ``?`` broadcasts
+    with ``?`` and 1, not with another static extent)."""
     rank = max((len(s) for s in shapes), default=0)
     out: list[int] = []
     for k in range(rank):
         extents = {s[len(s) - rank + k] for s in shapes if len(s) - rank + k >= 0}
         big = extents - {1}
         if len(big) > 1:
-            listed = " and ".join(str(list(s)) for s in shapes)
+            listed = " and ".join(shape_text(s) for s in shapes)
             raise VerifyException(
-                f"shapes {listed} do not broadcast (extents {sorted(big)} at result dim {k})"
+                f"shapes {listed} do not broadcast (extents {shape_text(sorted(big))} at "
+                f"result dim {k})"
             )
         out.append(big.pop() if big else 1)
     return tuple(out)
@@ -167,7 +183,8 @@ def infer_matmul(a: Shape, b: Shape) -> Shape:
     b2 = (*b, 1) if len(b) == 1 else b
     if a2[-1] != b2[-2]:
         raise VerifyException(
-            f"matmul contraction extents differ: {list(a)} @ {list(b)} ({a2[-1]} vs {b2[-2]})"
+            f"matmul contraction extents differ: {shape_text(a)} @ {shape_text(b)} "
+            f"({shape_text([a2[-1]])[1:-1]} vs {shape_text([b2[-2]])[1:-1]})"
         )
     batch = broadcast_shapes(a2[:-2], b2[:-2])
     out = (*batch, *(() if len(a) == 1 else (a2[-2],)), *(() if len(b) == 1 else (b2[-1],)))
@@ -176,21 +193,22 @@ def infer_matmul(a: Shape, b: Shape) -> Shape:
 
 def infer_bmm(a: Shape, b: Shape) -> Shape:
     if len(a) != 3 or len(b) != 3:
-        raise VerifyException(f"bmm operands must have rank 3, got {list(a)} and {list(b)}")
+        raise VerifyException(f"bmm operands must have rank 3, got {shape_text(a)} and "
+                              f"{shape_text(b)}")
     if a[0] != b[0] or a[2] != b[1]:
-        raise VerifyException(f"bmm shapes {list(a)} and {list(b)} do not match")
+        raise VerifyException(f"bmm shapes {shape_text(a)} and {shape_text(b)} do not match")
     return (a[0], a[1], b[2])
 
 
 def infer_linear(x: Shape, w: Shape, bias: Shape | None) -> Shape:
     """``y = x @ w.T + bias`` with ``x: [..., K]``, ``w: [N, K]``, ``bias: [N]``."""
     if not x or len(w) != 2:
-        raise VerifyException(f"linear takes input [..., K] and weight [N, K], got {list(x)}, "
-                              f"{list(w)}")
+        raise VerifyException(f"linear takes input [..., K] and weight [N, K], got "
+                              f"{shape_text(x)}, {shape_text(w)}")
     if x[-1] != w[1]:
         raise VerifyException(f"linear input features {x[-1]} differ from weight's {w[1]}")
     if bias is not None and bias != (w[0],):
-        raise VerifyException(f"linear bias must have shape [{w[0]}], got {list(bias)}")
+        raise VerifyException(f"linear bias must have shape [{w[0]}], got {shape_text(bias)}")
     return (*x[:-1], w[0])
 
 
@@ -213,7 +231,7 @@ def infer_transpose(x: Shape, dim0: int, dim1: int) -> Shape:
 def infer_permute(x: Shape, dims: Sequence[int]) -> Shape:
     nd = norm_dims(dims, len(x))
     if len(nd) != len(x):
-        raise VerifyException(f"permutation {list(dims)} must name all {len(x)} dims")
+        raise VerifyException(f"permutation {shape_text(dims)} must name all {len(x)} dims")
     return tuple(x[d] for d in nd)
 
 
@@ -224,17 +242,28 @@ def infer_unsqueeze(x: Shape, dim: int) -> Shape:
 
 def check_expand(x: Shape, out: Shape) -> None:
     if len(out) < len(x):
-        raise VerifyException(f"cannot expand {list(x)} to the lower rank {list(out)}")
+        raise VerifyException(f"cannot expand {shape_text(x)} to the lower rank {shape_text(out)}")
     for k, e in enumerate(x):
         o = out[len(out) - len(x) + k]
         if e != o and e != 1:
-            raise VerifyException(f"cannot expand {list(x)} to {list(out)}")
+            raise VerifyException(f"cannot expand {shape_text(x)} to {shape_text(out)}")
 
 
-def infer_slice(x: Shape, dim: int, start: int, end: int, step: int) -> Shape:
+def infer_slice(x: Shape, dim: int, start: int | None, end: int | None, step: int) -> Shape:
+    """A strided slice along ``dim``; ``start``/``end`` are ``None`` when they are ``index``
+    operands (the sliced extent is then ``?``)."""
     d = norm_dim(dim, len(x))
     if step < 1:
         raise VerifyException(f"slice step must be positive, got {step}")
+    if start is None or end is None:
+        if start is not None or end is not None:
+            raise VerifyException("slice bounds are both properties or both index operands")
+        out = list(x)
+        out[d] = DYNAMIC_INDEX
+        return tuple(out)
+    if is_dynamic(x[d]):
+        raise VerifyException(f"slice along the ? extent of dim {d} takes its bounds as index "
+                              "operands, not properties")
     if not 0 <= start <= end <= x[d]:
         raise VerifyException(
             f"slice bounds must satisfy 0 <= start ({start}) <= end ({end}) <= {x[d]}"
@@ -251,10 +280,11 @@ def infer_cat(shapes: Sequence[Shape], dim: int) -> Shape:
     d = norm_dim(dim, rank)
     for s in shapes:
         if len(s) != rank or any(s[k] != shapes[0][k] for k in range(rank) if k != d):
-            listed = ", ".join(str(list(s)) for s in shapes)
+            listed = ", ".join(shape_text(s) for s in shapes)
             raise VerifyException(f"cat inputs {listed} differ outside dim {dim}")
     out = list(shapes[0])
-    out[d] = sum(s[d] for s in shapes)
+    extents = [s[d] for s in shapes]
+    out[d] = DYNAMIC_INDEX if any(is_dynamic(e) for e in extents) else sum(extents)
     return tuple(out)
 
 
@@ -265,8 +295,8 @@ def infer_rms_norm(x: Shape, normalized_rank: int, weight: Shape | None) -> Shap
         )
     if weight is not None and weight != x[len(x) - normalized_rank:]:
         raise VerifyException(
-            f"rms_norm weight shape {list(weight)} must equal the normalized shape "
-            f"{list(x[len(x) - normalized_rank:])}"
+            f"rms_norm weight shape {shape_text(weight)} must equal the normalized shape "
+            f"{shape_text(x[len(x) - normalized_rank:])}"
         )
     return x
 
@@ -421,6 +451,10 @@ class Props:
     def __init__(self, props: Mapping[str, Attribute]) -> None:
         self.props = props
 
+    def has(self, name: str) -> bool:
+        """Whether the (optional) property ``name`` is present."""
+        return name in self.props
+
     def get_int(self, name: str) -> int:
         attr = self.props[name]
         assert isinstance(attr, IntegerAttr)
@@ -467,6 +501,12 @@ class TorchOp(IRDLOperation):
     """
 
     PROPS: ClassVar[PropSpec] = ()
+    OPTIONAL_PROPS: ClassVar[frozenset[str]] = frozenset()
+    """Properties that may be absent (a ``slice`` bound given as an ``index`` operand)."""
+    INDEX_OPERANDS: ClassVar[bool] = False
+    """Whether the op's last operand group, ``sizes``, holds ``index`` operands: the extents
+    of the ``?`` dims of the result (or, for ``slice``, its bounds), printed in brackets
+    after the tensor operands."""
     FLOAT_OPERANDS: ClassVar[bool] = True
     """Whether every operand must have a float element type (ops that also take integer
     tensors, such as ``add`` or the data-movement ops, set it to ``False``)."""
@@ -481,11 +521,13 @@ class TorchOp(IRDLOperation):
         values. The result type is inferred unless given; ops whose result type is an input
         (``reshape``, ``expand``, ``to``, ``constant``) take it from their own builders."""
         kinds = dict(self.PROPS)
-        if set(props) != set(kinds):
+        props = {k: v for k, v in props.items() if not (k in self.OPTIONAL_PROPS and v is None)}
+        if not set(kinds) - self.OPTIONAL_PROPS <= set(props) <= set(kinds):
             raise TypeError(f"{self.name} takes properties {sorted(kinds)}, got {sorted(props)}")
         properties = {k: _to_prop(kinds[k], v) for k, v in props.items()}
         if result_type is None:
-            types = [self._operand_type(v, f"operand #{k}") for k, v in enumerate(operands)]
+            tensors = [v for v in operands if not isinstance(v.type, IndexType)]
+            types = [self._operand_type(v, f"operand #{k}") for k, v in enumerate(tensors)]
             result_type = self.infer(types, Props(properties), None)
         super().__init__(
             operands=self._group_operands(list(operands)),
@@ -526,6 +568,19 @@ class TorchOp(IRDLOperation):
     def props(self) -> Props:
         return Props(self.properties)
 
+    @property
+    def index_operands(self) -> tuple[SSAValue, ...]:
+        """The ``index`` operands (``sizes``): empty for ops without them."""
+        if not self.INDEX_OPERANDS:
+            return ()
+        return tuple(self.sizes)  # type: ignore[attr-defined]
+
+    @property
+    def tensor_operands(self) -> tuple[SSAValue, ...]:
+        """The tensor operands, in order (all operands but the ``index`` ones)."""
+        operands = tuple(self.operands)
+        return operands[:len(operands) - len(self.index_operands)]
+
     @classmethod
     def _operand_type(cls, value: SSAValue, what: str) -> TensorType:
         """The tensor type of an operand (a float tensor when ``FLOAT_OPERANDS``)."""
@@ -533,7 +588,8 @@ class TorchOp(IRDLOperation):
 
     def infer_type(self) -> TensorType:
         """The result type this op computes from its operands and properties."""
-        types = [self._operand_type(v, f"operand #{k}") for k, v in enumerate(self.operands)]
+        types = [self._operand_type(v, f"operand #{k}")
+                 for k, v in enumerate(self.tensor_operands)]
         return self.infer(types, self.props, tensor_type(self.results[0], "result"))
 
     def verify_(self) -> None:
@@ -543,12 +599,25 @@ class TorchOp(IRDLOperation):
             raise VerifyException(
                 f"result type {actual} does not match {expected}, computed from the operands"
             )
+        self.verify_index_operands()
+        check_dynamic_operands(self)
+
+    def verify_index_operands(self) -> None:
+        """By default one ``index`` operand per ``?`` extent of the result."""
+        if not self.INDEX_OPERANDS:
+            return
+        want = index_operand_count(self.results[0].type)
+        got = len(self.index_operands)
+        if got != want:
+            raise VerifyException(
+                f"expected {want} index operand(s), one per ? extent of the result, got {got}"
+            )
 
     # -- syntax ----------------------------------------------------------------------------
 
     def _print_props(self, printer: Printer) -> None:
         entries = [f"{name} = {_prop_text(kind, self.properties[name])}"
-                   for name, kind in self.PROPS]
+                   for name, kind in self.PROPS if name in self.properties]
         if not entries and not self.attributes:
             return
         printer.print_string(" {" + ", ".join(entries))
@@ -560,13 +629,18 @@ class TorchOp(IRDLOperation):
         printer.print_string("}")
 
     def print(self, printer: Printer) -> None:
-        if self.operands:
+        tensors = self.tensor_operands
+        if tensors:
             printer.print_string(" ")
-            printer.print_list(self.operands, printer.print_ssa_value)
+            printer.print_list(tensors, printer.print_ssa_value)
+        if self.index_operands:
+            printer.print_string(" [")
+            printer.print_list(self.index_operands, printer.print_ssa_value)
+            printer.print_string("]")
         self._print_props(printer)
         printer.print_string(" : ")
-        if self.operands:
-            printer.print_list([o.type for o in self.operands], printer.print_attribute)
+        if tensors:
+            printer.print_list([o.type for o in tensors], printer.print_attribute)
             printer.print_string(" -> ")
         printer.print_attribute(self.results[0].type)
 
@@ -592,7 +666,7 @@ class TorchOp(IRDLOperation):
                     f"{', '.join(kinds) or 'none'})",
                     positions[name],
                 )
-        missing = [name for name in kinds if name not in props]
+        missing = [name for name in kinds if name not in props and name not in cls.OPTIONAL_PROPS]
         if missing:
             parser.raise_error(f"{cls.name} needs properties {', '.join(missing)}", pos)
         return props, attrs
@@ -605,6 +679,17 @@ class TorchOp(IRDLOperation):
             unresolved.append(first)
             while parser.parse_optional_punctuation(",") is not None:
                 unresolved.append(parser.parse_unresolved_operand())
+        index_pos = parser.pos
+        indices: list[SSAValue] = []
+        if parser.parse_optional_punctuation("[") is not None:
+            if not cls.INDEX_OPERANDS:
+                parser.raise_error(f"{cls.name} takes no index operands", index_pos)
+            if parser.parse_optional_punctuation("]") is None:
+                indices = parser.parse_comma_separated_list(
+                    Parser.Delimiter.NONE,
+                    lambda: parser.resolve_operand(parser.parse_unresolved_operand(), INDEX),
+                )
+                parser.parse_punctuation("]")
         props, attrs = cls._parse_props(parser)
         parser.parse_punctuation(":")
         types: list[Attribute] = []
@@ -614,7 +699,7 @@ class TorchOp(IRDLOperation):
         result = parser.parse_type()
         if len(types) != len(unresolved):
             parser.raise_error(f"expected {len(unresolved)} operand types, got {len(types)}", pos)
-        operands = parser.resolve_operands(unresolved, types, pos)
+        operands = [*parser.resolve_operands(unresolved, types, pos), *indices]
         try:
             cls._group_operands(operands)
         except TypeError as err:
@@ -1026,8 +1111,8 @@ def infer_sdpa(q: Shape, k: Shape, v: Shape, mask: Shape | None, is_causal: bool
     key/value head ``h floordiv (Hq / Hkv)``). A mask must broadcast to ``[*, L, S]``."""
     if min(len(q), len(k), len(v)) < (3 if enable_gqa else 2):
         raise VerifyException(
-            f"sdpa operands must have rank >= {3 if enable_gqa else 2}, got {list(q)}, "
-            f"{list(k)}, {list(v)}"
+            f"sdpa operands must have rank >= {3 if enable_gqa else 2}, got {shape_text(q)}, "
+            f"{shape_text(k)}, {shape_text(v)}"
         )
     if q[-1] != k[-1]:
         raise VerifyException(f"sdpa query and key head dims differ: {q[-1]} vs {k[-1]}")
@@ -1048,8 +1133,8 @@ def infer_sdpa(q: Shape, k: Shape, v: Shape, mask: Shape | None, is_causal: bool
         scores = (*batch, *heads, q[-2], k[-2])
         if broadcast_shapes(mask, scores) != scores:
             raise VerifyException(
-                f"sdpa mask of shape {list(mask)} does not broadcast to the scores "
-                f"{list(scores)}"
+                f"sdpa mask of shape {shape_text(mask)} does not broadcast to the scores "
+                f"{shape_text(scores)}"
             )
         if is_causal:
             raise VerifyException("sdpa takes either a mask or is_causal, not both")
@@ -1127,6 +1212,7 @@ class ReductionOp(TorchOp):
 
     @property
     def keeps_dims(self) -> bool:
+        """Whether the reduced dims stay in the result with extent 1."""
         return self.props.get_bool("keepdim")
 
     @classmethod
@@ -1259,27 +1345,34 @@ def _given(result: TensorType | None, op: str) -> TensorType:
 
 @irdl_op_definition
 class ReshapeOp(TorchOp):
-    """View/reshape/flatten: row-major reinterpretation; the result type gives the shape."""
+    """View/reshape/flatten: row-major reinterpretation; the result type gives the shape, and
+    each ``?`` of it is an ``index`` operand (``torch.reshape %x [%n] : tensor<1x?x64xf32> ->
+    tensor<?xf32>``, ``%n`` the number of elements)."""
 
     name = "torch.reshape"
     input = operand_def(TensorType)
+    sizes = var_operand_def(IndexType)
     result = result_def(TensorType)
     traits = traits_def(Pure())
     FLOAT_OPERANDS: ClassVar[bool] = False
+    INDEX_OPERANDS: ClassVar[bool] = True
 
-    def __init__(self, input: SSAValue, shape: Sequence[int]) -> None:
+    def __init__(self, input: SSAValue, shape: Sequence[int],
+                 sizes: Sequence[SSAValue] = ()) -> None:
         element = tensor_type(input).element_type
-        super().__init__(input, result_type=TensorType(element, list(shape)))
+        super().__init__(input, *sizes, result_type=TensorType(element, list(shape)))
 
     @classmethod
     def infer(cls, types: Sequence[TensorType], props: Props, result: TensorType | None
               ) -> TensorType:
         out = tuple(_given(result, cls.name).get_shape())
         src = _shapes(types)[0]
+        if any(is_dynamic(e) for e in (*src, *out)):
+            return _like(types, out)  # the element counts are checked when the program runs
         if math.prod(src) != math.prod(out):
             raise VerifyException(
-                f"cannot reshape {list(src)} ({math.prod(src)} elements) to {list(out)} "
-                f"({math.prod(out)} elements)"
+                f"cannot reshape {shape_text(src)} ({math.prod(src)} elements) to "
+                f"{shape_text(out)} ({math.prod(out)} elements)"
             )
         return _like(types, out)
 
@@ -1307,17 +1400,21 @@ class UnsqueezeOp(TorchOp):
 
 @irdl_op_definition
 class ExpandOp(TorchOp):
-    """Broadcast to the result type's shape (unit dims stretch, new dims on the left)."""
+    """Broadcast to the result type's shape (unit dims stretch, new dims on the left); each
+    ``?`` of the result is an ``index`` operand."""
 
     name = "torch.expand"
     input = operand_def(TensorType)
+    sizes = var_operand_def(IndexType)
     result = result_def(TensorType)
     traits = traits_def(Pure())
     FLOAT_OPERANDS: ClassVar[bool] = False
+    INDEX_OPERANDS: ClassVar[bool] = True
 
-    def __init__(self, input: SSAValue, shape: Sequence[int]) -> None:
+    def __init__(self, input: SSAValue, shape: Sequence[int],
+                 sizes: Sequence[SSAValue] = ()) -> None:
         element = tensor_type(input).element_type
-        super().__init__(input, result_type=TensorType(element, list(shape)))
+        super().__init__(input, *sizes, result_type=TensorType(element, list(shape)))
 
     @classmethod
     def infer(cls, types: Sequence[TensorType], props: Props, result: TensorType | None
@@ -1329,28 +1426,51 @@ class ExpandOp(TorchOp):
 
 @irdl_op_definition
 class SliceOp(TorchOp):
-    """``input[..., start:end:step, ...]`` along ``dim`` (``0 <= start <= end <= extent``)."""
+    """``input[..., start:end:step, ...]`` along ``dim`` (``0 <= start <= end <= extent``).
+
+    The bounds are properties, or two ``index`` operands ``[start, end]`` (then the sliced
+    extent is ``?`` and the bounds are checked when the program runs): ``torch.slice %x
+    [%s, %e] {dim = 1, step = 1} : tensor<1x?x8xf32> -> tensor<1x?x8xf32>``."""
 
     name = "torch.slice"
     input = operand_def(TensorType)
+    sizes = var_operand_def(IndexType)
     result = result_def(TensorType)
     dim = prop_def(IntegerAttr[I64])
-    start = prop_def(IntegerAttr[I64])
-    end = prop_def(IntegerAttr[I64])
+    start = opt_prop_def(IntegerAttr[I64])
+    end = opt_prop_def(IntegerAttr[I64])
     step = prop_def(IntegerAttr[I64])
     traits = traits_def(Pure())
     FLOAT_OPERANDS: ClassVar[bool] = False
+    INDEX_OPERANDS: ClassVar[bool] = True
     PROPS: ClassVar[PropSpec] = (("dim", "int"), ("start", "int"), ("end", "int"), ("step", "int"))
+    OPTIONAL_PROPS: ClassVar[frozenset[str]] = frozenset({"start", "end"})
 
-    def __init__(self, input: SSAValue, dim: int, start: int, end: int, step: int = 1) -> None:
-        super().__init__(input, dim=dim, start=start, end=end, step=step)
+    def __init__(self, input: SSAValue, dim: int, start: int | SSAValue, end: int | SSAValue,
+                 step: int = 1) -> None:
+        if isinstance(start, SSAValue) != isinstance(end, SSAValue):
+            raise TypeError("slice bounds are both ints or both index values")
+        if isinstance(start, SSAValue) and isinstance(end, SSAValue):
+            super().__init__(input, start, end, dim=dim, step=step)
+        else:
+            super().__init__(input, dim=dim, start=start, end=end, step=step)
 
     @classmethod
     def infer(cls, types: Sequence[TensorType], props: Props, result: TensorType | None
               ) -> TensorType:
-        shape = infer_slice(_shapes(types)[0], props.get_int("dim"), props.get_int("start"),
-                            props.get_int("end"), props.get_int("step"))
+        bounds = [props.get_int(n) if props.has(n) else None for n in ("start", "end")]
+        shape = infer_slice(_shapes(types)[0], props.get_int("dim"), bounds[0], bounds[1],
+                            props.get_int("step"))
         return _like(types, shape)
+
+    def verify_index_operands(self) -> None:
+        dynamic = not self.props.has("start")
+        if len(self.index_operands) != (2 if dynamic else 0):
+            raise VerifyException(
+                "slice takes its bounds either as properties or as two index operands "
+                f"[start, end], got {len(self.index_operands)} index operand(s)"
+                + ("" if dynamic else " beside the properties")
+            )
 
 
 @irdl_op_definition
@@ -1377,7 +1497,7 @@ class CatOp(TorchOp):
 def infer_embedding(weight: Shape, indices: Shape) -> Shape:
     """``embedding``: rows of ``weight: [V, H]`` picked by ``indices: [*]`` → ``[*, H]``."""
     if len(weight) != 2:
-        raise VerifyException(f"embedding weight must have rank 2, got {list(weight)}")
+        raise VerifyException(f"embedding weight must have rank 2, got {shape_text(weight)}")
     return (*indices, weight[1])
 
 
@@ -1410,18 +1530,28 @@ class EmbeddingOp(TorchOp):
 class ArangeOp(TorchOp):
     """``[start, start + step, ...]`` below ``end`` (above it for a negative step), as a 1-D
     tensor of the result's element type: ``torch.arange {start = 0, end = 7, step = 1} :
-    tensor<7xi64>``."""
+    tensor<7xi64>``. With a ``?`` extent there is no ``end``: the extent is an ``index``
+    operand, ``torch.arange [%seq] {start = 0, step = 1} : tensor<?xi64>``."""
 
     name = "torch.arange"
+    sizes = var_operand_def(IndexType)
     result = result_def(TensorType)
     start = prop_def(IntegerAttr[I64])
-    end = prop_def(IntegerAttr[I64])
+    end = opt_prop_def(IntegerAttr[I64])
     step = prop_def(IntegerAttr[I64])
     traits = traits_def(Pure())
     FLOAT_OPERANDS: ClassVar[bool] = False
+    INDEX_OPERANDS: ClassVar[bool] = True
     PROPS: ClassVar[PropSpec] = (("start", "int"), ("end", "int"), ("step", "int"))
+    OPTIONAL_PROPS: ClassVar[frozenset[str]] = frozenset({"end"})
 
-    def __init__(self, start: int, end: int, step: int, element_type: Attribute) -> None:
+    def __init__(self, start: int, end: int | SSAValue, step: int,
+                 element_type: Attribute) -> None:
+        """``end`` is an int, or (for a ``?`` extent) the ``index`` value of the extent."""
+        if isinstance(end, SSAValue):
+            super().__init__(end, result_type=TensorType(element_type, [DYNAMIC_INDEX]),
+                             start=start, step=step)
+            return
         extent = max(0, -(-(end - start) // step)) if step else 0
         super().__init__(result_type=TensorType(element_type, [extent]), start=start, end=end,
                          step=step)
@@ -1430,11 +1560,16 @@ class ArangeOp(TorchOp):
     def infer(cls, types: Sequence[TensorType], props: Props, result: TensorType | None
               ) -> TensorType:
         out = tensor_type(_given(result, cls.name), "result")
-        start, end, step = (props.get_int(n) for n in ("start", "end", "step"))
+        start, step = props.get_int("start"), props.get_int("step")
         if step == 0:
             raise VerifyException("arange step must not be 0")
         if is_bool(out.element_type):
             raise VerifyException("arange cannot produce i1")
+        if not props.has("end"):
+            if out.get_num_dims() != 1 or not is_dynamic(out.get_shape()[0]):
+                raise VerifyException("arange without end has a ? extent (an index operand)")
+            return out
+        end = props.get_int("end")
         extent = max(0, -(-(end - start) // step))
         return TensorType(out.element_type, [extent])
 
@@ -1508,6 +1643,8 @@ class ConstantOp(TorchOp):
             result_types=[result], properties={"value": FloatAttr(value, f64)}, attributes=attrs
         )
 
+
+INDEX = IndexType()
 
 _OPS: list[type[TorchOp]] = [
     LinearOp, MatmulOp, BmmOp, SdpaOp,

@@ -12,7 +12,22 @@ The arguments are first the parameters, buffers and lifted constants (named afte
 ``state_dict`` keys), then the user inputs; the results are the flattened outputs. Weights are
 never constants in the IR: :class:`CapturedProgram` keeps the concrete tensors for the runtime.
 
-Shapes are static (those of the example inputs). Tensors are ``f16``, ``bf16``, ``f32`` or
+Shapes are those of the example inputs, except the dims named in ``dynamic``: those become
+symbolic extents (``?``) through ``torch.export.Dim``, one program for every length up to the
+declared maximum::
+
+    capture(fn, (x,), dynamic={"x": {1: "seq"}}, max={"seq": 2048})
+
+    func.func @forward(%w: tensor<16xf32> {llmopt.param = "w"},
+                       %x: tensor<1x?x16xf32> {llmopt.input = "x", llmopt.dynamic = ["seq"]},
+                       %seq: index {llmopt.symbol = "seq", llmopt.max = 2048})
+
+Each symbol is an ``index`` argument after the inputs (see :mod:`llmopt.dialects._symbols`).
+The sizes export computes from it (``s0``, ``4*s0``, ``s0 - 1``, ``(s0 + 1)//2``) become
+``arith`` ops on that argument, the ``index`` operands of the ops that need them
+(``torch.reshape``, ``torch.expand``, ``torch.arange``, ``torch.slice``).
+
+Tensors are ``f16``, ``bf16``, ``f32`` or
 ``f64``, or signed integers and ``bool`` (``i64`` token ids and positions, ``i1`` masks).
 Dtype promotion becomes explicit ``torch.to`` ops and Python scalars become ``torch.constant``
 operands. Weights the computation never reads are not arguments. Each op carries the location
@@ -35,7 +50,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from xdsl.dialects import arith
 from xdsl.dialects.builtin import (
+    DYNAMIC_INDEX,
     ArrayAttr,
     BFloat16Type,
     DictionaryAttr,
@@ -43,7 +60,9 @@ from xdsl.dialects.builtin import (
     Float16Type,
     Float32Type,
     Float64Type,
+    IndexType,
     IntAttr,
+    IntegerAttr,
     IntegerType,
     ModuleOp,
     StringAttr,
@@ -54,6 +73,7 @@ from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.utils.exceptions import VerifyException
 
 from llmopt.dialects import torch as t
+from llmopt.dialects._symbols import DYNAMIC_ATTR, MAX_ATTR, MIN_ATTR, SYMBOL_ATTR, verify_module
 
 if TYPE_CHECKING:
     import torch
@@ -85,6 +105,9 @@ class CapturedProgram:
     input_names: list[str]
     output_count: int
     name: str = "forward"
+    symbols: dict[str, tuple[int, int]] = field(default_factory=dict[str, tuple[int, int]])
+    """The symbolic extents, ``name -> (min, max)``: their ``index`` arguments follow the
+    inputs, in this order, and :meth:`arguments` binds them from the inputs' shapes."""
 
     @property
     def func(self) -> FuncOp:
@@ -149,11 +172,13 @@ class CapturedProgram:
             raise CaptureError(f"{len(missing)} weight(s) are still unbound (meta): {shown}")
         return bound
 
-    def arguments(self, *inputs: torch.Tensor) -> list[torch.Tensor]:
-        """The function's arguments in order: the weights, then ``inputs``.
+    def arguments(self, *inputs: torch.Tensor) -> list[Any]:
+        """The function's arguments in order: the weights, then ``inputs``, then the value of
+        each symbol (taken from the inputs' shapes and checked against its bounds).
 
         Raises:
-            CaptureError: a weight is still a ``meta`` tensor (see :meth:`bind`).
+            CaptureError: a weight is still a ``meta`` tensor (see :meth:`bind`), or an
+                input's shape does not fit the program.
         """
         if len(inputs) != len(self.input_names):
             raise TypeError(f"expected {len(self.input_names)} inputs ({self.input_names}), "
@@ -162,7 +187,15 @@ class CapturedProgram:
         if missing:
             raise CaptureError(f"weights {missing[:5]} hold no data (meta tensors): bind real "
                                "tensors with CapturedProgram.bind first")
-        return [*(self.params[n] for n in self.param_names), *inputs]
+        args: list[Any] = [*(self.params[n] for n in self.param_names), *inputs]
+        if self.symbols:
+            from llmopt.dialects._symbols import BindError, bind_arguments
+
+            try:
+                args, _ = bind_arguments(self.func, args)
+            except BindError as err:
+                raise CaptureError(str(err)) from None
+        return args
 
 
 # --- entry point --------------------------------------------------------------------------------
@@ -173,33 +206,121 @@ def capture(
     example_args: tuple[Any, ...],
     *,
     name: str = "forward",
+    dynamic: Mapping[str, Mapping[int, str]] | None = None,
+    max: Mapping[str, int] | None = None,  # noqa: A002 - the bound's plain name
+    min: Mapping[str, int] | None = None,  # noqa: A002
 ) -> CapturedProgram:
     """Export ``fn_or_module`` on ``example_args`` and translate it into Torch IR.
 
     A plain function is wrapped in an ``nn.Module`` whose ``forward`` has the function's
     signature, so user inputs keep their parameter names. Modules are exported in eval mode
     (inference: dropout is the identity); their training flags are restored afterwards.
+
+    ``dynamic`` makes dims symbolic: it maps an input's parameter name to ``{dim: symbol}``
+    (``{"x": {1: "seq"}}``; dims that share a symbol have equal extents). Every symbol needs
+    a maximum in ``max`` (``{"seq": 2048}``); ``min`` (default 1) may raise its minimum. The
+    example inputs must have an extent of at least 2 there (``torch.export`` specialises
+    lengths 0 and 1). A program whose graph only holds for part of the range (it slices off
+    a token, so the length must be at least 2) fails with export's suggested bounds.
+
     Raises :class:`CaptureError` when export fails or the graph holds something Torch IR
     cannot express.
     """
     import torch
 
     module = _as_module(fn_or_module)
+    spec = _dynamic_spec(module, tuple(example_args), dynamic, max, min)
     modes = [(m, m.training) for m in module.modules()]
     module.eval()
     try:
-        exported = torch.export.export(module, tuple(example_args), strict=False)
+        shapes = None if spec is None else spec.dynamic_shapes
+        exported = torch.export.export(module, tuple(example_args), strict=False,
+                                       dynamic_shapes=shapes)
         exported = exported.run_decompositions({})
     except Exception as err:  # torch raises many kinds of errors here
         raise CaptureError(f"torch.export failed: {err}") from err
     finally:
         for submodule, training in modes:
             submodule.training = training
-    translator = _Translator(exported, name)
+    translator = _Translator(exported, name, spec=spec)
     code = getattr(fn_or_module, "__code__", None)
     if isinstance(fn_or_module, types.FunctionType) and code is not None:
         translator.renamed = (code.co_filename, fn_or_module.__name__)
     return translator.run()
+
+
+@dataclass
+class _DynamicSpec:
+    """What :func:`capture` was asked to make symbolic."""
+
+    dims: dict[str, dict[int, str]]
+    """Input name -> {dim: symbol name}."""
+    bounds: dict[str, tuple[int, int]]
+    """Symbol name -> (min, max), in declaration order."""
+    dynamic_shapes: dict[str, Any]
+    """The ``dynamic_shapes`` argument of ``torch.export.export``."""
+
+
+def _dynamic_spec(module: torch.nn.Module, example_args: tuple[Any, ...],
+                  dynamic: Mapping[str, Mapping[int, str]] | None,
+                  high: Mapping[str, int] | None, low: Mapping[str, int] | None
+                  ) -> _DynamicSpec | None:
+    """Check ``capture``'s ``dynamic``/``max``/``min`` and build export's dynamic shapes."""
+    import torch
+
+    if not dynamic:
+        if high or low:
+            raise CaptureError("max/min bound symbols, but no dim is dynamic (pass dynamic=)")
+        return None
+    try:
+        params = list(inspect.signature(module.forward).parameters)
+    except (TypeError, ValueError) as err:
+        raise CaptureError(f"cannot read the parameter names of the forward: {err}") from err
+    params = params[:len(example_args)]
+    high, low = dict(high or {}), dict(low or {})
+    dims: dict[str, dict[int, str]] = {}
+    order: list[str] = []
+    for input_name, entries in dynamic.items():
+        if input_name not in params:
+            raise CaptureError(f"dynamic names input '{input_name}', but the inputs are "
+                               f"{params}")
+        example = example_args[params.index(input_name)]
+        if not isinstance(example, torch.Tensor):
+            raise CaptureError(f"dynamic input '{input_name}' is not a tensor")
+        dims[input_name] = {}
+        for dim, symbol in entries.items():
+            if not isinstance(dim, int) or not -example.ndim <= dim < example.ndim:
+                raise CaptureError(f"dim {dim!r} of input '{input_name}' is out of range for "
+                                   f"its rank {example.ndim}")
+            if not isinstance(symbol, str) or not symbol.isidentifier():
+                raise CaptureError(f"symbol {symbol!r} must be a name such as 'seq'")
+            dim %= example.ndim
+            extent = int(example.shape[dim])
+            if symbol not in high:
+                raise CaptureError(f"symbol '{symbol}' needs a maximum: max={{'{symbol}': N}}")
+            top, bottom = int(high[symbol]), int(low.get(symbol, 1))
+            if not 1 <= bottom <= top:
+                raise CaptureError(f"symbol '{symbol}': bounds [{bottom}, {top}] must satisfy "
+                                   "1 <= min <= max")
+            if extent < 2 or not bottom <= extent <= top:
+                raise CaptureError(
+                    f"input '{input_name}' has extent {extent} in dynamic dim {dim}: use an "
+                    f"example of at least 2 (export specialises 0 and 1) within [{bottom}, "
+                    f"{top}]"
+                )
+            dims[input_name][dim] = symbol
+            if symbol not in order:
+                order.append(symbol)
+    for symbol in [*high, *low]:
+        if symbol not in order:
+            raise CaptureError(f"symbol '{symbol}' is bounded but no dynamic dim names it")
+    bounds = {sym: (int(low.get(sym, 1)), int(high[sym])) for sym in order}
+    objects = {sym: torch.export.Dim(sym, min=bounds[sym][0], max=bounds[sym][1])
+               for sym in order}
+    shapes: dict[str, Any] = {name: None for name in params}
+    for input_name, entries in dims.items():
+        shapes[input_name] = {dim: objects[sym] for dim, sym in entries.items()}
+    return _DynamicSpec(dims, bounds, shapes)
 
 
 def _as_module(fn: Callable[..., Any]) -> torch.nn.Module:
@@ -303,16 +424,26 @@ def element_type(dtype: torch.dtype) -> Attribute:
 
 
 def _tensor_type(val: Any, what: str) -> TensorType:
+    """The tensor type of an exported value: symbolic extents (``SymInt``) become ``?``."""
     import torch
 
     if not isinstance(val, torch.Tensor):
         raise CaptureError(f"{what} is not a tensor ({type(val).__name__})")
-    shape = []
-    for extent in val.shape:
-        if not isinstance(extent, int):
-            raise CaptureError(f"{what} has a dynamic shape {tuple(val.shape)}")
-        shape.append(extent)
-    return TensorType(element_type(val.dtype), shape)
+    return TensorType(element_type(val.dtype), _static_or_dynamic(val.shape))
+
+
+def _static_or_dynamic(shape: Any) -> list[int]:
+    """A torch shape with each symbolic extent as ``?`` (never guarding on its value)."""
+    import torch
+
+    out: list[int] = []
+    for extent in shape:
+        if isinstance(extent, torch.SymInt):
+            expr = extent.node.expr
+            out.append(int(expr) if expr.is_number else DYNAMIC_INDEX)
+        else:
+            out.append(int(extent))
+    return out
 
 
 Converter = Callable[["_Translator", "Node", dict[str, Any]], SSAValue]
@@ -361,6 +492,12 @@ class _Translator:
     """Results of multi-output nodes (``split``), picked by ``getitem`` nodes."""
     renamed: tuple[str, str] | None = None
     """(file, name) of a function captured under the name ``forward``."""
+    spec: _DynamicSpec | None = None
+    """The dims :func:`capture` made symbolic, if any."""
+    symbol_args: dict[Any, SSAValue] = field(default_factory=dict[Any, SSAValue])
+    """Export's sympy symbols -> the ``index`` arguments they are bound to."""
+    index_values: dict[str, SSAValue] = field(default_factory=dict[str, SSAValue])
+    """Index values emitted for sympy expressions (and integers), by their text."""
 
     # -- driver ----------------------------------------------------------------------------
 
@@ -398,16 +535,39 @@ class _Translator:
         for node, key in weights:
             arg_types.append(_tensor_type(node.meta.get("val"), f"parameter '{key}'"))
             arg_attrs.append(DictionaryAttr({PARAM_ATTR: StringAttr(key)}))
+        symbols = self._symbols(inputs)
         for node, key in inputs:
-            arg_types.append(_tensor_type(node.meta.get("val"), f"input '{key}'"))
-            arg_attrs.append(DictionaryAttr({INPUT_ATTR: StringAttr(key)}))
+            typ = _tensor_type(node.meta.get("val"), f"input '{key}'")
+            arg_types.append(typ)
+            entries: dict[str, Attribute] = {INPUT_ATTR: StringAttr(key)}
+            names = [symbols[e.node.expr] for e in node.meta["val"].shape
+                     if _is_symbolic(e)]
+            if names:
+                entries[DYNAMIC_ATTR] = ArrayAttr([StringAttr(n) for n in names])
+            arg_attrs.append(DictionaryAttr(entries))
+        assert self.spec is not None or not symbols
+        by_name = {name: expr for expr, name in symbols.items()}
+        for name in (self.spec.bounds if self.spec else {}):
+            low, high = self.spec.bounds[name]  # type: ignore[union-attr]
+            arg_types.append(IndexType())
+            entries = {SYMBOL_ATTR: StringAttr(name), MAX_ATTR: IntegerAttr(high, 64)}
+            if low != 1:
+                entries[MIN_ATTR] = IntegerAttr(low, 64)
+            arg_attrs.append(DictionaryAttr(entries))
         self.block = Block(arg_types=arg_types)
-        for arg, (node, key) in zip(self.block.args, [*weights, *inputs], strict=True):
+        for arg, (node, key) in zip(self.block.args, [*weights, *inputs], strict=False):
             arg.name_hint = key if SSAValue.is_valid_name(key) else None
             self.values[node.name] = arg
+        for k, name in enumerate(self.spec.bounds if self.spec else {}):
+            arg = self.block.args[len(weights) + len(inputs) + k]
+            arg.name_hint = name
+            if name in by_name:
+                self.symbol_args[by_name[name]] = arg
 
         results: list[SSAValue] = []
         for node in graph.nodes:
+            if node.op == "call_function" and _is_size(node):
+                continue  # size arithmetic: emitted from the expressions where it is used
             if node.op == "call_function":
                 self._translate(node)
             elif node.op == "output":
@@ -442,6 +602,7 @@ class _Translator:
         module = ModuleOp([func])
         try:
             module.verify()
+            verify_module(module)
         except VerifyException as err:
             raise CaptureError(f"internal error: captured IR does not verify: {err}") from err
         return CapturedProgram(
@@ -451,7 +612,107 @@ class _Translator:
             input_names=[key for _, key in inputs],
             output_count=len(results),
             name=self.name,
+            symbols=dict(self.spec.bounds) if self.spec else {},
         )
+
+    def _symbols(self, inputs: list[tuple[Node, str]]) -> dict[Any, str]:
+        """Export's symbol of each dynamic dim -> the name :func:`capture` gave it; raises
+        :class:`CaptureError` when export specialised a dim or tied it to an expression."""
+        if self.spec is None:
+            return {}
+        out: dict[Any, str] = {}
+        shapes = {key: node.meta.get("val") for node, key in inputs}
+        for input_name, dims in self.spec.dims.items():
+            val = shapes.get(input_name)
+            if val is None:
+                raise CaptureError(f"dynamic input '{input_name}' is not a graph input")
+            for dim, name in dims.items():
+                extent = val.shape[dim]
+                if not _is_symbolic(extent):
+                    raise CaptureError(
+                        f"torch.export made dim {dim} of input '{input_name}' static "
+                        f"({int(extent)}): the program only works at that length"
+                    )
+                expr = extent.node.expr
+                if not expr.is_Symbol:
+                    raise CaptureError(f"torch.export ties dim {dim} of input '{input_name}' "
+                                       f"to {expr}, not to a symbol of its own")
+                if expr in out and out[expr] != name:
+                    raise CaptureError(
+                        f"torch.export found dim {dim} of input '{input_name}' equal to "
+                        f"symbol '{out[expr]}': name both '{out[expr]}'"
+                    )
+                out[expr] = name
+        for node, key in inputs:
+            for dim, extent in enumerate(node.meta["val"].shape):
+                if _is_symbolic(extent) and extent.node.expr not in out:
+                    raise CaptureError(f"dim {dim} of input '{key}' is symbolic "
+                                       f"({extent.node.expr}) but not named in dynamic=")
+        return out
+
+    def index(self, value: Any) -> SSAValue:
+        """An ``index`` value for an integer or a ``SymInt`` (export's sympy expression of
+        the symbols): ``arith`` ops on the symbol arguments, emitted once per expression."""
+        import torch
+
+        expr = value.node.expr if isinstance(value, torch.SymInt) else value
+        return self._index_expr(expr)
+
+    def _index_expr(self, expr: Any) -> SSAValue:
+        import sympy
+        from torch.utils._sympy.functions import CeilDiv, FloorDiv, Mod, PythonMod
+
+        key = str(expr)
+        if key in self.index_values:
+            return self.index_values[key]
+        saved, self.loc = self.loc, None
+        try:
+            if isinstance(expr, int) or (hasattr(expr, "is_Integer") and expr.is_Integer):
+                op: Operation = arith.ConstantOp(IntegerAttr(int(expr), IndexType()))
+            elif isinstance(expr, sympy.Symbol):
+                if expr not in self.symbol_args:
+                    raise CaptureError(f"size {expr} depends on data or on a dim not named in "
+                                       "dynamic=")
+                return self.symbol_args[expr]
+            elif isinstance(expr, sympy.Add | sympy.Mul):
+                terms = [self._index_expr(a) for a in expr.args]
+                kind = arith.AddiOp if isinstance(expr, sympy.Add) else arith.MuliOp
+                value = terms[0]
+                for term in terms[1:-1]:
+                    value = self._emit_index(kind(value, term))
+                op = kind(value, terms[-1])
+            elif isinstance(expr, FloorDiv):
+                lhs, rhs = (self._index_expr(a) for a in expr.args)
+                op = arith.FloorDivSIOp(lhs, rhs)
+            elif isinstance(expr, CeilDiv):
+                lhs, rhs = (self._index_expr(a) for a in expr.args)
+                op = arith.CeilDivSIOp(lhs, rhs)
+            elif isinstance(expr, Mod | PythonMod):
+                lhs, rhs = (self._index_expr(a) for a in expr.args)
+                op = arith.RemSIOp(lhs, rhs)
+            elif isinstance(expr, sympy.Max | sympy.Min):
+                kind = arith.MaxSIOp if isinstance(expr, sympy.Max) else arith.MinSIOp
+                terms = [self._index_expr(a) for a in expr.args]
+                value = terms[0]
+                for term in terms[1:-1]:
+                    value = self._emit_index(kind(value, term))
+                op = kind(value, terms[-1])
+            else:
+                raise CaptureError(f"cannot express the size {expr} ({type(expr).__name__}) "
+                                   "as index arithmetic")
+            result = self._emit_index(op)
+        finally:
+            self.loc = saved
+        self.index_values[key] = result
+        return result
+
+    def _emit_index(self, op: Operation) -> SSAValue:
+        self.block.add_op(op)
+        return op.results[0]
+
+    def sizes(self, shape: Any) -> list[SSAValue]:
+        """The ``index`` values of the symbolic extents of a torch ``shape``, in order."""
+        return [self.index(e) for e in shape if _is_symbolic(e)]
 
     def _tensor_value(self, target: str) -> torch.Tensor:
         import torch
@@ -591,7 +852,23 @@ def _out_element(node: Node) -> Attribute:
 
 
 def _out_shape(node: Node) -> list[int]:
-    return [int(e) for e in node.meta["val"].shape]
+    """The node's result shape, symbolic extents as ``?``."""
+    return _static_or_dynamic(node.meta["val"].shape)
+
+
+def _is_symbolic(extent: Any) -> bool:
+    """Whether a torch extent is symbolic (a ``SymInt`` whose value is not a number)."""
+    import torch
+
+    return isinstance(extent, torch.SymInt) and not extent.node.expr.is_number
+
+
+def _is_size(node: Node) -> bool:
+    """Whether ``node`` computes a size (``sym_size``, ``SymInt`` arithmetic), not a tensor."""
+    import torch
+
+    return isinstance(node.meta.get("val"), torch.SymInt | int) and not isinstance(
+        node.meta.get("val"), bool)
 
 
 def _rank(value: SSAValue) -> int:
@@ -770,7 +1047,8 @@ def _filled(tr: _Translator, node: Node, value: Any) -> SSAValue:
     element = _out_element(node)
     constant = tr.constant(float(value), element)
     shape = _out_shape(node)
-    return tr.emit(t.ExpandOp(constant, shape)) if shape else constant
+    sizes = tr.sizes(node.meta["val"].shape)
+    return tr.emit(t.ExpandOp(constant, shape, sizes)) if shape else constant
 
 
 @_converts("aten.ones.default", "aten.new_ones.default", "aten.ones_like.default")
@@ -795,7 +1073,15 @@ def _scalar_tensor(tr: _Translator, node: Node, a: dict[str, Any]) -> SSAValue:
 
 @_converts("aten.arange.default", "aten.arange.start", "aten.arange.start_step")
 def _arange(tr: _Translator, node: Node, a: dict[str, Any]) -> SSAValue:
-    bounds = [a.get("start", 0), a["end"], a.get("step", 1)]
+    bounds = [a.get("start", 0), _example(a["end"]), a.get("step", 1)]
+    length = node.meta["val"].shape[0]
+    if _is_symbolic(length):
+        start, step = (_example(b) for b in (bounds[0], bounds[2]))
+        if not all(isinstance(b, int) for b in (start, 1 if step is None else step)):
+            raise CaptureError("arange with a symbolic extent needs an integer start and step"
+                               + (f" at {tr.loc}" if tr.loc else ""))
+        return tr.emit(t.ArangeOp(int(start), tr.index(length), 1 if step is None else step,
+                                  _out_element(node)))
     values: list[int] = []
     for bound in bounds:
         bound = 1 if bound is None else bound
@@ -831,6 +1117,9 @@ def _sdpa(tr: _Translator, node: Node, a: dict[str, Any]) -> SSAValue:
             mask = tr.cast(mask, element)
     scale = a.get("scale")
     if scale is None:
+        if _shape(q)[-1] == DYNAMIC_INDEX:
+            raise CaptureError("scaled_dot_product_attention over a symbolic head dim needs an "
+                               "explicit scale" + (f" at {tr.loc}" if tr.loc else ""))
         scale = 1.0 / math.sqrt(_shape(q)[-1])
     return tr.emit(t.SdpaOp(q, k, v, mask, is_causal=bool(a.get("is_causal")),
                             scale=float(scale), enable_gqa=bool(a.get("enable_gqa"))))
@@ -912,9 +1201,9 @@ def _bmm(tr: _Translator, node: Node, a: dict[str, Any]) -> SSAValue:
 def _reshape(tr: _Translator, node: Node, a: dict[str, Any]) -> SSAValue:
     x = tr.value(a["self"])
     shape = _out_shape(node)
-    if list(_shape(x)) == shape:
+    if list(_shape(x)) == shape and not _input_extents_differ(node, a["self"]):
         return x
-    return tr.emit(t.ReshapeOp(x, shape))
+    return tr.emit(t.ReshapeOp(x, shape, tr.sizes(node.meta["val"].shape)))
 
 
 @_converts("aten.transpose.int")
@@ -946,9 +1235,17 @@ def _unsqueeze(tr: _Translator, node: Node, a: dict[str, Any]) -> SSAValue:
 def _expand(tr: _Translator, node: Node, a: dict[str, Any]) -> SSAValue:
     x = tr.value(a["self"])
     shape = _out_shape(node)
-    if list(_shape(x)) == shape:
+    if list(_shape(x)) == shape and not _input_extents_differ(node, a["self"]):
         return x
-    return tr.emit(t.ExpandOp(x, shape))
+    return tr.emit(t.ExpandOp(x, shape, tr.sizes(node.meta["val"].shape)))
+
+
+def _input_extents_differ(node: Node, source: Any) -> bool:
+    """Whether the symbolic extents of ``source`` and of ``node``'s result differ (two
+    ``?`` types can hold different lengths)."""
+    before = [e.node.expr for e in _example(source).shape if _is_symbolic(e)]
+    after = [e.node.expr for e in node.meta["val"].shape if _is_symbolic(e)]
+    return before != after
 
 
 def _clamp_slice(extent: int, start: int | None, end: int | None) -> tuple[int, int]:
@@ -964,22 +1261,63 @@ def _clamp_slice(extent: int, start: int | None, end: int | None) -> tuple[int, 
 def _slice(tr: _Translator, node: Node, a: dict[str, Any]) -> SSAValue:
     x = tr.value(a["self"])
     dim = t.norm_dim(int(a["dim"]), _rank(x))
-    start, end = _clamp_slice(_shape(x)[dim], a.get("start"), a.get("end"))
     step = int(a.get("step") or 1)
+    extent = _example(a["self"]).shape[dim]
+    start, end = _example(a.get("start")), _example(a.get("end"))
+    if any(_is_symbolic(v) for v in (extent, start, end)):
+        return _symbolic_slice(tr, node, x, dim, (extent, start, end), step)
+    start, end = _clamp_slice(_shape(x)[dim], start, end)
     if start == 0 and end == _shape(x)[dim] and step == 1:
         return x
     return tr.emit(t.SliceOp(x, dim, start, end, step))
+
+
+def _symbolic_slice(tr: _Translator, node: Node, x: SSAValue, dim: int,
+                    bounds: tuple[Any, Any, Any], step: int) -> SSAValue:
+    """A slice whose extent or bounds are symbolic: bounds as ``index`` operands (Python's
+    negative and open bounds resolved against the symbolic extent, as export did)."""
+    import sympy
+    import torch
+
+    extent, start, end = (b.node.expr if isinstance(b, torch.SymInt) else b for b in bounds)
+    length = node.meta["val"].shape[dim]
+    if not _is_symbolic(length):
+        raise CaptureError(f"a slice of a symbolic extent to the static length {length} is not "
+                           "supported" + (f" at {tr.loc}" if tr.loc else ""))
+
+    def resolve(bound: Any, default: Any) -> Any:
+        if bound is None or (isinstance(bound, int) and bound >= 2**62):
+            return default
+        if isinstance(bound, int) and bound < 0:
+            return extent + bound
+        return bound
+
+    lo, hi = resolve(start, sympy.Integer(0)), resolve(end, extent)
+    if sympy.simplify(lo) == 0 and sympy.simplify(hi - extent) == 0 and step == 1:
+        return x
+    return tr.emit(t.SliceOp(x, dim, tr.index(lo), tr.index(hi), step))
 
 
 @_converts("aten.select.int")
 def _select(tr: _Translator, node: Node, a: dict[str, Any]) -> SSAValue:
     x = tr.value(a["self"])
     dim = t.norm_dim(int(a["dim"]), _rank(x))
-    index = int(a["index"])
+    extent = _example(a["self"]).shape[dim]
+    index = _example(a["index"])
+    sizes = tr.sizes(node.meta["val"].shape)
+    if _is_symbolic(extent) or _is_symbolic(index):
+        import torch
+
+        expr = index.node.expr if isinstance(index, torch.SymInt) else index
+        if isinstance(expr, int) and expr < 0:
+            expr = extent.node.expr + expr
+        sliced = tr.emit(t.SliceOp(x, dim, tr.index(expr), tr.index(expr + 1), 1))
+        return tr.emit(t.ReshapeOp(sliced, _out_shape(node), sizes))
+    index = int(index)
     if index < 0:
         index += _shape(x)[dim]
     sliced = tr.emit(t.SliceOp(x, dim, index, index + 1, 1))
-    return tr.emit(t.ReshapeOp(sliced, _out_shape(node)))
+    return tr.emit(t.ReshapeOp(sliced, _out_shape(node), sizes))
 
 
 def _split_parts(tr: _Translator, node: Node, a: dict[str, Any]) -> list[SSAValue]:
@@ -987,16 +1325,19 @@ def _split_parts(tr: _Translator, node: Node, a: dict[str, Any]) -> list[SSAValu
     reshaped where the result drops the dim (``unbind``)."""
     x = tr.value(a["self"])
     dim = t.norm_dim(int(a.get("dim") or 0), _rank(x))
-    shapes = [[int(e) for e in v.shape] for v in node.meta["val"]]
+    if _is_symbolic(_example(a["self"]).shape[dim]):
+        raise CaptureError(f"splitting along the symbolic dim {dim} is not supported"
+                           + (f" at {tr.loc}" if tr.loc else ""))
+    shapes = [_static_or_dynamic(v.shape) for v in node.meta["val"]]
     parts: list[SSAValue] = []
     start = 0
-    for shape in shapes:
+    for shape, val in zip(shapes, node.meta["val"], strict=True):
         size = shape[dim] if len(shape) == _rank(x) else 1
         part = x
         if size != _shape(x)[dim]:
             part = tr.emit(t.SliceOp(x, dim, start, start + size, 1))
         if list(_shape(part)) != shape:
-            part = tr.emit(t.ReshapeOp(part, shape))
+            part = tr.emit(t.ReshapeOp(part, shape, tr.sizes(val.shape)))
         parts.append(part)
         start += size
     return parts

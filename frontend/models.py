@@ -18,6 +18,13 @@ and shapes) and :func:`load_weights` (or :meth:`CapturedProgram.bind`) supplies 
     llmopt.lower(program.module, "lower-to-cuda")
     program = load_weights(program, "/models/Qwen2.5-7B")  # safetensors, read by name
 
+With ``dynamic=True`` the sequence length is a symbol ``seq`` (``?`` in the types, an
+``index`` argument bound from the input's shape): one program for every length up to
+``max_seq`` (the config's ``max_position_embeddings`` by default); ``seq_len`` is then only
+the example length export traces with (at least 2)::
+
+    program = capture_model(model, seq_len=8, dynamic=True, max_seq=2048)
+
 **Attention.** Prefill with no padding and no cache is plain causal attention. Eager
 transformers then calls ``scaled_dot_product_attention(is_causal=True, enable_gqa=True)``;
 under ``torch.export`` it instead materialises a boolean mask (it cannot know that an exported
@@ -507,16 +514,41 @@ def _device_and_dtype(model: torch.nn.Module) -> tuple[torch.device, torch.dtype
     return param.device, param.dtype
 
 
-def capture_model(model: PreTrainedModel, seq_len: int, *, batch: int = 1) -> CapturedProgram:
+SEQ = "seq"
+"""The name of the symbolic sequence length of dynamic captures."""
+
+
+def _seq_bounds(model: torch.nn.Module, seq_len: int, dynamic: bool, max_seq: int | None
+                ) -> dict[str, Any]:
+    """``capture``'s ``max`` argument for a dynamic capture (``{}`` for a static one)."""
+    if not dynamic:
+        if max_seq is not None:
+            raise CaptureError("max_seq bounds a dynamic capture: pass dynamic=True")
+        return {}
+    if max_seq is None:
+        max_seq = getattr(getattr(model, "config", None), "max_position_embeddings", None)
+    if max_seq is None:
+        raise CaptureError("a dynamic capture needs max_seq (the model's config has no "
+                           "max_position_embeddings)")
+    if seq_len < 2 or seq_len > max_seq:
+        raise CaptureError(f"a dynamic capture traces an example length in [2, {max_seq}], "
+                           f"got seq_len={seq_len}")
+    return {SEQ: int(max_seq)}
+
+
+def capture_model(model: PreTrainedModel, seq_len: int, *, batch: int = 1,
+                  dynamic: bool = False, max_seq: int | None = None) -> CapturedProgram:
     """Capture ``model`` (a causal LM) as ``forward(input_ids: i64[batch, seq_len]) ->
     logits[batch, seq_len, vocab]``: prefill of ``seq_len`` tokens, positions ``0 ..
     seq_len - 1``, causal attention, no cache. Weights keep their ``state_dict`` names;
-    a ``meta`` model gives ``meta`` params (see :func:`load_weights`)."""
+    a ``meta`` model gives ``meta`` params (see :func:`load_weights`). With ``dynamic`` the
+    length is the symbol ``seq``, at most ``max_seq`` (see the module docstring)."""
     import torch
 
     if seq_len < 1 or batch < 1:
         raise CaptureError(f"seq_len and batch must be positive, got {seq_len}, {batch}")
     _check_positions(model, seq_len)
+    bounds = _seq_bounds(model, seq_len, dynamic, max_seq)
     device, _ = _device_and_dtype(model)
     call = model.forward
 
@@ -524,8 +556,9 @@ def capture_model(model: PreTrainedModel, seq_len: int, *, batch: int = 1) -> Ca
         return call(input_ids=input_ids, use_cache=False).logits
 
     ids = torch.zeros((batch, seq_len), dtype=torch.long, device=device)
+    spec = {"input_ids": {1: SEQ}} if bounds else None
     with _capturing(model, forward):
-        return capture(model, (ids,))
+        return capture(model, (ids,), dynamic=spec, max=bounds or None)
 
 
 def _check_positions(model: torch.nn.Module, seq_len: int) -> None:
@@ -551,15 +584,18 @@ def head_dim(config: PretrainedConfig) -> int:
     return explicit or config.hidden_size // config.num_attention_heads
 
 
-def capture_layer(model: PreTrainedModel, seq_len: int, *, layer: int = 0, batch: int = 1
-                  ) -> CapturedProgram:
+def capture_layer(model: PreTrainedModel, seq_len: int, *, layer: int = 0, batch: int = 1,
+                  dynamic: bool = False, max_seq: int | None = None) -> CapturedProgram:
     """Capture decoder layer ``layer`` of ``model`` as ``forward(hidden_states: [batch,
     seq_len, hidden], cos: [batch, seq_len, head_dim], sin: ...) -> hidden_states`` (causal
     attention, no cache; ``cos``/``sin`` as :func:`position_embeddings` computes them). Its
-    weights are named as in the whole model's ``state_dict`` (``model.layers.<k>. ...``)."""
+    weights are named as in the whole model's ``state_dict`` (``model.layers.<k>. ...``).
+    With ``dynamic`` the length of all three inputs is the symbol ``seq`` (at most
+    ``max_seq``)."""
     import torch
 
     _check_positions(model, seq_len)
+    bounds = _seq_bounds(model, seq_len, dynamic, max_seq)
     decoder = decoder_layers(model)[layer]
     device, dtype = _device_and_dtype(decoder)
     config = model.config
@@ -573,8 +609,9 @@ def capture_layer(model: PreTrainedModel, seq_len: int, *, layer: int = 0, batch
     x = torch.zeros((batch, seq_len, config.hidden_size), dtype=dtype, device=device)
     cos, sin = (torch.zeros((batch, seq_len, head_dim(config)), dtype=dtype, device=device)
                 for _ in range(2))  # distinct tensors: export would alias one passed twice
+    spec = {name: {1: SEQ} for name in ("hidden_states", "cos", "sin")} if bounds else None
     with _capturing(decoder, forward), _attention_of(config):
-        program = capture(decoder, (x, cos, sin))
+        program = capture(decoder, (x, cos, sin), dynamic=spec, max=bounds or None)
     return prefixed(program, f"{_layers_prefix(model)}{layer}.")
 
 
@@ -756,7 +793,7 @@ def _read_checkpoint(path: Path, wanted: set[str]) -> dict[str, torch.Tensor]:
 
 
 __all__ = [
-    "ATTENTION", "PRESETS", "SUPPORTED_MODEL_TYPES", "ModelError", "build_model",
+    "ATTENTION", "PRESETS", "SEQ", "SUPPORTED_MODEL_TYPES", "ModelError", "build_model",
     "capture_layer", "capture_model", "check_checkpoint", "check_config", "check_finite",
     "computed_buffers", "decoder_layers", "head_dim", "load_weights", "model_config",
     "position_embeddings", "prefixed", "register_attention", "safetensors_index",

@@ -5,6 +5,11 @@ Loop, Tile and Kernel IR it is ``memref.alloc``, kernels (``loop.kernel``, ``til
 or ``kernel.launch`` calls, and ``func.return``. Each op is dispatched by name to the
 interpretation its level registered with :func:`host_impl`; scalar ``arith``/``math`` ops
 (launch sizes, constants) use the shared scalar table.
+
+A function with symbolic extents (``?`` in its types, see :mod:`llmopt.dialects._symbols`) runs
+at any length its symbols allow: :func:`run` binds each symbol argument from the inputs'
+shapes (or checks the value passed for it), and rejects a shape that does not match or a
+length outside the declared bounds with an error naming the argument and the bound.
 """
 
 from __future__ import annotations
@@ -15,6 +20,15 @@ import numpy as np
 from xdsl.dialects.builtin import MemRefType, ModuleOp, TensorType
 from xdsl.ir import Attribute, Operation, SSAValue
 
+from llmopt.dialects._symbols import (
+    BindError,
+    argument_dynamic,
+    bind_arguments,
+    function_symbols,
+    is_dynamic,
+    is_symbolic,
+    shape_of_type,
+)
 from llmopt.interp._core import (
     InterpretError,
     UnsupportedOpError,
@@ -113,12 +127,15 @@ def find_function(module: ModuleOp, func_name: str | None = None) -> Operation:
 
 
 def argument_value(typ: Attribute, value: object, k: int) -> Value:
-    """A fresh copy of input ``value`` as argument ``k`` of type ``typ``."""
+    """A fresh copy of input ``value`` as argument ``k`` of type ``typ`` (a ``?`` extent
+    matches any extent: the symbols were bound and checked before)."""
     dtype = np_dtype(typ)
     if isinstance(typ, TensorType | MemRefType):
         arr = np.array(value, dtype=dtype, copy=True)
-        expected = shape_of(typ)
-        if arr.shape != expected:
+        expected = shape_of_type(typ)
+        if len(arr.shape) != len(expected) or any(
+                got != want for got, want in zip(arr.shape, expected, strict=True)
+                if not is_dynamic(want)):
             raise InterpretError(f"input #{k} has shape {list(arr.shape)}, the function takes "
                                  f"{typ}")
         return arr
@@ -140,6 +157,12 @@ def run(module: ModuleOp, inputs: Sequence[np.ndarray], func_name: str | None = 
     """
     fn = find_function(module, func_name)
     types = list(fn.properties["function_type"].inputs.data)  # type: ignore[attr-defined]
+    if is_symbolic(fn):
+        try:
+            inputs, _ = bind_arguments(fn, inputs)  # type: ignore[assignment]
+        except BindError as err:
+            name = fn.properties["sym_name"].data  # type: ignore[attr-defined]
+            raise InterpretError(f"@{name}: {err}") from None
     if len(inputs) != len(types):
         raise InterpretError(f"@{fn.properties['sym_name'].data} takes {len(types)} inputs, "  # type: ignore[attr-defined]
                              f"{len(inputs)} given")
@@ -184,14 +207,42 @@ def index_extent(value: SSAValue) -> int | None:
     return best
 
 
-def random_inputs(func_op: Operation, seed: int = 0, int_high: int = 16) -> list[np.ndarray]:
+RANDOM_LENGTH_CAP = 64
+"""Random lengths stay at or below this (and the symbol's maximum): the interpreters run
+whole-array numpy, so checks at small lengths are fast and as telling as long ones."""
+
+
+def random_lengths(func_op: Operation, count: int, seed: int = 0) -> list[dict[str, int]]:
+    """``count`` seeded random bindings of ``func_op``'s symbols (all symbols drawn for
+    each), uniform in ``[min, min(max, RANDOM_LENGTH_CAP)]`` and distinct where the range
+    allows; ``[{}]`` for a function without symbols."""
+    if isinstance(func_op, ModuleOp):
+        func_op = find_function(func_op)
+    symbols = function_symbols(func_op)
+    if not symbols:
+        return [{}]
+    rng = np.random.default_rng(seed + 7919)
+    out: list[dict[str, int]] = [{} for _ in range(max(1, count))]
+    for name, sym in symbols.items():
+        high = max(sym.min, min(sym.max, RANDOM_LENGTH_CAP))
+        choices = np.arange(sym.min, high + 1)
+        picked = rng.choice(choices, size=len(out), replace=len(choices) < len(out))
+        for binding, value in zip(out, picked, strict=True):
+            binding[name] = int(value)
+    return out
+
+
+def random_inputs(func_op: Operation, seed: int = 0, int_high: int = 16,
+                  lengths: dict[str, int] | None = None) -> list[np.ndarray]:
     """Seeded random arguments for ``func_op`` (a ``func.func``, or a module: its function).
 
     Floating-point arguments are standard-normal draws (made in f64, then rounded to the
     argument's type, so f32 and f64 versions of a program get the same numbers); integer
     arguments are uniform in ``[0, int_high)``, narrowed to the valid rows when they are
     the indices of an embedding or gather (see :func:`index_extent`); ``i1`` arguments are
-    fair coin flips.
+    fair coin flips. A symbolic function gets the symbol values of ``lengths`` (by default
+    the first binding of :func:`random_lengths`): its ``?`` extents take them, and the
+    symbol arguments are those values.
     """
     if isinstance(func_op, ModuleOp):
         func_op = find_function(func_op)
@@ -199,9 +250,23 @@ def random_inputs(func_op: Operation, seed: int = 0, int_high: int = 16) -> list
     out: list[np.ndarray] = []
     block_args = list(func_op.regions[0].block.args) if func_op.regions[0].blocks else []
     types = func_op.properties["function_type"].inputs.data  # type: ignore[attr-defined]
+    symbols = function_symbols(func_op)
+    if symbols and lengths is None:
+        lengths = random_lengths(func_op, 1, seed)[0]
+    lengths = dict(lengths or {})
+    for name in symbols:
+        if name not in lengths:
+            raise InterpretError(f"no length given for symbol '{name}'")
+    by_arg = {sym.arg: lengths[name] for name, sym in symbols.items()}
     for k, typ in enumerate(types):
+        if k in by_arg:
+            out.append(np.int64(by_arg[k]))  # type: ignore[arg-type]
+            continue
         dtype = np_dtype(typ)
-        shape = shape_of(typ)
+        shape = shape_of_type(typ)
+        if any(is_dynamic(e) for e in shape):
+            names = iter(argument_dynamic(func_op, k) or ())
+            shape = tuple(lengths[next(names)] if is_dynamic(e) else e for e in shape)
         if dtype.kind == "f":
             out.append(rng.standard_normal(shape).astype(dtype))
         elif dtype.kind == "b":

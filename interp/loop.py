@@ -61,11 +61,24 @@ def affine_indices(ev: SimtEvaluator, op: Operation, indices: Sequence[SSAValue]
     return compile_map(amap)([ev.env[v] for v in indices])
 
 
+def clamped(indices: Sequence[Value], shape: Sequence[int], last: int = 1
+            ) -> tuple[Value, ...]:
+    """``indices`` clamped from above into a buffer of ``shape``: ``min(i, extent - 1)``,
+    the innermost ``min(i, extent - last)`` (a copy of ``last`` elements)."""
+    limits = [e - 1 for e in shape]
+    limits[-1] = shape[-1] - last
+    return tuple(np.minimum(i, lim) for i, lim in zip(indices, limits, strict=True))
+
+
 @simt_impl("loop.load")
 def _load(ev: SimtEvaluator, op: Operation) -> None:
-    """A gather through the affine map, bounds-checked."""
+    """A gather through the affine map, bounds-checked (after the clamp, if any)."""
     buffer = buffer_of(ev, op, op.operands[0])
-    ev.env[op.results[0]] = ev.gather(op, buffer, affine_indices(ev, op, op.operands[1:]))
+    indices = affine_indices(ev, op, op.operands[1:])
+    if "clamp" in op.properties:
+        owners = len(ev.owned.get(id(buffer), []))
+        indices = clamped(indices, buffer.shape[owners:])
+    ev.env[op.results[0]] = ev.gather(op, buffer, indices)
 
 
 @simt_impl("loop.store")

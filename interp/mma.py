@@ -7,7 +7,8 @@ consecutive lanes, multiplies, and scatters ``D`` back. The model of the tensor 
 and ``b`` are read as TF32 (the 13 low mantissa bits of each ``f32`` dropped), products are
 exact and the sum of the eight products and ``C`` is rounded once to ``f32`` — the GPU
 accumulates in ``f32`` in an order it does not document, so its results may differ from
-this model in the last bits.
+this model in the last bits. A warp runs it with all of its lanes or none (a block whose
+loop ended before another block's skips it whole); any other mask is a divergence error.
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ from xdsl.ir import Operation
 from llmopt.interp._core import DivergenceError, InterpretError, Value, error
 from llmopt.interp.scalar import scalar_impl
 from llmopt.interp.simt import SimtEvaluator, simt_impl
+from llmopt.target import WARP
 
-WARP = 32
 LOW_BITS = np.uint32(0x1FFF)
 """The mantissa bits of an ``f32`` that TF32 does not keep."""
 
@@ -51,10 +52,12 @@ def _mma_sync(ev: SimtEvaluator, op: Operation) -> None:
     threads = frame[-1]
     if threads % WARP:
         raise error(InterpretError, op, f"needs whole warps, the block has {threads} threads")
-    if ev.mask is not None and not np.broadcast_to(ev.mask, frame).all():
-        raise error(DivergenceError, op, "every thread of a warp must execute it (it sits "
-                    "in divergent control flow)")
     lead = frame[:-1] + (threads // WARP,)
+    if ev.mask is not None:  # a whole warp may skip it (its block left a loop earlier)
+        mask = np.broadcast_to(ev.mask, frame).reshape(lead + (WARP,))
+        if not (mask.all(-1) | ~mask.any(-1)).all():
+            raise error(DivergenceError, op, "every thread of a warp must execute it (it "
+                        "sits in divergent control flow)")
 
     def lanes(k: int) -> np.ndarray:
         """Operand ``k`` as ``[..., warp, g, t]``."""

@@ -8,6 +8,11 @@
   fills each input's segment of the concat axis through that input's map (maps take the
   result coordinates);
 * ``prim.gather`` is ``numpy.take`` along its axis, bounds-checked.
+
+Symbolic extents take their runtime values: an ``elementwise`` op's shape is its inputs'
+(which must agree) or, for a fill, its type with the ``sizes`` operands in the ``?`` dims; an
+``index_map``'s result shape comes from its ``sizes`` and its maps read the ``symbols``
+operands as the map symbols ``s0, s1, ...``.
 """
 
 from __future__ import annotations
@@ -17,14 +22,15 @@ from collections.abc import Sequence
 import numpy as np
 from xdsl.ir import Operation
 
+from llmopt.dialects._symbols import with_extents
 from llmopt.interp._core import (
+    InterpretError,
     OutOfBoundsError,
     Value,
     combiner,
     compile_map,
     error,
     np_dtype,
-    shape_of,
 )
 from llmopt.interp.host import HostInterpreter, host_impl
 from llmopt.interp.scalar import apply_scalar
@@ -34,9 +40,17 @@ from llmopt.interp.scalar import apply_scalar
 def _elementwise(interp: HostInterpreter, op: Operation, args: list[Value]) -> list[Value]:
     """The scalar body once, on whole tensors (``prim.coord`` gives coordinate grids)."""
     typ = op.results[0].type
-    shape = shape_of(typ)
     block = op.regions[0].block
-    env: dict[object, Value] = dict(zip(block.args, args, strict=True))
+    inputs, sizes = args[:len(block.args)], args[len(block.args):]
+    if inputs:
+        shape = tuple(inputs[0].shape)
+        for k, x in enumerate(inputs[1:], 1):
+            if tuple(x.shape) != shape:
+                raise error(InterpretError, op, f"input #{k} has shape {list(x.shape)}, input "
+                            f"#0 has {list(shape)}")
+    else:
+        shape = with_extents(typ, [int(n) for n in sizes])
+    env: dict[object, Value] = dict(zip(block.args, inputs, strict=True))
     value: Value = None
     for inner in block.ops:
         if inner.name == "prim.yield":
@@ -66,9 +80,11 @@ def _reduce(interp: HostInterpreter, op: Operation, args: list[Value]) -> list[V
     return [combiner(kind).reduce(x, axis=dims, keepdims=True)]
 
 
-def _gather(op: Operation, x: np.ndarray, coords: Sequence[Value], k: int) -> Value:
-    """``x[map_k(coords)]``, bounds-checked."""
-    idx = compile_map(op.properties["maps"].data[k].data)(coords)  # type: ignore[attr-defined]
+def _gather(op: Operation, x: np.ndarray, coords: Sequence[Value], k: int,
+            symbols: Sequence[int] = ()) -> Value:
+    """``x[map_k(coords, symbols)]``, bounds-checked."""
+    amap = op.properties["maps"].data[k].data  # type: ignore[attr-defined]
+    idx = compile_map(amap)([*coords, *symbols])
     for dim, (i, extent) in enumerate(zip(idx, x.shape, strict=True)):
         bad = (np.asarray(i) < 0) | (np.asarray(i) >= extent)
         if bad.any():
@@ -96,11 +112,16 @@ def _gather_op(interp: HostInterpreter, op: Operation, args: list[Value]) -> lis
 def _index_map(interp: HostInterpreter, op: Operation, args: list[Value]) -> list[Value]:
     """Gathers through the map(s); the concat form fills one segment per input."""
     typ = op.results[0].type
-    shape = shape_of(typ)
+    n_inputs, n_symbols = len(op.inputs), len(op.symbols)  # type: ignore[attr-defined]
+    symbols = [int(v) for v in args[n_inputs:n_inputs + n_symbols]]
+    shape = with_extents(typ, [int(n) for n in args[n_inputs + n_symbols:]])
+    if any(e < 1 for e in shape):
+        raise error(InterpretError, op, f"result extents {list(shape)} must be positive")
+    args = args[:n_inputs]
     out = np.empty(shape, dtype=np_dtype(typ))
     concat = op.properties.get("concat")
     if concat is None:
-        out[...] = _gather(op, args[0], np.indices(shape, sparse=True), 0)
+        out[...] = _gather(op, args[0], np.indices(shape, sparse=True), 0, symbols)
         return [out]
     axis = concat.value.data  # type: ignore[attr-defined]
     start = 0
@@ -111,6 +132,6 @@ def _index_map(interp: HostInterpreter, op: Operation, args: list[Value]) -> lis
                                           for d in range(len(shape)))]
         segment = tuple(slice(start, stop) if d == axis else slice(None)
                         for d in range(len(shape)))
-        out[segment] = _gather(op, x, coords, k)
+        out[segment] = _gather(op, x, coords, k, symbols)
         start = stop
     return [out]

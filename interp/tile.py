@@ -53,7 +53,7 @@ from llmopt.interp._core import (
     uninitialized,
 )
 from llmopt.interp.host import HostInterpreter, host_impl
-from llmopt.interp.loop import bind_buffers
+from llmopt.interp.loop import bind_buffers, clamped
 from llmopt.interp.simt import InFlight, SimtEvaluator, and_masks, buffer_of, simt_impl
 
 
@@ -164,8 +164,11 @@ def _copied(ev: SimtEvaluator, op: Operation) -> InFlight:
     dst = buffer_of(ev, op, dst_value)
     count = op.properties["count"].value.data  # type: ignore[attr-defined]
     assert isinstance(src_value.type, MemRefType) and isinstance(dst_value.type, MemRefType)
-    source = ev.copy_elements(op, src, ev.owned.get(id(src), []),
-                              _access(ev, op, "src_map", indices), src_value.type, count)
+    start = _access(ev, op, "src_map", indices)
+    if "clamp" in op.properties:
+        start = clamped(start, src_value.type.get_shape(), count)
+    source = ev.copy_elements(op, src, ev.owned.get(id(src), []), start, src_value.type,
+                              count)
     target = ev.copy_elements(op, dst, ev.owned.get(id(dst), []),
                               _access(ev, op, "dst_map", indices), dst_value.type, count)
     flat, tids = ev.copy_lanes([*source, *target], count)

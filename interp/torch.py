@@ -4,6 +4,11 @@ The semantics are PyTorch's (broadcasting binary ops, negative dims, ``keepdim``
 ``x @ w.T + b``, ``softmax`` with the max subtracted, ``rms_norm`` as
 ``x * rsqrt(mean(x^2) + eps) * w``). No torch import is needed: the interpreter is numpy only.
 Ops are dispatched by name, so ops added to the dialect later only need a function here.
+
+Symbolic programs run at the length their inputs have: a ``?`` extent is whatever the
+operands give, and the ``index`` operands of ``reshape``, ``expand``, ``arange`` and ``slice``
+arrive as integer scalars; each result is checked against its type (static extents exactly,
+``?`` extents against the op's index operands where it has them).
 """
 
 from __future__ import annotations
@@ -13,7 +18,8 @@ from collections.abc import Callable
 import numpy as np
 from xdsl.ir import Operation
 
-from llmopt.interp._core import InterpretError, Value, error, np_dtype, shape_of
+from llmopt.dialects._symbols import is_dynamic, shape_of_type, shape_text, with_extents
+from llmopt.interp._core import InterpretError, Value, error, np_dtype
 from llmopt.interp.host import HostInterpreter, host_impl
 
 TorchImpl = Callable[[Operation, list[np.ndarray]], np.ndarray]
@@ -56,9 +62,9 @@ def torch_impl(*names: str) -> Callable[[TorchImpl], TorchImpl]:
                 raise
             except Exception as exc:  # a numpy failure on this op's operands
                 raise error(InterpretError, op, f"{type(exc).__name__}: {exc}") from exc
-            if out.shape != shape_of(typ):
+            if not _fits(out.shape, op, arrays):
                 raise error(InterpretError, op, f"computed shape {list(out.shape)}, the op "
-                            f"declares {typ}")
+                            f"declares {typ}" + _expected(op, arrays))
             return [out.astype(dtype, copy=False)]
 
         for name in names:
@@ -66,6 +72,36 @@ def torch_impl(*names: str) -> Callable[[TorchImpl], TorchImpl]:
         return fn
 
     return register
+
+
+_SIZED = frozenset({"torch.reshape", "torch.expand", "torch.arange"})
+"""Ops whose index operands are the extents of the ``?`` dims of their result."""
+
+
+def _result_shape(op: Operation, args: list[np.ndarray]) -> tuple[int, ...]:
+    """The runtime shape of a sized op's result: its type with each ``?`` replaced by the
+    matching index operand."""
+    typ = op.results[0].type
+    count = sum(is_dynamic(e) for e in shape_of_type(typ))
+    sizes = [int(a) for a in args[len(args) - count:]] if count else []
+    if any(n < 1 for n in sizes):
+        raise error(InterpretError, op, f"extents {sizes} must be positive")
+    return with_extents(typ, sizes)
+
+
+def _fits(shape: tuple[int, ...], op: Operation, args: list[np.ndarray]) -> bool:
+    """Whether a computed ``shape`` is the result type's (``?`` matching any extent, or the
+    index operand of a sized op)."""
+    want = _result_shape(op, args) if op.name in _SIZED else shape_of_type(op.results[0].type)
+    return len(shape) == len(want) and all(
+        is_dynamic(w) or g == w for g, w in zip(shape, want, strict=True))
+
+
+def _expected(op: Operation, args: list[np.ndarray]) -> str:
+    if op.name not in _SIZED or not any(is_dynamic(e)
+                                        for e in shape_of_type(op.results[0].type)):
+        return ""
+    return f" (with its index operands: {shape_text(_result_shape(op, args))})"
 
 
 def _binary(ufunc: np.ufunc) -> TorchImpl:
@@ -213,7 +249,11 @@ def _permute(op: Operation, args: list[np.ndarray]) -> np.ndarray:
 @torch_impl("torch.reshape")
 def _reshape(op: Operation, args: list[np.ndarray]) -> np.ndarray:
     """Row-major reshape."""
-    return args[0].reshape(shape_of(op.results[0].type))
+    shape = _result_shape(op, args)
+    if int(np.prod(shape)) != args[0].size:
+        raise error(InterpretError, op, f"cannot reshape {list(args[0].shape)} "
+                    f"({args[0].size} elements) to {list(shape)}")
+    return args[0].reshape(shape)
 
 
 @torch_impl("torch.unsqueeze")
@@ -226,16 +266,29 @@ def _unsqueeze(op: Operation, args: list[np.ndarray]) -> np.ndarray:
 @torch_impl("torch.expand")
 def _expand(op: Operation, args: list[np.ndarray]) -> np.ndarray:
     """Broadcast to the result shape."""
-    return np.broadcast_to(args[0], shape_of(op.results[0].type))
+    shape = _result_shape(op, args)
+    try:
+        return np.broadcast_to(args[0], shape)
+    except ValueError:
+        raise error(InterpretError, op, f"cannot expand {list(args[0].shape)} to "
+                    f"{list(shape)}") from None
 
 
 @torch_impl("torch.slice")
 def _slice(op: Operation, args: list[np.ndarray]) -> np.ndarray:
-    """A strided slice along one dim."""
-    (x,) = args
+    """A strided slice along one dim (bounds from the properties or the index operands,
+    checked: ``0 <= start <= end <= extent``)."""
+    x = args[0]
     dim = _int(op, "dim") % x.ndim
+    if "start" in op.properties:
+        start, end = _int(op, "start"), _int(op, "end")
+    else:
+        start, end = int(args[1]), int(args[2])
+        if not 0 <= start <= end <= x.shape[dim] or start == end:
+            raise error(InterpretError, op, f"slice bounds [{start}, {end}) must satisfy 0 <= "
+                        f"start < end <= {x.shape[dim]} (the extent of dim {dim})")
     index = [slice(None)] * x.ndim
-    index[dim] = slice(_int(op, "start"), _int(op, "end"), _int(op, "step"))
+    index[dim] = slice(start, end, _int(op, "step"))
     return x[tuple(index)]
 
 
@@ -259,8 +312,13 @@ def _embedding(op: Operation, args: list[np.ndarray]) -> np.ndarray:
 
 @torch_impl("torch.arange")
 def _arange(op: Operation, args: list[np.ndarray]) -> np.ndarray:
-    """``start, start + step, ...`` in the result dtype."""
-    values = np.arange(_int(op, "start"), _int(op, "end"), _int(op, "step"), dtype=np.int64)
+    """``start, start + step, ...`` in the result dtype (as many as the index operand says
+    when the extent is ``?``)."""
+    start, step = _int(op, "start"), _int(op, "step")
+    if "end" in op.properties:
+        values = np.arange(start, _int(op, "end"), step, dtype=np.int64)
+    else:
+        values = start + step * np.arange(_result_shape(op, args)[0], dtype=np.int64)
     return values.astype(np_dtype(op.results[0].type))
 
 

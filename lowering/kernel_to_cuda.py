@@ -112,10 +112,12 @@ from xdsl.traits import MemoryEffectKind, get_effects
 from xdsl.utils.exceptions import PassFailedException
 
 from llmopt.dialects import cuda, kernel, mma
+from llmopt.lowering._extents import reject_symbolic
 from llmopt.lowering._index_range import fits_in_32_bits, launch_grids
-from llmopt.lowering.loop_to_tile import KeepLocation, OpFailure
 from llmopt.lowering.tile_to_kernel import enclosing_func
-from llmopt.passes.tile._schedule import knob, limits
+from llmopt.passes._rewrite import KeepLocation, OpFailure
+from llmopt.passes.tile._schedule import knob
+from llmopt.target import ARCH, DEFAULT_ARCH, STATIC_SMEM, for_arch
 
 __all__ = ["KernelToCuda", "SharedLayout", "shared_layout"]
 
@@ -128,7 +130,6 @@ MMA_TF32 = ("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}
             "{%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13};")
 """The PTX of ``mma.sync``: outputs ``d``, then ``a`` (bits), ``b`` (bits) and ``c``."""
 _INDEX = IndexType()
-_ARCH = re.compile(r"sm_\d+a?")
 
 SHARED_ALIGN = 16
 """Bytes every shared buffer is aligned to (and its size rounded up to)."""
@@ -1093,7 +1094,7 @@ def _element_bytes(t: Attribute) -> int:
     return (_width(t) + 7) // 8
 
 
-def shared_layout(func: kernel.FuncOp, static_limit: int = 48 * 1024) -> SharedLayout:
+def shared_layout(func: kernel.FuncOp, static_limit: int = STATIC_SMEM) -> SharedLayout:
     """The layout of ``func``'s shared buffers: dynamic when they total more than
     ``static_limit`` bytes (CUDA's 48 KiB of static shared memory)."""
     offsets: dict[kernel.SharedOp, int] = {}
@@ -1109,9 +1110,9 @@ def shared_layout(func: kernel.FuncOp, static_limit: int = 48 * 1024) -> SharedL
 
 
 def _check_tensor_cores(module: ModuleOp, arch: str) -> None:
-    """``mma`` ops need sm_80 or newer: an error naming the kernel otherwise (NVRTC's own
-    would name a PTX line)."""
-    if mma.available(arch):
+    """``mma`` ops need an arch with TF32 ``mma.sync`` (sm_80 or newer): an error naming the
+    kernel otherwise (NVRTC's own would name a PTX line)."""
+    if for_arch(arch).has_mma():
         return
     for op in module.walk():
         if isinstance(op, mma.SyncOp | mma.ToTf32Op):
@@ -1154,7 +1155,7 @@ def _retype_index(func: kernel.FuncOp, typ: Attribute) -> None:
 def _shared_layouts(module: ModuleOp, arch: str) -> dict[str, SharedLayout]:
     """Every kernel's shared-memory layout; raises when a kernel needs more shared memory
     than a block may use on ``arch``."""
-    gpu = limits(arch)
+    gpu = for_arch(arch)
     layouts: dict[str, SharedLayout] = {}
     for func in module.ops:
         if not isinstance(func, kernel.FuncOp):
@@ -1171,7 +1172,7 @@ def _shared_layouts(module: ModuleOp, arch: str) -> dict[str, SharedLayout]:
 def _size_launches(module: ModuleOp, layouts: dict[str, SharedLayout], arch: str) -> None:
     """Give every launch of a kernel with dynamic shared memory at least the bytes its
     buffers take (``smem``), and check each launch's total against ``arch``'s limit."""
-    limit = limits(arch).max_smem
+    limit = for_arch(arch).max_smem
     for launch in module.walk():
         if not isinstance(launch, kernel.LaunchOp):
             continue
@@ -1265,13 +1266,14 @@ class KernelToCuda(ModulePass):
 
     name = "kernel-to-cuda"
 
-    arch: str = "sm_90"
+    arch: str = DEFAULT_ARCH
     index_bitwidth: int = 64
     min_blocks: int = 0
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         """Rewrite ``op`` in place."""
-        if not _ARCH.fullmatch(self.arch):
+        reject_symbolic(op, self.name)
+        if not ARCH.fullmatch(self.arch):
             raise PassFailedException(f"kernel-to-cuda: arch must look like 'sm_90', got "
                                       f"'{self.arch}'")
         if self.index_bitwidth not in (32, 64):

@@ -14,7 +14,10 @@ bound buffers) whose launch shape and loop-to-GPU mapping are written down as op
   a row computation such as RMSNorm or softmax), or holds a ``loop.reduce`` and the band has
   fewer than ``coop_threshold`` points (too few for one thread per point, e.g. GEMV), or holds
   only reductions that each read one buffer along its innermost coordinate (a row sum: one
-  thread per row would read addresses a row apart from its neighbours'):
+  thread per row would read addresses a row apart from its neighbours'), or is a
+  matrix-vector product (one band dimension wider than 1) whose reductions read rows of a
+  weight along their innermost coordinate (one thread per output would read them a row
+  apart):
   ``tile.forall over blocks`` over the band; each ``loop.reduce`` directly in its body becomes
   a ``tile.coop_reduce`` (the block's threads share it), each ``loop.for`` nest directly in it
   becomes a ``tile.forall over block_threads`` (its perfect chain flattened), each run of
@@ -38,12 +41,11 @@ scheduling passes at Tile IR refine it.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import UNKNOWN_LOC, FileLineColLoc, ModuleOp, StringAttr
+from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.ir.affine import AffineDimExpr
 from xdsl.passes import ModulePass
@@ -58,56 +60,13 @@ from xdsl.traits import IsTerminator, is_side_effect_free
 from xdsl.utils.exceptions import PassFailedException
 
 from llmopt.dialects import loop, tile
+from llmopt.lowering._extents import reject_symbolic
 from llmopt.lowering._symbols import unique_name
+from llmopt.passes._rewrite import KeepLocation, fail
+from llmopt.target import ARCH, DEFAULT_ARCH, MAX_THREADS_PER_BLOCK, WARP
 
-WARP = 32
 MAX_GRID = 2**31 - 1
 MAX_POINTS = 2**63 - 1
-
-
-class OpFailure(PassFailedException):
-    """A pass cannot handle ``op``: the message names the op and, when known, its source
-    position; ``llm-opt`` prints it like a verifier error, with the source line marked."""
-
-    def __init__(self, op: Operation, message: str) -> None:
-        where = ""
-        if isinstance(op.location, FileLineColLoc):
-            loc = op.location
-            where = f"{loc.filename.data}:{loc.line.data}:{loc.column.data}: "
-        super().__init__(f"{where}'{op.name}' op: {message}")
-        self.op = op
-        self.detail = message
-
-
-def fail(op: Operation, message: str) -> PassFailedException:
-    """A diagnostic naming ``op`` (and its source position when known)."""
-    return OpFailure(op, message)
-
-
-@dataclass
-class KeepLocation(RewritePattern):
-    """Applies ``pattern``; every op it inserts without a location (and every such op nested
-    in it) gets the location of the op the pattern matched, so that diagnostics of later
-    passes still point at the source."""
-
-    pattern: RewritePattern
-
-    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
-        location = op.location
-        if location == UNKNOWN_LOC:
-            self.pattern.match_and_rewrite(op, rewriter)
-            return
-
-        def stamp(new: Operation) -> None:
-            for inner in new.walk():
-                if inner.location == UNKNOWN_LOC:
-                    inner.location = location
-
-        rewriter.operation_insertion_handler.append(stamp)
-        try:
-            self.pattern.match_and_rewrite(op, rewriter)
-        finally:
-            rewriter.operation_insertion_handler.remove(stamp)
 
 
 def round_up(value: int, multiple: int) -> int:
@@ -265,14 +224,35 @@ def reads_one_row(red: loop.ReduceOp) -> bool:
     return len(buffers) == 1
 
 
+def reads_rows_apart(red: loop.ReduceOp, iv: SSAValue) -> bool:
+    """Whether ``red`` reads a buffer with its index alone in the innermost coordinate and
+    the band's ``iv`` in another one (a weight row ``W[n, k]`` of a matrix-vector product):
+    threads on consecutive ``iv`` would read addresses a row apart."""
+    k = red.body.block.args[0]
+    for op in red.body.walk():
+        if isinstance(op, loop.LoadOp) and k in op.indices and iv in op.indices:
+            last = op.map.data.results[-1]
+            if (isinstance(last, AffineDimExpr) and op.indices[last.position] is k
+                    and any(iv is op.indices[d] for r in op.map.data.results[:-1]
+                            for d in r.used_dims())):
+                return True
+    return False
+
+
 def choose_schedule(extents: Sequence[int], body: Block, block_size: int,
-                    coop_threshold: int) -> Schedule:
-    """The default schedule of a band with ``extents`` whose innermost body is ``body``."""
+                    coop_threshold: int, ivs: Sequence[SSAValue] = ()) -> Schedule:
+    """The default schedule of a band with ``extents`` (induction variables ``ivs``) whose
+    innermost body is ``body``."""
     points = product(extents)
     reduces = [op for op in body.ops if isinstance(op, loop.ReduceOp)]
     fors = [op for op in body.ops if isinstance(op, loop.ForOp)]
     row_reads = bool(reduces) and all(reads_one_row(r) for r in reduces)
-    if fors or (reduces and (points < coop_threshold or row_reads)):
+    # A matrix-vector product (one band dimension wider than 1: nothing for register-tile
+    # to tile) reading weight rows along its sum: a block per output reads them coalesced.
+    wide = [iv for iv, e in zip(ivs, extents, strict=False) if e > 1]
+    gemv = (bool(reduces) and len(wide) == 1
+            and all(reads_rows_apart(r, wide[0]) for r in reduces))
+    if fors or (reduces and (points < coop_threshold or row_reads or gemv)):
         widths = [r.trip_count for r in reduces] + [inner_nest_points(f) for f in fors]
         width = max(widths)
         if points >= coop_threshold:  # rows enough to fill the GPU: several points a thread
@@ -520,8 +500,8 @@ class ScheduleKernel(RewritePattern):
                     raise fail(unit.band[0], f"the loop nest {extents} has {product(extents)} "
                                              f"points, more than an index counts ({MAX_POINTS})")
                 unit.schedule = choose_schedule(
-                    extents, band_body(unit.band), self.block_size, self.coop_threshold
-                )
+                    extents, band_body(unit.band), self.block_size, self.coop_threshold,
+                    [f.body.block.args[0] for f in unit.band])
             else:
                 # Full reductions and loop nests that use their results: one block's
                 # threads share them (row schedule); scalar stores: one thread.
@@ -562,9 +542,6 @@ class ScheduleKernel(RewritePattern):
         rewriter.replace(op, new_kernels, [])
 
 
-_ARCH = re.compile(r"sm_\d+a?")
-
-
 @dataclass(frozen=True)
 class LoopToTile(ModulePass):
     """Lower Loop IR to Tile IR with the default schedule (see the module docstring).
@@ -577,20 +554,21 @@ class LoopToTile(ModulePass):
 
     name = "loop-to-tile"
 
-    arch: str = "sm_90"
+    arch: str = DEFAULT_ARCH
     block_size: int = 256
     coop_threshold: int = 4096
     max_grid: int = MAX_GRID
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        if not _ARCH.fullmatch(self.arch):
+        reject_symbolic(op, self.name)
+        if not ARCH.fullmatch(self.arch):
             raise PassFailedException(f"loop-to-tile: arch must look like 'sm_90', got "
                                       f"'{self.arch}'")
-        if not (WARP <= self.block_size <= tile.MAX_THREADS_PER_BLOCK
+        if not (WARP <= self.block_size <= MAX_THREADS_PER_BLOCK
                 and self.block_size % WARP == 0):
             raise PassFailedException(
                 f"loop-to-tile: block_size must be a multiple of {WARP} in "
-                f"[{WARP}, {tile.MAX_THREADS_PER_BLOCK}], got {self.block_size}"
+                f"[{WARP}, {MAX_THREADS_PER_BLOCK}], got {self.block_size}"
             )
         if self.coop_threshold < 0 or not 1 <= self.max_grid <= MAX_GRID:
             raise PassFailedException(

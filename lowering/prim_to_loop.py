@@ -54,6 +54,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.transforms.reconcile_unrealized_casts import reconcile_unrealized_casts
 
 from llmopt.dialects import loop, prim
+from llmopt.lowering._extents import reject_symbolic
 
 
 def to_memref(typ: Attribute) -> Attribute:
@@ -303,6 +304,7 @@ class PrimToLoop(ModulePass):
     name = "prim-to-loop"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        reject_symbolic(op, self.name)
         names = _Names()
         PatternRewriteWalker(
             GreedyRewritePatternApplier(

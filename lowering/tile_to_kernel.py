@@ -27,7 +27,9 @@ Matches every ``tile.kernel`` and, inside the resulting kernels, every ``tile.fo
   affine map computed by ``arith`` index ops. ``floordiv``/``mod``/``ceildiv`` are exact for
   negative operands (``floordivsi``, ``((a rem c) + c) rem c``, ``ceildivsi``) unless a range
   analysis over the loop extents proves the operand non-negative (then ``divui``/``remui``,
-  or nothing when ``a mod c`` is ``a``).
+  or nothing when ``a mod c`` is ``a``). A ``clamp`` load (or copy source) gets each
+  coordinate the range analysis cannot bound below the buffer's last index through an
+  ``arith.minsi`` with it (the innermost of a copy of ``n`` with ``extent - n``).
 * ``tile.coop_reduce`` over a block of B threads (B a multiple of 32): each thread folds
   ``k = tid, tid + B, ...`` into a private accumulator, the warp folds it with
   ``kernel.shuffle_xor`` 16, 8, 4, 2, 1 (every lane gets the warp's total); with more than one
@@ -94,10 +96,11 @@ from xdsl.pattern_rewriter import (
 from xdsl.rewriter import InsertPoint
 
 from llmopt.dialects import kernel, loop, tile
+from llmopt.lowering._extents import reject_symbolic
 from llmopt.lowering._symbols import unique_name
-from llmopt.lowering.loop_to_tile import KeepLocation, fail
+from llmopt.passes._rewrite import KeepLocation, fail
+from llmopt.target import WARP
 
-WARP = 32
 MAX_UNROLLED_ROUNDS = 32
 SHUFFLE_OFFSETS = (16, 8, 4, 2, 1)
 INDEX = IndexType()
@@ -198,12 +201,42 @@ def value_range(value: SSAValue) -> Range:
             lb, ub = value_range(parent.lb), value_range(parent.ub)
             if lb[0] is not None and lb[0] >= 0 and ub[1] is not None and ub[1] > lb[0]:
                 return (lb[0], ub[1] - 1)
+        if isinstance(parent, scf.ForOp) and value.index:
+            return _wrapping_counter(parent, value.index - 1)
         return UNKNOWN
     owner = value.owner
     if isinstance(owner, arith.ConstantOp) and isinstance(owner.value, IntegerAttr):
         v = owner.value.value.data
         return (v, v)
     return UNKNOWN
+
+
+def _wrapping_counter(loop_op: scf.ForOp, k: int) -> Range:
+    """The range of ``loop_op``'s ``k``-th ``iter_arg`` when it is a counter that starts at a
+    constant in ``[0, c)`` and is stepped as ``select(x + 1 < c, x + 1, 0)`` (what
+    ``async-copy`` carries): ``[0, c - 1]``; else unknown."""
+    yielded = loop_op.body.block.last_op
+    if not isinstance(yielded, scf.YieldOp) or k >= len(yielded.operands):
+        return UNKNOWN
+    select = yielded.operands[k].owner
+    if not isinstance(select, arith.SelectOp):
+        return UNKNOWN
+    cmp, stepped, zero = select.operands
+    cond = cmp.owner
+    if not (isinstance(cond, arith.CmpiOp) and cond.predicate.value.data == SLT
+            and cond.lhs is stepped and value_range(zero) == (0, 0)):
+        return UNKNOWN
+    limit = value_range(cond.rhs)
+    init = value_range(loop_op.iter_args[k])
+    if limit[0] is None or limit[0] != limit[1] or init[0] is None or init[1] is None:
+        return UNKNOWN
+    if 0 <= init[0] and init[1] < limit[0]:
+        return (0, limit[0] - 1)
+    return UNKNOWN
+
+
+SLT = 2
+"""``arith.cmpi``'s predicate number for "signed less than"."""
 
 
 def _add(a: int | None, b: int | None) -> int | None:
@@ -229,6 +262,19 @@ class AffineEmitter:
     def results(self, amap: AffineMap) -> list[SSAValue]:
         """One ``index`` value per result of ``amap``."""
         return [self.expr(e)[0] for e in amap.results]
+
+    def clamped(self, amap: AffineMap, shape: Sequence[int], last: int = 1) -> list[SSAValue]:
+        """The results of ``amap`` clamped from above into a buffer of ``shape`` (the
+        innermost to ``extent - last``): an ``arith.minsi`` wherever the range analysis
+        cannot show the coordinate is below the limit already."""
+        out = []
+        for d, e in enumerate(amap.results):
+            value, (_, hi) = self.expr(e)
+            limit = shape[d] - (last if d == len(shape) - 1 else 1)
+            if hi is None or hi > limit:
+                value = self.emit(arith.MinSIOp(value, self.emit.index(limit)))
+            out.append(value)
+        return out
 
     def expr(self, e: AffineExpr) -> tuple[SSAValue, Range]:
         """The value of ``e`` and its range."""
@@ -294,6 +340,12 @@ class AffineEmitter:
         return emit(arith.CeilDivSIOp(lhs, emit.index(c))), out
 
 
+def memref_shape(value: SSAValue) -> tuple[int, ...]:
+    """The static shape of a memref value."""
+    assert isinstance(value.type, MemRefType)
+    return value.type.get_shape()
+
+
 @dataclass
 class LowerLoad(RewritePattern):
     """``loop.load %b[map(ivs)]`` → index arithmetic + ``kernel.load %b[...]``."""
@@ -301,7 +353,11 @@ class LowerLoad(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: loop.LoadOp, rewriter: PatternRewriter) -> None:
         emit = Emitter(rewriter, InsertPoint.before(op))
-        indices = AffineEmitter(emit, op.indices).results(op.map.data)
+        affine = AffineEmitter(emit, op.indices)
+        if op.clamped:
+            indices = affine.clamped(op.map.data, memref_shape(op.buffer))
+        else:
+            indices = affine.results(op.map.data)
         new = kernel.LoadOp(op.buffer, indices)
         new.attributes |= op.attributes
         rewriter.replace(op, new)
@@ -316,7 +372,10 @@ class LowerCopy(RewritePattern):
     def match_and_rewrite(self, op: tile.CopyBase, rewriter: PatternRewriter) -> None:
         emit = Emitter(rewriter, InsertPoint.before(op))
         affine = AffineEmitter(emit, op.indices)
-        src = affine.results(op.src_map.data)
+        if op.clamped:
+            src = affine.clamped(op.src_map.data, memref_shape(op.src), op.elements)
+        else:
+            src = affine.results(op.src_map.data)
         dst = affine.results(op.dst_map.data)
         cls = kernel.AsyncCopyOp if isinstance(op, tile.AsyncCopyOp) else kernel.CopyOp
         new = cls(op.src, src, op.dst, dst, op.elements)
@@ -820,6 +879,7 @@ class TileToKernel(ModulePass):
     name = "tile-to-kernel"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        reject_symbolic(op, self.name)
         taken: set[str] = set()
         for inner in op.walk():
             sym = inner.properties.get("sym_name")

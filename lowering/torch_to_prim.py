@@ -33,6 +33,17 @@ ops computing the same tensor. The function signature is kept; tensors stay tens
 
 Reductions and contractions over ``f16``/``bf16`` accumulate in ``f32`` (as PyTorch does):
 the product/cast feeding the ``prim.reduce`` widens, the last elementwise step narrows.
+
+**Symbolic extents.** A program with ``?`` extents lowers the same way; every op whose result
+extent does not follow from its inputs gets the ``index`` value of that extent, found by
+:func:`llmopt.lowering._extents.extent_of` (a symbol argument, or a ``sizes`` operand):
+broadcasts to a ``?`` dim are ``prim.index_map ... sizes(%seq)``, a ``slice`` with ``index``
+bounds reads ``d * step + s0`` with ``symbols(%start)`` and the extent ``ceildiv(end - start,
+step)`` computed by ``arith`` ops, ``cat`` along a ``?`` axis offsets its segments by map
+symbols, a dynamic ``arange`` is a fill with ``sizes``. Reshape maps group a ``?`` extent with
+static ones (``[?, 64] -> [?, 4, 16]``, ``[1, ?, 8] -> [?]``) as long as it stays the
+outermost extent of its group. ``mean`` and ``rms_norm`` over a ``?`` dim (whose ``1/N`` would
+be a runtime value) are rejected, naming the op.
 """
 
 from __future__ import annotations
@@ -58,7 +69,13 @@ from xdsl.dialects.builtin import (
     i64,
 )
 from xdsl.ir import Attribute, Block, Operation, SSAValue
-from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr, AffineExpr, AffineMap
+from xdsl.ir.affine import (
+    AffineConstantExpr,
+    AffineDimExpr,
+    AffineExpr,
+    AffineMap,
+    AffineSymExpr,
+)
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
     GreedyRewritePatternApplier,
@@ -70,9 +87,23 @@ from xdsl.pattern_rewriter import (
 from xdsl.utils.exceptions import PassFailedException
 
 from llmopt.dialects import torch as t
+from llmopt.dialects._symbols import has_dynamic, is_dynamic
 from llmopt.dialects.prim import CoordOp, ElementwiseOp, GatherOp, IndexMapOp, ReduceOp, YieldOp
+from llmopt.lowering._extents import (
+    Extent,
+    ExtentError,
+    Polynomial,
+    dynamic_values,
+    extents_of,
+    multiply,
+    polynomial,
+    static_shape,
+)
+from llmopt.lowering.loop_to_tile import fail
 
-Shape = tuple[int, ...]
+Shape = tuple[Extent, ...]
+"""A shape as the lowering sees it: static extents are ints, ``?`` extents the ``index``
+values that hold them (see :mod:`llmopt.lowering._extents`)."""
 
 _WIDTH = {Float16Type: 16, BFloat16Type: 16, Float32Type: 32, Float64Type: 64}
 
@@ -87,9 +118,35 @@ def accumulator_type(element: Attribute) -> Attribute:
 
 
 def _shape(value: SSAValue) -> Shape:
+    """The extents of ``value``: ints, with the ``index`` value of each ``?``."""
     typ = value.type
     assert isinstance(typ, TensorType)
-    return tuple(typ.get_shape())
+    if not has_dynamic(typ):
+        return tuple(typ.get_shape())
+    return extents_of(value)
+
+
+def _same(a: Extent, b: Extent) -> bool:
+    """Whether two extents are equal: equal ints, or the same polynomial of ``index``
+    values."""
+    return a == b if isinstance(a, int) and isinstance(b, int) else polynomial(a) == polynomial(b)
+
+
+def _same_shape(a: Sequence[Extent], b: Sequence[Extent]) -> bool:
+    return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+
+
+def broadcast_extents(*shapes: Shape) -> Shape:
+    """NumPy broadcasting of verified shapes: per dim the extent that is not 1 (the first
+    ``?`` where several operands have one: the verifier accepted them as equal)."""
+    rank = max((len(s) for s in shapes), default=0)
+    out: list[Extent] = []
+    for k in range(rank):
+        extents = [s[len(s) - rank + k] for s in shapes if len(s) - rank + k >= 0]
+        big = [e for e in extents if not (isinstance(e, int) and e == 1)]
+        dynamic = [e for e in big if not isinstance(e, int)]
+        out.append(dynamic[0] if dynamic else (big[0] if big else 1))
+    return tuple(out)
 
 
 def _element(value: SSAValue) -> Attribute:
@@ -102,59 +159,105 @@ def _dims(rank: int) -> list[AffineExpr]:
     return [AffineDimExpr(i) for i in range(rank)]
 
 
-def broadcast_map(src: Shape, dst: Shape) -> AffineMap:
+def broadcast_map(src: Sequence[Extent], dst: Sequence[Extent]) -> AffineMap:
     """NumPy broadcast of ``src`` to ``dst`` (right-aligned; stretched unit dims read 0)."""
     offset = len(dst) - len(src)
     exprs: list[AffineExpr] = []
     for j, extent in enumerate(src):
         i = j + offset
-        exprs.append(AffineConstantExpr(0) if extent == 1 and dst[i] != 1 else AffineDimExpr(i))
+        stretched = isinstance(extent, int) and extent == 1 and not _same(dst[i], 1)
+        exprs.append(AffineConstantExpr(0) if stretched else AffineDimExpr(i))
     return AffineMap(len(dst), 0, tuple(exprs))
 
 
-def reshape_map(src: Shape, dst: Shape) -> AffineMap:
+def _product(extents: Sequence[Extent]) -> Polynomial:
+    """The product of ``extents`` as a :func:`~llmopt.lowering._extents.polynomial`."""
+    out = polynomial(1)
+    for e in extents:
+        out = multiply(out, polynomial(e))
+    return out
+
+
+def _smaller(a: Polynomial, b: Polynomial) -> bool:
+    """Whether the (unequal) product ``a`` divides ``b`` properly: both single terms, the
+    atoms of ``a`` a sub-multiset of ``b``'s (the coefficient smaller when they are the
+    same); raises ``ValueError`` when the two cannot be related."""
+    if len(a) != 1 or len(b) != 1:
+        raise ValueError("the symbolic extents of the two shapes do not match up")
+    (atoms_a, coef_a), (atoms_b, coef_b) = a[0], b[0]
+    rest = list(atoms_b)
+    for atom in atoms_a:
+        if atom not in rest:
+            break
+        rest.remove(atom)
+    else:
+        if rest or coef_a < coef_b:
+            return True
+    rest = list(atoms_a)
+    for atom in atoms_b:
+        if atom not in rest:
+            raise ValueError("the symbolic extents of the two shapes do not match up")
+        rest.remove(atom)
+    return False
+
+
+def reshape_map(src: Sequence[Extent], dst: Sequence[Extent]) -> AffineMap:
     """Row-major reshape of ``src`` into ``dst`` as a map from ``dst`` to ``src`` coordinates.
 
     Unit dims of ``src`` read 0; the other dims are grouped into runs whose extents multiply
     to the same product on both sides. A run of one dim on each side maps straight through;
     otherwise the ``dst`` coordinates of the run are linearised and delinearised into ``src``
-    with ``floordiv``/``mod`` by its strides.
+    with ``floordiv``/``mod`` by its strides. A symbolic extent (an ``index`` value) may only
+    be the outermost extent of its run on each side: strides stay constants.
     """
-    if math.prod(src) != math.prod(dst):
-        raise ValueError(f"cannot reshape {list(src)} to {list(dst)}")
+    if _product(src) != _product(dst):
+        raise ValueError(f"cannot reshape {_text(src)} to {_text(dst)}")
     exprs: list[AffineExpr] = [AffineConstantExpr(0) for _ in src]
-    src_nz = [j for j, e in enumerate(src) if e != 1]
-    dst_nz = [i for i, e in enumerate(dst) if e != 1]
+    src_nz = [j for j, e in enumerate(src) if not _same(e, 1)]
+    dst_nz = [i for i, e in enumerate(dst) if not _same(e, 1)]
     p = q = 0
     while p < len(src_nz) and q < len(dst_nz):
         group_src, group_dst = [src_nz[p]], [dst_nz[q]]
-        size_src, size_dst = src[src_nz[p]], dst[dst_nz[q]]
+        size_src, size_dst = _product([src[src_nz[p]]]), _product([dst[dst_nz[q]]])
         p, q = p + 1, q + 1
         while size_src != size_dst:
-            if size_src < size_dst:
+            if _smaller(size_src, size_dst):
+                if p == len(src_nz):
+                    raise ValueError(f"cannot reshape {_text(src)} to {_text(dst)}")
                 group_src.append(src_nz[p])
-                size_src *= src[src_nz[p]]
+                size_src = _product([src[j] for j in group_src])
                 p += 1
             else:
+                if q == len(dst_nz):
+                    raise ValueError(f"cannot reshape {_text(src)} to {_text(dst)}")
                 group_dst.append(dst_nz[q])
-                size_dst *= dst[dst_nz[q]]
+                size_dst = _product([dst[i] for i in group_dst])
                 q += 1
         if len(group_src) == 1 and len(group_dst) == 1:
             exprs[group_src[0]] = AffineDimExpr(group_dst[0])
             continue
+        inner = [dst[i] for i in group_dst[1:]] + [src[j] for j in group_src[1:]]
+        if not all(isinstance(e, int) for e in inner):
+            raise ValueError(f"reshape {_text(src)} to {_text(dst)} merges or splits a symbolic "
+                             "extent that is not the outermost of its group")
         linear: AffineExpr = AffineConstantExpr(0)
         stride = 1
         for i in reversed(group_dst):
             linear = AffineDimExpr(i) * stride + linear
-            stride *= dst[i]
+            if i != group_dst[0]:
+                stride *= dst[i]  # type: ignore[assignment]
         stride = 1
         for pos, j in reversed(list(enumerate(group_src))):
             expr = linear if stride == 1 else linear // stride
             if pos > 0:
-                expr = expr % src[j]
+                expr = expr % src[j]  # type: ignore[operator]
+                stride *= src[j]  # type: ignore[assignment]
             exprs[j] = expr
-            stride *= src[j]
     return AffineMap(len(dst), 0, tuple(exprs))
+
+
+def _text(shape: Sequence[Extent]) -> str:
+    return "[" + ", ".join(str(e) if isinstance(e, int) else "?" for e in shape) + "]"
 
 
 def _is_integer(typ: Attribute) -> bool:
@@ -297,10 +400,13 @@ class Emitter:
 
     ops: list[Operation] = field(default_factory=list[Operation])
 
-    def elementwise(self, inputs: Sequence[SSAValue], shape: Sequence[int],
+    def elementwise(self, inputs: Sequence[SSAValue], shape: Sequence[Extent],
                     element: Attribute, body: Body) -> SSAValue:
-        """``prim.elementwise`` over ``inputs`` (all of ``shape``) with the scalar ``body``."""
-        op, block = ElementwiseOp.build(list(inputs), TensorType(element, list(shape)))
+        """``prim.elementwise`` over ``inputs`` (all of ``shape``) with the scalar ``body``
+        (a fill, without inputs, takes the ``?`` extents of ``shape`` as its sizes)."""
+        sizes = [] if inputs else dynamic_values(shape)
+        op, block = ElementwiseOp.build(list(inputs), TensorType(element, static_shape(shape)),
+                                        sizes)
         builder = ScalarBuilder(block)
         block.add_op(YieldOp(body(builder, *block.args)))
         self.ops.append(op)
@@ -310,22 +416,35 @@ class Emitter:
         """A rank-0 tensor holding ``value``."""
         return self.elementwise([], (), element, lambda b: b.const(value, element))
 
-    def index_map(self, value: SSAValue, amap: AffineMap, shape: Sequence[int]) -> SSAValue:
-        op = IndexMapOp([value], [amap], TensorType(_element(value), list(shape)))
+    def index_map(self, value: SSAValue, amap: AffineMap, shape: Sequence[Extent],
+                  symbols: Sequence[SSAValue] = ()) -> SSAValue:
+        """``prim.index_map`` of one input (``sizes``: the ``?`` extents of ``shape``)."""
+        op = IndexMapOp([value], [amap], TensorType(_element(value), static_shape(shape)),
+                        sizes=dynamic_values(shape), symbols=symbols)
         self.ops.append(op)
         return op.result
 
-    def broadcast(self, value: SSAValue, shape: Sequence[int]) -> SSAValue:
+    def index(self, op: Operation) -> SSAValue:
+        """Append an ``arith`` op computing an ``index`` value; return its result."""
+        self.ops.append(op)
+        return op.results[0]
+
+    def append(self, op: Operation) -> SSAValue:
+        """Append ``op``; return its (first) result."""
+        self.ops.append(op)
+        return op.results[0]
+
+    def broadcast(self, value: SSAValue, shape: Sequence[Extent]) -> SSAValue:
         """``value`` broadcast to ``shape``; itself when it already has that shape."""
         shape = tuple(shape)
-        if _shape(value) == shape:
+        if _same_shape(_shape(value), shape):
             return value
         return self.index_map(value, broadcast_map(_shape(value), shape), shape)
 
-    def reshape(self, value: SSAValue, shape: Sequence[int]) -> SSAValue:
+    def reshape(self, value: SSAValue, shape: Sequence[Extent]) -> SSAValue:
         """``value`` reshaped (row-major) to ``shape``; itself when the shape is unchanged."""
         shape = tuple(shape)
-        if _shape(value) == shape:
+        if _same_shape(_shape(value), shape):
             return value
         return self.index_map(value, reshape_map(_shape(value), shape), shape)
 
@@ -341,8 +460,8 @@ class Emitter:
         return self.elementwise([value], _shape(value), element, lambda b, x: b.cast(x, element))
 
     def contract(self, a: SSAValue, a_map: AffineMap, b: SSAValue, b_map: AffineMap,
-                 prod_shape: Sequence[int], out_shape: Sequence[int], out_element: Attribute
-                 ) -> SSAValue:
+                 prod_shape: Sequence[Extent], out_shape: Sequence[Extent],
+                 out_element: Attribute) -> SSAValue:
         """``out = sum_k A'[.., k] * B'[.., k]``: broadcast both operands to ``prod_shape``
         (whose last dim is ``k``) with the given maps, multiply, reduce the last dim with
         ``add`` and drop it (reshaping to ``out_shape``); the result is ``out_element``."""
@@ -358,7 +477,78 @@ class Emitter:
 
 
 def _result_shape(op: t.TorchOp) -> Shape:
-    return _shape(op.results[0])
+    """The extents of ``op``'s result: its type's, with the ``index`` value of each ``?``
+    derived from the operands' extents as the op computes its shape."""
+    typ = op.results[0].type
+    assert isinstance(typ, TensorType)
+    if not has_dynamic(typ):
+        return tuple(typ.get_shape())
+    try:
+        extents = _derived_extents(op)
+    except ExtentError as err:
+        raise fail(op, f"cannot find the runtime extents of the result: {err}") from None
+    if extents is None:
+        raise fail(op, "cannot find the runtime extents of the result (an op with ? extents "
+                   "that torch-to-prim does not know)")
+    return extents
+
+
+def _derived_extents(op: t.TorchOp) -> Shape | None:
+    """The result extents of a torch op from its operands' (``None`` for ops it cannot
+    tell: ``slice`` and ``cat`` along a ``?`` dim compute theirs with ``arith`` ops)."""
+    typ = op.results[0].type
+    assert isinstance(typ, TensorType)
+    static = tuple(typ.get_shape())
+    operands = [_shape(v) for v in op.tensor_operands]
+    if op.INDEX_OPERANDS and not isinstance(op, t.SliceOp):
+        sizes = iter(op.index_operands)
+        return tuple(next(sizes) if is_dynamic(e) else e for e in static)
+    if isinstance(op, t.BinaryOp | t.CompareOp | t.LogicalOp | t.WhereOp):
+        return broadcast_extents(*operands)
+    if isinstance(op, t.UnaryOp | t.PowOp | t.ToOp | t.SoftmaxOp | t.RmsNormOp
+                  | t.LogicalNotOp):
+        return operands[0]
+    if isinstance(op, t.ReductionOp):
+        dims = op.reduced_dims
+        if op.keeps_dims:
+            return tuple(1 if k in dims else e for k, e in enumerate(operands[0]))
+        return tuple(e for k, e in enumerate(operands[0]) if k not in dims)
+    if isinstance(op, t.LinearOp):
+        return (*operands[0][:-1], operands[1][0])
+    if isinstance(op, t.MatmulOp | t.BmmOp):
+        a, b = operands
+        a2 = (1, *a) if len(a) == 1 else a
+        b2 = (*b, 1) if len(b) == 1 else b
+        batch = broadcast_extents(a2[:-2], b2[:-2])
+        return (*batch, *(() if len(a) == 1 else (a2[-2],)), *(() if len(b) == 1 else (b2[-1],)))
+    if isinstance(op, t.SdpaOp):
+        q, k, v = operands[:3]
+        lead = 3 if op.props.get_bool("enable_gqa") else 2
+        heads = (q[-3],) if lead == 3 else ()
+        return (*broadcast_extents(q[:-lead], k[:-lead], v[:-lead]), *heads, q[-2], v[-1])
+    if isinstance(op, t.TransposeOp):
+        out = list(operands[0])
+        d0 = t.norm_dim(op.props.get_int("dim0"), len(out))
+        d1 = t.norm_dim(op.props.get_int("dim1"), len(out))
+        out[d0], out[d1] = out[d1], out[d0]
+        return tuple(out)
+    if isinstance(op, t.PermuteOp):
+        perm = t.norm_dims(op.props.get_ints("dims"), len(static))
+        return tuple(operands[0][d] for d in perm)
+    if isinstance(op, t.UnsqueezeOp):
+        d = t.norm_dim(op.props.get_int("dim"), len(static))
+        return (*operands[0][:d], 1, *operands[0][d:])
+    if isinstance(op, t.SliceOp) and op.props.has("start"):
+        d = t.norm_dim(op.props.get_int("dim"), len(static))
+        return tuple(static[k] if k == d else e for k, e in enumerate(operands[0]))
+    if isinstance(op, t.CatOp):
+        d = t.norm_dim(op.props.get_int("dim"), len(static))
+        if all(isinstance(s[d], int) for s in operands):
+            return tuple(static[k] if k == d else e for k, e in enumerate(operands[0]))
+        return None
+    if isinstance(op, t.EmbeddingOp):
+        return (*operands[1], operands[0][1])
+    return None
 
 
 def _result_element(op: t.TorchOp) -> Attribute:
@@ -585,12 +775,20 @@ class LowerReduction(RewritePattern):
             acc = accumulator_type(element)
             out = em.reduce(em.cast(op.input, acc), "add", dims)
             if isinstance(op, t.MeanOp):
-                scale = 1.0 / math.prod(_shape(op.input)[d] for d in dims)
+                scale = 1.0 / _static_count(op, [_shape(op.input)[d] for d in dims])
                 out = em.elementwise(
                     [out], _shape(out), acc, lambda b, x: b.mul(x, b.const(scale, acc))
                 )
             out = em.cast(out, element)
         _finish(rewriter, op, em, em.reshape(out, _result_shape(op)))
+
+
+def _static_count(op: Operation, extents: Sequence[Extent]) -> int:
+    """The number of elements a mean divides by; rejects ``op`` when it is symbolic."""
+    if not all(isinstance(e, int) for e in extents):
+        raise fail(op, "a mean over a symbolic (?) extent is not supported yet: its 1/N would "
+                   "be a runtime value")
+    return math.prod(extents)  # type: ignore[arg-type]
 
 
 def softmax(em: Emitter, x: SSAValue, dim: int, element: Attribute) -> SSAValue:
@@ -634,7 +832,7 @@ class LowerRmsNorm(RewritePattern):
         rank = op.props.get_int("normalized_rank")
         eps = op.props.get_float("eps")
         dims = list(range(len(shape) - rank, len(shape)))
-        scale = 1.0 / math.prod(shape[d] for d in dims)
+        scale = 1.0 / _static_count(op, [shape[d] for d in dims])
         em = Emitter()
 
         def square(b: ScalarBuilder, x: SSAValue) -> SSAValue:
@@ -675,7 +873,7 @@ def _matmul(em: Emitter, a: SSAValue, b: SSAValue, out_shape: Shape, element: At
     sa, sb = _shape(a), _shape(b)
     a2 = (1, *sa) if len(sa) == 1 else sa
     b2 = (*sb, 1) if len(sb) == 1 else sb
-    batch = t.broadcast_shapes(a2[:-2], b2[:-2])
+    batch = broadcast_extents(a2[:-2], b2[:-2])
     nb = len(batch)
     m, n, k = AffineDimExpr(nb), AffineDimExpr(nb + 1), AffineDimExpr(nb + 2)
     prod_shape = (*batch, a2[-2], b2[-1], a2[-1])
@@ -766,7 +964,7 @@ class LowerSdpa(RewritePattern):
         scale = p.get_float("scale")
         qs, ks, vs = _shape(op.query), _shape(op.key), _shape(op.value)
         lead = 3 if gqa else 2
-        batch = t.broadcast_shapes(qs[:-lead], ks[:-lead], vs[:-lead])
+        batch = broadcast_extents(qs[:-lead], ks[:-lead], vs[:-lead])
         nb = len(batch)
         heads = (qs[-3],) if gqa else ()
         group = qs[-3] // ks[-3] if gqa else 1
@@ -867,7 +1065,11 @@ class LowerReshape(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: t.ReshapeOp, rewriter: PatternRewriter) -> None:
         em = Emitter()
-        _finish(rewriter, op, em, em.reshape(op.input, _result_shape(op)))
+        try:
+            out = em.reshape(op.input, _result_shape(op))
+        except ValueError as err:  # a symbolic extent inside a merged group: not affine
+            raise fail(op, str(err)) from None
+        _finish(rewriter, op, em, out)
 
 
 class LowerUnsqueeze(RewritePattern):
@@ -894,10 +1096,15 @@ class LowerExpand(RewritePattern):
 
 class LowerSlice(RewritePattern):
     """``torch.slice`` → ``prim.index_map`` reading ``d * step + start`` along ``dim``
-    (the input itself for a full slice)."""
+    (the input itself for a full slice). With ``index`` bounds the start is the map symbol
+    ``s0`` (``symbols(%start)``) and the extent ``ceildiv(end - start, step)`` is computed by
+    ``arith`` ops, the ``sizes`` operand of that dim."""
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: t.SliceOp, rewriter: PatternRewriter) -> None:
+        if not op.props.has("start"):
+            self.dynamic(op, rewriter)
+            return
         shape = _result_shape(op)
         if shape == _shape(op.input):
             rewriter.replace(op, [], [op.input])
@@ -910,28 +1117,68 @@ class LowerSlice(RewritePattern):
         out = em.index_map(op.input, AffineMap(len(shape), 0, tuple(exprs)), shape)
         _finish(rewriter, op, em, out)
 
+    @staticmethod
+    def dynamic(op: t.SliceOp, rewriter: PatternRewriter) -> None:
+        start, end = op.index_operands
+        step = op.props.get_int("step")
+        rank = len(_shape(op.input))
+        dim = t.norm_dim(op.props.get_int("dim"), rank)
+        em = Emitter()
+        extent = em.index(arith.SubiOp(end, start))
+        if step != 1:
+            stride = em.index(arith.ConstantOp(IntegerAttr(step, IndexType())))
+            extent = em.index(arith.CeilDivSIOp(extent, stride))
+        shape = list(_shape(op.input))
+        shape[dim] = extent
+        exprs = _dims(rank)
+        exprs[dim] = exprs[dim] * step + AffineSymExpr(0)
+        out = em.index_map(op.input, AffineMap(rank, 1, tuple(exprs)), shape, [start])
+        _finish(rewriter, op, em, out)
+
 
 class LowerCat(RewritePattern):
     """``torch.cat`` → ``prim.index_map (%a, %b, ..) concat AXIS [...]``: input ``i`` owns
-    the next segment of the axis and reads ``d_axis - offset_i`` there."""
+    the next segment of the axis and reads ``d_axis - offset_i`` there. Along a ``?`` axis
+    the offsets that are not constants are map symbols (running sums by ``arith.addi``) and
+    the result's extent there is the total."""
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: t.CatOp, rewriter: PatternRewriter) -> None:
-        shape = _result_shape(op)
         if len(op.inputs) == 1:
             rewriter.replace(op, [], [op.inputs[0]])
             return
-        axis = t.norm_dim(op.props.get_int("dim"), len(shape))
-        maps: list[AffineMap] = []
-        offset = 0
+        rank = len(_shape(op.inputs[0]))
+        axis = t.norm_dim(op.props.get_int("dim"), rank)
+        em = Emitter()
+        offsets: list[Extent] = [0]
         for value in op.inputs:
-            exprs = _dims(len(shape))
-            exprs[axis] = exprs[axis] - offset
-            maps.append(AffineMap(len(shape), 0, tuple(exprs)))
-            offset += _shape(value)[axis]
-        new = IndexMapOp(list(op.inputs), maps, TensorType(_result_element(op), list(shape)),
-                         concat=axis)
-        rewriter.replace(op, [new], [new.result])
+            offsets.append(_add(em, offsets[-1], _shape(value)[axis]))
+        symbols = dynamic_values(offsets[1:-1])
+        maps: list[AffineMap] = []
+        for offset in offsets[:-1]:
+            exprs = _dims(rank)
+            if isinstance(offset, int):
+                exprs[axis] = exprs[axis] - offset
+            else:
+                exprs[axis] = exprs[axis] - AffineSymExpr(symbols.index(offset))
+            maps.append(AffineMap(rank, len(symbols), tuple(exprs)))
+        shape = list(_shape(op.inputs[0]))
+        shape[axis] = offsets[-1]
+        new = IndexMapOp(list(op.inputs), maps,
+                         TensorType(_result_element(op), static_shape(shape)), concat=axis,
+                         sizes=dynamic_values(shape), symbols=symbols)
+        _finish(rewriter, op, em, em.append(new))
+
+
+def _add(em: Emitter, a: Extent, b: Extent) -> Extent:
+    """``a + b``: an int when both are, else an ``index`` value (constants materialised)."""
+    if isinstance(a, int) and isinstance(b, int):
+        return a + b
+    lhs = a if not isinstance(a, int) else em.index(arith.ConstantOp(IntegerAttr(a, IndexType())))
+    rhs = b if not isinstance(b, int) else em.index(arith.ConstantOp(IntegerAttr(b, IndexType())))
+    if isinstance(a, int) and a == 0:
+        return rhs
+    return em.index(arith.AddiOp(lhs, rhs))
 
 
 PATTERNS: tuple[type[RewritePattern], ...] = (

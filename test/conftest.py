@@ -2,7 +2,8 @@
 
 Tests marked ``@pytest.mark.gpu`` are skipped where torch sees no CUDA device. torch is
 imported only when such a test was collected. The user's tuning cache is replaced by an
-empty one (``LLMOPT_TUNE_CACHE``), so results do not depend on what this machine tuned.
+empty one (``LLMOPT_TUNE_CACHE``), so that ``llmopt tune`` in a test writes no home
+directory and a pipeline asking for the cache (``apply-tuned{user=1}``) finds none.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ def pytest_configure(config: pytest.Config) -> None:
     """Declare the ``gpu`` marker (also declared in pyproject.toml); point the tuning cache
     at a file that does not exist (unless the caller chose one)."""
     config.addinivalue_line("markers", "gpu: needs an NVIDIA GPU (skipped where none is present)")
+    config.addinivalue_line("markers", "slow: takes a minute or more (builds and installs a "
+                            "wheel); runs with the rest")
     os.environ.setdefault("LLMOPT_TUNE_CACHE",
                           os.path.join(tempfile.mkdtemp(prefix="llmopt-tune-"), "tuned.json"))
 

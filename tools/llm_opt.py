@@ -17,8 +17,10 @@ pipelines and targets registered (see :mod:`llmopt.registry`), plus:
 * ``--load-plugin`` to import a file or module that registers passes, dialects, pipelines
   or targets;
 * diagnostics instead of tracebacks: bad input (a bad pipeline, a parse error, IR that
-  fails to verify, a pass that rejects its input) exits with status 1, a compiler bug
-  exits with status 2 after printing ``internal error: ...`` and writing a reproducer.
+  fails to verify, a pass that rejects its input) exits with status 1, and so does a pass
+  or target that needs an optional dependency that is not installed (one line saying what
+  to install, :mod:`llmopt.deps`); a compiler bug exits with status 2 after printing
+  ``internal error: ...`` and writing a reproducer.
 
 Operations parsed from a file carry their source position as a location, so verifier
 errors name ``file:line:col`` (``--print-debuginfo`` shows them in the output).
@@ -65,6 +67,8 @@ from xdsl.utils.lexer import Span
 from xdsl.xdsl_opt_main import xDSLOptMain
 
 from llmopt import registry
+from llmopt.dialects._symbols import SymbolError
+from llmopt.dialects._symbols import verify_module as verify_symbols
 from llmopt.dialects._syntax import OpVerifyException
 
 PROG = "llm-opt"
@@ -87,7 +91,12 @@ class DialectLoadError(Exception):
 
 
 class PassLoadError(Exception):
-    """A registered pass could not be loaded: an installation or plugin bug."""
+    """A registered pass could not be loaded: an installation or plugin bug (or a missing
+    optional dependency of the pass)."""
+
+    def __init__(self, pass_name: str, message: str) -> None:
+        super().__init__(message)
+        self.pass_name = pass_name
 
 
 class PassVerificationError(Exception):
@@ -516,6 +525,13 @@ class LLMOptMain(xDSLOptMain):
             help="seed of the random inputs of --check-numerics (default 0)",
         )
         group.add_argument(
+            "--check-numerics-lengths",
+            type=int,
+            default=2,
+            metavar="N",
+            help="with symbolic extents, check every pass at N random lengths (default 2)",
+        )
+        group.add_argument(
             "--crash-reproducer",
             metavar="FILE",
             help="on an internal error, write the reproducer to FILE (default: a new file "
@@ -566,6 +582,7 @@ class LLMOptMain(xDSLOptMain):
             try:
                 module.verify()
                 verify_dominance(module)
+                verify_symbols(module)
             except DiagnosticException as err:
                 if previous is None or self.args.verify_diagnostics:
                     raise
@@ -598,11 +615,13 @@ class LLMOptMain(xDSLOptMain):
         from llmopt.numerics import NumericsChecker, NumericsError
 
         try:
-            self._numerics = NumericsChecker(module, self.args.check_numerics_seed)
+            self._numerics = NumericsChecker(module, self.args.check_numerics_seed,
+                                             self.args.check_numerics_lengths)
         except (InterpretError, NumericsError) as err:
             raise UserError(f"--check-numerics: cannot interpret the input: {err}") from None
+        at = self._numerics.lengths_text
         print(f"// numerics: tolerance {self._numerics.tol:.2e} (max error relative to "
-              "max |result|)", file=sys.stderr)
+              "max |result|)" + (f" at {at}" if at else ""), file=sys.stderr)
 
     def _check_numerics(self, pass_name: str, module: ModuleOp) -> None:
         """Interpret after ``pass_name``; stop with exit 1 if the result moved too far."""
@@ -704,7 +723,7 @@ class LLMOptMain(xDSLOptMain):
         (empty strings if unknown)."""
         if self.current_module is None or self.input_verified:
             return "", ""
-        op = (err.op if isinstance(err, OpVerifyException)
+        op = (err.op if isinstance(err, OpVerifyException | SymbolError)
               else _failing_op(self.current_module, err))
         if op is None or not isinstance(op.location, FileLineColLoc):
             return "", ""
@@ -795,7 +814,8 @@ def _guarded_pass(
         try:
             return factory()
         except Exception as err:
-            raise PassLoadError(f"cannot load pass '{name}': {type(err).__name__}: {err}") from err
+            raise PassLoadError(
+                name, f"cannot load pass '{name}': {type(err).__name__}: {err}") from err
 
     return load
 
@@ -936,6 +956,15 @@ def run_tool(argv: Sequence[str] | None = None) -> int:
         os.dup2(devnull, sys.stdout.fileno())
         return 1
     except Exception as err:
+        from llmopt.deps import missing_dependency
+
+        missing = missing_dependency(err)
+        if missing is not None:  # one line saying what to install, no traceback
+            name = (tool.current_pass.name if tool is not None and tool.current_pass
+                    else err.pass_name if isinstance(err, PassLoadError) else None)
+            where = f"pass '{name}' " if name else ""
+            _error(f"{PROG}: error: {where}{missing}")
+            return 1
         _report_internal(tool, err, argv)
         return 2
     return 0

@@ -9,7 +9,9 @@ no weight is materialised) and writes its IR at one level — ``torch``, ``prim`
 ``tile``, ``kernel`` or ``cuda`` — as text that ``llm-opt`` reads, headed by the
 ``llm-opt`` command that takes it the rest of the way; ``--emit cuda-source`` writes the
 CUDA translation unit (what ``llm-opt -t cuda`` prints), ``--emit cubin`` the NVRTC-compiled
-image.
+image. With ``--dynamic --max-seq N`` the sequence length is symbolic (one program for every
+length up to N; ``--seq`` is then the example length export traces with); such programs are
+written at Torch or Tensor IR only, as lower levels take static shapes so far.
 
 ``llmopt run MODEL`` builds the model (seeded random weights unless MODEL is a checkpoint
 directory), compiles it, runs it and compares the logits with the PyTorch model on the same
@@ -21,6 +23,12 @@ through the CPU interpreter.
 MODEL is a preset (``tinyllama``, ``qwen2.5-7b``: the real dimensions), a local Hugging Face
 directory (``config.json`` plus safetensors) or a ``config.json``. Nothing is ever fetched
 from a hub: the command sets ``HF_HUB_OFFLINE=1``.
+
+``llmopt tune MODEL`` times schedule candidates on the GPU (:mod:`llmopt.tools.tune`);
+``llmopt cache`` prints where the compile cache and the tuning cache are and what they hold.
+A subcommand that needs an optional dependency that is not installed (transformers for the
+models, torch, the CUDA libraries) says in one line what to install and exits with status 1
+(:mod:`llmopt.deps`); ``llmopt demo`` without the CUDA libraries skips only the NVRTC step.
 """
 
 from __future__ import annotations
@@ -36,6 +44,8 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, NoReturn
+
+from llmopt.target import DEFAULT_ARCH
 
 if TYPE_CHECKING:
     from llmopt.codegen.executor import KernelTime
@@ -123,12 +133,18 @@ def demo(args: argparse.Namespace) -> int:
     print("\n// ===== CUDA (printed from CUDA IR) =====")
     source = llmopt.cuda_source(module)
     print(source)
-    from llmopt.codegen.nvrtc import compile_cuda, default_arch
+    from llmopt.codegen.nvrtc import compile_cuda
+    from llmopt.deps import MissingDependency
+    from llmopt.target import default_arch
 
     arch = default_arch()
-    cubin = compile_cuda(source, arch=arch)
     kernels = source.count("__global__")
-    print(f"// NVRTC: {kernels} kernel(s) compiled to {len(cubin)} bytes of CUBIN for {arch}")
+    try:
+        cubin = compile_cuda(source, arch=arch)
+    except MissingDependency as err:  # the IR and the interpreted run need no CUDA library
+        print(f"// NVRTC: not compiled, {err}")
+    else:
+        print(f"// NVRTC: {kernels} kernel(s) compiled to {len(cubin)} bytes of CUBIN for {arch}")
     reference = fn.double() if isinstance(fn, torch.nn.Module) else fn
     params = list(fn.parameters()) if isinstance(fn, torch.nn.Module) else []
     if torch.cuda.is_available():
@@ -275,18 +291,22 @@ def _checkpoint(model: str) -> Path | None:
 
 
 def _capture(model_name: str, config: Any, seq: int, dtype: Any, layers: int | None,
-             layer_alone: bool = False) -> Any:
+             layer_alone: bool = False, max_seq: int | None = None) -> Any:
     """Build ``model_name`` (or ``config``) on the meta device and capture it (no weight in
     memory); ``layer_alone``: only decoder layer 0, hidden states in and out (as
-    ``bench/suite.py blocks`` times it)."""
+    ``bench/suite.py blocks`` times it); ``max_seq``: a symbolic length up to it, ``seq``
+    being the example."""
     from llmopt.frontend.models import build_model, capture_layer, capture_model
 
     source = config if config is not None else model_name
     meta = build_model(source, device="meta", dtype=dtype, layers=layers)
     what = f"decoder layer 0 of {model_name}" if layer_alone else model_name
-    print(f"// capturing {what} ({_describe(meta.config)}), seq {seq}, "
+    length = f"seq {seq}" if max_seq is None else f"symbolic seq <= {max_seq}"
+    print(f"// capturing {what} ({_describe(meta.config)}), {length}, "
           f"{str(dtype).removeprefix('torch.')} ...", file=sys.stderr, flush=True)
-    return capture_layer(meta, seq) if layer_alone else capture_model(meta, seq)
+    dynamic = {"dynamic": True, "max_seq": max_seq} if max_seq is not None else {}
+    capture = capture_layer if layer_alone else capture_model
+    return capture(meta, seq, **dynamic)
 
 
 def _code_fingerprint() -> str:
@@ -296,9 +316,12 @@ def _code_fingerprint() -> str:
     import llmopt
 
     root = Path(llmopt.__file__).resolve().parent
-    files = sorted(root.glob("*.py"))
-    for package in ("dialects", "lowering", "passes", "codegen", "frontend", "interp", "tools"):
-        files += sorted((root / package).rglob("*.py"))
+    files: list[Path] = []
+    packages = [root]
+    while packages:  # llmopt and its sub-packages: directories with an __init__.py
+        package = packages.pop()
+        files += sorted(package.glob("*.py"))
+        packages += sorted(p.parent for p in package.glob("*/__init__.py"))
     digest = hashlib.sha256()
     for path in files:
         digest.update(str(path.relative_to(root)).encode() + b"\0")
@@ -338,8 +361,10 @@ def program_cache_key(identity: str, seq: int, dtype: str, elements: Sequence[st
     from importlib.metadata import PackageNotFoundError, version
 
     from llmopt import registry
+    from llmopt.plugins import load_entry_points
     from llmopt.tools.tune import tables_fingerprint
 
+    load_entry_points()  # as lowering will: the registry below is then complete
     versions = []
     for package in ("torch", "transformers", "xdsl"):
         try:
@@ -355,11 +380,13 @@ def program_cache_key(identity: str, seq: int, dtype: str, elements: Sequence[st
 
 
 def lowered_model(model_name: str, identity: str, config: Callable[[], Any], seq: int,
-                  dtype_name: str, elements: Sequence[str], desc: str) -> tuple[Any, str]:
+                  dtype_name: str, elements: Sequence[str], desc: str,
+                  max_seq: int | None = None) -> tuple[Any, str]:
     """``model_name`` captured on the meta device (from ``config()``, its transformers config)
     and lowered by ``elements``, through the compile cache keyed on ``identity``: a hit
     parses the cached IR and skips building, capture and lowering (``LLMOPT_NO_CACHE=1``
-    bypasses the cache). Returns the module and a line saying what it took."""
+    bypasses the cache). With ``max_seq`` the length is symbolic (``seq`` the example).
+    Returns the module and a line saying what it took."""
     import zlib
 
     from llmopt.api import parse
@@ -367,6 +394,8 @@ def lowered_model(model_name: str, identity: str, config: Callable[[], Any], seq
 
     cache = default_cache()
     began = time.perf_counter()
+    if max_seq is not None:
+        identity += f"\nsymbolic seq <= {max_seq}"
     key = program_cache_key(identity, seq, dtype_name, elements)
     blob = cache.get(key)
     if blob is not None:
@@ -374,7 +403,7 @@ def lowered_model(model_name: str, identity: str, config: Callable[[], Any], seq
             module = parse(zlib.decompress(blob).decode())
             return module, (f"compile cache hit: IR parsed in "
                             f"{time.perf_counter() - began:.1f} s, capture and lowering skipped")
-    program = _capture(model_name, config(), seq, _dtype(dtype_name), None)
+    program = _capture(model_name, config(), seq, _dtype(dtype_name), None, max_seq=max_seq)
     captured = time.perf_counter() - began
     progress = lower_with_progress(program.module, elements, desc)
     cache.put(key, zlib.compress(str(program.module).encode(), 6))
@@ -411,12 +440,20 @@ def compile_model(args: argparse.Namespace) -> int:
     level = "cuda" if args.emit in ("cuda-source", "cubin") else args.emit
     check_pipeline(_with_arch(args.pipeline, args.arch))
     _check_output(Path(args.output))
+    if args.max_seq is not None and not args.dynamic:
+        raise CliError("--max-seq bounds a symbolic length: add --dynamic")
+    if args.dynamic and level not in ("torch", "prim"):
+        raise CliError(f"--emit {args.emit}: symbolic extents are not lowered below Tensor IR "
+                       "yet (prim-to-loop takes static shapes): with --dynamic, emit torch or "
+                       "prim")
+    max_seq = _max_seq(args) if args.dynamic else None
     first, rest = split_pipeline(_with_arch(args.pipeline, args.arch), level)
     start = time.perf_counter()
     identity = model_identity(args.model, args.layers)
     module, how = lowered_model(args.model, identity,
                                 lambda: model_config(args.model, layers=args.layers),
-                                args.seq, args.dtype, first, f"lowering to {level} IR")
+                                args.seq, args.dtype, first, f"lowering to {level} IR",
+                                max_seq=max_seq)
     print(f"// {how}", file=sys.stderr)
     output = Path(args.output)
     if args.emit in ("cuda-source", "cubin"):
@@ -441,9 +478,13 @@ def compile_model(args: argparse.Namespace) -> int:
     else:
         header = [
             f"llmopt compile {args.model} --seq {args.seq}"
+            + (f" --dynamic --max-seq {max_seq}" if max_seq is not None else "")
             + (f" --layers {args.layers}" if args.layers else "")
             + f" --dtype {args.dtype} --emit {args.emit}: {level} IR",
         ]
+        if max_seq is not None:
+            header.append(f"the sequence length is the symbol seq, 1 <= seq <= {max_seq}")
+            rest = []
         if rest:
             header.append(f"next: llm-opt {output.name} -p '{','.join(rest)}'")
         if str(output) == "-":
@@ -480,9 +521,31 @@ def _check_output(path: Path) -> None:
         raise CliError(f"-o {path}: the directory {path.parent} does not exist")
 
 
+def _max_seq(args: argparse.Namespace) -> int:
+    """``--max-seq``, else the model's ``max_position_embeddings``."""
+    if args.max_seq is not None:
+        if args.max_seq < 2:
+            raise CliError(f"--max-seq must be at least 2, got {args.max_seq}")
+        return int(args.max_seq)
+    from llmopt.frontend.models import model_config
+
+    found = getattr(model_config(args.model, layers=args.layers), "max_position_embeddings",
+                    None)
+    if found is None:
+        raise CliError("--dynamic needs --max-seq (the model's config has no "
+                       "max_position_embeddings)")
+    return int(found)
+
+
 def _with_arch(pipeline: str, arch: str) -> str:
-    """The default pipeline for ``arch``; any other pipeline as given."""
-    return f"lower-to-cuda{{arch={arch}}}" if pipeline == "lower-to-cuda" else pipeline
+    """``pipeline`` lowering for ``arch`` (:func:`llmopt.registry.with_arch`: every pipeline
+    or pass with an ``arch`` option that does not set it gets ``arch``)."""
+    from llmopt.registry import PipelineError, with_arch
+
+    try:
+        return with_arch(pipeline, arch)
+    except PipelineError as err:
+        raise CliError(f"bad --pipeline '{pipeline}': {err}") from None
 
 
 def _write_text(path: Path, text: str) -> None:
@@ -666,17 +729,17 @@ def _run_cpu(args: argparse.Namespace) -> int:
 def _nvrtc_report(module: Any, rest: Sequence[str], arch: str) -> str:
     """Lower a copy of a Kernel-IR ``module`` the rest of the way and compile it to CUBIN."""
     from llmopt.api import cuda_source, lower
+    from llmopt.codegen.nvrtc import compile_cuda
+    from llmopt.deps import MissingDependency
 
-    try:
-        from llmopt.codegen.nvrtc import compile_cuda
-    except ImportError as err:  # no cuda-python
-        return f"NVRTC unavailable ({err}): CUDA not compiled"
     began = time.perf_counter()
     cuda = lower(module.clone(), ",".join(rest)) if rest else module.clone()
     source = cuda_source(cuda)
     try:
         cubin = compile_cuda(source, arch=arch)
-    except Exception as err:  # NVRTC missing or the compile failed: report, keep going
+    except MissingDependency as err:
+        return f"NVRTC: not compiled, {err}"
+    except Exception as err:  # the compile failed: report, keep going
         return f"NVRTC failed: {str(err).splitlines()[0]}"
     return (f"NVRTC: {source.count('__global__')} kernels compiled to {len(cubin)} bytes of "
             f"CUBIN for {arch} in {time.perf_counter() - began:.1f} s")
@@ -694,8 +757,8 @@ def _run_gpu(args: argparse.Namespace) -> int:
     import torch
 
     from llmopt.codegen.executor import CompiledProgram
-    from llmopt.codegen.nvrtc import default_arch
     from llmopt.frontend.models import build_model
+    from llmopt.target import default_arch
 
     dtype = _dtype(args.dtype)
     seq = args.seq if args.seq is not None else 128
@@ -783,19 +846,29 @@ def _layer_at_tile_ir(model_name: str, seq: int, dtype_name: str, elements: Sequ
 
 
 def tune(args: argparse.Namespace) -> int:
-    """``llmopt tune``: time schedule candidates of every matrix-product kernel on the GPU
-    and record the fastest correct one (see :mod:`llmopt.tools.tune`)."""
+    """``llmopt tune``: time schedule candidates of every attention chain (at Loop IR, see
+    :mod:`llmopt.tools.tune_attention`) and of every matrix-product kernel (at Tile IR, see
+    :mod:`llmopt.tools.tune`) on the GPU and record the fastest correct ones."""
     from llmopt.frontend.models import model_config
     from llmopt.tools import tune as tuner
+    from llmopt.tools import tune_attention
 
-    check_pipeline(_with_arch(args.pipeline, args.arch))
+    check_pipeline(_with_arch(args.pipeline, args.arch or DEFAULT_ARCH))
     if not _cuda_available():
         raise CliError("tune needs a CUDA GPU: candidates are timed on it")
+    if args.arch is None:
+        from llmopt.target import default_arch
+
+        args.arch = default_arch()
     first, _ = split_pipeline(_with_arch(args.pipeline, args.arch), "tile")
     names = [text.split("{")[0].strip() for text in first]
     if "loop-to-tile" not in names:
         raise CliError(f"the pipeline '{args.pipeline}' has no loop-to-tile pass")
     first = first[: names.index("loop-to-tile") + 1]
+    # Attention is tuned before flash-attention builds its kernel, the products after.
+    flash = "flash-attention" in names[: len(first)]
+    cut = names.index("flash-attention") if flash else len(first) - 1
+    loop_ir, rest = first[:cut], first[cut:]
     if args.layer and args.model.endswith(".mlir"):
         raise CliError("--layer captures a decoder layer of a model; an .mlir file is tuned "
                        "as it is")
@@ -808,25 +881,64 @@ def tune(args: argparse.Namespace) -> int:
             from llmopt.api import lower, parse
 
             try:
-                module = lower(parse(Path(args.model).read_text()), ",".join(first))
+                module = lower(parse(Path(args.model).read_text()), ",".join(loop_ir))
             except (ParseError, VerifyException, PassFailedException) as err:
                 raise CliError(f"{args.model}: {str(err).strip().splitlines()[0]} (llm-opt "
-                               f"{args.model} -p '{','.join(first)}' shows where)") from None
+                               f"{args.model} -p '{','.join(loop_ir)}' shows where)") from None
         elif args.layer:
-            module = _layer_at_tile_ir(args.model, seq, args.dtype, first)
+            module = _layer_at_tile_ir(args.model, seq, args.dtype, loop_ir)
         else:
             identity = model_identity(args.model, args.layers)
             module, how = lowered_model(args.model, identity,
                                         lambda: model_config(args.model, layers=args.layers),
-                                        seq, args.dtype, first, "lowering to Tile IR")
+                                        seq, args.dtype, loop_ir, "lowering to Loop IR")
             print(f"// {args.model} seq {seq}: {how}", file=sys.stderr)
+        tuned = 0
+        if flash:
+            entries = tune_attention.tune_attention(
+                module, args.arch, args.reps, args.limit, jobs=args.jobs,
+                save=partial(tuner.record_entries, path, table), recorded=dict(table))
+            tuned += sum(entry is not None for entry in entries.values())
+        lower_with_progress(module, rest, "lowering to Tile IR")  # reads the new entries
         entries = tuner.tune_module(module, args.arch, args.reps, args.limit, jobs=args.jobs,
                                     save=partial(tuner.record_entries, path, table),
                                     recorded=dict(table))
-        tuned = sum(entry is not None for entry in entries.values())
+        tuned += sum(entry is not None for entry in entries.values())
         print(f"// seq {seq}: {tuned} kernels tuned, written to {path}", file=sys.stderr)
         if args.model.endswith(".mlir"):
             break
+    if args.table:
+        print(f"// apply-tuned reads the table of {args.arch} in every pipeline",
+              file=sys.stderr)
+    else:
+        print(f"// apply-tuned reads the tuning cache only when asked: set "
+              f"LLMOPT_TUNE_CACHE={path} (or give apply-tuned{{user=1}})", file=sys.stderr)
+    return 0
+
+
+def cache_info(args: argparse.Namespace) -> int:
+    """``llmopt cache``: where the compile cache and the tuning cache are, and what they
+    hold (``--clear``: delete the compile cache's entries)."""
+    from llmopt.codegen.cache import cache_disabled, default_cache
+    from llmopt.tools.tune import cache_path, load_table, user_cache
+
+    def entries(count: int) -> str:
+        return f"{count} {'entry' if count == 1 else 'entries'}"
+
+    cache = default_cache()
+    if args.clear:
+        count = len(cache.entries())
+        cache.clear()
+        print(f"// removed {entries(count)} from {cache.directory}", file=sys.stderr)
+    files = cache.entries()
+    size = sum(entry.stat().st_size for entry in files if entry.is_file())
+    state = "; bypassed: LLMOPT_NO_CACHE is set" if cache_disabled() else ""
+    print(f"compile cache: {cache.directory} ({entries(len(files))}, {size / 1e6:.1f} MB"
+          f"{state})")
+    tuned = cache_path()
+    used = ("read by apply-tuned: LLMOPT_TUNE_CACHE is set" if user_cache(False) is not None
+            else "read only with LLMOPT_TUNE_CACHE set or apply-tuned{user=1}")
+    print(f"tuning cache: {tuned} ({entries(len(load_table(tuned)))}; {used})")
     return 0
 
 
@@ -921,8 +1033,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     c.add_argument("--emit", choices=EMITS, required=True,
                    help="the level to stop at; cuda-source: the CUDA text; cubin: NVRTC's image")
     c.add_argument("-o", "--output", required=True, help="output file ('-': stdout)")
-    c.add_argument("--arch", type=_arch, default="sm_90",
-                   help="GPU architecture (default sm_90)")
+    c.add_argument("--arch", type=_arch, default=DEFAULT_ARCH,
+                   help=f"GPU architecture (default {DEFAULT_ARCH})")
+    c.add_argument("--dynamic", action="store_true",
+                   help="make the sequence length symbolic: one program for every length up "
+                   "to --max-seq (--seq is the example length; --emit torch or prim)")
+    c.add_argument("--max-seq", type=int, default=None, metavar="N",
+                   help="with --dynamic, the largest length (default: the model's "
+                   "max_position_embeddings)")
     c.set_defaults(run=compile_model)
 
     r = sub.add_parser("run", help="compile and run a whole model, compare with PyTorch",
@@ -942,12 +1060,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     r.add_argument("--repeat", type=_positive, default=20, help="timed runs on a GPU (median)")
     r.add_argument("--profile", type=_integer(0), default=0, metavar="N",
                    help="on a GPU, also time each launch alone and list the N slowest kernels")
-    r.add_argument("--arch", type=_arch, default="sm_90", help="GPU architecture NVRTC "
-                   "compiles for without a GPU (default sm_90; with one, the GPU's)")
+    r.add_argument("--arch", type=_arch, default=DEFAULT_ARCH,
+                   help="GPU architecture NVRTC compiles for without a GPU (default "
+                   f"{DEFAULT_ARCH}; with one, the GPU's)")
     r.set_defaults(run=run_model)
 
-    t = sub.add_parser("tune", help="time schedule candidates of each matrix product on the "
-                       "GPU and keep the fastest correct one", parents=[common])
+    t = sub.add_parser("tune", help="time schedule candidates of each attention (block sizes "
+                       "of flash-attention) and each matrix product on the GPU and keep the "
+                       "fastest correct one", parents=[common])
     t.add_argument("model", help="tinyllama, qwen2.5-7b, a local HF directory, a config.json "
                    "or a Torch-IR .mlir file")
     t.add_argument("--seqs", type=_positive, nargs="+", default=[128], help="sequence lengths")
@@ -959,15 +1079,23 @@ def main(argv: Sequence[str] | None = None) -> int:
                    "model's")
     t.add_argument("--dtype", choices=DTYPES, default="float32")
     t.add_argument("--pipeline", default="lower-to-cuda")
-    t.add_argument("--arch", type=_arch, default="sm_90")
+    t.add_argument("--arch", type=_arch, default=None,
+                   help="GPU architecture to tune for (default: the GPU's)")
     t.add_argument("--reps", type=_positive, default=30,
                    help="timed replays per candidate (median)")
-    t.add_argument("--limit", type=_positive, default=48, help="candidates per kernel at most")
+    t.add_argument("--limit", type=_positive, default=48,
+                   help="candidates per kernel (or attention) at most")
     t.add_argument("--jobs", type=_positive, default=max(1, (os.cpu_count() or 2) - 1),
                    help="processes lowering and compiling candidates (default: CPUs - 1)")
     t.add_argument("--table", action="store_true", help="write the committed table of --arch "
                    "instead of the user's tuning cache")
     t.set_defaults(run=tune)
+
+    k = sub.add_parser("cache", help="where the compile cache and the tuning cache are, and "
+                       "what they hold")
+    k.add_argument("--clear", action="store_true",
+                   help="first delete every entry of the compile cache")
+    k.set_defaults(run=cache_info)
 
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
@@ -982,6 +1110,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("llmopt: interrupted", file=sys.stderr)
         return 130
     except Exception as err:
+        from llmopt.deps import missing_dependency
+
+        missing = missing_dependency(err)
+        if missing is not None:  # one line saying what to install, no traceback
+            print(f"llmopt: error: 'llmopt {args.command}' {missing}", file=sys.stderr)
+            return 1
         from llmopt.frontend.capture import CaptureError
 
         if isinstance(err, CaptureError):

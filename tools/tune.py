@@ -8,12 +8,15 @@ passes, compiled and run on random inputs. A candidate that fails to compile or 
 whose outputs differ from the unscheduled kernel's by more than the numerics tolerance, is
 discarded. The fastest survivor (median of CUDA-event timings of CUDA-graph replays), when
 it beats the heuristics' own schedule, is written to the **tuning cache**, keyed on the
-structural hash, the GPU's name and the NVRTC version; the ``apply-tuned`` pass reads it
-(and the committed table of the target architecture) and sets the kernel's
-``llmopt.schedule``.
+structural hash, the GPU's name and the NVRTC version; the ``apply-tuned`` pass reads the
+committed table of the target architecture, and the cache before it when asked to, and
+sets the kernel's ``llmopt.schedule``.
 
-The cache is ``$LLMOPT_TUNE_CACHE`` or ``~/.cache/llmopt/tuned.json``; ``--table`` writes
-the results to a committed table instead (``passes/tile/tuned/<arch>.json``).
+The cache is ``$LLMOPT_TUNE_CACHE`` or ``~/.cache/llmopt/tuned.json``. So that a program
+lowers the same for everyone, ``apply-tuned`` reads it only when told to: with
+``$LLMOPT_TUNE_CACHE`` set, or with ``apply-tuned{user=1}`` (:func:`user_cache`).
+``--table`` writes the results to a committed table instead
+(``passes/tile/tuned/<arch>.json``), which ``apply-tuned`` always reads.
 """
 
 from __future__ import annotations
@@ -42,7 +45,6 @@ from llmopt.passes.tile._schedule import (
     RegisterTile,
     fitting_tiles,
     has_tensor_cores,
-    limits,
     tile_cost,
 )
 from llmopt.passes.tile.register_tile import (
@@ -50,6 +52,7 @@ from llmopt.passes.tile.register_tile import (
     match_contraction,
     tile_periods,
 )
+from llmopt.target import for_arch
 
 TABLE_DIR = Path(__file__).resolve().parent.parent / "passes" / "tile" / "tuned"
 SCHEDULED = ("split-k{{arch={arch}}},register-tile{{arch={arch}}},stage-inputs{{arch={arch}}},"
@@ -111,7 +114,7 @@ def candidates(kernel: tile.KernelOp, arch: str) -> list[dict[str, int]]:
     if found is None:
         return []
     m, n, k, batch = dims = product_dims(found)
-    gpu = limits(arch)
+    gpu = for_arch(arch)
     accs = len(found.reduces)
     scored: list[tuple[float, int, int, dict[str, int]]] = []
     for tile_ in fitting_tiles(m, n, accs, tile_periods(found)):
@@ -148,7 +151,7 @@ def mma_candidates(kernel: tile.KernelOp, arch: str, limit: int) -> list[dict[st
     if found is None or not has_tensor_cores(arch, found.reduce.result.type):
         return []
     m, n, k, _ = dims = product_dims(found)
-    gpu = limits(arch)
+    gpu = for_arch(arch)
     scored: list[tuple[float, dict[str, int]]] = []
     for tile_ in MMA_TILES:
         bm, bn, tm, tn = tile_.bm, tile_.bn, tile_.tm, tile_.tn
@@ -250,7 +253,12 @@ embedding), whose tables have at least that many rows."""
 
 
 def trial_inputs(kernel: tile.KernelOp, device: str, seed: int = 0) -> list[Any]:
-    """Seeded random tensors for ``kernel``'s buffers, of their element types: floats
+    """Seeded random tensors for ``kernel``'s buffers (:func:`typed_inputs`)."""
+    return typed_inputs([b.type for b in kernel.buffers], device, seed)
+
+
+def typed_inputs(types: Sequence[Any], device: str, seed: int = 0) -> list[Any]:
+    """Seeded random tensors of the buffer ``types``, of their element types: floats
     standard-normal, integers uniform in ``[0, INDEX_HIGH)``, booleans fair coins."""
     import torch
 
@@ -258,8 +266,7 @@ def trial_inputs(kernel: tile.KernelOp, device: str, seed: int = 0) -> list[Any]
 
     gen = torch.Generator(device=device).manual_seed(seed)
     tensors = []
-    for buffer in kernel.buffers:
-        typ = buffer.type
+    for typ in types:
         assert isinstance(typ, MemRefType)
         shape, dtype = tuple(typ.get_shape()), torch_dtype(typ.element_type)
         if dtype.is_floating_point:
@@ -272,19 +279,47 @@ def trial_inputs(kernel: tile.KernelOp, device: str, seed: int = 0) -> list[Any]
     return tensors
 
 
+def written_arguments(fn: func.FuncOp) -> list[int]:
+    """Positions of ``fn``'s arguments that a kernel of it stores to."""
+    args = list(fn.body.block.args)
+    written: set[int] = set()
+    for kern in fn.walk():
+        if isinstance(kern, tile.KernelOp | loop.KernelOp):
+            bound = dict(zip(kern.body.block.args, kern.operands, strict=True))
+            written |= {args.index(bound[op.buffer]) for op in kern.walk()
+                        if isinstance(op, loop.StoreOp) and bound.get(op.buffer) in args}
+    return sorted(written)
+
+
 def run_trials(kernel: tile.KernelOp, trials: Sequence[dict[str, int] | None], arch: str,
                reps: int = 30, log: Callable[[str], None] = print, jobs: int = 1,
                pool: concurrent.futures.Executor | None = None) -> list[Trial]:
     """Compile (on ``pool``, or ``jobs`` processes) and time each knob set (``None``: the
     scheduling heuristics) on the GPU."""
+    return time_modules(one_kernel_module(kernel, None), UNSCHEDULED,
+                        [one_kernel_module(kernel, knobs) for knobs in trials],
+                        SCHEDULED.format(arch=arch), trials, arch, reps, log, jobs, pool)
+
+
+def time_modules(base: ModuleOp, reference_pipeline: str, modules: Sequence[ModuleOp],
+                 pipeline: str, trials: Sequence[dict[str, int] | None], arch: str,
+                 reps: int = 30, log: Callable[[str], None] = print, jobs: int = 1,
+                 pool: concurrent.futures.Executor | None = None) -> list[Trial]:
+    """Run ``base`` lowered by ``reference_pipeline`` (the reference), then each of
+    ``modules`` lowered by ``pipeline`` (compiled on ``pool``, or ``jobs`` processes), on the
+    same seeded inputs (the arguments of the one function they have): a candidate whose
+    outputs are within ``base``'s tolerance of the reference is timed (the median of ``reps``
+    CUDA-graph replays); one that fails or differs is discarded. The results carry the
+    ``trials`` entry of each module."""
     import torch
 
     from llmopt.api import lower, parse
     from llmopt.codegen.executor import CompiledProgram
     from llmopt.numerics import tolerance
 
-    inputs = trial_inputs(kernel, "cuda")
-    outs = written_args(kernel)
+    (fn,) = [op for op in base.walk() if isinstance(op, func.FuncOp)]
+    inputs = typed_inputs([a.type for a in fn.body.block.args], "cuda")
+    outs = written_arguments(fn)
 
     def run(module: ModuleOp, graph: bool) -> tuple[list[torch.Tensor], float | None]:
         args = [t.clone() for t in inputs]
@@ -308,11 +343,9 @@ def run_trials(kernel: tile.KernelOp, trials: Sequence[dict[str, int] | None], a
             times.append(start.elapsed_time(end))
         return result, sorted(times)[len(times) // 2]
 
-    reference, _ = run(lower(one_kernel_module(kernel, None), UNSCHEDULED), False)
-    tol = tolerance(one_kernel_module(kernel, None))
-    pipeline = SCHEDULED.format(arch=arch)
-    lowered = lower_all([one_kernel_module(kernel, knobs) for knobs in trials], pipeline, arch,
-                        jobs, pool)
+    tol = tolerance(base)
+    reference, _ = run(lower(base.clone(), reference_pipeline), False)
+    lowered = lower_all(modules, pipeline, arch, jobs, pool)
     results = []
     for knobs, text in zip(trials, lowered, strict=True):
         try:
@@ -337,9 +370,17 @@ def run_trials(kernel: tile.KernelOp, trials: Sequence[dict[str, int] | None], a
 
 
 def cache_path() -> Path:
-    """The user's tuning cache."""
+    """The user's tuning cache, which ``llmopt tune`` writes: ``$LLMOPT_TUNE_CACHE``, else
+    ``~/.cache/llmopt/tuned.json``."""
     env = os.environ.get("LLMOPT_TUNE_CACHE")
     return Path(env) if env else Path.home() / ".cache" / "llmopt" / "tuned.json"
+
+
+def user_cache(user: bool) -> Path | None:
+    """The tuning cache ``apply-tuned`` reads (before the committed table), if any: the
+    :func:`cache_path` when ``user`` asks for it or ``$LLMOPT_TUNE_CACHE`` names it; else
+    none, so that what was tuned in a home directory never changes a program unasked."""
+    return cache_path() if user or os.environ.get("LLMOPT_TUNE_CACHE") else None
 
 
 def load_table(path: Path) -> dict[str, Any]:
@@ -377,8 +418,9 @@ def record_entries(path: Path, table: dict[str, Any], entries: dict[str, Any]) -
 
 
 def tables_fingerprint() -> str:
-    """A hash of the tuning tables ``apply-tuned`` reads (the user's cache and the committed
-    tables): part of the compile-cache key of lowered programs, so tuning anew recompiles."""
+    """A hash of the tuning tables ``apply-tuned`` may read (the user's cache and the
+    committed tables): part of the compile-cache key of lowered programs, so tuning anew
+    recompiles."""
     digest = hashlib.sha256()
     for path in [cache_path(), *sorted(TABLE_DIR.glob("*.json"))]:
         with contextlib.suppress(OSError):
@@ -495,19 +537,24 @@ def tune_module(module: ModuleOp, arch: str, reps: int, limit: int,
                 continue
             best = min(good, key=lambda t: t.ms)  # type: ignore[arg-type, return-value]
             best = refine(kernel, best, arch, reps, log, pool)
-            if trials[0].ms is not None and trials[0].ms <= best.ms:  # type: ignore[operator]
-                log(f"  the heuristic's schedule is fastest ({trials[0].ms:.4f} ms); no entry")
-                entries[entry_key(key, gpu, nvrtc)] = None
-                if save is not None:
-                    save(entries)
-                continue
-            entries[entry_key(key, gpu, nvrtc)] = {
-                "arch": arch, "gpu": gpu, "nvrtc": nvrtc, "shape": shape, "knobs": best.knobs,
-                "ms": best.ms, "heuristic_ms": trials[0].ms,
-                "discarded": sum(t.ms is None for t in trials[1:]),
-                "seconds": round(time.perf_counter() - began, 1),
-            }
-            log(f"  best {best.knobs}: {best.ms:.4f} ms (heuristic {trials[0].ms} ms)")
+            entries[entry_key(key, gpu, nvrtc)] = table_entry(trials, best, arch, gpu, nvrtc,
+                                                              shape, began, log)
             if save is not None:
                 save(entries)
     return entries
+
+
+def table_entry(trials: Sequence[Trial], best: Trial, arch: str, gpu: str, nvrtc: str,
+                shape: str, began: float, log: Callable[[str], None]) -> dict[str, Any] | None:
+    """The table entry of a tuned kernel whose fastest candidate is ``best``: ``None`` when
+    the heuristics' schedule (``trials[0]``) was at least as fast (see
+    :func:`merge_entries`)."""
+    heuristic = trials[0].ms
+    if heuristic is not None and heuristic <= best.ms:  # type: ignore[operator]
+        log(f"  the heuristic's schedule is fastest ({heuristic:.4f} ms); no entry")
+        return None
+    log(f"  best {best.knobs}: {best.ms:.4f} ms (heuristic {heuristic} ms)")
+    return {"arch": arch, "gpu": gpu, "nvrtc": nvrtc, "shape": shape, "knobs": best.knobs,
+            "ms": best.ms, "heuristic_ms": heuristic,
+            "discarded": sum(t.ms is None for t in trials[1:]),
+            "seconds": round(time.perf_counter() - began, 1)}

@@ -37,8 +37,8 @@ from xdsl.pattern_rewriter import (
 from xdsl.rewriter import InsertPoint
 
 from llmopt.dialects import loop
-from llmopt.lowering.loop_to_tile import KeepLocation
 from llmopt.passes._ir import defined_inside
+from llmopt.passes._rewrite import KeepLocation
 
 
 @dataclass

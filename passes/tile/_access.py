@@ -13,13 +13,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from xdsl.dialects import arith, scf
-from xdsl.dialects.builtin import IndexType, IntegerAttr
+from xdsl.dialects.builtin import IndexType, IntegerAttr, UnitAttr, i64
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr, AffineExpr, AffineMap
 
 from llmopt.dialects import loop, tile
 
 INDEX = IndexType()
+
+UNROLL: dict[str, Attribute] = {"unroll": IntegerAttr(0, i64)}
+"""The attributes of a loop that ``kernel-to-cuda`` unrolls completely (``#pragma unroll``)."""
 
 
 @dataclass(frozen=True)
@@ -33,6 +36,36 @@ class Linear:
     def of(*terms: tuple[int, SSAValue], const: int = 0) -> Linear:
         """A linear expression; terms with coefficient 0 are dropped."""
         return Linear(tuple((c, v) for c, v in terms if c), const)
+
+
+def lin_sum(*parts: tuple[int, Linear]) -> Linear:
+    """``Σ coef · linear``."""
+    terms = [(coef * c, v) for coef, lin in parts for c, v in lin.terms]
+    return Linear.of(*terms, const=sum(coef * lin.const for coef, lin in parts))
+
+
+def at(coords: Sequence[Linear]) -> tuple[AffineMap, list[SSAValue]]:
+    """The affine map and operands of an access at ``coords``."""
+    operands: list[SSAValue] = []
+    results: list[AffineExpr] = []
+    for lin in coords:
+        expr: AffineExpr = AffineConstantExpr(lin.const)
+        for coef, value in lin.terms:
+            if value not in operands:
+                operands.append(value)
+            expr = expr + AffineDimExpr(operands.index(value)) * coef
+        results.append(expr)
+    n = len(operands)
+    ranges = [iv_range(v) for v in operands]
+    return AffineMap(n, 0, tuple(simplified(e, n, ranges) for e in results)), operands
+
+
+def load_at(buffer: tile.AllocOp, *coords: Linear) -> loop.LoadOp:
+    return loop.LoadOp(buffer.result, *at(coords))
+
+
+def store_at(value: SSAValue, buffer: tile.AllocOp, *coords: Linear) -> loop.StoreOp:
+    return loop.StoreOp(value, buffer.result, *at(coords))
 
 
 @dataclass
@@ -111,7 +144,8 @@ class Cloner:
             raise ValueError(f"cannot clone '{op.name}' with regions")
         if isinstance(op, loop.LoadOp):
             amap, operands = self.access(op.map.data, op.indices)
-            new: Operation = loop.LoadOp(self.value(op.buffer, block), amap, operands)
+            new: Operation = loop.LoadOp(self.value(op.buffer, block), amap, operands,
+                                         op.clamped)
         elif isinstance(op, loop.StoreOp):
             amap, operands = self.access(op.map.data, op.indices)
             new = loop.StoreOp(self.value(op.value, block), self.value(op.buffer, block), amap,
@@ -125,6 +159,49 @@ class Cloner:
             self.values[old_res] = new_res
             new_res.name_hint = old_res.name_hint
         return new
+
+
+@dataclass
+class ClampingCloner(Cloner):
+    """A :class:`Cloner` whose copies of loads from ``global_buffers`` are clamped: the
+    loads of a ragged tile, whose rows or columns past the output's edge read the edge."""
+
+    global_buffers: set[SSAValue] = field(default_factory=set)
+
+    def clone_into(self, op: Operation, block: Block) -> Operation:
+        new = super().clone_into(op, block)
+        if isinstance(new, loop.LoadOp) and new.buffer in self.global_buffers:
+            new.clamp = UnitAttr()
+        return new
+
+
+def guard_inside(block: Block, bounds: list[tuple[SSAValue, int]]) -> Block:
+    """Append to ``block`` an ``scf.if`` that runs when every ``value < bound`` holds (the
+    stores of a ragged tile's outputs inside the output); returns its (empty) body."""
+    cond: SSAValue | None = None
+    for value, bound in bounds:
+        limit = arith.ConstantOp(IntegerAttr(bound, IndexType()))
+        inside = arith.CmpiOp(value, limit.result, "ult")
+        block.add_ops([limit, inside])
+        if cond is None:
+            cond = inside.result
+        else:
+            both = arith.AndIOp(cond, inside.result)
+            block.add_op(both)
+            cond = both.result
+    assert cond is not None
+    then = Block()
+    block.add_op(scf.IfOp(cond, [], Region(then)))
+    return then
+
+
+def close_guards(block: Block) -> None:
+    """Terminate the ``scf.if`` bodies :func:`guard_inside` made in ``block``'s nest."""
+    for op in block.walk():
+        if isinstance(op, scf.IfOp):
+            body = op.true_region.block
+            if not isinstance(body.last_op, scf.YieldOp):
+                body.add_op(scf.YieldOp())
 
 
 def _push(ops: list[Operation], op: Operation) -> SSAValue:

@@ -13,47 +13,21 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from xdsl.dialects.builtin import DictionaryAttr, Float32Type, IntegerAttr
+from xdsl.dialects.builtin import DictionaryAttr, Float32Type, IntegerAttr, MemRefType
 from xdsl.ir import Attribute, Operation
 
-from llmopt.dialects import mma, tile
+from llmopt.dialects import tile
+from llmopt.target import Target as GpuLimits
+from llmopt.target import for_arch as limits
+from llmopt.target import smem_budget as smem_budget
 
 SCHEDULE_ATTR = "llmopt.schedule"
-
-
-@dataclass(frozen=True)
-class GpuLimits:
-    """What a schedule must fit: multiprocessors, shared memory a block may declare
-    statically and in all (dynamic shared memory, opted into above the static 48 KiB),
-    threads a block may have."""
-
-    sms: int
-    max_smem: int = 48 * 1024
-    static_smem: int = 48 * 1024
-    max_threads: int = 1024
-
-
-LIMITS = {"sm_80": GpuLimits(108, 163 * 1024), "sm_86": GpuLimits(84, 99 * 1024),
-          "sm_89": GpuLimits(128, 99 * 1024), "sm_90": GpuLimits(132, 227 * 1024),
-          "sm_100": GpuLimits(148, 227 * 1024), "sm_120": GpuLimits(170, 99 * 1024)}
 
 
 def padded_bytes(shape: Sequence[int], pad: int, elem_bytes: int = 4) -> int:
     """Bytes of a shared tile of ``shape`` whose rows (innermost dimension) ``pad-shared``
     pads by ``pad`` elements."""
     return math.prod(shape[:-1]) * (shape[-1] + pad) * elem_bytes
-
-
-def smem_budget(gpu: GpuLimits) -> int:
-    """Shared memory the scheduling passes give one block's tiles: half of what a block may
-    use (two blocks still fit a multiprocessor), at least the static 48 KiB. Above 48 KiB
-    ``kernel-to-cuda`` declares it dynamic."""
-    return max(gpu.static_smem, gpu.max_smem // 2)
-
-
-def limits(arch: str) -> GpuLimits:
-    """The limits of ``arch`` (an unknown arch gets those of sm_90)."""
-    return LIMITS.get(arch, LIMITS["sm_90"])
 
 
 def kernel_knobs(kernel: Operation) -> dict[str, int]:
@@ -84,13 +58,21 @@ class RegisterTile:
     def threads(self) -> int:
         return (self.bm // self.tm) * (self.bn // self.tn)
 
-    def fits(self, m: int, n: int, periods: tuple[int, int] = (0, 0)) -> bool:
-        """Whether the tile divides the ``m × n`` output and makes a valid block, and
-        ``bm``, ``bn`` divide the ``periods`` of the kernel's accesses (0: any; see
+    def fits(self, m: int, n: int, periods: tuple[int, int] = (0, 0),
+             ragged: bool = False) -> bool:
+        """Whether the tile makes a valid block, divides the ``m × n`` output (unless
+        ``ragged``: then the edge blocks overhang it, their extra rows and columns clamped on
+        loads and guarded on stores), and ``bm``, ``bn`` divide the ``periods`` of the
+        kernel's accesses (0: any; see
         :func:`~llmopt.passes.tile.register_tile.tile_periods`)."""
-        return (self.bm % self.tm == 0 and self.bn % self.tn == 0 and m % self.bm == 0
-                and n % self.bn == 0 and 32 <= self.threads <= 1024 and self.threads % 32 == 0
+        return (self.bm % self.tm == 0 and self.bn % self.tn == 0
+                and (ragged or (m % self.bm == 0 and n % self.bn == 0))
+                and 32 <= self.threads <= 1024 and self.threads % 32 == 0
                 and periods[0] % self.bm == 0 and periods[1] % self.bn == 0)
+
+    def blocks(self, m: int, n: int) -> int:
+        """Blocks covering an ``m × n`` output (the edge ones overhanging a ragged one)."""
+        return -(-m // self.bm) * -(-n // self.bn)
 
 
 TILE_CANDIDATES = ((128, 64, 8, 4), (128, 112, 8, 7), (64, 112, 8, 7), (64, 128, 4, 8),
@@ -181,7 +163,7 @@ of 4×8 won only the tuner's 128-row products (128×2048×5632: 0.068 against 0.
 def has_tensor_cores(arch: str, sum_type: Attribute) -> bool:
     """Whether a product summing ``sum_type`` may run on ``arch``'s tensor cores with
     ``f32`` accuracy (three TF32 ``mma.sync``, sm_80 or newer)."""
-    return isinstance(sum_type, Float32Type) and mma.available(arch)
+    return isinstance(sum_type, Float32Type) and limits(arch).has_mma()
 
 
 class ProductSchedule(NamedTuple):
@@ -209,13 +191,13 @@ def tile_cost(t: RegisterTile, blocks: int, gpu: GpuLimits) -> float:
     return -(-blocks // gpu.sms) * t.bm * t.bn / tile_efficiency(t)
 
 
-def fitting_tiles(m: int, n: int, accumulators: int = 1, periods: tuple[int, int] = (0, 0)
-                  ) -> list[RegisterTile]:
-    """The :data:`TILE_CANDIDATES` that divide an ``m × n`` output (and the ``periods`` of
-    its accesses, see :meth:`RegisterTile.fits`), with at most 64 accumulator registers a
-    thread over ``accumulators`` reductions."""
+def fitting_tiles(m: int, n: int, accumulators: int = 1, periods: tuple[int, int] = (0, 0),
+                  ragged: bool = False) -> list[RegisterTile]:
+    """The :data:`TILE_CANDIDATES` that divide an ``m × n`` output (any, with ``ragged``)
+    and the ``periods`` of its accesses (see :meth:`RegisterTile.fits`), with at most 64
+    accumulator registers a thread over ``accumulators`` reductions."""
     return [t for t in (RegisterTile(*c) for c in TILE_CANDIDATES)
-            if t.fits(m, n, periods) and t.tm * t.tn * accumulators <= 64]
+            if t.fits(m, n, periods, ragged) and t.tm * t.tn * accumulators <= 64]
 
 
 def choose_register_tile(m: int, n: int, batch: int, gpu: GpuLimits, accumulators: int = 1,
@@ -237,7 +219,7 @@ def choose_register_tile(m: int, n: int, batch: int, gpu: GpuLimits, accumulator
         return None
 
     def blocks(t: RegisterTile) -> int:
-        return batch * (m // t.bm) * (n // t.bn)
+        return batch * t.blocks(m, n)
 
     good = [t for t in fitting if t.tm * t.tn >= 8]
     if good:
@@ -302,7 +284,7 @@ def split_for(tile: RegisterTile, m: int, n: int, k: int, batch: int, gpu: GpuLi
     make fewer than :data:`LONG_WAVES` waves. A tensor-core block (partial sums and
     fragments beside its accumulators) counts as alone, its wave full at
     :data:`MMA_WAVE_FILL`."""
-    blocks = batch * (m // tile.bm) * (n // tile.bn)
+    blocks = batch * tile.blocks(m, n)
     alone = tensor_cores or tile.tm * tile.tn * accumulators >= ONE_BLOCK_ACCUMULATORS
     fill = (MMA_WAVE_FILL if tensor_cores else WAVE_FILL) * gpu.sms if alone else gpu.sms
     split = 1
@@ -336,7 +318,7 @@ def product_time(t: RegisterTile, m: int, n: int, k: int, batch: int, split: int
     at :data:`BLOCK_RATE` × the micro-tile's efficiency plus :data:`WAVE_OVERHEAD`, plus,
     when split, the partial sums' traffic (of each of the ``accumulators`` reductions) and
     one launch."""
-    blocks = batch * (m // t.bm) * (n // t.bn) * split
+    blocks = batch * t.blocks(m, n) * split
     waves = -(-blocks // gpu.sms)
     rate = BLOCK_RATE * tile_efficiency(t, tensor_cores)
     time = waves * (t.bm * t.bn * (k / split) / rate + WAVE_OVERHEAD)
@@ -352,8 +334,14 @@ def choose_product_schedule(m: int, n: int, k: int, batch: int, gpu: GpuLimits,
     least 8 outputs a thread (dividing the accesses' ``periods``, see
     :meth:`RegisterTile.fits`), its :func:`split_for` slices — for a kernel with several
     reductions (the fused gate and up projections, which write partial sums for each) also
-    1, 2, 4 or 8 slices of at least 128, whichever the model finds fastest; when no such
-    tile divides the output, :func:`choose_register_tile`'s; ``None`` when no tile does.
+    1, 2, 4 or 8 slices of at least 128, whichever the model finds fastest; ``None`` when
+    no tile fits.
+
+    Tiles that divide the output are preferred; only when none with 8 outputs a thread
+    does (a prompt of 17, 100 or 1000 tokens), *ragged* tiles compete, whose edge blocks
+    overhang the output (:meth:`RegisterTile.fits`): the model counts their blocks whole,
+    so the padding is paid for. An output of fewer than :data:`MIN_RAGGED_OUTPUTS` points
+    gets no ragged tile: one thread per output is then as fast as a block mostly padding.
 
     Measured on the H200 for the fused gate/up kernel (``silu(x·Wgᵀ)·(x·Wuᵀ)``, median of
     CUDA-event-timed graph replays, ``bench/sweep_gemm.py --gate-up``): 128×5632×2048 took
@@ -363,13 +351,36 @@ def choose_product_schedule(m: int, n: int, k: int, batch: int, gpu: GpuLimits,
     rows the whole product stays fastest (512×18944×3584: 3.12 ms whole against 3.21 in
     two slices).
 
-    With ``tensor_cores`` (``f32`` sums on sm_80 or newer) the :data:`MMA_TILES` that divide
+    With ``tensor_cores`` (``f32`` sums on sm_80 or newer) the :data:`MMA_TILES` that fit
     the output, with at most 64 accumulators a thread, compete at :data:`MMA_EFFICIENCY`
     where K is a multiple of 32 (each slice too)."""
-    good = [t for t in fitting_tiles(m, n, accumulators, periods) if t.tm * t.tn >= 8]
+    chosen = _product_schedule(m, n, k, batch, gpu, accumulators, periods, tensor_cores,
+                               ragged=False)
+    if chosen is None or chosen.tile.tm * chosen.tile.tn < 8:
+        if m * n >= MIN_RAGGED_OUTPUTS:
+            ragged = _product_schedule(m, n, k, batch, gpu, accumulators, periods,
+                                       tensor_cores, ragged=True)
+            return ragged or chosen
+    return chosen
+
+
+MIN_RAGGED_OUTPUTS = 1024
+"""Outputs from which a product without a dividing tile gets a ragged one (four blocks of
+the smallest tile, 16 × 16)."""
+
+
+def _product_schedule(m: int, n: int, k: int, batch: int, gpu: GpuLimits, accumulators: int,
+                      periods: tuple[int, int], tensor_cores: bool, ragged: bool
+                      ) -> ProductSchedule | None:
+    """:func:`choose_product_schedule` among the dividing tiles, or among all (``ragged``);
+    without a tile of 8 outputs a thread, :func:`choose_register_tile`'s (dividing)."""
+    good = [t for t in fitting_tiles(m, n, accumulators, periods, ragged)
+            if t.tm * t.tn >= 8]
     mma_tiles = [t for t in MMA_TILES if tensor_cores and k % 32 == 0
-                 and t.fits(m, n, periods) and t.tm * t.tn * accumulators <= 64]
+                 and t.fits(m, n, periods, ragged) and t.tm * t.tn * accumulators <= 64]
     if not good and not mma_tiles:
+        if ragged:
+            return None
         tile = choose_register_tile(m, n, batch, gpu, accumulators, periods)
         if tile is None:
             return None
@@ -394,3 +405,70 @@ def choose_split_k(m: int, n: int, k: int, batch: int, gpu: GpuLimits) -> int:
     cost an extra pass over ``S × m × n``."""
     chosen = choose_product_schedule(m, n, k, batch, gpu)
     return 1 if chosen is None else chosen.split
+
+
+ATTENTION_WARPS = 8
+"""Warps of a ``flash-attention`` block whose tiles allow it (256 threads)."""
+
+
+def warp_grid(m: int, n: int, warps: int) -> tuple[int, int] | None:
+    """``(wm, wn)``, ``wm · wn = warps``, whose warp tiles ``m/wm × n/wn`` are whole
+    ``m16n8`` fragments of an even number of columns a thread (``m`` a multiple of ``16·wm``,
+    ``n`` of ``8·wn``), the one whose warps load the fewest operands (``m/wm + n/wn`` per
+    step, ties: fewer warps along ``n``); ``None`` when there is none."""
+    grids = [(wm, warps // wm) for wm in range(1, warps + 1)
+             if warps % wm == 0 and m % (16 * wm) == 0 and n % (8 * (warps // wm)) == 0]
+    return min(grids, key=lambda g: (m // g[0] + n // g[1], g[1]), default=None)
+
+
+@dataclass(frozen=True)
+class AttentionBlocks:
+    """A ``flash-attention`` block: ``bm`` query rows, key blocks of ``bn``, ``warps``
+    warps."""
+
+    bm: int
+    bn: int
+    warps: int
+
+
+def choose_attention_blocks(rows: int, queries: int, keys: int, head_dim: int, sms: int,
+                            bm: int = 0, bn: int = 0, warps: int = 0
+                            ) -> AttentionBlocks | None:
+    """The options when set, else: the largest ``bm`` of 64, 32, 16 that divides the queries
+    and still makes ``sms`` blocks over ``rows`` (batch × heads) rows of query blocks (else
+    the smallest that divides; when none divides, the same choice among all three, the last
+    query block overhanging the queries); the largest ``bn`` of 64, 32, 16 that divides the
+    keys (when none does, the smallest that covers them, at most 64: the last key block
+    overhangs the keys and its extra keys are masked; longer key blocks mean fewer rounds of
+    row statistics and barriers per key, see ``docs/performance.md``); the most warps, at
+    most 8, that both products tile (:func:`warp_grid`). ``None`` when the head dimension is
+    no multiple of 16 or the sizes tile nothing."""
+    if head_dim % 16:
+        return None
+    if not bm:
+        fitting = [b for b in (64, 32, 16) if queries % b == 0] or [64, 32, 16]
+        bm = next((b for b in fitting if rows * -(-queries // b) >= sms), fitting[-1])
+    if not bn:
+        dividing = [b for b in (64, 32, 16) if keys % b == 0]
+        bn = dividing[0] if dividing else next(b for b in (16, 32, 64) if keys <= b or b == 64)
+    if bm % 16 or bn % 16:
+        return None
+    for w in [warps] if warps else [ATTENTION_WARPS >> k for k in range(4)]:
+        if warp_grid(bm, bn, w) and warp_grid(bm, head_dim, w):
+            return AttentionBlocks(bm, bn, w)
+    return None
+
+
+def shared_bytes(kernel: Operation) -> int:
+    """Shared memory of ``kernel``'s tiles once ``pad-shared`` has padded them (by their
+    ``llmopt.pad``)."""
+    total = 0
+    for op in kernel.walk():
+        if isinstance(op, tile.AllocOp) and op.space.data == "shared":
+            typ = op.result.type
+            assert isinstance(typ, MemRefType)
+            pad = op.attributes.get("llmopt.pad")
+            total += padded_bytes(typ.get_shape(), pad.value.data
+                                  if isinstance(pad, IntegerAttr) else 0,
+                                  typ.element_type.bitwidth // 8)  # type: ignore[attr-defined]
+    return total

@@ -5,13 +5,17 @@
 
 **Produces** the kernel with ``llmopt.schedule`` set to the knobs recorded for its
 structural hash (:func:`llmopt.tools.tune.schedule_key`) and the target architecture, taken
-from the user's tuning cache (``llmopt tune``; ``$LLMOPT_TUNE_CACHE`` or
-``~/.cache/llmopt/tuned.json``) or else from the table committed for the architecture
-(``passes/tile/tuned/<arch>.json``). Kernels without an entry keep the heuristics.
+from the table committed for the architecture (``passes/tile/tuned/<arch>.json``, installed
+with llmopt) — or, when asked for, first from the user's tuning cache that ``llmopt tune``
+writes: with ``$LLMOPT_TUNE_CACHE`` set (that file), or with ``user=1``
+(``$LLMOPT_TUNE_CACHE``, else ``~/.cache/llmopt/tuned.json``). Kernels without an entry
+keep the heuristics.
 
 **Why** the heuristics see only shapes and limits; a measured choice is better where one
 exists, and keeping it as a kernel attribute leaves it visible in the IR and overridable
-(a pass option of the scheduling passes still wins over it).
+(a pass option of the scheduling passes still wins over it). The user's cache is read only
+on request so that a pipeline lowers a program the same way on every machine, whatever was
+tuned in its home directory.
 """
 
 from __future__ import annotations
@@ -30,21 +34,23 @@ from llmopt.passes.tile.register_tile import match_contraction
 @dataclass(frozen=True)
 class ApplyTuned(ModulePass):
     """Set tuned schedule knobs (see the module docstring). Options: ``arch``; ``user``
-    (0: ignore the user's tuning cache, read only the committed table)."""
+    (1: read the user's tuning cache before the committed table; 0, the default: only
+    where ``$LLMOPT_TUNE_CACHE`` names one)."""
 
     name = "apply-tuned"
 
     arch: str = "sm_90"
-    user: int = 1
+    user: int = 0
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        from llmopt.tools.tune import TABLE_DIR, cache_path, load_table, lookup, schedule_key
+        from llmopt.tools.tune import TABLE_DIR, load_table, lookup, schedule_key, user_cache
 
         kernels = [k for k in op.walk() if isinstance(k, tile.KernelOp)
                    and SCHEDULE_ATTR not in k.attributes and match_contraction(k) is not None]
         if not kernels:
             return
-        tables = [load_table(cache_path())] if self.user else []
+        cache = user_cache(bool(self.user))
+        tables = [load_table(cache)] if cache is not None else []
         tables.append(load_table(TABLE_DIR / f"{self.arch}.json"))
         if not any(tables):
             return

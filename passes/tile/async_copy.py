@@ -2,20 +2,26 @@
 
 **Matches** the K loop that ``stage-inputs`` makes — ``scf.for %k0 = 0 to n`` directly in a
 ``tile.forall over blocks``, its body the forall(s) filling shared tiles (``llmopt.role =
-"stage"``: a global load stored into the tile) followed by the chunk loop — when its
+"stage"``: a global load stored into the tile) followed by the chunk loop — and any loop
+of that place whose fills are followed by other steps that read the tiles and write none of
+them (``flash-attention``'s loop over key blocks: scores, softmax, ``P·V``), when its
 ``stages`` knob ``S`` is at least 2 (pass option, else the kernel's ``llmopt.schedule``,
-else 3), ``n ≥ 2``, and ``S`` copies of the tiles (rows padded as ``pad-shared`` will) fit the
-shared-memory budget of a block (half of what one may use, so two fit a multiprocessor:
-113 KiB on sm_90; ``kernel-to-cuda`` makes more than 48 KiB dynamic); ``S`` is lowered to
-what fits, down to 2.
+else 3), ``n ≥ 2``, and ``S`` copies of the tiles (rows padded as ``pad-shared`` will) fit,
+beside the block's other shared tiles, the shared-memory budget of a block (half of what
+one may use, so two fit a multiprocessor: 113 KiB on sm_90; all of it when the block's
+tiles, one slot each, already exceed that half, so the block runs alone either way;
+``kernel-to-cuda`` makes more than 48 KiB dynamic); ``S`` is lowered to what fits, down to
+2. The bound ``n`` may also be a value ``arith.minui(x, N)`` (a causal attention's key
+blocks end at the diagonal's): ``S`` is then at most ``N + 1``, and the counters are
+carried, the chunk fetched wrapping at the value.
 
 **Produces** ``S`` slots per tile (``tile.alloc shared`` ``[S, …]``, the chunk loop reading
 slot ``k0 mod S``) and fills made of ``tile.async_copy``: each copy moves ``V`` consecutive
 elements, ``V`` the widest of 4, 2, 1 that the tile allows (its innermost dimension is the
 global buffer's innermost, walked by the fill's fastest index with coefficient 1, and every
 row start is a multiple of ``V`` elements — 16-byte copies for ``f32`` with ``V = 4``; such
-tiles ask ``pad-shared`` for ``V`` words of padding so their rows stay aligned). The loop
-becomes::
+tiles ask ``pad-shared`` for ``V`` words of padding so their rows stay aligned, unless they
+already ask for a multiple of ``V``). The loop becomes::
 
     kernel.barrier                      // the previous block point's readers are done
     scf.for %p = 0 to S-1 { fill(chunk p → slot p); tile.async_commit }
@@ -23,7 +29,7 @@ becomes::
       tile.async_wait S-2               // this thread's copies of chunk k0 have landed
       kernel.barrier                    // everyone's have; slot (k0-1) mod S is free
       fill(chunk %fetch → slot %fill_slot); tile.async_commit
-      <chunk loop on slot %slot>
+      <chunk loop (or the other steps) on slot %slot>
       scf.yield wrap(%slot + 1, S), wrap(%fill_slot + 1, S), wrap(%fetch + 1, n)
     }
     tile.async_wait 0
@@ -55,7 +61,7 @@ from dataclasses import dataclass
 from xdsl.context import Context
 from xdsl.dialects import arith, scf
 from xdsl.dialects.builtin import IntegerAttr, MemRefType, ModuleOp, StringAttr, i64
-from xdsl.ir import Block, Region, SSAValue
+from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.ir.affine import (
     AffineBinaryOpExpr,
     AffineBinaryOpKind,
@@ -75,8 +81,8 @@ from xdsl.rewriter import InsertPoint
 from xdsl.utils.exceptions import PassFailedException
 
 from llmopt.dialects import kernel, loop, tile
-from llmopt.lowering.loop_to_tile import KeepLocation
-from llmopt.passes.tile._access import block_threads
+from llmopt.passes._rewrite import KeepLocation
+from llmopt.passes.tile._access import UNROLL, block_threads
 from llmopt.passes.tile._schedule import (
     DEFAULT_STAGES,
     default_carry,
@@ -87,9 +93,6 @@ from llmopt.passes.tile._schedule import (
 )
 from llmopt.passes.tile.prefetch_stages import Fill, remap, staged_fills
 from llmopt.passes.tile.stage_inputs import addends, block_level_loop, const_int
-
-WIDTHS = (4, 2, 1)
-UNROLL = {"unroll": IntegerAttr(0, i64)}
 
 
 def vector_width(f: Fill) -> int:
@@ -149,6 +152,23 @@ def multiple_of(expr: AffineExpr) -> int:
     return 1
 
 
+def asked_pad(alloc: Operation) -> int | None:
+    """The padding a tile asks ``pad-shared`` for (``llmopt.pad``), ``None`` when it asks
+    none (``pad-shared`` then pads rows by its default, 1)."""
+    pad = alloc.attributes.get("llmopt.pad")
+    return pad.value.data if isinstance(pad, IntegerAttr) else None
+
+
+def slot_pad(alloc: Operation, width: int) -> int | None:
+    """The padding the slots of a tile filled ``width`` elements at a time ask for: the
+    tile's own when it keeps the rows' alignment (a multiple of ``width``; attention's V
+    tile asks for 8), else ``width``."""
+    asked = asked_pad(alloc)
+    if width > 1 and not (asked and asked % width == 0):
+        return width
+    return asked
+
+
 def tile_bytes(fills: list[Fill], widths: list[int], stages: int) -> int:
     """Shared memory of ``stages`` slots of every tile, rows padded as ``pad-shared`` will."""
     total = 0
@@ -158,10 +178,40 @@ def tile_bytes(fills: list[Fill], widths: list[int], stages: int) -> int:
         shape = list(typ.get_shape())
         pad = 0
         if len(shape) > 1 and shape[-1] % 2 == 0:
-            pad = width if width > 1 else 1
+            asked = slot_pad(f.store.buffer.owner, width)  # type: ignore[arg-type]
+            pad = 1 if asked is None else asked
         elem = typ.element_type.bitwidth // 8  # type: ignore[attr-defined]
         total += stages * padded_bytes(shape, pad, elem)
     return total
+
+
+def other_tiles_bytes(op: scf.ForOp, tiles: set[SSAValue]) -> int:
+    """Shared memory of the block's tiles besides ``tiles`` (the ones ``op`` fills), rows
+    padded as ``pad-shared`` will: what the slots must leave room for."""
+    blocks = op.parent_op()
+    assert blocks is not None
+    total = 0
+    for alloc in blocks.body.block.ops:
+        if (isinstance(alloc, tile.AllocOp) and alloc.space.data == "shared"
+                and alloc.result not in tiles):
+            typ = alloc.result.type
+            assert isinstance(typ, MemRefType)
+            shape = list(typ.get_shape())
+            asked = asked_pad(alloc)
+            pad = (1 if asked is None else asked) if len(shape) > 1 and shape[-1] % 2 == 0 else 0
+            total += padded_bytes(shape, pad, typ.element_type.bitwidth // 8)  # type: ignore[attr-defined]
+    return total
+
+
+def static_bound(value: SSAValue) -> int | None:
+    """A constant that a loop bound ``value`` never exceeds: the constant operand of an
+    ``arith.minui`` (a causal attention's loop over key blocks stops at the diagonal's, at
+    most at the last), else ``None``."""
+    owner = value.owner
+    if isinstance(owner, arith.MinUIOp):
+        known = [c for c in (const_int(owner.lhs), const_int(owner.rhs)) if c is not None]
+        return min(known) if known else None
+    return None
 
 
 @dataclass
@@ -179,7 +229,11 @@ class AsyncKLoop(RewritePattern):
             return
         stages = knob(self.stages, kern, "stages", DEFAULT_STAGES)
         n = const_int(op.ub)
-        if stages < 2 or const_int(op.lb) != 0 or const_int(op.step) != 1 or not n or n < 2:
+        dynamic = n is None
+        if dynamic:
+            n = static_bound(op.ub)
+        if (stages < 2 or const_int(op.lb) != 0 or const_int(op.step) != 1 or not n or n < 2
+                or (dynamic and op.iter_args)):
             return
         found = staged_fills(op)
         if found is None or any(f.store.buffer.owner.parent_op() is not op.parent_op()
@@ -193,17 +247,24 @@ class AsyncKLoop(RewritePattern):
         if not all(widths):
             return
         stages = min(stages, n + 1)
-        budget = smem_budget(limits(self.arch))
-        while stages > 2 and tile_bytes(found, widths, stages) > budget:
+        gpu = limits(self.arch)
+        others = other_tiles_bytes(op, {f.store.buffer for f in found})
+        budget = smem_budget(gpu)
+        if others + tile_bytes(found, widths, 1) > budget:
+            budget = gpu.max_smem  # one block a multiprocessor already: all of it is ours
+        while stages > 2 and others + tile_bytes(found, widths, stages) > budget:
             stages -= 1
-        if tile_bytes(found, widths, stages) > budget:
+        if others + tile_bytes(found, widths, stages) > budget:
             return
         slots = {f.store.buffer: self._slotted(f, width, stages, rewriter)
                  for f, width in zip(found, widths, strict=True)}
-        first, chunk_loop = body[0], body[-2]
-        # A loop that already carries values keeps the computed form (its yield is not ours).
-        if not op.iter_args and knob(self.carry, kern, "carry", default_carry(kern)) == 1:
-            op, (k0, read, write, chunk) = self._carried(op, stages, n, rewriter)
+        first, computing = body[0], body[len(found)]
+        # A loop that already carries values keeps the computed form (its yield is not ours);
+        # a loop whose trip count is a value carries the counters (wrapped at that value).
+        if not op.iter_args and (dynamic or knob(self.carry, kern, "carry",
+                                                 default_carry(kern)) == 1):
+            op, (k0, read, write, chunk) = self._carried(op, stages, n,
+                                                         op.ub if dynamic else None, rewriter)
             slot_of, fetch_of = write, chunk
             read_slot: AffineExpr = AffineDimExpr(0)
             ahead: AffineExpr = AffineDimExpr(0)
@@ -240,7 +301,7 @@ class AsyncKLoop(RewritePattern):
             rewriter.insert(self._fill(f, width, slots[f.store.buffer], k0, fetch_of, ahead,
                                        slot_of, ahead_slot), InsertPoint.before(f.forall))
             rewriter.erase(f.forall)
-        rewriter.insert(tile.AsyncCommitOp(), InsertPoint.before(chunk_loop))
+        rewriter.insert(tile.AsyncCommitOp(), InsertPoint.before(computing))
         rewriter.insert(tile.AsyncWaitOp(0), InsertPoint.after(op))
         for old in slots:
             rewriter.erase(old.owner)  # type: ignore[arg-type]
@@ -256,18 +317,22 @@ class AsyncKLoop(RewritePattern):
         new = tile.AllocOp("shared", MemRefType(typ.element_type,
                                                 [stages, *typ.get_shape()]))
         new.attributes |= old.attributes
-        if width > 1:
-            new.attributes["llmopt.pad"] = IntegerAttr(width, i64)
+        pad = slot_pad(old, width)
+        if pad is not None:  # rows keep their alignment
+            new.attributes["llmopt.pad"] = IntegerAttr(pad, i64)
         new.result.name_hint = old.result.name_hint
         rewriter.insert(new, InsertPoint.before(old))
         return new.result
 
     @staticmethod
-    def _carried(op: scf.ForOp, stages: int, n: int, rewriter: PatternRewriter
+    def _carried(op: scf.ForOp, stages: int, n: int, trips: SSAValue | None,
+                 rewriter: PatternRewriter
                  ) -> tuple[scf.ForOp, tuple[SSAValue, SSAValue, SSAValue, SSAValue]]:
         """``op`` rebuilt with three index ``iter_args`` — the slot read (``k0 mod S``), the
         slot filled (``(k0+S-1) mod S``) and the chunk fetched (``(k0+S-1) mod n``) — each
-        stepped by one and wrapped with a compare and select at the end of the body."""
+        stepped by one and wrapped with a compare and select at the end of the body. A loop
+        whose trip count is a value ``trips`` (at most ``n``) wraps the chunk fetched at
+        ``trips`` instead: it fetches only chunks it has, and again those it read first."""
         old = op.body.block
         k0 = old.args[0]
         typ = k0.type
@@ -288,12 +353,17 @@ class AsyncKLoop(RewritePattern):
         zero, one = (arith.ConstantOp(IntegerAttr(v, typ)) for v in (0, 1))
         block.add_ops([zero, one])
         stepped: list[SSAValue] = []
-        for arg, bound in zip(block.args[1:], (stages, stages, n), strict=True):
-            limit = arith.ConstantOp(IntegerAttr(bound, typ))
+        fetched = n if trips is None else trips
+        for arg, bound in zip(block.args[1:], (stages, stages, fetched), strict=True):
+            ops: list[Operation] = []
+            limit = bound
+            if isinstance(bound, int):
+                ops.append(arith.ConstantOp(IntegerAttr(bound, typ)))
+                limit = ops[-1].results[0]
             nxt = arith.AddiOp(arg, one)
             inside = arith.CmpiOp(nxt, limit, "slt")
             wrapped = arith.SelectOp(inside, nxt, zero)
-            block.add_ops([limit, nxt, inside, wrapped])
+            block.add_ops([*ops, nxt, inside, wrapped])
             stepped.append(wrapped.result)
         block.add_op(scf.YieldOp(*stepped))
         new = scf.ForOp(op.lb, op.ub, op.step, [i.result for i in inits], Region(block))
@@ -334,7 +404,7 @@ class AsyncKLoop(RewritePattern):
         assert gmap.num_dims == inner.num_dims == len(new_operands)
         dst_map = AffineMap(inner.num_dims, 0, (slot, *inner.results))
         forall.body.block.add_op(tile.AsyncCopyOp(f.load.buffer, gmap, dst, dst_map,
-                                                  new_operands, width))
+                                                  new_operands, width, f.load.clamped))
         forall.attributes["llmopt.role"] = StringAttr("stage")
         return forall
 

@@ -94,10 +94,9 @@ from xdsl.rewriter import InsertPoint
 from xdsl.utils.exceptions import PassFailedException
 
 from llmopt.dialects import loop, mma, tile
-from llmopt.lowering.loop_to_tile import KeepLocation
-from llmopt.passes.tile._access import counted_for, linear_form, loop_nest
+from llmopt.passes._rewrite import KeepLocation
+from llmopt.passes.tile._access import UNROLL, counted_for, linear_form, loop_nest
 from llmopt.passes.tile._schedule import knob
-from llmopt.passes.tile.register_tile import UNROLL
 from llmopt.passes.tile.stage_inputs import const_int
 from llmopt.passes.tile.vector_fragments import outer_chunk_loop
 
@@ -420,7 +419,8 @@ def _fragment_nest(operand: Operand, kk: SSAValue, kq: SSAValue, ivs: dict[str, 
         else:
             replace.append(dim(value))
     results = tuple(e.replace_dims_and_symbols(replace, []) for e in load.map.data.results)
-    value = loop.LoadOp(load.buffer, AffineMap(len(merged), 0, results), list(merged))
+    value = loop.LoadOp(load.buffer, AffineMap(len(merged), 0, results), list(merged),
+                        load.clamped)
     inner.add_op(value)
     hi = _tf32_hi(inner, value.result, split if terms == 3 else 1)
     where = [*thread_ivs, r, q]

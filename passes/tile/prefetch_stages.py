@@ -2,7 +2,9 @@
 
 **Matches** the K loop that ``stage-inputs`` makes — ``scf.for %k0 = 0 to n`` directly in a
 ``tile.forall over blocks``, its body the forall(s) filling shared tiles (``llmopt.role =
-"stage"``, each a global load stored into the tile) followed by the chunk loop — in kernels
+"stage"``, each a global load stored into the tile) followed by the chunk loop, or by other
+steps that read the tiles and write none of them (``flash-attention``'s loop over key
+blocks; see :func:`staged_fills`) — in kernels
 whose ``prefetch`` knob is 1 (pass option or ``llmopt.schedule``; off by default), when
 every fill has the same number ``R ≤ 32`` of points for each of the block's ``T`` threads.
 A loop ``async-copy`` already pipelined (the default, unless ``stages = 1``) has no such
@@ -33,7 +35,7 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import arith, scf
-from xdsl.dialects.builtin import IntegerAttr, MemRefType, ModuleOp, StringAttr, i64
+from xdsl.dialects.builtin import IntegerAttr, MemRefType, ModuleOp, StringAttr
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.ir.affine import AffineDimExpr, AffineExpr, AffineMap
 from xdsl.passes import ModulePass
@@ -46,13 +48,18 @@ from xdsl.pattern_rewriter import (
 from xdsl.rewriter import InsertPoint
 
 from llmopt.dialects import loop, tile
-from llmopt.lowering.loop_to_tile import KeepLocation
-from llmopt.passes.tile._access import block_threads, iv_range, loop_nest, simplified
+from llmopt.passes._rewrite import KeepLocation
+from llmopt.passes.tile._access import (
+    UNROLL,
+    block_threads,
+    iv_range,
+    loop_nest,
+    simplified,
+)
 from llmopt.passes.tile._schedule import knob
 from llmopt.passes.tile.stage_inputs import block_level_loop, const_int
 
 MAX_ROUNDS = 32
-UNROLL = {"unroll": IntegerAttr(0, i64)}
 
 
 @dataclass(frozen=True)
@@ -81,15 +88,24 @@ def match_fill(op: Operation) -> Fill | None:
 
 
 def staged_fills(op: scf.ForOp) -> list[Fill] | None:
-    """The fills of a staged K loop (its body: fills, then the chunk loop), each loading at
-    indices made of the chunk counter, its own forall's ivs and values from outside the
-    loop; ``None`` when the body has another shape."""
-    body = list(op.body.block.ops)
-    if len(body) < 3 or not isinstance(body[-2], scf.ForOp):
-        return None
-    fills = [match_fill(f) for f in body[:-2]]
-    found = [f for f in fills if f is not None]
-    if len(found) != len(fills):
+    """The fills of a staged loop, each loading at indices made of the chunk counter, its
+    own forall's ivs and values from outside the loop; ``None`` when the body has another
+    shape. The body must start with the fills and go on with steps that read the tiles but
+    write none of them: the chunk loop of a matrix product (what ``stage-inputs`` makes), or
+    the score, softmax and ``P·V`` steps of a key block (what ``flash-attention`` makes)."""
+    body = [step for step in op.body.block.ops if not isinstance(step, scf.YieldOp)]
+    found: list[Fill] = []
+    for step in body:
+        fill = match_fill(step)
+        if fill is None:
+            break
+        found.append(fill)
+    rest = body[len(found):]
+    tiles = {f.store.buffer for f in found}
+    if not found or not rest or any(
+            isinstance(inner, loop.StoreOp | tile.CopyBase)
+            and (inner.buffer if isinstance(inner, loop.StoreOp) else inner.dst) in tiles
+            for step in rest for inner in step.walk()):
         return None
     k0 = op.body.block.args[0]
     for f in found:
@@ -199,7 +215,7 @@ class PrefetchLoop(RewritePattern):
         replace: dict[SSAValue, AffineExpr] = dict(zip(f.forall.ivs, coords, strict=True))
         replace[k0] = which
         gmap = remap(f.load.map.data, list(f.load.indices), replace, new_operands)
-        value = loop.LoadOp(f.load.buffer, gmap, new_operands)
+        value = loop.LoadOp(f.load.buffer, gmap, new_operands, f.load.clamped)
         inner.add_ops([value, loop.StoreOp(value.result, regs, AffineMap.identity(2), [t, r])])
         return forall
 

@@ -59,7 +59,6 @@ from xdsl.dialects.builtin import (
     MemRefType,
     ModuleOp,
     StringAttr,
-    i64,
 )
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.ir.affine import (
@@ -80,8 +79,17 @@ from xdsl.traits import is_side_effect_free
 from xdsl.utils.exceptions import PassFailedException
 
 from llmopt.dialects import loop, tile
-from llmopt.lowering.loop_to_tile import KeepLocation
-from llmopt.passes.tile._access import Cloner, Linear, block_threads, loop_nest
+from llmopt.passes._rewrite import KeepLocation
+from llmopt.passes.tile._access import (
+    UNROLL,
+    ClampingCloner,
+    Cloner,
+    Linear,
+    block_threads,
+    close_guards,
+    guard_inside,
+    loop_nest,
+)
 from llmopt.passes.tile._schedule import (
     RegisterTile,
     choose_product_schedule,
@@ -91,8 +99,6 @@ from llmopt.passes.tile._schedule import (
     knob,
     limits,
 )
-
-UNROLL = {"unroll": IntegerAttr(0, i64)}
 
 
 @dataclass(frozen=True)
@@ -254,7 +260,7 @@ class TileContraction(RewritePattern):
                              knob(self.bn, op, "bn", default.bn),
                              knob(self.tm, op, "tm", default.tm),
                              knob(self.tn, op, "tn", default.tn))
-        if not tile_.bm or not tile_.fits(m_ext, n_ext):
+        if not tile_.bm or not tile_.fits(m_ext, n_ext, ragged=True):
             return
         named = {"bm", "bn", "tm", "tn"} & kernel_knobs(op).keys()
         heuristic = not (named or self.bm or self.bn or self.tm or self.tn)
@@ -321,7 +327,10 @@ def build_tiled_kernel(op: tile.KernelOp, found: Contraction, t: RegisterTile,
     (:func:`thread_layout`)."""
     ext = found.extents
     lay = thread_layout(t, layout)
-    block_ext = [ext[d] for d in found.batch] + [ext[found.m] // t.bm, ext[found.n] // t.bn]
+    m_ext, n_ext = ext[found.m], ext[found.n]
+    block_ext = [ext[d] for d in found.batch] + [-(-m_ext // t.bm), -(-n_ext // t.bn)]
+    ragged = {found.m: m_ext % t.bm != 0, found.n: n_ext % t.bn != 0}
+    kernel_args = set(op.body.block.args)
     points = math.prod(block_ext)
     new = tile.KernelOp(op.sym_name.data, [min(points, 2**31 - 1), 1, 1], [t.threads, 1, 1],
                         list(op.buffers))
@@ -353,7 +362,8 @@ def build_tiled_kernel(op: tile.KernelOp, found: Contraction, t: RegisterTile,
         accs.append(acc.result)
     acc_map = AffineMap.identity(len(lay.forall) + len(lay.nest))
 
-    def point_cloner(*ivs: SSAValue) -> Cloner:
+    def point_cloner(*ivs: SSAValue, clamp: bool = True) -> Cloner:
+        cloner_cls = ClampingCloner if clamp and any(ragged.values()) else Cloner
         subst: dict[SSAValue, Linear] = {}
         for d, iv in enumerate(found.forall.ivs):
             if d == found.m:
@@ -364,7 +374,10 @@ def build_tiled_kernel(op: tile.KernelOp, found: Contraction, t: RegisterTile,
                 subst[iv] = Linear.of()
             else:
                 subst[iv] = Linear.of((1, batch_ivs[d]))
-        return Cloner(subst, dict(kernel_values))
+        cloner = cloner_cls(subst, dict(kernel_values))
+        if isinstance(cloner, ClampingCloner):
+            cloner.global_buffers = {kernel_values[a] for a in kernel_args}
+        return cloner
 
     def micro(name: str) -> tuple[tile.ForallOp, Block, list[SSAValue]]:
         forall, tivs = block_threads(list(lay.forall), list(lay.forall_names))
@@ -408,9 +421,12 @@ def build_tiled_kernel(op: tile.KernelOp, found: Contraction, t: RegisterTile,
     k_loop.attributes["llmopt.role"] = StringAttr("k_loop")
     blocks.body.block.add_ops([c0, ck, c1, k_loop])
 
-    # The epilogue, once per output.
+    # The epilogue, once per output (of a ragged tile: once per output inside the output).
     epi, inner, ivs = micro("epilogue")
-    cloner = point_cloner(*ivs)
+    cloner = point_cloner(*ivs, clamp=False)
+    edges = [(found.forall.ivs[d], ext[d]) for d, cut in ragged.items() if cut]
+    if edges:
+        inner = guard_inside(inner, [(cloner.value(iv, inner), e) for iv, e in edges])
     for red, acc in zip(found.reduces, accs, strict=True):
         result = loop.LoadOp(acc, acc_map, ivs)
         result.result.name_hint = "sum"
@@ -419,6 +435,7 @@ def build_tiled_kernel(op: tile.KernelOp, found: Contraction, t: RegisterTile,
     for other in found.forall.body.block.ops:
         if not isinstance(other, loop.ReduceOp):
             cloner.clone_into(other, inner)
+    close_guards(epi.body.block)
     blocks.body.block.add_op(epi)
     return new
 

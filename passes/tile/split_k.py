@@ -49,7 +49,7 @@ from xdsl.pattern_rewriter import (
 from xdsl.rewriter import InsertPoint
 
 from llmopt.dialects import loop, tile
-from llmopt.lowering.loop_to_tile import KeepLocation
+from llmopt.passes._rewrite import KeepLocation
 from llmopt.passes.tile._access import Cloner, Linear
 from llmopt.passes.tile._schedule import (
     SCHEDULE_ATTR,

@@ -57,7 +57,7 @@ from xdsl.pattern_rewriter import (
 from xdsl.rewriter import InsertPoint
 
 from llmopt.dialects import loop, tile
-from llmopt.lowering.loop_to_tile import KeepLocation
+from llmopt.passes._rewrite import KeepLocation
 from llmopt.passes.tile._access import block_threads, linear_form, simplified
 from llmopt.passes.tile._schedule import (
     DEFAULT_STAGES,
@@ -221,7 +221,7 @@ def build_stage(s: Staged, bk: int, k0: SSAValue, kmajor: bool = False
             expr = expr + (AffineDimExpr(k0_dim) * bk + iv if r == s.k_dim else iv)
         results.append(expr)
     gmap = AffineMap(n, 0, tuple(simplified(e, n, [None] * n) for e in results))
-    value = loop.LoadOp(s.load.buffer, gmap, operands)
+    value = loop.LoadOp(s.load.buffer, gmap, operands, s.load.clamped)
     smap = AffineMap(len(ivs), 0, tuple(AffineDimExpr(kept.index(r)) for r in order))
     forall.body.block.add_ops([value, loop.StoreOp(value.result, alloc.result, smap, ivs)])
     forall.attributes["llmopt.role"] = StringAttr("stage")

@@ -60,11 +60,10 @@ from xdsl.rewriter import InsertPoint
 from xdsl.utils.exceptions import PassFailedException
 
 from llmopt.dialects import loop, tile
-from llmopt.lowering.loop_to_tile import KeepLocation
 from llmopt.passes._ir import defined_inside
-from llmopt.passes.tile._access import counted_for
+from llmopt.passes._rewrite import KeepLocation
+from llmopt.passes.tile._access import UNROLL, counted_for
 from llmopt.passes.tile._schedule import knob
-from llmopt.passes.tile.register_tile import UNROLL
 from llmopt.passes.tile.stage_inputs import const_int
 
 VECTOR_BYTES = 16

@@ -320,11 +320,12 @@ def tiny_config(kind: str, layers: int = 1) -> Any:
 def test_decoder_layer_block_case() -> None:
     """A (small) decoder layer through eager, the reference and llmopt's IR."""
     pytest.importorskip("transformers")
-    gpu = FakeGpu({"eager": [2.0], "compile": [1.0], "llmopt": [4.0]})
+    gpu = FakeGpu({"eager": [2.0], "eager_graph": [1.5], "compile": [1.0], "llmopt": [4.0]})
     row = suite.run_block_case(
         "tiny", SEQ, "decoder_layer", config=tiny_config("qwen2"), device="cpu", reps=2,
         warmup=0, rounds=2, timer=gpu.timer,
-        builders={"eager": gpu.system("eager"), "compile": gpu.system("compile"),
+        builders={"eager": gpu.system("eager"), "eager_graph": gpu.system("eager_graph"),
+                  "compile": gpu.system("compile"),
                   "llmopt": gpu.system("llmopt", interpreted)},
     )
     assert row["name"] == f"tiny/s{SEQ}/decoder_layer"
@@ -332,14 +333,17 @@ def test_decoder_layer_block_case() -> None:
     assert "error" not in row
     assert row["ok"] is True and 0 < row["max_err_rel"] <= row["tol"]
     assert row["vs_best"] == pytest.approx(0.25)
-    assert gpu.order() == ["eager", "compile", "llmopt", "compile", "llmopt", "eager"]
+    assert row["vs_eager_graph"] == pytest.approx(1.5 / 4.0)
+    assert gpu.order() == ["eager", "eager_graph", "compile", "llmopt",
+                           "eager_graph", "compile", "llmopt", "eager"]
 
 
 def test_whole_model_block_case_records_llmopt_failure_off_gpu() -> None:
-    """The whole-model path runs; llmopt's GPU-only step fails gracefully."""
+    """The whole-model path runs; llmopt's and the eager graph's GPU-only steps fail
+    gracefully."""
     pytest.importorskip("transformers")
-    # On the CPU llmopt's program cannot be loaded (no GPU, or CPU inputs): recorded, not
-    # raised; eager and the float64 reference still run.
+    # On the CPU llmopt's program cannot be loaded (no GPU, or CPU inputs) and no CUDA graph
+    # captured: recorded, not raised; eager and the float64 reference still run.
     gpu = FakeGpu({"eager": [2.0], "compile": [1.0]})
     row = suite.run_block_case(
         "tiny", SEQ, "whole_model", config=tiny_config("llama"), device="cpu", timer=gpu.timer,
@@ -349,6 +353,7 @@ def test_whole_model_block_case_records_llmopt_failure_off_gpu() -> None:
     assert row["eager_ms"] == 2.0 and row["eager_err_rel"] < 1e-5
     assert row["llmopt_ms"] is None and row["error"]
     assert row["vs_eager"] is None and row["vs_best"] is None and row["ok"] is None
+    assert row["eager_graph_ms"] is None and row["eager_graph_error"]
     assert set(gpu.order()) == {"eager", "compile"}
 
 
@@ -385,28 +390,28 @@ def test_systems_are_built_first_then_timed_in_rotating_rounds() -> None:
     row = suite.run_op_case(TINY, SEQ, "softmax", device="cpu", reps=7, warmup=2, rounds=3,
                             timer=timer, builders=stand_ins(gpu))
     assert "error" not in row and row["ok"] is None  # stand-ins carry no tolerance
-    assert gpu.order() == ["eager", "compile", "llmopt",
-                           "compile", "llmopt", "eager",
-                           "llmopt", "eager", "compile"]
+    assert gpu.order() == ["eager", "eager_graph", "compile", "llmopt",
+                           "eager_graph", "compile", "llmopt", "eager",
+                           "compile", "llmopt", "eager", "eager_graph"]
     assert {(w, t) for _, w, t in gpu.blocks} == {(2, 3)}  # ceil(7 / 3) timed calls
-    checks = ["eager", "compile", "llmopt"]  # one checking call each, before any timing
+    checks = ["eager", "eager_graph", "compile", "llmopt"]  # one checking call each, first
     assert gpu.log == checks + [name for name, w, t in gpu.blocks for _ in range(w + t)]
-    assert len(gpu.tokens) == 3 and all(alive_while_timing)
+    assert len(gpu.tokens) == 4 and all(alive_while_timing)
     gc.collect()
     assert all(ref() is None for ref in gpu.tokens)
 
 
 def test_an_optional_system_is_timed_in_the_rotation_when_given() -> None:
     """torch.compile with CUDA graphs, when its builder is given, is built after the default
-    mode and timed in the same rotation; its ratio is context, not part of ``vs_best``."""
+    mode and timed in the same rotation; being a PyTorch system, it is part of ``vs_best``."""
     gpu = FakeGpu({"eager": [2.0], "compile": [1.0], "graphs": [0.25], "llmopt": [0.5]})
     row = suite.run_op_case(TINY, SEQ, "softmax", device="cpu", reps=3, warmup=1, rounds=3,
                             timer=gpu.timer, builders=stand_ins(gpu, graphs={}))
-    series = ["eager", "compile", "graphs", "llmopt"]
+    series = ["eager", "eager_graph", "compile", "graphs", "llmopt"]
     assert gpu.order() == [name for r in range(3) for name in series[r:] + series[:r]]
     assert row["compile_graphs_ms"] == 0.25
     assert row["vs_compile_graphs"] == pytest.approx(0.5)
-    assert row["vs_best"] == pytest.approx(2.0)
+    assert row["vs_best"] == pytest.approx(0.5)
 
 
 def test_replay_and_copy_are_interleaved_like_systems() -> None:
@@ -417,7 +422,7 @@ def test_replay_and_copy_are_interleaved_like_systems() -> None:
     row = suite.run_op_case(TINY, SEQ, "softmax", device="cpu", reps=4, warmup=1, rounds=4,
                             timer=gpu.timer,
                             builders=stand_ins(gpu, llmopt={"replay": True}))
-    series = ["eager", "compile", "llmopt:replay", "llmopt"]
+    series = ["eager", "eager_graph", "compile", "llmopt:replay", "llmopt"]
     assert gpu.order() == [name for r in range(4) for name in series[r:] + series[:r]]
     assert (row["llmopt_ms"], row["llmopt_copy_ms"]) == (0.25, 0.5)
     assert row["vs_eager"] == pytest.approx(8.0)
@@ -429,7 +434,7 @@ def test_a_failing_system_does_not_stop_the_others(fail_after: int | None) -> No
     """torch.compile failing in its build (``None``), its check (0) or during the timing
     (3: in the second round) records its error, no time and no samples; eager and llmopt
     are timed in every round, still in rotating order."""
-    gpu = FakeGpu({"eager": [2.0], "compile": [0.1], "llmopt": [0.5]})
+    gpu = FakeGpu({"eager": [2.0], "eager_graph": [3.0], "compile": [0.1], "llmopt": [0.5]})
     builders = stand_ins(gpu)
     if fail_after is None:
         def broken(module: torch.nn.Module, inputs: tuple[Any, ...]) -> suite.Built:
@@ -446,7 +451,8 @@ def test_a_failing_system_does_not_stop_the_others(fail_after: int | None) -> No
     assert row["vs_best"] == pytest.approx(4.0)  # the best of what was timed
     assert "error" not in row and "eager_error" not in row
     others = [name for name in gpu.order() if name != "compile"]
-    assert others == ["eager", "llmopt", "llmopt", "eager", "eager", "llmopt"]
+    assert others == ["eager", "eager_graph", "llmopt", "eager_graph", "llmopt", "eager",
+                      "llmopt", "eager", "eager_graph"]
     assert gpu.order().count("compile") == (1 if fail_after == 3 else 0)
 
 
@@ -464,7 +470,8 @@ def test_a_failing_series_drops_all_of_its_system(fail_after: int) -> None:
     assert row["llmopt_ms"] is None and "llmopt_copy_ms" not in row
     assert (row["eager_ms"], row["compile_ms"]) == (2.0, 1.0)
     replayed = ["llmopt:replay"] if fail_after == 3 else []
-    assert gpu.order() == ["eager", "compile", *replayed, "compile", "eager"]
+    assert gpu.order() == ["eager", "eager_graph", "compile", *replayed,
+                           "eager_graph", "compile", "eager"]
     assert gpu.log.count("llmopt") == (2 if fail_after == 3 else 1)  # the check, warm-up
 
 
@@ -530,8 +537,9 @@ def test_rounds_option_reaches_the_cases_and_the_results_file(
 def test_compile_graphs_option_adds_a_system_and_its_ratio(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``--compile-graphs`` hands the cases a ``graphs`` builder (torch.compile with CUDA
-    graphs); its time gets ``vs_compile_graphs`` and a geomean, outside ``vs_best``. Without
-    the option no case has the field and the summary has no such key."""
+    graphs); its time gets ``vs_compile_graphs``, a geomean and a minimum, and counts in
+    ``vs_best``. Without the option no case has the field and the summary has no such
+    key."""
     seen: list[dict[str, Any]] = []
 
     def fake_case(model: str, seq: int, what: str, **kwargs: Any) -> report.Case:
@@ -539,7 +547,7 @@ def test_compile_graphs_option_adds_a_system_and_its_ratio(
         row = {"name": suite.case_name(model, seq, what), "eager_ms": 2.0, "compile_ms": 1.0,
                "llmopt_ms": 0.5}
         if "graphs" in (kwargs.get("builders") or {}):
-            row["compile_graphs_ms"] = 0.25  # faster than llmopt: vs best must not see it
+            row["compile_graphs_ms"] = 0.25  # faster than llmopt: vs best sees it
         return report.add_ratios(row)
 
     monkeypatch.setattr(suite.torch.cuda, "is_available", lambda: True)
@@ -552,8 +560,9 @@ def test_compile_graphs_option_adds_a_system_and_its_ratio(
     doc = json.loads((tmp_path / "a" / "blocks-h200.json").read_text())
     case = doc["cases"][0]
     assert case["vs_compile_graphs"] == pytest.approx(0.5)
-    assert case["vs_best"] == pytest.approx(2.0)
+    assert case["vs_best"] == pytest.approx(0.5)
     assert doc["geomean_vs_compile_graphs"] == pytest.approx(0.5)
+    assert doc["min_vs_compile_graphs"] == pytest.approx(0.5)
     text = (tmp_path / "a" / "blocks-h200.md").read_text()
     assert "| tinyllama/s128/decoder_layer | 1 | 0.25 | 0.5 | 0.50× |" in text
     assert "geomean vs torch.compile with CUDA graphs: **0.50×**" in text
@@ -561,7 +570,8 @@ def test_compile_graphs_option_adds_a_system_and_its_ratio(
     assert seen[1]["builders"] == {}
     plain = json.loads((tmp_path / "b" / "blocks-h200.json").read_text())
     assert "compile_graphs_ms" not in plain["cases"][0]
-    assert "geomean_vs_compile_graphs" not in plain
+    assert "geomean_vs_compile_graphs" not in plain and "min_vs_compile_graphs" not in plain
+    assert plain["cases"][0]["vs_best"] == pytest.approx(2.0)
     assert "CUDA graphs" not in (tmp_path / "b" / "blocks-h200.md").read_text()
 
 
@@ -638,7 +648,7 @@ def test_markdown_lists_cases_geomeans_failures_and_losses() -> None:
     text = report.markdown(doc)
     for case in synthetic():
         assert f"| {case['name']} |" in text
-    assert "| m/s32/a | 2 | 4 | 1 | 2.00× | 4.00× | 2.00× | 1.0e-07 | yes |" in text
+    assert "| m/s32/a | 2 | — | 4 | 1 | 2.00× | — | 4.00× | 2.00× | 1.0e-07 | yes |" in text
     assert "geomean vs eager: **1.00×** (2 of 3 cases timed)" in text
     assert "geomean vs torch.compile: **1.00×**" in text
     assert "min vs best: **0.25×**" in text
@@ -682,10 +692,25 @@ def test_report_command_merges_directories(tmp_path: Path) -> None:
     assert report.main([str(tmp_path / "nothing-here")]) == 1
 
 
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs an NVIDIA GPU")
+def test_the_eager_graph_replays_eager_on_a_gpu() -> None:
+    """The eager CUDA graph computes what eager does, for the captured inputs (replay) and
+    for new ones (copied into its static buffers first)."""
+    case = suite.make_case(TINY, SEQ, "silu_mul_down", device="cuda")
+    with torch.no_grad():
+        built = suite.build_eager_graph(case.module, case.inputs)
+        assert built.replay is not None and built.compile_s is not None
+        torch.testing.assert_close(built.replay(), case.module(*case.inputs))
+        other = tuple(torch.randn_like(t) for t in case.inputs)
+        torch.testing.assert_close(built.fn(*other).clone(), case.module(*other))
+        assert built.replay() is built.fn(*other)  # one static output
+
+
 def test_all_systems_are_timed_in_one_order() -> None:
     """Every system has its fields, in the order they are built (and timed in the first
     round)."""
-    assert suite.SYSTEMS == ("eager", "compile", "graphs", "llmopt")
+    assert suite.SYSTEMS == ("eager", "eager_graph", "compile", "graphs", "llmopt")
     assert suite.OPTIONAL_SYSTEMS == ("graphs",)
     assert set(itertools.chain(suite.MS_FIELD, suite.ERR_FIELD, suite.ERROR_FIELD)) == set(
         suite.SYSTEMS)

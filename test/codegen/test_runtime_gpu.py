@@ -59,6 +59,18 @@ def test_default_arch_matches_device() -> None:
     assert default_arch() == f"sm_{major}{minor}"
 
 
+def test_the_target_is_the_device() -> None:
+    """What the driver says of the device is what torch says of it."""
+    from llmopt.target import current_target
+
+    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    got = current_target()
+    assert got.arch == f"sm_{props.major}{props.minor}"
+    assert got.sms == props.multi_processor_count
+    assert got.name == props.name
+    assert got.static_smem == 48 * 1024 <= got.max_smem
+
+
 def test_saxpy_matches_torch(module: CudaModule) -> None:
     n = 10_007  # not a multiple of the block size
     gen = torch.Generator(device="cuda").manual_seed(0)

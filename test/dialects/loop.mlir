@@ -14,6 +14,7 @@ func.func @f(%x: memref<1x8x256xf32>, %w: memref<256xf32>) -> memref<1x8x256xf32
         loop.for %i2 = 0 to 256 {
           %v = loop.load %a[%i0, %i1, %i2] : memref<1x8x256xf32>
           %wv = loop.load %b[(%i2 + 3) mod 256] : memref<256xf32>
+          %edge = loop.load %b[%i2 + 8] clamp {note = "ragged"} : memref<256xf32>
           %m = arith.mulf %v, %s : f32
           %r = arith.mulf %m, %wv : f32
           loop.store %r, %o[%i0, %i1, %i2] : memref<1x8x256xf32>
@@ -32,6 +33,7 @@ func.func @f(%x: memref<1x8x256xf32>, %w: memref<256xf32>) -> memref<1x8x256xf32
 // CHECK: loop.yield %{{.*}} : f32
 // CHECK: loop.for %[[I2:.*]] = 0 to 256 {
 // CHECK: loop.load %{{.*}}[((%[[I2]] + 3) mod 256)] : memref<256xf32>
+// CHECK-NEXT: loop.load %{{.*}}[(%[[I2]] + 8)] clamp {note = "ragged"} : memref<256xf32>
 // CHECK: loop.store %{{.*}}, %{{.*}}[%[[I0]], %[[I1]], %[[I2]]] : memref<1x8x256xf32>
 
 // Empty bodies print as empty braces, which parse back (not as a block label with the

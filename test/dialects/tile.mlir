@@ -66,6 +66,7 @@ func.func @async(%x: memref<4x64xf32>, %h: memref<4x64xf16>) -> memref<4x64xf32>
       tile.forall (%t) in [16] over block_threads {
         tile.async_copy %a[%b, %t * 4] to %s[%b mod 2, %t * 4] count 4 : memref<4x64xf32> to memref<2x64xf32>
         tile.async_copy %ah[%b, %t * 4 + 2] to %sh[%t * 4] count 2 {note = "half"} : memref<4x64xf16> to memref<64xf16>
+        tile.async_copy %a[%b + 3, %t * 4] clamp to %s[1, %t * 4] count 4 : memref<4x64xf32> to memref<2x64xf32>
       }
       tile.async_commit
       tile.async_wait 1 {note = "wait"}
@@ -87,6 +88,7 @@ func.func @async(%x: memref<4x64xf32>, %h: memref<4x64xf16>) -> memref<4x64xf32>
 // CHECK-NEXT: tile.forall (%[[T:.*]]) in [16] over block_threads {
 // CHECK-NEXT: tile.async_copy %{{.*}}[%[[B]], (%[[T]] * 4)] to %[[S]][(%[[B]] mod 2), (%[[T]] * 4)] count 4 : memref<4x64xf32> to memref<2x64xf32>
 // CHECK-NEXT: tile.async_copy %{{.*}}[%[[B]], ((%[[T]] * 4) + 2)] to %[[SH]][(%[[T]] * 4)] count 2 {note = "half"} : memref<4x64xf16> to memref<64xf16>
+// CHECK-NEXT: tile.async_copy %{{.*}}[(%[[B]] + 3), (%[[T]] * 4)] clamp to %[[S]][1, (%[[T]] * 4)] count 4 : memref<4x64xf32> to memref<2x64xf32>
 // CHECK-NEXT: }
 // CHECK-NEXT: tile.async_commit
 // CHECK-NEXT: tile.async_wait 1 {note = "wait"}

@@ -146,9 +146,11 @@ func.func @gemv(%x: memref<1x64xf32>, %w: memref<96x64xf32>, %y: memref<1x96xf32
 // CHECK-NEXT:      }
 // CHECK-NEXT:    }
 
+// Without the coop threshold too: one thread per output would read rows of W apart (a
+// threshold of 0 counts every band as many rows: 64 / 8 points a thread, a warp).
 // KNOBS-LABEL: func.func @gemv
-// KNOBS-NEXT:  tile.kernel @gemv grid [1, 1, 1] block [96, 1, 1]
-// KNOBS-NEXT:    tile.forall (%i, %j) in [1, 96] over threads {
+// KNOBS-NEXT:  tile.kernel @gemv grid [96, 1, 1] block [32, 1, 1]
+// KNOBS-NEXT:    tile.forall (%i, %j) in [1, 96] over blocks {
 
 // -----
 
@@ -304,3 +306,32 @@ func.func @vector_norm(%x: memref<300xf32>, %y: memref<300xf32>) {
 // CHECK:             loop.store %w, %b[%i] : memref<300xf32>
 
 // BADBLOCK: llm-opt: error: invalid options for pass 'loop-to-tile': block_size must be an integer from 32 to 1024, a multiple of 32, got 100
+
+// -----
+
+// A matrix-vector product over 4160 outputs (one token through a projection): above the
+// coop threshold, yet one thread per output would read rows of W 64 words apart; a block
+// per output reads each row coalesced, 64 / 8 = 8 points a thread rounded up to a warp.
+func.func @gemv_wide(%x: memref<1x1x64xf32>, %w: memref<4160x64xf32>, %y: memref<1x1x4160xf32>) {
+  loop.kernel @gemv_wide (%a = %x : memref<1x1x64xf32>, %b = %w : memref<4160x64xf32>, %o = %y : memref<1x1x4160xf32>) {
+    loop.for %i0 = 0 to 1 {
+      loop.for %i1 = 0 to 1 {
+        loop.for %i2 = 0 to 4160 {
+          %s = loop.reduce add %k = 0 to 64 : f32 {
+            %u = loop.load %a[%i0, %i1, %k] : memref<1x1x64xf32>
+            %v = loop.load %b[%i2, %k] : memref<4160x64xf32>
+            %m = arith.mulf %u, %v : f32
+            loop.yield %m : f32
+          }
+          loop.store %s, %o[%i0, %i1, %i2] : memref<1x1x4160xf32>
+        }
+      }
+    }
+  }
+  func.return
+}
+
+// CHECK-LABEL: func.func @gemv_wide
+// CHECK:       tile.kernel @gemv_wide grid [4160, 1, 1] block [32, 1, 1]
+// CHECK-NEXT:    tile.forall (%{{.*}}, %{{.*}}, %{{.*}}) in [1, 1, 4160] over blocks {
+// CHECK-NEXT:      tile.coop_reduce add %{{.*}} = 0 to 64 : f32 {

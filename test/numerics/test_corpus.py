@@ -7,7 +7,10 @@ interpreted on the CPU and compared with the result before it), then:
   within the dtype-derived tolerance of :func:`llmopt.numerics.tolerance`;
 * every generated kernel is compiled by NVRTC to CUBIN for sm_90 (no GPU needed).
 
-Sizes 7, 33, 100 and 1000 divide no tile and no block.
+Sizes 7, 33, 100 and 1000 divide no tile and no block. The ``ragged`` cases are products
+large enough to be register-tiled by tiles that overhang them (7 to 1000 rows; K and N no
+multiples of 32 among them), attention with query and key blocks overhanging the sequence,
+and a decoder layer of a small Llama at 37 tokens (:data:`RAGGED`).
 """
 
 from __future__ import annotations
@@ -25,6 +28,9 @@ from llmopt.numerics import compare, tolerance  # noqa: E402
 
 TO_KERNEL = ("torch-to-prim,canonicalize,prim-to-loop,fuse-kernels,canonicalize,cse,"
              "loop-to-tile,tile-to-kernel,canonicalize,cse")
+TO_TILE = ("torch-to-prim,canonicalize,prim-to-loop,fuse-kernels{recompute_limit=0},"
+           "canonicalize,cse,hoist-reduce-factors,flash-attention,loop-to-tile,split-k,"
+           "register-tile")
 F = torch.nn.functional
 
 
@@ -96,6 +102,30 @@ CORPUS: list[tuple[str, Callable[..., Any], list[tuple[int, ...]]]] = [
 ]
 
 
+def _sdpa(q: Any, k: Any, v: Any) -> Any:
+    return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+
+
+def _sdpa_plain(q: Any, k: Any, v: Any) -> Any:
+    return F.scaled_dot_product_attention(q, k, v)
+
+
+RAGGED: list[tuple[str, Callable[..., Any], list[tuple[int, ...]]]] = [
+    ("linear-ragged-7", linear(100, 600, False), [(1, 7, 100)]),
+    ("linear-ragged-17", linear(96, 272, True), [(1, 17, 96)]),
+    ("linear-ragged-100", linear(64, 200, False), [(1, 100, 64)]),
+    ("linear-ragged-200", linear(256, 40, True), [(1, 200, 256)]),
+    ("linear-ragged-255", linear(128, 72, False), [(1, 255, 128)]),
+    ("matmul-ragged-1000", torch.matmul, [(1000, 32), (32, 40)]),
+    ("mlp-ragged-100", lambda x, a, b, c: (F.silu(x @ a) * (x @ b)) @ c,
+     [(100, 64), (64, 96), (64, 96), (96, 64)]),
+    ("sdpa-ragged-37", _sdpa, [(1, 4, 37, 16), (1, 2, 37, 16), (1, 2, 37, 16)]),
+    ("sdpa-ragged-100", _sdpa_plain, [(1, 2, 100, 32), (1, 2, 100, 32), (1, 2, 100, 32)]),
+]
+"""Products and attention on tiles no size divides (see the module docstring)."""
+RAGGED_NAMES = {c[0] for c in RAGGED}
+
+
 def _reference(fn: Any, args: list[Any]) -> list[np.ndarray]:
     if isinstance(fn, torch.nn.Module):
         import copy
@@ -106,7 +136,8 @@ def _reference(fn: Any, args: list[Any]) -> list[np.ndarray]:
     return [out.detach().numpy()]
 
 
-@pytest.mark.parametrize("name,fn,shapes", CORPUS, ids=[c[0] for c in CORPUS])
+@pytest.mark.parametrize("name,fn,shapes", CORPUS + RAGGED,
+                         ids=[c[0] for c in CORPUS + RAGGED])
 def test_every_pass_keeps_the_meaning(name: str, fn: Any, shapes: list[tuple[int, ...]]) -> None:
     from llmopt.codegen.nvrtc import compile_cuda
 
@@ -132,5 +163,48 @@ def test_every_pass_keeps_the_meaning(name: str, fn: Any, shapes: list[tuple[int
     # Every generated kernel compiles.
     source = llmopt.cuda_source(captured_module)
     assert source.count("__global__") >= 1
+    if name in RAGGED_NAMES:  # tiled by tiles that overhang: clamped reads, guarded writes
+        assert "min(" in source and "if (" in source, source
     cubin = compile_cuda(source, arch="sm_90")
     assert cubin[:4] == b"\x7fELF"
+
+
+def test_decoder_layer_at_a_ragged_length() -> None:
+    """A Llama decoder layer (hidden 128, 4 heads of 32 on 2 KV heads) at 37 tokens: every
+    product register-tiled by overhanging tiles, attention one flash kernel whose last
+    blocks overhang the sequence; every pass keeps the meaning, and the Kernel IR matches
+    the layer in float64."""
+    pytest.importorskip("transformers")
+    import copy
+
+    from llmopt.frontend.models import build_model, capture_layer, model_config
+
+    config = model_config({"model_type": "llama", "num_hidden_layers": 1, "hidden_size": 128,
+                           "intermediate_size": 192, "num_attention_heads": 4,
+                           "num_key_value_heads": 2, "vocab_size": 64,
+                           "max_position_embeddings": 64})
+    model = build_model(config, seed=3)
+    program = capture_layer(model, 37)
+    module = program.module
+    report = llmopt.check_numerics(module, "lower-to-cuda", seed=5)
+    assert report.ok, f"{report}"
+    tile_ir = llmopt.lower(module.clone(), TO_TILE)
+    flash = [op for op in tile_ir.walk() if "llmopt.flash" in op.attributes]
+    assert len(flash) == 1 and " clamp :" in str(flash[0])
+    tiled = [op for op in tile_ir.walk() if op.name == "tile.kernel" and "registers" in str(op)
+             and " clamp :" in str(op)]
+    assert len(tiled) >= 4, tile_ir  # q/k/v, o, gate/up and down projections, ragged
+    gen = torch.Generator().manual_seed(9)
+    x = torch.randn(1, 37, 128, generator=gen)
+    from llmopt.frontend.models import position_embeddings
+
+    cos, sin = position_embeddings(model, 37)
+    kernel_module = llmopt.lower(module.clone(), TO_KERNEL)
+    params = [program.params[name].detach().numpy() for name in program.param_names]
+    got = llmopt.interp.run(kernel_module, [*params, x.numpy(), cos.numpy(), sin.numpy()])
+    layer = copy.deepcopy(model.model.layers[0]).double()
+    want = layer(x.double(), attention_mask=None,
+                 position_embeddings=(cos.double(), sin.double()))
+    want = want[0] if isinstance(want, tuple) else want
+    _, rel = compare(got, [want.detach().numpy()])
+    assert rel <= tolerance(module), (rel, tolerance(module))

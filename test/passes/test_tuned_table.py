@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 import math
 import re
+from pathlib import Path
 
 import pytest
 from xdsl.dialects.builtin import f32
 
-from llmopt.passes.tile._schedule import LIMITS, RegisterTile
+from llmopt.passes.tile._schedule import RegisterTile
 from llmopt.passes.tile.register_tile import mma_fits
+from llmopt.target import TARGETS
 from llmopt.tools.tune import TABLE_DIR, load_table
 
 TABLES = sorted(TABLE_DIR.glob("*.json"))
@@ -29,7 +31,7 @@ def test_entries_are_valid_schedules(path) -> None:  # noqa: ANN001 - a pytest p
     assert table == json.loads(path.read_text())
     assert table, f"{path.name} is empty"
     arch = path.stem
-    assert arch in LIMITS
+    assert arch in TARGETS
     for name, entry in table.items():
         key, gpu, nvrtc = name.split("|")
         assert re.fullmatch(r"[0-9a-f]{20}", key)
@@ -50,3 +52,17 @@ def test_entries_are_valid_schedules(path) -> None:  # noqa: ANN001 - a pytest p
         assert batch >= 1 and math.isfinite(entry["ms"]) and entry["ms"] > 0
         # The tuner records a schedule only when it beat the heuristics' own.
         assert entry["heuristic_ms"] is None or entry["ms"] < entry["heuristic_ms"]
+
+
+def test_the_install_tests_kernel_has_an_entry() -> None:
+    """The kernel the install test lowers (``test/tools/Inputs/tuned-q-proj.mlir``) is in
+    the table of sm_90, so an installed llmopt that finds the table gives it a schedule."""
+    import llmopt
+    from llmopt.dialects import tile
+    from llmopt.tools.tune import lookup, schedule_key
+
+    text = (Path(__file__).resolve().parents[1] / "tools" / "Inputs" / "tuned-q-proj.mlir"
+            ).read_text()
+    (kernel,) = [op for op in llmopt.parse(text).walk() if isinstance(op, tile.KernelOp)]
+    knobs = lookup(schedule_key(kernel), "sm_90", [load_table(TABLE_DIR / "sm_90.json")])
+    assert knobs, "pick a kernel of the committed table for tuned-q-proj.mlir"

@@ -196,6 +196,31 @@ def test_compile_cache_hit_gives_the_same_ir(tmp_path: Path, monkeypatch: pytest
     assert "compile cache hit" not in capsys.readouterr().err
 
 
+def test_cache_says_where_the_caches_are(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """``llmopt cache`` prints the compile cache's directory and entry count, and the tuning
+    cache's path and whether apply-tuned reads it; ``--clear`` empties the compile cache."""
+    from llmopt.codegen.cache import default_cache
+
+    monkeypatch.setenv("LLMOPT_CACHE_DIR", str(tmp_path / "kernels"))
+    monkeypatch.delenv("LLMOPT_TUNE_CACHE")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    default_cache().put("ab" * 32, b"x" * 1000)
+    assert main(["cache"]) == 0
+    tuned = tmp_path / "home" / ".cache" / "llmopt" / "tuned.json"
+    assert capsys.readouterr().out.splitlines() == [
+        f"compile cache: {tmp_path / 'kernels'} (1 entry, 0.0 MB)",
+        f"tuning cache: {tuned} (0 entries; read only with LLMOPT_TUNE_CACHE set or "
+        "apply-tuned{user=1})",
+    ]
+    monkeypatch.setenv("LLMOPT_TUNE_CACHE", str(tmp_path / "t.json"))
+    assert main(["cache", "--clear"]) == 0
+    captured = capsys.readouterr()
+    assert f"removed 1 entry from {tmp_path / 'kernels'}" in captured.err
+    assert f"compile cache: {tmp_path / 'kernels'} (0 entries" in captured.out
+    assert "read by apply-tuned: LLMOPT_TUNE_CACHE is set" in captured.out
+
+
 @pytest.mark.gpu
 def test_gpu_run_real_dimensions(capsys: pytest.CaptureFixture[str]) -> None:
     """On a GPU: two TinyLlama layers at their real dimensions, plain launches and a CUDA

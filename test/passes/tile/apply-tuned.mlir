@@ -5,7 +5,9 @@
 // RUN: env LLMOPT_TUNE_CACHE=%t.json llm-opt %s -p apply-tuned | filecheck %s
 // RUN: env LLMOPT_TUNE_CACHE=%t.json llm-opt %s -p 'apply-tuned{arch=sm_80}' | filecheck %s --check-prefix=SM80
 // RUN: env LLMOPT_TUNE_CACHE=%t.json llm-opt %s -p 'apply-tuned{arch=sm_86}' | filecheck %s --check-prefix=NONE
-// RUN: env LLMOPT_TUNE_CACHE=%t.json llm-opt %s -p 'apply-tuned{user=0}' | filecheck %s --check-prefix=NONE
+// RUN: rm -rf %t.home && mkdir -p %t.home/.cache/llmopt && cp %t.json %t.home/.cache/llmopt/tuned.json
+// RUN: env -u LLMOPT_TUNE_CACHE HOME=%t.home llm-opt %s -p apply-tuned | filecheck %s --check-prefix=NONE
+// RUN: env -u LLMOPT_TUNE_CACHE HOME=%t.home llm-opt %s -p 'apply-tuned{user=1}' | filecheck %s
 // RUN: env LLMOPT_TUNE_CACHE=%t.missing.json llm-opt %s -p apply-tuned | filecheck %s --check-prefix=NONE
 // RUN: env LLMOPT_TUNE_CACHE=%t.json llm-opt %s -p apply-tuned,split-k,register-tile,stage-inputs | filecheck %s --check-prefix=SCHED
 // RUN: env LLMOPT_TUNE_CACHE=%t.json llm-opt %s -p 'apply-tuned{arch=sm_80},split-k{arch=sm_80},register-tile{arch=sm_80},stage-inputs{arch=sm_80}' | filecheck %s --check-prefix=SCHED80
@@ -117,8 +119,8 @@ func.func @forward(%w: memref<128x64xf32>, %bias: memref<128xf32>, %x: memref<32
 // SM80:         tile.kernel @lin_c
 // SM80:         } {llmopt.schedule = {bm = 32 : i64, bn = 128 : i64, tm = 2 : i64, tn = 8 : i64}}
 
-// No entry for the architecture, the committed table only, or no cache: only @lin_c's
-// own knobs.
+// No entry for the architecture, a cache in the home directory that is not asked for
+// (user=1), or no cache: only @lin_c's own knobs.
 // NONE-LABEL: func.func @forward
 // NONE-COUNT-1: llmopt.schedule
 // NONE-NOT:     llmopt.schedule

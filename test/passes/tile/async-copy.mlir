@@ -6,6 +6,8 @@
 // RUN: llm-opt %s -p 'async-copy,pad-shared,tile-to-kernel' | filecheck %s --check-prefix=BARRIERS
 // RUN: llm-opt %s -p 'async-copy,pad-shared,tile-to-kernel,canonicalize,cse,kernel-to-cuda' --check-numerics 2>&1 >/dev/null | filecheck %s --check-prefix=NUM
 // RUN: llm-opt %s -p 'async-copy,pad-shared,tile-to-kernel,canonicalize,cse,kernel-to-cuda' -t cuda | filecheck %s --check-prefix=CUDA
+// RUN: llm-opt %S/Inputs/async-copy-steps.mlir -p async-copy | filecheck %s --check-prefix=STEPS
+// RUN: llm-opt %S/Inputs/async-copy-steps.mlir -p 'async-copy,pad-shared,tile-to-kernel,canonicalize,cse,kernel-to-cuda' --check-numerics 2>&1 >/dev/null | filecheck %s --check-prefix=NUM
 // The staged K loop of a register-tiled linear (what stage-inputs makes of M=32 N=128 K=64
 // with chunks of 16: a 32x16 and a 64x16 tile in the global buffers' order). async-copy gives
 // each tile three slots, fills two chunks ahead with 16-byte copies, and waits for a chunk
@@ -69,6 +71,28 @@
 // BARRIERS-NEXT:   kernel.barrier
 // BARRIERS-NOT:    kernel.barrier
 // BARRIERS:      kernel.async_wait 0
+
+// A loop whose fill is followed by a step other than a chunk loop, with a bound that is a
+// value, min(b + 1, 4) (Inputs/async-copy-steps.mlir): at most 4 chunks, so three slots;
+// the commit follows the fill, the step reads slot %slot, and the counters are carried, the
+// chunk fetched wrapping at the bound.
+// STEPS:      %[[T:.*]] = tile.alloc shared {llmopt.pad = 4 : i64} : memref<3x16x16xf32>
+// STEPS:      %[[UB:.*]] = arith.minui
+// STEPS:      scf.for %k0 = %{{.*}} to %[[UB]] step %{{.*}} iter_args(%slot = %{{.*}}, %fill_slot = %{{.*}}, %fetch = %{{.*}})
+// STEPS-NEXT:   tile.async_wait 1
+// STEPS-NEXT:   kernel.barrier
+// STEPS-NEXT:   tile.forall
+// STEPS-NEXT:     tile.async_copy %1[((%fetch * 16) + %{{.*}}), (%{{.*}} * 4)] to %[[T]][%fill_slot,
+// STEPS-NEXT:   } {llmopt.role = "stage"}
+// STEPS-NEXT:   tile.async_commit
+// STEPS-NEXT:   tile.forall
+// STEPS:          loop.load %[[T]][%slot, %r, %{{.*}}]
+// STEPS:        } {llmopt.role = "column_sums"}
+// STEPS:        %[[NEXT:.*]] = arith.addi %fetch, %{{.*}} : index
+// STEPS-NEXT:   %[[IN:.*]] = arith.cmpi slt, %[[NEXT]], %[[UB]] : index
+// STEPS-NEXT:   %[[FETCH:.*]] = arith.select %[[IN]], %[[NEXT]], %{{.*}} : index
+// STEPS-NEXT:   scf.yield %{{.*}}, %{{.*}}, %[[FETCH]] : index, index, index
+// STEPS-NEXT: } {llmopt.prefetch = "async3"}
 
 // NUM:      async-copy {{.*}} ok
 // NUM:      tile-to-kernel {{.*}} ok

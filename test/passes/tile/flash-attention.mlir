@@ -1,30 +1,108 @@
 // RUN: llm-opt %s --split-input-file -p 'flash-attention{bm=16 bn=16}' | filecheck %s
-// RUN: llm-opt %s --split-input-file -p 'flash-attention{bm=16 bn=16},loop-to-tile,pad-shared,vector-fragments,tile-to-kernel' --check-numerics 2>&1 >/dev/null | filecheck %s --check-prefix=NUM
+// RUN: llm-opt %s --split-input-file -p 'flash-attention{bm=16 bn=16},loop-to-tile,async-copy,pad-shared,mma-fragments,vector-fragments,tile-to-kernel' --check-numerics 2>&1 >/dev/null | filecheck %s --check-prefix=NUM
+// RUN: llm-opt %s --split-input-file -p 'flash-attention{bm=16 bn=16 tensor_cores=false},loop-to-tile,async-copy,pad-shared,mma-fragments,vector-fragments,tile-to-kernel' --check-numerics 2>&1 >/dev/null | filecheck %s --check-prefix=NUM
+// RUN: llm-opt %s --split-input-file -p 'flash-attention{bm=16 bn=16},async-copy,pad-shared,mma-fragments' | filecheck %s --check-prefix=SCHED
+// RUN: llm-opt %s --split-input-file -p 'flash-attention{bm=16 bn=16 tensor_cores=false}' | filecheck %s --check-prefix=FMA
+// RUN: llm-opt %s --split-input-file -p 'flash-attention{bm=16 bn=16 stages=2}' | filecheck %s --check-prefix=STAGES
 // Attention as fuse-kernels and hoist-reduce-factors leave it (scores, max and exp, sums,
-// P·V divided by the sums) becomes one kernel with an online softmax.
+// P·V divided by the sums) becomes one kernel with an online softmax, its two products
+// register tiles in the tensor-core layout of register-tile{blocked=3} and its loop over key
+// blocks a staged loop: the schedule passes then put the products on the tensor cores and
+// fill the K and V tiles with cp.async.
 
 // Causal, two query heads on one KV head, the output with its heads concatenated: the loop
 // over key blocks stops at the diagonal's (min of the block count and qb·16+31 floordiv 16).
-// CHECK:      tile.kernel @{{[a-z_0-9]+}} grid [4, 1, 1] block [256, 1, 1]
+// A 16 x 16 score tile and a 16 x 16 output tile: two warps of 16 x 8 outputs.
+// CHECK:      tile.kernel @{{[a-z_0-9]+}} grid [4, 1, 1] block [64, 1, 1]
 // The heaviest query blocks (qb = 1 - qr) are dealt out first.
 // CHECK:        tile.forall (%qr, %b0, %b1) in [2, 1, 2] over blocks {
 // CHECK-NEXT:     %[[LAST:.*]] = arith.constant 1 : index
 // CHECK-NEXT:     %qb = arith.subi %[[LAST]], %qr : index
+// Rows of Q, K and the scores padded to 4 mod 32 words, of V (read transposed) to 8.
 // CHECK:          %qs = tile.alloc shared {llmopt.pad = 4 : i64} : memref<16x16xf32>
-// CHECK:          %acc = tile.alloc registers : memref<16x16x1x1xf32>
+// CHECK-NEXT:     %ks = tile.alloc shared {llmopt.pad = 4 : i64} : memref<16x16xf32>
+// CHECK-NEXT:     %vs = tile.alloc shared {llmopt.pad = 8 : i64} : memref<16x16xf32>
+// CHECK-NEXT:     %ps = tile.alloc shared {llmopt.pad = 4 : i64} : memref<16x16xf32>
+// CHECK:          %s = tile.alloc registers : memref<1x2x8x4x1x2x1x2xf32>
+// CHECK-NEXT:     %acc = tile.alloc registers : memref<1x2x8x4x1x2x1x2xf32>
 // CHECK:          %[[UB:.*]] = arith.minui
+// The loop over key blocks starts with the fills of K and V, then only reads them.
 // CHECK:          scf.for %kb = %{{.*}} to %[[UB]] step
-// CHECK:            arith.cmpi sle
+// CHECK-NEXT:       tile.forall (%jj, %dd_1) in [16, 16] over block_threads {
+// CHECK-NEXT:         %[[KV:.*]] = loop.load %1[0, 0, ((%kb * 16) + %jj), %dd_1] : memref<1x1x32x16xf32>
+// CHECK-NEXT:         loop.store %[[KV]], %ks[%jj, %dd_1] : memref<16x16xf32>
+// CHECK-NEXT:       } {llmopt.role = "stage"}
+// CHECK-NEXT:       tile.forall
+// CHECK-NEXT:         loop.load %4
+// CHECK-NEXT:         loop.store %{{.*}}, %vs
+// CHECK-NEXT:       } {llmopt.role = "stage"}
+// Q·Kᵀ: per warp (wi, wj) and lane 4g + t, rows g + 8·rh and columns 2t + rl of 16 x 8
+// fragments, what mma-fragments matches.
+// CHECK:            scf.for %kk = %{{.*}} to %{{.*}} step %{{.*}} {
+// CHECK-NEXT:         tile.forall (%[[WI:.*]], %[[WJ:.*]], %[[G:.*]], %[[T:.*]]) in [1, 2, 8, 4] over block_threads {
+// CHECK:                        %[[Q:.*]] = loop.load %qs[(((({{.*}}[[WI]] * 16) + %[[G]]) + (%{{.*}} * 16)) + (%{{.*}} * 8)), %kk]
+// CHECK-NEXT:                   %[[K:.*]] = loop.load %ks[(((({{.*}}[[WJ]] * 8) + (%[[T]] * 2)) + (%{{.*}} * 8)) + %{{.*}}), %kk]
+// CHECK-NEXT:                   %[[QK:.*]] = arith.mulf %[[Q]], %[[K]] : f32
+// CHECK-NEXT:                   %[[S0:.*]] = loop.load %s[%[[WI]], %[[WJ]], %[[G]], %[[T]],
+// CHECK-NEXT:                   %[[S1:.*]] = arith.addf %[[S0]], %[[QK]] : f32
+// CHECK-NEXT:                   loop.store %[[S1]], %s[%[[WI]], %[[WJ]], %[[G]], %[[T]],
+// CHECK:              } {llmopt.role = "update", llmopt.layout = "mma"}
+// CHECK-NEXT:       } {llmopt.role = "k_loop", unroll = 8 : i64}
+// The scale and the causal mask of the matched softmax, at the tile's coordinates.
+// CHECK:                    arith.cmpi sle
+// CHECK:            } {llmopt.role = "scores", llmopt.layout = "mma"}
 // CHECK:            {llmopt.role = "row_max"}
 // CHECK:            {llmopt.role = "exp"}
 // CHECK:            {llmopt.role = "row_sum"}
-// CHECK:            {llmopt.role = "rescale"}
+// CHECK:            {llmopt.role = "rescale", llmopt.layout = "mma"}
+// P·V: the probabilities as rows, V read transposed (its key index first).
+// CHECK:            scf.for %jj_2 = %{{.*}} to %{{.*}} step %{{.*}} {
+// CHECK:                        %[[P:.*]] = loop.load %ps[{{.*}}, %jj_2]
+// CHECK-NEXT:                   %[[V:.*]] = loop.load %vs[%jj_2, {{.*}}]
+// CHECK-NEXT:                   arith.mulf %[[P]], %[[V]] : f32
+// CHECK:            } {llmopt.role = "k_loop", unroll = 8 : i64}
 // CHECK:          } {llmopt.role = "key_blocks"}
-// CHECK:          loop.store %{{.*}}, %{{.*}}[0, (((%qb * 16) + (%mi_{{[0-9]+}} * 16)) + %ti_{{[0-9]+}}), (((%b1 * 16) + (%dj_{{[0-9]+}} * 16)) + %tj_{{[0-9]+}})]
-// CHECK:      } {llmopt.flash = "16x16"}
+// CHECK:          loop.store %{{.*}}, %{{.*}}[0, (((((%qb * 16) + (%wi_{{[0-9]+}} * 16)) + %g_{{[0-9]+}}) + (%i_{{[0-9]+}} * 16)) + (%rh_{{[0-9]+}} * 8)), (((((%b1 * 16) + (%wj_{{[0-9]+}} * 8)) + (%t_{{[0-9]+}} * 2)) + (%j_{{[0-9]+}} * 8)) + %rl_{{[0-9]+}})]
+// CHECK:      } {llmopt.flash = "16x16", llmopt.schedule = {carry = 1 : i64}}
 // CHECK-NOT:  loop.kernel
 // NUM: flash-attention {{.*}} ok
+// NUM: async-copy {{.*}} ok
+// NUM: mma-fragments {{.*}} ok
 // NUM: tile-to-kernel {{.*}} ok
+
+// Scheduled: K and V in three slots each, filled by cp.async two key blocks ahead; the
+// chunk fetched wraps at the diagonal's bound (the loop's trip count is a value, so the
+// counters are carried); both products are three TF32 mma.sync per 16 x 8 x 8 step.
+// SCHED-LABEL: func.func @forward_causal
+// SCHED:         %ks = tile.alloc shared : memref<3x16x20xf32>
+// SCHED-NEXT:    %vs = tile.alloc shared : memref<3x16x24xf32>
+// SCHED:         %[[UB:.*]] = arith.minui
+// SCHED:         scf.for %p =
+// SCHED:           tile.async_copy %1[0, 0, ((%p * 16) + %{{.*}}), (%{{.*}} * 4)] to %ks[%p, {{.*}} count 4
+// SCHED:         scf.for %kb = %{{.*}} to %[[UB]] step %{{.*}} iter_args(%slot = %{{.*}}, %fill_slot = %{{.*}}, %fetch = %{{.*}})
+// SCHED-NEXT:      tile.async_wait 1
+// SCHED-NEXT:      kernel.barrier
+// SCHED:             tile.async_copy %1[0, 0, ((%fetch * 16) + {{.*}} to %ks[%fill_slot,
+// SCHED:             tile.async_copy %4[0, 0, ((%fetch * 16) + {{.*}} to %vs[%fill_slot,
+// SCHED:           tile.async_commit
+// SCHED-COUNT-3:   mma.sync
+// SCHED:           loop.load %vs[%slot,
+// SCHED-COUNT-3:   mma.sync
+// SCHED:           %[[NEXT:.*]] = arith.addi %fetch, %{{.*}} : index
+// SCHED-NEXT:      %[[IN:.*]] = arith.cmpi slt, %[[NEXT]], %[[UB]] : index
+// SCHED-NEXT:      %[[FETCH:.*]] = arith.select %[[IN]], %[[NEXT]], %{{.*}} : index
+// SCHED-NEXT:      scf.yield %{{.*}}, %{{.*}}, %[[FETCH]] : index, index, index
+// SCHED-NEXT:    } {llmopt.role = "key_blocks", llmopt.prefetch = "async3"}
+// SCHED-NEXT:    tile.async_wait 0
+
+// Without tensor cores the same threads take the products as multiply-adds: nothing marks
+// them for mma-fragments.
+// FMA-NOT:     llmopt.layout
+// FMA:         {llmopt.flash = "16x16", llmopt.schedule = {carry = 1 : i64}}
+// FMA-NOT:     llmopt.layout
+
+// The stages option is the kernel's schedule knob, for async-copy.
+// STAGES:      {llmopt.flash = "16x16", llmopt.schedule = {carry = 1 : i64, stages = 2 : i64}}
 func.func @forward_causal(%q: memref<1x2x32x16xf32> {llmopt.input = "q"}, %k: memref<1x1x32x16xf32> {llmopt.input = "k"}, %v: memref<1x1x32x16xf32> {llmopt.input = "v"}) -> memref<1x32x32xf32> {
   %0 = memref.alloc() : memref<1x2x32x32x1xf32>
   loop.kernel @reduce_3 (%1 = %0 : memref<1x2x32x32x1xf32>, %2 = %k : memref<1x1x32x16xf32>, %3 = %q : memref<1x2x32x16xf32>) {
@@ -112,18 +190,29 @@ func.func @forward_causal(%q: memref<1x2x32x16xf32> {llmopt.input = "q"}, %k: me
 // accumulators by the running sum before P·V's epilogue, and visits every key block (the
 // loop's bound is a constant).
 // CHECK-LABEL: func.func @forward_plain
-// CHECK:        tile.kernel @{{[a-z_0-9]+}} grid [4, 1, 1] block [256, 1, 1]
+// CHECK:        tile.kernel @{{[a-z_0-9]+}} grid [4, 1, 1] block [64, 1, 1]
 // CHECK-NOT:      arith.minui
 // CHECK:          %[[N:.*]] = arith.constant 2 : index
+// CHECK-NEXT:     %{{.*}} = arith.constant 0 : index
 // CHECK-NEXT:     %{{.*}} = arith.constant 1 : index
 // CHECK-NEXT:     scf.for %kb = %{{.*}} to %[[N]] step
 // CHECK:          %sum = loop.load %acc
 // CHECK-NEXT:     %[[L:.*]] = loop.load %l
 // CHECK-NEXT:     arith.divf %sum, %[[L]] : f32
-// CHECK:        } {llmopt.flash = "16x16"}
+// CHECK:        } {llmopt.flash = "16x16", llmopt.schedule = {carry = 1 : i64}}
 // CHECK-NOT:    loop.kernel
 // NUM: flash-attention {{.*}} ok
+// NUM: async-copy {{.*}} ok
+// NUM: mma-fragments {{.*}} ok
 // NUM: tile-to-kernel {{.*}} ok
+// A bound that is a constant: the chunk fetched wraps at it.
+// SCHED-LABEL: func.func @forward_plain
+// SCHED:         %ks = tile.alloc shared : memref<3x16x20xf32>
+// SCHED:         scf.for %kb = {{.*}} iter_args
+// SCHED:           arith.addi %fill_slot
+// SCHED:           %[[TWO:.*]] = arith.constant 2 : index
+// SCHED-NEXT:      %[[NEXT:.*]] = arith.addi %fetch, %{{.*}} : index
+// SCHED-NEXT:      arith.cmpi slt, %[[NEXT]], %[[TWO]] : index
 func.func @forward_plain(%q: memref<1x2x32x16xf32> {llmopt.input = "q"}, %k: memref<1x2x32x16xf32> {llmopt.input = "k"}, %v: memref<1x2x32x16xf32> {llmopt.input = "v"}) -> memref<1x2x32x16xf32> {
   %0 = memref.alloc() : memref<1x2x32x32x1xf32>
   loop.kernel @reduce_3 (%1 = %0 : memref<1x2x32x32x1xf32>, %2 = %k : memref<1x2x32x16xf32>, %3 = %q : memref<1x2x32x16xf32>) {
@@ -196,11 +285,35 @@ func.func @forward_plain(%q: memref<1x2x32x16xf32> {llmopt.input = "q"}, %k: mem
 
 // -----
 
-// Causal with 20 queries and keys: no block size divides them, the four kernels stay.
+// Causal with 20 queries and keys: no block size divides them. Two blocks of 16 cover the
+// queries and the keys; the last of each overhangs them: its rows of Q, K and V are read
+// clamped, its keys past 20 are masked to -inf after the causal mask, and its rows past 20
+// store nothing.
 // CHECK-LABEL: func.func @forward_odd
-// CHECK-COUNT-4: loop.kernel
-// CHECK-NOT:     tile.kernel
+// CHECK-NOT:     loop.kernel
+// CHECK:         tile.kernel @{{[a-z_0-9]+}} grid [4, 1, 1] block [64, 1, 1]
+// CHECK:           tile.forall (%qr, %b0, %b1) in [2, 1, 2] over blocks {
+// CHECK:             loop.load %2[0, %b1, ((%qb * 16) + %ii), %dd] clamp : memref<1x2x20x16xf32>
+// CHECK:               loop.load %1[0, 0, ((%kb * 16) + %jj), %dd_1] clamp : memref<1x1x20x16xf32>
+// CHECK:               loop.load %4[0, 0, ((%kb * 16) + %jj_1), %dd_2] clamp : memref<1x1x20x16xf32>
+// CHECK:                   %[[CAUSAL:.*]] = arith.select %{{.*}}, %{{.*}}, %{{.*}} : f32
+// CHECK-NEXT:              %[[KEYS:.*]] = arith.constant 20 : index
+// CHECK-NEXT:              %[[NINF:.*]] = arith.constant 0xff800000 : f32
+// CHECK-NEXT:              %[[IN:.*]] = arith.cmpi ult, %{{.*}}, %[[KEYS]] : index
+// CHECK-NEXT:              arith.select %[[IN]], %[[CAUSAL]], %[[NINF]] : f32
+// CHECK:           } {llmopt.role = "key_blocks"}
+// CHECK:                 %[[ROWS:.*]] = arith.constant 20 : index
+// CHECK-NEXT:            %[[ROW_IN:.*]] = arith.cmpi ult, %{{.*}}, %[[ROWS]] : index
+// CHECK-NEXT:            scf.if %[[ROW_IN]] {
+// CHECK-NOT:     loop.kernel
 // NUM: flash-attention {{.*}} ok
+// NUM: async-copy {{.*}} ok
+// NUM: mma-fragments {{.*}} ok
+// NUM: tile-to-kernel {{.*}} ok
+// The K and V copies are clamped too: a copy past the last key reads the last key's row.
+// SCHED-LABEL: func.func @forward_odd
+// SCHED:         tile.async_copy %1[0, 0, ((%fetch * 16) + {{.*}} clamp to %ks
+// SCHED:         tile.async_copy %4[0, 0, ((%fetch * 16) + {{.*}} clamp to %vs
 func.func @forward_odd(%q: memref<1x2x20x16xf32> {llmopt.input = "q"}, %k: memref<1x1x20x16xf32> {llmopt.input = "k"}, %v: memref<1x1x20x16xf32> {llmopt.input = "v"}) -> memref<1x20x32xf32> {
   %0 = memref.alloc() : memref<1x2x20x20x1xf32>
   loop.kernel @reduce_3 (%1 = %0 : memref<1x2x20x20x1xf32>, %2 = %k : memref<1x1x20x16xf32>, %3 = %q : memref<1x2x20x16xf32>) {

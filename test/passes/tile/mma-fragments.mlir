@@ -13,6 +13,8 @@
 // RUN: not llm-opt %s -p 'mma-fragments{promote=3}' 2>&1 | filecheck %s --check-prefix=BAD
 // RUN: llm-opt %S/vector-fragments.mlir -p mma-fragments | filecheck %s --check-prefix=SKIP
 // RUN: not llm-opt %s -p 'mma-fragments,tile-to-kernel,canonicalize,cse,kernel-to-cuda{arch=sm_75}' 2>&1 | filecheck %s --check-prefix=SM75
+// RUN: llm-opt %S/Inputs/mma-fragments-kn.mlir -p mma-fragments | filecheck %s --check-prefix=KN
+// RUN: llm-opt %S/Inputs/mma-fragments-kn.mlir -p 'mma-fragments,tile-to-kernel,canonicalize,cse,kernel-to-cuda' --check-numerics 2>&1 >/dev/null | filecheck %s --check-prefix=NUM
 // A register-tiled x·Wᵀ + r (M=64 N=64 K=32) in the tensor-core layout — register-tile{bm=32
 // bn=32 tm=4 tn=4 blocked=3}: two warps of 32×16 outputs a block, lane 4g+t holding rows g and
 // g+8 and columns 2t and 2t+1 of each 16×8 fragment — after stage-inputs{bk=16}, async-copy and
@@ -104,6 +106,11 @@
 // SM75:      kernel-to-cuda: kernel 'elementwise_5' uses mma.sync, which needs sm_80 or newer; the target is sm_75
 
 // BAD:       mma-fragments: promote must divide the chunk's 2 steps of 8, got 3
+
+// A B operand stored K first (x·W with W [K, N]; attention's P·V reads V so): the B fragment
+// reads rows t and t + 4 of the 8-step kq and column g of its 8 (2·t + rl became g).
+// KN:        loop.load %stage_1[%slot, (((%kq * 8) + %[[T:t_[0-9]+]]) + (%{{.*}} * 4)), (((%wj_{{[0-9]+}} * 16) + (%{{.*}} * 8)) + %g_{{[0-9]+}})]
+// KN-COUNT-3: mma.sync(
 
 // A cyclic register tile (not the tensor-core layout) is left to vector-fragments.
 // SKIP-NOT:  mma.

@@ -200,23 +200,25 @@ builtin.module {
   }
 }
 
-// A 32x32 product per head: no tile of 8 outputs a thread divides it, so the one of the
-// most blocks, 16x16 of 1x1.
+// A 32x32 product per head: no tile of 8 outputs a thread divides it, so a ragged one of
+// 32x64 (2x4 a thread) overhangs it by 32 columns, clamped on loads, guarded on stores.
 // AUTO-LABEL: func.func @forward
-// AUTO:       tile.kernel @reduce_3 grid [16, 1, 1] block [256, 1, 1] (
-// AUTO-NEXT:    tile.forall (%[[B0:.*]], %[[B1:.*]], %[[BM:.*]], %[[BN:.*]]) in [1, 4, 2, 2] over blocks {
-// AUTO-NEXT:      tile.alloc registers : memref<16x16x1x1xf32>
+// AUTO:       tile.kernel @reduce_3 grid [4, 1, 1] block [256, 1, 1] (
+// AUTO-NEXT:    tile.forall (%[[B0:.*]], %[[B1:.*]], %[[BM:.*]], %[[BN:.*]]) in [1, 4, 1, 1] over blocks {
+// AUTO-NEXT:      tile.alloc registers : memref<16x16x2x4xf32>
 // AUTO:           scf.for %[[K:.*]] = %{{.*}} to %{{.*}} step %{{.*}} {
-// AUTO:             loop.load %3[0, %[[B1]], (((%[[BM]] * 16) + {{.*}}) + %{{.*}}), %[[K]]] : memref<1x4x32x32xf32>
-// AUTO-NEXT:        loop.load %2[0, (%[[B1]] floordiv 2), (((%[[BN]] * 16) + {{.*}}) + %{{.*}}), %[[K]]] : memref<1x2x32x32xf32>
-// AUTO:             loop.store %{{.*}}, %1[0, %[[B1]], (((%[[BM]] * 16) + {{.*}}) + %{{.*}}), (((%[[BN]] * 16) + {{.*}}) + %{{.*}}), 0] : memref<1x4x32x32x1xf32>
+// AUTO:             loop.load %3[0, %[[B1]], (((%[[BM]] * 32) + {{.*}}) + %{{.*}}), %[[K]]] clamp : memref<1x4x32x32xf32>
+// AUTO-NEXT:        loop.load %2[0, (%[[B1]] floordiv 2), (((%[[BN]] * 64) + {{.*}}) + %{{.*}}), %[[K]]] clamp : memref<1x2x32x32xf32>
+// AUTO:             arith.cmpi ult
+// AUTO-NEXT:        scf.if
+// AUTO:               loop.store %{{.*}}, %1[0, %[[B1]], (((%[[BM]] * 32) + {{.*}}) + %{{.*}}), (((%[[BN]] * 64) + {{.*}}) + %{{.*}}), 0] : memref<1x4x32x32x1xf32>
 
-// The options' 64-wide tile does not divide N = 32: the kernel is left alone.
+// The options' 64-wide tile overhangs N = 32 too.
 // KNOBS-LABEL: func.func @forward
-// KNOBS:       tile.kernel @reduce_3 grid [16, 1, 1] block [256, 1, 1] (
-// KNOBS-NEXT:    tile.forall (%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) in [1, 4, 32, 32] over threads {
-// KNOBS-NEXT:      loop.reduce add
-// KNOBS-NOT:     tile.alloc
+// KNOBS:       tile.kernel @reduce_3 grid [8, 1, 1] block [128, 1, 1] (
+// KNOBS-NEXT:    tile.forall (%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) in [1, 4, 2, 1] over blocks {
+// KNOBS-NEXT:      tile.alloc registers : memref<8x16x2x4xf32>
+// KNOBS:           scf.if
 
 // NUM:      // numerics: tolerance
 // NUM-NEXT: register-tile {{.*}} ok
@@ -227,7 +229,10 @@ builtin.module {
 
 // -----
 
-// M = 36 and N = 136 are divisible by no block tile: left alone, with or without options.
+// M = 36 and N = 136 are divisible by no block tile: the tile overhangs the output (2 x 3
+// blocks of 32 x 64). Loads from global memory are clamped into their buffers (the rows and
+// columns past the edge compute values nobody keeps); the epilogue stores only outputs
+// inside the output.
 builtin.module {
   func.func @forward(%l.weight: memref<136x48xf32> {llmopt.param = "l.weight"}, %l.bias: memref<136xf32> {llmopt.param = "l.bias"}, %x: memref<36x48xf32> {llmopt.input = "x"}, %r: memref<36x136xf32> {llmopt.input = "r"}) -> memref<36x136xf32> {
     %0 = memref.alloc() : memref<36x136xf32>
@@ -251,16 +256,27 @@ builtin.module {
 }
 
 // AUTO-LABEL: func.func @forward
-// AUTO:       tile.kernel @odd grid [20, 1, 1] block [256, 1, 1] (
-// AUTO-NEXT:    tile.forall (%{{.*}}, %{{.*}}) in [36, 136] over threads {
-// AUTO-NEXT:      loop.reduce add %{{.*}} = 0 to 48 : f32 {
-// AUTO-NOT:     tile.alloc
+// AUTO:       tile.kernel @odd grid [6, 1, 1] block [256, 1, 1] (
+// AUTO-NEXT:    tile.forall (%[[BM:.*]], %[[BN:.*]]) in [2, 3] over blocks {
+// AUTO-NEXT:      tile.alloc registers : memref<16x16x2x4xf32>
+// AUTO:           loop.load %5[(((%[[BM]] * 32) + (%{{.*}} * 16)) + %{{.*}}), %{{.*}}] clamp : memref<36x48xf32>
+// AUTO-NEXT:      loop.load %4[(((%[[BN]] * 64) + (%{{.*}} * 16)) + %{{.*}}), %{{.*}}] clamp : memref<136x48xf32>
+// AUTO:           %[[ROWS:.*]] = arith.constant 36 : index
+// AUTO-NEXT:      %[[ROW_IN:.*]] = arith.cmpi ult, %{{.*}}, %[[ROWS]] : index
+// AUTO-NEXT:      %[[COLS:.*]] = arith.constant 136 : index
+// AUTO-NEXT:      %[[COL_IN:.*]] = arith.cmpi ult, %{{.*}}, %[[COLS]] : index
+// AUTO-NEXT:      %[[IN:.*]] = arith.andi %[[ROW_IN]], %[[COL_IN]] : i1
+// AUTO-NEXT:      scf.if %[[IN]] {
+// AUTO-NEXT:        %sum = loop.load %acc
+// AUTO-NEXT:        loop.load %3[{{.*}}] : memref<136xf32>
+// AUTO:             loop.store %{{.*}}, %2[(((%[[BM]] * 32) + {{.*}}), (((%[[BN]] * 64) + {{.*}})] : memref<36x136xf32>
 // AUTO:         func.return
 
 // KNOBS-LABEL: func.func @forward
-// KNOBS:       tile.kernel @odd grid [20, 1, 1] block [256, 1, 1] (
-// KNOBS-NEXT:    tile.forall (%{{.*}}, %{{.*}}) in [36, 136] over threads {
-// KNOBS-NOT:     tile.alloc
+// KNOBS:       tile.kernel @odd grid [9, 1, 1] block [128, 1, 1] (
+// KNOBS-NEXT:    tile.forall (%{{.*}}, %{{.*}}) in [3, 3] over blocks {
+// KNOBS:           loop.load %5[{{.*}}] clamp : memref<36x48xf32>
+// KNOBS:           scf.if
 // KNOBS:         func.return
 
 // NUM:      // numerics: tolerance

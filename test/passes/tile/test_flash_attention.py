@@ -11,7 +11,9 @@ from xdsl.dialects.builtin import ModuleOp
 
 import llmopt
 from llmopt import registry
-from llmopt.passes.tile.flash_attention import choose_blocks
+from llmopt.passes.tile._schedule import AttentionBlocks as Blocks
+from llmopt.passes.tile._schedule import choose_attention_blocks as choose_blocks
+from llmopt.passes.tile._schedule import warp_grid
 
 LOOP_IR = ("torch-to-prim,canonicalize,prim-to-loop,fuse-kernels{recompute_limit=0},"
            "canonicalize,cse,hoist-reduce-factors")
@@ -115,20 +117,69 @@ def test_causal_flash_attention_stops_at_the_diagonal() -> None:
     assert [o.owner.value.value.data for o in (divided.operands[1], bound.operands[1])] == [16, 4]
 
 
+@pytest.mark.parametrize("seq,options", [(20, ""), (37, "{bm=16 bn=16}"), (100, "")])
+def test_flash_attention_takes_lengths_no_block_divides(seq: int, options: str) -> None:
+    """20, 37 and 100 queries and keys: the last query block overhangs the queries (clamped
+    loads of Q, stores guarded by an ``scf.if``), the last key block the keys (its extra
+    keys masked to -inf), and every pass keeps the result."""
+    module = _capture((2, 1), seq, 16, seed=seq)
+    pipeline = registry.expand_pipeline("lower-to-cuda").replace(
+        "flash-attention{arch=sm_90}", f"flash-attention{options}")
+    report = llmopt.check_numerics(module, pipeline.rsplit(",", 1)[0])
+    assert report.ok, str(report)
+    fused = llmopt.lower(_capture((2, 1), seq, 16), LOOP_IR + f",flash-attention{options}")
+    flash = [k for k in _kernels(fused, "tile.kernel") if "llmopt.flash" in k.attributes]
+    assert len(flash) == 1 and not _kernels(fused, "loop.kernel"), fused
+    text = str(flash[0])
+    assert " clamp :" in text and "scf.if" in text and "arith.select" in text
+
+
+@pytest.mark.parametrize("head_dim", [64, 128])
+def test_flash_attention_in_the_models_blocks(head_dim: int) -> None:
+    """64 query rows and 64 keys a block, 8 warps — what TinyLlama's and Qwen2.5-7B's
+    attention get from seq 512 — here at 70 tokens (both blocks ragged): the schedule puts
+    both products on the tensor cores (three ``mma.sync`` each) and fills K and V with
+    ``cp.async``, and every pass to Kernel IR keeps the result."""
+    pipeline = registry.expand_pipeline("lower-to-cuda").replace(
+        "flash-attention{arch=sm_90}", "flash-attention{bm=64 bn=64}")
+    tiled = llmopt.lower(_capture((1, 1), 70, head_dim), pipeline.split(",tile-to-kernel")[0])
+    (flash,) = [k for k in _kernels(tiled, "tile.kernel") if "llmopt.flash" in k.attributes]
+    assert flash.block_shape[0] == 256
+    assert len(_kernels(flash, "mma.sync")) == 6 and _kernels(flash, "tile.async_copy")
+    report = llmopt.check_numerics(_capture((1, 1), 70, head_dim),
+                                   pipeline.split(",dedup-kernels")[0])
+    assert report.ok, str(report)
+
+
 def test_flash_attention_leaves_attention_it_cannot_tile() -> None:
-    """20 queries: no block size divides them; the unfused kernels stay and stay correct."""
-    before = llmopt.lower(_capture((2, 1), 20, 16), LOOP_IR)
-    after = llmopt.lower(_capture((2, 1), 20, 16), LOOP_IR + ",flash-attention")
+    """A head dimension of 24 is no multiple of the 16 threads along it: the unfused
+    kernels stay."""
+    before = llmopt.lower(_capture((2, 1), 32, 24), LOOP_IR)
+    after = llmopt.lower(_capture((2, 1), 32, 24), LOOP_IR + ",flash-attention")
     assert len(_kernels(after, "loop.kernel")) == len(_kernels(before, "loop.kernel")) == 4
     assert not _kernels(after, "tile.kernel")
 
 
 def test_choose_blocks() -> None:
     # enough query blocks of 64 rows for every multiprocessor: 32 heads x 8
-    assert choose_blocks(32, 512, 512, 64, 132, 0, 0) == (64, 64)
+    assert choose_blocks(32, 512, 512, 64, 132) == Blocks(64, 64, 8)
+    assert choose_blocks(28, 512, 512, 128, 132) == Blocks(64, 64, 8)
     # 32 heads x 128 queries: blocks of 64 would make 64 blocks, of 32 128, of 16 256
-    assert choose_blocks(32, 128, 128, 64, 132, 0, 0) == (16, 64)
-    assert choose_blocks(4, 48, 48, 16, 132, 0, 0) == (16, 16)
-    assert choose_blocks(4, 20, 20, 16, 132, 0, 0) is None
-    assert choose_blocks(4, 64, 64, 16, 132, 32, 32) == (32, 32)
+    assert choose_blocks(32, 128, 128, 64, 132) == Blocks(16, 64, 8)
+    # a 16 x 16 score tile and a 16 x 16 output tile: two warps of 16 x 8 fragments
+    assert choose_blocks(4, 48, 48, 16, 132) == Blocks(16, 16, 2)
+    # no block divides 20 queries: the blocks overhang them, the key block covers them
+    assert choose_blocks(4, 20, 20, 16, 132) == Blocks(16, 32, 2)
+    assert choose_blocks(32, 200, 200, 64, 132) == Blocks(32, 64, 8)  # 32 x 7 blocks of 32
+    assert choose_blocks(4, 64, 64, 16, 132, 32, 32) == Blocks(32, 32, 4)
     assert choose_blocks(4, 64, 64, 16, 132, 24, 0) is None  # not a multiple of 16
+    assert choose_blocks(4, 64, 64, 16, 132, 32, 32, 8) is None  # 8 warps: a D of 16 < 64
+
+
+def test_warp_grid() -> None:
+    """Warp tiles of whole 16 x 8 fragments, each thread an even number of columns, the
+    fewest operand loads."""
+    assert warp_grid(64, 64, 8) == (4, 2)     # 16 x 32 a warp
+    assert warp_grid(64, 128, 8) == (2, 4)    # 32 x 32
+    assert warp_grid(16, 64, 8) == (1, 8)     # 16 x 8
+    assert warp_grid(16, 16, 4) is None

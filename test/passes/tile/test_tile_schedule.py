@@ -108,7 +108,7 @@ PROGRAMS: dict[str, tuple[Callable[..., Any], list[tuple[int, ...]]]] = {
     "linear": (_linear_residual, [(32, 256), (128, 256), (128,), (32, 128)]),
     # N=176 = 16 x 11: one 64x176 block of 4x11 micro-tiles (TinyLlama's 5632 = 32 x 176).
     "linear-176": (_linear_residual, [(64, 64), (176, 64), (176,), (64, 176)]),
-    # M=36 N=136: no tile divides the output.
+    # M=36 N=136: no tile divides the output; a ragged 32x64 tile overhangs it.
     "linear-odd": (_linear_residual, [(36, 48), (136, 48), (136,), (36, 136)]),
     "bmm": (_bmm, [(2, 32, 64), (2, 64, 64)]),
     "bmm-odd": (_bmm, [(2, 36, 40), (2, 40, 72)]),
@@ -121,6 +121,8 @@ PROGRAMS: dict[str, tuple[Callable[..., Any], list[tuple[int, ...]]]] = {
 }
 
 SCHEDULED = {"linear", "linear-176", "bmm", "attention", "mlp"}
+RAGGED = {"linear-odd", "bmm-odd"}
+"""Register-tiled by tiles that overhang the output: clamped loads, guarded stores."""
 
 
 def _capture(name: str) -> tuple[ModuleOp, Callable[..., Any]]:
@@ -167,7 +169,8 @@ def test_lower_to_cuda_keeps_the_meaning(name: str) -> None:
 
     lowered = llmopt.lower(module.clone(), _to_kernel_ir())
     locals_ = _ops(lowered, "kernel.local")
-    fragments = [op for op in locals_ if (op.results[0].name_hint or "").startswith("frag")]
+    fragments = [op for op in locals_ if (op.results[0].name_hint or "").startswith(
+        ("frag", "a_hi", "a_lo", "b_hi", "b_lo", "part"))]  # vector and mma fragments
     accumulators = [op for op in locals_ if op not in fragments]
     tiles = [op for op in _ops(lowered, "kernel.shared")
              if len(op.results[0].type.get_shape()) >= 2]
@@ -176,9 +179,13 @@ def test_lower_to_cuda_keeps_the_meaning(name: str) -> None:
     if name in SCHEDULED:
         assert locals_, f"{name}: no register tile in\n{lowered}"
         assert tiles, f"{name}: no staged tile in\n{lowered}"
-        # (attention's K loops, over 32, are one chunk each: nothing to fetch ahead)
+        # (attention at 32 tokens is one key block of flash-attention: nothing to fetch ahead)
         assert bool(copies) == (name != "attention"), f"{name}: async copies?\n{lowered}"
-    else:
+    elif name in RAGGED:
+        assert locals_ and tiles, f"{name}: no register tile in\n{lowered}"
+        # the edge blocks clamp the rows they stage and guard the outputs they store
+        assert _ops(lowered, "arith.minsi") and _ops(lowered, "scf.if"), lowered
+    else:  # fewer outputs than a ragged tile is worth
         assert not locals_ and not tiles and not copies, (
             f"{name}: scheduled although nothing divides:\n{lowered}")
     assert any(k.endswith("_split") for k in kernels) == (name == "linear"), kernels
@@ -189,8 +196,8 @@ def test_lower_to_cuda_keeps_the_meaning(name: str) -> None:
     if name == "linear-176":
         assert [a.results[0].type.get_shape()[-2:] for a in accumulators] == [(4, 11)]
     if name in SCHEDULED and name != "attention":
-        # rows of K-contiguous tiles are read 16 bytes at a time (attention's one-chunk K
-        # loops stage synchronously, into rows padded to odd lengths: not 16-byte aligned)
+        # rows of K-contiguous tiles are read 16 bytes at a time (attention's products take
+        # their operands as tensor-core fragments instead)
         assert fragments and _ops(lowered, "kernel.copy"), f"{name}: no fragments in\n{lowered}"
 
     inputs = random_inputs(lowered, seed=1)
@@ -342,7 +349,7 @@ def test_choose_bk(k: int, bk: int) -> None:
     (128, 18944, 3584, 1, 4),  # 148 smaller blocks (128x64 of 8x4), a long K: four slices
     (32, 2048, 5632, 1, 8),  # 32 small blocks: doubled to 256, past one a multiprocessor
     (512, 5632, 2048, 1, 1),  # 352 blocks; slices of 2048 / 4 would be short
-    (36, 136, 4096, 1, 1),  # no register tile: never split
+    (36, 136, 4096, 1, 32),  # no tile divides: one 64x64 ragged block, 32 slices
     (32, 128, 96, 1, 1),  # 96 is not a multiple of 64
 ])
 def test_choose_split_k(m: int, n: int, k: int, batch: int, split: int) -> None:
@@ -398,7 +405,7 @@ def test_tensor_cores_only_where_they_fit() -> None:
 def test_limits() -> None:
     assert limits("sm_80").sms == 108
     assert limits("sm_90").sms == 132
-    assert limits("sm_999") == limits("sm_90")
+    assert limits("sm_999").sms == limits("sm_90").sms
     assert limits("sm_90").static_smem == 48 * 1024
 
 
@@ -662,11 +669,16 @@ def test_load_table_of_missing_or_bad_files(tmp_path: Path) -> None:
 
 
 def test_cache_path(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """``llmopt tune`` writes ``$LLMOPT_TUNE_CACHE`` or the home directory's cache;
+    ``apply-tuned`` reads the first always, the second only with ``user=1``."""
     monkeypatch.setenv("LLMOPT_TUNE_CACHE", str(tmp_path / "t.json"))
     assert tune.cache_path() == tmp_path / "t.json"
+    assert tune.user_cache(False) == tune.user_cache(True) == tmp_path / "t.json"
     monkeypatch.delenv("LLMOPT_TUNE_CACHE")
     monkeypatch.setenv("HOME", str(tmp_path))
     assert tune.cache_path() == tmp_path / ".cache" / "llmopt" / "tuned.json"
+    assert tune.user_cache(False) is None
+    assert tune.user_cache(True) == tune.cache_path()
 
 
 def test_apply_tuned_reads_the_user_cache_before_the_committed_table(
@@ -692,8 +704,16 @@ def test_apply_tuned_reads_the_user_cache_before_the_committed_table(
     assert knobs_after("apply-tuned") == {"a": {"bm": 32, "bn": 32, "tm": 2, "tn": 2},
                                           "b": {"bm": 32, "bn": 32, "tm": 2, "tn": 2},
                                           "c": {}}
-    assert knobs_after("apply-tuned{user=0}")["a"] == {"bm": 16, "bn": 64, "tm": 1, "tn": 4}
     assert knobs_after("apply-tuned{arch=sm_80}")["a"] == {}
+    # the home directory's cache only when asked for (user=1)
+    home = tmp_path / "home"
+    tune.save_table(home / ".cache" / "llmopt" / "tuned.json", tune.load_table(user))
+    monkeypatch.delenv("LLMOPT_TUNE_CACHE")
+    monkeypatch.setenv("HOME", str(home))
+    assert knobs_after("apply-tuned")["a"] == {"bm": 16, "bn": 64, "tm": 1, "tn": 4}
+    assert knobs_after("apply-tuned{user=0}")["a"] == {"bm": 16, "bn": 64, "tm": 1, "tn": 4}
+    assert knobs_after("apply-tuned{user=1}")["a"] == {"bm": 32, "bn": 32, "tm": 2, "tn": 2}
+    monkeypatch.setenv("LLMOPT_TUNE_CACHE", str(user))
     # the knobs drive register-tile: 32x32 tiles of 2x2 for a and b, the heuristic for c
     tiled = llmopt.lower(module.clone(), "apply-tuned,register-tile")
     shapes = {op.parent_op().parent_op().sym_name.data: op.results[0].type.get_shape()
@@ -992,22 +1012,31 @@ def test_split_k_that_does_not_divide_k_warns() -> None:
 
 
 def test_tune_layer_tunes_the_layer_the_blocks_benchmark_times(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
     """``llmopt tune M --layer`` hands the tuner decoder layer 0 captured alone (no lm_head;
     at full size its o and down projections end in the layer's output, kernels the whole
-    model does not have, so ``apply-tuned`` needs entries of their own)."""
+    model does not have, so ``apply-tuned`` needs entries of their own); it says how to
+    use the cache it wrote, and the attention tuner gets the same program at Loop IR."""
     pytest.importorskip("torch")
-    from llmopt.tools import llmopt_cli
+    from llmopt.tools import llmopt_cli, tune_attention
 
     seen: list[set[str]] = []
+    attention: list[list[str]] = []
 
     def fake_tune_module(module: ModuleOp, *args: Any, **kwargs: Any) -> dict[str, Any]:
         seen.append({tune.describe(k) for k in module.walk() if isinstance(k, tile.KernelOp)
                      and tune.match_contraction(k) is not None})
         return {}
 
+    def fake_tune_attention(module: ModuleOp, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        attention.append([tune_attention.describe(c)
+                          for c in tune_attention.attention_chains(module)])
+        return {}
+
     monkeypatch.setattr(llmopt_cli, "_cuda_available", lambda: True)
     monkeypatch.setattr(tune, "tune_module", fake_tune_module)
+    monkeypatch.setattr(tune_attention, "tune_attention", fake_tune_attention)
     monkeypatch.setenv("LLMOPT_TUNE_CACHE", str(tmp_path / "tuned.json"))
     config = tmp_path / "config.json"
     config.write_text(json.dumps({
@@ -1017,9 +1046,13 @@ def test_tune_layer_tunes_the_layer_the_blocks_benchmark_times(
         "max_position_embeddings": 256}))
     assert llmopt_cli.main(["tune", str(config), "--layer", "--seqs", "32", "--jobs", "1"]) == 0
     assert llmopt_cli.main(["tune", str(config), "--seqs", "32", "--jobs", "1"]) == 0
+    hint = f"set LLMOPT_TUNE_CACHE={tmp_path / 'tuned.json'} (or give apply-tuned{{user=1}})"
+    assert hint in capsys.readouterr().err
     layer, whole = seen
     assert "1x32x176x64" in layer  # the fused gate/up
     assert "1x32x128x64" in whole and "1x32x128x64" not in layer  # lm_head: the model's only
+    # attention is tuned at Loop IR, before flash-attention makes it one kernel
+    assert attention == [["4x32x32x16 causal"]] * 2
 
 
 def test_tune_layer_refuses_an_ir_file(tmp_path: Path, capsys: pytest.CaptureFixture[str],

@@ -1,0 +1,138 @@
+"""The online softmax of a flash kernel: row statistics of a score tile in shared memory.
+
+A block owns ``bm`` query rows and sees the keys block by block. After each key block's
+scores ``g(Q·Kᵀ)`` are in the shared tile ``ps[bm, bn]``, :meth:`OnlineSoftmax.steps` are
+the foralls that, ``parts`` threads a row (each over a slice of ``bn / parts`` keys, the
+slices combined through the shared ``part[bm, parts]``):
+
+1. take the row maximum and the running maximum ``m ← max(m, max_j ps)``; the factor
+   ``corr = exp(m_old - m)`` that rescales what the earlier key blocks summed;
+2. turn the scores into ``p = exp(s - m)`` in place (``ps`` is then ``P·V``'s ``P``);
+3. take the row sum and the running sum ``l ← l · corr + Σ_j p``.
+
+A row whose scores are all ``-inf`` so far (masked) counts its maximum as 0 in the
+exponents, so its ``p`` are 0 rather than ``NaN``. :meth:`OnlineSoftmax.init` sets
+``m = -inf`` and ``l = 0`` before the first key block; the flash kernel reads ``corr`` (to
+rescale its output accumulators) and ``l`` (the softmax denominator of its epilogue).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from xdsl.dialects import arith
+from xdsl.dialects.builtin import FloatAttr, IntegerAttr, MemRefType, StringAttr, i64
+from xdsl.dialects.math import ExpOp
+from xdsl.ir import Attribute, Block, Operation, SSAValue
+from xdsl.ir.affine import AffineDimExpr, AffineMap
+
+from llmopt.dialects import loop, tile
+from llmopt.passes.tile._access import block_threads
+
+NEG_INF = float("-inf")
+
+
+def const_float(value: float, typ: Attribute) -> arith.ConstantOp:
+    return arith.ConstantOp(FloatAttr(value, typ))  # type: ignore[arg-type]
+
+
+def shared(shape: Sequence[int], typ: Attribute, name: str, pad: int | None) -> tile.AllocOp:
+    """A shared buffer (``pad``: the padding ``pad-shared`` gives it)."""
+    alloc = tile.AllocOp("shared", MemRefType(typ, list(shape)))  # type: ignore[arg-type]
+    alloc.result.name_hint = name
+    if pad is not None:
+        alloc.attributes["llmopt.pad"] = IntegerAttr(pad, i64)
+    return alloc
+
+
+def _ident(rank: int) -> AffineMap:
+    return AffineMap.identity(rank)
+
+
+class OnlineSoftmax:
+    """The softmax statistics of the score tile ``ps`` (``bm × bn``) over ``threads``
+    threads (see the module docstring)."""
+
+    def __init__(self, ps: tile.AllocOp, threads: int, typ: Attribute) -> None:
+        shape = ps.result.type.get_shape()  # type: ignore[attr-defined]
+        self.ps, self.bm, self.bn, self.typ = ps, shape[0], shape[1], typ
+        self.m, self.l, self.corr, self.shift = (
+            shared([self.bm], typ, name, None) for name in ("m", "l", "corr", "shift"))
+        parts = min(self.bn, max(1, threads // self.bm))
+        while self.bn % parts:
+            parts //= 2
+        self.parts = parts
+        self.part = shared([self.bm, parts], typ, "part", 1)
+
+    def allocs(self) -> list[Operation]:
+        """The shared buffers, for the block's body."""
+        return [self.m, self.l, self.corr, self.shift, self.part]
+
+    def _rows(self, role: str) -> tuple[tile.ForallOp, Block, SSAValue]:
+        """A forall with one point per query row of the block."""
+        forall, (r,) = block_threads([self.bm], ["r"])
+        forall.attributes["llmopt.role"] = StringAttr(role)
+        return forall, forall.body.block, r
+
+    def init(self) -> tile.ForallOp:
+        """Running maximum -inf, running sum 0."""
+        forall, blk, r = self._rows("init")
+        ninf, zero = const_float(NEG_INF, self.typ), const_float(0.0, self.typ)
+        blk.add_ops([ninf, zero, loop.StoreOp(ninf.result, self.m.result, _ident(1), [r]),
+                     loop.StoreOp(zero.result, self.l.result, _ident(1), [r])])
+        return forall
+
+    def _partial(self, kind: str, role: str) -> tile.ForallOp:
+        """``part[r, q] = kind`` over the q-th slice of row ``r`` of the score tile."""
+        forall, (r, q) = block_threads([self.bm, self.parts], ["r", "q"])
+        forall.attributes["llmopt.role"] = StringAttr(role)
+        width = self.bn // self.parts
+        red = loop.ReduceOp(kind, width, self.typ)
+        x = loop.LoadOp(self.ps.result, AffineMap(3, 0, (
+            AffineDimExpr(0), AffineDimExpr(1) * width + AffineDimExpr(2))), [r, q, red.iv])
+        red.body.block.add_ops([x, loop.YieldOp(x.result)])
+        forall.body.block.add_ops([red, loop.StoreOp(red.result, self.part.result,
+                                                     _ident(2), [r, q])])
+        return forall
+
+    def _combined(self, kind: str, r: SSAValue) -> loop.ReduceOp:
+        """``kind`` over the parts of row ``r``."""
+        red = loop.ReduceOp(kind, self.parts, self.typ)
+        x = loop.LoadOp(self.part.result, _ident(2), [r, red.iv])
+        red.body.block.add_ops([x, loop.YieldOp(x.result)])
+        return red
+
+    def steps(self) -> list[Operation]:
+        """The statistics of one key block, once its scores are in ``ps``."""
+        typ, one = self.typ, _ident(1)
+        stats, blk, r = self._rows("row_max")
+        m_old = loop.LoadOp(self.m.result, one, [r])
+        row_max = self._combined("max", r)
+        m_new = arith.MaximumfOp(m_old.result, row_max.result)
+        ninf, zero = const_float(NEG_INF, typ), const_float(0.0, typ)
+        empty = arith.CmpfOp(m_new.result, ninf.result, "oeq")
+        m_safe = arith.SelectOp(empty.result, zero.result, m_new.result)
+        shift = arith.SubfOp(m_old.result, m_safe.result)
+        factor = ExpOp(shift.result)
+        blk.add_ops([m_old, row_max, m_new, ninf, zero, empty, m_safe, shift, factor,
+                     loop.StoreOp(factor.results[0], self.corr.result, one, [r]),
+                     loop.StoreOp(m_new.result, self.m.result, one, [r]),
+                     loop.StoreOp(m_safe.result, self.shift.result, one, [r])])
+        to_p, (r, c) = block_threads([self.bm, self.bn], ["r", "c"])
+        to_p.attributes["llmopt.role"] = StringAttr("exp")
+        x = loop.LoadOp(self.ps.result, _ident(2), [r, c])
+        mr = loop.LoadOp(self.shift.result, one, [r])
+        diff = arith.SubfOp(x.result, mr.result)
+        p = ExpOp(diff.result)
+        to_p.body.block.add_ops([x, mr, diff, p, loop.StoreOp(p.results[0], self.ps.result,
+                                                              _ident(2), [r, c])])
+        sums, blk, r = self._rows("row_sum")
+        row_sum = self._combined("add", r)
+        l_old = loop.LoadOp(self.l.result, one, [r])
+        f = loop.LoadOp(self.corr.result, one, [r])
+        scaled = arith.MulfOp(l_old.result, f.result)
+        l_new = arith.AddfOp(scaled.result, row_sum.result)
+        blk.add_ops([row_sum, l_old, f, scaled, l_new,
+                     loop.StoreOp(l_new.result, self.l.result, one, [r])])
+        return [self._partial("max", "row_max"), stats, to_p, self._partial("add", "row_sum"),
+                sums]
