@@ -1,15 +1,17 @@
 """llmopt: a hackable LLM compiler on xDSL, from PyTorch to CUDA through six IR levels.
 
 The public API: :func:`capture`, :func:`lower`, :func:`cuda_source`, :func:`compile`,
-:func:`parse`, :func:`register_pass`, :func:`register_dialect`. Heavy dependencies (torch,
-CUDA) load only when a function that needs them runs.
+:func:`parse`, :func:`register_pass`, :func:`register_dialect`, :func:`explain` (what
+``torch.compile(model, backend="llmopt")`` compiles and what runs in PyTorch). Heavy
+dependencies (torch, CUDA) load only when a function that needs them runs.
 """
 
 from llmopt.api import capture, compile, cuda_source, lower, make_context, parse
 from llmopt.registry import register_dialect, register_pass, register_pipeline
 
 __all__ = [
-    "capture", "check_numerics", "compile", "cuda_source", "lower", "make_context", "parse",
+    "capture", "check_numerics", "compile", "cuda_source", "explain", "lower", "make_context",
+    "parse",
     "register_dialect", "register_pass", "register_pipeline",
 ]
 __version__ = "0.1.0"
@@ -21,6 +23,10 @@ def __getattr__(name: str) -> object:
         from llmopt.numerics import check_numerics
 
         return check_numerics
+    if name == "explain":  # imports torch
+        from llmopt.dynamo.explain import explain
+
+        return explain
     if name == "interp":
         import importlib
 

@@ -217,6 +217,13 @@ def expand_pipeline(spec: str, _depth: int = 0) -> str:
                 raise PipelineError(
                     f"pipeline '{element.name}' has no option '{key}' (options: {known})"
                 )
+            if norm == "arch":
+                from llmopt.options import arch_problem
+
+                problem = arch_problem(given[0] if len(given) == 1 else given)
+                if problem is not None:
+                    raise PipelineError(f"invalid options for pipeline '{element.name}': "
+                                        f"arch: {problem}")
             values[norm] = _option_text(given)
         try:
             body = template.format(**values)
@@ -277,6 +284,30 @@ def unknown_pass_message(name: str, known: Iterable[str]) -> str:
     return f"unknown pass '{name}'; did you mean {hint}?"
 
 
+_TYPE_NAMES = {"int": "an integer", "float": "a number", "str": "a string", "bool": "true or false"}
+
+
+def _check_option_types(cls: type[ModulePass], element: ArgSpec) -> None:
+    """Raise ``ValueError`` naming the option of ``element`` whose value is not of the type
+    of its field in ``cls`` (an ``int`` option given ``sixty``, ``1.5`` or ``true``)."""
+    import dataclasses
+
+    if not dataclasses.is_dataclass(cls):
+        return
+    types = {f.name: f.type if isinstance(f.type, str) else getattr(f.type, "__name__", "")
+             for f in dataclasses.fields(cls)}
+    for key, values in element.parameters.items():
+        wanted = types.get(key.replace("-", "_"))
+        if wanted not in _TYPE_NAMES or len(values) != 1:
+            continue
+        value = values[0]
+        ok = {"int": isinstance(value, int) and not isinstance(value, bool),
+              "float": isinstance(value, int | float) and not isinstance(value, bool),
+              "str": isinstance(value, str), "bool": isinstance(value, bool)}[wanted]
+        if not ok:
+            raise ValueError(f"{key} must be {_TYPE_NAMES[wanted]}, got {_option_text(values)}")
+
+
 def build_pipeline(
     spec: str,
     passes: dict[str, Callable[[], type[ModulePass]]] | None = None,
@@ -285,7 +316,8 @@ def build_pipeline(
     """Parse a pass-pipeline string (named pipelines expanded) into an xDSL ``PassPipeline``.
 
     ``passes`` defaults to :func:`available_passes`. Raises :class:`PipelineError` for bad
-    syntax, unknown pass names (with close matches) and bad pass options.
+    syntax, unknown pass names (with close matches) and bad pass options (of the wrong type,
+    or out of the ranges of :mod:`llmopt.options`).
     """
     if passes is None:
         passes = available_passes()
@@ -294,11 +326,16 @@ def build_pipeline(
     if unknown:
         known = [*passes, *PIPELINES]
         raise PipelineError("\n".join(unknown_pass_message(n, known) for n in unknown))
+    from llmopt.options import check_pass
+
     instances: list[ModulePass] = []
     for element in elements:
         cls = passes[element.name]()
         try:
-            instances.append(cls.from_pass_spec(element))
+            _check_option_types(cls, element)
+            instance = cls.from_pass_spec(element)
+            check_pass(instance, element.name)
         except (ValueError, TypeError) as err:
             raise PipelineError(f"invalid options for pass '{element.name}': {err}") from None
+        instances.append(instance)
     return PassPipeline(tuple(instances), callback)

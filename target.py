@@ -29,6 +29,7 @@ from typing import Any
 __all__ = [
     "ARCH",
     "DEFAULT_ARCH",
+    "MIN_ARCH",
     "MAX_THREADS_PER_BLOCK",
     "MMA_SHAPES",
     "STATIC_SMEM",
@@ -50,6 +51,9 @@ ARCH = re.compile(r"sm_\d+[a-z]?")
 
 DEFAULT_ARCH = "sm_90"
 """The architecture lowered and compiled for when none is given and no GPU is visible."""
+
+MIN_ARCH = 70
+"""The oldest GPU architecture llmopt generates code for (``sm_70``)."""
 
 WARP = 32
 """Threads of a warp (every NVIDIA architecture)."""

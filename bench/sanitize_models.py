@@ -1,43 +1,69 @@
 """Run every kernel llmopt generates for TinyLlama-1.1B and Qwen2.5-7B once, for
 compute-sanitizer: real dimensions, the first ``--layers`` decoder layers (every layer
-compiles to the same kernel set), the lm_head, seeded random weights.
+compiles to the same kernel set), the lm_head, seeded random weights, at each of the
+sequence lengths ``--seqs`` (lengths that take the tiled and tensor-core paths, 128 and 512,
+and ragged ones that no tile divides, such as 200 and 17).
 
-Usage (GPU host): ``compute-sanitizer --tool memcheck python3 bench/sanitize_models.py``
-(likewise ``--tool racecheck``). Only llmopt's kernels run; the script prints each model's
-kernel count and whether the logits are finite.
+Usage (GPU host): ``compute-sanitizer --tool memcheck python3 bench/sanitize_models.py
+--seqs 128 512 200 17`` (likewise ``--tool racecheck``). Only llmopt's kernels run; the
+script prints each model's kernel count and whether the logits are finite, per length.
 """
 
 from __future__ import annotations
 
 import argparse
-
-import torch
-
-import llmopt
-from llmopt.codegen.executor import CompiledProgram
-from llmopt.frontend.models import build_model, capture_model
+from collections.abc import Sequence
 
 
-@torch.no_grad()
-def main() -> None:
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
+    return value
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """The options; ``--seq N`` (one length) is kept as a spelling of ``--seqs N``."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", nargs="+", default=["tinyllama", "qwen2.5-7b"])
-    parser.add_argument("--layers", type=int, default=2)
-    parser.add_argument("--seq", type=int, default=33)
-    args = parser.parse_args()
-    for name in args.models:
-        model = build_model(name, device="cuda", dtype=torch.float32, seed=0,
-                            layers=args.layers)
-        captured = capture_model(model, args.seq)
-        llmopt.lower(captured.module, "lower-to-cuda")
-        program = CompiledProgram(captured.module, params=captured.params)
-        ids = torch.randint(0, model.config.vocab_size, (1, args.seq), device="cuda")
-        logits = program(ids)[0]
-        torch.cuda.synchronize()
-        print(f"{name}: {len(program.kernel_names)} kernels ran, "
-              f"finite logits: {bool(torch.isfinite(logits).all())}", flush=True)
-        del model, program, captured
-        torch.cuda.empty_cache()
+    parser.add_argument("--layers", type=_positive, default=2)
+    lengths = parser.add_mutually_exclusive_group()
+    lengths.add_argument("--seqs", type=_positive, nargs="+", default=[33],
+                         help="sequence lengths, each run in turn (default 33)")
+    lengths.add_argument("--seq", type=_positive, help="one sequence length")
+    args = parser.parse_args(argv)
+    if args.seq is not None:
+        args.seqs = [args.seq]
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    import torch
+
+    import llmopt
+    from llmopt.codegen.executor import CompiledProgram
+    from llmopt.codegen.nvrtc import default_arch
+    from llmopt.frontend.models import build_model, capture_model
+
+    args = parse_args(argv)
+    pipeline = f"lower-to-cuda{{arch={default_arch()}}}"
+    with torch.no_grad():
+        for name in args.models:
+            model = build_model(name, device="cuda", dtype=torch.float32, seed=0,
+                                layers=args.layers)
+            for seq in args.seqs:
+                captured = capture_model(model, seq)
+                llmopt.lower(captured.module, pipeline)
+                program = CompiledProgram(captured.module, params=captured.params)
+                ids = torch.randint(0, model.config.vocab_size, (1, seq), device="cuda")
+                logits = program(ids)[0]
+                torch.cuda.synchronize()
+                print(f"{name} seq {seq}: {len(program.kernel_names)} kernels ran, "
+                      f"finite logits: {bool(torch.isfinite(logits).all())}", flush=True)
+                del program, captured
+                torch.cuda.empty_cache()
+            del model
+            torch.cuda.empty_cache()
 
 
 if __name__ == "__main__":

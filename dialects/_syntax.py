@@ -7,20 +7,25 @@ from collections.abc import Sequence
 from xdsl.dialects.builtin import (
     AnyFloat,
     DenseArrayBase,
+    DictionaryAttr,
     IndexType,
+    IntegerAttr,
     IntegerType,
     MemRefType,
     NoneAttr,
     Signedness,
     i64,
 )
-from xdsl.ir import Attribute, Region, SSAValue
+from xdsl.ir import Attribute, Operation, Region, SSAValue
 from xdsl.ir.affine import AffineDimExpr, AffineMap
 from xdsl.parser import Parser, UnresolvedOperand
 from xdsl.parser.core import ForwardDeclaredValue
 from xdsl.printer import Printer
+from xdsl.traits import IsolatedFromAbove
 from xdsl.utils.exceptions import VerifyException
 from xdsl.utils.lexer import Span
+
+from llmopt.options import knob_problems
 
 
 def int_array(values: Sequence[int]) -> DenseArrayBase:
@@ -148,22 +153,112 @@ def check_launch_shape(grid: Sequence[int] | None, block: Sequence[int] | None) 
 
 def check_static_layout(what: str, typ: MemRefType) -> None:
     """A buffer that kernels index needs static strides and offset (``memref<?x8xf32>`` is
-    fine, ``memref<8x?xf32>`` is not): element offsets are computed from them."""
+    fine, ``memref<8x?xf32>`` is not): element offsets are computed from them. A buffer
+    with a zero extent has no element to index."""
     strides, offset = typ.get_strides(), typ.get_offset()
     if strides is None or offset is None or None in strides:
         raise VerifyException(
             f"{what}: buffer {typ} has no static layout (its strides and offset must be known)"
         )
+    if 0 in typ.get_shape():
+        raise VerifyException(f"{what}: buffer {typ} has a zero extent: no index is in bounds")
 
 
 def check_static_buffer(typ: Attribute, what: str) -> None:
-    """A buffer a kernel declares (shared, local, tile) has a static shape and the default
-    layout; ``what`` names it in the message ("a shared buffer ...")."""
+    """A buffer a kernel declares (shared, local, tile) has a static shape of positive
+    extents and the default layout; ``what`` names it in the message ("a shared buffer
+    ...")."""
     if (not isinstance(typ, MemRefType) or not typ.has_static_shape()
             or not isinstance(typ.layout, NoneAttr)):
         raise VerifyException(
             f"a {what} buffer has a static shape and the default layout, got {typ}"
         )
+    if 0 in typ.get_shape():
+        raise VerifyException(f"a {what} buffer has positive extents, got {typ}")
+
+
+class OpVerifyException(VerifyException):
+    """A verifier error about ``op``, an op nested in the one whose verifier found it (an
+    attribute of a foreign op, such as ``unroll`` on ``scf.for``, checked by the kernel
+    around it): diagnostics point at ``op``."""
+
+    def __init__(self, op: Operation, message: str) -> None:
+        super().__init__(message)
+        self.op = op
+
+
+def guarded(op: Operation) -> bool:
+    """Whether ``op`` sits in an ``scf.if`` inside the kernel around it (the nearest op
+    isolated from above): code that may never run, where a constant out-of-range index is
+    not an error."""
+    parent = op.parent_op()
+    while parent is not None and not parent.has_trait(IsolatedFromAbove):
+        if parent.name == "scf.if":
+            return True
+        parent = parent.parent_op()
+    return False
+
+
+def check_index_in_bounds(what: str, typ: MemRefType, dim: int, value: int) -> None:
+    """A constant coordinate ``value`` along dimension ``dim`` of a buffer of type ``typ``
+    lies within its static extent (a dynamic extent accepts any non-negative index)."""
+    extent = typ.get_shape()[dim]
+    if value < 0 or 0 <= extent <= value:
+        bound = f"0 to {extent - 1}" if extent >= 0 else "0 or more"
+        raise VerifyException(
+            f"{what}: index {value} is outside dimension {dim} of {typ} ({bound})"
+        )
+
+
+#: The largest ``#pragma unroll`` factor (a C ``int``).
+MAX_UNROLL = 2**31 - 1
+#: The most elements ``pad-shared`` adds to a shared tile's rows (``llmopt.pad``).
+MAX_PAD = 64
+
+
+def check_kernel_attributes(kernel: Operation) -> None:
+    """The attributes that llmopt's passes read inside a kernel (``loop.kernel``,
+    ``tile.kernel``, ``kernel.func``): ``unroll`` on any op in it (a loop) is a
+    non-negative integer — ``0``: unroll fully, ``n``: by ``n`` —, ``llmopt.pad`` (on a
+    shared tile) an integer from 0 to :data:`MAX_PAD`, and each knob of the kernel's
+    ``llmopt.schedule`` dictionary is in its range (:mod:`llmopt.options`)."""
+    schedule = kernel.attributes.get("llmopt.schedule")
+    if schedule is not None:
+        if not isinstance(schedule, DictionaryAttr):
+            raise VerifyException(
+                f"'llmopt.schedule' must be a dictionary of knobs, got {schedule}"
+            )
+        knobs = {name: _integer(value) for name, value in schedule.data.items()}
+        problems = knob_problems(knobs)
+        if problems:
+            raise VerifyException(f"'llmopt.schedule': {problems[0]}")
+    for op in kernel.walk():
+        unroll = op.attributes.get("unroll")
+        if unroll is not None:
+            value = _integer(unroll)
+            if not isinstance(value, int) or not 0 <= value <= MAX_UNROLL:
+                raise OpVerifyException(
+                    op, f"attribute 'unroll' must be an integer from 0 (unroll fully) to "
+                        f"{MAX_UNROLL}, got {value if isinstance(value, int) else unroll}"
+                )
+        pad = op.attributes.get("llmopt.pad")
+        if pad is not None:
+            value = _integer(pad)
+            if not isinstance(value, int) or not 0 <= value <= MAX_PAD:
+                raise OpVerifyException(
+                    op, f"attribute 'llmopt.pad' must be an integer from 0 to {MAX_PAD} "
+                        f"(elements added to each row), got "
+                        f"{value if isinstance(value, int) else pad}"
+                )
+
+
+def _integer(attr: Attribute) -> object:
+    """The value of an integer attribute (``IntegerAttr`` of an integer or index type wider
+    than ``i1``), else the attribute itself: ``true`` is a boolean, not a factor."""
+    if isinstance(attr, IntegerAttr) and not (
+            isinstance(attr.type, IntegerType) and attr.type.width.data == 1):
+        return attr.value.data
+    return attr
 
 
 def check_reducible_type(typ: Attribute) -> None:

@@ -48,9 +48,12 @@ from xdsl.traits import (
 from xdsl.utils.exceptions import VerifyException
 
 from llmopt.dialects._syntax import (
+    check_index_in_bounds,
+    check_kernel_attributes,
     check_launch_shape,
     check_static_buffer,
     check_static_layout,
+    guarded,
     int_array,
     ints,
     parse_i64,
@@ -68,6 +71,10 @@ class ReturnOp(IRDLOperation):
     name = "kernel.return"
     traits = traits_def(IsTerminator(), Pure())
     assembly_format = "attr-dict"
+
+    def verify_(self) -> None:
+        if not isinstance(self.parent_op(), FuncOp):
+            raise VerifyException("kernel.return must end a kernel.func")
 
 
 @irdl_op_definition
@@ -108,6 +115,7 @@ class FuncOp(IRDLOperation):
                 raise VerifyException(f"kernel parameters are buffers or scalars, got {t}")
         if not isinstance(self.body.block.last_op, ReturnOp):
             raise VerifyException("kernel.func must end in kernel.return")
+        check_kernel_attributes(self)
 
     def print(self, printer: Printer) -> None:
         printer.print_string(" ")
@@ -117,7 +125,8 @@ class FuncOp(IRDLOperation):
         printer.print_string(") block ")
         print_int_list(printer, self.block_shape)
         printer.print_string(" ")
-        printer.print_region(self.body, print_entry_block_args=False)
+        printer.print_region(self.body, print_entry_block_args=False,
+                             print_empty_block=False)
         printer.print_op_attributes(self.attributes)
 
     @classmethod
@@ -302,6 +311,9 @@ class GridDimOp(_SpecialRegOp):
 
 
 def _check_indices(op: Operation, buffer: SSAValue, indices: Sequence[SSAValue]) -> MemRefType:
+    """The buffer of an access is a memref with a static layout, one index per dimension,
+    each constant index (an ``arith.constant``) within its extent unless the access sits
+    in an ``scf.if`` (code that may not run)."""
     typ = buffer.type
     if not isinstance(typ, MemRefType):
         raise VerifyException(f"{op.name}: expected a memref, got {typ}")
@@ -310,7 +322,22 @@ def _check_indices(op: Operation, buffer: SSAValue, indices: Sequence[SSAValue])
             f"{op.name}: {len(indices)} indices for a rank-{typ.get_num_dims()} buffer"
         )
     check_static_layout(op.name, typ)
+    constants = [_constant(index) for index in indices]
+    if any(c is not None for c in constants) and not guarded(op):
+        for dim, value in enumerate(constants):
+            if value is not None:
+                check_index_in_bounds(op.name, typ, dim, value)
     return typ
+
+
+def _constant(value: SSAValue) -> int | None:
+    """The value of an ``index`` defined by ``arith.constant``, else ``None``."""
+    owner = value.owner
+    if isinstance(owner, Operation) and owner.name == "arith.constant":
+        attr = owner.properties.get("value")
+        if isinstance(attr, IntegerAttr):
+            return attr.value.data
+    return None
 
 
 def _print_access(printer: Printer, buffer: SSAValue, indices: Sequence[SSAValue]) -> None:
@@ -440,13 +467,30 @@ class SharedOp(BufferDeclOp):
     SPACE: ClassVar[str] = "shared"
 
 
+#: The most local memory a CUDA thread may have, in bytes.
+MAX_LOCAL_BYTES = 512 * 1024
+
+
 @irdl_op_definition
 class LocalOp(BufferDeclOp):
     """``%r = kernel.local : memref<4x4xf32>``: a statically sized array private to each
-    thread (indexed with constants after unrolling, it lives in registers)."""
+    thread (indexed with constants after unrolling, it lives in registers), of at most
+    512 KiB (CUDA's limit per thread)."""
 
     name = "kernel.local"
     SPACE: ClassVar[str] = "local"
+
+    def verify_(self) -> None:
+        super().verify_()
+        typ = self.result.type
+        assert isinstance(typ, MemRefType)
+        width = getattr(typ.element_type, "bitwidth", 32)
+        size = typ.element_count() * max(width // 8, 1)
+        if size > MAX_LOCAL_BYTES:
+            raise VerifyException(
+                f"a local buffer of {size} bytes ({typ}) is more than the {MAX_LOCAL_BYTES} "
+                "bytes a CUDA thread may have"
+            )
 
 
 @irdl_op_definition

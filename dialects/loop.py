@@ -22,8 +22,10 @@ from collections.abc import Iterator, Sequence
 
 from xdsl.dialects.builtin import (
     AffineMapAttr,
+    DenseArrayBase,
     IndexType,
     IntegerAttr,
+    IntegerType,
     MemRefType,
     StringAttr,
     UnitAttr,
@@ -34,6 +36,8 @@ from xdsl.ir.affine import (
     AffineBinaryOpExpr,
     AffineBinaryOpKind,
     AffineConstantExpr,
+    AffineDimExpr,
+    AffineExpr,
     AffineMap,
 )
 from xdsl.irdl import (
@@ -61,8 +65,11 @@ from xdsl.traits import (
 from xdsl.utils.exceptions import VerifyException
 
 from llmopt.dialects._syntax import (
+    check_index_in_bounds,
+    check_kernel_attributes,
     check_reducible_type,
     check_static_layout,
+    guarded,
     parse_affine_access,
     parse_bound_region,
     parse_i64,
@@ -87,7 +94,12 @@ _DIVISIONS = {
 
 def verify_access(op: Operation, buffer: SSAValue, amap: AffineMap,
                   indices: Sequence[SSAValue]) -> None:
-    """Shared verifier of affine buffer accesses (``loop`` and ``tile`` levels)."""
+    """Shared verifier of affine buffer accesses (``loop`` and ``tile`` levels): a map of
+    the index operands with one result per dimension, no division by zero, and every
+    constant coordinate within its static extent, and every coordinate that is an affine
+    function of the surrounding loops' induction variables too, over all their iterations
+    (unless the access is ``clamp``ed, has a predicate or sits in an ``scf.if``: code that
+    may not run)."""
     typ = _memref(buffer)
     check_static_layout(op.name, typ)
     if amap.num_dims != len(indices) or amap.num_symbols:
@@ -108,6 +120,115 @@ def verify_access(op: Operation, buffer: SSAValue, amap: AffineMap,
                 raise VerifyException(
                     f"{op.name}: an index divides by zero ('{_DIVISIONS[expr.kind]} 0')"
                 )
+    if "clamp" in op.properties or guarded(op) or any(
+            isinstance(v.type, IntegerType) and v.type.width.data == 1 for v in op.operands):
+        return  # clamped, guarded or predicated: an index may lie outside
+    ranges = [_iv_range(value) for value in indices]
+    for dim, result in enumerate(amap.results):
+        if not any(isinstance(expr, AffineDimExpr) for expr in result.dfs()):
+            value = AffineMap(amap.num_dims, 0, (result,)).eval([0] * amap.num_dims, [])[0]
+            check_index_in_bounds(op.name, typ, dim, value)
+            continue
+        span = _range(result, ranges)
+        extent = typ.get_shape()[dim]
+        if span is not None and (span[0] < 0 or 0 <= extent <= span[1]):
+            values = (f"is {span[0]}" if span[0] == span[1] else
+                      f"takes values {span[0]} to {span[1]} over its loops")
+            raise VerifyException(
+                f"{op.name}: index {_expr_text(result, indices)} {values}, outside dimension "
+                f"{dim} of {typ} (0 to {extent - 1})"
+            )
+
+
+def _iv_range(value: SSAValue) -> tuple[int, int] | None:
+    """The least and greatest value of an index operand that is the induction variable of a
+    loop around the access — ``loop.for``, ``loop.reduce``, ``tile.forall``,
+    ``tile.coop_reduce`` (``0`` to ``extent - 1``), an ``scf.for`` with constant bounds —,
+    ``(c, c)`` for an ``arith.constant`` ``c``, else ``None`` (a value computed at run
+    time)."""
+    constant = _constant(value)
+    if constant is not None:
+        return constant, constant
+    owner = value.owner
+    loop_op = owner.parent_op() if isinstance(owner, Block) else None
+    if loop_op is None or value is not owner.args[0] and loop_op.name != "tile.forall":
+        return None
+    # The loop itself is verified after the ops inside it: its properties may be malformed.
+    if isinstance(loop_op, _LoopBase) or loop_op.name == "tile.coop_reduce":
+        extent = loop_op.properties.get("extent")
+        return (0, extent.value.data - 1) if isinstance(extent, IntegerAttr) else None
+    if loop_op.name == "tile.forall":
+        extents = loop_op.properties.get("extents")
+        values = list(extents.get_values()) if isinstance(extents, DenseArrayBase) else []
+        k = list(owner.args).index(value)
+        return (0, int(values[k]) - 1) if k < len(values) else None
+    if loop_op.name == "scf.for":
+        lb, ub, step = (_constant(v) for v in loop_op.operands[:3])
+        if lb is None or ub is None or step is None or step < 1 or ub <= lb:
+            return None
+        return lb, lb + step * ((ub - lb - 1) // step)
+    return None
+
+
+def _constant(value: SSAValue) -> int | None:
+    owner = value.owner
+    if isinstance(owner, Operation) and owner.name == "arith.constant":
+        attr = owner.properties.get("value")
+        if isinstance(attr, IntegerAttr):
+            return attr.value.data
+    return None
+
+
+def _range(expr: AffineExpr, ranges: Sequence[tuple[int, int] | None]
+           ) -> tuple[int, int] | None:
+    """The exact least and greatest values of ``expr`` over independent dims in ``ranges``;
+    ``None`` where it cannot be exact (an unknown dim, a dim used twice, a ``mod`` that
+    wraps within the range, a product of dims)."""
+    used = [e.position for e in expr.dfs() if isinstance(e, AffineDimExpr)]
+    if len(used) != len(set(used)):
+        return None
+    return _span(expr, ranges)
+
+
+def _span(expr: AffineExpr, ranges: Sequence[tuple[int, int] | None]
+          ) -> tuple[int, int] | None:
+    if isinstance(expr, AffineConstantExpr):
+        return expr.value, expr.value
+    if isinstance(expr, AffineDimExpr):
+        return ranges[expr.position] if expr.position < len(ranges) else None
+    if not isinstance(expr, AffineBinaryOpExpr):
+        return None
+    lhs, rhs = _span(expr.lhs, ranges), _span(expr.rhs, ranges)
+    if lhs is None or rhs is None:
+        return None
+    if expr.kind is AffineBinaryOpKind.Add:
+        return lhs[0] + rhs[0], lhs[1] + rhs[1]
+    if expr.kind is AffineBinaryOpKind.Mul:
+        if lhs[0] != lhs[1] and rhs[0] != rhs[1]:
+            return None
+        products = [a * b for a in lhs for b in rhs]
+        return min(products), max(products)
+    if rhs[0] != rhs[1] or rhs[0] <= 0:
+        return None
+    c = rhs[0]
+    if expr.kind is AffineBinaryOpKind.FloorDiv:
+        return lhs[0] // c, lhs[1] // c
+    if expr.kind is AffineBinaryOpKind.CeilDiv:
+        return -(-lhs[0] // c), -(-lhs[1] // c)
+    if lhs[0] // c != lhs[1] // c:
+        return None  # wraps: not every value between the ends is taken
+    return lhs[0] % c, lhs[1] % c
+
+
+def _expr_text(expr: AffineExpr, indices: Sequence[SSAValue]) -> str:
+    """An index expression with its dims named after the operands (``%i - 1``)."""
+    text = str(expr)
+    for k in sorted(range(len(indices)), reverse=True):  # d10 before d1
+        text = text.replace(f"d{k}", f"\x00{k}\x00")
+    for k, value in enumerate(indices):
+        name = f"%{value.name_hint}" if value.name_hint else f"(index operand #{k})"
+        text = text.replace(f"\x00{k}\x00", name)
+    return text
 
 
 @irdl_op_definition
@@ -142,6 +263,7 @@ class KernelOp(IRDLOperation):
         for k, (arg, buf) in enumerate(zip(args, self.buffers, strict=True)):
             if arg.type != buf.type:
                 raise VerifyException(f"argument #{k} is {arg.type}, bound to {buf.type}")
+        check_kernel_attributes(self)
 
     def print(self, printer: Printer) -> None:
         printer.print_string(" ")
@@ -149,7 +271,8 @@ class KernelOp(IRDLOperation):
         printer.print_string(" ")
         print_bound_args(printer, self.body.block.args, self.buffers)
         printer.print_string(" ")
-        printer.print_region(self.body, print_entry_block_args=False)
+        printer.print_region(self.body, print_entry_block_args=False,
+                             print_empty_block=False)
         printer.print_op_attributes(self.attributes)
 
     @classmethod
@@ -216,7 +339,8 @@ class ForOp(_LoopBase):
     def print(self, printer: Printer) -> None:
         self._print_header(printer)
         printer.print_string(" ")
-        printer.print_region(self.body, print_entry_block_args=False)
+        printer.print_region(self.body, print_entry_block_args=False,
+                             print_empty_block=False)
         printer.print_op_attributes(self.attributes)
 
     @classmethod
@@ -239,6 +363,10 @@ class YieldOp(IRDLOperation):
 
     def __init__(self, *values: SSAValue) -> None:
         super().__init__(operands=[list(values)])
+
+    def verify_(self) -> None:
+        if not isinstance(self.parent_op(), ReduceOp):
+            raise VerifyException("loop.yield must end a loop.reduce body")
 
 
 @irdl_op_definition
@@ -284,7 +412,8 @@ class ReduceOp(_LoopBase):
         printer.print_string(" : ")
         printer.print_attribute(self.result.type)
         printer.print_string(" ")
-        printer.print_region(self.body, print_entry_block_args=False)
+        printer.print_region(self.body, print_entry_block_args=False,
+                             print_empty_block=False)
         printer.print_op_attributes(self.attributes)
 
     @classmethod

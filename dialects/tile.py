@@ -94,6 +94,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from llmopt.dialects._syntax import (
     I64_MAX,
+    check_kernel_attributes,
     check_launch_shape,
     check_reducible_type,
     check_static_buffer,
@@ -162,6 +163,7 @@ class KernelOp(IRDLOperation):
             a.type != b.type for a, b in zip(args, self.buffers, strict=False)
         ):
             raise VerifyException("block arguments must mirror the bound buffers")
+        check_kernel_attributes(self)
 
     def print(self, printer: Printer) -> None:
         printer.print_string(" ")
@@ -173,7 +175,8 @@ class KernelOp(IRDLOperation):
         printer.print_string(" ")
         print_bound_args(printer, self.body.block.args, self.buffers)
         printer.print_string(" ")
-        printer.print_region(self.body, print_entry_block_args=False)
+        printer.print_region(self.body, print_entry_block_args=False,
+                             print_empty_block=False)
         printer.print_op_attributes(self.attributes)
 
     @classmethod
@@ -247,7 +250,8 @@ class ForallOp(IRDLOperation):
         printer.print_string(") in ")
         print_int_list(printer, self.shape)
         printer.print_string(f" over {self.mapping.data} ")
-        printer.print_region(self.body, print_entry_block_args=False)
+        printer.print_region(self.body, print_entry_block_args=False,
+                             print_empty_block=False)
         printer.print_op_attributes(self.attributes)
 
     @classmethod
@@ -276,6 +280,10 @@ class YieldOp(IRDLOperation):
 
     def __init__(self, *values: SSAValue) -> None:
         super().__init__(operands=[list(values)])
+
+    def verify_(self) -> None:
+        if not isinstance(self.parent_op(), CoopReduceOp):
+            raise VerifyException("tile.yield must end a tile.coop_reduce body")
 
 
 @irdl_op_definition
@@ -316,6 +324,8 @@ class CoopReduceOp(IRDLOperation):
             raise VerifyException(
                 f"unknown reduction kind '{self.kind.data}', expected one of {REDUCE_KINDS}"
             )
+        if self.trip_count < 1:
+            raise VerifyException(f"{self.name} extent must be positive, got {self.trip_count}")
         check_reducible_type(self.result.type)
         last = self.body.block.last_op
         if not isinstance(last, YieldOp) or len(last.values) != 1:
@@ -337,7 +347,8 @@ class CoopReduceOp(IRDLOperation):
         printer.print_string(f" = 0 to {self.trip_count} : ")
         printer.print_attribute(self.result.type)
         printer.print_string(" ")
-        printer.print_region(self.body, print_entry_block_args=False)
+        printer.print_region(self.body, print_entry_block_args=False,
+                             print_empty_block=False)
         printer.print_op_attributes(self.attributes)
 
     @classmethod

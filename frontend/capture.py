@@ -498,6 +498,8 @@ class _Translator:
     """Export's sympy symbols -> the ``index`` arguments they are bound to."""
     index_values: dict[str, SSAValue] = field(default_factory=dict[str, SSAValue])
     """Index values emitted for sympy expressions (and integers), by their text."""
+    node: Node | None = None
+    """The graph node being translated (the one a :class:`CaptureError` is about)."""
 
     # -- driver ----------------------------------------------------------------------------
 
@@ -728,6 +730,7 @@ class _Translator:
         return value.detach()
 
     def _translate(self, node: Node) -> None:
+        self.node = node
         target = str(node.target)
         self.loc = source_line(node)
         if self.loc and self.renamed and (self.loc.file, self.loc.function) == (

@@ -81,33 +81,57 @@ _WEIGHT_FILES = ("*.safetensors", "pytorch_model*.bin")
 # --- configs and models ---------------------------------------------------------------------------
 
 
+class ModelError(CaptureError):
+    """A model that cannot be built as asked: a bad config (naming the file and the key), a
+    damaged or mismatched checkpoint (naming the file and the tensor), more layers asked for
+    than the model has."""
+
+
+SUPPORTED_MODEL_TYPES = ("llama", "qwen2")
+"""The model types whose architecture llmopt captures (decoder layers of RMSNorm,
+rotary attention with grouped KV heads, a SiLU-gated MLP)."""
+
+#: The config keys that are sizes: positive integers.
+_SIZES = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+          "num_key_value_heads", "head_dim", "vocab_size", "max_position_embeddings")
+
+
 def model_config(name_or_config: str | Path | PretrainedConfig | Mapping[str, Any], *,
                  layers: int | None = None) -> PretrainedConfig:
     """The transformers config of a preset name, a ``config.json`` path, a local model
     directory, a config object (copied) or a dict with a ``model_type``; with ``layers``,
-    only the first that many decoder layers. Attention is set to ``sdpa``."""
-    from transformers import AutoConfig, PretrainedConfig
+    only the first that many decoder layers. Attention is set to ``sdpa``.
 
+    Raises :class:`ModelError` (naming the file and the key) for a config llmopt cannot
+    build: not a JSON object, an unknown or unsupported ``model_type``
+    (:data:`SUPPORTED_MODEL_TYPES`), sizes that are not positive integers, a hidden size
+    the heads do not divide, more ``layers`` than the model has."""
+    from transformers import PretrainedConfig
+
+    where = "the config"
     if isinstance(name_or_config, PretrainedConfig):
         config = copy.deepcopy(name_or_config)
     elif isinstance(name_or_config, Mapping):
-        config = _config_from_dict(dict(name_or_config))
+        config = _config_from_dict(dict(name_or_config), where)
     elif isinstance(name_or_config, str) and name_or_config.lower() in PRESETS:
-        config = _config_from_dict(dict(PRESETS[name_or_config.lower()]))
+        where = f"preset '{name_or_config.lower()}'"
+        config = _config_from_dict(dict(PRESETS[name_or_config.lower()]), where)
     else:
         path = Path(name_or_config)
         if path.is_dir():
             path = path / "config.json"
         if not path.is_file():
-            raise CaptureError(f"'{name_or_config}' is neither a preset ({', '.join(PRESETS)}), "
-                               "a config.json nor a local model directory")
-        try:
-            config = AutoConfig.from_pretrained(str(path), local_files_only=True)
-        except (OSError, ValueError):
-            config = _config_from_dict(json.loads(path.read_text()))
+            raise ModelError(f"'{name_or_config}' is neither a preset ({', '.join(PRESETS)}), "
+                             "a config.json nor a local model directory")
+        where = str(path)
+        config = _config_from_dict(_read_config(path), where)
+    check_config(config, where)
     if layers is not None:
         if layers < 1:
-            raise CaptureError(f"layers must be positive, got {layers}")
+            raise ModelError(f"layers must be positive, got {layers}")
+        if layers > config.num_hidden_layers:
+            raise ModelError(f"{where}: the model has {config.num_hidden_layers} decoder "
+                             f"layers, fewer than the {layers} asked for")
         config.num_hidden_layers = layers
         if getattr(config, "layer_types", None):
             config.layer_types = list(config.layer_types)[:layers]
@@ -115,13 +139,91 @@ def model_config(name_or_config: str | Path | PretrainedConfig | Mapping[str, An
     return config
 
 
-def _config_from_dict(values: dict[str, Any]) -> PretrainedConfig:
+def _read_config(path: Path) -> dict[str, Any]:
+    """The JSON object of a ``config.json`` (:class:`ModelError` naming the file and what is
+    wrong with it otherwise)."""
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except OSError as err:
+        raise ModelError(f"{path}: cannot read it ({err.strerror})") from None
+    except UnicodeDecodeError:
+        raise ModelError(f"{path}: not a text file (a config.json is JSON)") from None
+    if not text.strip():
+        raise ModelError(f"{path}: the file is empty (a config.json is a JSON object)")
+    try:
+        values = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise ModelError(f"{path}:{err.lineno}:{err.colno}: invalid JSON: {err.msg}") from None
+    if not isinstance(values, dict):
+        raise ModelError(f"{path}: a config.json is a JSON object, not a "
+                         f"{_json_kind(values)}")
+    return values
+
+
+def _json_kind(value: object) -> str:
+    kinds = ((list, "JSON array"), (str, "JSON string"), (bool, "JSON boolean"),
+             (int | float, "JSON number"), (type(None), "JSON null"))
+    return next((name for cls, name in kinds if isinstance(value, cls)), "JSON value")
+
+
+def _config_from_dict(values: dict[str, Any], where: str = "the config") -> PretrainedConfig:
+    """A transformers config from JSON-like ``values`` (``where`` names them in errors)."""
     from transformers import AutoConfig
 
+    values = dict(values)
     model_type = values.pop("model_type", None)
     if model_type is None:
-        raise CaptureError("a model config needs a 'model_type' (e.g. 'llama', 'qwen2')")
-    return AutoConfig.for_model(model_type, **values)
+        raise ModelError(f"{where}: a model config needs a 'model_type' (one of "
+                         f"{', '.join(SUPPORTED_MODEL_TYPES)})")
+    if model_type not in SUPPORTED_MODEL_TYPES:
+        raise ModelError(f"{where}: model_type '{model_type}' is not supported: llmopt "
+                         f"compiles {', '.join(SUPPORTED_MODEL_TYPES)}")
+    for key in _SIZES:
+        _check_size(values, key, where)
+    hidden, heads = values.get("hidden_size"), values.get("num_attention_heads")
+    if hidden and heads and hidden % heads:
+        raise ModelError(f"{where}: 'hidden_size' {hidden} is not a multiple of "
+                         f"'num_attention_heads' {heads}")
+    try:
+        return AutoConfig.for_model(model_type, **values)
+    except Exception as err:  # transformers' own validation of the values
+        message = " ".join(str(err).split())[:300] or type(err).__name__
+        raise ModelError(f"{where}: transformers rejects the config: {message}") from None
+
+
+def _check_size(values: Mapping[str, Any], key: str, where: str) -> None:
+    """``values[key]``, when present (and not ``null``, where that means "derived"), is a
+    positive integer."""
+    value = values.get(key)
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ModelError(f"{where}: '{key}' must be a positive integer, got "
+                         f"{json.dumps(value)}")
+
+
+def check_config(config: PretrainedConfig, where: str = "the config") -> None:
+    """Raise :class:`ModelError` (``where`` naming the config) unless llmopt can build and
+    capture ``config``: a supported ``model_type``, positive integer sizes, KV heads that
+    divide the heads, a positive finite ``rms_norm_eps``. (That the heads divide the hidden
+    size is checked when a config is read: transformers refuses to build one otherwise.)"""
+    import math
+
+    model_type = getattr(config, "model_type", None)
+    if model_type not in SUPPORTED_MODEL_TYPES:
+        raise ModelError(f"{where}: model_type '{model_type}' is not supported: llmopt "
+                         f"compiles {', '.join(SUPPORTED_MODEL_TYPES)}")
+    for key in _SIZES:
+        _check_size({key: getattr(config, key, None)}, key, where)
+    heads = config.num_attention_heads
+    kv = getattr(config, "num_key_value_heads", None) or heads
+    if heads % kv:
+        raise ModelError(f"{where}: 'num_attention_heads' {heads} is not a multiple of "
+                         f"'num_key_value_heads' {kv}")
+    eps = getattr(config, "rms_norm_eps", None)
+    if eps is not None and (isinstance(eps, bool) or not isinstance(eps, int | float)
+                            or not math.isfinite(eps) or eps <= 0):
+        raise ModelError(f"{where}: 'rms_norm_eps' must be a positive number, got {eps!r}")
 
 
 def _checkpoint_dir(name_or_config: object) -> Path | None:
@@ -141,7 +243,8 @@ def _checkpoint_dir(name_or_config: object) -> Path | None:
 
 def build_model(name_or_config: str | Path | PretrainedConfig | Mapping[str, Any], *,
                 device: str | torch.device = "cpu", dtype: torch.dtype | None = None,
-                seed: int = 0, layers: int | None = None) -> PreTrainedModel:
+                seed: int = 0, layers: int | None = None, allow_nonfinite: bool = False
+                ) -> PreTrainedModel:
     """A causal LM in eval mode, built offline (see :func:`model_config` for what
     ``name_or_config`` may be).
 
@@ -149,6 +252,11 @@ def build_model(name_or_config: str | Path | PretrainedConfig | Mapping[str, Any
     unless ``device`` is ``meta``; anything else gets transformers' initialisation under
     ``torch.manual_seed(seed)`` (the global RNG state is restored). ``dtype`` defaults to
     ``float32``; ``layers`` keeps the first decoder layers only.
+
+    A checkpoint is checked before it is loaded (:func:`check_checkpoint`: every tensor the
+    model needs is there, undamaged, of its shape and a floating-point dtype) and after
+    (every weight finite, unless ``allow_nonfinite``); a problem is a :class:`ModelError`
+    naming the file and the tensor, never a model run with weights made up in their place.
     """
     import torch
     from transformers import AutoModelForCausalLM
@@ -158,16 +266,194 @@ def build_model(name_or_config: str | Path | PretrainedConfig | Mapping[str, Any
     config = model_config(name_or_config, layers=layers)
     checkpoint = _checkpoint_dir(name_or_config)
     if checkpoint is not None and device.type != "meta":
-        model = AutoModelForCausalLM.from_pretrained(
-            str(checkpoint), config=config, dtype=dtype, local_files_only=True,
-            attn_implementation="sdpa",
-        )
+        check_checkpoint(checkpoint, config)
+        try:
+            model, info = AutoModelForCausalLM.from_pretrained(
+                str(checkpoint), config=config, dtype=dtype, local_files_only=True,
+                attn_implementation="sdpa", output_loading_info=True,
+            )
+        except Exception as err:  # what the checks above cannot see coming
+            message = str(err).strip().split("\n")[0] or type(err).__name__
+            raise ModelError(f"{checkpoint}: cannot load the checkpoint: {message}") from None
+        missing = sorted(set(info.get("missing_keys", ())) - _derived_names(model))
+        if missing:
+            raise ModelError(f"{checkpoint}: the checkpoint has no tensor '{missing[0]}'"
+                             + (f" (and {len(missing) - 1} more are missing)"
+                                if len(missing) > 1 else ""))
+        if not allow_nonfinite:
+            check_finite(model, str(checkpoint))
         return model.to(device).eval()
     with torch.random.fork_rng(devices=[]), device:
         torch.manual_seed(seed)
         model = AutoModelForCausalLM.from_config(config, dtype=dtype,
                                                  attn_implementation="sdpa")
     return model.eval()
+
+
+# --- checking checkpoints -------------------------------------------------------------------
+
+#: safetensors dtype names -> (bytes per element, floating point)
+_SAFETENSORS_DTYPES = {
+    "F64": (8, True), "F32": (4, True), "F16": (2, True), "BF16": (2, True),
+    "F8_E4M3": (1, True), "F8_E5M2": (1, True), "I64": (8, False), "I32": (4, False),
+    "I16": (2, False), "I8": (1, False), "U64": (8, False), "U32": (4, False),
+    "U16": (2, False), "U8": (1, False), "BOOL": (1, False),
+}
+#: The largest safetensors header read (the format's own limit).
+_MAX_HEADER = 100_000_000
+
+
+def safetensors_index(path: Path) -> dict[str, tuple[str, tuple[int, ...]]]:
+    """The tensors of a ``.safetensors`` file, name -> (dtype, shape), read from its header
+    alone; :class:`ModelError` naming the file for anything damaged: a file shorter than its
+    header says, a header that is not a JSON object of well-formed entries, tensor data
+    that overlaps or lies beyond the end of the file."""
+    import struct
+
+    try:
+        size = path.stat().st_size
+        with path.open("rb") as handle:
+            head = handle.read(8)
+            if len(head) < 8:
+                raise ModelError(f"{path}: damaged safetensors file: {size} bytes, too short "
+                                 "for a header")
+            (length,) = struct.unpack("<Q", head)
+            if length > min(_MAX_HEADER, size - 8):
+                raise ModelError(f"{path}: damaged safetensors file: its header claims "
+                                 f"{length} bytes, the file has {size - 8} after the length "
+                                 "(truncated, or not a safetensors file)")
+            header = handle.read(length)
+    except OSError as err:
+        raise ModelError(f"{path}: cannot read it ({err.strerror})") from None
+    try:
+        entries = json.loads(header.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        raise ModelError(f"{path}: damaged safetensors file: the header is not JSON") from None
+    if not isinstance(entries, dict):
+        raise ModelError(f"{path}: damaged safetensors file: the header is not a JSON object")
+    data = size - 8 - length
+    tensors: dict[str, tuple[str, tuple[int, ...]]] = {}
+    spans: list[tuple[int, int, str]] = []
+    for name, entry in entries.items():
+        if name == "__metadata__":
+            continue
+        dtype = entry.get("dtype") if isinstance(entry, dict) else None
+        shape = entry.get("shape") if isinstance(entry, dict) else None
+        offsets = entry.get("data_offsets") if isinstance(entry, dict) else None
+        if (dtype not in _SAFETENSORS_DTYPES or not isinstance(shape, list)
+                or not all(isinstance(d, int) and d >= 0 for d in shape)
+                or not isinstance(offsets, list) or len(offsets) != 2
+                or not all(isinstance(o, int) for o in offsets)):
+            raise ModelError(f"{path}: damaged safetensors file: tensor '{name}' has a "
+                             "malformed header entry")
+        count = 1
+        for d in shape:
+            count *= d
+        begin, end = offsets
+        if not 0 <= begin <= end or end - begin != count * _SAFETENSORS_DTYPES[dtype][0]:
+            raise ModelError(f"{path}: damaged safetensors file: tensor '{name}' "
+                             f"({dtype} {shape}) does not fit its data offsets {offsets}")
+        if end > data:
+            raise ModelError(f"{path}: damaged safetensors file: tensor '{name}' ends at byte "
+                             f"{end} of the data, which has {data} (truncated)")
+        tensors[name] = (dtype, tuple(shape))
+        spans.append((begin, end, name))
+    spans.sort()
+    for (_, end, first), (begin, _, second) in zip(spans, spans[1:], strict=False):
+        if begin < end:
+            raise ModelError(f"{path}: damaged safetensors file: tensors '{first}' and "
+                             f"'{second}' overlap")
+    return tensors
+
+
+def _checkpoint_tensors(directory: Path) -> dict[str, tuple[str, str, tuple[int, ...]]]:
+    """name -> (file, dtype, shape) of every tensor of the checkpoint in ``directory``
+    (safetensors files, else ``pytorch_model*.bin``), each file checked for damage."""
+    import torch
+
+    out: dict[str, tuple[str, str, tuple[int, ...]]] = {}
+    index = directory / "model.safetensors.index.json"
+    if index.is_file():
+        try:
+            weight_map = json.loads(index.read_text()).get("weight_map", {})
+        except (OSError, ValueError, AttributeError):
+            raise ModelError(f"{index}: not a safetensors index (a JSON object with a "
+                             "'weight_map')") from None
+        for shard in sorted(set(weight_map.values()) if isinstance(weight_map, dict) else ()):
+            if not (directory / str(shard)).is_file():
+                raise ModelError(f"{index}: names the shard '{shard}', which is missing")
+    files = sorted(directory.glob("*.safetensors"))
+    for file in files:
+        for name, (dtype, shape) in safetensors_index(file).items():
+            out[name] = (file.name, dtype, shape)
+    if files:
+        return out
+    for file in sorted(directory.glob("pytorch_model*.bin")):
+        try:
+            state = torch.load(str(file), map_location="meta", weights_only=True)
+        except Exception as err:
+            message = str(err).strip().split("\n")[0] or type(err).__name__
+            raise ModelError(f"{file}: cannot read the checkpoint: {message}") from None
+        if not isinstance(state, dict):
+            raise ModelError(f"{file}: not a state dict")
+        for name, tensor in state.items():
+            if isinstance(tensor, torch.Tensor):
+                floating = "F32" if tensor.is_floating_point() else "I64"
+                out[str(name)] = (file.name, floating, tuple(tensor.shape))
+    return out
+
+
+def _derived_names(model: torch.nn.Module) -> set[str]:
+    """State-dict names a checkpoint need not hold: tied weights (``lm_head.weight`` of a
+    model with tied embeddings) and buffers the model computes."""
+    names = {name for name, _ in model.named_buffers()}
+    config = getattr(model, "config", None)
+    if getattr(config, "tie_word_embeddings", False):
+        names.add("lm_head.weight")
+    return names
+
+
+def check_checkpoint(directory: Path, config: PretrainedConfig) -> None:
+    """Raise :class:`ModelError` unless the checkpoint in ``directory`` can be loaded into
+    the model of ``config`` as it is: its files undamaged (:func:`safetensors_index`), every
+    tensor the model needs present (tied and computed ones aside), of the model's shape and
+    a floating-point dtype (other floating dtypes are converted). Tensors the model does not
+    use (layers beyond ``num_hidden_layers``) are ignored. Nothing but headers is read."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    found = _checkpoint_tensors(directory)
+    with torch.device("meta"):
+        meta = AutoModelForCausalLM.from_config(config)
+    wanted = meta.state_dict()
+    derived = _derived_names(meta)
+    missing = [name for name in wanted if name not in found and name not in derived]
+    if missing:
+        more = f" (and {len(missing) - 1} more are missing)" if len(missing) > 1 else ""
+        raise ModelError(f"{directory}: the checkpoint has no tensor '{missing[0]}'{more}")
+    for name, tensor in wanted.items():
+        if name not in found:
+            continue
+        file, dtype, shape = found[name]
+        if tuple(tensor.shape) != shape:
+            raise ModelError(f"{directory / file}: tensor '{name}' has shape {list(shape)}, "
+                             f"the model's is {list(tensor.shape)}")
+        if tensor.is_floating_point() and not _SAFETENSORS_DTYPES.get(dtype, (0, True))[1]:
+            raise ModelError(f"{directory / file}: tensor '{name}' is {dtype}, not a "
+                             "floating-point dtype as the model's weights are")
+
+
+def check_finite(model: torch.nn.Module, where: str) -> None:
+    """Raise :class:`ModelError` naming the first parameter of ``model`` holding a NaN or an
+    infinity (``where`` names the checkpoint)."""
+    import torch
+
+    for name, param in model.named_parameters():
+        if param.is_floating_point() and not bool(torch.isfinite(param).all()):
+            bad = int((~torch.isfinite(param)).sum())
+            raise ModelError(f"{where}: tensor '{name}' holds {bad} non-finite value"
+                             f"{'s' if bad > 1 else ''} (NaN or infinity); pass "
+                             "--allow-nonfinite to run it anyway")
 
 
 # --- capture ------------------------------------------------------------------------------------
@@ -261,6 +547,7 @@ def capture_model(model: PreTrainedModel, seq_len: int, *, batch: int = 1,
 
     if seq_len < 1 or batch < 1:
         raise CaptureError(f"seq_len and batch must be positive, got {seq_len}, {batch}")
+    _check_positions(model, seq_len)
     bounds = _seq_bounds(model, seq_len, dynamic, max_seq)
     device, _ = _device_and_dtype(model)
     call = model.forward
@@ -272,6 +559,14 @@ def capture_model(model: PreTrainedModel, seq_len: int, *, batch: int = 1,
     spec = {"input_ids": {1: SEQ}} if bounds else None
     with _capturing(model, forward):
         return capture(model, (ids,), dynamic=spec, max=bounds or None)
+
+
+def _check_positions(model: torch.nn.Module, seq_len: int) -> None:
+    """A sequence no longer than the model's ``max_position_embeddings``."""
+    limit = getattr(getattr(model, "config", None), "max_position_embeddings", None)
+    if isinstance(limit, int) and seq_len > limit:
+        raise ModelError(f"a sequence of {seq_len} tokens is longer than the model's "
+                         f"max_position_embeddings ({limit})")
 
 
 def decoder_layers(model: torch.nn.Module) -> torch.nn.ModuleList:
@@ -299,6 +594,7 @@ def capture_layer(model: PreTrainedModel, seq_len: int, *, layer: int = 0, batch
     ``max_seq``)."""
     import torch
 
+    _check_positions(model, seq_len)
     bounds = _seq_bounds(model, seq_len, dynamic, max_seq)
     decoder = decoder_layers(model)[layer]
     device, dtype = _device_and_dtype(decoder)
@@ -404,15 +700,18 @@ def computed_buffers(model: PreTrainedModel) -> dict[str, torch.Tensor]:
 
 def load_weights(program: CapturedProgram,
                  source: str | Path | Mapping[str, torch.Tensor] | torch.nn.Module, *,
-                 model: PreTrainedModel | None = None, strict: bool = True
-                 ) -> CapturedProgram:
+                 model: PreTrainedModel | None = None, strict: bool = True,
+                 allow_nonfinite: bool = False) -> CapturedProgram:
     """``program`` with its weights read from ``source`` (see :meth:`CapturedProgram.bind`).
 
     ``source`` is a local checkpoint directory or ``.safetensors`` file (only the tensors the
-    program uses are read), a state dict, or a module. Tensors are converted to the dtype of
-    their argument. A tied ``lm_head.weight`` missing from the checkpoint is read from
-    ``model.embed_tokens.weight``. With ``model`` given, the buffers no checkpoint holds (the
-    rotary frequencies) are recomputed from its config (:func:`computed_buffers`).
+    program uses are read; a damaged file is a :class:`ModelError` naming it), a state dict,
+    or a module. Floating-point tensors are converted to the dtype of their argument; an
+    integer tensor for a floating-point argument, or one holding NaN or infinity (unless
+    ``allow_nonfinite``), is a :class:`ModelError` naming it. A tied ``lm_head.weight``
+    missing from the checkpoint is read from ``model.embed_tokens.weight``. With ``model``
+    given, the buffers no checkpoint holds (the rotary frequencies) are recomputed from its
+    config (:func:`computed_buffers`).
     """
     import torch
 
@@ -437,9 +736,17 @@ def load_weights(program: CapturedProgram,
             tensors.setdefault(name, tensor)
     types = dict(zip(program.param_names, program.func.function_type.inputs.data, strict=False))
     converted: dict[str, torch.Tensor] = {}
-    for name in wanted & tensors.keys():
+    for name in sorted(wanted & tensors.keys()):
         tensor = tensors[name]
         dtype = _torch_dtype(types[name].element_type)  # type: ignore[attr-defined]
+        if isinstance(tensor, torch.Tensor) and dtype.is_floating_point:
+            if not tensor.is_floating_point():
+                raise ModelError(f"tensor '{name}' is {tensor.dtype}, not a floating-point "
+                                 f"dtype as the program's argument ({dtype}) is")
+            if not allow_nonfinite and tensor.device.type != "meta" and not bool(
+                    torch.isfinite(tensor).all()):
+                raise ModelError(f"tensor '{name}' holds non-finite values (NaN or "
+                                 "infinity); pass allow_nonfinite=True to use it anyway")
         converted[name] = tensor.to(dtype) if tensor.dtype != dtype else tensor
     return program.bind(converted, strict=strict)
 
@@ -466,6 +773,7 @@ def _read_checkpoint(path: Path, wanted: set[str]) -> dict[str, torch.Tensor]:
         from safetensors import safe_open
 
         for file in files:
+            safetensors_index(file)  # a damaged file is an error naming it
             with safe_open(str(file), framework="pt") as handle:
                 for key in handle.keys():  # noqa: SIM118 - safe_open is not a dict
                     if key in wanted or key in ("model.embed_tokens.weight", "lm_head.weight"):
@@ -475,13 +783,18 @@ def _read_checkpoint(path: Path, wanted: set[str]) -> dict[str, torch.Tensor]:
     if not bins:
         raise CaptureError(f"no checkpoint (*.safetensors or pytorch_model*.bin) at {path}")
     for file in bins:
-        state = torch.load(str(file), map_location="cpu", weights_only=True)
+        try:
+            state = torch.load(str(file), map_location="cpu", weights_only=True)
+        except Exception as err:
+            message = str(err).strip().split("\n")[0] or type(err).__name__
+            raise ModelError(f"{file}: cannot read the checkpoint: {message}") from None
         out.update({k: v for k, v in state.items() if k in wanted})
     return out
 
 
 __all__ = [
-    "ATTENTION", "PRESETS", "SEQ", "build_model", "capture_layer", "capture_model",
+    "ATTENTION", "PRESETS", "SEQ", "SUPPORTED_MODEL_TYPES", "ModelError", "build_model",
+    "capture_layer", "capture_model", "check_checkpoint", "check_config", "check_finite",
     "computed_buffers", "decoder_layers", "head_dim", "load_weights", "model_config",
-    "position_embeddings", "prefixed", "register_attention",
+    "position_embeddings", "prefixed", "register_attention", "safetensors_index",
 ]  # fmt: skip

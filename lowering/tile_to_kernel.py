@@ -59,6 +59,7 @@ and shuffle is an op — so the CUDA printer below it only prints.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -811,6 +812,12 @@ class LowerAlloc(RewritePattern):
             distributed = n
         n = distributed or 0
         shape = list(typ.get_shape()[n:]) or [1]
+        width = getattr(typ.element_type, "bitwidth", 32)
+        size = math.prod(shape) * max(width // 8, 1)
+        if size > kernel.MAX_LOCAL_BYTES:
+            raise fail(op, f"each thread's slice {shape} of this register buffer is {size} "
+                           f"bytes, more than the {kernel.MAX_LOCAL_BYTES} a CUDA thread "
+                           "may have")
         local = kernel.LocalOp(MemRefType(typ.element_type, shape))
         local.result.name_hint = op.result.name_hint
         hoist_to_func(fn, local, rewriter)

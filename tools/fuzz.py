@@ -12,18 +12,33 @@ mutations applied (:data:`MUTATORS`):
 * ops and values: unknown or swapped op names, changed integers (extents, offsets, launch
   shapes), changed floats, edge-case index expressions (division by zero, semi-affine,
   overflow), swapped or replaced operands, swapped keywords, symbols and values renamed to
-  C/C++ keywords or CUDA built-ins.
+  C/C++ keywords or CUDA built-ins;
+* grammar-aware (:mod:`llmopt.tools.mutate`: the text is parsed, changed as IR and printed,
+  so it still parses and reaches the verifiers and passes): the uses of two values swapped,
+  an operand replaced by another value of its type, attribute and property edge values
+  (extents, launch shapes, access maps, mappings, symbols, schedule knobs), ``unroll`` /
+  ``llmopt.schedule`` / ``llmopt.pad`` attributes added, terminators deleted, ops
+  duplicated or reordered, ops replaced by siblings of the same syntax.
+
+One input in five also runs through a mutated pipeline (:func:`~llmopt.tools.mutate.
+mutate_pipeline`: pass options in, at and beyond their ranges or of the wrong type, passes
+dropped, repeated, reordered, the pipeline cut short).
 
 Each input is written to a file and run through ``llm-opt`` *in process*
 (:func:`llmopt.tools.llm_opt.run_tool`) as ``-p lower-to-cuda`` and as
 ``-p lower-to-cuda -t cuda``. A run passes when it exits 0 or 1 — bad input gets a
 diagnostic (exit 1, an ``error`` on stderr) — and fails on an internal error (exit 2), an
 exception escaping the tool, a Python traceback in the output, an exit 1 without a message,
-or a run longer than ``--timeout`` seconds.
+or a run longer than ``--timeout`` seconds of CPU time (a hang).
+
+The summary counts the runs by kind — ``ok`` (exit 0), ``diagnosed`` (exit 1 with an
+error), ``internal error``, ``traceback``, ``hang``. ``--cli`` runs the command lines'
+bad-input corpus instead (:mod:`llmopt.tools.fuzz_cli`).
 
 Usage::
 
     python -m llmopt.tools.fuzz --count 5000 --seed 1              # ≥5,000 inputs, a summary
+    python -m llmopt.tools.fuzz --cli                              # every CLI bad input
     python -m llmopt.tools.fuzz --count 200 --seed 7 --out fuzz/    # failing inputs in fuzz/
     python -m llmopt.tools.fuzz --replay fuzz/failure-0000-1a2b3c4d.mlir   # run one again
 
@@ -46,6 +61,7 @@ import hashlib
 import io
 import random
 import re
+import shlex
 import signal
 import sys
 import tempfile
@@ -56,6 +72,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 
+from llmopt.tools.mutate import IR_MUTATORS, mutate_pipeline
+
 __all__ = [
     "COMMANDS",
     "Case",
@@ -63,6 +81,7 @@ __all__ = [
     "MUTATORS",
     "Outcome",
     "apply_mutations",
+    "command_args",
     "load_corpus",
     "main",
     "make_case",
@@ -433,13 +452,16 @@ MUTATORS: dict[str, Mutator] = {
     "delete_line": delete_line,
     "duplicate_line": duplicate_line,
     "splice_line": splice_line,
+    **IR_MUTATORS,
 }
 
 # Truncation destroys everything after it: rarer than the local mutations. The consistent
 # rewrites keep the input valid most often, so they reach deepest.
 _WEIGHTS: dict[str, float] = {name: 1.0 for name in MUTATORS} | {
     "truncate": 0.4, "retype_all": 2.0, "resize_all": 2.0,
-}
+} | {name: 1.5 for name in IR_MUTATORS}
+#: How often an input also runs through a mutated pipeline (:func:`mutate_pipeline`).
+PIPELINE_RATE = 0.2
 # Chunks made to fail (verifier tests, parse errors) reach no lowering: picked less often.
 _INVALID_SOURCE = re.compile(r"invalid|error|diagnostics")
 
@@ -468,6 +490,8 @@ class Case:
     source: str
     mutations: tuple[str, ...]
     text: str
+    pipeline: str | None = None
+    """The pass pipeline to run instead of the commands' (a mutated one), if any."""
 
 
 def make_case(corpus: Sequence[Chunk], seed: int, index: int) -> Case:
@@ -492,7 +516,11 @@ def _mutate(chunk: Chunk, corpus: Sequence[Chunk], rng: random.Random, index: in
     count = rng.choice((1, 1, 1, 2, 2, 3))
     steps = [(rng.choices(names, weights)[0], rng.randrange(2**32)) for _ in range(count)]
     text, applied = apply_mutations(chunk.text, steps, corpus)
-    return Case(index, chunk.source, tuple(applied), text)
+    pipeline = None
+    if rng.random() < PIPELINE_RATE:
+        pipeline = ",".join(mutate_pipeline(random.Random(rng.randrange(2**32))))
+        applied.append("pipeline")
+    return Case(index, chunk.source, tuple(applied), text, pipeline)
 
 
 # --- running llm-opt -----------------------------------------------------------------------------
@@ -532,6 +560,17 @@ class Outcome:
         return None
 
     @property
+    def kind(self) -> str:
+        """What the run was, for the counts: ``ok`` (exit 0), ``diagnosed`` (exit 1 with a
+        diagnostic), ``internal error``, ``traceback`` (an exception escaped the tool or a
+        traceback was printed), ``hang`` (a timeout), or another ``failure``."""
+        reason = self.failure
+        if reason is None:
+            return "ok" if self.status == 0 else "diagnosed"
+        return {"timeout": "hang", "uncaught exception": "traceback",
+                "traceback in the output": "traceback"}.get(reason, reason)
+
+    @property
     def signature(self) -> str:
         """A short key grouping failures with the same cause."""
         reason = self.failure or "ok"
@@ -558,38 +597,52 @@ def _alarm(signum: int, frame: FrameType | None) -> None:
 
 def run_llm_opt(argv: Sequence[str], timeout: float = 0.0) -> tuple[int | None, str, str,
                                                                   str | None]:
-    """Run ``llm-opt`` in process; return (status, stdout, stderr, escaped exception)."""
+    """Run ``llm-opt`` in process; return (status, stdout, stderr, escaped exception).
+
+    ``timeout`` is in seconds of the process's CPU time (``ITIMER_PROF``), not of the wall
+    clock: a run that only waits for a busy machine is not a hang, one that loops is."""
     from llmopt.tools.llm_opt import run_tool
 
     out, err = io.StringIO(), io.StringIO()
     escaped: str | None = None
     status: int | None = None
-    use_alarm = timeout > 0 and hasattr(signal, "setitimer")
-    previous = signal.signal(signal.SIGALRM, _alarm) if use_alarm else None
+    use_alarm = timeout > 0 and hasattr(signal, "setitimer") and hasattr(signal, "SIGPROF")
+    previous = signal.signal(signal.SIGPROF, _alarm) if use_alarm else None
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             if use_alarm:
-                signal.setitimer(signal.ITIMER_REAL, timeout)
+                signal.setitimer(signal.ITIMER_PROF, timeout)
             try:
                 status = run_tool(list(argv))
             finally:
                 if use_alarm:
-                    signal.setitimer(signal.ITIMER_REAL, 0)
+                    signal.setitimer(signal.ITIMER_PROF, 0)
     except (Exception, FuzzTimeout, SystemExit, RecursionError) as exc:
         escaped = f"{type(exc).__name__}: {exc}".split("\n")[0]
     finally:
         if use_alarm:
-            signal.signal(signal.SIGALRM, previous)
+            signal.signal(signal.SIGPROF, previous)
     return status, out.getvalue(), err.getvalue(), escaped
 
 
+def command_args(command: str, pipeline: str | None = None) -> list[str]:
+    """The ``llm-opt`` arguments of ``command`` (:data:`COMMANDS`), with ``pipeline`` in
+    place of its pipeline when given."""
+    args = list(COMMANDS[command])
+    if pipeline is not None:
+        args[args.index("-p") + 1] = pipeline
+    return args
+
+
 def run_case(text: str, command: str, workdir: Path, timeout: float = 0.0,
-             name: str = "input.mlir") -> Outcome:
+             name: str = "input.mlir", pipeline: str | None = None) -> Outcome:
     """Write ``text`` to ``workdir/name`` and run ``llm-opt`` on it with ``COMMANDS[command]``
-    (crash reproducers go to ``workdir/name.crash.mlir``)."""
+    (``pipeline`` in place of its pipeline, if given; crash reproducers go to
+    ``workdir/name.crash.mlir``)."""
     path = workdir / name
     path.write_text(text)
-    argv = [str(path), *COMMANDS[command], "--crash-reproducer", str(path) + ".crash.mlir"]
+    argv = [str(path), *command_args(command, pipeline), "--crash-reproducer",
+            str(path) + ".crash.mlir"]
     start = time.perf_counter()
     status, stdout, stderr, escaped = run_llm_opt(argv, timeout)
     return Outcome(command, argv, status, stdout, stderr, time.perf_counter() - start, escaped)
@@ -605,6 +658,8 @@ class Summary:
     inputs: int = 0
     runs: int = 0
     statuses: dict[str, Counter[str]] = field(default_factory=dict)
+    kinds: Counter[str] = field(default_factory=Counter)
+    """:attr:`Outcome.kind` → runs"""
     mutations: Counter[str] = field(default_factory=Counter)
     failures: dict[str, list[str]] = field(default_factory=dict)
     """signature → reproducer paths"""
@@ -615,6 +670,7 @@ class Summary:
         self.runs += 1
         key = "exception" if outcome.status is None else str(outcome.status)
         self.statuses.setdefault(outcome.command, Counter())[key] += 1
+        self.kinds[outcome.kind] += 1
 
     def lines(self) -> Iterator[str]:
         """The printed summary."""
@@ -623,6 +679,9 @@ class Summary:
             args = " ".join(COMMANDS[command])
             histogram = "  ".join(f"exit {k}: {v}" for k, v in sorted(counts.items()))
             yield f"  llm-opt INPUT {args}:  {histogram}"
+        kinds = ("ok", "diagnosed", "internal error", "traceback", "hang")
+        others = sorted(k for k in self.kinds if k not in kinds)
+        yield "runs: " + ", ".join(f"{k} {self.kinds[k]}" for k in (*kinds, *others))
         yield "mutations applied: " + ", ".join(
             f"{k} {v}" for k, v in sorted(self.mutations.items()))
         total = sum(len(paths) for paths in self.failures.values())
@@ -635,6 +694,10 @@ class Summary:
                 yield f"      ... and {len(paths) - 3} more"
 
 
+#: The header line of a saved input that names its mutated pipeline (read by :func:`replay`).
+_PIPELINE_HEADER = "// fuzz pipeline: "
+
+
 def _save(out_dir: Path, case: Case, outcome: Outcome, seed: int, number: int) -> Path:
     """Write a failing input with a header that says how to reproduce it."""
     digest = hashlib.sha1(case.text.encode()).hexdigest()[:8]
@@ -643,8 +706,10 @@ def _save(out_dir: Path, case: Case, outcome: Outcome, seed: int, number: int) -
         f"// fuzz failure: {outcome.signature}",
         f"// input {case.index} of seed {seed}: {case.source}, mutations "
         f"{', '.join(case.mutations) or 'none'}",
-        f"// reproduce: llm-opt {path.name} {' '.join(COMMANDS[outcome.command])}",
+        f"// reproduce: llm-opt {path.name} "
+        f"{shlex.join(command_args(outcome.command, case.pipeline))}",
         "//   or: python -m llmopt.tools.fuzz --replay " + path.name,
+        *([f"{_PIPELINE_HEADER}{case.pipeline}"] if case.pipeline else []),
         *("// " + line for line in outcome.stderr.strip().split("\n")[:8]),
         "",
     ]
@@ -673,7 +738,8 @@ def fuzz(count: int, seed: int, start: int = 0, out_dir: Path | None = None,
             summary.inputs += 1
             summary.mutations.update(case.mutations)
             for command in commands:
-                outcome = run_case(case.text, command, workdir, timeout)
+                outcome = run_case(case.text, command, workdir, timeout,
+                                   pipeline=case.pipeline)
                 summary.record(outcome)
                 if outcome.failure is not None:
                     number = sum(len(p) for p in summary.failures.values())
@@ -690,14 +756,29 @@ def fuzz(count: int, seed: int, start: int = 0, out_dir: Path | None = None,
 def replay(path: Path, commands: Sequence[str] = tuple(COMMANDS)) -> int:
     """Run a saved input with every command; print each outcome; 1 if any failed."""
     failed = False
+    text = path.read_text()
+    named = [line[len(_PIPELINE_HEADER):] for line in text.split("\n")
+             if line.startswith(_PIPELINE_HEADER)]
+    pipeline = named[0] if named else None
     with tempfile.TemporaryDirectory(prefix="llmopt-fuzz-replay-") as tmp:
         for command in commands:
-            outcome = run_case(path.read_text(), command, Path(tmp), name=path.name)
-            print(f"llm-opt {path} {' '.join(COMMANDS[command])}: exit {outcome.status}, "
-                  f"{outcome.failure or 'ok'}")
+            outcome = run_case(text, command, Path(tmp), name=path.name, pipeline=pipeline)
+            print(f"llm-opt {path} {shlex.join(command_args(command, pipeline))}: exit "
+                  f"{outcome.status}, {outcome.failure or 'ok'}")
             print(outcome.stderr.rstrip())
             failed |= outcome.failure is not None
     return int(failed)
+
+
+def _run_cli(names: Sequence[str], out_dir: Path | None, progress: bool) -> int:
+    """Run the command lines' bad-input corpus; 1 if any case misbehaved."""
+    from llmopt.tools import fuzz_cli
+
+    with tempfile.TemporaryDirectory(prefix="llmopt-cli-") as tmp:
+        outcomes = fuzz_cli.run_cli_corpus(Path(out_dir or tmp), names, progress)
+    for line in fuzz_cli.summary_lines(outcomes, verbose=bool(names)):
+        print(line)
+    return int(any(o.kind not in ("ok", "diagnosed") for o in outcomes))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -714,13 +795,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--corpus", type=Path, default=TEST_ROOT,
                         help="directory whose *.mlir files are mutated (default: test/)")
     parser.add_argument("--timeout", type=float, default=20.0,
-                        help="seconds one run may take (default 20)")
+                        help="CPU seconds one run may take (default 20)")
     parser.add_argument("--command", choices=sorted(COMMANDS), action="append",
                         help="run only this command (repeatable; default: all)")
     parser.add_argument("--replay", type=Path, help="run one saved input and print the result")
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
+    parser.add_argument("--cli", action="store_true", help="run the command lines' bad-input "
+                        "corpus (llmopt.tools.fuzz_cli) instead of mutating IR")
+    parser.add_argument("--case", action="append", default=[],
+                        help="with --cli: run only this case, and show its output "
+                        "(repeatable)")
     args = parser.parse_args(argv)
     commands = tuple(args.command or COMMANDS)
+    if args.cli:
+        return _run_cli(args.case, args.out, not args.quiet)
     if args.replay is not None:
         return replay(args.replay, commands)
     corpus = load_corpus(args.corpus)

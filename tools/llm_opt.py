@@ -69,6 +69,7 @@ from xdsl.xdsl_opt_main import xDSLOptMain
 from llmopt import registry
 from llmopt.dialects._symbols import SymbolError
 from llmopt.dialects._symbols import verify_module as verify_symbols
+from llmopt.dialects._syntax import OpVerifyException
 
 PROG = "llm-opt"
 
@@ -268,13 +269,9 @@ def _failing_op(module: ModuleOp, error: Exception) -> Operation | None:
     return None
 
 
-class DominanceError(VerifyException):
+class DominanceError(OpVerifyException):
     """An operand used where its definition is not visible (xDSL's verifier does not check
     SSA dominance); ``op`` is the op that uses it."""
-
-    def __init__(self, op: Operation, message: str) -> None:
-        super().__init__(message)
-        self.op = op
 
 
 def _describe_value(value: SSAValue, index: int) -> str:
@@ -670,6 +667,15 @@ class LLMOptMain(xDSLOptMain):
 
     # --- input and passes ------------------------------------------------------------------------
 
+    def prepare_output(self) -> IO[str]:
+        """Open the output (``-o``); one that cannot be written is an error naming it."""
+        try:
+            return super().prepare_output()
+        except OSError as err:
+            reason = err.strerror or str(err)
+            raise UserError(f"cannot write output file '{self.args.output_file}': "
+                            f"{reason.lower()}") from None
+
     def get_input_stream(self) -> tuple[IO[bytes], str]:
         """Open the input; a file whose extension no frontend claims is read as MLIR."""
         try:
@@ -677,7 +683,8 @@ class LLMOptMain(xDSLOptMain):
         except FileNotFoundError as err:
             raise UserError(f"cannot open input file '{err.filename}': no such file") from None
         except OSError as err:
-            raise UserError(f"cannot open input file: {err}") from None
+            reason = (err.strerror or str(err)).lower()
+            raise UserError(f"cannot open input file '{err.filename}': {reason}") from None
         if extension not in self.available_frontends:
             extension = "mlir"
         return stream, extension
@@ -696,7 +703,11 @@ class LLMOptMain(xDSLOptMain):
         spec = parse_spec(self.args.frontend or file_extension)
         if spec.name == "mlir" and not spec.parameters:
             parser = LocatingParser(self.ctx, text, self.get_input_name(), start_offset)
-            module = parser.parse_module(not self.args.no_implicit_module)
+            try:
+                module = parser.parse_module(not self.args.no_implicit_module)
+            except RecursionError:
+                raise UserError(f"{self.get_input_name()}: the input nests too deeply to "
+                                "parse") from None
             self.current_module = module
             _check_resolved(module)
         else:
@@ -712,7 +723,7 @@ class LLMOptMain(xDSLOptMain):
         (empty strings if unknown)."""
         if self.current_module is None or self.input_verified:
             return "", ""
-        op = (err.op if isinstance(err, DominanceError | SymbolError)
+        op = (err.op if isinstance(err, OpVerifyException | SymbolError)
               else _failing_op(self.current_module, err))
         if op is None or not isinstance(op.location, FileLineColLoc):
             return "", ""

@@ -43,7 +43,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, NoReturn
 
 from llmopt.target import DEFAULT_ARCH
 
@@ -94,15 +94,25 @@ def _demo_programs() -> dict[str, tuple[Callable[..., Any], Callable[[tuple[int,
     }
 
 
+#: The most elements a ``llmopt demo --shape`` may have (the Kernel IR is interpreted).
+DEMO_ELEMENTS = 1 << 24
+
+
 def demo(args: argparse.Namespace) -> int:
+    import math
+
     import torch
 
     import llmopt
 
+    shape = tuple(args.shape)
+    if math.prod(shape) > DEMO_ELEMENTS:
+        raise CliError(f"--shape {' '.join(map(str, shape))} has {math.prod(shape)} elements; "
+                       f"the demo takes at most {DEMO_ELEMENTS}")
+    check_pipeline(args.pipeline)
     torch.manual_seed(0)
     programs = _demo_programs()
     make_fn, make_inputs = programs[args.program]
-    shape = tuple(args.shape)
     fn = make_fn(shape)
     inputs = make_inputs(shape)
     module = llmopt.capture(fn, inputs)
@@ -335,7 +345,7 @@ def model_identity(model: str, layers: int | None) -> str:
         if path.is_dir():
             path = path / "config.json"
         try:
-            text = "config:" + path.read_text()
+            text = "config:" + path.read_bytes().decode("utf-8", errors="replace")
         except OSError as err:
             raise CliError(f"'{model}' is neither a preset ({', '.join(PRESETS)}), a "
                            f"config.json nor a local model directory ({err.strerror})") from None
@@ -428,6 +438,8 @@ def compile_model(args: argparse.Namespace) -> int:
     from llmopt.frontend.models import model_config
 
     level = "cuda" if args.emit in ("cuda-source", "cubin") else args.emit
+    check_pipeline(_with_arch(args.pipeline, args.arch))
+    _check_output(Path(args.output))
     if args.max_seq is not None and not args.dynamic:
         raise CliError("--max-seq bounds a symbolic length: add --dynamic")
     if args.dynamic and level not in ("torch", "prim"):
@@ -486,6 +498,27 @@ def compile_model(args: argparse.Namespace) -> int:
     if rest and args.emit in LEVELS:
         print(f"// next: llm-opt {output} -p '{','.join(rest)}'", file=sys.stderr)
     return 0
+
+
+def check_pipeline(pipeline: str) -> None:
+    """Build ``pipeline`` once, before any work, so that an unknown pass or a bad option is
+    reported at once (:class:`CliError`), not after the model is captured."""
+    from llmopt import registry
+
+    try:
+        registry.build_pipeline(pipeline)
+    except registry.PipelineError as err:
+        raise CliError(f"--pipeline: {err}") from None
+
+
+def _check_output(path: Path) -> None:
+    """``-o PATH`` can be written: its directory exists and it is not a directory."""
+    if str(path) == "-":
+        return
+    if path.is_dir():
+        raise CliError(f"-o {path}: is a directory")
+    if not path.parent.is_dir():
+        raise CliError(f"-o {path}: the directory {path.parent} does not exist")
 
 
 def _max_seq(args: argparse.Namespace) -> int:
@@ -551,22 +584,47 @@ def _shrunk(config: Any, layers: int | None) -> Any:
 
 
 def _compare(got: Any, want: Any) -> list[str]:
-    """Lines reporting how ``got`` logits differ from the reference ``want``."""
+    """Lines reporting how ``got`` logits differ from the reference ``want``. A position
+    whose logits are not all finite (in either) never counts as agreeing, so NaN outputs
+    cannot look like a perfect match; errors are measured over the finite positions."""
     import torch
 
     got, want = got.detach().double().cpu(), want.detach().double().cpu()
-    diff = (got - want).abs()
-    scale = want.abs().max().item()
-    agree = (got.argmax(-1) == want.argmax(-1)).reshape(-1).tolist()
+    finite = torch.isfinite(got).all(-1) & torch.isfinite(want).all(-1)
+    agree = ((got.argmax(-1) == want.argmax(-1)) & finite).reshape(-1).tolist()
     marks = "".join("|" if a else "x" for a in agree)
-    finite = bool(torch.isfinite(got).all())
-    return [
-        f"max |error| / max |ref| = {diff.max().item() / scale:.3e}   "
-        f"(max |error| {diff.max().item():.3e}, max |ref| {scale:.3e})"
-        + ("" if finite else "   NON-FINITE VALUES"),
-        f"mean |error| = {diff.mean().item():.3e}",
-        f"argmax agreement: {sum(agree)}/{len(agree)} positions  [{marks}]",
-    ]
+    bad = int((~finite).sum())
+    lines = []
+    if bool(finite.any()):
+        diff = (got - want)[finite].abs()
+        scale = want[finite].abs().max().item() or 1.0
+        lines += [f"max |error| / max |ref| = {diff.max().item() / scale:.3e}   "
+                  f"(max |error| {diff.max().item():.3e}, max |ref| {scale:.3e})",
+                  f"mean |error| = {diff.mean().item():.3e}"]
+    if bad:
+        lines.append(f"NON-FINITE logits at {bad} of {finite.numel()} positions (llmopt "
+                     f"{int((~torch.isfinite(got).all(-1)).sum())}, PyTorch "
+                     f"{int((~torch.isfinite(want).all(-1)).sum())}): not compared")
+    lines.append(f"argmax agreement: {sum(agree)}/{len(agree)} positions  [{marks}]")
+    return lines
+
+
+class WrongResultError(RuntimeError):
+    """The compiled model computed something PyTorch does not: a compiler bug (exit 2, with
+    a reproducer), not bad input."""
+
+
+def _check_finite_logits(got: Any, want: Any) -> None:
+    """A compiled model whose logits are non-finite where PyTorch's are finite computed
+    something wrong: an internal error, not a line among the measurements."""
+    import torch
+
+    got, want = got.detach().cpu(), want.detach().cpu()
+    wrong = int((~torch.isfinite(got).all(-1) & torch.isfinite(want).all(-1)).sum())
+    if wrong:
+        raise WrongResultError(f"the compiled model's logits are non-finite at {wrong} of "
+                               f"{want.shape[:-1].numel()} positions where PyTorch's are "
+                               "finite")
 
 
 def _relative_error(got: Any, want: Any) -> float:
@@ -592,6 +650,13 @@ def run_model(args: argparse.Namespace) -> int:
     import torch
 
     gpu = torch.cuda.is_available() and not args.cpu
+    check_pipeline(_with_arch(args.pipeline, args.arch))
+    from llmopt.frontend.models import model_config
+
+    config = model_config(args.model, layers=args.layers)  # a bad config fails before weights
+    if args.seq is not None and args.seq > config.max_position_embeddings:
+        raise CliError(f"--seq {args.seq} is longer than the model's max_position_embeddings "
+                       f"({config.max_position_embeddings})")
     if gpu:
         return _run_gpu(args)
     return _run_cpu(args)
@@ -629,10 +694,10 @@ def _run_cpu(args: argparse.Namespace) -> int:
     else:
         source = args.model if checkpoint is not None else config
         model = build_model(source, device="cpu", dtype=dtype, seed=args.seed,
-                            layers=args.layers)
+                            layers=args.layers, allow_nonfinite=args.allow_nonfinite)
         weights = (f"weights from {checkpoint}" if checkpoint is not None
                    else f"random weights (seed {args.seed})")
-    seq = args.seq or CPU_SEQ
+    seq = args.seq if args.seq is not None else CPU_SEQ
     print(f"// ran {args.model} as {_describe(model.config)}, seq {seq}, {args.dtype}, "
           f"{weights}")
     ids = _input_ids(model.config.vocab_size, seq, args.seed, "cpu")
@@ -663,6 +728,7 @@ def _run_cpu(args: argparse.Namespace) -> int:
     got = torch.from_numpy(outputs[0].astype("float32") if half else outputs[0])
     for line in _compare(got, want):
         print(f"// {line}")
+    _check_finite_logits(got, want)
     if half:  # both 16-bit results against the model in float64, on the same weights
         import copy
 
@@ -710,11 +776,11 @@ def _run_gpu(args: argparse.Namespace) -> int:
     from llmopt.target import default_arch
 
     dtype = _dtype(args.dtype)
-    seq = args.seq or 128
+    seq = args.seq if args.seq is not None else 128
     checkpoint = _checkpoint(args.model)
     began = time.perf_counter()
     model = build_model(args.model, device="cuda", dtype=dtype, seed=args.seed,
-                        layers=args.layers)
+                        layers=args.layers, allow_nonfinite=args.allow_nonfinite)
     built = time.perf_counter() - began
     weights = (f"weights from {checkpoint}" if checkpoint is not None
                else f"random weights (seed {args.seed})")
@@ -738,6 +804,7 @@ def _run_gpu(args: argparse.Namespace) -> int:
         torch.cuda.synchronize()
         for line in _compare(got, want):
             print(f"// {line}")
+        _check_finite_logits(got, want)
         sync = torch.cuda.synchronize
         eager = _median_seconds(lambda: model(input_ids=ids, use_cache=False), args.repeat,
                                 sync)
@@ -801,6 +868,7 @@ def tune(args: argparse.Namespace) -> int:
     from llmopt.tools import tune as tuner
     from llmopt.tools import tune_attention
 
+    check_pipeline(_with_arch(args.pipeline, args.arch or DEFAULT_ARCH))
     if not _cuda_available():
         raise CliError("tune needs a CUDA GPU: candidates are timed on it")
     if args.arch is None:
@@ -823,9 +891,15 @@ def tune(args: argparse.Namespace) -> int:
     table = tuner.load_table(path)
     for seq in args.seqs:
         if args.model.endswith(".mlir"):
+            from xdsl.utils.exceptions import ParseError, PassFailedException, VerifyException
+
             from llmopt.api import lower, parse
 
-            module = lower(parse(Path(args.model).read_text()), ",".join(loop_ir))
+            try:
+                module = lower(parse(Path(args.model).read_text()), ",".join(loop_ir))
+            except (ParseError, VerifyException, PassFailedException) as err:
+                raise CliError(f"{args.model}: {str(err).strip().splitlines()[0]} (llm-opt "
+                               f"{args.model} -p '{','.join(loop_ir)}' shows where)") from None
         elif args.layer:
             module = _layer_at_tile_ir(args.model, seq, args.dtype, loop_ir)
         else:
@@ -883,13 +957,55 @@ def cache_info(args: argparse.Namespace) -> int:
     return 0
 
 
+def _integer(low: int, high: int = 2**63 - 1) -> Callable[[str], int]:
+    """An ``argparse`` type: an integer from ``low`` to ``high``."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got '{text}'") from None
+        if not low <= value <= high:
+            bound = f"an integer >= {low}" if high == 2**63 - 1 else (
+                f"an integer from {low} to {high}")
+            raise argparse.ArgumentTypeError(f"must be {bound}, got {value}")
+        return value
+
+    parse.__name__ = "integer"
+    return parse
+
+
+def _arch(text: str) -> str:
+    """An ``argparse`` type: a GPU architecture llmopt compiles for."""
+    from llmopt.options import arch_problem
+
+    problem = arch_problem(text)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(problem)
+    return text
+
+
+_positive = _integer(1)
+_SEED = _integer(0, 2**63 - 2)
+
+
+class _Parser(argparse.ArgumentParser):
+    """``argparse`` with usage errors as the other errors: one ``llmopt: error:`` line after
+    the usage, exit status 1 (2 means an internal error)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(1, f"llmopt: error: {message}\n")
+
+
 def _model_arguments(p: argparse.ArgumentParser, seq_default: int | None) -> None:
     p.add_argument("model", help="tinyllama, qwen2.5-7b, a local HF directory or a config.json")
-    p.add_argument("--seq", type=int, default=seq_default,
+    p.add_argument("--seq", type=_positive, default=seq_default,
                    help="sequence length" + (f" (default {seq_default})" if seq_default else
                                              " (default 128 on a GPU, 7 on the CPU)"))
-    p.add_argument("--layers", type=int, default=None,
-                   help="keep only the first N decoder layers")
+    p.add_argument("--layers", type=_positive, default=None,
+                   help="keep only the first N decoder layers (at most as many as the "
+                   "model has)")
     p.add_argument("--dtype", choices=DTYPES, default="float32",
                    help="dtype of the weights and activations (default float32)")
     p.add_argument("--pipeline", default="lower-to-cuda",
@@ -903,26 +1019,36 @@ def main(argv: Sequence[str] | None = None) -> int:
     # torch.export's pytree warns about its own internals on every capture.
     warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)",
                             category=FutureWarning)
-    parser = argparse.ArgumentParser(
+    traceback_help = "on an internal error, also print the Python traceback"
+    # Before or after the subcommand; SUPPRESS keeps a subcommand from resetting it.
+    common = _Parser(add_help=False)
+    common.add_argument("--traceback", action="store_true", default=argparse.SUPPRESS,
+                        help=traceback_help)
+    parser = _Parser(
         prog="llmopt",
         description="Compile PyTorch programs and whole models through llmopt's six levels.",
+        epilog="exit status: 0 success, 1 bad input or arguments (one 'llmopt: error:' line "
+        "naming the file, tensor or option), 2 internal error (with a reproducer)",
     )
-    sub = parser.add_subparsers(dest="command")
-    d = sub.add_parser("demo", help="lower a small PyTorch function and print every level")
+    parser.add_argument("--traceback", action="store_true", help=traceback_help)
+    sub = parser.add_subparsers(dest="command", parser_class=_Parser)
+    d = sub.add_parser("demo", help="lower a small PyTorch function and print every level",
+                       parents=[common])
     d.add_argument(
         "program", nargs="?", default="rmsnorm", choices=["rmsnorm", "softmax", "silu-mul"]
     )
-    d.add_argument("--shape", type=int, nargs="+", default=[1, 8, 256])
+    d.add_argument("--shape", type=_integer(1, 1 << 20), nargs="+", default=[1, 8, 256])
     d.add_argument("--pipeline", default="lower-to-cuda")
     d.add_argument("--all", action="store_true", help="also print the CUDA IR ops")
     d.set_defaults(run=demo)
 
-    c = sub.add_parser("compile", help="write a whole model's IR at one level (or its CUDA)")
+    c = sub.add_parser("compile", help="write a whole model's IR at one level (or its CUDA)",
+                       parents=[common])
     _model_arguments(c, 128)
     c.add_argument("--emit", choices=EMITS, required=True,
                    help="the level to stop at; cuda-source: the CUDA text; cubin: NVRTC's image")
     c.add_argument("-o", "--output", required=True, help="output file ('-': stdout)")
-    c.add_argument("--arch", default=DEFAULT_ARCH,
+    c.add_argument("--arch", type=_arch, default=DEFAULT_ARCH,
                    help=f"GPU architecture (default {DEFAULT_ARCH})")
     c.add_argument("--dynamic", action="store_true",
                    help="make the sequence length symbolic: one program for every length up "
@@ -932,9 +1058,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                    "max_position_embeddings)")
     c.set_defaults(run=compile_model)
 
-    r = sub.add_parser("run", help="compile and run a whole model, compare with PyTorch")
+    r = sub.add_parser("run", help="compile and run a whole model, compare with PyTorch",
+                       parents=[common])
     _model_arguments(r, None)
-    r.add_argument("--seed", type=int, default=0, help="seed of the weights and input_ids")
+    r.add_argument("--seed", type=_SEED, default=0, help="seed of the weights and input_ids")
+    r.add_argument("--allow-nonfinite", action="store_true",
+                   help="run a checkpoint whose weights hold NaN or infinite values (refused "
+                   "otherwise, naming the tensor)")
     r.add_argument("--cpu", action="store_true", help="use the CPU interpreter even with a GPU")
     shrink = r.add_mutually_exclusive_group()
     shrink.add_argument("--shrink", action="store_true",
@@ -942,20 +1072,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     shrink.add_argument("--no-shrink", action="store_true",
                         help="on the CPU, run the given config even when it is large")
     r.add_argument("--no-graph", action="store_true", help="on a GPU, skip the CUDA graph")
-    r.add_argument("--repeat", type=int, default=20, help="timed runs on a GPU (median)")
-    r.add_argument("--profile", type=int, default=0, metavar="N",
+    r.add_argument("--repeat", type=_positive, default=20, help="timed runs on a GPU (median)")
+    r.add_argument("--profile", type=_integer(0), default=0, metavar="N",
                    help="on a GPU, also time each launch alone and list the N slowest kernels")
-    r.add_argument("--arch", default=DEFAULT_ARCH, help="GPU architecture NVRTC compiles "
-                   f"for without a GPU (default {DEFAULT_ARCH}; with one, the GPU's)")
+    r.add_argument("--arch", type=_arch, default=DEFAULT_ARCH,
+                   help="GPU architecture NVRTC compiles for without a GPU (default "
+                   f"{DEFAULT_ARCH}; with one, the GPU's)")
     r.set_defaults(run=run_model)
 
     t = sub.add_parser("tune", help="time schedule candidates of each attention (block sizes "
                        "of flash-attention) and each matrix product on the GPU and keep the "
-                       "fastest correct one")
+                       "fastest correct one", parents=[common])
     t.add_argument("model", help="tinyllama, qwen2.5-7b, a local HF directory, a config.json "
                    "or a Torch-IR .mlir file")
-    t.add_argument("--seqs", type=int, nargs="+", default=[128], help="sequence lengths")
-    t.add_argument("--layers", type=int, default=1, help="decoder layers to keep (default 1: "
+    t.add_argument("--seqs", type=_positive, nargs="+", default=[128], help="sequence lengths")
+    t.add_argument("--layers", type=_positive, default=1, help="decoder layers to keep (default 1: "
                    "the layers are identical)")
     t.add_argument("--layer", action="store_true", help="tune decoder layer 0 captured alone "
                    "(hidden states in, hidden states out, as the blocks benchmark times it): "
@@ -963,12 +1094,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                    "model's")
     t.add_argument("--dtype", choices=DTYPES, default="float32")
     t.add_argument("--pipeline", default="lower-to-cuda")
-    t.add_argument("--arch", default=None,
+    t.add_argument("--arch", type=_arch, default=None,
                    help="GPU architecture to tune for (default: the GPU's)")
-    t.add_argument("--reps", type=int, default=30, help="timed replays per candidate (median)")
-    t.add_argument("--limit", type=int, default=48, help="candidates per kernel (or attention) "
-                   "at most")
-    t.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) - 1),
+    t.add_argument("--reps", type=_positive, default=30,
+                   help="timed replays per candidate (median)")
+    t.add_argument("--limit", type=_positive, default=48,
+                   help="candidates per kernel (or attention) at most")
+    t.add_argument("--jobs", type=_positive, default=max(1, (os.cpu_count() or 2) - 1),
                    help="processes lowering and compiling candidates (default: CPUs - 1)")
     t.add_argument("--table", action="store_true", help="write the committed table of --arch "
                    "instead of the user's tuning cache")
@@ -989,6 +1121,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CliError as err:
         print(f"llmopt: error: {err}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        print("llmopt: interrupted", file=sys.stderr)
+        return 130
     except Exception as err:
         from llmopt.deps import missing_dependency
 
@@ -998,10 +1133,58 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 1
         from llmopt.frontend.capture import CaptureError
 
-        if isinstance(err, CaptureError | FileNotFoundError | OSError):
+        if isinstance(err, CaptureError):
             print(f"llmopt: error: {err}", file=sys.stderr)
             return 1
-        raise
+        if isinstance(err, OSError):
+            where = f"{err.filename}: " if err.filename else ""
+            print(f"llmopt: error: {where}{err.strerror or err}", file=sys.stderr)
+            return 1
+        if isinstance(err, ImportError):
+            print(f"llmopt: error: {err}", file=sys.stderr)
+            return 1
+        _report_internal(err, argv, args)
+        return 2
+
+
+def _report_internal(err: BaseException, argv: Sequence[str], args: argparse.Namespace
+                     ) -> None:
+    """An internal error: what was raised where, and a reproducer file holding the command,
+    the model's config (when it is a file) and the traceback."""
+    import shlex
+    import tempfile
+    import traceback
+
+    print(f"llmopt: internal error: {type(err).__name__}: {err}".split("\n")[0],
+          file=sys.stderr)
+    frames = traceback.extract_tb(err.__traceback__)
+    if frames:
+        print(f"llmopt: note: raised at {frames[-1].filename}:{frames[-1].lineno}",
+              file=sys.stderr)
+    trace = "".join(traceback.format_exception(err))
+    if getattr(args, "traceback", False):
+        print(trace.rstrip(), file=sys.stderr)
+    lines = [f"# llmopt crash reproducer: {type(err).__name__}: {err}".split("\n")[0],
+             f"llmopt {shlex.join(argv)}"]
+    model = getattr(args, "model", None)
+    if model is not None:
+        path = Path(model)
+        config = path / "config.json" if path.is_dir() else path
+        with contextlib.suppress(OSError, UnicodeDecodeError):
+            if config.is_file() and config.suffix == ".json":
+                lines += [f"# {config}:", *(f"#   {line}" for line in
+                                            config.read_text().splitlines())]
+    lines += ["#", *(f"# {line}" for line in trace.rstrip().splitlines())]
+    try:
+        fd, name = tempfile.mkstemp(prefix="llmopt-reproducer-", suffix=".sh")
+        with os.fdopen(fd, "w") as out:
+            out.write("\n".join(lines) + "\n")
+        print(f"llmopt: note: reproducer written to {name}", file=sys.stderr)
+    except OSError:
+        pass
+    if not getattr(args, "traceback", False):
+        print("llmopt: note: rerun with --traceback for the Python traceback", file=sys.stderr)
+    print("llmopt: note: this is a bug in llmopt; please report it", file=sys.stderr)
 
 
 if __name__ == "__main__":

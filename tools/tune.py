@@ -435,13 +435,24 @@ def entry_key(key: str, gpu: str, nvrtc: str) -> str:
 
 def lookup(key: str, arch: str, tables: Sequence[dict[str, Any]]) -> dict[str, int] | None:
     """The tuned knobs of the kernel with structural hash ``key`` for ``arch``: the first
-    table with an entry for it wins."""
+    table with a valid entry for it wins (an entry of a hand-edited or damaged table whose
+    knobs are not integers, or out of range (:func:`llmopt.options.knob_problems`), is
+    skipped)."""
+    from llmopt.options import knob_problems
+
     for table in tables:
         for name, entry in sorted(table.items()):
-            if name.split("|")[0] == key and entry.get("arch") == arch:
-                knobs = entry.get("knobs")
-                if isinstance(knobs, dict):
-                    return {k: int(v) for k, v in knobs.items()}
+            if not isinstance(entry, dict) or name.split("|")[0] != key:
+                continue
+            knobs = entry.get("knobs")
+            if entry.get("arch") != arch or not isinstance(knobs, dict):
+                continue
+            try:
+                values = {k: int(v) for k, v in knobs.items()}
+            except (TypeError, ValueError):
+                continue
+            if not knob_problems(values):
+                return values
     return None
 
 

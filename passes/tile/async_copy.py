@@ -239,6 +239,8 @@ class AsyncKLoop(RewritePattern):
         if found is None or any(f.store.buffer.owner.parent_op() is not op.parent_op()
                                 for f in found):
             return
+        if any(not op.is_ancestor(use.operation) for f in found for use in f.store.buffer.uses):
+            return  # a tile another loop stages into too: its slots would leave that loop
         body = list(op.body.block.ops)
         k0 = op.body.block.args[0]
         widths = [vector_width(f) for f in found]

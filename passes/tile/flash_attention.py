@@ -38,7 +38,10 @@ threads a row, in slices combined through shared memory. The row maximum of a ro
 scores are all ``-inf`` so far counts as 0 in the exponents, so a fully masked block adds
 nothing instead of making ``NaN``. A last query block that overhangs the queries reads
 ``Q`` clamped and stores only rows inside (an ``scf.if``); a last key block that overhangs
-the keys reads ``K`` and ``V`` clamped and masks its extra keys (an ``arith.select``).
+the keys reads ``K`` and ``V`` clamped and masks its extra keys (an ``arith.select``). The
+loads of ``g`` (an explicit mask, boolean or additive, read at the tile's query and key) are
+clamped alike: in the extra rows and keys they read the edge, whose values are then
+discarded (keys masked after ``g``, rows stored nowhere).
 
 **Why** the four kernels write and read the ``heads × seq × seq`` scores and probabilities
 through global memory twice and launch four times; here they stay in shared memory, the
@@ -255,6 +258,17 @@ class FlashKernel:
 
     # --- pieces -----------------------------------------------------------------------------------
 
+    def edge_cloner(self, subst: dict[SSAValue, Linear], values: dict[SSAValue, SSAValue]
+                    ) -> Cloner:
+        """A cloner whose loads of the kernel's arguments are clamped when a block overhangs
+        the queries or keys: the fills of ``Q``, ``K`` and ``V``, and the loads of ``g`` (a
+        mask tensor, read at the tile's query and key), which then read the edge in the
+        extra rows and keys — rows stored nowhere, keys masked to -inf after ``g``."""
+        if any(self.ragged):
+            return ClampingCloner(subst, values,
+                                  global_buffers=set(self.kernel.body.block.args))
+        return Cloner(subst, values)
+
     def stage(self, load: loop.LoadOp, subst: dict[SSAValue, Linear], kernel: loop.KernelOp,
               dst: tile.AllocOp, names: tuple[str, str], fill: dict[SSAValue, int]
               ) -> tile.ForallOp:
@@ -268,10 +282,8 @@ class FlashKernel:
         full = dict(subst)
         for iv, which in fill.items():
             full[iv] = lin_sum((1, subst.get(iv, Linear.of())), (1, Linear.of((1, ab[which]))))
-        values = dict(self.values[kernel])
-        cloner = (ClampingCloner(full, values, global_buffers=set(self.kernel.body.block.args))
-                  if any(self.ragged) else Cloner(full, values))
-        copy = cloner.clone_into(load, forall.body.block)
+        copy = self.edge_cloner(full, dict(self.values[kernel])).clone_into(load,
+                                                                           forall.body.block)
         forall.body.block.add_op(loop.StoreOp(copy.results[0], dst.result, ident(2), ab))
         return forall
 
@@ -363,7 +375,7 @@ class FlashKernel:
         subst = {lp.iv: self.role[k] for k, lp in enumerate(ex.ivs[:-1])}
         subst[ex.ivs[-1].iv] = lin_sum((1, self.q_base), (1, row))
         subst[ex.max.iv] = lin_sum((1, key_base), (1, col))
-        g = Cloner(subst, {**self.values[ex.kernel], ex.load.result: s.result})
+        g = self.edge_cloner(subst, {**self.values[ex.kernel], ex.load.result: s.result})
         for op in ex.body:
             g.clone_into(op, inner)
         last = ex.max.body.block.last_op

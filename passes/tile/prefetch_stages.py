@@ -72,7 +72,8 @@ class Fill:
 
 
 def match_fill(op: Operation) -> Fill | None:
-    """A ``stage`` fill: a forall over block_threads holding ``load`` then ``store``."""
+    """A ``stage`` fill: a forall over block_threads holding ``load`` then ``store``, the
+    store into a ``tile.alloc`` at indices made of the forall's ivs only."""
     if not (isinstance(op, tile.ForallOp) and op.mapping.data == "block_threads"):
         return None
     ops = list(op.body.block.ops)
@@ -80,6 +81,8 @@ def match_fill(op: Operation) -> Fill | None:
             ops[1], loop.StoreOp) or ops[1].value is not ops[0].result:
         return None
     if not isinstance(ops[1].buffer.owner, tile.AllocOp):
+        return None
+    if not all(any(v is iv for iv in op.ivs) for v in ops[1].indices):
         return None
     return Fill(op, ops[0], ops[1])
 

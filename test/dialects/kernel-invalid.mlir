@@ -157,3 +157,64 @@ cuda.kernel @k(x : !cuda.ptr<f32>) launch_bounds(32) dynamic_shared(73728) {
   cuda.decl extern __shared__ smem : ui8[] align 16
 }
 // CHECK: smem 49152 is less than the 73728 bytes of dynamic shared memory that @k needs
+
+// -----
+
+// A constant coordinate outside the buffer (a guarded access, in an scf.if, may have one).
+kernel.func @k(%a: memref<8xf32>) block [32, 1, 1] {
+  %c8 = arith.constant 8 : index
+  %v = kernel.load %a[%c8] : memref<8xf32>
+  kernel.return
+}
+// CHECK: kernel.load: index 8 is outside dimension 0 of memref<8xf32> (0 to 7)
+
+// -----
+
+kernel.func @k(%a: memref<8xf32>) block [32, 1, 1] {
+  %c0 = arith.constant 0 : index
+  %c8 = arith.constant 8 : index
+  %c1 = arith.constant 1 : index
+  scf.for %i = %c0 to %c8 step %c1 {
+    %v = kernel.load %a[%i] : memref<8xf32>
+    kernel.store %v, %a[%i] : memref<8xf32>
+  } {unroll = true}
+  kernel.return
+}
+// CHECK: attribute 'unroll' must be an integer from 0 (unroll fully) to 2147483647, got true
+
+// -----
+
+kernel.func @k(%a: memref<8xf32>) block [32, 1, 1] {
+  %c0 = arith.constant 0 : index
+  %c8 = arith.constant 8 : index
+  %c1 = arith.constant 1 : index
+  scf.for %i = %c0 to %c8 step %c1 {
+    %v = kernel.load %a[%i] : memref<8xf32>
+    kernel.store %v, %a[%i] : memref<8xf32>
+  } {unroll = -1 : i64}
+  kernel.return
+}
+// CHECK: attribute 'unroll' must be an integer from 0 (unroll fully) to 2147483647, got -1
+
+// -----
+
+kernel.func @k(%a: memref<8xf32>) block [32, 1, 1] {
+  %l = kernel.local : memref<65536x4096xf32>
+  kernel.return
+}
+// CHECK: a local buffer of 1073741824 bytes (memref<65536x4096xf32>) is more than the 524288 bytes a CUDA thread may have
+
+// -----
+
+kernel.func @k(%a: memref<8xf32>) block [32, 1, 1] {
+  %s = kernel.shared : memref<0xf32>
+  kernel.return
+}
+// CHECK: a shared buffer has positive extents, got memref<0xf32>
+
+// -----
+
+kernel.func @k(%a: memref<8xf32>) block [32, 1, 1] {
+  kernel.return
+} {llmopt.schedule = {min_blocks = 100000 : i64}}
+// CHECK: 'llmopt.schedule': knob 'min_blocks' must be an integer from 0 to 32, got 100000

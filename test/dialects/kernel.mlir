@@ -83,3 +83,19 @@ kernel.func @async(%x: memref<4x64xf32>, %h: memref<64xf16>) block [16, 1, 1] {
 // CHECK-NEXT: kernel.async_wait 1
 // CHECK-NEXT: kernel.async_wait 0 {note = "all"}
 // CHECK-NEXT: kernel.barrier
+
+// A constant coordinate outside the buffer is fine in code that may not run (an scf.if):
+// what a ragged tile edge leaves after constants are folded.
+kernel.func @guarded(%a: memref<8xf32>) block [32, 1, 1] {
+  %c9 = arith.constant 9 : index
+  %t = kernel.thread_id x
+  %in = arith.cmpi ult, %c9, %t : index
+  scf.if %in {
+    %v = kernel.load %a[%c9] : memref<8xf32>
+    kernel.store %v, %a[%t] : memref<8xf32>
+  }
+  kernel.return
+}
+
+// CHECK-LABEL: kernel.func @guarded
+// CHECK:       kernel.load %{{.*}}[%{{.*}}] : memref<8xf32>

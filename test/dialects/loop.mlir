@@ -35,3 +35,20 @@ func.func @f(%x: memref<1x8x256xf32>, %w: memref<256xf32>) -> memref<1x8x256xf32
 // CHECK: loop.load %{{.*}}[((%[[I2]] + 3) mod 256)] : memref<256xf32>
 // CHECK-NEXT: loop.load %{{.*}}[(%[[I2]] + 8)] clamp {note = "ragged"} : memref<256xf32>
 // CHECK: loop.store %{{.*}}, %{{.*}}[%[[I0]], %[[I1]], %[[I2]]] : memref<1x8x256xf32>
+
+// Empty bodies print as empty braces, which parse back (not as a block label with the
+// induction variable, which the loop syntax names already).
+func.func @empty_bodies(%x: memref<4xf32>) {
+  loop.kernel @nothing (%a = %x : memref<4xf32>) {
+  }
+  loop.kernel @idle (%a = %x : memref<4xf32>) {
+    loop.for %i = 0 to 4 {
+    }
+  }
+  func.return
+}
+// CHECK-LABEL: func.func @empty_bodies
+// CHECK:       loop.kernel @nothing (%{{.*}} = %{{.*}} : memref<4xf32>) {
+// CHECK-NEXT:  }
+// CHECK:       loop.for %{{.*}} = 0 to 4 {
+// CHECK-NEXT:  }

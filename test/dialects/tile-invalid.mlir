@@ -223,3 +223,181 @@ func.func @async_commit_outside_kernel() {
   func.return
 }
 // CHECK: tile.async_commit must sit inside a tile.kernel
+
+// -----
+
+func.func @coop_reduce_zero_extent(%x: memref<4xf32>) {
+  tile.kernel @k grid [1, 1, 1] block [32, 1, 1] (%a = %x : memref<4xf32>) {
+    tile.forall (%b) in [4] over blocks {
+      %s = tile.coop_reduce add %r = 0 to 0 : f32 {
+        %v = loop.load %a[%r] : memref<4xf32>
+        tile.yield %v : f32
+      }
+      loop.store %s, %a[%b] : memref<4xf32>
+    }
+  }
+  func.return
+}
+// CHECK: tile.coop_reduce extent must be positive, got 0
+
+// -----
+
+// Constant coordinates of a copy lie within the buffers.
+func.func @copy_constant_out_of_bounds(%x: memref<4x64xf32>) {
+  tile.kernel @k grid [1, 1, 1] block [16, 1, 1] (%a = %x : memref<4x64xf32>) {
+    tile.forall (%b) in [1] over blocks {
+      %s = tile.alloc shared : memref<4x64xf32>
+      tile.forall (%t) in [16] over block_threads {
+        tile.async_copy %a[4, %t * 4] to %s[0, %t * 4] count 4 : memref<4x64xf32> to memref<4x64xf32>
+      }
+    }
+  }
+  func.return
+}
+// CHECK: tile.async_copy: index 4 is outside dimension 0 of memref<4x64xf32> (0 to 3)
+
+// -----
+
+func.func @zero_extent_alloc(%x: memref<4xf32>) {
+  tile.kernel @k grid [1, 1, 1] block [32, 1, 1] (%a = %x : memref<4xf32>) {
+    tile.forall (%b) in [4] over blocks {
+      %s = tile.alloc shared : memref<0x32xf32>
+    }
+  }
+  func.return
+}
+// CHECK: a tile buffer has positive extents, got memref<0x32xf32>
+
+// -----
+
+// The knobs of a kernel's schedule are checked where they are written.
+func.func @schedule_knob(%x: memref<4xf32>) {
+  tile.kernel @k grid [1, 1, 1] block [32, 1, 1] (%a = %x : memref<4xf32>) {
+  } {llmopt.schedule = {bm = 64 : i64, tm = 0 : i64}}
+  func.return
+}
+// CHECK: 'llmopt.schedule': knob 'tm' must be an integer from 1 to 32, got 0
+
+// -----
+
+func.func @schedule_tile(%x: memref<4xf32>) {
+  tile.kernel @k grid [1, 1, 1] block [32, 1, 1] (%a = %x : memref<4xf32>) {
+  } {llmopt.schedule = {bm = 64 : i64, tm = 6 : i64}}
+  func.return
+}
+// CHECK: 'llmopt.schedule': tm=6 does not divide bm=64
+
+// -----
+
+func.func @schedule_not_a_dictionary(%x: memref<4xf32>) {
+  tile.kernel @k grid [1, 1, 1] block [32, 1, 1] (%a = %x : memref<4xf32>) {
+  } {llmopt.schedule = "fast"}
+  func.return
+}
+// CHECK: 'llmopt.schedule' must be a dictionary of knobs, got "fast"
+
+// -----
+
+// A Kernel-IR terminator spliced into Tile IR (found by the fuzzer: vector-fragments then
+// appended ops after it).
+func.func @kernel_return_in_tile(%x: memref<4xf32>) {
+  tile.kernel @k grid [1, 1, 1] block [32, 1, 1] (%a = %x : memref<4xf32>) {
+    tile.forall (%b) in [4] over blocks {
+      %v = loop.load %a[%b] : memref<4xf32>
+      loop.store %v, %a[%b] : memref<4xf32>
+      kernel.return
+    }
+  }
+  func.return
+}
+// CHECK: kernel.return must end a kernel.func
+
+// -----
+
+func.func @tile_yield_outside(%x: memref<4xf32>) {
+  tile.kernel @k grid [1, 1, 1] block [32, 1, 1] (%a = %x : memref<4xf32>) {
+    tile.forall (%b) in [4] over blocks {
+      %v = loop.load %a[%b] : memref<4xf32>
+      tile.yield %v : f32
+    }
+  }
+  func.return
+}
+// CHECK: tile.yield must end a tile.coop_reduce body
+
+// -----
+
+// Indices are bounded over the loops around them: a forall's points, a constant scf.for.
+func.func @forall_index_range(%x: memref<4x8xf32>) {
+  tile.kernel @k grid [1, 1, 1] block [32, 1, 1] (%a = %x : memref<4x8xf32>) {
+    tile.forall (%i, %j) in [4, 8] over threads {
+      %v = loop.load %a[%i, %j + 1] : memref<4x8xf32>
+      loop.store %v, %a[%i, %j] : memref<4x8xf32>
+    }
+  }
+  func.return
+}
+// CHECK: loop.load: index (%j + 1) takes values 1 to 8 over its loops, outside dimension 1 of memref<4x8xf32> (0 to 7)
+
+// -----
+
+func.func @scf_for_index_range(%x: memref<4x8xf32>) {
+  tile.kernel @k grid [1, 1, 1] block [32, 1, 1] (%a = %x : memref<4x8xf32>) {
+    tile.forall (%b) in [1] over blocks {
+      %c0 = arith.constant 0 : index
+      %c5 = arith.constant 5 : index
+      %c1 = arith.constant 1 : index
+      scf.for %k = %c0 to %c5 step %c1 {
+        tile.forall (%t) in [8] over block_threads {
+          %v = loop.load %a[%k, %t] : memref<4x8xf32>
+          loop.store %v, %a[0, %t] : memref<4x8xf32>
+        }
+      }
+    }
+  }
+  func.return
+}
+// CHECK: loop.load: index %k takes values 0 to 4 over its loops, outside dimension 0 of memref<4x8xf32> (0 to 3)
+
+// -----
+
+// A forall with fewer extents than induction variables, one of them indexing a load inside
+// (found by the fuzzer: the load's verifier, which runs first, looked up a missing extent).
+func.func @forall_missing_extent(%x: memref<4x8xf32>) {
+  tile.kernel @k grid [1, 1, 1] block [32, 1, 1] (%a = %x : memref<4x8xf32>) {
+    tile.forall (%i, %j) in [4] over threads {
+      %v = loop.load %a[%i, %j] : memref<4x8xf32>
+      loop.store %v, %a[%i, %j] : memref<4x8xf32>
+    }
+  }
+  func.return
+}
+// CHECK: body takes 1 'index' arguments, one per extent
+
+// -----
+
+func.func @pad_attribute(%x: memref<4xf32>) {
+  tile.kernel @k grid [1, 1, 1] block [32, 1, 1] (%a = %x : memref<4xf32>) {
+    tile.forall (%b) in [4] over blocks {
+      %s = tile.alloc shared {llmopt.pad = -1 : i64} : memref<4x32xf32>
+    }
+  }
+  func.return
+}
+// CHECK: attribute 'llmopt.pad' must be an integer from 0 to 64 (elements added to each row), got -1
+
+// -----
+
+// A constant index operand (an arith.constant, not a constant in the map) outside the buffer
+// (found by the fuzzer: after tile-to-kernel the Kernel-IR verifier rejected it).
+func.func @constant_operand(%x: memref<4x8xf32>) {
+  tile.kernel @k grid [1, 1, 1] block [32, 1, 1] (%a = %x : memref<4x8xf32>) {
+    %c64 = arith.constant 64 : index
+    tile.forall (%i, %j) in [4, 8] over threads {
+      %v = loop.load %a[%i, %j] : memref<4x8xf32>
+      loop.store %v, %a[%i, %c64] : memref<4x8xf32>
+    }
+  }
+  func.return
+}
+// CHECK: loop.store: index %c64 is 64, outside dimension 1 of memref<4x8xf32> (0 to 7)

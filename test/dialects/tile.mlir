@@ -94,3 +94,15 @@ func.func @async(%x: memref<4x64xf32>, %h: memref<4x64xf16>) -> memref<4x64xf32>
 // CHECK-NEXT: tile.async_wait 1 {note = "wait"}
 // CHECK-NEXT: tile.async_wait 0
 // CHECK-NEXT: kernel.barrier
+
+// Empty bodies print as empty braces, which parse back.
+func.func @empty_bodies(%x: memref<4xf32>) {
+  tile.kernel @idle grid [1, 1, 1] block [32, 1, 1] (%a = %x : memref<4xf32>) {
+    tile.forall (%b) in [4] over blocks {
+    }
+  }
+  func.return
+}
+// CHECK-LABEL: func.func @empty_bodies
+// CHECK:       tile.forall (%{{.*}}) in [4] over blocks {
+// CHECK-NEXT:  }

@@ -30,7 +30,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from llmopt.tools import fuzz
+from llmopt.tools import fuzz, mutate
 
 CORPUS = fuzz.load_corpus()
 #: Lines spliced into and op names swapped into the CI mutants come from these chunks only
@@ -83,7 +83,7 @@ def test_mutator_changes_some_input(name: str) -> None:
     """Every mutation applies to some chunk, deterministically for a given seed."""
     mutator = fuzz.MUTATORS[name]
     changed = 0
-    for chunk in CORPUS[:40]:
+    for chunk in CORPUS[::6]:
         first = mutator(chunk.text, random.Random(7), CORPUS)
         assert first == mutator(chunk.text, random.Random(7), CORPUS)
         changed += first is not None and first != chunk.text
@@ -109,6 +109,75 @@ def test_retype_and_resize_stay_consistent() -> None:
         assert retyped is not None and "f32" not in retyped
         resized = fuzz.resize_all(text, random.Random(seed), CORPUS)
         assert resized is None or resized.count("memref<") == 2
+
+
+@pytest.mark.parametrize("name", sorted(mutate.IR_MUTATORS))
+def test_grammar_aware_mutants_parse(name: str) -> None:
+    """The grammar-aware mutations keep the text parseable: every mutant of a chunk that
+    parses parses too (the verifiers and the passes, not the parser, then judge it)."""
+    from xdsl.parser import Parser
+
+    from llmopt.api import make_context
+
+    mutator = fuzz.MUTATORS[name]
+    ctx = make_context()
+    parsed = changed = 0
+    for chunk in CORPUS[::4]:
+        try:
+            Parser(ctx, chunk.text).parse_module()
+        except Exception:
+            continue
+        parsed += 1
+        for seed in range(2):
+            mutant = mutator(chunk.text, random.Random(seed), CORPUS)
+            if mutant is None or mutant == chunk.text:
+                continue
+            changed += 1
+            Parser(ctx, mutant).parse_module()  # raises if it does not parse
+    assert parsed > 20 and changed > 5, (parsed, changed)
+
+
+def test_pipeline_mutants_are_pipelines() -> None:
+    """Mutated pipelines always parse as pipelines; most keep the passes' names and change
+    an option, some drop, repeat or reorder passes."""
+    from llmopt import registry
+
+    default = mutate.default_pipeline()
+    options = 0
+    for seed in range(60):
+        elements = mutate.mutate_pipeline(random.Random(seed))
+        pairs = registry._split_pipeline(",".join(elements))
+        assert len(pairs) == len(elements)
+        assert elements != default or seed  # the mutation changed something (almost always)
+        options += any("{" in e and e not in default for e in elements)
+    assert options > 20
+
+
+def test_cases_carry_their_pipeline(tmp_path: Path) -> None:
+    """A case with a mutated pipeline runs with it, under both commands."""
+    cases = [fuzz.make_case(CORPUS, 1, k) for k in range(60)]
+    with_pipeline = [c for c in cases if c.pipeline is not None]
+    assert with_pipeline and "pipeline" in with_pipeline[0].mutations
+    case = with_pipeline[0]
+    assert fuzz.command_args("cuda", case.pipeline) == ["-p", case.pipeline, "-t", "cuda"]
+    outcome = fuzz.run_case("func.func @f() {\n  func.return\n}\n", "mlir", tmp_path,
+                            pipeline="canonicalize,cse")
+    assert outcome.argv[1:3] == ["-p", "canonicalize,cse"] and outcome.kind == "ok"
+
+
+def test_sibling_ops_share_a_syntax() -> None:
+    """Replacing an op by a sibling keeps the text parseable."""
+    text = ("func.func @f(%a: f32, %b: f32) -> f32 {\n  %c = arith.addf %a, %b : f32\n"
+            "  func.return %c : f32\n}\n")
+    from xdsl.parser import Parser
+
+    from llmopt.api import make_context
+
+    ctx = make_context()
+    for seed in range(10):
+        mutant = mutate.sibling_op(text, random.Random(seed), CORPUS)
+        assert mutant is not None and "arith.addf" not in mutant
+        Parser(ctx, mutant).parse_module()
 
 
 # --- running the tool ----------------------------------------------------------------------------

@@ -5,7 +5,7 @@
 // arithmetic over its shape proves every index, loop variable and buffer offset in range;
 // otherwise, and always by default (index_bitwidth=64), in long long.
 
-// ERR: index_bitwidth must be 32 (where proven to fit) or 64, got 16
+// ERR: llm-opt: error: invalid options for pass 'kernel-to-cuda': index_bitwidth must be one of 32, 64, got 16
 
 // A grid-stride loop launched on 4 blocks: i < 1000 + 4·256, offsets < 1000.
 func.func @main(%x: memref<1000xf32>) -> memref<1000xf32> {

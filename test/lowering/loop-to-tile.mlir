@@ -305,7 +305,7 @@ func.func @vector_norm(%x: memref<300xf32>, %y: memref<300xf32>) {
 // CHECK-NEXT:      tile.forall (%i) in [300] over block_threads {
 // CHECK:             loop.store %w, %b[%i] : memref<300xf32>
 
-// BADBLOCK: block_size must be a multiple of 32
+// BADBLOCK: llm-opt: error: invalid options for pass 'loop-to-tile': block_size must be an integer from 32 to 1024, a multiple of 32, got 100
 
 // -----
 

@@ -251,3 +251,25 @@ func.func @forward(%x: memref<64xf32>) -> memref<64xf32> {
 }
 
 // CHECK: 'loop.store' op: a register buffer is accessed only inside a tile.forall over block_threads with one point per thread
+
+// -----
+
+// A register tile too large for a thread (found by the fuzzer: the kernel.local it became
+// did not verify, an internal error after tile-to-kernel).
+func.func @forward(%x: memref<32xf32>) -> memref<32xf32> {
+  %y = memref.alloc() : memref<32xf32>
+  tile.kernel @huge grid [1, 1, 1] block [32, 1, 1] (%a = %x : memref<32xf32>, %o = %y : memref<32xf32>) {
+    tile.forall (%b) in [1] over blocks {
+      %acc = tile.alloc registers : memref<32x2000x4000xf32>
+      tile.forall (%t) in [32] over block_threads {
+        %v = loop.load %a[%t] : memref<32xf32>
+        loop.store %v, %acc[%t, 0, 0] : memref<32x2000x4000xf32>
+        %w = loop.load %acc[%t, 0, 0] : memref<32x2000x4000xf32>
+        loop.store %w, %o[%t] : memref<32xf32>
+      }
+    }
+  }
+  func.return %y : memref<32xf32>
+}
+
+// CHECK: 'tile.alloc' op: each thread's slice [2000, 4000] of this register buffer is 32000000 bytes, more than the 524288 a CUDA thread may have

@@ -394,3 +394,105 @@ func.func @forward_odd(%q: memref<1x2x20x16xf32> {llmopt.input = "q"}, %k: memre
   }
   func.return %3 : memref<1x20x32xf32>
 }
+
+// -----
+
+// An explicit boolean mask (what transformers builds under torch.compile) with 7 queries
+// and keys, GQA: one block of 16 covers both and overhangs them. The mask is read like Q, K
+// and V — clamped, so rows and keys past 7 read the edge — and the keys past the end are
+// masked to -inf after it; the rows past the end store nothing.
+// CHECK-LABEL: func.func @forward_mask
+// CHECK-NOT:     loop.kernel
+// CHECK:         tile.kernel @{{[a-z_0-9]+}} grid [2, 1, 1] block [64, 1, 1]
+// CHECK:               loop.load %1[0, 0, ((%kb * 16) + %jj), %dd_1] clamp : memref<1x1x7x16xf32>
+// CHECK:                   %[[MASK:.*]] = loop.load %3[0, 0, ({{.*}}%qb * 16){{.*}}, ({{.*}}%kb * 16){{.*}}] clamp : memref<1x1x7x7xi1>
+// CHECK:                   %[[SEL:.*]] = arith.select %[[MASK]], %{{.*}}, %{{.*}} : f32
+// CHECK-NEXT:              %[[KEYS:.*]] = arith.constant 7 : index
+// CHECK-NEXT:              %[[NINF:.*]] = arith.constant 0xff800000 : f32
+// CHECK-NEXT:              %[[IN:.*]] = arith.cmpi ult, %{{.*}}, %[[KEYS]] : index
+// CHECK-NEXT:              arith.select %[[IN]], %[[SEL]], %[[NINF]] : f32
+// CHECK:           } {llmopt.role = "key_blocks"}
+// CHECK:                 %[[ROWS:.*]] = arith.constant 7 : index
+// CHECK-NEXT:            %[[ROW_IN:.*]] = arith.cmpi ult, %{{.*}}, %[[ROWS]] : index
+// CHECK-NEXT:            scf.if %[[ROW_IN]] {
+// CHECK-NOT:     loop.kernel
+// NUM: flash-attention {{.*}} ok
+// NUM: async-copy {{.*}} ok
+// NUM: mma-fragments {{.*}} ok
+// NUM: tile-to-kernel {{.*}} ok
+func.func @forward_mask(%q: memref<1x2x7x16xf32> {llmopt.input = "q"}, %k: memref<1x1x7x16xf32> {llmopt.input = "k"}, %v: memref<1x1x7x16xf32> {llmopt.input = "v"}, %m: memref<1x1x7x7xi1> {llmopt.input = "m"}) -> memref<1x2x7x16xf32> {
+  %0 = memref.alloc() : memref<1x2x7x7x1xf32>
+  loop.kernel @reduce_3 (%1 = %0 : memref<1x2x7x7x1xf32>, %2 = %k : memref<1x1x7x16xf32>, %3 = %q : memref<1x2x7x16xf32>) {
+    loop.for %i0 = 0 to 1 {
+      loop.for %i1 = 0 to 2 {
+        loop.for %i2 = 0 to 7 {
+          loop.for %i3 = 0 to 7 {
+            %4 = loop.reduce add %r = 0 to 16 : f32 {
+              %5 = loop.load %3[%i0, %i1, %i2, %r] : memref<1x2x7x16xf32>
+              %6 = loop.load %2[%i0, (%i1 floordiv 2), %i3, %r] : memref<1x1x7x16xf32>
+              %7 = arith.mulf %5, %6 : f32
+              loop.yield %7 : f32
+            }
+            loop.store %4, %1[%i0, %i1, %i2, %i3, 0] : memref<1x2x7x7x1xf32>
+          }
+        }
+      }
+    }
+  }
+  %1 = memref.alloc() : memref<1x2x7x7xf32>
+  loop.kernel @elementwise_12 (%2 = %1 : memref<1x2x7x7xf32>, %3 = %m : memref<1x1x7x7xi1>, %4 = %0 : memref<1x2x7x7x1xf32>) {
+    %5 = arith.constant 2.500000e-01 : f32
+    %6 = arith.constant 0xff800000 : f32
+    loop.for %i0 = 0 to 1 {
+      loop.for %i1 = 0 to 2 {
+        loop.for %i2 = 0 to 7 {
+          %7 = loop.reduce max %r = 0 to 7 : f32 {
+            %8 = loop.load %4[0, %i1, %i2, %r, 0] : memref<1x2x7x7x1xf32>
+            %9 = loop.load %3[%i0, 0, %i2, %r] : memref<1x1x7x7xi1>
+            %10 = arith.mulf %8, %5 : f32
+            %11 = arith.select %9, %10, %6 : f32
+            loop.yield %11 : f32
+          }
+          %12 = loop.reduce add %r_1 = 0 to 7 : f32 {
+            %13 = loop.load %4[0, %i1, %i2, %r_1, 0] : memref<1x2x7x7x1xf32>
+            %14 = loop.load %3[%i0, 0, %i2, %r_1] : memref<1x1x7x7xi1>
+            %15 = arith.mulf %13, %5 : f32
+            %16 = arith.select %14, %15, %6 : f32
+            %17 = arith.subf %16, %7 : f32
+            %18 = math.exp %17 : f32
+            loop.yield %18 : f32
+          }
+          loop.for %i3 = 0 to 7 {
+            %19 = loop.load %4[0, %i1, %i2, %i3, 0] : memref<1x2x7x7x1xf32>
+            %20 = loop.load %3[%i0, 0, %i2, %i3] : memref<1x1x7x7xi1>
+            %21 = arith.mulf %19, %5 : f32
+            %22 = arith.select %20, %21, %6 : f32
+            %23 = arith.subf %22, %7 : f32
+            %24 = math.exp %23 : f32
+            %25 = arith.divf %24, %12 : f32
+            loop.store %25, %2[%i0, %i1, %i2, %i3] : memref<1x2x7x7xf32>
+          }
+        }
+      }
+    }
+  }
+  %2 = memref.alloc() : memref<1x2x7x16xf32>
+  loop.kernel @index_map_17 (%3 = %2 : memref<1x2x7x16xf32>, %4 = %v : memref<1x1x7x16xf32>, %5 = %1 : memref<1x2x7x7xf32>) {
+    loop.for %i0 = 0 to 1 {
+      loop.for %i1 = 0 to 2 {
+        loop.for %i2 = 0 to 7 {
+          loop.for %i3 = 0 to 16 {
+            %6 = loop.reduce add %r = 0 to 7 : f32 {
+              %7 = loop.load %5[0, %i1, %i2, %r] : memref<1x2x7x7xf32>
+              %8 = loop.load %4[0, (%i1 floordiv 2), %r, %i3] : memref<1x1x7x16xf32>
+              %9 = arith.mulf %7, %8 : f32
+              loop.yield %9 : f32
+            }
+            loop.store %6, %3[%i0, %i1, %i2, %i3] : memref<1x2x7x16xf32>
+          }
+        }
+      }
+    }
+  }
+  func.return %2 : memref<1x2x7x16xf32>
+}

@@ -96,7 +96,7 @@
 // SPLIT2-NEXT: %[[XL:.*]] = arith.subf %[[X]], %[[XH]] : f32
 // SPLIT2-NEXT: loop.store %[[XL]], %a_lo
 
-// BADSPLIT:    mma-fragments: split must be one of (1, 2, 3), got 4
+// BADSPLIT:    llm-opt: error: invalid options for pass 'mma-fragments': split must be one of 1, 2, 3 or 0 (not set), got 4
 
 // One TF32 product instead of three is not an f32 product: --check-numerics says so.
 // TF32:      mma-fragments {{.*}} FAIL

@@ -131,7 +131,7 @@ func.func @forward(%x: memref<32x32xf32>) -> memref<32x32xf32> {
 // NONE-LABEL: func.func @forward
 // NONE:         tile.alloc shared : memref<32x32xf32>
 
-// NEG: error: pass 'pad-shared' failed: pad-shared: pad must be ≥ 0, got -1
+// NEG: llm-opt: error: invalid options for pass 'pad-shared': pad must be an integer from 0 to 64, got -1
 
 // NUM:      // numerics: tolerance
 // NUM-NEXT: pad-shared {{.*}} ok

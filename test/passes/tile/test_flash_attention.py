@@ -6,11 +6,13 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
+import numpy as np
 import pytest
 from xdsl.dialects.builtin import ModuleOp
 
 import llmopt
 from llmopt import registry
+from llmopt.interp import run
 from llmopt.passes.tile._schedule import AttentionBlocks as Blocks
 from llmopt.passes.tile._schedule import choose_attention_blocks as choose_blocks
 from llmopt.passes.tile._schedule import warp_grid
@@ -183,3 +185,62 @@ def test_warp_grid() -> None:
     assert warp_grid(64, 128, 8) == (2, 4)    # 32 x 32
     assert warp_grid(16, 64, 8) == (1, 8)     # 16 x 8
     assert warp_grid(16, 16, 4) is None
+
+
+KERNEL_IR = registry.expand_pipeline("lower-to-cuda").rsplit(",", 1)[0]
+MASK_TOL = 2e-5
+"""float32 against float64: products of 16 terms, softmax sums of at most 100, relative to
+the largest reference value."""
+
+
+def _mask(kind: str, heads: int, seq: int, seed: int) -> Any:
+    """A random boolean mask (each query sees itself, so no row is fully masked; random
+    ones read in the last, ragged key block), or an additive float mask with ``-inf`` where
+    that boolean mask is false; shaped ``[1, 1, seq, seq]`` (transformers' broadcast form)
+    for one head pattern, ``[1, heads, seq, seq]`` otherwise."""
+    torch = pytest.importorskip("torch")
+    gen = torch.Generator().manual_seed(seed)
+    shape = (1, 1 if heads == 0 else heads, seq, seq)
+    allowed = (torch.rand(shape, generator=gen) < 0.6) | torch.eye(seq, dtype=torch.bool)
+    if kind == "bool":
+        return allowed
+    bias = torch.randn(shape, generator=gen)
+    return torch.where(allowed, bias, torch.tensor(float("-inf")))
+
+
+def _gqa_masked(q: Any, k: Any, v: Any, mask: Any) -> Any:
+    import torch.nn.functional as F
+
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)
+
+
+@pytest.mark.parametrize("kind", ["bool", "float"])
+@pytest.mark.parametrize("heads,mask_heads", [((4, 2), 0), ((2, 2), 2)], ids=["gqa", "mha"])
+@pytest.mark.parametrize("seq", [7, 17, 32, 37, 100])
+def test_flash_attention_with_an_explicit_mask_at_any_length(
+        seq: int, heads: tuple[int, int], mask_heads: int, kind: str) -> None:
+    """An explicit mask (boolean, as transformers builds it under ``torch.compile``, or
+    additive) at lengths no block divides (7, 17, 37, 100) and one they do (32), with GQA
+    and without: the flash kernel reads the mask like ``K`` and ``V`` in the last key
+    block — clamped, its keys past the end masked to -inf after it — and the Kernel-IR
+    interpreter's result matches PyTorch in float64."""
+    torch = pytest.importorskip("torch")
+    gen = torch.Generator().manual_seed(100 + seq)
+    q = torch.randn(1, heads[0], seq, 16, generator=gen)
+    k, v = (torch.randn(1, heads[1], seq, 16, generator=gen) for _ in range(2))
+    mask = _mask(kind, mask_heads, seq, seed=seq)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        module = llmopt.capture(_gqa_masked, [q, k, v, mask])
+    fused = llmopt.lower(module.clone(), LOOP_IR + ",flash-attention")
+    (flash,) = [k for k in _kernels(fused, "tile.kernel") if "llmopt.flash" in k.attributes]
+    assert not _kernels(fused, "loop.kernel"), fused
+    bm, bn = (int(b) for b in flash.attributes["llmopt.flash"].data.split("x"))
+    mask_loads = [op for op in flash.walk() if op.name == "loop.load"
+                  and list(op.buffer.type.get_shape()) == list(mask.shape)]
+    assert mask_loads and all(op.clamped == bool(seq % bm or seq % bn) for op in mask_loads)
+    (got,) = run(llmopt.lower(module, KERNEL_IR), [t.numpy() for t in (q, k, v, mask)])
+    want = _gqa_masked(q.double(), k.double(), v.double(),
+                       mask if kind == "bool" else mask.double())
+    err = float(np.abs(got - want.numpy()).max() / want.abs().max())
+    assert err < MASK_TOL, err

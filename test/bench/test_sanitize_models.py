@@ -1,0 +1,31 @@
+"""``bench/sanitize_models.py`` on the CPU: it takes several sequence lengths, ragged ones
+included (the runs themselves need a GPU and compute-sanitizer)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+
+import sanitize_models  # noqa: E402
+
+
+def test_several_lengths() -> None:
+    args = sanitize_models.parse_args(["--seqs", "128", "512", "200", "17"])
+    assert args.seqs == [128, 512, 200, 17]
+    assert args.models == ["tinyllama", "qwen2.5-7b"] and args.layers == 2
+
+
+def test_one_length_and_the_default() -> None:
+    assert sanitize_models.parse_args(["--seq", "64"]).seqs == [64]
+    assert sanitize_models.parse_args([]).seqs == [33]
+
+
+@pytest.mark.parametrize("argv", [["--seqs", "0"], ["--seqs", "-3"], ["--seq", "4", "--seqs",
+                                                                      "5"]])
+def test_bad_lengths_are_usage_errors(argv: list[str]) -> None:
+    with pytest.raises(SystemExit):
+        sanitize_models.parse_args(argv)
