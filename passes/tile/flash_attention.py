@@ -85,6 +85,7 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from llmopt.dialects import loop, tile
+from llmopt.dialects._symbols import enclosing_function, is_symbolic
 from llmopt.passes.tile._access import (
     UNROLL,
     ClampingCloner,
@@ -446,6 +447,12 @@ class FlashKernel:
         return self.kernel
 
 
+def _symbolic(kernel: loop.KernelOp) -> bool:
+    """Whether ``kernel`` is in a function with symbolic extents (not fused here yet)."""
+    func = enclosing_function(kernel)
+    return func is not None and is_symbolic(func)
+
+
 @dataclass(frozen=True)
 class FlashAttention(ModulePass):
     """Fuse attention into one flash kernel with an online softmax (see the module
@@ -469,8 +476,8 @@ class FlashAttention(ModulePass):
             if first.parent is None:
                 continue  # erased with an earlier chain
             chain = match_chain(first)
-            if chain is None:
-                continue
+            if chain is None or _symbolic(first):
+                continue  # a symbolic length is left to loop-to-tile (which refuses it)
             knobs = kernel_knobs(chain.scores.kernel)
             if not knobs and self.tuned:
                 from llmopt.tools.tune import lookup
