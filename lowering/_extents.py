@@ -219,8 +219,13 @@ def maximum_of(extent: Extent) -> int:
     return max(_evaluate(extent, "max"), _evaluate(extent, "min"))
 
 
+def minimum_of(extent: Extent) -> int:
+    """The smallest value of ``extent`` over its symbols' bounds (see :func:`maximum_of`)."""
+    return min(_evaluate(extent, "max"), _evaluate(extent, "min"))
+
+
 def reject_symbolic(module: Operation, pass_name: str) -> None:
-    """Raise a located diagnostic when ``module`` has symbolic extents: below Loop IR they
+    """Raise a located diagnostic when ``module`` has symbolic extents: below Tile IR they
     are not lowered yet (``pass_name`` is the lowering that refuses). The op named is the
     first with a ``?`` extent when it has a source position (hand-written IR), else the
     function that declares the symbols (ops a lowering created have no position)."""
@@ -242,10 +247,10 @@ def reject_symbolic(module: Operation, pass_name: str) -> None:
         raise fail(func, message)
 
 
-_NOT_YET = ("symbolic extents are not lowered below Loop IR yet ({} takes static shapes: "
+_NOT_YET = ("symbolic extents are not lowered below Tile IR yet ({} takes static shapes: "
             "capture or write the program for one length)")
 
 
 __all__ = ["Extent", "ExtentError", "Polynomial", "constant_of", "dynamic_values", "extent_of",
-           "extents_of", "maximum_of", "multiply", "polynomial", "reject_symbolic",
+           "extents_of", "maximum_of", "minimum_of", "multiply", "polynomial", "reject_symbolic",
            "static_shape"]

@@ -1,6 +1,6 @@
 """``llmopt compile --dynamic``: a whole model with a symbolic sequence length, written as Torch,
-Tensor or Loop IR that ``llm-opt`` verifies, lowers and checks numerically at random lengths;
-the levels below Loop IR are refused with one clear error."""
+Tensor, Loop or Tile IR that ``llm-opt`` verifies, lowers and checks numerically at random
+lengths; the levels below Tile IR are refused with one clear error."""
 
 from __future__ import annotations
 
@@ -79,13 +79,25 @@ def test_compile_dynamic_writes_loop_ir(config: Path, tmp_path: Path,
     assert done.stderr.count(" ok") == 2
 
 
-def test_compile_dynamic_below_loop_ir_is_refused(config: Path, tmp_path: Path,
+def test_compile_dynamic_writes_tile_ir(config: Path, tmp_path: Path) -> None:
+    out = tmp_path / "m.tile.mlir"
+    assert main(["compile", str(config), "--seq", "6", "--dynamic", "--max-seq", "32",
+                 "--emit", "tile", "-o", str(out)]) == 0
+    text = out.read_text()
+    assert "tile.kernel @" in text and " max 32, 1, 1] block [" in text  # runtime grids
+    assert "arith.ceildivui" in text
+    done = llm_opt(str(out), "-p", "canonicalize", "--check-numerics",
+                   "--check-numerics-lengths", "2")
+    assert done.returncode == 0, done.stderr
+
+
+def test_compile_dynamic_below_tile_ir_is_refused(config: Path, tmp_path: Path,
                                                     capsys: pytest.CaptureFixture[str]) -> None:
-    for emit in ("tile", "cuda-source"):
+    for emit in ("kernel", "cuda-source"):
         assert main(["compile", str(config), "--dynamic", "--emit", emit, "-o",
                      str(tmp_path / "x")]) == 1
         err = capsys.readouterr().err
-        assert f"llmopt: error: --emit {emit}: symbolic extents are not lowered below Loop " \
+        assert f"llmopt: error: --emit {emit}: symbolic extents are not lowered below Tile " \
                "IR yet" in err
         assert "Traceback" not in err
     assert main(["compile", str(config), "--max-seq", "8", "--emit", "torch", "-o",
@@ -100,6 +112,6 @@ def test_llm_opt_stops_symbolic_ir_at_tensor_ir(config: Path, tmp_path: Path) ->
     done = llm_opt(str(out), "-p", "lower-to-cuda")
     assert done.returncode == 1
     assert "error: '" in done.stderr
-    assert "symbolic extents are not lowered below Loop IR yet" in done.stderr
-    assert "(in pass 'loop-to-tile')" in done.stderr
+    assert "symbolic extents are not lowered below Tile IR yet" in done.stderr
+    assert "(in pass 'tile-to-kernel')" in done.stderr
     assert "Traceback" not in done.stderr and "internal error" not in done.stderr

@@ -1,11 +1,12 @@
-"""Symbolic programs at Loop IR: one lowering for every length up to the maximum.
+"""Symbolic programs below Tensor IR: one lowering for every length up to the maximum.
 
 The tiny Llama and Qwen2 decoder layers and a whole tiny Llama, captured with a symbolic
-length (as in ``test_capture_symbolic``), are lowered once to Loop IR through the start of
-``lower-to-cuda`` (``prim-to-loop``, ``fuse-kernels``, the cleanups, ``hoist-reduce-factors``)
-and run by the Loop interpreter at lengths 1, 7, 37 and the maximum against PyTorch in
-float64, within :func:`llmopt.numerics.tolerance` (whole model: argmax identical at every
-position). Bad lengths are errors that name the argument and the bound.
+length (as in ``test_capture_symbolic``), are lowered once to Loop IR and once to Tile IR
+through the passes of ``lower-to-cuda`` that lead there (at Tile IR: ``loop-to-tile`` and
+every schedule pass), and run by the Loop and Tile interpreters at lengths 1, 7, 37 and the
+maximum against PyTorch in float64, within :func:`llmopt.numerics.tolerance` (whole model:
+argmax identical at every position). Bad lengths are errors that name the argument and the
+bound.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from test_models import tiny_model  # noqa: E402
 from xdsl.dialects.builtin import IndexType, ModuleOp  # noqa: E402
 
 import llmopt  # noqa: E402
-from llmopt.dialects import loop  # noqa: E402
+from llmopt.dialects import loop, tile  # noqa: E402
 from llmopt.frontend.capture import CapturedProgram  # noqa: E402
 from llmopt.frontend.models import decoder_layers, position_embeddings  # noqa: E402
 from llmopt.interp import InterpretError, run  # noqa: E402
@@ -33,25 +34,32 @@ from llmopt.numerics import compare, tolerance  # noqa: E402
 from llmopt.tools.llmopt_cli import split_pipeline  # noqa: E402
 
 LENGTHS = (1, 7, 37, MAX)
-TO_LOOP = ",".join(split_pipeline("lower-to-cuda", "loop")[0])
-"""The passes of ``lower-to-cuda`` that take Torch IR to Loop IR."""
+LEVELS = ("loop", "tile")
 
-_LOWERED: dict[int, ModuleOp] = {}
+_LOWERED: dict[tuple[int, str], ModuleOp] = {}
+
+
+def at_level(program: CapturedProgram, level: str) -> ModuleOp:
+    """``program`` lowered to ``level`` by the passes of ``lower-to-cuda`` that lead there
+    (once per program and level)."""
+    key = (id(program), level)
+    if key not in _LOWERED:
+        module = program.module.clone()
+        llmopt.lower(module, ",".join(split_pipeline("lower-to-cuda", level)[0]))
+        earlier = ("torch.", "prim.", "loop.kernel") if level == "tile" else ("torch.", "prim.")
+        assert not [op for op in module.walk() if op.name.startswith(earlier)]
+        _LOWERED[key] = module
+    return _LOWERED[key]
 
 
 def at_loop_ir(program: CapturedProgram) -> ModuleOp:
-    """``program`` lowered to Loop IR (once per program)."""
-    if id(program) not in _LOWERED:
-        module = program.module.clone()
-        llmopt.lower(module, TO_LOOP)
-        assert not [op for op in module.walk() if op.name.startswith(("torch.", "prim."))]
-        _LOWERED[id(program)] = module
-    return _LOWERED[id(program)]
+    return at_level(program, "loop")
 
 
-def check(program: CapturedProgram, inputs: tuple[Any, ...], want: np.ndarray) -> np.ndarray:
+def check(program: CapturedProgram, inputs: tuple[Any, ...], want: np.ndarray,
+          level: str) -> np.ndarray:
     args = arrays(program, inputs)
-    (got,) = run(at_loop_ir(program), args)
+    (got,) = run(at_level(program, level), args)
     _, rel = compare([got], [want])
     tol = tolerance(program.module, int(args[-1]))
     assert rel <= tol, f"relative error {rel:.2e} > {tol:.2e}"
@@ -75,9 +83,21 @@ def test_layer_loops_run_to_the_length() -> None:
             == ["seq"]
 
 
+def test_layer_grids_follow_the_length() -> None:
+    module = at_level(symbolic_layer("llama"), "tile")
+    kernels = [op for op in module.walk() if isinstance(op, tile.KernelOp)]
+    assert kernels and all(k.grid_size is not None for k in kernels)
+    text = str(module)
+    assert "arith.ceildivui" in text and "grid [%seq max 128, 1, 1]" in text
+    assert any(isinstance(op, tile.CoopReduceOp | loop.ReduceOp) and op.bound is not None
+               for op in module.walk())  # attention's sums over keys
+    assert "scf.for" not in text  # the schedule passes leave symbolic kernels alone
+
+
+@pytest.mark.parametrize("level", LEVELS)
 @pytest.mark.parametrize("kind", ["llama", "qwen2"])
 @pytest.mark.parametrize("length", LENGTHS)
-def test_decoder_layer_at_any_length(kind: str, length: int) -> None:
+def test_decoder_layer_at_any_length(kind: str, length: int, level: str) -> None:
     model = tiny_model(kind)
     program = symbolic_layer(kind)
     x = torch.randn(1, length, 64, generator=torch.Generator().manual_seed(100 + length))
@@ -87,7 +107,7 @@ def test_decoder_layer_at_any_length(kind: str, length: int) -> None:
         out = layer(x.double(), attention_mask=None,
                     position_embeddings=(cos.double(), sin.double()))
     want = (out[0] if isinstance(out, tuple) else out).numpy()
-    got = check(program, (x, cos, sin), want)
+    got = check(program, (x, cos, sin), want, level)
     assert got.shape == (1, length, 64)
 
 
@@ -96,19 +116,21 @@ def reference_model() -> Any:
     return copy.deepcopy(tiny_model("llama")).double()
 
 
+@pytest.mark.parametrize("level", LEVELS)
 @pytest.mark.parametrize("length", (1, 37, MAX))
-def test_whole_model_at_any_length(length: int) -> None:
+def test_whole_model_at_any_length(length: int, level: str) -> None:
     program = symbolic_model("llama")
     ids = torch.randint(0, 97, (1, length), generator=torch.Generator().manual_seed(length))
     with torch.no_grad():
         want = reference_model()(input_ids=ids, use_cache=False).logits.numpy()
-    logits = check(program, (ids,), want)
+    logits = check(program, (ids,), want, level)
     assert (logits.argmax(-1) == want.argmax(-1)).all()
 
 
-def test_length_above_the_maximum_is_an_error() -> None:
+@pytest.mark.parametrize("level", LEVELS)
+def test_length_above_the_maximum_is_an_error(level: str) -> None:
     program = symbolic_layer("llama")
-    module = at_loop_ir(program)
+    module = at_level(program, level)
     cos, sin = position_embeddings(tiny_model("llama"), MAX + 1)
     args = [a.detach().numpy() for a in program.params.values()]
     args += [np.ones((1, MAX + 1, 64), np.float32), cos.numpy(), sin.numpy()]
