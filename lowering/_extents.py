@@ -225,7 +225,7 @@ def minimum_of(extent: Extent) -> int:
 
 
 def reject_symbolic(module: Operation, pass_name: str) -> None:
-    """Raise a located diagnostic when ``module`` has symbolic extents: below Tile IR they
+    """Raise a located diagnostic when ``module`` has symbolic extents: below Kernel IR they
     are not lowered yet (``pass_name`` is the lowering that refuses). The op named is the
     first with a ``?`` extent when it has a source position (hand-written IR), else the
     function that declares the symbols (ops a lowering created have no position)."""
@@ -247,7 +247,7 @@ def reject_symbolic(module: Operation, pass_name: str) -> None:
         raise fail(func, message)
 
 
-_NOT_YET = ("symbolic extents are not lowered below Tile IR yet ({} takes static shapes: "
+_NOT_YET = ("symbolic extents are not lowered below Kernel IR yet ({} takes static shapes: "
             "capture or write the program for one length)")
 
 

@@ -1,10 +1,11 @@
 """Symbolic programs below Tensor IR: one lowering for every length up to the maximum.
 
 The tiny Llama and Qwen2 decoder layers and a whole tiny Llama, captured with a symbolic
-length (as in ``test_capture_symbolic``), are lowered once to Loop IR and once to Tile IR
-through the passes of ``lower-to-cuda`` that lead there (at Tile IR: ``loop-to-tile`` and
-every schedule pass), and run by the Loop and Tile interpreters at lengths 1, 7, 37 and the
-maximum against PyTorch in float64, within :func:`llmopt.numerics.tolerance` (whole model:
+length (as in ``test_capture_symbolic``), are lowered once to each of Loop, Tile and Kernel
+IR through the passes of ``lower-to-cuda`` that lead there (at Tile IR: ``loop-to-tile`` and
+every schedule pass; at Kernel IR: ``tile-to-kernel``, the cleanups, ``plan-buffers``), and
+run by that level's interpreter at lengths 1, 7, 37 and the maximum against PyTorch in
+float64, within :func:`llmopt.numerics.tolerance` (whole model:
 argmax identical at every position). Bad lengths are errors that name the argument and the
 bound.
 """
@@ -34,7 +35,7 @@ from llmopt.numerics import compare, tolerance  # noqa: E402
 from llmopt.tools.llmopt_cli import split_pipeline  # noqa: E402
 
 LENGTHS = (1, 7, 37, MAX)
-LEVELS = ("loop", "tile")
+LEVELS = ("loop", "tile", "kernel")
 
 _LOWERED: dict[tuple[int, str], ModuleOp] = {}
 
@@ -46,7 +47,8 @@ def at_level(program: CapturedProgram, level: str) -> ModuleOp:
     if key not in _LOWERED:
         module = program.module.clone()
         llmopt.lower(module, ",".join(split_pipeline("lower-to-cuda", level)[0]))
-        earlier = ("torch.", "prim.", "loop.kernel") if level == "tile" else ("torch.", "prim.")
+        earlier = {"loop": ("torch.", "prim."), "tile": ("torch.", "prim.", "loop.kernel"),
+                   "kernel": ("torch.", "prim.", "loop.", "tile.")}[level]
         assert not [op for op in module.walk() if op.name.startswith(earlier)]
         _LOWERED[key] = module
     return _LOWERED[key]
@@ -92,6 +94,16 @@ def test_layer_grids_follow_the_length() -> None:
     assert any(isinstance(op, tile.CoopReduceOp | loop.ReduceOp) and op.bound is not None
                for op in module.walk())  # attention's sums over keys
     assert "scf.for" not in text  # the schedule passes leave symbolic kernels alone
+
+
+def test_layer_kernels_take_the_length() -> None:
+    module = at_level(symbolic_layer("llama"), "kernel")
+    funcs = [op for op in module.ops if op.name == "kernel.func"]
+    launches = [op for op in module.walk() if op.name == "kernel.launch"]
+    assert funcs and launches
+    for fn in funcs:  # one index parameter: the length
+        assert [str(t) for t in fn.function_type.inputs.data].count("index") == 1
+    assert all(launch.grid_size is not None for launch in launches)
 
 
 @pytest.mark.parametrize("level", LEVELS)

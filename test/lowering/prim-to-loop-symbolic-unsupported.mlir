@@ -1,7 +1,7 @@
 // What prim-to-loop does not lower yet on symbolic programs: one located diagnostic, exit 1,
-// no traceback. Symbolic programs stop at tile-to-kernel (Kernel IR takes static shapes so far).
+// no traceback. Symbolic programs stop at kernel-to-cuda (CUDA IR takes static shapes so far).
 // RUN: not llm-opt %s -p prim-to-loop 2>&1 | filecheck %s
-// RUN: not llm-opt %s -p tile-to-kernel 2>&1 | filecheck %s --check-prefix=KERNEL
+// RUN: not llm-opt %s -p kernel-to-cuda 2>&1 | filecheck %s --check-prefix=CUDA
 
 // Concatenation along the symbolic axis: its second segment starts at a runtime offset.
 func.func @forward(%a: tensor<?x4xf32> {llmopt.input = "a", llmopt.dynamic = ["seq"]},
@@ -15,4 +15,4 @@ func.func @forward(%a: tensor<?x4xf32> {llmopt.input = "a", llmopt.dynamic = ["s
 // CHECK-NEXT:   %0 = prim.index_map (%a, %a) concat 0
 // CHECK-NOT:  Traceback
 
-// KERNEL: prim-to-loop-symbolic-unsupported.mlir:10:3: error: 'prim.index_map' op: symbolic extents are not lowered below Tile IR yet (tile-to-kernel takes static shapes: capture or write the program for one length) (in pass 'tile-to-kernel')
+// CUDA: prim-to-loop-symbolic-unsupported.mlir:10:3: error: 'prim.index_map' op: symbolic extents are not lowered below Kernel IR yet (kernel-to-cuda takes static shapes: capture or write the program for one length) (in pass 'kernel-to-cuda')

@@ -32,5 +32,7 @@ builtin.module {
 // BELOW:     hoist-reduce-factors {{.*}} ok
 // BELOW:     loop-to-tile {{.*}} ok
 // BELOW:     vector-fragments {{.*}} ok
-// BELOW:     symbolic.mlir:8:3: error: 'func.func' op: symbolic extents are not lowered below Tile IR yet (tile-to-kernel takes static shapes{{.*}}(in pass 'tile-to-kernel')
+// BELOW:     tile-to-kernel {{.*}} ok
+// BELOW:     plan-buffers {{.*}} ok
+// BELOW:     symbolic.mlir:8:3: error: 'func.func' op: symbolic extents are not lowered below Kernel IR yet (kernel-to-cuda takes static shapes{{.*}}(in pass 'kernel-to-cuda')
 // BELOW-NOT: Traceback

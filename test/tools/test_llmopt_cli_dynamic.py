@@ -1,6 +1,6 @@
 """``llmopt compile --dynamic``: a whole model with a symbolic sequence length, written as Torch,
-Tensor, Loop or Tile IR that ``llm-opt`` verifies, lowers and checks numerically at random
-lengths; the levels below Tile IR are refused with one clear error."""
+Tensor, Loop, Tile or Kernel IR that ``llm-opt`` verifies, lowers and checks numerically at
+random lengths; CUDA IR is refused with one clear error."""
 
 from __future__ import annotations
 
@@ -91,13 +91,25 @@ def test_compile_dynamic_writes_tile_ir(config: Path, tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
 
 
-def test_compile_dynamic_below_tile_ir_is_refused(config: Path, tmp_path: Path,
+def test_compile_dynamic_writes_kernel_ir(config: Path, tmp_path: Path) -> None:
+    out = tmp_path / "m.kernel.mlir"
+    assert main(["compile", str(config), "--seq", "6", "--dynamic", "--max-seq", "32",
+                 "--emit", "kernel", "-o", str(out)]) == 0
+    text = out.read_text()
+    assert "kernel.launch @" in text and " max 32, 1, 1] block [" in text  # runtime grids
+    assert "%seq: index" in text  # the length, a kernel parameter
+    done = llm_opt(str(out), "-p", "canonicalize", "--check-numerics",
+                   "--check-numerics-lengths", "2")
+    assert done.returncode == 0, done.stderr
+
+
+def test_compile_dynamic_below_kernel_ir_is_refused(config: Path, tmp_path: Path,
                                                     capsys: pytest.CaptureFixture[str]) -> None:
-    for emit in ("kernel", "cuda-source"):
+    for emit in ("cuda", "cuda-source"):
         assert main(["compile", str(config), "--dynamic", "--emit", emit, "-o",
                      str(tmp_path / "x")]) == 1
         err = capsys.readouterr().err
-        assert f"llmopt: error: --emit {emit}: symbolic extents are not lowered below Tile " \
+        assert f"llmopt: error: --emit {emit}: symbolic extents are not lowered below Kernel " \
                "IR yet" in err
         assert "Traceback" not in err
     assert main(["compile", str(config), "--max-seq", "8", "--emit", "torch", "-o",
@@ -112,6 +124,6 @@ def test_llm_opt_stops_symbolic_ir_at_tensor_ir(config: Path, tmp_path: Path) ->
     done = llm_opt(str(out), "-p", "lower-to-cuda")
     assert done.returncode == 1
     assert "error: '" in done.stderr
-    assert "symbolic extents are not lowered below Tile IR yet" in done.stderr
-    assert "(in pass 'tile-to-kernel')" in done.stderr
+    assert "symbolic extents are not lowered below Kernel IR yet" in done.stderr
+    assert "(in pass 'kernel-to-cuda')" in done.stderr
     assert "Traceback" not in done.stderr and "internal error" not in done.stderr
