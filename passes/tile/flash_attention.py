@@ -48,6 +48,9 @@ products — most of the arithmetic — run on the tensor cores while the next k
 rescaled, partly on the tensor cores), so results round differently: within the same
 tolerance as the unfused kernels, not bit for bit.
 
+A chain in a function with a symbolic length (runtime loop bounds) is not fused yet: its
+kernels keep ``loop-to-tile``'s default schedule, correct at every length.
+
 Options: ``bm`` (query rows per block, a multiple of 16), ``bn`` (keys per block, a
 multiple of 16), ``warps``, ``stages`` (written into the kernel's schedule for
 ``async-copy``), ``tensor_cores`` (mark the products for ``mma-fragments`` where ``arch`` has
