@@ -68,6 +68,39 @@ def parse_int_list(parser: Parser) -> list[int]:
     return parser.parse_comma_separated_list(Parser.Delimiter.SQUARE, lambda: parse_i64(parser))
 
 
+def print_sized_list(printer: Printer, maxima: Sequence[int],
+                     sizes: dict[int, SSAValue]) -> None:
+    """Print ``[1, %n max 128, 64]``: extents, some of them runtime ``index`` values (with
+    their largest value); ``[1, 128, 64]`` when none is."""
+    printer.print_string("[")
+    for k, extent in enumerate(maxima):
+        if k:
+            printer.print_string(", ")
+        if k in sizes:
+            printer.print_ssa_value(sizes[k])
+            printer.print_string(f" max {extent}")
+        else:
+            printer.print_string(str(extent))
+    printer.print_string("]")
+
+
+def parse_sized_list(parser: Parser) -> tuple[list[int], dict[int, SSAValue]]:
+    """Parse what :func:`print_sized_list` prints: the extents (maxima for the runtime ones)
+    and the runtime ``index`` values by position."""
+    maxima: list[int] = []
+    sizes: dict[int, SSAValue] = {}
+
+    def one() -> None:
+        unresolved = parser.parse_optional_unresolved_operand()
+        if unresolved is not None:
+            sizes[len(maxima)] = parser.resolve_operand(unresolved, IndexType())
+            parser.parse_keyword("max")
+        maxima.append(parse_i64(parser))
+
+    parser.parse_comma_separated_list(Parser.Delimiter.SQUARE, one)
+    return maxima, sizes
+
+
 def print_affine_access(printer: Printer, amap: AffineMap, operands: Sequence[SSAValue]) -> None:
     """Print ``[%i, %j floordiv 4]``: an affine map whose dims are the given SSA values."""
     printer.print_string("[")

@@ -18,6 +18,7 @@ from xdsl.dialects.builtin import (
     IndexType,
     IntegerAttr,
     MemRefType,
+    NoneAttr,
     StringAttr,
     SymbolRefAttr,
     i64,
@@ -28,6 +29,7 @@ from xdsl.irdl import (
     IRDLOperation,
     irdl_op_definition,
     operand_def,
+    opt_operand_def,
     prop_def,
     region_def,
     result_def,
@@ -58,7 +60,9 @@ from llmopt.dialects._syntax import (
     ints,
     parse_i64,
     parse_int_list,
+    parse_sized_list,
     print_int_list,
+    print_sized_list,
 )
 
 DIMS = ("x", "y", "z")
@@ -151,6 +155,9 @@ class LaunchOp(IRDLOperation):
     ``kernel.shared`` buffers need none; once ``kernel-to-cuda`` has placed them in dynamic
     shared memory (more than 48 KiB of them), the launched ``cuda.kernel`` says how many bytes
     it needs (``dynamic_shared``), and ``smem`` must be at least that.
+
+    With a symbolic length the grid's x extent may be a runtime ``index`` value computed
+    before the launch (``grid [%grid max 512, 1, 1]``: at most 512 blocks).
     """
 
     name = "kernel.launch"
@@ -159,11 +166,14 @@ class LaunchOp(IRDLOperation):
     block = prop_def(DenseArrayBase)
     smem = prop_def(IntegerAttr)
     args = var_operand_def()
+    grid_size = opt_operand_def(IndexType)
+    irdl_options = (AttrSizedOperandSegments(as_property=True),)
 
     def __init__(self, kernel: str, grid: Sequence[int], block: Sequence[int],
-                 args: Sequence[SSAValue], smem: int = 0) -> None:
+                 args: Sequence[SSAValue], smem: int = 0,
+                 grid_size: SSAValue | None = None) -> None:
         super().__init__(
-            operands=[list(args)],
+            operands=[list(args), [] if grid_size is None else [grid_size]],
             properties={
                 "kernel": SymbolRefAttr(kernel), "grid": int_array(grid),
                 "block": int_array(block), "smem": IntegerAttr(smem, i64),
@@ -172,6 +182,7 @@ class LaunchOp(IRDLOperation):
 
     @property
     def grid_shape(self) -> tuple[int, ...]:
+        """The grid; with a runtime ``grid_size``, the largest it can be."""
         return ints(self.grid)
 
     @property
@@ -222,7 +233,8 @@ class LaunchOp(IRDLOperation):
         printer.print_string(" ")
         printer.print_attribute(self.kernel)
         printer.print_string(" grid ")
-        print_int_list(printer, self.grid_shape)
+        print_sized_list(printer, self.grid_shape,
+                         {} if self.grid_size is None else {0: self.grid_size})
         printer.print_string(" block ")
         print_int_list(printer, self.block_shape)
         printer.print_string(f" smem {self.shared_bytes} (")
@@ -239,7 +251,11 @@ class LaunchOp(IRDLOperation):
         if not isinstance(kernel, SymbolRefAttr):
             parser.raise_error("expected a kernel symbol")
         parser.parse_keyword("grid")
-        grid = parse_int_list(parser)
+        start = parser.pos
+        grid, sizes = parse_sized_list(parser)
+        if set(sizes) - {0}:
+            parser.raise_error("only the grid's x extent may be a runtime value", start,
+                               parser.pos)
         parser.parse_keyword("block")
         block = parse_int_list(parser)
         parser.parse_keyword("smem")
@@ -254,7 +270,7 @@ class LaunchOp(IRDLOperation):
             parser.parse_punctuation(":")
             types = parser.parse_comma_separated_list(Parser.Delimiter.NONE, parser.parse_type)
         args = parser.resolve_operands(unresolved, types, pos)
-        op = cls(kernel.root_reference.data, grid, block, args, smem)
+        op = cls(kernel.root_reference.data, grid, block, args, smem, sizes.get(0))
         op.attributes |= attrs
         return op
 
@@ -321,7 +337,8 @@ def _check_indices(op: Operation, buffer: SSAValue, indices: Sequence[SSAValue])
         raise VerifyException(
             f"{op.name}: {len(indices)} indices for a rank-{typ.get_num_dims()} buffer"
         )
-    check_static_layout(op.name, typ)
+    if not isinstance(typ.layout, NoneAttr):  # row-major ? buffers: strides from the extents
+        check_static_layout(op.name, typ)
     constants = [_constant(index) for index in indices]
     if any(c is not None for c in constants) and not guarded(op):
         for dim, value in enumerate(constants):

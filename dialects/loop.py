@@ -5,14 +5,21 @@ One ``loop.kernel`` per future GPU kernel. Its body is a nest of
 * ``loop.for`` — a *free* loop ``0 <= iv < extent``: iterations are independent;
 * ``loop.reduce`` — a *reduce* loop whose body yields one scalar per iteration, combined
   with ``add``/``mul``/``max``/``min``; the op's result is the combined value;
+* either loop may run to a runtime ``index`` value instead (``loop.for %i = 0 to %n max
+  2048``): the trip count is ``%n``, the ``extent`` property its largest value (the bound
+  schedules are chosen for). Symbolic programs (a sequence length bound at function
+  entry) lower to such loops, with the length passed to the kernel as an ``index``
+  argument (``loop.kernel @k (%a = %x : memref<1x?x64xf32>, %n = %seq : index)``);
 * ``loop.load`` / ``loop.store`` — scalar accesses to buffers at affine maps of ``index``
   operands (``%x[%i, %j floordiv 4]``): usually the enclosing loops' induction variables,
   but any ``index`` value may be one — a gather reads ``%table[%row, %j]`` with ``%row`` an
   ``arith.index_cast`` of a loaded token id;
 * scalar ``arith``/``math`` ops.
 
-A kernel is isolated from above: its buffers are block arguments bound to the function's
-``memref`` values (``loop.kernel @k (%a = %x : memref<8xf32>)``). Producer→consumer fusion
+A kernel is isolated from above: its buffers (and the runtime extents it uses) are block
+arguments bound to the function's ``memref`` and ``index`` values (``loop.kernel @k (%a =
+%x : memref<8xf32>)``). A buffer with ``?`` extents (``memref<1x?x64xf32>``) has the
+row-major layout: its strides follow from the runtime extents. Producer→consumer fusion
 happens at this level (``fuse-kernels``).
 """
 
@@ -27,6 +34,7 @@ from xdsl.dialects.builtin import (
     IntegerAttr,
     IntegerType,
     MemRefType,
+    NoneAttr,
     StringAttr,
     UnitAttr,
     i64,
@@ -44,6 +52,7 @@ from xdsl.irdl import (
     IRDLOperation,
     irdl_op_definition,
     operand_def,
+    opt_operand_def,
     opt_prop_def,
     prop_def,
     region_def,
@@ -64,6 +73,7 @@ from xdsl.traits import (
 )
 from xdsl.utils.exceptions import VerifyException
 
+from llmopt.dialects._symbols import enclosing_function, is_symbolic
 from llmopt.dialects._syntax import (
     check_index_in_bounds,
     check_kernel_attributes,
@@ -85,6 +95,13 @@ def _memref(value: SSAValue) -> MemRefType:
     return value.type
 
 
+def _in_symbolic_function(op: Operation) -> bool:
+    """Whether ``op`` is inside a function declaring symbols: there a row-major buffer with
+    ``?`` extents has strides that the runtime extents give."""
+    func = enclosing_function(op)
+    return func is not None and is_symbolic(func)
+
+
 _DIVISIONS = {
     AffineBinaryOpKind.FloorDiv: "floordiv",
     AffineBinaryOpKind.CeilDiv: "ceildiv",
@@ -101,7 +118,9 @@ def verify_access(op: Operation, buffer: SSAValue, amap: AffineMap,
     (unless the access is ``clamp``ed, has a predicate or sits in an ``scf.if``: code that
     may not run)."""
     typ = _memref(buffer)
-    check_static_layout(op.name, typ)
+    if not (isinstance(typ.layout, NoneAttr) and op.name.startswith("loop.")
+            and _in_symbolic_function(op)):
+        check_static_layout(op.name, typ)
     if amap.num_dims != len(indices) or amap.num_symbols:
         raise VerifyException(
             f"{op.name}: map takes {amap.num_dims} dims but {len(indices)} indices are given"
@@ -233,10 +252,11 @@ def _expr_text(expr: AffineExpr, indices: Sequence[SSAValue]) -> str:
 
 @irdl_op_definition
 class KernelOp(IRDLOperation):
-    """One future GPU kernel; buffers come in as block arguments bound to operands."""
+    """One future GPU kernel; buffers (and runtime extents) come in as block arguments bound
+    to operands."""
 
     name = "loop.kernel"
-    buffers = var_operand_def(MemRefType)
+    buffers = var_operand_def(MemRefType | IndexType)
     sym_name = prop_def(StringAttr)
     body = region_def("single_block")
     traits = traits_def(IsolatedFromAbove(), NoTerminator(), RecursiveMemoryEffect())
@@ -253,6 +273,18 @@ class KernelOp(IRDLOperation):
     @property
     def args(self) -> tuple[SSAValue, ...]:
         return tuple(self.body.block.args)
+
+    def bind(self, outer: SSAValue) -> SSAValue:
+        """The block argument bound to the function-level value ``outer`` (a buffer or an
+        ``index``), appended as a new binding if there is none."""
+        for arg, bound in zip(self.body.block.args, self.buffers, strict=True):
+            if bound is outer:
+                return arg
+        self.operands = [*self.operands, outer]
+        arg = self.body.block.insert_arg(outer.type, len(self.body.block.args))
+        if isinstance(outer.type, IndexType):
+            arg.name_hint = outer.name_hint
+        return arg
 
     def verify_(self) -> None:
         args = self.body.block.args
@@ -285,9 +317,11 @@ class KernelOp(IRDLOperation):
 
 
 class _LoopBase(IRDLOperation):
-    """Common parts of ``for`` and ``reduce``: ``%iv = 0 to extent``, one block arg."""
+    """Common parts of ``for`` and ``reduce``: ``%iv = 0 to extent`` or ``%iv = 0 to %n max
+    extent`` (a runtime trip count ``%n``, at most ``extent``), one block arg."""
 
     extent = prop_def(IntegerAttr)
+    bound = opt_operand_def(IndexType)
     body = region_def("single_block")
 
     @property
@@ -296,42 +330,67 @@ class _LoopBase(IRDLOperation):
 
     @property
     def trip_count(self) -> int:
+        """The number of iterations when static, else the largest (the runtime ``bound`` is
+        at most this)."""
         return self.extent.value.data
+
+    @property
+    def is_dynamic(self) -> bool:
+        """Whether the trip count is the runtime value ``bound``."""
+        return self.bound is not None
 
     def _verify_loop(self) -> None:
         args = self.body.block.args
         if len(args) != 1 or not isinstance(args[0].type, IndexType):
             raise VerifyException(f"{self.name} body takes exactly one 'index' argument")
         if self.trip_count < 1:
-            raise VerifyException(f"{self.name} extent must be positive, got {self.trip_count}")
+            what = "maximum" if self.is_dynamic else "extent"
+            raise VerifyException(f"{self.name} {what} must be positive, got {self.trip_count}")
 
     def _print_header(self, printer: Printer) -> None:
         printer.print_string(" ")
         printer.print_ssa_value(self.iv)
-        printer.print_string(f" = 0 to {self.trip_count}")
+        if self.bound is None:
+            printer.print_string(f" = 0 to {self.trip_count}")
+            return
+        printer.print_string(" = 0 to ")
+        printer.print_ssa_value(self.bound)
+        printer.print_string(f" max {self.trip_count}")
 
     @staticmethod
-    def _parse_header(parser: Parser) -> tuple[Parser.Argument, int]:
+    def _parse_header(parser: Parser) -> tuple[Parser.Argument, int, SSAValue | None]:
         arg = parser.parse_argument(expect_type=False).resolve(IndexType())
         parser.parse_punctuation("=")
         lower = parse_i64(parser)
         if lower != 0:
             parser.raise_error("loops start at 0")
         parser.parse_keyword("to")
-        return arg, parse_i64(parser)
+        unresolved = parser.parse_optional_unresolved_operand()
+        if unresolved is None:
+            return arg, parse_i64(parser), None
+        bound = parser.resolve_operand(unresolved, IndexType())
+        parser.parse_keyword("max")
+        return arg, parse_i64(parser), bound
+
+
+def _bound_operands(bound: SSAValue | None) -> list[SSAValue]:
+    return [] if bound is None else [bound]
 
 
 @irdl_op_definition
 class ForOp(_LoopBase):
-    """A free loop: iterations are independent (``loop.for %i = 0 to 8 { ... }``)."""
+    """A free loop: iterations are independent (``loop.for %i = 0 to 8 { ... }``, or
+    ``loop.for %i = 0 to %n max 2048 { ... }``: ``%n`` iterations, at most 2048)."""
 
     name = "loop.for"
     traits = traits_def(NoTerminator(), RecursiveMemoryEffect())
 
-    def __init__(self, extent: int, body: Region | None = None) -> None:
+    def __init__(self, extent: int, body: Region | None = None,
+                 bound: SSAValue | None = None) -> None:
         if body is None:
             body = Region(Block(arg_types=[IndexType()]))
-        super().__init__(regions=[body], properties={"extent": IntegerAttr(extent, i64)})
+        super().__init__(operands=[_bound_operands(bound)], regions=[body],
+                         properties={"extent": IntegerAttr(extent, i64)})
 
     def verify_(self) -> None:
         self._verify_loop()
@@ -345,9 +404,9 @@ class ForOp(_LoopBase):
 
     @classmethod
     def parse(cls, parser: Parser) -> ForOp:
-        arg, extent = cls._parse_header(parser)
+        arg, extent, bound = cls._parse_header(parser)
         body = parser.parse_region([arg])
-        op = cls(extent, body)
+        op = cls(extent, body, bound)
         op.attributes |= parser.parse_optional_attr_dict()
         return op
 
@@ -374,7 +433,9 @@ class ReduceOp(_LoopBase):
     """A reduce loop: ``%r = loop.reduce add %k = 0 to 256 : f32 { ... loop.yield %v : f32 }``.
 
     The result is the combination of every iteration's yielded value, starting from the
-    identity of ``kind``.
+    identity of ``kind``. With a runtime bound (``loop.reduce add %k = 0 to %n max 2048``)
+    it combines the first ``%n`` iterations: attention's sums over the keys of a symbolic
+    length.
     """
 
     name = "loop.reduce"
@@ -383,11 +444,11 @@ class ReduceOp(_LoopBase):
     traits = traits_def(RecursiveMemoryEffect())
 
     def __init__(self, kind: str, extent: int, result_type: Attribute,
-                 body: Region | None = None) -> None:
+                 body: Region | None = None, bound: SSAValue | None = None) -> None:
         if body is None:
             body = Region(Block(arg_types=[IndexType()]))
         super().__init__(
-            regions=[body], result_types=[result_type],
+            operands=[_bound_operands(bound)], regions=[body], result_types=[result_type],
             properties={"extent": IntegerAttr(extent, i64), "kind": StringAttr(kind)},
         )
 
@@ -419,11 +480,11 @@ class ReduceOp(_LoopBase):
     @classmethod
     def parse(cls, parser: Parser) -> ReduceOp:
         kind = parser.parse_identifier()
-        arg, extent = cls._parse_header(parser)
+        arg, extent, bound = cls._parse_header(parser)
         parser.parse_punctuation(":")
         typ = parser.parse_type()
         body = parser.parse_region([arg])
-        op = cls(kind, extent, typ, body)
+        op = cls(kind, extent, typ, body, bound)
         op.attributes |= parser.parse_optional_attr_dict()
         return op
 

@@ -69,9 +69,11 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute, Block, BlockArgument, Dialect, Operation, Region, SSAValue
 from xdsl.ir.affine import AffineDimExpr, AffineMap
 from xdsl.irdl import (
+    AttrSizedOperandSegments,
     IRDLOperation,
     irdl_op_definition,
     operand_def,
+    opt_operand_def,
     opt_prop_def,
     prop_def,
     region_def,
@@ -104,9 +106,11 @@ from llmopt.dialects._syntax import (
     parse_bound_region,
     parse_i64,
     parse_int_list,
+    parse_sized_list,
     print_affine_access,
     print_bound_args,
     print_int_list,
+    print_sized_list,
 )
 from llmopt.dialects.kernel import (
     AsyncWaitBase,
@@ -123,33 +127,50 @@ SPACES = ("shared", "registers")
 
 @irdl_op_definition
 class KernelOp(IRDLOperation):
-    """A scheduled kernel: ``tile.kernel @k grid [g, 1, 1] block [b, 1, 1] (%a = %x : ...)``."""
+    """A scheduled kernel: ``tile.kernel @k grid [g, 1, 1] block [b, 1, 1] (%a = %x : ...)``.
+
+    With a symbolic length the grid's x extent may be a function-level ``index`` value
+    computed from it (``grid [%g max 512, 1, 1]``: ``%g`` blocks, at most 512), and the
+    length reaches the body as an ``index`` argument like a buffer."""
 
     name = "tile.kernel"
-    buffers = var_operand_def(MemRefType)
+    buffers = var_operand_def(MemRefType | IndexType)
+    grid_size = opt_operand_def(IndexType)
     sym_name = prop_def(StringAttr)
     grid = prop_def(DenseArrayBase)
     block = prop_def(DenseArrayBase)
     body = region_def("single_block")
     traits = traits_def(IsolatedFromAbove(), NoTerminator(), RecursiveMemoryEffect())
+    irdl_options = (AttrSizedOperandSegments(as_property=True),)
 
     def __init__(self, sym_name: str, grid: Sequence[int], block: Sequence[int],
-                 buffers: Sequence[SSAValue], body: Region | None = None) -> None:
+                 buffers: Sequence[SSAValue], body: Region | None = None,
+                 grid_size: SSAValue | None = None) -> None:
         if body is None:
             body = Region(Block(arg_types=[b.type for b in buffers]))
         super().__init__(
-            operands=[list(buffers)], regions=[body],
+            operands=[list(buffers), [] if grid_size is None else [grid_size]], regions=[body],
             properties={"sym_name": StringAttr(sym_name), "grid": int_array(grid),
                         "block": int_array(block)},
         )
 
     @property
     def grid_shape(self) -> tuple[int, ...]:
+        """The grid; with a runtime ``grid_size``, the largest it can be."""
         return ints(self.grid)
 
     @property
     def block_shape(self) -> tuple[int, ...]:
         return ints(self.block)
+
+    @property
+    def has_runtime_extents(self) -> bool:
+        """Whether the grid or a loop inside runs to a runtime value (a symbolic length)."""
+        if self.grid_size is not None:
+            return True
+        return any(op.operands and (isinstance(op, ForallOp | CoopReduceOp)
+                                    or op.name in ("loop.for", "loop.reduce"))
+                   for op in self.walk())
 
     @property
     def threads_per_block(self) -> int:
@@ -169,7 +190,8 @@ class KernelOp(IRDLOperation):
         printer.print_string(" ")
         printer.print_symbol_name(self.sym_name.data)
         printer.print_string(" grid ")
-        print_int_list(printer, self.grid_shape)
+        sizes = {} if self.grid_size is None else {0: self.grid_size}
+        print_sized_list(printer, self.grid_shape, sizes)
         printer.print_string(" block ")
         print_int_list(printer, self.block_shape)
         printer.print_string(" ")
@@ -183,36 +205,58 @@ class KernelOp(IRDLOperation):
     def parse(cls, parser: Parser) -> KernelOp:
         name = parser.parse_symbol_name().data
         parser.parse_keyword("grid")
-        grid = parse_int_list(parser)
+        start = parser.pos
+        grid, sizes = parse_sized_list(parser)
+        if set(sizes) - {0}:
+            parser.raise_error("only the grid's x extent may be a runtime value", start,
+                               parser.pos)
         parser.parse_keyword("block")
         block = parse_int_list(parser)
         operands, body = parse_bound_region(parser)
-        op = cls(name, grid, block, operands, body)
+        op = cls(name, grid, block, operands, body, sizes.get(0))
         op.attributes |= parser.parse_optional_attr_dict()
         return op
 
 
 @irdl_op_definition
 class ForallOp(IRDLOperation):
-    """``tile.forall (%i, %j) in [8, 256] over threads { ... }``: a mapped free-loop band."""
+    """``tile.forall (%i, %j) in [8, 256] over threads { ... }``: a mapped free-loop band.
+
+    An extent may be a runtime ``index`` value (``in [1, %n max 128, 64]``): the band then
+    has ``%n`` points along that dim, at most 128; ``extents`` holds the maxima (what
+    schedules are chosen for), ``sizes`` the runtime values of the dims ``dynamic`` lists."""
 
     name = "tile.forall"
+    sizes = var_operand_def(IndexType)
     extents = prop_def(DenseArrayBase)
+    dynamic = opt_prop_def(DenseArrayBase)
     mapping = prop_def(StringAttr)
     body = region_def("single_block")
     traits = traits_def(NoTerminator(), RecursiveMemoryEffect())
 
-    def __init__(self, extents: Sequence[int], mapping: str, body: Region | None = None) -> None:
+    def __init__(self, extents: Sequence[int], mapping: str, body: Region | None = None,
+                 sizes: dict[int, SSAValue] | None = None) -> None:
         if body is None:
             body = Region(Block(arg_types=[IndexType()] * len(extents)))
-        super().__init__(
-            regions=[body],
-            properties={"extents": int_array(extents), "mapping": StringAttr(mapping)},
-        )
+        props: dict[str, Attribute] = {"extents": int_array(extents),
+                                       "mapping": StringAttr(mapping)}
+        dims = sorted(sizes or {})
+        if dims:
+            props["dynamic"] = int_array(dims)
+        super().__init__(operands=[[sizes[d] for d in dims] if sizes else []], regions=[body],
+                         properties=props)
 
     @property
     def shape(self) -> tuple[int, ...]:
+        """The extents; for a runtime extent, its largest value."""
         return ints(self.extents)
+
+    @property
+    def runtime_sizes(self) -> dict[int, SSAValue]:
+        """The dims whose extent is a runtime value, and that value."""
+        if self.dynamic is None:
+            return {}
+        return dict(zip(ints(self.dynamic), self.sizes, strict=True))
 
     @property
     def points(self) -> int:
@@ -239,6 +283,11 @@ class ForallOp(IRDLOperation):
         args = self.body.block.args
         if len(args) != len(shape) or any(not isinstance(a.type, IndexType) for a in args):
             raise VerifyException(f"body takes {len(shape)} 'index' arguments, one per extent")
+        dims = ints(self.dynamic) if self.dynamic is not None else ()
+        if len(dims) != len(self.sizes) or list(dims) != sorted(set(dims)) or any(
+                not 0 <= d < len(shape) for d in dims):
+            raise VerifyException(f"dynamic dims {list(dims)} must be increasing positions "
+                                  f"of the {len(shape)} extents, one per size operand")
         if self.mapping.data != "block_threads" and not isinstance(self.parent_op(), KernelOp):
             raise VerifyException(
                 f"a forall over {self.mapping.data} must sit directly in tile.kernel"
@@ -248,7 +297,7 @@ class ForallOp(IRDLOperation):
         printer.print_string(" (")
         printer.print_list(self.body.block.args, printer.print_ssa_value)
         printer.print_string(") in ")
-        print_int_list(printer, self.shape)
+        print_sized_list(printer, self.shape, self.runtime_sizes)
         printer.print_string(f" over {self.mapping.data} ")
         printer.print_region(self.body, print_entry_block_args=False,
                              print_empty_block=False)
@@ -260,11 +309,11 @@ class ForallOp(IRDLOperation):
             Parser.Delimiter.PAREN, lambda: parser.parse_argument(expect_type=False)
         )
         parser.parse_keyword("in")
-        extents = parse_int_list(parser)
+        extents, sizes = parse_sized_list(parser)
         parser.parse_keyword("over")
         mapping = parser.parse_identifier()
         body = parser.parse_region([a.resolve(IndexType()) for a in args])
-        op = cls(extents, mapping, body)
+        op = cls(extents, mapping, body, sizes)
         op.attributes |= parser.parse_optional_attr_dict()
         return op
 
@@ -296,6 +345,7 @@ class CoopReduceOp(IRDLOperation):
     """
 
     name = "tile.coop_reduce"
+    bound = opt_operand_def(IndexType)
     extent = prop_def(IntegerAttr)
     kind = prop_def(StringAttr)
     result = result_def()
@@ -303,11 +353,12 @@ class CoopReduceOp(IRDLOperation):
     traits = traits_def(RecursiveMemoryEffect())
 
     def __init__(self, kind: str, extent: int, result_type: Attribute,
-                 body: Region | None = None) -> None:
+                 body: Region | None = None, bound: SSAValue | None = None) -> None:
         if body is None:
             body = Region(Block(arg_types=[IndexType()]))
         super().__init__(
-            regions=[body], result_types=[result_type],
+            operands=[[] if bound is None else [bound]], regions=[body],
+            result_types=[result_type],
             properties={"extent": IntegerAttr(extent, i64), "kind": StringAttr(kind)},
         )
 
@@ -317,6 +368,7 @@ class CoopReduceOp(IRDLOperation):
 
     @property
     def trip_count(self) -> int:
+        """The iterations; with a runtime ``bound`` (``0 to %n max 128``), the most."""
         return self.extent.value.data
 
     def verify_(self) -> None:
@@ -344,7 +396,12 @@ class CoopReduceOp(IRDLOperation):
     def print(self, printer: Printer) -> None:
         printer.print_string(f" {self.kind.data} ")
         printer.print_ssa_value(self.iv)
-        printer.print_string(f" = 0 to {self.trip_count} : ")
+        if self.bound is None:
+            printer.print_string(f" = 0 to {self.trip_count} : ")
+        else:
+            printer.print_string(" = 0 to ")
+            printer.print_ssa_value(self.bound)
+            printer.print_string(f" max {self.trip_count} : ")
         printer.print_attribute(self.result.type)
         printer.print_string(" ")
         printer.print_region(self.body, print_entry_block_args=False,
@@ -359,11 +416,16 @@ class CoopReduceOp(IRDLOperation):
         if parse_i64(parser) != 0:
             parser.raise_error("loops start at 0")
         parser.parse_keyword("to")
+        unresolved = parser.parse_optional_unresolved_operand()
+        bound = None
+        if unresolved is not None:
+            bound = parser.resolve_operand(unresolved, IndexType())
+            parser.parse_keyword("max")
         extent = parse_i64(parser)
         parser.parse_punctuation(":")
         typ = parser.parse_type()
         body = parser.parse_region([arg])
-        op = cls(kind, extent, typ, body)
+        op = cls(kind, extent, typ, body, bound)
         op.attributes |= parser.parse_optional_attr_dict()
         return op
 

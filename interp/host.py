@@ -297,11 +297,16 @@ def _call(interp: HostInterpreter, op: Operation, args: list[Value]) -> Sequence
 
 @host_impl("memref.alloc", "memref.alloca")
 def _alloc(interp: HostInterpreter, op: Operation, args: list[Value]) -> Sequence[Value]:
-    """A fresh, poisoned buffer."""
-    if args:
-        raise error(UnsupportedOpError, op, "dynamic sizes are not supported")
+    """A fresh, poisoned buffer; a ``?`` extent takes the value of its size operand."""
     typ = op.results[0].type
-    return [uninitialized(shape_of(typ), np_dtype(typ))]
+    shape = shape_of_type(typ)
+    if len(args) != sum(1 for e in shape if is_dynamic(e)):
+        raise error(UnsupportedOpError, op, "symbol operands are not supported")
+    sizes = iter(int(a) for a in args)
+    concrete = tuple(next(sizes) if is_dynamic(e) else e for e in shape)
+    if any(e < 0 for e in concrete):
+        raise error(InterpretError, op, f"negative extent in {list(concrete)}")
+    return [uninitialized(concrete, np_dtype(typ))]
 
 
 @host_impl("memref.dealloc")

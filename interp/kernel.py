@@ -42,6 +42,7 @@ import numpy as np
 from xdsl.dialects.builtin import MemRefType
 from xdsl.ir import Operation, SSAValue
 
+from llmopt.dialects._symbols import is_dynamic, shape_of_type
 from llmopt.interp._core import (
     DivergenceError,
     InterpretError,
@@ -565,6 +566,13 @@ def _async_wait(ev: SimtEvaluator, op: Operation) -> None:
     _complete(kev, op, kev.copies(op).complete(kev.active_threads(), pending))
 
 
+def _fits(shape: tuple[int, ...], typ: MemRefType) -> bool:
+    """Whether an array of ``shape`` is a buffer of ``typ`` (a ``?`` extent takes any)."""
+    want = shape_of_type(typ)
+    return len(shape) == len(want) and all(is_dynamic(w) or g == w
+                                           for g, w in zip(shape, want, strict=True))
+
+
 @host_impl("kernel.launch")
 def _launch(interp: HostInterpreter, op: Operation, args: list[Value]) -> list[Value]:
     """Run the callee for every thread of the grid; buffers alias the host's."""
@@ -573,6 +581,14 @@ def _launch(interp: HostInterpreter, op: Operation, args: list[Value]) -> list[V
     if fn.name != "kernel.func":
         raise error(InterpretError, op, f"@{name} is not a kernel.func")
     grid, block = _dims(op, "grid"), _dims(op, "block")
+    body = fn.regions[0].block
+    if len(args) == len(body.args) + 1:  # the runtime grid size
+        size = int(args[-1])
+        if not 1 <= size <= grid[0]:
+            raise error(InterpretError, op, f"the grid size is {size}, outside [1, {grid[0]}] "
+                        "(its declared maximum)")
+        grid = (size, *grid[1:])
+        args = args[:-1]
     if _dims(fn, "block") != block:
         raise error(InterpretError, op, f"launches @{name} with block {list(block)}, the "
                     f"kernel is compiled for {list(_dims(fn, 'block'))}")
@@ -583,7 +599,7 @@ def _launch(interp: HostInterpreter, op: Operation, args: list[Value]) -> list[V
     env: dict[SSAValue, Value] = {}
     for arg, value in zip(body.args, args, strict=True):
         if isinstance(arg.type, MemRefType):
-            if not isinstance(value, np.ndarray) or value.shape != shape_of(arg.type):
+            if not isinstance(value, np.ndarray) or not _fits(value.shape, arg.type):
                 raise error(InterpretError, op, f"argument {_name(arg, '')} needs a buffer "
                             f"{arg.type}")
             env[arg] = value

@@ -8,6 +8,11 @@ values along that axis strictly in iteration order, in the value's dtype — the
 sequential loop. ``loop.load`` gathers with fancy indexing through the affine map,
 ``loop.store`` scatters; either raises :class:`~llmopt.interp.OutOfBoundsError` on an index
 outside the buffer.
+
+A loop with a runtime bound (``loop.for %i = 0 to %n max 2048``) runs ``%n`` iterations;
+the bound must be one value for every point of the frame (a kernel argument, or computed
+from one) and at most the loop's ``extent``, else the interpretation fails at the loop.
+A kernel's ``index`` arguments (runtime extents) are bound to the integers passed for them.
 """
 
 from __future__ import annotations
@@ -15,9 +20,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+from xdsl.dialects.builtin import IndexType
 from xdsl.ir import Operation, SSAValue
 
-from llmopt.interp._core import InterpretError, Value, compile_map, error, np_dtype
+from llmopt.interp._core import InterpretError, Value, compile_map, error, identity, np_dtype
 from llmopt.interp.host import HostInterpreter, host_impl
 from llmopt.interp.simt import SimtEvaluator, buffer_of, simt_impl
 
@@ -27,10 +33,26 @@ def _ints(op: Operation, name: str) -> int:
     return op.properties[name].value.data  # type: ignore[attr-defined]
 
 
+def trip_count(ev: SimtEvaluator, op: Operation) -> int:
+    """The iterations of a ``loop.for``/``loop.reduce``: its ``extent``, or the value of its
+    runtime bound (checked: one value for the whole frame, within ``[0, extent]``)."""
+    extent = _ints(op, "extent")
+    if not op.operands:
+        return extent
+    value = np.asarray(ev.env[op.operands[0]])
+    if value.size != 1 and not (value == value.flat[0]).all():
+        raise error(InterpretError, op, "the loop bound differs between points of the nest")
+    count = int(value.flat[0])
+    if not 0 <= count <= extent:
+        raise error(InterpretError, op, f"the loop bound is {count}, outside [0, {extent}] "
+                    "(its declared maximum)")
+    return count
+
+
 @simt_impl("loop.for")
 def _for(ev: SimtEvaluator, op: Operation) -> None:
     """A free loop: one new frame axis holding every iteration (chunked if large)."""
-    extent = _ints(op, "extent")
+    extent = trip_count(ev, op)
     body = op.regions[0].block
     iv = body.args[0]
     step = ev.chunk(extent)
@@ -50,8 +72,11 @@ def _reduce(ev: SimtEvaluator, op: Operation) -> None:
     body = op.regions[0].block
     kind = op.properties["kind"].data  # type: ignore[attr-defined]
     dtype = np_dtype(op.results[0].type)
-    ev.env[op.results[0]] = ev.reduce_axis(op, kind, body, body.args[0], _ints(op, "extent"),
-                                           dtype)
+    extent = trip_count(ev, op)
+    if extent == 0:
+        ev.env[op.results[0]] = identity(kind, dtype)
+        return
+    ev.env[op.results[0]] = ev.reduce_axis(op, kind, body, body.args[0], extent, dtype)
 
 
 def affine_indices(ev: SimtEvaluator, op: Operation, indices: Sequence[SSAValue]
@@ -90,9 +115,14 @@ def _store(ev: SimtEvaluator, op: Operation) -> None:
 
 
 def bind_buffers(op: Operation, args: list[Value]) -> dict[SSAValue, Value]:
-    """The environment of a kernel body: its block arguments bound to the buffers."""
+    """The environment of a kernel body: its block arguments bound to the buffers (and the
+    ``index`` arguments to their integers)."""
     block = op.regions[0].block
-    for k, buf in enumerate(args):
+    for k, (arg, buf) in enumerate(zip(block.args, args, strict=True)):
+        if isinstance(arg.type, IndexType):
+            if np.ndim(buf) != 0:
+                raise error(InterpretError, op, f"operand #{k} is not an index")
+            continue
         if not isinstance(buf, np.ndarray):
             raise error(InterpretError, op, f"operand #{k} is not a buffer")
     return dict(zip(block.args, args, strict=True))

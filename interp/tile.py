@@ -10,7 +10,10 @@ GPU performs:
 * ``over block_threads``: thread ``tid`` of each block takes ``tid, tid + B, ...``.
 
 The rounds of the strided loop become a new frame axis, and a point past the end of the
-space masks its lane off (the thread or block that owns no point does nothing).
+space masks its lane off (the thread or block that owns no point does nothing). A runtime
+extent (``in [1, %n max 128, 64]``) takes its value for the launch, checked against its
+maximum; so do a ``tile.coop_reduce`` with a runtime bound and a kernel whose grid is a
+runtime value (``grid [%g max 512, 1, 1]``).
 
 ``tile.coop_reduce`` is computed in the order the generated code must use, so a schedule
 that changes the order changes the rounding and shows: thread ``tid`` folds ``k = tid,
@@ -48,6 +51,7 @@ from llmopt.interp._core import (
     block_tree,
     compile_map,
     error,
+    identity,
     np_dtype,
     shape_of,
     uninitialized,
@@ -73,7 +77,10 @@ def thread_axes(ev: SimtEvaluator, op: Operation) -> tuple[int, int]:
 def _forall(ev: SimtEvaluator, op: Operation) -> None:
     """The strided assignment of points to blocks or threads; rounds become an axis."""
     blocks, threads = thread_axes(ev, op)
-    extents = _ints(op, "extents")
+    extents = list(_ints(op, "extents"))
+    if "dynamic" in op.properties:
+        for dim, size in zip(_ints(op, "dynamic"), op.operands, strict=True):
+            extents[dim] = runtime_extent(ev, op, size, extents[dim])
     points = math.prod(extents)
     mapping = op.properties["mapping"].data  # type: ignore[attr-defined]
     bid = np.arange(blocks).reshape(blocks, 1)
@@ -107,16 +114,33 @@ def _forall(ev: SimtEvaluator, op: Operation) -> None:
             ev.mask = outer
 
 
+def runtime_extent(ev: SimtEvaluator, op: Operation, value: SSAValue, most: int) -> int:
+    """The value of a runtime extent of ``op``: one integer for the launch, in ``[0, most]``."""
+    arr = np.asarray(ev.env[value])
+    if arr.size != 1 and not (arr == arr.flat[0]).all():
+        raise error(InterpretError, op, "a runtime extent differs between threads")
+    count = int(arr.flat[0])
+    if not 0 <= count <= most:
+        raise error(InterpretError, op, f"a runtime extent is {count}, outside [0, {most}] "
+                    "(its declared maximum)")
+    return count
+
+
 @simt_impl("tile.coop_reduce")
 def _coop_reduce(ev: SimtEvaluator, op: Operation) -> None:
     """Per-thread strided folds, then the block tree (see the module docstring)."""
     _, threads = thread_axes(ev, op)
     extent = op.properties["extent"].value.data  # type: ignore[attr-defined]
+    if op.operands:
+        extent = runtime_extent(ev, op, op.operands[0], extent)
     kind = op.properties["kind"].data  # type: ignore[attr-defined]
     dtype = np_dtype(op.results[0].type)
     body = op.regions[0].block
     tid = np.arange(threads)
     rounds = -(-extent // threads)
+    if rounds == 0:
+        ev.env[op.results[0]] = identity(kind, dtype)
+        return
 
     def index(s: np.ndarray) -> np.ndarray:
         """The reduce index thread ``tid`` handles in round ``s``."""
@@ -209,7 +233,16 @@ def _async_wait(ev: SimtEvaluator, op: Operation) -> None:
 def _kernel(interp: HostInterpreter, op: Operation, args: list[Value]) -> list[Value]:
     """Run a ``tile.kernel`` body for all blocks and threads of its launch shape; copies
     still in flight at the end are written."""
-    blocks = math.prod(_ints(op, "grid"))
+    grid = list(_ints(op, "grid"))
+    bound = len(op.regions[0].block.args)
+    if len(args) > bound:  # the runtime grid size
+        size = int(args[bound])
+        if not 1 <= size <= grid[0]:
+            raise error(InterpretError, op, f"the grid size is {size}, outside [1, {grid[0]}] "
+                        "(its declared maximum)")
+        grid[0] = size
+        args = args[:bound]
+    blocks = math.prod(grid)
     threads = math.prod(_ints(op, "block"))
     ev = SimtEvaluator(bind_buffers(op, args), threads=(blocks, threads))
     ev.run_block(op.regions[0].block)

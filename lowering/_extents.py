@@ -170,8 +170,62 @@ def constant_of(extent: Extent) -> int | None:
     return None
 
 
+_BINARY = {
+    "arith.addi": lambda a, b: a + b,
+    "arith.subi": lambda a, b: a - b,
+    "arith.muli": lambda a, b: a * b,
+    "arith.floordivsi": lambda a, b: a // b,
+    "arith.divsi": lambda a, b: int(a / b),
+    "arith.divui": lambda a, b: a // b,
+    "arith.ceildivsi": lambda a, b: -(-a // b),
+    "arith.ceildivui": lambda a, b: -(-a // b),
+    "arith.remsi": lambda a, b: a % b,
+    "arith.maxsi": max,
+    "arith.minsi": min,
+}
+
+
+def _evaluate(extent: Extent, at: str) -> int:
+    """``extent`` with every symbol at its ``at`` (``"min"``/``"max"``) bound."""
+    if isinstance(extent, int):
+        return extent
+    owner = extent.owner
+    if isinstance(extent, BlockArgument):
+        func = owner.parent_op() if isinstance(owner, Block) else None
+        if func is not None and func.name == "func.func":
+            for sym in function_symbols(func).values():
+                if sym.arg == extent.index:
+                    return getattr(sym, at)
+        raise ExtentError(f"block argument #{extent.index} is not a declared symbol")
+    assert isinstance(owner, Operation)
+    if isinstance(owner, arith.ConstantOp) and isinstance(owner.value, IntegerAttr):
+        return int(owner.value.value.data)
+    if owner.name == "arith.index_cast":
+        return _evaluate(owner.operands[0], at)
+    if owner.name in _BINARY and len(owner.operands) == 2:
+        lhs, rhs = (_evaluate(v, at) for v in owner.operands)
+        if rhs == 0 and ("div" in owner.name or "rem" in owner.name):
+            raise ExtentError(f"{owner.name} divides by zero at the symbols' {at}imum")
+        return _BINARY[owner.name](lhs, rhs)
+    raise ExtentError(f"cannot bound an extent computed by {owner.name}")
+
+
+def maximum_of(extent: Extent) -> int:
+    """The largest value of ``extent`` over its symbols' bounds: the arithmetic that computes
+    it (``arith`` on ``index`` values: sums, products, divisions by constants) evaluated
+    with every symbol at its maximum, and at its minimum (the larger of the two: extents
+    grow with the length, or shrink, never both). Raises :class:`ExtentError` for a value
+    that is not such arithmetic of declared symbols."""
+    return max(_evaluate(extent, "max"), _evaluate(extent, "min"))
+
+
+def minimum_of(extent: Extent) -> int:
+    """The smallest value of ``extent`` over its symbols' bounds (see :func:`maximum_of`)."""
+    return min(_evaluate(extent, "max"), _evaluate(extent, "min"))
+
+
 def reject_symbolic(module: Operation, pass_name: str) -> None:
-    """Raise a located diagnostic when ``module`` has symbolic extents: below Tensor IR they
+    """Raise a located diagnostic when ``module`` has symbolic extents: below Kernel IR they
     are not lowered yet (``pass_name`` is the lowering that refuses). The op named is the
     first with a ``?`` extent when it has a source position (hand-written IR), else the
     function that declares the symbols (ops a lowering created have no position)."""
@@ -193,9 +247,10 @@ def reject_symbolic(module: Operation, pass_name: str) -> None:
         raise fail(func, message)
 
 
-_NOT_YET = ("symbolic extents are not lowered below Tensor IR yet ({} takes static shapes: "
+_NOT_YET = ("symbolic extents are not lowered below Kernel IR yet ({} takes static shapes: "
             "capture or write the program for one length)")
 
 
 __all__ = ["Extent", "ExtentError", "Polynomial", "constant_of", "dynamic_values", "extent_of",
-           "extents_of", "multiply", "polynomial", "reject_symbolic", "static_shape"]
+           "extents_of", "maximum_of", "minimum_of", "multiply", "polynomial", "reject_symbolic",
+           "static_shape"]

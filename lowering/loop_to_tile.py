@@ -29,6 +29,13 @@ bound buffers) whose launch shape and loop-to-GPU mapping are written down as op
   ``loop.reduce``/``loop.for`` stay sequential. Block = ``block_size`` (fewer for small
   bands, rounded up to a warp), grid = ceil(points / block) (capped at ``max_grid``).
   Consecutive threads take consecutive innermost indices, so innermost accesses coalesce.
+* **Runtime extents** — a loop that runs to a runtime bound (a symbolic length, ``loop.for
+  %i = 0 to %n max 2048``) becomes a forall dim of that runtime extent (``in [1, %n max
+  2048, 64]``), a cooperative reduction with that bound, or stays a sequential loop; the
+  schedule is chosen for the maximum. The grid is then computed where the kernel is
+  launched, from the length: ``ceildiv(64 * %seq, 256)`` blocks for a forall over threads,
+  ``%seq`` for one over blocks (capped at ``max_grid``; the larger of the units' grids when a
+  kernel has several), and ``grid [%g max G, 1, 1]`` records it with its largest value.
 
 A kernel's units run as consecutive foralls of one ``tile.kernel`` (block and grid = the
 largest any unit asks for: every mapping is a bound-checked strided loop, so larger launch
@@ -42,10 +49,11 @@ scheduling passes at Tile IR refine it.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp, StringAttr
+from xdsl.dialects import arith
+from xdsl.dialects.builtin import IndexType, ModuleOp, StringAttr
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.ir.affine import AffineDimExpr
 from xdsl.passes import ModulePass
@@ -60,7 +68,7 @@ from xdsl.traits import IsTerminator, is_side_effect_free
 from xdsl.utils.exceptions import PassFailedException
 
 from llmopt.dialects import loop, tile
-from llmopt.lowering._extents import reject_symbolic
+from llmopt.lowering._extents import minimum_of
 from llmopt.lowering._symbols import unique_name
 from llmopt.passes._rewrite import KeepLocation, fail
 from llmopt.target import ARCH, DEFAULT_ARCH, MAX_THREADS_PER_BLOCK, WARP
@@ -178,6 +186,8 @@ class Schedule:
     extents: tuple[int, ...]
     threads: int
     """threads per block this unit asks for (a multiple of a warp)"""
+    sizes: dict[int, SSAValue] = field(default_factory=dict[int, SSAValue])
+    """the dims of ``extents`` (then maxima) that run to a runtime bound, and that bound"""
 
     @property
     def points(self) -> int:
@@ -378,13 +388,19 @@ def phases(units: Sequence[Unit]) -> list[list[Unit]]:
 # --- building the tile IR ------------------------------------------------------------------------
 
 
+def band_sizes(band: Sequence[loop.ForOp]) -> dict[int, SSAValue]:
+    """The dims of ``band`` that run to a runtime bound, and that bound."""
+    return {k: f.bound for k, f in enumerate(band) if f.bound is not None}
+
+
 def to_coop_reduce(red: loop.ReduceOp, rewriter: PatternRewriter) -> tile.CoopReduceOp:
     """Replace ``red`` by a ``tile.coop_reduce`` with its body (``loop.yield`` → ``tile.yield``)."""
+    bound = red.bound
     body = Rewriter.move_region_contents_to_new_regions(red.body)
     yield_op = body.block.last_op
     assert isinstance(yield_op, loop.YieldOp)
     rewriter.replace(yield_op, tile.YieldOp(*yield_op.values))
-    coop = tile.CoopReduceOp(red.kind.data, red.trip_count, red.result.type, body)
+    coop = tile.CoopReduceOp(red.kind.data, red.trip_count, red.result.type, body, bound)
     coop.location = red.location
     rewriter.replace(red, coop)
     return coop
@@ -393,7 +409,8 @@ def to_coop_reduce(red: loop.ReduceOp, rewriter: PatternRewriter) -> tile.CoopRe
 def to_block_threads(outer: loop.ForOp, rewriter: PatternRewriter) -> tile.ForallOp:
     """Replace a free nest by a ``tile.forall over block_threads`` over its perfect chain."""
     band = perfect_band(outer)
-    forall = tile.ForallOp([f.trip_count for f in band], "block_threads")
+    forall = tile.ForallOp([f.trip_count for f in band], "block_threads",
+                           sizes=band_sizes(band))
     forall.location = outer.location
     rewriter.insert(forall, InsertPoint.before(outer))
     fold_band_into(band, forall, rewriter)
@@ -435,7 +452,7 @@ def build_unit(unit: Unit, kernel_block: Block, rewriter: PatternRewriter) -> No
     """Replace the unit's ops in ``kernel_block`` by its forall."""
     schedule = unit.schedule
     assert schedule is not None
-    forall = tile.ForallOp(schedule.extents, schedule.mapping)
+    forall = tile.ForallOp(schedule.extents, schedule.mapping, sizes=schedule.sizes)
     forall.location = unit.anchor.location
     rewriter.insert(forall, InsertPoint.before(unit.anchor))
     if unit.band:
@@ -481,6 +498,55 @@ def move_into(kernel: tile.KernelOp, shared: Sequence[Operation], units: Sequenc
         old.replace_uses_with_if(new, lambda use: kernel.is_ancestor(use.operation))
 
 
+def runtime_grid(kernel: loop.KernelOp, group: Sequence[Unit], threads: int, max_grid: int,
+                 rewriter: PatternRewriter) -> SSAValue | None:
+    """The grid of a kernel whose units have runtime extents, computed before ``kernel``
+    from the function-level values bound to them (see the module docstring); ``None`` when
+    every unit's grid is static."""
+    if not any(u.schedule is not None and u.schedule.sizes for u in group):
+        return None
+    outer = dict(zip(kernel.body.block.args, kernel.buffers, strict=True))
+    where = InsertPoint.before(kernel)
+
+    def emit(new: Operation) -> SSAValue:
+        rewriter.insert(new, where)
+        return new.results[0]
+
+    def const(value: int) -> SSAValue:
+        return emit(arith.ConstantOp.from_int_and_width(value, IndexType()))
+
+    grids: list[SSAValue] = []
+    for unit in group:
+        schedule = unit.schedule
+        if schedule is None:
+            continue
+        static = product(e for k, e in enumerate(schedule.extents) if k not in schedule.sizes)
+        if not schedule.sizes:
+            grids.append(const(schedule.grid(threads, max_grid)))
+            continue
+        points: SSAValue | None = None
+        for k in sorted(schedule.sizes):
+            value = outer[schedule.sizes[k]]
+            points = value if points is None else emit(arith.MuliOp(points, value))
+        assert points is not None
+        if static != 1:
+            points = emit(arith.MuliOp(points, const(static)))
+        grid = points
+        if schedule.mapping != "blocks":
+            grid = emit(arith.CeilDivUIOp(points, const(threads)))
+        if schedule.grid(threads, max_grid) == max_grid:  # the largest grid reaches the cap
+            grid = emit(arith.MinUIOp(grid, const(max_grid)))
+        if minimum_of(points) < 1:
+            grid = emit(arith.MaxUIOp(grid, const(1)))
+        grids.append(grid)
+    result = grids[0]
+    for other in grids[1:]:
+        result = emit(arith.MaxUIOp(result, other))
+    if isinstance(result.owner, Operation):  # not the symbol itself
+        result.name_hint = "grid"
+    return result
+
+
 @dataclass
 class ScheduleKernel(RewritePattern):
     """``loop.kernel`` → one or more ``tile.kernel`` carrying the default schedule."""
@@ -502,6 +568,9 @@ class ScheduleKernel(RewritePattern):
                 unit.schedule = choose_schedule(
                     extents, band_body(unit.band), self.block_size, self.coop_threshold,
                     [f.body.block.args[0] for f in unit.band])
+                sizes = band_sizes(unit.band)
+                if sizes:
+                    unit.schedule = replace(unit.schedule, sizes=sizes)
             else:
                 # Full reductions and loop nests that use their results: one block's
                 # threads share them (row schedule); scalar stores: one thread.
@@ -518,12 +587,14 @@ class ScheduleKernel(RewritePattern):
                 (u.schedule.grid(threads, self.max_grid) for u in group if u.schedule),
                 default=1,
             )
+            grid_size = runtime_grid(op, group, threads, self.max_grid, rewriter)
             if k == 0:
                 body = Rewriter.move_region_contents_to_new_regions(op.body)
-                kernel = tile.KernelOp(name, [grid, 1, 1], [threads, 1, 1], op.buffers, body)
+                kernel = tile.KernelOp(name, [grid, 1, 1], [threads, 1, 1], op.buffers, body,
+                                       grid_size)
             else:
                 kernel = tile.KernelOp(unique_name(self.taken, name), [grid, 1, 1], [threads, 1, 1],
-                                       op.buffers)
+                                       op.buffers, grid_size=grid_size)
                 for new, old in zip(kernel.body.block.args, new_kernels[0].body.block.args,
                                     strict=True):
                     new.name_hint = old.name_hint
@@ -560,7 +631,6 @@ class LoopToTile(ModulePass):
     max_grid: int = MAX_GRID
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        reject_symbolic(op, self.name)
         if not ARCH.fullmatch(self.arch):
             raise PassFailedException(f"loop-to-tile: arch must look like 'sm_90', got "
                                       f"'{self.arch}'")

@@ -16,8 +16,20 @@ Each ``prim`` op becomes a buffer (``memref.alloc``) and one ``loop.kernel`` tha
   identity over the operands ``[ivs before, index, ivs after]``).
 
 Tensor values become buffers; the function's signature follows (tensor arguments and results
-become memrefs). The patterns bridge types with ``builtin.unrealized_conversion_cast``, which
-the pass reconciles at the end. Every kernel starts unfused: ``fuse-kernels`` merges them.
+become memrefs).
+
+**Symbolic extents.** A ``?`` extent of a tensor (a sequence length bound at function entry)
+stays a ``?`` of its buffer, allocated with the function-level ``index`` value that holds it
+(``memref.alloc(%seq) : memref<1x?x64xf32>``, the value found by
+:func:`~llmopt.lowering._extents.extent_of` before anything is rewritten). Each kernel that
+iterates over such an extent takes the value as an ``index`` argument, and its loop over
+that dim runs to it: ``loop.for %i = 0 to %n max 2048`` (``max``: the extent at the
+symbols' bounds, :func:`~llmopt.lowering._extents.maximum_of`). Reductions over a ``?`` dim
+(attention's sums over keys) are ``loop.reduce`` loops with the same runtime bound. A concat
+along a ``?`` dim has no affine form yet and is a located diagnostic.
+
+The patterns bridge types with ``builtin.unrealized_conversion_cast``, which the pass
+reconciles at the end. Every kernel starts unfused: ``fuse-kernels`` merges them.
 """
 
 from __future__ import annotations
@@ -54,7 +66,62 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.transforms.reconcile_unrealized_casts import reconcile_unrealized_casts
 
 from llmopt.dialects import loop, prim
-from llmopt.lowering._extents import reject_symbolic
+from llmopt.lowering._extents import (
+    Extent,
+    ExtentError,
+    dynamic_values,
+    extents_of,
+    maximum_of,
+)
+from llmopt.passes._rewrite import fail
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """A ``?`` extent at Loop IR: the ``index`` value holding it and its largest value."""
+
+    value: SSAValue
+    max: int
+
+
+LoopExtent = int | Runtime
+"""A loop's trip count: static, or a runtime value with its maximum."""
+
+
+@dataclass
+class Extents:
+    """The extents of every ``prim`` op's result and inputs, found before rewriting (the
+    search follows operands to the ops that fixed them, which the patterns replace)."""
+
+    results: dict[Operation, tuple[LoopExtent, ...]]
+    inputs: dict[Operation, list[tuple[LoopExtent, ...]]]
+
+    @classmethod
+    def of(cls, module: ModuleOp) -> Extents:
+        results: dict[Operation, tuple[LoopExtent, ...]] = {}
+        inputs: dict[Operation, list[tuple[LoopExtent, ...]]] = {}
+        for op in module.walk():
+            if not op.name.startswith("prim.") or not op.results:
+                continue
+            if not isinstance(op.results[0].type, TensorType):
+                continue
+            try:
+                results[op] = _loop_extents(extents_of(op.results[0]))
+                inputs[op] = [_loop_extents(extents_of(v)) for v in op.operands
+                              if isinstance(v.type, TensorType)]
+            except ExtentError as err:
+                raise fail(op, str(err)) from None
+        return cls(results, inputs)
+
+
+def _loop_extents(extents: Sequence[Extent]) -> tuple[LoopExtent, ...]:
+    return tuple(e if isinstance(e, int) else Runtime(e, max(1, maximum_of(e)))
+                 for e in extents)
+
+
+def in_kernel(kernel: loop.KernelOp, extents: Sequence[LoopExtent]) -> list[LoopExtent]:
+    """``extents`` with each runtime value replaced by the kernel's argument bound to it."""
+    return [e if isinstance(e, int) else Runtime(kernel.bind(e.value), e.max) for e in extents]
 
 
 def to_memref(typ: Attribute) -> Attribute:
@@ -83,13 +150,17 @@ def _as_buffer(rewriter: PatternRewriter, value: SSAValue) -> SSAValue:
 
 
 def _new_kernel(
-    rewriter: PatternRewriter, op: Operation, name: str, inputs: Sequence[SSAValue]
+    rewriter: PatternRewriter, op: Operation, name: str, inputs: Sequence[SSAValue],
+    extents: Sequence[LoopExtent] = (),
 ) -> tuple[loop.KernelOp, list[SSAValue], SSAValue]:
-    """Insert ``alloc`` + an empty kernel bound to ``inputs`` and the new output buffer."""
+    """Insert ``alloc`` + an empty kernel bound to ``inputs`` and the new output buffer
+    (whose ``?`` extents are allocated with the runtime values among ``extents``)."""
     out_type = to_memref(op.results[0].type)
     assert isinstance(out_type, MemRefType)
     buffers = [_as_buffer(rewriter, v) for v in inputs]
-    alloc = memref.AllocOp.get(out_type.element_type, shape=out_type.get_shape())
+    sizes = dynamic_values([e.value if isinstance(e, Runtime) else e for e in extents])
+    alloc = memref.AllocOp.get(out_type.element_type, shape=out_type.get_shape(),
+                               dynamic_sizes=sizes)
     rewriter.insert(alloc)
     kernel = loop.KernelOp(name, [*buffers, alloc.memref])
     rewriter.insert(kernel)
@@ -100,11 +171,12 @@ def _new_kernel(
     return kernel, args[:-1], args[-1]
 
 
-def free_nest(block: Block, extents: Sequence[int]) -> tuple[Block, list[SSAValue]]:
+def free_nest(block: Block, extents: Sequence[LoopExtent]) -> tuple[Block, list[SSAValue]]:
     """Append a perfect nest of ``loop.for`` over ``extents``; return innermost block, ivs."""
     ivs: list[SSAValue] = []
     for extent in extents:
-        loop_op = loop.ForOp(extent)
+        loop_op = (loop.ForOp(extent) if isinstance(extent, int)
+                   else loop.ForOp(extent.max, bound=extent.value))
         loop_op.iv.name_hint = f"i{len(ivs)}"
         block.add_op(loop_op)
         block = loop_op.body.block
@@ -136,12 +208,13 @@ class ElementwiseToLoop(RewritePattern):
     """``prim.elementwise`` → free nest, loads at the result coordinates, body, store."""
 
     names: _Names
+    extents: Extents
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: prim.ElementwiseOp, rewriter: PatternRewriter) -> None:
-        kernel, ins, out = _new_kernel(rewriter, op, self.names("elementwise"), op.inputs)
-        shape = op.result.type.get_shape()  # type: ignore[union-attr]
-        inner, ivs = free_nest(kernel.body.block, shape)
+        shape = self.extents.results[op]
+        kernel, ins, out = _new_kernel(rewriter, op, self.names("elementwise"), op.inputs, shape)
+        inner, ivs = free_nest(kernel.body.block, in_kernel(kernel, shape))
         ident = _identity(len(shape))
         loads = [loop.LoadOp(buf, ident, ivs) for buf in ins]
         for load in loads:
@@ -155,11 +228,13 @@ class ReduceToLoop(RewritePattern):
     """``prim.reduce`` → free nest over kept dims around one ``loop.reduce`` per reduced dim."""
 
     names: _Names
+    extents: Extents
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: prim.ReduceOp, rewriter: PatternRewriter) -> None:
-        kernel, (src,), out = _new_kernel(rewriter, op, self.names("reduce"), [op.input])
-        in_shape = op.input.type.get_shape()  # type: ignore[union-attr]
+        kernel, (src,), out = _new_kernel(rewriter, op, self.names("reduce"), [op.input],
+                                          self.extents.results[op])
+        in_shape = in_kernel(kernel, self.extents.inputs[op][0])
         reduced = set(op.reduced_dims)
         kept = [d for d in range(len(in_shape)) if d not in reduced]
         inner, free_ivs = free_nest(kernel.body.block, [in_shape[d] for d in kept])
@@ -168,7 +243,9 @@ class ReduceToLoop(RewritePattern):
         coords: dict[int, SSAValue] = dict(zip(kept, free_ivs, strict=True))
         reduces: list[loop.ReduceOp] = []
         for d in sorted(reduced):
-            red = loop.ReduceOp(op.kind.data, in_shape[d], element)
+            extent = in_shape[d]
+            red = (loop.ReduceOp(op.kind.data, extent, element) if isinstance(extent, int)
+                   else loop.ReduceOp(op.kind.data, extent.max, element, bound=extent.value))
             red.iv.name_hint = "r"
             coords[d] = red.iv
             reduces.append(red)
@@ -213,32 +290,59 @@ def _wrap_in_bounds(amap: AffineMap, shape: Sequence[int], axis: int) -> AffineM
     return AffineMap(amap.num_dims, 0, tuple(results))
 
 
+def _concat_is_static(op: prim.IndexMapOp, shape: Sequence[LoopExtent],
+                      inputs: Sequence[Sequence[LoopExtent]]) -> bool:
+    """Whether the concat's segments and the extents its loads wrap around are static (a
+    rotate-half ``cat`` of ``1x4x?x16`` tensors along the last dim is)."""
+    axis = op.concat_axis
+    assert axis is not None
+    if not isinstance(shape[axis], int):
+        return False
+    for extents, amap in zip(inputs, op.affine_maps, strict=True):
+        if not isinstance(extents[axis] if axis < len(extents) else 0, int):
+            return False
+        for expr, extent in zip(amap.results, extents, strict=True):
+            if uses_dim(expr, axis) and not isinstance(extent, int):
+                return False
+    return True
+
+
 @dataclass
 class IndexMapToLoop(RewritePattern):
     """``prim.index_map`` → a free nest that loads through the map(s) and stores."""
 
     names: _Names
+    extents: Extents
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: prim.IndexMapOp, rewriter: PatternRewriter) -> None:
-        kernel, ins, out = _new_kernel(rewriter, op, self.names("index_map"), op.inputs)
-        shape = op.result.type.get_shape()  # type: ignore[union-attr]
-        inner, ivs = free_nest(kernel.body.block, shape)
+        shape = self.extents.results[op]
         axis = op.concat_axis
+        if axis is not None and not _concat_is_static(op, shape, self.extents.inputs[op]):
+            raise fail(op, "a concat along a ? extent is not lowered to Loop IR yet")
+        segments = op.segments() if axis is not None else []
+        symbols = list(op.symbols)
+        maps = op.affine_maps
+        kernel, ins, out = _new_kernel(rewriter, op, self.names("index_map"), op.inputs, shape)
+        inner, ivs = free_nest(kernel.body.block, in_kernel(kernel, shape))
+        # The maps' symbols (a slice's runtime start) become trailing map dims, bound to the
+        # kernel's index arguments.
+        operands = [*ivs, *(kernel.bind(v) for v in symbols)]
+        maps = [_symbols_as_dims(m) for m in maps]
         if axis is None:
-            load = loop.LoadOp(ins[0], op.affine_maps[0], ivs)
+            load = loop.LoadOp(ins[0], maps[0], operands)
             inner.add_op(load)
             inner.add_op(loop.StoreOp(load.result, out, _identity(len(shape)), ivs))
             return
         values: list[SSAValue] = []
-        for buf, amap in zip(ins, op.affine_maps, strict=True):
+        for buf, amap in zip(ins, maps, strict=True):
             in_shape = buf.type.get_shape()  # type: ignore[attr-defined]
-            load = loop.LoadOp(buf, _wrap_in_bounds(amap, in_shape, axis), ivs)
+            load = loop.LoadOp(buf, _wrap_in_bounds(amap, in_shape, axis), operands)
             inner.add_op(load)
             values.append(load.result)
         # Select from the last segment backwards: v = (c < start_i) ? earlier : segment_i.
         value = values[-1]
-        for (start, _), earlier in reversed(list(zip(op.segments()[1:], values[:-1],
+        for (start, _), earlier in reversed(list(zip(segments[1:], values[:-1],
                                                      strict=True))):
             bound = arith.ConstantOp.from_int_and_width(start, IndexType())
             cmp = arith.CmpiOp(ivs[axis], bound, "ult")
@@ -248,19 +352,30 @@ class IndexMapToLoop(RewritePattern):
         inner.add_op(loop.StoreOp(value, out, _identity(len(shape)), ivs))
 
 
+def _symbols_as_dims(amap: AffineMap) -> AffineMap:
+    """``(d0, d1)[s0] -> (d0 + s0, d1)`` as ``(d0, d1, d2) -> (d0 + d2, d1)``."""
+    if not amap.num_symbols:
+        return amap
+    dims = [AffineDimExpr(k) for k in range(amap.num_dims)]
+    syms = [AffineDimExpr(amap.num_dims + k) for k in range(amap.num_symbols)]
+    return AffineMap(amap.num_dims + amap.num_symbols, 0, tuple(
+        e.replace_dims_and_symbols(dims, syms) for e in amap.results))
+
+
 @dataclass
 class GatherToLoop(RewritePattern):
     """``prim.gather`` → free nest; ``%i = loop.load %indices[ivs of the index dims]``,
     ``%x = arith.index_cast %i``, ``loop.load %table[ivs before, %x, ivs after]``, store."""
 
     names: _Names
+    extents: Extents
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: prim.GatherOp, rewriter: PatternRewriter) -> None:
+        shape = self.extents.results[op]
         kernel, (table, indices), out = _new_kernel(rewriter, op, self.names("gather"),
-                                                    [op.table, op.indices])
-        shape = op.result.type.get_shape()  # type: ignore[union-attr]
-        inner, ivs = free_nest(kernel.body.block, shape)
+                                                    [op.table, op.indices], shape)
+        inner, ivs = free_nest(kernel.body.block, in_kernel(kernel, shape))
         axis = op.gather_axis
         rank = len(indices.type.get_shape())  # type: ignore[attr-defined]
         index = loop.LoadOp(indices, _identity(rank), ivs[axis:axis + rank])
@@ -304,12 +419,12 @@ class PrimToLoop(ModulePass):
     name = "prim-to-loop"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        reject_symbolic(op, self.name)
         names = _Names()
+        extents = Extents.of(op)
         PatternRewriteWalker(
             GreedyRewritePatternApplier(
-                [ElementwiseToLoop(names), ReduceToLoop(names), IndexMapToLoop(names),
-                 GatherToLoop(names)]
+                [ElementwiseToLoop(names, extents), ReduceToLoop(names, extents),
+                 IndexMapToLoop(names, extents), GatherToLoop(names, extents)]
             ),
             apply_recursively=False,
         ).rewrite_module(op)

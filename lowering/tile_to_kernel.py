@@ -53,6 +53,14 @@ Matches every ``tile.kernel`` and, inside the resulting kernels, every ``tile.fo
   side in one kernel must not depend on each other (``loop-to-tile`` puts dependent nests in
   separate kernels).
 
+**Runtime extents** (a symbolic length): a loop or cooperative reduction with a runtime bound
+runs ``scf.for`` up to that value; a forall with runtime extents runs to their product (the
+static part a constant) and delinearises by the runtime extent along those dims (the unrolled
+and one-point forms need a static point count); a launch with a runtime grid keeps it
+(``kernel.launch @k grid [%grid max 8, 1, 1]``), and the length is a kernel parameter like a
+buffer. Buffers with ``?`` extents stay row-major ``memref<1x?x64xf32>``; a clamped access
+along a ``?`` extent is not lowered yet (a located diagnostic).
+
 Why: Kernel IR has no implicit behaviour left — every thread index, bound check, barrier
 and shuffle is an op — so the CUDA printer below it only prints.
 """
@@ -96,7 +104,6 @@ from xdsl.pattern_rewriter import (
 from xdsl.rewriter import InsertPoint
 
 from llmopt.dialects import kernel, loop, tile
-from llmopt.lowering._extents import reject_symbolic
 from llmopt.lowering._symbols import unique_name
 from llmopt.passes._rewrite import KeepLocation, fail
 from llmopt.target import WARP
@@ -346,6 +353,14 @@ def memref_shape(value: SSAValue) -> tuple[int, ...]:
     return value.type.get_shape()
 
 
+def static_shape(op: Operation, value: SSAValue) -> tuple[int, ...]:
+    """The shape of the buffer a clamped access of ``op`` reads (which must be static)."""
+    shape = memref_shape(value)
+    if any(e < 0 for e in shape):
+        raise fail(op, "a clamped access of a buffer with ? extents is not lowered yet")
+    return shape
+
+
 @dataclass
 class LowerLoad(RewritePattern):
     """``loop.load %b[map(ivs)]`` → index arithmetic + ``kernel.load %b[...]``."""
@@ -355,7 +370,7 @@ class LowerLoad(RewritePattern):
         emit = Emitter(rewriter, InsertPoint.before(op))
         affine = AffineEmitter(emit, op.indices)
         if op.clamped:
-            indices = affine.clamped(op.map.data, memref_shape(op.buffer))
+            indices = affine.clamped(op.map.data, static_shape(op, op.buffer))
         else:
             indices = affine.results(op.map.data)
         new = kernel.LoadOp(op.buffer, indices)
@@ -373,7 +388,7 @@ class LowerCopy(RewritePattern):
         emit = Emitter(rewriter, InsertPoint.before(op))
         affine = AffineEmitter(emit, op.indices)
         if op.clamped:
-            src = affine.clamped(op.src_map.data, memref_shape(op.src), op.elements)
+            src = affine.clamped(op.src_map.data, static_shape(op, op.src), op.elements)
         else:
             src = affine.results(op.src_map.data)
         dst = affine.results(op.dst_map.data)
@@ -435,7 +450,7 @@ class LowerFor(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: loop.ForOp, rewriter: PatternRewriter) -> None:
         emit = Emitter(rewriter, InsertPoint.before(op))
-        lb, ub, step = emit.index(0), emit.index(op.trip_count), emit.index(1)
+        lb, ub, step = emit.index(0), op.bound or emit.index(op.trip_count), emit.index(1)
         body = rewriter.move_region_contents_to_new_regions(op.body)
         body.block.add_op(scf.YieldOp())
         new = scf.ForOp(lb, ub, step, [], body)
@@ -452,13 +467,32 @@ class LowerReduce(RewritePattern):
         kind, typ = op.kind.data, op.result.type
         check_reducible(op, kind, typ)
         emit = Emitter(rewriter, InsertPoint.before(op))
-        lb, ub, step = emit.index(0), emit.index(op.trip_count), emit.index(1)
+        lb, ub, step = emit.index(0), op.bound or emit.index(op.trip_count), emit.index(1)
         init = emit(identity(kind, typ))
         body = rewriter.move_region_contents_to_new_regions(op.body)
         accumulate_body(body, kind, typ, rewriter)
         new = scf.ForOp(lb, ub, step, [init], body)
         new.attributes |= op.attributes
         rewriter.replace(op, new)
+
+
+def runtime_points(op: tile.ForallOp, emit: Emitter) -> SSAValue:
+    """The number of points of ``op``: a constant, or the product of its runtime extents and
+    the constant product of the others."""
+    sizes = op.runtime_sizes
+    static = 1
+    for k, e in enumerate(op.shape):
+        if k not in sizes:
+            static *= e
+    if not sizes:
+        return emit.index(static)
+    points: SSAValue | None = None
+    for k in sorted(sizes):
+        points = sizes[k] if points is None else emit(arith.MuliOp(points, sizes[k]))
+    assert points is not None
+    if static != 1:
+        points = emit(arith.MuliOp(points, emit.index(static)))
+    return points
 
 
 @dataclass
@@ -480,6 +514,9 @@ class LowerForall(RewritePattern):
             stride = emit(kernel.GridDimOp("x"))
         fn = enclosing_func(op)
         threads = fn.block_shape[0] if fn is not None and fn.block_shape[1:] == (1, 1) else 0
+        sizes = op.runtime_sizes
+        if sizes:  # the point count is only known at runtime: the plain strided loop
+            threads = 0
         one_each = mapping == "block_threads" and threads == op.points
         rounds = op.points // threads if mapping == "block_threads" and threads else 0
         even = rounds > 1 and op.points % threads == 0 and rounds <= MAX_UNROLLED_ROUNDS
@@ -501,13 +538,14 @@ class LowerForall(RewritePattern):
         rest = p
         for k in range(len(op.shape) - 1, -1, -1):
             extent = op.shape[k]
-            if extent == 1:
+            if extent == 1 and k not in sizes:
                 ivs[k] = inner.index(0)
-            elif all(e == 1 for e in op.shape[:k]):  # rest < extent already
-                ivs[k] = rest
+            elif all(e == 1 and d not in sizes for d, e in enumerate(op.shape[:k])):
+                ivs[k] = rest  # rest < extent already
             else:
-                ivs[k] = inner(arith.RemUIOp(rest, inner.index(extent)))
-                rest = inner(arith.DivUIOp(rest, inner.index(extent)))
+                by = sizes[k] if k in sizes else inner.index(extent)
+                ivs[k] = inner(arith.RemUIOp(rest, by))
+                rest = inner(arith.DivUIOp(rest, by))
         for old, new in zip(op.ivs, ivs, strict=True):
             if not isinstance(new.owner, arith.ConstantOp) and new is not first:
                 new.name_hint = old.name_hint or new.name_hint
@@ -525,7 +563,7 @@ class LowerForall(RewritePattern):
                                  Region(block))
             new_loop.attributes["unroll"] = IntegerAttr(0, i64)
         else:
-            new_loop = scf.ForOp(first, emit.index(op.points), stride, [], Region(block))
+            new_loop = scf.ForOp(first, runtime_points(op, emit), stride, [], Region(block))
         new_loop.attributes |= op.attributes
         rewriter.replace(op, new_loop)
 
@@ -550,7 +588,8 @@ class LowerCoopReduce(RewritePattern):
         init = emit(identity(kind, typ))
         body = rewriter.move_region_contents_to_new_regions(op.body)
         accumulate_body(body, kind, typ, rewriter)
-        fold = scf.ForOp(tid, emit.index(op.trip_count), emit.index(threads), [init], body)
+        ub = op.bound or emit.index(op.trip_count)
+        fold = scf.ForOp(tid, ub, emit.index(threads), [init], body)
         partial = emit(fold)
         partial.name_hint = "partial"
         for offset in SHUFFLE_OFFSETS:
@@ -869,7 +908,8 @@ class OutlineKernel(RewritePattern):
         fn = kernel.FuncOp(name, [a.type for a in body.block.args], block, body)
         fn.attributes |= op.attributes
         rewriter.insert(fn, InsertPoint.before(top))
-        rewriter.replace(op, kernel.LaunchOp(name, grid, block, op.buffers))
+        rewriter.replace(op, kernel.LaunchOp(name, grid, block, op.buffers,
+                                             grid_size=op.grid_size))
 
 
 @dataclass(frozen=True)
@@ -879,7 +919,6 @@ class TileToKernel(ModulePass):
     name = "tile-to-kernel"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        reject_symbolic(op, self.name)
         taken: set[str] = set()
         for inner in op.walk():
             sym = inner.properties.get("sym_name")

@@ -11,7 +11,7 @@ no weight is materialised) and writes its IR at one level — ``torch``, ``prim`
 CUDA translation unit (what ``llm-opt -t cuda`` prints), ``--emit cubin`` the NVRTC-compiled
 image. With ``--dynamic --max-seq N`` the sequence length is symbolic (one program for every
 length up to N; ``--seq`` is then the example length export traces with); such programs are
-written at Torch or Tensor IR only, as lower levels take static shapes so far.
+written down to Kernel IR only, as CUDA IR takes static shapes so far.
 
 ``llmopt run MODEL`` builds the model (seeded random weights unless MODEL is a checkpoint
 directory), compiles it, runs it and compares the logits with the PyTorch model on the same
@@ -442,10 +442,10 @@ def compile_model(args: argparse.Namespace) -> int:
     _check_output(Path(args.output))
     if args.max_seq is not None and not args.dynamic:
         raise CliError("--max-seq bounds a symbolic length: add --dynamic")
-    if args.dynamic and level not in ("torch", "prim"):
-        raise CliError(f"--emit {args.emit}: symbolic extents are not lowered below Tensor IR "
-                       "yet (prim-to-loop takes static shapes): with --dynamic, emit torch or "
-                       "prim")
+    if args.dynamic and level not in ("torch", "prim", "loop", "tile", "kernel"):
+        raise CliError(f"--emit {args.emit}: symbolic extents are not lowered below Kernel "
+                       "IR yet (kernel-to-cuda takes static shapes): with --dynamic, emit "
+                       "torch, prim, loop, tile or kernel")
     max_seq = _max_seq(args) if args.dynamic else None
     first, rest = split_pipeline(_with_arch(args.pipeline, args.arch), level)
     start = time.perf_counter()
@@ -1052,7 +1052,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help=f"GPU architecture (default {DEFAULT_ARCH})")
     c.add_argument("--dynamic", action="store_true",
                    help="make the sequence length symbolic: one program for every length up "
-                   "to --max-seq (--seq is the example length; --emit torch or prim)")
+                   "to --max-seq (--seq is the example length; --emit torch … kernel)")
     c.add_argument("--max-seq", type=int, default=None, metavar="N",
                    help="with --dynamic, the largest length (default: the model's "
                    "max_position_embeddings)")

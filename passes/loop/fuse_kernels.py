@@ -232,12 +232,9 @@ def site_is_legal(load: loop.LoadOp, kernel: loop.KernelOp, producer: Producer) 
 # --- rewriting --------------------------------------------------------------------------------
 
 def bind_buffer(kernel: loop.KernelOp, outer: SSAValue) -> SSAValue:
-    """The block argument of ``kernel`` bound to function-level buffer ``outer`` (added if new)."""
-    for arg, bound in zip(kernel.body.block.args, kernel.buffers, strict=True):
-        if bound is outer:
-            return arg
-    kernel.operands = [*kernel.operands, outer]
-    return kernel.body.block.insert_arg(outer.type, len(kernel.body.block.args))
+    """The block argument of ``kernel`` bound to function-level buffer (or runtime extent)
+    ``outer`` (added if new)."""
+    return kernel.bind(outer)
 
 
 def inline_at(load: loop.LoadOp, consumer: loop.KernelOp, producer: Producer) -> None:

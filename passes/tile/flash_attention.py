@@ -51,6 +51,9 @@ products — most of the arithmetic — run on the tensor cores while the next k
 rescaled, partly on the tensor cores), so results round differently: within the same
 tolerance as the unfused kernels, not bit for bit.
 
+A chain in a function with a symbolic length (runtime loop bounds) is not fused yet: its
+kernels keep ``loop-to-tile``'s default schedule, correct at every length.
+
 Options: ``bm`` (query rows per block, a multiple of 16), ``bn`` (keys per block, a
 multiple of 16), ``warps``, ``stages`` (written into the kernel's schedule for
 ``async-copy``), ``tensor_cores`` (mark the products for ``mma-fragments`` where ``arch`` has
@@ -88,6 +91,7 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from llmopt.dialects import loop, tile
+from llmopt.dialects._symbols import enclosing_function, is_symbolic
 from llmopt.passes.tile._access import (
     UNROLL,
     ClampingCloner,
@@ -458,6 +462,12 @@ class FlashKernel:
         return self.kernel
 
 
+def _symbolic(kernel: loop.KernelOp) -> bool:
+    """Whether ``kernel`` is in a function with symbolic extents (not fused here yet)."""
+    func = enclosing_function(kernel)
+    return func is not None and is_symbolic(func)
+
+
 @dataclass(frozen=True)
 class FlashAttention(ModulePass):
     """Fuse attention into one flash kernel with an online softmax (see the module
@@ -481,8 +491,8 @@ class FlashAttention(ModulePass):
             if first.parent is None:
                 continue  # erased with an earlier chain
             chain = match_chain(first)
-            if chain is None:
-                continue
+            if chain is None or _symbolic(first):
+                continue  # a symbolic length is left to loop-to-tile (which refuses it)
             knobs = kernel_knobs(chain.scores.kernel)
             if not knobs and self.tuned:
                 from llmopt.tools.tune import lookup

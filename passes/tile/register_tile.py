@@ -9,7 +9,8 @@ region-less, read at least two buffers at the reduce index (a product, not a pla
 and read nothing the forall writes. Two band dimensions are tiled: ``n``, the
 innermost one with extent > 1 (consecutive outputs), and ``m``, the nearest one before it
 with extent > 1; the others are batch dimensions. Both extents must be divisible by the
-block tile, otherwise the kernel is left alone.
+block tile, otherwise the kernel is left alone. A kernel with runtime extents (a symbolic
+length) is not matched yet: it keeps ``loop-to-tile``'s schedule.
 
 **Produces** the same kernel with a ``tile.forall over blocks`` over (batch…, m / bm,
 n / bn). Each block owns a ``bm × bn`` output tile and runs ``(bm/tm)·(bn/tn)`` threads
@@ -135,7 +136,10 @@ def _plain(op: Operation) -> bool:
 
 
 def match_contraction(kernel: tile.KernelOp) -> Contraction | None:
-    """The contraction in ``kernel`` (see the module docstring), or ``None``."""
+    """The contraction in ``kernel`` (see the module docstring), or ``None``. A kernel with
+    runtime extents (a symbolic length) is none yet: it keeps the default schedule."""
+    if kernel.has_runtime_extents:
+        return None
     foralls = [op for op in kernel.body.block.ops if isinstance(op, tile.ForallOp)]
     others = [op for op in kernel.body.block.ops if not isinstance(op, tile.ForallOp)]
     if len(foralls) != 1 or foralls[0].mapping.data != "threads":

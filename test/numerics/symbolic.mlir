@@ -27,5 +27,12 @@ builtin.module {
 // FOUR-NEXT: torch-to-prim {{.*}} ok
 
 // BELOW:     torch-to-prim {{.*}} ok
-// BELOW:     symbolic.mlir:8:3: error: 'func.func' op: symbolic extents are not lowered below Tensor IR yet (prim-to-loop takes static shapes{{.*}}(in pass 'prim-to-loop')
+// BELOW:     prim-to-loop {{.*}} ok
+// BELOW:     fuse-kernels {{.*}} ok
+// BELOW:     hoist-reduce-factors {{.*}} ok
+// BELOW:     loop-to-tile {{.*}} ok
+// BELOW:     vector-fragments {{.*}} ok
+// BELOW:     tile-to-kernel {{.*}} ok
+// BELOW:     plan-buffers {{.*}} ok
+// BELOW:     symbolic.mlir:8:3: error: 'func.func' op: symbolic extents are not lowered below Kernel IR yet (kernel-to-cuda takes static shapes{{.*}}(in pass 'kernel-to-cuda')
 // BELOW-NOT: Traceback

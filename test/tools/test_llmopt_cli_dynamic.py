@@ -1,6 +1,6 @@
-"""``llmopt compile --dynamic``: a whole model with a symbolic sequence length, written as Torch
-or Tensor IR that ``llm-opt`` verifies, lowers and checks numerically at random lengths; the
-levels below Tensor IR are refused with one clear error."""
+"""``llmopt compile --dynamic``: a whole model with a symbolic sequence length, written as Torch,
+Tensor, Loop, Tile or Kernel IR that ``llm-opt`` verifies, lowers and checks numerically at
+random lengths; CUDA IR is refused with one clear error."""
 
 from __future__ import annotations
 
@@ -62,13 +62,54 @@ def test_compile_dynamic_writes_symbolic_ir(level: str, passes: str, config: Pat
     assert done.stderr.count(" ok") == len(passes.split(","))
 
 
-def test_compile_dynamic_below_tensor_ir_is_refused(config: Path, tmp_path: Path,
+def test_compile_dynamic_writes_loop_ir(config: Path, tmp_path: Path,
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "m.loop.mlir"
+    assert main(["compile", str(config), "--seq", "6", "--dynamic", "--max-seq", "32",
+                 "--emit", "loop", "-o", str(out)]) == 0
+    assert "symbolic seq <= 32" in capsys.readouterr().err
+    text = out.read_text()
+    assert 'memref<1x?xi64> {llmopt.input = "input_ids", llmopt.dynamic = ["seq"]}' in text
+    assert "-> memref<1x?x101xf32>" in text
+    assert "memref.alloc(%seq) : memref<1x?x36xf32>" in text
+    assert " max 32 {" in text and " max 32 : f32 {" in text  # free and reduce loops
+    done = llm_opt(str(out), "-p", "canonicalize,cse", "--check-numerics",
+                   "--check-numerics-lengths", "2")
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.count(" ok") == 2
+
+
+def test_compile_dynamic_writes_tile_ir(config: Path, tmp_path: Path) -> None:
+    out = tmp_path / "m.tile.mlir"
+    assert main(["compile", str(config), "--seq", "6", "--dynamic", "--max-seq", "32",
+                 "--emit", "tile", "-o", str(out)]) == 0
+    text = out.read_text()
+    assert "tile.kernel @" in text and " max 32, 1, 1] block [" in text  # runtime grids
+    assert "arith.ceildivui" in text
+    done = llm_opt(str(out), "-p", "canonicalize", "--check-numerics",
+                   "--check-numerics-lengths", "2")
+    assert done.returncode == 0, done.stderr
+
+
+def test_compile_dynamic_writes_kernel_ir(config: Path, tmp_path: Path) -> None:
+    out = tmp_path / "m.kernel.mlir"
+    assert main(["compile", str(config), "--seq", "6", "--dynamic", "--max-seq", "32",
+                 "--emit", "kernel", "-o", str(out)]) == 0
+    text = out.read_text()
+    assert "kernel.launch @" in text and " max 32, 1, 1] block [" in text  # runtime grids
+    assert "%seq: index" in text  # the length, a kernel parameter
+    done = llm_opt(str(out), "-p", "canonicalize", "--check-numerics",
+                   "--check-numerics-lengths", "2")
+    assert done.returncode == 0, done.stderr
+
+
+def test_compile_dynamic_below_kernel_ir_is_refused(config: Path, tmp_path: Path,
                                                     capsys: pytest.CaptureFixture[str]) -> None:
-    for emit in ("loop", "cuda-source"):
+    for emit in ("cuda", "cuda-source"):
         assert main(["compile", str(config), "--dynamic", "--emit", emit, "-o",
                      str(tmp_path / "x")]) == 1
         err = capsys.readouterr().err
-        assert f"llmopt: error: --emit {emit}: symbolic extents are not lowered below Tensor " \
+        assert f"llmopt: error: --emit {emit}: symbolic extents are not lowered below Kernel " \
                "IR yet" in err
         assert "Traceback" not in err
     assert main(["compile", str(config), "--max-seq", "8", "--emit", "torch", "-o",
@@ -83,6 +124,6 @@ def test_llm_opt_stops_symbolic_ir_at_tensor_ir(config: Path, tmp_path: Path) ->
     done = llm_opt(str(out), "-p", "lower-to-cuda")
     assert done.returncode == 1
     assert "error: '" in done.stderr
-    assert "symbolic extents are not lowered below Tensor IR yet" in done.stderr
-    assert "(in pass 'prim-to-loop')" in done.stderr
+    assert "symbolic extents are not lowered below Kernel IR yet" in done.stderr
+    assert "(in pass 'kernel-to-cuda')" in done.stderr
     assert "Traceback" not in done.stderr and "internal error" not in done.stderr
