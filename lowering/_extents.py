@@ -30,9 +30,7 @@ from llmopt.dialects._symbols import (
     DYNAMIC,
     argument_dynamic,
     function_symbols,
-    has_dynamic,
     is_dynamic,
-    is_symbolic,
 )
 
 Extent = int | SSAValue
@@ -224,33 +222,6 @@ def minimum_of(extent: Extent) -> int:
     return min(_evaluate(extent, "max"), _evaluate(extent, "min"))
 
 
-def reject_symbolic(module: Operation, pass_name: str) -> None:
-    """Raise a located diagnostic when ``module`` has symbolic extents: below Kernel IR they
-    are not lowered yet (``pass_name`` is the lowering that refuses). The op named is the
-    first with a ``?`` extent when it has a source position (hand-written IR), else the
-    function that declares the symbols (ops a lowering created have no position)."""
-    from xdsl.dialects.builtin import FileLineColLoc
-
-    from llmopt.lowering.loop_to_tile import fail
-
-    message = _NOT_YET.format(pass_name)
-    for func in module.walk():
-        if func.name != "func.func":
-            continue
-        first = next((op for op in func.walk() if op is not func and any(
-            has_dynamic(v.type) for v in (*op.operands, *op.results))), None)
-        if first is None and not is_symbolic(func):
-            continue
-        if first is not None and (isinstance(first.location, FileLineColLoc)
-                                  or not isinstance(func.location, FileLineColLoc)):
-            raise fail(first, message)
-        raise fail(func, message)
-
-
-_NOT_YET = ("symbolic extents are not lowered below Kernel IR yet ({} takes static shapes: "
-            "capture or write the program for one length)")
-
-
 __all__ = ["Extent", "ExtentError", "Polynomial", "constant_of", "dynamic_values", "extent_of",
-           "extents_of", "maximum_of", "minimum_of", "multiply", "polynomial", "reject_symbolic",
+           "extents_of", "maximum_of", "minimum_of", "multiply", "polynomial",
            "static_shape"]

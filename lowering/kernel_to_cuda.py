@@ -112,8 +112,9 @@ from xdsl.traits import MemoryEffectKind, get_effects
 from xdsl.utils.exceptions import PassFailedException
 
 from llmopt.dialects import cuda, kernel, mma
-from llmopt.lowering._extents import reject_symbolic
+from llmopt.dialects._symbols import has_dynamic
 from llmopt.lowering._index_range import fits_in_32_bits, launch_grids
+from llmopt.lowering._symbolic_layout import length_parameters, symbolic_strides
 from llmopt.lowering.tile_to_kernel import enclosing_func
 from llmopt.passes._rewrite import KeepLocation, OpFailure, is_half, widen_half_arithmetic
 from llmopt.passes.tile._schedule import knob
@@ -276,6 +277,8 @@ class _KernelEmitter:
     pool: str | None = None  # the extern __shared__ array, when shared memory is dynamic
     index: Attribute = _INDEX  # what ``index`` is computed in: itself (long long) or i32
     min_blocks: int = 0  # ``__launch_bounds__``' second number (0: none)
+    length: int | None = None  # the length parameter's position (kernels with ? buffers)
+    length_var: str | None = None  # the local holding the length, as ``index``
 
     # --- entry point ---------------------------------------------------------------------
 
@@ -293,12 +296,16 @@ class _KernelEmitter:
                 typ: Attribute = cuda.PtrType(_scalar_type(arg.type.element_type, func),
                                               constant=arg not in written)
                 quals: tuple[str, ...] = () if k in self.no_restrict else ("__restrict__",)
+            elif k == self.length:
+                typ, quals = _I32, ()
             else:
                 typ, quals = _scalar_type(arg.type, func), ()
             self._bind(arg, name, typ)
             params.append(cuda.Param(name, typ, quals))
         self._classify(body)
         self.block = Block()
+        if self.length is not None:
+            self._bind_length(body.args[self.length])
         dynamic = self.layout is not None and self.layout.dynamic
         if dynamic:
             self.pool = self.names.fresh(None, "smem")
@@ -310,6 +317,15 @@ class _KernelEmitter:
                              launch_bounds=block[0] * block[1] * block[2],
                              min_blocks=self.min_blocks or None,
                              dynamic_shared=self.layout.total if dynamic else None)
+
+    def _bind_length(self, arg: BlockArgument) -> None:
+        """The length parameter is an ``int``; the kernel computes with it as ``index``
+        (``const long long seq_index = (long long)seq;``)."""
+        param = self._add(cuda.VarOp(self.var[arg], _I32)).results[0]
+        name = self.names.fresh(f"{self.var[arg]}_index", "length")
+        self._add(cuda.DeclOp(name, _INDEX, self._cast(param, _INDEX), qualifiers=["const"]))
+        self._bind(arg, name, _INDEX)
+        self.length_var = name
 
     def _bind(self, value: SSAValue, name: str, typ: Attribute, mutable: bool = False) -> None:
         self.kind[value] = _Kind.NAMED
@@ -724,6 +740,8 @@ class _KernelEmitter:
         typ = buffer.type
         assert isinstance(typ, MemRefType)
         owner = buffer.owner
+        if has_dynamic(typ):
+            return self._symbolic_element(buffer, typ, indices, op)
         strides, offset = typ.get_strides(), typ.get_offset()
         if strides is None or offset is None or None in strides:
             raise _fail(op, f"buffer of type {typ} has no static strides")
@@ -753,6 +771,40 @@ class _KernelEmitter:
         elif constant:
             operator = "+" if constant > 0 else "-"
             total = self._bin(operator, total, self._int(abs(constant), _INDEX))
+        return self._add(cuda.IndexOp(base, total)).results[0]
+
+    def _symbolic_element(self, buffer: SSAValue, typ: MemRefType,
+                          indices: Sequence[SSAValue], op: Operation) -> SSAValue:
+        """``p[offset]`` for a buffer with ``?`` extents: row-major, each ``?`` the length
+        (:mod:`~llmopt.lowering._symbolic_layout`)."""
+        if self.length_var is None or buffer not in self.var:
+            raise _fail(op, f"buffer of type {typ} has ? extents but the kernel has no "
+                            "length parameter")
+        base = self._add(cuda.VarOp(self.var[buffer], self.var_type[buffer])).results[0]
+        total: SSAValue | None = None
+        offset = 0
+        for index, (constant, power) in zip(indices, symbolic_strides(typ), strict=True):
+            if self.kind.get(index) is _Kind.LITERAL:
+                assert isinstance(index.owner, arith.ConstantOp)
+                value = index.owner.value
+                assert isinstance(value, IntegerAttr)
+                constant *= value.value.data
+                if constant == 0 or power == 0:
+                    offset += constant
+                    continue
+                term = self._int(constant, _INDEX)
+            else:
+                term = self._cast(self._expr(index), _INDEX)
+                if constant != 1:
+                    term = self._bin("*", term, self._int(constant, _INDEX))
+            for _ in range(power):
+                length = self._add(cuda.VarOp(self.length_var, _INDEX)).results[0]
+                term = self._bin("*", term, length)
+            total = term if total is None else self._bin("+", total, term)
+        if total is None:
+            total = self._int(offset, _INDEX)
+        elif offset:
+            total = self._bin("+", total, self._int(offset, _INDEX))
         return self._add(cuda.IndexOp(base, total)).results[0]
 
     def _lower(self, op: Operation) -> SSAValue:
@@ -1150,14 +1202,18 @@ class _LowerKernelFunc(RewritePattern):
     grids: dict[str, tuple[int, ...]]
     index_bitwidth: int
     min_blocks: int = 0
+    lengths: dict[str, int] = field(default_factory=dict)
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: kernel.FuncOp, rewriter: PatternRewriter) -> None:
         name = op.sym_name.data
-        narrow = self.index_bitwidth == 32 and fits_in_32_bits(op, self.grids.get(name))
+        length = self.lengths.get(name)
+        narrow = (self.index_bitwidth == 32 and length is None
+                  and fits_in_32_bits(op, self.grids.get(name)))
         emitter = _KernelEmitter(op, self.unrestricted.get(name, set()), self.layouts.get(name),
                                  index=_I32 if narrow else _INDEX,
-                                 min_blocks=knob(self.min_blocks, op, "min_blocks", 0))
+                                 min_blocks=knob(self.min_blocks, op, "min_blocks", 0),
+                                 length=length)
         rewriter.replace(op, emitter.run())
 
 
@@ -1292,7 +1348,6 @@ class KernelToCuda(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         """Rewrite ``op`` in place."""
-        reject_symbolic(op, self.name)
         if not ARCH.fullmatch(self.arch):
             raise PassFailedException(f"kernel-to-cuda: arch must look like 'sm_90', got "
                                       f"'{self.arch}'")
@@ -1307,7 +1362,7 @@ class KernelToCuda(ModulePass):
         layouts = _shared_layouts(op, self.arch)
         grids = launch_grids(op) if self.index_bitwidth == 32 else {}
         pattern = _LowerKernelFunc(_unrestricted_params(op), layouts, grids, self.index_bitwidth,
-                                   self.min_blocks)
+                                   self.min_blocks, length_parameters(op))
         PatternRewriteWalker(KeepLocation(pattern), apply_recursively=False).rewrite_module(op)
         _size_launches(op, layouts, self.arch)
         half, bfloat = _uses_half(op)

@@ -442,10 +442,6 @@ def compile_model(args: argparse.Namespace) -> int:
     _check_output(Path(args.output))
     if args.max_seq is not None and not args.dynamic:
         raise CliError("--max-seq bounds a symbolic length: add --dynamic")
-    if args.dynamic and level not in ("torch", "prim", "loop", "tile", "kernel"):
-        raise CliError(f"--emit {args.emit}: symbolic extents are not lowered below Kernel "
-                       "IR yet (kernel-to-cuda takes static shapes): with --dynamic, emit "
-                       "torch, prim, loop, tile or kernel")
     max_seq = _max_seq(args) if args.dynamic else None
     first, rest = split_pipeline(_with_arch(args.pipeline, args.arch), level)
     start = time.perf_counter()

@@ -1,7 +1,6 @@
 // What prim-to-loop does not lower yet on symbolic programs: one located diagnostic, exit 1,
-// no traceback. Symbolic programs stop at kernel-to-cuda (CUDA IR takes static shapes so far).
+// no traceback.
 // RUN: not llm-opt %s -p prim-to-loop 2>&1 | filecheck %s
-// RUN: not llm-opt %s -p kernel-to-cuda 2>&1 | filecheck %s --check-prefix=CUDA
 
 // Concatenation along the symbolic axis: its second segment starts at a runtime offset.
 func.func @forward(%a: tensor<?x4xf32> {llmopt.input = "a", llmopt.dynamic = ["seq"]},
@@ -11,8 +10,7 @@ func.func @forward(%a: tensor<?x4xf32> {llmopt.input = "a", llmopt.dynamic = ["s
   func.return %0 : tensor<?x4xf32>
 }
 
-// CHECK:      prim-to-loop-symbolic-unsupported.mlir:10:3: error: 'prim.index_map' op: a concat along a ? extent is not lowered to Loop IR yet (in pass 'prim-to-loop')
+// CHECK:      prim-to-loop-symbolic-unsupported.mlir:9:3: error: 'prim.index_map' op: a concat along a ? extent is not lowered to Loop IR yet (in pass 'prim-to-loop')
 // CHECK-NEXT:   %0 = prim.index_map (%a, %a) concat 0
 // CHECK-NOT:  Traceback
 
-// CUDA: prim-to-loop-symbolic-unsupported.mlir:10:3: error: 'prim.index_map' op: symbolic extents are not lowered below Kernel IR yet (kernel-to-cuda takes static shapes: capture or write the program for one length) (in pass 'kernel-to-cuda')

@@ -2,7 +2,7 @@
 // pass at random lengths: two by default, as many as --check-numerics-lengths says.
 // RUN: llm-opt %s -p torch-to-prim,canonicalize,cse --check-numerics 2>&1 >/dev/null | filecheck %s
 // RUN: llm-opt %s -p torch-to-prim --check-numerics --check-numerics-lengths 4 2>&1 >/dev/null | filecheck %s --check-prefix=FOUR
-// RUN: not llm-opt %s -p lower-to-cuda --check-numerics 2>&1 | filecheck %s --check-prefix=BELOW
+// RUN: llm-opt %s -p lower-to-cuda --check-numerics 2>&1 | filecheck %s --check-prefix=BELOW
 
 builtin.module {
   func.func @forward(%weight: tensor<64xf32> {llmopt.param = "weight"}, %proj: tensor<32x64xf32> {llmopt.param = "proj.weight"}, %x: tensor<1x?x64xf32> {llmopt.input = "x", llmopt.dynamic = ["seq"]}, %seq: index {llmopt.symbol = "seq", llmopt.max = 2048}) -> tensor<1x?x32xf32> {
@@ -34,5 +34,5 @@ builtin.module {
 // BELOW:     vector-fragments {{.*}} ok
 // BELOW:     tile-to-kernel {{.*}} ok
 // BELOW:     plan-buffers {{.*}} ok
-// BELOW:     symbolic.mlir:8:3: error: 'func.func' op: symbolic extents are not lowered below Kernel IR yet (kernel-to-cuda takes static shapes{{.*}}(in pass 'kernel-to-cuda')
+// BELOW:     kernel-to-cuda {{.*}} ok  (not interpreted: CUDA IR is checked by NVRTC and on the GPU)
 // BELOW-NOT: Traceback

@@ -103,27 +103,23 @@ def test_compile_dynamic_writes_kernel_ir(config: Path, tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
 
 
-def test_compile_dynamic_below_kernel_ir_is_refused(config: Path, tmp_path: Path,
-                                                    capsys: pytest.CaptureFixture[str]) -> None:
-    for emit in ("cuda", "cuda-source"):
-        assert main(["compile", str(config), "--dynamic", "--emit", emit, "-o",
-                     str(tmp_path / "x")]) == 1
-        err = capsys.readouterr().err
-        assert f"llmopt: error: --emit {emit}: symbolic extents are not lowered below Kernel " \
-               "IR yet" in err
-        assert "Traceback" not in err
+def test_compile_dynamic_emits_cuda_source(config: Path, tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "m.cu"
+    assert main(["compile", str(config), "--seq", "6", "--dynamic", "--max-seq", "32",
+                 "--emit", "cuda-source", "-o", str(out)]) == 0
+    source = out.read_text()
+    assert "int seq) {" in source  # the length, an int parameter
+    assert "const long long seq_index = (long long)seq;" in source
     assert main(["compile", str(config), "--max-seq", "8", "--emit", "torch", "-o",
                  str(tmp_path / "x")]) == 1
     assert "--max-seq bounds a symbolic length: add --dynamic" in capsys.readouterr().err
 
 
-def test_llm_opt_stops_symbolic_ir_at_tensor_ir(config: Path, tmp_path: Path) -> None:
+def test_llm_opt_lowers_symbolic_ir_to_cuda(config: Path, tmp_path: Path) -> None:
     out = tmp_path / "m.torch.mlir"
     assert main(["compile", str(config), "--seq", "6", "--dynamic", "--max-seq", "32",
                  "--emit", "torch", "-o", str(out)]) == 0
-    done = llm_opt(str(out), "-p", "lower-to-cuda")
-    assert done.returncode == 1
-    assert "error: '" in done.stderr
-    assert "symbolic extents are not lowered below Kernel IR yet" in done.stderr
-    assert "(in pass 'kernel-to-cuda')" in done.stderr
-    assert "Traceback" not in done.stderr and "internal error" not in done.stderr
+    done = llm_opt(str(out), "-p", "lower-to-cuda", "-t", "cuda")
+    assert done.returncode == 0, done.stderr
+    assert "int seq) {" in done.stdout

@@ -1,0 +1,144 @@
+"""The host side of a symbolic program's call, without a GPU: lengths, grids, buffer sizes.
+
+A symbolic program (a host ``func.func`` that declares symbols, ``{llmopt.symbol = "seq",
+llmopt.max = 2048}``) is compiled once; what changes from call to call is computed here from
+the IR, never re-derived:
+
+* :meth:`SymbolicHost.bind` reads each symbol from the inputs' shapes
+  (:func:`~llmopt.dialects._symbols.bind_arguments`): a length outside the symbol's bounds,
+  or a shape that does not match the symbol or a static extent, is an
+  :class:`~llmopt.codegen.executor.ExecutorError` naming the argument and the bound;
+* :meth:`SymbolicHost.evaluate` runs the host function's ``index`` arithmetic (the
+  ``arith`` ops that compute grids and ``memref.alloc`` sizes from the symbols) on the host
+  for those values, and returns every launch's grid and every allocation's shape; a grid
+  above the maximum its launch declares (``grid [%grid max 8, 1, 1]``) is an error naming
+  the kernel, so a kernel never runs with more blocks than it was compiled for;
+* :meth:`SymbolicHost.max_shapes`: each allocation's shape at the symbols' maxima, what the
+  executor allocates once (every extent is a non-decreasing function of the lengths:
+  products, sums and ceiling divisions of them and positive constants).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from xdsl.dialects import arith, func, memref
+from xdsl.dialects.builtin import IndexType, IntegerAttr
+from xdsl.ir import SSAValue
+
+from llmopt.dialects import kernel
+from llmopt.dialects._symbols import BindError, bind_arguments, function_symbols, shape_of_type
+
+__all__ = ["SymbolicCall", "SymbolicHost"]
+
+
+def _ceildiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _trunc_div(a: int, b: int) -> int:
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b > 0) else -q
+
+
+_BINARY: dict[str, Callable[[int, int], int]] = {
+    "arith.addi": lambda a, b: a + b, "arith.subi": lambda a, b: a - b,
+    "arith.muli": lambda a, b: a * b, "arith.divui": lambda a, b: a // b,
+    "arith.divsi": _trunc_div, "arith.floordivsi": lambda a, b: a // b,
+    "arith.ceildivui": _ceildiv, "arith.ceildivsi": _ceildiv,
+    "arith.remui": lambda a, b: a % b, "arith.remsi": lambda a, b: a - b * _trunc_div(a, b),
+    "arith.minui": min, "arith.minsi": min, "arith.maxui": max, "arith.maxsi": max,
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class SymbolicCall:
+    """One call's host-side values: the symbols, each launch's grid and each allocation's
+    shape (in the host function's order)."""
+
+    symbols: dict[str, int]
+    grids: tuple[tuple[int, int, int], ...]
+    shapes: tuple[tuple[int, ...], ...]
+
+
+class SymbolicHost:
+    """The symbols, index arithmetic, launches and allocations of a symbolic host function."""
+
+    def __init__(self, host: func.FuncOp) -> None:
+        from llmopt.codegen.executor import ExecutorError
+
+        self.host = host
+        self.symbols = function_symbols(host)
+        if not self.symbols:
+            raise ExecutorError(f"@{host.sym_name.data} declares no symbol")
+        self.allocs: list[memref.AllocOp] = []
+        self.launches: list[kernel.LaunchOp] = []
+        for op in host.body.block.ops:
+            if isinstance(op, memref.AllocOp):
+                self.allocs.append(op)
+            elif isinstance(op, kernel.LaunchOp):
+                self.launches.append(op)
+
+    def bind(self, inputs: Sequence[object]) -> dict[str, int]:
+        """The symbols' values for the call's ``inputs`` (every argument but the symbols, or
+        all of them); raises ``ExecutorError`` naming the argument and the bound."""
+        from llmopt.codegen.executor import ExecutorError
+
+        try:
+            return bind_arguments(self.host, inputs)[1]
+        except BindError as err:
+            raise ExecutorError(str(err)) from None
+
+    def _values(self, symbols: Mapping[str, int]) -> dict[SSAValue, int]:
+        from llmopt.codegen.executor import ExecutorError
+
+        args = self.host.body.block.args
+        values: dict[SSAValue, int] = {args[s.arg]: int(symbols[name])
+                                       for name, s in self.symbols.items()}
+        for op in self.host.body.block.ops:
+            if isinstance(op, arith.ConstantOp) and isinstance(op.result.type, IndexType):
+                assert isinstance(op.value, IntegerAttr)
+                values[op.result] = op.value.value.data
+            elif op.name in _BINARY and isinstance(op.results[0].type, IndexType):
+                try:
+                    a, b = (values[v] for v in op.operands)
+                except KeyError:
+                    raise ExecutorError(f"'{op.name}': an operand is not index arithmetic "
+                                        "of the symbols") from None
+                values[op.results[0]] = _BINARY[op.name](a, b)
+        return values
+
+    def evaluate(self, symbols: Mapping[str, int]) -> SymbolicCall:
+        """Every launch's grid and every allocation's shape at ``symbols``."""
+        from llmopt.codegen.executor import ExecutorError
+
+        values = self._values(symbols)
+
+        def value(v: SSAValue, what: str) -> int:
+            if v not in values:
+                raise ExecutorError(f"{what} is not index arithmetic of the symbols")
+            return values[v]
+
+        grids: list[tuple[int, int, int]] = []
+        for launch in self.launches:
+            grid = launch.grid_shape
+            name = launch.kernel.root_reference.data
+            x = grid[0]
+            if launch.grid_size is not None:
+                x = value(launch.grid_size, f"the grid of @{name}")
+                if not 1 <= x <= grid[0]:
+                    raise ExecutorError(f"kernel.launch @{name}: grid x is {x} at "
+                                        f"{dict(symbols)}, outside [1, {grid[0]}], the "
+                                        "maximum it was compiled for")
+            grids.append((x, grid[1], grid[2]))
+        shapes: list[tuple[int, ...]] = []
+        for alloc in self.allocs:
+            sizes = iter(alloc.dynamic_sizes)
+            shapes.append(tuple(value(next(sizes), "an allocation's size") if e < 0 else e
+                                for e in shape_of_type(alloc.memref.type)))
+        return SymbolicCall(dict(symbols), tuple(grids), tuple(shapes))
+
+    def max_shapes(self) -> tuple[tuple[int, ...], ...]:
+        """Each allocation's shape at the symbols' maxima (what is allocated once)."""
+        return self.evaluate({n: s.max for n, s in self.symbols.items()}).shapes

@@ -1,0 +1,109 @@
+"""Strides of buffers with ``?`` extents in CUDA (used by ``kernel-to-cuda``).
+
+A symbolic program has one length. Its buffers are dense and row-major at the length the
+program runs with (Kernel IR's layout of a ``memref<1x4x?x16xf32>``), so a stride that spans
+a ``?`` dim is a runtime value. The layout chosen here binds every ``?`` extent of a
+kernel's buffers to the kernel's length parameter (its one ``index`` parameter): the stride
+of dim ``d`` is ``c * n**p``, ``c`` the product of the static extents after ``d`` and ``p``
+the number of ``?`` extents after it. :func:`length_parameters` proves the binding at every
+launch — each ``?`` extent of a buffer passed to the kernel must be the very value the
+launch passes as the length (the operand of its ``memref.alloc``, or the symbol argument a
+function argument's ``llmopt.dynamic`` names) — and raises otherwise, so a kernel is never
+printed with strides that may be wrong.
+
+Why not lay buffers out at the maximum (static strides): the program's inputs and outputs
+have the caller's length, so every input would be copied into, and every output out of, a
+buffer of the maximum's layout, and every kernel would touch memory spread over the
+maximum rather than the length.
+"""
+
+from __future__ import annotations
+
+from xdsl.dialects import func, memref
+from xdsl.dialects.builtin import IndexType, MemRefType, ModuleOp
+from xdsl.ir import BlockArgument, Operation, SSAValue
+from xdsl.utils.exceptions import PassFailedException
+
+from llmopt.dialects import kernel
+from llmopt.dialects._symbols import (
+    argument_dynamic,
+    dynamic_dims,
+    function_symbols,
+    has_dynamic,
+    is_dynamic,
+)
+
+__all__ = ["length_parameters", "symbolic_strides"]
+
+
+def symbolic_strides(typ: MemRefType) -> list[tuple[int, int]]:
+    """The row-major stride of each dim of ``typ`` as ``(c, p)``: ``c * n**p`` elements,
+    ``n`` the length every ``?`` extent is bound to."""
+    strides: list[tuple[int, int]] = []
+    constant, power = 1, 0
+    for extent in reversed(typ.get_shape()):
+        strides.append((constant, power))
+        if is_dynamic(extent):
+            power += 1
+        else:
+            constant *= int(extent)
+    return strides[::-1]
+
+
+def _host_extents(value: SSAValue) -> list[SSAValue] | None:
+    """The ``index`` values of the ``?`` extents of ``value`` (a host-side buffer), or
+    ``None`` when they cannot be found."""
+    owner = value.owner
+    if isinstance(owner, memref.AllocOp):
+        return list(owner.dynamic_sizes)
+    if isinstance(value, BlockArgument) and isinstance(owner := value.block.parent_op(),
+                                                       func.FuncOp):
+        names = argument_dynamic(owner, value.index) or ()
+        symbols = function_symbols(owner)
+        args = owner.body.block.args
+        found = [args[symbols[name].arg] for name in names if name in symbols]
+        return found if len(found) == len(dynamic_dims(value.type)) else None
+    return None
+
+
+def _fail(op: Operation, message: str) -> PassFailedException:
+    from llmopt.lowering.loop_to_tile import fail
+
+    return fail(op, message)
+
+
+def length_parameters(module: ModuleOp) -> dict[str, int]:
+    """For each kernel with ``?`` buffer parameters, the position of its length parameter.
+
+    Raises when such a kernel has not exactly one ``index`` parameter, or when a launch
+    passes a buffer whose ``?`` extent is not the value it passes as the length.
+    """
+    found: dict[str, int] = {}
+    for op in module.ops:
+        if not isinstance(op, kernel.FuncOp):
+            continue
+        args = op.body.block.args
+        if not any(has_dynamic(a.type) for a in args):
+            continue
+        lengths = [k for k, a in enumerate(args) if isinstance(a.type, IndexType)]
+        if len(lengths) != 1:
+            raise _fail(op, f"kernel @{op.sym_name.data} has buffers with ? extents and "
+                            f"{len(lengths)} index parameters; kernel-to-cuda binds every ? "
+                            "extent to the one length parameter")
+        found[op.sym_name.data] = lengths[0]
+    for launch in module.walk():
+        if not isinstance(launch, kernel.LaunchOp):
+            continue
+        name = launch.kernel.root_reference.data
+        if name not in found:
+            continue
+        length = launch.args[found[name]]
+        for k, arg in enumerate(launch.args):
+            if not has_dynamic(arg.type):
+                continue
+            extents = _host_extents(arg)
+            if extents is None or any(e != length for e in extents):
+                raise _fail(launch, f"operand #{k} of the launch of @{name} has a ? extent "
+                                    f"that is not the length it passes (operand "
+                                    f"#{found[name]}); its strides would be wrong")
+    return found
