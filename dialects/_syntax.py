@@ -232,6 +232,16 @@ def guarded(op: Operation) -> bool:
     return False
 
 
+def constant_index(value: SSAValue) -> int | None:
+    """The value of an ``index`` (or integer) defined by ``arith.constant``, else ``None``."""
+    owner = value.owner
+    if isinstance(owner, Operation) and owner.name == "arith.constant":
+        attr = owner.properties.get("value")
+        if isinstance(attr, IntegerAttr):
+            return attr.value.data
+    return None
+
+
 def check_index_in_bounds(what: str, typ: MemRefType, dim: int, value: int) -> None:
     """A constant coordinate ``value`` along dimension ``dim`` of a buffer of type ``typ``
     lies within its static extent (a dynamic extent accepts any non-negative index)."""
@@ -247,6 +257,21 @@ def check_index_in_bounds(what: str, typ: MemRefType, dim: int, value: int) -> N
 MAX_UNROLL = 2**31 - 1
 #: The most elements ``pad-shared`` adds to a shared tile's rows (``llmopt.pad``).
 MAX_PAD = 64
+
+
+def _check_int_attribute(op: Operation, name: str, high: int, low: str, what: str = ""
+                         ) -> None:
+    """Attribute ``name`` of ``op``, where present, is an integer from 0 to ``high``
+    (``low`` spells the 0 in the message, ``what`` says what the value counts)."""
+    attr = op.attributes.get(name)
+    if attr is None:
+        return
+    value = _integer(attr)
+    if not isinstance(value, int) or not 0 <= value <= high:
+        raise OpVerifyException(
+            op, f"attribute '{name}' must be an integer from {low} to {high}{what}, got "
+                f"{value if isinstance(value, int) else attr}"
+        )
 
 
 def check_kernel_attributes(kernel: Operation) -> None:
@@ -266,23 +291,8 @@ def check_kernel_attributes(kernel: Operation) -> None:
         if problems:
             raise VerifyException(f"'llmopt.schedule': {problems[0]}")
     for op in kernel.walk():
-        unroll = op.attributes.get("unroll")
-        if unroll is not None:
-            value = _integer(unroll)
-            if not isinstance(value, int) or not 0 <= value <= MAX_UNROLL:
-                raise OpVerifyException(
-                    op, f"attribute 'unroll' must be an integer from 0 (unroll fully) to "
-                        f"{MAX_UNROLL}, got {value if isinstance(value, int) else unroll}"
-                )
-        pad = op.attributes.get("llmopt.pad")
-        if pad is not None:
-            value = _integer(pad)
-            if not isinstance(value, int) or not 0 <= value <= MAX_PAD:
-                raise OpVerifyException(
-                    op, f"attribute 'llmopt.pad' must be an integer from 0 to {MAX_PAD} "
-                        f"(elements added to each row), got "
-                        f"{value if isinstance(value, int) else pad}"
-                )
+        _check_int_attribute(op, "unroll", MAX_UNROLL, "0 (unroll fully)")
+        _check_int_attribute(op, "llmopt.pad", MAX_PAD, "0", " (elements added to each row)")
 
 
 def _integer(attr: Attribute) -> object:

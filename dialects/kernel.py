@@ -55,6 +55,7 @@ from llmopt.dialects._syntax import (
     check_launch_shape,
     check_static_buffer,
     check_static_layout,
+    constant_index,
     guarded,
     int_array,
     ints,
@@ -339,7 +340,7 @@ def _check_indices(op: Operation, buffer: SSAValue, indices: Sequence[SSAValue])
         )
     if not isinstance(typ.layout, NoneAttr):  # row-major ? buffers: strides from the extents
         check_static_layout(op.name, typ)
-    constants = [_constant(index) for index in indices]
+    constants = [constant_index(index) for index in indices]
     if any(c is not None for c in constants) and not guarded(op):
         for dim, value in enumerate(constants):
             if value is not None:
@@ -347,14 +348,6 @@ def _check_indices(op: Operation, buffer: SSAValue, indices: Sequence[SSAValue])
     return typ
 
 
-def _constant(value: SSAValue) -> int | None:
-    """The value of an ``index`` defined by ``arith.constant``, else ``None``."""
-    owner = value.owner
-    if isinstance(owner, Operation) and owner.name == "arith.constant":
-        attr = owner.properties.get("value")
-        if isinstance(attr, IntegerAttr):
-            return attr.value.data
-    return None
 
 
 def _print_access(printer: Printer, buffer: SSAValue, indices: Sequence[SSAValue]) -> None:

@@ -79,6 +79,7 @@ from llmopt.dialects._syntax import (
     check_kernel_attributes,
     check_reducible_type,
     check_static_layout,
+    constant_index,
     guarded,
     parse_affine_access,
     parse_bound_region,
@@ -165,7 +166,7 @@ def _iv_range(value: SSAValue) -> tuple[int, int] | None:
     ``tile.coop_reduce`` (``0`` to ``extent - 1``), an ``scf.for`` with constant bounds —,
     ``(c, c)`` for an ``arith.constant`` ``c``, else ``None`` (a value computed at run
     time)."""
-    constant = _constant(value)
+    constant = constant_index(value)
     if constant is not None:
         return constant, constant
     owner = value.owner
@@ -182,20 +183,13 @@ def _iv_range(value: SSAValue) -> tuple[int, int] | None:
         k = list(owner.args).index(value)
         return (0, int(values[k]) - 1) if k < len(values) else None
     if loop_op.name == "scf.for":
-        lb, ub, step = (_constant(v) for v in loop_op.operands[:3])
+        lb, ub, step = (constant_index(v) for v in loop_op.operands[:3])
         if lb is None or ub is None or step is None or step < 1 or ub <= lb:
             return None
         return lb, lb + step * ((ub - lb - 1) // step)
     return None
 
 
-def _constant(value: SSAValue) -> int | None:
-    owner = value.owner
-    if isinstance(owner, Operation) and owner.name == "arith.constant":
-        attr = owner.properties.get("value")
-        if isinstance(attr, IntegerAttr):
-            return attr.value.data
-    return None
 
 
 def _range(expr: AffineExpr, ranges: Sequence[tuple[int, int] | None]

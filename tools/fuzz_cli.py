@@ -301,8 +301,6 @@ CASES: tuple[CliCase, ...] = (
             ("--profile",)),
     CliCase("dtype-unknown", "llmopt", ("run", "{ckpt}", "--dtype", "float8"), None, 1,
             ("--dtype",)),
-    CliCase("cpu-half", "llmopt", ("run", "{ckpt}", "--cpu", "--dtype", "float16"), None, 1,
-            ("float16",)),
     CliCase("demo-shape-zero", "llmopt", ("demo", "--shape", "0", "8"), None, 1, ("--shape",)),
     CliCase("demo-shape-huge", "llmopt", ("demo", "--shape", "65536", "65536"), None, 1,
             ("--shape", "elements")),
