@@ -39,9 +39,9 @@ A symbolic program (a host function that declares symbols, e.g. the sequence len
 up to ``llmopt.max``) is one set of CUBINs for every length. A call reads the symbols from its
 inputs' shapes (:class:`~llmopt.codegen.symbolic.SymbolicHost`: a length above the maximum or
 a shape that does not match is an :class:`ExecutorError` naming the argument and the bound),
-evaluates the host's index arithmetic for that length once (:func:`~llmopt.codegen.symbolic.
-layout_call`, cached per length): every launch's grid, every allocation's shape, and the
-length itself, passed to the kernels as an ``int32``. Each intermediate buffer is allocated
+evaluates the host's index arithmetic for that length once
+(:func:`~llmopt.codegen.symbolic.layout_call`, cached per length): every launch's grid, every
+allocation's shape, and the length itself, passed to the kernels as an ``int32``. Each intermediate buffer is allocated
 once, flat, at its size at the maxima (``SymbolicHost.max_shapes``) and a call views the prefix
 its shape needs; the buffers results live in are allocated per call at the call's shape.
 Calls therefore share the intermediate buffers: they are ordered on one stream, never run
