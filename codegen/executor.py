@@ -41,9 +41,10 @@ inputs' shapes (:class:`~llmopt.codegen.symbolic.SymbolicHost`: a length above t
 a shape that does not match is an :class:`ExecutorError` naming the argument and the bound),
 evaluates the host's index arithmetic for that length once
 (:func:`~llmopt.codegen.symbolic.layout_call`, cached per length): every launch's grid, every
-allocation's shape, and the length itself, passed to the kernels as an ``int32``. Each intermediate buffer is allocated
-once, flat, at its size at the maxima (``SymbolicHost.max_shapes``) and a call views the prefix
-its shape needs; the buffers results live in are allocated per call at the call's shape.
+allocation's shape, and the length itself, passed to the kernels as an ``int32``. Each
+intermediate buffer is allocated once, flat, at its size at the maxima
+(``SymbolicHost.max_shapes``) and a call views the prefix its shape needs; the buffers
+results live in are allocated per call at the call's shape.
 Calls therefore share the intermediate buffers: they are ordered on one stream, never run
 concurrently on two. With ``cuda_graph=True`` a symbolic program captures one CUDA graph per
 length seen, on that length's first call, and replays it when the length repeats.
