@@ -6,12 +6,12 @@ The public API: :func:`capture`, :func:`lower`, :func:`cuda_source`, :func:`comp
 dependencies (torch, CUDA) load only when a function that needs them runs.
 """
 
-from llmopt.api import capture, compile, cuda_source, lower, make_context, parse
+from llmopt.api import capture, compile, cuda_source, lower, make_context, parse, prepare
 from llmopt.registry import register_dialect, register_pass, register_pipeline
 
 __all__ = [
     "capture", "check_numerics", "compile", "cuda_source", "explain", "lower", "make_context",
-    "parse",
+    "parse", "prepare",
     "register_dialect", "register_pass", "register_pipeline",
 ]
 __version__ = "0.1.0"

@@ -127,9 +127,27 @@ class Compiled:
         return outputs[0] if self._single else tuple(outputs)
 
 
+def prepare(fn_or_module: Any, example_args: Sequence[Any], pipeline: str = "lower-to-cuda", *,
+            dynamic: dict[str, dict[int, str]] | None = None,
+            max: dict[str, int] | None = None,  # noqa: A002 - the bound's plain name
+            min: dict[str, int] | None = None,  # noqa: A002
+            arch: str | None = None) -> Any:
+    """Capture (``dynamic``/``max``/``min`` as :func:`capture` takes them) and lower by
+    ``pipeline`` (for ``arch`` when given): the
+    :class:`~llmopt.frontend.capture.CapturedProgram` whose module :func:`compile` loads.
+    Needs no GPU: a pipeline that stops at Kernel IR gives a module the interpreters run."""
+    from llmopt.frontend.capture import capture as _capture
+
+    captured = _capture(fn_or_module, tuple(example_args), dynamic=dynamic, max=max, min=min)
+    lower(captured.module, registry.with_arch(pipeline, arch) if arch else pipeline)
+    return captured
+
+
 def compile(  # noqa: A001 - the public name mirrors torch.compile
     fn_or_module: Any, example_args: Sequence[Any], pipeline: str = "lower-to-cuda", *,
-    cuda_graph: bool = False,
+    cuda_graph: bool = False, dynamic: dict[str, dict[int, str]] | None = None,
+    max: dict[str, int] | None = None,  # noqa: A002 - the bound's plain name
+    min: dict[str, int] | None = None,  # noqa: A002
 ) -> Compiled:
     """Capture, lower to CUDA, compile with NVRTC and load: returns a callable that runs the
     generated kernels on CUDA tensors and returns torch tensors.
@@ -139,13 +157,18 @@ def compile(  # noqa: A001 - the public name mirrors torch.compile
     (:func:`llmopt.registry.with_arch`, e.g. ``lower-to-cuda{arch=sm_80}``), so its schedules
     fit that GPU's shared memory and multiprocessors (:func:`llmopt.target.current_target`).
 
+    ``dynamic``, ``max`` and ``min`` make dims symbolic as :func:`capture` does
+    (``dynamic={"x": {1: "seq"}}, max={"seq": 2048}``): one program, compiled once, callable
+    at every length up to the maximum (a longer input, or a shape that does not match, is an
+    error naming the argument and the bound).
+
     With ``cuda_graph=True`` the first call captures the whole forward into a CUDA graph and
-    later calls replay it; results are then static tensors overwritten by the next call.
+    later calls replay it (a symbolic program: one graph per length, captured on its first
+    call); results are then static tensors overwritten by the next call of that length.
     """
     import torch
 
     from llmopt.codegen.executor import CompiledProgram
-    from llmopt.frontend.capture import capture as _capture
     from llmopt.target import current_target
 
     device = next((a.device for a in example_args if isinstance(a, torch.Tensor)),
@@ -156,8 +179,8 @@ def compile(  # noqa: A001 - the public name mirrors torch.compile
     where = next((p.device for p in getattr(fn_or_module, "parameters", list)()), device)
     capture_args = tuple(a.to(where) if isinstance(a, torch.Tensor) else a
                          for a in example_args)
-    captured = _capture(fn_or_module, capture_args)
-    lower(captured.module, registry.with_arch(pipeline, target.arch))
+    captured = prepare(fn_or_module, capture_args, pipeline, dynamic=dynamic, max=max, min=min,
+                       arch=target.arch)
     params = {name: t.detach().to(device) for name, t in captured.params.items()}
     program = CompiledProgram(captured.module, params=params, cuda_graph=cuda_graph,
                               device=index, arch=target.arch)

@@ -34,6 +34,20 @@ results are
 then the graph's static output tensors, overwritten by the next call (clone them to keep
 them). Weights bound by name are captured in place, never copied. torch and the CUDA
 libraries are imported when a program is built, not when this module is imported.
+
+A symbolic program (a host function that declares symbols, e.g. the sequence length ``seq``
+up to ``llmopt.max``) is one set of CUBINs for every length. A call reads the symbols from its
+inputs' shapes (:class:`~llmopt.codegen.symbolic.SymbolicHost`: a length above the maximum or
+a shape that does not match is an :class:`ExecutorError` naming the argument and the bound),
+evaluates the host's index arithmetic for that length once
+(:func:`~llmopt.codegen.symbolic.layout_call`, cached per length): every launch's grid, every
+allocation's shape, and the length itself, passed to the kernels as an ``int32``. Each
+intermediate buffer is allocated once, flat, at its size at the maxima
+(``SymbolicHost.max_shapes``) and a call views the prefix its shape needs; the buffers
+results live in are allocated per call at the call's shape.
+Calls therefore share the intermediate buffers: they are ordered on one stream, never run
+concurrently on two. With ``cuda_graph=True`` a symbolic program captures one CUDA graph per
+length seen, on that length's first call, and replays it when the length repeats.
 """
 
 from __future__ import annotations
@@ -57,11 +71,13 @@ from xdsl.dialects.builtin import (
     IntegerType,
     MemRefType,
     ModuleOp,
+    NoneAttr,
     StringAttr,
 )
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from llmopt.dialects import cuda, kernel
+from llmopt.dialects._symbols import function_symbols
 from llmopt.target import Target, current_target
 
 if TYPE_CHECKING:
@@ -157,6 +173,11 @@ class HostPlan:
     num_slots: int
     written_inputs: frozenset[int]
     params: tuple[str | None, ...] = ()
+    symbols: tuple[int, ...] = ()
+    """Slots of the symbol arguments (a symbolic program: bound from the inputs' shapes)."""
+    computed: tuple[int, ...] = ()
+    """Slots of the host's ``index`` arithmetic results, in op order
+    (:meth:`~llmopt.codegen.symbolic.SymbolicHost.index_values` fills them per call)."""
 
 
 def _host_function(module: ModuleOp, entry: str | None) -> func.FuncOp:
@@ -175,12 +196,19 @@ def _host_function(module: ModuleOp, entry: str | None) -> func.FuncOp:
     return public[0]
 
 
-def _static_shape(typ: Attribute, what: str) -> tuple[int, ...]:
+def _static_shape(typ: Attribute, what: str, dynamic: bool = False) -> tuple[int, ...]:
+    """The shape of a contiguous memref type; ``?`` extents (``DYNAMIC``) only when
+    ``dynamic`` (a symbolic program, whose extents follow from its symbols per call)."""
     if not isinstance(typ, MemRefType):
         raise ExecutorError(f"{what}: expected a memref, got {typ}")
     shape = typ.get_shape()
     if any(d < 0 for d in shape):
-        raise ExecutorError(f"{what}: dynamic shape {typ} is not supported")
+        if not dynamic:
+            raise ExecutorError(f"{what}: dynamic shape {typ} is not supported")
+        if isinstance(typ.layout, NoneAttr):
+            return shape
+        raise ExecutorError(f"{what}: only contiguous row-major buffers are supported, got "
+                            f"{typ}")
     strides, offset = typ.get_strides(), typ.get_offset()
     if offset != 0 or strides is None or list(strides) != list(
         MemRefType.strides_for_shape(shape)
@@ -207,21 +235,32 @@ def argument_names(fn: func.FuncOp) -> list[str | None]:
 def plan_host_function(module: ModuleOp, entry: str | None = None) -> HostPlan:
     """Flatten the host function of a module lowered by ``kernel-to-cuda`` into a plan.
 
+    A symbolic host function (one that declares symbols) keeps its ``?`` extents in the
+    plan's shapes (``DYNAMIC``) and its ``index`` arithmetic as :attr:`HostPlan.computed`
+    slots: each call's shapes, grids and index values come from
+    :class:`~llmopt.codegen.symbolic.SymbolicHost`. A view may then have one ``?`` extent
+    (``Tensor.view`` infers it).
+
     Raises :class:`ExecutorError` for ops the executor does not run, launches of unknown
     kernels, or launches whose arguments do not fit the kernel's parameters.
     """
+    from llmopt.codegen.symbolic import is_index_arith
+
     kernels = {op.sym_name.data: op for op in module.ops if isinstance(op, cuda.KernelOp)}
     unlowered = [op.sym_name.data for op in module.ops if isinstance(op, kernel.FuncOp)]
     if unlowered:
         raise ExecutorError(f"kernels {unlowered} are not lowered yet: run kernel-to-cuda")
     host = _host_function(module, entry)
+    symbol_slots = tuple(s.arg for s in function_symbols(host).values())
+    dynamic = bool(symbol_slots)
+    computed: list[int] = []
     slots: dict[SSAValue, int] = {}
     inputs: list[tuple[str, Attribute]] = []
     for k, arg in enumerate(host.body.block.args):
         slots[arg] = k
         name = arg.name_hint or f"arg{k}"
         if isinstance(arg.type, MemRefType):
-            _static_shape(arg.type, f"argument '{name}'")
+            _static_shape(arg.type, f"argument '{name}'", dynamic)
         elif not cuda.is_scalar(arg.type):
             raise ExecutorError(f"argument '{name}' has unsupported type {arg.type}")
         inputs.append((name, arg.type))
@@ -245,12 +284,18 @@ def plan_host_function(module: ModuleOp, entry: str | None = None) -> HostPlan:
     roots: dict[int, int] = {}  # view slot -> slot it views
     for op in host.body.block.ops:
         if isinstance(op, memref.AllocOp | memref.AllocaOp):
-            shape = _static_shape(op.memref.type, f"'{op.name}'")
+            shape = _static_shape(op.memref.type, f"'{op.name}'", dynamic)
+            if isinstance(op, memref.AllocaOp) and any(d < 0 for d in shape):
+                raise ExecutorError(f"'{op.name}': a ? extent needs memref.alloc")
             steps.append(AllocStep(new_slot(op.memref), shape,
                                    op.memref.type.element_type))  # type: ignore[union-attr]
         elif isinstance(op, memref.CollapseShapeOp | memref.ExpandShapeOp | memref.CastOp):
             result = op.results[0]
-            shape = _static_shape(result.type, f"'{op.name}'")
+            shape = _static_shape(result.type, f"'{op.name}'", dynamic)
+            if sum(d < 0 for d in shape) > 1:
+                raise ExecutorError(f"'{op.name}': a view with more than one ? extent "
+                                    f"({result.type}) is not supported")
+            shape = tuple(-1 if d < 0 else d for d in shape)
             source = slot_of(op.operands[0], op)
             slot = new_slot(result)
             roots[slot] = roots.get(source, source)
@@ -261,6 +306,10 @@ def plan_host_function(module: ModuleOp, entry: str | None = None) -> HostPlan:
             written.add(roots.get(target, target))
         elif isinstance(op, memref.DeallocOp):
             continue
+        elif dynamic and is_index_arith(op):
+            for v in op.operands:
+                slot_of(v, op)
+            computed.append(new_slot(op.results[0]))
         elif isinstance(op, arith.ConstantOp):
             value = op.value
             if not isinstance(value, IntegerAttr | FloatAttr):
@@ -299,7 +348,8 @@ def plan_host_function(module: ModuleOp, entry: str | None = None) -> HostPlan:
             results = tuple(slot_of(v, op) for v in op.arguments)
         else:
             raise ExecutorError(f"'{op.name}' cannot run in the host function")
-    keep = set(results) | set(range(len(inputs))) | {c[0] for c in constants}
+    keep = (set(results) | set(range(len(inputs))) | {c[0] for c in constants}
+            | set(computed))
     release: list[list[int]] = [[] for _ in steps]
     for slot, last in uses.items():
         if slot not in keep and last < len(steps):
@@ -308,7 +358,7 @@ def plan_host_function(module: ModuleOp, entry: str | None = None) -> HostPlan:
         name=host.sym_name.data, inputs=tuple(inputs), constants=tuple(constants),
         steps=tuple(steps), release=tuple(tuple(r) for r in release), results=results,
         num_slots=len(slots), written_inputs=frozenset(s for s in written if s < len(inputs)),
-        params=tuple(argument_names(host)),
+        params=tuple(argument_names(host)), symbols=symbol_slots, computed=tuple(computed),
     )
 
 
@@ -459,8 +509,11 @@ class CompiledProgram:
         from llmopt.codegen.cuda_printer import cuda_source
         from llmopt.codegen.nvrtc import compile_cuda
         from llmopt.codegen.runtime import CudaModule
+        from llmopt.codegen.symbolic import SymbolicHost
 
         self.plan = plan_host_function(module, entry)
+        self.symbolic = (SymbolicHost(_host_function(module, entry)) if self.plan.symbols
+                         else None)
         torch.cuda.init()
         index = torch.cuda.current_device() if device is None else int(device)
         self.target = current_target(index)
@@ -477,14 +530,19 @@ class CompiledProgram:
             if isinstance(t, MemRefType) else (name, _ctype(t), None)
             for name, t in self.plan.inputs
         ]
+        self._layouts: dict[tuple[int, ...], Any] = {}
+        self._layout: Any = None
+        self._buffers = self._symbolic_buffers() if self.symbolic is not None else {}
+        self._graphs: dict[tuple[int, ...], tuple[Any, ...]] = {}
         self._initial: list[Any] = [None] * self.plan.num_slots
         for slot, value, _ in self.plan.constants:
             self._initial[slot] = value
-        self._steps = [self._compile_step(s, r)
-                       for s, r in zip(self.plan.steps, self.plan.release, strict=True)]
+        self._steps = [self._compile_step(s, r, k) for k, (s, r) in
+                       enumerate(zip(self.plan.steps, self.plan.release, strict=True))]
         self._results = self.plan.results
         self._bound: dict[int, Any] = {}
-        self._call_slots: tuple[int, ...] = tuple(range(len(self.plan.inputs)))
+        self._call_slots: tuple[int, ...] = tuple(k for k in range(len(self.plan.inputs))
+                                                  if k not in self.plan.symbols)
         self._graph: Any = None
         self._static: dict[int, Any] = {}
         self._graph_scalars: dict[int, Any] = {}
@@ -514,7 +572,8 @@ class CompiledProgram:
         """
         bound = bind_weights(self.plan, params, self.device)
         self._bound = bound
-        self._call_slots = tuple(k for k in range(len(self.plan.inputs)) if k not in bound)
+        self._call_slots = tuple(k for k in range(len(self.plan.inputs))
+                                 if k not in bound and k not in self.plan.symbols)
         self.reset_graph()
 
     # --- running ---------------------------------------------------------------------------
@@ -528,10 +587,29 @@ class CompiledProgram:
                 seen[step.kernel] = None
         return list(seen)
 
-    def _compile_step(self, step: Step, release: tuple[int, ...]) -> Callable[[list[Any]], None]:
+    def _compile_step(self, step: Step, release: tuple[int, ...],
+                      index: int) -> Callable[[list[Any]], None]:
         import torch
 
         device = self.device
+        if isinstance(step, AllocStep) and step.slot in self._buffers:
+            slot, flat = step.slot, self._buffers[step.slot]
+
+            def alloc_prefix(env: list[Any]) -> None:
+                shape = self._layout.shapes[slot]
+                numel = 1
+                for e in shape:
+                    numel *= e
+                env[slot] = flat[:numel].view(shape)
+
+            return alloc_prefix
+        if isinstance(step, AllocStep) and self.symbolic is not None:
+            slot, dtype = step.slot, torch_dtype(step.element)
+
+            def alloc_call(env: list[Any]) -> None:
+                env[slot] = torch.empty(self._layout.shapes[slot], dtype=dtype, device=device)
+
+            return alloc_call
         if isinstance(step, AllocStep):
             slot, shape, dtype = step.slot, step.shape, torch_dtype(step.element)
 
@@ -561,6 +639,16 @@ class CompiledProgram:
         grid, block, shared = step.grid, step.block, step.shared_bytes
         args = step.args
         converters = [None if isinstance(p, cuda.PtrType) else _ctype(p) for p in step.params]
+        if self.symbolic is not None:
+            pairs = list(zip(args, converters, strict=True))
+
+            def launch_symbolic(env: list[Any]) -> None:
+                fn.launch(self._layout.grids[index], block,
+                          [env[a] if c is None else c(env[a]) for a, c in pairs], shared)
+                for r in release:
+                    env[r] = None
+
+            return launch_symbolic
         if all(c is None for c in converters):
 
             def launch(env: list[Any]) -> None:
@@ -592,7 +680,8 @@ class CompiledProgram:
         if arg.dtype != kind:
             raise ExecutorError(f"argument {k} ('{name}') has dtype {arg.dtype}, "
                                 f"expected {kind}")
-        if tuple(arg.shape) != shape:
+        if len(arg.shape) != len(shape) or any(
+                d >= 0 and e != d for e, d in zip(arg.shape, shape, strict=True)):
             raise ExecutorError(f"argument {k} ('{name}') has shape "
                                 f"{tuple(arg.shape)}, expected {shape}")
         if not arg.is_contiguous():
@@ -619,7 +708,65 @@ class CompiledProgram:
             env[k] = arg
         if self.check and self.plan.written_inputs:
             self._check_overlap(env[: len(self.plan.inputs)])
+        if self.symbolic is not None:
+            self._layout = self._layout_of(env)
+            for k, value in self._layout.scalars.items():
+                env[k] = value
         return env
+
+    # --- symbolic programs -----------------------------------------------------------------
+
+    def _symbolic_buffers(self) -> dict[int, Any]:
+        """One flat buffer per allocation of a symbolic program, sized for the symbols'
+        maxima (:meth:`SymbolicHost.max_shapes`); a call views the prefix its shape needs.
+        Allocations a result lives in are made per call at the call's shape instead, so a
+        call's results are not overwritten by the next call."""
+        import torch
+
+        assert self.symbolic is not None
+        roots = {s.slot: s.source for s in self.plan.steps if isinstance(s, ViewStep)}
+
+        def root(slot: int) -> int:
+            while slot in roots:
+                slot = roots[slot]
+            return slot
+
+        returned = {root(r) for r in self.plan.results}
+        allocs = [s for s in self.plan.steps if isinstance(s, AllocStep)]
+        buffers: dict[int, Any] = {}
+        for step, shape in zip(allocs, self.symbolic.max_shapes(), strict=True):
+            if step.slot in returned:
+                continue
+            numel = 1
+            for e in shape:
+                numel *= e
+            buffers[step.slot] = torch.empty(numel, dtype=torch_dtype(step.element),
+                                             device=self.device)
+        return buffers
+
+    def symbols_of(self, args: Sequence[Any]) -> dict[str, int]:
+        """The symbols' values for a call's ``args`` (read from their shapes); raises
+        :class:`ExecutorError` naming the argument and the bound."""
+        assert self.symbolic is not None
+        if len(args) != len(self._call_slots):
+            raise ExecutorError(f"@{self.plan.name} takes {len(self._call_slots)} arguments, "
+                                f"got {len(args)}")
+        given = dict(zip(self._call_slots, args, strict=True))
+        return self.symbolic.bind([given.get(k) for k in range(len(self.plan.inputs))
+                                   if k not in self.plan.symbols])
+
+    def _layout_of(self, env: list[Any]) -> Any:
+        from llmopt.codegen.symbolic import layout_call
+
+        assert self.symbolic is not None
+        symbols = self.symbolic.bind([env[k] if k in self._call_slots else None
+                                      for k in range(len(self.plan.inputs))
+                                      if k not in self.plan.symbols])
+        key = tuple(symbols.values())
+        layout = self._layouts.get(key)
+        if layout is None:
+            layout = self._layouts[key] = layout_call(self.plan, self.symbolic, symbols)
+        return layout
 
     def _aligned(self, k: int, arg: Any) -> Any:
         """``arg``, or an aligned copy of it when its data is not 16-byte aligned."""
@@ -688,7 +835,8 @@ class CompiledProgram:
             step = self.plan.steps[k]
             assert isinstance(step, LaunchStep)
             ordered = sorted(samples[k])
-            times.append(KernelTime(step.kernel, step.grid, step.block,
+            grid = self._layout.grids[k] if self.symbolic is not None else step.grid
+            times.append(KernelTime(step.kernel, grid, step.block,
                                     ordered[len(ordered) // 2]))
         return times
 
@@ -700,6 +848,7 @@ class CompiledProgram:
         self._static = {}
         self._graph_scalars = {}
         self._graph_outputs = ()
+        self._graphs = {}
 
     @property
     def static_inputs(self) -> tuple[Any, ...]:
@@ -738,7 +887,16 @@ class CompiledProgram:
                 arg.copy_(static)
 
     def _replay(self, args: Sequence[Any]) -> tuple[Any, ...]:
-        if self._graph is None:
+        if self.symbolic is not None:
+            key = tuple(self.symbols_of(args).values())
+            if key in self._graphs:
+                (self._graph, self._static, self._graph_scalars,
+                 self._graph_outputs) = self._graphs[key]
+            else:
+                self._capture(args)
+                self._graphs[key] = (self._graph, self._static, self._graph_scalars,
+                                     self._graph_outputs)
+        elif self._graph is None:
             self._capture(args)
         self._copy_in(args)
         self._graph.replay()

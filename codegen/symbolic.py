@@ -22,15 +22,19 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from xdsl.dialects import arith, func, memref
 from xdsl.dialects.builtin import IndexType, IntegerAttr
-from xdsl.ir import SSAValue
+from xdsl.ir import Operation, SSAValue
 
 from llmopt.dialects import kernel
 from llmopt.dialects._symbols import BindError, bind_arguments, function_symbols, shape_of_type
 
-__all__ = ["SymbolicCall", "SymbolicHost"]
+if TYPE_CHECKING:
+    from llmopt.codegen.executor import HostPlan
+
+__all__ = ["CallLayout", "SymbolicCall", "SymbolicHost", "is_index_arith", "layout_call"]
 
 
 def _ceildiv(a: int, b: int) -> int:
@@ -50,6 +54,11 @@ _BINARY: dict[str, Callable[[int, int], int]] = {
     "arith.remui": lambda a, b: a % b, "arith.remsi": lambda a, b: a - b * _trunc_div(a, b),
     "arith.minui": min, "arith.minsi": min, "arith.maxui": max, "arith.maxsi": max,
 }  # fmt: skip
+
+
+def is_index_arith(op: Operation) -> bool:
+    """Whether ``op`` is host ``index`` arithmetic that :class:`SymbolicHost` evaluates."""
+    return op.name in _BINARY and isinstance(op.results[0].type, IndexType)
 
 
 @dataclass(frozen=True)
@@ -100,7 +109,7 @@ class SymbolicHost:
             if isinstance(op, arith.ConstantOp) and isinstance(op.result.type, IndexType):
                 assert isinstance(op.value, IntegerAttr)
                 values[op.result] = op.value.value.data
-            elif op.name in _BINARY and isinstance(op.results[0].type, IndexType):
+            elif is_index_arith(op):
                 try:
                     a, b = (values[v] for v in op.operands)
                 except KeyError:
@@ -142,3 +151,35 @@ class SymbolicHost:
     def max_shapes(self) -> tuple[tuple[int, ...], ...]:
         """Each allocation's shape at the symbols' maxima (what is allocated once)."""
         return self.evaluate({n: s.max for n, s in self.symbols.items()}).shapes
+
+    def index_values(self, symbols: Mapping[str, int]) -> list[int]:
+        """The value of every ``index`` arithmetic result at ``symbols``, in op order."""
+        values = self._values(symbols)
+        return [values[op.results[0]] for op in self.host.body.block.ops if is_index_arith(op)]
+
+
+@dataclass(frozen=True)
+class CallLayout:
+    """What one call of a symbolic program's plan needs, by plan slot and step: the value of
+    every symbol and ``index`` arithmetic slot (``scalars``), the shape of every allocation
+    (``shapes``, by the alloc's slot) and the grid of every launch (``grids``, by step)."""
+
+    symbols: dict[str, int]
+    scalars: dict[int, int]
+    shapes: dict[int, tuple[int, ...]]
+    grids: dict[int, tuple[int, int, int]]
+
+
+def layout_call(plan: HostPlan, host: SymbolicHost, symbols: Mapping[str, int]) -> CallLayout:
+    """The :class:`CallLayout` of ``plan`` (planned from ``host``'s function) at ``symbols``;
+    raises ``ExecutorError`` for a grid above its launch's maximum."""
+    from llmopt.codegen.executor import AllocStep, LaunchStep
+
+    call = host.evaluate(symbols)
+    scalars = {host.symbols[name].arg: int(v) for name, v in symbols.items()}
+    scalars.update(zip(plan.computed, host.index_values(symbols), strict=True))
+    allocs = [s for s in plan.steps if isinstance(s, AllocStep)]
+    launches = [k for k, s in enumerate(plan.steps) if isinstance(s, LaunchStep)]
+    shapes = {s.slot: shape for s, shape in zip(allocs, call.shapes, strict=True)}
+    grids = dict(zip(launches, call.grids, strict=True))
+    return CallLayout(dict(symbols), scalars, shapes, grids)
