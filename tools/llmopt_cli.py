@@ -18,7 +18,9 @@ directory), compiles it, runs it and compares the logits with the PyTorch model 
 random ``input_ids``. With a GPU it runs the real configuration through
 :class:`~llmopt.codegen.executor.CompiledProgram` (plain launches and a CUDA graph); without
 one it says so, shrinks the configuration (unless it is small already) and runs the Kernel IR
-through the CPU interpreter.
+through the CPU interpreter. ``llmopt run MODEL --dynamic [--max-seq N] --seq N [N ...]``
+compiles one program with a symbolic sequence length once and runs it at every given length,
+reporting each length's error against PyTorch and float64 and its argmax agreement.
 
 MODEL is a preset (``tinyllama``, ``qwen2.5-7b``: the real dimensions), a local Hugging Face
 directory (``config.json`` plus safetensors) or a ``config.json``. Nothing is ever fetched
@@ -650,12 +652,141 @@ def run_model(args: argparse.Namespace) -> int:
     from llmopt.frontend.models import model_config
 
     config = model_config(args.model, layers=args.layers)  # a bad config fails before weights
-    if args.seq is not None and args.seq > config.max_position_embeddings:
-        raise CliError(f"--seq {args.seq} is longer than the model's max_position_embeddings "
-                       f"({config.max_position_embeddings})")
+    seqs: list[int] = list(args.seq or [])
+    if len(seqs) > 1 and not args.dynamic:
+        raise CliError(f"{len(seqs)} --seq lengths need --dynamic (one program for every "
+                       "length); without it one program runs one length")
+    if args.max_seq is not None and not args.dynamic:
+        raise CliError("--max-seq bounds a symbolic length: add --dynamic")
+    for seq in seqs:
+        if seq > config.max_position_embeddings:
+            raise CliError(f"--seq {seq} is longer than the model's max_position_embeddings "
+                           f"({config.max_position_embeddings})")
+    if args.dynamic:
+        max_seq = _max_seq(args)
+        for seq in seqs:
+            if seq > max_seq:
+                raise CliError(f"--seq {seq} is above --max-seq {max_seq}, the bound of the "
+                               "symbolic length")
+        seqs = seqs or [CPU_SEQ if not gpu else 128]
+        return (_run_gpu_dynamic if gpu else _run_cpu_dynamic)(args, seqs, max_seq)
+    args.seq = seqs[0] if seqs else None
     if gpu:
         return _run_gpu(args)
     return _run_cpu(args)
+
+
+def _example_seq(max_seq: int) -> int:
+    """The length a symbolic capture traces with (export needs one in [2, max_seq])."""
+    return min(max_seq, 8)
+
+
+def _length_line(seq: int, got: Any, want: Any, exact: Any, dtype: str) -> str:
+    """One line of ``llmopt run --dynamic``: the error of ``got`` logits against PyTorch
+    (``want``, in ``dtype``) and against the model in float64 (``exact``), and the argmax
+    agreement with both."""
+    import torch
+
+    def agree(ref: Any) -> str:
+        g, r = got.detach().double().cpu(), ref.detach().double().cpu()
+        finite = torch.isfinite(g).all(-1) & torch.isfinite(r).all(-1)
+        same = ((g.argmax(-1) == r.argmax(-1)) & finite).reshape(-1)
+        return f"{int(same.sum())}/{same.numel()}"
+
+    return (f"seq {seq}: max |error| / max |ref| {_relative_error(got, want):.3e} vs PyTorch "
+            f"{dtype}, {_relative_error(got, exact):.3e} vs float64; argmax agreement "
+            f"{agree(want)} vs PyTorch, {agree(exact)} vs float64")
+
+
+def _run_cpu_dynamic(args: argparse.Namespace, seqs: Sequence[int], max_seq: int) -> int:
+    """``llmopt run --dynamic`` without a GPU: one symbolic program lowered to Kernel IR
+    once, then every length of ``seqs`` through the Kernel-IR interpreter."""
+    import copy
+
+    import torch
+
+    import llmopt.interp
+    from llmopt.frontend.models import capture_model
+
+    half = args.dtype in ("float16", "bfloat16")
+    model, weights = _cpu_model(args)
+    print(f"// ran {args.model} as {_describe(model.config)}, symbolic seq <= {max_seq} "
+          f"(lengths {' '.join(map(str, seqs))}), {args.dtype}, {weights}")
+    start = time.perf_counter()
+    program = capture_model(model, _example_seq(max_seq), dynamic=True, max_seq=max_seq)
+    captured = time.perf_counter() - start
+    to_kernel, rest = split_pipeline(_with_arch(args.pipeline, args.arch), "kernel")
+    progress = lower_with_progress(program.module, to_kernel, "lowering to Kernel IR")
+    print(f"// compile (once, every length): capture {captured:.1f} s, "
+          f"{_timing_line(progress)}")
+    nvrtc = _nvrtc_report(program.module, rest, args.arch)
+    if nvrtc:
+        print(f"// {nvrtc}")
+    exact_model = copy.deepcopy(model).double()
+    for seq in seqs:
+        ids = _input_ids(model.config.vocab_size, seq, args.seed, "cpu")
+        with torch.no_grad():
+            want = model(input_ids=ids, use_cache=False).logits
+            exact = exact_model(input_ids=ids, use_cache=False).logits
+        inputs = [(a.float() if a.dtype == torch.bfloat16 else a).detach().cpu().numpy()
+                  if isinstance(a, torch.Tensor) else a for a in program.arguments(ids)]
+        began = time.perf_counter()
+        outputs = llmopt.interp.run(program.module, inputs, check_races=False)
+        seconds = time.perf_counter() - began
+        got = torch.from_numpy(outputs[0].astype("float32") if half else outputs[0])
+        _check_finite_logits(got, want)
+        print(f"// {_length_line(seq, got, want, exact, args.dtype)}; interpreter "
+              f"{seconds * 1e3:.1f} ms")
+    return 0
+
+
+def _run_gpu_dynamic(args: argparse.Namespace, seqs: Sequence[int], max_seq: int) -> int:
+    """``llmopt run --dynamic`` on a GPU: one symbolic program compiled to CUBINs once, then
+    every length of ``seqs`` through the executor (plain launches and a CUDA graph per
+    length), against PyTorch and the model in float64."""
+    import copy
+
+    import torch
+
+    from llmopt.codegen.executor import CompiledProgram
+    from llmopt.frontend.models import build_model
+    from llmopt.target import default_arch
+
+    model = build_model(args.model, device="cuda", dtype=_dtype(args.dtype), seed=args.seed,
+                        layers=args.layers, allow_nonfinite=args.allow_nonfinite)
+    print(f"// GPU: {torch.cuda.get_device_name()}; {args.model} as {_describe(model.config)}, "
+          f"symbolic seq <= {max_seq}, {args.dtype}")
+    everything, _ = split_pipeline(_with_arch(args.pipeline, default_arch()), "cuda")
+    identity = "config:" + model.config.to_json_string(use_diff=False)
+    began = time.perf_counter()
+    module, how = lowered_model(args.model, identity, lambda: model.config,
+                                _example_seq(max_seq), args.dtype, everything,
+                                "lowering to CUDA", max_seq=max_seq)
+    compiled = CompiledProgram(module, params=model_weights(model))
+    print(f"// compile (once, every length): {how}; {time.perf_counter() - began:.1f} s to "
+          f"loaded CUBINs, {len(compiled.kernel_names)} kernels")
+    exact_model = copy.deepcopy(model).double()
+    sync = torch.cuda.synchronize
+    for seq in seqs:
+        ids = _input_ids(model.config.vocab_size, seq, args.seed, "cuda")
+        with torch.no_grad():
+            want = model(input_ids=ids, use_cache=False).logits
+            exact = exact_model(input_ids=ids, use_cache=False).logits
+            compiled.cuda_graph = False
+            (got,) = compiled(ids)
+            sync()
+            _check_finite_logits(got, want)
+            eager = _median_seconds(partial(model, input_ids=ids, use_cache=False),
+                                    args.repeat, sync)
+            plain = _median_seconds(partial(compiled, ids), args.repeat, sync)
+            times = f"eager {eager * 1e3:.2f} ms, llmopt {plain * 1e3:.2f} ms"
+            if not args.no_graph:
+                compiled.cuda_graph = True
+                compiled(ids)
+                graph = _median_seconds(partial(compiled, ids), args.repeat, sync)
+                times += f", llmopt CUDA graph {graph * 1e3:.2f} ms"
+        print(f"// {_length_line(seq, got, want, exact, args.dtype)}; {times}")
+    return 0
 
 
 def _input_ids(vocab: int, seq: int, seed: int, device: str) -> Any:
@@ -665,13 +796,12 @@ def _input_ids(vocab: int, seq: int, seed: int, device: str) -> Any:
     return torch.randint(0, vocab, (1, seq), generator=gen).to(device)
 
 
-def _run_cpu(args: argparse.Namespace) -> int:
-    import torch
-
-    from llmopt.frontend.models import build_model, capture_model, model_config
+def _cpu_model(args: argparse.Namespace) -> tuple[Any, str]:
+    """The model ``llmopt run`` runs on the CPU (shrunk when too big for the interpreter)
+    and a phrase saying where its weights come from; prints what it did."""
+    from llmopt.frontend.models import build_model, model_config
 
     dtype = _dtype(args.dtype)
-    half = args.dtype in ("float16", "bfloat16")
     print("// no GPU here (torch.cuda.is_available() is False): running the Kernel IR "
           "through the CPU interpreter" if not args.cpu else
           "// --cpu: running the Kernel IR through the CPU interpreter")
@@ -693,6 +823,16 @@ def _run_cpu(args: argparse.Namespace) -> int:
                             layers=args.layers, allow_nonfinite=args.allow_nonfinite)
         weights = (f"weights from {checkpoint}" if checkpoint is not None
                    else f"random weights (seed {args.seed})")
+    return model, weights
+
+
+def _run_cpu(args: argparse.Namespace) -> int:
+    import torch
+
+    from llmopt.frontend.models import capture_model
+
+    half = args.dtype in ("float16", "bfloat16")
+    model, weights = _cpu_model(args)
     seq = args.seq if args.seq is not None else CPU_SEQ
     print(f"// ran {args.model} as {_describe(model.config)}, seq {seq}, {args.dtype}, "
           f"{weights}")
@@ -994,11 +1134,14 @@ class _Parser(argparse.ArgumentParser):
         self.exit(1, f"llmopt: error: {message}\n")
 
 
-def _model_arguments(p: argparse.ArgumentParser, seq_default: int | None) -> None:
+def _model_arguments(p: argparse.ArgumentParser, seq_default: int | None,
+                     many: bool = False) -> None:
     p.add_argument("model", help="tinyllama, qwen2.5-7b, a local HF directory or a config.json")
-    p.add_argument("--seq", type=_positive, default=seq_default,
+    p.add_argument("--seq", type=_positive, default=seq_default, nargs="+" if many else None,
+                   metavar="N",
                    help="sequence length" + (f" (default {seq_default})" if seq_default else
-                                             " (default 128 on a GPU, 7 on the CPU)"))
+                                             " (default 128 on a GPU, 7 on the CPU)")
+                   + ("; several with --dynamic" if many else ""))
     p.add_argument("--layers", type=_positive, default=None,
                    help="keep only the first N decoder layers (at most as many as the "
                    "model has)")
@@ -1056,7 +1199,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     r = sub.add_parser("run", help="compile and run a whole model, compare with PyTorch",
                        parents=[common])
-    _model_arguments(r, None)
+    _model_arguments(r, None, many=True)
+    r.add_argument("--dynamic", action="store_true",
+                   help="compile one program with a symbolic sequence length, then run each "
+                   "--seq length with it")
+    r.add_argument("--max-seq", type=int, default=None, metavar="N",
+                   help="with --dynamic, the largest length (default: the model's "
+                   "max_position_embeddings)")
     r.add_argument("--seed", type=_SEED, default=0, help="seed of the weights and input_ids")
     r.add_argument("--allow-nonfinite", action="store_true",
                    help="run a checkpoint whose weights hold NaN or infinite values (refused "

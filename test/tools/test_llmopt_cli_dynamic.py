@@ -123,3 +123,36 @@ def test_llm_opt_lowers_symbolic_ir_to_cuda(config: Path, tmp_path: Path) -> Non
     done = llm_opt(str(out), "-p", "lower-to-cuda", "-t", "cuda")
     assert done.returncode == 0, done.stderr
     assert "int seq) {" in done.stdout
+
+
+def test_run_dynamic_compiles_once_and_runs_two_lengths(
+        config: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """One symbolic program, two lengths through the Kernel-IR interpreter, each within the
+    float32 tolerance (1e-4 of the largest logit) of the float64 model, argmax identical."""
+    import re
+
+    assert main(["run", str(config), "--cpu", "--dynamic", "--max-seq", "32",
+                 "--seq", "3", "11"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("// compile (once, every length)") == 1
+    assert "symbolic seq <= 32 (lengths 3 11)" in out
+    for seq in (3, 11):
+        line = re.search(rf"^// seq {seq}: max \|error\| / max \|ref\| (\S+) vs PyTorch "
+                         rf"float32, (\S+) vs float64; argmax agreement (\d+)/(\d+) vs "
+                         rf"PyTorch, (\d+)/(\d+) vs float64", out, re.M)
+        assert line is not None, out
+        assert float(line[1]) < 1e-4 and float(line[2]) < 1e-4
+        assert line[5] == line[6] == str(seq)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--seq", "3", "5"], "2 --seq lengths need --dynamic"),
+    (["--dynamic", "--max-seq", "16", "--seq", "3", "20"],
+     "--seq 20 is above --max-seq 16, the bound of the symbolic length"),
+    (["--max-seq", "16", "--seq", "3"], "--max-seq bounds a symbolic length: add --dynamic"),
+])
+def test_run_dynamic_bad_arguments(argv: list[str], message: str, config: Path,
+                                   capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", str(config), "--cpu", *argv]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("llmopt: error: ") and message in err[0]
