@@ -64,7 +64,10 @@ UNSCHEDULED = "tile-to-kernel,canonicalize,cse,kernel-to-cuda"
 
 def schedule_key(kernel: tile.KernelOp) -> str:
     """The structural hash of a Tile-IR kernel before scheduling: equal for kernels that are
-    identical up to their symbol name, value names, locations and schedule knobs."""
+    identical up to their symbol name, value names, locations and schedule knobs. The
+    kernel's operand segment sizes are left out too: they only split its operands into bound
+    buffers and runtime grid extents, and a static kernel (the only kind a table holds) has
+    none of the latter, so keys stay those the committed tables were written with."""
     from llmopt.passes.kernel.dedup_kernels import _Keyer
 
     saved = kernel.attributes.pop(SCHEDULE_ATTR, None)
@@ -73,7 +76,7 @@ def schedule_key(kernel: tile.KernelOp) -> str:
         for value in kernel.operands:  # the bound buffers, numbered by first appearance
             if value not in keyer.values:
                 keyer.define(value)
-        key = keyer.op(kernel, skip=frozenset({"sym_name"}))
+        key = keyer.op(kernel, skip=frozenset({"sym_name", "operandSegmentSizes"}))
     finally:
         if saved is not None:
             kernel.attributes[SCHEDULE_ATTR] = saved
