@@ -17,7 +17,14 @@ from xdsl.dialects.builtin import (
     i64,
 )
 from xdsl.ir import Attribute, Operation, Region, SSAValue
-from xdsl.ir.affine import AffineDimExpr, AffineMap
+from xdsl.ir.affine import (
+    AffineBinaryOpExpr,
+    AffineBinaryOpKind,
+    AffineConstantExpr,
+    AffineDimExpr,
+    AffineExpr,
+    AffineMap,
+)
 from xdsl.parser import Parser, UnresolvedOperand
 from xdsl.parser.core import ForwardDeclaredValue
 from xdsl.printer import Printer
@@ -230,6 +237,26 @@ def guarded(op: Operation) -> bool:
             return True
         parent = parent.parent_op()
     return False
+
+
+_DIVISIONS = {
+    AffineBinaryOpKind.FloorDiv: "floordiv",
+    AffineBinaryOpKind.CeilDiv: "ceildiv",
+    AffineBinaryOpKind.Mod: "mod",
+}
+
+
+def bad_division(expr: AffineExpr) -> str | None:
+    """What is wrong with the first ``floordiv``, ``ceildiv`` or ``mod`` in ``expr`` whose
+    divisor is a constant that is not positive (affine divisions take positive divisors;
+    xDSL's simplification asserts on negative ones): ``"divides by zero ('mod 0')"``, else
+    ``None``."""
+    for node in expr.dfs():
+        if (isinstance(node, AffineBinaryOpExpr) and node.kind in _DIVISIONS
+                and isinstance(node.rhs, AffineConstantExpr) and node.rhs.value <= 0):
+            what = "zero" if node.rhs.value == 0 else "a negative constant"
+            return f"divides by {what} ('{_DIVISIONS[node.kind]} {node.rhs.value}')"
+    return None
 
 
 def constant_index(value: SSAValue) -> int | None:

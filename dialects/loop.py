@@ -75,6 +75,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from llmopt.dialects._symbols import enclosing_function, is_symbolic
 from llmopt.dialects._syntax import (
+    bad_division,
     check_index_in_bounds,
     check_kernel_attributes,
     check_reducible_type,
@@ -103,21 +104,14 @@ def _in_symbolic_function(op: Operation) -> bool:
     return func is not None and is_symbolic(func)
 
 
-_DIVISIONS = {
-    AffineBinaryOpKind.FloorDiv: "floordiv",
-    AffineBinaryOpKind.CeilDiv: "ceildiv",
-    AffineBinaryOpKind.Mod: "mod",
-}
-
-
 def verify_access(op: Operation, buffer: SSAValue, amap: AffineMap,
                   indices: Sequence[SSAValue]) -> None:
     """Shared verifier of affine buffer accesses (``loop`` and ``tile`` levels): a map of
-    the index operands with one result per dimension, no division by zero, and every
-    constant coordinate within its static extent, and every coordinate that is an affine
-    function of the surrounding loops' induction variables too, over all their iterations
-    (unless the access is ``clamp``ed, has a predicate or sits in an ``scf.if``: code that
-    may not run)."""
+    the index operands with one result per dimension, no division by a constant that is not
+    positive, and every constant coordinate within its static extent, and every coordinate
+    that is an affine function of the surrounding loops' induction variables too, over all
+    their iterations (unless the access is ``clamp``ed, has a predicate or sits in an
+    ``scf.if``: code that may not run)."""
     typ = _memref(buffer)
     if not (isinstance(typ.layout, NoneAttr) and op.name.startswith("loop.")
             and _in_symbolic_function(op)):
@@ -134,12 +128,9 @@ def verify_access(op: Operation, buffer: SSAValue, amap: AffineMap,
         if not isinstance(v.type, IndexType):
             raise VerifyException(f"{op.name}: index operands must be 'index', got {v.type}")
     for result in amap.results:
-        for expr in result.dfs():
-            if (isinstance(expr, AffineBinaryOpExpr) and expr.kind in _DIVISIONS
-                    and isinstance(expr.rhs, AffineConstantExpr) and expr.rhs.value == 0):
-                raise VerifyException(
-                    f"{op.name}: an index divides by zero ('{_DIVISIONS[expr.kind]} 0')"
-                )
+        problem = bad_division(result)
+        if problem is not None:
+            raise VerifyException(f"{op.name}: an index {problem}")
     if "clamp" in op.properties or guarded(op) or any(
             isinstance(v.type, IntegerType) and v.type.width.data == 1 for v in op.operands):
         return  # clamped, guarded or predicated: an index may lie outside

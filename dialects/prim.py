@@ -56,10 +56,7 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute, Block, Dialect, Region, SSAValue
 from xdsl.ir.affine import (
-    AffineBinaryOpExpr,
-    AffineBinaryOpKind,
     AffineConstantExpr,
-    AffineExpr,
     AffineMap,
 )
 from xdsl.irdl import (
@@ -85,7 +82,14 @@ from llmopt.dialects._symbols import (
     is_dynamic,
     shape_text,
 )
-from llmopt.dialects._syntax import INDEX, int_array, ints, parse_int_list, print_int_list
+from llmopt.dialects._syntax import (
+    INDEX,
+    bad_division,
+    int_array,
+    ints,
+    parse_int_list,
+    print_int_list,
+)
 
 REDUCE_KINDS = ("add", "mul", "max", "min")
 
@@ -97,17 +101,6 @@ def _tensor(value: SSAValue | Attribute) -> TensorType:
     if any(d == 0 for d in typ.get_shape()):
         raise VerifyException(f"zero extents are not supported, got {typ}")
     return typ
-
-
-def _divides_by_zero(expr: AffineExpr) -> bool:
-    """Whether ``expr`` divides (floordiv, ceildiv, mod) by the constant 0 anywhere."""
-    if not isinstance(expr, AffineBinaryOpExpr):
-        return False
-    if (expr.kind in (AffineBinaryOpKind.FloorDiv, AffineBinaryOpKind.CeilDiv,
-                      AffineBinaryOpKind.Mod)
-            and isinstance(expr.rhs, AffineConstantExpr) and expr.rhs.value == 0):
-        return True
-    return _divides_by_zero(expr.lhs) or _divides_by_zero(expr.rhs)
 
 
 def _shape(value: SSAValue | Attribute) -> tuple[int, ...]:
@@ -417,8 +410,9 @@ class IndexMapOp(IRDLOperation):
                     f"{len(in_shape)}"
                 )
             for j, expr in enumerate(amap.results):
-                if _divides_by_zero(expr):
-                    raise VerifyException(f"map #{k} divides by zero in coordinate {j}: {expr}")
+                problem = bad_division(expr)
+                if problem is not None:
+                    raise VerifyException(f"map #{k} {problem} in coordinate {j}: {expr}")
                 if (isinstance(expr, AffineConstantExpr) and not is_dynamic(in_shape[j])
                         and not 0 <= expr.value < in_shape[j]):
                     raise VerifyException(

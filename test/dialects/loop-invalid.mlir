@@ -74,6 +74,20 @@ func.func @divide_by_zero(%x: memref<8xf32>) {
 
 // -----
 
+// A negative divisor (affine divisions and modulo take positive ones; the rewrites of
+// affine expressions assert on them).
+func.func @negative_modulo(%x: memref<32x32xf32>) {
+  loop.kernel @k (%a = %x : memref<32x32xf32>) {
+    loop.for %i = 0 to 32 {
+      %v = loop.load %a[%i, %i mod -3] : memref<32x32xf32>
+    }
+  }
+  func.return
+}
+// CHECK: loop.load: an index divides by a negative constant ('mod -3')
+
+// -----
+
 func.func @dynamic_strides(%x: memref<8x?xf32>) {
   loop.kernel @k (%a = %x : memref<8x?xf32>) {
     loop.for %i = 0 to 8 {

@@ -115,4 +115,12 @@ func.func @divide_by_zero(%x: tensor<8xf32>) -> tensor<8xf32> {
   %0 = prim.index_map (%x) [(d0) -> (d0 floordiv 0)] : (tensor<8xf32>) -> tensor<8xf32>
   func.return %0 : tensor<8xf32>
 }
-// CHECK: map #0 divides by zero in coordinate 0
+// CHECK: map #0 divides by zero ('floordiv 0') in coordinate 0
+
+// -----
+
+func.func @divide_by_negative(%x: tensor<8xf32>) -> tensor<8xf32> {
+  %0 = prim.index_map (%x) [(d0) -> (d0 floordiv -2)] : (tensor<8xf32>) -> tensor<8xf32>
+  func.return %0 : tensor<8xf32>
+}
+// CHECK: map #0 divides by a negative constant ('floordiv -2') in coordinate 0
