@@ -198,8 +198,8 @@ def _updates(body: Block, kk: SSAValue, ivs: dict[str, SSAValue], acc_indices: l
                 or op.map.data != AffineMap.identity(len(acc_indices))):
             return None
         total = op.value.owner
-        if not isinstance(total, arith.AddfOp):
-            return None
+        if not isinstance(total, arith.AddfOp) or op.value.type != f32:
+            return None  # TF32 products split f32 values (halves take no such split)
         old, prod = total.lhs.owner, total.rhs.owner
         if isinstance(old, arith.MulfOp):
             old, prod = prod, old
@@ -210,7 +210,7 @@ def _updates(body: Block, kk: SSAValue, ivs: dict[str, SSAValue], acc_indices: l
         keys: dict[str, tuple[object, ...]] = {}
         for factor in (prod.lhs, prod.rhs):
             load = factor.owner
-            if not isinstance(load, loop.LoadOp):
+            if not isinstance(load, loop.LoadOp) or factor.type != f32:
                 return None
             role = _role(load, kk, ivs)
             if role is None or role in keys:
