@@ -71,7 +71,7 @@ from xdsl.irdl import (
     traits_def,
     var_operand_def,
 )
-from xdsl.parser import Parser
+from xdsl.parser import Parser, UnresolvedOperand
 from xdsl.printer import Printer
 from xdsl.traits import IsTerminator, Pure
 from xdsl.utils.exceptions import VerifyException
@@ -130,6 +130,19 @@ def _parse_index_operands(parser: Parser, keyword: str) -> list[SSAValue]:
         Parser.Delimiter.PAREN,
         lambda: parser.resolve_operand(parser.parse_unresolved_operand(), INDEX),
     )
+
+
+def _parse_signature(parser: Parser, unresolved: Sequence[UnresolvedOperand], pos: int
+                     ) -> tuple[list[SSAValue], Attribute]:
+    """Parse ``: (types) -> result`` and resolve ``unresolved`` against the types (one
+    each, else an error at ``pos``): the operands and the result type."""
+    parser.parse_punctuation(":")
+    types = parser.parse_comma_separated_list(Parser.Delimiter.PAREN, parser.parse_type)
+    parser.parse_punctuation("->")
+    result = parser.parse_type()
+    if len(types) != len(unresolved):
+        parser.raise_error(f"expected {len(unresolved)} operand types, got {len(types)}", pos)
+    return parser.resolve_operands(list(unresolved), types, pos), result
 
 
 def _check_sizes(op: IRDLOperation, sizes: Sequence[SSAValue], needed: bool) -> None:
@@ -230,13 +243,7 @@ class ElementwiseOp(IRDLOperation):
             Parser.Delimiter.PAREN, parser.parse_unresolved_operand
         )
         sizes = _parse_index_operands(parser, "sizes")
-        parser.parse_punctuation(":")
-        types = parser.parse_comma_separated_list(Parser.Delimiter.PAREN, parser.parse_type)
-        parser.parse_punctuation("->")
-        result = parser.parse_type()
-        if len(types) != len(unresolved):
-            parser.raise_error(f"expected {len(unresolved)} operand types, got {len(types)}", pos)
-        inputs = parser.resolve_operands(unresolved, types, pos)
+        inputs, result = _parse_signature(parser, unresolved, pos)
         body = parser.parse_region()
         op = cls(inputs, result, body, sizes)  # type: ignore[arg-type]
         op.attributes |= parser.parse_optional_attr_dict()
@@ -466,13 +473,7 @@ class IndexMapOp(IRDLOperation):
         symbols = _parse_index_operands(parser, "symbols")
         sizes = _parse_index_operands(parser, "sizes")
         attrs = parser.parse_optional_attr_dict()
-        parser.parse_punctuation(":")
-        types = parser.parse_comma_separated_list(Parser.Delimiter.PAREN, parser.parse_type)
-        parser.parse_punctuation("->")
-        result = parser.parse_type()
-        if len(types) != len(unresolved):
-            parser.raise_error(f"expected {len(unresolved)} operand types, got {len(types)}", pos)
-        operands = parser.resolve_operands(unresolved, types, pos)
+        operands, result = _parse_signature(parser, unresolved, pos)
         op = cls(operands, maps, result, concat, sizes, symbols)  # type: ignore[arg-type]
         op.attributes |= attrs
         return op
@@ -590,13 +591,7 @@ class GatherOp(IRDLOperation):
         parser.parse_keyword("axis")
         axis = parser.parse_integer(allow_boolean=False)
         attrs = parser.parse_optional_attr_dict()
-        parser.parse_punctuation(":")
-        types = parser.parse_comma_separated_list(Parser.Delimiter.PAREN, parser.parse_type)
-        parser.parse_punctuation("->")
-        result = parser.parse_type()
-        if len(types) != 2:
-            parser.raise_error(f"expected 2 operand types, got {len(types)}", pos)
-        operands = parser.resolve_operands([table, indices], types, pos)
+        operands, result = _parse_signature(parser, [table, indices], pos)
         op = cls.create(operands=operands, result_types=[result],
                         properties={"axis": IntegerAttr(axis, i64)}, attributes=attrs)
         return op
