@@ -228,14 +228,17 @@ def capture(
     """
     import torch
 
+    from llmopt.frontend.attention_op import sdpa_as_leaf
+
     module = _as_module(fn_or_module)
     spec = _dynamic_spec(module, tuple(example_args), dynamic, max, min)
     modes = [(m, m.training) for m in module.modules()]
     module.eval()
     try:
         shapes = None if spec is None else spec.dynamic_shapes
-        exported = torch.export.export(module, tuple(example_args), strict=False,
-                                       dynamic_shapes=shapes)
+        with sdpa_as_leaf():
+            exported = torch.export.export(module, tuple(example_args), strict=False,
+                                           dynamic_shapes=shapes)
         exported = exported.run_decompositions({})
     except Exception as err:  # torch raises many kinds of errors here
         raise CaptureError(f"torch.export failed: {err}") from err
@@ -1104,7 +1107,7 @@ def _embedding(tr: _Translator, node: Node, a: dict[str, Any]) -> SSAValue:
     return tr.emit(t.EmbeddingOp(tr.value(a["weight"]), tr.value(a["indices"])))
 
 
-@_converts("aten.scaled_dot_product_attention.default")
+@_converts("aten.scaled_dot_product_attention.default", "llmopt.sdpa.default")
 def _sdpa(tr: _Translator, node: Node, a: dict[str, Any]) -> SSAValue:
     import math
 
