@@ -113,8 +113,7 @@ def verify_access(op: Operation, buffer: SSAValue, amap: AffineMap,
     their iterations (unless the access is ``clamp``ed, has a predicate or sits in an
     ``scf.if``: code that may not run)."""
     typ = _memref(buffer)
-    if not (isinstance(typ.layout, NoneAttr) and op.name.startswith("loop.")
-            and _in_symbolic_function(op)):
+    if not (isinstance(typ.layout, NoneAttr) and _in_symbolic_function(op)):
         check_static_layout(op.name, typ)
     if amap.num_dims != len(indices) or amap.num_symbols:
         raise VerifyException(

@@ -190,7 +190,8 @@ def _copied(ev: SimtEvaluator, op: Operation) -> InFlight:
     assert isinstance(src_value.type, MemRefType) and isinstance(dst_value.type, MemRefType)
     start = _access(ev, op, "src_map", indices)
     if "clamp" in op.properties:
-        start = clamped(start, src_value.type.get_shape(), count)
+        owners = len(ev.owned.get(id(src), []))
+        start = clamped(start, src.shape[owners:], count)  # the runtime extents of a ? type
     source = ev.copy_elements(op, src, ev.owned.get(id(src), []), start, src_value.type,
                               count)
     target = ev.copy_elements(op, dst, ev.owned.get(id(dst), []),

@@ -59,7 +59,7 @@ static part a constant) and delinearises by the runtime extent along those dims 
 and one-point forms need a static point count); a launch with a runtime grid keeps it
 (``kernel.launch @k grid [%grid max 8, 1, 1]``), and the length is a kernel parameter like a
 buffer. Buffers with ``?`` extents stay row-major ``memref<1x?x64xf32>``; a clamped access
-along a ``?`` extent is not lowered yet (a located diagnostic).
+along a ``?`` extent clamps to the kernel's length parameter (``min(i, %n - 1)``).
 
 Why: Kernel IR has no implicit behaviour left — every thread index, bound check, barrier
 and shuffle is an op — so the CUDA printer below it only prints.
@@ -270,16 +270,22 @@ class AffineEmitter:
         """One ``index`` value per result of ``amap``."""
         return [self.expr(e)[0] for e in amap.results]
 
-    def clamped(self, amap: AffineMap, shape: Sequence[int], last: int = 1) -> list[SSAValue]:
+    def clamped(self, amap: AffineMap, shape: Sequence[int | SSAValue], last: int = 1
+                ) -> list[SSAValue]:
         """The results of ``amap`` clamped from above into a buffer of ``shape`` (the
-        innermost to ``extent - last``): an ``arith.minsi`` wherever the range analysis
-        cannot show the coordinate is below the limit already."""
+        innermost to ``extent - last``; a runtime extent is an ``index`` value): an
+        ``arith.minsi`` wherever the range analysis cannot show the coordinate is below
+        the limit already."""
         out = []
         for d, e in enumerate(amap.results):
             value, (_, hi) = self.expr(e)
-            limit = shape[d] - (last if d == len(shape) - 1 else 1)
-            if hi is None or hi > limit:
-                value = self.emit(arith.MinSIOp(value, self.emit.index(limit)))
+            below = last if d == len(shape) - 1 else 1
+            extent = shape[d]
+            if isinstance(extent, SSAValue):
+                limit = self.emit(arith.SubiOp(extent, self.emit.index(below)))
+                value = self.emit(arith.MinSIOp(value, limit))
+            elif hi is None or hi > extent - below:
+                value = self.emit(arith.MinSIOp(value, self.emit.index(extent - below)))
             out.append(value)
         return out
 
@@ -353,12 +359,20 @@ def memref_shape(value: SSAValue) -> tuple[int, ...]:
     return value.type.get_shape()
 
 
-def static_shape(op: Operation, value: SSAValue) -> tuple[int, ...]:
-    """The shape of the buffer a clamped access of ``op`` reads (which must be static)."""
+def clamp_shape(op: Operation, value: SSAValue) -> list[int | SSAValue]:
+    """The shape of the buffer a clamped access of ``op`` reads, each ``?`` extent the
+    kernel's length parameter (its one ``index`` parameter: every ``?`` of a kernel's
+    buffers is bound to it, see :mod:`llmopt.lowering._symbolic_layout`)."""
     shape = memref_shape(value)
-    if any(e < 0 for e in shape):
-        raise fail(op, "a clamped access of a buffer with ? extents is not lowered yet")
-    return shape
+    if all(e >= 0 for e in shape):
+        return list(shape)
+    fn = enclosing_func(op)
+    lengths = [] if fn is None else [a for a in fn.body.block.args
+                                     if isinstance(a.type, IndexType)]
+    if len(lengths) != 1:
+        raise fail(op, "a clamped access of a buffer with ? extents needs the kernel's one "
+                       f"length parameter (found {len(lengths)})")
+    return [lengths[0] if e < 0 else e for e in shape]
 
 
 @dataclass
@@ -370,7 +384,7 @@ class LowerLoad(RewritePattern):
         emit = Emitter(rewriter, InsertPoint.before(op))
         affine = AffineEmitter(emit, op.indices)
         if op.clamped:
-            indices = affine.clamped(op.map.data, static_shape(op, op.buffer))
+            indices = affine.clamped(op.map.data, clamp_shape(op, op.buffer))
         else:
             indices = affine.results(op.map.data)
         new = kernel.LoadOp(op.buffer, indices)
@@ -388,7 +402,7 @@ class LowerCopy(RewritePattern):
         emit = Emitter(rewriter, InsertPoint.before(op))
         affine = AffineEmitter(emit, op.indices)
         if op.clamped:
-            src = affine.clamped(op.src_map.data, static_shape(op, op.src), op.elements)
+            src = affine.clamped(op.src_map.data, clamp_shape(op, op.src), op.elements)
         else:
             src = affine.results(op.src_map.data)
         dst = affine.results(op.dst_map.data)

@@ -175,14 +175,18 @@ class ClampingCloner(Cloner):
         return new
 
 
-def guard_inside(block: Block, bounds: list[tuple[SSAValue, int]]) -> Block:
+def guard_inside(block: Block, bounds: Sequence[tuple[SSAValue, SSAValue | int]]) -> Block:
     """Append to ``block`` an ``scf.if`` that runs when every ``value < bound`` holds (the
-    stores of a ragged tile's outputs inside the output); returns its (empty) body."""
+    stores of a ragged tile's outputs inside the output; a bound is a constant or a runtime
+    ``index`` value); returns its (empty) body."""
     cond: SSAValue | None = None
     for value, bound in bounds:
-        limit = arith.ConstantOp(IntegerAttr(bound, IndexType()))
-        inside = arith.CmpiOp(value, limit.result, "ult")
-        block.add_ops([limit, inside])
+        if isinstance(bound, int):
+            limit = arith.ConstantOp(IntegerAttr(bound, IndexType()))
+            block.add_op(limit)
+            bound = limit.result
+        inside = arith.CmpiOp(value, bound, "ult")
+        block.add_op(inside)
         if cond is None:
             cond = inside.result
         else:

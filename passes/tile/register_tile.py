@@ -9,8 +9,14 @@ region-less, read at least two buffers at the reduce index (a product, not a pla
 and read nothing the forall writes. Two band dimensions are tiled: ``n``, the
 innermost one with extent > 1 (consecutive outputs), and ``m``, the nearest one before it
 with extent > 1; the others are batch dimensions. Both extents must be divisible by the
-block tile, otherwise the kernel is left alone. A kernel with runtime extents (a symbolic
-length) is not matched yet: it keeps ``loop-to-tile``'s schedule.
+block tile, otherwise the kernel is left alone.
+
+**Runtime rows** (a symbolic length): ``m`` may be a runtime extent (``in [%n max 2048,
+512]``), the kernel's length parameter ``%n``; ``n``, the batch dimensions and K must be
+static. The schedule is chosen for the maximum; every ``m`` tile is treated as ragged (loads
+clamped along the length, stores guarded by ``< %n``); the forall over blocks runs
+``ceildiv(%n, bm)`` blocks along ``m`` and the grid is computed before the launch from the
+length (``grid [%g max G, 1, 1]``). Any other runtime extent leaves the kernel alone.
 
 **Produces** the same kernel with a ``tile.forall over blocks`` over (batch…, m / bm,
 n / bn). Each block owns a ``bm × bn`` output tile and runs ``(bm/tm)·(bn/tn)`` threads
@@ -46,7 +52,7 @@ its order (k = 0, 1, …), so results round exactly as before.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TypeGuard
 
 from xdsl.context import Context
@@ -61,7 +67,7 @@ from xdsl.dialects.builtin import (
     ModuleOp,
     StringAttr,
 )
-from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
+from xdsl.ir import Attribute, Block, BlockArgument, Operation, Region, SSAValue
 from xdsl.ir.affine import (
     AffineBinaryOpExpr,
     AffineBinaryOpKind,
@@ -76,6 +82,7 @@ from xdsl.pattern_rewriter import (
     RewritePattern,
     op_type_rewrite_pattern,
 )
+from xdsl.rewriter import InsertPoint
 from xdsl.traits import is_side_effect_free
 from xdsl.utils.exceptions import PassFailedException
 
@@ -114,6 +121,8 @@ class Contraction:
     prologue: tuple[Operation, ...]
     m: int
     n: int
+    length: BlockArgument | None = None
+    """The kernel's length parameter when ``m`` is that runtime extent."""
 
     @property
     def reduce(self) -> loop.ReduceOp:
@@ -136,10 +145,7 @@ def _plain(op: Operation) -> bool:
 
 
 def match_contraction(kernel: tile.KernelOp) -> Contraction | None:
-    """The contraction in ``kernel`` (see the module docstring), or ``None``. A kernel with
-    runtime extents (a symbolic length) is none yet: it keeps the default schedule."""
-    if kernel.has_runtime_extents:
-        return None
+    """The contraction in ``kernel`` (see the module docstring), or ``None``."""
     foralls = [op for op in kernel.body.block.ops if isinstance(op, tile.ForallOp)]
     others = [op for op in kernel.body.block.ops if not isinstance(op, tile.ForallOp)]
     if len(foralls) != 1 or foralls[0].mapping.data != "threads":
@@ -200,7 +206,25 @@ def match_contraction(kernel: tile.KernelOp) -> Contraction | None:
     if len(big) < 2:
         return None
     ordered = tuple(op for op in body if op in prologue)
-    return Contraction(forall, tuple(reduces), ordered, big[-2], big[-1])
+    found = Contraction(forall, tuple(reduces), ordered, big[-2], big[-1])
+    if not kernel.has_runtime_extents:
+        return found
+    return _with_runtime_rows(kernel, found)
+
+
+def _with_runtime_rows(kernel: tile.KernelOp, found: Contraction) -> Contraction | None:
+    """``found`` with its runtime ``m`` extent, when that is the kernel's only runtime
+    extent and a parameter of the kernel (see *Runtime rows*); else ``None``."""
+    sizes = found.forall.runtime_sizes
+    length = sizes.get(found.m)
+    if (set(sizes) != {found.m} or not isinstance(length, BlockArgument)
+            or length.block is not kernel.body.block):
+        return None
+    if any(op.operands and (isinstance(op, tile.ForallOp | tile.CoopReduceOp)
+                            or isinstance(op, loop.ForOp | loop.ReduceOp))
+           for op in found.forall.body.walk()):
+        return None  # a runtime trip count inside (a reduction over the length)
+    return replace(found, length=length)
 
 
 def tile_periods(found: Contraction) -> tuple[int, int]:
@@ -255,6 +279,8 @@ class TileContraction(RewritePattern):
         ext = found.extents
         m_ext, n_ext = ext[found.m], ext[found.n]
         batch_points = math.prod(ext[d] for d in found.batch)
+        if found.length is not None and op.grid_size is None:
+            return  # runtime rows need a launch whose grid follows the length
         typ = found.reduce.result.type
         auto = choose_product_schedule(m_ext, n_ext, found.reduces[0].trip_count,
                                        batch_points, limits(self.arch), len(found.reduces),
@@ -276,7 +302,47 @@ class TileContraction(RewritePattern):
                 f"register-tile: blocked=3 (tensor-core fragments) needs f32 sums, even tm "
                 f"and tn, and bm, bn multiples of 8·tm and 4·tn; kernel "
                 f"'{op.sym_name.data}' has {typ} and {tile_}")
-        rewriter.replace(op, build_tiled_kernel(op, found, tile_, layout))
+        grid = None
+        if found.length is not None:
+            grid = runtime_grid(op, found, tile_, rewriter)
+        old_grid = op.grid_size
+        rewriter.replace(op, build_tiled_kernel(op, found, tile_, layout, grid))
+        if old_grid is not None:
+            erase_if_unused(old_grid, rewriter)
+
+
+def runtime_grid(op: tile.KernelOp, found: Contraction, t: RegisterTile,
+                 rewriter: PatternRewriter) -> SSAValue:
+    """The grid of the tiled kernel with runtime rows, computed before ``op`` from the
+    function-level length: ``batch · ceildiv(length, bm) · ceildiv(n, bn)`` blocks."""
+    assert found.length is not None
+    length = op.buffers[found.length.index]
+    ext = found.extents
+    static = math.prod(ext[d] for d in found.batch) * -(-ext[found.n] // t.bn)
+    bm = arith.ConstantOp(IntegerAttr(t.bm, IndexType()))
+    ops: list[Operation] = [bm, rows := arith.CeilDivUIOp(length, bm.result)]
+    grid: SSAValue = rows.result
+    if static != 1:
+        other = arith.ConstantOp(IntegerAttr(static, IndexType()))
+        ops += [other, total := arith.MuliOp(grid, other.result)]
+        grid = total.result
+    grid.name_hint = "grid"
+    rewriter.insert_op(ops, InsertPoint.before(op))
+    return grid
+
+
+def erase_if_unused(value: SSAValue, rewriter: PatternRewriter) -> None:
+    """Erase the side-effect-free ops that computed ``value`` once nothing uses them."""
+    todo = [value]
+    while todo:
+        v = todo.pop()
+        owner = v.owner
+        if (v.uses or not isinstance(owner, Operation) or owner.regions
+                or not is_side_effect_free(owner) or any(r.uses for r in owner.results)):
+            continue
+        operands = list(owner.operands)
+        rewriter.erase_op(owner)
+        todo.extend(operands)
 
 
 MMA_LAYOUT = 3
@@ -326,18 +392,19 @@ def thread_layout(t: RegisterTile, layout: int) -> ThreadLayout:
 
 
 def build_tiled_kernel(op: tile.KernelOp, found: Contraction, t: RegisterTile,
-                       layout: int = 2) -> tile.KernelOp:
+                       layout: int = 2, grid: SSAValue | None = None) -> tile.KernelOp:
     """The register-tiled version of ``op``, its threads' outputs placed by ``layout``
-    (:func:`thread_layout`)."""
+    (:func:`thread_layout`); with runtime rows, ``grid`` is the launch's runtime grid."""
     ext = found.extents
     lay = thread_layout(t, layout)
     m_ext, n_ext = ext[found.m], ext[found.n]
     block_ext = [ext[d] for d in found.batch] + [-(-m_ext // t.bm), -(-n_ext // t.bn)]
-    ragged = {found.m: m_ext % t.bm != 0, found.n: n_ext % t.bn != 0}
+    ragged = {found.m: m_ext % t.bm != 0 or found.length is not None,
+              found.n: n_ext % t.bn != 0}
     kernel_args = set(op.body.block.args)
     points = math.prod(block_ext)
     new = tile.KernelOp(op.sym_name.data, [min(points, 2**31 - 1), 1, 1], [t.threads, 1, 1],
-                        list(op.buffers))
+                        list(op.buffers), grid_size=grid)
     new.attributes |= op.attributes
     body = new.body.block
     kernel_values: dict[SSAValue, SSAValue] = dict(zip(op.body.block.args, body.args,
@@ -349,7 +416,15 @@ def build_tiled_kernel(op: tile.KernelOp, found: Contraction, t: RegisterTile,
         body.add_op(copy)
         kernel_values.update(zip(other.results, copy.results, strict=True))
 
-    blocks = tile.ForallOp(block_ext, "blocks")
+    sizes: dict[int, SSAValue] = {}
+    m_bound: SSAValue | int = m_ext
+    if found.length is not None:
+        m_bound = kernel_values[found.length]
+        bm = arith.ConstantOp(IntegerAttr(t.bm, IndexType()))
+        rows = arith.CeilDivUIOp(m_bound, bm.result)
+        body.add_ops([bm, rows])
+        sizes[len(block_ext) - 2] = rows.result
+    blocks = tile.ForallOp(block_ext, "blocks", sizes=sizes)
     body.add_op(blocks)
     bivs = list(blocks.ivs)
     names = [f"b{d}" for d in found.batch] + ["bm", "bn"]
@@ -428,7 +503,8 @@ def build_tiled_kernel(op: tile.KernelOp, found: Contraction, t: RegisterTile,
     # The epilogue, once per output (of a ragged tile: once per output inside the output).
     epi, inner, ivs = micro("epilogue")
     cloner = point_cloner(*ivs, clamp=False)
-    edges = [(found.forall.ivs[d], ext[d]) for d, cut in ragged.items() if cut]
+    bounds: dict[int, SSAValue | int] = {found.m: m_bound, found.n: n_ext}
+    edges = [(found.forall.ivs[d], bounds[d]) for d, cut in ragged.items() if cut]
     if edges:
         inner = guard_inside(inner, [(cloner.value(iv, inner), e) for iv, e in edges])
     for red, acc in zip(found.reduces, accs, strict=True):

@@ -85,8 +85,8 @@ class SplitContraction(RewritePattern):
         if op.attributes.get("llmopt.split") is not None:
             return
         found = match_contraction(op)
-        if found is None:
-            return
+        if found is None or found.length is not None:
+            return  # runtime rows (a symbolic length) are not split yet
         ext = found.extents
         k_ext = found.reduce.trip_count
         batch = math.prod(ext[d] for d in found.batch)

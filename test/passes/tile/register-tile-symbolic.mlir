@@ -1,7 +1,10 @@
-// RUN: llm-opt %s -p register-tile,split-k{split_k=2} | filecheck %s
-// RUN: llm-opt %s -p register-tile --check-numerics --check-numerics-lengths 2 2>&1 >/dev/null | filecheck %s --check-prefix=NUM
-// A matrix product over a symbolic number of rows is not register-tiled yet (nor split): the
-// kernel keeps loop-to-tile's schedule, one output a thread up to the runtime length.
+// RUN: llm-opt %s -p split-k{split_k=2},register-tile | filecheck %s
+// RUN: llm-opt %s -p register-tile,stage-inputs,async-copy,tile-to-kernel | filecheck %s --check-prefix=KERNEL
+// RUN: llm-opt %s -p register-tile,stage-inputs,async-copy,prefetch-stages,pad-shared,vector-fragments,tile-to-kernel --check-numerics --check-numerics-lengths 3 2>&1 >/dev/null | filecheck %s --check-prefix=NUM
+// A matrix product over a symbolic number of rows: split-k leaves it (runtime rows are not
+// split yet); register-tile tiles it for the maximum, ceildiv(%n, bm) blocks along the rows
+// (the grid computed from the length before the launch), loads clamped along the length and
+// stores guarded by it. At Kernel IR the clamp of a ? extent is min(row, %n - 1).
 
 func.func @forward(%w: memref<32x64xf32> {llmopt.param = "w"},
                    %x: memref<?x64xf32> {llmopt.input = "x", llmopt.dynamic = ["seq"]},
@@ -25,10 +28,24 @@ func.func @forward(%w: memref<32x64xf32> {llmopt.param = "w"},
   func.return %out : memref<?x32xf32>
 }
 
-// CHECK:      tile.kernel @linear grid [%grid max 32, 1, 1] block [256, 1, 1]
-// CHECK-NEXT:   tile.forall (%i, %j) in [%n max 256, 32] over threads {
-// CHECK-NEXT:     loop.reduce add %k = 0 to 64 : f32 {
-// CHECK-NOT:  tile.alloc
-// CHECK-NOT:  scf.for
+// CHECK:      %[[BM:.*]] = arith.constant 64 : index
+// CHECK-NEXT: %grid = arith.ceildivui %seq, %[[BM]] : index
+// CHECK-NEXT: tile.kernel @linear grid [%grid max 4, 1, 1] block [256, 1, 1] (%[[O:.*]] = %out : memref<?x32xf32>, %[[N:.*]] = %seq : index, %{{.*}} = %w : memref<32x64xf32>, %[[A:.*]] = %x : memref<?x64xf32>) {
+// CHECK-NEXT:   %[[C:.*]] = arith.constant 64 : index
+// CHECK-NEXT:   %[[ROWS:.*]] = arith.ceildivui %[[N]], %[[C]] : index
+// CHECK-NEXT:   tile.forall (%bm, %bn) in [%[[ROWS]] max 4, 1] over blocks {
+// CHECK:          scf.for %k
+// CHECK:            loop.load %[[A]][{{.*}}] clamp : memref<?x64xf32>
+// CHECK:        } {llmopt.role = "k_loop"}
+// CHECK:          %[[IN:.*]] = arith.cmpi ult, %{{.*}}, %[[N]] : index
+// CHECK-NEXT:     scf.if %[[IN]] {
+// CHECK:            loop.store %{{.*}}, %[[O]][{{.*}}] : memref<?x32xf32>
+// CHECK-NOT:  llmopt.split
+
+// KERNEL:      kernel.func @linear(%{{.*}}: memref<?x32xf32>, %[[LEN:.*]]: index,
+// KERNEL:      %[[LAST:.*]] = arith.subi %[[LEN]], %{{.*}} : index
+// KERNEL-NEXT: %[[ROW:.*]] = arith.minsi %{{.*}}, %[[LAST]] : index
+// KERNEL:      kernel.async_copy %{{.*}}[%[[ROW]], %{{.*}}] to %stage
 
 // NUM: register-tile {{.*}} ok
+// NUM: tile-to-kernel {{.*}} ok
