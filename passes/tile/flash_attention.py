@@ -51,8 +51,13 @@ products — most of the arithmetic — run on the tensor cores while the next k
 rescaled, partly on the tensor cores), so results round differently: within the same
 tolerance as the unfused kernels, not bit for bit.
 
-A chain in a function with a symbolic length (runtime loop bounds) is not fused yet: its
-kernels keep ``loop-to-tile``'s default schedule, correct at every length.
+**Runtime lengths** (a symbolic length): the queries and the keys may run to runtime bounds
+(the kernels' length parameter; batch and head extents stay static). The blocks are chosen
+for the maximum; the forall over blocks runs ``ceildiv(%n, bm)`` query blocks (the grid is
+computed from the length before the launch, ``grid [%g max G, 1, 1]``), the loop over key
+blocks runs to ``ceildiv(%n, bn)`` (causal: to the diagonal's block, at most that), and every
+last block counts as ragged: ``Q``, ``K``, ``V`` clamped along the length, keys from ``%n``
+on masked, rows from ``%n`` on stored nowhere.
 
 Options: ``bm`` (query rows per block, a multiple of 16), ``bn`` (keys per block, a
 multiple of 16), ``warps``, ``stages`` (written into the kernel's schedule for
@@ -91,7 +96,6 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from llmopt.dialects import loop, tile
-from llmopt.dialects._symbols import enclosing_function, is_symbolic
 from llmopt.passes.tile._access import (
     UNROLL,
     ClampingCloner,
@@ -106,7 +110,7 @@ from llmopt.passes.tile._access import (
     loop_nest,
     store_at,
 )
-from llmopt.passes.tile._attention import NEG_INF, Chain, match_chain
+from llmopt.passes.tile._attention import NEG_INF, Chain, bound, match_chain
 from llmopt.passes.tile._online_softmax import OnlineSoftmax, const_float, shared
 from llmopt.passes.tile._schedule import (
     SCHEDULE_ATTR,
@@ -134,6 +138,20 @@ INDEX = IndexType()
 
 def const_index(value: int) -> arith.ConstantOp:
     return arith.ConstantOp(IntegerAttr(value, INDEX))
+
+
+def index_into(block: Block, value: int) -> SSAValue:
+    """An ``index`` constant appended to ``block``."""
+    op = const_index(value)
+    block.add_op(op)
+    return op.result
+
+
+def ceildiv_into(block: Block, value: SSAValue, c: int) -> SSAValue:
+    """``ceildiv(value, c)`` (``c > 0``), appended to ``block``."""
+    out = arith.CeilDivUIOp(value, index_into(block, c))
+    block.add_op(out)
+    return out.result
 
 
 def ident(rank: int) -> AffineMap:
@@ -196,14 +214,33 @@ class FlashKernel:
             buffers += [b for b in k.buffers if b not in chain.internal and b not in buffers]
         n_qb = -(-self.extents[-1] // bm)
         self.keys = ex.max.trip_count
-        self.ragged = (self.extents[-1] % bm != 0, self.keys % bn != 0)
+        query_bound, key_bound = ex.ivs[-1].bound, ex.max.bound
+        self.ragged = (self.extents[-1] % bm != 0 or query_bound is not None,
+                       self.keys % bn != 0 or key_bound is not None)
         self.heavy_first = ex.causal and n_qb > 1
         grid = [n_qb, *self.extents[:-1]] if self.heavy_first else [*self.extents[:-1], n_qb]
+        self.host_ops: list[Operation] = []
+        """Ops before the launch: the runtime grid, from the function's length."""
+        grid_size = None
+        if query_bound is not None:
+            grid_size = self._host_grid(ex.kernel, query_bound, math.prod(self.extents[:-1]))
         self.kernel = tile.KernelOp(name, [min(math.prod(grid), 2**31 - 1), 1, 1],
-                                    [self.threads, 1, 1], buffers)
+                                    [self.threads, 1, 1], buffers, grid_size=grid_size)
         self.kernel.attributes["llmopt.flash"] = StringAttr(f"{bm}x{bn}")
         self.values = self._kernel_level_ops(buffers)
-        forall = tile.ForallOp(grid, "blocks")
+        top = self.kernel.body.block
+        self.queries: SSAValue | int = self.extents[-1]
+        """The number of queries: the static extent, or the kernel's length."""
+        self.key_count: SSAValue | int = self.keys
+        self.n_qb: SSAValue | int = n_qb
+        sizes: dict[int, SSAValue] = {}
+        if query_bound is not None:
+            self.queries = self.values[ex.kernel][query_bound]
+            self.n_qb = ceildiv_into(top, self.queries, bm)
+            sizes[0 if self.heavy_first else len(grid) - 1] = self.n_qb
+        if key_bound is not None:
+            self.key_count = self.values[ex.kernel][key_bound]
+        forall = tile.ForallOp(grid, "blocks", sizes=sizes)
         self.kernel.body.block.add_op(forall)
         self.body = forall.body.block
         self.qb, batch_ivs = self._query_block(list(forall.ivs), n_qb)
@@ -219,6 +256,21 @@ class FlashKernel:
         self.oacc = self.o_lay.registers(typ, "acc")
         self.body.add_ops([self.qs, self.ks, self.vs, self.ps, *self.softmax.allocs(),
                            self.sacc, self.oacc])
+
+    def _host_grid(self, kernel: loop.KernelOp, length: SSAValue, rows: int) -> SSAValue:
+        """``rows · ceildiv(length, bm)`` blocks, computed from the function-level value
+        ``length`` (a block argument of ``kernel``) by :attr:`host_ops`."""
+        outer = bound(kernel, length)
+        assert outer is not None
+        c_bm = const_index(self.bm)
+        grid: Operation = arith.CeilDivUIOp(outer, c_bm.result)
+        self.host_ops += [c_bm, grid]
+        if rows != 1:
+            c_rows = const_index(rows)
+            grid = arith.MuliOp(grid.results[0], c_rows.result)
+            self.host_ops += [c_rows, grid]
+        grid.results[0].name_hint = "grid"
+        return grid.results[0]
 
     def _kernel_level_ops(self, buffers: list[SSAValue]
                           ) -> dict[loop.KernelOp, dict[SSAValue, SSAValue]]:
@@ -251,9 +303,14 @@ class FlashKernel:
             # qr): the light ones fill in around them, and the last to start are short.
             qr, batch = ivs[0], ivs[1:]
             qr.name_hint = "qr"
-            last = const_index(n_qb - 1)
-            qb_op = arith.SubiOp(last.result, qr)
-            self.body.add_ops([last, qb_op])
+            if isinstance(self.n_qb, int):
+                last = index_into(self.body, self.n_qb - 1)
+            else:
+                last_op = arith.SubiOp(self.n_qb, index_into(self.body, 1))
+                self.body.add_op(last_op)
+                last = last_op.result
+            qb_op = arith.SubiOp(last, qr)
+            self.body.add_op(qb_op)
             qb = qb_op.result
         for k, arg in enumerate(batch):
             arg.name_hint = f"b{k}"
@@ -343,20 +400,21 @@ class FlashKernel:
         """The loop over key blocks (up to the diagonal's when the mask is causal): its body
         and the first key of its block."""
         bm, bn = self.bm, self.bn
-        n_kb = -(-self.keys // bn)
+        if isinstance(self.key_count, int):
+            n_kb = index_into(self.body, -(-self.keys // bn))
+        else:
+            n_kb = ceildiv_into(self.body, self.key_count, bn)
         ops: list[Operation] = []
+        ub = n_kb
         if self.chain.exp.causal:
             # ub = min(n_kb, (qb·bm + bm - 1) floordiv bn + 1)
-            c_bm, c_last, c_bn, c_n = (const_index(v) for v in (bm, bm - 1 + bn, bn, n_kb))
+            c_bm, c_last, c_bn = (const_index(v) for v in (bm, bm - 1 + bn, bn))
             first_row = arith.MuliOp(self.qb, c_bm.result)
             end = arith.AddiOp(first_row.result, c_last.result)
             blocks_to = arith.DivUIOp(end.result, c_bn.result)
-            ub_op = arith.MinUIOp(blocks_to.result, c_n.result)
-            ops = [c_bm, c_last, c_bn, c_n, first_row, end, blocks_to, ub_op]
+            ub_op = arith.MinUIOp(blocks_to.result, n_kb)
+            ops = [c_bm, c_last, c_bn, first_row, end, blocks_to, ub_op]
             ub = ub_op.result
-        else:
-            ops = [const_index(n_kb)]
-            ub = ops[0].results[0]
         lb, one = const_index(0), const_index(1)
         kb_body = Block(arg_types=[INDEX])
         kb_body.args[0].name_hint = "kb"
@@ -386,10 +444,14 @@ class FlashKernel:
         assert last is not None
         score = g.value(last.operands[0], inner)
         if self.ragged[1]:  # the keys past the end of the last block count as masked
-            limit, ninf = const_index(self.keys), const_float(NEG_INF, self.typ)
-            inside = arith.CmpiOp(g.value(ex.max.iv, inner), limit.result, "ult")
+            ninf = const_float(NEG_INF, self.typ)
+            inner.add_op(ninf)
+            limit = self.key_count
+            if isinstance(limit, int):
+                limit = index_into(inner, limit)
+            inside = arith.CmpiOp(g.value(ex.max.iv, inner), limit, "ult")
             masked = arith.SelectOp(inside.result, score, ninf.result)
-            inner.add_ops([limit, ninf, inside, masked])
+            inner.add_ops([inside, masked])
             score = masked.result
         inner.add_op(store_at(score, self.ps, row, col))
         kb_body.add_op(s_done)
@@ -425,7 +487,7 @@ class FlashKernel:
         if self.ragged[0]:  # rows past the last query compute, but store nothing
             row_iv = self.chain.exp.ivs[-1].iv
             inner = guard_inside(inner, [(Cloner({row_iv: query}).value(row_iv, inner),
-                                          self.extents[-1])])
+                                          self.queries)])
         cloner = Cloner(self.out_subst(query, self.o_lay.col(ivs)),
                         {**self.values[out.kernel], out.reduce.result: total})
         for op in out.sums:
@@ -462,10 +524,10 @@ class FlashKernel:
         return self.kernel
 
 
-def _symbolic(kernel: loop.KernelOp) -> bool:
-    """Whether ``kernel`` is in a function with symbolic extents (not fused here yet)."""
-    func = enclosing_function(kernel)
-    return func is not None and is_symbolic(func)
+def _runtime_batch(chain: Chain) -> bool:
+    """Whether a batch or head extent of ``chain`` is a runtime value (not fused: only the
+    queries and keys may run to the length)."""
+    return any(lp.bound is not None for lp in chain.exp.ivs[:-1])
 
 
 @dataclass(frozen=True)
@@ -491,8 +553,8 @@ class FlashAttention(ModulePass):
             if first.parent is None:
                 continue  # erased with an earlier chain
             chain = match_chain(first)
-            if chain is None or _symbolic(first):
-                continue  # a symbolic length is left to loop-to-tile (which refuses it)
+            if chain is None or _runtime_batch(chain):
+                continue
             knobs = kernel_knobs(chain.scores.kernel)
             if not knobs and self.tuned:
                 from llmopt.tools.tune import lookup
@@ -511,24 +573,26 @@ class FlashAttention(ModulePass):
             anchor = chain.output.kernel
             mma = self.tensor_cores and has_tensor_cores(self.arch, chain.scores.reduce
                                                          .result.type)
-            new = FlashKernel(chain, blocks, anchor.sym_name.data, mma).build()
+            flash = FlashKernel(chain, blocks, anchor.sym_name.data, mma)
+            new = flash.build()
             if shared_bytes(new) > gpu.max_smem:
                 continue
             stages = setting(self.stages, "stages")
             schedule = {"carry": 1} | ({"stages": stages} if stages else {})
             new.attributes[SCHEDULE_ATTR] = DictionaryAttr(
                 {k: IntegerAttr(v, i64) for k, v in schedule.items()})
-            replace_chain(chain, new)
+            replace_chain(chain, new, flash.host_ops)
 
 
-def replace_chain(chain: Chain, new: tile.KernelOp) -> None:
-    """Put ``new`` where the chain's output kernel was; erase the chain's kernels and the
-    buffers only they used."""
+def replace_chain(chain: Chain, new: tile.KernelOp, host_ops: Sequence[Operation] = ()
+                  ) -> None:
+    """Put ``new`` (after ``host_ops``, its runtime grid) where the chain's output kernel
+    was; erase the chain's kernels and the buffers only they used."""
     anchor = chain.output.kernel
     for inner in new.walk():
         inner.location = anchor.location
     rewriter = Rewriter()
-    rewriter.insert_op(new, InsertPoint.before(anchor))
+    rewriter.insert_op([*host_ops, new], InsertPoint.before(anchor))
     for k in (anchor, chain.sums_kernel, chain.exp.kernel, chain.scores.kernel):
         if k is not None:
             rewriter.erase_op(k)

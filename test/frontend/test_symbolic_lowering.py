@@ -76,9 +76,12 @@ def test_layer_loops_run_to_the_length() -> None:
     dynamic = [k for k in kernels if any(isinstance(op, loop.ForOp | loop.ReduceOp)
                                          and op.is_dynamic for op in k.walk())]
     assert dynamic == kernels  # every kernel of a layer iterates over the tokens
-    # attention's sums over keys run to the runtime length
-    assert any(isinstance(op, loop.ReduceOp) and op.is_dynamic and op.trip_count == MAX
-               for op in module.walk())
+    # attention is one flash kernel (already Tile IR here): its query blocks and the grid
+    # follow the runtime length
+    (flash,) = [op for op in module.walk()
+                if isinstance(op, tile.KernelOp) and "llmopt.flash" in op.attributes]
+    assert flash.grid_size is not None
+    assert any(isinstance(op, tile.ForallOp) and op.runtime_sizes for op in flash.walk())
     # the length reaches each kernel as an index argument bound to the symbol
     for kernel in kernels:
         assert [str(b.name_hint) for b in kernel.buffers if isinstance(b.type, IndexType)] \
@@ -91,9 +94,12 @@ def test_layer_grids_follow_the_length() -> None:
     assert kernels and all(k.grid_size is not None for k in kernels)
     text = str(module)
     assert "arith.ceildivui" in text and "grid [%seq max 128, 1, 1]" in text
-    assert any(isinstance(op, tile.CoopReduceOp | loop.ReduceOp) and op.bound is not None
-               for op in module.walk())  # attention's sums over keys
-    assert "scf.for" not in text  # the schedule passes leave symbolic kernels alone
+    # the schedule passes tile the products and fuse attention: blocks over the length
+    blocks = [op for op in module.walk() if isinstance(op, tile.ForallOp)
+              and op.mapping.data == "blocks" and op.runtime_sizes]
+    assert any(isinstance(op, tile.AllocOp) and op.space.data == "registers"
+               for f in blocks for op in f.walk())
+    assert any("llmopt.flash" in k.attributes for k in kernels)
 
 
 def test_layer_kernels_take_the_length() -> None:
