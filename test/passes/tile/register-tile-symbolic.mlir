@@ -1,6 +1,7 @@
 // RUN: llm-opt %s -p split-k{split_k=2},register-tile | filecheck %s
 // RUN: llm-opt %s -p register-tile,stage-inputs,async-copy,tile-to-kernel | filecheck %s --check-prefix=KERNEL
 // RUN: llm-opt %s -p register-tile,stage-inputs,async-copy,prefetch-stages,pad-shared,vector-fragments,tile-to-kernel --check-numerics --check-numerics-lengths 3 2>&1 >/dev/null | filecheck %s --check-prefix=NUM
+// RUN: llm-opt %s -p 'register-tile{bm=64 bn=32 tm=4 tn=4 blocked=3},stage-inputs,async-copy,prefetch-stages,pad-shared,mma-fragments,vector-fragments,tile-to-kernel' --check-numerics --check-numerics-lengths 3 2>&1 >/dev/null | filecheck %s --check-prefix=MMA
 // A matrix product over a symbolic number of rows: split-k leaves it (runtime rows are not
 // split yet); register-tile tiles it for the maximum, ceildiv(%n, bm) blocks along the rows
 // (the grid computed from the length before the launch), loads clamped along the length and
@@ -49,3 +50,7 @@ func.func @forward(%w: memref<32x64xf32> {llmopt.param = "w"},
 
 // NUM: register-tile {{.*}} ok
 // NUM: tile-to-kernel {{.*}} ok
+
+// The tensor-core layout on runtime rows (TF32 mma.sync fragments):
+// MMA: mma-fragments {{.*}} ok
+// MMA: tile-to-kernel {{.*}} ok
