@@ -4,9 +4,13 @@ Dynamo calls :func:`backend` once per graph (a graph break gives two graphs, eac
 its own) with a torch-level FX graph whose placeholders are the frame's inputs, parameters and
 buffers. :class:`CompiledGraph` is what it returns; on a call it
 
-1. looks the call's shapes up in its cache (:func:`specialization_key`) and, on a miss,
-   **specialises** the graph to them (:meth:`CompiledGraph._specialise`):
-2. ``torch.export`` of the Dynamo graph on the call's tensors, with the empty decomposition
+1. looks the call's shapes up in its cache and, on a miss, **specialises** the graph to them
+   (:meth:`CompiledGraph._specialise`) — to one *symbolic* program when Dynamo's graph has
+   symbolic sizes (``dynamic=True``, or a dim marked dynamic) and the call's extents there
+   lie in ``[2, max_seq]`` (:func:`symbolic_key`), else to the call's exact shapes
+   (:func:`specialization_key`):
+2. ``torch.export`` of the Dynamo graph on the call's tensors (those symbolic dims exported as
+   ``torch.export.Dim`` of at least 2 and at most ``max_seq``), with the empty decomposition
    table — the same ATen level :func:`llmopt.capture` translates (``linear``, ``silu``,
    ``scaled_dot_product_attention`` and ``rms_norm`` intact), where ``aot_autograd`` would
    have decomposed them into ``addmm`` and backend-specific attention kernels;
@@ -18,8 +22,11 @@ buffers. :class:`CompiledGraph` is what it returns; on a call it
 4. lists the ops that run in PyTorch once (an :class:`LlmoptFallbackWarning`).
 
 Dynamo itself never recompiles for a new length when the frame was compiled with
-``dynamic=True`` (or the dim marked dynamic): its graph is symbolic, and the backend's cache
-holds one llmopt program per concrete length. See ``docs/torch-compile.md``.
+``dynamic=True`` (or the dim marked dynamic): its graph is symbolic, and so is llmopt's
+program — one set of kernels for every length from 2 to ``max_seq``, the length read from
+the call's shapes. A length outside that range, or a graph whose symbolic export or
+translation fails (said once, in an :class:`LlmoptFallbackWarning`), gets a program per
+length instead. See ``docs/torch-compile.md``.
 """
 
 from __future__ import annotations
@@ -66,12 +73,15 @@ class BackendOptions:
         pipeline: the pass pipeline (lowered for the GPU's architecture on a GPU, to Kernel
             IR for the CPU interpreter).
         interpret: run the Kernel-IR interpreter even for CUDA tensors (results copied back).
+        max_seq: the largest extent of a symbolic dim that the one symbolic program serves
+            (its buffers are planned for it); longer calls get a program of their own.
     """
 
     dtype: torch.dtype | None = None
     cuda_graph: bool = False
     pipeline: str = "lower-to-cuda"
     interpret: bool = False
+    max_seq: int = 2048
     explain: bool = field(default=False, repr=False)
     """Analyse only (for :func:`llmopt.explain`): partition and translate, run in PyTorch."""
 
@@ -91,6 +101,9 @@ class BackendOptions:
             raise ValueError(f"dtype must be a floating-point torch dtype, got "
                              f"{values.get('dtype')!r}")
         values["dtype"] = dtype
+        top = values.get("max_seq", 2048)
+        if isinstance(top, bool) or not isinstance(top, int) or top < 2:
+            raise ValueError(f"max_seq must be an integer of at least 2, got {top!r}")
         return cls(**values)
 
 
@@ -109,10 +122,8 @@ def specialization_key(args: Sequence[Any]) -> tuple[Any, ...]:
     (and the value of a scalar tensor, which a graph may read with ``.item()``), each
     number's value.
 
-    This is the one place the backend fixes lengths: while llmopt lowers only static programs
-    below Tensor IR, Dynamo's symbolic lengths become one program per length here. Once the
-    lower levels take symbolic programs, the symbolic dims (:func:`symbolic_dims`) leave this
-    key and go to :func:`llmopt.capture`'s ``dynamic=``.
+    The key of a program for exact shapes; the one symbolic program's key is
+    :func:`symbolic_key`, which leaves Dynamo's symbolic dims out.
     """
     key: list[Any] = []
     for arg in args:
@@ -122,6 +133,34 @@ def specialization_key(args: Sequence[Any]) -> tuple[Any, ...]:
         else:
             key.append(arg)
     return tuple(key)
+
+
+def symbolic_key(args: Sequence[Any], dims: Mapping[int, Mapping[int, str]], max_seq: int,
+                 sizes: Sequence[int] = ()) -> tuple[Any, ...] | None:
+    """:func:`specialization_key` with the extents of ``dims`` (argument position -> {dim:
+    symbol}) and the size arguments at ``sizes`` (Dynamo passes a symbolic size it reads as
+    an ``int``) left out: the key of the one symbolic program. ``None`` when there are no such
+    dims or an extent there lies outside ``[2, max_seq]`` (export specialises 1)."""
+    if not dims:
+        return None
+    key = list(specialization_key(args))
+    for k in sizes:
+        key[k] = None
+    for k, entries in dims.items():
+        shape, *rest = key[k]
+        if any(not 2 <= shape[d] <= max_seq for d in entries):
+            return None
+        key[k] = (tuple(None if d in entries else e for d, e in enumerate(shape)), *rest)
+    return ("symbolic", *key)
+
+
+def size_arguments(gm: torch.fx.GraphModule) -> dict[int, str]:
+    """The positions of ``gm``'s placeholders that are symbolic ``int`` sizes, and their
+    symbols."""
+    return {k: str(value.node.expr)
+            for k, node in enumerate(gm.graph.find_nodes(op="placeholder"))
+            if isinstance(value := node.meta.get("example_value"), torch.SymInt)
+            and value.node.expr.is_Symbol}
 
 
 def symbolic_dims(gm: torch.fx.GraphModule) -> dict[str, dict[int, str]]:
@@ -171,6 +210,14 @@ class CompiledGraph:
         self.options = options
         self.cache: dict[tuple[Any, ...], Specialised] = {}
         self.symbolic = symbolic_dims(gm)
+        placeholders = [n.name for n in gm.graph.find_nodes(op="placeholder")]
+        self.symbolic_args = {placeholders.index(name): dims
+                              for name, dims in self.symbolic.items()}
+        """Argument position -> {dim: Dynamo's symbol}."""
+        self.size_args = size_arguments(gm)
+        """Positions of the arguments that are symbolic sizes (``int`` at a call)."""
+        self.symbolic_error: str | None = None
+        """Why the symbolic program could not be built (then every length has its own)."""
         self._warned: set[tuple[str, ...]] = set()
 
     def __call__(self, *args: Any) -> Any:
@@ -185,18 +232,37 @@ class CompiledGraph:
         return self._lookup(args)(args)
 
     def _lookup(self, args: Sequence[Any]) -> Specialised:
-        key = specialization_key(args)
-        found = self.cache.get(key)
-        if found is None:
-            with torch.no_grad():
-                found = self.cache[key] = self._specialise(args)
-            names = tuple(f.op for f in found.fallbacks)
-            if names and names not in self._warned and not self.options.explain:
-                self._warned.add(names)
-                listed = "; ".join(str(f) for f in found.fallbacks)
-                warnings.warn(f"llmopt: {len(names)} op(s) run in PyTorch: {listed}",
-                              LlmoptFallbackWarning, stacklevel=3)
-        return found
+        key = None
+        if self.symbolic_error is None:
+            key = symbolic_key(args, self.symbolic_args, self.options.max_seq, self.size_args)
+        if key is not None and key not in self.cache:
+            try:
+                self._add(key, args, self.symbolic_args, self.size_args)
+            except Exception as err:  # noqa: BLE001 - reported; each length gets a program
+                self.symbolic_error = f"{type(err).__name__}: {err}".splitlines()[0]
+                warnings.warn(f"llmopt: no one program for every length ({self.symbolic_error})"
+                              "; compiling a program per length", LlmoptFallbackWarning,
+                              stacklevel=3)
+                key = None
+        if key is None:
+            key = specialization_key(args)
+            if key not in self.cache:
+                self._add(key, args)
+        return self.cache[key]
+
+    def _add(self, key: tuple[Any, ...], args: Sequence[Any],
+             dynamic: Mapping[int, Mapping[int, str]] | None = None,
+             sizes: Mapping[int, str] | None = None) -> None:
+        """:meth:`_specialise` into the cache under ``key``; the ops left to PyTorch are
+        said once per set of them."""
+        with torch.no_grad():
+            found = self.cache[key] = self._specialise(args, dynamic, sizes)
+        names = tuple(f.op for f in found.fallbacks)
+        if names and names not in self._warned and not self.options.explain:
+            self._warned.add(names)
+            listed = "; ".join(str(f) for f in found.fallbacks)
+            warnings.warn(f"llmopt: {len(names)} op(s) run in PyTorch: {listed}",
+                          LlmoptFallbackWarning, stacklevel=4)
 
     @property
     def fallbacks(self) -> list[Fallback]:
@@ -207,10 +273,12 @@ class CompiledGraph:
                 seen.setdefault(f.op, f)
         return list(seen.values())
 
-    def _specialise(self, args: Sequence[Any]) -> Specialised:
+    def _specialise(self, args: Sequence[Any],
+                    dynamic: Mapping[int, Mapping[int, str]] | None = None,
+                    sizes: Mapping[int, str] | None = None) -> Specialised:
         from llmopt.dynamo.specialise import specialise
 
-        return specialise(self.gm, args, self.options)
+        return specialise(self.gm, args, self.options, dynamic, sizes)
 
 
 def backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *,
@@ -229,5 +297,6 @@ def copy_graph(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
 __all__ = [
     "PREFIX", "BackendOptions", "CompiledGraph", "LlmoptFallbackWarning",
     "LlmoptInterpreterWarning", "Specialised", "backend", "copy_graph", "drop_assertions",
-    "fallbacks", "partition", "specialization_key", "symbolic_dims", "LlmoptSupport",
+    "fallbacks", "partition", "specialization_key", "symbolic_dims", "symbolic_key",
+    "LlmoptSupport",
 ]  # fmt: skip

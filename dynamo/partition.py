@@ -25,6 +25,7 @@ from llmopt.frontend.capture import (
     _DROPPED,
     _MULTI_CONVERTERS,
     CaptureError,
+    _is_size,
     element_type,
     source_line,
     supported_ops,
@@ -89,7 +90,7 @@ class LlmoptSupport(OperatorSupportBase):
             return "no Torch IR translation"
         if not _dtype_ok(node.meta.get("val")):
             return "a result dtype Torch IR does not hold"
-        tensors = [a.meta.get("val") for a in node.all_input_nodes]
+        tensors = [a.meta.get("val") for a in node.all_input_nodes if not _is_size(a)]
         if not all(_dtype_ok(v) for v in tensors):
             return "an operand dtype Torch IR does not hold"
         return None
@@ -116,8 +117,8 @@ def fallbacks(gm: GraphModule, support: LlmoptSupport,
     reasons: dict[str, str] = {}
     where: dict[str, str | None] = {}
     for node in gm.graph.nodes:
-        if node.op != "call_function":
-            continue
+        if node.op != "call_function" or _is_size(node):
+            continue  # size arithmetic computes no tensor: nothing for a kernel
         why = support.reason(node)
         if why is None:
             continue

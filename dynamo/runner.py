@@ -90,7 +90,11 @@ class PartitionRunner(torch.nn.Module):
     def _interpret(self, args: Sequence[torch.Tensor]) -> list[torch.Tensor]:
         import llmopt.interp
 
-        arrays = [a.detach().cpu().numpy() for a in args]
+        arrays: list[Any] = [a.detach().cpu().numpy() for a in args]
+        if self.program.symbols:  # the symbols' values, read from the inputs' shapes
+            from llmopt.dialects._symbols import bind_arguments
+
+            arrays, _ = bind_arguments(self.program.func, arrays)
         outputs = llmopt.interp.run(self.program.module, arrays, check_races=False)
         return [torch.from_numpy(out).to(self.device) for out in outputs]
 

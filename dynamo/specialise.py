@@ -14,7 +14,7 @@ programs' weight arguments, which the executor binds once instead of copying per
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
@@ -89,14 +89,62 @@ def fold_items(gm: torch.fx.GraphModule, args: Sequence[Any]) -> None:
     gm.recompile()
 
 
-def _exported(gm: torch.fx.GraphModule, args: Sequence[Any], options: BackendOptions
+def _exported(gm: torch.fx.GraphModule, args: Sequence[Any], options: BackendOptions,
+              dynamic: Mapping[int, Mapping[int, str]] | None = None,
+              sizes: Mapping[int, str] | None = None
               ) -> tuple[torch.export.ExportedProgram, list[_Input]]:
+    """Export ``gm`` on ``args``; ``dynamic`` (argument position -> {dim: symbol}) exports
+    those dims as ``torch.export.Dim`` of at least 2 and at most ``options.max_seq`` (one
+    per symbol); the ``int`` arguments at ``sizes`` (position -> symbol) are read from those
+    dims instead (:func:`read_sizes`)."""
+    from llmopt.frontend.attention_op import sdpa_as_leaf
+
     graph = copy_graph(gm)
     fold_items(graph, args)
+    if dynamic and sizes:
+        read_sizes(graph, dynamic, sizes)
     inputs = [_Input(k, options.dtype, a) for k, a in enumerate(args)]
     example = tuple(get(args) for get in inputs)
-    exported = torch.export.export(graph, example, strict=False).run_decompositions({})
-    return exported, inputs
+    shapes = None
+    if dynamic:
+        objects = {s: torch.export.Dim(s, min=2, max=options.max_seq)
+                   for entries in dynamic.values() for s in entries.values()}
+        shapes = tuple({d: objects[s] for d, s in dynamic[k].items()} if k in dynamic
+                       else None for k in range(len(args)))
+    with sdpa_as_leaf():
+        exported = torch.export.export(graph, example, strict=False, dynamic_shapes=shapes)
+    return exported.run_decompositions({}), inputs
+
+
+def read_sizes(gm: torch.fx.GraphModule, dynamic: Mapping[int, Mapping[int, str]],
+               sizes: Mapping[int, str]) -> None:
+    '''Replace the uses of each ``int`` size placeholder (Dynamo passes a symbolic size that
+    the code reads, such as a length, as an argument of its own) by the size of a tensor
+    placeholder's dim with the same symbol, so export sees one symbol, not two it would
+    have to prove equal; the placeholder stays, unused.'''
+    placeholders = list(gm.graph.find_nodes(op="placeholder"))
+    where = {s: (placeholders[k], d) for k, entries in dynamic.items()
+             for d, s in entries.items()}
+    last = placeholders[-1]
+    for k, symbol in sizes.items():
+        if symbol not in where or not placeholders[k].users:
+            continue
+        tensor, dim = where[symbol]
+        with gm.graph.inserting_after(last):
+            size = gm.graph.call_function(torch.ops.aten.sym_size.int, (tensor, dim))
+        placeholders[k].replace_all_uses_with(size)
+        last = size
+    gm.recompile()
+
+
+def symbol_bounds(exported: torch.export.ExportedProgram) -> dict[str, tuple[int, int]]:
+    """Export's symbols with finite integer ranges, by name: what the pieces' symbolic
+    sizes are bound by."""
+    out: dict[str, tuple[int, int]] = {}
+    for symbol, vr in exported.range_constraints.items():
+        if vr.lower.is_finite and vr.upper.is_finite:  # else not a length to plan for
+            out[str(symbol)] = (int(vr.lower), int(vr.upper))
+    return out
 
 
 def _arguments(exported: torch.export.ExportedProgram, inputs: list[_Input]
@@ -125,7 +173,8 @@ def _arguments(exported: torch.export.ExportedProgram, inputs: list[_Input]
     return getters, weights
 
 
-def _translate(aten: torch.fx.GraphModule, weights: dict[str, torch.Tensor]
+def _translate(aten: torch.fx.GraphModule, weights: dict[str, torch.Tensor],
+               bounds: Mapping[str, tuple[int, int]]
                ) -> tuple[torch.fx.GraphModule, dict[str, CapturedProgram], dict[str, str]]:
     """Partition and translate, refusing the nodes the translator rejects."""
     refused: dict[str, str] = {}
@@ -138,7 +187,7 @@ def _translate(aten: torch.fx.GraphModule, weights: dict[str, torch.Tensor]
                     assert isinstance(sub, torch.fx.GraphModule)
                     mine = {n.name: weights[n.name] for n in sub.graph.find_nodes(
                         op="placeholder") if n.name in weights}
-                    programs[name] = capture_graph(sub, mine)
+                    programs[name] = capture_graph(sub, mine, bounds=bounds)
             return fused, programs, refused
         except GraphCaptureError as err:
             nodes = [err.node] if err.node else [
@@ -148,14 +197,17 @@ def _translate(aten: torch.fx.GraphModule, weights: dict[str, torch.Tensor]
                        f"{sorted(refused)[:5]} ...")
 
 
-def specialise(gm: torch.fx.GraphModule, args: Sequence[Any], options: BackendOptions
-               ) -> Specialised:
-    """Export ``gm`` on ``args``, partition it and compile its supported pieces."""
-    exported, inputs = _exported(gm, args, options)
+def specialise(gm: torch.fx.GraphModule, args: Sequence[Any], options: BackendOptions,
+               dynamic: Mapping[int, Mapping[int, str]] | None = None,
+               sizes: Mapping[int, str] | None = None) -> Specialised:
+    """Export ``gm`` on ``args`` (symbolic in ``dynamic``'s dims, argument position ->
+    {dim: symbol}, and the ``int`` sizes at ``sizes``), partition it and compile its
+    supported pieces."""
+    exported, inputs = _exported(gm, args, options, dynamic, sizes)
     getters, weights = _arguments(exported, inputs)
     aten = exported.graph_module
     drop_assertions(aten)
-    fused, programs, refused = _translate(aten, weights)
+    fused, programs, refused = _translate(aten, weights, symbol_bounds(exported))
     compiled_ops = 0
     for name, program in programs.items():
         sub = getattr(fused, name)
@@ -189,4 +241,5 @@ def specialise(gm: torch.fx.GraphModule, args: Sequence[Any], options: BackendOp
                        restore)
 
 
-__all__ = ["Fallback", "fold_items", "is_weight", "specialise"]
+__all__ = ["Fallback", "fold_items", "is_weight", "read_sizes", "specialise",
+           "symbol_bounds"]

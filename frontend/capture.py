@@ -511,7 +511,7 @@ class _Translator:
 
         graph = self.exported.graph_module.graph
         sig = self.exported.graph_signature
-        placeholders = [n for n in graph.nodes if n.op == "placeholder"]
+        placeholders = [n for n in graph.nodes if n.op == "placeholder" and not _is_size(n)]
         specs = dict(zip([n.name for n in placeholders], sig.input_specs, strict=True))
 
         params: dict[str, torch.Tensor] = {}

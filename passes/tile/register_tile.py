@@ -341,7 +341,7 @@ def erase_if_unused(value: SSAValue, rewriter: PatternRewriter) -> None:
                 or not is_side_effect_free(owner) or any(r.uses for r in owner.results)):
             continue
         operands = list(owner.operands)
-        rewriter.erase_op(owner)
+        rewriter.erase(owner)
         todo.extend(operands)
 
 

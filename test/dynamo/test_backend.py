@@ -195,8 +195,9 @@ def test_graph_break() -> None:
 
 
 def test_new_length_does_not_recompile() -> None:
-    """With ``dynamic=True`` Dynamo traces one symbolic graph; the backend keeps one program
-    per length, so lengths 5, 9 and 5 again are one Dynamo compile and two llmopt programs."""
+    """With ``dynamic=True`` Dynamo traces one symbolic graph and the backend compiles one
+    symbolic program: lengths 5, 9 and 5 again are one Dynamo compile and one llmopt
+    program, whose symbol (export's, for Dynamo's) is bounded by ``max_seq``."""
     norm = torch.nn.RMSNorm(16, eps=1e-5)
     proj = torch.nn.Linear(16, 12)
     with torch.no_grad():
@@ -213,7 +214,10 @@ def test_new_length_does_not_recompile() -> None:
             assert rel_error(compiled(x), want) < TOL
     assert torch._dynamo.utils.counters["stats"]["unique_graphs"] - frames == 1
     (graph,) = recorder.graphs
-    assert len(graph.cache) == 2
+    assert graph.symbolic_error is None
+    assert len(graph.cache) == 1
+    (runner,) = runners(graph)
+    assert list(runner.program.symbols.values()) == [(2, 2048)]
     (dims,) = graph.symbolic.values()
     assert list(dims) == [1]  # the length, Dynamo's symbol (mapped as capture's dynamic=)
     assert symbolic_dims(graph.gm) == graph.symbolic
@@ -267,3 +271,40 @@ def test_refused_translation_falls_back() -> None:
     (graph,) = recorder.graphs
     (spec,) = graph.cache.values()
     assert spec.partitions == 2 and [f.op for f in spec.fallbacks] == ["aten.div.Tensor_mode"]
+
+
+def test_hf_model_one_program_for_every_length() -> None:
+    """A tiny Llama with llmopt's attention under ``dynamic=True``: one Dynamo graph, one
+    symbolic llmopt program in one piece (nothing left to PyTorch), within ``TOL`` of
+    float64 at every length; a length above ``max_seq`` gets a program of its own."""
+    from llmopt.frontend.models import ATTENTION
+
+    model = hf_model("llama", ATTENTION)
+    wide = copy.deepcopy(model).double()
+    graphs: list[CompiledGraph] = []
+
+    def short(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> CompiledGraph:
+        graphs.append(backend(gm, example_inputs, options={"max_seq": 16}))
+        return graphs[-1]
+
+    compiled = torch.compile(model, backend=short, dynamic=True)
+    with torch.no_grad():
+        for length in (7, 12, 7, 20):
+            ids = torch.randint(0, SIZES["vocab_size"], (1, length),
+                                generator=torch.Generator().manual_seed(length))
+            got = compiled(input_ids=ids, use_cache=False).logits
+            want = wide(input_ids=ids, use_cache=False).logits
+            assert rel_error(got, want) < TOL, length
+    (graph,) = graphs
+    assert graph.symbolic_error is None and not graph.fallbacks
+    keys = list(graph.cache)
+    assert len(keys) == 2 and keys[0][0] == "symbolic" and keys[1][0] != "symbolic"
+    symbolic = [r for r in graph.cache[keys[0]].module.modules()
+                if isinstance(r, PartitionRunner)]
+    assert len(symbolic) == 1 and list(symbolic[0].program.symbols.values()) == [(2, 16)]
+
+
+@pytest.mark.parametrize("bad", [1, 0, "long", True])
+def test_max_seq_option_is_checked(bad: Any) -> None:
+    with pytest.raises(ValueError, match="max_seq"):
+        backend_module.BackendOptions.parse({"max_seq": bad})
