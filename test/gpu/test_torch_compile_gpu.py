@@ -73,3 +73,42 @@ def test_backend_logits_and_time_against_llmopt_compile(preset: str) -> None:
     print(f"{preset}: backend {backend_ms:.3f} ms, llmopt.compile {compile_ms:.3f} ms, "
           f"rel error {rel:.2e} (llmopt.compile {rel_compile:.2e})")
     assert backend_ms <= 1.10 * compile_ms, (backend_ms, compile_ms)
+
+
+def test_backend_one_symbolic_program_on_the_gpu() -> None:
+    """``dynamic=True`` on the GPU: two layers of TinyLlama at its real dimensions, called at
+    lengths no tile divides, are one Dynamo graph and one symbolic llmopt program (tensor
+    cores and flash attention over the runtime length), each length's logits within ``TOL``
+    of float64 with the same argmax."""
+    from llmopt.dynamo import CompiledGraph, backend
+    from llmopt.dynamo.runner import PartitionRunner
+    from llmopt.frontend.models import ATTENTION, build_model, register_attention
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    model = build_model("tinyllama", device="cuda", seed=0, layers=2)
+    register_attention()
+    model.config._attn_implementation = ATTENTION
+    wide = copy.deepcopy(model).double()
+    graphs: list[CompiledGraph] = []
+
+    def recording(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> CompiledGraph:
+        graphs.append(backend(gm, example_inputs, options={"max_seq": 512}))
+        return graphs[-1]
+
+    torch._dynamo.reset()
+    compiled = torch.compile(model, backend=recording, dynamic=True)
+    with torch.no_grad():
+        for length in (37, 100, 300):
+            ids = torch.randint(0, model.config.vocab_size, (1, length),
+                                generator=torch.Generator().manual_seed(length)).cuda()
+            got = compiled(input_ids=ids, use_cache=False).logits
+            want = wide(input_ids=ids, use_cache=False).logits
+            rel = float((got.double() - want).abs().max() / want.abs().max())
+            assert rel < TOL, (length, rel)
+            assert (got.argmax(-1) == want.argmax(-1)).float().mean() > 0.99
+    (graph,) = graphs
+    assert graph.symbolic_error is None and len(graph.cache) == 1
+    (spec,) = graph.cache.values()
+    pieces = [m for m in spec.module.modules() if isinstance(m, PartitionRunner)]
+    assert len(pieces) == 1 and pieces[0].compiled is not None
+    assert list(pieces[0].program.symbols.values()) == [(2, 512)]
