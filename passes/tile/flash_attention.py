@@ -444,11 +444,11 @@ class FlashKernel:
         assert last is not None
         score = g.value(last.operands[0], inner)
         if self.ragged[1]:  # the keys past the end of the last block count as masked
-            ninf = const_float(NEG_INF, self.typ)
-            inner.add_op(ninf)
             limit = self.key_count
             if isinstance(limit, int):
                 limit = index_into(inner, limit)
+            ninf = const_float(NEG_INF, self.typ)
+            inner.add_op(ninf)
             inside = arith.CmpiOp(g.value(ex.max.iv, inner), limit, "ult")
             masked = arith.SelectOp(inside.result, score, ninf.result)
             inner.add_ops([inside, masked])
