@@ -9,7 +9,10 @@ Matches every ``tile.kernel`` and, inside the resulting kernels, every ``tile.fo
   memory of the launch, and every shared buffer made here is a statically sized
   ``kernel.shared`` (``kernel-to-cuda`` moves a kernel's buffers into dynamic shared memory,
   and raises ``smem``, when they total more than the 48 KiB CUDA declares statically). Only
-  1-D launch shapes (``[n, 1, 1]``) are accepted.
+  1-D launch shapes (``[n, 1, 1]``) are accepted. Outlined kernels that are identical
+  (``dedup-kernels``' structural key: a model's identical layers) then become one, launched
+  by each, before anything inside them is lowered: the rest of the pass, and every pass
+  after it, sees each distinct kernel once.
 * ``tile.forall`` → ``scf.for %p = first to points step stride`` — ``over threads``: first =
   ``block_id * block_dim + thread_id``, stride = ``grid_dim * block_dim``; ``over blocks``:
   ``block_id`` / ``grid_dim``; ``over block_threads``: ``thread_id`` / ``block_dim`` — then
@@ -106,6 +109,7 @@ from xdsl.rewriter import InsertPoint
 from llmopt.dialects import kernel, loop, tile
 from llmopt.lowering._symbols import unique_name
 from llmopt.passes._rewrite import KeepLocation, fail
+from llmopt.passes.kernel.dedup_kernels import DedupKernels
 from llmopt.target import WARP
 
 MAX_UNROLLED_ROUNDS = 32
@@ -946,6 +950,8 @@ class TileToKernel(ModulePass):
             ).rewrite_module(op)
 
         walk(OutlineKernel(taken))
+        # Identical layers give identical kernels: lower each distinct one once.
+        DedupKernels().apply(ctx, op)
         walk(InsertRowBarriers())
         walk(LowerAlloc())
         walk(LowerLoad(), LowerStore(), LowerCopy(), LowerAsyncCommit(), LowerAsyncWait())

@@ -241,7 +241,8 @@ func.func @g(%x: memref<4xf32>) {
   tile.kernel @k grid [1, 1, 1] block [32, 1, 1] (%a = %x : memref<4xf32>) {
     tile.forall (%i) in [4] over threads {
       %v = loop.load %a[%i] : memref<4xf32>
-      loop.store %v, %a[%i] : memref<4xf32>
+      %w = arith.addf %v, %v : f32
+      loop.store %w, %a[%i] : memref<4xf32>
     }
   }
   func.return
@@ -253,3 +254,29 @@ func.func @g(%x: memref<4xf32>) {
 // CHECK:       kernel.func @k_1(
 // CHECK:       func.func @g
 // CHECK-NEXT:    kernel.launch @k_1 grid
+
+// -----
+
+// Identical kernels (identical layers) are lowered once: one kernel.func, launched twice
+// with each launch's own buffers.
+func.func @twice(%x: memref<4xf32>, %y: memref<4xf32>) {
+  tile.kernel @layer0 grid [1, 1, 1] block [32, 1, 1] (%a = %x : memref<4xf32>) {
+    tile.forall (%i) in [4] over threads {
+      %v = loop.load %a[%i] : memref<4xf32>
+      loop.store %v, %a[%i] : memref<4xf32>
+    }
+  }
+  tile.kernel @layer1 grid [1, 1, 1] block [32, 1, 1] (%b = %y : memref<4xf32>) {
+    tile.forall (%i) in [4] over threads {
+      %v = loop.load %b[%i] : memref<4xf32>
+      loop.store %v, %b[%i] : memref<4xf32>
+    }
+  }
+  func.return
+}
+
+// CHECK:       kernel.func @layer0(
+// CHECK-NOT:   kernel.func
+// CHECK:       func.func @twice
+// CHECK-NEXT:    kernel.launch @layer0 grid [1, 1, 1] block [32, 1, 1] smem 0 (%x)
+// CHECK-NEXT:    kernel.launch @layer0 grid [1, 1, 1] block [32, 1, 1] smem 0 (%y)
