@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import copy
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -101,7 +101,7 @@ class BackendOptions:
             raise ValueError(f"dtype must be a floating-point torch dtype, got "
                              f"{values.get('dtype')!r}")
         values["dtype"] = dtype
-        top = values.get("max_seq", 2048)
+        top = values.get("max_seq", cls.max_seq)
         if isinstance(top, bool) or not isinstance(top, int) or top < 2:
             raise ValueError(f"max_seq must be an integer of at least 2, got {top!r}")
         return cls(**values)
@@ -136,7 +136,7 @@ def specialization_key(args: Sequence[Any]) -> tuple[Any, ...]:
 
 
 def symbolic_key(args: Sequence[Any], dims: Mapping[int, Mapping[int, str]], max_seq: int,
-                 sizes: Sequence[int] = ()) -> tuple[Any, ...] | None:
+                 sizes: Iterable[int] = ()) -> tuple[Any, ...] | None:
     """:func:`specialization_key` with the extents of ``dims`` (argument position -> {dim:
     symbol}) and the size arguments at ``sizes`` (Dynamo passes a symbolic size it reads as
     an ``int``) left out: the key of the one symbolic program. ``None`` when there are no such

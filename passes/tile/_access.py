@@ -199,6 +199,39 @@ def guard_inside(block: Block, bounds: Sequence[tuple[SSAValue, SSAValue | int]]
     return then
 
 
+def index_into(block: Block, value: int) -> SSAValue:
+    """An ``index`` constant appended to ``block``."""
+    op = arith.ConstantOp(IntegerAttr(value, IndexType()))
+    block.add_op(op)
+    return op.result
+
+
+def ceildiv_into(block: Block, value: SSAValue, c: int) -> SSAValue:
+    """``ceildiv(value, c)`` (``c > 0``), appended to ``block``."""
+    out = arith.CeilDivUIOp(value, index_into(block, c))
+    block.add_op(out)
+    return out.result
+
+
+def launch_grid(length: SSAValue, block_rows: int, per_row_block: int
+                ) -> tuple[list[Operation], SSAValue]:
+    """The grid of a kernel whose blocks tile a runtime ``length`` (a function-level value)
+    ``block_rows`` rows at a time, ``per_row_block`` blocks for each such row block:
+    ``ceildiv(length, block_rows) · per_row_block``, as the ops to insert before the launch
+    and their result (named ``grid``)."""
+    ops = Block()
+    grid = ceildiv_into(ops, length, block_rows)
+    if per_row_block != 1:
+        total = arith.MuliOp(grid, index_into(ops, per_row_block))
+        ops.add_op(total)
+        grid = total.result
+    grid.name_hint = "grid"
+    listed = list(ops.ops)
+    for op in listed:
+        op.detach()
+    return listed, grid
+
+
 def close_guards(block: Block) -> None:
     """Terminate the ``scf.if`` bodies :func:`guard_inside` made in ``block``'s nest."""
     for op in block.walk():

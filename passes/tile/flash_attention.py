@@ -102,9 +102,12 @@ from llmopt.passes.tile._access import (
     Cloner,
     Linear,
     block_threads,
+    ceildiv_into,
     close_guards,
     counted_for,
     guard_inside,
+    index_into,
+    launch_grid,
     lin_sum,
     load_at,
     loop_nest,
@@ -138,20 +141,6 @@ INDEX = IndexType()
 
 def const_index(value: int) -> arith.ConstantOp:
     return arith.ConstantOp(IntegerAttr(value, INDEX))
-
-
-def index_into(block: Block, value: int) -> SSAValue:
-    """An ``index`` constant appended to ``block``."""
-    op = const_index(value)
-    block.add_op(op)
-    return op.result
-
-
-def ceildiv_into(block: Block, value: SSAValue, c: int) -> SSAValue:
-    """``ceildiv(value, c)`` (``c > 0``), appended to ``block``."""
-    out = arith.CeilDivUIOp(value, index_into(block, c))
-    block.add_op(out)
-    return out.result
 
 
 def ident(rank: int) -> AffineMap:
@@ -223,7 +212,9 @@ class FlashKernel:
         """Ops before the launch: the runtime grid, from the function's length."""
         grid_size = None
         if query_bound is not None:
-            grid_size = self._host_grid(ex.kernel, query_bound, math.prod(self.extents[:-1]))
+            length = bound(ex.kernel, query_bound)
+            assert length is not None
+            self.host_ops, grid_size = launch_grid(length, bm, math.prod(self.extents[:-1]))
         self.kernel = tile.KernelOp(name, [min(math.prod(grid), 2**31 - 1), 1, 1],
                                     [self.threads, 1, 1], buffers, grid_size=grid_size)
         self.kernel.attributes["llmopt.flash"] = StringAttr(f"{bm}x{bn}")
@@ -256,21 +247,6 @@ class FlashKernel:
         self.oacc = self.o_lay.registers(typ, "acc")
         self.body.add_ops([self.qs, self.ks, self.vs, self.ps, *self.softmax.allocs(),
                            self.sacc, self.oacc])
-
-    def _host_grid(self, kernel: loop.KernelOp, length: SSAValue, rows: int) -> SSAValue:
-        """``rows · ceildiv(length, bm)`` blocks, computed from the function-level value
-        ``length`` (a block argument of ``kernel``) by :attr:`host_ops`."""
-        outer = bound(kernel, length)
-        assert outer is not None
-        c_bm = const_index(self.bm)
-        grid: Operation = arith.CeilDivUIOp(outer, c_bm.result)
-        self.host_ops += [c_bm, grid]
-        if rows != 1:
-            c_rows = const_index(rows)
-            grid = arith.MuliOp(grid.results[0], c_rows.result)
-            self.host_ops += [c_rows, grid]
-        grid.results[0].name_hint = "grid"
-        return grid.results[0]
 
     def _kernel_level_ops(self, buffers: list[SSAValue]
                           ) -> dict[loop.KernelOp, dict[SSAValue, SSAValue]]:

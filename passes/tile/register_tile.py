@@ -94,8 +94,10 @@ from llmopt.passes.tile._access import (
     Cloner,
     Linear,
     block_threads,
+    ceildiv_into,
     close_guards,
     guard_inside,
+    launch_grid,
     loop_nest,
 )
 from llmopt.passes.tile._schedule import (
@@ -220,10 +222,8 @@ def _with_runtime_rows(kernel: tile.KernelOp, found: Contraction) -> Contraction
     if (set(sizes) != {found.m} or not isinstance(length, BlockArgument)
             or length.block is not kernel.body.block):
         return None
-    if any(op.operands and (isinstance(op, tile.ForallOp | tile.CoopReduceOp)
-                            or isinstance(op, loop.ForOp | loop.ReduceOp))
-           for op in found.forall.body.walk()):
-        return None  # a runtime trip count inside (a reduction over the length)
+    if any(red.is_dynamic for red in found.reduces):
+        return None  # a reduction over the length
     return replace(found, length=length)
 
 
@@ -316,18 +316,10 @@ def runtime_grid(op: tile.KernelOp, found: Contraction, t: RegisterTile,
     """The grid of the tiled kernel with runtime rows, computed before ``op`` from the
     function-level length: ``batch · ceildiv(length, bm) · ceildiv(n, bn)`` blocks."""
     assert found.length is not None
-    length = op.buffers[found.length.index]
     ext = found.extents
-    static = math.prod(ext[d] for d in found.batch) * -(-ext[found.n] // t.bn)
-    bm = arith.ConstantOp(IntegerAttr(t.bm, IndexType()))
-    ops: list[Operation] = [bm, rows := arith.CeilDivUIOp(length, bm.result)]
-    grid: SSAValue = rows.result
-    if static != 1:
-        other = arith.ConstantOp(IntegerAttr(static, IndexType()))
-        ops += [other, total := arith.MuliOp(grid, other.result)]
-        grid = total.result
-    grid.name_hint = "grid"
-    rewriter.insert_op(ops, InsertPoint.before(op))
+    per_row_block = math.prod(ext[d] for d in found.batch) * -(-ext[found.n] // t.bn)
+    ops, grid = launch_grid(op.buffers[found.length.index], t.bm, per_row_block)
+    rewriter.insert(ops, InsertPoint.before(op))
     return grid
 
 
@@ -420,10 +412,7 @@ def build_tiled_kernel(op: tile.KernelOp, found: Contraction, t: RegisterTile,
     m_bound: SSAValue | int = m_ext
     if found.length is not None:
         m_bound = kernel_values[found.length]
-        bm = arith.ConstantOp(IntegerAttr(t.bm, IndexType()))
-        rows = arith.CeilDivUIOp(m_bound, bm.result)
-        body.add_ops([bm, rows])
-        sizes[len(block_ext) - 2] = rows.result
+        sizes[len(block_ext) - 2] = ceildiv_into(body, m_bound, t.bm)
     blocks = tile.ForallOp(block_ext, "blocks", sizes=sizes)
     body.add_op(blocks)
     bivs = list(blocks.ivs)
