@@ -260,16 +260,17 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return 1
         return 0
     configure_precision()
-    models = []
+    models: list[dict[str, Any]] = []
+    args.out_dir.mkdir(parents=True, exist_ok=True)
     for name in args.models:
         models.append(measure_model(name, args.seqs, args.max_seq, args.reps, args.warmup))
         torch.cuda.empty_cache()
-    doc = {"kind": "symbolic", "commit": args.commit or git_commit(),
-           "gpu": torch.cuda.get_device_name(), "reps": args.reps, "warmup": args.warmup,
-           **summarise(models), "models": models}
-    args.out_dir.mkdir(parents=True, exist_ok=True)
-    (args.out_dir / f"symbolic-{args.tag}.json").write_text(json.dumps(doc, indent=1) + "\n")
-    (args.out_dir / f"symbolic-{args.tag}.md").write_text(markdown(doc))
+        # Written after every model, so a run stopped early keeps the models it finished.
+        doc = {"kind": "symbolic", "commit": args.commit or git_commit(),
+               "gpu": torch.cuda.get_device_name(), "reps": args.reps, "warmup": args.warmup,
+               **summarise(models), "models": models}
+        (args.out_dir / f"symbolic-{args.tag}.json").write_text(json.dumps(doc, indent=1) + "\n")
+        (args.out_dir / f"symbolic-{args.tag}.md").write_text(markdown(doc))
     print(markdown(doc))
     return 0
 
