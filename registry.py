@@ -80,6 +80,7 @@ _BUILTIN_PASSES: dict[str, tuple[str, str]] = {
     "hoist-reduce-factors": ("llmopt.passes.loop.hoist_reduce_factors", "HoistReduceFactors"),
     "apply-tuned": ("llmopt.passes.tile.apply_tuned", "ApplyTuned"),
     "flash-attention": ("llmopt.passes.tile.flash_attention", "FlashAttention"),
+    "length-buckets": ("llmopt.passes.tile.length_buckets", "LengthBuckets"),
     "split-k": ("llmopt.passes.tile.split_k", "SplitK"),
     "register-tile": ("llmopt.passes.tile.register_tile", "RegisterTilePass"),
     "stage-inputs": ("llmopt.passes.tile.stage_inputs", "StageInputs"),
@@ -108,7 +109,8 @@ PIPELINES: dict[str, tuple[dict[str, str], str]] = {
         {"arch": DEFAULT_ARCH},
         "torch-to-prim,canonicalize,prim-to-loop,fuse-kernels{{recompute_limit=0}},canonicalize,"
         "cse,hoist-reduce-factors,flash-attention{{arch={arch}}},"
-        "loop-to-tile{{arch={arch}}},apply-tuned{{arch={arch}}},split-k{{arch={arch}}},"
+        "loop-to-tile{{arch={arch}}},length-buckets{{arch={arch}}},apply-tuned{{arch={arch}}},"
+        "split-k{{arch={arch}}},"
         "register-tile{{arch={arch}}},stage-inputs{{arch={arch}}},async-copy{{arch={arch}}},"
         "prefetch-stages,pad-shared,mma-fragments,vector-fragments,"
         "tile-to-kernel,dedup-kernels,canonicalize,cse,dedup-kernels,"

@@ -57,7 +57,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from xdsl.dialects import arith, func, memref
+from xdsl.dialects import arith, func, memref, scf
 from xdsl.dialects.builtin import (
     ArrayAttr,
     BFloat16Type,
@@ -244,7 +244,7 @@ def plan_host_function(module: ModuleOp, entry: str | None = None) -> HostPlan:
     Raises :class:`ExecutorError` for ops the executor does not run, launches of unknown
     kernels, or launches whose arguments do not fit the kernel's parameters.
     """
-    from llmopt.codegen.symbolic import is_index_arith
+    from llmopt.codegen.symbolic import host_ops, is_index_arith
 
     kernels = {op.sym_name.data: op for op in module.ops if isinstance(op, cuda.KernelOp)}
     unlowered = [op.sym_name.data for op in module.ops if isinstance(op, kernel.FuncOp)]
@@ -282,8 +282,19 @@ def plan_host_function(module: ModuleOp, entry: str | None = None) -> HostPlan:
         return slots[value]
 
     roots: dict[int, int] = {}  # view slot -> slot it views
-    for op in host.body.block.ops:
-        if isinstance(op, memref.AllocOp | memref.AllocaOp):
+    for op, guard in host_ops(host.body.block):
+        if guard and not isinstance(op, kernel.LaunchOp | memref.AllocOp | arith.ConstantOp
+                                    | scf.IfOp | scf.YieldOp) and not is_index_arith(op):
+            raise ExecutorError(f"'{op.name}' cannot run inside a host scf.if (only launches, "
+                                "allocations and index arithmetic can)")
+        if isinstance(op, scf.IfOp):
+            if not dynamic or op.results:
+                raise ExecutorError("a host scf.if needs a symbolic program and has no "
+                                    "results")
+            slot_of(op.cond, op)
+        elif isinstance(op, scf.YieldOp):
+            continue
+        elif isinstance(op, memref.AllocOp | memref.AllocaOp):
             shape = _static_shape(op.memref.type, f"'{op.name}'", dynamic)
             if isinstance(op, memref.AllocaOp) and any(d < 0 for d in shape):
                 raise ExecutorError(f"'{op.name}': a ? extent needs memref.alloc")
@@ -643,8 +654,9 @@ class CompiledProgram:
             pairs = list(zip(args, converters, strict=True))
 
             def launch_symbolic(env: list[Any]) -> None:
-                fn.launch(self._layout.grids[index], block,
-                          [env[a] if c is None else c(env[a]) for a, c in pairs], shared)
+                if index not in self._layout.inactive:
+                    fn.launch(self._layout.grids[index], block,
+                              [env[a] if c is None else c(env[a]) for a, c in pairs], shared)
                 for r in release:
                     env[r] = None
 
@@ -812,6 +824,9 @@ class CompiledProgram:
         import torch
 
         launches = [k for k, s in enumerate(self.plan.steps) if isinstance(s, LaunchStep)]
+        if self.symbolic is not None:  # the launches this call's length runs
+            self._bind(args)
+            launches = [k for k in launches if k not in self._layout.inactive]
         samples: dict[int, list[float]] = {k: [] for k in launches}
         for rep in range(warmup + reps):
             env = self._bind(args)

@@ -16,17 +16,23 @@ the IR, never re-derived:
 * :meth:`SymbolicHost.max_shapes`: each allocation's shape at the symbols' maxima, what the
   executor allocates once (every extent is a non-decreasing function of the lengths:
   products, sums and ceiling divisions of them and positive constants).
+
+The host function may choose between launches with ``scf.if`` on ``arith.cmpi`` of that
+arithmetic (the kernel variants of a length bucket, see ``length-buckets``): each launch and
+allocation carries the conditions it sits under (:func:`host_ops`); a call runs the launches
+whose conditions hold (:attr:`SymbolicCall.active`), and an allocation under ``%seq <= c``
+is sized for at most ``c``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from xdsl.dialects import arith, func, memref
+from xdsl.dialects import arith, func, memref, scf
 from xdsl.dialects.builtin import IndexType, IntegerAttr
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import Block, Operation, SSAValue
 
 from llmopt.dialects import kernel
 from llmopt.dialects._symbols import BindError, bind_arguments, function_symbols, shape_of_type
@@ -34,7 +40,8 @@ from llmopt.dialects._symbols import BindError, bind_arguments, function_symbols
 if TYPE_CHECKING:
     from llmopt.codegen.executor import HostPlan
 
-__all__ = ["CallLayout", "SymbolicCall", "SymbolicHost", "is_index_arith", "layout_call"]
+__all__ = ["CallLayout", "Guard", "SymbolicCall", "SymbolicHost", "host_ops", "is_index_arith",
+           "layout_call"]
 
 
 def _ceildiv(a: int, b: int) -> int:
@@ -56,9 +63,46 @@ _BINARY: dict[str, Callable[[int, int], int]] = {
 }  # fmt: skip
 
 
+_COMPARE: dict[int, Callable[[int, int], bool]] = {
+    0: lambda a, b: a == b, 1: lambda a, b: a != b,
+    2: lambda a, b: a < b, 3: lambda a, b: a <= b, 4: lambda a, b: a > b, 5: lambda a, b: a >= b,
+    6: lambda a, b: a < b, 7: lambda a, b: a <= b, 8: lambda a, b: a > b, 9: lambda a, b: a >= b,
+}  # fmt: skip
+"""``arith.cmpi`` predicates (eq, ne, slt, sle, sgt, sge, ult, ule, ugt, uge) on indices,
+which are never negative here, so signed and unsigned agree."""
+
+_AT_MOST = {3: 0, 7: 0, 2: 1, 6: 1}
+"""Predicates of ``symbol <= c`` (0) and ``symbol < c`` (1): the bound a branch puts on it."""
+
+
 def is_index_arith(op: Operation) -> bool:
-    """Whether ``op`` is host ``index`` arithmetic that :class:`SymbolicHost` evaluates."""
+    """Whether ``op`` is host ``index`` arithmetic that :class:`SymbolicHost` evaluates (a
+    comparison of indices gives 0 or 1)."""
+    if isinstance(op, arith.CmpiOp):
+        return isinstance(op.lhs.type, IndexType)
     return op.name in _BINARY and isinstance(op.results[0].type, IndexType)
+
+
+def _evaluate(op: Operation, a: int, b: int) -> int:
+    if isinstance(op, arith.CmpiOp):
+        return int(_COMPARE[op.predicate.value.data](a, b))
+    return _BINARY[op.name](a, b)
+
+
+Guard = tuple[tuple[SSAValue, bool], ...]
+"""The ``scf.if`` conditions an op of the host function sits under, and the value each must
+have for the op to run."""
+
+
+def host_ops(block: Block, guard: Guard = ()) -> Iterator[tuple[Operation, Guard]]:
+    """The ops of a host function's ``block`` in order, each with its :data:`Guard`; an
+    ``scf.if`` comes before the ops of its regions (then before else)."""
+    for op in block.ops:
+        yield op, guard
+        if isinstance(op, scf.IfOp):
+            for region, taken in ((op.true_region, True), (op.false_region, False)):
+                if region.blocks:
+                    yield from host_ops(region.block, (*guard, (op.cond, taken)))
 
 
 @dataclass(frozen=True)
@@ -69,6 +113,9 @@ class SymbolicCall:
     symbols: dict[str, int]
     grids: tuple[tuple[int, int, int], ...]
     shapes: tuple[tuple[int, ...], ...]
+    active: tuple[bool, ...] = ()
+    """Per launch: whether its ``scf.if`` conditions hold (a launch that does not run has
+    grid ``(1, 1, 1)``; an allocation under conditions that fail has extents 0)."""
 
 
 class SymbolicHost:
@@ -81,13 +128,14 @@ class SymbolicHost:
         self.symbols = function_symbols(host)
         if not self.symbols:
             raise ExecutorError(f"@{host.sym_name.data} declares no symbol")
-        self.allocs: list[memref.AllocOp] = []
-        self.launches: list[kernel.LaunchOp] = []
-        for op in host.body.block.ops:
+        self.allocs: list[tuple[memref.AllocOp, Guard]] = []
+        self.launches: list[tuple[kernel.LaunchOp, Guard]] = []
+        self.ops = list(host_ops(host.body.block))
+        for op, guard in self.ops:
             if isinstance(op, memref.AllocOp):
-                self.allocs.append(op)
+                self.allocs.append((op, guard))
             elif isinstance(op, kernel.LaunchOp):
-                self.launches.append(op)
+                self.launches.append((op, guard))
 
     def bind(self, inputs: Sequence[object]) -> dict[str, int]:
         """The symbols' values for the call's ``inputs`` (every argument but the symbols, or
@@ -105,7 +153,7 @@ class SymbolicHost:
         args = self.host.body.block.args
         values: dict[SSAValue, int] = {args[s.arg]: int(symbols[name])
                                        for name, s in self.symbols.items()}
-        for op in self.host.body.block.ops:
+        for op, _ in self.ops:
             if isinstance(op, arith.ConstantOp) and isinstance(op.result.type, IndexType):
                 assert isinstance(op.value, IntegerAttr)
                 values[op.result] = op.value.value.data
@@ -115,8 +163,20 @@ class SymbolicHost:
                 except KeyError:
                     raise ExecutorError(f"'{op.name}': an operand is not index arithmetic "
                                         "of the symbols") from None
-                values[op.results[0]] = _BINARY[op.name](a, b)
+                values[op.results[0]] = _evaluate(op, a, b)
         return values
+
+    @staticmethod
+    def _holds(guard: Guard, values: Mapping[SSAValue, int]) -> bool:
+        from llmopt.codegen.executor import ExecutorError
+
+        for cond, taken in guard:
+            if cond not in values:
+                raise ExecutorError("an scf.if condition is not index arithmetic of the "
+                                    "symbols")
+            if bool(values[cond]) != taken:
+                return False
+        return True
 
     def evaluate(self, symbols: Mapping[str, int]) -> SymbolicCall:
         """Every launch's grid and every allocation's shape at ``symbols``."""
@@ -130,7 +190,12 @@ class SymbolicHost:
             return values[v]
 
         grids: list[tuple[int, int, int]] = []
-        for launch in self.launches:
+        active: list[bool] = []
+        for launch, guard in self.launches:
+            active.append(self._holds(guard, values))
+            if not active[-1]:
+                grids.append((1, 1, 1))
+                continue
             grid = launch.grid_shape
             name = launch.kernel.root_reference.data
             x = grid[0]
@@ -141,33 +206,72 @@ class SymbolicHost:
                                         f"{dict(symbols)}, outside [1, {grid[0]}], the "
                                         "maximum it was compiled for")
             grids.append((x, grid[1], grid[2]))
-        shapes: list[tuple[int, ...]] = []
-        for alloc in self.allocs:
-            sizes = iter(alloc.dynamic_sizes)
-            shapes.append(tuple(value(next(sizes), "an allocation's size") if e < 0 else e
-                                for e in shape_of_type(alloc.memref.type)))
-        return SymbolicCall(dict(symbols), tuple(grids), tuple(shapes))
+        shapes = [self._shape(alloc, values) if self._holds(guard, values)
+                  else tuple(0 for _ in shape_of_type(alloc.memref.type))
+                  for alloc, guard in self.allocs]
+        return SymbolicCall(dict(symbols), tuple(grids), tuple(shapes), tuple(active))
+
+    @staticmethod
+    def _shape(alloc: memref.AllocOp, values: Mapping[SSAValue, int]) -> tuple[int, ...]:
+        from llmopt.codegen.executor import ExecutorError
+
+        sizes = iter(alloc.dynamic_sizes)
+        shape = []
+        for e in shape_of_type(alloc.memref.type):
+            if e >= 0:
+                shape.append(e)
+                continue
+            size = next(sizes)
+            if size not in values:
+                raise ExecutorError("an allocation's size is not index arithmetic of the "
+                                    "symbols")
+            shape.append(values[size])
+        return tuple(shape)
+
+    def _bounded(self, guard: Guard) -> dict[str, int]:
+        """The symbols' maxima under ``guard``: a condition ``%sym <= c`` (or ``< c``) that
+        must hold lowers ``%sym``'s to ``c`` (``c - 1``)."""
+        bounds = {n: s.max for n, s in self.symbols.items()}
+        args = self.host.body.block.args
+        by_arg = {args[s.arg]: n for n, s in self.symbols.items()}
+        for cond, taken in guard:
+            op = cond.owner
+            if not (taken and isinstance(op, arith.CmpiOp) and op.lhs in by_arg
+                    and isinstance(op.rhs.owner, arith.ConstantOp)):
+                continue
+            strict = _AT_MOST.get(op.predicate.value.data)
+            rhs = op.rhs.owner.value
+            if strict is not None and isinstance(rhs, IntegerAttr):
+                name = by_arg[op.lhs]
+                low = self.symbols[name].min
+                bounds[name] = max(low, min(bounds[name], rhs.value.data - strict))
+        return bounds
 
     def max_shapes(self) -> tuple[tuple[int, ...], ...]:
-        """Each allocation's shape at the symbols' maxima (what is allocated once)."""
-        return self.evaluate({n: s.max for n, s in self.symbols.items()}).shapes
+        """Each allocation's shape at the largest symbols its conditions allow (what is
+        allocated once)."""
+        return tuple(self._shape(alloc, self._values(self._bounded(guard)))
+                     for alloc, guard in self.allocs)
 
     def index_values(self, symbols: Mapping[str, int]) -> list[int]:
         """The value of every ``index`` arithmetic result at ``symbols``, in op order."""
         values = self._values(symbols)
-        return [values[op.results[0]] for op in self.host.body.block.ops if is_index_arith(op)]
+        return [values[op.results[0]] for op, _ in self.ops if is_index_arith(op)]
 
 
 @dataclass(frozen=True)
 class CallLayout:
     """What one call of a symbolic program's plan needs, by plan slot and step: the value of
     every symbol and ``index`` arithmetic slot (``scalars``), the shape of every allocation
-    (``shapes``, by the alloc's slot) and the grid of every launch (``grids``, by step)."""
+    (``shapes``, by the alloc's slot), the grid of every launch (``grids``, by step) and the
+    launches that do not run (``inactive``)."""
 
     symbols: dict[str, int]
     scalars: dict[int, int]
     shapes: dict[int, tuple[int, ...]]
     grids: dict[int, tuple[int, int, int]]
+    inactive: frozenset[int] = frozenset()
+    """The launch steps that do not run at these symbols (their ``scf.if`` fails)."""
 
 
 def layout_call(plan: HostPlan, host: SymbolicHost, symbols: Mapping[str, int]) -> CallLayout:
@@ -182,4 +286,5 @@ def layout_call(plan: HostPlan, host: SymbolicHost, symbols: Mapping[str, int]) 
     launches = [k for k, s in enumerate(plan.steps) if isinstance(s, LaunchStep)]
     shapes = {s.slot: shape for s, shape in zip(allocs, call.shapes, strict=True)}
     grids = dict(zip(launches, call.grids, strict=True))
-    return CallLayout(dict(symbols), scalars, shapes, grids)
+    inactive = frozenset(k for k, on in zip(launches, call.active, strict=True) if not on)
+    return CallLayout(dict(symbols), scalars, shapes, grids, inactive)

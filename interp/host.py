@@ -4,7 +4,9 @@ At Torch and Tensor IR the body is tensor ops (values are numpy arrays, never mu
 Loop, Tile and Kernel IR it is ``memref.alloc``, kernels (``loop.kernel``, ``tile.kernel``)
 or ``kernel.launch`` calls, and ``func.return``. Each op is dispatched by name to the
 interpretation its level registered with :func:`host_impl`; scalar ``arith``/``math`` ops
-(launch sizes, constants) use the shared scalar table.
+(launch sizes, constants) use the shared scalar table. A host ``scf.if`` without results
+runs the region its condition picks (a choice between kernel variants, e.g. of a length
+bucket, see ``length-buckets``).
 
 A function with symbolic extents (``?`` in its types, see :mod:`llmopt.dialects._symbols`) runs
 at any length its symbols allow: :func:`run` binds each symbol argument from the inputs'
@@ -18,7 +20,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 from xdsl.dialects.builtin import MemRefType, ModuleOp, TensorType
-from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.ir import Attribute, Block, Operation, SSAValue
 
 from llmopt.dialects._symbols import (
     BindError,
@@ -91,21 +93,41 @@ class HostInterpreter:
                         f"{len(args)} given")
         env: dict[SSAValue, Value] = dict(zip(block.args, args, strict=True))
         with np.errstate(all="ignore"):
-            for op in block.ops:
-                operands = [env[v] for v in op.operands]
-                if op.name == "func.return":
-                    return operands
-                impl = HOST_IMPLS.get(op.name)
-                if impl is not None:
-                    results = impl(self, op, operands)
-                elif op.name in SCALAR_IMPLS:
-                    results = apply_scalar(op, operands)
-                else:
-                    raise error(UnsupportedOpError, op, "no interpretation for this op in a "
-                                "host function")
-                for res, val in zip(op.results, results, strict=True):
-                    env[res] = val
-        raise error(InterpretError, fn, "body ends without func.return")
+            returned = self.run_block(block, env)
+        if returned is None:
+            raise error(InterpretError, fn, "body ends without func.return")
+        return returned
+
+    def run_block(self, block: Block, env: dict[SSAValue, Value]) -> list[Value] | None:
+        """Run ``block``'s ops in ``env`` (which gains their results); the values of the
+        ``func.return`` that ends it, ``None`` when another terminator (``scf.yield``)
+        does."""
+        for op in block.ops:
+            operands = [env[v] for v in op.operands]
+            if op.name == "func.return":
+                return operands
+            if op.name == "scf.yield":
+                if operands:
+                    raise error(UnsupportedOpError, op, "a host scf.yield yields no values")
+                return None
+            if op.name == "scf.if":  # a choice between launches (a length bucket's variant)
+                if op.results:
+                    raise error(UnsupportedOpError, op, "a host scf.if has no results")
+                region = op.regions[0] if bool(operands[0]) else op.regions[1]
+                if region.blocks:
+                    self.run_block(region.block, env)
+                continue
+            impl = HOST_IMPLS.get(op.name)
+            if impl is not None:
+                results = impl(self, op, operands)
+            elif op.name in SCALAR_IMPLS:
+                results = apply_scalar(op, operands)
+            else:
+                raise error(UnsupportedOpError, op, "no interpretation for this op in a "
+                            "host function")
+            for res, val in zip(op.results, results, strict=True):
+                env[res] = val
+        return None
 
 
 def find_function(module: ModuleOp, func_name: str | None = None) -> Operation:

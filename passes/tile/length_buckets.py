@@ -1,0 +1,166 @@
+"""``length-buckets``: a product over a symbolic length gets one kernel per length bucket,
+chosen on the host when it is launched.
+
+**Matches** a ``tile.kernel`` that ``register-tile`` tiles with *runtime rows* (its rows
+are the symbolic length, see :func:`~llmopt.passes.tile.register_tile.match_contraction`)
+and that is not a bucket's variant already (``llmopt.bucket``).
+
+**Produces**, for the bounds ``b₁ < b₂ < …`` (option ``bounds``, default 32, 128, 512)
+below the length's maximum ``M``, a chain of host ``scf.if`` around copies of the kernel::
+
+    %le32 = arith.cmpi ule, %seq, %c32 : index
+    scf.if %le32 {
+      tile.kernel @linear_le32 ... { tile.forall (%i, %j) in [%n max 32, 2048] ... }
+    } else {
+      %le128 = arith.cmpi ule, %seq, %c128 : index
+      scf.if %le128 { ... @linear_le128 ... } else { ... @linear (max M) ... }
+    }
+
+Each copy has the maximum of its row extent lowered to its bucket's bound and
+``{llmopt.bucket = b}``; the scheduling passes that follow (``split-k``,
+``register-tile``) choose each copy's schedule for that maximum, as they would for a
+static product of ``b`` rows. Adjacent buckets for which the heuristics choose the same
+schedule (:func:`~llmopt.passes.tile._schedule.choose_product_schedule`) share one copy,
+and a kernel whose buckets all agree is left alone. The host evaluates the conditions at
+every launch (and the executor sizes an allocation under ``%seq <= b``, such as
+``split-k``'s partial sums, for ``b`` rows).
+
+**Why** a schedule is chosen for the largest extent it may meet: for a 2048-token maximum
+that is 128-row blocks over K whole, which at a prompt of 17 tokens compute 111 rows of
+padding per block on a tenth of the multiprocessors. The bucket of a short prompt gets the
+schedule of a short prompt (smaller blocks, K cut into slices), in the IR where it can be
+read and overridden, not in the executor.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from xdsl.context import Context
+from xdsl.dialects import arith, scf
+from xdsl.dialects.builtin import IndexType, IntegerAttr, ModuleOp, StringAttr, i64
+from xdsl.ir import Operation, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.pattern_rewriter import (
+    PatternRewriter,
+    PatternRewriteWalker,
+    RewritePattern,
+    op_type_rewrite_pattern,
+)
+
+from llmopt.dialects import tile
+from llmopt.dialects._syntax import int_array
+from llmopt.passes._rewrite import KeepLocation
+from llmopt.passes.tile._schedule import (
+    ProductSchedule,
+    choose_product_schedule,
+    has_tensor_cores,
+    limits,
+)
+from llmopt.passes.tile.register_tile import Contraction, match_contraction, tile_periods
+
+BUCKET_ATTR = "llmopt.bucket"
+DEFAULT_BOUNDS = (32, 128, 512)
+ULE = 7  # arith.cmpi's predicate number for "unsigned less or equal"
+
+
+def bucket_schedule(found: Contraction, rows: int, arch: str) -> ProductSchedule | None:
+    """What the heuristics choose for ``found`` with at most ``rows`` rows."""
+    ext = found.extents
+    typ = found.reduce.result.type
+    return choose_product_schedule(rows, ext[found.n], found.reduce.trip_count,
+                                   math.prod(ext[d] for d in found.batch), limits(arch),
+                                   len(found.reduces), tile_periods(found),
+                                   has_tensor_cores(arch, typ))
+
+
+def buckets_of(found: Contraction, bounds: tuple[int, ...], arch: str) -> list[int]:
+    """The bounds that get a variant of their own: those below the maximum whose schedule
+    differs from the next larger bucket's (the last bucket, the maximum, always)."""
+    top = found.extents[found.m]
+    kept = [top]
+    for b in sorted((b for b in set(bounds) if b < top), reverse=True):
+        if bucket_schedule(found, b, arch) != bucket_schedule(found, kept[-1], arch):
+            kept.append(b)
+    return sorted(kept)
+
+
+def narrowed(op: tile.KernelOp, length: SSAValue, bound: int) -> tile.KernelOp:
+    """A copy of ``op`` whose foralls over ``length`` (a body argument) run at most
+    ``bound`` points along it, named ``<name>_le<bound>``."""
+    copy = op.clone()
+    index = op.body.block.args.index(length)  # type: ignore[arg-type]
+    arg = copy.body.block.args[index]
+    for inner in copy.walk():
+        if isinstance(inner, tile.ForallOp):
+            dims = [d for d, v in inner.runtime_sizes.items() if v is arg]
+            if dims:
+                inner.extents = int_array([min(e, bound) if d in dims else e
+                                           for d, e in enumerate(inner.shape)])
+    copy.sym_name = StringAttr(f"{op.sym_name.data}_le{bound}")
+    copy.attributes[BUCKET_ATTR] = IntegerAttr(bound, i64)
+    return copy
+
+
+@dataclass
+class BucketKernel(RewritePattern):
+    """Wrap one matched kernel in its buckets' ``scf.if`` chain (see the module docstring)."""
+
+    bounds: tuple[int, ...]
+    arch: str
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: tile.KernelOp, rewriter: PatternRewriter) -> None:
+        if BUCKET_ATTR in op.attributes:
+            return
+        found = match_contraction(op)
+        if found is None or found.length is None:
+            return
+        kept = buckets_of(found, self.bounds, self.arch)
+        if len(kept) == 1:
+            return
+        host_length = op.buffers[found.length.index]
+        top = kept[-1]
+        last = op.clone()
+        last.attributes[BUCKET_ATTR] = IntegerAttr(top, i64)
+        chain: list[Operation] = [last]
+        for bound in reversed(kept[:-1]):
+            chain = self._choice(host_length, bound, [narrowed(op, found.length, bound)],
+                                 chain)
+        rewriter.replace(op, chain, [])
+
+    @staticmethod
+    def _choice(length: SSAValue, bound: int, small: list[Operation],
+                large: list[Operation]) -> list[Operation]:
+        """``%le = length <= bound; scf.if %le { small } else { large }``."""
+        limit = arith.ConstantOp(IntegerAttr(bound, IndexType()))
+        cond = arith.CmpiOp(length, limit, ULE)
+        limit.result.name_hint = f"c{bound}"
+        cond.result.name_hint = f"le{bound}"
+        choice = scf.IfOp(cond, [], [*small, scf.YieldOp()], [*large, scf.YieldOp()])
+        return [limit, cond, choice]
+
+
+@dataclass(frozen=True)
+class LengthBuckets(ModulePass):
+    """One kernel variant per length bucket (see the module docstring). Options: ``bounds``
+    (increasing bucket bounds, each at least 2), ``arch``."""
+
+    name = "length-buckets"
+
+    bounds: tuple[int, ...] = field(default=DEFAULT_BOUNDS)
+    arch: str = "sm_90"
+
+    def __post_init__(self) -> None:
+        if not self.bounds or any(not isinstance(b, int) or b < 2 for b in self.bounds):
+            raise ValueError(f"bounds must be integers of at least 2, got {self.bounds}")
+        if list(self.bounds) != sorted(set(self.bounds)):
+            raise ValueError(f"bounds must increase, got {self.bounds}")
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        PatternRewriteWalker(KeepLocation(BucketKernel(self.bounds, self.arch)),
+                             apply_recursively=False).rewrite_module(op)
+
+
+__all__ = ["BUCKET_ATTR", "DEFAULT_BOUNDS", "LengthBuckets", "buckets_of", "narrowed"]

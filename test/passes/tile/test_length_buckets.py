@@ -1,0 +1,79 @@
+"""``length-buckets`` at lengths chosen to land in each bucket: the host ``scf.if`` runs the
+right variant in the interpreters (results against float64), the executor's plan marks the
+other variant's launches inactive at that length, and the buckets whose heuristic schedules
+agree share one variant. The lit test beside it checks the IR."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import numpy as np
+import pytest
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ModuleOp
+
+import llmopt
+import llmopt.interp
+from llmopt.codegen.executor import LaunchStep, plan_host_function
+from llmopt.codegen.symbolic import SymbolicHost, layout_call
+from llmopt.dialects import tile
+from llmopt.passes.tile.length_buckets import LengthBuckets
+from llmopt.passes.tile.register_tile import match_contraction
+
+SOURCE = Path(__file__).with_name("length-buckets.mlir")
+BUCKETS = "length-buckets{bounds=8,32}"
+TO_KERNEL = ("split-k,register-tile,stage-inputs,async-copy,prefetch-stages,pad-shared,"
+             "vector-fragments,tile-to-kernel")
+
+
+@functools.cache
+def bucketed(pipeline: str) -> ModuleOp:
+    return llmopt.lower(llmopt.parse(SOURCE.read_text()), pipeline)
+
+
+def inputs(seq: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seq)
+    return (rng.standard_normal((64, 256)).astype(np.float32),
+            rng.standard_normal((seq, 256)).astype(np.float32))
+
+
+@pytest.mark.parametrize("seq", [1, 5, 8, 9, 40, 64])
+@pytest.mark.parametrize("pipeline", [BUCKETS, f"{BUCKETS},{TO_KERNEL}"])
+def test_each_bucket_computes_the_product(seq: int, pipeline: str) -> None:
+    w, x = inputs(seq)
+    (out,) = llmopt.interp.run(bucketed(pipeline), [w, x], check_races=False)
+    ref = x.astype(np.float64) @ w.astype(np.float64).T
+    # f32 sums of 256 terms: well inside 1e-4 of the largest result.
+    assert np.abs(out - ref).max() <= 1e-4 * np.abs(ref).max()
+
+
+def lowered() -> ModuleOp:
+    return bucketed(f"{BUCKETS},{TO_KERNEL},kernel-to-cuda")
+
+
+@pytest.mark.parametrize(("seq", "small"), [(1, True), (8, True), (9, False), (64, False)])
+def test_the_plan_launches_one_variant_per_length(seq: int, small: bool) -> None:
+    module = lowered()
+    plan = plan_host_function(module)
+    (fn,) = [op for op in module.ops if isinstance(op, func.FuncOp) and op.body.blocks]
+    host = SymbolicHost(fn)
+    layout = layout_call(plan, host, {"seq": seq})
+    ran = {plan.steps[k].kernel for k, s in enumerate(plan.steps)
+           if isinstance(s, LaunchStep) and k not in layout.inactive}
+    names = {s.kernel for s in plan.steps if isinstance(s, LaunchStep)}
+    small_names = {n for n in names if "le8" in n}
+    assert small_names and ran == (small_names if small else names - small_names)
+
+
+def test_buckets_with_one_schedule_are_left_alone() -> None:
+    module = llmopt.parse(SOURCE.read_text())  # at most 32 rows it is tiled as at 64
+    LengthBuckets(bounds=(32,)).apply(llmopt.make_context(), module)
+    kernels = [op for op in module.walk() if isinstance(op, tile.KernelOp)]
+    assert len(kernels) == 1 and match_contraction(kernels[0]) is not None
+
+
+@pytest.mark.parametrize("bounds", [(), (1,), (32, 8), (8, 8)])
+def test_bad_bounds_are_refused(bounds: tuple[int, ...]) -> None:
+    with pytest.raises(ValueError, match="bounds"):
+        LengthBuckets(bounds=bounds)
