@@ -225,6 +225,26 @@ def launch_grid(length: SSAValue, block_rows: int, per_row_block: int
         total = arith.MuliOp(grid, index_into(ops, per_row_block))
         ops.add_op(total)
         grid = total.result
+    return _detached(ops, grid)
+
+
+def threads_grid(length: SSAValue, per_row: int, threads: int
+                 ) -> tuple[list[Operation], SSAValue]:
+    """The grid of a kernel with one thread per point of a ``tile.forall over threads`` of
+    runtime ``length`` rows (a function-level value), ``per_row`` points each, ``threads``
+    per block: ``ceildiv(length · per_row, threads)``, as the ops to insert before the
+    launch and their result (named ``grid``)."""
+    ops = Block()
+    points = length
+    if per_row != 1:
+        scaled = arith.MuliOp(length, index_into(ops, per_row))
+        ops.add_op(scaled)
+        points = scaled.result
+    return _detached(ops, ceildiv_into(ops, points, threads))
+
+
+def _detached(ops: Block, grid: SSAValue) -> tuple[list[Operation], SSAValue]:
+    """``ops``'s ops taken out of it, and ``grid`` (their result) named ``grid``."""
     grid.name_hint = "grid"
     listed = list(ops.ops)
     for op in listed:

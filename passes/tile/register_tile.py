@@ -17,6 +17,8 @@ static. The schedule is chosen for the maximum; every ``m`` tile is treated as r
 clamped along the length, stores guarded by ``< %n``); the forall over blocks runs
 ``ceildiv(%n, bm)`` blocks along ``m`` and the grid is computed before the launch from the
 length (``grid [%g max G, 1, 1]``). Any other runtime extent leaves the kernel alone.
+``split-k``'s partial kernel of such a product (``in [S, %n max 2048, 512]``, the slice a
+static batch dimension) is tiled the same way.
 
 **Produces** the same kernel with a ``tile.forall over blocks`` over (batch…, m / bm,
 n / bn). Each block owns a ``bm × bn`` output tile and runs ``(bm/tm)·(bn/tn)`` threads

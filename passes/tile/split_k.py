@@ -6,14 +6,20 @@ have two —, a prologue and an epilogue; see
 :func:`~llmopt.passes.tile.register_tile.match_contraction`) when the split factor ``S``
 (knob ``split_k``) is above 1 and divides K. A kernel whose K the pass option does not
 divide stays whole; one whose own ``llmopt.schedule`` asks for such a split stays whole with
-a warning.
+a warning. Runtime rows (a symbolic length, ``in [%n max 256, 32]`` with ``%n`` the kernel's
+length parameter) are matched as ``register-tile`` matches them: the split is chosen for the
+maximum.
 
 **Produces** a ``memref.alloc`` of partial sums ``[S, band…]`` per reduction before the
 kernel and two kernels in its place: ``<name>_split`` computes, for every slice ``s`` and
 output, each reduction's sum over ``k = s·K/S … (s+1)·K/S − 1`` (a contraction with ``s`` as
 a batch dimension, which ``register-tile`` then tiles); ``<name>`` sums the ``S`` partials
 of each output in slice order and applies the original epilogue (bias, residual,
-``silu(g)·u`` …).
+``silu(g)·u`` …). With runtime rows the partial sums are ``memref.alloc(%len)`` with ``?``
+on the rows (``%len`` the function-level length the kernel's parameter is bound to), both
+kernels take the length parameter and run their foralls to it, and each launch gets a grid
+computed from ``%len`` before the kernels, ``ceildiv(%len · points per row, 256)`` blocks
+(``grid [%g max G, 1, 1]``, ``G`` the grid at the maximum); the old launch's grid is erased.
 
 **Why** ``register-tile`` gives each block a ``bm × bn`` output tile; a product with few
 rows (a prompt of 32 or 128 tokens) has too few tiles to occupy every multiprocessor, and
@@ -36,7 +42,15 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import memref
-from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, MemRefType, ModuleOp, StringAttr, i64
+from xdsl.dialects.builtin import (
+    DYNAMIC_INDEX,
+    DictionaryAttr,
+    IntegerAttr,
+    MemRefType,
+    ModuleOp,
+    StringAttr,
+    i64,
+)
 from xdsl.ir import SSAValue
 from xdsl.ir.affine import AffineMap
 from xdsl.passes import ModulePass
@@ -50,7 +64,7 @@ from xdsl.rewriter import InsertPoint
 
 from llmopt.dialects import loop, tile
 from llmopt.passes._rewrite import KeepLocation
-from llmopt.passes.tile._access import Cloner, Linear
+from llmopt.passes.tile._access import Cloner, Linear, threads_grid
 from llmopt.passes.tile._schedule import (
     SCHEDULE_ATTR,
     RegisterTile,
@@ -62,6 +76,7 @@ from llmopt.passes.tile._schedule import (
 from llmopt.passes.tile.register_tile import (
     MMA_LAYOUT,
     Contraction,
+    erase_if_unused,
     match_contraction,
     tile_periods,
 )
@@ -85,8 +100,8 @@ class SplitContraction(RewritePattern):
         if op.attributes.get("llmopt.split") is not None:
             return
         found = match_contraction(op)
-        if found is None or found.length is not None:
-            return  # runtime rows (a symbolic length) are not split yet
+        if found is None:
+            return
         ext = found.extents
         k_ext = found.reduce.trip_count
         batch = math.prod(ext[d] for d in found.batch)
@@ -108,42 +123,59 @@ class SplitContraction(RewritePattern):
             return
         part, total = split_kernels(op, found, split, tile_ if split == auto else None,
                                     tensor_cores)
+        # with runtime rows: the function-level length the kernel's length argument binds
+        length = None if found.length is None else op.buffers[found.length.index]
+        shape = [split, *ext]
+        if length is not None:
+            shape[1 + found.m] = DYNAMIC_INDEX
         partials = []
         for _ in found.reduces:
-            alloc = memref.AllocOp([], [], MemRefType(typ, [split, *ext]))
+            alloc = memref.AllocOp([] if length is None else [length], [],
+                                   MemRefType(typ, shape))
             alloc.memref.name_hint = "partial"
             rewriter.insert(alloc, InsertPoint.before(op))
             partials.append(alloc.memref)
-        part_k = part(partials)
-        total_k = total(partials)
-        rewriter.replace(op, [part_k, total_k], [])
+        grids: list[SSAValue | None] = [None, None]
+        if length is not None:
+            per_row = math.prod(ext) // ext[found.m]
+            for i, points in enumerate((split * per_row, per_row)):
+                ops, grids[i] = threads_grid(length, points, THREADS)
+                rewriter.insert(ops, InsertPoint.before(op))
+        old_grid = op.grid_size
+        rewriter.replace(op, [part(partials, grids[0]), total(partials, grids[1])], [])
+        if old_grid is not None:
+            erase_if_unused(old_grid, rewriter)
 
 
-KernelBuilder = Callable[[Sequence[SSAValue]], tile.KernelOp]
+KernelBuilder = Callable[[Sequence[SSAValue], SSAValue | None], tile.KernelOp]
 
 
 def split_kernels(op: tile.KernelOp, found: Contraction, split: int,
                   tile_: RegisterTile | None = None, tensor_cores: bool = False
                   ) -> tuple[KernelBuilder, KernelBuilder]:
     """Builders of the two kernels (partial sums, total), given one partial-sum buffer per
-    reduction; ``tile_``, the register tile the slices were chosen for, goes into the partial
-    kernel's ``llmopt.schedule`` unless that already names one (with ``blocked = 3`` where
-    it was chosen for the ``tensor_cores``)."""
+    reduction and, with runtime rows, the kernel's runtime grid; ``tile_``, the register
+    tile the slices were chosen for, goes into the partial kernel's ``llmopt.schedule``
+    unless that already names one (with ``blocked = 3`` where it was chosen for the
+    ``tensor_cores``)."""
     ext = found.extents
     rank = len(ext)
     slice_len = found.reduce.trip_count // split
     typ = found.reduce.result.type
 
-    def new_kernel(name: str, partials: Sequence[SSAValue], points: int
+    def new_kernel(name: str, partials: Sequence[SSAValue], points: int,
+                   grid: SSAValue | None
                    ) -> tuple[tile.KernelOp, dict[SSAValue, SSAValue], Sequence[SSAValue]]:
         """The kernel with the old one's buffers and ``partials``, its copies of the ops
         outside the forall, the old-to-new value map and the partials' block arguments."""
         buffers = [*op.buffers, *partials]
-        kern = tile.KernelOp(name, _grid(points), [THREADS, 1, 1], buffers)
+        kern = tile.KernelOp(name, _grid(points), [THREADS, 1, 1], buffers, grid_size=grid)
         kern.attributes |= {k: v for k, v in op.attributes.items() if k != SCHEDULE_ATTR}
         kern.attributes["llmopt.split"] = StringAttr("partial" if name.endswith("_split")
                                                      else "total")
         values = dict(zip(op.body.block.args, kern.body.block.args, strict=False))
+        for old_arg, new_arg in values.items():
+            new_arg.name_hint = old_arg.name_hint
         for other in op.body.block.ops:
             if other is not found.forall:
                 copy = other.clone(value_mapper=values)
@@ -151,9 +183,13 @@ def split_kernels(op: tile.KernelOp, found: Contraction, split: int,
                 values.update(zip(other.results, copy.results, strict=True))
         return kern, values, kern.body.block.args[len(op.buffers):]
 
-    def part(partials: Sequence[SSAValue]) -> tile.KernelOp:
+    def rows(values: dict[SSAValue, SSAValue], shift: int) -> dict[int, SSAValue]:
+        """The forall's runtime size: the new kernel's length argument on the rows."""
+        return {} if found.length is None else {shift + found.m: values[found.length]}
+
+    def part(partials: Sequence[SSAValue], grid: SSAValue | None) -> tile.KernelOp:
         kern, values, stores = new_kernel(f"{op.sym_name.data}_split", partials,
-                                          split * math.prod(ext))
+                                          split * math.prod(ext), grid)
         knobs = dict(op.attributes[SCHEDULE_ATTR].data) if isinstance(
             op.attributes.get(SCHEDULE_ATTR), DictionaryAttr) else {}
         if tile_ is not None and not {"bm", "bn", "tm", "tn"} & knobs.keys():
@@ -163,7 +199,7 @@ def split_kernels(op: tile.KernelOp, found: Contraction, split: int,
                 knobs["blocked"] = IntegerAttr(MMA_LAYOUT, i64)
         if knobs:
             kern.attributes[SCHEDULE_ATTR] = DictionaryAttr(knobs)
-        forall = tile.ForallOp([split, *ext], "threads")
+        forall = tile.ForallOp([split, *ext], "threads", sizes=rows(values, 1))
         kern.body.block.add_op(forall)
         s, *ivs = forall.ivs
         s.name_hint = "s"
@@ -187,9 +223,9 @@ def split_kernels(op: tile.KernelOp, found: Contraction, split: int,
             forall.body.block.add_ops([red, store])
         return kern
 
-    def total(partials: Sequence[SSAValue]) -> tile.KernelOp:
-        kern, values, loads = new_kernel(op.sym_name.data, partials, math.prod(ext))
-        forall = tile.ForallOp(list(ext), "threads")
+    def total(partials: Sequence[SSAValue], grid: SSAValue | None) -> tile.KernelOp:
+        kern, values, loads = new_kernel(op.sym_name.data, partials, math.prod(ext), grid)
+        forall = tile.ForallOp(list(ext), "threads", sizes=rows(values, 0))
         kern.body.block.add_op(forall)
         ivs = list(forall.ivs)
         for new_iv, old_iv in zip(ivs, found.forall.ivs, strict=True):
