@@ -135,7 +135,10 @@ def test_kernel_ir_matches_pytorch() -> None:
 
 
 def test_dedup_is_fast_for_hundreds_of_kernels() -> None:
-    """400 kernels (a 100-layer stack's worth) are keyed and merged in well under a second."""
+    """400 kernels (a 100-layer stack's worth) are keyed and merged in time linear in their
+    number: four times the kernels take well under sixteen times as long (what a pairwise
+    comparison would), measured on the same machine in the same test so that a loaded CI
+    machine does not fail it; and under a few seconds in all."""
     body = """
 kernel.func @k{n}(%out: memref<1x7x33xf32>, %w: memref<33xf32>, %x: memref<1x7x33xf32>)
     block [64, 1, 1] {{
@@ -161,10 +164,15 @@ kernel.func @k{n}(%out: memref<1x7x33xf32>, %w: memref<33xf32>, %x: memref<1x7x3
   kernel.return
 }}
 """
-    text = "".join(body.format(n=n, c=n % 4) for n in range(400))
-    module = llmopt.parse(text)
-    start = time.perf_counter()
-    DedupKernels().apply(llmopt.api.make_context(), module)
-    elapsed = time.perf_counter() - start
-    assert [op.sym_name.data for op in module.ops] == ["k0", "k1", "k2", "k3"]  # type: ignore[attr-defined]
-    assert elapsed < 1.0
+    def dedup_seconds(count: int) -> float:
+        module = llmopt.parse("".join(body.format(n=n, c=n % 4) for n in range(count)))
+        start = time.perf_counter()
+        DedupKernels().apply(llmopt.api.make_context(), module)
+        elapsed = time.perf_counter() - start
+        assert [op.sym_name.data for op in module.ops] == ["k0", "k1", "k2", "k3"]  # type: ignore[attr-defined]
+        return elapsed
+
+    small = min(dedup_seconds(100) for _ in range(2))
+    large = min(dedup_seconds(400) for _ in range(2))
+    assert large < 8 * small, (small, large)
+    assert large < 5.0
