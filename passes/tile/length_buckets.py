@@ -5,9 +5,9 @@ chosen on the host when it is launched.
 are the symbolic length, see :func:`~llmopt.passes.tile.register_tile.match_contraction`)
 and that is not a bucket's variant already (``llmopt.bucket``).
 
-**Produces**, for the bounds ``b₁ < b₂ < …`` (option ``bounds``, default 16, 32, 64, 128,
-256, 512) below the length's maximum ``M``, a chain of host ``scf.if`` around copies of
-the kernel::
+**Produces**, for the bounds ``b₁ < b₂ < …`` (option ``bounds``, default 32, 128, 256,
+512) below the length's maximum ``M``, a chain of host ``scf.if`` around copies of the
+kernel::
 
     %le32 = arith.cmpi ule, %seq, %c32 : index
     scf.if %le32 {
@@ -62,12 +62,14 @@ from llmopt.passes.tile._schedule import (
 from llmopt.passes.tile.register_tile import Contraction, match_contraction, tile_periods
 
 BUCKET_ATTR = "llmopt.bucket"
-DEFAULT_BOUNDS = (16, 32, 64, 128, 256, 512)
-"""Powers of two: with buckets four times apart a prompt just above a bound runs with the
-schedule of a product up to four times its size (``bench/results/symbolic-h200.md`` has the
-measurements); twice apart, the heuristics' own time model puts the worst bucket at a
-seventh slower than the exact length's schedule over TinyLlama's and Qwen2.5-7B's products.
-Above 512 rows the schedules change little."""
+DEFAULT_BOUNDS = (32, 128, 256, 512)
+"""Where the schedules change most. Four times apart, a prompt just above a bound (200
+tokens) runs with the schedule of a product up to four times its size, hence 256; the
+heuristics' own time model then puts the worst bucket at a seventh slower than the exact
+length's schedule over TinyLlama's and Qwen2.5-7B's products at lengths 1-2047, as with
+every power of two from 16 to 512, with a fifth fewer kernels. No bound below 32: a
+16-row bucket takes 64-row tensor-core tiles whose padding cost more at one token than
+the 32-row bucket's tiles (``bench/results/symbolic-h200.md`` has the measurements)."""
 ULE = 7  # arith.cmpi's predicate number for "unsigned less or equal"
 
 
