@@ -77,3 +77,31 @@ def test_buckets_with_one_schedule_are_left_alone() -> None:
 def test_bad_bounds_are_refused(bounds: tuple[int, ...]) -> None:
     with pytest.raises(ValueError, match="bounds"):
         LengthBuckets(bounds=bounds)
+
+
+GUARDED = """
+func.func @f(%x: memref<?x4xf32> {llmopt.input = "x", llmopt.dynamic = ["seq"]},
+             %seq: index {llmopt.symbol = "seq", llmopt.max = 64}) -> memref<?x4xf32> {
+  %c8 = arith.constant 8 : index
+  %le8 = arith.cmpi ule, %seq, %c8 : index
+  scf.if %le8 {
+    %p = memref.alloc(%seq) : memref<2x?x4xf32>
+    scf.yield
+  } else {
+    %q = memref.alloc(%seq) : memref<2x?x4xf32>
+    scf.yield
+  }
+  func.return %x : memref<?x4xf32>
+}
+"""
+
+
+def test_an_allocation_in_a_bucket_is_sized_for_its_bound() -> None:
+    """An allocation under ``%seq <= 8`` (a bucket's split-k partial sums) is allocated for 8
+    rows, the one in the else branch for the maximum; at a call, the branch that does not
+    run has an empty shape."""
+    (fn,) = [op for op in llmopt.parse(GUARDED).ops if isinstance(op, func.FuncOp)]
+    host = SymbolicHost(fn)
+    assert host.max_shapes() == ((2, 8, 4), (2, 64, 4))
+    assert host.evaluate({"seq": 5}).shapes == ((2, 5, 4), (0, 0, 0))
+    assert host.evaluate({"seq": 9}).shapes == ((0, 0, 0), (2, 9, 4))
