@@ -250,8 +250,15 @@ class SymbolicHost:
     def max_shapes(self) -> tuple[tuple[int, ...], ...]:
         """Each allocation's shape at the largest symbols its conditions allow (what is
         allocated once)."""
-        return tuple(self._shape(alloc, self._values(self._bounded(guard)))
-                     for alloc, guard in self.allocs)
+        values: dict[tuple[int, ...], dict[SSAValue, int]] = {}  # by the bounds
+        shapes = []
+        for alloc, guard in self.allocs:
+            bounds = self._bounded(guard)
+            key = tuple(bounds.values())
+            if key not in values:  # most allocations share the symbols' maxima
+                values[key] = self._values(bounds)
+            shapes.append(self._shape(alloc, values[key]))
+        return tuple(shapes)
 
     def index_values(self, symbols: Mapping[str, int]) -> list[int]:
         """The value of every ``index`` arithmetic result at ``symbols``, in op order."""

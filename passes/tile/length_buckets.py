@@ -35,13 +35,12 @@ read and overridden, not in the executor.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 from xdsl.context import Context
 from xdsl.dialects import arith, scf
 from xdsl.dialects.builtin import IndexType, IntegerAttr, ModuleOp, StringAttr, i64
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import BlockArgument, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
     PatternRewriter,
@@ -53,13 +52,7 @@ from xdsl.pattern_rewriter import (
 from llmopt.dialects import tile
 from llmopt.dialects._syntax import int_array
 from llmopt.passes._rewrite import KeepLocation
-from llmopt.passes.tile._schedule import (
-    ProductSchedule,
-    choose_product_schedule,
-    has_tensor_cores,
-    limits,
-)
-from llmopt.passes.tile.register_tile import Contraction, match_contraction, tile_periods
+from llmopt.passes.tile.register_tile import Contraction, contraction_schedule, match_contraction
 
 BUCKET_ATTR = "llmopt.bucket"
 DEFAULT_BOUNDS = (32, 128, 256, 512)
@@ -70,36 +63,25 @@ length's schedule over TinyLlama's and Qwen2.5-7B's products at lengths 1-2047, 
 every power of two from 16 to 512, with a fifth fewer kernels. No bound below 32: a
 16-row bucket takes 64-row tensor-core tiles whose padding cost more at one token than
 the 32-row bucket's tiles (``bench/results/symbolic-h200.md`` has the measurements)."""
-ULE = 7  # arith.cmpi's predicate number for "unsigned less or equal"
-
-
-def bucket_schedule(found: Contraction, rows: int, arch: str) -> ProductSchedule | None:
-    """What the heuristics choose for ``found`` with at most ``rows`` rows."""
-    ext = found.extents
-    typ = found.reduce.result.type
-    return choose_product_schedule(rows, ext[found.n], found.reduce.trip_count,
-                                   math.prod(ext[d] for d in found.batch), limits(arch),
-                                   len(found.reduces), tile_periods(found),
-                                   has_tensor_cores(arch, typ))
 
 
 def buckets_of(found: Contraction, bounds: tuple[int, ...], arch: str) -> list[int]:
     """The bounds that get a variant of their own: those below the maximum whose schedule
     differs from the next larger bucket's (the last bucket, the maximum, always)."""
     top = found.extents[found.m]
-    kept = [top]
+    kept, schedule = [top], contraction_schedule(found, arch)
     for b in sorted((b for b in set(bounds) if b < top), reverse=True):
-        if bucket_schedule(found, b, arch) != bucket_schedule(found, kept[-1], arch):
+        if (smaller := contraction_schedule(found, arch, b)) != schedule:
             kept.append(b)
+            schedule = smaller
     return sorted(kept)
 
 
-def narrowed(op: tile.KernelOp, length: SSAValue, bound: int) -> tile.KernelOp:
+def narrowed(op: tile.KernelOp, length: BlockArgument, bound: int) -> tile.KernelOp:
     """A copy of ``op`` whose foralls over ``length`` (a body argument) run at most
     ``bound`` points along it, named ``<name>_le<bound>``."""
     copy = op.clone()
-    index = op.body.block.args.index(length)  # type: ignore[arg-type]
-    arg = copy.body.block.args[index]
+    arg = copy.body.block.args[length.index]
     for inner in copy.walk():
         if isinstance(inner, tile.ForallOp):
             dims = [d for d, v in inner.runtime_sizes.items() if v is arg]
@@ -143,7 +125,7 @@ class BucketKernel(RewritePattern):
                 large: list[Operation]) -> list[Operation]:
         """``%le = length <= bound; scf.if %le { small } else { large }``."""
         limit = arith.ConstantOp(IntegerAttr(bound, IndexType()))
-        cond = arith.CmpiOp(length, limit, ULE)
+        cond = arith.CmpiOp(length, limit, "ule")
         limit.result.name_hint = f"c{bound}"
         cond.result.name_hint = f"le{bound}"
         choice = scf.IfOp(cond, [], [*small, scf.YieldOp()], [*large, scf.YieldOp()])

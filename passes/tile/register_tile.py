@@ -103,6 +103,7 @@ from llmopt.passes.tile._access import (
     loop_nest,
 )
 from llmopt.passes.tile._schedule import (
+    ProductSchedule,
     RegisterTile,
     choose_product_schedule,
     default_blocked,
@@ -229,6 +230,20 @@ def _with_runtime_rows(kernel: tile.KernelOp, found: Contraction) -> Contraction
     return replace(found, length=length)
 
 
+def contraction_schedule(found: Contraction, arch: str, rows: int = 0
+                         ) -> ProductSchedule | None:
+    """What the heuristics choose for ``found`` on ``arch``
+    (:func:`~llmopt.passes.tile._schedule.choose_product_schedule` of its shape, its
+    accesses' periods and whether its sums may use the tensor cores), for at most ``rows``
+    rows (0: its ``m`` extent, the maximum of runtime rows)."""
+    ext = found.extents
+    return choose_product_schedule(rows or ext[found.m], ext[found.n],
+                                   found.reduce.trip_count,
+                                   math.prod(ext[d] for d in found.batch), limits(arch),
+                                   len(found.reduces), tile_periods(found),
+                                   has_tensor_cores(arch, found.reduce.result.type))
+
+
 def tile_periods(found: Contraction) -> tuple[int, int]:
     """What the block tile's ``bm`` and ``bn`` must divide (0: anything): the greatest common
     divisor of every ``c`` in an ``e floordiv c`` or ``e mod c`` of the kernel's accesses
@@ -280,13 +295,10 @@ class TileContraction(RewritePattern):
             return
         ext = found.extents
         m_ext, n_ext = ext[found.m], ext[found.n]
-        batch_points = math.prod(ext[d] for d in found.batch)
         if found.length is not None and op.grid_size is None:
             return  # runtime rows need a launch whose grid follows the length
         typ = found.reduce.result.type
-        auto = choose_product_schedule(m_ext, n_ext, found.reduces[0].trip_count,
-                                       batch_points, limits(self.arch), len(found.reduces),
-                                       tile_periods(found), has_tensor_cores(self.arch, typ))
+        auto = contraction_schedule(found, self.arch)
         default = auto.tile if auto is not None else RegisterTile(0, 0, 1, 1)
         tile_ = RegisterTile(knob(self.bm, op, "bm", default.bm),
                              knob(self.bn, op, "bn", default.bn),

@@ -68,17 +68,14 @@ from llmopt.passes.tile._access import Cloner, Linear, threads_grid
 from llmopt.passes.tile._schedule import (
     SCHEDULE_ATTR,
     RegisterTile,
-    choose_product_schedule,
-    has_tensor_cores,
     knob,
-    limits,
 )
 from llmopt.passes.tile.register_tile import (
     MMA_LAYOUT,
     Contraction,
+    contraction_schedule,
     erase_if_unused,
     match_contraction,
-    tile_periods,
 )
 
 THREADS = 256
@@ -104,12 +101,8 @@ class SplitContraction(RewritePattern):
             return
         ext = found.extents
         k_ext = found.reduce.trip_count
-        batch = math.prod(ext[d] for d in found.batch)
-        gpu = limits(self.arch)
-        m, n = ext[found.m], ext[found.n]
         typ = found.reduce.result.type
-        chosen = choose_product_schedule(m, n, k_ext, batch, gpu, len(found.reduces),
-                                         tile_periods(found), has_tensor_cores(self.arch, typ))
+        chosen = contraction_schedule(found, self.arch)
         if chosen is None:
             return
         tile_, auto, tensor_cores = chosen
