@@ -1,0 +1,84 @@
+"""What ``kernel-to-cuda`` learns about a module before it lowers its kernels: which buffers
+each kernel writes (those stay non-``const`` pointers), which parameters may alias a written
+one in some launch (those lose ``__restrict__``), and whether the target has the tensor-core
+instructions the kernels use.
+
+``__restrict__`` promises the CUDA compiler that no other pointer of the kernel reaches the
+same memory, which lets it keep loaded values in registers across stores. The promise is
+kept by dropping it, kernel by kernel, for every buffer that some ``kernel.launch`` passes
+twice, or together with a view of the same allocation, when one of them is written.
+"""
+
+from __future__ import annotations
+
+from xdsl.dialects.builtin import MemRefType, ModuleOp
+from xdsl.ir import Operation, SSAValue
+from xdsl.utils.exceptions import PassFailedException
+
+from llmopt.dialects import kernel, mma
+from llmopt.lowering.tile_to_kernel import enclosing_func
+from llmopt.target import for_arch
+
+__all__ = ["check_tensor_cores", "unrestricted_params", "written_buffers"]
+
+# Views: values that alias their first operand (for the __restrict__ analysis).
+_VIEW_OPS = frozenset({
+    "memref.cast", "memref.collapse_shape", "memref.expand_shape", "memref.reshape",
+    "memref.subview", "memref.reinterpret_cast", "memref.view",
+})  # fmt: skip
+
+
+def _root(value: SSAValue) -> SSAValue:
+    """The allocation or argument a memref value views."""
+    while isinstance(value.owner, Operation) and value.owner.name in _VIEW_OPS:
+        value = value.owner.operands[0]
+    return value
+
+
+def written_buffers(func: kernel.FuncOp) -> set[SSAValue]:
+    """The buffers that ``func`` stores to or copies into."""
+    written: set[SSAValue] = set()
+    for op in func.walk():
+        if isinstance(op, kernel.StoreOp):
+            written.add(op.buffer)
+        elif isinstance(op, kernel.CopyBase):
+            written.add(op.dst)
+    return written
+
+
+def unrestricted_params(module: ModuleOp) -> dict[str, set[int]]:
+    """For each kernel name, the parameters that may alias a written parameter in a launch."""
+    written: dict[str, set[int]] = {}
+    for op in module.ops:
+        if isinstance(op, kernel.FuncOp):
+            stored = written_buffers(op)
+            written[op.sym_name.data] = {
+                k for k, arg in enumerate(op.body.block.args) if arg in stored
+            }
+    result: dict[str, set[int]] = {}
+    for launch in module.walk():
+        if not isinstance(launch, kernel.LaunchOp):
+            continue
+        name = launch.kernel.root_reference.data
+        writes = written.get(name, set())
+        groups: dict[SSAValue, list[int]] = {}
+        for k, arg in enumerate(launch.args):
+            if isinstance(arg.type, MemRefType):
+                groups.setdefault(_root(arg), []).append(k)
+        for members in groups.values():
+            if len(members) > 1 and writes.intersection(members):
+                result.setdefault(name, set()).update(members)
+    return result
+
+
+def check_tensor_cores(module: ModuleOp, arch: str) -> None:
+    """``mma`` ops need an arch with TF32 ``mma.sync`` (sm_80 or newer): an error naming the
+    kernel otherwise (NVRTC's own would name a PTX line)."""
+    if for_arch(arch).has_mma():
+        return
+    for op in module.walk():
+        if isinstance(op, mma.SyncOp | mma.ToTf32Op):
+            func = enclosing_func(op)
+            name = func.sym_name.data if func is not None else "?"
+            raise PassFailedException(f"kernel-to-cuda: kernel '{name}' uses {op.name}, which "
+                                      f"needs sm_80 or newer; the target is {arch}")

@@ -1,0 +1,350 @@
+"""Statements of one CUDA kernel: :class:`KernelEmitter` writes a ``kernel.func`` as a
+``cuda.kernel`` (used by ``kernel-to-cuda``).
+
+The parameters become pointers (``const`` where the kernel never writes the buffer,
+``__restrict__`` unless the caller's aliasing analysis says otherwise) and scalars, the
+length of a kernel with ``?`` buffers an ``int``. Each op becomes statements: stores and
+copies assignments, ``scf.for``/``scf.if`` ``cuda.for``/``cuda.if`` with their results as
+mutable locals, ``kernel.shared``/``kernel.local`` arrays (or pointers into the dynamic
+shared memory), ``mma`` ops inline PTX, and every value that is a variable
+(:mod:`~llmopt.lowering._cuda_values`) a ``const`` local initialised by its expression
+(:class:`~llmopt.lowering._cuda_expr.ExprBuilder`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from math import prod
+
+from xdsl.dialects import scf
+from xdsl.dialects.builtin import Float32Type, IndexType, IntegerAttr, MemRefType
+from xdsl.ir import Attribute, Block, BlockArgument, Operation, Region, SSAValue
+
+from llmopt.dialects import cuda, kernel, mma
+from llmopt.lowering._cuda_analysis import written_buffers
+from llmopt.lowering._cuda_expr import ExprBuilder
+from llmopt.lowering._cuda_names import Names
+from llmopt.lowering._cuda_shared import SHARED_ALIGN, SharedLayout
+from llmopt.lowering._cuda_types import F32, I32, INDEX, UI8, UI32, bit_width, scalar_type
+from llmopt.lowering._cuda_values import Kind, classify
+from llmopt.passes._rewrite import fail
+
+__all__ = ["MMA_TF32", "KernelEmitter"]
+
+MMA_TF32 = ("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, "
+            "{%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13};")
+"""The PTX of ``mma.sync``: outputs ``d``, then ``a`` (bits), ``b`` (bits) and ``c``."""
+
+
+@dataclass
+class KernelEmitter(ExprBuilder):
+    """Lowers one ``kernel.func`` to a ``cuda.kernel``."""
+
+    func: kernel.FuncOp
+    no_restrict: set[int]
+    layout: SharedLayout | None = None
+    names: Names = field(default_factory=Names)
+    kind: dict[SSAValue, Kind] = field(default_factory=dict)
+    var: dict[SSAValue, str] = field(default_factory=dict)
+    var_type: dict[SSAValue, Attribute] = field(default_factory=dict)
+    mutable: set[str] = field(default_factory=set)
+    block: Block = field(default_factory=Block)
+    pool: str | None = None  # the extern __shared__ array, when shared memory is dynamic
+    index: Attribute = INDEX  # what ``index`` is computed in: itself (long long) or i32
+    min_blocks: int = 0  # ``__launch_bounds__``' second number (0: none)
+    length: int | None = None  # the length parameter's position (kernels with ? buffers)
+    length_var: str | None = None  # the local holding the length, as ``index``
+
+    # --- entry point ---------------------------------------------------------------------
+
+    def run(self) -> cuda.KernelOp:
+        """Build the ``cuda.kernel``."""
+        func = self.func
+        body = func.body.block
+        if self.index != INDEX:
+            _retype_index(func, self.index)
+        written = written_buffers(func)
+        params: list[cuda.Param] = []
+        for k, arg in enumerate(body.args):
+            name = self.names.fresh(arg.name_hint, f"arg{k}")
+            if isinstance(arg.type, MemRefType):
+                typ: Attribute = cuda.PtrType(scalar_type(arg.type.element_type, func),
+                                              constant=arg not in written)
+                quals: tuple[str, ...] = () if k in self.no_restrict else ("__restrict__",)
+            elif k == self.length:
+                typ, quals = I32, ()
+            else:
+                typ, quals = scalar_type(arg.type, func), ()
+            self._bind(arg, name, typ)
+            params.append(cuda.Param(name, typ, quals))
+        classify(body, self.kind)
+        self.block = Block()
+        if self.length is not None:
+            self._bind_length(body.args[self.length])
+        dynamic = self.layout is not None and self.layout.dynamic
+        if dynamic:
+            self.pool = self.names.fresh(None, "smem")
+            self.add(cuda.DeclOp(self.pool, UI8, qualifiers=["extern", "__shared__"],
+                                 extent=0, align=SHARED_ALIGN))
+        self._emit_block(body, [])
+        block = func.block_shape
+        return cuda.KernelOp(func.sym_name.data, params, Region(self.block),
+                             launch_bounds=block[0] * block[1] * block[2],
+                             min_blocks=self.min_blocks or None,
+                             dynamic_shared=self.layout.total if dynamic else None)
+
+    def _bind_length(self, arg: BlockArgument) -> None:
+        """The length parameter is an ``int``; the kernel computes with it as ``index``
+        (``const long long seq_index = (long long)seq;``)."""
+        param = self.add(cuda.VarOp(self.var[arg], I32)).results[0]
+        name = self.names.fresh(f"{self.var[arg]}_index", "length")
+        self.add(cuda.DeclOp(name, INDEX, self.cast(param, INDEX), qualifiers=["const"]))
+        self._bind(arg, name, INDEX)
+        self.length_var = name
+
+    def _bind(self, value: SSAValue, name: str, typ: Attribute, mutable: bool = False) -> None:
+        self.kind[value] = Kind.NAMED
+        self.var[value] = name
+        self.var_type[value] = typ
+        if mutable:
+            self.mutable.add(name)
+
+    # --- statements ------------------------------------------------------------------------
+
+    def _emit_block(self, block: Block, targets: Sequence[str]) -> None:
+        for op in block.ops:
+            if isinstance(op, scf.YieldOp):
+                self._emit_yield(op, targets)
+            else:
+                self._emit_op(op)
+
+    def _emit_op(self, op: Operation) -> None:
+        if isinstance(op, kernel.StoreOp):
+            dst = self.element(op.buffer, op.indices, op)
+            self.add(cuda.AssignOp(dst, self.expr(op.value)))
+        elif isinstance(op, kernel.BarrierOp):
+            call = self.add(cuda.CallOp("__syncthreads", [], cuda.VoidType()))
+            self.add(cuda.ExprStmtOp(call.results[0]))
+        elif isinstance(op, kernel.AsyncCopyOp):
+            self._emit_async_copy(op)
+        elif isinstance(op, kernel.CopyOp):
+            self._emit_copy(op)
+        elif isinstance(op, kernel.AsyncCommitOp):
+            call = self.add(cuda.CallOp("__pipeline_commit", [], cuda.VoidType()))
+            self.add(cuda.ExprStmtOp(call.results[0]))
+        elif isinstance(op, kernel.AsyncWaitOp):
+            pending = self.integer(op.groups, I32)
+            call = self.add(cuda.CallOp("__pipeline_wait_prior", [pending], cuda.VoidType()))
+            self.add(cuda.ExprStmtOp(call.results[0]))
+        elif isinstance(op, kernel.ReturnOp):
+            if op.parent is not self.func.body.block:
+                raise fail(op, "only the end of a kernel can return")
+        elif isinstance(op, kernel.SharedOp | kernel.LocalOp):
+            typ = op.result.type
+            assert isinstance(typ, MemRefType)
+            element = scalar_type(typ.element_type, op)
+            shared = isinstance(op, kernel.SharedOp)
+            name = self.names.fresh(op.result.name_hint, "smem" if shared else "reg")
+            self._bind(op.result, name, cuda.PtrType(element))
+            if shared and self.pool is not None:
+                self._emit_dynamic_shared(op, name, element)
+                return
+            self.add(cuda.DeclOp(name, element, qualifiers=["__shared__"] if shared else [],
+                                 extent=max(1, prod(typ.get_shape())), align=SHARED_ALIGN))
+        elif isinstance(op, scf.ForOp):
+            self._emit_for(op)
+        elif isinstance(op, scf.IfOp):
+            self._emit_if(op)
+        elif isinstance(op, mma.SyncOp):
+            self._emit_mma(op)
+        elif isinstance(op, mma.ToTf32Op):
+            if self.kind.get(op.result) is Kind.NAMED:
+                self._emit_to_tf32(op)
+        elif len(op.results) == 1 and not op.regions:
+            value = op.results[0]
+            if self.kind.get(value) is Kind.NAMED:
+                name = self.names.fresh(value.name_hint, self._default_name(op))
+                typ = scalar_type(value.type, op)
+                init = self.lower(op)
+                self.add(cuda.DeclOp(name, typ, init, qualifiers=["const"]))
+                self._bind(value, name, typ)
+            elif value not in self.kind:
+                raise fail(op, "unsupported in a kernel")
+            else:
+                self._check_supported(op)
+        else:
+            raise fail(op, "unsupported in a kernel")
+
+    def _emit_mma(self, op: mma.SyncOp) -> None:
+        """``float d0, d1, d2, d3; asm("mma.sync.aligned.m16n8k8…" : "=f"(d0), … : "r"(…),
+        …);``: the TF32 operands are passed as their bits (``__float_as_uint``)."""
+        names = []
+        for k, value in enumerate(op.results):
+            name = self.names.fresh(value.name_hint, f"mma{k}")
+            self.add(cuda.DeclOp(name, F32))
+            names.append(name)
+        outs = [self.add(cuda.VarOp(name, F32)).results[0] for name in names]
+        ins = [self.call("__float_as_uint", [self.expr(v)], UI32) for v in (*op.a, *op.b)]
+        ins += [self.expr(v) for v in op.c]
+        self.add(cuda.AsmOp(MMA_TF32, outs, ins, ["=f"] * 4 + ["r"] * 6 + ["f"] * 4))
+        for value, name in zip(op.results, names, strict=True):
+            self._bind(value, name, F32)
+
+    def _emit_to_tf32(self, op: mma.ToTf32Op) -> None:
+        """``unsigned int b; asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(b) : "f"(x));`` and
+        ``const float h = __uint_as_float(b);``."""
+        bits = self.names.fresh(None, "tf32_bits")
+        self.add(cuda.DeclOp(bits, UI32))
+        out = self.add(cuda.VarOp(bits, UI32)).results[0]
+        self.add(cuda.AsmOp("cvt.rna.tf32.f32 %0, %1;", [out], [self.expr(op.value)],
+                            ["=r", "f"]))
+        name = self.names.fresh(op.result.name_hint, "tf32")
+        word = self.add(cuda.VarOp(bits, UI32)).results[0]
+        self.add(cuda.DeclOp(name, F32, self.call("__uint_as_float", [word], F32),
+                             qualifiers=["const"]))
+        self._bind(op.result, name, F32)
+
+    def _emit_dynamic_shared(self, op: kernel.SharedOp, name: str, element: Attribute) -> None:
+        """``T* const name = (T*)&smem[offset];``: a buffer in the dynamic shared memory."""
+        assert self.pool is not None and self.layout is not None
+        pool = self.add(cuda.VarOp(self.pool, cuda.PtrType(UI8))).results[0]
+        byte = self.add(cuda.IndexOp(pool, self.integer(self.layout.offsets[op], INDEX)))
+        address = self.unary("&", byte.results[0])
+        pointer = self.add(cuda.CastOp(address, cuda.PtrType(element))).results[0]
+        self.add(cuda.DeclOp(name, cuda.PtrType(element), pointer, qualifiers=["const"]))
+
+    def _emit_async_copy(self, op: kernel.AsyncCopyOp) -> None:
+        """``__pipeline_memcpy_async(&dst[offset], &src[offset], bytes);``."""
+        typ = op.src.type
+        assert isinstance(typ, MemRefType)
+        nbytes = op.elements * bit_width(typ.element_type) // 8
+        dst = self.unary("&", self.element(op.dst, op.dst_indices, op))
+        src = self.unary("&", self.element(op.src, op.src_indices, op))
+        size = self.integer(nbytes, I32)
+        call = self.add(cuda.CallOp("__pipeline_memcpy_async", [dst, src, size],
+                                    cuda.VoidType()))
+        self.add(cuda.ExprStmtOp(call.results[0]))
+
+    def _emit_copy(self, op: kernel.CopyOp) -> None:
+        """``((float4*)&dst[offset])[0] = ((const float4*)&src[offset])[0];``: one access of
+        the copy's size on each side (a plain element assignment for one 4-byte element)."""
+        typ = op.src.type
+        assert isinstance(typ, MemRefType)
+        element = typ.element_type
+        nbytes = op.elements * bit_width(element) // 8
+        carrier: Attribute | None = None
+        if op.elements > 1 or nbytes != 4:
+            base = element if isinstance(element, Float32Type) else UI32
+            carrier = base if nbytes == 4 else cuda.VecType(base, nbytes // 4)
+
+        def side(buffer: SSAValue, indices: Sequence[SSAValue]) -> SSAValue:
+            value = self.element(buffer, indices, op)
+            if carrier is None:
+                return value
+            address = self.unary("&", value)
+            assert isinstance(address.type, cuda.PtrType)
+            pointer = self.cast(address, cuda.PtrType(carrier, address.type.is_const))
+            return self.add(cuda.IndexOp(pointer, self.integer(0, INDEX))).results[0]
+
+        dst = side(op.dst, op.dst_indices)
+        src = side(op.src, op.src_indices)
+        self.add(cuda.AssignOp(dst, src))
+
+    @staticmethod
+    def _default_name(op: Operation) -> str:
+        if isinstance(op, kernel.ThreadIdOp | kernel.BlockIdOp | kernel.BlockDimOp
+                      | kernel.GridDimOp):
+            prefix = {kernel.ThreadIdOp: "tid", kernel.BlockIdOp: "bid",
+                      kernel.BlockDimOp: "bdim", kernel.GridDimOp: "gdim"}[type(op)]
+            return prefix if op.dim.data == "x" else f"{prefix}_{op.dim.data}"
+        return "v"
+
+    def _emit_for(self, op: scf.ForOp) -> None:
+        body = op.body.block
+        targets: list[str] = []
+        for init, arg, res in zip(op.iter_args, body.args[1:], op.results, strict=True):
+            name = self.names.fresh(arg.name_hint or res.name_hint, "acc")
+            typ = scalar_type(arg.type, op)
+            self.add(cuda.DeclOp(name, typ, self.expr(init)))
+            self._bind(arg, name, typ, mutable=True)
+            self._bind(res, name, typ, mutable=True)
+            targets.append(name)
+        iv = body.args[0]
+        iv_name = self.names.fresh(iv.name_hint, "i")
+        self._bind(iv, iv_name, scalar_type(iv.type, op))
+        lb, ub, step = self.expr(op.lb), self.expr(op.ub), self.expr(op.step)
+        unroll = op.attributes.get("unroll")
+        loop = cuda.ForOp(iv_name, lb, ub, step, unroll=unroll.value.data
+                          if isinstance(unroll, IntegerAttr) else None)
+        self.add(loop)
+        self._nested(loop.body.block, body, targets)
+
+    def _emit_if(self, op: scf.IfOp) -> None:
+        targets: list[str] = []
+        for res in op.results:
+            name = self.names.fresh(res.name_hint, "r")
+            typ = scalar_type(res.type, op)
+            self.add(cuda.DeclOp(name, typ))
+            self._bind(res, name, typ, mutable=True)
+            targets.append(name)
+        cond = self.expr(op.cond)
+        else_ops = list(op.false_region.block.ops) if op.false_region.blocks else []
+        has_else = any(not isinstance(o, scf.YieldOp) or o.operands for o in else_ops)
+        branch = cuda.IfOp(cond, Region(Block()), Region(Block()) if has_else else Region())
+        self.add(branch)
+        self._nested(branch.then_region.block, op.true_region.block, targets)
+        if has_else:
+            self._nested(branch.else_region.block, op.false_region.block, targets)
+
+    def _nested(self, into: Block, source: Block, targets: Sequence[str]) -> None:
+        outer, self.block = self.block, into
+        try:
+            self._emit_block(source, targets)
+        finally:
+            self.block = outer
+
+    def _emit_yield(self, op: scf.YieldOp, targets: Sequence[str]) -> None:
+        pairs = [(t, v) for t, v in zip(targets, op.operands, strict=True)
+                 if self.var.get(v) != t]
+        # A parallel assignment: a value that reads a variable assigned before it is saved
+        # in a const temporary first.
+        saved: dict[int, tuple[str, Attribute]] = {}
+        for k, (target, value) in enumerate(pairs):
+            if self._reads(value) & {t for t, _ in pairs[:k]}:
+                name = self.names.fresh(f"{target}_next", "v")
+                typ = scalar_type(value.type, op)
+                self.add(cuda.DeclOp(name, typ, self.expr(value), qualifiers=["const"]))
+                saved[k] = (name, typ)
+        for k, (target, value) in enumerate(pairs):
+            dst = self.add(cuda.VarOp(target, scalar_type(value.type, op))).results[0]
+            if k in saved:
+                src = self.add(cuda.VarOp(*saved[k])).results[0]
+            else:
+                src = self.expr(value)
+            self.add(cuda.AssignOp(dst, src))
+
+    def _reads(self, value: SSAValue) -> set[str]:
+        """The mutable variables the expression of ``value`` reads."""
+        kind = self.kind.get(value)
+        if kind is Kind.NAMED:
+            name = self.var.get(value)
+            return {name} if name in self.mutable else set()
+        if kind is Kind.INLINE:
+            assert isinstance(value.owner, Operation)
+            found: set[str] = set()
+            for operand in value.owner.operands:
+                found |= self._reads(operand)
+            return found
+        return set()
+
+
+def _retype_index(func: kernel.FuncOp, typ: Attribute) -> None:
+    """Give every ``index`` value of ``func`` the type ``typ`` (in place: the function is
+    replaced by its ``cuda.kernel`` right after), so that every expression built from them
+    is computed in ``typ``."""
+    for op in func.body.walk():
+        for value in (*op.results, *(a for r in op.regions for b in r.blocks for a in b.args)):
+            if isinstance(value.type, IndexType):
+                value._type = typ  # pyright: ignore[reportPrivateUsage]
+
