@@ -15,8 +15,8 @@ What each construct becomes:
   which :mod:`~llmopt.lowering._index_range` proves, from the kernel's shape and the grids
   its launches give it, that every index, loop variable and buffer offset fits in 32 bits
   (a 64-bit division by a constant is a chain of wide multiplies, a 32-bit one three
-  instructions). Not the default: on the H200 it made some register-tiled products faster
-  and others slower (see the option's docstring);
+  instructions). Not the default: on the H200 it made some kernels faster and others
+  slower (see the option's docstring);
 * ``kernel.load``/``kernel.store`` — ``p[offset]``, the offset being the expression
   ``i * stride + j ...`` from the memref's static strides (row-major unless the layout says
   otherwise), constant indices folded into one constant;
@@ -169,11 +169,8 @@ class KernelToCuda(ModulePass):
     Options: ``arch`` (the target GPU, ``sm_90``), whose shared-memory limits apply;
     ``index_bitwidth``: 64 (the default) computes indices in ``long long``; 32 in ``int``
     in every kernel for which :func:`~llmopt.lowering._index_range.fits_in_32_bits` proves
-    them in range (the others stay 64-bit). Measured on the H200 (``llmopt run M --layers 1
-    --seq 512 --profile 7``, each pipeline twice): 32 bits made TinyLlama's flash attention
-    10% faster (0.083 → 0.075 ms) and its down projection 5% (0.315 → 0.298 ms), but
-    Qwen2.5-7B's down projection 5% slower (1.656 → 1.742 ms) and its fused gate/up 3%
-    (3.119 → 3.200 ms), so the default stays 64."""
+    them in range (the others stay 64-bit). Not the default: on the H200 it made some
+    kernels faster and others slower (``bench/results/index-bitwidth-h200.md``)."""
 
     name = "kernel-to-cuda"
 
