@@ -5,7 +5,7 @@ llmopt.max = 2048}``) is compiled once; what changes from call to call is comput
 the IR, never re-derived:
 
 * :meth:`SymbolicHost.bind` reads each symbol from the inputs' shapes
-  (:func:`~llmopt.dialects._symbols.bind_arguments`): a length outside the symbol's bounds,
+  (:class:`~llmopt.dialects._symbols.Binder`): a length outside the symbol's bounds,
   or a shape that does not match the symbol or a static extent, is an
   :class:`~llmopt.codegen.executor.ExecutorError` naming the argument and the bound;
 * :meth:`SymbolicHost.evaluate` runs the host function's ``index`` arithmetic (the
@@ -35,7 +35,7 @@ from xdsl.dialects.builtin import IndexType, IntegerAttr
 from xdsl.ir import Block, Operation, SSAValue
 
 from llmopt.dialects import kernel
-from llmopt.dialects._symbols import BindError, bind_arguments, function_symbols, shape_of_type
+from llmopt.dialects._symbols import Binder, BindError, function_symbols, shape_of_type
 
 if TYPE_CHECKING:
     from llmopt.codegen.executor import HostPlan
@@ -125,6 +125,7 @@ class SymbolicHost:
         from llmopt.codegen.executor import ExecutorError
 
         self.host = host
+        self.binder = Binder.of(host)
         self.symbols = function_symbols(host)
         if not self.symbols:
             raise ExecutorError(f"@{host.sym_name.data} declares no symbol")
@@ -143,7 +144,7 @@ class SymbolicHost:
         from llmopt.codegen.executor import ExecutorError
 
         try:
-            return bind_arguments(self.host, inputs)[1]
+            return self.binder.bind(inputs)[1]
         except BindError as err:
             raise ExecutorError(str(err)) from None
 

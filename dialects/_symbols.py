@@ -291,53 +291,100 @@ def with_extents(typ: Attribute, extents: Sequence[int]) -> tuple[int, ...]:
 # --- binding concrete arguments -------------------------------------------------------------------
 
 
-def bind_arguments(func: Operation, inputs: Sequence[object]) -> tuple[list[object],
-                                                                       dict[str, int]]:
-    """The full argument list of ``func`` for concrete ``inputs``, and the symbol values.
+@dataclass(frozen=True)
+class ArgumentShape:
+    """What :class:`Binder` checks of one tensor argument: its name in messages, its type's
+    text, its extents (``DYNAMIC`` for ``?``) and the symbol each ``?`` names."""
 
-    ``inputs`` holds either every argument or every argument but the symbols (the symbols
-    are then taken from the shapes). Each ``?`` of a tensor argument binds the symbol that
-    ``llmopt.dynamic`` names to the input's extent there; all bindings of one symbol must
-    agree, lie within its ``[min, max]``, and match an explicitly passed value. A static
-    extent must match exactly. Raises :class:`BindError` naming the argument and the bound.
-    """
-    types = list(func.properties["function_type"].inputs.data)  # type: ignore[attr-defined]
-    symbols = function_symbols(func)
-    positions = {s.arg: s for s in symbols.values()}
-    if len(inputs) == len(types) - len(positions) and positions:
-        it = iter(inputs)
-        full: list[object] = [None if k in positions else next(it) for k in range(len(types))]
-    elif len(inputs) == len(types):
-        full = list(inputs)
-    else:
-        expected = f"{len(types)}"
-        if positions:
-            expected += f" (or {len(types) - len(positions)} without the symbols)"
-        raise BindError(f"the function takes {expected} arguments, {len(inputs)} given")
-    values: dict[str, int] = {}
-    source: dict[str, str] = {}
-    for k, typ in enumerate(types):
-        if k in positions or not isinstance(typ, TensorType | MemRefType):
-            continue
-        shape = getattr(full[k], "shape", None)
-        if shape is None:
-            continue
-        shape = tuple(int(e) for e in shape)
-        expected_shape = shape_of_type(typ)
-        what = f"input {argument_name(func, k)}"
-        if len(shape) != len(expected_shape):
-            raise BindError(f"{what} has shape {list(shape)}, the function takes {typ}")
-        names = iter(argument_dynamic(func, k) or ())
-        for d, (got, want) in enumerate(zip(shape, expected_shape, strict=True)):
+    what: str
+    type_text: str
+    shape: tuple[int, ...]
+    names: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Binder:
+    """The binding of concrete arguments to a function's symbols, read from the function
+    once (:meth:`of`) so that each call (:meth:`bind`) is plain Python: a program called
+    for every token must not walk its IR's attributes per call."""
+
+    count: int
+    symbols: dict[str, Symbol]
+    tensors: dict[int, ArgumentShape]
+
+    @staticmethod
+    def of(func: Operation) -> Binder:
+        types = list(func.properties["function_type"].inputs.data)  # type: ignore[attr-defined]
+        symbols = function_symbols(func)
+        positions = {s.arg for s in symbols.values()}
+        tensors = {
+            k: ArgumentShape(f"input {argument_name(func, k)}", str(typ), shape_of_type(typ),
+                             tuple(argument_dynamic(func, k) or ()))
+            for k, typ in enumerate(types)
+            if k not in positions and isinstance(typ, TensorType | MemRefType)
+        }
+        return Binder(len(types), symbols, tensors)
+
+    def bind(self, inputs: Sequence[object]) -> tuple[list[object], dict[str, int]]:
+        """The full argument list for ``inputs``, and the symbol values (see
+        :func:`bind_arguments`)."""
+        symbols = self.symbols
+        positions = {s.arg for s in symbols.values()}
+        if len(inputs) == self.count - len(positions) and positions:
+            it = iter(inputs)
+            full: list[object] = [None if k in positions else next(it)
+                                  for k in range(self.count)]
+        elif len(inputs) == self.count:
+            full = list(inputs)
+        else:
+            expected = f"{self.count}"
+            if positions:
+                expected += f" (or {self.count - len(positions)} without the symbols)"
+            raise BindError(f"the function takes {expected} arguments, {len(inputs)} given")
+        values: dict[str, int] = {}
+        source: dict[str, str] = {}
+        for k, arg in self.tensors.items():
+            shape = getattr(full[k], "shape", None)
+            if shape is None:
+                continue
+            self._bind_shape(arg, tuple(int(e) for e in shape), values, source)
+        for name, sym in symbols.items():
+            given = full[sym.arg]
+            if given is None:
+                if name not in values:
+                    raise BindError(f"symbol '{name}' is not bound: no input has a ? extent "
+                                    "that names it, so pass its value")
+                full[sym.arg] = values[name]
+                continue
+            value = int(given)  # type: ignore[call-overload]
+            if not sym.min <= value <= sym.max:
+                raise BindError(f"symbol '{name}' is {value}, outside its bounds [{sym.min}, "
+                                f"{sym.max}]")
+            if name in values and values[name] != value:
+                raise BindError(f"symbol '{name}' is passed as {value}, but {source[name]} is "
+                                f"{values[name]}")
+            values[name] = value
+            full[sym.arg] = value
+        return full, values
+
+    def _bind_shape(self, arg: ArgumentShape, shape: tuple[int, ...], values: dict[str, int],
+                    source: dict[str, str]) -> None:
+        """Check ``shape`` against ``arg`` and record the symbols its ``?`` extents bind."""
+        what = arg.what
+        if len(shape) != len(arg.shape):
+            raise BindError(f"{what} has shape {list(shape)}, the function takes "
+                            f"{arg.type_text}")
+        names = iter(arg.names)
+        for d, (got, want) in enumerate(zip(shape, arg.shape, strict=True)):
             if not is_dynamic(want):
                 if got != want:
-                    raise BindError(f"{what} has shape {list(shape)}, the function takes {typ} "
-                                    f"(dim {d} must be {want})")
+                    raise BindError(f"{what} has shape {list(shape)}, the function takes "
+                                    f"{arg.type_text} (dim {d} must be {want})")
                 continue
             name = next(names, None)
-            if name is None or name not in symbols:
+            if name is None or name not in self.symbols:
                 raise BindError(f"{what}: dim {d} is ? but names no declared symbol")
-            sym = symbols[name]
+            sym = self.symbols[name]
             here = f"{what} dim {d}"
             if not sym.min <= got <= sym.max:
                 raise BindError(f"{here} is {got}, outside [{sym.min}, {sym.max}], the bounds "
@@ -347,28 +394,25 @@ def bind_arguments(func: Operation, inputs: Sequence[object]) -> tuple[list[obje
                                 f"to {values[name]}")
             values.setdefault(name, got)
             source.setdefault(name, here)
-    for name, sym in symbols.items():
-        given = full[sym.arg]
-        if given is None:
-            if name not in values:
-                raise BindError(f"symbol '{name}' is not bound: no input has a ? extent that "
-                                "names it, so pass its value")
-            full[sym.arg] = values[name]
-            continue
-        value = int(given)  # type: ignore[call-overload]
-        if not sym.min <= value <= sym.max:
-            raise BindError(f"symbol '{name}' is {value}, outside its bounds [{sym.min}, "
-                            f"{sym.max}]")
-        if name in values and values[name] != value:
-            raise BindError(f"symbol '{name}' is passed as {value}, but {source[name]} is "
-                            f"{values[name]}")
-        values[name] = value
-        full[sym.arg] = value
-    return full, values
+
+
+def bind_arguments(func: Operation, inputs: Sequence[object]) -> tuple[list[object],
+                                                                       dict[str, int]]:
+    """The full argument list of ``func`` for concrete ``inputs``, and the symbol values.
+
+    ``inputs`` holds either every argument or every argument but the symbols (the symbols
+    are then taken from the shapes). Each ``?`` of a tensor argument binds the symbol that
+    ``llmopt.dynamic`` names to the input's extent there; all bindings of one symbol must
+    agree, lie within its ``[min, max]``, and match an explicitly passed value. A static
+    extent must match exactly. Raises :class:`BindError` naming the argument and the bound.
+    Callers that bind many calls of one function keep its :class:`Binder` instead.
+    """
+    return Binder.of(func).bind(inputs)
 
 
 __all__ = [
-    "DYNAMIC", "DYNAMIC_ATTR", "MAX_ATTR", "MIN_ATTR", "SYMBOL_ATTR", "BindError", "Symbol",
+    "DYNAMIC", "DYNAMIC_ATTR", "MAX_ATTR", "MIN_ATTR", "SYMBOL_ATTR", "ArgumentShape", "BindError",
+    "Binder", "Symbol",
     "SymbolError", "argument_dynamic", "argument_name", "bind_arguments",
     "check_dynamic_operands", "dynamic_dims", "enclosing_function", "function_symbols",
     "has_dynamic", "index_operand_count", "is_dynamic", "is_symbolic", "shape_of_type",
