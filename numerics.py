@@ -23,9 +23,11 @@ rounding boundary, one ulp of the storage type, and a chain of such rounding poi
 an output by a few.
 
 A program with symbolic extents (``?``, bound by symbol arguments) is checked at several
-random lengths (``lengths``, default 2; see :func:`llmopt.interp.host.random_lengths`): each
-pass must keep the result at every one of them. A ``?`` extent counts as the longest length
-checked when the tolerance measures reductions.
+random lengths (``lengths``, default 2; see :func:`llmopt.interp.host.random_lengths`), or
+at the lengths given (a sequence: every symbol takes each value in turn, so that the
+variants of chosen length buckets run): each pass must keep the result at every one of
+them. A ``?`` extent counts as the longest length checked when the tolerance measures
+reductions.
 """
 
 from __future__ import annotations
@@ -189,18 +191,40 @@ def interpretable(module: ModuleOp) -> bool:
     return not any(op.name.startswith("cuda.") for op in module.walk())
 
 
+def _bindings(fn: func.FuncOp, lengths: int | Sequence[int], seed: int
+              ) -> list[dict[str, int]]:
+    """The symbol values to check at: ``lengths`` random ones, or each given length for
+    every symbol (each within the symbol's bounds)."""
+    from llmopt.dialects._symbols import function_symbols
+    from llmopt.interp.host import random_lengths
+
+    if isinstance(lengths, int):
+        if lengths < 1:
+            raise NumericsError(f"the number of random lengths must be positive, got {lengths}")
+        return random_lengths(fn, lengths, seed)
+    symbols = function_symbols(fn)
+    if not symbols:
+        raise NumericsError("lengths are given, but the function declares no symbol")
+    if not lengths:
+        raise NumericsError("no length given")
+    for value in lengths:
+        for name, sym in symbols.items():
+            if not sym.min <= value <= sym.max:
+                raise NumericsError(f"length {value} is outside [{sym.min}, {sym.max}], the "
+                                    f"bounds of symbol '{name}'")
+    return [{name: int(value) for name in symbols} for value in lengths]
+
+
 class NumericsChecker:
     """Interprets a module before a pipeline and after each pass, comparing results (at
     ``lengths`` random lengths when the program has symbolic extents)."""
 
-    def __init__(self, module: ModuleOp, seed: int = 0, lengths: int = 2) -> None:
+    def __init__(self, module: ModuleOp, seed: int = 0,
+                 lengths: int | Sequence[int] = 2) -> None:
         from llmopt.interp import random_inputs, run
-        from llmopt.interp.host import random_lengths
 
-        if lengths < 1:
-            raise NumericsError(f"the number of random lengths must be positive, got {lengths}")
         fn = _main_function(module)
-        self.bindings = random_lengths(fn, lengths, seed)
+        self.bindings = _bindings(fn, lengths, seed)
         longest = max((v for b in self.bindings for v in b.values()), default=None)
         self.tol = tolerance(module, longest)
         self.input_sets = [random_inputs(fn, seed, lengths=b) for b in self.bindings]

@@ -123,6 +123,7 @@ OPTIONS: dict[str, dict[str, Option]] = {
                      "coop_threshold": Option(IntRange(0)),
                      "max_grid": Option(IntRange(1, 2**31 - 1), unset=False)},
     "fuse-kernels": {"recompute_limit": Option(IntRange(0))},
+    "length-buckets": {"coop_rows": Option(IntRange(0, 64))},
     "flash-attention": {"bm": Option(IntRange(16, 1024, 16)),
                         "bn": Option(IntRange(16, 1024, 16))},
     "apply-tuned": {"user": Option(_one_of(0, 1))},

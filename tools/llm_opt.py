@@ -229,6 +229,17 @@ class LocatingParser(Parser):
 # --- diagnostics ---------------------------------------------------------------------------------
 
 
+def _lengths(text: str) -> list[int]:
+    """``--check-numerics-at``'s value: comma-separated positive lengths."""
+    try:
+        values = [int(part) for part in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected lengths like 1,9,40, got '{text}'") from None
+    if any(v < 1 for v in values):
+        raise argparse.ArgumentTypeError(f"lengths must be positive, got '{text}'")
+    return values
+
+
 def _trim_note(note: str) -> str:
     """Cut a long diagnostic note (a printed module with marked ops) down to the marked
     lines and a few lines around them."""
@@ -532,6 +543,14 @@ class LLMOptMain(xDSLOptMain):
             help="with symbolic extents, check every pass at N random lengths (default 2)",
         )
         group.add_argument(
+            "--check-numerics-at",
+            type=_lengths,
+            default=None,
+            metavar="L1,L2,...",
+            help="with symbolic extents, check every pass at these lengths instead of random "
+            "ones (each symbol takes each value), e.g. the bounds of length buckets",
+        )
+        group.add_argument(
             "--crash-reproducer",
             metavar="FILE",
             help="on an internal error, write the reproducer to FILE (default: a new file "
@@ -616,7 +635,8 @@ class LLMOptMain(xDSLOptMain):
 
         try:
             self._numerics = NumericsChecker(module, self.args.check_numerics_seed,
-                                             self.args.check_numerics_lengths)
+                                             self.args.check_numerics_at
+                                             or self.args.check_numerics_lengths)
         except (InterpretError, NumericsError) as err:
             raise UserError(f"--check-numerics: cannot interpret the input: {err}") from None
         at = self._numerics.lengths_text

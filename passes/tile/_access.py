@@ -220,7 +220,7 @@ def launch_grid(length: SSAValue, block_rows: int, per_row_block: int
     ``ceildiv(length, block_rows) · per_row_block``, as the ops to insert before the launch
     and their result (named ``grid``)."""
     ops = Block()
-    grid = ceildiv_into(ops, length, block_rows)
+    grid = length if block_rows == 1 else ceildiv_into(ops, length, block_rows)
     if per_row_block != 1:
         total = arith.MuliOp(grid, index_into(ops, per_row_block))
         ops.add_op(total)

@@ -20,7 +20,23 @@ kernel::
 Each copy has the maximum of its row extent lowered to its bucket's bound and
 ``{llmopt.bucket = b}``; the scheduling passes that follow (``split-k``,
 ``register-tile``) choose each copy's schedule for that maximum, as they would for a
-static product of ``b`` rows. Adjacent buckets for which the heuristics choose the same
+static product of ``b`` rows.
+
+Below those, the bucket of at most ``coop_rows`` rows (option, default 1; 0: none) gets
+the *cooperative* schedule that ``loop-to-tile`` gives a static matrix-vector product: a
+block per output (``tile.forall … over blocks``, the rows innermost, so that the blocks
+that read one weight row run together), each reduction a ``tile.coop_reduce`` of the
+block's threads, the stores one thread's (``{llmopt.bucket = 1, llmopt.coop}``), its grid
+``%seq · outputs`` computed before the launch::
+
+    %le1 = arith.cmpi ule, %seq, %c1 : index
+    scf.if %le1 {
+      %grid_1 = arith.muli %seq, %c2048 : index
+      tile.kernel @linear_coop1 grid [%grid_1 max 2048, 1, 1] block [256, 1, 1] ... {
+        tile.forall (%j, %i) in [2048, %n max 1] over blocks {
+          %s = tile.coop_reduce add %k = 0 to 2048 : f32 { ... }
+          tile.forall (%once) in [1] over block_threads { loop.store ... }
+        } ... Adjacent buckets for which the heuristics choose the same
 schedule (:func:`~llmopt.passes.tile._schedule.choose_product_schedule`) share one copy,
 and a kernel whose buckets all agree is left alone. The host evaluates the conditions at
 every launch (and the executor sizes an allocation under ``%seq <= b``, such as
@@ -30,16 +46,19 @@ every launch (and the executor sizes an allocation under ``%seq <= b``, such as
 that is 128-row blocks over K whole, which at a prompt of 17 tokens compute 111 rows of
 padding per block on a tenth of the multiprocessors. The bucket of a short prompt gets the
 schedule of a short prompt (smaller blocks, K cut into slices), in the IR where it can be
-read and overridden, not in the executor.
+read and overridden, not in the executor. One token is the extreme: a register tile of
+32 rows computes 31 of padding, and cutting K into slices for the multiprocessors costs a
+second launch; a block per output reads each weight row once, coalesced, in one launch.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from xdsl.context import Context
 from xdsl.dialects import arith, scf
-from xdsl.dialects.builtin import IndexType, IntegerAttr, ModuleOp, StringAttr, i64
+from xdsl.dialects.builtin import IndexType, IntegerAttr, ModuleOp, StringAttr, UnitAttr, i64
 from xdsl.ir import BlockArgument, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
@@ -48,13 +67,25 @@ from xdsl.pattern_rewriter import (
     RewritePattern,
     op_type_rewrite_pattern,
 )
+from xdsl.rewriter import Rewriter
 
 from llmopt.dialects import tile
 from llmopt.dialects._syntax import int_array
+from llmopt.lowering.loop_to_tile import distribute_over_block, round_up
 from llmopt.passes._rewrite import KeepLocation
+from llmopt.passes.tile._access import launch_grid
 from llmopt.passes.tile.register_tile import Contraction, contraction_schedule, match_contraction
 
 BUCKET_ATTR = "llmopt.bucket"
+COOP_ATTR = "llmopt.coop"
+"""Marks the cooperative variant of the smallest bucket."""
+COOP_ROWS = 1
+"""Rows up to which the cooperative variant runs by default. One token is where it is
+surely faster; with more rows each block reads one row of the input per output, and the
+register tiles of the next bucket share those reads."""
+COOP_THREADS = 256
+"""The cooperative variant's block: as ``loop-to-tile``'s row schedule, at most 256
+threads, fewer for a short reduction."""
 DEFAULT_BOUNDS = (32, 128, 256, 512)
 """Where the schedules change most. Four times apart, a prompt just above a bound (200
 tokens) runs with the schedule of a product up to four times its size, hence 256; the
@@ -93,12 +124,47 @@ def narrowed(op: tile.KernelOp, length: BlockArgument, bound: int) -> tile.Kerne
     return copy
 
 
+def cooperative(op: tile.KernelOp, found: Contraction, bound: int,
+                grid: SSAValue) -> tile.KernelOp:
+    """A copy of ``op`` for at most ``bound`` rows with the cooperative schedule (see the
+    module docstring), launched on ``grid`` blocks, named ``<name>_coop<bound>``."""
+    copy = op.clone()
+    index = list(op.body.block.ops).index(found.forall)
+    old = list(copy.body.block.ops)[index]
+    assert isinstance(old, tile.ForallOp)
+    rows = found.m
+    order = [d for d in range(len(old.shape)) if d != rows] + [rows]
+    extents = [min(old.shape[d], bound) if d == rows else old.shape[d] for d in order]
+    length = old.runtime_sizes[rows]
+    forall = tile.ForallOp(extents, "blocks", sizes={len(order) - 1: length})
+    for new_iv, d in zip(forall.ivs, order, strict=True):
+        old.ivs[d].replace_all_uses_with(new_iv)
+        new_iv.name_hint = old.ivs[d].name_hint
+    for inner in list(old.body.block.ops):
+        inner.detach()
+        forall.body.block.add_op(inner)
+    copy.body.block.insert_op_before(forall, old)
+    copy.body.block.erase_op(old)
+    distribute_over_block(forall.body.block, PatternRewriter(forall))
+    width = max(red.trip_count for red in found.reduces)
+    threads = min(COOP_THREADS, round_up(width, 32))
+    points = math.prod(extents)
+    coop = tile.KernelOp(f"{op.sym_name.data}_coop{bound}", [points, 1, 1], [threads, 1, 1],
+                         copy.buffers, Rewriter.move_region_contents_to_new_regions(copy.body),
+                         grid_size=grid)
+    coop.attributes |= op.attributes
+    coop.attributes[BUCKET_ATTR] = IntegerAttr(bound, i64)
+    coop.attributes[COOP_ATTR] = UnitAttr()
+    return coop
+
+
 @dataclass
 class BucketKernel(RewritePattern):
     """Wrap one matched kernel in its buckets' ``scf.if`` chain (see the module docstring)."""
 
     bounds: tuple[int, ...]
     arch: str
+    coop_rows: int = COOP_ROWS
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: tile.KernelOp, rewriter: PatternRewriter) -> None:
@@ -108,7 +174,8 @@ class BucketKernel(RewritePattern):
         if found is None or found.length is None:
             return
         kept = buckets_of(found, self.bounds, self.arch)
-        if len(kept) == 1:
+        coop = 0 < self.coop_rows < kept[0]
+        if len(kept) == 1 and not coop:
             return
         host_length = op.buffers[found.length.index]
         top = kept[-1]
@@ -118,6 +185,12 @@ class BucketKernel(RewritePattern):
         for bound in reversed(kept[:-1]):
             chain = self._choice(host_length, bound, [narrowed(op, found.length, bound)],
                                  chain)
+        if coop:
+            per_row = math.prod(found.extents) // found.extents[found.m]
+            grid_ops, grid = launch_grid(host_length, 1, per_row)
+            grid.name_hint = f"grid_coop{self.coop_rows}"
+            variant = cooperative(op, found, self.coop_rows, grid)
+            chain = self._choice(host_length, self.coop_rows, [*grid_ops, variant], chain)
         rewriter.replace(op, chain, [])
 
     @staticmethod
@@ -135,11 +208,13 @@ class BucketKernel(RewritePattern):
 @dataclass(frozen=True)
 class LengthBuckets(ModulePass):
     """One kernel variant per length bucket (see the module docstring). Options: ``bounds``
-    (increasing bucket bounds, each at least 2), ``arch``."""
+    (increasing bucket bounds, each at least 2), ``coop_rows`` (the cooperative variant's
+    bound, below the smallest bucket; 0: none), ``arch``."""
 
     name = "length-buckets"
 
     bounds: tuple[int, ...] = field(default=DEFAULT_BOUNDS)
+    coop_rows: int = COOP_ROWS
     arch: str = "sm_90"
 
     def __post_init__(self) -> None:
@@ -147,10 +222,13 @@ class LengthBuckets(ModulePass):
             raise ValueError(f"bounds must be integers of at least 2, got {self.bounds}")
         if list(self.bounds) != sorted(set(self.bounds)):
             raise ValueError(f"bounds must increase, got {self.bounds}")
+        if not isinstance(self.coop_rows, int) or self.coop_rows < 0:
+            raise ValueError(f"coop_rows must be an integer of at least 0, got {self.coop_rows}")
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        PatternRewriteWalker(KeepLocation(BucketKernel(self.bounds, self.arch)),
+        PatternRewriteWalker(KeepLocation(BucketKernel(self.bounds, self.arch, self.coop_rows)),
                              apply_recursively=False).rewrite_module(op)
 
 
-__all__ = ["BUCKET_ATTR", "DEFAULT_BOUNDS", "LengthBuckets", "buckets_of", "narrowed"]
+__all__ = ["BUCKET_ATTR", "COOP_ATTR", "COOP_ROWS", "DEFAULT_BOUNDS", "LengthBuckets", "buckets_of",
+           "cooperative", "narrowed"]

@@ -52,8 +52,9 @@ def lowered() -> ModuleOp:
     return bucketed(f"{BUCKETS},{TO_KERNEL},kernel-to-cuda")
 
 
-@pytest.mark.parametrize(("seq", "small"), [(1, True), (8, True), (9, False), (64, False)])
-def test_the_plan_launches_one_variant_per_length(seq: int, small: bool) -> None:
+@pytest.mark.parametrize(("seq", "bucket"), [(1, "coop1"), (2, "le8"), (8, "le8"), (9, "max"),
+                                             (64, "max")])
+def test_the_plan_launches_one_variant_per_length(seq: int, bucket: str) -> None:
     module = lowered()
     plan = plan_host_function(module)
     (fn,) = [op for op in module.ops if isinstance(op, func.FuncOp) and op.body.blocks]
@@ -62,13 +63,35 @@ def test_the_plan_launches_one_variant_per_length(seq: int, small: bool) -> None
     ran = {plan.steps[k].kernel for k, s in enumerate(plan.steps)
            if isinstance(s, LaunchStep) and k not in layout.inactive}
     names = {s.kernel for s in plan.steps if isinstance(s, LaunchStep)}
-    small_names = {n for n in names if "le8" in n}
-    assert small_names and ran == (small_names if small else names - small_names)
+    variants = {"coop1": {n for n in names if "coop1" in n},
+                "le8": {n for n in names if "le8" in n}}
+    variants["max"] = names - variants["coop1"] - variants["le8"]
+    assert all(variants.values()) and ran == variants[bucket]
+
+
+def test_the_cooperative_variant_is_the_static_one_token_schedule() -> None:
+    """At one row the variant has loop-to-tile's schedule of a static matrix-vector
+    product: a block per output, the reduction cooperative, one thread storing."""
+    module = bucketed(BUCKETS)
+    (coop,) = [op for op in module.walk()
+               if isinstance(op, tile.KernelOp) and "llmopt.coop" in op.attributes]
+    (forall,) = [op for op in coop.body.block.ops if isinstance(op, tile.ForallOp)]
+    assert forall.mapping.data == "blocks" and forall.shape == (64, 1)
+    assert [type(op) for op in forall.body.block.ops] == [tile.CoopReduceOp, tile.ForallOp]
+    assert coop.block_shape[0] == 256 and coop.grid_size is not None
+    assert match_contraction(coop) is None  # split-k and register-tile leave it alone
+
+
+def test_no_cooperative_variant_when_asked() -> None:
+    module = llmopt.lower(llmopt.parse(SOURCE.read_text()),
+                          "length-buckets{bounds=8,32 coop_rows=0}")
+    assert not [op for op in module.walk()
+                if isinstance(op, tile.KernelOp) and "llmopt.coop" in op.attributes]
 
 
 def test_buckets_with_one_schedule_are_left_alone() -> None:
     module = llmopt.parse(SOURCE.read_text())  # at most 32 rows it is tiled as at 64
-    LengthBuckets(bounds=(32,)).apply(llmopt.make_context(), module)
+    LengthBuckets(bounds=(32,), coop_rows=0).apply(llmopt.make_context(), module)
     kernels = [op for op in module.walk() if isinstance(op, tile.KernelOp)]
     assert len(kernels) == 1 and match_contraction(kernels[0]) is not None
 
