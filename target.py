@@ -31,6 +31,7 @@ __all__ = [
     "DEFAULT_ARCH",
     "MIN_ARCH",
     "MAX_THREADS_PER_BLOCK",
+    "LDMATRIX_MIN_SM",
     "MMA_SHAPES",
     "STATIC_SMEM",
     "TARGETS",
@@ -96,8 +97,12 @@ TF32_MMA = MmaShape(16, 8, 8, "tf32")
 three of them compute an ``f32`` product to ``f32`` accuracy (see :mod:`llmopt.dialects.mma`)."""
 
 MMA_SHAPES = (TF32_MMA, MmaShape(16, 8, 16, "bf16"), MmaShape(16, 8, 16, "f16"))
-"""Every ``mma.sync`` shape a target may offer. The ``bf16``/``f16`` ``m16n8k16`` shapes are
-there for the half-precision storage types; no pass emits them yet."""
+"""Every ``mma.sync`` shape a target may offer. The ``bf16``/``f16`` ``m16n8k16`` shapes
+multiply the half-precision storage types exactly, one ``mma.sync`` a product (see
+:mod:`llmopt.dialects.mma`)."""
+
+LDMATRIX_MIN_SM = 75
+"""The first architecture with ``ldmatrix`` (sm_75)."""
 
 
 @dataclass(frozen=True)

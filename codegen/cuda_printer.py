@@ -298,7 +298,8 @@ class CudaPrinter:
         values = [*op.outs, *op.ins]
         parts = [f'"{c}"({self.expr_text(v)})' for c, v in zip(names, values, strict=True)]
         outs, ins = parts[:len(op.outs)], parts[len(op.outs):]
-        self.line(f'asm("{op.template.data}" : {", ".join(outs)} : {", ".join(ins)});')
+        asm = "asm volatile" if op.volatile is not None else "asm"
+        self.line(f'{asm}("{op.template.data}" : {", ".join(outs)} : {", ".join(ins)});')
 
     @print_op.register
     def _(self, op: cuda.ForOp) -> None:

@@ -1159,23 +1159,29 @@ class AsmOp(StatementOp):
     ``cuda.asm "cvt.rna.tf32.f32 %0, %1;" outs(%b : ui32) ins(%x : f32) ["=r", "f"]`` —
     ``asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(b) : "f"(x));``. ``outs`` are ``cuda.var``
     lvalues, ``ins`` expressions; ``constraints`` name one register class per output (with
-    ``=``) and then per input. Not ``volatile``: the instruction has no effect besides its
-    outputs, so the compiler may schedule it like arithmetic."""
+    ``=``) and then per input. Without ``volatile`` the instruction has no effect besides its
+    outputs, so the compiler may schedule it like arithmetic; ``cuda.asm volatile`` (``asm
+    volatile(…)``) is for one that reads memory (``ldmatrix``), which the compiler must
+    neither drop nor merge with another."""
 
     name = "cuda.asm"
     template = prop_def(StringAttr)
     constraints = prop_def(ArrayAttr[StringAttr])
+    volatile = opt_prop_def(UnitAttr)
     outs = var_operand_def()
     ins = var_operand_def()
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
-    assembly_format = ("$template `outs` `(` $outs `:` type($outs) `)` `ins` `(` $ins `:` "
-                       "type($ins) `)` $constraints attr-dict")
+    assembly_format = ("(`volatile` $volatile^)? $template `outs` `(` $outs `:` type($outs) "
+                       "`)` `ins` `(` $ins `:` type($ins) `)` $constraints attr-dict")
 
     def __init__(self, template: str, outs: Sequence[SSAValue], ins: Sequence[SSAValue],
-                 constraints: Sequence[str]) -> None:
-        super().__init__(operands=[list(outs), list(ins)], properties={
+                 constraints: Sequence[str], volatile: bool = False) -> None:
+        props: dict[str, Attribute] = {
             "template": StringAttr(template),
-            "constraints": ArrayAttr([StringAttr(c) for c in constraints])})
+            "constraints": ArrayAttr([StringAttr(c) for c in constraints])}
+        if volatile:
+            props["volatile"] = UnitAttr()
+        super().__init__(operands=[list(outs), list(ins)], properties=props)
 
     @property
     def constraint_names(self) -> list[str]:

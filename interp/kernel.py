@@ -351,12 +351,16 @@ def _name(value: SSAValue, default: str) -> str:
 @simt_impl("kernel.load")
 def _load(ev: SimtEvaluator, op: Operation) -> None:
     """A per-thread gather, bounds- and race-checked."""
+    ev.env[op.results[0]] = read(ev, op, op.operands[0], [ev.env[v] for v in op.operands[1:]])
+
+
+def read(ev: SimtEvaluator, op: Operation, buffer: SSAValue, idx: list[Value]) -> Value:
+    """``buffer[idx]`` for every active thread, read by ``op`` as ``kernel.load`` reads:
+    bounds-checked, and race-checked against writes since the last barrier."""
     kev = _ids(ev, op)
-    buf = buffer_of(ev, op, op.operands[0])
-    idx = [ev.env[v] for v in op.operands[1:]]
+    buf = buffer_of(ev, op, buffer)
     if id(buf) in kev.local:
-        ev.env[op.results[0]] = buf[_local_index(kev, op, buf, idx)]
-        return
+        return buf[_local_index(kev, op, buf, idx)]
     shared = id(buf) in kev.shared
     shape = buf.shape[1:] if shared else buf.shape
     idx = ev.check_bounds(op, shape, idx, ev.mask)
@@ -364,7 +368,7 @@ def _load(ev: SimtEvaluator, op: Operation) -> None:
     value = buf[tuple(full)]
     races = kev.races
     if races is not None and (shared or id(buf) in races.tracks):
-        races.names.setdefault(id(buf), _name(op.operands[0], "buffer"))
+        races.names.setdefault(id(buf), _name(buffer, "buffer"))
         if kev.per_block(full):
             blocks, lo, hi, _ = kev.block_spans()
             coords = kev.block_values(full, blocks)
@@ -372,7 +376,7 @@ def _load(ev: SimtEvaluator, op: Operation) -> None:
             coords, lo = kev.lanes(full)
             hi = lo
         races.read(op, buf, np.ravel_multi_index(coords, buf.shape), lo, hi, shared)
-    ev.env[op.results[0]] = value
+    return value
 
 
 @simt_impl("kernel.store")

@@ -17,7 +17,7 @@ from xdsl.utils.exceptions import PassFailedException
 
 from llmopt.dialects import kernel, mma
 from llmopt.lowering.tile_to_kernel import enclosing_func
-from llmopt.target import for_arch
+from llmopt.target import LDMATRIX_MIN_SM, MMA_SHAPES, TF32_MMA, for_arch
 
 __all__ = ["check_tensor_cores", "unrestricted_params", "written_buffers"]
 
@@ -72,13 +72,23 @@ def unrestricted_params(module: ModuleOp) -> dict[str, set[int]]:
 
 
 def check_tensor_cores(module: ModuleOp, arch: str) -> None:
-    """``mma`` ops need an arch with TF32 ``mma.sync`` (sm_80 or newer): an error naming the
-    kernel otherwise (NVRTC's own would name a PTX line)."""
-    if for_arch(arch).has_mma():
-        return
+    """``mma`` ops need an arch that has them — ``mma.sync`` of each shape (TF32 ``m16n8k8``,
+    ``bf16``/``f16`` ``m16n8k16``: sm_80 or newer), ``mma.to_tf32`` like the TF32 product,
+    ``ldmatrix`` sm_75 or newer: an error naming the kernel otherwise (NVRTC's own would
+    name a PTX line)."""
+    target = for_arch(arch)
     for op in module.walk():
-        if isinstance(op, mma.SyncOp | mma.ToTf32Op):
+        if isinstance(op, mma.SyncOp):
+            shape = next(s for s in MMA_SHAPES if s.operands == op.kind)
+            needs = None if target.has_mma(shape) else shape.min_sm
+        elif isinstance(op, mma.ToTf32Op):
+            needs = None if target.has_mma() else TF32_MMA.min_sm
+        elif isinstance(op, mma.LdMatrixOp):
+            needs = None if target.sm >= LDMATRIX_MIN_SM else LDMATRIX_MIN_SM
+        else:
+            continue
+        if needs is not None:
             func = enclosing_func(op)
             name = func.sym_name.data if func is not None else "?"
             raise PassFailedException(f"kernel-to-cuda: kernel '{name}' uses {op.name}, which "
-                                      f"needs sm_80 or newer; the target is {arch}")
+                                      f"needs sm_{needs} or newer; the target is {arch}")

@@ -26,15 +26,33 @@ from llmopt.lowering._cuda_analysis import written_buffers
 from llmopt.lowering._cuda_expr import ExprBuilder
 from llmopt.lowering._cuda_names import Names
 from llmopt.lowering._cuda_shared import SHARED_ALIGN, SharedLayout
-from llmopt.lowering._cuda_types import F32, I32, INDEX, UI8, UI32, bit_width, scalar_type
+from llmopt.lowering._cuda_types import F32, I32, INDEX, UI8, UI32, UI64, bit_width, scalar_type
 from llmopt.lowering._cuda_values import Kind, classify
 from llmopt.passes._rewrite import fail
 
-__all__ = ["MMA_TF32", "KernelEmitter"]
+__all__ = ["MMA_TF32", "KernelEmitter", "ldmatrix_ptx", "mma_ptx"]
 
-MMA_TF32 = ("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, "
-            "{%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13};")
-"""The PTX of ``mma.sync``: outputs ``d``, then ``a`` (bits), ``b`` (bits) and ``c``."""
+MMA_OPERANDS = "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13};"
+"""The operands of ``mma.sync``'s PTX: outputs ``d``, then ``a``, ``b`` (32-bit registers)
+and ``c``."""
+
+MMA_TF32 = f"mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {MMA_OPERANDS}"
+"""The PTX of a TF32 ``mma.sync`` (``a`` and ``b`` passed as their bits)."""
+
+
+def mma_ptx(kind: str) -> str:
+    """The PTX of an ``mma.sync`` multiplying ``kind`` (``tf32``, ``bf16`` or ``f16``)."""
+    if kind == "tf32":
+        return MMA_TF32
+    return f"mma.sync.aligned.m16n8k16.row.col.f32.{kind}.{kind}.f32 {MMA_OPERANDS}"
+
+
+def ldmatrix_ptx(count: int, trans: bool) -> str:
+    """The PTX of an ``mma.ldmatrix`` of ``count`` matrices: its results, then the shared
+    address."""
+    outs = ", ".join(f"%{k}" for k in range(count))
+    return (f"ldmatrix.sync.aligned.m8n8.x{count}{'.trans' if trans else ''}.shared.b16 "
+            f"{{{outs}}}, [%{count}];")
 
 
 @dataclass
@@ -158,6 +176,8 @@ class KernelEmitter(ExprBuilder):
             self._emit_if(op)
         elif isinstance(op, mma.SyncOp):
             self._emit_mma(op)
+        elif isinstance(op, mma.LdMatrixOp):
+            self._emit_ldmatrix(op)
         elif isinstance(op, mma.ToTf32Op):
             if self.kind.get(op.result) is Kind.NAMED:
                 self._emit_to_tf32(op)
@@ -178,18 +198,44 @@ class KernelEmitter(ExprBuilder):
 
     def _emit_mma(self, op: mma.SyncOp) -> None:
         """``float d0, d1, d2, d3; asm("mma.sync.aligned.m16n8k8…" : "=f"(d0), … : "r"(…),
-        …);``: the TF32 operands are passed as their bits (``__float_as_uint``)."""
+        …);``: TF32 operands are passed as their bits (``__float_as_uint``), ``bf16``/``f16``
+        pairs (``unsigned`` locals, see :meth:`_emit_ldmatrix`) as they are, to
+        ``m16n8k16``."""
         names = []
         for k, value in enumerate(op.results):
             name = self.names.fresh(value.name_hint, f"mma{k}")
             self.add(cuda.DeclOp(name, F32))
             names.append(name)
         outs = [self.add(cuda.VarOp(name, F32)).results[0] for name in names]
-        ins = [self.call("__float_as_uint", [self.expr(v)], UI32) for v in (*op.a, *op.b)]
+        kind = op.kind
+        if kind == "tf32":
+            ins = [self.call("__float_as_uint", [self.expr(v)], UI32) for v in (*op.a, *op.b)]
+        else:
+            ins = [self.expr(v) for v in (*op.a, *op.b)]
         ins += [self.expr(v) for v in op.c]
-        self.add(cuda.AsmOp(MMA_TF32, outs, ins, ["=f"] * 4 + ["r"] * 6 + ["f"] * 4))
+        self.add(cuda.AsmOp(mma_ptx(kind), outs, ins, ["=f"] * 4 + ["r"] * 6 + ["f"] * 4))
         for value, name in zip(op.results, names, strict=True):
             self._bind(value, name, F32)
+
+    def _emit_ldmatrix(self, op: mma.LdMatrixOp) -> None:
+        """``unsigned r0, r1; asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,
+        %1}, [%2];" : "=r"(r0), "=r"(r1) : "r"((unsigned)__cvta_generic_to_shared(&t[…])));``:
+        each result, a pair of 16-bit values, is an ``unsigned`` local. ``volatile``: the
+        instruction reads shared memory, so it must not be merged with another one reading
+        the same address (the tile may have been refilled in between)."""
+        names = []
+        for k, value in enumerate(op.fragments):
+            name = self.names.fresh(value.name_hint, f"frag{k}")
+            self.add(cuda.DeclOp(name, UI32))
+            names.append(name)
+        outs = [self.add(cuda.VarOp(name, UI32)).results[0] for name in names]
+        address = self.unary("&", self.element(op.buffer, op.indices, op))
+        shared = self.call("__cvta_generic_to_shared", [address], UI64)
+        self.add(cuda.AsmOp(ldmatrix_ptx(op.count, op.trans is not None), outs,
+                            [self.cast(shared, UI32)], ["=r"] * op.count + ["r"],
+                            volatile=True))
+        for value, name in zip(op.fragments, names, strict=True):
+            self._bind(value, name, UI32)
 
     def _emit_to_tf32(self, op: mma.ToTf32Op) -> None:
         """``unsigned int b; asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(b) : "f"(x));`` and

@@ -60,8 +60,11 @@ What each construct becomes:
   keeps ordered/unordered semantics; ``maximumf``/``minimumf`` propagate NaN;
 * ``mma.sync`` → four uninitialised ``float`` locals and one ``asm("mma.sync.aligned.m16n8k8
   .row.col.f32.tf32.tf32.f32 …")`` statement (``cuda.asm``; the TF32 operands passed as
-  ``__float_as_uint`` bits); ``mma.to_tf32`` → ``asm("cvt.rna.tf32.f32 …")`` into an
-  ``unsigned int`` and a ``const float`` of its bits;
+  ``__float_as_uint`` bits; ``bf16``/``f16`` pairs, ``unsigned int`` locals, as they are, to
+  ``m16n8k16.row.col.f32.bf16.bf16.f32``); ``mma.to_tf32`` → ``asm("cvt.rna.tf32.f32 …")``
+  into an ``unsigned int`` and a ``const float`` of its bits; ``mma.ldmatrix`` → one
+  ``unsigned int`` local per result and ``asm volatile("ldmatrix.sync.aligned.m8n8.x4
+  .shared.b16 …")`` of ``(unsigned int)__cvta_generic_to_shared(&tile[offset])``;
 * ``math`` — the CUDA math functions (``expf``, ``rsqrtf``, ``tanhf``, ``powf`` …, and the
   ``double`` versions for ``f64``).
 

@@ -106,7 +106,7 @@ from xdsl.pattern_rewriter import (
 )
 from xdsl.rewriter import InsertPoint
 
-from llmopt.dialects import kernel, loop, tile
+from llmopt.dialects import kernel, loop, mma, tile
 from llmopt.lowering._symbols import unique_name
 from llmopt.passes._rewrite import KeepLocation, fail
 from llmopt.passes.kernel.dedup_kernels import DedupKernels
@@ -649,7 +649,8 @@ def buffer_effects(op: Operation) -> tuple[set[SSAValue], set[SSAValue]]:
     """The buffers that ``op`` and the ops nested in it read and write (register buffers
     are private to each thread and never shared, so they are left out).
 
-    A copy (``tile.copy``/``kernel.copy``) reads its source and writes its destination.
+    A ``mma.ldmatrix`` reads its (shared) buffer like a load. A copy
+    (``tile.copy``/``kernel.copy``) reads its source and writes its destination.
     An asynchronous copy (``tile.async_copy``/``kernel.async_copy``) reads its source like a
     load, but its write to the shared destination is *not* counted as an access of the step
     that issues it: the data arrive later, at a ``tile.async_wait`` of the issuing thread, so
@@ -660,7 +661,7 @@ def buffer_effects(op: Operation) -> tuple[set[SSAValue], set[SSAValue]]:
     reads: set[SSAValue] = set()
     writes: set[SSAValue] = set()
     for inner in op.walk():
-        if isinstance(inner, loop.LoadOp | kernel.LoadOp):
+        if isinstance(inner, loop.LoadOp | kernel.LoadOp | mma.LdMatrixOp):
             if not is_private(inner.buffer):
                 reads.add(inner.buffer)
         elif isinstance(inner, loop.StoreOp | kernel.StoreOp):

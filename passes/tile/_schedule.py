@@ -13,10 +13,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from xdsl.dialects.builtin import DictionaryAttr, Float32Type, IntegerAttr, MemRefType
+from xdsl.dialects.builtin import (
+    BFloat16Type,
+    DictionaryAttr,
+    Float16Type,
+    Float32Type,
+    IntegerAttr,
+    MemRefType,
+)
 from xdsl.ir import Attribute, Operation
 
 from llmopt.dialects import tile
+from llmopt.target import MMA_SHAPES
 from llmopt.target import Target as GpuLimits
 from llmopt.target import for_arch as limits
 from llmopt.target import smem_budget as smem_budget
@@ -160,10 +168,24 @@ of 4×8 won only the tuner's 128-row products (128×2048×5632: 0.068 against 0.
 128×128 blocks of 8×8)."""
 
 
-def has_tensor_cores(arch: str, sum_type: Attribute) -> bool:
+_FACTOR_KINDS: dict[type, str] = {Float32Type: "tf32", BFloat16Type: "bf16", Float16Type: "f16"}
+"""What the tensor cores multiply for factors loaded as each type."""
+
+
+def has_tensor_cores(arch: str, sum_type: Attribute,
+                     factors: Sequence[Attribute] = ()) -> bool:
     """Whether a product summing ``sum_type`` may run on ``arch``'s tensor cores with
-    ``f32`` accuracy (three TF32 ``mma.sync``, sm_80 or newer)."""
-    return isinstance(sum_type, Float32Type) and limits(arch).has_mma()
+    ``f32`` sums: ``f32`` factors as three TF32 ``mma.sync`` (sm_80 or newer), ``bf16`` or
+    ``f16`` ones (all of one type, widened to ``f32``) as one ``m16n8k16`` ``mma.sync``.
+    ``factors``: the types the product's factors are loaded as (none given: ``f32``)."""
+    if not isinstance(sum_type, Float32Type):
+        return False
+    kinds = {_FACTOR_KINDS.get(type(t)) for t in factors} or {"tf32"}
+    if len(kinds) != 1 or None in kinds:
+        return False
+    kind = kinds.pop()
+    shape = next(s for s in MMA_SHAPES if s.operands == kind)
+    return limits(arch).has_mma(shape)
 
 
 class ProductSchedule(NamedTuple):

@@ -1,4 +1,4 @@
-"""``mma-fragments``: a register-tiled ``f32`` chunk loop runs on the tensor cores, exactly.
+"""``mma-fragments``: a register-tiled chunk loop runs on the tensor cores, exactly.
 
 **Matches** a chunk loop ``scf.for %kk = 0 to K step 1`` (``K`` a multiple of 8) whose body
 is index arithmetic and one ``tile.forall (%wi, %wj, %g, %t) over block_threads`` in the
@@ -8,9 +8,14 @@ updates ``acc[wi, wj, g, t, i, rh, j, rl] += a · b``, ``a`` and ``b`` loads of 
 (what ``stage-inputs`` makes): ``a`` depends on the output's row (``g + 8·rh``, ``i``,
 ``wi``) and ``%kk``, ``b`` on its column (``2·t + rl``, ``j``, ``wj``) and ``%kk``, with
 ``%kk`` alone in one index. Several updates (the gate and up sums of a fused projection)
-may share ``a``.
+may share ``a``. The factors are ``f32`` loads (TF32 products, below) or, all of one type,
+``arith.extf`` of ``bf16``/``f16`` loads: those take ``ldmatrix`` and ``m16n8k16``
+``mma.sync`` where ``K`` is a multiple of 16 and each tile keeps ``%kk`` innermost with
+rows of a multiple of 8 elements (:mod:`llmopt.passes.tile._mma_halves`, which says what
+they become; the knobs below do not apply to them). A sum that is not ``f32`` is left alone.
 
-**Produces**, for ``kk = 8·(P·kqo + kqi) + k`` (``k < 8``, ``P`` the knob ``promote``)::
+**Produces**, for ``f32`` factors and ``kk = 8·(P·kqo + kqi) + k`` (``k < 8``, ``P`` the
+knob ``promote``)::
 
     scf.for %kqo = 0 to K/(8·P) {                // the chunk loop's attributes
       tile.forall (%wi, %wj, %g, %t) over block_threads {
@@ -81,7 +86,7 @@ from xdsl.dialects.builtin import (
     f32,
     i32,
 )
-from xdsl.ir import Block, Operation, SSAValue
+from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr, AffineExpr, AffineMap
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
@@ -95,6 +100,7 @@ from xdsl.utils.exceptions import PassFailedException
 
 from llmopt.dialects import loop, mma, tile
 from llmopt.passes._rewrite import KeepLocation
+from llmopt.passes.tile import _mma_halves
 from llmopt.passes.tile._access import UNROLL, counted_for, linear_form, loop_nest
 from llmopt.passes.tile._schedule import knob
 from llmopt.passes.tile.stage_inputs import const_int
@@ -185,12 +191,26 @@ def _role(load: loop.LoadOp, kk: SSAValue, ivs: dict[str, SSAValue]) -> str | No
     return None
 
 
+def _factor(value: SSAValue) -> tuple[loop.LoadOp, Attribute, list[Operation]] | None:
+    """A factor of a product: an ``f32`` load, or the ``arith.extf`` of a ``bf16``/``f16``
+    load; with the loaded type and the ops it takes. ``None`` for anything else."""
+    owner = value.owner
+    if isinstance(owner, loop.LoadOp) and value.type == f32:
+        return owner, f32, [owner]
+    if (isinstance(owner, arith.ExtFOp) and value.type == f32 and mma.is_half(owner.input.type)
+            and isinstance(load := owner.input.owner, loop.LoadOp)):
+        return load, owner.input.type, [owner, load]
+    return None
+
+
 def _updates(body: Block, kk: SSAValue, ivs: dict[str, SSAValue], acc_indices: list[SSAValue]
-             ) -> tuple[list[Update], dict[tuple[object, ...], Operand]] | None:
-    """The updates of the innermost body, or ``None`` if it holds anything else."""
+             ) -> tuple[list[Update], dict[tuple[object, ...], Operand], Attribute] | None:
+    """The updates of the innermost body and the type their factors are loaded as (all
+    ``f32``, or all one 16-bit float), or ``None`` if it holds anything else."""
     operands: dict[tuple[object, ...], Operand] = {}
     updates: list[Update] = []
     seen: set[Operation] = set()
+    loaded: set[Attribute] = set()
     for op in body.ops:
         if not isinstance(op, loop.StoreOp):
             continue
@@ -199,7 +219,7 @@ def _updates(body: Block, kk: SSAValue, ivs: dict[str, SSAValue], acc_indices: l
             return None
         total = op.value.owner
         if not isinstance(total, arith.AddfOp) or op.value.type != f32:
-            return None  # TF32 products split f32 values (halves take no such split)
+            return None  # the tensor cores accumulate in f32
         old, prod = total.lhs.owner, total.rhs.owner
         if isinstance(old, arith.MulfOp):
             old, prod = prod, old
@@ -209,9 +229,11 @@ def _updates(body: Block, kk: SSAValue, ivs: dict[str, SSAValue], acc_indices: l
             return None
         keys: dict[str, tuple[object, ...]] = {}
         for factor in (prod.lhs, prod.rhs):
-            load = factor.owner
-            if not isinstance(load, loop.LoadOp) or factor.type != f32:
+            found = _factor(factor)
+            if found is None:
                 return None
+            load, typ, ops = found
+            loaded.add(typ)
             role = _role(load, kk, ivs)
             if role is None or role in keys:
                 return None
@@ -220,14 +242,14 @@ def _updates(body: Block, kk: SSAValue, ivs: dict[str, SSAValue], acc_indices: l
             if operand.role != role:
                 return None
             keys[role] = operand.key()
-            seen.add(load)
+            seen.update(ops)
         if len(keys) != 2:
             return None
         seen |= {op, total, old, prod}
         updates.append(Update(op, keys["a"], keys["b"]))
-    if not updates or any(op not in seen for op in body.ops):
+    if not updates or len(loaded) != 1 or any(op not in seen for op in body.ops):
         return None
-    return updates, operands
+    return updates, operands, loaded.pop()
 
 
 @dataclass
@@ -264,7 +286,11 @@ class MmaChunkLoop(RewritePattern):
         found = _updates(nest[-1].body.block, kk, ivs, list(ivs.values()))
         if found is None:
             return
-        updates, operands = found
+        updates, operands, loaded = found
+        if mma.is_half(loaded):
+            if extent % _mma_halves.K_STEP == 0 and _mma_halves.fits(operands.values(), kk):
+                _mma_halves.rewrite(op, forall, nest, ivs, updates, operands, extent, rewriter)
+            return
         kernel = tile.enclosing(op, tile.KernelOp)
 
         def setting(option: int, name: str, default: int) -> int:

@@ -9,12 +9,20 @@ elements are never touched). An odd row of ``s + 4`` words still spreads a colum
 banks when ``s`` is a multiple of 8 only up to ``32 / gcd(s + 4, 32)`` banks — the price of
 alignment.
 
+A tile of 16-bit elements that a product in the tensor-core layout reads (a ``loop.load``
+in a ``tile.forall`` marked ``llmopt.layout = "mma"``, which ``mma-fragments`` turns into
+``ldmatrix``) gets rows of an odd multiple of 16 bytes instead (``s ≡ 8 mod 16`` elements:
+rows of 32 become 40): the asked padding when it gives that, else the least that does.
+
 **Why** shared memory has 32 banks of four bytes: element ``[r, c]`` of rows ``s`` words
 long lives in bank ``(r·s + c) mod 32``. When the threads of a warp read one column of
 consecutive rows (a register tile reading ``tile[mi·16 + tj, kk]``), they hit
 ``32 / gcd(s, 32)`` distinct banks, so an even ``s`` serialises the read (a row of 32 words:
 all 32 threads on one bank; of 16: 16 threads per bank pair). An odd row length spreads a
-column over all 32 banks, at the cost of one unused word per row.
+column over all 32 banks, at the cost of one unused word per row. ``ldmatrix`` reads
+8 rows of 16 bytes at once: they are conflict-free when their starts fall in the 8
+distinct 16-byte quarters of the 128 bytes the banks span, which rows an odd multiple of
+16 bytes long guarantee (and which 16-byte alignment of every row requires anyway).
 """
 
 from __future__ import annotations
@@ -22,7 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import IntegerAttr, MemRefType, ModuleOp
+from xdsl.dialects.builtin import IntegerAttr, MemRefType, ModuleOp, StringAttr
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
     PatternRewriter,
@@ -32,7 +40,7 @@ from xdsl.pattern_rewriter import (
 )
 from xdsl.utils.exceptions import PassFailedException
 
-from llmopt.dialects import tile
+from llmopt.dialects import loop, tile
 
 
 @dataclass
@@ -50,6 +58,8 @@ class PadAlloc(RewritePattern):
             return
         asked = op.attributes.get("llmopt.pad")
         pad = asked.value.data if isinstance(asked, IntegerAttr) else self.pad
+        if typ.element_type.bitwidth == 16 and _read_by_mma(op):  # type: ignore[attr-defined]
+            pad = ldmatrix_pad(shape[-1], pad)
         if pad <= 0:
             return
         new = tile.AllocOp("shared", MemRefType(typ.element_type, [*shape[:-1],
@@ -57,6 +67,32 @@ class PadAlloc(RewritePattern):
         new.attributes |= {k: v for k, v in op.attributes.items() if k != "llmopt.pad"}
         new.result.name_hint = op.result.name_hint
         rewriter.replace(op, new)
+
+
+LDMATRIX_ROW = 8
+"""16-bit elements of one ``ldmatrix`` row (16 bytes)."""
+
+
+def ldmatrix_pad(row: int, asked: int) -> int:
+    """The padding that makes rows of ``row`` 16-bit elements an odd multiple of 16 bytes:
+    ``asked`` when it does, else the least that does."""
+    if asked >= 0 and (row + asked) % (2 * LDMATRIX_ROW) == LDMATRIX_ROW:
+        return asked
+    return (LDMATRIX_ROW - row) % (2 * LDMATRIX_ROW)
+
+
+def _read_by_mma(alloc: tile.AllocOp) -> bool:
+    """Whether a product in the tensor-core layout reads ``alloc`` (a ``loop.load`` inside a
+    ``tile.forall`` marked ``llmopt.layout = "mma"``)."""
+    for use in alloc.result.uses:
+        if not isinstance(use.operation, loop.LoadOp):
+            continue
+        parent = use.operation.parent_op()
+        while parent is not None and not isinstance(parent, tile.ForallOp):
+            parent = parent.parent_op()
+        if parent is not None and parent.attributes.get("llmopt.layout") == StringAttr("mma"):
+            return True
+    return False
 
 
 @dataclass(frozen=True)

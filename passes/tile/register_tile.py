@@ -241,7 +241,23 @@ def contraction_schedule(found: Contraction, arch: str, rows: int = 0
                                    found.reduce.trip_count,
                                    math.prod(ext[d] for d in found.batch), limits(arch),
                                    len(found.reduces), tile_periods(found),
-                                   has_tensor_cores(arch, found.reduce.result.type))
+                                   has_tensor_cores(arch, found.reduce.result.type,
+                                                    factor_types(found)))
+
+
+def factor_types(found: Contraction) -> list[Attribute]:
+    """The types the factors of ``found``'s products are loaded as: a load's element type,
+    seen through an ``arith.extf`` (a ``bf16`` weight widened to ``f32``)."""
+    types: list[Attribute] = []
+    for red in found.reduces:
+        for op in red.body.walk():
+            if isinstance(op, arith.MulfOp):
+                for factor in (op.lhs, op.rhs):
+                    owner = factor.owner
+                    if isinstance(owner, arith.ExtFOp):
+                        factor = owner.input
+                    types.append(factor.type)
+    return types
 
 
 def tile_periods(found: Contraction) -> tuple[int, int]:

@@ -6,6 +6,8 @@ and ``C[g][2t], C[g][2t+1], C[g+8][2t], C[g+8][2t+1]``."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -272,3 +274,50 @@ def test_gpu_heuristic_tensor_core_product_is_accurate() -> None:
     program = CompiledProgram(lowered, params={k: v.cuda() for k, v in params.items()})
     (y,) = program(x.cuda())
     assert float((y.cpu().double() - reference).abs().max() / reference.abs().max()) < 1e-6
+
+
+WARP_PRODUCT = Path(__file__).parents[1] / "lowering" / "kernel-to-cuda-mma.mlir"
+"""One warp a block: ``A·B + C`` from shared tiles, fragments by ``ldmatrix`` (``B``'s
+transposed), one bf16 ``m16n8k16`` ``mma.sync`` (the lit test of its CUDA)."""
+
+
+def _warp_product(name: str) -> str:
+    """:data:`WARP_PRODUCT` with ``name`` (``bf16`` or ``f16``) values."""
+    return WARP_PRODUCT.read_text().replace("xbf16>", f"x{name}>")
+
+
+@pytest.mark.parametrize("name", ["bf16", "f16"])
+def test_half_warp_product_compiles_to_cubin(name: str) -> None:
+    """``ldmatrix`` and ``m16n8k16`` ``mma.sync`` are one inline-PTX statement each, which
+    NVRTC assembles for sm_80 and sm_90."""
+    source = cuda_source(lower(_warp_product(name)))
+    assert f"m16n8k16.row.col.f32.{name}.{name}.f32" in source
+    assert source.count("asm volatile(\"ldmatrix.sync.aligned.m8n8.") == 2
+    for arch in ("sm_80", "sm_90"):
+        cubin = compile_cuda(source, arch=arch, cache=NO_CACHE)
+        assert cubin[:4] == b"\x7fELF"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ["bf16", "f16"])
+def test_gpu_half_warp_product_matches_the_interpreter(name: str) -> None:
+    """On the GPU, ``ldmatrix`` and the bf16/f16 tensor core place and multiply the
+    fragments as the interpreter does (its model: exact products, one rounding)."""
+    from llmopt.codegen.executor import CompiledProgram
+
+    dtype = {"bf16": torch.bfloat16, "f16": torch.float16}[name]
+    gen = torch.Generator().manual_seed(5)
+    a = torch.randn(2, 16, 16, generator=gen).to(dtype)
+    w = torch.randn(2, 8, 16, generator=gen).to(dtype)
+    c = torch.randn(2, 16, 8, generator=gen)
+    module = Parser(make_context(), _warp_product(name)).parse_module()
+    (expected,) = run(module, [a.float().numpy().astype(_np_half(name)), w.float().numpy()
+                               .astype(_np_half(name)), c.numpy()])
+    (d,) = CompiledProgram(lower(_warp_product(name)))(a.cuda(), w.cuda(), c.cuda())
+    np.testing.assert_allclose(d.cpu().numpy(), expected, rtol=1e-5, atol=1e-5)
+
+
+def _np_half(name: str) -> np.dtype:
+    import ml_dtypes
+
+    return np.dtype(ml_dtypes.bfloat16) if name == "bf16" else np.dtype(np.float16)

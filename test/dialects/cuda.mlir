@@ -117,3 +117,18 @@ cuda.kernel @copy(x : !cuda.ptr<f32, const> __restrict__) launch_bounds(16) {
 // CHECK:        %[[S:.*]] = cuda.unary "&" %{{.*}} : f32
 // CHECK-NEXT:   %[[N:.*]] = cuda.literal 16 : i32
 // CHECK-NEXT:   %{{.*}} = cuda.call __pipeline_memcpy_async(%[[D]], %[[S]], %[[N]]) : (!cuda.ptr<f32>, !cuda.ptr<f32, const>, i32) -> !cuda.void
+
+// Inline PTX, plain (scheduled like arithmetic) and volatile (it reads memory).
+cuda.kernel @inline_ptx(x : f32, p : !cuda.ptr<ui32>) {
+  cuda.decl b : ui32
+  %0 = cuda.var b : ui32
+  %1 = cuda.var x : f32
+  cuda.asm "cvt.rna.tf32.f32 %0, %1;" outs(%0 : ui32) ins(%1 : f32) ["=r", "f"]
+  %2 = cuda.var b : ui32
+  %3 = cuda.var b : ui32
+  cuda.asm volatile "ldmatrix.sync.aligned.m8n8.x1.shared.b16 {%0}, [%1];" outs(%2 : ui32) ins(%3 : ui32) ["=r", "r"]
+}
+
+// CHECK-LABEL: cuda.kernel @inline_ptx
+// CHECK:       cuda.asm "cvt.rna.tf32.f32 %0, %1;" outs(%{{.*}} : ui32) ins(%{{.*}} : f32) ["=r", "f"]
+// CHECK:       cuda.asm volatile "ldmatrix.sync.aligned.m8n8.x1.shared.b16 {%0}, [%1];" outs(%{{.*}} : ui32) ins(%{{.*}} : ui32) ["=r", "r"]

@@ -124,8 +124,9 @@ func.func @forward(%x: tensor<8xf32>) -> tensor<8xf32> {
     ),
     # A bf16 product in the tensor-core register layout: mma-fragments took it for an f32
     # one and bitcast its bf16 values as 32-bit words, "the IR does not verify after pass
-    # 'mma-fragments': operand and result types must have equal bitwidths". It takes only
-    # f32 products now (TF32 splits); the bf16 one keeps its FMA loop.
+    # 'mma-fragments': operand and result types must have equal bitwidths". It splits only
+    # f32 factors into TF32 parts now and takes bf16/f16 factors only when they are summed in
+    # f32 (m16n8k16); this product, summed in bf16, keeps its FMA loop.
     "bf16_product_in_mma_layout": Bug(
         (INPUTS / "bf16_product_in_mma_layout.mlir").read_text(),
         ("-p", "lower-to-cuda", "-t", "cuda"),

@@ -1,5 +1,6 @@
-// A bf16 product in the tensor-core register layout (the mma-fragments lit test retyped):
-// mma-fragments splits f32 values into TF32 parts only, and must leave it alone.
+// A bf16 product in the tensor-core register layout (the mma-fragments lit test retyped),
+// summed in bf16: the tensor cores sum in f32, so mma-fragments must leave it alone (bf16
+// factors summed in f32 become m16n8k16 products: mma-fragments-halves.mlir).
 builtin.module {
   func.func @forward(%proj.weight: memref<64x32xbf16> {llmopt.param = "proj.weight"}, %x: memref<1x64x32xbf16> {llmopt.input = "x"}, %r: memref<1x64x64xbf16> {llmopt.input = "r"}) -> memref<1x64x64xbf16> {
     %0 = memref.alloc() : memref<1x64x64xbf16>

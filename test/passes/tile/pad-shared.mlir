@@ -231,3 +231,52 @@ builtin.module {
 // NUM-NEXT: canonicalize {{.*}} ok
 // NUM-NEXT: cse {{.*}} ok
 // NUM-NEXT: kernel-to-cuda {{.*}}(not interpreted
+
+// -----
+
+// 16-bit tiles: one that a product in the tensor-core layout reads (ldmatrix, after
+// mma-fragments) gets rows of an odd multiple of 16 bytes — 32 elements become 40 whatever
+// the pad option, and an asked pad that gives that is kept (16 + 8 = 24); any other tile the
+// usual padding.
+func.func @halves(%x: memref<16x32xbf16>) -> memref<16x32xbf16> {
+  %y = memref.alloc() : memref<16x32xbf16>
+  tile.kernel @k grid [1, 1, 1] block [128, 1, 1] (%a = %x : memref<16x32xbf16>, %o = %y : memref<16x32xbf16>) {
+    tile.forall (%b) in [1] over blocks {
+      %t = tile.alloc shared : memref<16x32xbf16>
+      %h = tile.alloc shared {llmopt.pad = 8 : i64} : memref<32x16xbf16>
+      %u = tile.alloc shared : memref<16x32xbf16>
+      tile.forall (%r, %c) in [16, 32] over block_threads {
+        %v = loop.load %a[%r, %c] : memref<16x32xbf16>
+        loop.store %v, %t[%r, %c] : memref<16x32xbf16>
+        loop.store %v, %u[%r, %c] : memref<16x32xbf16>
+        loop.store %v, %h[%c, %r] : memref<32x16xbf16>
+      }
+      tile.forall (%r, %c) in [16, 32] over block_threads {
+        %v = loop.load %t[%r, %c] : memref<16x32xbf16>
+        %w = loop.load %h[%c, %r] : memref<32x16xbf16>
+        %s = arith.addf %v, %w : bf16
+        loop.store %s, %o[%r, %c] : memref<16x32xbf16>
+      } {llmopt.layout = "mma"}
+      tile.forall (%r, %c) in [16, 32] over block_threads {
+        %v = loop.load %u[%r, %c] : memref<16x32xbf16>
+        %w = loop.load %o[%r, %c] : memref<16x32xbf16>
+        %s = arith.subf %w, %v : bf16
+        loop.store %s, %o[%r, %c] : memref<16x32xbf16>
+      }
+    }
+  }
+  func.return %y : memref<16x32xbf16>
+}
+
+// CHECK-LABEL: func.func @halves
+// CHECK:         tile.alloc shared : memref<16x40xbf16>
+// CHECK-NEXT:    tile.alloc shared : memref<32x24xbf16>
+// CHECK-NEXT:    tile.alloc shared : memref<16x33xbf16>
+
+// PAD3-LABEL: func.func @halves
+// PAD3:         tile.alloc shared : memref<16x40xbf16>
+// PAD3-NEXT:    tile.alloc shared : memref<32x24xbf16>
+// PAD3-NEXT:    tile.alloc shared : memref<16x35xbf16>
+
+// NONE-LABEL: func.func @halves
+// NONE:         tile.alloc shared : memref<16x32xbf16>

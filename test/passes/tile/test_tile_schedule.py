@@ -36,6 +36,8 @@ from xdsl.dialects.builtin import (
     MemRefType,
     ModuleOp,
     StringAttr,
+    bf16,
+    f16,
     f32,
     f64,
     i64,
@@ -1065,3 +1067,17 @@ def test_tune_layer_refuses_an_ir_file(tmp_path: Path, capsys: pytest.CaptureFix
     program.write_text(TUNE_TEXT)
     assert llmopt_cli.main(["tune", str(program), "--layer"]) == 1
     assert "--layer captures a decoder layer" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("factors,arch,expected", [
+    ((), "sm_90", True),                       # f32 factors: three TF32 products
+    ((bf16, bf16), "sm_90", True),             # bf16 factors summed in f32: m16n8k16
+    ((f16, f16), "sm_80", True),
+    ((bf16, f32), "sm_90", False),             # mixed factors: no fragment layout fits both
+    ((bf16, f16), "sm_90", False),
+    ((bf16, bf16), "sm_75", False),            # no m16n8k16 before sm_80
+])
+def test_tensor_cores_follow_the_factor_types(factors: tuple, arch: str,
+                                              expected: bool) -> None:
+    assert _schedule.has_tensor_cores(arch, f32, factors) is expected
+    assert not _schedule.has_tensor_cores(arch, bf16, factors)  # sums stay f32
