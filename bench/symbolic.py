@@ -4,6 +4,7 @@ Usage (on a GPU host; ``bash bench/run_bench.sh symbolic ...`` runs it)::
 
     python bench/symbolic.py --out-dir DIR [--models tinyllama qwen2.5-7b] [--seqs 1 17 ...]
                              [--max-seq 2048] [--reps 30] [--warmup 3] [--commit SHA] [--tag h200]
+                             [--dtype float32|bfloat16|float16]
     python bench/symbolic.py --tiny --dry-run      # the CPU-side part, on a tiny config
 
 **Points.** A decoder layer of each model (TinyLlama-1.1B and Qwen2.5-7B at their real
@@ -15,7 +16,10 @@ dimensions) at every length of :data:`SEQS`, weights seeded and perturbed as in
 ``static``: the layer captured and compiled for that exact length (CUDA graph); eager; eager
 replayed from a CUDA graph; ``torch.compile(dynamic=True)`` compiled once for every length.
 Each is the median of CUDA-event-timed calls; each output is compared with the layer in
-float64 (``err_rel``, ``ok`` against the symbolic program's tolerance).
+float64 (``err_rel``, ``ok`` against the symbolic program's tolerance). ``--dtype`` sets the
+weights' and activations' dtype (default float32; with a 16-bit one the float64 reference
+starts from the same 16-bit weights and inputs, and ``DIR/symbolic-<tag>-<dtype>.*`` hold
+the results).
 
 **Results.** ``DIR/symbolic-<tag>.json`` (the compile seconds of the symbolic program and of
 torch.compile once per model; per point the times, ``vs_static`` = static / symbolic and
@@ -39,6 +43,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from suite import (
     MODELS,
@@ -68,13 +73,16 @@ EXAMPLE_SEQ = 8
 """The length the symbolic capture traces with."""
 
 
-def build_layer(source: Any, device: str, name: str) -> tuple[Any, LayerCall, LayerCall]:
-    """A one-layer model from ``source`` (a preset or a config dict), seeded and perturbed,
-    its first decoder layer as a module and that module's float64 copy."""
+def build_layer(source: Any, device: str, name: str, dtype: torch.dtype = torch.float32
+                ) -> tuple[Any, LayerCall, LayerCall]:
+    """A one-layer model from ``source`` (a preset or a config dict), seeded and perturbed
+    (in float32, then cast to ``dtype``), its first decoder layer as a module and that
+    module's float64 copy."""
     from llmopt.frontend.models import build_model, decoder_layers
 
     model = build_model(source, device=device, dtype=torch.float32, seed=0, layers=1)
     perturb_(model, case_seed(f"{name}/decoder_layer"))
+    model = model.to(dtype)
     module = LayerCall(decoder_layers(model)[0])
     return model, module, copy.deepcopy(module).double()
 
@@ -88,6 +96,7 @@ def layer_inputs(model: Any, model_name: str, seq: int, device: str
         case_seed(case_name(model_name, seq, "decoder_layer")))
     x = torch.randn(1, seq, model.config.hidden_size, generator=gen, device=device)
     cos, sin = (t.to(device) for t in position_embeddings(model, seq))
+    x = x.to(cos.dtype)
     return x, cos, sin
 
 
@@ -100,7 +109,8 @@ def lowered(program: Any, pipeline: str) -> float:
     return time.perf_counter() - began
 
 
-def dry_run(source: Any, model_name: str, seqs: Sequence[int], max_seq: int) -> dict[str, Any]:
+def dry_run(source: Any, model_name: str, seqs: Sequence[int], max_seq: int,
+            dtype: torch.dtype = torch.float32) -> dict[str, Any]:
     """The CPU-side part: capture once, lower to Kernel IR, build every length's arguments,
     interpret the :data:`DRY_RUN_LENGTHS` shortest against float64."""
     import llmopt.interp
@@ -108,7 +118,7 @@ def dry_run(source: Any, model_name: str, seqs: Sequence[int], max_seq: int) -> 
     from llmopt.numerics import tolerance
     from llmopt.tools.llmopt_cli import split_pipeline
 
-    model, module, wide = build_layer(source, "cpu", model_name)
+    model, module, wide = build_layer(source, "cpu", model_name, dtype)
     began = time.perf_counter()
     program = capture_layer(model, min(EXAMPLE_SEQ, max_seq), dynamic=True, max_seq=max_seq)
     tol = tolerance(program.module)
@@ -123,8 +133,12 @@ def dry_run(source: Any, model_name: str, seqs: Sequence[int], max_seq: int) -> 
             raise RuntimeError(f"seq {seq}: the length argument is {args[-1]}")
         point: dict[str, Any] = {"seq": seq, "arguments": len(args)}
         if i < DRY_RUN_LENGTHS:
-            arrays = [a.detach().numpy() if isinstance(a, torch.Tensor) else a for a in args]
+            # bf16 goes in as float32 (exact), which the interpreter rounds to the
+            # argument's type; the result comes back as float32 the same way.
+            arrays = [(a.float() if a.dtype == torch.bfloat16 else a).detach().numpy()
+                      if isinstance(a, torch.Tensor) else a for a in args]
             (out,) = llmopt.interp.run(program.module, arrays, check_races=False)
+            out = out.astype(np.float32)
             with torch.no_grad():
                 ref = wide(*(t.double() for t in inputs))
             point["err_rel"] = rel_error(torch.from_numpy(out), ref)
@@ -134,7 +148,7 @@ def dry_run(source: Any, model_name: str, seqs: Sequence[int], max_seq: int) -> 
 
 
 def measure_model(model_name: str, seqs: Sequence[int], max_seq: int, reps: int,
-                  warmup: int) -> dict[str, Any]:
+                  warmup: int, dtype: torch.dtype = torch.float32) -> dict[str, Any]:
     """Every system of one model's decoder layer at every length (on the GPU)."""
     from llmopt.codegen.executor import CompiledProgram
     from llmopt.frontend.models import capture_layer
@@ -144,7 +158,7 @@ def measure_model(model_name: str, seqs: Sequence[int], max_seq: int, reps: int,
     from llmopt.tools.llmopt_cli import model_weights
 
     pipeline = with_arch("lower-to-cuda", current_target().arch)
-    model, module, wide = build_layer(model_name, "cuda", model_name)
+    model, module, wide = build_layer(model_name, "cuda", model_name, dtype)
     weights = model_weights(model)
     began = time.perf_counter()
     program = capture_layer(model, EXAMPLE_SEQ, dynamic=True, max_seq=max_seq)
@@ -193,7 +207,8 @@ def measure_model(model_name: str, seqs: Sequence[int], max_seq: int, reps: int,
               f"{row['static_ms']:.3f} ms ({row['vs_static']:.2f}x), torch.compile dynamic "
               f"{row['compile_ms']:.3f} ms ({row['vs_compile']:.2f}x), err {row['err_rel']:.2e}"
               f"{'' if row['ok'] else ' OUTSIDE TOLERANCE'}", flush=True)
-    return {"model": model_name, "max_seq": max_seq, "symbolic_compile_s": symbolic_s,
+    return {"model": model_name, "dtype": str(dtype).removeprefix("torch."), "max_seq": max_seq,
+            "symbolic_compile_s": symbolic_s,
             "torch_compile_dynamic_s": compile_s, "points": points}
 
 
@@ -208,7 +223,7 @@ def summarise(models: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 def markdown(doc: dict[str, Any]) -> str:
     """A table: one row per model and length."""
-    lines = ["# Symbolic decoder layer: one program for every length", "",
+    lines = [f"# Symbolic decoder layer: one program for every length ({doc['dtype']})", "",
              f"min vs static {doc['min_vs_static']:.2f}x, min vs torch.compile(dynamic=True) "
              f"{doc['min_vs_compile']:.2f}x (higher: the symbolic program is faster)", "",
              "| model | seq | symbolic ms | static ms | vs static | eager graph ms | "
@@ -236,6 +251,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--commit", default=None)
     p.add_argument("--tag", default="h200")
+    p.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], default="float32")
     p.add_argument("--tiny", action="store_true", help="a tiny one-layer Llama config")
     p.add_argument("--dry-run", action="store_true", help="the CPU-side part only")
     args = p.parse_args(argv)
@@ -254,7 +270,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.dry_run:
         sources = [("tiny", TINY)] if args.tiny else [(m, m) for m in args.models]
         for name, source in sources:
-            result = dry_run(source, name, args.seqs, args.max_seq)
+            result = dry_run(source, name, args.seqs, args.max_seq, getattr(torch, args.dtype))
             print(json.dumps(result))
             if not all(p.get("ok", True) for p in result["points"]):
                 return 1
@@ -263,14 +279,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     models: list[dict[str, Any]] = []
     args.out_dir.mkdir(parents=True, exist_ok=True)
     for name in args.models:
-        models.append(measure_model(name, args.seqs, args.max_seq, args.reps, args.warmup))
+        models.append(measure_model(name, args.seqs, args.max_seq, args.reps, args.warmup,
+                                    getattr(torch, args.dtype)))
         torch.cuda.empty_cache()
         # Written after every model, so a run stopped early keeps the models it finished.
-        doc = {"kind": "symbolic", "commit": args.commit or git_commit(),
+        doc = {"kind": "symbolic", "dtype": args.dtype, "commit": args.commit or git_commit(),
                "gpu": torch.cuda.get_device_name(), "reps": args.reps, "warmup": args.warmup,
                **summarise(models), "models": models}
-        (args.out_dir / f"symbolic-{args.tag}.json").write_text(json.dumps(doc, indent=1) + "\n")
-        (args.out_dir / f"symbolic-{args.tag}.md").write_text(markdown(doc))
+        stem = f"symbolic-{args.tag}" + ("" if args.dtype == "float32" else f"-{args.dtype}")
+        (args.out_dir / f"{stem}.json").write_text(json.dumps(doc, indent=1) + "\n")
+        (args.out_dir / f"{stem}.md").write_text(markdown(doc))
     print(markdown(doc))
     return 0
 

@@ -41,3 +41,16 @@ def test_tiny_dry_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     assert len(interpreted) == symbolic.DRY_RUN_LENGTHS
     for p in interpreted:  # float32 against float64, within the program's tolerance
         assert p["ok"] and 0 < p["err_rel"] <= result["tol"] < 1e-3
+
+
+def test_tiny_dry_run_in_bfloat16(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """``--dtype bfloat16``: the layer's weights and inputs are bf16, the reference float64
+    from the same bf16 values, and the tolerance that of 16-bit storage (looser than f32's,
+    far tighter than a wrong result)."""
+    monkeypatch.setenv("LLMOPT_CACHE_DIR", str(tmp_path / "cache"))
+    assert symbolic.main(["--tiny", "--dry-run", "--dtype", "bfloat16", "--seqs", "1", "9"]) == 0
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert 1e-3 < result["tol"] < 0.1
+    for p in result["points"]:
+        assert p["ok"] and 0 < p["err_rel"] <= result["tol"]
