@@ -201,12 +201,7 @@ class KernelEmitter(ExprBuilder):
         …);``: TF32 operands are passed as their bits (``__float_as_uint``), ``bf16``/``f16``
         pairs (``unsigned`` locals, see :meth:`_emit_ldmatrix`) as they are, to
         ``m16n8k16``."""
-        names = []
-        for k, value in enumerate(op.results):
-            name = self.names.fresh(value.name_hint, f"mma{k}")
-            self.add(cuda.DeclOp(name, F32))
-            names.append(name)
-        outs = [self.add(cuda.VarOp(name, F32)).results[0] for name in names]
+        names, outs = self._asm_outputs(op.results, "mma", F32)
         kind = op.kind
         if kind == "tf32":
             ins = [self.call("__float_as_uint", [self.expr(v)], UI32) for v in (*op.a, *op.b)]
@@ -217,18 +212,23 @@ class KernelEmitter(ExprBuilder):
         for value, name in zip(op.results, names, strict=True):
             self._bind(value, name, F32)
 
+    def _asm_outputs(self, values: Sequence[SSAValue], prefix: str, typ: Attribute
+                     ) -> tuple[list[str], list[SSAValue]]:
+        """One declared local per result of an inline ``asm`` (named after the value, else
+        ``<prefix><k>``) and the ``cuda.var`` operands the ``asm`` writes them through."""
+        names = [self.names.fresh(value.name_hint, f"{prefix}{k}")
+                 for k, value in enumerate(values)]
+        for name in names:
+            self.add(cuda.DeclOp(name, typ))
+        return names, [self.add(cuda.VarOp(name, typ)).results[0] for name in names]
+
     def _emit_ldmatrix(self, op: mma.LdMatrixOp) -> None:
         """``unsigned r0, r1; asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,
         %1}, [%2];" : "=r"(r0), "=r"(r1) : "r"((unsigned)__cvta_generic_to_shared(&t[…])));``:
         each result, a pair of 16-bit values, is an ``unsigned`` local. ``volatile``: the
         instruction reads shared memory, so it must not be merged with another one reading
         the same address (the tile may have been refilled in between)."""
-        names = []
-        for k, value in enumerate(op.fragments):
-            name = self.names.fresh(value.name_hint, f"frag{k}")
-            self.add(cuda.DeclOp(name, UI32))
-            names.append(name)
-        outs = [self.add(cuda.VarOp(name, UI32)).results[0] for name in names]
+        names, outs = self._asm_outputs(op.fragments, "frag", UI32)
         address = self.unary("&", self.element(op.buffer, op.indices, op))
         shared = self.call("__cvta_generic_to_shared", [address], UI64)
         self.add(cuda.AsmOp(ldmatrix_ptx(op.count, op.trans is not None), outs,
