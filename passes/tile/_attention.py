@@ -139,17 +139,35 @@ def loop_indexed(access: loop.LoadOp, kernel: loop.KernelOp) -> bool:
 def product_of(red: loop.ReduceOp, kernel: loop.KernelOp
                ) -> tuple[loop.LoadOp, loop.LoadOp, arith.MulfOp] | None:
     """A reduce body of ``kernel`` that is exactly two loads indexed by loop variables and
-    the product it yields."""
+    the product it yields, each factor a load or its ``arith.extf`` (a 16-bit operand
+    widened to the ``f32`` of the sum)."""
     ops = list(red.body.block.ops)
-    if len(ops) != 4 or not isinstance(ops[2], arith.MulfOp):
+    last = ops.pop() if ops else None
+    loads = [op for op in ops if isinstance(op, loop.LoadOp)]
+    muls = [op for op in ops if isinstance(op, arith.MulfOp)]
+    widened = [op for op in ops if isinstance(op, arith.ExtFOp)]
+    if (len(loads) != 2 or len(muls) != 1 or len(ops) != 3 + len(widened)
+            or not isinstance(last, loop.YieldOp) or last.values[0] is not muls[0].result):
         return None
-    a, b, mul, last = ops
-    if not (isinstance(a, loop.LoadOp) and isinstance(b, loop.LoadOp)
-            and isinstance(last, loop.YieldOp) and last.values[0] is mul.result
-            and {mul.lhs, mul.rhs} == {a.result, b.result}
-            and loop_indexed(a, kernel) and loop_indexed(b, kernel)):
+    a, b = loads
+    mul = muls[0]
+    if not all(ext.input in (a.result, b.result) for ext in widened):
+        return None
+    factors = {factor(mul, a), factor(mul, b)}
+    if (factors != {mul.lhs, mul.rhs} or len(factors) != 2
+            or not (loop_indexed(a, kernel) and loop_indexed(b, kernel))):
         return None
     return a, b, mul
+
+
+def factor(mul: arith.MulfOp, load: loop.LoadOp) -> SSAValue:
+    """The operand of ``mul`` that ``load`` gives: its result, or that widened by an
+    ``arith.extf``."""
+    for operand in (mul.lhs, mul.rhs):
+        if operand is load.result or (isinstance(operand.owner, arith.ExtFOp)
+                                      and operand.owner.input is load.result):
+            return operand
+    return load.result
 
 
 @dataclass

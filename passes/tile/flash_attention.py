@@ -113,7 +113,7 @@ from llmopt.passes.tile._access import (
     loop_nest,
     store_at,
 )
-from llmopt.passes.tile._attention import NEG_INF, Chain, bound, match_chain
+from llmopt.passes.tile._attention import NEG_INF, Chain, bound, factor, match_chain
 from llmopt.passes.tile._online_softmax import OnlineSoftmax, const_float, shared
 from llmopt.passes.tile._schedule import (
     SCHEDULE_ATTR,
@@ -321,7 +321,12 @@ class FlashKernel:
             full[iv] = lin_sum((1, subst.get(iv, Linear.of())), (1, Linear.of((1, ab[which]))))
         copy = self.edge_cloner(full, dict(self.values[kernel])).clone_into(load,
                                                                            forall.body.block)
-        forall.body.block.add_op(loop.StoreOp(copy.results[0], dst.result, ident(2), ab))
+        value = copy.results[0]
+        if value.type != typ.element_type:  # a 16-bit operand, staged widened to the sum's f32
+            wide = arith.ExtFOp(value, typ.element_type)
+            forall.body.block.add_op(wide)
+            value = wide.result
+        forall.body.block.add_op(loop.StoreOp(value, dst.result, ident(2), ab))
         return forall
 
     def out_subst(self, query: Linear, d: Linear) -> dict[SSAValue, Linear]:
@@ -349,8 +354,8 @@ class FlashKernel:
         for (tile_, transposed), coord in ((a, lay.row(ivs)), (b, lay.col(ivs))):
             ops.append(load_at(tile_, *((kl, coord) if transposed else (coord, kl))))
         inner.add_ops(ops)
-        vals = {**self.values[kernel], old[0].result: ops[0].result,
-                old[1].result: ops[1].result}
+        vals = {**self.values[kernel], factor(old[2], old[0]): ops[0].result,
+                factor(old[2], old[1]): ops[1].result}
         term = Cloner({}, vals).clone_into(old[2], inner)
         prev = loop.LoadOp(acc.result, ident(len(ivs)), ivs)
         total = arith.AddfOp(prev.result, term.results[0])

@@ -1,0 +1,106 @@
+// RUN: llm-opt %s -p 'flash-attention{bm=16 bn=16}' | filecheck %s
+// RUN: llm-opt %s -p 'flash-attention{bm=16 bn=16},loop-to-tile,async-copy,pad-shared,mma-fragments,vector-fragments,tile-to-kernel' --check-numerics 2>&1 >/dev/null | filecheck %s --check-prefix=NUM
+// RUN: llm-opt %s -p 'flash-attention{bm=16 bn=16 tensor_cores=false},loop-to-tile,async-copy,pad-shared,mma-fragments,vector-fragments,tile-to-kernel' --check-numerics 2>&1 >/dev/null | filecheck %s --check-prefix=NUM
+// Causal grouped-query attention in bf16, as a bf16 TinyLlama-like layer leaves it after
+// fuse-kernels and hoist-reduce-factors (40 tokens: the last 16-row block is ragged): Q, K
+// and V are bf16, widened by arith.extf inside the two products' sums, which accumulate in
+// f32; the output is rounded to bf16 by its epilogue. flash-attention takes the chain as it
+// takes an f32 one, staging Q, K and V widened into its f32 shared tiles, so the tensor-core
+// products (TF32 in three terms) read exact copies of the bf16 values.
+
+func.func @forward(%q: memref<1x4x40x16xbf16> {llmopt.input = "q"}, %k: memref<1x2x40x16xbf16> {llmopt.input = "k"}, %v: memref<1x2x40x16xbf16> {llmopt.input = "v"}) -> memref<1x40x64xbf16> {
+%12 = memref.alloc() : memref<1x4x40x40x1xf32>
+loop.kernel @reduce_86 (%13 = %12 : memref<1x4x40x40x1xf32>, %14 = %k : memref<1x2x40x16xbf16>, %15 = %q : memref<1x4x40x16xbf16>) {
+  loop.for %i0 = 0 to 1 {
+    loop.for %i1 = 0 to 4 {
+      loop.for %i2 = 0 to 40 {
+        loop.for %i3 = 0 to 40 {
+          %16 = loop.reduce add %r = 0 to 16 : f32 {
+            %17 = loop.load %15[%i0, %i1, %i2, %r] : memref<1x4x40x16xbf16>
+            %18 = loop.load %14[%i0, (%i1 floordiv 2), %i3, %r] : memref<1x2x40x16xbf16>
+            %19 = arith.extf %17 : bf16 to f32
+            %20 = arith.extf %18 : bf16 to f32
+            %21 = arith.mulf %19, %20 : f32
+            loop.yield %21 : f32
+          }
+          loop.store %16, %13[%i0, %i1, %i2, %i3, 0] : memref<1x4x40x40x1xf32>
+        }
+      }
+    }
+  }
+}
+%13 = memref.alloc() : memref<1x4x40x40xf32>
+loop.kernel @elementwise_91 (%14 = %13 : memref<1x4x40x40xf32>, %15 = %12 : memref<1x4x40x40x1xf32>) {
+  %16 = arith.constant 2.500000e-01 : f32
+  %17 = arith.constant 0xff800000 : f32
+  loop.for %i0 = 0 to 1 {
+    loop.for %i1 = 0 to 4 {
+      loop.for %i2 = 0 to 40 {
+        %18 = loop.reduce max %r = 0 to 40 : f32 {
+          %19 = loop.load %15[0, %i1, %i2, %r, 0] : memref<1x4x40x40x1xf32>
+          %20 = arith.mulf %19, %16 : f32
+          %21 = arith.cmpi sle, %r, %i2 : index
+          %22 = arith.select %21, %20, %17 : f32
+          loop.yield %22 : f32
+        }
+        loop.for %i3 = 0 to 40 {
+          %23 = loop.load %15[0, %i1, %i2, %i3, 0] : memref<1x4x40x40x1xf32>
+          %24 = arith.mulf %23, %16 : f32
+          %25 = arith.cmpi sle, %i3, %i2 : index
+          %26 = arith.select %25, %24, %17 : f32
+          %27 = arith.subf %26, %18 : f32
+          %28 = math.exp %27 : f32
+          loop.store %28, %14[%i0, %i1, %i2, %i3] : memref<1x4x40x40xf32>
+        }
+      }
+    }
+  }
+}
+%14 = memref.alloc() : memref<1x4x40x1xf32>
+loop.kernel @reduce_92 (%15 = %13 : memref<1x4x40x40xf32>, %16 = %14 : memref<1x4x40x1xf32>) {
+  loop.for %i0 = 0 to 1 {
+    loop.for %i1 = 0 to 4 {
+      loop.for %i2 = 0 to 40 {
+        %17 = loop.reduce add %r = 0 to 40 : f32 {
+          %18 = loop.load %15[%i0, %i1, %i2, %r] : memref<1x4x40x40xf32>
+          loop.yield %18 : f32
+        }
+        loop.store %17, %16[%i0, %i1, %i2, 0] : memref<1x4x40x1xf32>
+      }
+    }
+  }
+}
+%15 = memref.alloc() : memref<1x40x64xbf16>
+loop.kernel @index_map_102 (%16 = %15 : memref<1x40x64xbf16>, %17 = %v : memref<1x2x40x16xbf16>, %18 = %13 : memref<1x4x40x40xf32>, %19 = %14 : memref<1x4x40x1xf32>) {
+  loop.for %i0 = 0 to 1 {
+    loop.for %i1 = 0 to 40 {
+      loop.for %i2 = 0 to 64 {
+        %20 = loop.load %19[0, (%i2 floordiv 16), %i1, 0] : memref<1x4x40x1xf32>
+        %21 = loop.reduce add %r = 0 to 40 : f32 {
+          %22 = loop.load %18[0, (%i2 floordiv 16), %i1, %r] : memref<1x4x40x40xf32>
+          %23 = loop.load %17[0, ((%i2 floordiv 16) floordiv 2), %r, (%i2 mod 16)] : memref<1x2x40x16xbf16>
+          %24 = arith.extf %23 : bf16 to f32
+          %25 = arith.mulf %22, %24 : f32
+          loop.yield %25 : f32
+        }
+        %26 = arith.divf %21, %20 : f32
+        %27 = arith.truncf %26 : f32 to bf16
+        loop.store %27, %16[%i0, %i1, %i2] : memref<1x40x64xbf16>
+      }
+    }
+  }
+}  func.return %15 : memref<1x40x64xbf16>
+}
+
+// CHECK:      tile.kernel @index_map_102
+// CHECK-NOT:  loop.kernel
+// CHECK:        %qs = tile.alloc shared {{.*}}: memref<16x16xf32>
+// CHECK:        loop.load %{{.*}} clamp : memref<1x4x40x16xbf16>
+// CHECK-NEXT:   arith.extf %{{.*}} : bf16 to f32
+// CHECK:        arith.truncf %{{.*}} : f32 to bf16
+// CHECK:      } {llmopt.flash = "16x16"
+// CHECK-NOT:  loop.kernel
+
+// NUM: flash-attention {{.*}} ok
+// NUM: mma-fragments {{.*}} ok
+// NUM: tile-to-kernel {{.*}} ok
