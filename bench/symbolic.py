@@ -116,7 +116,7 @@ def dry_run(source: Any, model_name: str, seqs: Sequence[int], max_seq: int,
     import llmopt.interp
     from llmopt.frontend.models import capture_layer
     from llmopt.numerics import tolerance
-    from llmopt.tools.llmopt_cli import split_pipeline
+    from llmopt.tools.llmopt_cli import interpreter_arrays, split_pipeline
 
     model, module, wide = build_layer(source, "cpu", model_name, dtype)
     began = time.perf_counter()
@@ -133,11 +133,8 @@ def dry_run(source: Any, model_name: str, seqs: Sequence[int], max_seq: int,
             raise RuntimeError(f"seq {seq}: the length argument is {args[-1]}")
         point: dict[str, Any] = {"seq": seq, "arguments": len(args)}
         if i < DRY_RUN_LENGTHS:
-            # bf16 goes in as float32 (exact), which the interpreter rounds to the
-            # argument's type; the result comes back as float32 the same way.
-            arrays = [(a.float() if a.dtype == torch.bfloat16 else a).detach().numpy()
-                      if isinstance(a, torch.Tensor) else a for a in args]
-            (out,) = llmopt.interp.run(program.module, arrays, check_races=False)
+            (out,) = llmopt.interp.run(program.module, interpreter_arrays(args),
+                                       check_races=False)
             out = out.astype(np.float32)
             with torch.no_grad():
                 ref = wide(*(t.double() for t in inputs))

@@ -311,25 +311,26 @@ class Binder:
     count: int
     symbols: dict[str, Symbol]
     tensors: dict[int, ArgumentShape]
+    positions: frozenset[int]
+    """The symbol arguments' positions."""
 
     @staticmethod
     def of(func: Operation) -> Binder:
         types = list(func.properties["function_type"].inputs.data)  # type: ignore[attr-defined]
         symbols = function_symbols(func)
-        positions = {s.arg for s in symbols.values()}
+        positions = frozenset(s.arg for s in symbols.values())
         tensors = {
             k: ArgumentShape(f"input {argument_name(func, k)}", str(typ), shape_of_type(typ),
                              tuple(argument_dynamic(func, k) or ()))
             for k, typ in enumerate(types)
             if k not in positions and isinstance(typ, TensorType | MemRefType)
         }
-        return Binder(len(types), symbols, tensors)
+        return Binder(len(types), symbols, tensors, positions)
 
     def bind(self, inputs: Sequence[object]) -> tuple[list[object], dict[str, int]]:
         """The full argument list for ``inputs``, and the symbol values (see
         :func:`bind_arguments`)."""
-        symbols = self.symbols
-        positions = {s.arg for s in symbols.values()}
+        symbols, positions = self.symbols, self.positions
         if len(inputs) == self.count - len(positions) and positions:
             it = iter(inputs)
             full: list[object] = [None if k in positions else next(it)

@@ -266,6 +266,16 @@ def lower_with_progress(module: Any, elements: Sequence[str], desc: str = "lower
     return progress
 
 
+def interpreter_arrays(values: Sequence[Any]) -> list[Any]:
+    """A program's arguments as the interpreters take them: tensors as NumPy arrays (bf16,
+    which NumPy does not have from torch, travels as float32, exactly, and the interpreter
+    rounds it back to the argument's type, exactly), other values as they are."""
+    import torch
+
+    return [(v.float() if v.dtype == torch.bfloat16 else v).detach().cpu().numpy()
+            if isinstance(v, torch.Tensor) else v for v in values]
+
+
 def _dtype(name: str) -> Any:
     import torch
 
@@ -728,8 +738,7 @@ def _run_cpu_dynamic(args: argparse.Namespace, seqs: Sequence[int], max_seq: int
         with torch.no_grad():
             want = model(input_ids=ids, use_cache=False).logits
             exact = exact_model(input_ids=ids, use_cache=False).logits
-        inputs = [(a.float() if a.dtype == torch.bfloat16 else a).detach().cpu().numpy()
-                  if isinstance(a, torch.Tensor) else a for a in program.arguments(ids)]
+        inputs = interpreter_arrays(program.arguments(ids))
         began = time.perf_counter()
         outputs = llmopt.interp.run(program.module, inputs, check_races=False)
         seconds = time.perf_counter() - began
@@ -854,10 +863,7 @@ def _run_cpu(args: argparse.Namespace) -> int:
 
     import llmopt.interp
 
-    # bf16 has no numpy dtype of torch's: its values travel as float32 (exactly), and the
-    # interpreter rounds them back to the argument types (exactly).
-    inputs = [(t.float() if t.dtype == torch.bfloat16 else t).detach().cpu().numpy()
-              for t in program.arguments(ids)]
+    inputs = interpreter_arrays(program.arguments(ids))
     began = time.perf_counter()
     outputs = llmopt.interp.run(program.module, inputs, check_races=False)
     interp_seconds = time.perf_counter() - began

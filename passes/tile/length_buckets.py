@@ -75,6 +75,7 @@ from llmopt.lowering.loop_to_tile import distribute_over_block, round_up
 from llmopt.passes._rewrite import KeepLocation
 from llmopt.passes.tile._access import launch_grid
 from llmopt.passes.tile.register_tile import Contraction, contraction_schedule, match_contraction
+from llmopt.target import WARP
 
 BUCKET_ATTR = "llmopt.bucket"
 COOP_ATTR = "llmopt.coop"
@@ -147,7 +148,7 @@ def cooperative(op: tile.KernelOp, found: Contraction, bound: int,
     copy.body.block.erase_op(old)
     distribute_over_block(forall.body.block, PatternRewriter(forall))
     width = max(red.trip_count for red in found.reduces)
-    threads = min(COOP_THREADS, round_up(width, 32))
+    threads = min(COOP_THREADS, round_up(width, WARP))
     points = math.prod(extents)
     coop = tile.KernelOp(f"{op.sym_name.data}_coop{bound}", [points, 1, 1], [threads, 1, 1],
                          copy.buffers, Rewriter.move_region_contents_to_new_regions(copy.body),
