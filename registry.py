@@ -78,6 +78,8 @@ _BUILTIN_PASSES: dict[str, tuple[str, str]] = {
     "kernel-to-cuda": ("llmopt.lowering.kernel_to_cuda", "KernelToCuda"),
     "fuse-kernels": ("llmopt.passes.loop.fuse_kernels", "FuseKernels"),
     "hoist-reduce-factors": ("llmopt.passes.loop.hoist_reduce_factors", "HoistReduceFactors"),
+    "outline-repeated-kernels": ("llmopt.passes.loop.outline_repeated_kernels",
+                                 "OutlineRepeatedKernels"),
     "apply-tuned": ("llmopt.passes.tile.apply_tuned", "ApplyTuned"),
     "flash-attention": ("llmopt.passes.tile.flash_attention", "FlashAttention"),
     "length-buckets": ("llmopt.passes.tile.length_buckets", "LengthBuckets"),
@@ -90,6 +92,8 @@ _BUILTIN_PASSES: dict[str, tuple[str, str]] = {
     "vector-fragments": ("llmopt.passes.tile.vector_fragments", "VectorFragments"),
     "mma-fragments": ("llmopt.passes.tile.mma_fragments", "MmaFragments"),
     "dedup-kernels": ("llmopt.passes.kernel.dedup_kernels", "DedupKernels"),
+    "inline-repeated-kernels": ("llmopt.passes.kernel.inline_repeated_kernels",
+                                "InlineRepeatedKernels"),
     "plan-buffers": ("llmopt.passes.kernel.plan_buffers", "PlanBuffers"),
 }
 for _name, (_module, _attr) in _BUILTIN_PASSES.items():
@@ -97,10 +101,13 @@ for _name, (_module, _attr) in _BUILTIN_PASSES.items():
 
 #: named pipelines: name -> (default options, expansion). The expansion is a pass-pipeline
 #: string whose ``{opt}`` placeholders are filled from the options given at the use site,
-#: e.g. ``lower-to-cuda{arch=sm_80}``. ``dedup-kernels`` runs twice in ``lower-to-cuda``: right
-#: after ``tile-to-kernel`` (identical layers give identical kernels, so the cleanups that
-#: follow see one layer's kernels instead of every layer's) and after the cleanups (kernels
-#: that only they made identical). ``fuse-kernels{recompute_limit=0}`` keeps a reduction from
+#: e.g. ``lower-to-cuda{arch=sm_80}``. ``outline-repeated-kernels`` hands Tile IR one copy of
+#: each kernel that identical layers repeat, and ``inline-repeated-kernels`` puts the lowered
+#: host code back at every call once the kernels are cleaned up, so a whole model lowers in
+#: about the time of its distinct kernels. ``dedup-kernels`` runs twice: right after
+#: ``tile-to-kernel`` (kernels identical without having been outlined, so the cleanups
+#: that follow see one copy) and after the cleanups (kernels that only they made
+#: identical). ``fuse-kernels{recompute_limit=0}`` keeps a reduction from
 #: being recomputed in several loops: attention scores become a matrix product of their own
 #: (which ``register-tile`` tiles) instead of a dot product recomputed in each of softmax's
 #: three loops.
@@ -108,12 +115,12 @@ PIPELINES: dict[str, tuple[dict[str, str], str]] = {
     "lower-to-cuda": (
         {"arch": DEFAULT_ARCH},
         "torch-to-prim,canonicalize,prim-to-loop,fuse-kernels{{recompute_limit=0}},canonicalize,"
-        "cse,hoist-reduce-factors,flash-attention{{arch={arch}}},"
+        "cse,hoist-reduce-factors,flash-attention{{arch={arch}}},outline-repeated-kernels,"
         "loop-to-tile{{arch={arch}}},length-buckets{{arch={arch}}},apply-tuned{{arch={arch}}},"
         "split-k{{arch={arch}}},"
         "register-tile{{arch={arch}}},stage-inputs{{arch={arch}}},async-copy{{arch={arch}}},"
         "prefetch-stages,pad-shared,mma-fragments,vector-fragments,"
-        "tile-to-kernel,dedup-kernels,canonicalize,cse,dedup-kernels,"
+        "tile-to-kernel,dedup-kernels,canonicalize,cse,dedup-kernels,inline-repeated-kernels,"
         "plan-buffers,kernel-to-cuda{{arch={arch}}}",
     ),
 }

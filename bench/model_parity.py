@@ -9,8 +9,13 @@ Greedy decoding recomputes the whole prefix each step; with causal attention the
 position ``p`` depend only on tokens ``<= p``, so one program compiled for the final length
 serves every step (later positions hold placeholder tokens that cannot affect earlier ones).
 
+With ``--dynamic`` the whole model is compiled once with a symbolic length (at most
+``--max-seq``) and that one program runs every length of ``--seqs`` and every greedy step
+(each step at its own length, without placeholders); the compile time is recorded once.
+
 Usage (GPU host): ``python bench/model_parity.py --models tinyllama qwen2.5-7b --seqs 128 512
---out results.json``. Weights are seeded random (nothing is downloaded).
+--out results.json`` (add ``--dynamic --max-seq 2048`` for the symbolic program). Weights
+are seeded random (nothing is downloaded).
 """
 
 from __future__ import annotations
@@ -35,8 +40,11 @@ from llmopt.frontend.models import (
 )
 
 
-def compile_captured(captured: Any) -> tuple[CompiledProgram, float]:
-    start = time.perf_counter()
+def compile_captured(captured: Any, started: float | None = None
+                     ) -> tuple[CompiledProgram, float]:
+    """Lower and load ``captured``; the seconds since ``started`` (capture included), else
+    since the call."""
+    start = time.perf_counter() if started is None else started
     llmopt.lower(captured.module, "lower-to-cuda")
     program = CompiledProgram(captured.module, params=captured.params)
     return program, time.perf_counter() - start
@@ -145,18 +153,79 @@ def run_model(name: str, seqs: list[int], greedy: int, results: list[dict[str, A
     torch.cuda.empty_cache()
 
 
+@torch.no_grad()
+def run_symbolic(name: str, seqs: list[int], max_seq: int, greedy: int,
+                 results: list[dict[str, Any]]) -> None:
+    """The whole model compiled once for every length up to ``max_seq``, run at each of
+    ``seqs`` against float64, then ``greedy`` steps each at its own length."""
+    model = build_model(name, device="cuda", dtype=torch.float32, seed=0)
+    ref_model = copy.deepcopy(model).double()
+    vocab = model.config.vocab_size
+    gen = torch.Generator(device="cuda").manual_seed(1)
+    started = time.perf_counter()
+    program, compile_s = compile_captured(
+        capture_model(model, min(seqs), dynamic=True, max_seq=max_seq), started)
+    print(json.dumps({"model": name, "what": "symbolic compile", "max_seq": max_seq,
+                      "compile_s": compile_s}), flush=True)
+    for seq in seqs:
+        row: dict[str, Any] = {"model": name, "seq": seq, "max_seq": max_seq,
+                               "what": "whole model logits, symbolic", "compile_s": compile_s}
+        try:
+            ids = torch.randint(0, vocab, (1, seq), device="cuda", generator=gen)
+            got = program(ids)[0]
+            ref = ref_model(input_ids=ids, use_cache=False).logits
+            row |= compare(got, ref)
+            row["eager_fp32_vs_ref"] = compare(model(input_ids=ids, use_cache=False).logits,
+                                               ref)
+            row["llmopt_ms"] = timed(lambda p=program, i=ids: p(i))
+            row["eager_ms"] = timed(lambda m=model, i=ids: m(input_ids=i, use_cache=False))
+        except Exception as err:
+            row["error"] = f"{type(err).__name__}: {err}"
+            traceback.print_exc()
+        print(json.dumps(row), flush=True)
+        results.append(row)
+    if greedy:
+        row = {"model": name, "what": f"greedy {greedy} tokens, symbolic"}
+        try:
+            ours = torch.randint(0, vocab, (1, 16), device="cuda", generator=gen)
+            theirs = ours.clone()
+            for _ in range(greedy):
+                logits = program(ours)[0]
+                ours = torch.cat([ours, logits[:, -1:].argmax(-1)], dim=1)
+                eager = model(input_ids=theirs, use_cache=False).logits
+                theirs = torch.cat([theirs, eager[:, -1:].argmax(-1)], dim=1)
+            row["identical"] = bool(torch.equal(ours, theirs))
+            row["llmopt_tokens"] = ours[0, 16:].tolist()
+            row["eager_tokens"] = theirs[0, 16:].tolist()
+        except Exception as err:
+            row["error"] = f"{type(err).__name__}: {err}"
+            traceback.print_exc()
+        print(json.dumps(row), flush=True)
+        results.append(row)
+    del model, ref_model, program
+    torch.cuda.empty_cache()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", nargs="+", default=["tinyllama", "qwen2.5-7b"])
     parser.add_argument("--seqs", nargs="+", type=int, default=[128, 512])
     parser.add_argument("--greedy", type=int, default=32)
     parser.add_argument("--out", default="model-parity.json")
+    parser.add_argument("--dynamic", action="store_true",
+                        help="compile each model once with a symbolic length")
+    parser.add_argument("--max-seq", type=int, default=2048)
     args = parser.parse_args()
+    if args.dynamic and max(args.seqs) > args.max_seq:
+        parser.error(f"--seqs go up to {max(args.seqs)}, above --max-seq {args.max_seq}")
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     results: list[dict[str, Any]] = []
     for name in args.models:
-        run_model(name, args.seqs, args.greedy, results)
+        if args.dynamic:
+            run_symbolic(name, args.seqs, args.max_seq, args.greedy, results)
+        else:
+            run_model(name, args.seqs, args.greedy, results)
     with open(args.out, "w") as f:
         json.dump({"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
                    "results": results}, f, indent=1)

@@ -133,6 +133,13 @@ def _compile_options(arch: str, options: Sequence[str]) -> list[str]:
     return [for_arch(arch).nvrtc_option, *DEFAULT_OPTIONS, *options]
 
 
+def _speed_options() -> list[str]:
+    """Options that change how fast NVRTC compiles, not what it produces (so they are not
+    part of the cache key): ``--split-compile=0`` runs its optimisation passes on every
+    core (NVRTC 12.1 and later), which matters for a whole model's source."""
+    return ["--split-compile=0"] if nvrtc_version() >= (12, 1) else []
+
+
 def kernel_cache_key(source: str, *, arch: str | None = None, options: Sequence[str] = ()) -> str:
     """Return the cache key :func:`compile_cuda` uses for these arguments."""
     arch = _normalize_arch(arch)
@@ -176,7 +183,8 @@ def compile_cuda(
         return cubin
     headers = include_dirs()
     try:
-        cubin = _nvrtc_compile(source, [*opts, *(f"-I{d}" for d in headers)], name, arch)
+        cubin = _nvrtc_compile(source, [*opts, *_speed_options(),
+                                        *(f"-I{d}" for d in headers)], name, arch)
     except NvrtcError as err:
         if not headers and "cannot open source file" in err.log:
             raise MissingDependency("the CUDA headers (cuda-toolkit)",

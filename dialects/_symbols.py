@@ -106,14 +106,37 @@ class Symbol:
     max: int
 
 
-def _arg_attrs(func: Operation) -> list[dict[str, Attribute]]:
+_PARSED: dict[int, tuple[ArrayAttr, list[dict[str, Attribute]], dict[str, Symbol]]] = {}
+"""``arg_attrs`` attributes read before, by identity (kept alive here, so an id is never
+reused while its entry exists): verifiers ask for a function's symbols once per op, and a
+whole model's function has hundreds of arguments. Attributes are immutable, so an entry is
+valid as long as the function still holds the same attribute object."""
+
+
+def _parsed(func: Operation) -> tuple[list[dict[str, Attribute]], dict[str, Symbol]] | None:
     attrs = func.properties.get("arg_attrs") or func.attributes.get("arg_attrs")
-    count = len(func.regions[0].block.args) if func.regions and func.regions[0].blocks else 0
     if not isinstance(attrs, ArrayAttr):
+        return None
+    entry = _PARSED.get(id(attrs))
+    if entry is None or entry[0] is not attrs:
+        if len(_PARSED) > 256:
+            _PARSED.clear()
+        dicts = [dict(a.data) if isinstance(a, DictionaryAttr) else {} for a in attrs.data]
+        entry = (attrs, dicts, _symbols_of(dicts))
+        _PARSED[id(attrs)] = entry
+    return entry[1], entry[2]
+
+
+def _arg_attrs(func: Operation) -> list[dict[str, Attribute]]:
+    """The attribute dictionary of each argument of ``func`` (read-only: shared)."""
+    parsed = _parsed(func)
+    if parsed is None:
         types = func.properties.get("function_type")
+        count = len(func.regions[0].block.args) if func.regions and func.regions[0].blocks \
+            else 0
         count = len(types.inputs.data) if types is not None else count  # type: ignore[attr-defined]
         return [{} for _ in range(count)]
-    return [dict(a.data) if isinstance(a, DictionaryAttr) else {} for a in attrs.data]
+    return parsed[0]
 
 
 def _int_attr(attr: Attribute | None) -> int | None:
@@ -125,8 +148,13 @@ def _int_attr(attr: Attribute | None) -> int | None:
 def function_symbols(func: Operation) -> dict[str, Symbol]:
     """The symbols ``func`` (a ``func.func``) declares, by name (unverified: entries that do
     not parse are skipped; :func:`verify_function` reports them)."""
+    parsed = _parsed(func)
+    return {} if parsed is None else dict(parsed[1])
+
+
+def _symbols_of(arg_attrs: list[dict[str, Attribute]]) -> dict[str, Symbol]:
     out: dict[str, Symbol] = {}
-    for k, attrs in enumerate(_arg_attrs(func)):
+    for k, attrs in enumerate(arg_attrs):
         name = attrs.get(SYMBOL_ATTR)
         if not isinstance(name, StringAttr) or name.data in out:
             continue

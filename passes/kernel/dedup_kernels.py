@@ -30,7 +30,7 @@ from xdsl.passes import ModulePass
 
 from llmopt.dialects import kernel
 
-__all__ = ["DedupKernels", "structural_key"]
+__all__ = ["DedupKernels", "body_key", "structural_key"]
 
 
 def _attr_key(attr: Attribute) -> Hashable:
@@ -86,6 +86,16 @@ class _Keyer:
             tuple(self.blocks.get(s, -1) for s in op.successors),
             tuple(self.region(r) for r in op.regions),
         )
+
+
+def body_key(op: Operation, skip: frozenset[str] = frozenset()) -> Hashable:
+    """A key of ``op`` without its operands: its regions, properties and attributes
+    (those in ``skip`` left out), equal for two ops identical up to value names and
+    locations. For an isolated op bound to outside values (a ``loop.kernel``)."""
+    keyer = _Keyer()
+    return (op.name, tuple(_attr_key(r.type) for r in op.results),
+            _dict_key(op.properties, skip), _dict_key(op.attributes, skip),
+            tuple(keyer.region(r) for r in op.regions))
 
 
 def structural_key(fn: kernel.FuncOp) -> Hashable:

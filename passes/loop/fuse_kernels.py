@@ -40,7 +40,7 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import arith, func, memref
-from xdsl.dialects.builtin import IndexType, ModuleOp
+from xdsl.dialects.builtin import IndexType, MemRefType, ModuleOp
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.ir.affine import (
     AffineBinaryOpExpr,
@@ -402,6 +402,8 @@ def _writers_of(buffers: set[SSAValue], written: dict[loop.KernelOp, set[SSAValu
     """The kernels that store to any of ``buffers`` (function-level values)."""
     out: set[loop.KernelOp] = set()
     for buffer in buffers:
+        if not isinstance(buffer.type, MemRefType):
+            continue  # an index (the length every kernel binds) is never written
         for use in buffer.uses:
             user = use.operation
             if isinstance(user, loop.KernelOp) and buffer in _written_by(user, written):

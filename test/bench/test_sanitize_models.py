@@ -1,5 +1,6 @@
 """``bench/sanitize_models.py`` on the CPU: it takes several sequence lengths, ragged ones
-included (the runs themselves need a GPU and compute-sanitizer)."""
+included, a dtype, and one symbolic program for every length (the runs themselves need a
+GPU and compute-sanitizer)."""
 
 from __future__ import annotations
 
@@ -24,8 +25,19 @@ def test_one_length_and_the_default() -> None:
     assert sanitize_models.parse_args([]).seqs == [33]
 
 
+def test_dtype_and_one_symbolic_program() -> None:
+    args = sanitize_models.parse_args(["--dynamic", "--seqs", "1", "17", "512",
+                                       "--dtype", "bfloat16"])
+    assert args.dynamic and args.max_seq == 512 and args.dtype == "bfloat16"
+    assert sanitize_models.parse_args([]).dtype == "float32"
+    assert sanitize_models.parse_args(["--dynamic", "--max-seq", "2048"]).max_seq == 2048
+
+
 @pytest.mark.parametrize("argv", [["--seqs", "0"], ["--seqs", "-3"], ["--seq", "4", "--seqs",
-                                                                      "5"]])
+                                                                      "5"],
+                                  ["--max-seq", "64"], ["--dynamic", "--seqs", "100",
+                                                        "--max-seq", "64"],
+                                  ["--dtype", "int8"]])
 def test_bad_lengths_are_usage_errors(argv: list[str]) -> None:
     with pytest.raises(SystemExit):
         sanitize_models.parse_args(argv)
