@@ -221,14 +221,14 @@ def main() -> None:
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     results: list[dict[str, Any]] = []
-    for name in args.models:
+    for name in args.models:  # the file is rewritten after each model: nothing is lost
         if args.dynamic:
             run_symbolic(name, args.seqs, args.max_seq, args.greedy, results)
         else:
             run_model(name, args.seqs, args.greedy, results)
-    with open(args.out, "w") as f:
-        json.dump({"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
-                   "results": results}, f, indent=1)
+        with open(args.out, "w") as f:
+            json.dump({"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
+                       "results": results}, f, indent=1)
 
 
 if __name__ == "__main__":
