@@ -206,6 +206,22 @@ def run_symbolic(name: str, seqs: list[int], max_seq: int, greedy: int,
     torch.cuda.empty_cache()
 
 
+def table(results: list[dict[str, Any]]) -> str:
+    """The results as a Markdown table, one row each."""
+    lines = ["| model | what | seq | compile s | max err / max | argmax | llmopt ms | eager ms |",
+             "|---|---|---:|---:|---:|---|---:|---:|"]
+    for r in results:
+        def num(key: str, fmt: str, r: dict[str, Any] = r) -> str:
+            return format(r[key], fmt) if isinstance(r.get(key), int | float) else ""
+        argmax = r.get("argmax_equal") or ("identical" if r.get("identical") else
+                                           "differ" if "identical" in r else "")
+        lines.append(f"| {r['model']} | {r['what']} | {r.get('seq', '')} | "
+                     f"{num('compile_s', '.1f')} | {num('max_err_rel', '.2e')} | {argmax}"
+                     f"{' ' + r['error'][:60] if 'error' in r else ''} | "
+                     f"{num('llmopt_ms', '.3f')} | {num('eager_ms', '.3f')} |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", nargs="+", default=["tinyllama", "qwen2.5-7b"])
@@ -229,6 +245,7 @@ def main() -> None:
         with open(args.out, "w") as f:
             json.dump({"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
                        "results": results}, f, indent=1)
+    print(table(results))
 
 
 if __name__ == "__main__":
