@@ -65,7 +65,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     dtype = getattr(torch, args.dtype)
 
     def compiled(model: torch.nn.Module, seq: int) -> CompiledProgram:
-        captured = capture_model(model, seq, dynamic=args.dynamic, max_seq=args.max_seq)
+        example = max(2, min(16, args.max_seq)) if args.dynamic else seq  # export needs >= 2
+        captured = capture_model(model, example, dynamic=args.dynamic, max_seq=args.max_seq)
         llmopt.lower(captured.module, pipeline)
         return CompiledProgram(captured.module, params=captured.params)
 
