@@ -7,7 +7,10 @@ body is the host code of its one kernel (allocations, the launch-size arithmetic
 
 **Produces** at each call a copy of the callee's body with its arguments replaced by the
 call's operands; the callees are then erased. The ``kernel.func`` ops their launches name
-were lowered once and stay shared by every copy.
+were lowered once and stay shared by every copy; they are put back in the order of their
+first launch, ahead of the host function, where ``tile-to-kernel`` puts kernels that were
+never outlined (so the CUDA source lists the kernels in program order whatever was
+outlined).
 
 **Why** the executor and ``plan-buffers`` see one host function: buffers of every layer
 are planned together and the launches run in program order, as if the kernels had never
@@ -25,6 +28,7 @@ from xdsl.ir import SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
+from llmopt.dialects import kernel
 from llmopt.passes._rewrite import fail
 from llmopt.passes.loop.outline_repeated_kernels import REPEATED_ATTR
 
@@ -64,3 +68,26 @@ class InlineRepeatedKernels(ModulePass):
         for fn in callees.values():
             fn.detach()
             fn.erase()
+        program_order(op)
+
+
+def program_order(module: ModuleOp) -> None:
+    """Move the ``kernel.func`` ops of ``module`` before the first function that launches
+    one, in the order of their first launch (kernels never launched keep their places)."""
+    kernels = {k.sym_name.data: k for k in module.ops if isinstance(k, kernel.FuncOp)}
+    order: list[kernel.FuncOp] = []
+    anchor = None
+    for top in module.ops:
+        if isinstance(top, kernel.FuncOp):
+            continue
+        for launch in top.walk():
+            if isinstance(launch, kernel.LaunchOp):
+                found = kernels.pop(launch.kernel.root_reference.data, None)
+                if found is not None:
+                    order.append(found)
+                    anchor = anchor or top
+    if anchor is None:
+        return
+    for fn in order:
+        fn.detach()
+        Rewriter.insert_op(fn, InsertPoint.before(anchor))
