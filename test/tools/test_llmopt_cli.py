@@ -45,7 +45,8 @@ LOOP_TO_CUDA = ("loop-to-tile{arch=sm_90},length-buckets{arch=sm_90},apply-tuned
                 "split-k{arch=sm_90},"
                 "register-tile{arch=sm_90},stage-inputs{arch=sm_90},async-copy{arch=sm_90},"
                 "prefetch-stages,pad-shared,mma-fragments,vector-fragments,tile-to-kernel,"
-                "dedup-kernels,canonicalize,cse,dedup-kernels,plan-buffers,kernel-to-cuda{arch=sm_90}")
+                "dedup-kernels,canonicalize,cse,dedup-kernels,inline-repeated-kernels,plan-buffers,"
+                "kernel-to-cuda{arch=sm_90}")
 
 
 def _config(tmp_path: Path, model_type: str = "qwen2", **sizes: int) -> Path:
