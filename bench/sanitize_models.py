@@ -47,6 +47,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         parser.error("--max-seq bounds a symbolic length: add --dynamic")
     if args.dynamic:
         args.max_seq = args.max_seq or max(args.seqs)
+        if args.max_seq < 2:
+            parser.error("--dynamic needs --max-seq of at least 2 (export traces a length >= 2)")
         if max(args.seqs) > args.max_seq:
             parser.error(f"--seqs go up to {max(args.seqs)}, above --max-seq {args.max_seq}")
     return args

@@ -37,7 +37,7 @@ def test_dtype_and_one_symbolic_program() -> None:
                                                                       "5"],
                                   ["--max-seq", "64"], ["--dynamic", "--seqs", "100",
                                                         "--max-seq", "64"],
-                                  ["--dtype", "int8"]])
+                                  ["--dtype", "int8"], ["--dynamic", "--seqs", "1"]])
 def test_bad_lengths_are_usage_errors(argv: list[str]) -> None:
     with pytest.raises(SystemExit):
         sanitize_models.parse_args(argv)
