@@ -21,10 +21,12 @@ are seeded random (nothing is downloaded).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import json
 import time
 import traceback
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -81,6 +83,30 @@ def timed(fn: Any, reps: int = 5) -> float:
     return sorted(times)[len(times) // 2]
 
 
+@contextlib.contextmanager
+def recording(row: dict[str, Any], results: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    """Fill ``row`` in the ``with`` block; an exception becomes its ``error`` (report and go
+    on: one failure must not hide the rest). The row is then printed and kept."""
+    try:
+        yield row
+    except Exception as err:
+        row["error"] = f"{type(err).__name__}: {err}"
+        traceback.print_exc()
+    print(json.dumps(row), flush=True)
+    results.append(row)
+
+
+def logits_metrics(program: CompiledProgram, model: Any, ref_model: Any,
+                   ids: torch.Tensor) -> dict[str, Any]:
+    """``program``'s logits and eager FP32's against float64 on ``ids``, and both times."""
+    ref = ref_model(input_ids=ids, use_cache=False).logits
+    out = compare(program(ids)[0], ref)
+    out["eager_fp32_vs_ref"] = compare(model(input_ids=ids, use_cache=False).logits, ref)
+    out["llmopt_ms"] = timed(lambda: program(ids))
+    out["eager_ms"] = timed(lambda: model(input_ids=ids, use_cache=False))
+    return out
+
+
 @torch.no_grad()
 def run_model(name: str, seqs: list[int], greedy: int, results: list[dict[str, Any]]) -> None:
     model = build_model(name, device="cuda", dtype=torch.float32, seed=0)
@@ -89,9 +115,7 @@ def run_model(name: str, seqs: list[int], greedy: int, results: list[dict[str, A
     gen = torch.Generator(device="cuda").manual_seed(1)
     for seq in seqs:
         ids = torch.randint(0, vocab, (1, seq), device="cuda", generator=gen)
-        # one decoder layer
-        row: dict[str, Any] = {"model": name, "seq": seq, "what": "layer 0"}
-        try:
+        with recording({"model": name, "seq": seq, "what": "layer 0"}, results) as row:
             captured = capture_layer(model, seq)
             program, row["compile_s"] = compile_captured(captured)
             x = torch.randn(1, seq, model.config.hidden_size, device="cuda", generator=gen)
@@ -103,31 +127,12 @@ def run_model(name: str, seqs: list[int], greedy: int, results: list[dict[str, A
                           position_embeddings=(cos64.cuda(), sin64.cuda()))
             ref = ref[0] if isinstance(ref, tuple) else ref
             row |= compare(got, ref)
-        except Exception as err:  # report and go on: one failure must not hide the rest
-            row["error"] = f"{type(err).__name__}: {err}"
-            traceback.print_exc()
-        print(json.dumps(row), flush=True)
-        results.append(row)
-        # the whole model
-        row = {"model": name, "seq": seq, "what": "whole model logits"}
-        try:
-            captured = capture_model(model, seq)
-            program, row["compile_s"] = compile_captured(captured)
-            got = program(ids)[0]
-            ref = ref_model(input_ids=ids, use_cache=False).logits
-            row |= compare(got, ref)
-            eager = model(input_ids=ids, use_cache=False).logits
-            row["eager_fp32_vs_ref"] = compare(eager, ref)
-            row["llmopt_ms"] = timed(lambda p=program, i=ids: p(i))
-            row["eager_ms"] = timed(lambda m=model, i=ids: m(input_ids=i, use_cache=False))
-        except Exception as err:
-            row["error"] = f"{type(err).__name__}: {err}"
-            traceback.print_exc()
-        print(json.dumps(row), flush=True)
-        results.append(row)
+        with recording({"model": name, "seq": seq, "what": "whole model logits"},
+                       results) as row:
+            program, row["compile_s"] = compile_captured(capture_model(model, seq))
+            row |= logits_metrics(program, model, ref_model, ids)
     if greedy:
-        row = {"model": name, "what": f"greedy {greedy} tokens"}
-        try:
+        with recording({"model": name, "what": f"greedy {greedy} tokens"}, results) as row:
             prompt = 16
             total = prompt + greedy
             captured = capture_model(model, total)
@@ -144,11 +149,6 @@ def run_model(name: str, seqs: list[int], greedy: int, results: list[dict[str, A
             row["identical"] = bool(torch.equal(ours, theirs))
             row["llmopt_tokens"] = ours[0, prompt:].tolist()
             row["eager_tokens"] = theirs[0, prompt:].tolist()
-        except Exception as err:
-            row["error"] = f"{type(err).__name__}: {err}"
-            traceback.print_exc()
-        print(json.dumps(row), flush=True)
-        results.append(row)
     del model, ref_model
     torch.cuda.empty_cache()
 
@@ -168,25 +168,14 @@ def run_symbolic(name: str, seqs: list[int], max_seq: int, greedy: int,
     print(json.dumps({"model": name, "what": "symbolic compile", "max_seq": max_seq,
                       "compile_s": compile_s}), flush=True)
     for seq in seqs:
-        row: dict[str, Any] = {"model": name, "seq": seq, "max_seq": max_seq,
-                               "what": "whole model logits, symbolic", "compile_s": compile_s}
-        try:
+        with recording({"model": name, "seq": seq, "max_seq": max_seq,
+                        "what": "whole model logits, symbolic", "compile_s": compile_s},
+                       results) as row:
             ids = torch.randint(0, vocab, (1, seq), device="cuda", generator=gen)
-            got = program(ids)[0]
-            ref = ref_model(input_ids=ids, use_cache=False).logits
-            row |= compare(got, ref)
-            row["eager_fp32_vs_ref"] = compare(model(input_ids=ids, use_cache=False).logits,
-                                               ref)
-            row["llmopt_ms"] = timed(lambda p=program, i=ids: p(i))
-            row["eager_ms"] = timed(lambda m=model, i=ids: m(input_ids=i, use_cache=False))
-        except Exception as err:
-            row["error"] = f"{type(err).__name__}: {err}"
-            traceback.print_exc()
-        print(json.dumps(row), flush=True)
-        results.append(row)
+            row |= logits_metrics(program, model, ref_model, ids)
     if greedy:
-        row = {"model": name, "what": f"greedy {greedy} tokens, symbolic"}
-        try:
+        with recording({"model": name, "what": f"greedy {greedy} tokens, symbolic"},
+                       results) as row:
             ours = torch.randint(0, vocab, (1, 16), device="cuda", generator=gen)
             theirs = ours.clone()
             for _ in range(greedy):
@@ -197,11 +186,6 @@ def run_symbolic(name: str, seqs: list[int], max_seq: int, greedy: int,
             row["identical"] = bool(torch.equal(ours, theirs))
             row["llmopt_tokens"] = ours[0, 16:].tolist()
             row["eager_tokens"] = theirs[0, 16:].tolist()
-        except Exception as err:
-            row["error"] = f"{type(err).__name__}: {err}"
-            traceback.print_exc()
-        print(json.dumps(row), flush=True)
-        results.append(row)
     del model, ref_model, program
     torch.cuda.empty_cache()
 

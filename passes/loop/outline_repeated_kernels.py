@@ -76,14 +76,17 @@ class _Unsupported(Exception):
 
 @dataclass
 class _Provenance:
-    """Where a function's values come from: its symbols by argument."""
+    """Where a function's values come from: its symbols, by name and by argument."""
 
     fn: func.FuncOp
-    symbols: dict[int, Symbol]
+    symbols: dict[str, Symbol]
+
+    def __post_init__(self) -> None:
+        self.by_arg = {s.arg: s for s in self.symbols.values()}
 
     def symbol_of(self, value: SSAValue) -> Symbol | None:
         if isinstance(value, BlockArgument) and value.owner is self.fn.body.block:
-            return self.symbols.get(value.index)
+            return self.by_arg.get(value.index)
         return None
 
     def extent_names(self, value: SSAValue) -> tuple[str, ...]:
@@ -132,7 +135,7 @@ class _Provenance:
         """Add the symbols operand ``value`` depends on to ``out``."""
         if isinstance(value.type, MemRefType):
             for name in self.extent_names(value):
-                out.setdefault(name, function_symbols(self.fn)[name])
+                out.setdefault(name, self.symbols[name])
             return
         sym = self.symbol_of(value)
         if sym is not None:
@@ -216,7 +219,7 @@ def outline(kernel: Kernel, where: _Provenance, name: str, calls: int
 
 def outline_function(fn: func.FuncOp, taken: set[str]) -> list[func.FuncOp]:
     """Outline the repeated kernels of ``fn``; returns the callees, in order."""
-    where = _Provenance(fn, {s.arg: s for s in function_symbols(fn).values()})
+    where = _Provenance(fn, function_symbols(fn))
     classes: dict[Hashable, list[Kernel]] = {}
     for op in fn.body.block.ops:
         if isinstance(op, loop.KernelOp | tile.KernelOp):
