@@ -49,6 +49,8 @@ MAX_ATTR = "llmopt.max"
 """Argument attribute: the largest value a symbol takes (required)."""
 MIN_ATTR = "llmopt.min"
 """Argument attribute: the smallest value a symbol takes (default 1)."""
+INPUT_ATTR = "llmopt.input"
+"""Argument attribute naming the user input an argument is bound to."""
 DYNAMIC_ATTR = "llmopt.dynamic"
 """Argument attribute of a tensor with ``?`` extents: the symbol each ``?`` equals, in order."""
 
@@ -186,7 +188,7 @@ def argument_name(func: Operation, k: int) -> str:
     SSA name, or ``#k``."""
     attrs = _arg_attrs(func)
     entries = attrs[k] if k < len(attrs) else {}
-    for key in ("llmopt.input", "llmopt.param", SYMBOL_ATTR):
+    for key in (INPUT_ATTR, "llmopt.param", SYMBOL_ATTR):
         value = entries.get(key)
         if isinstance(value, StringAttr):
             return f"'{value.data}'"
@@ -259,6 +261,9 @@ def verify_function(func: Operation) -> None:
     if not declared and any(has_dynamic(t) for t in [*inputs, *outputs]):
         raise SymbolError(func, f"the function has ? extents but declares no symbol (an index "
                           f"argument with {SYMBOL_ATTR} and {MAX_ATTR})")
+    from llmopt.dialects._updates import verify_updates
+
+    verify_updates(func)
 
 
 def verify_module(module: ModuleOp) -> None:
@@ -440,7 +445,8 @@ def bind_arguments(func: Operation, inputs: Sequence[object]) -> tuple[list[obje
 
 
 __all__ = [
-    "DYNAMIC", "DYNAMIC_ATTR", "MAX_ATTR", "MIN_ATTR", "SYMBOL_ATTR", "ArgumentShape", "BindError",
+    "DYNAMIC", "DYNAMIC_ATTR", "INPUT_ATTR", "MAX_ATTR", "MIN_ATTR", "SYMBOL_ATTR",
+    "ArgumentShape", "BindError",
     "Binder", "Symbol",
     "SymbolError", "argument_dynamic", "argument_name", "bind_arguments",
     "check_dynamic_operands", "dynamic_dims", "enclosing_function", "function_symbols",

@@ -597,6 +597,109 @@ class GatherOp(IRDLOperation):
         return op
 
 
+@irdl_op_definition
+class InsertOp(IRDLOperation):
+    """``result = dest`` with ``result[.., offset + c, ..] = src[.., c, ..]`` along
+    ``axis``: the slice ``offset : offset + src.shape[axis]`` of ``dest`` replaced by
+    ``src`` (MLIR's ``tensor.insert_slice`` along one axis). ``src`` has ``dest``'s extents
+    in every other dim; the result has ``dest``'s type. The offset is a property or one
+    ``index`` operand (a write at a runtime position, checked when the program runs)::
+
+        %c = prim.insert %k into %cache axis 0 at %pos
+               : (tensor<1x4x16xf32>, tensor<?x4x16xf32>) -> tensor<?x4x16xf32>
+
+    Kept apart from ``index_map``: a write of a few rows into a large tensor is what an
+    in-place cache update is, and ``prim-to-loop`` stores only those rows, into ``dest``'s
+    own buffer, when nothing else reads ``dest``.
+    """
+
+    name = "prim.insert"
+    src = operand_def(TensorType)
+    dest = operand_def(TensorType)
+    offsets = var_operand_def(IndexType)
+    result = result_def(TensorType)
+    axis = prop_def(IntegerAttr[I64])
+    offset = opt_prop_def(IntegerAttr[I64])
+    traits = traits_def(Pure())
+
+    def __init__(self, src: SSAValue, dest: SSAValue, axis: int, offset: int | SSAValue
+                 ) -> None:
+        props: dict[str, Attribute] = {"axis": IntegerAttr(axis, i64)}
+        operands: list[SSAValue] = []
+        if isinstance(offset, SSAValue):
+            operands.append(offset)
+        else:
+            props["offset"] = IntegerAttr(offset, i64)
+        super().__init__(operands=[src, dest, operands], result_types=[dest.type],
+                         properties=props)
+
+    @property
+    def insert_axis(self) -> int:
+        """The dim of ``dest`` the slice runs along."""
+        return self.axis.value.data
+
+    @property
+    def static_offset(self) -> int | None:
+        """The offset when it is a property (``None`` when it is an ``index`` operand)."""
+        return None if self.offset is None else self.offset.value.data
+
+    def verify_(self) -> None:
+        check_dynamic_operands(self)
+        src, dest = _shape(self.src), _shape(self.dest)
+        axis = self.insert_axis
+        if not 0 <= axis < len(dest):
+            raise VerifyException(f"axis {axis} out of range for the rank-{len(dest)} dest")
+        if len(src) != len(dest) or any(
+                a != b for k, (a, b) in enumerate(zip(src, dest, strict=True)) if k != axis):
+            raise VerifyException(f"src {shape_text(src)} must match dest {shape_text(dest)} "
+                                  f"in every dim but the axis {axis}")
+        if self.result.type != self.dest.type:
+            raise VerifyException("the result type must be the dest's")
+        if _tensor(self.src).element_type != _tensor(self.dest).element_type:
+            raise VerifyException("src and dest must share the element type")
+        if (self.offset is None) == (len(self.offsets) == 0):
+            raise VerifyException("the offset is either a property or one index operand")
+        offset = self.static_offset
+        if offset is not None and not (is_dynamic(dest[axis]) or is_dynamic(src[axis])) and (
+                not 0 <= offset <= dest[axis] - src[axis]):
+            raise VerifyException(f"offset {offset} puts src ({src[axis]} along axis {axis}) "
+                                  f"outside dest's extent {dest[axis]}")
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_ssa_value(self.src)
+        printer.print_string(" into ")
+        printer.print_ssa_value(self.dest)
+        printer.print_string(f" axis {self.insert_axis} at ")
+        if self.offsets:
+            printer.print_ssa_value(self.offsets[0])
+        else:
+            printer.print_string(str(self.static_offset))
+        printer.print_op_attributes(self.attributes)
+        _print_operand_types(printer, [self.src, self.dest], self.result.type)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> InsertOp:
+        pos = parser.pos
+        src = parser.parse_unresolved_operand()
+        parser.parse_keyword("into")
+        dest = parser.parse_unresolved_operand()
+        parser.parse_keyword("axis")
+        axis = parser.parse_integer(allow_boolean=False)
+        parser.parse_keyword("at")
+        props: dict[str, Attribute] = {"axis": IntegerAttr(axis, i64)}
+        offsets: list[SSAValue] = []
+        unresolved = parser.parse_optional_unresolved_operand()
+        if unresolved is None:
+            props["offset"] = IntegerAttr(parser.parse_integer(allow_boolean=False), i64)
+        attrs = parser.parse_optional_attr_dict()
+        operands, result = _parse_signature(parser, [src, dest], pos)
+        if unresolved is not None:
+            offsets = [parser.resolve_operand(unresolved, INDEX)]
+        return cls.create(operands=[*operands, *offsets], result_types=[result],
+                          properties=props, attributes=attrs)
+
+
 def gather_shape(table: Sequence[int], indices: Sequence[int], axis: int) -> tuple[int, ...]:
     """The shape of ``prim.gather``'s result; raises ``VerifyException`` for a bad axis."""
     if not 0 <= axis < len(table):
@@ -604,7 +707,8 @@ def gather_shape(table: Sequence[int], indices: Sequence[int], axis: int) -> tup
     return (*table[:axis], *indices, *table[axis + 1:])
 
 
-Prim = Dialect("prim", [ElementwiseOp, YieldOp, ReduceOp, IndexMapOp, CoordOp, GatherOp], [])
+Prim = Dialect("prim", [ElementwiseOp, YieldOp, ReduceOp, IndexMapOp, CoordOp, GatherOp,
+                        InsertOp], [])
 
 __all__ = ["Prim", "ElementwiseOp", "YieldOp", "ReduceOp", "IndexMapOp", "CoordOp", "GatherOp",
-           "REDUCE_KINDS", "gather_shape"]
+           "InsertOp", "REDUCE_KINDS", "gather_shape"]

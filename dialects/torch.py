@@ -1473,6 +1473,87 @@ class SliceOp(TorchOp):
             )
 
 
+def infer_slice_scatter(base: Shape, src: Shape, dim: int, start: int | None,
+                        end: int | None) -> Shape:
+    """``slice_scatter``: ``base`` with ``base[..., start:end, ...] = src`` along ``dim``
+    (the result has ``base``'s shape). ``src`` matches ``base`` in every other dim and has
+    extent ``end - start`` along ``dim`` when the bounds are properties (with ``index``
+    bounds the extent is checked when the program runs)."""
+    d = norm_dim(dim, len(base))
+    if len(src) != len(base):
+        raise VerifyException(f"slice_scatter source {shape_text(src)} must have the rank of "
+                              f"the base {shape_text(base)}")
+    for k, (b, s) in enumerate(zip(base, src, strict=True)):
+        if k != d and b != s:
+            raise VerifyException(f"slice_scatter source {shape_text(src)} differs from the "
+                                  f"base {shape_text(base)} in dim {k}, not only in dim {d}")
+    if (start is None) != (end is None):
+        raise VerifyException("slice_scatter bounds are both properties or both index operands")
+    if start is not None and end is not None:
+        if is_dynamic(base[d]):
+            raise VerifyException(f"slice_scatter along the ? extent of dim {d} takes its "
+                                  "bounds as index operands, not properties")
+        if not 0 <= start < end <= base[d]:
+            raise VerifyException(f"slice_scatter bounds must satisfy 0 <= start ({start}) < "
+                                  f"end ({end}) <= {base[d]}")
+        if not is_dynamic(src[d]) and src[d] != end - start:
+            raise VerifyException(f"slice_scatter source has extent {src[d]} in dim {d}, the "
+                                  f"bounds [{start}, {end}) hold {end - start}")
+    return tuple(base)
+
+
+@irdl_op_definition
+class SliceScatterOp(TorchOp):
+    """``base`` with the slice ``start:end`` along ``dim`` replaced by ``src`` (step 1):
+    PyTorch's ``slice_scatter``, and what ``torch.export`` makes of an in-place write into a
+    slice (``cache[-1] = k``, ``x[:, 2:4].copy_(y)``). The result has ``base``'s type.
+
+    The bounds are properties, or two ``index`` operands ``[start, end]`` (a write at a
+    runtime offset, checked when the program runs): ``torch.slice_scatter %cache, %k [%s,
+    %e] {dim = 0} : tensor<?x4x16xf32>, tensor<1x4x16xf32> -> tensor<?x4x16xf32>``. Lowered
+    in place when ``base`` has no other use (see ``prim.insert``)."""
+
+    name = "torch.slice_scatter"
+    input = operand_def(TensorType)
+    src = operand_def(TensorType)
+    sizes = var_operand_def(IndexType)
+    result = result_def(TensorType)
+    dim = prop_def(IntegerAttr[I64])
+    start = opt_prop_def(IntegerAttr[I64])
+    end = opt_prop_def(IntegerAttr[I64])
+    traits = traits_def(Pure())
+    FLOAT_OPERANDS: ClassVar[bool] = False
+    INDEX_OPERANDS: ClassVar[bool] = True
+    PROPS: ClassVar[PropSpec] = (("dim", "int"), ("start", "int"), ("end", "int"))
+    OPTIONAL_PROPS: ClassVar[frozenset[str]] = frozenset({"start", "end"})
+
+    def __init__(self, input: SSAValue, src: SSAValue, dim: int, start: int | SSAValue,
+                 end: int | SSAValue) -> None:
+        if isinstance(start, SSAValue) != isinstance(end, SSAValue):
+            raise TypeError("slice_scatter bounds are both ints or both index values")
+        if isinstance(start, SSAValue) and isinstance(end, SSAValue):
+            super().__init__(input, src, start, end, dim=dim)
+        else:
+            super().__init__(input, src, dim=dim, start=start, end=end)
+
+    @classmethod
+    def infer(cls, types: Sequence[TensorType], props: Props, result: TensorType | None
+              ) -> TensorType:
+        bounds = [props.get_int(n) if props.has(n) else None for n in ("start", "end")]
+        base, src = _shapes(types)
+        shape = infer_slice_scatter(base, src, props.get_int("dim"), bounds[0], bounds[1])
+        return _like(types, shape)
+
+    def verify_index_operands(self) -> None:
+        dynamic = not self.props.has("start")
+        if len(self.index_operands) != (2 if dynamic else 0):
+            raise VerifyException(
+                "slice_scatter takes its bounds either as properties or as two index operands "
+                f"[start, end], got {len(self.index_operands)} index operand(s)"
+                + ("" if dynamic else " beside the properties")
+            )
+
+
 @irdl_op_definition
 class CatOp(TorchOp):
     """Concatenate the inputs along ``dim``."""
@@ -1652,8 +1733,8 @@ _OPS: list[type[TorchOp]] = [
     EqOp, NeOp, LtOp, LeOp, GtOp, GeOp, LogicalAndOp, LogicalOrOp, LogicalNotOp, WhereOp,
     NegOp, ExpOp, RsqrtOp, SqrtOp, SiluOp, SigmoidOp, ReluOp, TanhOp, CosOp, SinOp, PowOp,
     SumOp, MeanOp, AmaxOp, SoftmaxOp, RmsNormOp,
-    TransposeOp, PermuteOp, ReshapeOp, UnsqueezeOp, ExpandOp, SliceOp, CatOp, EmbeddingOp,
-    ToOp, ConstantOp, ArangeOp,
+    TransposeOp, PermuteOp, ReshapeOp, UnsqueezeOp, ExpandOp, SliceOp, SliceScatterOp, CatOp,
+    EmbeddingOp, ToOp, ConstantOp, ArangeOp,
 ]  # fmt: skip
 
 Torch = Dialect("torch", list(_OPS), [])

@@ -73,7 +73,15 @@ from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.utils.exceptions import VerifyException
 
 from llmopt.dialects import torch as t
-from llmopt.dialects._symbols import DYNAMIC_ATTR, MAX_ATTR, MIN_ATTR, SYMBOL_ATTR, verify_module
+from llmopt.dialects._symbols import (
+    DYNAMIC_ATTR,
+    INPUT_ATTR,
+    MAX_ATTR,
+    MIN_ATTR,
+    SYMBOL_ATTR,
+    verify_module,
+)
+from llmopt.dialects._updates import UPDATES_ATTR
 
 if TYPE_CHECKING:
     import torch
@@ -81,8 +89,6 @@ if TYPE_CHECKING:
 
 PARAM_ATTR = "llmopt.param"
 """Argument attribute naming the ``state_dict`` key a weight argument is bound to."""
-INPUT_ATTR = "llmopt.input"
-"""Argument attribute naming the user input an argument is bound to."""
 
 
 class CaptureError(Exception):
@@ -94,9 +100,10 @@ class CapturedProgram:
     """A captured model: Torch IR plus what the runtime needs to call it.
 
     ``module`` holds one ``func.func`` whose arguments are ``param_names`` (weights, in
-    order) followed by ``input_names``; ``params`` maps each ``state_dict`` key to its tensor.
-    A model captured on the ``meta`` device has ``meta`` tensors there (names and shapes
-    only): :meth:`bind` supplies the data later.
+    order) followed by ``input_names``, and whose results are the ``output_count`` outputs
+    followed by the new values of ``updated_inputs``; ``params`` maps each ``state_dict``
+    key to its tensor. A model captured on the ``meta`` device has ``meta`` tensors there
+    (names and shapes only): :meth:`bind` supplies the data later.
     """
 
     module: ModuleOp
@@ -108,6 +115,10 @@ class CapturedProgram:
     symbols: dict[str, tuple[int, int]] = field(default_factory=dict[str, tuple[int, int]])
     """The symbolic extents, ``name -> (min, max)``: their ``index`` arguments follow the
     inputs, in this order, and :meth:`arguments` binds them from the inputs' shapes."""
+    updated_inputs: list[str] = field(default_factory=list[str])
+    """The inputs the captured function writes into (``cache[-1] = k``), in input order:
+    their new values are the last results, marked ``llmopt.updates`` (see
+    :mod:`llmopt.dialects._updates`), after the ``output_count`` outputs."""
 
     @property
     def func(self) -> FuncOp:
@@ -528,11 +539,15 @@ class _Translator:
                 params[target] = self._tensor_value(target)
             else:
                 raise CaptureError(f"unsupported graph input {node.name} ({spec.kind.name})")
+        updates: dict[str, str] = {}  # output node name -> the input it updates
         for spec in sig.output_specs:
-            if spec.kind != OutputKind.USER_OUTPUT:
+            if spec.kind == OutputKind.USER_INPUT_MUTATION and spec.target is not None:
+                updates[spec.arg.name] = spec.target
+            elif spec.kind != OutputKind.USER_OUTPUT:
                 raise CaptureError(
                     f"the model mutates its state ({spec.kind.name} of {spec.target}); "
-                    "only pure functions of the inputs can be captured"
+                    "only pure functions of the inputs (and writes into inputs) can be "
+                    "captured"
                 )
 
         arg_types: list[Attribute] = []
@@ -577,13 +592,20 @@ class _Translator:
                 self._translate(node)
             elif node.op == "output":
                 self.loc = None
+                updated: dict[str, SSAValue] = {}
                 for k, out in enumerate(_flatten(node.args[0])):
                     if out is None or not hasattr(out, "name") or out.name not in self.values:
                         raise CaptureError(f"output #{k} is not a tensor ({out!r})")
-                    results.append(self.values[out.name])
+                    if out.name in updates:
+                        updated[updates[out.name]] = self.values[out.name]
+                    else:
+                        results.append(self.values[out.name])
             elif node.op != "placeholder":
                 raise CaptureError(f"unsupported graph node {node.op} {node.target}")
 
+        user_outputs = len(results)
+        updated_names = [key for _, key in inputs if key in updated]
+        results += [updated[key] for key in updated_names]
         self.block.add_op(ReturnOp(*results))
         for op in reversed(list(self.block.ops)):  # drop unused parts of splits
             if isinstance(op, t.TorchOp) and not any(r.uses for r in op.results):
@@ -603,6 +625,10 @@ class _Translator:
             (arg_types, [r.type for r in results]),
             Region(self.block),
             arg_attrs=ArrayAttr(arg_attrs),
+            res_attrs=ArrayAttr(
+                [DictionaryAttr({}) for _ in range(user_outputs)]
+                + [DictionaryAttr({UPDATES_ATTR: StringAttr(key)}) for key in updated_names]
+            ) if updated_names else None,
         )
         module = ModuleOp([func])
         try:
@@ -615,7 +641,8 @@ class _Translator:
             params=params,
             param_names=[key for _, key in weights],
             input_names=[key for _, key in inputs],
-            output_count=len(results),
+            output_count=user_outputs,
+            updated_inputs=updated_names,
             name=self.name,
             symbols=dict(self.spec.bounds) if self.spec else {},
         )
@@ -1352,6 +1379,62 @@ def _split_parts(tr: _Translator, node: Node, a: dict[str, Any]) -> list[SSAValu
 for _name in ("aten.split.Tensor", "aten.split_with_sizes.default", "aten.chunk.default",
               "aten.unbind.int", "aten.unsafe_split.Tensor"):
     _MULTI_CONVERTERS[_name] = _split_parts
+
+
+@_converts("aten.copy.default")
+def _copy(tr: _Translator, node: Node, a: dict[str, Any]) -> SSAValue:
+    """``self.copy_(src)`` made functional: ``src`` broadcast to ``self``'s shape, in its
+    dtype (``self``'s values are not read)."""
+    src = tr.cast(tr.value(a["src"]), _out_element(node))
+    shape = _out_shape(node)
+    if list(_shape(src)) == shape and not _input_extents_differ(node, a["src"]):
+        return src
+    return tr.emit(t.ExpandOp(src, shape, tr.sizes(node.meta["val"].shape)))
+
+
+@_converts("aten.slice_scatter.default")
+def _slice_scatter(tr: _Translator, node: Node, a: dict[str, Any]) -> SSAValue:
+    base = tr.value(a["self"])
+    src = tr.cast(tr.value(a["src"]), _element(base))
+    dim = t.norm_dim(int(a.get("dim") or 0), _rank(base))
+    if int(a.get("step") or 1) != 1:
+        raise CaptureError("slice_scatter with a step other than 1 is not supported"
+                           + (f" at {tr.loc}" if tr.loc else ""))
+    extent = _example(a["self"]).shape[dim]
+    start, end = _example(a.get("start")), _example(a.get("end"))
+    if any(_is_symbolic(v) for v in (extent, start, end)):
+        import sympy
+        import torch
+
+        def expr(b: Any) -> Any:
+            return b.node.expr if isinstance(b, torch.SymInt) else b
+
+        size = expr(extent)
+        lo = sympy.Integer(0) if start is None else expr(start)
+        hi = size if end is None or (isinstance(end, int) and end >= 2**62) else expr(end)
+        lo, hi = (size + b if isinstance(b, int) and b < 0 else b for b in (lo, hi))
+        return tr.emit(t.SliceScatterOp(base, src, dim, tr.index(lo), tr.index(hi)))
+    lo, hi = _clamp_slice(_shape(base)[dim], start, end)
+    return tr.emit(t.SliceScatterOp(base, src, dim, lo, hi))
+
+
+@_converts("aten.select_scatter.default")
+def _select_scatter(tr: _Translator, node: Node, a: dict[str, Any]) -> SSAValue:
+    """``select_scatter(base, src, dim, i)``: ``src`` with the dim put back, written over
+    ``i : i + 1``."""
+    base = tr.value(a["self"])
+    dim = t.norm_dim(int(a["dim"]), _rank(base))
+    src = tr.emit(t.UnsqueezeOp(tr.cast(tr.value(a["src"]), _element(base)), dim))
+    extent, index = _example(a["self"]).shape[dim], _example(a["index"])
+    if _is_symbolic(extent) or _is_symbolic(index):
+        import torch
+
+        expr = index.node.expr if isinstance(index, torch.SymInt) else index
+        if isinstance(expr, int) and expr < 0:
+            expr = extent.node.expr + expr
+        return tr.emit(t.SliceScatterOp(base, src, dim, tr.index(expr), tr.index(expr + 1)))
+    index = int(index) + (_shape(base)[dim] if int(index) < 0 else 0)
+    return tr.emit(t.SliceScatterOp(base, src, dim, index, index + 1))
 
 
 @_converts("aten.cat.default", "aten.concat.default")

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import numpy as np
-from xdsl.dialects.builtin import MemRefType, ModuleOp, TensorType
+from xdsl.dialects.builtin import MemRefType, ModuleOp, StringAttr, TensorType
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 
 from llmopt.dialects._symbols import (
@@ -31,6 +31,7 @@ from llmopt.dialects._symbols import (
     is_symbolic,
     shape_of_type,
 )
+from llmopt.dialects._updates import written_arguments
 from llmopt.interp._core import (
     InterpretError,
     UnsupportedOpError,
@@ -130,8 +131,14 @@ class HostInterpreter:
         return None
 
 
+def _visibility(op: Operation) -> str | None:
+    visibility = op.properties.get("sym_visibility")
+    return visibility.data if isinstance(visibility, StringAttr) else None
+
+
 def find_function(module: ModuleOp, func_name: str | None = None) -> Operation:
-    """``func_name``, else ``@forward``, else the module's only ``func.func`` with a body."""
+    """``func_name``, else ``@forward``, else the module's only ``func.func`` with a body,
+    else its only public one."""
     funcs = {
         op.properties["sym_name"].data: op  # type: ignore[attr-defined]
         for op in module.ops
@@ -146,6 +153,9 @@ def find_function(module: ModuleOp, func_name: str | None = None) -> Operation:
         return funcs["forward"]
     if len(funcs) == 1:
         return next(iter(funcs.values()))
+    public = [f for f in funcs.values() if _visibility(f) != "private"]
+    if len(public) == 1:  # the entry beside its private helpers (outlined kernels)
+        return public[0]
     raise InterpretError(f"name the function to run: the module has {sorted(funcs)}")
 
 
@@ -175,6 +185,8 @@ def run(module: ModuleOp, inputs: Sequence[np.ndarray], func_name: str | None = 
     are copied into the arguments' dtypes (the caller's arrays are never modified), and each
     op is interpreted by its level's interpreter: whole-array numpy at Torch and Tensor IR,
     vectorised loop nests at Loop IR, SIMT-vectorised threads at Tile and Kernel IR.
+    Arguments marked ``llmopt.written`` (buffers the program updates in place, see
+    :mod:`llmopt.dialects._updates`) follow the results, with their final contents.
     ``check_races=False`` skips the data-race checks of kernel launches (they cost a few
     numpy operations per shared or written global access).
     """
@@ -191,6 +203,7 @@ def run(module: ModuleOp, inputs: Sequence[np.ndarray], func_name: str | None = 
                              f"{len(inputs)} given")
     args = [argument_value(t, v, k) for k, (t, v) in enumerate(zip(types, inputs, strict=True))]
     results = HostInterpreter(module, check_races).call(fn, args)
+    results = [*results, *(args[k] for k in written_arguments(fn))]
     return [np.array(r, copy=True) if isinstance(r, np.ndarray) else np.asarray(r)
             for r in results]
 

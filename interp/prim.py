@@ -7,7 +7,8 @@
   (``np.indices``; ``floordiv`` floors, ``mod`` is non-negative) and gathers; the concat form
   fills each input's segment of the concat axis through that input's map (maps take the
   result coordinates);
-* ``prim.gather`` is ``numpy.take`` along its axis, bounds-checked.
+* ``prim.gather`` is ``numpy.take`` along its axis, bounds-checked;
+* ``prim.insert`` copies ``dest`` and writes ``src`` over the slice at its offset.
 
 Symbolic extents take their runtime values: an ``elementwise`` op's shape is its inputs'
 (which must agree) or, for a fill, its type with the ``sizes`` operands in the ``?`` dims; an
@@ -106,6 +107,23 @@ def _gather_op(interp: HostInterpreter, op: Operation, args: list[Value]) -> lis
         raise error(OutOfBoundsError, op, f"index {first} is out of bounds for dim {axis} of "
                     f"the table, whose extent is {extent}")
     return [np.take(table, indices.astype(np.int64), axis=axis)]
+
+
+@host_impl("prim.insert")
+def _insert(interp: HostInterpreter, op: Operation, args: list[Value]) -> list[Value]:
+    """A copy of ``dest`` with ``src`` written at the offset along the axis, bounds-checked."""
+    src, dest = args[0], args[1]
+    axis = op.properties["axis"].value.data  # type: ignore[attr-defined]
+    offset = (int(args[2]) if len(args) > 2
+              else op.properties["offset"].value.data)  # type: ignore[attr-defined]
+    if not 0 <= offset <= dest.shape[axis] - src.shape[axis]:
+        raise error(OutOfBoundsError, op, f"offset {offset} puts the {src.shape[axis]} rows of "
+                    f"src outside dest's extent {dest.shape[axis]} along axis {axis}")
+    out = np.array(dest, copy=True)
+    index = [slice(None)] * dest.ndim
+    index[axis] = slice(offset, offset + src.shape[axis])
+    out[tuple(index)] = src
+    return [out]
 
 
 @host_impl("prim.index_map")

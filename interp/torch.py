@@ -297,6 +297,27 @@ def _slice(op: Operation, args: list[np.ndarray]) -> np.ndarray:
     return x[tuple(index)]
 
 
+@torch_impl("torch.slice_scatter")
+def _slice_scatter(op: Operation, args: list[np.ndarray]) -> np.ndarray:
+    """A copy of the base with ``src`` written over ``start:end`` along ``dim`` (bounds from
+    the properties or the index operands, checked against both extents)."""
+    base, src = args[0], args[1]
+    dim = _int(op, "dim") % base.ndim
+    if "start" in op.properties:
+        start, end = _int(op, "start"), _int(op, "end")
+    else:
+        start, end = int(args[2]), int(args[3])
+    if not 0 <= start < end <= base.shape[dim] or end - start != src.shape[dim]:
+        raise error(InterpretError, op, f"slice_scatter bounds [{start}, {end}) must satisfy "
+                    f"0 <= start < end <= {base.shape[dim]} and hold the source's "
+                    f"{src.shape[dim]} along dim {dim}")
+    out = np.array(base, copy=True)
+    index = [slice(None)] * base.ndim
+    index[dim] = slice(start, end)
+    out[tuple(index)] = src
+    return out
+
+
 @torch_impl("torch.cat")
 def _cat(op: Operation, args: list[np.ndarray]) -> np.ndarray:
     """Concatenate along a dim."""

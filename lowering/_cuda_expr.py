@@ -37,7 +37,7 @@ from llmopt.lowering._cuda_names import MATH_FUNCTIONS
 from llmopt.lowering._cuda_ops import HANDLERS
 from llmopt.lowering._cuda_types import F32, I1, INDEX, bit_width
 from llmopt.lowering._cuda_values import Kind
-from llmopt.lowering._symbolic_layout import symbolic_strides
+from llmopt.lowering._symbolic_layout import needs_length, symbolic_strides
 from llmopt.passes._rewrite import fail, is_half
 
 __all__ = ["ExprBuilder"]
@@ -196,13 +196,16 @@ class ExprBuilder:
                           indices: Sequence[SSAValue], op: Operation) -> SSAValue:
         """``p[offset]`` for a buffer with ``?`` extents: row-major, each ``?`` the length
         (:mod:`~llmopt.lowering._symbolic_layout`)."""
-        if self.length_var is None or buffer not in self.var:
+        if buffer not in self.var or (self.length_var is None and needs_length(typ)):
             raise fail(op, f"buffer of type {typ} has ? extents but the kernel has no "
                            "length parameter")
         base = self.add(cuda.VarOp(self.var[buffer], self.var_type[buffer])).results[0]
         total: SSAValue | None = None
         offset = 0
-        for index, (constant, power) in zip(indices, symbolic_strides(typ), strict=True):
+        for index, extent, (constant, power) in zip(indices, typ.get_shape(),
+                                                    symbolic_strides(typ), strict=True):
+            if extent == 1:  # the index of a dim of extent 1 is 0
+                continue
             if self.kind.get(index) is Kind.LITERAL:
                 assert isinstance(index.owner, arith.ConstantOp)
                 value = index.owner.value

@@ -84,6 +84,8 @@ def extent_of(value: SSAValue, dim: int) -> Extent:
             return sizes[k]
     elif name == "prim.reduce":
         return extent_of(op.operands[0], dim)
+    elif name in ("prim.insert", "torch.slice_scatter"):  # the dest's (the base's) extents
+        return extent_of(op.operands[1] if name == "prim.insert" else op.operands[0], dim)
     elif name == "prim.gather":
         table, indices = op.operands
         axis = op.properties["axis"].value.data  # type: ignore[attr-defined]

@@ -33,7 +33,7 @@ from llmopt.dialects._symbols import (
     is_dynamic,
 )
 
-__all__ = ["length_parameters", "symbolic_strides"]
+__all__ = ["length_parameters", "needs_length", "symbolic_strides"]
 
 
 def symbolic_strides(typ: MemRefType) -> list[tuple[int, int]]:
@@ -48,6 +48,16 @@ def symbolic_strides(typ: MemRefType) -> list[tuple[int, int]]:
         else:
             constant *= int(extent)
     return strides[::-1]
+
+
+def needs_length(typ: object) -> bool:
+    """Whether a stride of ``typ`` that is ever used spans a ``?`` extent: a buffer whose
+    ``?`` extents come before every dim but ones of extent 1 (whose index is always 0) has
+    static strides where it is indexed (a cache of rows at its length, ``memref<?x4x16xf32>``;
+    ``memref<1x?x16xf32>``), and a kernel reading it needs no length parameter for it."""
+    return (isinstance(typ, MemRefType) and has_dynamic(typ)
+            and any(power and extent != 1 for extent, (_, power)
+                    in zip(typ.get_shape(), symbolic_strides(typ), strict=True)))
 
 
 def _host_extents(value: SSAValue) -> list[SSAValue] | None:
@@ -73,7 +83,8 @@ def _fail(op: Operation, message: str) -> PassFailedException:
 
 
 def length_parameters(module: ModuleOp) -> dict[str, int]:
-    """For each kernel with ``?`` buffer parameters, the position of its length parameter.
+    """For each kernel with ``?`` buffer parameters whose strides span a ``?`` extent
+    (:func:`needs_length`), the position of its length parameter.
 
     Raises when such a kernel has not exactly one ``index`` parameter, or when a launch
     passes a buffer whose ``?`` extent is not the value it passes as the length.
@@ -83,7 +94,7 @@ def length_parameters(module: ModuleOp) -> dict[str, int]:
         if not isinstance(op, kernel.FuncOp):
             continue
         args = op.body.block.args
-        if not any(has_dynamic(a.type) for a in args):
+        if not any(needs_length(a.type) for a in args):
             continue
         lengths = [k for k, a in enumerate(args) if isinstance(a.type, IndexType)]
         if len(lengths) != 1:
@@ -99,7 +110,7 @@ def length_parameters(module: ModuleOp) -> dict[str, int]:
             continue
         length = launch.args[found[name]]
         for k, arg in enumerate(launch.args):
-            if not has_dynamic(arg.type):
+            if not needs_length(arg.type):
                 continue
             extents = _host_extents(arg)
             if extents is None or any(e != length for e in extents):

@@ -40,10 +40,13 @@ from dataclasses import dataclass
 from xdsl.context import Context
 from xdsl.dialects import arith, func, memref
 from xdsl.dialects.builtin import (
+    ArrayAttr,
+    DictionaryAttr,
     IndexType,
     MemRefType,
     ModuleOp,
     TensorType,
+    UnitAttr,
     UnrealizedConversionCastOp,
 )
 from xdsl.ir import Attribute, Block, Operation, SSAValue
@@ -66,6 +69,8 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.transforms.reconcile_unrealized_casts import reconcile_unrealized_casts
 
 from llmopt.dialects import loop, prim
+from llmopt.dialects._symbols import Symbol, argument_dynamic, argument_name, function_symbols
+from llmopt.dialects._updates import WRITTEN_ATTR, updated_results
 from llmopt.lowering._extents import (
     Extent,
     ExtentError,
@@ -352,6 +357,61 @@ class IndexMapToLoop(RewritePattern):
         inner.add_op(loop.StoreOp(value, out, _identity(len(shape)), ivs))
 
 
+@dataclass
+class InsertToLoop(RewritePattern):
+    """``prim.insert`` → a free nest over ``src`` that loads it and stores it into the
+    dest's buffer at the offset (an ``index`` kernel argument when it is one). When
+    ``dest`` has no other use the buffer is ``dest``'s own (the update is in place: a
+    one-row write into a cache costs one row); otherwise a copy kernel first copies ``dest``
+    into a new buffer."""
+
+    names: _Names
+    extents: Extents
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: prim.InsertOp, rewriter: PatternRewriter) -> None:
+        src_shape, dest_shape = self.extents.inputs[op]
+        in_place = sum(1 for _ in op.dest.uses) == 1
+        dest = _as_buffer(rewriter, op.dest)
+        if not in_place:
+            dest = _copy_buffer(rewriter, self.names("copy"), dest, dest_shape)
+        kernel = loop.KernelOp(self.names("insert"), [_as_buffer(rewriter, op.src), dest])
+        rewriter.insert(kernel)
+        back = UnrealizedConversionCastOp.get([dest], [op.result.type])
+        rewriter.insert(back)
+        rewriter.replace(op, [], [back.results[0]])
+        src, out = kernel.body.block.args
+        inner, ivs = free_nest(kernel.body.block, in_kernel(kernel, src_shape))
+        rank, axis = len(src_shape), op.insert_axis
+        exprs: list[AffineExpr] = [AffineDimExpr(d) for d in range(rank)]
+        operands = list(ivs)
+        if op.static_offset is not None:
+            exprs[axis] = exprs[axis] + op.static_offset
+        else:
+            exprs[axis] = exprs[axis] + AffineDimExpr(rank)
+            operands.append(kernel.bind(op.offsets[0]))
+        load = loop.LoadOp(src, _identity(rank), ivs)
+        inner.add_ops([load, loop.StoreOp(load.result, out,
+                                          AffineMap(len(operands), 0, tuple(exprs)), operands)])
+
+
+def _copy_buffer(rewriter: PatternRewriter, name: str, source: SSAValue,
+                 extents: Sequence[LoopExtent]) -> SSAValue:
+    """Insert an ``alloc`` like ``source`` and a kernel copying ``source`` into it."""
+    typ = source.type
+    assert isinstance(typ, MemRefType)
+    sizes = dynamic_values([e.value if isinstance(e, Runtime) else e for e in extents])
+    alloc = memref.AllocOp.get(typ.element_type, shape=typ.get_shape(), dynamic_sizes=sizes)
+    kernel = loop.KernelOp(name, [source, alloc.memref])
+    rewriter.insert(alloc)
+    rewriter.insert(kernel)
+    src, out = kernel.body.block.args
+    inner, ivs = free_nest(kernel.body.block, in_kernel(kernel, extents))
+    load = loop.LoadOp(src, _identity(len(extents)), ivs)
+    inner.add_ops([load, loop.StoreOp(load.result, out, _identity(len(extents)), ivs)])
+    return alloc.memref
+
+
 def _symbols_as_dims(amap: AffineMap) -> AffineMap:
     """``(d0, d1)[s0] -> (d0 + s0, d1)`` as ``(d0, d1, d2) -> (d0 + d2, d1)``."""
     if not amap.num_symbols:
@@ -412,6 +472,77 @@ def convert_signature(fn: func.FuncOp) -> None:
     )
 
 
+def store_updates(fn: func.FuncOp) -> None:
+    """Results marked ``llmopt.updates`` (see :mod:`llmopt.dialects._updates`) become writes
+    into their argument's buffer: nothing to do when the value already lives there (an
+    in-place ``prim.insert``); the argument's buffer itself when the value is a fresh
+    allocation of its shape and nothing else reads the argument (a cache written whole);
+    else a copy kernel before the return. The result is dropped and the argument marked
+    ``llmopt.written``."""
+    ties = updated_results(fn)
+    if not ties:
+        return
+    block = fn.body.block
+    ret = block.last_op
+    assert isinstance(ret, func.ReturnOp)
+    symbols = function_symbols(fn)
+    for r, k in ties:
+        arg, value = block.args[k], ret.operands[r]
+        if value is arg:
+            continue
+        extents = _argument_extents(fn, k, symbols)
+        alloc = value.owner
+        if (isinstance(alloc, memref.AllocOp) and alloc.parent_block() is block
+                and not arg.uses and alloc.memref.type == arg.type
+                and list(alloc.dynamic_sizes) == dynamic_values(
+                    [e.value if isinstance(e, Runtime) else e for e in extents])):
+            alloc.memref.replace_all_uses_with(arg)
+            block.erase_op(alloc)
+            continue
+        kernel = loop.KernelOp(f"store_{argument_label(fn, k)}", [value, arg])
+        block.insert_op_before(kernel, ret)
+        src, out = kernel.body.block.args
+        inner, ivs = free_nest(kernel.body.block, in_kernel(kernel, extents))
+        load = loop.LoadOp(src, _identity(len(extents)), ivs)
+        inner.add_ops([load, loop.StoreOp(load.result, out, _identity(len(extents)), ivs)])
+    drop = {r for r, _ in ties}
+    ret.operands = [v for j, v in enumerate(ret.operands) if j not in drop]
+    outputs = [t for j, t in enumerate(fn.function_type.outputs.data) if j not in drop]
+    fn.function_type = func.FunctionType.from_lists(list(fn.function_type.inputs.data), outputs)
+    if fn.res_attrs is not None:
+        kept = [a for j, a in enumerate(fn.res_attrs.data) if j not in drop]
+        fn.res_attrs = ArrayAttr(kept) if any(a.data for a in kept) else None
+    assert fn.arg_attrs is not None
+    attrs = list(fn.arg_attrs.data)
+    for _, k in ties:
+        attrs[k] = DictionaryAttr({**attrs[k].data, WRITTEN_ATTR: UnitAttr()})
+    fn.arg_attrs = ArrayAttr(attrs)
+
+
+def _argument_extents(fn: func.FuncOp, k: int, symbols: dict[str, Symbol]
+                      ) -> list[LoopExtent]:
+    """The loop extents of argument ``k``'s buffer: its static extents, and for each ``?``
+    the symbol argument ``llmopt.dynamic`` binds it to."""
+    typ = fn.body.block.args[k].type
+    assert isinstance(typ, MemRefType)
+    names = iter(argument_dynamic(fn, k) or ())
+    out: list[LoopExtent] = []
+    for e in typ.get_shape():
+        if e >= 0:
+            out.append(int(e))
+        else:
+            symbol = symbols[next(names)]
+            out.append(Runtime(fn.body.block.args[symbol.arg], symbol.max))
+    return out
+
+
+def argument_label(fn: func.FuncOp, k: int) -> str:
+    """A kernel-name-safe label for argument ``k`` (its input name, else ``arg<k>``)."""
+    name = argument_name(fn, k).strip("'%#")
+    label = "".join(c if c.isalnum() or c == "_" else "_" for c in name)
+    return label if label and not label[0].isdigit() else f"arg{k}"
+
+
 @dataclass(frozen=True)
 class PrimToLoop(ModulePass):
     """Lower Tensor IR to Loop IR: one unfused ``loop.kernel`` per ``prim`` op."""
@@ -424,7 +555,8 @@ class PrimToLoop(ModulePass):
         PatternRewriteWalker(
             GreedyRewritePatternApplier(
                 [ElementwiseToLoop(names, extents), ReduceToLoop(names, extents),
-                 IndexMapToLoop(names, extents), GatherToLoop(names, extents)]
+                 IndexMapToLoop(names, extents), GatherToLoop(names, extents),
+                 InsertToLoop(names, extents)]
             ),
             apply_recursively=False,
         ).rewrite_module(op)
@@ -432,3 +564,6 @@ class PrimToLoop(ModulePass):
             if isinstance(fn, func.FuncOp) and not fn.is_declaration:
                 convert_signature(fn)
         reconcile_unrealized_casts(op)
+        for fn in list(op.walk()):
+            if isinstance(fn, func.FuncOp) and not fn.is_declaration:
+                store_updates(fn)

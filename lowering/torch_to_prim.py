@@ -94,7 +94,15 @@ from xdsl.utils.exceptions import PassFailedException
 
 from llmopt.dialects import torch as t
 from llmopt.dialects._symbols import has_dynamic, is_dynamic
-from llmopt.dialects.prim import CoordOp, ElementwiseOp, GatherOp, IndexMapOp, ReduceOp, YieldOp
+from llmopt.dialects.prim import (
+    CoordOp,
+    ElementwiseOp,
+    GatherOp,
+    IndexMapOp,
+    InsertOp,
+    ReduceOp,
+    YieldOp,
+)
 from llmopt.lowering._extents import (
     Extent,
     ExtentError,
@@ -558,6 +566,8 @@ def _derived_extents(op: t.TorchOp) -> Shape | None:
     if isinstance(op, t.SliceOp) and op.props.has("start"):
         d = t.norm_dim(op.props.get_int("dim"), len(static))
         return tuple(static[k] if k == d else e for k, e in enumerate(operands[0]))
+    if isinstance(op, t.SliceScatterOp):
+        return operands[0]
     if isinstance(op, t.CatOp):
         d = t.norm_dim(op.props.get_int("dim"), len(static))
         if all(isinstance(s[d], int) for s in operands):
@@ -1188,6 +1198,19 @@ class LowerCat(RewritePattern):
         _finish(rewriter, op, em, em.append(new))
 
 
+class LowerSliceScatter(RewritePattern):
+    """``torch.slice_scatter`` → ``prim.insert %src into %base axis D at start`` (the start
+    an ``index`` operand when the bounds are; the extent is the source's)."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: t.SliceScatterOp, rewriter: PatternRewriter) -> None:
+        dim = t.norm_dim(op.props.get_int("dim"), len(_shape(op.input)))
+        start: int | SSAValue = (op.props.get_int("start") if op.props.has("start")
+                                 else op.index_operands[0])
+        new = InsertOp(op.src, op.input, dim, start)
+        rewriter.replace(op, [new], [new.result])
+
+
 def _add(em: Emitter, a: Extent, b: Extent) -> Extent:
     """``a + b``: an int when both are, else an ``index`` value (constants materialised)."""
     if isinstance(a, int) and isinstance(b, int):
@@ -1205,7 +1228,7 @@ PATTERNS: tuple[type[RewritePattern], ...] = (
     LowerReduction, LowerSoftmax, LowerRmsNorm,
     LowerMatmul, LowerBmm, LowerLinear, LowerSdpa,
     LowerTranspose, LowerPermute, LowerReshape, LowerUnsqueeze, LowerExpand, LowerSlice, LowerCat,
-    LowerEmbedding,
+    LowerSliceScatter, LowerEmbedding,
 )  # fmt: skip
 """The patterns of ``torch-to-prim``, one per torch op (families share one)."""
 

@@ -1,0 +1,235 @@
+"""Greedy text generation with a KV cache: :class:`Generator` and :func:`generate`.
+
+A :class:`Generator` captures a causal LM's two cached steps once (see
+:mod:`llmopt.frontend.decode`): ``prefill`` for the prompt, symbolic in its length, and
+``decode`` for one token, symbolic in the cache length. Both are lowered by the same
+pipeline; every later prompt and every step runs those two programs::
+
+    gen = llmopt.Generator(model, max_ctx=2048)          # on a GPU: CUDA kernels
+    out = gen.generate(prompt_ids, new_tokens=128)
+    print(out.tokens, f"{out.tok_s:.0f} tok/s")
+
+On a GPU the programs are compiled with NVRTC and run by
+:class:`~llmopt.codegen.executor.CompiledProgram`; the caches are one buffer per layer and
+kind, allocated for ``max_ctx`` positions, and each step passes their first ``ctx`` rows,
+which the decode program updates in place. The next token is the argmax of the logits,
+taken on the GPU, and the token ids stay there until the end. Without a GPU
+(``device="cpu"``) the programs are lowered to Kernel IR and run by the CPU interpreter:
+slow, but the same IR, so the tokens can be checked anywhere.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
+    from transformers import PreTrainedModel
+
+__all__ = ["Generation", "GenerationError", "Generator", "generate"]
+
+
+class GenerationError(ValueError):
+    """A prompt or a number of tokens the generator cannot serve (empty, too long)."""
+
+
+@dataclass
+class Generation:
+    """What :meth:`Generator.generate` produced: the new tokens and how long they took."""
+
+    tokens: list[int]
+    """The generated token ids (the prompt not included)."""
+    prefill_seconds: float
+    """The prompt's step, to the first new token."""
+    decode_seconds: float
+    """All decode steps together (the tokens after the first)."""
+    compile_seconds: float = 0.0
+    """Capture, lowering and compilation of both programs (0 when they were reused)."""
+    timings: dict[str, float] = field(default_factory=dict[str, float])
+
+    @property
+    def ms_per_token(self) -> float:
+        """Milliseconds per decode step (``nan`` without one)."""
+        steps = len(self.tokens) - 1
+        return self.decode_seconds * 1e3 / steps if steps > 0 else float("nan")
+
+    @property
+    def tok_s(self) -> float:
+        """Decode tokens per second (``nan`` without a decode step)."""
+        steps = len(self.tokens) - 1
+        return steps / self.decode_seconds if steps > 0 and self.decode_seconds else float("nan")
+
+
+def _default_device() -> str:
+    try:
+        import torch
+    except ImportError:
+        return "cpu"
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+class Generator:
+    """Greedy generation for a Hugging Face causal LM (Llama, Qwen2) through llmopt.
+
+    Args:
+        model: the model (its weights are bound by ``state_dict`` name).
+        max_ctx: the longest context (prompt plus new tokens) served; the caches hold that
+            many positions.
+        device: ``"cuda"`` (compile and run the CUDA kernels) or ``"cpu"`` (the Kernel-IR
+            interpreter); by default the GPU when there is one.
+        pipeline: the pass pipeline both programs are lowered by.
+    """
+
+    def __init__(self, model: PreTrainedModel, *, max_ctx: int, device: str | None = None,
+                 pipeline: str = "lower-to-cuda") -> None:
+        from llmopt.frontend.decode import capture_decode, capture_prefill
+
+        self.model = model
+        self.max_ctx = int(max_ctx)
+        self.device = device or _default_device()
+        if self.device not in ("cuda", "cpu"):
+            raise GenerationError(f"device must be 'cuda' or 'cpu', got {self.device!r}")
+        began = time.perf_counter()
+        self.prefill = capture_prefill(model, self.max_ctx)
+        self.decode = capture_decode(model, self.max_ctx)
+        captured = time.perf_counter()
+        self.timings = {"capture": captured - began}
+        if self.device == "cuda":
+            self._programs = self._compile(pipeline)
+        else:
+            self._programs = self._lower_for_cpu(pipeline)
+        self.timings["lower+compile"] = time.perf_counter() - captured
+        self.compile_seconds = time.perf_counter() - began
+        self._compiled_once = False
+
+    # --- building -------------------------------------------------------------------------
+
+    def _compile(self, pipeline: str) -> tuple[Any, Any]:
+        import torch
+
+        import llmopt
+        from llmopt import registry
+        from llmopt.codegen.executor import CompiledProgram
+        from llmopt.target import current_target
+
+        arch = current_target(torch.cuda.current_device()).arch
+        weights = {**dict(self.model.named_buffers(remove_duplicate=False)),
+                   **dict(self.model.named_parameters(remove_duplicate=False))}
+        programs = []
+        for captured in (self.prefill, self.decode):
+            module = llmopt.lower(captured.module, registry.with_arch(pipeline, arch))
+            params = {n: weights[n].detach().to("cuda") for n in captured.param_names}
+            programs.append(CompiledProgram(module, params=params, arch=arch))
+        return programs[0], programs[1]
+
+    def _lower_for_cpu(self, pipeline: str) -> tuple[Any, Any]:
+        import llmopt
+        from llmopt.tools.llmopt_cli import split_pipeline
+
+        to_kernel, _ = split_pipeline(pipeline, "kernel")
+        for captured in (self.prefill, self.decode):
+            llmopt.lower(captured.module, ",".join(to_kernel))
+        return self.prefill.module, self.decode.module
+
+    # --- running --------------------------------------------------------------------------
+
+    def _check(self, prompt: Sequence[int], new_tokens: int) -> None:
+        if len(prompt) < 1:
+            raise GenerationError("the prompt is empty: give at least one token id")
+        if new_tokens < 1:
+            raise GenerationError(f"new_tokens must be at least 1, got {new_tokens}")
+        total = len(prompt) + new_tokens - 1  # the last token is never fed back
+        if total > self.max_ctx:
+            raise GenerationError(f"a prompt of {len(prompt)} tokens and {new_tokens} new "
+                                  f"tokens need a context of {total}, above max_ctx "
+                                  f"{self.max_ctx}")
+        vocab = self.model.config.vocab_size
+        bad = [t for t in prompt if not 0 <= int(t) < vocab]
+        if bad:
+            raise GenerationError(f"token id {bad[0]} is outside the vocabulary [0, {vocab})")
+
+    def generate(self, prompt: Sequence[int] | torch.Tensor, new_tokens: int) -> Generation:
+        """Greedily generate ``new_tokens`` tokens after ``prompt`` (token ids)."""
+        ids = [int(t) for t in (prompt.reshape(-1).tolist() if hasattr(prompt, "reshape")
+                                else prompt)]
+        self._check(ids, new_tokens)
+        run = self._run_cuda if self.device == "cuda" else self._run_cpu
+        out = run(ids, new_tokens)
+        if not self._compiled_once:
+            out.compile_seconds = self.compile_seconds
+            out.timings = dict(self.timings)
+            self._compiled_once = True
+        return out
+
+    def _run_cuda(self, prompt: list[int], new_tokens: int) -> Generation:
+        import torch
+
+        from llmopt.frontend.decode import cache_names, cache_shape
+
+        prefill, decode = self._programs
+        dtype = next(self.model.parameters()).dtype
+        caches = [torch.empty(cache_shape(self.model, self.max_ctx), dtype=dtype, device="cuda")
+                  for _ in cache_names(len(self.prefill.updated_inputs) // 2)]
+        n = len(prompt)
+        tokens = torch.empty((new_tokens, 1), dtype=torch.long, device="cuda")
+        ids = torch.tensor([prompt], dtype=torch.long, device="cuda")
+        torch.cuda.synchronize()
+        began = time.perf_counter()
+        (logits,) = prefill(ids, *(c[:n] for c in caches))
+        tokens[0] = logits.argmax(-1)
+        torch.cuda.synchronize()
+        prefilled = time.perf_counter()
+        for step in range(1, new_tokens):
+            ctx = n + step
+            (logits,) = decode(tokens[step - 1:step], *(c[:ctx] for c in caches))
+            tokens[step] = logits.argmax(-1)
+            decode.check = False  # the first call checked every argument
+        torch.cuda.synchronize()
+        done = time.perf_counter()
+        return Generation(tokens.view(-1).tolist(), prefilled - began, done - prefilled)
+
+    def _run_cpu(self, prompt: list[int], new_tokens: int) -> Generation:
+        import numpy as np
+
+        from llmopt.frontend.decode import cache_shape
+
+        caches = [np.zeros(cache_shape(self.model, self.max_ctx), np.float32)
+                  for _ in self.prefill.updated_inputs]
+        began = time.perf_counter()
+        out = [self._interpret(0, prompt, caches, len(prompt))]
+        prefilled = time.perf_counter()
+        while len(out) < new_tokens:
+            out.append(self._interpret(1, [out[-1]], caches, len(prompt) + len(out)))
+        done = time.perf_counter()
+        return Generation(out, prefilled - began, done - prefilled)
+
+    def _interpret(self, which: int, ids: list[int], caches: list[Any], ctx: int) -> int:
+        """Run program ``which`` (0 prefill, 1 decode) on ``ids`` and the first ``ctx`` rows
+        of ``caches`` (updated from the written results); the next token."""
+        import numpy as np
+        import torch
+
+        import llmopt.interp
+        from llmopt.tools.llmopt_cli import interpreter_arrays
+
+        captured = (self.prefill, self.decode)[which]
+        inputs = [torch.tensor([ids], dtype=torch.long),
+                  *(torch.from_numpy(c[:ctx]) for c in caches)]
+        args = interpreter_arrays(captured.arguments(*inputs))
+        results = llmopt.interp.run(self._programs[which], args, check_races=False)
+        for cache, new in zip(caches, results[1:], strict=True):
+            cache[:ctx] = new
+        return int(np.argmax(results[0].reshape(-1)))
+
+
+def generate(model: PreTrainedModel, prompt: Sequence[int] | torch.Tensor, new_tokens: int,
+             *, max_ctx: int | None = None, device: str | None = None) -> Generation:
+    """Greedily generate ``new_tokens`` tokens after ``prompt`` with a one-off
+    :class:`Generator` (``max_ctx`` defaults to exactly what this call needs)."""
+    length = len(prompt.reshape(-1)) if hasattr(prompt, "reshape") else len(prompt)
+    needed = max(2, length + new_tokens - 1)
+    return Generator(model, max_ctx=max_ctx or needed, device=device).generate(prompt,
+                                                                               new_tokens)
