@@ -83,8 +83,9 @@ def _fail(op: Operation, message: str) -> PassFailedException:
 
 
 def length_parameters(module: ModuleOp) -> dict[str, int]:
-    """For each kernel with ``?`` buffer parameters whose strides span a ``?`` extent
-    (:func:`needs_length`), the position of its length parameter.
+    """For each kernel with ``?`` buffer parameters, the position of its length parameter
+    (a kernel whose ``?`` buffers have static strides where indexed, :func:`needs_length`,
+    may have none or several ``index`` parameters, and is left out).
 
     Raises when such a kernel has not exactly one ``index`` parameter, or when a launch
     passes a buffer whose ``?`` extent is not the value it passes as the length.
@@ -94,10 +95,12 @@ def length_parameters(module: ModuleOp) -> dict[str, int]:
         if not isinstance(op, kernel.FuncOp):
             continue
         args = op.body.block.args
-        if not any(needs_length(a.type) for a in args):
+        if not any(has_dynamic(a.type) for a in args):
             continue
         lengths = [k for k, a in enumerate(args) if isinstance(a.type, IndexType)]
         if len(lengths) != 1:
+            if not any(needs_length(a.type) for a in args):
+                continue  # static strides wherever indexed: no length to bind
             raise _fail(op, f"kernel @{op.sym_name.data} has buffers with ? extents and "
                             f"{len(lengths)} index parameters; kernel-to-cuda binds every ? "
                             "extent to the one length parameter")

@@ -1,0 +1,258 @@
+"""Batch-1 greedy decode on the GPU: llmopt's cached steps against PyTorch.
+
+For each model, dtype and context: a random prompt of ``context`` tokens (seeded), then
+``--new`` greedy tokens, by
+
+* **llmopt**: :class:`llmopt.Generator` (prefill and decode programs, compiled once for the
+  largest context);
+* **HF eager**: ``model.generate`` (transformers' dynamic cache, eager PyTorch);
+* **static step, CUDA graph**: a PyTorch decode step over a static cache of the largest
+  context (the new row written with ``index_copy_`` at a position held in device memory,
+  attention over the whole cache with a mask), captured once into a CUDA graph and replayed
+  for every position;
+* **static step, torch.compile**: the same step under ``torch.compile`` (default mode),
+  replayed from a CUDA graph too.
+
+Every system's tokens are compared with HF's. ``pct_bandwidth`` is the bytes one decode step
+must read (every weight once, the embedding table excepted, plus the keys and values of the
+context) over its time, as a percentage of the device-to-device copy bandwidth measured in
+the same run. Writes ``decode-<gpu>.json`` and ``.md`` to ``--out-dir``.
+
+    python3 bench/decode.py --models tinyllama --contexts 128 512 2000 --new 32
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+
+def _sync() -> None:
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
+def copy_bandwidth() -> float:
+    """Bytes per second of a device-to-device copy of 1 GiB (read + written), median of 5."""
+    a = torch.empty(1 << 28, dtype=torch.float32, device="cuda")
+    b = torch.empty_like(a)
+    times = []
+    for _ in range(6):
+        torch.cuda.synchronize()
+        began = time.perf_counter()
+        b.copy_(a)
+        torch.cuda.synchronize()
+        times.append(time.perf_counter() - began)
+    return 2 * a.numel() * 4 / sorted(times[1:])[2]
+
+
+def step_bytes(model: Any, context: int) -> int:
+    """What one decode step reads at least: every weight once (one row of the embedding
+    table) and the keys and values of ``context`` positions."""
+    from llmopt.frontend.decode import cache_shape
+
+    total = 0
+    for name, p in model.named_parameters():
+        total += (p[0].numel() if name.endswith("embed_tokens.weight") else p.numel()) * \
+            p.element_size()
+    rows, heads, dim = cache_shape(model, context)
+    layers = model.config.num_hidden_layers
+    return total + 2 * layers * rows * heads * dim * next(model.parameters()).element_size()
+
+
+class StaticStep(torch.nn.Module):
+    """A PyTorch decode step over static caches ``[max_ctx, kv_heads, head_dim]``, the
+    position a device tensor: one CUDA graph serves every position."""
+
+    def __init__(self, model: Any, max_ctx: int) -> None:
+        super().__init__()
+        from llmopt.frontend.decode import _Step, cache_names, cache_shape
+
+        self.step = _Step(model, prefill=False)
+        self.max_ctx = max_ctx
+        dtype = next(model.parameters()).dtype
+        self.device = next(model.parameters()).device
+        self.caches = [torch.zeros(cache_shape(model, max_ctx), dtype=dtype,
+                                   device=self.device)
+                       for _ in cache_names(model.config.num_hidden_layers)]
+
+    def forward(self, token: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+        s = self.step
+        inner = s.inner
+        x = inner.embed_tokens(token)
+        cos, sin = inner.rotary_emb(x, pos.view(1, 1))
+        keep = (torch.arange(self.max_ctx, device=self.device) <= pos).view(1, 1, 1, -1)
+        for k, layer in enumerate(s.model.model.layers):
+            attn = layer.self_attn
+            h = layer.input_layernorm(x)
+            q = attn.q_proj(h).view(1, 1, s.heads, s.head_dim).transpose(1, 2)
+            key = attn.k_proj(h).view(1, 1, s.kv_heads, s.head_dim).transpose(1, 2)
+            value = attn.v_proj(h).view(1, 1, s.kv_heads, s.head_dim)
+            q, key = s.rotate(q, key, cos, sin)
+            ck, cv = self.caches[2 * k], self.caches[2 * k + 1]
+            ck.index_copy_(0, pos, key[0].transpose(0, 1))
+            cv.index_copy_(0, pos, value[0])
+            out = torch.nn.functional.scaled_dot_product_attention(
+                q, ck.permute(1, 0, 2).unsqueeze(0), cv.permute(1, 0, 2).unsqueeze(0),
+                attn_mask=keep, enable_gqa=True)
+            out = out.transpose(1, 2).reshape(1, 1, s.heads * s.head_dim)
+            x = x + attn.o_proj(out)
+            x = x + layer.mlp(layer.post_attention_layernorm(x))
+        return s.model.lm_head(inner.norm(x[:, -1]))
+
+
+def static_decode(model: Any, prompt: torch.Tensor, new: int, max_ctx: int,
+                  compiled: bool) -> tuple[list[int], float]:
+    """Prefill the static caches token by token (not timed), then ``new - 1`` decode steps
+    replayed from one CUDA graph (run eagerly without a GPU); returns the tokens and the
+    seconds of the timed steps."""
+    step = StaticStep(model, max_ctx)
+    fn = torch.compile(step) if compiled else step
+    device = step.device
+    token = torch.zeros((1, 1), dtype=torch.long, device=device)
+    pos = torch.zeros(1, dtype=torch.long, device=device)
+    with torch.no_grad():
+        for _ in range(3):  # warm up (and compile)
+            logits = fn(token, pos)
+        replay = lambda: fn(token, pos)  # noqa: E731
+        if device.type == "cuda":
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                logits = fn(token, pos)
+            replay = graph.replay
+        ids = prompt.view(-1).tolist()
+        for p, t in enumerate(ids):
+            token.fill_(t)
+            pos.fill_(p)
+            out_logits = replay()
+            logits = logits if out_logits is None else out_logits
+        out = [logits.argmax(-1)]
+        _sync()
+        began = time.perf_counter()
+        for k in range(1, new):
+            token.copy_(out[-1].view(1, 1))
+            pos.fill_(len(ids) + k - 1)
+            out_logits = replay()
+            logits = logits if out_logits is None else out_logits
+            out.append(logits.argmax(-1))
+        _sync()
+        seconds = time.perf_counter() - began
+    return [int(t) for t in out], seconds
+
+
+def hf_generate(model: Any, prompt: torch.Tensor, new: int) -> tuple[list[int], float]:
+    """``model.generate`` greedy; the seconds per decode step estimated as (time of ``new``
+    tokens - time of 1 token) / (new - 1)."""
+    def run(n: int) -> tuple[list[int], float]:
+        _sync()
+        began = time.perf_counter()
+        out = model.generate(prompt, max_new_tokens=n, min_new_tokens=n, do_sample=False)
+        _sync()
+        return out[0, prompt.shape[1]:].tolist(), time.perf_counter() - began
+
+    with torch.no_grad():
+        run(2)
+        _, one = run(1)
+        tokens, total = run(new)
+    return tokens, total - one
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--models", nargs="+", default=["tinyllama"])
+    parser.add_argument("--dtypes", nargs="+", default=["float32"])
+    parser.add_argument("--contexts", nargs="+", type=int, default=[128, 512, 2000])
+    parser.add_argument("--new", type=int, default=32)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--no-compile-baseline", action="store_true",
+                        help="skip the torch.compile static step")
+    parser.add_argument("--out-dir", type=Path, default=Path("bench/results"))
+    args = parser.parse_args()
+
+    import llmopt
+    from llmopt.frontend.models import build_model
+
+    bandwidth = copy_bandwidth()
+    gpu = torch.cuda.get_device_name()
+    print(f"# {gpu}: device-to-device copy {bandwidth / 1e12:.2f} TB/s", flush=True)
+    records = []
+    for name in args.models:
+        for dtype_name in args.dtypes:
+            dtype = getattr(torch, dtype_name)
+            model = build_model(name, device="cuda", dtype=dtype, seed=args.seed)
+            max_ctx = max(args.contexts) + args.new
+            began = time.perf_counter()
+            gen = llmopt.Generator(model, max_ctx=max_ctx, device="cuda")
+            compile_s = time.perf_counter() - began
+            print(f"# {name} {dtype_name}: Generator(max_ctx={max_ctx}) built in "
+                  f"{compile_s:.1f} s {gen.timings}", flush=True)
+            for context in args.contexts:
+                g = torch.Generator().manual_seed(args.seed + context)
+                prompt = torch.randint(0, model.config.vocab_size, (1, context), generator=g)
+                prompt = prompt.cuda()
+                gen.generate(prompt, 3)  # warm up every kernel
+                ours = gen.generate(prompt, args.new)
+                hf_tokens, hf_s = hf_generate(model, prompt, args.new)
+                systems: dict[str, dict[str, Any]] = {}
+                steps = args.new - 1
+                nbytes = step_bytes(model, context)
+
+                def record(key: str, tokens: list[int], seconds: float) -> None:
+                    per = seconds / steps
+                    systems[key] = {
+                        "tok_s": 1 / per, "ms_per_token": per * 1e3,
+                        "pct_bandwidth": 100 * nbytes / per / bandwidth,
+                        "tokens_equal_hf": tokens == hf_tokens,
+                        "first_divergence": next((k for k, (a, b) in
+                                                  enumerate(zip(tokens, hf_tokens))
+                                                  if a != b), None),
+                    }
+
+                record("llmopt", ours.tokens, ours.decode_seconds)
+                record("hf_eager", hf_tokens, hf_s)
+                st_tokens, st_s = static_decode(model, prompt, args.new, max_ctx, False)
+                record("static_graph", st_tokens, st_s)
+                if not args.no_compile_baseline:
+                    try:
+                        ct_tokens, ct_s = static_decode(model, prompt, args.new, max_ctx,
+                                                        True)
+                        record("static_compile_graph", ct_tokens, ct_s)
+                    except Exception as err:  # report, keep the other systems
+                        print(f"# torch.compile baseline failed: {err}")
+                rec = {"model": name, "dtype": dtype_name, "context": context,
+                       "new_tokens": args.new, "step_bytes": nbytes,
+                       "prefill_ms": ours.prefill_seconds * 1e3, "systems": systems}
+                records.append(rec)
+                line = ", ".join(f"{k} {v['tok_s']:.0f} tok/s ({v['pct_bandwidth']:.0f}%"
+                                 f"{'' if v['tokens_equal_hf'] else ', tokens differ'})"
+                                 for k, v in systems.items())
+                print(f"{name} {dtype_name} ctx {context}: {line}", flush=True)
+            del gen, model
+            torch.cuda.empty_cache()
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    tag = gpu.split()[-1].lower()
+    meta = {"gpu": gpu, "copy_bandwidth_bytes_s": bandwidth, "torch": torch.__version__,
+            "host": platform.node()}
+    (args.out_dir / f"decode-{tag}.json").write_text(json.dumps(
+        {"meta": meta, "records": records}, indent=1))
+    lines = [f"# Decode, batch 1 ({gpu}, copy {bandwidth / 1e12:.2f} TB/s)", "",
+             "| model | dtype | context | system | tok/s | ms/token | % of copy bandwidth | "
+             "tokens = HF |", "|---|---|---:|---|---:|---:|---:|---|"]
+    for r in records:
+        for key, v in r["systems"].items():
+            lines.append(f"| {r['model']} | {r['dtype']} | {r['context']} | {key} | "
+                         f"{v['tok_s']:.0f} | {v['ms_per_token']:.2f} | "
+                         f"{v['pct_bandwidth']:.1f} | {v['tokens_equal_hf']} |")
+    (args.out_dir / f"decode-{tag}.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
