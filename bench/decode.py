@@ -163,6 +163,19 @@ def hf_generate(model: Any, prompt: torch.Tensor, new: int) -> tuple[list[int], 
     return tokens, total - one
 
 
+def measure(tokens: list[int], per_token: float, reference: list[int], nbytes: int,
+            bandwidth: float) -> dict[str, Any]:
+    """One system's record: speed, share of the copy bandwidth, agreement with HF."""
+    return {
+        "tok_s": 1 / per_token, "ms_per_token": per_token * 1e3,
+        "pct_bandwidth": 100 * nbytes / per_token / bandwidth,
+        "tokens_equal_hf": tokens == reference,
+        "first_divergence": next((k for k, (a, b) in enumerate(zip(tokens, reference,
+                                                                      strict=False))
+                                  if a != b), None),
+    }
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--models", nargs="+", default=["tinyllama"])
@@ -203,26 +216,19 @@ def main() -> int:
                 steps = args.new - 1
                 nbytes = step_bytes(model, context)
 
-                def record(key: str, tokens: list[int], seconds: float) -> None:
-                    per = seconds / steps
-                    systems[key] = {
-                        "tok_s": 1 / per, "ms_per_token": per * 1e3,
-                        "pct_bandwidth": 100 * nbytes / per / bandwidth,
-                        "tokens_equal_hf": tokens == hf_tokens,
-                        "first_divergence": next((k for k, (a, b) in
-                                                  enumerate(zip(tokens, hf_tokens))
-                                                  if a != b), None),
-                    }
-
-                record("llmopt", ours.tokens, ours.decode_seconds)
-                record("hf_eager", hf_tokens, hf_s)
+                systems["llmopt"] = measure(ours.tokens, ours.decode_seconds / steps, hf_tokens,
+                                             nbytes, bandwidth)
+                systems["hf_eager"] = measure(hf_tokens, hf_s / steps, hf_tokens, nbytes,
+                                               bandwidth)
                 st_tokens, st_s = static_decode(model, prompt, args.new, max_ctx, False)
-                record("static_graph", st_tokens, st_s)
+                systems["static_graph"] = measure(st_tokens, st_s / steps, hf_tokens, nbytes,
+                                                   bandwidth)
                 if not args.no_compile_baseline:
                     try:
                         ct_tokens, ct_s = static_decode(model, prompt, args.new, max_ctx,
                                                         True)
-                        record("static_compile_graph", ct_tokens, ct_s)
+                        systems["static_compile_graph"] = measure(
+                            ct_tokens, ct_s / steps, hf_tokens, nbytes, bandwidth)
                     except Exception as err:  # report, keep the other systems
                         print(f"# torch.compile baseline failed: {err}")
                 rec = {"model": name, "dtype": dtype_name, "context": context,
