@@ -2,7 +2,8 @@
 
 The public API: :func:`capture`, :func:`lower`, :func:`cuda_source`, :func:`compile`,
 :func:`parse`, :func:`register_pass`, :func:`register_dialect`, :func:`explain` (what
-``torch.compile(model, backend="llmopt")`` compiles and what runs in PyTorch). Heavy
+``torch.compile(model, backend="llmopt")`` compiles and what runs in PyTorch),
+:class:`Generator` and :func:`generate` (greedy generation with a KV cache). Heavy
 dependencies (torch, CUDA) load only when a function that needs them runs.
 """
 
@@ -10,8 +11,8 @@ from llmopt.api import capture, compile, cuda_source, lower, make_context, parse
 from llmopt.registry import register_dialect, register_pass, register_pipeline
 
 __all__ = [
-    "capture", "check_numerics", "compile", "cuda_source", "explain", "lower", "make_context",
-    "parse", "prepare",
+    "Generator", "capture", "check_numerics", "compile", "cuda_source", "explain", "generate",
+    "lower", "make_context", "parse", "prepare",
     "register_dialect", "register_pass", "register_pipeline",
 ]
 __version__ = "0.1.0"
@@ -27,6 +28,10 @@ def __getattr__(name: str) -> object:
         from llmopt.dynamo.explain import explain
 
         return explain
+    if name in ("Generator", "generate"):
+        from llmopt import generation
+
+        return getattr(generation, name)
     if name == "interp":
         import importlib
 
