@@ -167,12 +167,12 @@ class Generator:
     def _run_cuda(self, prompt: list[int], new_tokens: int) -> Generation:
         import torch
 
-        from llmopt.frontend.decode import cache_names, cache_shape
+        from llmopt.frontend.decode import cache_shape
 
         prefill, decode = self._programs
         dtype = next(self.model.parameters()).dtype
         caches = [torch.empty(cache_shape(self.model, self.max_ctx), dtype=dtype, device="cuda")
-                  for _ in cache_names(len(self.prefill.updated_inputs) // 2)]
+                  for _ in self.prefill.updated_inputs]
         n = len(prompt)
         tokens = torch.empty((new_tokens, 1), dtype=torch.long, device="cuda")
         ids = torch.tensor([prompt], dtype=torch.long, device="cuda")

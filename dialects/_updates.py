@@ -36,7 +36,7 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute, Operation
 
-from llmopt.dialects._symbols import INPUT_ATTR, SymbolError, argument_name
+from llmopt.dialects._symbols import INPUT_ATTR, SymbolError, _arg_attrs, argument_name
 
 UPDATES_ATTR = "llmopt.updates"
 """Result attribute (tensor levels): the ``llmopt.input`` name of the argument whose new value
@@ -45,8 +45,8 @@ WRITTEN_ATTR = "llmopt.written"
 """Argument attribute (buffer levels): the program writes into this argument's buffer."""
 
 
-def _dicts(func: Operation, key: str, count: int) -> list[dict[str, Attribute]]:
-    attrs = func.properties.get(key) or func.attributes.get(key)
+def _result_attrs(func: Operation, count: int) -> list[dict[str, Attribute]]:
+    attrs = func.properties.get("res_attrs") or func.attributes.get("res_attrs")
     if not isinstance(attrs, ArrayAttr):
         return [{} for _ in range(count)]
     return [dict(a.data) if isinstance(a, DictionaryAttr) else {} for a in attrs.data]
@@ -61,14 +61,14 @@ def updated_results(func: Operation) -> list[tuple[int, int]]:
     """``(result, argument)`` for every result of ``func`` marked ``llmopt.updates``, the
     argument being the one whose ``llmopt.input`` it names (unverified: a name no argument
     has is skipped; :func:`verify_updates` reports it)."""
-    inputs, outputs = _types(func)
+    _, outputs = _types(func)
     names = {}
-    for k, entries in enumerate(_dicts(func, "arg_attrs", len(inputs))):
+    for k, entries in enumerate(_arg_attrs(func)):
         name = entries.get(INPUT_ATTR)
         if isinstance(name, StringAttr):
             names[name.data] = k
     out = []
-    for r, entries in enumerate(_dicts(func, "res_attrs", len(outputs))):
+    for r, entries in enumerate(_result_attrs(func, len(outputs))):
         name = entries.get(UPDATES_ATTR)
         if isinstance(name, StringAttr) and name.data in names:
             out.append((r, names[name.data]))
@@ -77,20 +77,18 @@ def updated_results(func: Operation) -> list[tuple[int, int]]:
 
 def written_arguments(func: Operation) -> list[int]:
     """The arguments of ``func`` marked ``llmopt.written``, in order."""
-    inputs, _ = _types(func)
-    return [k for k, entries in enumerate(_dicts(func, "arg_attrs", len(inputs)))
-            if WRITTEN_ATTR in entries]
+    return [k for k, entries in enumerate(_arg_attrs(func)) if WRITTEN_ATTR in entries]
 
 
 def verify_updates(func: Operation) -> None:
     """Check a function's ``llmopt.updates`` results and ``llmopt.written`` arguments (see
     the module docstring); raises :class:`SymbolError` located at the function."""
     inputs, outputs = _types(func)
-    arg_attrs = _dicts(func, "arg_attrs", len(inputs))
+    arg_attrs = _arg_attrs(func)
     names = {e[INPUT_ATTR].data: k for k, e in enumerate(arg_attrs)
              if isinstance(e.get(INPUT_ATTR), StringAttr)}
     seen: list[int] = []
-    for r, entries in enumerate(_dicts(func, "res_attrs", len(outputs))):
+    for r, entries in enumerate(_result_attrs(func, len(outputs))):
         if UPDATES_ATTR not in entries:
             if seen:
                 raise SymbolError(func, f"result #{r} follows an {UPDATES_ATTR} result: "

@@ -1424,6 +1424,17 @@ class ExpandOp(TorchOp):
         return _like(types, out)
 
 
+def _verify_bounds(op: TorchOp, what: str) -> None:
+    """A slice's bounds are the ``start``/``end`` properties or two ``index`` operands."""
+    dynamic = not op.props.has("start")
+    if len(op.index_operands) != (2 if dynamic else 0):
+        raise VerifyException(
+            f"{what} takes its bounds either as properties or as two index operands "
+            f"[start, end], got {len(op.index_operands)} index operand(s)"
+            + ("" if dynamic else " beside the properties")
+        )
+
+
 @irdl_op_definition
 class SliceOp(TorchOp):
     """``input[..., start:end:step, ...]`` along ``dim`` (``0 <= start <= end <= extent``).
@@ -1464,13 +1475,7 @@ class SliceOp(TorchOp):
         return _like(types, shape)
 
     def verify_index_operands(self) -> None:
-        dynamic = not self.props.has("start")
-        if len(self.index_operands) != (2 if dynamic else 0):
-            raise VerifyException(
-                "slice takes its bounds either as properties or as two index operands "
-                f"[start, end], got {len(self.index_operands)} index operand(s)"
-                + ("" if dynamic else " beside the properties")
-            )
+        _verify_bounds(self, "slice")
 
 
 def infer_slice_scatter(base: Shape, src: Shape, dim: int, start: int | None,
@@ -1545,13 +1550,7 @@ class SliceScatterOp(TorchOp):
         return _like(types, shape)
 
     def verify_index_operands(self) -> None:
-        dynamic = not self.props.has("start")
-        if len(self.index_operands) != (2 if dynamic else 0):
-            raise VerifyException(
-                "slice_scatter takes its bounds either as properties or as two index operands "
-                f"[start, end], got {len(self.index_operands)} index operand(s)"
-                + ("" if dynamic else " beside the properties")
-            )
+        _verify_bounds(self, "slice_scatter")
 
 
 @irdl_op_definition

@@ -1266,9 +1266,14 @@ def _unsqueeze(tr: _Translator, node: Node, a: dict[str, Any]) -> SSAValue:
 
 @_converts("aten.expand.default", "aten.expand_as.default", "aten.broadcast_to.default")
 def _expand(tr: _Translator, node: Node, a: dict[str, Any]) -> SSAValue:
-    x = tr.value(a["self"])
+    return _broadcast(tr, node, tr.value(a["self"]), a["self"])
+
+
+def _broadcast(tr: _Translator, node: Node, x: SSAValue, source: Any) -> SSAValue:
+    """``x`` (the value of graph argument ``source``) broadcast to ``node``'s result shape;
+    ``x`` itself when it already has it."""
     shape = _out_shape(node)
-    if list(_shape(x)) == shape and not _input_extents_differ(node, a["self"]):
+    if list(_shape(x)) == shape and not _input_extents_differ(node, source):
         return x
     return tr.emit(t.ExpandOp(x, shape, tr.sizes(node.meta["val"].shape)))
 
@@ -1310,13 +1315,26 @@ def _symbolic_slice(tr: _Translator, node: Node, x: SSAValue, dim: int,
     """A slice whose extent or bounds are symbolic: bounds as ``index`` operands (Python's
     negative and open bounds resolved against the symbolic extent, as export did)."""
     import sympy
-    import torch
 
-    extent, start, end = (b.node.expr if isinstance(b, torch.SymInt) else b for b in bounds)
     length = node.meta["val"].shape[dim]
     if not _is_symbolic(length):
         raise CaptureError(f"a slice of a symbolic extent to the static length {length} is not "
                            "supported" + (f" at {tr.loc}" if tr.loc else ""))
+    extent, lo, hi = _symbolic_bounds(*bounds)
+    if sympy.simplify(lo) == 0 and sympy.simplify(hi - extent) == 0 and step == 1:
+        return x
+    return tr.emit(t.SliceOp(x, dim, tr.index(lo), tr.index(hi), step))
+
+
+def _symbolic_bounds(extent: Any, start: Any, end: Any) -> tuple[Any, Any, Any]:
+    """Python slice bounds over a symbolic extent as sympy expressions ``(extent, start,
+    end)``: open bounds (``None``, export's ``2**63 - 1``) resolved to ``0`` and the extent,
+    negative ones counted from the extent, as export did."""
+    import sympy
+    import torch
+
+    extent, start, end = (b.node.expr if isinstance(b, torch.SymInt) else b
+                          for b in (extent, start, end))
 
     def resolve(bound: Any, default: Any) -> Any:
         if bound is None or (isinstance(bound, int) and bound >= 2**62):
@@ -1325,10 +1343,7 @@ def _symbolic_slice(tr: _Translator, node: Node, x: SSAValue, dim: int,
             return extent + bound
         return bound
 
-    lo, hi = resolve(start, sympy.Integer(0)), resolve(end, extent)
-    if sympy.simplify(lo) == 0 and sympy.simplify(hi - extent) == 0 and step == 1:
-        return x
-    return tr.emit(t.SliceOp(x, dim, tr.index(lo), tr.index(hi), step))
+    return extent, resolve(start, sympy.Integer(0)), resolve(end, extent)
 
 
 @_converts("aten.select.int")
@@ -1385,11 +1400,7 @@ for _name in ("aten.split.Tensor", "aten.split_with_sizes.default", "aten.chunk.
 def _copy(tr: _Translator, node: Node, a: dict[str, Any]) -> SSAValue:
     """``self.copy_(src)`` made functional: ``src`` broadcast to ``self``'s shape, in its
     dtype (``self``'s values are not read)."""
-    src = tr.cast(tr.value(a["src"]), _out_element(node))
-    shape = _out_shape(node)
-    if list(_shape(src)) == shape and not _input_extents_differ(node, a["src"]):
-        return src
-    return tr.emit(t.ExpandOp(src, shape, tr.sizes(node.meta["val"].shape)))
+    return _broadcast(tr, node, tr.cast(tr.value(a["src"]), _out_element(node)), a["src"])
 
 
 @_converts("aten.slice_scatter.default")
@@ -1403,16 +1414,7 @@ def _slice_scatter(tr: _Translator, node: Node, a: dict[str, Any]) -> SSAValue:
     extent = _example(a["self"]).shape[dim]
     start, end = _example(a.get("start")), _example(a.get("end"))
     if any(_is_symbolic(v) for v in (extent, start, end)):
-        import sympy
-        import torch
-
-        def expr(b: Any) -> Any:
-            return b.node.expr if isinstance(b, torch.SymInt) else b
-
-        size = expr(extent)
-        lo = sympy.Integer(0) if start is None else expr(start)
-        hi = size if end is None or (isinstance(end, int) and end >= 2**62) else expr(end)
-        lo, hi = (size + b if isinstance(b, int) and b < 0 else b for b in (lo, hi))
+        _, lo, hi = _symbolic_bounds(extent, start, end)
         return tr.emit(t.SliceScatterOp(base, src, dim, tr.index(lo), tr.index(hi)))
     lo, hi = _clamp_slice(_shape(base)[dim], start, end)
     return tr.emit(t.SliceScatterOp(base, src, dim, lo, hi))
