@@ -81,15 +81,19 @@ class Generator:
         device: ``"cuda"`` (compile and run the CUDA kernels) or ``"cpu"`` (the Kernel-IR
             interpreter); by default the GPU when there is one.
         pipeline: the pass pipeline both programs are lowered by.
+        cuda_graph: on a GPU, replay every decode step from one CUDA graph (the decode
+            program is lowered with ``lengths-in-memory``, so that its kernels read the
+            cache length from memory); ``False`` launches each kernel from the host.
     """
 
     def __init__(self, model: PreTrainedModel, *, max_ctx: int, device: str | None = None,
-                 pipeline: str = "lower-to-cuda") -> None:
+                 pipeline: str = "lower-to-cuda", cuda_graph: bool = True) -> None:
         from llmopt.frontend.decode import capture_decode, capture_prefill
 
         self.model = model
         self.max_ctx = int(max_ctx)
         self.device = device or _default_device()
+        self.cuda_graph = cuda_graph
         if self.device not in ("cuda", "cpu"):
             raise GenerationError(f"device must be 'cuda' or 'cpu', got {self.device!r}")
         began = time.perf_counter()
@@ -104,6 +108,8 @@ class Generator:
         self.timings["lower+compile"] = time.perf_counter() - captured
         self.compile_seconds = time.perf_counter() - began
         self._compiled_once = False
+        self._cache_buffers: list[Any] | None = None
+        self._in_graph = False
 
     # --- building -------------------------------------------------------------------------
 
@@ -118,11 +124,16 @@ class Generator:
         arch = current_target(torch.cuda.current_device()).arch
         weights = {**dict(self.model.named_buffers(remove_duplicate=False)),
                    **dict(self.model.named_parameters(remove_duplicate=False))}
+        lowering = registry.with_arch(pipeline, arch)
         programs = []
         for captured in (self.prefill, self.decode):
-            module = llmopt.lower(captured.module, registry.with_arch(pipeline, arch))
+            graph = self.cuda_graph and captured is self.decode
+            spec = (registry.insert_before(lowering, "kernel-to-cuda", "lengths-in-memory")
+                    if graph else lowering)
+            module = llmopt.lower(captured.module, spec)
             params = {n: weights[n].detach().to("cuda") for n in captured.param_names}
-            programs.append(CompiledProgram(module, params=params, arch=arch))
+            programs.append(CompiledProgram(module, params=params, arch=arch,
+                                            cuda_graph=graph))
         return programs[0], programs[1]
 
     def _lower_for_cpu(self, pipeline: str) -> tuple[Any, Any]:
@@ -167,12 +178,8 @@ class Generator:
     def _run_cuda(self, prompt: list[int], new_tokens: int) -> Generation:
         import torch
 
-        from llmopt.frontend.decode import cache_shape
-
         prefill, decode = self._programs
-        dtype = next(self.model.parameters()).dtype
-        caches = [torch.empty(cache_shape(self.model, self.max_ctx), dtype=dtype, device="cuda")
-                  for _ in self.prefill.updated_inputs]
+        caches = self._caches()
         n = len(prompt)
         tokens = torch.empty((new_tokens, 1), dtype=torch.long, device="cuda")
         ids = torch.tensor([prompt], dtype=torch.long, device="cuda")
@@ -182,14 +189,41 @@ class Generator:
         tokens[0] = logits.argmax(-1)
         torch.cuda.synchronize()
         prefilled = time.perf_counter()
+        token = tokens[0:1]
         for step in range(1, new_tokens):
             ctx = n + step
-            (logits,) = decode(tokens[step - 1:step], *(c[:ctx] for c in caches))
-            tokens[step] = logits.argmax(-1)
+            (logits,) = decode(token, *(c[:ctx] for c in caches))
             decode.check = False  # the first call checked every argument
+            if decode.graph_captured and not self._in_graph:
+                # The graph's own buffers become the caches (the step reads them in place)
+                # and its token input the place each next token is written to.
+                caches = self._caches(decode.static_inputs[1:])
+                token = decode.static_inputs[0]
+            tokens[step] = logits.argmax(-1)
+            if decode.graph_captured:
+                token.copy_(tokens[step].view(1, 1))
+            else:
+                token = tokens[step:step + 1]
         torch.cuda.synchronize()
         done = time.perf_counter()
         return Generation(tokens.view(-1).tolist(), prefilled - began, done - prefilled)
+
+    def _caches(self, static: Sequence[Any] | None = None) -> list[Any]:
+        """The cache buffers, allocated for ``max_ctx`` positions on first use; once the
+        decode step's CUDA graph is captured, its ``static`` input buffers."""
+        import torch
+
+        from llmopt.frontend.decode import cache_shape
+
+        if static is not None:
+            self._cache_buffers = list(static)
+            self._in_graph = True
+        if self._cache_buffers is None:
+            dtype = next(self.model.parameters()).dtype
+            self._cache_buffers = [
+                torch.empty(cache_shape(self.model, self.max_ctx), dtype=dtype, device="cuda")
+                for _ in self.prefill.updated_inputs]
+        return self._cache_buffers
 
     def _run_cpu(self, prompt: list[int], new_tokens: int) -> Generation:
         import numpy as np

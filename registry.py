@@ -95,6 +95,7 @@ _BUILTIN_PASSES: dict[str, tuple[str, str]] = {
     "inline-repeated-kernels": ("llmopt.passes.kernel.inline_repeated_kernels",
                                 "InlineRepeatedKernels"),
     "plan-buffers": ("llmopt.passes.kernel.plan_buffers", "PlanBuffers"),
+    "lengths-in-memory": ("llmopt.passes.kernel.lengths_in_memory", "LengthsInMemory"),
 }
 for _name, (_module, _attr) in _BUILTIN_PASSES.items():
     PASSES[_name] = _lazy(_module, _attr)  # type: ignore[assignment]
@@ -251,6 +252,19 @@ def pipeline_elements(spec: str) -> list[tuple[str, str]]:
     """
     return [(text.strip(), element.name)
             for text, element in _split_pipeline(expand_pipeline(spec))]
+
+
+def insert_before(spec: str, anchor: str, element: str) -> str:
+    """``spec`` expanded (:func:`expand_pipeline`), with ``element`` before the first pass
+    named ``anchor`` (``insert_before("lower-to-cuda", "kernel-to-cuda",
+    "lengths-in-memory")``). Raises :class:`PipelineError` when no pass is named so."""
+    pairs = _split_pipeline(expand_pipeline(spec))
+    names = [parsed.name for _, parsed in pairs]
+    if anchor not in names:
+        raise PipelineError(f"the pipeline '{spec}' has no '{anchor}' pass")
+    texts = [text.strip() for text, _ in pairs]
+    cut = names.index(anchor)
+    return ",".join([*texts[:cut], element, *texts[cut:]])
 
 
 def with_arch(spec: str, arch: str) -> str:

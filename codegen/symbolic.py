@@ -261,6 +261,14 @@ class SymbolicHost:
             shapes.append(self._shape(alloc, values[key]))
         return tuple(shapes)
 
+    def max_input_shape(self, k: int) -> tuple[int, ...]:
+        """The shape of argument ``k`` (a buffer) at the symbols' maxima."""
+        from llmopt.dialects._symbols import argument_dynamic
+
+        names = iter(argument_dynamic(self.host, k) or ())
+        return tuple(self.symbols[next(names)].max if e < 0 else e
+                     for e in shape_of_type(self.host.body.block.args[k].type))
+
     def index_values(self, symbols: Mapping[str, int]) -> list[int]:
         """The value of every ``index`` arithmetic result at ``symbols``, in op order."""
         values = self._values(symbols)

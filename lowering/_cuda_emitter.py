@@ -71,7 +71,8 @@ class KernelEmitter(ExprBuilder):
     pool: str | None = None  # the extern __shared__ array, when shared memory is dynamic
     index: Attribute = INDEX  # what ``index`` is computed in: itself (long long) or i32
     min_blocks: int = 0  # ``__launch_bounds__``' second number (0: none)
-    length: int | None = None  # the length parameter's position (kernels with ? buffers)
+    length: int | SSAValue | None = None  # kernels with ? buffers: the length parameter's
+    # position, or the value the kernel loads from a lengths buffer
     length_var: str | None = None  # the local holding the length, as ``index``
 
     # --- entry point ---------------------------------------------------------------------
@@ -98,8 +99,10 @@ class KernelEmitter(ExprBuilder):
             params.append(cuda.Param(name, typ, quals))
         classify(body, self.kind)
         self.block = Block()
-        if self.length is not None:
+        if isinstance(self.length, int):
             self._bind_length(body.args[self.length])
+        elif self.length is not None:
+            self.kind[self.length] = Kind.NAMED  # a const local, named when it is loaded
         dynamic = self.layout is not None and self.layout.dynamic
         if dynamic:
             self.pool = self.names.fresh(None, "smem")
@@ -189,6 +192,8 @@ class KernelEmitter(ExprBuilder):
                 init = self.lower(op)
                 self.add(cuda.DeclOp(name, typ, init, qualifiers=["const"]))
                 self._bind(value, name, typ)
+                if value is self.length:
+                    self.length_var = name
             elif value not in self.kind:
                 raise fail(op, "unsupported in a kernel")
             else:

@@ -82,42 +82,65 @@ def _fail(op: Operation, message: str) -> PassFailedException:
     return fail(op, message)
 
 
-def length_parameters(module: ModuleOp) -> dict[str, int]:
-    """For each kernel with ``?`` buffer parameters, the position of its length parameter
-    (a kernel whose ``?`` buffers have static strides where indexed, :func:`needs_length`,
-    may have none or several ``index`` parameters, and is left out).
+def length_parameters(module: ModuleOp) -> dict[str, int | SSAValue]:
+    """For each kernel with ``?`` buffer parameters, its length: the position of its length
+    parameter, or the value it loads from a lengths buffer (``lengths-in-memory``). A kernel
+    whose ``?`` buffers have static strides where indexed (:func:`needs_length`) may have
+    none or several ``index`` parameters, and is left out.
 
-    Raises when such a kernel has not exactly one ``index`` parameter, or when a launch
-    passes a buffer whose ``?`` extent is not the value it passes as the length.
+    Raises when such a kernel has not exactly one length, or when a launch passes a buffer
+    whose ``?`` extent is not the length: the value it passes as the length, or the symbol
+    the kernel loads.
     """
-    found: dict[str, int] = {}
+    from llmopt.passes.kernel.lengths_in_memory import length_loads
+
+    found: dict[str, int | SSAValue] = {}
+    loaded: dict[str, str] = {}  # kernel -> the symbol it loads as its length
     for op in module.ops:
         if not isinstance(op, kernel.FuncOp):
             continue
         args = op.body.block.args
         if not any(has_dynamic(a.type) for a in args):
             continue
-        lengths = [k for k, a in enumerate(args) if isinstance(a.type, IndexType)]
+        lengths: list[int | SSAValue] = [k for k, a in enumerate(args)
+                                         if isinstance(a.type, IndexType)]
+        loads = length_loads(op)
+        lengths += list(loads.values())
         if len(lengths) != 1:
             if not any(needs_length(a.type) for a in args):
                 continue  # static strides wherever indexed: no length to bind
             raise _fail(op, f"kernel @{op.sym_name.data} has buffers with ? extents and "
-                            f"{len(lengths)} index parameters; kernel-to-cuda binds every ? "
-                            "extent to the one length parameter")
+                            f"{len(lengths)} lengths (index parameters or lengths it loads); "
+                            "kernel-to-cuda binds every ? extent to one length")
         found[op.sym_name.data] = lengths[0]
+        if loads:
+            loaded[op.sym_name.data] = next(iter(loads))
     for launch in module.walk():
         if not isinstance(launch, kernel.LaunchOp):
             continue
         name = launch.kernel.root_reference.data
         if name not in found:
             continue
-        length = launch.args[found[name]]
+        position = found[name]
+        if isinstance(position, int):
+            length, what = launch.args[position], f"the length it passes (operand #{position})"
+        else:
+            length, what = _symbol_value(launch, loaded[name]), f"the symbol '{loaded[name]}'"
         for k, arg in enumerate(launch.args):
             if not needs_length(arg.type):
                 continue
             extents = _host_extents(arg)
-            if extents is None or any(e != length for e in extents):
+            if extents is None or length is None or any(e != length for e in extents):
                 raise _fail(launch, f"operand #{k} of the launch of @{name} has a ? extent "
-                                    f"that is not the length it passes (operand "
-                                    f"#{found[name]}); its strides would be wrong")
+                                    f"that is not {what}; its strides would be wrong")
     return found
+
+
+def _symbol_value(launch: kernel.LaunchOp, name: str) -> SSAValue | None:
+    """The host function's argument of the symbol ``name`` (``None``: there is none)."""
+    fn = launch.parent_op()
+    while fn is not None and not isinstance(fn, func.FuncOp):
+        fn = fn.parent_op()
+    if fn is None or name not in (symbols := function_symbols(fn)):
+        return None
+    return fn.body.block.args[symbols[name].arg]

@@ -93,6 +93,7 @@ from dataclasses import dataclass, field
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import BFloat16Type, Float16Type, ModuleOp
+from xdsl.ir import SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
     PatternRewriter,
@@ -111,6 +112,7 @@ from llmopt.lowering._cuda_types import I32, INDEX
 from llmopt.lowering._index_range import fits_in_32_bits, launch_grids
 from llmopt.lowering._symbolic_layout import length_parameters
 from llmopt.passes._rewrite import KeepLocation, widen_half_arithmetic
+from llmopt.passes.kernel.lengths_in_memory import length_loads
 from llmopt.passes.tile._schedule import knob
 from llmopt.target import ARCH, DEFAULT_ARCH
 
@@ -126,13 +128,13 @@ class _LowerKernelFunc(RewritePattern):
     grids: dict[str, tuple[int, ...]]
     index_bitwidth: int
     min_blocks: int = 0
-    lengths: dict[str, int] = field(default_factory=dict)
+    lengths: dict[str, int | SSAValue] = field(default_factory=dict)
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: kernel.FuncOp, rewriter: PatternRewriter) -> None:
         name = op.sym_name.data
         length = self.lengths.get(name)
-        narrow = (self.index_bitwidth == 32 and length is None
+        narrow = (self.index_bitwidth == 32 and length is None and not length_loads(op)
                   and fits_in_32_bits(op, self.grids.get(name)))
         emitter = KernelEmitter(op, self.unrestricted.get(name, set()), self.layouts.get(name),
                                 index=I32 if narrow else INDEX,

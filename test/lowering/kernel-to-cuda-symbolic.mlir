@@ -64,4 +64,4 @@ func.func @forward(%x: memref<2x?xf32> {llmopt.input = "x", llmopt.dynamic = ["s
   kernel.launch @two grid [1, 1, 1] block [32, 1, 1] smem 0 (%x, %seq, %seq) : memref<2x?xf32>, index, index
   func.return
 }
-// TWO: kernel @two has buffers with ? extents and 2 index parameters; kernel-to-cuda binds every ? extent to the one length parameter
+// TWO: kernel @two has buffers with ? extents and 2 lengths (index parameters or lengths it loads); kernel-to-cuda binds every ? extent to one length

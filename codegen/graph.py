@@ -1,0 +1,238 @@
+"""CUDA graphs of a :class:`~llmopt.codegen.executor.CompiledProgram`: capture and replay.
+
+With ``cuda_graph=True`` the first call copies the call's tensor arguments into static
+buffers, runs the program once eagerly (warm-up, on a side stream) and captures it into a
+``torch.cuda.CUDAGraph``; every later call copies its arguments into the static buffers and
+replays the graph (one host call instead of one driver call per kernel). A call that passes
+the static buffers themselves (:attr:`GraphReplay.static_inputs`) skips the copies. The
+results are the graph's static output tensors, overwritten by the next call.
+
+A symbolic program has one graph per length seen, captured on that length's first call —
+unless its launches do not depend on the lengths (``lengths-in-memory``: every kernel reads
+them from a buffer the host writes, grids are at their maxima) and its results have static
+shapes. Such a program is **one graph for every length** (:attr:`GraphReplay.one_graph`):
+its static input buffers are sized for the symbols' maxima, a call's inputs are copied into
+their prefix (a buffer with ``?`` extents is dense at the call's length), the host writes
+the call's lengths (the program's ``memref.store`` steps, run before the replay rather than
+captured), and the graph replays. A caller that passes prefixes of the static buffers
+(``program.static_inputs[k][:n]`` for a buffer whose leading extent is the length, such as a
+KV cache) copies nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from llmopt.codegen.plan import (
+    AllocStep,
+    CopyStep,
+    ExecutorError,
+    HostPlan,
+    LaunchStep,
+    StoreStep,
+    ViewStep,
+)
+
+if TYPE_CHECKING:
+    from llmopt.codegen.symbolic import SymbolicHost
+
+__all__ = ["GraphReplay", "length_free"]
+
+
+def _root(plan: HostPlan, slot: int) -> int:
+    roots = {s.slot: s.source for s in plan.steps if isinstance(s, ViewStep)}
+    while slot in roots:
+        slot = roots[slot]
+    return slot
+
+
+def length_free(plan: HostPlan, host: SymbolicHost) -> bool:
+    """Whether every call of a symbolic ``plan`` launches the same kernels with the same
+    grids and arguments whatever its lengths, and returns buffers of static shapes: no
+    launch takes a symbol or ``index`` arithmetic of one, no grid is computed, no launch
+    sits under a host ``scf.if``, no host copy (whose size is the call's) runs."""
+    varying = set(plan.symbols) | set(plan.computed)
+    for step in plan.steps:
+        if isinstance(step, CopyStep):
+            return False
+        if isinstance(step, LaunchStep) and varying & set(step.args):
+            return False
+    if any(launch.grid_size is not None or guard for launch, guard in host.launches):
+        return False
+    shapes = {s.slot: s.shape for s in plan.steps if isinstance(s, AllocStep)}
+    for result in plan.results:
+        root = _root(plan, result)
+        if root in shapes and any(e < 0 for e in shapes[root]):
+            return False
+    return True
+
+
+class GraphReplay:
+    """The CUDA-graph side of :class:`~llmopt.codegen.executor.CompiledProgram` (see the
+    module docstring); the program's attributes it uses are declared below."""
+
+    plan: HostPlan
+    symbolic: SymbolicHost | None
+    check: bool
+    device: Any
+    _call_slots: tuple[int, ...]
+    _expected: list[tuple[str, Any, tuple[int, ...] | None]]
+    _buffers: dict[int, Any]
+    _bind: Callable[[Sequence[Any]], list[Any]]
+    _run: Callable[..., tuple[Any, ...]]
+    _check_arg: Callable[[int, Any], None]
+    symbols_of: Callable[[Sequence[Any]], dict[str, int]]
+    _layout_for: Callable[[dict[str, int]], Any]
+
+    def _init_graphs(self) -> None:
+        self._graph: Any = None
+        self._static: dict[int, Any] = {}
+        self._graph_scalars: dict[int, Any] = {}
+        self._graph_outputs: tuple[Any, ...] = ()
+        self._graphs: dict[tuple[int, ...], tuple[Any, ...]] = {}
+        self.one_graph = self.symbolic is not None and length_free(self.plan, self.symbolic)
+        """Whether one CUDA graph serves every length (see the module docstring)."""
+        self._flat: dict[int, Any] = {}  # one graph: call slot -> flat static buffer
+        self._stores = [s for s in self.plan.steps if isinstance(s, StoreStep)]
+
+    def reset_graph(self) -> None:
+        """Drop the captured CUDA graph (the next call with ``cuda_graph`` captures anew)."""
+        self._graph = None
+        self._static = {}
+        self._graph_scalars = {}
+        self._graph_outputs = ()
+        self._graphs = {}
+        self._flat = {}
+
+    @property
+    def static_inputs(self) -> tuple[Any, ...]:
+        """The tensors the captured CUDA graph reads its inputs from, in call order (scalar
+        arguments as captured; with :attr:`one_graph`, buffers with ``?`` extents at the
+        symbols' maxima). A call that passes these very tensors (or, with ``one_graph``,
+        their prefixes) replays the graph without copying its inputs. Empty before the first
+        call captures."""
+        if self._graph is None:
+            return ()
+        return tuple(self._static.get(k, self._graph_scalars.get(k)) for k in self._call_slots)
+
+    @property
+    def graph_captured(self) -> bool:
+        """Whether a CUDA graph has been captured."""
+        return self._graph is not None
+
+    def _staged(self, k: int, arg: Any) -> Any:
+        """Where the graph reads argument ``k`` of this call from (``arg`` copied there,
+        unless it is that very storage)."""
+        if k in self._flat:
+            flat = self._flat[k]
+            if arg.data_ptr() == flat.data_ptr():
+                return arg
+            if self.check:
+                self._check_arg(k, arg)
+            staged = flat[: arg.numel()].view(arg.shape)
+            staged.copy_(arg)
+            return staged
+        static = self._static[k]
+        if arg is not static:
+            if self.check:
+                self._check_arg(k, arg)
+            static.copy_(arg)
+        return static
+
+    def _copy_in(self, args: Sequence[Any]) -> list[Any]:
+        staged = []
+        for k, arg in zip(self._call_slots, args, strict=True):
+            if k in self._graph_scalars:
+                if arg != self._graph_scalars[k]:
+                    raise ExecutorError(
+                        f"argument {k} ('{self.plan.inputs[k][0]}') is {arg!r}, but the CUDA "
+                        f"graph was captured with {self._graph_scalars[k]!r}; call "
+                        "reset_graph() to capture again"
+                    )
+                staged.append(arg)
+            else:
+                staged.append(self._staged(k, arg))
+        return staged
+
+    def _copy_out(self, args: Sequence[Any], staged: Sequence[Any]) -> None:
+        for k, arg, where in zip(self._call_slots, args, staged, strict=True):
+            if k in self.plan.written_inputs and where is not arg:
+                arg.copy_(where)
+
+    def _write_lengths(self, symbols: dict[str, int]) -> None:
+        """The program's host stores (the lengths its kernels read) at ``symbols``."""
+        scalars = self._layout_for(symbols).scalars
+        for step in self._stores:
+            self._buffers[_root(self.plan, step.target)][step.index].fill_(scalars[step.value])
+
+    def _replay(self, args: Sequence[Any]) -> tuple[Any, ...]:
+        if self.one_graph:
+            symbols = self.symbols_of(args)
+            if self._graph is None:
+                self._capture(args)
+            self._write_lengths(symbols)
+        elif self.symbolic is not None:
+            key = tuple(self.symbols_of(args).values())
+            if key in self._graphs:
+                (self._graph, self._static, self._graph_scalars,
+                 self._graph_outputs) = self._graphs[key]
+            else:
+                self._capture(args)
+                self._graphs[key] = (self._graph, self._static, self._graph_scalars,
+                                     self._graph_outputs)
+        elif self._graph is None:
+            self._capture(args)
+        staged = self._copy_in(args)
+        self._graph.replay()
+        self._copy_out(args, staged)
+        return self._graph_outputs
+
+    def _static_buffer(self, k: int, arg: Any) -> Any:
+        """A static buffer for tensor argument ``k``: a clone of ``arg``; with
+        :attr:`one_graph` and ``?`` extents, a flat buffer for the maxima, ``arg`` copied
+        into its prefix."""
+        import torch
+
+        shape = self._expected[k][2]
+        if not (self.one_graph and shape is not None and any(e < 0 for e in shape)):
+            self._static[k] = arg.clone()
+            return self._static[k]
+        assert self.symbolic is not None
+        maxima = self.symbolic.max_input_shape(k)
+        numel = 1
+        for e in maxima:
+            numel *= e
+        flat = torch.empty(numel, dtype=arg.dtype, device=arg.device)
+        self._flat[k] = flat
+        self._static[k] = flat.view(maxima)
+        staged = flat[: arg.numel()].view(arg.shape)
+        staged.copy_(arg)
+        return staged
+
+    def _capture(self, args: Sequence[Any]) -> None:
+        """Static buffers, one eager warm-up run on a side stream, then the capture (without
+        the host stores: a replay writes the lengths first)."""
+        import torch
+
+        env = self._bind(args)
+        self._static = {}
+        self._graph_scalars = {}
+        self._flat = {}
+        for k in self._call_slots:
+            if self._expected[k][2] is None:
+                self._graph_scalars[k] = env[k]
+            else:
+                env[k] = self._static_buffer(k, env[k])
+        with torch.cuda.device(self.device):
+            current = torch.cuda.current_stream(self.device)
+            side = torch.cuda.Stream(self.device)
+            side.wait_stream(current)
+            with torch.cuda.stream(side):
+                self._run(list(env))  # warm-up: first launches, shared-memory opt-ins
+            current.wait_stream(side)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                outputs = self._run(list(env), stores=not self.one_graph)
+        self._graph = graph
+        self._graph_outputs = outputs

@@ -1,0 +1,322 @@
+"""``lengths-in-memory``: kernels read a symbolic program's lengths from device memory.
+
+**Matches** a host ``func.func`` that declares symbols (``{llmopt.symbol = "ctx"}``) and the
+``kernel.func`` ops it launches. After ``tile-to-kernel`` a length reaches a kernel as host
+values: an ``index`` argument (the length itself, or ``index`` arithmetic of it computed on
+the host, such as the position ``ctx - 1``) and a grid computed from it
+(``grid [%grid max 512, 1, 1]``).
+
+**Produces** a program whose launches do not depend on the lengths:
+
+* the host function stores its symbols into a buffer, first thing
+  (``%lengths = memref.alloc() : memref<1xindex>``, ``memref.store %ctx, %lengths[%c0]``);
+* each kernel that took a length-dependent ``index`` argument takes ``%lengths`` instead
+  (its last parameter) and computes the value itself: it loads each symbol it needs
+  (``kernel.load %lengths[%c0] {llmopt.length = "ctx"}``) and repeats the host's ``index``
+  arithmetic on it;
+* a launch whose grid was computed from the lengths runs at its maximum (``grid [512, 1,
+  1]``); the kernel computes the grid it had (``%grid``), uses it wherever it read
+  ``kernel.grid_dim x``, and its blocks from ``%grid`` on do nothing (the body sits in an
+  ``scf.if`` on ``kernel.block_id x < %grid``), so the kernel computes what it computed at
+  ``%grid`` blocks;
+* a kernel launched with different arithmetic at different sites is cloned per site kind
+  (``reduce_7``, ``reduce_7_l1``).
+
+**Why** a call whose launches take no length can be replayed from one CUDA graph at every
+length: only the buffer of lengths changes between calls, and the host writes it before the
+replay. The decode step of a KV cache runs at a new length every token; with this pass it is
+one graph for all of them (see :class:`~llmopt.codegen.executor.CompiledProgram`).
+
+A host ``scf.if`` (kernel variants chosen per length, ``length-buckets``) and a host
+``memref.copy`` of a buffer with ``?`` extents are choices and sizes of the host, which a
+replayed graph cannot make: the pass refuses them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from dataclasses import dataclass, field
+
+from xdsl.context import Context
+from xdsl.dialects import arith, func, memref, scf
+from xdsl.dialects.builtin import (
+    FunctionType,
+    IndexType,
+    IntegerAttr,
+    MemRefType,
+    ModuleOp,
+    StringAttr,
+)
+from xdsl.ir import Block, Operation, Region, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.rewriter import Rewriter
+from xdsl.utils.exceptions import PassFailedException
+
+from llmopt.codegen.symbolic import is_index_arith
+from llmopt.dialects import kernel
+from llmopt.dialects._symbols import function_symbols, has_dynamic
+
+__all__ = ["LENGTH_ATTR", "LengthsInMemory", "length_loads"]
+
+LENGTH_ATTR = "llmopt.length"
+"""On a ``kernel.load`` of the lengths buffer: the symbol it reads."""
+
+Expr = tuple[Hashable, ...]
+"""Host ``index`` arithmetic as a tree: ``("sym", k)``, ``("const", c)`` or
+``(op name, predicate or None, lhs, rhs)``."""
+
+
+def length_loads(fn: kernel.FuncOp) -> dict[str, SSAValue]:
+    """The values ``fn`` loads from a lengths buffer, by symbol name."""
+    found: dict[str, SSAValue] = {}
+    for op in fn.body.block.ops:
+        name = op.attributes.get(LENGTH_ATTR)
+        if isinstance(op, kernel.LoadOp) and isinstance(name, StringAttr):
+            found[name.data] = op.result
+    return found
+
+
+def _fail(op: Operation, message: str) -> PassFailedException:
+    from llmopt.lowering.loop_to_tile import fail
+
+    return fail(op, message)
+
+
+def _depends(expr: Expr | None) -> bool:
+    if expr is None:
+        return False
+    if expr[0] == "sym":
+        return True
+    return any(isinstance(e, tuple) and _depends(e) for e in expr[2:])
+
+
+@dataclass
+class _Host:
+    """The expressions of one host function's ``index`` values."""
+
+    fn: func.FuncOp
+    names: list[str]
+    cache: dict[SSAValue, Expr | None] = field(default_factory=dict[SSAValue, "Expr | None"])
+
+    def expr(self, value: SSAValue) -> Expr | None:
+        if value in self.cache:
+            return self.cache[value]
+        found: Expr | None = None
+        args = self.fn.body.block.args
+        symbols = function_symbols(self.fn)
+        for k, name in enumerate(self.names):
+            if value is args[symbols[name].arg]:
+                found = ("sym", k)
+        op = value.owner
+        if found is None and isinstance(op, arith.ConstantOp) and isinstance(
+                value.type, IndexType) and isinstance(op.value, IntegerAttr):
+            found = ("const", op.value.value.data)
+        elif found is None and isinstance(op, Operation) and is_index_arith(op):
+            lhs, rhs = self.expr(op.operands[0]), self.expr(op.operands[1])
+            if lhs is not None and rhs is not None:
+                predicate = op.predicate.value.data if isinstance(op, arith.CmpiOp) else None
+                found = (op.name, predicate, lhs, rhs)
+        self.cache[value] = found
+        return found
+
+
+@dataclass
+class _Materializer:
+    """Rebuilds expressions at the start of a kernel, from the loaded lengths."""
+
+    fn: kernel.FuncOp
+    lengths: SSAValue
+    names: list[str]
+    ops: list[Operation] = field(default_factory=list[Operation])
+    built: dict[Expr, SSAValue] = field(default_factory=dict[Expr, SSAValue])
+
+    def value(self, expr: Expr) -> SSAValue:
+        if expr in self.built:
+            return self.built[expr]
+        if expr[0] == "sym":
+            k = int(expr[1])  # type: ignore[arg-type]
+            position = self._add(arith.ConstantOp(IntegerAttr(k, IndexType())))
+            load = kernel.LoadOp(self.lengths, [position])
+            load.attributes[LENGTH_ATTR] = StringAttr(self.names[k])
+            load.result.name_hint = self.names[k]
+            result = self._add(load)
+        elif expr[0] == "const":
+            result = self._add(arith.ConstantOp(IntegerAttr(int(expr[1]),  # type: ignore[arg-type]
+                                                            IndexType())))
+        else:
+            lhs, rhs = (self.value(e) for e in expr[2:])  # type: ignore[arg-type]
+            if expr[0] == "arith.cmpi":
+                result = self._add(arith.CmpiOp(lhs, rhs, int(expr[1])))  # type: ignore[arg-type]
+            else:
+                result = self._add(_binary(str(expr[0]), lhs, rhs))
+        self.built[expr] = result
+        return result
+
+    def _add(self, op: Operation) -> SSAValue:
+        self.ops.append(op)
+        return op.results[0]
+
+
+_BINARY_OPS: dict[str, type[Operation]] = {
+    "arith.addi": arith.AddiOp, "arith.subi": arith.SubiOp, "arith.muli": arith.MuliOp,
+    "arith.divui": arith.DivUIOp, "arith.divsi": arith.DivSIOp,
+    "arith.floordivsi": arith.FloorDivSIOp, "arith.ceildivui": arith.CeilDivUIOp,
+    "arith.ceildivsi": arith.CeilDivSIOp, "arith.remui": arith.RemUIOp,
+    "arith.remsi": arith.RemSIOp, "arith.minui": arith.MinUIOp, "arith.minsi": arith.MinSIOp,
+    "arith.maxui": arith.MaxUIOp, "arith.maxsi": arith.MaxSIOp,
+}  # fmt: skip
+
+
+def _binary(name: str, lhs: SSAValue, rhs: SSAValue) -> Operation:
+    return _BINARY_OPS[name](lhs, rhs)  # type: ignore[call-arg]
+
+
+Signature = tuple[tuple[Expr | None, ...], Expr | None]
+"""What a launch computes on the host for its kernel: per argument the expression it
+passes (``None``: passed as it is), and the grid's."""
+
+
+def _rewrite_kernel(fn: kernel.FuncOp, signature: Signature, names: list[str]) -> None:
+    """Make ``fn`` compute its length-dependent arguments and grid from a lengths buffer
+    (its new last parameter)."""
+    exprs, grid = signature
+    block = fn.body.block
+    lengths = block.insert_arg(MemRefType(IndexType(), [len(names)]), len(block.args))
+    lengths.name_hint = "lengths"
+    build = _Materializer(fn, lengths, names)
+    for k, expr in enumerate(exprs):
+        if expr is not None:
+            block.args[k].replace_all_uses_with(build.value(expr))
+    body = [op for op in block.ops if not isinstance(op, kernel.ReturnOp)]
+    if grid is not None:
+        count = build.value(grid)
+        for op in list(fn.walk()):
+            if isinstance(op, kernel.GridDimOp) and op.dim.data == "x":
+                op.result.replace_all_uses_with(count)
+                Rewriter.erase_op(op)
+        body = [op for op in block.ops if not isinstance(op, kernel.ReturnOp)]
+        decls = [op for op in body if isinstance(op, kernel.SharedOp | kernel.LocalOp)]
+        body = [op for op in body if op not in decls]
+        block_id = kernel.BlockIdOp("x")
+        inside = arith.CmpiOp(block_id.result, count, "ult")
+        guarded = Block()
+        for op in body:
+            op.detach()
+            guarded.add_op(op)
+        guarded.add_op(scf.YieldOp())
+        branch = scf.IfOp(inside.result, [], Region(guarded))
+        block.insert_ops_before([block_id, inside, branch], block.last_op)  # type: ignore[arg-type]
+        for decl in decls:
+            decl.detach()
+        if decls:
+            block.insert_ops_before(decls, block.first_op)  # type: ignore[arg-type]
+    if build.ops:
+        block.insert_ops_before(build.ops, block.first_op)  # type: ignore[arg-type]
+    for k in sorted((k for k, e in enumerate(exprs) if e is not None), reverse=True):
+        block.erase_arg(block.args[k])
+    fn.properties["function_type"] = FunctionType.from_lists([a.type for a in block.args], [])
+
+
+def _launch_signature(launch: kernel.LaunchOp, host: _Host) -> Signature | None:
+    exprs: list[Expr | None] = []
+    for arg in launch.args:
+        expr = host.expr(arg) if isinstance(arg.type, IndexType) else None
+        exprs.append(expr if _depends(expr) else None)
+    grid = None
+    if launch.grid_size is not None:
+        grid = host.expr(launch.grid_size)
+        if grid is None:
+            raise _fail(launch, "its grid is not index arithmetic of the function's lengths")
+    if grid is None and not any(e is not None for e in exprs):
+        return None
+    return tuple(exprs), grid
+
+
+def _check_host(fn: func.FuncOp) -> None:
+    for op in fn.walk():
+        if isinstance(op, scf.IfOp):
+            raise _fail(op, "lengths-in-memory: the host chooses between kernels by length "
+                            "here, which a program replayed at every length cannot do "
+                            "(lower it without length-buckets)")
+        if isinstance(op, memref.CopyOp) and has_dynamic(op.source.type):
+            raise _fail(op, "lengths-in-memory: a host copy of a buffer with ? extents has "
+                            "the size of the call's lengths")
+
+
+def _store_lengths(fn: func.FuncOp, names: list[str]) -> SSAValue:
+    """``%lengths = memref.alloc()`` and one ``memref.store`` per symbol, first thing."""
+    symbols = function_symbols(fn)
+    args = fn.body.block.args
+    alloc = memref.AllocOp([], [], MemRefType(IndexType(), [len(names)]))
+    alloc.memref.name_hint = "lengths"
+    ops: list[Operation] = [alloc]
+    for k, name in enumerate(names):
+        position = arith.ConstantOp(IntegerAttr(k, IndexType()))
+        ops += [position, memref.StoreOp.get(args[symbols[name].arg], alloc.memref,
+                                             [position.result])]
+    block = fn.body.block
+    block.insert_ops_before(ops, block.first_op)  # type: ignore[arg-type]
+    return alloc.memref
+
+
+def _erase_dead_arithmetic(fn: func.FuncOp) -> None:
+    for op in reversed(list(fn.body.block.ops)):
+        if (is_index_arith(op) or isinstance(op, arith.ConstantOp)) and not any(
+                r.uses for r in op.results):
+            Rewriter.erase_op(op)
+
+
+class LengthsInMemory(ModulePass):
+    """Kernels read the lengths from a buffer the host writes (see the module docstring)."""
+
+    name = "lengths-in-memory"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        kernels = {f.sym_name.data: f for f in op.ops if isinstance(f, kernel.FuncOp)}
+        for fn in [f for f in op.ops if isinstance(f, func.FuncOp) and f.body.blocks]:
+            symbols = function_symbols(fn)
+            if symbols:
+                self._apply_host(op, fn, list(symbols), kernels)
+
+    @staticmethod
+    def _apply_host(module: ModuleOp, fn: func.FuncOp, names: list[str],
+                    kernels: dict[str, kernel.FuncOp]) -> None:
+        _check_host(fn)
+        host = _Host(fn, names)
+        launches = [o for o in fn.walk() if isinstance(o, kernel.LaunchOp)]
+        signatures = {id(launch): _launch_signature(launch, host) for launch in launches}
+        by_kernel: dict[str, list[Signature | None]] = {}
+        for launch in launches:
+            by_kernel.setdefault(launch.kernel.root_reference.data, []).append(
+                signatures[id(launch)])
+        if not any(s is not None for s in signatures.values()):
+            return
+        lengths = _store_lengths(fn, names)
+        targets: dict[tuple[str, Signature], str] = {}
+        for name, seen in by_kernel.items():
+            distinct = list(dict.fromkeys(s for s in seen if s is not None))
+            for k, signature in enumerate(distinct):
+                original = kernels.get(name)
+                if original is None:
+                    raise _fail(fn, f"no kernel.func @{name} in the module")
+                in_place = len(distinct) == 1 and None not in seen
+                target = original if in_place else original.clone()
+                if not in_place:
+                    new_name = f"{name}_l{k}"
+                    target.properties["sym_name"] = StringAttr(new_name)
+                    module.body.block.insert_op_after(target, original)
+                _rewrite_kernel(target, signature, names)
+                targets[(name, signature)] = target.sym_name.data
+        for launch in launches:
+            signature = signatures[id(launch)]
+            if signature is None:
+                continue
+            exprs, grid = signature
+            args = [a for a, e in zip(launch.args, exprs, strict=True) if e is None]
+            new = kernel.LaunchOp(targets[(launch.kernel.root_reference.data, signature)],
+                                  launch.grid_shape, launch.block_shape, [*args, lengths],
+                                  launch.shared_bytes)
+            new.attributes |= launch.attributes
+            Rewriter.replace_op(launch, new)
+        _erase_dead_arithmetic(fn)
+

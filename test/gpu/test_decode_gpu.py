@@ -1,0 +1,77 @@
+"""Decode with a KV cache on the GPU: the Generator's tokens equal Hugging Face greedy
+``generate`` with every decode step replayed from one CUDA graph (the cache length read
+from memory) and with the steps launched from the host; the program the graph replays is
+lowered once and serves every length. A ``lengths-in-memory`` program gives the CPU
+interpreter's results at every length, eagerly and from one graph."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+pytestmark = pytest.mark.gpu
+
+sys.path.insert(0, str(Path(__file__).parent.parent / "frontend"))
+from test_models import tiny_model  # noqa: E402
+
+import llmopt  # noqa: E402
+
+LIT = Path(__file__).parent.parent / "passes" / "kernel" / "lengths-in-memory.mlir"
+
+
+def _needs_gpu() -> None:
+    if not torch.cuda.is_available():
+        pytest.skip("needs a GPU")
+
+
+def _reference(model: object, prompt: torch.Tensor, new: int) -> list[int]:
+    with torch.no_grad():
+        out = model.generate(prompt, max_new_tokens=new, min_new_tokens=new,  # type: ignore[attr-defined]
+                             do_sample=False)
+    return out[0, prompt.shape[1]:].tolist()
+
+
+@pytest.mark.parametrize("kind", ["llama", "qwen2"])
+@pytest.mark.parametrize("cuda_graph", [True, False])
+def test_generator_matches_generate(kind: str, cuda_graph: bool) -> None:
+    _needs_gpu()
+    model = tiny_model(kind)
+    gen = llmopt.Generator(model, max_ctx=48, device="cuda", cuda_graph=cuda_graph)
+    decode = gen._programs[1]
+    assert decode.one_graph == cuda_graph
+    prompt = torch.randint(0, 97, (1, 7), generator=torch.Generator().manual_seed(5))
+    assert gen.generate(prompt, 30).tokens == _reference(model, prompt, 30)
+    graph = decode._graph
+    # Another prompt length: the same programs, and the same graph.
+    assert gen.generate(prompt[:, :2], 12).tokens == _reference(model, prompt[:, :2], 12)
+    assert decode._graph is graph
+
+
+def _lit_module() -> object:
+    return llmopt.parse(LIT.read_text().split("// ERRORS BELOW")[0])
+
+
+@pytest.mark.parametrize("cuda_graph", [False, True])
+def test_lengths_in_memory_program_at_every_length(cuda_graph: bool) -> None:
+    _needs_gpu()
+    import llmopt.interp
+    from llmopt.codegen.executor import CompiledProgram
+
+    module = llmopt.lower(_lit_module(), "lengths-in-memory")
+    program = CompiledProgram(llmopt.lower(module.clone(), "kernel-to-cuda"),
+                              cuda_graph=cuda_graph)
+    assert program.one_graph
+    rng = np.random.default_rng(0)
+    for ctx in (5, 64, 1, 33, 5):
+        cache = rng.standard_normal((ctx, 4)).astype(np.float32)
+        want = llmopt.interp.run(module, [cache.copy()], check_races=False)
+        got = program(torch.from_numpy(cache).cuda())
+        for g, w in zip(got, want, strict=True):
+            np.testing.assert_array_equal(g.cpu().numpy(), w)
+    if cuda_graph:
+        assert program.graph_captured and not program._graphs
