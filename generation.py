@@ -110,6 +110,7 @@ class Generator:
         self._compiled_once = False
         self._cache_buffers: list[Any] | None = None
         self._in_graph = False
+        self._static_token: Any = None
 
     # --- building -------------------------------------------------------------------------
 
@@ -194,11 +195,13 @@ class Generator:
             ctx = n + step
             (logits,) = decode(token, *(c[:ctx] for c in caches))
             decode.check = False  # the first call checked every argument
-            if decode.graph_captured and not self._in_graph:
-                # The graph's own buffers become the caches (the step reads them in place)
-                # and its token input the place each next token is written to.
-                caches = self._caches(decode.static_inputs[1:])
-                token = decode.static_inputs[0]
+            if decode.graph_captured:
+                # The graph's own buffers are the caches (the step reads them in place) and
+                # its token input is where each next token goes.
+                if not self._in_graph:
+                    caches = self._caches(decode.static_inputs[1:])
+                    self._static_token = decode.static_inputs[0]
+                token = self._static_token
             tokens[step] = logits.argmax(-1)
             if decode.graph_captured:
                 token.copy_(tokens[step].view(1, 1))

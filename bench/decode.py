@@ -176,6 +176,37 @@ def measure(tokens: list[int], per_token: float, reference: list[int], nbytes: i
     }
 
 
+def profile_decode(gen: Any, context: int, steps: int = 4) -> list[dict[str, Any]]:
+    """The GPU time of each kernel of a decode step at ``context``: ``steps`` calls of the
+    decode program on the generator's caches under ``torch.profiler`` (CUPTI, so kernels
+    inside the CUDA graph count, and no event sits between launches), summed by kernel
+    name and divided by the steps, longest first; printed as a table."""
+    from torch.profiler import ProfilerActivity, profile
+
+    decode = gen._programs[1]
+    caches = gen._caches()
+    token = torch.zeros((1, 1), dtype=torch.long, device="cuda")
+    decode(token, *(c[:context] for c in caches))
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(steps):
+            decode(token, *(c[:context] for c in caches))
+        torch.cuda.synchronize()
+    rows = []
+    for event in prof.key_averages():
+        device_us = getattr(event, "device_time_total", None)
+        if device_us is None:
+            device_us = event.cuda_time_total
+        if device_us > 0:
+            rows.append({"kernel": event.key, "us_per_step": device_us / steps,
+                         "launches_per_step": event.count / steps})
+    rows.sort(key=lambda r: -r["us_per_step"])
+    total = sum(r["us_per_step"] for r in rows)
+    print(f"# GPU time of a decode step at context {context}: {total / 1e3:.3f} ms")
+    for r in rows[:16]:
+        print(f"#   {r['us_per_step']:9.1f} us  x{r['launches_per_step']:<5.1f} {r['kernel'][:60]}")
+    return rows
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--models", nargs="+", default=["tinyllama"])
@@ -185,6 +216,8 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-compile-baseline", action="store_true",
                         help="skip the torch.compile static step")
+    parser.add_argument("--profile", action="store_true",
+                        help="time each kernel of one decode step at the longest context")
     parser.add_argument("--out-dir", type=Path, default=Path("bench/results"))
     args = parser.parse_args()
 
@@ -239,6 +272,8 @@ def main() -> int:
                                  f"{'' if v['tokens_equal_hf'] else ', tokens differ'})"
                                  for k, v in systems.items())
                 print(f"{name} {dtype_name} ctx {context}: {line}", flush=True)
+            if args.profile:
+                records[-1]["profile"] = profile_decode(gen, args.contexts[-1])
             del gen, model
             torch.cuda.empty_cache()
     args.out_dir.mkdir(parents=True, exist_ok=True)

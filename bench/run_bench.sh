@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Run llmopt's benchmarks (bench/suite.py, bench/sweep.py, bench/symbolic.py) on a GPU host without a package index.
+# Run llmopt's benchmarks (bench/suite.py, bench/sweep.py, bench/symbolic.py, bench/decode.py) on a GPU host without a package index.
 # Usage (from the repository root):
 #   bash bench/run_bench.sh ops [--models ...] [--seqs ...] [--ops ...] [--reps N] [--commit SHA]
 #   bash bench/run_bench.sh blocks [--models ...] [--seqs ...] [--whole-model] [--commit SHA]
 #   bash bench/run_bench.sh sweep [--models ...] [--what layers|prefill] [--seqs ...] [--jobs N]
 #   bash bench/run_bench.sh symbolic [--models ...] [--seqs ...] [--max-seq N] [--reps N]
+#   bash bench/run_bench.sh decode [--models ...] [--contexts ...] [--new N] [--profile]
 # Results (JSON, Markdown, PNG, and the log) go to $OUT, default bench/results.
 # Expects pure-Python wheels in .whl/ (xdsl, ...) if they are not installed.
 set -uo pipefail
@@ -20,6 +21,9 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null || 
 if [ "${1:-}" = sweep ]; then
   shift
   python3 bench/sweep.py "$@" --out-dir "$out" 2>&1 | tee -a "$out/sweep.log"
+elif [ "${1:-}" = decode ]; then
+  shift
+  python3 bench/decode.py "$@" --out-dir "$out" 2>&1 | tee -a "$out/decode.log"
 elif [ "${1:-}" = symbolic ]; then
   shift
   python3 bench/symbolic.py "$@" --out-dir "$out" 2>&1 | tee -a "$out/symbolic.log"
