@@ -32,38 +32,12 @@ from typing import Any
 
 import torch
 
+from llmopt.generation import copy_bandwidth, step_bytes
+
 
 def _sync() -> None:
     if torch.cuda.is_available():
         torch.cuda.synchronize()
-
-
-def copy_bandwidth() -> float:
-    """Bytes per second of a device-to-device copy of 1 GiB (read + written), median of 5."""
-    a = torch.empty(1 << 28, dtype=torch.float32, device="cuda")
-    b = torch.empty_like(a)
-    times = []
-    for _ in range(6):
-        torch.cuda.synchronize()
-        began = time.perf_counter()
-        b.copy_(a)
-        torch.cuda.synchronize()
-        times.append(time.perf_counter() - began)
-    return 2 * a.numel() * 4 / sorted(times[1:])[2]
-
-
-def step_bytes(model: Any, context: int) -> int:
-    """What one decode step reads at least: every weight once (one row of the embedding
-    table) and the keys and values of ``context`` positions."""
-    from llmopt.frontend.decode import cache_shape
-
-    total = 0
-    for name, p in model.named_parameters():
-        total += (p[0].numel() if name.endswith("embed_tokens.weight") else p.numel()) * \
-            p.element_size()
-    rows, heads, dim = cache_shape(model, context)
-    layers = model.config.num_hidden_layers
-    return total + 2 * layers * rows * heads * dim * next(model.parameters()).element_size()
 
 
 class StaticStep(torch.nn.Module):

@@ -1257,6 +1257,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                    "instead of the user's tuning cache")
     t.set_defaults(run=tune)
 
+    from llmopt.tools.generate_cli import add_parser as add_generate_parser
+
+    add_generate_parser(sub, common)
+
     k = sub.add_parser("cache", help="where the compile cache and the tuning cache are, and "
                        "what they hold")
     k.add_argument("--clear", action="store_true",

@@ -1,0 +1,73 @@
+"""``llmopt generate``: a checkpoint the test writes (a small Qwen2 in safetensors) loaded
+from its directory, greedy tokens through the CPU interpreter equal to transformers'
+``generate`` (``--check``), a prompt read from a file; bad prompts and contexts are one
+error line and exit 1."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from llmopt.tools.llmopt_cli import main  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A one-layer Qwen2 (hidden 32, 2 heads of 16, 1 kv head, q/k/v bias), saved with
+    seeded random weights as a Hugging Face directory."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    config = AutoConfig.for_model("qwen2", hidden_size=32, intermediate_size=48,
+                                  num_hidden_layers=1, num_attention_heads=2,
+                                  num_key_value_heads=1, vocab_size=83,
+                                  max_position_embeddings=64, tie_word_embeddings=False)
+    torch.manual_seed(3)
+    model = AutoModelForCausalLM.from_config(config)
+    directory = tmp_path_factory.mktemp("qwen2")
+    model.save_pretrained(directory)
+    assert any(directory.glob("*.safetensors"))
+    return directory
+
+
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LLMOPT_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def test_generate_from_a_checkpoint_matches_transformers(
+        checkpoint: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    ids = tmp_path / "prompt.txt"
+    ids.write_text("5, 17 2\n40 81")
+    assert main(["generate", str(checkpoint), "--cpu", "--prompt-ids", str(ids),
+                 "--new-tokens", "7", "--check"]) == 0
+    out = capsys.readouterr().out
+    assert "weights from" in out and "prompt of 5 tokens, 7 new" in out
+    tokens = next(line for line in out.splitlines() if line.startswith("tokens:"))
+    assert len(tokens.split()) == 1 + 7
+    assert "ms/token" in out and "transformers generate: the same tokens" in out
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("1 two 3", "expected token ids"),
+    ("[]", "the prompt is empty"),
+    ("4 83", "token id 83 is outside the vocabulary [0, 83)"),
+])
+def test_bad_prompt_files(checkpoint: Path, tmp_path: Path, text: str, message: str,
+                          capsys: pytest.CaptureFixture[str]) -> None:
+    ids = tmp_path / "prompt.txt"
+    ids.write_text(text)
+    assert main(["generate", str(checkpoint), "--cpu", "--prompt-ids", str(ids)]) == 1
+    err = [line for line in capsys.readouterr().err.splitlines() if "error" in line]
+    assert len(err) == 1 and err[0].startswith(f"llmopt: error: {ids}: ") and message in err[0]
+
+
+def test_a_context_above_max_ctx_is_refused(checkpoint: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["generate", str(checkpoint), "--cpu", "--prompt-len", "9", "--new-tokens",
+                 "4", "--max-ctx", "8"]) == 1
+    err = capsys.readouterr().err
+    assert "need a context of 12, above --max-ctx 8" in err
