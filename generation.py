@@ -29,6 +29,8 @@ if TYPE_CHECKING:
     import torch
     from transformers import PreTrainedModel
 
+    from llmopt.frontend.capture import CapturedProgram
+
 __all__ = ["Generation", "GenerationError", "Generator", "copy_bandwidth", "generate",
            "step_bytes"]
 
@@ -89,53 +91,84 @@ class Generator:
 
     def __init__(self, model: PreTrainedModel, *, max_ctx: int, device: str | None = None,
                  pipeline: str = "lower-to-cuda", cuda_graph: bool = True) -> None:
-        from llmopt.frontend.decode import capture_decode, capture_prefill
-
         self.model = model
         self.max_ctx = int(max_ctx)
         self.device = device or _default_device()
         self.cuda_graph = cuda_graph
         if self.device not in ("cuda", "cpu"):
             raise GenerationError(f"device must be 'cuda' or 'cpu', got {self.device!r}")
+        if self.max_ctx < 2:
+            raise GenerationError(f"max_ctx must be at least 2, got {self.max_ctx}")
         began = time.perf_counter()
-        self.prefill = capture_prefill(model, self.max_ctx)
-        self.decode = capture_decode(model, self.max_ctx)
-        captured = time.perf_counter()
-        self.timings = {"capture": captured - began}
+        self._captured: dict[str, CapturedProgram] = {}
+        self.timings: dict[str, float] = {}
+        """Seconds each program took to build: ``prefill`` and ``decode`` (capture and
+        lowering, or parsing a compile-cache hit: ``*_cached``), ``compile`` (NVRTC,
+        through the kernel cache, and loading)."""
         if self.device == "cuda":
             self._programs = self._compile(pipeline)
         else:
             self._programs = self._lower_for_cpu(pipeline)
-        self.timings["lower+compile"] = time.perf_counter() - captured
         self.compile_seconds = time.perf_counter() - began
         self._compiled_once = False
         self._cache_buffers: list[Any] | None = None
         self._in_graph = False
         self._static_token: Any = None
 
+    @property
+    def prefill(self) -> CapturedProgram:
+        """The prefill step as captured (captured on first use)."""
+        from llmopt.frontend.decode import capture_prefill
+
+        if "prefill" not in self._captured:
+            self._captured["prefill"] = capture_prefill(self.model, self.max_ctx)
+        return self._captured["prefill"]
+
+    @property
+    def decode(self) -> CapturedProgram:
+        """The decode step as captured (captured on first use)."""
+        from llmopt.frontend.decode import capture_decode
+
+        if "decode" not in self._captured:
+            self._captured["decode"] = capture_decode(self.model, self.max_ctx)
+        return self._captured["decode"]
+
     # --- building -------------------------------------------------------------------------
 
     def _compile(self, pipeline: str) -> tuple[Any, Any]:
+        """Both programs lowered (through the compile cache: a model of the same config,
+        dtype and ``max_ctx`` lowered before is parsed, not captured and lowered again),
+        compiled and loaded, the model's weights bound by name."""
         import torch
 
         import llmopt
         from llmopt import registry
         from llmopt.codegen.executor import CompiledProgram
+        from llmopt.codegen.program_cache import cached_lowering, program_cache_key
         from llmopt.target import current_target
 
         arch = current_target(torch.cuda.current_device()).arch
         weights = {**dict(self.model.named_buffers(remove_duplicate=False)),
                    **dict(self.model.named_parameters(remove_duplicate=False))}
+        dtype = str(next(self.model.parameters()).dtype).removeprefix("torch.")
+        identity = "generator:" + self.model.config.to_json_string(use_diff=False)
         lowering = registry.with_arch(pipeline, arch)
         programs = []
-        for captured in (self.prefill, self.decode):
-            graph = self.cuda_graph and captured is self.decode
+        for which in ("prefill", "decode"):
+            began = time.perf_counter()
+            graph = self.cuda_graph and which == "decode"
             spec = (registry.insert_before(lowering, "kernel-to-cuda", "lengths-in-memory")
                     if graph else lowering)
-            module = llmopt.lower(captured.module, spec)
-            params = {n: weights[n].detach().to("cuda") for n in captured.param_names}
-            programs.append(CompiledProgram(module, params=params, arch=arch,
+            key = program_cache_key(f"{identity}\nstep={which}", self.max_ctx, dtype, [spec])
+            module, parsed = cached_lowering(
+                key, lambda which=which, spec=spec: llmopt.lower(  # type: ignore[misc]
+                    getattr(self, which).module, spec))
+            lowered = time.perf_counter()
+            self.timings[which if parsed is None else f"{which}_cached"] = lowered - began
+            programs.append(CompiledProgram(module, params=weights, arch=arch,
                                             cuda_graph=graph))
+            self.timings["compile"] = (self.timings.get("compile", 0.0)
+                                       + time.perf_counter() - lowered)
         return programs[0], programs[1]
 
     def _lower_for_cpu(self, pipeline: str) -> tuple[Any, Any]:
@@ -143,8 +176,10 @@ class Generator:
         from llmopt.tools.llmopt_cli import split_pipeline
 
         to_kernel, _ = split_pipeline(pipeline, "kernel")
-        for captured in (self.prefill, self.decode):
-            llmopt.lower(captured.module, ",".join(to_kernel))
+        for which in ("prefill", "decode"):
+            began = time.perf_counter()
+            llmopt.lower(getattr(self, which).module, ",".join(to_kernel))
+            self.timings[which] = time.perf_counter() - began
         return self.prefill.module, self.decode.module
 
     # --- running --------------------------------------------------------------------------
@@ -226,8 +261,14 @@ class Generator:
             dtype = next(self.model.parameters()).dtype
             self._cache_buffers = [
                 torch.empty(cache_shape(self.model, self.max_ctx), dtype=dtype, device="cuda")
-                for _ in self.prefill.updated_inputs]
+                for _ in self._cache_names()]
         return self._cache_buffers
+
+    def _cache_names(self) -> list[str]:
+        from llmopt.frontend.decode import cache_names
+        from llmopt.frontend.models import decoder_layers
+
+        return cache_names(len(decoder_layers(self.model)))
 
     def _run_cpu(self, prompt: list[int], new_tokens: int) -> Generation:
         import numpy as np
@@ -235,7 +276,7 @@ class Generator:
         from llmopt.frontend.decode import cache_shape
 
         caches = [np.zeros(cache_shape(self.model, self.max_ctx), np.float32)
-                  for _ in self.prefill.updated_inputs]
+                  for _ in self._cache_names()]
         began = time.perf_counter()
         out = [self._interpret(0, prompt, caches, len(prompt))]
         prefilled = time.perf_counter()

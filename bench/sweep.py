@@ -171,9 +171,10 @@ def _capture(point: Point) -> Any:
 def program_key(point: Point, pipeline: str) -> str:
     """The cache key of a point's lowered program: the model's identity (its preset or
     config), what is captured, the length, the pipeline and llmopt's sources
-    (:func:`llmopt.tools.llmopt_cli.program_cache_key`)."""
+    (:func:`llmopt.codegen.program_cache.program_cache_key`)."""
     from llmopt import registry
-    from llmopt.tools.llmopt_cli import model_identity, program_cache_key
+    from llmopt.codegen.program_cache import program_cache_key
+    from llmopt.tools.llmopt_cli import model_identity
 
     layers = 1 if point.what == "decoder_layer" else None
     identity = (model_identity(point.source, layers) if point.source in MODELS

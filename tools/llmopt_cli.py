@@ -321,27 +321,6 @@ def _capture(model_name: str, config: Any, seq: int, dtype: Any, layers: int | N
     return capture(meta, seq, **dynamic)
 
 
-def _code_fingerprint() -> str:
-    """A hash of llmopt's own Python sources (a changed pass must miss the program cache)."""
-    import hashlib
-
-    import llmopt
-
-    root = Path(llmopt.__file__).resolve().parent
-    files: list[Path] = []
-    packages = [root]
-    while packages:  # llmopt and its sub-packages: directories with an __init__.py
-        package = packages.pop()
-        files += sorted(package.glob("*.py"))
-        packages += sorted(p.parent for p in package.glob("*/__init__.py"))
-    digest = hashlib.sha256()
-    for path in files:
-        digest.update(str(path.relative_to(root)).encode() + b"\0")
-        with contextlib.suppress(OSError):
-            digest.update(path.read_bytes())
-    return digest.hexdigest()
-
-
 def model_identity(model: str, layers: int | None) -> str:
     """What determines the program of ``model`` (short of the sequence length and dtype),
     read without building anything: a preset's dimensions, or the text of the config.json
@@ -364,33 +343,6 @@ def model_identity(model: str, layers: int | None) -> str:
     return f"{text}\nlayers={layers}"
 
 
-def program_cache_key(identity: str, seq: int, dtype: str, elements: Sequence[str]) -> str:
-    """The compile-cache key of a whole model lowered by the pipeline ``elements``: the
-    model's ``identity`` (:func:`model_identity`, or a config's JSON), the sequence length
-    and dtype, the pipeline, the versions of torch, transformers and xDSL, the registered
-    passes and dialects, a hash of llmopt's sources and one of the tuning tables."""
-    import hashlib
-    from importlib.metadata import PackageNotFoundError, version
-
-    from llmopt import registry
-    from llmopt.plugins import load_entry_points
-    from llmopt.tools.tune import tables_fingerprint
-
-    load_entry_points()  # as lowering will: the registry below is then complete
-    versions = []
-    for package in ("torch", "transformers", "xdsl"):
-        try:
-            versions.append(f"{package}={version(package)}")
-        except PackageNotFoundError:
-            versions.append(f"{package}=none")
-    parts = [
-        "llmopt-program-1", identity, f"seq={seq}", f"dtype={dtype}", ",".join(elements),
-        *versions, ",".join(sorted(registry.PASSES)), ",".join(sorted(registry.DIALECTS)),
-        _code_fingerprint(), f"tuned={tables_fingerprint()}",
-    ]
-    return hashlib.sha256("\0".join(parts).encode()).hexdigest()
-
-
 def lowered_model(model_name: str, identity: str, config: Callable[[], Any], seq: int,
                   dtype_name: str, elements: Sequence[str], desc: str,
                   max_seq: int | None = None) -> tuple[Any, str]:
@@ -399,27 +351,26 @@ def lowered_model(model_name: str, identity: str, config: Callable[[], Any], seq
     parses the cached IR and skips building, capture and lowering (``LLMOPT_NO_CACHE=1``
     bypasses the cache). With ``max_seq`` the length is symbolic (``seq`` the example).
     Returns the module and a line saying what it took."""
-    import zlib
+    from llmopt.codegen.program_cache import cached_lowering, program_cache_key
 
-    from llmopt.api import parse
-    from llmopt.codegen.cache import default_cache
-
-    cache = default_cache()
     began = time.perf_counter()
     if max_seq is not None:
         identity += f"\nsymbolic seq <= {max_seq}"
     key = program_cache_key(identity, seq, dtype_name, elements)
-    blob = cache.get(key)
-    if blob is not None:
-        with contextlib.suppress(Exception):  # a stale or foreign entry: compile anew
-            module = parse(zlib.decompress(blob).decode())
-            return module, (f"compile cache hit: IR parsed in "
-                            f"{time.perf_counter() - began:.1f} s, capture and lowering skipped")
-    program = _capture(model_name, config(), seq, _dtype(dtype_name), None, max_seq=max_seq)
-    captured = time.perf_counter() - began
-    progress = lower_with_progress(program.module, elements, desc)
-    cache.put(key, zlib.compress(str(program.module).encode(), 6))
-    return program.module, f"capture {captured:.1f} s, {_timing_line(progress)}"
+    how: list[str] = []
+
+    def build() -> Any:
+        program = _capture(model_name, config(), seq, _dtype(dtype_name), None, max_seq=max_seq)
+        captured = time.perf_counter() - began
+        progress = lower_with_progress(program.module, elements, desc)
+        how.append(f"capture {captured:.1f} s, {_timing_line(progress)}")
+        return program.module
+
+    module, parsed = cached_lowering(key, build)
+    if parsed is not None:
+        return module, (f"compile cache hit: IR parsed in {parsed:.1f} s, capture and "
+                        "lowering skipped")
+    return module, how[0]
 
 
 def _timing_line(progress: _Progress) -> str:

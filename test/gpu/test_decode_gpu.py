@@ -52,6 +52,21 @@ def test_generator_matches_generate(kind: str, cuda_graph: bool) -> None:
     assert decode._graph is graph
 
 
+def test_a_second_generator_parses_the_cached_programs(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    _needs_gpu()
+    monkeypatch.setenv("LLMOPT_CACHE_DIR", str(tmp_path))
+    model = tiny_model("llama")
+    first = llmopt.Generator(model, max_ctx=24, device="cuda")
+    second = llmopt.Generator(model, max_ctx=24, device="cuda")
+    assert set(first.timings) == {"prefill", "decode", "compile"}
+    assert set(second.timings) == {"prefill_cached", "decode_cached", "compile"}
+    assert not second._captured  # nothing was captured
+    prompt = [3, 1, 4, 1, 5]
+    assert second.generate(prompt, 9).tokens == first.generate(prompt, 9).tokens \
+        == _reference(model, torch.tensor([prompt]), 9)
+
+
 def _lit_module() -> object:
     return llmopt.parse(LIT.read_text().split("// ERRORS BELOW")[0])
 
