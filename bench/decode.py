@@ -193,7 +193,11 @@ def main() -> int:
     parser.add_argument("--profile", action="store_true",
                         help="time each kernel of one decode step at the longest context")
     parser.add_argument("--out-dir", type=Path, default=Path("bench/results"))
+    parser.add_argument("--merge", type=Path, nargs="+", metavar="JSON",
+                        help="only write the results of these runs as one (no GPU needed)")
     args = parser.parse_args()
+    if args.merge:
+        return merge_results(args.merge, args.out_dir, "h200")
 
     import llmopt
     from llmopt.frontend.models import build_model
@@ -202,6 +206,7 @@ def main() -> int:
     gpu = torch.cuda.get_device_name()
     print(f"# {gpu}: device-to-device copy {bandwidth / 1e12:.2f} TB/s", flush=True)
     records = []
+    builds: dict[str, Any] = {}
     for name in args.models:
         for dtype_name in args.dtypes:
             dtype = getattr(torch, dtype_name)
@@ -210,8 +215,15 @@ def main() -> int:
             began = time.perf_counter()
             gen = llmopt.Generator(model, max_ctx=max_ctx, device="cuda")
             compile_s = time.perf_counter() - began
+            cold = dict(gen.timings)
+            began = time.perf_counter()
+            gen = llmopt.Generator(model, max_ctx=max_ctx, device="cuda")  # cache hits
+            warm_s = time.perf_counter() - began
             print(f"# {name} {dtype_name}: Generator(max_ctx={max_ctx}) built in "
-                  f"{compile_s:.1f} s {gen.timings}", flush=True)
+                  f"{compile_s:.1f} s {cold}; again (compile cache) in {warm_s:.1f} s "
+                  f"{gen.timings}", flush=True)
+            builds[f"{name}/{dtype_name}"] = {"cold_s": compile_s, "cold": cold,
+                                              "warm_s": warm_s, "warm": dict(gen.timings)}
             for context in args.contexts:
                 g = torch.Generator().manual_seed(args.seed + context)
                 prompt = torch.randint(0, model.config.vocab_size, (1, context), generator=g)
@@ -251,22 +263,78 @@ def main() -> int:
                 records[-1]["profile"] = profile_decode(gen, args.contexts[-1])
             del gen, model
             torch.cuda.empty_cache()
-    args.out_dir.mkdir(parents=True, exist_ok=True)
     tag = gpu.split()[-1].lower()
     meta = {"gpu": gpu, "copy_bandwidth_bytes_s": bandwidth, "torch": torch.__version__,
-            "host": platform.node()}
-    (args.out_dir / f"decode-{tag}.json").write_text(json.dumps(
-        {"meta": meta, "records": records}, indent=1))
-    lines = [f"# Decode, batch 1 ({gpu}, copy {bandwidth / 1e12:.2f} TB/s)", "",
+            "host": platform.node(), "generator_builds": builds}
+    write_results({"meta": [meta], "records": records}, args.out_dir, tag)
+    return 0
+
+
+def write_results(doc: dict[str, Any], out_dir: Path, tag: str) -> None:
+    """``decode-<tag>.json``, ``.md`` (a table) and ``.png`` (tok/s and the share of the
+    copy bandwidth against the context, per model and system; needs matplotlib)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / f"decode-{tag}.json").write_text(json.dumps(doc, indent=1))
+    gpus = sorted({m["gpu"] for m in doc["meta"]})
+    lines = [f"# Decode, batch 1 ({', '.join(gpus)})", "",
              "| model | dtype | context | system | tok/s | ms/token | % of copy bandwidth | "
              "tokens = HF |", "|---|---|---:|---|---:|---:|---:|---|"]
-    for r in records:
+    for r in doc["records"]:
         for key, v in r["systems"].items():
             lines.append(f"| {r['model']} | {r['dtype']} | {r['context']} | {key} | "
                          f"{v['tok_s']:.0f} | {v['ms_per_token']:.2f} | "
                          f"{v['pct_bandwidth']:.1f} | {v['tokens_equal_hf']} |")
-    (args.out_dir / f"decode-{tag}.md").write_text("\n".join(lines) + "\n")
+    (out_dir / f"decode-{tag}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
+    plot(doc, out_dir / f"decode-{tag}.png")
+
+
+def plot(doc: dict[str, Any], path: Path) -> None:
+    """Per model and dtype, tok/s against the context for every system (the share of the
+    copy bandwidth in the labels of llmopt's points)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print(f"note: matplotlib is not installed; {path} not written")
+        return
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for r in doc["records"]:
+        groups.setdefault(f"{r['model']} {r['dtype']}", []).append(r)
+    fig, axes = plt.subplots(1, len(groups), figsize=(5.5 * len(groups), 4), squeeze=False)
+    for ax, (title, records) in zip(axes[0], groups.items(), strict=True):
+        records.sort(key=lambda r: r["context"])
+        contexts = [r["context"] for r in records]
+        for system in records[0]["systems"]:
+            tok_s = [r["systems"][system]["tok_s"] for r in records]
+            ax.plot(contexts, tok_s, marker="o", label=system)
+            if system == "llmopt":
+                for c, t, r in zip(contexts, tok_s, records, strict=True):
+                    ax.annotate(f"{r['systems'][system]['pct_bandwidth']:.0f}%", (c, t),
+                                textcoords="offset points", xytext=(4, 6), fontsize=8)
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(contexts, [str(c) for c in contexts])
+        ax.set_xlabel("context (tokens)")
+        ax.set_ylabel("decode tok/s (batch 1)")
+        ax.set_ylim(bottom=0)
+        ax.set_title(title)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def merge_results(paths: list[Path], out_dir: Path, tag: str) -> int:
+    """Write one set of results from several runs' ``decode-*.json`` (records in order)."""
+    docs = [json.loads(p.read_text()) for p in paths]
+    meta: list[Any] = []
+    for d in docs:
+        meta += d["meta"] if isinstance(d["meta"], list) else [d["meta"]]
+    write_results({"meta": meta, "records": [r for d in docs for r in d["records"]]},
+                  out_dir, tag)
     return 0
 
 
