@@ -57,7 +57,7 @@ from llmopt.passes.tile._access import linear_form
 from llmopt.passes.tile.vector_fragments import outer_chunk_loop
 
 if TYPE_CHECKING:
-    from llmopt.passes.tile.mma_fragments import Operand, Update
+    from llmopt.passes.tile._mma_match import Operand, Update
 
 K_STEP = 16
 """K elements one ``m16n8k16`` product consumes."""

@@ -71,23 +71,19 @@ Fragment reads stay conflict-free when ``pad-shared`` pads rows to ``≡ 4 (mod 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import arith, scf
 from xdsl.dialects.builtin import (
-    FloatAttr,
     IndexType,
     IntegerAttr,
     MemRefType,
     ModuleOp,
     StringAttr,
     f32,
-    i32,
 )
-from xdsl.ir import Attribute, Block, Operation, SSAValue
-from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr, AffineExpr, AffineMap
+from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
     PatternRewriter,
@@ -101,156 +97,17 @@ from xdsl.utils.exceptions import PassFailedException
 from llmopt.dialects import loop, mma, tile
 from llmopt.passes._rewrite import KeepLocation
 from llmopt.passes.tile import _mma_halves
-from llmopt.passes.tile._access import UNROLL, counted_for, linear_form, loop_nest
+from llmopt.passes.tile._access import UNROLL, counted_for
+from llmopt.passes.tile._mma_match import K_STEP, Operand, Update, chunk_updates
+from llmopt.passes.tile._mma_nests import fragment_nest, product_nests
 from llmopt.passes.tile._schedule import knob
 from llmopt.passes.tile.stage_inputs import const_int
 from llmopt.passes.tile.vector_fragments import outer_chunk_loop
 
-K_STEP = 8
-"""K elements one ``m16n8k8`` product consumes."""
 SPLITS = (1, 2, 3)
 """Ways to split an ``f32`` into TF32 ``hi`` and ``lo`` (the knob ``split``)."""
 TERMS = (1, 3)
 """Tensor-core products per ``f32`` product: 1 (TF32 precision) or 3 (``f32``)."""
-
-
-@dataclass
-class Operand:
-    """One distinct shared-tile load of the update body and the fragment it becomes."""
-
-    load: loop.LoadOp
-    role: str  # "a" (rows) or "b" (columns)
-    hi: SSAValue | None = None
-    lo: SSAValue | None = None
-
-    def key(self) -> tuple[object, ...]:
-        return (self.load.buffer, self.load.map.data, tuple(self.load.indices))
-
-
-@dataclass(frozen=True)
-class Update:
-    """``acc[…] += a · b``: the accumulator's store and the two operands' keys."""
-
-    store: loop.StoreOp
-    a: tuple[object, ...]
-    b: tuple[object, ...]
-
-
-def _shared(value: SSAValue) -> bool:
-    owner = value.owner
-    return isinstance(owner, tile.AllocOp) and owner.space.data == "shared"
-
-
-def _registers(value: SSAValue) -> bool:
-    owner = value.owner
-    return isinstance(owner, tile.AllocOp) and owner.space.data == "registers"
-
-
-def _coefficients(load: loop.LoadOp, varying: set[SSAValue]
-                  ) -> list[dict[SSAValue, int]] | None:
-    """Per index of ``load``, its linear coefficients on the load's operands; an index
-    that uses none of the ``varying`` values may be any expression (e.g. a slot ``k0 mod
-    3``: ``{}``). ``None`` when an index is not linear in the ``varying`` values."""
-    out: list[dict[SSAValue, int]] = []
-    for expr in load.map.data.results:
-        form = linear_form(expr)
-        if form is None:
-            if any(load.indices[d] in varying for d in expr.used_dims()):
-                return None
-            out.append({})
-            continue
-        coefs: dict[SSAValue, int] = {}
-        for d, c in form[0].items():
-            value = load.indices[d]
-            coefs[value] = coefs.get(value, 0) + c
-        out.append({v: c for v, c in coefs.items() if c})
-    return out
-
-
-def _role(load: loop.LoadOp, kk: SSAValue, ivs: dict[str, SSAValue]) -> str | None:
-    """``"a"`` when ``load`` reads a row operand, ``"b"`` a column operand (see the module
-    docstring), else ``None``."""
-    if not _shared(load.buffer):
-        return None
-    thread = set(ivs.values())
-    coefs = _coefficients(load, thread | {kk})
-    if coefs is None:
-        return None
-    k_results = [c for c in coefs if kk in c]
-    if len(k_results) != 1 or k_results[0].get(kk) != 1:
-        return None
-    if any(v in thread for v in k_results[0]):
-        return None
-    used = {v for c in coefs for v in c if v in thread}
-    rows = {ivs[n] for n in ("wi", "g", "i", "rh")}
-    cols = {ivs[n] for n in ("wj", "t", "j", "rl")}
-    if used <= rows and all(c.get(ivs["rh"], 0) == 8 * c.get(ivs["g"], 0) for c in coefs):
-        return "a"
-    if used <= cols and all(c.get(ivs["t"], 0) == 2 * c.get(ivs["rl"], 0) for c in coefs):
-        return "b"
-    return None
-
-
-def _factor(value: SSAValue) -> tuple[loop.LoadOp, Attribute, list[Operation]] | None:
-    """A factor of a product: an ``f32`` load, or the ``arith.extf`` of a ``bf16``/``f16``
-    load; with the loaded type and the ops it takes. ``None`` for anything else."""
-    owner = value.owner
-    if isinstance(owner, loop.LoadOp) and value.type == f32:
-        return owner, f32, [owner]
-    if (isinstance(owner, arith.ExtFOp) and value.type == f32 and mma.is_half(owner.input.type)
-            and isinstance(load := owner.input.owner, loop.LoadOp)):
-        return load, owner.input.type, [owner, load]
-    return None
-
-
-def _updates(body: Block, kk: SSAValue, ivs: dict[str, SSAValue], acc_indices: list[SSAValue]
-             ) -> tuple[list[Update], dict[tuple[object, ...], Operand], Attribute] | None:
-    """The updates of the innermost body and the type their factors are loaded as (all
-    ``f32``, or all one 16-bit float), or ``None`` if it holds anything else."""
-    operands: dict[tuple[object, ...], Operand] = {}
-    updates: list[Update] = []
-    seen: set[Operation] = set()
-    loaded: set[Attribute] = set()
-    for op in body.ops:
-        if not isinstance(op, loop.StoreOp):
-            continue
-        if (not _registers(op.buffer) or list(op.indices) != acc_indices
-                or op.map.data != AffineMap.identity(len(acc_indices))):
-            return None
-        total = op.value.owner
-        if not isinstance(total, arith.AddfOp) or op.value.type != f32:
-            return None  # the tensor cores accumulate in f32
-        old, prod = total.lhs.owner, total.rhs.owner
-        if isinstance(old, arith.MulfOp):
-            old, prod = prod, old
-        if not (isinstance(old, loop.LoadOp) and old.buffer is op.buffer
-                and list(old.indices) == acc_indices and old.map.data == op.map.data
-                and isinstance(prod, arith.MulfOp)):
-            return None
-        keys: dict[str, tuple[object, ...]] = {}
-        for factor in (prod.lhs, prod.rhs):
-            found = _factor(factor)
-            if found is None:
-                return None
-            load, typ, ops = found
-            loaded.add(typ)
-            role = _role(load, kk, ivs)
-            if role is None or role in keys:
-                return None
-            operand = Operand(load, role)
-            operand = operands.setdefault(operand.key(), operand)
-            if operand.role != role:
-                return None
-            keys[role] = operand.key()
-            seen.update(ops)
-        if len(keys) != 2:
-            return None
-        seen |= {op, total, old, prod}
-        updates.append(Update(op, keys["a"], keys["b"]))
-    if not updates or len(loaded) != 1 or any(op not in seen for op in body.ops):
-        return None
-    return updates, operands, loaded.pop()
-
 
 @dataclass
 class MmaChunkLoop(RewritePattern):
@@ -283,7 +140,7 @@ class MmaChunkLoop(RewritePattern):
         ivs = dict(zip(names, [*forall.ivs, *(f.body.block.args[0] for f in nest)],
                        strict=True))
         kk = op.body.block.args[0]
-        found = _updates(nest[-1].body.block, kk, ivs, list(ivs.values()))
+        found = chunk_updates(nest[-1].body.block, kk, ivs, list(ivs.values()))
         if found is None:
             return
         updates, operands, loaded = found
@@ -381,13 +238,13 @@ def _rewrite(chunk: scf.ForOp, forall: tile.ForallOp, nest: list[loop.ForOp],
             parts.append(alloc.result)
     if promote == 1:
         for operand in operands.values():
-            add(_fragment_nest(operand, kk, kq, ivs, thread_ivs, extents, terms, split))
-        for nest_ in _product_nests(updates, operands, thread_ivs, extents, terms, parts):
+            add(fragment_nest(operand, kk, kq, ivs, thread_ivs, extents, terms, split))
+        for nest_ in product_nests(updates, operands, thread_ivs, extents, terms, parts):
             add(nest_)
     else:  # P steps summed on the tensor cores, then added to the accumulators
         assert parts is not None
-        for nest_ in _product_nests(updates, operands, thread_ivs, extents, 0, parts,
-                                    accumulate=False):
+        for nest_ in product_nests(updates, operands, thread_ivs, extents, 0, parts,
+                                   accumulate=False):
             add(nest_)
         bounds, steps, kqi = counted_for(promote, "kqi", UNROLL)
         inner = steps.body.block
@@ -399,189 +256,16 @@ def _rewrite(chunk: scf.ForOp, forall: tile.ForallOp, nest: list[loop.ForOp],
         step.result.name_hint = "kq"
         inner.add_ops([scale, scaled, step])
         for operand in operands.values():
-            inner.add_op(_fragment_nest(operand, kk, step.result, ivs, thread_ivs, extents,
-                                        terms, split))
-        inner.add_ops(_product_nests(updates, operands, thread_ivs, extents, terms, parts,
-                                     zero=False, accumulate=False, order=order))
+            inner.add_op(fragment_nest(operand, kk, step.result, ivs, thread_ivs, extents,
+                                       terms, split))
+        inner.add_ops(product_nests(updates, operands, thread_ivs, extents, terms, parts,
+                                    zero=False, accumulate=False, order=order))
         inner.add_op(scf.YieldOp())
-        for nest_ in _product_nests(updates, operands, thread_ivs, extents, 0, parts,
-                                    zero=False):
+        for nest_ in product_nests(updates, operands, thread_ivs, extents, 0, parts,
+                                   zero=False):
             add(nest_)
     chunk.body.block.insert_op_before(old_nest, chunk.body.block.first_op)  # erased with it
     rewriter.erase(chunk, safe_erase=False)
-
-
-def _fragment_nest(operand: Operand, kk: SSAValue, kq: SSAValue, ivs: dict[str, SSAValue],
-                   thread_ivs: list[SSAValue], extents: dict[str, int], terms: int,
-                   split: int) -> loop.ForOp:
-    """``loop.for %i (or %j), %q``: the load of one fragment element, rounded to TF32 (and
-    the rounding of what is left) into the fragment registers."""
-    a = operand.role == "a"
-    outer = "i" if a else "j"
-    nest, inner, (r, q) = loop_nest([extents[outer], 4 if a else 2], [outer, "q"], UNROLL)
-    load = operand.load
-    merged: list[SSAValue] = []
-
-    def dim(value: SSAValue) -> AffineExpr:
-        for k, m in enumerate(merged):
-            if m is value:
-                return AffineDimExpr(k)
-        merged.append(value)
-        return AffineDimExpr(len(merged) - 1)
-
-    k_col = dim(kq) * K_STEP + dim(ivs["t"]) + ((dim(q) // 2) * 4 if a else dim(q) * 4)
-    replace: list[AffineExpr] = []
-    for value in load.indices:
-        if value is kk:
-            replace.append(k_col)
-        elif value is ivs[outer]:
-            replace.append(dim(r))
-        elif a and value is ivs["rh"]:
-            replace.append(dim(q) % 2)
-        elif not a and value is ivs["t"]:
-            replace.append(AffineConstantExpr(0))
-        elif not a and value is ivs["rl"]:
-            replace.append(dim(ivs["g"]))
-        else:
-            replace.append(dim(value))
-    results = tuple(e.replace_dims_and_symbols(replace, []) for e in load.map.data.results)
-    value = loop.LoadOp(load.buffer, AffineMap(len(merged), 0, results), list(merged),
-                        load.clamped)
-    inner.add_op(value)
-    hi = _tf32_hi(inner, value.result, split if terms == 3 else 1)
-    where = [*thread_ivs, r, q]
-    frag_map = AffineMap.identity(len(where))
-    assert operand.hi is not None
-    inner.add_op(loop.StoreOp(hi, operand.hi, frag_map, where))
-    if terms == 3:
-        assert operand.lo is not None
-        rest = arith.SubfOp(value.result, hi)
-        inner.add_op(rest)
-        lo = rest.result
-        if split == 1:
-            rounded = mma.ToTf32Op(rest.result)
-            inner.add_op(rounded)
-            lo = rounded.result
-        inner.add_op(loop.StoreOp(lo, operand.lo, frag_map, where))
-    return nest
-
-
-def _tf32_hi(block: Block, x: SSAValue, split: int) -> SSAValue:
-    """``x``'s TF32 part: ``mma.to_tf32`` (split 1 and 2), or ``x`` with its low 13 bits
-    cleared (3: one ``and``, where the rounding costs four instructions on sm_90)."""
-    if split != 3:
-        op = mma.ToTf32Op(x)
-        block.add_op(op)
-        return op.result
-    bits = arith.BitcastOp(x, i32)
-    mask = arith.ConstantOp(IntegerAttr(-0x2000, i32))
-    cleared = arith.AndIOp(bits.result, mask.result)
-    back = arith.BitcastOp(cleared.result, f32)
-    block.add_ops([bits, mask, cleared, back])
-    return back.result
-
-
-def _product_nests(updates: list[Update], operands: dict[tuple[object, ...], Operand],
-                   thread_ivs: list[SSAValue], extents: dict[str, int], terms: int,
-                   parts: list[SSAValue] | None, zero: bool = True,
-                   accumulate: bool = True, order: int = 2) -> list[loop.ForOp]:
-    """``loop.for %i, %j`` nests: per update, ``terms`` tensor-core products summed from
-    zero and then added to the accumulator's four elements in ``f32``. ``parts`` (one
-    ``[…, I, J, 4]`` register buffer per update, or ``None``: each ``(i, j)``'s chain from
-    zero straight into the accumulators) hold the sums between nests: ``order`` 2 takes
-    the products term by term over every ``(i, j)`` (independent products back to back),
-    1 each ``(i, j)``'s chain at once; ``zero``/``accumulate``: start with the nest that
-    zeroes ``parts`` / end with the one adding them to the accumulators."""
-    n = len(thread_ivs)
-
-    def loads(block: Block, buffer: SSAValue, prefix: list[SSAValue], tail: list[int]
-              ) -> list[SSAValue]:
-        values = []
-        for q in tail:
-            dims = [AffineDimExpr(d) for d in range(n + len(prefix))]
-            amap = AffineMap(n + len(prefix), 0, (*dims, AffineConstantExpr(q)))
-            load = loop.LoadOp(buffer, amap, [*thread_ivs, *prefix])
-            block.add_op(load)
-            values.append(load.result)
-        return values
-
-    def spot(rh: int, rl: int) -> AffineMap:
-        dims = [AffineDimExpr(d) for d in range(n)]
-        return AffineMap(n + 2, 0, (*dims, AffineDimExpr(n), AffineConstantExpr(rh),
-                                    AffineDimExpr(n + 1), AffineConstantExpr(rl)))
-
-    spots = [spot(rh, rl) for rh, rl in ((0, 0), (0, 1), (1, 0), (1, 1))]
-
-    def chain(a: Operand, b: Operand) -> list[tuple[SSAValue, SSAValue]]:
-        assert a.hi is not None and b.hi is not None
-        if terms == 1:
-            return [(a.hi, b.hi)]
-        assert a.lo is not None and b.lo is not None
-        return [(a.lo, b.hi), (a.hi, b.lo), (a.hi, b.hi)]
-
-    def product(block: Block, fa: SSAValue, fb: SSAValue, i: SSAValue, j: SSAValue,
-                c: list[SSAValue]) -> list[SSAValue]:
-        op = mma.SyncOp(loads(block, fa, [i], [0, 1, 2, 3]), loads(block, fb, [j], [0, 1]), c)
-        block.add_op(op)
-        return list(op.results)
-
-    def add_to(block: Block, acc: SSAValue, where: list[SSAValue],
-               d: list[SSAValue]) -> None:
-        for amap, part in zip(spots, d, strict=True):
-            old = loop.LoadOp(acc, amap, where)
-            total = arith.AddfOp(old.result, part)
-            block.add_ops([old, total, loop.StoreOp(total.result, acc, amap, where)])
-
-    def ij_nest() -> tuple[loop.ForOp, Block, list[SSAValue]]:
-        return loop_nest([extents["i"], extents["j"]], ["i", "j"], UNROLL)
-
-    def store_part(block: Block, part: SSAValue, i: SSAValue, j: SSAValue,
-                   values: Sequence[SSAValue]) -> None:
-        for r, value in enumerate(values):
-            dims = [AffineDimExpr(k) for k in range(n + 2)]
-            amap = AffineMap(n + 2, 0, (*dims, AffineConstantExpr(r)))
-            block.add_op(loop.StoreOp(value, part, amap, [*thread_ivs, i, j]))
-
-    if parts is None:
-        nest, inner, (i, j) = ij_nest()
-        for update in updates:
-            zero = arith.ConstantOp(FloatAttr(0.0, f32))
-            inner.add_op(zero)
-            d = [zero.result] * 4
-            for fa, fb in chain(operands[update.a], operands[update.b]):
-                d = product(inner, fa, fb, i, j, d)
-            add_to(inner, update.store.buffer, [*thread_ivs, i, j], d)
-        return [nest]
-    nests = []
-    if zero:
-        nest, inner, (i, j) = ij_nest()
-        cst = arith.ConstantOp(FloatAttr(0.0, f32))
-        inner.add_op(cst)
-        for part in parts:
-            store_part(inner, part, i, j, [cst.result] * 4)
-        nests.append(nest)
-    if order == 1 and terms:
-        nest, inner, (i, j) = ij_nest()
-        for update, part in zip(updates, parts, strict=True):
-            d = loads(inner, part, [i, j], [0, 1, 2, 3])
-            for fa, fb in chain(operands[update.a], operands[update.b]):
-                d = product(inner, fa, fb, i, j, d)
-            store_part(inner, part, i, j, d)
-        nests.append(nest)
-    for term in range(terms if order == 2 else 0):
-        nest, inner, (i, j) = ij_nest()
-        for update, part in zip(updates, parts, strict=True):
-            fa, fb = chain(operands[update.a], operands[update.b])[term]
-            c = loads(inner, part, [i, j], [0, 1, 2, 3])
-            store_part(inner, part, i, j, product(inner, fa, fb, i, j, c))
-        nests.append(nest)
-    if accumulate:
-        nest, inner, (i, j) = ij_nest()
-        for update, part in zip(updates, parts, strict=True):
-            d = loads(inner, part, [i, j], [0, 1, 2, 3])
-            add_to(inner, update.store.buffer, [*thread_ivs, i, j], d)
-        nests.append(nest)
-    return nests
 
 
 @dataclass(frozen=True)

@@ -130,7 +130,7 @@ func.func @forward(%x: tensor<8xf32>) -> tensor<8xf32> {
     "bf16_product_in_mma_layout": Bug(
         (INPUTS / "bf16_product_in_mma_layout.mlir").read_text(),
         ("-p", "lower-to-cuda", "-t", "cuda"),
-        "passes/tile/mma_fragments.py (_updates)",
+        "passes/tile/_mma_match.py (chunk_updates)",
         status=0,
     ),
     # A Tile-IR read of a one-element tile at 31 - %j, %j in [0, 1): out of bounds, but only

@@ -1,0 +1,164 @@
+"""What ``mma-fragments`` matches in a chunk loop: the updates ``acc += a · b`` of a
+tensor-core-layout forall and the shared or register tiles their factors read (their role,
+``a`` or ``b``, from how their indices use the chunk loop's and the layout's variables)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.dialects import arith
+from xdsl.dialects.builtin import (
+    f32,
+)
+from xdsl.ir import Attribute, Block, Operation, SSAValue
+from xdsl.ir.affine import AffineMap
+
+from llmopt.dialects import loop, mma, tile
+from llmopt.passes.tile._access import linear_form
+
+K_STEP = 8
+"""K elements one ``m16n8k8`` product consumes."""
+
+__all__ = ["K_STEP", "Operand", "Update", "chunk_updates", "coefficients", "factor_load",
+           "is_registers", "is_shared", "operand_role"]
+
+
+@dataclass
+class Operand:
+    """One distinct shared-tile load of the update body and the fragment it becomes."""
+
+    load: loop.LoadOp
+    role: str  # "a" (rows) or "b" (columns)
+    hi: SSAValue | None = None
+    lo: SSAValue | None = None
+
+    def key(self) -> tuple[object, ...]:
+        return (self.load.buffer, self.load.map.data, tuple(self.load.indices))
+
+
+@dataclass(frozen=True)
+class Update:
+    """``acc[…] += a · b``: the accumulator's store and the two operands' keys."""
+
+    store: loop.StoreOp
+    a: tuple[object, ...]
+    b: tuple[object, ...]
+
+
+def is_shared(value: SSAValue) -> bool:
+    owner = value.owner
+    return isinstance(owner, tile.AllocOp) and owner.space.data == "shared"
+
+
+def is_registers(value: SSAValue) -> bool:
+    owner = value.owner
+    return isinstance(owner, tile.AllocOp) and owner.space.data == "registers"
+
+
+def coefficients(load: loop.LoadOp, varying: set[SSAValue]
+                 ) -> list[dict[SSAValue, int]] | None:
+    """Per index of ``load``, its linear coefficients on the load's operands; an index
+    that uses none of the ``varying`` values may be any expression (e.g. a slot ``k0 mod
+    3``: ``{}``). ``None`` when an index is not linear in the ``varying`` values."""
+    out: list[dict[SSAValue, int]] = []
+    for expr in load.map.data.results:
+        form = linear_form(expr)
+        if form is None:
+            if any(load.indices[d] in varying for d in expr.used_dims()):
+                return None
+            out.append({})
+            continue
+        coefs: dict[SSAValue, int] = {}
+        for d, c in form[0].items():
+            value = load.indices[d]
+            coefs[value] = coefs.get(value, 0) + c
+        out.append({v: c for v, c in coefs.items() if c})
+    return out
+
+
+def operand_role(load: loop.LoadOp, kk: SSAValue, ivs: dict[str, SSAValue]) -> str | None:
+    """``"a"`` when ``load`` reads a row operand, ``"b"`` a column operand (see the module
+    docstring), else ``None``."""
+    if not is_shared(load.buffer):
+        return None
+    thread = set(ivs.values())
+    coefs = coefficients(load, thread | {kk})
+    if coefs is None:
+        return None
+    k_results = [c for c in coefs if kk in c]
+    if len(k_results) != 1 or k_results[0].get(kk) != 1:
+        return None
+    if any(v in thread for v in k_results[0]):
+        return None
+    used = {v for c in coefs for v in c if v in thread}
+    rows = {ivs[n] for n in ("wi", "g", "i", "rh")}
+    cols = {ivs[n] for n in ("wj", "t", "j", "rl")}
+    if used <= rows and all(c.get(ivs["rh"], 0) == 8 * c.get(ivs["g"], 0) for c in coefs):
+        return "a"
+    if used <= cols and all(c.get(ivs["t"], 0) == 2 * c.get(ivs["rl"], 0) for c in coefs):
+        return "b"
+    return None
+
+
+def factor_load(value: SSAValue) -> tuple[loop.LoadOp, Attribute, list[Operation]] | None:
+    """A factor of a product: an ``f32`` load, or the ``arith.extf`` of a ``bf16``/``f16``
+    load; with the loaded type and the ops it takes. ``None`` for anything else."""
+    owner = value.owner
+    if isinstance(owner, loop.LoadOp) and value.type == f32:
+        return owner, f32, [owner]
+    if (isinstance(owner, arith.ExtFOp) and value.type == f32 and mma.is_half(owner.input.type)
+            and isinstance(load := owner.input.owner, loop.LoadOp)):
+        return load, owner.input.type, [owner, load]
+    return None
+
+
+def chunk_updates(body: Block, kk: SSAValue, ivs: dict[str, SSAValue],
+                  acc_indices: list[SSAValue]
+                  ) -> tuple[list[Update], dict[tuple[object, ...], Operand], Attribute] | None:
+    """The updates of the innermost body and the type their factors are loaded as (all
+    ``f32``, or all one 16-bit float), or ``None`` if it holds anything else."""
+    operands: dict[tuple[object, ...], Operand] = {}
+    updates: list[Update] = []
+    seen: set[Operation] = set()
+    loaded: set[Attribute] = set()
+    for op in body.ops:
+        if not isinstance(op, loop.StoreOp):
+            continue
+        if (not is_registers(op.buffer) or list(op.indices) != acc_indices
+                or op.map.data != AffineMap.identity(len(acc_indices))):
+            return None
+        total = op.value.owner
+        if not isinstance(total, arith.AddfOp) or op.value.type != f32:
+            return None  # the tensor cores accumulate in f32
+        old, prod = total.lhs.owner, total.rhs.owner
+        if isinstance(old, arith.MulfOp):
+            old, prod = prod, old
+        if not (isinstance(old, loop.LoadOp) and old.buffer is op.buffer
+                and list(old.indices) == acc_indices and old.map.data == op.map.data
+                and isinstance(prod, arith.MulfOp)):
+            return None
+        keys: dict[str, tuple[object, ...]] = {}
+        for factor in (prod.lhs, prod.rhs):
+            found = factor_load(factor)
+            if found is None:
+                return None
+            load, typ, ops = found
+            loaded.add(typ)
+            role = operand_role(load, kk, ivs)
+            if role is None or role in keys:
+                return None
+            operand = Operand(load, role)
+            operand = operands.setdefault(operand.key(), operand)
+            if operand.role != role:
+                return None
+            keys[role] = operand.key()
+            seen.update(ops)
+        if len(keys) != 2:
+            return None
+        seen |= {op, total, old, prod}
+        updates.append(Update(op, keys["a"], keys["b"]))
+    if not updates or len(loaded) != 1 or any(op not in seen for op in body.ops):
+        return None
+    return updates, operands, loaded.pop()
+
+
