@@ -10,10 +10,14 @@ pipeline; every later prompt and every step runs those two programs::
     print(out.tokens, f"{out.tok_s:.0f} tok/s")
 
 On a GPU the programs are compiled with NVRTC and run by
-:class:`~llmopt.codegen.executor.CompiledProgram`; the caches are one buffer per layer and
-kind, allocated for ``max_ctx`` positions, and each step passes their first ``ctx`` rows,
-which the decode program updates in place. The next token is the argmax of the logits,
-taken on the GPU, and the token ids stay there until the end. Without a GPU
+:class:`~llmopt.codegen.executor.CompiledProgram`, both through the compile cache (a second
+generator of the same config, dtype and ``max_ctx`` parses the lowered IR; nothing is
+captured). The caches are one buffer per layer and kind, allocated for ``max_ctx``
+positions, and each step passes their first ``ctx`` rows, which the decode program updates
+in place. The decode program is lowered with ``lengths-in-memory``, so every step replays
+one CUDA graph whatever the position: once it is captured its static buffers are the
+caches, and each next token — the argmax of the logits, taken on the GPU — is written into
+its token input. The token ids stay on the GPU until the end. Without a GPU
 (``device="cpu"``) the programs are lowered to Kernel IR and run by the CPU interpreter:
 slow, but the same IR, so the tokens can be checked anywhere.
 """
