@@ -177,7 +177,7 @@ class Generator:
 
     def _lower_for_cpu(self, pipeline: str) -> tuple[Any, Any]:
         import llmopt
-        from llmopt.tools.llmopt_cli import split_pipeline
+        from llmopt.registry import split_at_level as split_pipeline
 
         to_kernel, _ = split_pipeline(pipeline, "kernel")
         for which in ("prefill", "decode"):
@@ -296,7 +296,7 @@ class Generator:
         import torch
 
         import llmopt.interp
-        from llmopt.tools.llmopt_cli import interpreter_arrays
+        from llmopt.interp.host import interpreter_arrays
 
         captured = (self.prefill, self.decode)[which]
         inputs = [torch.tensor([ids], dtype=torch.long),

@@ -254,6 +254,30 @@ def pipeline_elements(spec: str) -> list[tuple[str, str]]:
             for text, element in _split_pipeline(expand_pipeline(spec))]
 
 
+LEVELS = ("torch", "prim", "loop", "tile", "kernel", "cuda")
+"""The six levels, in lowering order."""
+ENTERING = {"prim": "torch-to-prim", "loop": "prim-to-loop", "tile": "loop-to-tile",
+            "kernel": "tile-to-kernel", "cuda": "kernel-to-cuda"}
+"""The lowering pass that takes a module into each level."""
+
+
+def split_at_level(spec: str, level: str) -> tuple[list[str], list[str]]:
+    """The elements of the expanded ``spec`` that take Torch IR to ``level`` (``torch`` …
+    ``cuda``), and the elements after them. Raises :class:`PipelineError` when the pipeline
+    has no pass entering the next level (it cannot stop at ``level``)."""
+    pairs = _split_pipeline(expand_pipeline(spec))
+    texts = [text.strip() for text, _ in pairs]
+    names = [parsed.name for _, parsed in pairs]
+    if level == LEVELS[-1]:
+        return texts, []
+    entering = ENTERING[LEVELS[LEVELS.index(level) + 1]]
+    if entering not in names:
+        raise PipelineError(f"the pipeline '{spec}' has no '{entering}' pass, so it cannot "
+                            f"stop at {level} IR")
+    cut = names.index(entering)
+    return texts[:cut], texts[cut:]
+
+
 def insert_before(spec: str, anchor: str, element: str) -> str:
     """``spec`` expanded (:func:`expand_pipeline`), with ``element`` before the first pass
     named ``anchor`` (``insert_before("lower-to-cuda", "kernel-to-cuda",

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 def kernel_pipeline(pipeline: str) -> str:
     """The part of ``pipeline`` that takes Torch IR to Kernel IR (what the interpreter runs)."""
-    from llmopt.tools.llmopt_cli import split_pipeline
+    from llmopt.registry import split_at_level as split_pipeline
 
     return ",".join(split_pipeline(pipeline, "kernel")[0])
 

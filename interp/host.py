@@ -402,3 +402,13 @@ def _to_tensor(interp: HostInterpreter, op: Operation, args: list[Value]) -> Seq
     # Tensors are values: a snapshot, so later writes to the buffer cannot change them.
     """A copy between the tensor and buffer worlds."""
     return [np.array(args[0], copy=True)]
+
+
+def interpreter_arrays(values: Sequence[object]) -> list[object]:
+    """A program's arguments as the interpreters take them: tensors as NumPy arrays (bf16,
+    which NumPy does not have from torch, travels as float32, exactly, and the interpreter
+    rounds it back to the argument's type, exactly), other values as they are."""
+    import torch
+
+    return [(v.float() if v.dtype == torch.bfloat16 else v).detach().cpu().numpy()
+            if isinstance(v, torch.Tensor) else v for v in values]

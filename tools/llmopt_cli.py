@@ -47,6 +47,7 @@ from functools import partial
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, NoReturn
 
+from llmopt.registry import LEVELS
 from llmopt.target import DEFAULT_ARCH
 
 if TYPE_CHECKING:
@@ -169,10 +170,6 @@ def demo(args: argparse.Namespace) -> int:
 # --- whole models: shared helpers -------------------------------------------------------------
 
 #: the IR levels, in lowering order
-LEVELS = ("torch", "prim", "loop", "tile", "kernel", "cuda")
-#: the lowering pass that takes a module into each level
-ENTERING = {"prim": "torch-to-prim", "loop": "prim-to-loop", "tile": "loop-to-tile",
-            "kernel": "tile-to-kernel", "cuda": "kernel-to-cuda"}
 #: what ``llmopt compile --emit`` writes
 EMITS = (*LEVELS, "cuda-source", "cubin")
 #: ``--dtype`` names
@@ -184,24 +181,13 @@ class CliError(Exception):
 
 
 def split_pipeline(pipeline: str, level: str) -> tuple[list[str], list[str]]:
-    """The elements of the expanded ``pipeline`` that take Torch IR to ``level`` (``torch``
-    … ``cuda``), and the elements after them."""
+    """:func:`llmopt.registry.split_at_level`, its errors as :class:`CliError`."""
     from llmopt import registry
 
     try:
-        pairs = registry._split_pipeline(registry.expand_pipeline(pipeline))
+        return registry.split_at_level(pipeline, level)
     except registry.PipelineError as err:
         raise CliError(str(err)) from None
-    texts = [text.strip() for text, _ in pairs]
-    names = [spec.name for _, spec in pairs]
-    if level == LEVELS[-1]:
-        return texts, []
-    entering = ENTERING[LEVELS[LEVELS.index(level) + 1]]
-    if entering not in names:
-        raise CliError(f"the pipeline '{pipeline}' has no '{entering}' pass, so it cannot "
-                       f"stop at {level} IR")
-    cut = names.index(entering)
-    return texts[:cut], texts[cut:]
 
 
 class _Progress:
@@ -267,13 +253,10 @@ def lower_with_progress(module: Any, elements: Sequence[str], desc: str = "lower
 
 
 def interpreter_arrays(values: Sequence[Any]) -> list[Any]:
-    """A program's arguments as the interpreters take them: tensors as NumPy arrays (bf16,
-    which NumPy does not have from torch, travels as float32, exactly, and the interpreter
-    rounds it back to the argument's type, exactly), other values as they are."""
-    import torch
+    """:func:`llmopt.interp.host.interpreter_arrays`."""
+    from llmopt.interp.host import interpreter_arrays as arrays
 
-    return [(v.float() if v.dtype == torch.bfloat16 else v).detach().cpu().numpy()
-            if isinstance(v, torch.Tensor) else v for v in values]
+    return arrays(values)
 
 
 def _dtype(name: str) -> Any:
