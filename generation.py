@@ -116,8 +116,7 @@ class Generator:
         self.compile_seconds = time.perf_counter() - began
         self._compiled_once = False
         self._cache_buffers: list[Any] | None = None
-        self._in_graph = False
-        self._static_token: Any = None
+        self._static_token: Any = None  # the decode graph's token input, once captured
 
     @property
     def prefill(self) -> CapturedProgram:
@@ -238,9 +237,9 @@ class Generator:
             if decode.graph_captured:
                 # The graph's own buffers are the caches (the step reads them in place) and
                 # its token input is where each next token goes.
-                if not self._in_graph:
-                    caches = self._caches(decode.static_inputs[1:])
-                    self._static_token = decode.static_inputs[0]
+                if self._static_token is None:
+                    self._static_token, *self._cache_buffers = decode.static_inputs
+                    caches = self._cache_buffers
                 token = self._static_token
             tokens[step] = logits.argmax(-1)
             if decode.graph_captured:
@@ -251,16 +250,13 @@ class Generator:
         done = time.perf_counter()
         return Generation(tokens.view(-1).tolist(), prefilled - began, done - prefilled)
 
-    def _caches(self, static: Sequence[Any] | None = None) -> list[Any]:
-        """The cache buffers, allocated for ``max_ctx`` positions on first use; once the
-        decode step's CUDA graph is captured, its ``static`` input buffers."""
+    def _caches(self) -> list[Any]:
+        """The cache buffers, allocated for ``max_ctx`` positions on first use (once the
+        decode step's CUDA graph is captured, its static input buffers)."""
         import torch
 
         from llmopt.frontend.decode import cache_shape
 
-        if static is not None:
-            self._cache_buffers = list(static)
-            self._in_graph = True
         if self._cache_buffers is None:
             dtype = next(self.model.parameters()).dtype
             self._cache_buffers = [

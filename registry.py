@@ -261,13 +261,17 @@ ENTERING = {"prim": "torch-to-prim", "loop": "prim-to-loop", "tile": "loop-to-ti
 """The lowering pass that takes a module into each level."""
 
 
+def _elements(spec: str) -> tuple[list[str], list[str]]:
+    """The expanded ``spec``'s elements: their texts and their pass names."""
+    pairs = _split_pipeline(expand_pipeline(spec))
+    return [text.strip() for text, _ in pairs], [parsed.name for _, parsed in pairs]
+
+
 def split_at_level(spec: str, level: str) -> tuple[list[str], list[str]]:
     """The elements of the expanded ``spec`` that take Torch IR to ``level`` (``torch`` …
     ``cuda``), and the elements after them. Raises :class:`PipelineError` when the pipeline
     has no pass entering the next level (it cannot stop at ``level``)."""
-    pairs = _split_pipeline(expand_pipeline(spec))
-    texts = [text.strip() for text, _ in pairs]
-    names = [parsed.name for _, parsed in pairs]
+    texts, names = _elements(spec)
     if level == LEVELS[-1]:
         return texts, []
     entering = ENTERING[LEVELS[LEVELS.index(level) + 1]]
@@ -282,11 +286,9 @@ def insert_before(spec: str, anchor: str, element: str) -> str:
     """``spec`` expanded (:func:`expand_pipeline`), with ``element`` before the first pass
     named ``anchor`` (``insert_before("lower-to-cuda", "kernel-to-cuda",
     "lengths-in-memory")``). Raises :class:`PipelineError` when no pass is named so."""
-    pairs = _split_pipeline(expand_pipeline(spec))
-    names = [parsed.name for _, parsed in pairs]
+    texts, names = _elements(spec)
     if anchor not in names:
         raise PipelineError(f"the pipeline '{spec}' has no '{anchor}' pass")
-    texts = [text.strip() for text, _ in pairs]
     cut = names.index(anchor)
     return ",".join([*texts[:cut], element, *texts[cut:]])
 

@@ -417,14 +417,7 @@ class CompiledProgram(GraphReplay):
         import torch
 
         assert self.symbolic is not None
-        roots = {s.slot: s.source for s in self.plan.steps if isinstance(s, ViewStep)}
-
-        def root(slot: int) -> int:
-            while slot in roots:
-                slot = roots[slot]
-            return slot
-
-        returned = {root(r) for r in self.plan.results}
+        returned = set(self.plan.view_roots(self.plan.results))
         allocs = [s for s in self.plan.steps if isinstance(s, AllocStep)]
         buffers: dict[int, Any] = {}
         for step, shape in zip(allocs, self.symbolic.max_shapes(), strict=True):

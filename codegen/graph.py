@@ -21,6 +21,7 @@ KV cache) copies nothing.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -31,20 +32,12 @@ from llmopt.codegen.plan import (
     HostPlan,
     LaunchStep,
     StoreStep,
-    ViewStep,
 )
 
 if TYPE_CHECKING:
     from llmopt.codegen.symbolic import SymbolicHost
 
 __all__ = ["GraphReplay", "length_free"]
-
-
-def _root(plan: HostPlan, slot: int) -> int:
-    roots = {s.slot: s.source for s in plan.steps if isinstance(s, ViewStep)}
-    while slot in roots:
-        slot = roots[slot]
-    return slot
 
 
 def length_free(plan: HostPlan, host: SymbolicHost) -> bool:
@@ -61,11 +54,15 @@ def length_free(plan: HostPlan, host: SymbolicHost) -> bool:
     if any(launch.grid_size is not None or guard for launch, guard in host.launches):
         return False
     shapes = {s.slot: s.shape for s in plan.steps if isinstance(s, AllocStep)}
-    for result in plan.results:
-        root = _root(plan, result)
-        if root in shapes and any(e < 0 for e in shapes[root]):
-            return False
-    return True
+    return not any(root in shapes and any(e < 0 for e in shapes[root])
+                   for root in plan.view_roots(plan.results))
+
+
+def _into_prefix(flat: Any, arg: Any) -> Any:
+    """``arg`` copied into the start of the flat buffer ``flat``, densely at its shape."""
+    staged = flat[: arg.numel()].view(arg.shape)
+    staged.copy_(arg)
+    return staged
 
 
 class GraphReplay:
@@ -94,7 +91,11 @@ class GraphReplay:
         self.one_graph = self.symbolic is not None and length_free(self.plan, self.symbolic)
         """Whether one CUDA graph serves every length (see the module docstring)."""
         self._flat: dict[int, Any] = {}  # one graph: call slot -> flat static buffer
-        self._stores = [s for s in self.plan.steps if isinstance(s, StoreStep)]
+        stores = [s for s in self.plan.steps if isinstance(s, StoreStep)]
+        # (the flat buffer's slot, the position, the stored value's slot) of each host store
+        self._stores = list(zip(self.plan.view_roots(s.target for s in stores),
+                                (s.index for s in stores), (s.value for s in stores),
+                                strict=True))
 
     def reset_graph(self) -> None:
         """Drop the captured CUDA graph (the next call with ``cuda_graph`` captures anew)."""
@@ -130,9 +131,7 @@ class GraphReplay:
                 return arg
             if self.check:
                 self._check_arg(k, arg)
-            staged = flat[: arg.numel()].view(arg.shape)
-            staged.copy_(arg)
-            return staged
+            return _into_prefix(flat, arg)
         static = self._static[k]
         if arg is not static:
             if self.check:
@@ -163,8 +162,8 @@ class GraphReplay:
     def _write_lengths(self, symbols: dict[str, int]) -> None:
         """The program's host stores (the lengths its kernels read) at ``symbols``."""
         scalars = self._layout_for(symbols).scalars
-        for step in self._stores:
-            self._buffers[_root(self.plan, step.target)][step.index].fill_(scalars[step.value])
+        for buffer, position, value in self._stores:
+            self._buffers[buffer][position].fill_(scalars[value])
 
     def _replay(self, args: Sequence[Any]) -> tuple[Any, ...]:
         if self.one_graph:
@@ -200,15 +199,10 @@ class GraphReplay:
             return self._static[k]
         assert self.symbolic is not None
         maxima = self.symbolic.max_input_shape(k)
-        numel = 1
-        for e in maxima:
-            numel *= e
-        flat = torch.empty(numel, dtype=arg.dtype, device=arg.device)
+        flat = torch.empty(math.prod(maxima), dtype=arg.dtype, device=arg.device)
         self._flat[k] = flat
         self._static[k] = flat.view(maxima)
-        staged = flat[: arg.numel()].view(arg.shape)
-        staged.copy_(arg)
-        return staged
+        return _into_prefix(flat, arg)
 
     def _capture(self, args: Sequence[Any]) -> None:
         """Static buffers, one eager warm-up run on a side stream, then the capture (without

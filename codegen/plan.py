@@ -12,7 +12,7 @@ walks IR.
 from __future__ import annotations
 
 import ctypes
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -134,6 +134,17 @@ class HostPlan:
     computed: tuple[int, ...] = ()
     """Slots of the host's ``index`` arithmetic results, in op order
     (:meth:`~llmopt.codegen.symbolic.SymbolicHost.index_values` fills them per call)."""
+
+    def view_roots(self, slots: Iterable[int]) -> list[int]:
+        """For each of ``slots``, the slot it is a view of (through every view step), or
+        itself."""
+        roots = {s.slot: s.source for s in self.steps if isinstance(s, ViewStep)}
+        found = []
+        for slot in slots:
+            while slot in roots:
+                slot = roots[slot]
+            found.append(slot)
+        return found
 
 
 def host_function(module: ModuleOp, entry: str | None) -> func.FuncOp:

@@ -29,7 +29,7 @@ from llmopt.tools.llmopt_cli import (
     check_pipeline,
 )
 
-__all__ = ["add_parser", "generate_command", "read_prompt_ids"]
+__all__ = ["add_parser", "check_vocabulary", "generate_command", "read_prompt_ids"]
 
 CPU_PROMPT = 6
 """The prompt length on the CPU interpreter (``--prompt-len``' default there)."""
@@ -71,9 +71,9 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     g.set_defaults(run=generate_command, shrink=False, no_shrink=False, profile=0)
 
 
-def read_prompt_ids(path: Path, vocab: int | None = None) -> list[int]:
-    """Token ids from ``path``; a file that holds anything else, or an id outside
-    ``[0, vocab)``, is a :class:`CliError` naming the file."""
+def read_prompt_ids(path: Path) -> list[int]:
+    """Token ids from ``path``; a file that holds anything else (or a negative id) is a
+    :class:`CliError` naming the file."""
     text = path.read_text()
     try:
         values = json.loads(text) if text.lstrip().startswith("[") else \
@@ -84,10 +84,17 @@ def read_prompt_ids(path: Path, vocab: int | None = None) -> list[int]:
                        "or newlines, or a JSON list") from None
     if not ids:
         raise CliError(f"{path}: the prompt is empty")
+    check_vocabulary(path, ids, None)
+    return ids
+
+
+def check_vocabulary(path: Path, ids: list[int], vocab: int | None) -> None:
+    """A :class:`CliError` naming ``path`` for an id outside ``[0, vocab)`` (``None``: only
+    negative ids)."""
     bad = [t for t in ids if t < 0 or (vocab is not None and t >= vocab)]
     if bad:
-        raise CliError(f"{path}: token id {bad[0]} is outside the vocabulary [0, {vocab})")
-    return ids
+        upper = "" if vocab is None else f"[0, {vocab})"
+        raise CliError(f"{path}: token id {bad[0]} is outside the vocabulary {upper}".rstrip())
 
 
 def _model(args: argparse.Namespace, gpu: bool) -> tuple[Any, str]:
@@ -117,8 +124,9 @@ def generate_command(args: argparse.Namespace) -> int:
     given = read_prompt_ids(args.prompt_ids) if args.prompt_ids is not None else None
     model, weights = _model(args, gpu)
     vocab = model.config.vocab_size
-    if args.prompt_ids is not None:
-        prompt = read_prompt_ids(args.prompt_ids, vocab) if given else []
+    if args.prompt_ids is not None and given is not None:
+        check_vocabulary(args.prompt_ids, given, vocab)
+        prompt = given
     else:
         length = args.prompt_len or (128 if gpu else CPU_PROMPT)
         g = torch.Generator().manual_seed(args.seed + 1)

@@ -92,26 +92,23 @@ def _depends(expr: Expr | None) -> bool:
 
 @dataclass
 class _Host:
-    """The expressions of one host function's ``index`` values."""
+    """The expressions of one host function's ``index`` values; ``symbols`` are the
+    arguments of its symbols, in the order of the lengths buffer."""
 
-    fn: func.FuncOp
-    names: list[str]
+    symbols: list[SSAValue]
     cache: dict[SSAValue, Expr | None] = field(default_factory=dict[SSAValue, "Expr | None"])
 
     def expr(self, value: SSAValue) -> Expr | None:
         if value in self.cache:
             return self.cache[value]
         found: Expr | None = None
-        args = self.fn.body.block.args
-        symbols = function_symbols(self.fn)
-        for k, name in enumerate(self.names):
-            if value is args[symbols[name].arg]:
-                found = ("sym", k)
         op = value.owner
-        if found is None and isinstance(op, arith.ConstantOp) and isinstance(
+        if value in self.symbols:
+            found = ("sym", self.symbols.index(value))
+        elif isinstance(op, arith.ConstantOp) and isinstance(
                 value.type, IndexType) and isinstance(op.value, IntegerAttr):
             found = ("const", op.value.value.data)
-        elif found is None and isinstance(op, Operation) and is_index_arith(op):
+        elif isinstance(op, Operation) and is_index_arith(op):
             lhs, rhs = self.expr(op.operands[0]), self.expr(op.operands[1])
             if lhs is not None and rhs is not None:
                 predicate = op.predicate.value.data if isinstance(op, arith.CmpiOp) else None
@@ -124,7 +121,6 @@ class _Host:
 class _Materializer:
     """Rebuilds expressions at the start of a kernel, from the loaded lengths."""
 
-    fn: kernel.FuncOp
     lengths: SSAValue
     names: list[str]
     ops: list[Operation] = field(default_factory=list[Operation])
@@ -148,7 +144,7 @@ class _Materializer:
             if expr[0] == "arith.cmpi":
                 result = self._add(arith.CmpiOp(lhs, rhs, int(expr[1])))  # type: ignore[arg-type]
             else:
-                result = self._add(_binary(str(expr[0]), lhs, rhs))
+                result = self._add(_ARITH[str(expr[0])](lhs, rhs))  # type: ignore[call-arg]
         self.built[expr] = result
         return result
 
@@ -157,18 +153,9 @@ class _Materializer:
         return op.results[0]
 
 
-_BINARY_OPS: dict[str, type[Operation]] = {
-    "arith.addi": arith.AddiOp, "arith.subi": arith.SubiOp, "arith.muli": arith.MuliOp,
-    "arith.divui": arith.DivUIOp, "arith.divsi": arith.DivSIOp,
-    "arith.floordivsi": arith.FloorDivSIOp, "arith.ceildivui": arith.CeilDivUIOp,
-    "arith.ceildivsi": arith.CeilDivSIOp, "arith.remui": arith.RemUIOp,
-    "arith.remsi": arith.RemSIOp, "arith.minui": arith.MinUIOp, "arith.minsi": arith.MinSIOp,
-    "arith.maxui": arith.MaxUIOp, "arith.maxsi": arith.MaxSIOp,
-}  # fmt: skip
-
-
-def _binary(name: str, lhs: SSAValue, rhs: SSAValue) -> Operation:
-    return _BINARY_OPS[name](lhs, rhs)  # type: ignore[call-arg]
+_ARITH: dict[str, type[Operation]] = {op.name: op for op in arith.Arith.operations}
+"""``arith`` ops by name: the binary ops of host ``index`` arithmetic are rebuilt from
+their names."""
 
 
 Signature = tuple[tuple[Expr | None, ...], Expr | None]
@@ -183,11 +170,10 @@ def _rewrite_kernel(fn: kernel.FuncOp, signature: Signature, names: list[str]) -
     block = fn.body.block
     lengths = block.insert_arg(MemRefType(IndexType(), [len(names)]), len(block.args))
     lengths.name_hint = "lengths"
-    build = _Materializer(fn, lengths, names)
+    build = _Materializer(lengths, names)
     for k, expr in enumerate(exprs):
         if expr is not None:
             block.args[k].replace_all_uses_with(build.value(expr))
-    body = [op for op in block.ops if not isinstance(op, kernel.ReturnOp)]
     if grid is not None:
         count = build.value(grid)
         for op in list(fn.walk()):
@@ -243,17 +229,14 @@ def _check_host(fn: func.FuncOp) -> None:
                             "the size of the call's lengths")
 
 
-def _store_lengths(fn: func.FuncOp, names: list[str]) -> SSAValue:
+def _store_lengths(fn: func.FuncOp, symbols: list[SSAValue]) -> SSAValue:
     """``%lengths = memref.alloc()`` and one ``memref.store`` per symbol, first thing."""
-    symbols = function_symbols(fn)
-    args = fn.body.block.args
-    alloc = memref.AllocOp([], [], MemRefType(IndexType(), [len(names)]))
+    alloc = memref.AllocOp([], [], MemRefType(IndexType(), [len(symbols)]))
     alloc.memref.name_hint = "lengths"
     ops: list[Operation] = [alloc]
-    for k, name in enumerate(names):
+    for k, symbol in enumerate(symbols):
         position = arith.ConstantOp(IntegerAttr(k, IndexType()))
-        ops += [position, memref.StoreOp.get(args[symbols[name].arg], alloc.memref,
-                                             [position.result])]
+        ops += [position, memref.StoreOp.get(symbol, alloc.memref, [position.result])]
     block = fn.body.block
     block.insert_ops_before(ops, block.first_op)  # type: ignore[arg-type]
     return alloc.memref
@@ -274,15 +257,17 @@ class LengthsInMemory(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         kernels = {f.sym_name.data: f for f in op.ops if isinstance(f, kernel.FuncOp)}
         for fn in [f for f in op.ops if isinstance(f, func.FuncOp) and f.body.blocks]:
-            symbols = function_symbols(fn)
-            if symbols:
-                self._apply_host(op, fn, list(symbols), kernels)
+            if function_symbols(fn):
+                self._apply_host(op, fn, kernels)
 
     @staticmethod
-    def _apply_host(module: ModuleOp, fn: func.FuncOp, names: list[str],
+    def _apply_host(module: ModuleOp, fn: func.FuncOp,
                     kernels: dict[str, kernel.FuncOp]) -> None:
         _check_host(fn)
-        host = _Host(fn, names)
+        declared = function_symbols(fn)
+        names = list(declared)
+        symbols = [fn.body.block.args[declared[name].arg] for name in names]
+        host = _Host(symbols)
         launches = [o for o in fn.walk() if isinstance(o, kernel.LaunchOp)]
         signatures = {id(launch): _launch_signature(launch, host) for launch in launches}
         by_kernel: dict[str, list[Signature | None]] = {}
@@ -291,7 +276,7 @@ class LengthsInMemory(ModulePass):
                 signatures[id(launch)])
         if not any(s is not None for s in signatures.values()):
             return
-        lengths = _store_lengths(fn, names)
+        lengths = _store_lengths(fn, symbols)
         targets: dict[tuple[str, Signature], str] = {}
         for name, seen in by_kernel.items():
             distinct = list(dict.fromkeys(s for s in seen if s is not None))
@@ -311,8 +296,7 @@ class LengthsInMemory(ModulePass):
             signature = signatures[id(launch)]
             if signature is None:
                 continue
-            exprs, grid = signature
-            args = [a for a, e in zip(launch.args, exprs, strict=True) if e is None]
+            args = [a for a, e in zip(launch.args, signature[0], strict=True) if e is None]
             new = kernel.LaunchOp(targets[(launch.kernel.root_reference.data, signature)],
                                   launch.grid_shape, launch.block_shape, [*args, lengths],
                                   launch.shared_bytes)
