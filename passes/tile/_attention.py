@@ -264,6 +264,12 @@ def match_exp(kernel: loop.KernelOp, scores: SSAValue) -> Exp | None:
             ops[0].kind.data != "max"):
         return None
     red, row, total = ops[0], ops[-1], ops[1] if len(ops) == 3 else None
+    if (isinstance(row, loop.ForOp) and row.trip_count == 1 and row.bound is None
+            and isinstance(only := row.body.block.first_op, loop.ForOp)
+            and only is row.body.block.last_op):
+        # One query (a decode step): the maximum, which cannot depend on it, stands outside
+        # its loop of extent 1; that loop is the band's query loop.
+        loops, row = [*loops, row], only
     if not isinstance(row, loop.ForOp) or row.trip_count != red.trip_count:
         return None
     body = list(red.body.block.ops)

@@ -59,11 +59,22 @@ blocks runs to ``ceildiv(%n, bn)`` (causal: to the diagonal's block, at most tha
 last block counts as ragged: ``Q``, ``K``, ``V`` clamped along the length, keys from ``%n``
 on masked, rows from ``%n`` on stored nowhere.
 
+**Split keys** (flash-decoding, :mod:`~llmopt.passes.tile._split_keys`): a chain without a
+causal mask and with a static number of queries whose blocks do not fill the GPU — a
+decode step, one query a head over a cache — gets a last grid dimension over ``S`` splits
+of its key blocks (:func:`~llmopt.passes.tile._split_keys.choose_splits`, option
+``splits``); each block stores its unnormalised accumulators and row statistics, and a
+merge ``loop.kernel`` after it — the output kernel with its sum over the keys re-expressed
+over the splits, weighted by ``exp(m_s - max_s m_s)`` — finishes the output.
+``match_exp`` takes a decode step's form: with one query the row maximum stands outside
+the query loop of extent 1.
+
 Options: ``bm`` (query rows per block, a multiple of 16), ``bn`` (keys per block, a
 multiple of 16), ``warps``, ``stages`` (written into the kernel's schedule for
 ``async-copy``), ``tensor_cores`` (mark the products for ``mma-fragments`` where ``arch`` has
-TF32 ``mma.sync``; default on), ``tuned`` (0: read no tuning table), ``arch``. Like every
-schedule knob, ``bm``, ``bn``, ``warps`` and ``stages`` come from the pass option when set,
+TF32 ``mma.sync``; default on), ``splits`` (of the keys; 0 = chosen, 1 = none),
+``tuned`` (0: read no tuning table), ``arch``. Like every schedule knob, ``bm``, ``bn``,
+``warps``, ``stages`` and ``splits`` come from the pass option when set,
 else from an ``llmopt.schedule`` on the chain's scores kernel (an IR file's, or a
 candidate's of ``llmopt tune``), else from the tuning tables ``apply-tuned`` reads, keyed on
 the chain's structural hash (:mod:`llmopt.tools.tune_attention`), else from the heuristics,
@@ -101,6 +112,7 @@ from llmopt.passes.tile._access import (
     ClampingCloner,
     Cloner,
     Linear,
+    at,
     block_threads,
     ceildiv_into,
     close_guards,
@@ -125,6 +137,13 @@ from llmopt.passes.tile._schedule import (
     limits,
     shared_bytes,
     warp_grid,
+)
+from llmopt.passes.tile._split_keys import (
+    Partials,
+    choose_splits,
+    merge_kernel,
+    split_range,
+    without_unused_arguments,
 )
 from llmopt.passes.tile.register_tile import MMA_LAYOUT, thread_layout
 from llmopt.target import WARP
@@ -187,8 +206,9 @@ class FlashKernel:
     """The flash kernel of a matched chain (see the module docstring), built step by step:
     :meth:`build` appends the steps to the block's body and to the loop over key blocks."""
 
-    def __init__(self, chain: Chain, blocks: AttentionBlocks, name: str, mma: bool) -> None:
-        self.chain, self.bm, self.bn = chain, blocks.bm, blocks.bn
+    def __init__(self, chain: Chain, blocks: AttentionBlocks, name: str, mma: bool,
+                 splits: int = 1) -> None:
+        self.chain, self.bm, self.bn, self.splits = chain, blocks.bm, blocks.bn, splits
         bm, bn = self.bm, self.bn
         sc, ex, out = chain.scores, chain.exp, chain.output
         self.extents = [lp.trip_count for lp in ex.ivs]
@@ -209,7 +229,14 @@ class FlashKernel:
         self.heavy_first = ex.causal and n_qb > 1
         grid = [n_qb, *self.extents[:-1]] if self.heavy_first else [*self.extents[:-1], n_qb]
         self.host_ops: list[Operation] = []
-        """Ops before the launch: the runtime grid, from the function's length."""
+        """Ops before the launch: the runtime grid, from the function's length; the
+        partial results' buffers when the keys are split."""
+        self.partials: Partials | None = None
+        if splits > 1:  # flash-decoding: a last grid dimension over the splits of the keys
+            self.partials = Partials.allocate(splits, self.extents, self.hd, typ)
+            self.host_ops += self.partials.ops
+            buffers += self.partials.values
+            grid.append(splits)
         grid_size = None
         if query_bound is not None:
             length = bound(ex.kernel, query_bound)
@@ -254,9 +281,9 @@ class FlashKernel:
         loops (constants) into it; per matched kernel, its values → the new kernel's."""
         top = self.kernel.body.block
         for arg, buf in zip(top.args, buffers, strict=True):
-            arg.name_hint = next(a.name_hint for k in self.kernels
-                                 for a, b in zip(k.body.block.args, k.buffers, strict=True)
-                                 if b is buf)
+            arg.name_hint = next((a.name_hint for k in self.kernels
+                                  for a, b in zip(k.body.block.args, k.buffers, strict=True)
+                                  if b is buf), buf.name_hint)  # a partial result's
         values: dict[loop.KernelOp, dict[SSAValue, SSAValue]] = {}
         for k in self.kernels:
             vals = {a: top.args[buffers.index(b)]
@@ -270,7 +297,12 @@ class FlashKernel:
         return values
 
     def _query_block(self, ivs: list[SSAValue], n_qb: int) -> tuple[SSAValue, list[SSAValue]]:
-        """The query block's index and the batch ivs of the blocks' forall."""
+        """The query block's index and the batch ivs of the blocks' forall (the split of
+        the keys, the last, is ``self.split``)."""
+        self.split: SSAValue | None = None
+        if self.splits > 1:
+            self.split = ivs.pop()
+            self.split.name_hint = "split"
         if not self.heavy_first:
             qb, batch = ivs[-1], ivs[:-1]
         else:
@@ -396,13 +428,20 @@ class FlashKernel:
             ub_op = arith.MinUIOp(blocks_to.result, n_kb)
             ops = [c_bm, c_last, c_bn, first_row, end, blocks_to, ub_op]
             ub = ub_op.result
+        self.body.add_ops(ops)
+        first: Linear = Linear.of()
+        if self.split is not None:
+            max_kb = -(-self.keys // bn)  # at the maximum length
+            start, ub = split_range(self.body, self.split, n_kb, self.splits,
+                                    -(-max_kb // self.splits))
+            first = Linear.of((bn, start))
         lb, one = const_index(0), const_index(1)
         kb_body = Block(arg_types=[INDEX])
         kb_body.args[0].name_hint = "kb"
         kb_loop = scf.ForOp(lb.result, ub, one.result, [], Region(kb_body))
         kb_loop.attributes["llmopt.role"] = StringAttr("key_blocks")
-        self.body.add_ops([*ops, lb, one, kb_loop])
-        return kb_body, Linear.of((bn, kb_body.args[0]))
+        self.body.add_ops([lb, one, kb_loop])
+        return kb_body, lin_sum((1, first), (1, Linear.of((bn, kb_body.args[0]))))
 
     def scores(self, kb_body: Block, key_base: Linear) -> None:
         """The score tile (on the tensor cores, once ``mma-fragments`` has run), ``g``
@@ -450,8 +489,51 @@ class FlashKernel:
         kb_body.add_ops(self.product(self.o_lay, self.oacc, self.bn, "jj", (self.ps, False),
                                      (self.vs, True), (out.p, out.v, out.mul), out.kernel))
 
+    def partial_epilogue(self) -> None:
+        """With split keys: the accumulators and the row statistics, unnormalised, into
+        the partial buffers at ``[split, rows…]`` (rows inside the queries only)."""
+        assert self.partials is not None and self.split is not None
+        acc_p, m_p, l_p = (self.values_of(b) for b in self.partials.values)
+        split = Linear.of((1, self.split))
+        epi, inner, ivs = self.o_lay.forall("epilogue")
+        row = self.o_lay.row(ivs)
+        query = lin_sum((1, self.q_base), (1, row))
+        value = loop.LoadOp(self.oacc.result, ident(len(ivs)), ivs)
+        inner.add_op(value)
+        inner = self.inside_queries(inner, query)
+        inner.add_op(loop.StoreOp(value.result, acc_p, *at([split, *self.role, query,
+                                                              self.o_lay.col(ivs)])))
+        close_guards(epi.body.block)
+        stats, (r,) = block_threads([self.bm], ["r"])
+        stats.attributes["llmopt.role"] = StringAttr("epilogue")
+        r_lin = Linear.of((1, r))
+        loads = [load_at(self.softmax.m, r_lin), load_at(self.softmax.l, r_lin)]
+        inner = stats.body.block
+        inner.add_ops(loads)
+        query = lin_sum((1, self.q_base), (1, r_lin))
+        inner = self.inside_queries(inner, query)
+        for load, buffer in zip(loads, (m_p, l_p), strict=True):
+            inner.add_op(loop.StoreOp(load.result, buffer, *at([split, *self.role, query])))
+        close_guards(stats.body.block)
+        self.body.add_ops([epi, stats])
+
+    def values_of(self, outer: SSAValue) -> SSAValue:
+        """The new kernel's argument bound to the function-level ``outer``."""
+        return self.kernel.body.block.args[list(self.kernel.buffers).index(outer)]
+
+    def inside_queries(self, inner: Block, query: Linear) -> Block:
+        """``inner``, or a guard in it when the last query block overhangs the queries."""
+        if not self.ragged[0]:
+            return inner
+        row_iv = self.chain.exp.ivs[-1].iv
+        return guard_inside(inner, [(Cloner({row_iv: query}).value(row_iv, inner),
+                                     self.queries)])
+
     def epilogue(self) -> None:
         """The output kernel's epilogue, once per output, on the accumulators."""
+        if self.partials is not None:
+            self.partial_epilogue()
+            return
         out = self.chain.output
         epi, inner, ivs = self.o_lay.forall("epilogue")
         row = self.o_lay.row(ivs)
@@ -465,10 +547,7 @@ class FlashKernel:
             inner.add_ops([total_l, divided])
             total = divided.result
         query = lin_sum((1, self.q_base), (1, row))
-        if self.ragged[0]:  # rows past the last query compute, but store nothing
-            row_iv = self.chain.exp.ivs[-1].iv
-            inner = guard_inside(inner, [(Cloner({row_iv: query}).value(row_iv, inner),
-                                          self.queries)])
+        inner = self.inside_queries(inner, query)  # rows past the last: nothing stored
         cloner = Cloner(self.out_subst(query, self.o_lay.col(ivs)),
                         {**self.values[out.kernel], out.reduce.result: total})
         for op in out.sums:
@@ -502,7 +581,7 @@ class FlashKernel:
         self.accumulate(kb_body)
         kb_body.add_op(scf.YieldOp())
         self.epilogue()
-        return self.kernel
+        return without_unused_arguments(self.kernel)
 
 
 def _runtime_batch(chain: Chain) -> bool:
@@ -514,7 +593,7 @@ def _runtime_batch(chain: Chain) -> bool:
 @dataclass(frozen=True)
 class FlashAttention(ModulePass):
     """Fuse attention into one flash kernel with an online softmax (see the module
-    docstring). Options: ``bm``, ``bn``, ``warps`` (0 = chosen from the shape),
+    docstring). Options: ``bm``, ``bn``, ``warps``, ``splits`` (0 = chosen from the shape),
     ``tensor_cores``, ``stages``, ``tuned`` (0: ignore the tuning tables), ``arch``."""
 
     name = "flash-attention"
@@ -524,6 +603,7 @@ class FlashAttention(ModulePass):
     warps: int = 0
     tensor_cores: bool = True
     stages: int = 0
+    splits: int = 0
     tuned: int = 1
     arch: str = "sm_90"
 
@@ -554,26 +634,34 @@ class FlashAttention(ModulePass):
             anchor = chain.output.kernel
             mma = self.tensor_cores and has_tensor_cores(self.arch, chain.scores.reduce
                                                          .result.type)
-            flash = FlashKernel(chain, blocks, anchor.sym_name.data, mma)
+            queries = chain.exp.ivs[-1]
+            n_qb = -(-queries.trip_count // blocks.bm)
+            splits = choose_splits(chain.dims[0] * n_qb, -(-chain.dims[2] // blocks.bn),
+                                   gpu.sms, chain.exp.causal, queries.bound is None,
+                                   setting(self.splits, "splits"))
+            flash = FlashKernel(chain, blocks, anchor.sym_name.data, mma, splits)
             new = flash.build()
             if shared_bytes(new) > gpu.max_smem:
                 continue
+            after = [] if flash.partials is None else [merge_kernel(chain, flash.partials,
+                                                                    splits)]
             stages = setting(self.stages, "stages")
             schedule = {"carry": 1} | ({"stages": stages} if stages else {})
             new.attributes[SCHEDULE_ATTR] = DictionaryAttr(
                 {k: IntegerAttr(v, i64) for k, v in schedule.items()})
-            replace_chain(chain, new, flash.host_ops)
+            replace_chain(chain, new, flash.host_ops, after)
 
 
-def replace_chain(chain: Chain, new: tile.KernelOp, host_ops: Sequence[Operation] = ()
-                  ) -> None:
-    """Put ``new`` (after ``host_ops``, its runtime grid) where the chain's output kernel
-    was; erase the chain's kernels and the buffers only they used."""
+def replace_chain(chain: Chain, new: tile.KernelOp, host_ops: Sequence[Operation] = (),
+                  after: Sequence[Operation] = ()) -> None:
+    """Put ``new`` (after ``host_ops``, its runtime grid and buffers; before ``after``, the
+    merge of split keys) where the chain's output kernel was; erase the chain's kernels and
+    the buffers only they used."""
     anchor = chain.output.kernel
     for inner in new.walk():
         inner.location = anchor.location
     rewriter = Rewriter()
-    rewriter.insert_op([*host_ops, new], InsertPoint.before(anchor))
+    rewriter.insert_op([*host_ops, new, *after], InsertPoint.before(anchor))
     for k in (anchor, chain.sums_kernel, chain.exp.kernel, chain.scores.kernel):
         if k is not None:
             rewriter.erase_op(k)
