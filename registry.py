@@ -84,6 +84,7 @@ _BUILTIN_PASSES: dict[str, tuple[str, str]] = {
     "flash-attention": ("llmopt.passes.tile.flash_attention", "FlashAttention"),
     "length-buckets": ("llmopt.passes.tile.length_buckets", "LengthBuckets"),
     "split-k": ("llmopt.passes.tile.split_k", "SplitK"),
+    "warp-gemv": ("llmopt.passes.tile.warp_gemv", "WarpGemv"),
     "register-tile": ("llmopt.passes.tile.register_tile", "RegisterTilePass"),
     "stage-inputs": ("llmopt.passes.tile.stage_inputs", "StageInputs"),
     "async-copy": ("llmopt.passes.tile.async_copy", "AsyncCopy"),
@@ -119,7 +120,8 @@ PIPELINES: dict[str, tuple[dict[str, str], str]] = {
         "cse,hoist-reduce-factors,flash-attention{{arch={arch}}},outline-repeated-kernels,"
         "loop-to-tile{{arch={arch}}},length-buckets{{arch={arch}}},apply-tuned{{arch={arch}}},"
         "split-k{{arch={arch}}},"
-        "register-tile{{arch={arch}}},stage-inputs{{arch={arch}}},async-copy{{arch={arch}}},"
+        "register-tile{{arch={arch}}},warp-gemv{{arch={arch}}},stage-inputs{{arch={arch}}},"
+        "async-copy{{arch={arch}}},"
         "prefetch-stages,pad-shared,mma-fragments,vector-fragments,"
         "tile-to-kernel,dedup-kernels,canonicalize,cse,dedup-kernels,inline-repeated-kernels,"
         "plan-buffers,kernel-to-cuda{{arch={arch}}}",

@@ -895,7 +895,7 @@ class LowerAlloc(RewritePattern):
                     access.src_map.data if to_local else new_map,
                     local.result if to_local else access.dst,
                     new_map if to_local else access.dst_map.data,
-                    access.indices, access.elements)
+                    access.indices, access.elements, access.clamped)
             new_access.attributes |= access.attributes
             rewriter.replace(access, new_access)
         rewriter.erase(op)

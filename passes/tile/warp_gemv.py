@@ -1,0 +1,426 @@
+"""``warp-gemv``: a product of one row runs a warp per output and reads 16 bytes at a time.
+
+**Matches** the schedule ``loop-to-tile`` gives a matrix-vector product (a decode step's
+projections, one token's logits): a ``tile.kernel`` whose body is one static
+``tile.forall … over blocks`` (one output a block) holding
+
+* one or more ``tile.coop_reduce add %k = 0 to K`` (static ``K``) whose bodies are loads,
+  region-less scalar ops and the yield, where every load's innermost index is exactly ``%k``
+  (its other indices do not use it) and at least one load depends on the forall's *row*
+  dimension — the innermost dimension of extent above one that the loads use (the weight's
+  row);
+* block-uniform scalar ops (loads, ``arith``/``math``: the epilogue — bias, activation,
+  residual) and a last ``tile.forall (%once) in [1] over block_threads`` storing the output.
+
+Every buffer a reduction loads keeps rows of a multiple of ``V`` elements (``V`` = 16 bytes
+of the narrowest element loaded: 4 ``f32``, 8 ``bf16``/``f16``), and ``K`` is a multiple of
+``V``.
+
+**Produces** ``R`` outputs a block, a warp each (``R`` = ``rows``, by default the largest
+power of two up to 8 that leaves at least one block a multiprocessor), lane ``l`` of warp
+``w`` walking the chunks ``c`` of ``V`` consecutive ``k``::
+
+    tile.kernel grid [ceildiv(N, R)·…] block [32·R] {
+      tile.forall (…, %nb, …) in [… ceildiv(N, R) …] over blocks {
+        tile.forall (%w, %l) in [R, 32] over block_threads {
+          %p = loop.reduce add %c = 0 to ceildiv(K, 32·V) {
+            tile.copy %W[nb·R + w, V·(32·c + l)] to %fw[w, l, 0] count 16 bytes   // per load
+            loop.reduce add %v = 0 to V { <the body, %k = V·(32·c + l) + v, loads from %fw> }
+          }
+          loop.store %p, %part[%w, %l]                     // one shared partial a lane
+        }
+        tile.forall (%w) in [R] over block_threads {      // after a barrier
+          %total = loop.reduce add %l = 0 to 32 { loop.load %part[%w, %l] }
+          <the epilogue with the row nb·R + w and %total for the reduction>
+        }
+      }
+    }
+
+Where ``32·V`` does not divide ``K`` the last chunk's copies are clamped into the row and
+its lanes past ``K`` add zero; where ``R`` does not divide ``N`` the last block's warps past
+``N`` read the last row (clamped) and store nothing.
+
+**Why** the cooperative schedule gives each output a whole block: with ``K = 2048`` and 256
+threads a thread reads 8 scalars, then the block pays shuffles, two barriers and a
+shared-memory step per output, and each block's loads are too few to keep the memory system
+busy; 16-bit weights are read two bytes a load. A decode step is a chain of such products
+whose time is the weights' bytes over the bandwidth reached, so the loads must be 16 bytes
+wide and many in flight: a warp per row reads it 512 bytes an instruction, every lane's
+chunks are independent, and the only cross-lane step is one shared-memory sum per output.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects import arith, scf
+from xdsl.dialects.builtin import DictionaryAttr, IndexType, IntegerAttr, MemRefType, ModuleOp, i64
+from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
+from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr, AffineExpr, AffineMap
+from xdsl.passes import ModulePass
+from xdsl.pattern_rewriter import (
+    PatternRewriter,
+    PatternRewriteWalker,
+    RewritePattern,
+    op_type_rewrite_pattern,
+)
+
+from llmopt.dialects import loop, tile
+from llmopt.passes._ir import defined_inside
+from llmopt.passes._rewrite import KeepLocation
+from llmopt.passes.tile._access import (
+    UNROLL,
+    Cloner,
+    Linear,
+    at,
+    block_threads,
+    close_guards,
+    guard_inside,
+    lin_sum,
+)
+from llmopt.passes.tile._online_softmax import const_float
+from llmopt.passes.tile._schedule import limits
+from llmopt.target import WARP
+
+VECTOR_BYTES = 16
+"""The width of one copy of a lane: a 128-bit global load."""
+MAX_ROWS = 8
+"""Outputs a block at most (8 warps, 256 threads)."""
+CHUNKS_IN_FLIGHT = 4
+"""The chunk loop is unrolled this far, so a lane has this many 16-byte loads of each
+operand in flight."""
+GEMV_ATTR = "llmopt.gemv"
+"""Marks a kernel this pass scheduled: ``{rows, vector}`` (it is not matched again)."""
+
+
+@dataclass(frozen=True)
+class Gemv:
+    """A matched kernel: its forall over blocks, the row dimension and the reductions."""
+
+    forall: tile.ForallOp
+    row: int
+    """The position of the row dimension among the forall's extents."""
+    reduces: tuple[tile.CoopReduceOp, ...]
+    once: tile.ForallOp
+    """The last op of the forall: the store of the output by one thread."""
+    vector: int
+    """``V``: the elements a lane takes at once."""
+    k: int
+
+
+def _bytes(typ: Attribute) -> int:
+    width = getattr(typ, "bitwidth", 0)
+    return width // 8 if isinstance(width, int) else 0
+
+
+def _innermost_is(load: loop.LoadOp, iv: SSAValue) -> bool:
+    """Whether ``load``'s innermost index is exactly ``iv`` and no other index uses it."""
+    amap = load.map.data
+    uses = [k for k, v in enumerate(load.indices) if v is iv]
+    last = amap.results[-1]
+    if len(uses) != 1 or not (isinstance(last, AffineDimExpr) and last.position == uses[0]):
+        return False
+    return not any(uses[0] in _dims(e) for e in amap.results[:-1])
+
+
+def _dims(expr: AffineExpr) -> set[int]:
+    return set(expr.used_dims())
+
+
+def _rows_of(load: loop.LoadOp, ivs: Sequence[SSAValue]) -> set[int]:
+    """The positions among ``ivs`` (the forall's) that ``load``'s indices use."""
+    amap = load.map.data
+    used: set[int] = set()
+    for expr in amap.results:
+        used |= {k for k, v in enumerate(ivs) for d in _dims(expr) if load.indices[d] is v}
+    return used
+
+
+def _vector_fits(typ: Attribute, vector: int) -> bool:
+    """Whether every row of the buffer ``typ`` starts at a multiple of ``vector`` elements
+    (a contiguous layout with static rows of a multiple of it)."""
+    if not isinstance(typ, MemRefType):
+        return False
+    shape = typ.get_shape()
+    strides = typ.get_strides()
+    return (bool(shape) and shape[-1] > 0 and shape[-1] % vector == 0
+            and (strides is None or strides[-1] == 1))
+
+
+def match_gemv(kernel: tile.KernelOp) -> Gemv | None:
+    """The matrix-vector product in ``kernel`` (see the module docstring), or ``None``."""
+    if GEMV_ATTR in kernel.attributes or kernel.grid_size is not None:
+        return None
+    if kernel.block_shape[1:] != (1, 1):
+        return None
+    top = [op for op in kernel.body.block.ops if not isinstance(op, arith.ConstantOp)]
+    if len(top) != 1 or not isinstance(forall := top[0], tile.ForallOp):
+        return None
+    if forall.mapping.data != "blocks" or forall.runtime_sizes:
+        return None
+    ops = list(forall.body.block.ops)
+    once = ops[-1] if ops else None
+    if not (isinstance(once, tile.ForallOp) and once.mapping.data == "block_threads"
+            and once.shape == (1,)):
+        return None
+    reduces = [op for op in ops if isinstance(op, tile.CoopReduceOp)]
+    if not reduces or any(op.regions and op not in reduces for op in ops[:-1]):
+        return None
+    ivs = forall.ivs
+    rows: set[int] = set()
+    widths: list[int] = []
+    k = reduces[0].trip_count
+    for red in reduces:
+        if red.kind.data != "add" or red.bound is not None or red.trip_count != k:
+            return None
+        loads_rows: set[int] = set()
+        for inner in red.body.block.ops:
+            if inner.regions:
+                return None
+            for operand in inner.operands:
+                if (not defined_inside(operand, red) and defined_inside(operand, forall)
+                        and operand not in ivs):
+                    return None  # a block-uniform value computed first: not a plain product
+            if isinstance(inner, loop.LoadOp):
+                if not _innermost_is(inner, red.iv):
+                    return None
+                widths.append(_bytes(inner.result.type))
+                loads_rows |= _rows_of(inner, ivs)
+        row_dims = [d for d in loads_rows if forall.shape[d] > 1]
+        if not row_dims:
+            return None
+        rows.add(max(row_dims))
+    if len(rows) != 1 or not widths or min(widths) <= 0:
+        return None
+    vector = VECTOR_BYTES // min(widths)
+    if k % vector:
+        return None
+    for red in reduces:
+        for inner in red.body.block.ops:
+            if isinstance(inner, loop.LoadOp) and not _vector_fits(inner.buffer.type, vector):
+                return None
+    return Gemv(forall, rows.pop(), tuple(reduces), once, vector, k)
+
+
+def choose_rows(outputs: int, sms: int) -> int:
+    """The outputs a block: the largest power of two up to :data:`MAX_ROWS` that leaves at
+    least one block a multiprocessor (a small product spreads over the whole GPU)."""
+    rows = MAX_ROWS
+    while rows > 1 and -(-outputs // rows) < sms:
+        rows //= 2
+    return rows
+
+
+@dataclass
+class ScheduleGemv(RewritePattern):
+    """Rewrite one matched kernel (see the module docstring)."""
+
+    rows: int
+    arch: str
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: tile.KernelOp, rewriter: PatternRewriter) -> None:
+        found = match_gemv(op)
+        if found is None:
+            return
+        outputs = found.forall.shape[found.row]
+        rows = min(self.rows or choose_rows(outputs, limits(self.arch).sms), outputs)
+        rows = 1 << (rows.bit_length() - 1)  # a power of two: whole warps, even blocks
+        new = _rebuilt(op, found, rows)
+        rewriter.replace(op, new)
+
+
+def _rebuilt(kernel: tile.KernelOp, found: Gemv, rows: int) -> tile.KernelOp:
+    """``kernel`` with ``found``'s forall scheduled ``rows`` outputs a block."""
+    old = found.forall
+    outputs = old.shape[found.row]
+    extents = list(old.shape)
+    extents[found.row] = -(-outputs // rows)
+    grid = [min(kernel.grid_shape[0], math.prod(extents)), 1, 1]
+    new = tile.KernelOp(kernel.sym_name.data, grid, [rows * WARP, 1, 1], kernel.buffers)
+    new.attributes |= kernel.attributes
+    new.attributes[GEMV_ATTR] = DictionaryAttr({"rows": IntegerAttr(rows, i64),
+                                                "vector": IntegerAttr(found.vector, i64)})
+    args = dict(zip(kernel.body.block.args, new.body.block.args, strict=True))
+    for arg, new_arg in args.items():
+        new_arg.name_hint = arg.name_hint
+    top = Cloner({}, dict(args))
+    for op in kernel.body.block.ops:
+        if op is not old:
+            top.clone_into(op, new.body.block)
+    forall = tile.ForallOp(extents, "blocks")
+    for iv, new_iv in zip(old.ivs, forall.ivs, strict=True):
+        new_iv.name_hint = iv.name_hint
+    nb = forall.ivs[found.row]
+    nb.name_hint = "nb"
+    new.body.block.add_op(forall)
+    body = forall.body.block
+    row_iv = old.ivs[found.row]
+    values = top.values | {iv: new_iv for iv, new_iv in zip(old.ivs, forall.ivs, strict=True)
+                           if iv is not row_iv}  # the row is substituted: nb·R + w
+    typ = found.reduces[0].result.type
+    ragged = outputs % rows != 0
+    clamp = ragged or found.k % (WARP * found.vector) != 0
+    lanes, (w, lane) = block_threads([rows, WARP], ["w", "l"])
+    parts = []
+    for red in found.reduces:
+        part = tile.AllocOp("shared", MemRefType(typ, [rows, WARP]))
+        part.result.name_hint = "part"
+        body.add_op(part)
+        parts.append(part)
+        lane_sum = LaneSum(found, red, values, rows, w, lane)
+        ops, partial = lane_sum.build(body, Linear.of((rows, nb), (1, w)), clamp)
+        lanes.body.block.add_ops([*ops, loop.StoreOp(partial, part.result,
+                                                     *at([Linear.of((1, w)),
+                                                          Linear.of((1, lane))]))])
+    body.add_op(lanes)
+    epi, (w_out,) = block_threads([rows], ["w"])
+    body.add_op(epi)
+    row = Linear.of((rows, nb), (1, w_out))
+    cloner = Cloner({row_iv: row}, dict(values))
+    inner = epi.body.block
+    if ragged:  # the last block's warps past the outputs store nothing
+        inner = guard_inside(inner, [(cloner.value(row_iv, inner), outputs)])
+    for red, part in zip(found.reduces, parts, strict=True):
+        total = loop.ReduceOp("add", WARP, typ)
+        total.attributes |= UNROLL
+        lane_iv = total.body.block.args[0]
+        lane_iv.name_hint = "lane"
+        load = loop.LoadOp(part.result, *at([Linear.of((1, w_out)), Linear.of((1, lane_iv))]))
+        total.body.block.add_ops([load, loop.YieldOp(load.result)])
+        inner.add_op(total)
+        cloner.values[red.result] = total.result
+    zero = arith.ConstantOp(IntegerAttr(0, IndexType()))
+    inner.add_op(zero)
+    cloner.values[found.once.ivs[0]] = zero.result
+    for op in [*old.body.block.ops, *found.once.body.block.ops]:
+        if op is not found.once and not isinstance(op, tile.CoopReduceOp | tile.AllocOp):
+            cloner.clone_into(op, inner)
+    close_guards(epi.body.block)
+    return new
+
+
+@dataclass
+class LaneSum:
+    """Builds one lane's partial sum of a matched reduction (see the module docstring)."""
+
+    found: Gemv
+    red: tile.CoopReduceOp
+    values: dict[SSAValue, SSAValue]
+    """The old kernel's values → the new kernel's (arguments, constants, forall ivs)."""
+    rows: int
+    w: SSAValue
+    lane: SSAValue
+
+    def build(self, body: Block, row: Linear, clamp: bool) -> tuple[list[Operation], SSAValue]:
+        """The ops of the lane's sum over its chunks (a sequential ``scf.for``: each chunk
+        refills the fragments) and its result; the fragments are allocated in ``body``."""
+        vector, k = self.found.vector, self.found.k
+        typ = self.red.result.type
+        bounds = [arith.ConstantOp(IntegerAttr(n, IndexType()))
+                  for n in (0, -(-k // (WARP * vector)), 1)]
+        init = const_float(0.0, typ)
+        step = Block(arg_types=[IndexType(), typ])
+        c, acc = step.args
+        c.name_hint, acc.name_hint = "c", "acc"
+        chunks = scf.ForOp(*(b.result for b in bounds), [init.result], Region(step))
+        chunks.attributes["unroll"] = IntegerAttr(CHUNKS_IN_FLIGHT, i64)
+        elems = loop.ReduceOp("add", vector, typ)
+        elems.attributes |= UNROLL
+        v = elems.body.block.args[0]
+        v.name_hint = "v"
+        row_iv = self.found.forall.ivs[self.found.row]
+        first = Linear.of((WARP * vector, c), (vector, self.lane))
+        cloner = Cloner({self.red.iv: lin_sum((1, first), (1, Linear.of((1, v)))),
+                         row_iv: row}, dict(self.values))
+        for op in self.red.body.block.ops:
+            if isinstance(op, loop.LoadOp):
+                frag = tile.AllocOp("registers",
+                                    MemRefType(op.result.type, [self.rows, WARP, vector]))
+                frag.result.name_hint = "frag"
+                body.add_op(frag)
+                step.add_ops(self._copies(op, frag.result, first, row, clamp))
+                load = loop.LoadOp(frag.result, *at([Linear.of((1, self.w)),
+                                                     Linear.of((1, self.lane)),
+                                                     Linear.of((1, v))]))
+                elems.body.block.add_op(load)
+                cloner.values[op.result] = load.result
+            elif isinstance(op, tile.YieldOp):
+                term = cloner.value(op.values[0], elems.body.block)
+                if k % (WARP * vector):  # the last chunk's lanes past K add nothing
+                    term = _masked(elems.body.block, cloner.value(self.red.iv,
+                                                                  elems.body.block), k, term)
+                elems.body.block.add_op(loop.YieldOp(term))
+            else:
+                cloner.clone_into(op, elems.body.block)
+        total = arith.AddfOp(acc, elems.result)
+        step.add_ops([elems, total, scf.YieldOp(total.result)])
+        return [*bounds, init, chunks], chunks.results[0]
+
+    def _copies(self, load: loop.LoadOp, frag: SSAValue, first: Linear, row: Linear,
+                clamp: bool) -> list[Operation]:
+        """The 16-byte (or narrower) copies of ``load``'s ``V`` elements into ``frag``."""
+        vector = self.found.vector
+        count = min(vector, VECTOR_BYTES // _bytes(load.result.type))
+        row_iv = self.found.forall.ivs[self.found.row]
+        copies: list[Operation] = []
+        for piece in range(vector // count):
+            start = lin_sum((1, first), (1, Linear.of(const=piece * count)))
+            cloner = Cloner({self.red.iv: start, row_iv: row}, dict(self.values))
+            src_map, operands = cloner.access(load.map.data, load.indices)
+            dst = [Linear.of((1, self.w)), Linear.of((1, self.lane)),
+                   Linear.of(const=piece * count)]
+            dst_map = _map_over(dst, operands)
+            src_map = AffineMap(len(operands), 0, src_map.results)
+            copies.append(tile.CopyOp(self.values.get(load.buffer, load.buffer), src_map,
+                                      frag, dst_map, operands, count, clamp))
+        return copies
+
+
+def _map_over(coords: Sequence[Linear], operands: list[SSAValue]) -> AffineMap:
+    """The map of ``coords`` over ``operands`` (extended with the values they use)."""
+    results: list[AffineExpr] = []
+    for lin in coords:
+        expr: AffineExpr = AffineConstantExpr(lin.const)
+        for coef, value in lin.terms:
+            if value not in operands:
+                operands.append(value)
+            expr = expr + AffineDimExpr(operands.index(value)) * coef
+        results.append(expr)
+    return AffineMap(len(operands), 0, tuple(results))
+
+
+def _masked(block: Block, k: SSAValue, extent: int, term: SSAValue) -> SSAValue:
+    """``k < extent ? term : 0`` appended to ``block``."""
+    bound = arith.ConstantOp(IntegerAttr(extent, IndexType()))
+    inside = arith.CmpiOp(k, bound.result, "ult")
+    zero = const_float(0.0, term.type)
+    pick = arith.SelectOp(inside.result, term, zero.result)
+    block.add_ops([bound, inside, zero, pick])
+    return pick.result
+
+
+@dataclass(frozen=True)
+class WarpGemv(ModulePass):
+    """Schedule matrix-vector products a warp per output with 16-byte loads (see the module
+    docstring). Options: ``rows`` (outputs a block, a power of two up to 8; 0 = chosen from
+    the outputs and the GPU's multiprocessors), ``arch``."""
+
+    name = "warp-gemv"
+
+    rows: int = 0
+    arch: str = "sm_90"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.rows, int) or not 0 <= self.rows <= MAX_ROWS:
+            raise ValueError(f"rows must be an integer from 0 to {MAX_ROWS}, got {self.rows}")
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        PatternRewriteWalker(KeepLocation(ScheduleGemv(self.rows, self.arch)),
+                             apply_recursively=False).rewrite_module(op)
+
+
+__all__ = ["GEMV_ATTR", "WarpGemv", "choose_rows", "match_gemv"]
