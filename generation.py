@@ -35,8 +35,8 @@ if TYPE_CHECKING:
 
     from llmopt.frontend.capture import CapturedProgram
 
-__all__ = ["Generation", "GenerationError", "Generator", "copy_bandwidth", "generate",
-           "step_bytes"]
+__all__ = ["Generation", "GenerationError", "Generator", "copy_bandwidth", "divergence",
+           "generate", "step_bytes"]
 
 
 class GenerationError(ValueError):
@@ -342,3 +342,33 @@ def step_bytes(model: PreTrainedModel, context: int) -> int:
     rows, heads, dim = cache_shape(model, context)
     layers = model.config.num_hidden_layers
     return total + 2 * layers * rows * heads * dim * next(model.parameters()).element_size()
+
+
+NEAR_TIE_UNITS = 2
+"""A divergence is a near-tie when the reference's logit gap is below this many units of
+the dtype's rounding (its machine epsilon) at the scale of the largest logit."""
+
+
+def divergence(model: PreTrainedModel, prompt: Sequence[int], tokens: Sequence[int],
+               reference: Sequence[int]) -> dict[str, Any] | None:
+    """Where greedy ``tokens`` first leave ``reference`` (both after ``prompt``), and how
+    close the reference's choice was there: ``None`` when they agree; else the step, both
+    tokens, the gap between their logits in ``model``'s own forward (its dtype) on the
+    prompt and the reference's tokens before that step, the bound ``NEAR_TIE_UNITS · eps ·
+    max |logit|`` and whether the gap is below it (a near-tie: an order of rounding can pick
+    either token)."""
+    import torch
+
+    step = next((k for k, (a, b) in enumerate(zip(tokens, reference, strict=False))
+                 if a != b), None)
+    if step is None:
+        return None
+    ids = torch.tensor([[*prompt, *reference[:step]]], device=model.device)
+    with torch.no_grad():
+        logits = model(ids).logits[0, -1].float()
+    ours, theirs = int(tokens[step]), int(reference[step])
+    gap = float(logits[theirs] - logits[ours])
+    eps = torch.finfo(next(model.parameters()).dtype).eps
+    bound = NEAR_TIE_UNITS * eps * float(logits.abs().max())
+    return {"step": step, "token": ours, "reference_token": theirs, "logit_gap": gap,
+            "bound": bound, "near_tie": abs(gap) <= bound}

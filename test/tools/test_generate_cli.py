@@ -71,3 +71,18 @@ def test_a_context_above_max_ctx_is_refused(checkpoint: Path,
                  "4", "--max-ctx", "8"]) == 1
     err = capsys.readouterr().err
     assert "need a context of 12, above --max-ctx 8" in err
+
+
+@pytest.mark.slow
+def test_generate_in_bfloat16_agrees_with_transformers(
+        checkpoint: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """bf16 weights, activations and caches through the CPU interpreter: transformers' bf16
+    greedy tokens, or a divergence at a near-tie that --check reports with its logit gap."""
+    code = main(["generate", str(checkpoint), "--cpu", "--dtype", "bfloat16", "--prompt-len",
+                 "5", "--new-tokens", "6", "--check"])
+    out = capsys.readouterr().out
+    verdict = next(line for line in out.splitlines() if line.startswith("transformers"))
+    assert "the same tokens" in verdict or "a near-tie" in verdict, verdict
+    assert code == 0
+    tokens = next(line for line in out.splitlines() if line.startswith("tokens:"))
+    assert len(tokens.split()) == 1 + 6
