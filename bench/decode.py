@@ -224,13 +224,20 @@ def prebuild(args: argparse.Namespace) -> dict[str, tuple[float, dict[str, float
                  for m, d in jobs[start:start + args.prebuild_jobs]]
         for proc in procs:
             out, _ = proc.communicate()
-            for line in out.splitlines():
-                if line.startswith("{"):
-                    rec = json.loads(line)
-                    done[rec["build"]] = (rec["seconds"], rec["timings"])
+            done |= read_builds(out)
     print(f"# prebuilt {sorted(done)} in {time.perf_counter() - began:.1f} s "
           f"({args.prebuild_jobs} at a time)", flush=True)
     return done
+
+
+def read_builds(text: str) -> dict[str, tuple[float, dict[str, float]]]:
+    """The build times in ``--build-only`` output (its JSON lines), by ``model/dtype``."""
+    builds = {}
+    for line in text.splitlines():
+        if line.startswith("{"):
+            rec = json.loads(line)
+            builds[rec["build"]] = (rec["seconds"], rec["timings"])
+    return builds
 
 
 def main() -> int:
@@ -253,12 +260,17 @@ def main() -> int:
     parser.add_argument("--build-only", action="store_true",
                         help="build the Generator of each model and dtype, print its build "
                         "times as one JSON line each, and stop")
+    parser.add_argument("--cold-times", type=Path, nargs="+", default=[], metavar="JSONL",
+                        help="cold build times printed by earlier --build-only runs (their "
+                        "Generators then load from the compile cache here)")
     args = parser.parse_args()
     if args.merge:
         return merge_results(args.merge, args.out_dir, "h200")
     if args.build_only:
         return build_only(args)
     prebuilt = prebuild(args) if args.prebuild_jobs > 0 else {}
+    for path in args.cold_times:
+        prebuilt |= read_builds(path.read_text())
 
     import llmopt
     from llmopt.frontend.models import build_model
