@@ -91,9 +91,9 @@ class _Step:
         length = caches[0].shape[0]
         x = inner.embed_tokens(input_ids)
         positions = torch.arange(length, device=input_ids.device).unsqueeze(0)
+        if not self.prefill:  # the new token's position is the last of the cache: its
+            positions = positions[:, -1].unsqueeze(1)  # rotary row alone, not the cache's
         cos, sin = inner.rotary_emb(x, positions)
-        if not self.prefill:  # the new token's position is the last of the cache
-            cos, sin = cos[:, -1].unsqueeze(1), sin[:, -1].unsqueeze(1)
         for k, layer in enumerate(decoder_layers(self.model)):
             attn = layer.self_attn
             h = layer.input_layernorm(x)
