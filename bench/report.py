@@ -1,26 +1,41 @@
 """Summaries, merges and reports of the benchmark suite's results (``bench/suite.py``).
 
 A results file is JSON: run metadata (``gpu``, ``driver``, ``torch``, ``cuda``, ``commit``,
-``date``, ``kind`` = ``"ops"``, ``"blocks"`` or ``"sweep"``), ``cases`` (one dict per case,
-keyed by its ``name``) and the summary :func:`summarize` computes from the cases:
+``date``, ``dtype``, ``kind`` = ``"ops"``, ``"blocks"`` or ``"sweep"``), ``cases`` (one dict
+per case, keyed by its ``name``) and the summary :func:`summarize` computes from the cases:
 ``geomean_vs_eager``, ``geomean_vs_eager_graph``, ``geomean_vs_compile``, ``min_vs_best``,
 ``min_vs_eager``, ``min_vs_eager_graph``, ``min_vs_compile``, ``cases_total``,
 ``cases_timed``, ``cases_failed``. A sweep (``bench/sweep.py``: decoder layers and prefill
 over sequence lengths) also counts its points outside tolerance and its products left one
 thread per output (``fallback_products``).
 
+**16-bit runs** (``dtype`` ``bfloat16`` or ``float16``) add two things where their cases
+carry them. Matrix products timed against cuBLAS (``cublas_ms``, the bare product replayed
+from a CUDA graph) get ``vs_cublas = cublas_ms / llmopt_ms`` and, from the product's
+``mnk`` = ``[M, N, K]``, ``llmopt_tflops`` and ``cublas_tflops`` (``2·M·N·K`` / time); the
+summary ``geomean_vs_cublas``, ``min_vs_cublas`` and ``cases_below_cublas_goal`` (below
+:data:`CUBLAS_GOAL`). Cases with llmopt's error beside PyTorch eager's own 16-bit error
+(``err_vs_eager`` = their ratio, at most :data:`ERROR_GOAL` by the goal; ``ok_vs_eager`` =
+within that goal plus one epsilon of the dtype, the criterion the GPU tests of 16-bit ops
+assert, see ``bench/suite.py``) give ``max_err_vs_eager``, ``cases_over_2x_eager`` and
+``cases_over_error_goal``. The files of a dtype other than
+float32 carry it in their names: ``<kind>-<dtype>-<tag>.json`` (``ops-bfloat16-h200.json``).
+
 Usage::
 
     python bench/report.py DIR_OR_JSON [DIR_OR_JSON ...] --out-dir bench/results
+                           [--tag h200] [--dtype float32|bfloat16|float16]
 
 merges the case lists of every results file given (a directory stands for the
-``ops-<tag>.json``, ``blocks-<tag>.json`` and ``sweep-<tag>.json`` in it), per kind, in
-order: a later file's case replaces an earlier one of the same name. For each kind it writes
-``<kind>-<tag>.json`` (summary recomputed), ``<kind>-<tag>.md`` (a table, the geomeans, the
-failures and the losses; for a sweep also each point's product schedules) and
-``<kind>-<tag>.png`` (speed-ups per case, for a sweep against the sequence length; needs
-matplotlib, skipped with a note where it is missing). Only the standard library is needed
-otherwise.
+``ops-<tag>.json``, ``blocks-<tag>.json`` and ``sweep-<tag>.json`` in it, with ``--dtype
+bfloat16`` the ``ops-bfloat16-<tag>.json`` ...), per kind, in order: a later file's case
+replaces an earlier one of the same name (files of different dtypes are not merged). For
+each kind (and dtype) it writes ``<kind>-<tag>.json`` (summary recomputed),
+``<kind>-<tag>.md`` (a table, the geomeans, the failures and the losses; for a sweep also
+each point's product schedules; for a 16-bit run the products against cuBLAS and the errors
+against PyTorch's own) and ``<kind>-<tag>.png`` (speed-ups per case, for a sweep against
+the sequence length; needs matplotlib, skipped with a note where it is missing). Only the
+standard library is needed otherwise.
 """
 
 from __future__ import annotations
@@ -48,12 +63,43 @@ llmopt_ms``; ``compile_graphs`` (torch.compile with CUDA graphs) only where it w
 DEFAULT_TAG = "h200"
 """The suffix of the file names (``ops-h200.json``): the GPU the numbers come from."""
 
+DEFAULT_DTYPE = "float32"
+"""The dtype whose files have no dtype in their names (:func:`results_stem`)."""
+
+DTYPES = ("float32", "bfloat16", "float16")
+"""The dtypes the suite and the sweep run in (``--dtype``)."""
+
+CUBLAS_GOAL = 0.8
+"""The speed llmopt's matrix products should reach, as a share of cuBLAS's on the same
+product (``vs_cublas`` at least this)."""
+
+ERROR_GOAL = 2.0
+"""In 16 bits llmopt's error against float64 should be at most this many times PyTorch
+eager's own 16-bit error on the same inputs (``err_vs_eager`` at most this)."""
+
 SUMMARY_KEYS = ("geomean_vs_eager", "geomean_vs_eager_graph", "geomean_vs_compile",
                 "min_vs_best", "min_vs_eager", "min_vs_eager_graph", "min_vs_compile",
                 "cases_total", "cases_timed", "cases_failed", "geomean_vs_compile_graphs",
-                "min_vs_compile_graphs", "cases_outside_tolerance", "fallback_products")
+                "min_vs_compile_graphs", "cases_outside_tolerance", "fallback_products",
+                "geomean_vs_cublas", "min_vs_cublas", "cases_below_cublas_goal",
+                "max_err_vs_eager", "cases_over_2x_eager", "cases_over_error_goal")
 """The top-level keys :func:`summarize` computes (those of ``compile_graphs`` only when some
-case has a ``compile_graphs_ms``, the last two only for a sweep)."""
+case has a ``compile_graphs_ms``, ``cases_outside_tolerance`` and ``fallback_products`` only
+for a sweep, those of cuBLAS only when some case has a ``cublas_ms``, those of the error
+goal only when some case has an ``err_vs_eager``)."""
+
+
+def results_stem(kind: str, tag: str = DEFAULT_TAG, dtype: str | None = DEFAULT_DTYPE) -> str:
+    """The name of a results file without its suffix: ``<kind>-<tag>`` for float32 (the
+    names the FP32 results have always had), ``<kind>-<dtype>-<tag>`` for another dtype
+    (``ops-bfloat16-h200``)."""
+    dtype = dtype or DEFAULT_DTYPE
+    return f"{kind}-{tag}" if dtype == DEFAULT_DTYPE else f"{kind}-{dtype}-{tag}"
+
+
+def doc_dtype(doc: Doc) -> str:
+    """The dtype of a results document (float32 where it names none)."""
+    return str(doc.get("dtype") or DEFAULT_DTYPE)
 
 
 # --- per case and summary -----------------------------------------------------------------------
@@ -83,14 +129,33 @@ def add_ratios(case: Case) -> Case:
 
     ``vs_<system> = <system>_ms / llmopt_ms`` for each PyTorch system of :data:`BASELINES`
     and ``vs_best`` = the fastest of their times (those that exist) / ``llmopt_ms``: above 1
-    llmopt is faster. A missing time gives ``None``. Returns ``case``.
+    llmopt is faster. A missing time gives ``None``. A case timed against cuBLAS (it has a
+    ``cublas_ms``) also gets ``vs_cublas``, and one with a product shape ``mnk`` gets
+    ``llmopt_tflops`` (and ``cublas_tflops``): cuBLAS runs only the case's bare product, so
+    it is no part of ``vs_best``. Returns ``case``.
     """
     llmopt = case.get("llmopt_ms")
     for name, field in _baselines(case):
         case[f"vs_{name}"] = _ratio(case.get(field), llmopt)
     best = _best_ms(case)
     case["vs_best"] = _ratio(best, llmopt) if best is not None else None
+    if "cublas_ms" in case:
+        case["vs_cublas"] = _ratio(case.get("cublas_ms"), llmopt)
+    if "mnk" in case:
+        case["llmopt_tflops"] = tflops(case.get("mnk"), llmopt)
+        if "cublas_ms" in case:
+            case["cublas_tflops"] = tflops(case.get("mnk"), case.get("cublas_ms"))
     return case
+
+
+def tflops(mnk: Any, ms: Any) -> float | None:
+    """The TFLOP/s of a ``[M, N, K]`` matrix product that takes ``ms`` milliseconds:
+    ``2·M·N·K / time`` (one multiply and one add per term), ``None`` without both."""
+    if (not isinstance(mnk, list | tuple) or len(mnk) != 3 or not all(map(_positive, mnk))
+            or not _positive(ms)):
+        return None
+    m, n, k = mnk
+    return 2.0 * m * n * k / (float(ms) * 1e-3) / 1e12
 
 
 def geomean(values: Iterable[Any]) -> float | None:
@@ -134,6 +199,17 @@ def summarize(cases: Sequence[Case]) -> Doc:
         summary["geomean_vs_compile_graphs"] = geomean(c.get("vs_compile_graphs")
                                                        for c in timed)
         summary["min_vs_compile_graphs"] = smallest("vs_compile_graphs")
+    if any("cublas_ms" in c for c in cases):
+        summary["geomean_vs_cublas"] = geomean(c.get("vs_cublas") for c in timed)
+        summary["min_vs_cublas"] = smallest("vs_cublas")
+        summary["cases_below_cublas_goal"] = sum(
+            1 for c in timed if _positive(c.get("vs_cublas")) and c["vs_cublas"] < CUBLAS_GOAL)
+    if any("err_vs_eager" in c for c in cases):
+        ratios = [c["err_vs_eager"] for c in timed if _positive(c.get("err_vs_eager"))]
+        summary["max_err_vs_eager"] = max(ratios) if ratios else None
+        summary["cases_over_2x_eager"] = sum(1 for r in ratios if r > ERROR_GOAL)
+        summary["cases_over_error_goal"] = sum(1 for c in timed
+                                               if c.get("ok_vs_eager") is False)
     if any("schedule" in c for c in cases):  # a sweep
         summary["cases_outside_tolerance"] = sum(1 for c in timed if c.get("ok") is False)
         summary["fallback_products"] = sum(r.get("count", 1) for c in cases
@@ -176,13 +252,16 @@ def merge(docs: Sequence[Doc]) -> Doc:
     the metadata of the last document, the commits of all, and the summary recomputed.
 
     Raises:
-        ValueError: no document, or documents of different kinds.
+        ValueError: no document, or documents of different kinds or dtypes.
     """
     if not docs:
         raise ValueError("nothing to merge")
     kinds = {d.get("kind") for d in docs} - {None}
     if len(kinds) > 1:
         raise ValueError(f"cannot merge results of different kinds: {sorted(kinds)}")
+    dtypes = {doc_dtype(d) for d in docs}
+    if len(dtypes) > 1:
+        raise ValueError(f"cannot merge results of different dtypes: {sorted(dtypes)}")
     by_name: dict[str, Case] = {}
     commits: list[str] = []
     for doc in docs:
@@ -208,19 +287,21 @@ def load(path: str | Path) -> Doc:
     return doc
 
 
-def find_results(paths: Sequence[str | Path], tag: str = DEFAULT_TAG) -> list[Path]:
+def find_results(paths: Sequence[str | Path], tag: str = DEFAULT_TAG,
+                 dtype: str = DEFAULT_DTYPE) -> list[Path]:
     """The results files named by ``paths``: files as given, directories as their
-    ``<kind>-<tag>.json`` files. A path that is neither is reported on stderr."""
+    ``<kind>-<tag>.json`` files (``<kind>-<dtype>-<tag>.json`` for a dtype other than
+    float32, :func:`results_stem`). A path that is neither is reported on stderr."""
     found: list[Path] = []
+    names = [f"{results_stem(kind, tag, dtype)}.json" for kind in KINDS]
     for entry in map(Path, paths):
         if entry.is_file():
             found.append(entry)
         elif entry.is_dir():
-            hits = [entry / f"{kind}-{tag}.json" for kind in KINDS]
+            hits = [entry / name for name in names]
             hits = [h for h in hits if h.is_file()]
             if not hits:
-                print(f"note: no {' or '.join(f'{k}-{tag}.json' for k in KINDS)} in {entry}",
-                      file=sys.stderr)
+                print(f"note: no {' or '.join(names)} in {entry}", file=sys.stderr)
             found.extend(hits)
         else:
             print(f"note: {entry} does not exist", file=sys.stderr)
@@ -250,10 +331,25 @@ def _ok_text(case: Case) -> str:
     return "—" if ok is None else ("yes" if ok else "NO")
 
 
+def _precision_text(doc: Doc) -> str:
+    """How the run computed, for the head of a report: ``FP32, TF32 off`` for float32 (as
+    the FP32 reports have always said), else the 16-bit dtype every system ran in."""
+    dtype = doc_dtype(doc)
+    if dtype == DEFAULT_DTYPE:
+        return "FP32, TF32 off"
+    reduced = doc.get("reduced_precision_reduction")
+    note = ("" if reduced is None else
+            f", cuBLAS's reduced-precision reductions {'allowed' if reduced else 'off'} "
+            "(PyTorch's setting)")
+    return (f"{dtype} weights and inputs, every system in {dtype}{note}; the float64 "
+            f"reference is computed from the same {dtype} values")
+
+
 def markdown(doc: Doc) -> str:
     """The Markdown report of a results document: the run, one table row per case, the
-    geomeans, the failures and the losses (``vs_best < 1``); a sweep's is
-    :func:`sweep_markdown`."""
+    geomeans, the failures and the losses (``vs_best < 1``); where the cases carry them, the
+    products against cuBLAS (:func:`_cublas_lines`) and llmopt's error against PyTorch's own
+    16-bit error (:func:`_error_goal_lines`); a sweep's is :func:`sweep_markdown`."""
     if doc.get("kind") == "sweep":
         return sweep_markdown(doc)
     cases: list[Case] = doc.get("cases", [])
@@ -265,7 +361,7 @@ def markdown(doc: Doc) -> str:
         "",
         f"GPU {doc.get('gpu') or '?'} (driver {doc.get('driver') or '?'}), torch "
         f"{doc.get('torch') or '?'}, CUDA {doc.get('cuda') or '?'}, commit "
-        f"{', '.join(commits) or '?'}, {doc.get('date') or '?'}. FP32, TF32 off; median of "
+        f"{', '.join(commits) or '?'}, {doc.get('date') or '?'}. {_precision_text(doc)}; median of "
         f"{doc.get('reps') or '?'} timed calls per system. vs X = X ms / llmopt ms (above 1: "
         "llmopt is faster); eager graph = eager replayed from a CUDA graph, as llmopt is; "
         "best = the fastest PyTorch system timed; max err = "
@@ -299,8 +395,73 @@ def markdown(doc: Doc) -> str:
                   f"{_ratio_text(c.get('vs_compile_graphs'))} |" for c in graphs]
         lines += ["", "- geomean vs torch.compile with CUDA graphs: "
                   f"**{_ratio_text(summary.get('geomean_vs_compile_graphs'))}**"]
+    lines += _cublas_lines(cases, summary) + _error_goal_lines(cases, summary, doc_dtype(doc))
     lines += _problem_lines(cases)
     return "\n".join(lines) + "\n"
+
+
+def _mnk_text(case: Case) -> str:
+    mnk = case.get("mnk")
+    return "×".join(map(str, mnk)) if isinstance(mnk, list | tuple) else "—"
+
+
+def _cublas_lines(cases: Sequence[Case], summary: Doc) -> list[str]:
+    """The matrix products timed against cuBLAS (cases with a ``cublas_ms``): a table of
+    both times, the ratio and both TFLOP/s per shape, with the summary; nothing when no case
+    has one."""
+    products = [c for c in cases if "cublas_ms" in c]
+    if not products:
+        return []
+    lines = ["", "## Matrix products against cuBLAS", "",
+             "cuBLAS = the case's bare product (`F.linear` of its input and weight, in the "
+             "same dtype; matmul_residual without the residual, silu_mul_down on `silu(g) * u` "
+             "computed beforehand) replayed from a CUDA graph and timed in the same rounds. "
+             "M×N×K: rows × outputs × reduction; TFLOP/s = 2·M·N·K / time; vs cuBLAS = "
+             f"cuBLAS ms / llmopt ms, the goal at least {CUBLAS_GOAL:g}×.", "",
+             "| case | M×N×K | cuBLAS ms | llmopt ms | vs cuBLAS | cuBLAS TFLOP/s "
+             f"| llmopt TFLOP/s | ≥ {CUBLAS_GOAL:g}× |",
+             "|---|---|---:|---:|---:|---:|---:|:---:|"]
+    for c in products:
+        ratio = c.get("vs_cublas")
+        goal = "—" if ratio is None else ("yes" if ratio >= CUBLAS_GOAL else "NO")
+        lines.append(f"| {c['name']} | {_mnk_text(c)} | {_fmt(c.get('cublas_ms'), '.4g')} | "
+                     f"{_fmt(c.get('llmopt_ms'), '.4g')} | {_ratio_text(ratio)} | "
+                     f"{_fmt(c.get('cublas_tflops'), '.1f')} | "
+                     f"{_fmt(c.get('llmopt_tflops'), '.1f')} | {goal} |")
+    lines += ["", f"- geomean vs cuBLAS: **{_ratio_text(summary.get('geomean_vs_cublas'))}**, "
+              f"min vs cuBLAS: **{_ratio_text(summary.get('min_vs_cublas'))}**; below "
+              f"{CUBLAS_GOAL:g}×: {summary.get('cases_below_cublas_goal', 0)} of "
+              f"{len(products)} products"]
+    return lines
+
+
+def _error_goal_lines(cases: Sequence[Case], summary: Doc, dtype: str) -> list[str]:
+    """llmopt's error beside PyTorch eager's own error on the same inputs (cases with an
+    ``err_vs_eager``, i.e. a 16-bit run): a table of both, their ratio and whether the goal
+    is met, with the summary; nothing when no case has one."""
+    judged = [c for c in cases if "err_vs_eager" in c]
+    if not judged:
+        return []
+    lines = ["", f"## Accuracy against PyTorch's own {dtype}", "",
+             "err = max|out − float64| / max|float64|, the float64 reference computed from the "
+             f"same {dtype} weights and inputs; eager err is PyTorch eager's own {dtype} error "
+             f"on them. Goal: llmopt err ≤ {ERROR_GOAL:g} × eager err; ≤ {ERROR_GOAL:g}× + ε "
+             "adds one epsilon of the dtype (for outputs PyTorch gets exactly), the criterion "
+             "the GPU tests of 16-bit ops assert.", "",
+             f"| case | llmopt err | eager err | llmopt / eager | ≤ {ERROR_GOAL:g}× "
+             f"| ≤ {ERROR_GOAL:g}× + ε |",
+             "|---|---:|---:|---:|:---:|:---:|"]
+    for c in judged:
+        ratio, ok = c.get("err_vs_eager"), c.get("ok_vs_eager")
+        strict = "—" if not _positive(ratio) else ("yes" if ratio <= ERROR_GOAL else "NO")
+        lines.append(f"| {c['name']} | {_fmt(c.get('max_err_rel'), '.2e')} | "
+                     f"{_fmt(c.get('eager_err_rel'), '.2e')} | {_fmt(ratio, '.2f')} | "
+                     f"{strict} | {'—' if ok is None else ('yes' if ok else 'NO')} |")
+    lines += ["", "- largest llmopt err / eager err: "
+              f"**{_fmt(summary.get('max_err_vs_eager'), '.2f')}**; over {ERROR_GOAL:g}×: "
+              f"{summary.get('cases_over_2x_eager', 0)}, over {ERROR_GOAL:g}× + ε: "
+              f"{summary.get('cases_over_error_goal', 0)}"]
+    return lines
 
 
 def _summary_lines(summary: Doc) -> list[str]:
@@ -330,6 +491,13 @@ def _problem_lines(cases: Sequence[Case]) -> list[str]:
         lines += ["", "## Outside tolerance", ""]
         lines += [f"- {c['name']}: max err {_fmt(c.get('max_err_rel'), '.2e')} > tolerance "
                   f"{_fmt(c.get('tol'), '.2e')}" for c in inaccurate]
+    over = [c for c in cases if not failed(c) and (
+        c.get("ok_vs_eager") is False
+        or (_positive(c.get("err_vs_eager")) and c["err_vs_eager"] > ERROR_GOAL))]
+    if over:
+        lines += ["", f"## Over the error goal ({ERROR_GOAL:g}× PyTorch's own)", ""]
+        lines += [f"- {c['name']}: err {_fmt(c.get('max_err_rel'), '.2e')}, PyTorch's "
+                  f"{_fmt(c.get('eager_err_rel'), '.2e')}" for c in over]
     slow = losses(cases)
     lines += ["", f"## Losses (vs best < 1): {len(slow)}", ""]
     lines += [f"- {c['name']}: {_ratio_text(c['vs_best'])} ({_fmt(c.get('llmopt_ms'), '.4g')} "
@@ -372,6 +540,18 @@ def table(doc: Doc) -> str:
                   for c in cases if "compile_graphs_ms" in c]
         lines.append("geomean vs torch.compile + CUDA graphs "
                      f"{_fmt(summary['geomean_vs_compile_graphs'], '.3f')}")
+    if "geomean_vs_cublas" in summary:
+        lines += [f"{c['name']:{width}s} cuBLAS {_fmt(c.get('cublas_ms'), '.4f')} ms "
+                  f"({_fmt(c.get('cublas_tflops'), '.1f')} TFLOP/s), llmopt "
+                  f"{_fmt(c.get('llmopt_tflops'), '.1f')} TFLOP/s, vs cuBLAS "
+                  f"{_fmt(c.get('vs_cublas'), '.2f')}" for c in cases if "cublas_ms" in c]
+        lines.append(f"geomean vs cuBLAS {_fmt(summary['geomean_vs_cublas'], '.3f')}, min "
+                     f"{_fmt(summary['min_vs_cublas'], '.3f')}, "
+                     f"{summary['cases_below_cublas_goal']} below {CUBLAS_GOAL:g}")
+    if "max_err_vs_eager" in summary:
+        lines.append(f"largest err / PyTorch's own err {_fmt(summary['max_err_vs_eager'], '.2f')}"
+                     f", {summary['cases_over_2x_eager']} over {ERROR_GOAL:g}x, "
+                     f"{summary['cases_over_error_goal']} over {ERROR_GOAL:g}x + eps")
     return "\n".join(lines)
 
 
@@ -397,9 +577,17 @@ def write_json(doc: Doc, path: str | Path) -> None:
     os.replace(tmp, path)
 
 
+def _dtype_suffix(doc: Doc) -> str:
+    """`` (bfloat16)`` for a plot title of a run in a dtype other than float32, else
+    nothing (the FP32 titles stay as they were)."""
+    dtype = doc_dtype(doc)
+    return "" if dtype == DEFAULT_DTYPE else f" ({dtype})"
+
+
 def plot(doc: Doc, path: str | Path) -> bool:
-    """A PNG of llmopt's speed-up over eager, eager replayed from a CUDA graph and
-    torch.compile per case (log scale, a line at 1); for a sweep :func:`sweep_plot`. Returns
+    """A PNG of llmopt's speed-up over eager, eager replayed from a CUDA graph,
+    torch.compile and, where timed, cuBLAS per case (log scale, a line at 1); for a sweep
+    :func:`sweep_plot`. Returns
     False, after printing a note, when matplotlib is not installed."""
     try:
         import matplotlib
@@ -418,11 +606,14 @@ def plot(doc: Doc, path: str | Path) -> bool:
     height = max(3.0, 0.36 * len(cases) + 1.5)
     fig, ax = plt.subplots(figsize=(9, height))
     rows = range(len(cases))
-    bar = 0.27
+    bars = [("vs_eager", "over eager"), ("vs_eager_graph", "over eager CUDA graph"),
+            ("vs_compile", "over torch.compile")]
+    if any("vs_cublas" in c for c in cases):
+        bars.append(("vs_cublas", "over cuBLAS (the bare product)"))
+    bar = 0.81 / len(bars)
     seen = [1.0]
-    for shift, key, label in ((-bar, "vs_eager", "over eager"),
-                              (0.0, "vs_eager_graph", "over eager CUDA graph"),
-                              (bar, "vs_compile", "over torch.compile")):
+    for k, (key, label) in enumerate(bars):
+        shift = (k - (len(bars) - 1) / 2) * bar
         values = [c[key] if _positive(c.get(key)) else math.nan for c in cases]
         seen += [v for v in values if math.isfinite(v)]
         # bars grow from the line at 1: right of it llmopt is faster, left of it slower
@@ -438,7 +629,8 @@ def plot(doc: Doc, path: str | Path) -> bool:
     ax.set_ylim(len(cases) - 0.5, -0.5)  # the first case on top
     ax.set_xlabel("llmopt speed-up (× faster; log scale)")
     summary = summarize(doc.get("cases", []))
-    ax.set_title(f"llmopt {doc.get('kind') or ''} on {doc.get('gpu') or '?'}: geomean "
+    ax.set_title(f"llmopt {doc.get('kind') or ''}{_dtype_suffix(doc)} on {doc.get('gpu') or '?'}: "
+                 "geomean "
                  f"{_fmt(summary['geomean_vs_eager'], '.2f')}× over eager, "
                  f"{_fmt(summary['geomean_vs_eager_graph'], '.2f')}× over eager graph, "
                  f"{_fmt(summary['geomean_vs_compile'], '.2f')}× over torch.compile",
@@ -498,7 +690,8 @@ def sweep_markdown(doc: Doc) -> str:
     """The Markdown report of a sweep: the run, a table per series (decoder layers of each
     model, the prefill) with each length's times, speed-ups, error against float64 with its
     tolerance and its products' schedules; the summary; every point's product schedules; the
-    fallbacks, failures, points outside tolerance and losses."""
+    fallbacks; in a 16-bit run llmopt's error against PyTorch's own; the failures, points
+    outside tolerance and losses."""
     cases: list[Case] = doc.get("cases", [])
     summary = summarize(cases)
     commits = doc.get("commits") or ([doc["commit"]] if doc.get("commit") else [])
@@ -507,7 +700,7 @@ def sweep_markdown(doc: Doc) -> str:
         "",
         f"GPU {doc.get('gpu') or '?'} (driver {doc.get('driver') or '?'}), torch "
         f"{doc.get('torch') or '?'}, CUDA {doc.get('cuda') or '?'}, commit "
-        f"{', '.join(commits) or '?'}, {doc.get('date') or '?'}. FP32, TF32 off; "
+        f"{', '.join(commits) or '?'}, {doc.get('date') or '?'}. {_precision_text(doc)}; "
         f"{doc.get('timing') or 'median of the timed calls per system'}. vs X = X ms / llmopt "
         "ms (above 1: llmopt is faster); eager graph = eager replayed from a CUDA graph, as "
         "llmopt is; err = max|out − float64| / max|float64| against the tolerance tol; "
@@ -544,6 +737,7 @@ def sweep_markdown(doc: Doc) -> str:
     if slow_paths:
         lines += ["", "## One thread per output (16 rows or more)", ""]
         lines += [f"- {c['name']}: {r.get('name')} {r.get('shape')}" for c, r in slow_paths]
+    lines += _error_goal_lines(cases, summary, doc_dtype(doc))
     lines += _problem_lines(cases)
     return "\n".join(lines) + "\n"
 
@@ -580,7 +774,7 @@ def sweep_plot(doc: Doc, path: str | Path, plt: Any) -> bool:
         ax.grid(which="both", alpha=0.3)
         ax.legend(fontsize=7)
     summary = summarize(doc.get("cases", []))
-    fig.suptitle(f"llmopt length sweep on {doc.get('gpu') or '?'}: min "
+    fig.suptitle(f"llmopt length sweep{_dtype_suffix(doc)} on {doc.get('gpu') or '?'}: min "
                  f"{_fmt(summary['min_vs_compile'], '.2f')}× torch.compile, min "
                  f"{_fmt(summary['min_vs_eager_graph'], '.2f')}× eager CUDA graph", fontsize=9)
     fig.tight_layout()
@@ -591,11 +785,12 @@ def sweep_plot(doc: Doc, path: str | Path, plt: Any) -> bool:
 
 def write_report(doc: Doc, out_dir: str | Path, tag: str = DEFAULT_TAG) -> list[Path]:
     """Write ``<kind>-<tag>.json``, ``.md`` and (with matplotlib) ``.png`` of ``doc`` into
-    ``out_dir``, the summary recomputed first; returns the paths written."""
+    ``out_dir`` (``<kind>-<dtype>-<tag>.*`` when the document's dtype is not float32,
+    :func:`results_stem`), the summary recomputed first; returns the paths written."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     with_summary(doc)
-    stem = f"{doc.get('kind') or 'results'}-{tag}"
+    stem = results_stem(doc.get("kind") or "results", tag, doc_dtype(doc))
     written = [out / f"{stem}.json", out / f"{stem}.md"]
     write_json(doc, written[0])
     written[1].write_text(markdown(doc))
@@ -611,20 +806,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out-dir", default="bench/results")
     parser.add_argument("--tag", default=DEFAULT_TAG,
                         help="file-name suffix: <kind>-<tag>.json (default %(default)s)")
+    parser.add_argument("--dtype", choices=DTYPES, default=DEFAULT_DTYPE,
+                        help="whose files a directory stands for: <kind>-<tag>.json for "
+                             "float32, <kind>-<dtype>-<tag>.json for another (%(default)s)")
     args = parser.parse_args(argv)
-    files = find_results(args.inputs, args.tag)
+    files = find_results(args.inputs, args.tag, args.dtype)
     if not files:
         print("no results files found", file=sys.stderr)
         return 1
     docs = [load(f) for f in files]
     for kind in KINDS:
-        of_kind = [d for d in docs if d.get("kind") == kind]
-        if not of_kind:
-            continue
-        merged = merge(of_kind)
-        for path in write_report(merged, args.out_dir, args.tag):
-            print(f"wrote {path}")
-        print(table(merged))
+        for dtype in DTYPES:  # files named one by one may hold several dtypes
+            group = [d for d in docs if d.get("kind") == kind and doc_dtype(d) == dtype]
+            if not group:
+                continue
+            merged = merge(group)
+            for path in write_report(merged, args.out_dir, args.tag):
+                print(f"wrote {path}")
+            print(table(merged))
     return 0
 
 

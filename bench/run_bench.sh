@@ -4,6 +4,9 @@
 #   bash bench/run_bench.sh ops [--models ...] [--seqs ...] [--ops ...] [--reps N] [--commit SHA]
 #   bash bench/run_bench.sh blocks [--models ...] [--seqs ...] [--whole-model] [--commit SHA]
 #   bash bench/run_bench.sh sweep [--models ...] [--what layers|prefill] [--seqs ...] [--jobs N]
+#   (ops, blocks and sweep take --dtype bfloat16|float16: every system in that dtype, results
+#   in <kind>-<dtype>-h200.*, the ops that are matrix products also timed against cuBLAS; and
+#   --dry-run: capture and lower the selected cases on the CPU, nothing timed)
 #   bash bench/run_bench.sh symbolic [--models ...] [--seqs ...] [--max-seq N] [--reps N]
 #   bash bench/run_bench.sh decode [--models ...] [--contexts ...] [--new N] [--profile]
 # Results (JSON, Markdown, PNG, and the log) go to $OUT, default bench/results.

@@ -5,11 +5,17 @@ Usage (on a GPU host)::
 
     python bench/suite.py ops --out-dir DIR [--models tinyllama qwen2.5-7b] [--seqs 32 128 512]
                               [--ops q_proj softmax ...] [--reps 100] [--rounds 5]
-                              [--commit SHA] [--fresh]
+                              [--dtype float32|bfloat16|float16] [--commit SHA] [--fresh]
     python bench/suite.py blocks --out-dir DIR [--models ...] [--seqs 128 512] [--whole-model]
                                  [--model-seq 128] [--no-layers] [--reps 100] [--rounds 5]
-                                 [--commit SHA]
+                                 [--dtype ...] [--commit SHA]
     python bench/suite.py ops --list          # the case names, nothing run (no GPU needed)
+    python bench/suite.py ops --dry-run [...] # capture and lower the cases on the CPU
+
+``--models``, ``--seqs`` and ``--ops`` pick a subset (a cheap run on a GPU: one model, one
+length, a few ops, ``--reps 30 --rounds 3``); ``--dry-run`` captures and lowers the selected
+cases for the GPU's architecture on the CPU first, so that a case that would fail to compile
+costs no GPU time.
 
 **Cases.** ``ops``: 14 ops at the real dimensions of TinyLlama-1.1B and Qwen2.5-7B, each at
 sequence lengths 32, 128 and 512 (84 cases, named ``tinyllama/s128/q_proj``): the seven
@@ -36,7 +42,25 @@ dynamic=False)`` (default mode, dynamo reset before each case); llmopt:
 ``llmopt.compile(module, inputs, cuda_graph=True)`` for ops (capture, ``lower-to-cuda``,
 NVRTC, CUDA-graph replay) and, for blocks, ``capture_layer``/``capture_model`` lowered with
 ``lower-to-cuda`` and run by a ``CompiledProgram`` with ``cuda_graph=True``. Everything is
-FP32 with TF32 off.
+FP32 with TF32 off, unless ``--dtype`` says otherwise.
+
+**16 bits.** With ``--dtype bfloat16`` (or ``float16``) the weights and inputs are drawn as
+in float32 and rounded to that dtype (:func:`cast_params_`: parameters only, a model's rotary
+``inv_freq`` stays float32 as ``from_pretrained`` leaves it), and every system runs on them
+in that dtype; PyTorch's setting for reduced-precision reductions in cuBLAS is left at its
+default and recorded (``reduced_precision_reduction``). Two things are added. Every op case
+that is a matrix product (:data:`PRODUCT_OPS`: the projections, ``matmul_residual``,
+``silu_mul_down``; blocks have none) also times cuBLAS (``cublas_ms``,
+:func:`build_cublas`): the bare ``F.linear`` of that product in the same dtype (without the
+residual; on ``silu(g) * u`` computed beforehand) replayed from a CUDA graph like the eager
+graph and timed in the same interleaved rounds; the row records the product's ``mnk``
+(``[M, N, K]``) and ``bench/report.py`` adds ``vs_cublas = cublas_ms / llmopt_ms`` (goal:
+at least 0.8) and ``llmopt_tflops``/``cublas_tflops`` (``2·M·N·K`` / time). And every case
+judges llmopt's error against PyTorch eager's own 16-bit error on the same inputs
+(:func:`half_errors` is the measure, shared with the GPU tests of 16-bit ops):
+``err_vs_eager = max_err_rel / eager_err_rel`` (the goal: at most 2) and ``ok_vs_eager``
+(:func:`within_error_goal`: at most twice eager's error plus one epsilon of the dtype, what
+the GPU tests assert).
 
 **Timing.** The same for all of them: each timed call runs between two CUDA events and is
 followed by a synchronisation, so a time is the latency of one call as its caller sees it
@@ -71,15 +95,18 @@ cases with an llmopt time, their minima (``min_vs_best``, ``min_vs_compile``,
 ``min_vs_eager_graph``, ...), and how many cases failed (no llmopt time).
 
 **Accuracy.** Every output is compared with the same module evaluated in float64 on the same
-inputs (``copy.deepcopy(module).double()``): ``max_err_rel = max|out - ref| / max|ref|`` for
-llmopt (``eager_err_rel`` and ``compile_err_rel`` for context), and ``ok`` says whether it is
-within :func:`llmopt.numerics.tolerance` of the captured program (``16 * eps * sqrt(n)``, ``n``
-its longest reduction), recorded as ``tol``.
+inputs (``copy.deepcopy(module).double()``; from 16-bit values the widening is exact, see
+:func:`reference`): ``max_err_rel = max|out - ref| / max|ref|`` for llmopt
+(``eager_err_rel`` and ``compile_err_rel`` for context; ``cublas_err_rel`` is cuBLAS's on its
+bare product), and ``ok`` says whether it is within :func:`llmopt.numerics.tolerance` of the
+captured program (``16 * eps * sqrt(n)``, ``n`` its longest reduction; for a 16-bit program
+that of its float32 arithmetic plus four epsilons of the 16-bit dtype), recorded as ``tol``.
 
-**Results.** ``DIR/ops-h200.json`` / ``DIR/blocks-h200.json``, rewritten after every case (a
-run cut short keeps what it measured; cases already in the file from an earlier run into the
-same directory are kept unless re-run, or dropped with ``--fresh``), then the Markdown table
-and plot of ``bench/report.py``. A case whose llmopt compilation or run raises records the
+**Results.** ``DIR/ops-h200.json`` / ``DIR/blocks-h200.json`` (in a 16-bit dtype
+``DIR/ops-bfloat16-h200.json`` ..., :func:`report.results_stem`), rewritten after every case
+(a run cut short keeps what it measured; cases already in the file from an earlier run into
+the same directory are kept unless re-run, or dropped with ``--fresh``), then the Markdown
+table and plot of ``bench/report.py``. A case whose llmopt compilation or run raises records the
 error's first line in ``error`` and ``llmopt_ms = null``; the suite goes on.
 """
 
@@ -105,11 +132,16 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from report import (
+    DEFAULT_DTYPE,
     DEFAULT_TAG,
+    DTYPES,
+    ERROR_GOAL,
     Case,
     Doc,
     add_ratios,
+    doc_dtype,
     load,
+    results_stem,
     table,
     with_summary,
     write_json,
@@ -153,6 +185,13 @@ PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "
 OPS = (*PROJECTIONS, "rmsnorm", "softmax", "silu_mul", "sdpa", "naive_attention",
        "matmul_residual", "silu_mul_down")
 """The op kinds, in case order."""
+
+PRODUCT_OPS = (*PROJECTIONS, "matmul_residual", "silu_mul_down")
+"""The op kinds that are one matrix product (with a bias, residual or gated input around
+it): those a 16-bit run also times cuBLAS on (:func:`build_cublas`)."""
+
+HALF_EPS = {"bfloat16": 2.0**-7, "float16": 2.0**-10}
+"""The machine epsilon of the 16-bit dtypes (by ``--dtype`` name)."""
 
 OP_SEQS = (32, 128, 512)
 BLOCK_SEQS = (128, 512)
@@ -330,10 +369,30 @@ class OpCase:
     inputs: tuple[torch.Tensor, ...]
 
 
+def cast_params_(module: nn.Module, dtype: torch.dtype) -> nn.Module:
+    """Cast ``module``'s floating-point parameters to ``dtype`` in place, its buffers left as
+    they are; returns ``module``.
+
+    Everything is drawn in float32 and then cast, so a 16-bit case holds the float32 case's
+    weights and inputs rounded (same seed, same data). Buffers stay: a Hugging Face model
+    keeps its rotary ``inv_freq`` in float32 whatever the weights' dtype (as
+    ``from_pretrained(dtype=...)`` and ``build_model(dtype=...)`` leave it) and computes the
+    angles from it in float32; a bfloat16 ``inv_freq`` (what ``module.to(dtype)`` would make)
+    is off by up to ``2**-9`` relative, which at position 2047 turns a rotation by radians.
+    Each parameter's data is replaced, so tied weights stay one parameter.
+    """
+    with torch.no_grad():
+        for param in module.parameters():
+            if param.is_floating_point() and param.dtype != dtype:
+                param.data = param.data.to(dtype)
+    return module
+
+
 def make_case(dims: ModelDims, seq: int, op: str, *, device: str | torch.device = "cpu",
-              seed: int | None = None) -> OpCase:
+              seed: int | None = None, dtype: torch.dtype = torch.float32) -> OpCase:
     """The module and inputs of op ``op`` at ``dims`` and sequence length ``seq`` on
-    ``device``, in float32, seeded by ``seed`` (default: :func:`case_seed` of the name)."""
+    ``device``, seeded by ``seed`` (default: :func:`case_seed` of the name), drawn in float32
+    and cast to ``dtype`` (:func:`cast_params_`)."""
     name = case_name(dims.name, seq, op)
     gen = torch.Generator(device=device).manual_seed(case_seed(name) if seed is None else seed)
 
@@ -370,7 +429,51 @@ def make_case(dims: ModelDims, seq: int, op: str, *, device: str | torch.device 
         inputs = (randn(1, seq, n_in), randn(1, seq, n_in))
     else:
         raise ValueError(f"unknown op '{op}' (known: {', '.join(OPS)})")
-    return OpCase(name, dims.name, seq, op, module.eval(), inputs)
+    inputs = tuple(t.to(dtype) for t in inputs)  # float32 -> float32 is the tensor itself
+    return OpCase(name, dims.name, seq, op, cast_params_(module, dtype).eval(), inputs)
+
+
+def product_layer(module: nn.Module) -> nn.Linear | None:
+    """The linear layer of an op module that is one matrix product (a projection, the
+    ``o_proj`` of :class:`MatmulResidual`, the ``down_proj`` of :class:`SiluMulDown`), else
+    ``None``."""
+    if isinstance(module, nn.Linear):
+        return module
+    if isinstance(module, MatmulResidual):
+        return module.o_proj
+    if isinstance(module, SiluMulDown):
+        return module.down_proj
+    return None
+
+
+def product_mnk(module: nn.Module, inputs: Sequence[torch.Tensor]) -> list[int] | None:
+    """``[M, N, K]`` of an op case's matrix product (rows, outputs, reduction length; its
+    FLOPs are ``2·M·N·K``), or ``None`` when the case is not one."""
+    layer = product_layer(module)
+    if layer is None:
+        return None
+    x = inputs[0]  # the product's input, or (silu_mul_down) a factor of its shape
+    return [x.numel() // x.shape[-1], layer.out_features, layer.in_features]
+
+
+def bare_product(module: nn.Module, inputs: Sequence[torch.Tensor]
+                 ) -> tuple[nn.Linear, tuple[torch.Tensor]]:
+    """The bare matrix product of an op case as cuBLAS runs it: its linear layer
+    (``F.linear`` of input, weight and bias) and that layer's input — the case's input for a
+    projection, ``x`` without the residual for ``matmul_residual``, ``silu(g) * u`` computed
+    here, in the case's dtype, for ``silu_mul_down``.
+
+    Raises:
+        ValueError: the case is not a matrix product.
+    """
+    layer = product_layer(module)
+    if layer is None:
+        raise ValueError(f"{type(module).__name__} is not a matrix product")
+    if isinstance(module, SiluMulDown):
+        g, u = inputs
+        with torch.no_grad():
+            return layer, (F.silu(g) * u,)
+    return layer, (inputs[0],)
 
 
 # --- the systems --------------------------------------------------------------------------------
@@ -382,7 +485,10 @@ class Built:
 
     ``compile_s``: seconds to the first result; ``tol``: the accuracy tolerance of the
     captured program; ``kernels``: kernel launches per call; ``replay``: a call with the
-    inputs already in the CUDA graph's static buffers (llmopt only).
+    inputs already in the CUDA graph's static buffers (the replayed systems). ``own_err``:
+    set by a system that computes a part of the case rather than its output (cuBLAS's bare
+    product): its own error against float64, recorded instead of checking ``fn(*inputs)``
+    against the case's reference; such a system is timed by its replay alone.
     """
 
     fn: Callable[..., Any]
@@ -390,6 +496,7 @@ class Built:
     tol: float | None = None
     kernels: int | None = None
     replay: Callable[[], Any] | None = None
+    own_err: float | None = None
 
 
 Builder = Callable[[nn.Module, tuple[torch.Tensor, ...]], Built]
@@ -403,19 +510,22 @@ the median over all the rounds' samples, so the timer returns samples rather tha
 DEFAULT_ROUNDS = 5
 """Interleaved timing rounds per case, unless ``--rounds`` says otherwise."""
 
-SYSTEMS = ("eager", "eager_graph", "compile", "graphs", "llmopt")
+SYSTEMS = ("eager", "eager_graph", "compile", "graphs", "cublas", "llmopt")
 """Every system a case may time, in build order; ``graphs`` (torch.compile with CUDA graphs)
-only with ``--compile-graphs``."""
+only with ``--compile-graphs``, ``cublas`` (the bare product) only for the matrix products
+of a 16-bit run."""
 MS_FIELD = {"eager": "eager_ms", "eager_graph": "eager_graph_ms", "compile": "compile_ms",
-            "graphs": "compile_graphs_ms", "llmopt": "llmopt_ms"}
+            "graphs": "compile_graphs_ms", "cublas": "cublas_ms", "llmopt": "llmopt_ms"}
 ERR_FIELD = {"eager": "eager_err_rel", "eager_graph": "eager_graph_err_rel",
              "compile": "compile_err_rel", "graphs": "compile_graphs_err_rel",
-             "llmopt": "max_err_rel"}
+             "cublas": "cublas_err_rel", "llmopt": "max_err_rel"}
 ERROR_FIELD = {"eager": "eager_error", "eager_graph": "eager_graph_error",
-               "compile": "compile_error", "graphs": "compile_graphs_error", "llmopt": "error"}
+               "compile": "compile_error", "graphs": "compile_graphs_error",
+               "cublas": "cublas_error", "llmopt": "error"}
 COMPILE_FIELD = {"eager_graph": "eager_graph_capture_s", "compile": "torch_compile_s",
-                 "graphs": "torch_compile_graphs_s", "llmopt": "llmopt_compile_s"}
-OPTIONAL_SYSTEMS = ("graphs",)
+                 "graphs": "torch_compile_graphs_s", "cublas": "cublas_capture_s",
+                 "llmopt": "llmopt_compile_s"}
+OPTIONAL_SYSTEMS = ("graphs", "cublas")
 """Systems timed only when asked for: their time field stays absent otherwise."""
 
 
@@ -501,6 +611,19 @@ def build_torch_compile_graphs(module: nn.Module, inputs: tuple[torch.Tensor, ..
         compiled(*inputs)
     _sync(inputs)
     return Built(fn=compiled, compile_s=time.perf_counter() - start)
+
+
+def build_cublas(module: nn.Module, inputs: tuple[torch.Tensor, ...]) -> Built:
+    """cuBLAS on the case's bare matrix product (:func:`bare_product`: ``F.linear`` in the
+    case's dtype), replayed from a CUDA graph as the eager graph is
+    (:func:`build_eager_graph`), so that its time is the library's kernel with no host
+    overhead: the yardstick of llmopt's products. It computes a part of the case, so it
+    carries its own error against the product in float64 (``own_err``) and is timed by its
+    replay alone; ``fn`` takes the product's input."""
+    layer, args = bare_product(module, inputs)
+    graph = build_eager_graph(layer, args)
+    err = rel_error(_first(graph.replay()), reference(layer, args))
+    return Built(fn=graph.fn, compile_s=graph.compile_s, replay=graph.replay, own_err=err)
 
 
 def launch_count(program: CompiledProgram) -> int:
@@ -660,10 +783,18 @@ def error_text(err: BaseException) -> str:
     return text[:300]
 
 
-def reference(module: nn.Module, inputs: Sequence[torch.Tensor]) -> torch.Tensor:
-    """The module evaluated in float64 on the same inputs (a deep copy is widened; integer
-    inputs stay as they are)."""
-    wide = copy.deepcopy(module).double()
+def reference(module: nn.Module | Callable[..., Any], inputs: Sequence[torch.Tensor]
+              ) -> torch.Tensor:
+    """The module (or function) evaluated in float64 on the same inputs (a module's deep
+    copy is widened; integer inputs stay as they are).
+
+    Widening a bfloat16 or float16 value to float64 is exact, so for a 16-bit case this is
+    the exact result (to float64's rounding, far below 16-bit errors) of the very weights and
+    inputs every system gets, not of the float32 values they were rounded from: each
+    system's error against it is its own arithmetic's alone. The comparison is the same in
+    every dtype, and PyTorch eager's own error is measured by it too (:func:`half_errors`).
+    """
+    wide = copy.deepcopy(module).double() if isinstance(module, nn.Module) else module
     args = [t.double() if t.is_floating_point() else t for t in inputs]
     with torch.no_grad():
         out = _first(wide(*args)).detach()
@@ -684,6 +815,53 @@ def rel_error(got: torch.Tensor, ref: torch.Tensor) -> float:
     return diff / scale if scale > 0 else diff
 
 
+def half_errors(fn: nn.Module | Callable[..., Any], args: Sequence[torch.Tensor],
+                run: Callable[..., Any]) -> tuple[float, float]:
+    """``(error of run(*args), error of PyTorch's fn(*args))``, both :func:`rel_error`
+    against ``fn`` in float64 on the same (16-bit) values (:func:`reference`): llmopt's
+    error beside PyTorch's own in the same dtype, judged by :func:`within_error_goal`. The
+    suite measures exactly this (``max_err_rel`` beside ``eager_err_rel``) for every case of
+    a 16-bit run."""
+    ref = reference(fn, args)
+    with torch.no_grad():
+        own = _first(fn(*args))
+        ours = _first(run(*args))
+    return rel_error(ours, ref), rel_error(own, ref)
+
+
+def within_error_goal(ours: float, theirs: float, dtype: str) -> bool:
+    """Whether an error ``ours`` against float64 meets the 16-bit goal beside PyTorch's own
+    error ``theirs`` on the same inputs: at most :data:`report.ERROR_GOAL` times it plus one
+    epsilon of ``dtype`` (:data:`HALF_EPS`). llmopt computes in float32 and rounds where
+    PyTorch rounds, so its error should be PyTorch's; the epsilon covers outputs PyTorch
+    gets exactly (a data movement), which llmopt may still round once differently. It is
+    what the GPU tests of 16-bit ops assert; the records keep the plain ratio beside it
+    (``err_vs_eager``), whose goal has no epsilon. A NaN error never meets it."""
+    return ours <= ERROR_GOAL * theirs + HALF_EPS[dtype]
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    """``bfloat16`` for ``torch.bfloat16``: the name ``--dtype`` and the results use."""
+    return str(dtype).removeprefix("torch.")
+
+
+def add_error_goal(row: Case, dtype: torch.dtype) -> Case:
+    """In a 16-bit run, set ``err_vs_eager`` (llmopt's error / PyTorch eager's own 16-bit
+    error on the same inputs; ``None`` where either is missing or eager's is 0) and
+    ``ok_vs_eager`` (:func:`within_error_goal`; ``None`` without both errors) of ``row``, in
+    place; a float32 row is left as it is. Returns ``row``."""
+    name = dtype_name(dtype)
+    if name not in HALF_EPS:
+        return row
+    ours, theirs = row.get("max_err_rel"), row.get("eager_err_rel")
+    if isinstance(ours, float) and isinstance(theirs, float):
+        row["err_vs_eager"] = ours / theirs if theirs > 0 else None
+        row["ok_vs_eager"] = bool(within_error_goal(ours, theirs, name))
+    else:
+        row["err_vs_eager"] = row["ok_vs_eager"] = None
+    return row
+
+
 def _record_failure(row: Case, system: str, err: Exception) -> None:
     """Put ``system``'s failure into ``row`` (the error's first line, no time) and print it."""
     row[ERROR_FIELD[system]] = error_text(err)
@@ -695,8 +873,9 @@ def _record_failure(row: Case, system: str, err: Exception) -> None:
 def timed_calls(system: str, built: Built, inputs: tuple[torch.Tensor, ...],
                 copies: bool = True) -> list[TimedCall]:
     """What is timed of a built system: ``fn(*inputs)`` into its time field or, when it has
-    a ``replay``, the replay there and (with ``copies``) ``fn(*inputs)``, which copies the
-    inputs into the static buffers first, into ``<system>_copy_ms``."""
+    a ``replay``, the replay there and (with ``copies``, for a system that computes the
+    whole case) ``fn(*inputs)``, which copies the inputs into the static buffers first, into
+    ``<system>_copy_ms``."""
 
     def call() -> Any:
         return built.fn(*inputs)
@@ -705,7 +884,9 @@ def timed_calls(system: str, built: Built, inputs: tuple[torch.Tensor, ...],
         return [TimedCall(system, MS_FIELD[system], call)]
     # The graph reads the static buffers the check's call filled with ``inputs``.
     replayed = TimedCall(system, MS_FIELD[system], built.replay)
-    return [replayed, TimedCall(system, f"{system}_copy_ms", call)] if copies else [replayed]
+    if copies and built.own_err is None:
+        return [replayed, TimedCall(system, f"{system}_copy_ms", call)]
+    return [replayed]
 
 
 def build_systems(row: Case, module: nn.Module, inputs: tuple[torch.Tensor, ...],
@@ -730,7 +911,8 @@ def build_systems(row: Case, module: nn.Module, inputs: tuple[torch.Tensor, ...]
                 row["tol"] = made.tol
             if made.kernels is not None:
                 row["kernels"] = made.kernels
-            row[ERR_FIELD[system]] = rel_error(_first(made.fn(*inputs)), ref)
+            row[ERR_FIELD[system]] = (made.own_err if made.own_err is not None
+                                      else rel_error(_first(made.fn(*inputs)), ref))
             built[system] = made
         except Exception as err:  # one system's failure must not hide the others
             _record_failure(row, system, err)
@@ -739,10 +921,11 @@ def build_systems(row: Case, module: nn.Module, inputs: tuple[torch.Tensor, ...]
 
 def measure(row: Case, module: nn.Module, inputs: tuple[torch.Tensor, ...],
             ref: torch.Tensor, builders: Mapping[str, Builder], *, timer: Timer, reps: int,
-            warmup: int, rounds: int = DEFAULT_ROUNDS, copies: bool = True) -> Case:
+            warmup: int, rounds: int = DEFAULT_ROUNDS, copies: bool = True,
+            dtype: torch.dtype = torch.float32) -> Case:
     """Build, check and time every system of ``builders`` on one case, into ``row``
     (``copies``: also time the copying calls of the replayed systems, see
-    :func:`timed_calls`).
+    :func:`timed_calls`; ``dtype``: the case's, for :func:`add_error_goal`).
 
     Every system is built and checked against ``ref`` first and kept alive; then all are
     timed together by :func:`interleaved_samples` (``rounds`` rounds of ``warmup`` untimed
@@ -750,8 +933,8 @@ def measure(row: Case, module: nn.Module, inputs: tuple[torch.Tensor, ...],
     speed drifts during the case slows every system alike; each time is the median of all
     the system's samples. A system that raises, in its build, its check or its timing, gets
     its error's first line in its error field (``error`` for llmopt) and no time; the others
-    still run. Everything built is freed at the end. Sets ``ok`` (llmopt within ``tol``) and
-    the ratios. Returns ``row``.
+    still run. Everything built is freed at the end. Sets ``ok`` (llmopt within ``tol``),
+    in 16 bits the error goal against eager's own error, and the ratios. Returns ``row``.
     """
     built = build_systems(row, module, inputs, ref, builders)
     try:
@@ -771,6 +954,7 @@ def measure(row: Case, module: nn.Module, inputs: tuple[torch.Tensor, ...],
     err, tol = row.get("max_err_rel"), row.get("tol")
     row["ok"] = (bool(math.isfinite(err) and err <= tol)
                  if isinstance(err, float) and isinstance(tol, float) else None)
+    add_error_goal(row, dtype)
     return add_ratios(row)
 
 
@@ -785,22 +969,25 @@ def cleanup() -> None:
 def run_op_case(dims: ModelDims, seq: int, op: str, *, device: str | torch.device = "cuda",
                 reps: int = 100, warmup: int = 10, rounds: int = DEFAULT_ROUNDS,
                 timer: Timer | None = None, builders: Mapping[str, Builder] | None = None,
-                pipeline: str = DEFAULT_PIPELINE) -> Case:
-    """Build one op case, its float64 reference, and measure every system on it (llmopt
-    lowered by ``pipeline``; ``reps``, ``warmup`` and ``rounds`` as :func:`measure` takes
-    them)."""
+                pipeline: str = DEFAULT_PIPELINE, dtype: torch.dtype = torch.float32) -> Case:
+    """Build one op case in ``dtype``, its float64 reference, and measure every system on it
+    (llmopt lowered by ``pipeline``; ``reps``, ``warmup`` and ``rounds`` as :func:`measure`
+    takes them). When ``builders`` time cuBLAS the row gets the product's ``mnk``, for the
+    TFLOP/s."""
     name = case_name(dims.name, seq, op)
     row: Case = {"name": name, "model": dims.name, "seq": seq, "op": op}
     case: OpCase | None = None
     ref: torch.Tensor | None = None
+    chosen = default_builders(pipeline) if builders is None else builders
     try:
         with torch.no_grad():
-            case = make_case(dims, seq, op, device=device)
+            case = make_case(dims, seq, op, device=device, dtype=dtype)
             row["shapes"] = [list(t.shape) for t in case.inputs]
+            if "cublas" in chosen:
+                row["mnk"] = product_mnk(case.module, case.inputs)
             ref = reference(case.module, case.inputs)
-            measure(row, case.module, case.inputs, ref,
-                    default_builders(pipeline) if builders is None else builders,
-                    timer=timer or cuda_samples_ms, reps=reps, warmup=warmup, rounds=rounds)
+            measure(row, case.module, case.inputs, ref, chosen, timer=timer or cuda_samples_ms,
+                    reps=reps, warmup=warmup, rounds=rounds, dtype=dtype)
     except Exception as err:  # the case itself could not be built
         row.setdefault("error", error_text(err))
         traceback.print_exc(limit=4)
@@ -855,18 +1042,36 @@ def perturb_(model: nn.Module, seed: int) -> None:
                    * BIAS_STD)
 
 
+def block_model(source: Any, what: str, *, device: str | torch.device,
+                dtype: torch.dtype = torch.float32, perturb_seed: int | None = None) -> Any:
+    """The model of a block case, built from ``source`` (a preset name or a config, as
+    :func:`~llmopt.frontend.models.build_model` takes it) on ``device``: one decoder layer
+    for ``what = "decoder_layer"``, every layer otherwise; in float32 with seeded weights,
+    every 1-D parameter perturbed by ``perturb_seed`` (:func:`perturb_`, unless ``None``),
+    then its parameters cast to ``dtype`` (:func:`cast_params_`). The suite, the sweep and
+    the programs they capture on the meta device all build models so."""
+    from llmopt.frontend.models import build_model
+
+    model = build_model(source, device=device, dtype=torch.float32, seed=0,
+                        layers=1 if what == "decoder_layer" else None)
+    if perturb_seed is not None:
+        perturb_(model, perturb_seed)
+    return cast_params_(model, dtype)
+
+
 def run_block_case(model_name: str, seq: int, what: str, *, config: Any = None,
                    device: str = "cuda", reps: int = 100, warmup: int = 10,
                    rounds: int = DEFAULT_ROUNDS, timer: Timer | None = None,
                    builders: Mapping[str, Builder] | None = None,
-                   pipeline: str = DEFAULT_PIPELINE) -> Case:
+                   pipeline: str = DEFAULT_PIPELINE, dtype: torch.dtype = torch.float32
+                   ) -> Case:
     """One block case (``what`` is ``decoder_layer`` or ``whole_model``): the model built
     from its preset (or from ``config``, a transformers config, when given) with seeded,
-    perturbed weights, its float64 reference, and every system measured on it (llmopt
-    lowered by ``pipeline``; ``reps``, ``warmup`` and ``rounds`` as :func:`measure` takes
-    them). ``builders`` replace the default systems by name."""
+    perturbed weights, in ``dtype`` (:func:`block_model`), its float64 reference, and every
+    system measured on it (llmopt lowered by ``pipeline``; ``reps``, ``warmup`` and
+    ``rounds`` as :func:`measure` takes them). ``builders`` replace the default systems by
+    name."""
     from llmopt.frontend.models import (
-        build_model,
         capture_layer,
         capture_model,
         decoder_layers,
@@ -882,16 +1087,15 @@ def run_block_case(model_name: str, seq: int, what: str, *, config: Any = None,
     try:
         with torch.no_grad():
             seed = case_seed(name)
-            layer = what == "decoder_layer"
-            model = build_model(model_name if config is None else config, device=device,
-                                dtype=torch.float32, seed=0, layers=1 if layer else None)
-            perturb_(model, seed)
+            model = block_model(model_name if config is None else config, what, device=device,
+                                dtype=dtype, perturb_seed=seed)
             gen = torch.Generator(device=device).manual_seed(seed + 1)
-            if layer:
+            if what == "decoder_layer":
                 wrapper = LayerCall(decoder_layers(model)[0])
                 x = torch.randn(1, seq, model.config.hidden_size, generator=gen, device=device)
+                # cos and sin come in the weights' dtype, as the model hands them its layers
                 cos, sin = (t.to(device) for t in position_embeddings(model, seq))
-                inputs = (x, cos, sin)
+                inputs = (x.to(dtype), cos, sin)
                 llm = llmopt_program_builder(lambda m=model: capture_layer(m, seq), pipeline)
             elif what == "whole_model":
                 wrapper = LogitsCall(model)
@@ -906,7 +1110,7 @@ def run_block_case(model_name: str, seq: int, what: str, *, config: Any = None,
             systems = {"eager": build_eager, "eager_graph": build_eager_graph,
                        "compile": build_torch_compile, "llmopt": llm, **(builders or {})}
             measure(row, wrapper, inputs, ref, systems, timer=timer or cuda_samples_ms,
-                    reps=reps, warmup=warmup, rounds=rounds)
+                    reps=reps, warmup=warmup, rounds=rounds, dtype=dtype)
     except Exception as err:
         row.setdefault("error", error_text(err))
         traceback.print_exc(limit=4)
@@ -940,12 +1144,30 @@ def git_commit() -> str | None:
     return sha + ("-dirty" if dirty else "")
 
 
+def reduced_precision_reduction(dtype: str) -> bool | None:
+    """Whether PyTorch lets cuBLAS reduce a ``dtype`` product in reduced precision
+    (``torch.backends.cuda.matmul.allow_{bf16,fp16}_reduced_precision_reduction``); ``None``
+    for float32 or where this torch has no such setting. The suite leaves it at PyTorch's
+    default, as a user gets it, and records it: it bears on eager's and cuBLAS's error and
+    speed in 16 bits."""
+    flag = {"bfloat16": "allow_bf16_reduced_precision_reduction",
+            "float16": "allow_fp16_reduced_precision_reduction"}.get(dtype)
+    try:
+        value = getattr(torch.backends.cuda.matmul, flag) if flag else None
+    except Exception:  # a torch whose backend settings have moved: nothing to record
+        return None
+    return value if isinstance(value, bool) else None
+
+
 def run_metadata(kind: str, *, commit: str | None, reps: int, warmup: int,
-                 rounds: int = DEFAULT_ROUNDS, pipeline: str = DEFAULT_PIPELINE) -> Doc:
-    """The top-level fields of a results file: what ran where, how it was timed (and, when
-    it is not ``lower-to-cuda``, the pipeline llmopt lowered with)."""
+                 rounds: int = DEFAULT_ROUNDS, pipeline: str = DEFAULT_PIPELINE,
+                 dtype: str = DEFAULT_DTYPE) -> Doc:
+    """The top-level fields of a results file: what ran where, in which dtype, how it was
+    timed (and, when it is not ``lower-to-cuda``, the pipeline llmopt lowered with; in 16
+    bits, :func:`reduced_precision_reduction`)."""
     per_round = timed_per_round(reps, rounds)
     cuda = torch.cuda.is_available()
+    half = dtype != DEFAULT_DTYPE
     return {
         "kind": kind,
         "gpu": torch.cuda.get_device_name() if cuda else None,
@@ -956,8 +1178,9 @@ def run_metadata(kind: str, *, commit: str | None, reps: int, warmup: int,
         "llmopt": llmopt.__version__,
         "commit": commit,
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-        "dtype": "float32",
+        "dtype": dtype,
         "tf32": False,
+        **({"reduced_precision_reduction": reduced_precision_reduction(dtype)} if half else {}),
         "reps": reps,
         "warmup": warmup,
         "rounds": rounds,
@@ -972,8 +1195,8 @@ def run_metadata(kind: str, *, commit: str | None, reps: int, warmup: int,
 class ResultsFile:
     """A results file rewritten after every case (see :func:`report.write_json`).
 
-    Cases already in the file (of the same kind) are kept unless ``fresh``; a new case
-    replaces an old one of the same name, in its place.
+    Cases already in the file (of the same kind and dtype) are kept unless ``fresh``; a new
+    case replaces an old one of the same name, in its place.
     """
 
     def __init__(self, path: Path, meta: Doc, *, fresh: bool = False) -> None:
@@ -986,7 +1209,8 @@ class ResultsFile:
             except (OSError, ValueError) as err:
                 print(f"note: ignoring unreadable {path}: {err}")
             else:
-                if old.get("kind") == meta.get("kind"):
+                if (old.get("kind") == meta.get("kind")
+                        and doc_dtype(old) == doc_dtype(meta)):
                     self.cases = {c["name"]: c for c in old.get("cases", [])}
         self.write()
 
@@ -1005,7 +1229,8 @@ class ResultsFile:
 
 
 def configure_precision() -> None:
-    """FP32 matmuls and convolutions at full precision: TF32 off."""
+    """FP32 matmuls and convolutions at full precision: TF32 off. (It changes nothing in 16
+    bits, where cuBLAS's reductions follow :func:`reduced_precision_reduction`.)"""
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     torch.set_float32_matmul_precision("highest")
@@ -1023,6 +1248,12 @@ def _short(case: Case) -> str:
             f"{ms('compile_ms')} ms, llmopt {ms('llmopt_ms')} ms, vs best "
             f"{f'{ratio:.2f}' if isinstance(ratio, float) else '-'}, err "
             f"{case.get('max_err_rel', '-')}, ok {case.get('ok')}")
+    if "cublas_ms" in case:
+        text += (f"; cuBLAS {ms('cublas_ms')} ms, {ms('cublas_tflops')} vs "
+                 f"{ms('llmopt_tflops')} TFLOP/s")
+    if "err_vs_eager" in case:
+        text += (f"; err / eager's {ms('err_vs_eager')} (eager {ms('eager_err_rel')}), "
+                 f"goal met {case.get('ok_vs_eager')}")
     return text + (f"  [{case['error']}]" if case.get("error") else "")
 
 
@@ -1056,6 +1287,14 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     common.add_argument("--pipeline", default=DEFAULT_PIPELINE,
                         help="the pass pipeline llmopt lowers with (%(default)s), e.g. to A/B "
                              "a pass; recorded in the results file")
+    common.add_argument("--dtype", choices=DTYPES, default=DEFAULT_DTYPE,
+                        help="the weights' and inputs' dtype, every system's (%(default)s); "
+                             "a 16-bit run also times cuBLAS on the matrix products and "
+                             "judges llmopt's error against PyTorch's own, into "
+                             "<kind>-<dtype>-<tag>.*")
+    common.add_argument("--dry-run", action="store_true",
+                        help="capture and lower every selected case on the CPU (no GPU, "
+                             "nothing timed) and print its kernels and tolerance")
     ops = sub.add_parser("ops", parents=[common], help="single ops")
     ops.add_argument("--seqs", nargs="+", type=int, default=list(OP_SEQS))
     ops.add_argument("--ops", nargs="+", choices=list(OPS), default=list(OPS))
@@ -1067,7 +1306,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                         help="sequence length of the whole model (%(default)s)")
     blocks.add_argument("--no-layers", action="store_true", help="skip the decoder layers")
     args = parser.parse_args(argv)
-    if not args.list and args.out_dir is None:
+    if not (args.list or args.dry_run) and args.out_dir is None:
         parser.error("--out-dir is required")
     if args.reps < 1 or args.rounds < 1 or args.warmup < 0:
         parser.error("--reps and --rounds must be positive and --warmup not negative")
@@ -1090,6 +1329,61 @@ def planned_cases(args: argparse.Namespace) -> list[tuple[str, str, int, str]]:
     return plan
 
 
+def extra_builders(kind: str, what: str, dtype: str, *, compile_graphs: bool = False
+                   ) -> dict[str, Builder]:
+    """The optional systems of a case: torch.compile with CUDA graphs (``compile_graphs``)
+    and, for an op case that is a matrix product (:data:`PRODUCT_OPS`) in a 16-bit dtype,
+    cuBLAS on its bare product (:func:`build_cublas`)."""
+    extra: dict[str, Builder] = {}
+    if compile_graphs:
+        extra["graphs"] = build_torch_compile_graphs
+    if kind == "ops" and what in PRODUCT_OPS and dtype != DEFAULT_DTYPE:
+        extra["cublas"] = build_cublas
+    return extra
+
+
+def dry_run(args: argparse.Namespace, plan: Sequence[tuple[str, str, int, str]]) -> int:
+    """Capture every planned case in ``args.dtype`` and lower it with ``args.pipeline`` for
+    the current target (the sm_90 default without a GPU), printing its kernels, tolerance
+    and, for a product, ``M×N×K``: what a GPU run would compile, checked on the CPU first.
+    Op cases are built on the CPU, blocks on the meta device. Returns 1 when any case fails
+    to capture or lower, else 0."""
+    from llmopt.frontend.models import capture_layer, capture_model
+    from llmopt.registry import with_arch
+    from llmopt.target import current_target
+
+    dtype = getattr(torch, args.dtype)
+    arch = current_target().arch
+    spec = with_arch(args.pipeline, arch)
+    status = 0
+    for name, model, seq, what in plan:
+        start = time.perf_counter()
+        try:
+            note = ""
+            if args.kind == "ops":
+                case = make_case(MODELS[model], seq, what, dtype=dtype)
+                module = llmopt.capture(case.module, case.inputs)
+                mnk = product_mnk(case.module, case.inputs)
+                note = f", product {'x'.join(map(str, mnk))}" if mnk else ""
+            else:
+                meta = block_model(model, what, device="meta", dtype=dtype)
+                captured = (capture_layer(meta, seq) if what == "decoder_layer"
+                            else capture_model(meta, seq))
+                module = captured.module
+            tol = tolerance(module)
+            llmopt.lower(module, spec)
+            kernels = llmopt.cuda_source(module).count("__global__")
+            print(f"{name}: {args.dtype}, lowered for {arch} in "
+                  f"{time.perf_counter() - start:.1f} s, {kernels} kernels, tol {tol:.1e}"
+                  f"{note}", flush=True)
+        except Exception as err:  # reported, and the other cases still lowered
+            print(f"{name}: failed: {error_text(err)}", flush=True)
+            status = 1
+        finally:
+            gc.collect()
+    return status
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the suite (see the module docstring); returns the exit status."""
     args = parse_args(argv)
@@ -1097,30 +1391,36 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.list:
         print("\n".join(name for name, *_ in plan))
         return 0
+    if args.dry_run:
+        return dry_run(args, plan)
     if not torch.cuda.is_available():
-        print("the benchmark suite needs a CUDA GPU (torch.cuda.is_available() is False)",
-              file=sys.stderr)
+        print("the benchmark suite needs a CUDA GPU (torch.cuda.is_available() is False); "
+              "--dry-run lowers the cases on the CPU", file=sys.stderr)
         return 2
     configure_precision()
+    dtype = getattr(torch, args.dtype)
     commit = args.commit or git_commit()
     meta = run_metadata(args.kind, commit=commit, reps=args.reps, warmup=args.warmup,
-                        rounds=args.rounds, pipeline=args.pipeline)
-    results = ResultsFile(args.out_dir / f"{args.kind}-{args.tag}.json", meta,
-                          fresh=args.fresh)
-    print(f"{len(plan)} {args.kind} cases on {meta['gpu']} (torch {meta['torch']}, CUDA "
-          f"{meta['cuda']}, commit {commit}) -> {results.path}", flush=True)
+                        rounds=args.rounds, pipeline=args.pipeline, dtype=args.dtype)
+    path = args.out_dir / f"{results_stem(args.kind, args.tag, args.dtype)}.json"
+    results = ResultsFile(path, meta, fresh=args.fresh)
+    print(f"{len(plan)} {args.kind} cases in {args.dtype} on {meta['gpu']} (torch "
+          f"{meta['torch']}, CUDA {meta['cuda']}, commit {commit}) -> {results.path}",
+          flush=True)
     for k, (name, model, seq, what) in enumerate(plan, 1):
         print(f"[{k}/{len(plan)}] {name}", flush=True)
         start = time.perf_counter()
-        extra = {"graphs": build_torch_compile_graphs} if args.compile_graphs else {}
+        extra = extra_builders(args.kind, what, args.dtype,
+                               compile_graphs=args.compile_graphs)
         if args.kind == "ops":
             row = run_op_case(MODELS[model], seq, what, device="cuda", reps=args.reps,
                               warmup=args.warmup, rounds=args.rounds, pipeline=args.pipeline,
-                              builders={**default_builders(args.pipeline), **extra})
+                              builders={**default_builders(args.pipeline), **extra},
+                              dtype=dtype)
         else:
             row = run_block_case(model, seq, what, device="cuda", reps=args.reps,
                                  warmup=args.warmup, rounds=args.rounds,
-                                 pipeline=args.pipeline, builders=extra)
+                                 pipeline=args.pipeline, builders=extra, dtype=dtype)
         row["commit"] = commit
         row["case_s"] = time.perf_counter() - start
         results.add(row)

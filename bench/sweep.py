@@ -5,7 +5,7 @@ Usage (on a GPU host; ``bash bench/run_bench.sh sweep ...`` runs it)::
     python bench/sweep.py --out-dir DIR [--models tinyllama qwen2.5-7b] [--what layers prefill]
                           [--seqs 1 17 100 ...] [--reps 30] [--warmup 3] [--rounds 3]
                           [--budget-ms 300] [--jobs N] [--lower-first] [--commit SHA]
-                          [--fresh] [--tag h200]
+                          [--fresh] [--tag h200] [--dtype float32|bfloat16|float16]
     python bench/sweep.py --list [...]             # the points, nothing run
     python bench/sweep.py --dry-run [N] [...]      # lower the first N points (1) on the CPU
 
@@ -14,7 +14,11 @@ dimensions, ``--what layers``) and TinyLlama's whole-model prefill logits (``--w
 at every length of :data:`SEQS` — lengths no tile divides (1, 17, 100, 200, 255, 500, 1000,
 2047) and the two the block suite has always measured (128, 512). Weights are built once per
 model and series (seeded, every 1-D parameter perturbed as in ``bench/suite.py``), inputs are
-seeded by the point's name (``tinyllama/s17/decoder_layer``).
+seeded by the point's name (``tinyllama/s17/decoder_layer``). ``--dtype`` (default float32)
+is the dtype of the weights and inputs, drawn as in float32 and rounded
+(:func:`suite.block_model`), and of every system; in a 16-bit dtype each point also records
+llmopt's error beside PyTorch eager's own on the same inputs (``err_vs_eager``,
+``ok_vs_eager``, as in ``bench/suite.py``).
 
 **Systems.** Those of ``bench/suite.py blocks``: eager, eager replayed from a CUDA graph,
 ``torch.compile(dynamic=False)`` compiled anew for each length (the strongest static-shape
@@ -38,7 +42,8 @@ took to lower (``lower_s``) and to load (``llmopt_compile_s``).
 records of the layers of a whole model counted once with ``count``): shape, tile, tensor
 cores or not, K slices, and whether it took the one-thread-per-output fallback.
 
-**Results.** ``DIR/sweep-<tag>.json`` (rewritten after every point; the top level carries
+**Results.** ``DIR/sweep-<tag>.json`` (``DIR/sweep-<dtype>-<tag>.json`` in a 16-bit dtype;
+rewritten after every point; the top level carries
 ``min_vs_compile``, ``min_vs_eager_graph``, ``min_vs_best``, the geomeans, the points outside
 tolerance and the fallback products), ``.md`` and ``.png`` (speed-up against sequence length,
 one line per baseline) from ``bench/report.py``.
@@ -64,7 +69,16 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from report import DEFAULT_TAG, Case, add_ratios, schedule_text, write_report
+from report import (
+    DEFAULT_DTYPE,
+    DEFAULT_TAG,
+    DTYPES,
+    Case,
+    add_ratios,
+    results_stem,
+    schedule_text,
+    write_report,
+)
 from suite import (
     MODELS,
     Builder,
@@ -73,6 +87,7 @@ from suite import (
     LogitsCall,
     ResultsFile,
     Timer,
+    block_model,
     build_eager,
     build_eager_graph,
     build_torch_compile,
@@ -85,7 +100,6 @@ from suite import (
     git_commit,
     launch_count,
     measure,
-    perturb_,
     run_metadata,
     static_replay,
 )
@@ -114,13 +128,15 @@ DEFAULT_REPS, DEFAULT_WARMUP, DEFAULT_ROUNDS, DEFAULT_BUDGET_MS = 30, 3, 3, 300.
 @dataclass(frozen=True)
 class Point:
     """One point of the sweep: ``model``'s ``what`` (``decoder_layer`` or ``whole_model``)
-    at ``seq`` tokens, the model built from ``source`` (:func:`source_text`: fixed when the
-    point is made, so the lowering processes build what the key names)."""
+    at ``seq`` tokens in ``dtype`` (a ``--dtype`` name), the model built from ``source``
+    (:func:`source_text`: fixed when the point is made, so the lowering processes build what
+    the key names)."""
 
     model: str
     seq: int
     what: str
     source: str = ""
+    dtype: str = DEFAULT_DTYPE
 
     def __post_init__(self) -> None:
         if not self.source:
@@ -141,9 +157,10 @@ def source_text(source: Any) -> str:
                                                              default=str)
 
 
-def plan(models: Sequence[str], seqs: Sequence[int], what: Sequence[str]) -> list[Point]:
-    """The points asked for, in run order: the layers of each model, then the prefills, each
-    series from the shortest length up."""
+def plan(models: Sequence[str], seqs: Sequence[int], what: Sequence[str],
+         dtype: str = DEFAULT_DTYPE) -> list[Point]:
+    """The points asked for, in ``dtype``, in run order: the layers of each model, then the
+    prefills, each series from the shortest length up."""
     points: list[Point] = []
     for kind in ("layers", "prefill"):
         if kind not in what:
@@ -151,7 +168,7 @@ def plan(models: Sequence[str], seqs: Sequence[int], what: Sequence[str]) -> lis
         for model in models:
             if kind == "prefill" and model not in PREFILL_MODELS:
                 continue
-            points += [Point(model, s, WHAT[kind]) for s in sorted(set(seqs))]
+            points += [Point(model, s, WHAT[kind], dtype=dtype) for s in sorted(set(seqs))]
     return points
 
 
@@ -159,18 +176,21 @@ def plan(models: Sequence[str], seqs: Sequence[int], what: Sequence[str]) -> lis
 
 
 def _capture(point: Point) -> Any:
-    """The point's program captured from its model built on the meta device (no weights)."""
-    from llmopt.frontend.models import build_model, capture_layer, capture_model
+    """The point's program captured from its model built on the meta device (no weights) as
+    the measured model is built (:func:`suite.block_model`), so its weight arguments have
+    the dtypes of the weights bound to them."""
+    from llmopt.frontend.models import capture_layer, capture_model
 
-    layer = point.what == "decoder_layer"
-    meta = build_model(point.built_from(), device="meta", dtype=torch.float32,
-                       layers=1 if layer else None)
-    return capture_layer(meta, point.seq) if layer else capture_model(meta, point.seq)
+    meta = block_model(point.built_from(), point.what, device="meta",
+                       dtype=getattr(torch, point.dtype))
+    if point.what == "decoder_layer":
+        return capture_layer(meta, point.seq)
+    return capture_model(meta, point.seq)
 
 
 def program_key(point: Point, pipeline: str) -> str:
     """The cache key of a point's lowered program: the model's identity (its preset or
-    config), what is captured, the length, the pipeline and llmopt's sources
+    config), what is captured, the length, the dtype, the pipeline and llmopt's sources
     (:func:`llmopt.codegen.program_cache.program_cache_key`)."""
     from llmopt import registry
     from llmopt.codegen.program_cache import program_cache_key
@@ -180,7 +200,8 @@ def program_key(point: Point, pipeline: str) -> str:
     identity = (model_identity(point.source, layers) if point.source in MODELS
                 else f"{point.source}\nlayers={layers}")
     elements = [text for text, _ in registry.pipeline_elements(pipeline)]
-    return program_cache_key(f"sweep:{point.what}\n{identity}", point.seq, "float32", elements)
+    return program_cache_key(f"sweep:{point.what}\n{identity}", point.seq, point.dtype,
+                             elements)
 
 
 def dedup_records(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -323,30 +344,33 @@ def reps_for(call_ms: float, *, reps: int, budget_ms: float) -> int:
 
 @dataclass
 class Series:
-    """What the points of one model and kind share: the model (weights on the device), the
-    module eager runs, and its float64 copy for the references."""
+    """What the points of one model and kind share: the model (weights on the device, in
+    ``dtype``), the module eager runs, and its float64 copy for the references."""
 
     model: Any
     module: nn.Module
     wide: nn.Module
+    dtype: torch.dtype = torch.float32
 
 
-def build_series(model_name: str, what: str, device: str) -> Series:
-    """The model of a series, seeded by ``<model>/<what>`` and perturbed, its module and the
-    float64 copy."""
-    from llmopt.frontend.models import build_model, decoder_layers
+def build_series(model_name: str, what: str, device: str,
+                 dtype: torch.dtype = torch.float32) -> Series:
+    """The model of a series, seeded by ``<model>/<what>``, perturbed and cast to ``dtype``
+    (:func:`suite.block_model`), its module and the float64 copy (widened from the
+    ``dtype`` weights, so exactly their values)."""
+    from llmopt.frontend.models import decoder_layers
 
+    model = block_model(SOURCES[model_name], what, device=device, dtype=dtype,
+                        perturb_seed=case_seed(f"{model_name}/{what}"))
     layer = what == "decoder_layer"
-    model = build_model(SOURCES[model_name], device=device, dtype=torch.float32, seed=0,
-                        layers=1 if layer else None)
-    perturb_(model, case_seed(f"{model_name}/{what}"))
     module = LayerCall(decoder_layers(model)[0]) if layer else LogitsCall(model)
-    return Series(model, module, copy.deepcopy(module).double())
+    return Series(model, module, copy.deepcopy(module).double(), dtype)
 
 
 def point_inputs(series: Series, point: Point, device: str) -> tuple[torch.Tensor, ...]:
-    """The point's inputs, seeded by its name: hidden states and the rotary ``cos``/``sin``
-    of a layer, token ids of a prefill."""
+    """The point's inputs, seeded by its name: hidden states (drawn in float32, then in the
+    series' dtype) and the rotary ``cos``/``sin`` (in the weights' dtype) of a layer, token
+    ids of a prefill."""
     from llmopt.frontend.models import position_embeddings
 
     config = series.model.config
@@ -354,7 +378,7 @@ def point_inputs(series: Series, point: Point, device: str) -> tuple[torch.Tenso
     if point.what == "decoder_layer":
         x = torch.randn(1, point.seq, config.hidden_size, generator=gen, device=device)
         cos, sin = (t.to(device) for t in position_embeddings(series.model, point.seq))
-        return x, cos, sin
+        return x.to(series.dtype), cos, sin
     return (torch.randint(0, config.vocab_size, (1, point.seq), generator=gen, device=device),)
 
 
@@ -389,7 +413,7 @@ def run_point(point: Point, series: Series, entry: Callable[[], dict[str, Any]],
             n = reps_for(probe[0] if probe else math.nan, reps=reps, budget_ms=budget_ms)
             row["reps"] = n
             measure(row, series.module, inputs, ref, systems, timer=timer, reps=n,
-                    warmup=warmup, rounds=min(rounds, n), copies=False)
+                    warmup=warmup, rounds=min(rounds, n), copies=False, dtype=series.dtype)
     except Exception as err:  # the point itself could not be set up
         row.setdefault("error", error_text(err))
         traceback.print_exc(limit=4)
@@ -440,6 +464,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                         help="the pass pipeline llmopt lowers with (%(default)s)")
     parser.add_argument("--commit", help="the commit measured (default: git HEAD, if any)")
     parser.add_argument("--tag", default=DEFAULT_TAG, help="file-name suffix (%(default)s)")
+    parser.add_argument("--dtype", choices=DTYPES, default=DEFAULT_DTYPE,
+                        help="the weights' and inputs' dtype, every system's (%(default)s); "
+                             "16 bits also judge llmopt's error against PyTorch's own, into "
+                             "sweep-<dtype>-<tag>.*")
     parser.add_argument("--fresh", action="store_true",
                         help="drop the points an earlier run left in the results file")
     parser.add_argument("--list", action="store_true", help="print the points and exit")
@@ -480,7 +508,7 @@ def dry_run(points: Sequence[Point], pipeline: str, jobs: int) -> int:
             products = schedule_text({"schedule": got["schedule"]})
             fallbacks = [r for r in got["schedule"]
                          if r.get("fallback") and (r.get("rows") or 0) >= 16]
-            print(f"{point.name}: lowered for {arch} in {got['lower_s']:.1f} s"
+            print(f"{point.name}: {point.dtype}, lowered for {arch} in {got['lower_s']:.1f} s"
                   f"{' (cached)' if got.get('cached') else ''}, {got['kernels']} kernels, "
                   f"tol {got['tol']:.1e}; products: {products}")
             for r in got["schedule"]:
@@ -498,7 +526,7 @@ def dry_run(points: Sequence[Point], pipeline: str, jobs: int) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the sweep (see the module docstring); returns the exit status."""
     args = parse_args(argv)
-    points = plan(args.models, args.seqs, args.what)
+    points = plan(args.models, args.seqs, args.what, args.dtype)
     if args.list:
         print("\n".join(p.name for p in points))
         return 0
@@ -521,16 +549,17 @@ def run(points: Sequence[Point], args: argparse.Namespace, device: str = "cuda",
     commit = args.commit or git_commit()
     arch = current_target().arch
     meta = run_metadata("sweep", commit=commit, reps=args.reps, warmup=args.warmup,
-                        rounds=args.rounds, pipeline=args.pipeline)
+                        rounds=args.rounds, pipeline=args.pipeline, dtype=args.dtype)
     meta |= {"arch": arch, "seqs": sorted(set(args.seqs)), "budget_ms": args.budget_ms,
              "jobs": args.jobs, "lower_first": args.lower_first,
              "timing": f"median of up to {args.reps} calls per system (each system about "
                        f"{args.budget_ms:g} ms of timed calls, at least {MIN_REPS}), each "
                        f"between CUDA events and synchronised, in up to {args.rounds} "
                        f"interleaved rounds of {args.warmup} warm-up calls and the timed calls"}
-    results = ResultsFile(args.out_dir / f"sweep-{args.tag}.json", meta, fresh=args.fresh)
-    print(f"{len(points)} sweep points on {meta['gpu']} ({arch}, torch {meta['torch']}, commit "
-          f"{commit}) -> {results.path}", flush=True)
+    path = args.out_dir / f"{results_stem('sweep', args.tag, args.dtype)}.json"
+    results = ResultsFile(path, meta, fresh=args.fresh)
+    print(f"{len(points)} sweep points in {args.dtype} on {meta['gpu']} ({arch}, torch "
+          f"{meta['torch']}, commit {commit}) -> {results.path}", flush=True)
     pool = worker_pool(min(args.jobs, len(points)))
     try:
         getters = submit_all(points, args.pipeline, arch, pool)
@@ -542,7 +571,7 @@ def run(points: Sequence[Point], args: argparse.Namespace, device: str = "cuda",
             groups.setdefault((point.model, point.what), []).append(point)
         k = 0
         for (model, what), members in groups.items():
-            series = build_series(model, what, device)
+            series = build_series(model, what, device, getattr(torch, args.dtype))
             for point in members:
                 k += 1
                 print(f"[{k}/{len(points)}] {point.name}", flush=True)
@@ -583,6 +612,9 @@ def _short(row: Case) -> str:
             f"{num('vs_compile', '.2f')}, vs graph {num('vs_eager_graph', '.2f')}; err "
             f"{num('max_err_rel', '.1e')} tol {num('tol', '.1e')} ok {row.get('ok')}; "
             f"{schedule_text(row)}")
+    if "err_vs_eager" in row:
+        text += (f"; err / eager's {num('err_vs_eager', '.2f')} (eager "
+                 f"{num('eager_err_rel', '.1e')}), goal met {row.get('ok_vs_eager')}")
     return text + (f"  [{row['error']}]" if row.get("error") else "")
 
 

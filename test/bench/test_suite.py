@@ -710,7 +710,334 @@ def test_the_eager_graph_replays_eager_on_a_gpu() -> None:
 def test_all_systems_are_timed_in_one_order() -> None:
     """Every system has its fields, in the order they are built (and timed in the first
     round)."""
-    assert suite.SYSTEMS == ("eager", "eager_graph", "compile", "graphs", "llmopt")
-    assert suite.OPTIONAL_SYSTEMS == ("graphs",)
+    assert suite.SYSTEMS == ("eager", "eager_graph", "compile", "graphs", "cublas", "llmopt")
+    assert suite.OPTIONAL_SYSTEMS == ("graphs", "cublas")
     assert set(itertools.chain(suite.MS_FIELD, suite.ERR_FIELD, suite.ERROR_FIELD)) == set(
         suite.SYSTEMS)
+
+
+# --- 16 bits: --dtype, cuBLAS, the error goal --------------------------------------------------
+
+BF16 = torch.bfloat16
+
+
+def test_dtype_option_and_file_names(capsys: pytest.CaptureFixture[str]) -> None:
+    """``--dtype`` defaults to float32 (whose file names stay ``<kind>-<tag>``); a 16-bit
+    run lists the same cases and writes ``<kind>-<dtype>-<tag>``; other dtypes are refused."""
+    assert suite.parse_args(["ops", "--list"]).dtype == "float32"
+    assert suite.parse_args(["blocks", "--list", "--dtype", "bfloat16"]).dtype == "bfloat16"
+    for bad in (["ops", "--list", "--dtype", "int8"], ["ops", "--list", "--dtype", "float64"]):
+        with pytest.raises(SystemExit):
+            suite.parse_args(bad)
+    subset = ["ops", "--list", "--models", "tinyllama", "--seqs", "128", "--ops", "q_proj",
+              "gate_proj", "down_proj", "rmsnorm", "sdpa"]
+    assert suite.main(subset) == 0
+    plain = capsys.readouterr().out
+    assert suite.main([*subset, "--dtype", "bfloat16"]) == 0
+    assert capsys.readouterr().out == plain
+    assert plain.split() == [f"tinyllama/s128/{op}" for op in
+                             ("q_proj", "gate_proj", "down_proj", "rmsnorm", "sdpa")]
+    assert report.results_stem("ops", "h200") == "ops-h200"
+    assert report.results_stem("ops", "h200", "float32") == "ops-h200"
+    assert report.results_stem("ops", "h200", "bfloat16") == "ops-bfloat16-h200"
+    assert report.results_stem("sweep", "a100", "float16") == "sweep-float16-a100"
+
+
+def test_a_16_bit_case_is_the_float32_case_rounded() -> None:
+    """Weights and inputs are drawn as in float32 and rounded: same seed, same data; the
+    causal mask stays boolean."""
+    for op in ("silu_mul_down", "rmsnorm", "naive_attention"):
+        wide = suite.make_case(TINY, SEQ, op)
+        half = suite.make_case(TINY, SEQ, op, dtype=BF16)
+        for a, b in zip(wide.inputs, half.inputs, strict=True):
+            assert b.dtype == BF16 and torch.equal(a.to(BF16), b)
+        for (name, a), (_, b) in zip(wide.module.state_dict().items(),
+                                     half.module.state_dict().items(), strict=True):
+            want = a.to(BF16) if a.is_floating_point() else a
+            assert b.dtype == want.dtype and torch.equal(b, want), name
+    assert suite.make_case(TINY, SEQ, "q_proj").inputs[0].dtype == torch.float32
+
+
+def test_block_models_cast_their_weights_but_not_the_rotary_frequencies() -> None:
+    """A 16-bit block model holds the float32 model's weights rounded and keeps its rotary
+    ``inv_freq`` in float32 (as ``build_model(dtype=...)`` does); float32 is untouched."""
+    pytest.importorskip("transformers")
+    from llmopt.frontend.models import build_model
+
+    config = tiny_config("llama")
+    wide = suite.block_model(config, "whole_model", device="cpu", perturb_seed=5)
+    half = suite.block_model(config, "whole_model", device="cpu", dtype=BF16, perturb_seed=5)
+    built = build_model(config, device="cpu", dtype=BF16)
+    for name, param in half.named_parameters():
+        assert param.dtype == BF16, name
+        assert torch.equal(param, wide.get_parameter(name).to(BF16)), name
+    buffers = dict(half.named_buffers())
+    assert buffers["model.rotary_emb.inv_freq"].dtype == torch.float32
+    assert dict(built.named_buffers())["model.rotary_emb.inv_freq"].dtype == torch.float32
+    assert all(p.dtype == torch.float32 for p in wide.parameters())
+    meta = suite.block_model(config, "decoder_layer", device="meta", dtype=BF16)
+    assert {p.dtype for p in meta.parameters()} == {BF16}
+    assert len(meta.model.layers) == 1
+
+
+def test_the_products_and_their_shapes() -> None:
+    """The projections, matmul_residual and silu_mul_down are products, with ``[M, N, K]``;
+    the bare product is the linear layer on its own input (``silu(g) * u`` for
+    silu_mul_down, no residual for matmul_residual)."""
+    found = []
+    for op in suite.OPS:
+        case = suite.make_case(TINY, SEQ, op, dtype=BF16)
+        if suite.product_mnk(case.module, case.inputs) is not None:
+            found.append(op)
+    assert tuple(found) == suite.PRODUCT_OPS
+    case = suite.make_case(TINY, SEQ, "silu_mul_down", dtype=BF16)
+    assert suite.product_mnk(case.module, case.inputs) == [SEQ, 32, 48]
+    layer, (h,) = suite.bare_product(case.module, case.inputs)
+    g, u = case.inputs
+    assert layer is case.module.down_proj and h.dtype == BF16
+    assert torch.equal(h, torch.nn.functional.silu(g) * u)
+    case = suite.make_case(TINY, SEQ, "matmul_residual", dtype=BF16)
+    layer, args = suite.bare_product(case.module, case.inputs)
+    assert layer is case.module.o_proj and args == (case.inputs[0],)
+    case = suite.make_case(TINY, SEQ, "k_proj")
+    assert suite.product_mnk(case.module, case.inputs) == [SEQ, 16, 32]
+    with pytest.raises(ValueError, match="not a matrix product"):
+        suite.bare_product(suite.Softmax(), (torch.zeros(2, 2),))
+
+
+def test_the_error_goal() -> None:
+    """At most twice PyTorch's own error plus one epsilon of the dtype; a float32 row gets
+    nothing; the ratio is missing where PyTorch's error is 0."""
+    eps = suite.HALF_EPS["bfloat16"]
+    assert suite.within_error_goal(2e-3, 1e-3, "bfloat16")
+    assert suite.within_error_goal(2e-3 + eps, 1e-3, "bfloat16")
+    assert not suite.within_error_goal(2.01e-3 + eps, 1e-3, "bfloat16")
+    assert not suite.within_error_goal(math.nan, 1e-3, "bfloat16")
+    assert suite.within_error_goal(5e-4, 0.0, "float16")
+    assert not suite.within_error_goal(2e-3, 0.0, "float16")  # 2**-10 < 2e-3
+    row = suite.add_error_goal({"max_err_rel": 3e-3, "eager_err_rel": 1e-3}, BF16)
+    assert row["err_vs_eager"] == pytest.approx(3.0) and row["ok_vs_eager"] is True
+    row = suite.add_error_goal({"max_err_rel": 3e-2, "eager_err_rel": 1e-3}, BF16)
+    assert row["ok_vs_eager"] is False
+    row = suite.add_error_goal({"max_err_rel": 5e-4, "eager_err_rel": 0.0}, torch.float16)
+    assert row["err_vs_eager"] is None and row["ok_vs_eager"] is True
+    row = suite.add_error_goal({"max_err_rel": None, "eager_err_rel": 1e-3}, BF16)
+    assert row["err_vs_eager"] is None and row["ok_vs_eager"] is None
+    assert suite.add_error_goal({"max_err_rel": 1.0, "eager_err_rel": 1e-9},
+                                torch.float32) == {"max_err_rel": 1.0, "eager_err_rel": 1e-9}
+
+
+def test_half_errors_measure_against_float64_from_the_same_values() -> None:
+    """The float64 reference widens the 16-bit weights and inputs exactly; PyTorch's own
+    bfloat16 error against it is positive and small, and a run that is PyTorch's has the
+    same error."""
+    case = suite.make_case(TINY, SEQ, "silu_mul_down", dtype=BF16)
+    ref = suite.reference(case.module, case.inputs)
+    g, u = (t.double() for t in case.inputs)
+    down = case.module.down_proj
+    want = torch.nn.functional.linear(torch.nn.functional.silu(g) * u, down.weight.double())
+    torch.testing.assert_close(ref, want, rtol=1e-12, atol=1e-12)
+    ours, theirs = suite.half_errors(case.module, case.inputs, case.module)
+    assert ours == theirs and 0 < theirs < 8 * suite.HALF_EPS["bfloat16"]
+    worse, _ = suite.half_errors(case.module, case.inputs,
+                                 lambda *a: case.module(*a) * (1 + 2**-5))
+    assert worse > 2 * theirs
+    ours, theirs = suite.half_errors(lambda a, b: a * b, list(case.inputs),
+                                     lambda a, b: (a.float() * b.float()).to(BF16))
+    assert ours == theirs
+
+
+def cpu_graph(log: list[str]) -> suite.Builder:
+    """A stand-in of :func:`suite.build_eager_graph` without CUDA: the replay is a plain
+    call of the module on the inputs it was built with, logged as ``cublas:replay``."""
+
+    def build(module: torch.nn.Module, inputs: tuple[Any, ...]) -> suite.Built:
+        def replay() -> Any:
+            log.append("cublas:replay")
+            return module(*inputs)
+
+        return suite.Built(fn=lambda *args: module(*args), compile_s=0.0, replay=replay)
+
+    return build
+
+
+def test_cublas_times_the_bare_product_in_the_same_rounds(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """In bfloat16 a product case times cuBLAS on its bare product, replayed, in the
+    rotation of the other systems (no copying series), checked against the product's own
+    float64 result; the row gets ``mnk``, ``vs_cublas``, both TFLOP/s and the error goal."""
+    gpu = FakeGpu({"eager": [2.0], "eager_graph": [1.0], "compile": [1.0],
+                   "cublas:replay": [0.5], "llmopt": [0.25]})
+    monkeypatch.setattr(suite, "build_eager_graph", cpu_graph(gpu.log))
+    builders = {**stand_ins(gpu), "cublas": suite.build_cublas}
+    row = suite.run_op_case(TINY, SEQ, "matmul_residual", device="cpu", reps=2, warmup=0,
+                            rounds=2, timer=gpu.timer, builders=builders, dtype=BF16)
+    assert "error" not in row and "cublas_error" not in row
+    series = ["eager", "eager_graph", "compile", "cublas:replay", "llmopt"]
+    assert gpu.order() == series + series[1:] + series[:1]
+    assert row["cublas_ms"] == 0.5 and "cublas_copy_ms" not in row
+    assert row["cublas_capture_s"] == 0.0
+    assert row["mnk"] == [SEQ, 32, 32]
+    assert row["vs_cublas"] == pytest.approx(2.0)
+    assert row["vs_best"] == pytest.approx(4.0)  # cuBLAS is no part of it
+    flops = 2 * SEQ * 32 * 32
+    assert row["llmopt_tflops"] == pytest.approx(flops / 0.25e-3 / 1e12)
+    assert row["cublas_tflops"] == pytest.approx(flops / 0.5e-3 / 1e12)
+    # its error is the bare product's (the residual is not in it), a bfloat16 rounding's
+    assert 0 < row["cublas_err_rel"] < 8 * suite.HALF_EPS["bfloat16"]
+    # llmopt's stand-in is eager: its error is PyTorch's own, the goal met
+    assert 0 < row["eager_err_rel"] == row["max_err_rel"]
+    assert row["err_vs_eager"] == 1.0 and row["ok_vs_eager"] is True
+    # in float32 the row is as it always was: no cuBLAS, no error goal
+    gpu = FakeGpu()
+    plain = suite.run_op_case(TINY, SEQ, "matmul_residual", device="cpu", reps=1, warmup=0,
+                              rounds=1, timer=gpu.timer, builders=stand_ins(gpu))
+    assert not {"cublas_ms", "mnk", "vs_cublas", "llmopt_tflops", "err_vs_eager",
+                "ok_vs_eager"} & set(plain)
+
+
+def test_only_16_bit_products_get_cublas() -> None:
+    """The optional systems of a case: cuBLAS for the matrix products of a 16-bit ops run
+    only, torch.compile with CUDA graphs when asked for."""
+    assert suite.extra_builders("ops", "q_proj", "bfloat16") == {"cublas": suite.build_cublas}
+    assert suite.extra_builders("ops", "silu_mul_down", "float16") == {
+        "cublas": suite.build_cublas}
+    assert suite.extra_builders("ops", "q_proj", "float32") == {}
+    assert suite.extra_builders("ops", "sdpa", "bfloat16") == {}
+    assert suite.extra_builders("blocks", "decoder_layer", "bfloat16") == {}
+    assert suite.extra_builders("ops", "rmsnorm", "bfloat16", compile_graphs=True) == {
+        "graphs": suite.build_torch_compile_graphs}
+
+
+def test_a_bfloat16_run_writes_its_own_files(tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--dtype bfloat16`` hands every case its dtype and the products a cuBLAS builder,
+    records the dtype and PyTorch's reduced-precision setting, and writes
+    ``ops-bfloat16-h200.*`` beside (not over) the float32 files."""
+    seen: list[tuple[str, dict[str, Any]]] = []
+
+    def fake_case(dims: suite.ModelDims, seq: int, op: str, **kwargs: Any) -> report.Case:
+        seen.append((op, kwargs))
+        row = {"name": suite.case_name(dims.name, seq, op), "eager_ms": 2.0,
+               "eager_graph_ms": 1.0, "compile_ms": 1.0, "llmopt_ms": 0.5,
+               "max_err_rel": 3e-3, "eager_err_rel": 2e-3}
+        if "cublas" in kwargs["builders"]:
+            row |= {"cublas_ms": 0.25, "mnk": [128, 2048, 2048]}
+        return report.add_ratios(suite.add_error_goal(row, kwargs["dtype"]))
+
+    monkeypatch.setattr(suite.torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(suite.torch.cuda, "get_device_name", lambda: "fake GPU")
+    monkeypatch.setattr(suite, "configure_precision", lambda: None)
+    monkeypatch.setattr(suite, "run_op_case", fake_case)
+    args = ["ops", "--out-dir", str(tmp_path), "--models", "tinyllama", "--seqs", "128",
+            "--ops", "q_proj", "rmsnorm", "--commit", "abc"]
+    assert suite.main([*args, "--dtype", "bfloat16"]) == 0
+    assert [op for op, _ in seen] == ["q_proj", "rmsnorm"]
+    assert all(kwargs["dtype"] == BF16 for _, kwargs in seen)
+    assert "cublas" in seen[0][1]["builders"] and "cublas" not in seen[1][1]["builders"]
+    assert sorted(p.name for p in tmp_path.glob("ops-*.json")) == ["ops-bfloat16-h200.json"]
+    doc = json.loads((tmp_path / "ops-bfloat16-h200.json").read_text())
+    assert doc["dtype"] == "bfloat16"
+    assert doc["reduced_precision_reduction"] == suite.reduced_precision_reduction("bfloat16")
+    assert doc["geomean_vs_cublas"] == pytest.approx(0.5)
+    assert doc["cases_below_cublas_goal"] == 1
+    assert doc["max_err_vs_eager"] == pytest.approx(1.5)
+    assert doc["cases_over_2x_eager"] == 0 and doc["cases_over_error_goal"] == 0
+    text = (tmp_path / "ops-bfloat16-h200.md").read_text()
+    assert "bfloat16 weights and inputs, every system in bfloat16" in text
+    assert "| tinyllama/s128/q_proj | 128×2048×2048 | 0.25 | 0.5 | 0.50× | 4.3 | 2.1 | NO |" \
+        in text
+    # the float32 run into the same directory keeps its names and its records' fields
+    seen.clear()
+    assert suite.main(args) == 0
+    assert all(kwargs["dtype"] == torch.float32 and "cublas" not in kwargs["builders"]
+               for _, kwargs in seen)
+    plain = json.loads((tmp_path / "ops-h200.json").read_text())
+    assert plain["dtype"] == "float32" and "reduced_precision_reduction" not in plain
+    assert "err_vs_eager" not in plain["cases"][0] and "geomean_vs_cublas" not in plain
+    assert json.loads((tmp_path / "ops-bfloat16-h200.json").read_text())["dtype"] == "bfloat16"
+    assert "FP32, TF32 off" in (tmp_path / "ops-h200.md").read_text()
+
+
+def bf16_synthetic() -> list[dict[str, Any]]:
+    """Three bfloat16 cases: a product at 1.25x cuBLAS's speed within the error goal, a
+    product at 0.5x over it, a norm (no cuBLAS)."""
+    return [
+        {"name": "m/s128/q_proj", "eager_ms": 0.02, "compile_ms": 0.02, "llmopt_ms": 0.008,
+         "cublas_ms": 0.01, "mnk": [128, 1024, 1024], "max_err_rel": 2e-3,
+         "eager_err_rel": 2e-3, "err_vs_eager": 1.0, "ok_vs_eager": True, "ok": True},
+        {"name": "m/s128/down_proj", "eager_ms": 0.04, "compile_ms": 0.04, "llmopt_ms": 0.04,
+         "cublas_ms": 0.02, "mnk": [128, 1024, 4096], "max_err_rel": 4e-2,
+         "eager_err_rel": 2e-3, "err_vs_eager": 20.0, "ok_vs_eager": False, "ok": False,
+         "tol": 3e-2},
+        {"name": "m/s128/rmsnorm", "eager_ms": 0.01, "compile_ms": 0.01, "llmopt_ms": 0.005,
+         "max_err_rel": 5e-3, "eager_err_rel": 2e-3, "err_vs_eager": 2.5,
+         "ok_vs_eager": True, "ok": True},
+    ]
+
+
+def test_the_report_of_a_bfloat16_run(tmp_path: Path) -> None:
+    """A 16-bit results document: its files carry the dtype; the Markdown has the products
+    against cuBLAS with both TFLOP/s per shape and the errors against PyTorch's own; the
+    summary counts the products below 0.8x cuBLAS and the cases over the error goal; the
+    report command finds the files by ``--dtype`` and will not merge dtypes."""
+    doc = {"kind": "ops", "dtype": "bfloat16", "gpu": "NVIDIA H200", "commit": "abc",
+           "reduced_precision_reduction": True, "cases": bf16_synthetic()}
+    run = tmp_path / "run"
+    written = report.write_report(doc, run)
+    assert [p.name for p in written][:2] == ["ops-bfloat16-h200.json", "ops-bfloat16-h200.md"]
+    saved = json.loads((run / "ops-bfloat16-h200.json").read_text())
+    assert saved["geomean_vs_cublas"] == pytest.approx((1.25 * 0.5) ** 0.5)
+    assert saved["min_vs_cublas"] == pytest.approx(0.5)
+    assert saved["cases_below_cublas_goal"] == 1
+    assert saved["max_err_vs_eager"] == pytest.approx(20.0)
+    assert saved["cases_over_2x_eager"] == 2 and saved["cases_over_error_goal"] == 1
+    case = saved["cases"][0]
+    assert case["vs_cublas"] == pytest.approx(1.25)
+    assert case["llmopt_tflops"] == pytest.approx(2 * 128 * 1024 * 1024 / 8e-6 / 1e12)
+    assert case["cublas_tflops"] == pytest.approx(2 * 128 * 1024 * 1024 / 1e-5 / 1e12)
+    assert "vs_cublas" not in saved["cases"][2] and "llmopt_tflops" not in saved["cases"][2]
+    text = (run / "ops-bfloat16-h200.md").read_text()
+    assert "reduced-precision reductions allowed" in text
+    assert "## Matrix products against cuBLAS" in text
+    assert "| m/s128/q_proj | 128×1024×1024 | 0.01 | 0.008 | 1.25× | 26.8 | 33.6 | yes |" in text
+    assert "| m/s128/down_proj | 128×1024×4096 | 0.02 | 0.04 | 0.50× | 53.7 | 26.8 | NO |" in text
+    assert "m/s128/rmsnorm | 128" not in text
+    assert "below 0.8×: 1 of 2 products" in text
+    assert "## Accuracy against PyTorch's own bfloat16" in text
+    assert "| m/s128/q_proj | 2.00e-03 | 2.00e-03 | 1.00 | yes | yes |" in text
+    assert "| m/s128/down_proj | 4.00e-02 | 2.00e-03 | 20.00 | NO | NO |" in text
+    assert "| m/s128/rmsnorm | 5.00e-03 | 2.00e-03 | 2.50 | NO | yes |" in text
+    assert "## Over the error goal (2× PyTorch's own)" in text
+    assert "- m/s128/down_proj: err 4.00e-02, PyTorch's 2.00e-03" in text
+    terminal = report.table(saved)
+    assert "vs cuBLAS 1.25" in terminal and "1 over 2x + eps" in terminal
+    out = tmp_path / "out"
+    assert report.main([str(run), "--out-dir", str(out)]) == 1  # no float32 files there
+    assert report.main([str(run), "--out-dir", str(out), "--dtype", "bfloat16"]) == 0
+    assert (out / "ops-bfloat16-h200.md").read_text() == text
+    assert not (out / "ops-h200.json").exists()
+    with pytest.raises(ValueError, match="different dtypes"):
+        report.merge([doc, {"kind": "ops", "cases": synthetic()}])
+    # a float32 document says nothing of cuBLAS or PyTorch's own error
+    plain = report.markdown({"kind": "ops", "dtype": "float32", "cases": synthetic()})
+    assert "cuBLAS" not in plain and "PyTorch's own" not in plain and "FP32, TF32 off" in plain
+
+
+def test_the_dry_run_lowers_the_selected_cases_in_their_dtype(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--dry-run`` captures and lowers each selected case on the CPU in the dtype asked
+    for (tiny dimensions here), without ``--out-dir``; a case that cannot be lowered makes
+    it fail."""
+    monkeypatch.setitem(suite.MODELS, "tinyllama", dataclasses.replace(TINY, name="tinyllama"))
+    argv = ["ops", "--dry-run", "--dtype", "bfloat16", "--models", "tinyllama", "--seqs",
+            str(SEQ), "--ops", "q_proj", "softmax"]
+    assert suite.main(argv) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 2
+    assert lines[0].startswith(f"tinyllama/s{SEQ}/q_proj: bfloat16, lowered for sm_90 in")
+    assert lines[0].endswith(f"product {SEQ}x32x32")
+    assert lines[1].startswith(f"tinyllama/s{SEQ}/softmax: bfloat16, lowered")
+    assert "tol 3." in lines[1]  # float32 arithmetic + four bfloat16 epsilons
+    assert suite.main([*argv, "--pipeline", "no-such-pass"]) == 1
+    assert "failed" in capsys.readouterr().out

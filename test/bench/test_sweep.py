@@ -141,11 +141,96 @@ def test_a_point_with_stand_in_systems() -> None:
 
 
 @pytest.mark.usefixtures("tiny")
-def test_the_dry_run_lowers_one_point(capsys: pytest.CaptureFixture[str]) -> None:
-    assert sweep.main(["--dry-run", "--jobs", "1", "--seqs", "100", "17"]) == 0
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_the_dry_run_lowers_one_point(capsys: pytest.CaptureFixture[str], dtype: str) -> None:
+    assert sweep.main(["--dry-run", "--jobs", "1", "--seqs", "100", "17", "--dtype",
+                       dtype]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("tinyllama/s17/decoder_layer: lowered for sm_90 in")
+    assert out.startswith(f"tinyllama/s17/decoder_layer: {dtype}, lowered for sm_90 in")
     assert "products:" in out and "s100" not in out
+    tol = float(out.split(" tol ")[1].split(";")[0])
+    assert (tol > 1e-2) == (dtype == "bfloat16")  # four bfloat16 epsilons on top
+
+
+# --- 16 bits ------------------------------------------------------------------------------------
+
+
+def test_the_dtype_option(capsys: pytest.CaptureFixture[str]) -> None:
+    """``--dtype`` (float32 by default) goes into every point and its cache key, not into
+    the point names; other dtypes are refused."""
+    assert sweep.parse_args(["--list"]).dtype == "float32"
+    args = sweep.parse_args(["--list", "--dtype", "bfloat16", "--seqs", "17"])
+    points = sweep.plan(args.models, args.seqs, args.what, args.dtype)
+    assert {p.dtype for p in points} == {"bfloat16"}
+    assert [p.name for p in points] == [p.name for p in sweep.plan(args.models, args.seqs,
+                                                                    args.what)]
+    assert sweep.main(["--list", "--seqs", "17"]) == 0
+    plain = capsys.readouterr().out
+    assert sweep.main(["--list", "--seqs", "17", "--dtype", "bfloat16"]) == 0
+    assert capsys.readouterr().out == plain
+    wide, half = sweep.Point("tinyllama", 17, "decoder_layer"), points[0]
+    assert wide.name == half.name and wide.dtype == "float32"
+    assert sweep.program_key(wide, "lower-to-cuda") != sweep.program_key(half, "lower-to-cuda")
+    with pytest.raises(SystemExit):
+        sweep.parse_args(["--list", "--dtype", "float64"])
+
+
+@pytest.mark.usefixtures("tiny")
+def test_a_bfloat16_point_with_stand_in_systems() -> None:
+    """A bfloat16 point: weights and inputs in bfloat16 (the rotary frequencies float32),
+    the float64 copy widened from them, the program lowered in bfloat16, and llmopt's error
+    judged against PyTorch's own (the stand-in is eager: the same error)."""
+    point = sweep.plan(["tinyllama"], [17], ["layers"], "bfloat16")[0]
+    series = sweep.build_series("tinyllama", "decoder_layer", "cpu", torch.bfloat16)
+    assert series.dtype == torch.bfloat16
+    assert {p.dtype for p in series.model.parameters()} == {torch.bfloat16}
+    assert {p.dtype for p in series.wide.parameters()} == {torch.float64}
+    inputs = sweep.point_inputs(series, point, "cpu")
+    assert [t.dtype for t in inputs] == [torch.bfloat16] * 3
+    entry = sweep._memo(lambda: sweep.lower_point(point, "lower-to-cuda", "sm_90"))
+    assert "error" not in entry(), entry().get("error")
+    assert "bf16" in entry()["ir"]
+    stand_ins = {name: suite.build_eager for name in ("eager_graph", "compile", "llmopt")}
+    row = sweep.run_point(point, series, entry, device="cpu", reps=2, warmup=0, rounds=1,
+                          timer=_timer([]), builders=stand_ins)
+    assert "error" not in row, row.get("error")
+    assert 0 < row["eager_err_rel"] == row["max_err_rel"] < 8 * suite.HALF_EPS["bfloat16"]
+    assert row["err_vs_eager"] == 1.0 and row["ok_vs_eager"] is True
+    assert row["ok"] is True and row["tol"] == entry()["tol"] > 1e-2
+
+
+def test_a_bfloat16_sweep_writes_its_own_files(tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--dtype bfloat16`` builds each series in bfloat16 and writes
+    ``sweep-bfloat16-h200.*``, whose Markdown says so and has the errors against PyTorch's
+    own."""
+    built: list[Any] = []
+
+    def fake_series(*args: Any) -> None:
+        built.append(args)
+
+    def fake_point(point: sweep.Point, series: Any, entry: Any, **kwargs: Any) -> report.Case:
+        row = synthetic_point(point.model, point.seq, point.what, 1.0)
+        row |= {"eager_err_rel": 4e-3, "max_err_rel": 3e-3}
+        return suite.add_error_goal(row, getattr(torch, point.dtype))
+
+    monkeypatch.setattr(sweep.torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(sweep.torch.cuda, "get_device_name", lambda: "fake GPU")
+    monkeypatch.setattr(sweep, "configure_precision", lambda: None)
+    monkeypatch.setattr(sweep, "build_series", fake_series)
+    monkeypatch.setattr(sweep, "run_point", fake_point)
+    assert sweep.main(["--out-dir", str(tmp_path), "--seqs", "17", "--jobs", "1", "--commit",
+                       "abc", "--models", "tinyllama", "--what", "layers", "--dtype",
+                       "bfloat16"]) == 0
+    assert built == [("tinyllama", "decoder_layer", "cuda", torch.bfloat16)]
+    assert not (tmp_path / "sweep-h200.json").exists()
+    doc = json.loads((tmp_path / "sweep-bfloat16-h200.json").read_text())
+    assert doc["dtype"] == "bfloat16" and doc["cases"][0]["err_vs_eager"] == 0.75
+    assert doc["max_err_vs_eager"] == 0.75 and doc["cases_over_error_goal"] == 0
+    text = (tmp_path / "sweep-bfloat16-h200.md").read_text()
+    assert "bfloat16 weights and inputs, every system in bfloat16" in text
+    assert "## Accuracy against PyTorch's own bfloat16" in text
+    assert "| tinyllama/s17/decoder_layer | 3.00e-03 | 4.00e-03 | 0.75 | yes | yes |" in text
 
 
 # --- the run and its report ---------------------------------------------------------------------

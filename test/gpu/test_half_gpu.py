@@ -7,6 +7,8 @@ errors are ``max |x - ref64| / max |ref64|``. llmopt computes in f32 and rounds 
 PyTorch rounds, so its error should be PyTorch's: the goal, asserted here, is at most twice
 PyTorch's error plus one epsilon of the dtype (``2**-7`` bf16, ``2**-10`` f16: where
 PyTorch's own error is 0, e.g. a data movement, llmopt may still differ by one rounding).
+The measure and the goal are the benchmark suite's (``bench/suite.py``: :func:`half_errors`,
+:func:`within_error_goal`), which judges every case of its 16-bit runs so.
 Products also report cuBLAS's time (``torch.matmul`` in the 16-bit dtype) beside llmopt's.
 
 Run on a GPU host: ``python -m pytest -m gpu test/gpu/test_half_gpu.py -q -s``; set
@@ -20,18 +22,23 @@ from __future__ import annotations
 import copy
 import json
 import os
+import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 torch = pytest.importorskip("torch")
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+
+from suite import HALF_EPS as EPS  # noqa: E402
+from suite import half_errors, within_error_goal  # noqa: E402
 from test_ops_gpu import CASES  # noqa: E402
 
 import llmopt  # noqa: E402
 
-EPS = {"bfloat16": 2.0**-7, "float16": 2.0**-10}
 HALF_CASES = [c for c in CASES if c[0] in {
     "add-broadcast", "mul", "div", "exp", "rsqrt", "silu", "sigmoid", "tanh", "sum", "mean",
     "amax", "softmax", "rmsnorm-1x128x2048", "rmsnorm-1x512x3584", "rms_norm-1x128x2048",
@@ -39,24 +46,6 @@ HALF_CASES = [c for c in CASES if c[0] in {
     "matmul", "bmm", "rotate-half", "sdpa-causal-1x32x512x64", "sdpa-causal-1x28x128x128"}]
 PRODUCTS = ("linear", "matmul", "bmm")
 RESULTS: list[dict[str, Any]] = []
-
-
-def relative_error(got: Any, want: Any) -> float:
-    """``max |got - want| / max |want|`` in float64 (on the CPU)."""
-    got, want = got.detach().double().cpu(), want.detach().double().cpu()
-    return float((got - want).abs().max() / want.abs().max().clamp_min(1e-30))
-
-
-def half_errors(fn: Any, args: list[Any], run: Callable[..., Any]) -> tuple[float, float]:
-    """(error of ``run(*args)``, error of PyTorch's ``fn(*args)``), both against ``fn`` in
-    float64 on the same 16-bit values (``args`` and, for a module, its weights)."""
-    with torch.no_grad():
-        if isinstance(fn, torch.nn.Module):
-            exact = copy.deepcopy(fn).cpu().double()(*[a.cpu().double() for a in args])
-        else:
-            exact = fn(*[a.cpu().double() for a in args])
-        own = fn(*args)
-    return relative_error(run(*args), exact), relative_error(own, exact)
 
 
 def _inputs(name: str, shapes: list[tuple[int, ...]], dtype: Any, device: str) -> list[Any]:
@@ -97,7 +86,8 @@ def test_half_errors_on_the_cpu(name: str, fn: Any, shapes: list[tuple[int, ...]
     args = _inputs(name, shapes, half, "cpu")
     ours, theirs = half_errors(fn, args, _interpreted(fn, args))
     assert 0 < theirs < 8 * EPS[dtype], theirs
-    assert ours <= 2 * theirs + EPS[dtype], (ours, theirs)
+    assert within_error_goal(ours, theirs, dtype), (ours, theirs)
+    assert not within_error_goal(2.5 * theirs + EPS[dtype], theirs, dtype)  # it can fail
 
 
 def _milliseconds(fn: Callable[[], Any], repeat: int = 20) -> float:
@@ -139,7 +129,7 @@ def test_op_in_half_precision(name: str, fn: Any, shapes: list[tuple[int, ...]],
     print(f"{name:28s} {dtype:9s} llmopt {ours:.2e}  PyTorch {theirs:.2e}"
           + (f"  {row['llmopt_ms']:.3f} ms vs cuBLAS {row['cublas_ms']:.3f} ms"
              if "cublas_ms" in row else ""))
-    assert ours <= 2 * theirs + EPS[dtype], (ours, theirs)
+    assert within_error_goal(ours, theirs, dtype), (ours, theirs)
 
 
 @pytest.mark.gpu
@@ -179,7 +169,7 @@ def test_decoder_layer_in_half_precision(model_name: str, seq: int, dtype: str) 
     RESULTS.append({"layer": model_name, "seq": seq, "dtype": dtype, "llmopt_err": ours,
                     "torch_err": theirs})
     print(f"{model_name} layer seq {seq} {dtype}: llmopt {ours:.2e}  PyTorch {theirs:.2e}")
-    assert ours <= 2 * theirs + EPS[dtype], (ours, theirs)
+    assert within_error_goal(ours, theirs, dtype), (ours, theirs)
 
 
 def teardown_module() -> None:
