@@ -43,7 +43,8 @@ def _private_cache(tmp_path_factory: pytest.TempPathFactory,
 
 LOOP_TO_CUDA = ("loop-to-tile{arch=sm_90},length-buckets{arch=sm_90},apply-tuned{arch=sm_90},"
                 "split-k{arch=sm_90},"
-                "register-tile{arch=sm_90},stage-inputs{arch=sm_90},async-copy{arch=sm_90},"
+                "register-tile{arch=sm_90},warp-gemv{arch=sm_90},stage-inputs{arch=sm_90},"
+                "async-copy{arch=sm_90},"
                 "prefetch-stages,pad-shared,mma-fragments,vector-fragments,tile-to-kernel,"
                 "dedup-kernels,canonicalize,cse,dedup-kernels,inline-repeated-kernels,plan-buffers,"
                 "kernel-to-cuda{arch=sm_90}")
