@@ -25,7 +25,10 @@ they read, but a long projection (an MLP's down projection) is not computed twic
 A producer with several consumer kernels is copied into each, so it must read only buffers
 that no kernel writes (the function's inputs and weights): copying a producer that reads an
 intermediate would chain the copies — a residual stream recomputed from every earlier layer
-in every later one.
+in every later one. A producer that only moves values (its stored value is a load: a
+reshape, transpose or broadcast) is the exception to both rules: inlined, each consumer
+reads the moved buffer itself and nothing is computed twice — a decode step's rotary
+``cos``/``sin`` rows, unsqueezed in every layer for two kernels each, then cost no kernel.
 
 Loops of extent 1 count as used (running once, they multiply nothing). An index operand
 that is not an induction variable (a data-dependent coordinate, e.g. a token id loaded and
@@ -101,6 +104,17 @@ class Producer:
     has_reduce: bool
     #: reduction iterations per stored value (the largest product of nested reduce extents)
     reduce_work: int = 0
+
+
+def is_copy(producer: Producer) -> bool:
+    """Whether ``producer`` only moves values: its stored value is one load (a reshape,
+    transpose or broadcast of another buffer). Inlined into several consumers it makes
+    them read that buffer, and nothing is computed twice."""
+    return (len(producer.body) >= 1 and isinstance(producer.body[-1], loop.LoadOp)
+            and producer.store.value is producer.body[-1].result
+            and all(isinstance(op, loop.LoadOp) or op.name.startswith("arith.")
+                    and all(isinstance(r.type, IndexType) for r in op.results)
+                    for op in producer.body))
 
 
 def stores_of(kernel: loop.KernelOp) -> list[loop.StoreOp]:
@@ -438,7 +452,8 @@ def _fuse_one(stale: set[loop.KernelOp], position: dict[loop.KernelOp, int],
         if producer.has_reduce and len(consumers) > 1:
             continue
         sites = [(c, ld) for c in consumers for ld in loads_of(c, buffer)]
-        if not all(site_is_legal(ld, c, producer) for c, ld in sites):
+        copy = is_copy(producer)  # inlined, a load: nothing to hoist, nothing recomputed
+        if not copy and not all(site_is_legal(ld, c, producer) for c, ld in sites):
             continue
         if producer.has_reduce and len(sites) > 1 and (
             len({ld.parent for _, ld in sites}) < len(sites)
@@ -446,7 +461,7 @@ def _fuse_one(stale: set[loop.KernelOp], position: dict[loop.KernelOp, int],
         ):
             continue
         inputs = {b for b in producer_kernel.buffers if b is not buffer}
-        if len(consumers) > 1 and _writers_of(inputs, written):
+        if len(consumers) > 1 and _writers_of(inputs, written) and not copy:
             continue  # copies of a producer reading intermediates would chain
         for consumer, load in sites:
             inline_at(load, consumer, producer)

@@ -381,3 +381,33 @@ func.func @shared(%x: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>, ten
 // CHECK-NOT: arith.addf
 // CHECK: math.sqrt
 // CHECK: func.return
+
+// -----
+
+// A copy (a broadcast of a reduction's result over 4 rows) read by two kernels: each reads
+// the reduction's buffer itself, and the copy kernel disappears even under
+// recompute_limit=0 (a copy recomputes nothing), though the buffer it reads is written by
+// a kernel and the rows' loop is one its indices do not use.
+func.func @copies(%y: tensor<64x8xf32>, %q: tensor<4x64xf32>) -> (tensor<4x64xf32>, tensor<4x64xf32>) {
+  %s = prim.reduce add %y dims [1] : tensor<64x8xf32> -> tensor<64x1xf32>
+  %b = prim.index_map (%s) [(d0, d1) -> (d1, 0)] : (tensor<64x1xf32>) -> tensor<4x64xf32>
+  %u = prim.elementwise (%q, %b) : (tensor<4x64xf32>, tensor<4x64xf32>) -> tensor<4x64xf32> {
+  ^bb0(%a: f32, %c: f32):
+    %r = arith.mulf %a, %c : f32
+    prim.yield %r : f32
+  }
+  %v = prim.elementwise (%q, %b) : (tensor<4x64xf32>, tensor<4x64xf32>) -> tensor<4x64xf32> {
+  ^bb0(%a: f32, %c: f32):
+    %r = arith.addf %a, %c : f32
+    prim.yield %r : f32
+  }
+  func.return %u, %v : tensor<4x64xf32>, tensor<4x64xf32>
+}
+// ONCE-LABEL: func.func @copies
+// ONCE:       %[[S:.*]] = memref.alloc() : memref<64x1xf32>
+// ONCE-NEXT:  loop.kernel @reduce_0
+// ONCE-NOT:   loop.kernel @index_map
+// ONCE:       loop.kernel @elementwise_2 ({{.*}}%[[A:.*]] = %[[S]] : memref<64x1xf32>)
+// ONCE:         loop.load %[[A]][%i1, 0] : memref<64x1xf32>
+// ONCE:       loop.kernel @elementwise_3 ({{.*}}%[[B:.*]] = %[[S]] : memref<64x1xf32>)
+// ONCE:         loop.load %[[B]][%i1, 0] : memref<64x1xf32>
