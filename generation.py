@@ -139,15 +139,16 @@ class Generator:
     # --- building -------------------------------------------------------------------------
 
     def _compile(self, pipeline: str) -> tuple[Any, Any]:
-        """Both programs lowered (through the compile cache: a model of the same config,
-        dtype and ``max_ctx`` lowered before is parsed, not captured and lowered again),
-        compiled and loaded, the model's weights bound by name."""
+        """Both programs lowered (through the compile cache: for a model of the same config,
+        dtype and ``max_ctx`` lowered before, only the host side is parsed and the cached
+        CUDA source goes to NVRTC, nothing is captured or lowered again), compiled and
+        loaded, the model's weights bound by name."""
         import torch
 
         import llmopt
         from llmopt import registry
         from llmopt.codegen.executor import CompiledProgram
-        from llmopt.codegen.program_cache import cached_lowering, program_cache_key
+        from llmopt.codegen.program_cache import cached_program, program_cache_key
         from llmopt.target import current_target
 
         arch = current_target(torch.cuda.current_device()).arch
@@ -163,13 +164,14 @@ class Generator:
             spec = (registry.insert_before(lowering, "kernel-to-cuda", "lengths-in-memory")
                     if graph else lowering)
             key = program_cache_key(f"{identity}\nstep={which}", self.max_ctx, dtype, [spec])
-            module, parsed = cached_lowering(
+            program = cached_program(
                 key, lambda which=which, spec=spec: llmopt.lower(  # type: ignore[misc]
                     getattr(self, which).module, spec))
+            host, source = program.host, program.source  # a hit parses no kernel
             lowered = time.perf_counter()
-            self.timings[which if parsed is None else f"{which}_cached"] = lowered - began
-            programs.append(CompiledProgram(module, params=weights, arch=arch,
-                                            cuda_graph=graph))
+            self.timings[f"{which}_cached" if program.hit else which] = lowered - began
+            programs.append(CompiledProgram(host, params=weights, arch=arch,
+                                            cuda_graph=graph, source=source))
             self.timings["compile"] = (self.timings.get("compile", 0.0)
                                        + time.perf_counter() - lowered)
         return programs[0], programs[1]

@@ -2,7 +2,9 @@
 
 :class:`CompiledProgram` takes a module holding ``cuda.kernel`` functions and the host
 ``func.func`` that launches them. At construction it prints the CUDA source
-(:func:`~llmopt.codegen.cuda_printer.print_cuda`), compiles it once with NVRTC for the device's
+(:func:`~llmopt.codegen.cuda_printer.print_cuda`; or it is given the source, with a module
+whose kernels are signatures only — :func:`~llmopt.codegen.plan.host_side`, what the compile
+cache hands over), compiles it once with NVRTC for the device's
 architecture (through the kernel cache), loads the CUBIN, and turns the host function into a
 flat list of steps; a call then walks no IR:
 
@@ -69,6 +71,7 @@ from llmopt.codegen.plan import (
     ViewStep,
     argument_names,
     host_function,
+    is_host_side,
     plan_host_function,
     torch_dtype,
 )
@@ -179,6 +182,10 @@ class CompiledProgram(GraphReplay):
             argument of the host function.
         cuda_graph: capture the whole forward into a CUDA graph on the first call and
             replay it afterwards (see the module docstring).
+        source: the CUDA source printed from the module (default: printed here). Required
+            when ``module`` is a :func:`~llmopt.codegen.plan.host_side` module, whose kernels
+            have no code: the compile cache hands a program over as its host side and its
+            printed kernels, so that a hit parses no kernel.
 
     Attributes:
         source: the CUDA source text; ``cubin``: the compiled image; ``plan``: the host
@@ -191,8 +198,9 @@ class CompiledProgram(GraphReplay):
     def __init__(self, module: ModuleOp, *, entry: str | None = None, arch: str | None = None,
                  options: Sequence[str] = (), device: int | None = None,
                  check: bool = True, params: Mapping[str, Any] | None = None,
-                 cuda_graph: bool = False) -> None:
-        """Print, compile and load ``module``; plan its host function."""
+                 cuda_graph: bool = False, source: str | None = None) -> None:
+        """Print (unless ``source`` is given), compile and load ``module``; plan its host
+        function."""
         import torch
 
         from llmopt.codegen.cuda_printer import cuda_source
@@ -200,6 +208,9 @@ class CompiledProgram(GraphReplay):
         from llmopt.codegen.runtime import CudaModule
         from llmopt.codegen.symbolic import SymbolicHost
 
+        if source is None and is_host_side(module):
+            raise ExecutorError("the module holds only the host side of a program (its "
+                                "kernels have no code): pass its CUDA source")
         self.plan = plan_host_function(module, entry)
         self.symbolic = (SymbolicHost(host_function(module, entry)) if self.plan.symbols
                          else None)
@@ -207,7 +218,7 @@ class CompiledProgram(GraphReplay):
         index = torch.cuda.current_device() if device is None else int(device)
         self.target = current_target(index)
         check_launches(self.plan, self.target)
-        self.source = cuda_source(module)
+        self.source = cuda_source(module) if source is None else source
         self.arch = arch or self.target.arch
         self.cubin = compile_cuda(self.source, arch=self.arch, options=options)
         self.module = CudaModule(self.cubin, device=index)

@@ -32,8 +32,9 @@ from xdsl.dialects.builtin import (
     ModuleOp,
     NoneAttr,
     StringAttr,
+    UnitAttr,
 )
-from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 
 from llmopt.dialects import cuda, kernel
 from llmopt.dialects._symbols import function_symbols
@@ -42,9 +43,10 @@ if TYPE_CHECKING:
     import torch
 
 __all__ = [
-    "ALIGNMENT", "PARAM_ATTR", "AllocStep", "CopyStep", "ExecutorError", "HostPlan",
-    "LaunchStep", "Step", "StoreStep", "ViewStep", "argument_names", "ctype",
-    "host_function", "plan_host_function", "static_shape", "torch_dtype",
+    "ALIGNMENT", "HOST_SIDE_ATTR", "PARAM_ATTR", "AllocStep", "CopyStep", "ExecutorError",
+    "HostPlan", "LaunchStep", "Step", "StoreStep", "ViewStep", "argument_names", "ctype",
+    "host_function", "host_side", "is_host_side", "plan_host_function", "static_shape",
+    "torch_dtype",
 ]
 
 #: argument attribute naming the ``state_dict`` key a weight argument is bound to
@@ -145,6 +147,38 @@ class HostPlan:
                 slot = roots[slot]
             found.append(slot)
         return found
+
+
+HOST_SIDE_ATTR = "llmopt.host_side"
+"""Module attribute of a :func:`host_side` module: its ``cuda.kernel`` ops have no body."""
+
+
+def host_side(module: ModuleOp) -> ModuleOp:
+    """A new module holding what :func:`plan_host_function` and
+    :class:`~llmopt.codegen.symbolic.SymbolicHost` read from ``module``, without the kernels'
+    code: every op of ``module``, except that each ``cuda.kernel`` keeps only its signature
+    (name, parameters, launch bounds, dynamic shared memory: what the plan and the
+    ``kernel.launch`` verifier read) and an empty body. The result is marked with
+    :data:`HOST_SIDE_ATTR`, since printing its kernels would give empty functions: a program
+    built from it is given the CUDA source printed from ``module``
+    (:class:`~llmopt.codegen.executor.CompiledProgram`'s ``source``). The kernels are
+    nearly all of a whole model's IR, so the compile cache stores this module to plan from
+    without parsing them."""
+    ops: list[Operation] = []
+    for op in module.ops:
+        if isinstance(op, cuda.KernelOp):
+            ops.append(cuda.KernelOp.create(properties=dict(op.properties),
+                                            attributes=dict(op.attributes),
+                                            location=op.location, regions=[Region(Block())]))
+        else:
+            ops.append(op.clone())
+    attributes = {**module.attributes, HOST_SIDE_ATTR: UnitAttr()}
+    return ModuleOp(ops, attributes, module.sym_name)
+
+
+def is_host_side(module: ModuleOp) -> bool:
+    """Whether ``module`` is a :func:`host_side` module (its kernels have no code)."""
+    return HOST_SIDE_ATTR in module.attributes
 
 
 def host_function(module: ModuleOp, entry: str | None) -> func.FuncOp:

@@ -52,6 +52,7 @@ from llmopt.target import DEFAULT_ARCH
 
 if TYPE_CHECKING:
     from llmopt.codegen.executor import KernelTime
+    from llmopt.codegen.program_cache import LoweredProgram
 
 #: the level a module is at after each lowering pass
 LEVEL_AFTER = {
@@ -326,15 +327,16 @@ def model_identity(model: str, layers: int | None) -> str:
     return f"{text}\nlayers={layers}"
 
 
-def lowered_model(model_name: str, identity: str, config: Callable[[], Any], seq: int,
-                  dtype_name: str, elements: Sequence[str], desc: str,
-                  max_seq: int | None = None) -> tuple[Any, str]:
+def lowered_program(model_name: str, identity: str, config: Callable[[], Any], seq: int,
+                    dtype_name: str, elements: Sequence[str], desc: str,
+                    max_seq: int | None = None) -> tuple[LoweredProgram, list[str]]:
     """``model_name`` captured on the meta device (from ``config()``, its transformers config)
-    and lowered by ``elements``, through the compile cache keyed on ``identity``: a hit
-    parses the cached IR and skips building, capture and lowering (``LLMOPT_NO_CACHE=1``
-    bypasses the cache). With ``max_seq`` the length is symbolic (``seq`` the example).
-    Returns the module and a line saying what it took."""
-    from llmopt.codegen.program_cache import cached_lowering, program_cache_key
+    and lowered by ``elements``, through the compile cache keyed on ``identity``: a hit skips
+    building, capture and lowering, and reads only the parts of the entry asked for
+    (:class:`~llmopt.codegen.program_cache.LoweredProgram`; ``LLMOPT_NO_CACHE=1`` bypasses
+    the cache). With ``max_seq`` the length is symbolic (``seq`` the example). Returns the
+    program and, once it was built, a line saying what capture and lowering took."""
+    from llmopt.codegen.program_cache import cached_program, program_cache_key
 
     began = time.perf_counter()
     if max_seq is not None:
@@ -349,11 +351,27 @@ def lowered_model(model_name: str, identity: str, config: Callable[[], Any], seq
         how.append(f"capture {captured:.1f} s, {_timing_line(progress)}")
         return program.module
 
-    module, parsed = cached_lowering(key, build)
-    if parsed is not None:
-        return module, (f"compile cache hit: IR parsed in {parsed:.1f} s, capture and "
-                        "lowering skipped")
-    return module, how[0]
+    return cached_program(key, build), how
+
+
+def _cache_line(program: LoweredProgram, how: Sequence[str], read: str) -> str:
+    """What producing ``program`` took: capture and lowering (``how``), or the cache hit and
+    what it ``read``."""
+    if how:
+        return how[-1]
+    return (f"compile cache hit: {read} in {program.read_seconds:.1f} s, capture and "
+            "lowering skipped")
+
+
+def lowered_model(model_name: str, identity: str, config: Callable[[], Any], seq: int,
+                  dtype_name: str, elements: Sequence[str], desc: str,
+                  max_seq: int | None = None) -> tuple[Any, str]:
+    """The whole module of :func:`lowered_program` (on a hit, its IR parsed) and a line
+    saying what it took."""
+    program, how = lowered_program(model_name, identity, config, seq, dtype_name, elements,
+                                   desc, max_seq)
+    module = program.module
+    return module, _cache_line(program, how, "IR parsed")
 
 
 def _timing_line(progress: _Progress) -> str:
@@ -392,16 +410,14 @@ def compile_model(args: argparse.Namespace) -> int:
     first, rest = split_pipeline(_with_arch(args.pipeline, args.arch), level)
     start = time.perf_counter()
     identity = model_identity(args.model, args.layers)
-    module, how = lowered_model(args.model, identity,
-                                lambda: model_config(args.model, layers=args.layers),
-                                args.seq, args.dtype, first, f"lowering to {level} IR",
-                                max_seq=max_seq)
-    print(f"// {how}", file=sys.stderr)
+    program, how = lowered_program(args.model, identity,
+                                   lambda: model_config(args.model, layers=args.layers),
+                                   args.seq, args.dtype, first, f"lowering to {level} IR",
+                                   max_seq=max_seq)
     output = Path(args.output)
     if args.emit in ("cuda-source", "cubin"):
-        from llmopt.api import cuda_source
-
-        source = cuda_source(module)
+        source = program.source  # on a hit, the cached CUDA source: no IR is parsed
+        print(f"// {_cache_line(program, how, 'CUDA source read')}", file=sys.stderr)
         kernels = source.count("__global__")
         if args.emit == "cuda-source":
             _write_text(output, source)
@@ -418,6 +434,8 @@ def compile_model(args: argparse.Namespace) -> int:
             what = (f"CUBIN for {args.arch} ({kernels} kernels, {len(cubin)} bytes, NVRTC "
                     f"{time.perf_counter() - began:.1f} s)")
     else:
+        module = program.module
+        print(f"// {_cache_line(program, how, 'IR parsed')}", file=sys.stderr)
         header = [
             f"llmopt compile {args.model} --seq {args.seq}"
             + (f" --dynamic --max-seq {max_seq}" if max_seq is not None else "")

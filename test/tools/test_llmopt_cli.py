@@ -219,6 +219,38 @@ def test_compile_cache_hit_gives_the_same_ir(tmp_path: Path, monkeypatch: pytest
     assert "compile cache hit" not in capsys.readouterr().err
 
 
+def test_a_warm_compile_reads_only_what_it_emits(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """A hit of ``--emit cubin`` or ``cuda-source`` hands the cached CUDA source to NVRTC and
+    parses no IR, and writes what the cold build wrote; ``--emit cuda`` parses the whole IR."""
+    from llmopt import api
+
+    config = _config(tmp_path, "llama", num_hidden_layers=1)
+    common = [str(config), "--seq", "4", "-o"]
+    cold, warm = tmp_path / "cold.cubin", tmp_path / "warm.cubin"
+    assert main(["compile", *common, str(cold), "--emit", "cubin"]) == 0
+    assert "compile cache hit" not in capsys.readouterr().err
+    parsed: list[str] = []
+    real_parse = api.parse
+    monkeypatch.setattr(api, "parse", lambda text: parsed.append(text) or real_parse(text))
+    assert main(["compile", *common, str(warm), "--emit", "cubin"]) == 0
+    assert "compile cache hit: CUDA source read in" in capsys.readouterr().err
+    assert warm.read_bytes() == cold.read_bytes() and not parsed
+    source = tmp_path / "m.cu"
+    assert main(["compile", *common, str(source), "--emit", "cuda-source"]) == 0
+    assert "compile cache hit: CUDA source read in" in capsys.readouterr().err
+    assert not parsed and source.read_text().count("__global__") > 3
+    ir = tmp_path / "m.mlir"
+    assert main(["compile", *common, str(ir), "--emit", "cuda"]) == 0
+    assert "compile cache hit: IR parsed in" in capsys.readouterr().err
+    assert len(parsed) == 1
+    printed = subprocess.run([*LLM_OPT, str(ir), "-t", "cuda"], capture_output=True,
+                             text=True, timeout=300)
+    assert printed.returncode == 0, printed.stderr
+    assert printed.stdout == source.read_text()
+
+
 def test_cache_says_where_the_caches_are(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                          capsys: pytest.CaptureFixture[str]) -> None:
     """``llmopt cache`` prints the compile cache's directory and entry count, and the tuning
