@@ -665,16 +665,17 @@ def series(cases: Sequence[Case]) -> dict[str, list[Case]]:
 
 def schedule_text(case: Case) -> str:
     """A point's product schedules in a few words: how many products took each schedule
-    (``tc`` tensor cores, ``fma`` register tiles, ``coop`` a block per output, ``fallback``
-    one thread per output)."""
-    counts = {"tensor_cores": 0, "register_tile": 0, "coop_reduce": 0, "thread_per_output": 0}
+    (``tc`` tensor cores, ``fma`` register tiles, ``warp`` a warp per output of one row,
+    ``coop`` a block per output, ``fallback`` one thread per output)."""
+    counts = {"tensor_cores": 0, "register_tile": 0, "warp_gemv": 0, "coop_reduce": 0,
+              "thread_per_output": 0}
     for r in case.get("schedule") or []:
         if r.get("kind") == "product" and r.get("schedule") in counts:
             counts[r["schedule"]] += r.get("count", 1)
     if not any(counts.values()):
         return "—"
-    short = {"tensor_cores": "tc", "register_tile": "fma", "coop_reduce": "coop",
-             "thread_per_output": "fallback"}
+    short = {"tensor_cores": "tc", "register_tile": "fma", "warp_gemv": "warp",
+             "coop_reduce": "coop", "thread_per_output": "fallback"}
     return ", ".join(f"{n} {short[k]}" for k, n in counts.items() if n)
 
 

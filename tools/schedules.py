@@ -6,11 +6,12 @@ computes (a matrix product, attention, the sum of ``split-k``'s slices, anything
 it is scheduled, as the IR says it — the ``llmopt.schedule`` knobs, the
 ``tile.forall over blocks`` that spreads the outputs over blocks, ``llmopt.layout = "mma"`` on
 the foralls of a tensor-core tile (or ``mma.sync`` ops), ``llmopt.split``, ``llmopt.flash``. A
-product is scheduled one of four ways:
+product is scheduled one of five ways:
 
 ========================  ==============================================================
 ``tensor_cores``          a register tile in the tensor-core layout (``mma.sync``)
 ``register_tile``         a register tile of FMA micro-tiles (``register-tile``)
+``warp_gemv``             one row: a warp per output, 16-byte loads (``warp-gemv``)
 ``coop_reduce``           a block per output, its threads sharing K (``tile.coop_reduce``)
 ``thread_per_output``     the fallback: one thread per output, a sequential K loop
 ========================  ==============================================================
@@ -67,7 +68,8 @@ class KernelSchedule:
 
     ``kind``: ``product``, ``attention``, ``split_sum`` (adds ``split-k``'s slices) or
     ``other``; ``schedule``: for a product one of ``tensor_cores``, ``register_tile``,
-    ``coop_reduce``, ``thread_per_output`` (see the module docstring), for attention
+    ``warp_gemv``, ``coop_reduce``, ``thread_per_output`` (see the module docstring), for
+    attention
     ``flash``, else the mapping of the kernel's first forall (``blocks``, ``threads``);
     ``tile``: ``bm×bn/tm×tn`` of a register tile; ``split``: K slices; ``shape``: the product's
     size when known; ``blocks``: the extents of its ``tile.forall over blocks``; ``knobs``: the
@@ -138,6 +140,9 @@ def product_shapes(module: ModuleOp) -> dict[str, ProductShape]:
             continue
         found = match_contraction(kernel)
         if found is None:
+            coop = _coop_product(kernel)  # one row: the row schedule, before warp-gemv
+            if coop is not None:
+                shapes[kernel.sym_name.data] = _rows_shape(coop[0].shape, coop[1].trip_count)
             continue
         ext = found.extents
         batch = math.prod(ext[d] for d in found.batch)
@@ -217,6 +222,7 @@ def _shape_of(name: str, shapes: Mapping[str, ProductShape]) -> ProductShape | N
 
 def _record(kernel: tile.KernelOp, shapes: Mapping[str, ProductShape]) -> KernelSchedule:
     from llmopt.passes.tile.register_tile import match_contraction
+    from llmopt.passes.tile.warp_gemv import GEMV_ATTR
 
     name = kernel.sym_name.data
     knobs = _knobs(kernel)
@@ -251,6 +257,8 @@ def _record(kernel: tile.KernelOp, shapes: Mapping[str, ProductShape]) -> Kernel
         return KernelSchedule(kind="product", schedule="thread_per_output",
                               shape=shape or _rows_shape(forall.shape, red.trip_count),
                               **common)
+    if GEMV_ATTR in kernel.attributes:
+        return KernelSchedule(kind="product", schedule="warp_gemv", shape=shape, **common)
     coop = _coop_product(kernel)
     if coop is not None:
         forall, coop_reduce = coop
@@ -289,11 +297,11 @@ def schedule_records(module: ModuleOp, shapes: Mapping[str, ProductShape] | None
 def summarize_schedules(records: Sequence[KernelSchedule | Mapping[str, Any]]
                         ) -> dict[str, int]:
     """How many products took each schedule (``tensor_cores``, ``register_tile``,
-    ``coop_reduce``, ``thread_per_output``), how many attention kernels there are, and
-    ``fallback_16``: products of 16 rows or more left one thread per output. Takes records or
-    their :meth:`KernelSchedule.to_json`."""
+    ``warp_gemv``, ``coop_reduce``, ``thread_per_output``), how many attention kernels there
+    are, and ``fallback_16``: products of 16 rows or more left one thread per output. Takes
+    records or their :meth:`KernelSchedule.to_json`."""
     rows = [r.to_json() if isinstance(r, KernelSchedule) else dict(r) for r in records]
-    counts = {"tensor_cores": 0, "register_tile": 0, "coop_reduce": 0,
+    counts = {"tensor_cores": 0, "register_tile": 0, "warp_gemv": 0, "coop_reduce": 0,
               "thread_per_output": 0, "attention": 0, "fallback_16": 0}
     for r in rows:
         if r.get("kind") == "attention":

@@ -63,11 +63,15 @@ def test_the_tensor_core_layout() -> None:
 
 
 def test_a_block_per_output_and_the_fallback() -> None:
-    """One row: the row schedule (a block per output, its threads sharing K); 17 rows of
-    512 outputs, which no register tile divides: a ragged register tile, and before
-    ``register-tile`` one thread per output, a fallback of 16 rows or more."""
+    """One row: the row schedule (a block per output, its threads sharing K), then a warp
+    per output after ``warp-gemv``; 17 rows of 512 outputs, which no register tile divides:
+    a ragged register tile, and before ``register-tile`` one thread per output, a fallback
+    of 16 rows or more."""
     (gemv,) = _products(lower_with_schedules(_linear(1, 64, 96), "lower-to-cuda"))
-    assert gemv.schedule == "coop_reduce" and gemv.shape == ProductShape(1, 1, 96, 64)
+    assert gemv.schedule == "warp_gemv" and gemv.shape == ProductShape(1, 1, 96, 64)
+    (coop,) = _products(lower_with_schedules(
+        _linear(1, 64, 96), "torch-to-prim,canonicalize,prim-to-loop,fuse-kernels,loop-to-tile"))
+    assert coop.schedule == "coop_reduce" and coop.shape == ProductShape(1, 1, 96, 64)
     (tiled,) = _products(lower_with_schedules(_linear(17, 64, 512), "lower-to-cuda"))
     assert tiled.schedule == "register_tile" and not tiled.fallback
     (ragged,) = _products(lower_with_schedules(
@@ -76,8 +80,9 @@ def test_a_block_per_output_and_the_fallback() -> None:
     assert ragged.shape == ProductShape(1, 17, 512, 64)
     as_json = ragged.to_json()
     assert as_json["shape"] == "1x17x512x64" and as_json["rows"] == 17 and as_json["fallback"]
-    summary = summarize_schedules([gemv, ragged.to_json()])
-    assert summary["coop_reduce"] == 1 and summary["thread_per_output"] == 1
+    summary = summarize_schedules([gemv, coop, ragged.to_json()])
+    assert summary["warp_gemv"] == 1 and summary["coop_reduce"] == 1
+    assert summary["thread_per_output"] == 1
     assert summary["fallback_16"] == 1 and summary["tensor_cores"] == 0
 
 
