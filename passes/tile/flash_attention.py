@@ -628,7 +628,8 @@ class FlashAttention(ModulePass):
                 return option or knobs.get(name, 0)
 
             blocks = choose_attention_blocks(*chain.dims, gpu.sms, setting(self.bm, "bm"),
-                                   setting(self.bn, "bn"), setting(self.warps, "warps"))
+                                             setting(self.bn, "bn"), setting(self.warps, "warps"),
+                                             chain.exp.max.bound is not None)
             if blocks is None:
                 continue
             anchor = chain.output.kernel

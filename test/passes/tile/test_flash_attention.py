@@ -175,6 +175,10 @@ def test_choose_blocks() -> None:
     assert choose_blocks(32, 200, 200, 64, 132) == Blocks(32, 64, 8)  # 32 x 7 blocks of 32
     assert choose_blocks(4, 64, 64, 16, 132, 32, 32) == Blocks(32, 32, 4)
     assert choose_blocks(4, 64, 64, 16, 132, 24, 0) is None  # not a multiple of 16
+    # a decode step's keys, a cache of runtime length up to 2032: 64 keys a block, though
+    # only 16 divides the maximum (every length is ragged)
+    assert choose_blocks(32, 1, 2032, 64, 132) == Blocks(16, 16, 2)
+    assert choose_blocks(32, 1, 2032, 64, 132, runtime_keys=True) == Blocks(16, 64, 8)
     assert choose_blocks(4, 64, 64, 16, 132, 32, 32, 8) is None  # 8 warps: a D of 16 < 64
 
 
