@@ -175,7 +175,8 @@ def test_lower_to_cuda_keeps_the_meaning(name: str) -> None:
         ("frag", "a_hi", "a_lo", "b_hi", "b_lo", "part"))]  # vector and mma fragments
     accumulators = [op for op in locals_ if op not in fragments]
     tiles = [op for op in _ops(lowered, "kernel.shared")
-             if len(op.results[0].type.get_shape()) >= 2]
+             if len(op.results[0].type.get_shape()) >= 2
+             and not (op.results[0].name_hint or "").startswith("part")]  # not warp-gemv's
     copies = _ops(lowered, "kernel.async_copy")
     kernels = [op.sym_name.data for op in _ops(lowered, "kernel.func")]
     if name in SCHEDULED:
@@ -187,8 +188,8 @@ def test_lower_to_cuda_keeps_the_meaning(name: str) -> None:
         assert locals_ and tiles, f"{name}: no register tile in\n{lowered}"
         # the edge blocks clamp the rows they stage and guard the outputs they store
         assert _ops(lowered, "arith.minsi") and _ops(lowered, "scf.if"), lowered
-    else:  # fewer outputs than a ragged tile is worth
-        assert not locals_ and not tiles and not copies, (
+    else:  # fewer outputs than a ragged tile is worth (warp-gemv's fragments at most)
+        assert not accumulators and not tiles and not copies, (
             f"{name}: scheduled although nothing divides:\n{lowered}")
     assert any(k.endswith("_split") for k in kernels) == (name == "linear"), kernels
     if name == "attention":
@@ -297,6 +298,8 @@ def test_attention_output_in_merged_heads_keeps_blocks_within_a_head() -> None:
     assert (896, (0, 128)) in periods.values(), periods
     lowered = llmopt.lower(module.clone(), _without_flash(_to_kernel_ir()))
     for func in _ops(lowered, "kernel.func"):
+        if "llmopt.gemv" in func.attributes:
+            continue  # one row a block: a warp per output reading 16-byte fragments
         if _ops(func, "kernel.local"):  # register-tiled: both operands staged
             assert len(_ops(func, "kernel.shared")) >= 2, func
     report = llmopt.check_numerics(module, "lower-to-cuda")
