@@ -356,9 +356,9 @@ def divergence(model: PreTrainedModel, prompt: Sequence[int], tokens: Sequence[i
     """Where greedy ``tokens`` first leave ``reference`` (both after ``prompt``), and how
     close the reference's choice was there: ``None`` when they agree; else the step, both
     tokens, the gap between their logits in ``model``'s own forward (its dtype) on the
-    prompt and the reference's tokens before that step, the bound ``NEAR_TIE_UNITS · eps ·
-    max |logit|`` and whether the gap is below it (a near-tie: an order of rounding can pick
-    either token)."""
+    prompt and the reference's tokens before that step (negative when that forward prefers
+    ``tokens``' choice), the bound ``NEAR_TIE_UNITS · eps · max |logit|`` and whether the
+    gap is at most the bound (a near-tie: an order of rounding can pick either token)."""
     import torch
 
     step = next((k for k, (a, b) in enumerate(zip(tokens, reference, strict=False))
@@ -373,4 +373,4 @@ def divergence(model: PreTrainedModel, prompt: Sequence[int], tokens: Sequence[i
     eps = torch.finfo(next(model.parameters()).dtype).eps
     bound = NEAR_TIE_UNITS * eps * float(logits.abs().max())
     return {"step": step, "token": ours, "reference_token": theirs, "logit_gap": gap,
-            "bound": bound, "near_tie": abs(gap) <= bound}
+            "bound": bound, "near_tie": gap <= bound}
