@@ -21,9 +21,11 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from suite import build_eager_graph, cuda_time_ms  # the op suite's graph and timing
 
 HEADS = {"tinyllama": (32, 4, 64), "qwen2.5-7b": (28, 4, 128)}
 """Query heads, key/value heads and the head dim of each model."""
+REPS, WARMUP = 200, 10
 
 
 def attention(q: torch.Tensor, cache_k: torch.Tensor, cache_v: torch.Tensor) -> torch.Tensor:
@@ -31,34 +33,6 @@ def attention(q: torch.Tensor, cache_k: torch.Tensor, cache_v: torch.Tensor) -> 
     keys = cache_k.permute(1, 0, 2).unsqueeze(0)
     values = cache_v.permute(1, 0, 2).unsqueeze(0)
     return torch.nn.functional.scaled_dot_product_attention(q, keys, values, enable_gqa=True)
-
-
-def replay_ms(fn: Any, reps: int = 200) -> float:
-    """The median milliseconds of ``fn()`` (a graph replay), timed with CUDA events."""
-    for _ in range(10):
-        fn()
-    times = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return sorted(times)[len(times) // 2]
-
-
-def eager_graph(args: list[torch.Tensor]) -> Any:
-    """PyTorch's attention captured into a CUDA graph; returns its replay."""
-    stream = torch.cuda.Stream()
-    with torch.cuda.stream(stream):
-        for _ in range(3):
-            attention(*args)
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        attention(*args)
-    return graph.replay
 
 
 def pipeline_with(variant: str, arch: str) -> str:
@@ -98,8 +72,11 @@ def main() -> int:
                 exact = attention(*(a.double() for a in inputs))
                 rec: dict[str, Any] = {"model": model, "dtype": dtype_name, "ctx": ctx,
                                        "kv_bytes": 2 * inputs[1].numel() * inputs[1].element_size()}
-                rec["eager_ms"] = replay_ms(lambda inputs=inputs: attention(*inputs))
-                rec["eager_graph_ms"] = replay_ms(eager_graph(inputs))
+                graph = build_eager_graph(attention, tuple(inputs)).replay
+                assert graph is not None
+                rec["eager_ms"] = cuda_time_ms(lambda inputs=inputs: attention(*inputs),
+                                               REPS, WARMUP)
+                rec["eager_graph_ms"] = cuda_time_ms(graph, REPS, WARMUP)
                 torch_err = float((attention(*inputs).double() - exact).abs().max())
                 rec["torch_err"] = torch_err
                 for variant in variants:
@@ -109,7 +86,7 @@ def main() -> int:
                     build = time.perf_counter() - began
                     (out,) = fn(*inputs)
                     err = float((out.double() - exact).abs().max())
-                    ms = replay_ms(lambda fn=fn, inputs=inputs: fn(*inputs))
+                    ms = cuda_time_ms(lambda fn=fn, inputs=inputs: fn(*inputs), REPS, WARMUP)
                     rec[f"llmopt[{variant}]"] = {"ms": ms, "err": err, "build_s": build}
                 records.append(rec)
                 cells = "  ".join(f"{k} {v['ms'] * 1e3:.1f} us (err {v['err']:.1e})"

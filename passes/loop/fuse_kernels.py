@@ -26,9 +26,11 @@ A producer with several consumer kernels is copied into each, so it must read on
 that no kernel writes (the function's inputs and weights): copying a producer that reads an
 intermediate would chain the copies — a residual stream recomputed from every earlier layer
 in every later one. A producer that only moves values (its stored value is a load: a
-reshape, transpose or broadcast) is the exception to both rules: inlined, each consumer
-reads the moved buffer itself and nothing is computed twice — a decode step's rotary
-``cos``/``sin`` rows, unsqueezed in every layer for two kernels each, then cost no kernel.
+reshape, transpose or broadcast) is the exception to both rules when no consumer reduces:
+inlined, each consumer reads the moved buffer itself and nothing is computed twice — a
+decode step's rotary ``cos``/``sin`` rows, unsqueezed in every layer for two kernels each,
+then cost no kernel. The operands of products and reductions stay as they were: the Tile-IR
+product schedules (register tiles, ``flash-attention``) match loads of plain buffers.
 
 Loops of extent 1 count as used (running once, they multiply nothing). An index operand
 that is not an induction variable (a data-dependent coordinate, e.g. a token id loaded and
@@ -452,7 +454,8 @@ def _fuse_one(stale: set[loop.KernelOp], position: dict[loop.KernelOp, int],
         if producer.has_reduce and len(consumers) > 1:
             continue
         sites = [(c, ld) for c in consumers for ld in loads_of(c, buffer)]
-        copy = is_copy(producer)  # inlined, a load: nothing to hoist, nothing recomputed
+        copy = is_copy(producer) and not any(  # inlined, a load: nothing recomputed
+            isinstance(op, loop.ReduceOp) for c in consumers for op in c.walk())
         if not copy and not all(site_is_legal(ld, c, producer) for c, ld in sites):
             continue
         if producer.has_reduce and len(sites) > 1 and (

@@ -44,9 +44,12 @@ def lin_sum(*parts: tuple[int, Linear]) -> Linear:
     return Linear.of(*terms, const=sum(coef * lin.const for coef, lin in parts))
 
 
-def at(coords: Sequence[Linear]) -> tuple[AffineMap, list[SSAValue]]:
-    """The affine map and operands of an access at ``coords``."""
-    operands: list[SSAValue] = []
+def at(coords: Sequence[Linear], operands: list[SSAValue] | None = None
+       ) -> tuple[AffineMap, list[SSAValue]]:
+    """The affine map and operands of an access at ``coords``; given ``operands`` (another
+    access's, for a copy whose two maps share one operand list), they are extended and the
+    map is over all of them."""
+    operands = [] if operands is None else operands
     results: list[AffineExpr] = []
     for lin in coords:
         expr: AffineExpr = AffineConstantExpr(lin.const)
