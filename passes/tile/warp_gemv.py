@@ -89,6 +89,8 @@ MAX_ROWS = 8
 CHUNKS_IN_FLIGHT = 4
 """The chunk loop is unrolled this far, so a lane has this many 16-byte loads of each
 operand in flight."""
+
+
 def choose_rows(outputs: int, sms: int) -> int:
     """The outputs a block: the largest power of two up to :data:`MAX_ROWS` that leaves at
     least one block a multiprocessor (a small product spreads over the whole GPU)."""
