@@ -1,0 +1,224 @@
+#!/usr/bin/env bash
+# compute-sanitizer memcheck and racecheck over the kernels llmopt generates for TinyLlama-1.1B
+# and Qwen2.5-7B (one decoder layer and the lm_head at real dimensions, and the decode step),
+# on a GPU host, in steps of explicit time limits, the most important first. The kernels are
+# run by bench/sanitize_models.py (see its docstring).
+#
+# Usage (from the repository root): bash bench/sanitize.sh [LOG_DIR]
+#   LOG_DIR (default: $OUT if set, else build/sanitize) gets one log per step and summary.txt;
+#   the summary table is printed at the end.
+#
+# 1. Prebuild, without the sanitizer: every program the selected steps run is lowered and
+#    compiled into the compile cache ($LLMOPT_CACHE_DIR, default build/sanitize-cache), by
+#    processes side by side: Qwen2.5-7B's whole-model programs (the first step waits for
+#    these only), the Generators and TinyLlama's program meanwhile. A warm cache makes this a
+#    matter of seconds.
+# 2. The sanitized steps, in this order; each finds its programs in the cache
+#    (--require-cached) and makes its weights on the CPU, so that the sanitized process spends
+#    its time in llmopt's kernels:
+#      racecheck-qwen       Qwen2.5-7B whole model, FP32, at 128, 200 (ragged) and 512 tokens
+#      memcheck-decode      the Generators of both models, FP32 and BF16: the prefill of a
+#                           300-token prompt, then three decode steps (warp-per-output
+#                           products, flash-decoding with split keys and its merge), the
+#                           later ones replayed from the step's CUDA graph
+#      racecheck-decode     the same under racecheck
+#      memcheck-qwen        as racecheck-qwen, with torch's caching allocator off (every
+#                           buffer its own allocation, so that memcheck knows its bounds)
+#      racecheck-tinyllama  TinyLlama whole model, FP32, at 512 tokens
+#
+# Time: the script stops within BUDGET_S seconds (default 480). Every step runs under
+# `timeout` with the limit given below, cut to what is left of the budget, and is skipped when
+# less than MIN_STEP_S seconds (default 20) are left; a step stopped by its limit keeps the
+# lines its run printed (each says what finished, and when). Environment:
+#   STEPS           the sanitized steps to run (default: all five, in the order above)
+#   SANITIZER       the compute-sanitizer command (default: compute-sanitizer on the PATH,
+#                   else /usr/local/cuda/bin/compute-sanitizer)
+#   SANITIZER_ARGS  more compute-sanitizer options for every step. A run too long for one
+#                   step splits into pieces by launches: "--launch-skip 40 --launch-count 40"
+#                   checks launches 41 to 80 only (the others run unchecked); or by kernel name:
+#                   "--kernel-name kns=merge" checks only kernels whose name contains "merge"
+#   EXCLUDE_TORCH   1 (default): torch's own kernels (at::native, whose mangled names contain
+#                   "at6native") are not checked, by --kernel-name-exclude kns=at6native, if
+#                   this compute-sanitizer accepts that option; 0: every kernel is checked
+#   NO_GRAPH        1: the decode steps launch every kernel from the host (a decode program
+#                   that takes its length as an argument) instead of replaying a CUDA graph
+#   INIT_DEVICE     where the sanitized runs make their seeded random weights: cpu (default)
+#                   or cuda (faster, but torch's initialisation kernels then run under the
+#                   sanitizer, unchecked only where EXCLUDE_TORCH takes effect)
+# Exit status: 0 when every step ran and passed, 1 otherwise.
+set -uo pipefail
+
+began=$SECONDS
+budget=${BUDGET_S:-480}
+min_step=${MIN_STEP_S:-20}
+logs=${1:-${OUT:-build/sanitize}}
+steps=${STEPS:-racecheck-qwen memcheck-decode racecheck-decode memcheck-qwen racecheck-tinyllama}
+mkdir -p "$logs" || exit 1
+export LLMOPT_CACHE_DIR=${LLMOPT_CACHE_DIR:-$PWD/build/sanitize-cache}
+export PYTHONUNBUFFERED=1
+
+if [ -d .whl ] && ! python3 -c 'import xdsl' 2>/dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl || exit 1
+  export PYTHONPATH=/tmp/site PATH=/tmp/site/bin:$PATH
+fi
+python3 -m pip install -q --no-index --no-deps --no-build-isolation -e . >/dev/null || exit 1
+
+if [ -n "${SANITIZER:-}" ]; then
+  sanitizer=$SANITIZER
+elif command -v compute-sanitizer >/dev/null 2>&1; then
+  sanitizer=compute-sanitizer
+else
+  sanitizer=/usr/local/cuda/bin/compute-sanitizer
+fi
+read -r -a extra <<< "${SANITIZER_ARGS:-}"
+
+summary=$logs/summary.txt
+{
+  echo "# compute-sanitizer over llmopt's kernels"
+  echo "GPU: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)"
+  echo "sanitizer: $("$sanitizer" --version 2>/dev/null | grep -i version | head -1)"
+  if git rev-parse --verify -q HEAD > /dev/null 2>&1; then
+    echo "commit: $(git rev-parse --short HEAD)$(git diff --quiet HEAD || echo ' (with local changes)')"
+  fi
+  echo "compile cache: $LLMOPT_CACHE_DIR; budget ${budget} s"
+} > "$summary"
+
+exclude=()
+if [ "${EXCLUDE_TORCH:-1}" = 1 ]; then
+  if timeout 30 "$sanitizer" --kernel-name-exclude kns=at6native --require-cuda-init no \
+      /bin/true > "$logs/probe.log" 2>&1; then
+    exclude=(--kernel-name-exclude kns=at6native)
+    echo "torch's at::native kernels excluded (--kernel-name-exclude kns=at6native)" >> "$summary"
+  else
+    echo "every kernel checked (this sanitizer refused --kernel-name-exclude, see probe.log)" >> "$summary"
+  fi
+else
+  echo "every kernel checked" >> "$summary"
+fi
+
+py=(python3 bench/sanitize_models.py)
+graph=()
+[ "${NO_GRAPH:-0}" = 1 ] && graph=(--no-graph)
+qwen=(--models qwen2.5-7b --layers 1 --seqs 128 200 512)
+decode=(--decode --models qwen2.5-7b tinyllama --layers 1 --dtypes float32 bfloat16
+        --contexts 300 --new 4 ${graph[@]+"${graph[@]}"})
+tinyllama=(--models tinyllama --layers 1 --seqs 512)
+
+rows=()
+failed=0
+left() { echo $(( budget - (SECONDS - began) )); }
+row() {  # step, limit, seconds taken, exit status, result
+  rows+=("$(printf '%-20s %6s %6s %5s  %s' "$1" "$2" "$3" "$4" "$5")")
+  echo "== $1: $5 (limit $2 s, took $3 s, exit $4)"
+}
+
+# --- prebuild: one background process per group, each under its own limit -----------------
+declare -A pid
+start_prebuild() {  # group, limit, arguments of sanitize_models.py
+  local group=$1 limit=$2
+  shift 2
+  (( limit > $(left) )) && limit=$(left)
+  (
+    start=$SECONDS
+    timeout -k 10 "$limit" "${py[@]}" --prebuild "$@" < /dev/null > "$logs/prebuild-$group.log" 2>&1
+    echo "$? $(( SECONDS - start )) $limit" > "$logs/prebuild-$group.status"
+  ) &
+  pid[$group]=$!
+}
+declare -A prebuilt
+wait_prebuild() {  # group; its exit status, its row added once
+  local group=$1 code=1 took=- limit=-
+  if [ -z "${prebuilt[$group]+x}" ]; then
+    wait "${pid[$group]}"
+    [ -f "$logs/prebuild-$group.status" ] && read -r code took limit < "$logs/prebuild-$group.status"
+    prebuilt[$group]=$code
+    local result="every program in the compile cache"
+    case $code in
+      0) ;;
+      124|137) result="TIMED OUT"; failed=1 ;;
+      *) result="FAILED (see prebuild-$group.log)"; failed=1 ;;
+    esac
+    row "prebuild-$group" "$limit" "$took" "$code" "$result"
+  fi
+  return "${prebuilt[$group]}"
+}
+
+group_of() {
+  case $1 in
+    *-qwen) echo qwen ;;
+    *-decode) echo decode ;;
+    *-tinyllama) echo tinyllama ;;
+  esac
+}
+needed=" "
+for step in $steps; do needed+="$(group_of "$step") "; done
+[[ $needed == *" qwen "* ]] && start_prebuild qwen 240 "${qwen[@]}"
+[[ $needed == *" decode "* ]] && start_prebuild decode 300 "${decode[@]}"
+[[ $needed == *" tinyllama "* ]] && start_prebuild tinyllama 240 "${tinyllama[@]}"
+
+# --- the sanitized steps ----------------------------------------------------------------------
+run_step() {  # step, tool, limit, runs expected, environment assignment or -, arguments
+  local step=$1 tool=$2 limit=$3 expected=$4 assign=$5
+  shift 5
+  local group
+  group=$(group_of "$step")
+  if (( $(left) < min_step )); then
+    row "$step" "$limit" - - "skipped: the budget is spent"; failed=1; return
+  fi
+  if ! wait_prebuild "$group"; then
+    row "$step" "$limit" - - "skipped: prebuild-$group failed"; failed=1; return
+  fi
+  if (( $(left) < min_step )); then
+    row "$step" "$limit" - - "skipped: the budget is spent"; failed=1; return
+  fi
+  (( limit > $(left) )) && limit=$(left)
+  local env_args=()
+  [ "$assign" != - ] && env_args=("$assign")
+  local log=$logs/$step.log start=$SECONDS code
+  echo "== $step: $tool, limit $limit s, log $log"
+  timeout -k 10 "$limit" env ${env_args[@]+"${env_args[@]}"} "$sanitizer" --tool "$tool" \
+    --print-limit 20 --error-exitcode 3 ${exclude[@]+"${exclude[@]}"} \
+    ${extra[@]+"${extra[@]}"} "${py[@]}" --require-cached --init-device "${INIT_DEVICE:-cpu}" \
+    "$@" < /dev/null > "$log" 2>&1
+  code=$?
+  local took=$(( SECONDS - start ))
+  local verdict ok bad miss
+  verdict=$(grep -a -E '(ERROR|RACECHECK) SUMMARY' "$log" | tail -1 | sed -E 's/^=+ *//')
+  ok=$(grep -a -c -E 'finite logits: True|in the vocabulary: True' "$log")
+  bad=$(grep -a -c -E 'finite logits: False|in the vocabulary: False' "$log")
+  miss=$(grep -a -c 'NOT in the compile cache' "$log")
+  local result="${verdict:-no sanitizer summary}; $ok/$expected runs done"
+  (( bad > 0 )) && result+=", $bad with bad outputs"
+  (( miss > 0 )) && result+=", $miss lowered in the run (not prebuilt)"
+  case $code in
+    0) ;;
+    124|137) result="TIMED OUT: $result" ;;
+    3) result="ERRORS FOUND: $result" ;;
+    *) result="FAILED: $result" ;;
+  esac
+  (( code != 0 || bad > 0 || ok < expected )) && failed=1
+  row "$step" "$limit" "$took" "$code" "$result"
+}
+
+for step in $steps; do
+  case $step in
+    racecheck-qwen) run_step "$step" racecheck 210 3 - "${qwen[@]}" ;;
+    memcheck-decode) run_step "$step" memcheck 120 4 - "${decode[@]}" ;;
+    racecheck-decode) run_step "$step" racecheck 150 4 - "${decode[@]}" ;;
+    memcheck-qwen) run_step "$step" memcheck 100 3 PYTORCH_NO_CUDA_MEMORY_CACHING=1 "${qwen[@]}" ;;
+    racecheck-tinyllama) run_step "$step" racecheck 90 1 - "${tinyllama[@]}" ;;
+    *) row "$step" - - - "unknown step"; failed=1 ;;
+  esac
+done
+for group in "${!pid[@]}"; do wait_prebuild "$group" > /dev/null; done
+
+{
+  echo
+  printf '%-20s %6s %6s %5s  %s\n' step limit took exit result
+  printf '%s\n' "${rows[@]}"
+  echo
+  echo "total $(( SECONDS - began )) s of a ${budget} s budget"
+} >> "$summary"
+echo
+cat "$summary"
+exit "$failed"
