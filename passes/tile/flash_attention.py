@@ -69,13 +69,19 @@ over the splits, weighted by ``exp(m_s - max_s m_s)`` — finishes the output.
 ``match_exp`` takes a decode step's form: with one query the row maximum stands outside
 the query loop of extent 1.
 
+**Grouped heads** (:mod:`~llmopt.passes.tile._group_heads`): with one query a head and
+``G`` query heads reading each key/value head (grouped-query attention), a block's rows are
+the ``G`` query heads of one key/value head instead of the queries of one head: each key
+block is read once for the group and the grid has ``G`` times fewer head blocks (so more
+splits of the keys).
+
 Options: ``bm`` (query rows per block, a multiple of 16), ``bn`` (keys per block, a
 multiple of 16), ``warps``, ``stages`` (written into the kernel's schedule for
 ``async-copy``), ``tensor_cores`` (mark the products for ``mma-fragments`` where ``arch`` has
 TF32 ``mma.sync``; default on), ``splits`` (of the keys; 0 = chosen, 1 = none),
-``tuned`` (0: read no tuning table), ``arch``. Like every schedule knob, ``bm``, ``bn``,
-``warps``, ``stages`` and ``splits`` come from the pass option when set,
-else from an ``llmopt.schedule`` on the chain's scores kernel (an IR file's, or a
+``group_heads`` (default on), ``tuned`` (0: read no tuning table), ``arch``. Like every
+schedule knob, ``bm``, ``bn``, ``warps``, ``stages`` and ``splits`` come from the pass
+option when set, else from an ``llmopt.schedule`` on the chain's scores kernel (an IR file's, or a
 candidate's of ``llmopt tune``), else from the tuning tables ``apply-tuned`` reads, keyed on
 the chain's structural hash (:mod:`llmopt.tools.tune_attention`), else from the heuristics,
 :func:`~llmopt.passes.tile._schedule.choose_attention_blocks` (0 = unset). The kernel's
@@ -126,6 +132,7 @@ from llmopt.passes.tile._access import (
     store_at,
 )
 from llmopt.passes.tile._attention import NEG_INF, Chain, bound, factor, match_chain
+from llmopt.passes.tile._group_heads import HeadGroups, match_groups
 from llmopt.passes.tile._online_softmax import OnlineSoftmax, const_float, shared
 from llmopt.passes.tile._schedule import (
     SCHEDULE_ATTR,
@@ -154,6 +161,8 @@ ROW_PAD = 4
 V_PAD = 8
 """Padding of ``vs``, whose fragments read 4 rows × 8 columns: rows ≡ 8 (mod 32) words."""
 UNROLL_K = 8
+MAX_GROUP = 16
+"""The most query heads grouped into one block's rows (a block has at least 16 rows)."""
 """How far CUDA unrolls the chunk loops of the two products (their loads overlap)."""
 INDEX = IndexType()
 
@@ -207,8 +216,9 @@ class FlashKernel:
     :meth:`build` appends the steps to the block's body and to the loop over key blocks."""
 
     def __init__(self, chain: Chain, blocks: AttentionBlocks, name: str, mma: bool,
-                 splits: int = 1) -> None:
+                 splits: int = 1, groups: HeadGroups | None = None) -> None:
         self.chain, self.bm, self.bn, self.splits = chain, blocks.bm, blocks.bn, splits
+        self.groups = groups
         bm, bn = self.bm, self.bn
         sc, ex, out = chain.scores, chain.exp, chain.output
         self.extents = [lp.trip_count for lp in ex.ivs]
@@ -227,7 +237,11 @@ class FlashKernel:
         self.ragged = (self.extents[-1] % bm != 0 or query_bound is not None,
                        self.keys % bn != 0 or key_bound is not None)
         self.heavy_first = ex.causal and n_qb > 1
-        grid = [n_qb, *self.extents[:-1]] if self.heavy_first else [*self.extents[:-1], n_qb]
+        outer = list(self.extents[:-1])  # the batch… extents of the blocks
+        if groups is not None:  # a block's rows are the query heads of one group
+            outer[groups.dim] //= groups.size
+            self.ragged = (groups.size < bm, self.ragged[1])
+        grid = [n_qb, *outer] if self.heavy_first else [*outer, n_qb]
         self.host_ops: list[Operation] = []
         """Ops before the launch: the runtime grid, from the function's length; the
         partial results' buffers when the keys are split."""
@@ -241,7 +255,7 @@ class FlashKernel:
         if query_bound is not None:
             length = bound(ex.kernel, query_bound)
             assert length is not None
-            self.host_ops, grid_size = launch_grid(length, bm, math.prod(self.extents[:-1]))
+            self.host_ops, grid_size = launch_grid(length, bm, math.prod(outer))
         self.kernel = tile.KernelOp(name, [min(math.prod(grid), 2**31 - 1), 1, 1],
                                     [self.threads, 1, 1], buffers, grid_size=grid_size)
         self.kernel.attributes["llmopt.flash"] = StringAttr(f"{bm}x{bn}")
@@ -263,7 +277,9 @@ class FlashKernel:
         self.body = forall.body.block
         self.qb, batch_ivs = self._query_block(list(forall.ivs), n_qb)
         self.role = [Linear.of() if e == 1 else Linear.of((1, b))
-                     for e, b in zip(self.extents[:-1], batch_ivs, strict=True)]
+                     for e, b in zip(outer, batch_ivs, strict=True)]
+        if groups is not None:  # block b of the heads starts at head G·b
+            self.role[groups.dim] = lin_sum((groups.size, self.role[groups.dim]))
         self.q_base = Linear.of((bm, self.qb))
         self.qs = shared([bm, self.dk], typ, "qs", ROW_PAD)
         self.ks = shared([bn, self.dk], typ, "ks", ROW_PAD)
@@ -327,6 +343,16 @@ class FlashKernel:
 
     # --- pieces -----------------------------------------------------------------------------------
 
+    def at_row(self, row: Linear) -> tuple[list[Linear], Linear]:
+        """The batch… coordinates and the query of the block's row ``row``: the block's
+        batch and its query ``q_base + row``, or with grouped heads the head of the row's
+        group (``G·b + row``) and the one query."""
+        if self.groups is None:
+            return self.role, lin_sum((1, self.q_base), (1, row))
+        roles = list(self.role)
+        roles[self.groups.dim] = lin_sum((1, roles[self.groups.dim]), (1, row))
+        return roles, self.q_base
+
     def edge_cloner(self, subst: dict[SSAValue, Linear], values: dict[SSAValue, SSAValue]
                     ) -> Cloner:
         """A cloner whose loads of the kernel's arguments are clamped when a block overhangs
@@ -361,9 +387,11 @@ class FlashKernel:
         forall.body.block.add_op(loop.StoreOp(value, dst.result, ident(2), ab))
         return forall
 
-    def out_subst(self, query: Linear, d: Linear) -> dict[SSAValue, Linear]:
-        """The output band's ivs from the roles (batch from the block, ``query``, ``d``)."""
-        by_role = [*self.role, query, d]
+    def out_subst(self, row: Linear, d: Linear) -> dict[SSAValue, Linear]:
+        """The output band's ivs from the roles at the block's ``row`` (:meth:`at_row`) and
+        ``d``."""
+        roles, query = self.at_row(row)
+        by_role = [*roles, query, d]
         out = self.chain.output
         subst = {lp.iv: Linear.of() for lp in out.ivs}  # extent 1: no role
         subst.update({iv: lin_sum(*((c, by_role[k]) for c, k in rs))
@@ -454,8 +482,9 @@ class FlashKernel:
         s = loop.LoadOp(self.sacc.result, ident(len(ivs)), ivs)
         inner.add_op(s)
         row, col = self.s_lay.row(ivs), self.s_lay.col(ivs)
-        subst = {lp.iv: self.role[k] for k, lp in enumerate(ex.ivs[:-1])}
-        subst[ex.ivs[-1].iv] = lin_sum((1, self.q_base), (1, row))
+        roles, query = self.at_row(row)
+        subst = {lp.iv: roles[k] for k, lp in enumerate(ex.ivs[:-1])}
+        subst[ex.ivs[-1].iv] = query
         subst[ex.max.iv] = lin_sum((1, key_base), (1, col))
         g = self.edge_cloner(subst, {**self.values[ex.kernel], ex.load.result: s.result})
         for op in ex.body:
@@ -497,11 +526,11 @@ class FlashKernel:
         split = Linear.of((1, self.split))
         epi, inner, ivs = self.o_lay.forall("epilogue")
         row = self.o_lay.row(ivs)
-        query = lin_sum((1, self.q_base), (1, row))
+        roles, query = self.at_row(row)
         value = loop.LoadOp(self.oacc.result, ident(len(ivs)), ivs)
         inner.add_op(value)
-        inner = self.inside_queries(inner, query)
-        inner.add_op(loop.StoreOp(value.result, acc_p, *at([split, *self.role, query,
+        inner = self.inside_rows(inner, row)
+        inner.add_op(loop.StoreOp(value.result, acc_p, *at([split, *roles, query,
                                                               self.o_lay.col(ivs)])))
         close_guards(epi.body.block)
         stats, (r,) = block_threads([self.bm], ["r"])
@@ -510,10 +539,10 @@ class FlashKernel:
         loads = [load_at(self.softmax.m, r_lin), load_at(self.softmax.l, r_lin)]
         inner = stats.body.block
         inner.add_ops(loads)
-        query = lin_sum((1, self.q_base), (1, r_lin))
-        inner = self.inside_queries(inner, query)
+        roles, query = self.at_row(r_lin)
+        inner = self.inside_rows(inner, r_lin)
         for load, buffer in zip(loads, (m_p, l_p), strict=True):
-            inner.add_op(loop.StoreOp(load.result, buffer, *at([split, *self.role, query])))
+            inner.add_op(loop.StoreOp(load.result, buffer, *at([split, *roles, query])))
         close_guards(stats.body.block)
         self.body.add_ops([epi, stats])
 
@@ -521,11 +550,16 @@ class FlashKernel:
         """The new kernel's argument bound to the function-level ``outer``."""
         return self.kernel.body.block.args[list(self.kernel.buffers).index(outer)]
 
-    def inside_queries(self, inner: Block, query: Linear) -> Block:
-        """``inner``, or a guard in it when the last query block overhangs the queries."""
+    def inside_rows(self, inner: Block, row: Linear) -> Block:
+        """``inner``, or a guard in it when the block's rows overhang the queries (the last
+        query block) or the group of heads."""
         if not self.ragged[0]:
             return inner
         row_iv = self.chain.exp.ivs[-1].iv
+        if self.groups is not None:
+            return guard_inside(inner, [(Cloner({row_iv: row}).value(row_iv, inner),
+                                         self.groups.size)])
+        query = lin_sum((1, self.q_base), (1, row))
         return guard_inside(inner, [(Cloner({row_iv: query}).value(row_iv, inner),
                                      self.queries)])
 
@@ -546,9 +580,8 @@ class FlashKernel:
             divided = arith.DivfOp(acc.result, total_l.result)
             inner.add_ops([total_l, divided])
             total = divided.result
-        query = lin_sum((1, self.q_base), (1, row))
-        inner = self.inside_queries(inner, query)  # rows past the last: nothing stored
-        cloner = Cloner(self.out_subst(query, self.o_lay.col(ivs)),
+        inner = self.inside_rows(inner, row)  # rows past the last: nothing stored
+        cloner = Cloner(self.out_subst(row, self.o_lay.col(ivs)),
                         {**self.values[out.kernel], out.reduce.result: total})
         for op in out.sums:
             total_l = load_at(self.softmax.l, row)
@@ -566,8 +599,9 @@ class FlashKernel:
         self.init_state()
         batch = {lp.iv: self.role[k] for k, lp in enumerate(sc.ivs[:-2])}
         query_iv, key_iv = sc.ivs[-2].iv, sc.ivs[-1].iv
+        rows_iv = query_iv if self.groups is None else sc.ivs[self.groups.dim].iv
         self.body.add_op(self.stage(sc.q, {**batch, query_iv: self.q_base}, sc.kernel,
-                                    self.qs, ("ii", "dd"), {query_iv: 0, sc.reduce.iv: 1}))
+                                    self.qs, ("ii", "dd"), {rows_iv: 0, sc.reduce.iv: 1}))
         kb_body, key_base = self.key_loop()
         kb_body.add_op(self.stage(sc.k, {**batch, key_iv: key_base}, sc.kernel, self.ks,
                                   ("jj", "dd"), {key_iv: 0, sc.reduce.iv: 1}))
@@ -594,7 +628,8 @@ def _runtime_batch(chain: Chain) -> bool:
 class FlashAttention(ModulePass):
     """Fuse attention into one flash kernel with an online softmax (see the module
     docstring). Options: ``bm``, ``bn``, ``warps``, ``splits`` (0 = chosen from the shape),
-    ``tensor_cores``, ``stages``, ``tuned`` (0: ignore the tuning tables), ``arch``."""
+    ``group_heads``, ``tensor_cores``, ``stages``, ``tuned`` (0: ignore the tuning tables),
+    ``arch``."""
 
     name = "flash-attention"
 
@@ -604,6 +639,7 @@ class FlashAttention(ModulePass):
     tensor_cores: bool = True
     stages: int = 0
     splits: int = 0
+    group_heads: bool = True
     tuned: int = 1
     arch: str = "sm_90"
 
@@ -627,20 +663,24 @@ class FlashAttention(ModulePass):
             def setting(option: int, name: str, knobs: dict[str, int] = knobs) -> int:
                 return option or knobs.get(name, 0)
 
-            blocks = choose_attention_blocks(*chain.dims, gpu.sms, setting(self.bm, "bm"),
-                                             setting(self.bn, "bn"), setting(self.warps, "warps"),
+            groups = match_groups(chain, MAX_GROUP) if self.group_heads else None
+            rows, queries, keys, head_dim = chain.dims
+            if groups is not None:  # the rows of a block are the heads of a group
+                rows, queries = rows // groups.size, groups.size
+            blocks = choose_attention_blocks(rows, queries, keys, head_dim, gpu.sms,
+                                             setting(self.bm, "bm"), setting(self.bn, "bn"),
+                                             setting(self.warps, "warps"),
                                              chain.exp.max.bound is not None)
-            if blocks is None:
+            if blocks is None or (groups is not None and groups.size > blocks.bm):
                 continue
             anchor = chain.output.kernel
             mma = self.tensor_cores and has_tensor_cores(self.arch, chain.scores.reduce
                                                          .result.type)
-            queries = chain.exp.ivs[-1]
-            n_qb = -(-queries.trip_count // blocks.bm)
-            splits = choose_splits(chain.dims[0] * n_qb, -(-chain.dims[2] // blocks.bn),
-                                   gpu.sms, chain.exp.causal, queries.bound is None,
+            n_qb = -(-queries // blocks.bm)
+            splits = choose_splits(rows * n_qb, -(-keys // blocks.bn), gpu.sms,
+                                   chain.exp.causal, chain.exp.ivs[-1].bound is None,
                                    setting(self.splits, "splits"))
-            flash = FlashKernel(chain, blocks, anchor.sym_name.data, mma, splits)
+            flash = FlashKernel(chain, blocks, anchor.sym_name.data, mma, splits, groups)
             new = flash.build()
             if shared_bytes(new) > gpu.max_smem:
                 continue

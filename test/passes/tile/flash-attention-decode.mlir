@@ -1,18 +1,25 @@
 // RUN: llm-opt %s -p 'flash-attention{splits=4 bn=16}' | filecheck %s
+// RUN: llm-opt %s -p 'flash-attention{splits=4 bn=16 group_heads=false}' | filecheck %s --check-prefix=ALONE
 // RUN: llm-opt %s -p 'flash-attention{splits=4 bn=16},loop-to-tile,async-copy,pad-shared,mma-fragments,vector-fragments,tile-to-kernel' --check-numerics --check-numerics-lengths 6 2>&1 >/dev/null | filecheck %s --check-prefix=NUM
+// RUN: llm-opt %s -p 'flash-attention{group_heads=false},loop-to-tile,async-copy,pad-shared,mma-fragments,vector-fragments,tile-to-kernel' --check-numerics --check-numerics-lengths 3 2>&1 >/dev/null | filecheck %s --check-prefix=NUM
 // RUN: llm-opt %s -p 'flash-attention,loop-to-tile,async-copy,pad-shared,mma-fragments,vector-fragments,tile-to-kernel' --check-numerics --check-numerics-lengths 3 2>&1 >/dev/null | filecheck %s --check-prefix=NUM
-// A decode step's attention (one query a head, GQA, a cache of runtime length %ctx, as a
-// decode step is captured and fused at Loop IR): one flash kernel whose last grid
-// dimension splits the key blocks four ways (each split its share of ceildiv(%ctx, 16)
-// blocks, none for a split past the end), its unnormalised partial results in three
-// buffers, then the output kernel's merge of the splits with their log-sum-exp weights.
-// Without the option the split count is chosen (4 heads: as many as the key blocks allow).
+// A decode step's attention (one query a head, GQA: 4 query heads on 2 key/value heads, a
+// cache of runtime length %ctx, as a decode step is captured and fused at Loop IR): one
+// flash kernel whose last grid dimension splits the key blocks four ways (each split its
+// share of ceildiv(%ctx, 16) blocks, none for a split past the end), its unnormalised
+// partial results in three buffers, then the output kernel's merge of the splits with their
+// log-sum-exp weights. The two query heads of a key/value head are the rows of one block
+// (rows G·b1 + ii, the rest clamped and stored nowhere), so each block reads its
+// key/value head's keys once for both; with group_heads=false a block takes one query head
+// (one of its 16 rows used) and reads the keys at (b1 floordiv 2). Without the option the
+// split count is chosen.
 
 // CHECK:      %acc_part = memref.alloc() : memref<4x1x4x1x16xf32>
 // CHECK-NEXT: %m_part = memref.alloc() : memref<4x1x4x1xf32>
 // CHECK-NEXT: %l_part = memref.alloc() : memref<4x1x4x1xf32>
-// CHECK-NEXT: tile.kernel @index_map_109 grid [16, 1, 1] block [64, 1, 1]
-// CHECK:      tile.forall (%b0, %b1, %qb, %split) in [1, 4, 1, 4] over blocks {
+// CHECK-NEXT: tile.kernel @index_map_109 grid [8, 1, 1] block [64, 1, 1]
+// CHECK:      tile.forall (%b0, %b1, %qb, %split) in [1, 2, 1, 4] over blocks {
+// CHECK:        loop.load %{{.*}}[0, ((%b1 * 2) + %ii), (%qb * 16), %dd] clamp
 // CHECK:        %[[NKB:.*]] = arith.ceildivui %ctx_1, %{{.*}} : index
 // CHECK:        %[[PER:.*]] = arith.ceildivui %[[NKB]], %{{.*}} : index
 // CHECK-NEXT:   %first_kb = arith.muli %split, %[[PER]] : index
@@ -22,10 +29,12 @@
 // CHECK-NEXT:   %[[MOST:.*]] = arith.constant 5 : index
 // CHECK-NEXT:   %n_kb_split = arith.minui %[[SHARE]], %[[MOST]] : index
 // CHECK:        scf.for %kb = %{{.*}} to %n_kb_split step
-// CHECK:          loop.load %{{.*}}[(((%first_kb * 16) + (%kb * 16)) + %jj), (%b1 floordiv 2), %dd_1] clamp
-// CHECK:        loop.store %{{.*}}, %acc_part_1[%split, 0, %b1,
-// CHECK:        loop.store %{{.*}}, %m_part_1[%split, 0, %b1, ((%qb * 16) + %r_{{.*}})]
-// CHECK-NEXT:   loop.store %{{.*}}, %l_part_1[%split, 0, %b1, ((%qb * 16) + %r_{{.*}})]
+// CHECK:          loop.load %{{.*}}[(((%first_kb * 16) + (%kb * 16)) + %jj), %b1, %dd_1] clamp
+// CHECK:        %[[IN:.*]] = arith.cmpi ult, %{{[0-9]+}}, %{{[0-9]+}} : index
+// CHECK-NEXT:   scf.if %[[IN]] {
+// CHECK-NEXT:     loop.store %{{.*}}, %acc_part_1[%split, 0, (((((%b1 * 2) +
+// CHECK:          loop.store %{{.*}}, %m_part_1[%split, 0, ((%b1 * 2) + %r_{{.*}}), (%qb * 16)]
+// CHECK-NEXT:     loop.store %{{.*}}, %l_part_1[%split, 0, ((%b1 * 2) + %r_{{.*}}), (%qb * 16)]
 // CHECK:      loop.kernel @index_map_109_merge (%1 = %0 : memref<1x1x64xf32>, %2 = %acc_part : {{.*}}, %3 = %m_part : {{.*}}, %4 = %l_part : {{.*}}) {
 // CHECK:        %[[M:.*]] = loop.reduce max %s = 0 to 4 : f32 {
 // CHECK-NEXT:     loop.load %3[%s, 0, (%i2 floordiv 16), 0]
@@ -37,6 +46,14 @@
 // CHECK:          loop.load %2[%s_2, 0, (%i2 floordiv 16), 0, (%i2 mod 16)]
 // CHECK:        %[[O:.*]] = arith.divf %[[A]], %[[L]] : f32
 // CHECK-NEXT:   loop.store %[[O]], %1[%i0, %i1, %i2] : memref<1x1x64xf32>
+
+// ALONE:      tile.kernel @index_map_109 grid [16, 1, 1] block [64, 1, 1]
+// ALONE:      tile.forall (%b0, %b1, %qb, %split) in [1, 4, 1, 4] over blocks {
+// ALONE:        loop.load %{{.*}}[0, %b1, ((%qb * 16) + %ii), %dd] clamp
+// ALONE:        scf.for %kb = %{{.*}} to %n_kb_split step
+// ALONE:          loop.load %{{.*}}[(((%first_kb * 16) + (%kb * 16)) + %jj), (%b1 floordiv 2), %dd_1] clamp
+// ALONE:        loop.store %{{.*}}, %acc_part_1[%split, 0, %b1,
+// ALONE:        loop.store %{{.*}}, %m_part_1[%split, 0, %b1, ((%qb * 16) + %r_{{.*}})]
 
 // NUM-COUNT-7: ok
 // NUM-NOT: FAIL
