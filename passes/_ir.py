@@ -12,3 +12,22 @@ def defined_inside(value: SSAValue, op: Operation) -> bool:
     owner = value.owner
     node = owner.parent_op() if isinstance(owner, Operation | Block) else None
     return node is not None and op.is_ancestor(node)
+
+
+def nested_ops(op: Operation) -> list[Operation]:
+    """``op`` and every op nested in it, in the order of ``op.walk()`` (pre-order), as a
+    list taken at once. xDSL's walk nests a generator per region, block and op; passes that
+    walk whole kernels many times (fusion re-reads each consumer after every inlining)
+    spend most of their time there. Being a snapshot, the list is for reading: an IR
+    changed while it is iterated is not seen."""
+    out: list[Operation] = []
+    stack = [op]
+    while stack:
+        current = stack.pop()
+        out.append(current)
+        if current.regions:
+            children = [child for region in current.regions for block in region.blocks
+                        for child in block.ops]
+            children.reverse()
+            stack.extend(children)
+    return out

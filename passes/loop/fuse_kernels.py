@@ -40,6 +40,8 @@ around the op that defines it: the value may vary with any of them.
 
 from __future__ import annotations
 
+import functools
+import heapq
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -60,6 +62,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.traits import MemoryWriteEffect
 
 from llmopt.dialects import loop
+from llmopt.passes._ir import nested_ops
 
 LoopOp = loop.ForOp | loop.ReduceOp
 
@@ -120,7 +123,7 @@ def is_copy(producer: Producer) -> bool:
 
 
 def stores_of(kernel: loop.KernelOp) -> list[loop.StoreOp]:
-    return [op for op in kernel.walk() if isinstance(op, loop.StoreOp)]
+    return [op for op in nested_ops(kernel) if isinstance(op, loop.StoreOp)]
 
 
 def written_args(kernel: loop.KernelOp) -> set[SSAValue]:
@@ -154,7 +157,7 @@ def analyse_producer(kernel: loop.KernelOp) -> Producer | None:
         return None
     body = list(block.ops)[:-1]
     work = 0
-    for op in kernel.walk():
+    for op in nested_ops(kernel):
         if isinstance(op, loop.ReduceOp):
             nest, parent = 1, op
             while isinstance(parent, Operation) and parent is not kernel:
@@ -196,11 +199,20 @@ def distinguishes(load: loop.LoadOp, iv: SSAValue, extent: int) -> bool:
     """Whether the load's coordinates differ for consecutive values of ``iv`` (the other
     index operands held at 0, over the first :data:`INJECTIVITY_PROBE` values): an iv read
     only through ``floordiv`` (a flattened ``head * 16 + f`` read as ``head``) does not."""
-    amap = load.map.data
-    positions = [k for k, v in enumerate(load.indices) if v is iv]
+    positions = tuple(k for k, v in enumerate(load.indices) if v is iv)
+    return _distinguishes(load.map.data, positions, len(load.indices),
+                          min(extent, INJECTIVITY_PROBE))
+
+
+@functools.lru_cache(maxsize=4096)
+def _distinguishes(amap: AffineMap, positions: tuple[int, ...], arity: int, probe: int
+                   ) -> bool:
+    """:func:`distinguishes` for a map, the operand positions the iv fills, the operand
+    count and the number of values tried. The answer depends on nothing else, and a model's
+    layers ask the same question of the same maps over and over: it is cached."""
     seen: set[tuple[int, ...]] = set()
-    for value in range(min(extent, INJECTIVITY_PROBE)):
-        operands = [value if k in positions else 0 for k in range(len(load.indices))]
+    for value in range(probe):
+        operands = [value if k in positions else 0 for k in range(arity)]
         point = amap.eval(operands, [])
         if point in seen:
             return False
@@ -315,7 +327,7 @@ def _compose_access(access: loop.LoadOp | loop.StoreOp, producer: Producer,
 
 def _defined_inside(op: Operation) -> set[SSAValue]:
     values: set[SSAValue] = set()
-    for inner in op.walk():
+    for inner in nested_ops(op):
         values.update(inner.results)
         for region in inner.regions:
             for block in region.blocks:
@@ -324,33 +336,51 @@ def _defined_inside(op: Operation) -> set[SSAValue]:
 
 
 def _external_uses(op: Operation) -> Iterator[SSAValue]:
+    if not op.regions:  # nothing is defined inside but the results
+        for operand in op.operands:
+            if operand not in op.results:
+                yield operand
+        return
     inside = _defined_inside(op)
-    for inner in op.walk():
+    for inner in nested_ops(op):
         for operand in inner.operands:
             if operand not in inside:
                 yield operand
 
 
-def _has_writes(op: Operation) -> bool:
-    return any(inner.has_trait(MemoryWriteEffect) for inner in op.walk())
+def _pinned(kernel: loop.KernelOp) -> set[Operation]:
+    """The ops of ``kernel`` that neither hoisting nor merging may move: those that store
+    (an op with ``MemoryWriteEffect``) or read a buffer the kernel writes, and every op around them.
+    Moving or erasing an op that is not pinned never pins another, so one walk serves a
+    whole :func:`hoist_invariants` or :func:`merge_identical`."""
+    written = written_args(kernel)
+    pinned: set[Operation] = set()
+    for inner in nested_ops(kernel):
+        if inner.has_trait(MemoryWriteEffect) or (isinstance(inner, loop.LoadOp)
+                                                  and inner.buffer in written):
+            op: Operation | None = inner
+            while op is not None and op is not kernel and op not in pinned:
+                pinned.add(op)
+                op = op.parent_op()
+    return pinned
 
 
 def hoist_invariants(kernel: loop.KernelOp) -> None:
-    """Move side-effect-free ops that use nothing defined in their loop out of that loop."""
-    written = written_args(kernel)
+    """Move side-effect-free ops that use nothing defined in their loop out of that loop.
+
+    Each round looks at every loop once, against what the loop defined when the round
+    reached it (an op whose operand was hoisted earlier in the same round waits for the
+    next round); rounds repeat until nothing moves."""
+    pinned = _pinned(kernel)
     changed = True
     while changed:
         changed = False
-        for lp in [op for op in kernel.walk() if isinstance(op, LoopOp)]:
+        for lp in [op for op in nested_ops(kernel) if isinstance(op, LoopOp)]:
             inside = _defined_inside(lp)
             for op in list(lp.body.block.ops):
-                if isinstance(op, loop.YieldOp):
+                if isinstance(op, loop.YieldOp) or op in pinned:
                     continue
-                if _has_writes(op):
-                    continue
-                if any(isinstance(i, loop.LoadOp) and i.buffer in written for i in op.walk()):
-                    continue
-                if any(v in inside and v not in _defined_inside(op) for v in _external_uses(op)):
+                if any(v in inside for v in _external_uses(op)):
                     continue
                 op.detach()
                 Rewriter.insert_op(op, InsertPoint.before(lp))
@@ -358,19 +388,21 @@ def hoist_invariants(kernel: loop.KernelOp) -> None:
 
 
 def merge_identical(kernel: loop.KernelOp) -> None:
-    """Within each block, replace an op by an earlier structurally identical read-only op."""
-    written = written_args(kernel)
+    """Within each block, replace an op by an earlier structurally identical read-only op.
+
+    Identical ops have the same name and the very same operands: the earlier ops are
+    looked up by those, in the order they were met."""
+    pinned = _pinned(kernel)
     for block in list(_blocks(kernel)):
-        seen: list[Operation] = []
+        seen: dict[tuple[object, ...], list[Operation]] = {}
         for op in list(block.ops):
-            if _has_writes(op) or isinstance(op, loop.YieldOp) or not op.results:
+            if isinstance(op, loop.YieldOp) or not op.results or op in pinned:
                 continue
-            if any(isinstance(i, loop.LoadOp) and i.buffer in written for i in op.walk()):
-                continue
-            twin = next((s for s in seen if op.is_structurally_equivalent(s, {block: block})),
-                        None)
+            candidates = seen.setdefault((op.name, *op.operands), [])
+            twin = next((s for s in candidates
+                         if op.is_structurally_equivalent(s, {block: block})), None)
             if twin is None:
-                seen.append(op)
+                candidates.append(op)
                 continue
             for new, old in zip(twin.results, op.results, strict=True):
                 old.replace_all_uses_with(new)
@@ -378,7 +410,7 @@ def merge_identical(kernel: loop.KernelOp) -> None:
 
 
 def _blocks(op: Operation) -> Iterator[Block]:
-    for inner in op.walk():
+    for inner in nested_ops(op):
         for region in inner.regions:
             yield from region.blocks
 
@@ -391,14 +423,12 @@ def fuse_function(fn: func.FuncOp, recompute_limit: int = 256) -> None:
     bound to the buffers it writes (see :func:`_fuse_one`).
     """
     block = fn.body.block
-    kernels = [op for op in block.ops if isinstance(op, loop.KernelOp)]
     # Fusion only erases kernels, so the initial positions keep ordering the survivors.
-    position = {k: i for i, k in enumerate(kernels)}
+    stale = _Stale([op for op in block.ops if isinstance(op, loop.KernelOp)])
     returned = {v for op in block.ops if isinstance(op, func.ReturnOp) for v in op.operands}
-    stale = set(kernels)
     # Inlining adds loads, never stores: what each kernel writes is fixed during the pass.
     written: dict[loop.KernelOp, set[SSAValue]] = {}
-    while _fuse_one(stale, position, returned, written, recompute_limit):
+    while _fuse_one(stale, stale.position, returned, written, recompute_limit):
         pass
     for kernel in [op for op in block.ops if isinstance(op, loop.KernelOp)]:
         hoist_invariants(kernel)
@@ -427,15 +457,43 @@ def _writers_of(buffers: set[SSAValue], written: dict[loop.KernelOp, set[SSAValu
     return out
 
 
-def _fuse_one(stale: set[loop.KernelOp], position: dict[loop.KernelOp, int],
+class _Stale:
+    """The kernels whose fusion decision may have changed, handed out last first (in their
+    initial program order). A heap keeps the order: sorting every candidate again for
+    each fusion made the pass quadratic in a whole model's kernels."""
+
+    def __init__(self, kernels: list[loop.KernelOp]) -> None:
+        self.kernels = kernels
+        self.position = {k: i for i, k in enumerate(kernels)}
+        self.members = set(kernels)
+        self.heap = [-i for i in range(len(kernels))]
+        heapq.heapify(self.heap)
+
+    def add(self, kernels: set[loop.KernelOp]) -> None:
+        """Mark ``kernels`` stale (again)."""
+        for kernel in kernels:
+            if kernel not in self.members:
+                self.members.add(kernel)
+                heapq.heappush(self.heap, -self.position[kernel])
+
+    def pop(self) -> loop.KernelOp | None:
+        """The last stale kernel in program order, no longer stale; ``None`` if none is."""
+        while self.heap:
+            kernel = self.kernels[-heapq.heappop(self.heap)]
+            if kernel in self.members:
+                self.members.discard(kernel)
+                return kernel
+        return None
+
+
+def _fuse_one(stale: _Stale, position: dict[loop.KernelOp, int],
               returned: set[SSAValue], written: dict[loop.KernelOp, set[SSAValue]],
               recompute_limit: int = 256) -> bool:
     """Fuse the last fusable producer among the ``stale`` kernels (those whose decision may
     have changed); drop the ones found unfusable from ``stale`` and mark the kernels a
     fusion affects: the consumers (new bodies) and the writers of every buffer bound to the
     producer or the consumers (new consumer sites, or one consumer fewer)."""
-    for producer_kernel in sorted(stale, key=position.__getitem__, reverse=True):
-        stale.discard(producer_kernel)
+    while (producer_kernel := stale.pop()) is not None:
         producer = analyse_producer(producer_kernel)
         if producer is None:
             continue
@@ -479,7 +537,7 @@ def _fuse_one(stale: set[loop.KernelOp], position: dict[loop.KernelOp, int],
         if not buffer.uses:
             Rewriter.erase_op(buffer.owner)
         written.pop(producer_kernel, None)
-        stale |= set(consumers) | _writers_of(touched, written)
+        stale.add(set(consumers) | _writers_of(touched, written))
         return True
     return False
 
@@ -491,7 +549,8 @@ def _bound_written(kernel: loop.KernelOp) -> set[SSAValue]:
 
 def loads_of(kernel: loop.KernelOp, outer: SSAValue) -> list[loop.LoadOp]:
     args = [a for a, b in zip(kernel.body.block.args, kernel.buffers, strict=True) if b is outer]
-    return [op for op in kernel.walk() if isinstance(op, loop.LoadOp) and op.buffer in args]
+    return [op for op in nested_ops(kernel)
+            if isinstance(op, loop.LoadOp) and op.buffer in args]
 
 
 def unbind(kernel: loop.KernelOp, outer: SSAValue) -> None:
