@@ -81,6 +81,7 @@ KNOBS: dict[str, IntRange] = {
     "bm": IntRange(1, 4096), "bn": IntRange(1, 4096),
     "tm": IntRange(1, 32), "tn": IntRange(1, 32),
     "blocked": _one_of(1, 2, 3),
+    "raster": _one_of(1, 2),
     "bk": IntRange(2, 4096),
     "kmajor": _one_of(1, 2),
     "stages": IntRange(1, 16),
@@ -128,7 +129,8 @@ OPTIONS: dict[str, dict[str, Option]] = {
                         "bn": Option(IntRange(16, 1024, 16))},
     "apply-tuned": {"user": Option(_one_of(0, 1))},
     "split-k": {"split_k": _knob("split_k")},
-    "register-tile": {name: _knob(name) for name in ("bm", "bn", "tm", "tn", "blocked")},
+    "register-tile": {name: _knob(name)
+                      for name in ("bm", "bn", "tm", "tn", "blocked", "raster")},
     "stage-inputs": {"bk": _knob("bk"), "kmajor": _knob("kmajor")},
     "async-copy": {"stages": _knob("stages"), "carry": _knob("carry")},
     "prefetch-stages": {"prefetch": _knob("prefetch")},
@@ -136,7 +138,7 @@ OPTIONS: dict[str, dict[str, Option]] = {
     "mma-fragments": {"terms": _knob("mma_terms"), "order": _knob("mma_order"),
                       "promote": _knob("mma_promote"), "split": _knob("mma_split")},
     "vector-fragments": {"kv_order": _knob("kv_order")},
-    "kernel-to-cuda": {"index_bitwidth": Option(_one_of(32, 64), unset=False),
+    "kernel-to-cuda": {"index_bitwidth": Option(_one_of(32, 64)),
                        "min_blocks": _knob("min_blocks")},
 }
 """The options of llmopt's passes and their ranges, by pass name."""

@@ -15,8 +15,9 @@ What each construct becomes:
   which :mod:`~llmopt.lowering._index_range` proves, from the kernel's shape and the grids
   its launches give it, that every index, loop variable and buffer offset fits in 32 bits
   (a 64-bit division by a constant is a chain of wide multiplies, a 32-bit one three
-  instructions). Not the default: on the H200 it made some kernels faster and others
-  slower (see the option's docstring);
+  instructions). By default only in kernels of 16-bit tensor-core products, whose K loops
+  are mostly ``ldmatrix``, ``mma.sync`` and address arithmetic: elsewhere, on the H200, it
+  made some kernels faster and others slower (see the option's docstring);
 * ``kernel.load``/``kernel.store`` — ``p[offset]``, the offset being the expression
   ``i * stride + j ...`` from the memref's static strides (row-major unless the layout says
   otherwise), constant indices folded into one constant;
@@ -103,7 +104,7 @@ from xdsl.pattern_rewriter import (
 )
 from xdsl.utils.exceptions import PassFailedException
 
-from llmopt.dialects import cuda, kernel
+from llmopt.dialects import cuda, kernel, mma
 from llmopt.lowering._cuda_analysis import check_tensor_cores, unrestricted_params
 from llmopt.lowering._cuda_emitter import KernelEmitter
 from llmopt.lowering._cuda_names import rename_kernels
@@ -134,13 +135,29 @@ class _LowerKernelFunc(RewritePattern):
     def match_and_rewrite(self, op: kernel.FuncOp, rewriter: PatternRewriter) -> None:
         name = op.sym_name.data
         length = self.lengths.get(name)
-        narrow = (self.index_bitwidth == 32 and length is None and not length_loads(op)
+        bits = self.index_bitwidth or default_index_bitwidth(op)
+        narrow = (bits == 32 and length is None and not length_loads(op)
                   and fits_in_32_bits(op, self.grids.get(name)))
         emitter = KernelEmitter(op, self.unrestricted.get(name, set()), self.layouts.get(name),
                                 index=I32 if narrow else INDEX,
                                 min_blocks=knob(self.min_blocks, op, "min_blocks", 0),
                                 length=length)
         rewriter.replace(op, emitter.run())
+
+
+def default_index_bitwidth(func: kernel.FuncOp) -> int:
+    """``index_bitwidth`` of a kernel when the option leaves it open: 32 for a kernel that
+    multiplies 16-bit fragments on the tensor cores (``mma.sync`` ``m16n8k16``), 64 for the
+    others. A tensor-core K loop issues little besides its ``ldmatrix`` and ``mma.sync``,
+    so its 64-bit address arithmetic is a large share of its instructions: NVRTC's SASS of
+    a ``bf16`` product's K loop (Qwen2.5-7B's 512 × 18944 × 3584, 64 × 64 warp tiles) has
+    216 instructions per chunk of 32 for 64 ``HMMA`` with 64-bit indices, 142 with 32-bit
+    ones (64 × 16 warp tiles: 108 and 76 for 16). The FMA loops of ``f32`` products, whose
+    index arithmetic hides behind their FMAs, measured neither width faster everywhere."""
+    for op in func.walk():
+        if isinstance(op, mma.SyncOp) and op.kind != "tf32":
+            return 32
+    return 64
 
 
 def _uses_pipeline(module: ModuleOp) -> bool:
@@ -172,15 +189,16 @@ class KernelToCuda(ModulePass):
     """Lower every ``kernel.func`` to a ``cuda.kernel`` (see the module docstring).
 
     Options: ``arch`` (the target GPU, ``sm_90``), whose shared-memory limits apply;
-    ``index_bitwidth``: 64 (the default) computes indices in ``long long``; 32 in ``int``
-    in every kernel for which :func:`~llmopt.lowering._index_range.fits_in_32_bits` proves
-    them in range (the others stay 64-bit). Not the default: on the H200 it made some
-    kernels faster and others slower (``bench/results/index-bitwidth-h200.md``)."""
+    ``index_bitwidth``: 64 computes indices in ``long long``; 32 in ``int`` in every kernel
+    for which :func:`~llmopt.lowering._index_range.fits_in_32_bits` proves them in range
+    (the others stay 64-bit); 0 (the default) 32 for kernels of 16-bit tensor-core products
+    and 64 for the others (:func:`default_index_bitwidth`): on the H200 32 bits made some
+    ``f32`` kernels faster and others slower (``bench/results/index-bitwidth-h200.md``)."""
 
     name = "kernel-to-cuda"
 
     arch: str = DEFAULT_ARCH
-    index_bitwidth: int = 64
+    index_bitwidth: int = 0
     min_blocks: int = 0
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
@@ -188,16 +206,17 @@ class KernelToCuda(ModulePass):
         if not ARCH.fullmatch(self.arch):
             raise PassFailedException(f"kernel-to-cuda: arch must look like 'sm_90', got "
                                       f"'{self.arch}'")
-        if self.index_bitwidth not in (32, 64):
+        if self.index_bitwidth not in (0, 32, 64):
             raise PassFailedException(f"kernel-to-cuda: index_bitwidth must be 32 (where "
-                                      f"proven to fit) or 64, got {self.index_bitwidth}")
+                                      f"proven to fit), 64 or 0 (by kernel), got "
+                                      f"{self.index_bitwidth}")
         check_tensor_cores(op, self.arch)
         for func in op.ops:
             if isinstance(func, kernel.FuncOp):
                 widen_half_arithmetic(func)
         rename_kernels(op)
         layouts = shared_layouts(op, self.arch)
-        grids = launch_grids(op) if self.index_bitwidth == 32 else {}
+        grids = launch_grids(op) if self.index_bitwidth != 64 else {}
         pattern = _LowerKernelFunc(unrestricted_params(op), layouts, grids, self.index_bitwidth,
                                    self.min_blocks, length_parameters(op))
         PatternRewriteWalker(KeepLocation(pattern), apply_recursively=False).rewrite_module(op)

@@ -40,15 +40,18 @@ from xdsl.ir import Block, Region
 
 from llmopt.dialects import loop, tile
 from llmopt.passes.tile._schedule import (
-    MMA_TILES,
+    HALF_KINDS,
     SCHEDULE_ATTR,
     RegisterTile,
     fitting_tiles,
-    has_tensor_cores,
+    mma_accumulators,
+    mma_tiles,
+    tensor_core_kind,
     tile_cost,
 )
 from llmopt.passes.tile.register_tile import (
     Contraction,
+    factor_types,
     match_contraction,
     tile_periods,
 )
@@ -145,20 +148,26 @@ the H200 each was the fastest for some of the layers' products."""
 
 
 def mma_candidates(kernel: tile.KernelOp, arch: str, limit: int) -> list[dict[str, int]]:
-    """Tensor-core schedules worth timing for an ``f32`` product
-    (:data:`~llmopt.passes.tile._schedule.MMA_TILES` with K slices as in
-    :func:`candidates`, chunks of 32, each product order of
-    ``mma-fragments``), the ``limit`` best by the cost model; none on a GPU without
-    ``mma.sync`` TF32 (before sm_80)."""
+    """Tensor-core schedules worth timing for a product with ``f32`` sums
+    (:func:`~llmopt.passes.tile._schedule.mma_tiles` of its factors' type with K slices as
+    in :func:`candidates`, chunks of 32; of ``f32`` factors each product order of
+    ``mma-fragments``, whose knobs 16-bit factors do not have), the ``limit`` best by the
+    cost model; none where the tensor cores do not apply (TF32 and ``m16n8k16`` need
+    sm_80)."""
     found = match_contraction(kernel)
-    if found is None or not has_tensor_cores(arch, found.reduce.result.type):
+    if found is None:
         return []
+    kind = tensor_core_kind(arch, found.reduce.result.type, factor_types(found))
+    if kind is None:
+        return []
+    halves = kind in HALF_KINDS
+    most = mma_accumulators(halves, len(found.reduces))
     m, n, k, _ = dims = product_dims(found)
     gpu = for_arch(arch)
     scored: list[tuple[float, dict[str, int]]] = []
-    for tile_ in MMA_TILES:
+    for tile_ in mma_tiles(halves):
         bm, bn, tm, tn = tile_.bm, tile_.bn, tile_.tm, tile_.tn
-        if not tile_.fits(m, n, tile_periods(found)):
+        if not tile_.fits(m, n, tile_periods(found)) or tm * tn * len(found.reduces) > most:
             continue
         for split in (1, 2, 4):
             blocks = block_count(tile_, split, dims)
@@ -167,7 +176,7 @@ def mma_candidates(kernel: tile.KernelOp, arch: str, limit: int) -> list[dict[st
             score = tile_cost(tile_, blocks, gpu) / split
             knobs = {"bm": bm, "bn": bn, "tm": tm, "tn": tn, "bk": 32, "split_k": split,
                      "blocked": 3}
-            scored += [(score, knobs | extra) for extra in MMA_VARIANTS]
+            scored += [(score, knobs | extra) for extra in ([{}] if halves else MMA_VARIANTS)]
     scored.sort(key=lambda t: t[0])
     return [knobs for _, knobs in scored][:limit]
 

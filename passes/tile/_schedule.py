@@ -167,25 +167,82 @@ slices; FMA 8×8 0.287), 512×3584×18944 in 1.203 and 512×3584×3584 in 0.246 
 of 4×8 won only the tuner's 128-row products (128×2048×5632: 0.068 against 0.082 in FMA
 128×128 blocks of 8×8)."""
 
+MMA_HALF_TILES = (RegisterTile(128, 256, 8, 16), RegisterTile(256, 128, 8, 16),
+                  RegisterTile(128, 128, 8, 16), *MMA_TILES)
+"""Tensor-core tiles of ``bf16``/``f16`` products (one ``m16n8k16`` ``mma.sync`` per
+16 steps of K, fragments read by ``ldmatrix``): those of :data:`MMA_TILES` and warp tiles
+of 64 × 64 (``tm = 8``, ``tn = 16``: 128 accumulators a thread), eight warps in 128 × 256
+or 256 × 128 blocks, four in 128 × 128 ones. A warp of a 64 × 64 tile reads four ``A`` and
+four ``B`` ``ldmatrix.x4`` per 32 products of a K step, one of 64 × 16 (the 128 × 64 block)
+four and one per 8: the shared-memory reads and the index arithmetic per product shrink
+with the warp tile. NVRTC's SASS of Qwen2.5-7B's 512 × 18944 × 3584 product on sm_90: 108
+instructions a warp per K chunk of 32 for 16 ``HMMA`` (64 × 16), 146 for 32 (64 × 32), 216
+for 64 (64 × 64, 224 registers, no spills: one block of eight warps a multiprocessor)."""
+
+MMA_HALF_EFFICIENCY = {(8, 16): 7.5, (8, 8): 5.5, (8, 4): 4.5, (4, 8): 3.5}
+"""Speed of a 16-bit tensor-core block (:data:`MMA_HALF_TILES`) on the scale of
+:data:`TILE_EFFICIENCY`. 8×4 and 8×8 are fitted to the op suite's ``bf16`` products on the
+H200 (``bench/results/ops-bfloat16-h200.md``: 512×18944×3584 in 1184 blocks of 128×64,
+0.454 ms, and 512×5632×2048 in 352, 0.079 ms, give 4.5–4.9; 512×3584×3584 and
+512×3584×18944 in 112 blocks of 128×128, 0.086 and 0.382 ms, 5.3–6.3); 8×16 is 8×8 scaled
+by the instructions a K chunk issues per ``HMMA`` (:data:`MMA_HALF_TILES`: 4.6 for 64 × 32
+warp tiles, 3.4 for 64 × 64), not yet measured; 4×8 is a guess below 8×4."""
+
+MMA_HALF_ACCUMULATORS = 128
+"""Accumulators a thread a 16-bit tensor-core tile of one reduction may have (a tile of
+several reductions keeps the limit of 64 of the others)."""
+
+LONE_WARPS = 8
+"""Warps a multiprocessor needs to hide the latency of a 16-bit tensor-core block's
+``ldmatrix``, barriers and copies: a block of fewer that runs alone on its multiprocessor
+(fewer blocks than two a multiprocessor) counts at :data:`LONE_BLOCK_EFFICIENCY`."""
+
+LONE_BLOCK_EFFICIENCY = 0.7
+"""Factor on :data:`MMA_HALF_EFFICIENCY` for a block of fewer than :data:`LONE_WARPS` warps
+that runs alone on its multiprocessor (an estimate: one warp a scheduler has nothing to
+issue while it waits on a barrier or an ``ldmatrix``)."""
+
 
 _FACTOR_KINDS: dict[type, str] = {Float32Type: "tf32", BFloat16Type: "bf16", Float16Type: "f16"}
 """What the tensor cores multiply for factors loaded as each type."""
 
+HALF_KINDS = ("bf16", "f16")
+"""The 16-bit :func:`tensor_core_kind` values (one ``m16n8k16`` per product)."""
+
+
+def tensor_core_kind(arch: str, sum_type: Attribute,
+                     factors: Sequence[Attribute] = ()) -> str | None:
+    """What ``arch``'s tensor cores multiply for a product summing ``sum_type``: ``"tf32"``
+    for ``f32`` factors (three TF32 ``mma.sync``, sm_80 or newer), ``"bf16"`` or ``"f16"``
+    for factors all of that type (widened to ``f32``: one ``m16n8k16`` ``mma.sync``);
+    ``None`` where they do not apply (sums that are not ``f32``, mixed factors, an older
+    GPU). ``factors``: the types the product's factors are loaded as (none given: ``f32``)."""
+    if not isinstance(sum_type, Float32Type):
+        return None
+    kinds = {_FACTOR_KINDS.get(type(t)) for t in factors} or {"tf32"}
+    if len(kinds) != 1 or None in kinds:
+        return None
+    kind = kinds.pop()
+    assert kind is not None
+    shape = next(s for s in MMA_SHAPES if s.operands == kind)
+    return kind if limits(arch).has_mma(shape) else None
+
 
 def has_tensor_cores(arch: str, sum_type: Attribute,
                      factors: Sequence[Attribute] = ()) -> bool:
-    """Whether a product summing ``sum_type`` may run on ``arch``'s tensor cores with
-    ``f32`` sums: ``f32`` factors as three TF32 ``mma.sync`` (sm_80 or newer), ``bf16`` or
-    ``f16`` ones (all of one type, widened to ``f32``) as one ``m16n8k16`` ``mma.sync``.
-    ``factors``: the types the product's factors are loaded as (none given: ``f32``)."""
-    if not isinstance(sum_type, Float32Type):
-        return False
-    kinds = {_FACTOR_KINDS.get(type(t)) for t in factors} or {"tf32"}
-    if len(kinds) != 1 or None in kinds:
-        return False
-    kind = kinds.pop()
-    shape = next(s for s in MMA_SHAPES if s.operands == kind)
-    return limits(arch).has_mma(shape)
+    """Whether a product may run on ``arch``'s tensor cores (:func:`tensor_core_kind`)."""
+    return tensor_core_kind(arch, sum_type, factors) is not None
+
+
+def mma_tiles(halves: bool) -> tuple[RegisterTile, ...]:
+    """The tensor-core tiles the heuristics and ``llmopt tune`` consider: of 16-bit factors
+    (``halves``) :data:`MMA_HALF_TILES`, of ``f32`` ones :data:`MMA_TILES`."""
+    return MMA_HALF_TILES if halves else MMA_TILES
+
+
+def mma_accumulators(halves: bool, accumulators: int) -> int:
+    """Accumulators a thread a tensor-core tile of ``accumulators`` reductions may hold."""
+    return MMA_HALF_ACCUMULATORS if halves and accumulators == 1 else 64
 
 
 class ProductSchedule(NamedTuple):
@@ -197,10 +254,18 @@ class ProductSchedule(NamedTuple):
     tensor_cores: bool = False
 
 
-def tile_efficiency(t: RegisterTile, tensor_cores: bool = False) -> float:
+def tile_efficiency(t: RegisterTile, tensor_cores: bool = False, halves: bool = False,
+                    blocks: int = 0, gpu: GpuLimits | None = None) -> float:
     """:data:`TILE_EFFICIENCY` of ``t``'s micro-tile (0.15 for one not in the table), times
     :data:`SMALL_BLOCK_EFFICIENCY` for a block of fewer than 256 threads; on the tensor
-    cores :data:`MMA_EFFICIENCY`."""
+    cores :data:`MMA_EFFICIENCY`, or with 16-bit factors (``halves``)
+    :data:`MMA_HALF_EFFICIENCY`, times :data:`LONE_BLOCK_EFFICIENCY` for a block of fewer
+    than :data:`LONE_WARPS` warps when its ``blocks`` leave some of ``gpu``'s
+    multiprocessors a single one."""
+    if tensor_cores and halves:
+        lone = (gpu is not None and t.threads < 32 * LONE_WARPS
+                and blocks < 2 * gpu.sms)
+        return MMA_HALF_EFFICIENCY[t.tm, t.tn] * (LONE_BLOCK_EFFICIENCY if lone else 1.0)
     if tensor_cores:
         return MMA_EFFICIENCY[t.tm, t.tn]
     return (TILE_EFFICIENCY.get((t.tm, t.tn), 0.15)
@@ -334,15 +399,16 @@ LAUNCH = 2e-6
 
 
 def product_time(t: RegisterTile, m: int, n: int, k: int, batch: int, split: int,
-                 gpu: GpuLimits, accumulators: int = 1, tensor_cores: bool = False) -> float:
+                 gpu: GpuLimits, accumulators: int = 1, tensor_cores: bool = False,
+                 halves: bool = False) -> float:
     """Modelled seconds of a ``batch × m × n × k`` product with tile ``t`` and ``split``
     slices: the waves of the busiest multiprocessor, each ``bm·bn·k/split`` multiply-adds
-    at :data:`BLOCK_RATE` × the micro-tile's efficiency plus :data:`WAVE_OVERHEAD`, plus,
-    when split, the partial sums' traffic (of each of the ``accumulators`` reductions) and
-    one launch."""
+    at :data:`BLOCK_RATE` × the micro-tile's efficiency (:func:`tile_efficiency`; 16-bit
+    factors: ``halves``) plus :data:`WAVE_OVERHEAD`, plus, when split, the partial sums'
+    traffic (of each of the ``accumulators`` reductions) and one launch."""
     blocks = batch * t.blocks(m, n) * split
     waves = -(-blocks // gpu.sms)
-    rate = BLOCK_RATE * tile_efficiency(t, tensor_cores)
+    rate = BLOCK_RATE * tile_efficiency(t, tensor_cores, halves, blocks, gpu)
     time = waves * (t.bm * t.bn * (k / split) / rate + WAVE_OVERHEAD)
     if split > 1:
         time += accumulators * (split + 1) * batch * m * n * 4 / PARTIALS_BANDWIDTH + LAUNCH
@@ -351,7 +417,8 @@ def product_time(t: RegisterTile, m: int, n: int, k: int, batch: int, split: int
 
 def choose_product_schedule(m: int, n: int, k: int, batch: int, gpu: GpuLimits,
                             accumulators: int = 1, periods: tuple[int, int] = (0, 0),
-                            tensor_cores: bool = False) -> ProductSchedule | None:
+                            tensor_cores: bool = False, halves: bool = False
+                            ) -> ProductSchedule | None:
     """The register tile and K slices of least :func:`product_time`: for each tile with at
     least 8 outputs a thread (dividing the accesses' ``periods``, see
     :meth:`RegisterTile.fits`), its :func:`split_for` slices — for a kernel with several
@@ -375,13 +442,15 @@ def choose_product_schedule(m: int, n: int, k: int, batch: int, gpu: GpuLimits,
 
     With ``tensor_cores`` (``f32`` sums on sm_80 or newer) the :data:`MMA_TILES` that fit
     the output, with at most 64 accumulators a thread, compete at :data:`MMA_EFFICIENCY`
-    where K is a multiple of 32 (each slice too)."""
+    where K is a multiple of 32 (each slice too); of a product of 16-bit factors
+    (``halves``) the :data:`MMA_HALF_TILES`, at most :data:`MMA_HALF_ACCUMULATORS` a
+    thread for one reduction, at :data:`MMA_HALF_EFFICIENCY`."""
     chosen = _product_schedule(m, n, k, batch, gpu, accumulators, periods, tensor_cores,
-                               ragged=False)
+                               ragged=False, halves=halves)
     if chosen is None or chosen.tile.tm * chosen.tile.tn < 8:
         if m * n >= MIN_RAGGED_OUTPUTS:
             ragged = _product_schedule(m, n, k, batch, gpu, accumulators, periods,
-                                       tensor_cores, ragged=True)
+                                       tensor_cores, ragged=True, halves=halves)
             return ragged or chosen
     return chosen
 
@@ -392,15 +461,16 @@ the smallest tile, 16 × 16)."""
 
 
 def _product_schedule(m: int, n: int, k: int, batch: int, gpu: GpuLimits, accumulators: int,
-                      periods: tuple[int, int], tensor_cores: bool, ragged: bool
-                      ) -> ProductSchedule | None:
+                      periods: tuple[int, int], tensor_cores: bool, ragged: bool,
+                      halves: bool = False) -> ProductSchedule | None:
     """:func:`choose_product_schedule` among the dividing tiles, or among all (``ragged``);
     without a tile of 8 outputs a thread, :func:`choose_register_tile`'s (dividing)."""
     good = [t for t in fitting_tiles(m, n, accumulators, periods, ragged)
             if t.tm * t.tn >= 8]
-    mma_tiles = [t for t in MMA_TILES if tensor_cores and k % 32 == 0
-                 and t.fits(m, n, periods, ragged) and t.tm * t.tn * accumulators <= 64]
-    if not good and not mma_tiles:
+    most = mma_accumulators(halves, accumulators)
+    cores_tiles = [t for t in mma_tiles(halves) if tensor_cores and k % 32 == 0
+                   and t.fits(m, n, periods, ragged) and t.tm * t.tn * accumulators <= most]
+    if not good and not cores_tiles:
         if ragged:
             return None
         tile = choose_register_tile(m, n, batch, gpu, accumulators, periods)
@@ -408,7 +478,7 @@ def _product_schedule(m: int, n: int, k: int, batch: int, gpu: GpuLimits, accumu
             return None
         return ProductSchedule(tile, split_for(tile, m, n, k, batch, gpu, accumulators))
     options = []
-    for cores, tiles in ((False, good), (True, mma_tiles)):
+    for cores, tiles in ((False, good), (True, cores_tiles)):
         for t in tiles:
             splits = {split_for(t, m, n, k, batch, gpu, accumulators, cores)}
             if accumulators > 1:  # no fitted rule for these yet: the model weighs each split
@@ -416,7 +486,8 @@ def _product_schedule(m: int, n: int, k: int, batch: int, gpu: GpuLimits, accumu
             for split in sorted(splits):
                 if cores and (k // split) % 32:
                     continue
-                time = product_time(t, m, n, k, batch, split, gpu, accumulators, cores)
+                time = product_time(t, m, n, k, batch, split, gpu, accumulators, cores,
+                                    halves)
                 options.append((time, ProductSchedule(t, split, cores)))
     return min(options, key=lambda o: o[0])[1]
 

@@ -21,12 +21,15 @@ length (``grid [%g max G, 1, 1]``). Any other runtime extent leaves the kernel a
 static batch dimension) is tiled the same way.
 
 **Produces** the same kernel with a ``tile.forall over blocks`` over (batch…, m / bm,
-n / bn). Each block owns a ``bm × bn`` output tile and runs ``(bm/tm)·(bn/tn)`` threads
-``(ti, tj)``, each owning ``tm × tn`` outputs (``mi < tm``, ``nj < tn``): *cyclic* (knob
-``blocked=2``, the default), ``m = bm·b_m + mi·(bm/tm) + ti`` — consecutive threads on
-consecutive outputs, so a warp reading its operands from tiles in the global buffer's order
-(what ``stage-inputs`` makes by default) hits rows in different banks, and a thread's K
-steps are adjacent words, read as 128-bit vectors; or *blocked* (``blocked=1``, the default
+n / bn) — or, with knob ``raster=2`` (the default of 16-bit products in the tensor-core
+layout), over (batch…, n / bn, m / bm), so that consecutive blocks share the weight's rows
+instead of the activations' (see :data:`ROWS_FASTEST`). Each block owns a ``bm × bn``
+output tile and runs ``(bm/tm)·(bn/tn)`` threads ``(ti, tj)``, each owning ``tm × tn``
+outputs (``mi < tm``, ``nj < tn``): *cyclic* (knob ``blocked=2``, the default),
+``m = bm·b_m + mi·(bm/tm) + ti`` — consecutive threads on consecutive outputs, so a warp
+reading its operands from tiles in the global buffer's order (what ``stage-inputs`` makes
+by default) hits rows in different banks, and a thread's K steps are adjacent words, read
+as 128-bit vectors; or *blocked* (``blocked=1``, the default
 when the kernel's schedule asks for K-major tiles, ``kmajor = 1``), ``m = bm·b_m + ti·tm +
 mi`` and ``n = bn·b_n + tj·tn + nj`` — a thread's operands are then adjacent in the K-major
 tiles; or the *tensor-core layout* (``blocked=3``: ``f32`` sums, ``tm`` and ``tn`` even; the
@@ -43,8 +46,8 @@ the reductions become one sequential ``scf.for`` over K around a forall over the
 threads whose ``mi``/``nj`` loops (marked ``unroll``) update every accumulator of the thread
 from the same K step, so each loaded operand is used ``tm`` or ``tn`` times from a register.
 The epilogue runs once per output after the loop; the prologue is recomputed in the K loop.
-Knobs ``bm``, ``bn``, ``tm``, ``tn``, ``blocked`` (see :mod:`llmopt.passes.tile._schedule`;
-0 = chosen from the shape).
+Knobs ``bm``, ``bn``, ``tm``, ``tn``, ``blocked``, ``raster`` (see
+:mod:`llmopt.passes.tile._schedule`; 0 = chosen from the shape).
 
 **Why** one thread per output with a sequential K loop loads two operands per multiply-add;
 a ``tm × tn`` micro-tile loads ``tm + tn`` per ``tm·tn`` multiply-adds. The sum over K keeps
@@ -103,14 +106,15 @@ from llmopt.passes.tile._access import (
     loop_nest,
 )
 from llmopt.passes.tile._schedule import (
+    HALF_KINDS,
     ProductSchedule,
     RegisterTile,
     choose_product_schedule,
     default_blocked,
-    has_tensor_cores,
     kernel_knobs,
     knob,
     limits,
+    tensor_core_kind,
 )
 
 
@@ -237,12 +241,12 @@ def contraction_schedule(found: Contraction, arch: str, rows: int = 0
     accesses' periods and whether its sums may use the tensor cores), for at most ``rows``
     rows (0: its ``m`` extent, the maximum of runtime rows)."""
     ext = found.extents
+    kind = tensor_core_kind(arch, found.reduce.result.type, factor_types(found))
     return choose_product_schedule(rows or ext[found.m], ext[found.n],
                                    found.reduce.trip_count,
                                    math.prod(ext[d] for d in found.batch), limits(arch),
                                    len(found.reduces), tile_periods(found),
-                                   has_tensor_cores(arch, found.reduce.result.type,
-                                                    factor_types(found)))
+                                   kind is not None, kind in HALF_KINDS)
 
 
 def factor_types(found: Contraction) -> list[Attribute]:
@@ -303,6 +307,7 @@ class TileContraction(RewritePattern):
     tn: int
     blocked: int
     arch: str
+    raster: int = 0
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: tile.KernelOp, rewriter: PatternRewriter) -> None:
@@ -332,11 +337,15 @@ class TileContraction(RewritePattern):
                 f"register-tile: blocked=3 (tensor-core fragments) needs f32 sums, even tm "
                 f"and tn, and bm, bn multiples of 8·tm and 4·tn; kernel "
                 f"'{op.sym_name.data}' has {typ} and {tile_}")
+        halves = tensor_core_kind(self.arch, typ, factor_types(found)) in HALF_KINDS
+        raster = knob(self.raster, op, "raster",
+                      ROWS_FASTEST if layout == MMA_LAYOUT and halves else COLUMNS_FASTEST)
         grid = None
         if found.length is not None:
             grid = runtime_grid(op, found, tile_, rewriter)
         old_grid = op.grid_size
-        rewriter.replace(op, build_tiled_kernel(op, found, tile_, layout, grid))
+        rewriter.replace(op, build_tiled_kernel(op, found, tile_, layout, grid,
+                                                raster == ROWS_FASTEST))
         if old_grid is not None:
             erase_if_unused(old_grid, rewriter)
 
@@ -369,6 +378,14 @@ def erase_if_unused(value: SSAValue, rewriter: PatternRewriter) -> None:
 
 MMA_LAYOUT = 3
 """``blocked`` value of the tensor-core layout (``mma-fragments``)."""
+
+COLUMNS_FASTEST, ROWS_FASTEST = 1, 2
+"""Values of the ``raster`` knob: the order in which consecutive blocks take the output
+tiles — along a row of tiles (``n`` fastest), or down a column (``m`` fastest: the blocks
+that read the same ``bn`` rows of the weight run together, so the weight is read from
+memory about once and the activations, a few MB, stay in L2; the default of 16-bit
+tensor-core products, whose weights of tens to hundreds of MB do not fit in L2 and were
+otherwise read once per row of tiles)."""
 
 
 def mma_fits(t: RegisterTile, typ: Attribute) -> bool:
@@ -414,13 +431,18 @@ def thread_layout(t: RegisterTile, layout: int) -> ThreadLayout:
 
 
 def build_tiled_kernel(op: tile.KernelOp, found: Contraction, t: RegisterTile,
-                       layout: int = 2, grid: SSAValue | None = None) -> tile.KernelOp:
+                       layout: int = 2, grid: SSAValue | None = None,
+                       rows_fastest: bool = False) -> tile.KernelOp:
     """The register-tiled version of ``op``, its threads' outputs placed by ``layout``
-    (:func:`thread_layout`); with runtime rows, ``grid`` is the launch's runtime grid."""
+    (:func:`thread_layout`); with runtime rows, ``grid`` is the launch's runtime grid. The
+    forall over blocks is over (batch…, ``m`` tiles, ``n`` tiles), or with
+    ``rows_fastest`` over (batch…, ``n`` tiles, ``m`` tiles) (:data:`ROWS_FASTEST`)."""
     ext = found.extents
     lay = thread_layout(t, layout)
     m_ext, n_ext = ext[found.m], ext[found.n]
-    block_ext = [ext[d] for d in found.batch] + [-(-m_ext // t.bm), -(-n_ext // t.bn)]
+    tiles = [-(-m_ext // t.bm), -(-n_ext // t.bn)]
+    m_at = 1 if rows_fastest else 0  # where the m tiles are, after the batch dimensions
+    block_ext = [ext[d] for d in found.batch] + (tiles[::-1] if rows_fastest else tiles)
     ragged = {found.m: m_ext % t.bm != 0 or found.length is not None,
               found.n: n_ext % t.bn != 0}
     kernel_args = set(op.body.block.args)
@@ -440,17 +462,18 @@ def build_tiled_kernel(op: tile.KernelOp, found: Contraction, t: RegisterTile,
 
     sizes: dict[int, SSAValue] = {}
     m_bound: SSAValue | int = m_ext
+    batches = len(found.batch)
     if found.length is not None:
         m_bound = kernel_values[found.length]
-        sizes[len(block_ext) - 2] = ceildiv_into(body, m_bound, t.bm)
+        sizes[batches + m_at] = ceildiv_into(body, m_bound, t.bm)
     blocks = tile.ForallOp(block_ext, "blocks", sizes=sizes)
     body.add_op(blocks)
     bivs = list(blocks.ivs)
-    names = [f"b{d}" for d in found.batch] + ["bm", "bn"]
-    for arg, name in zip(bivs, names, strict=True):
+    b_m, b_n = bivs[batches + m_at], bivs[batches + 1 - m_at]
+    for arg, name in zip(bivs, [f"b{d}" for d in found.batch], strict=False):
         arg.name_hint = name
+    b_m.name_hint, b_n.name_hint = "bm", "bn"
     batch_ivs = dict(zip(found.batch, bivs, strict=False))
-    b_m, b_n = bivs[-2], bivs[-1]
     typ = found.reduce.result.type
     accs = []
     for i, _ in enumerate(found.reduces):
@@ -546,7 +569,9 @@ class RegisterTilePass(ModulePass):
     Options: ``bm``, ``bn`` (the block's output tile), ``tm``, ``tn`` (each thread's),
     ``blocked`` (1: a thread's outputs are consecutive; 2: cyclic; 3: the tensor-core
     layout of ``mma-fragments``; 0: the schedule's, else cyclic unless the tiles are
-    K-major), ``arch`` (whose
+    K-major), ``raster`` (the order of the blocks' tiles, :data:`COLUMNS_FASTEST` or
+    :data:`ROWS_FASTEST`; 0: the schedule's, else rows fastest for 16-bit products in the
+    tensor-core layout), ``arch`` (whose
     limits the heuristic reads); 0 = the kernel's ``llmopt.schedule`` or the heuristic.
     """
 
@@ -557,11 +582,12 @@ class RegisterTilePass(ModulePass):
     tm: int = 0
     tn: int = 0
     blocked: int = 0
+    raster: int = 0
     arch: str = "sm_90"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         PatternRewriteWalker(
             KeepLocation(TileContraction(self.bm, self.bn, self.tm, self.tn, self.blocked,
-                                         self.arch)),
+                                         self.arch, self.raster)),
             apply_recursively=False,
         ).rewrite_module(op)

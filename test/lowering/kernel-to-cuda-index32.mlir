@@ -3,9 +3,10 @@
 // RUN: not llm-opt %s --split-input-file -p "kernel-to-cuda{index_bitwidth=16}" 2>&1 >/dev/null | filecheck %s --check-prefix=ERR
 // kernel-to-cuda{index_bitwidth=32} computes a kernel's indices in 32-bit int when interval
 // arithmetic over its shape proves every index, loop variable and buffer offset in range;
-// otherwise, and always by default (index_bitwidth=64), in long long.
+// otherwise, and by default in kernels without 16-bit tensor-core products (these f32
+// ones), in long long.
 
-// ERR: llm-opt: error: invalid options for pass 'kernel-to-cuda': index_bitwidth must be one of 32, 64, got 16
+// ERR: llm-opt: error: invalid options for pass 'kernel-to-cuda': index_bitwidth must be one of 32, 64 or 0 (not set), got 16
 
 // A grid-stride loop launched on 4 blocks: i < 1000 + 4·256, offsets < 1000.
 func.func @main(%x: memref<1000xf32>) -> memref<1000xf32> {

@@ -1,6 +1,9 @@
 // RUN: llm-opt %s -p kernel-to-cuda -t cuda | filecheck %s
 // RUN: sed 's/xbf16>/xf16>/g' %s | llm-opt -p kernel-to-cuda -t cuda | filecheck %s --check-prefix=F16
 // RUN: not llm-opt %s -p 'kernel-to-cuda{arch=sm_75}' 2>&1 | filecheck %s --check-prefix=SM75
+// RUN: llm-opt %s -p 'kernel-to-cuda{index_bitwidth=64}' -t cuda | filecheck %s --check-prefix=WIDE
+// A kernel of 16-bit mma.sync computes its indices in int by default (the range analysis
+// proves them in 32 bits); index_bitwidth=64 keeps long long.
 // One warp a block: D = A·B + C from shared tiles, fragments loaded with ldmatrix (B's rows
 // transposed on the way), one bf16 m16n8k16 mma.sync. Pairs are unsigned locals written by
 // asm volatile (it reads shared memory) and passed to mma.sync as "r" registers.
@@ -67,6 +70,7 @@ kernel.func @mma(%a: memref<2x16x16xbf16>, %w: memref<2x8x16xbf16>, %c: memref<2
   kernel.return
 }
 
+// CHECK:      const int lane = (int)threadIdx.x;
 // CHECK:      unsigned int [[A0:a0]];
 // CHECK:      unsigned int [[A3:a3]];
 // CHECK-NEXT: asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];" : "=r"([[A0]]), "=r"(a1), "=r"(a2), "=r"([[A3]]) : "r"((unsigned int)__cvta_generic_to_shared(&sa[(l8 + hi) * 24 + {{.*}}])));
@@ -74,6 +78,9 @@ kernel.func @mma(%a: memref<2x16x16xbf16>, %w: memref<2x8x16xbf16>, %c: memref<2
 // CHECK:      float d0;
 // CHECK:      asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13};" : "=f"(d0), "=f"(d1), "=f"(d2), "=f"(d3) : "r"([[A0]]), "r"(a1), "r"(a2), "r"([[A3]]), "r"(b0), "r"(b1), "f"(c[{{.*}}]), "f"(c[{{.*}}]), "f"(c[{{.*}}]), "f"(c[{{.*}}]));
 // CHECK:      d[{{.*}}] = d0;
+
+// WIDE:      const long long lane = (long long)threadIdx.x;
+// WIDE-NOT:  const int
 
 // F16: asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13};"
 

@@ -42,6 +42,7 @@ from xdsl.dialects.builtin import (
     f64,
     i64,
 )
+from xdsl.ir import Attribute
 
 import llmopt
 from llmopt import registry
@@ -392,6 +393,57 @@ def test_tensor_core_schedules(m: int, n: int, k: int, accumulators: int,
     got = _schedule.choose_product_schedule(m, n, k, 1, SM90, accumulators,
                                             tensor_cores=True)
     assert got == (RegisterTile(*tile), split, True)
+
+
+@pytest.mark.parametrize("m,n,k,tile,split", [
+    (512, 18944, 3584, (128, 128, 8, 16), 1),  # Qwen2.5-7B gate/up: 592 blocks of 4 warps
+    (512, 3584, 18944, (128, 256, 8, 16), 2),  # Qwen2.5-7B down
+    (512, 3584, 3584, (128, 256, 8, 16), 2),  # Qwen2.5-7B q/o
+    (512, 2048, 5632, (128, 256, 8, 16), 4),  # TinyLlama down
+    (128, 18944, 3584, (128, 256, 8, 16), 2),
+    (512, 512, 3584, (128, 128, 8, 8), 8),  # 16 blocks of 64 × 64 warps: 8 warps win
+])
+def test_16_bit_tensor_core_schedules(m: int, n: int, k: int,
+                                      tile: tuple[int, int, int, int], split: int) -> None:
+    """Products of 16-bit factors take warp tiles of 64 × 64 (128 accumulators a thread)
+    where they make enough blocks; 128 × 128 blocks of four such warps where a thread's
+    share of the multiprocessors still runs two blocks each."""
+    got = _schedule.choose_product_schedule(m, n, k, 1, SM90, tensor_cores=True, halves=True)
+    assert got == (RegisterTile(*tile), split, True)
+    f32_pick = _schedule.choose_product_schedule(m, n, k, 1, SM90, tensor_cores=True)
+    assert f32_pick is not None and f32_pick.tile.tm * f32_pick.tile.tn <= 64
+
+
+def test_16_bit_tiles_of_several_reductions_keep_64_accumulators() -> None:
+    """The fused gate/up (two reductions) gets no 64 × 64 warp tile: 256 accumulators."""
+    got = _schedule.choose_product_schedule(512, 18944, 3584, 1, SM90, accumulators=2,
+                                            tensor_cores=True, halves=True)
+    assert got is not None and got.tile.tm * got.tile.tn * 2 <= 64
+
+
+def test_a_lone_block_of_four_warps_is_slower() -> None:
+    """A 128-thread 16-bit tile counts at LONE_BLOCK_EFFICIENCY when its blocks leave some
+    multiprocessors one block (fewer than two a multiprocessor)."""
+    four_warps = RegisterTile(128, 128, 8, 16)
+    full = _schedule.tile_efficiency(four_warps, True, True, 2 * SM90.sms, SM90)
+    lone = _schedule.tile_efficiency(four_warps, True, True, 2 * SM90.sms - 1, SM90)
+    assert lone == pytest.approx(full * _schedule.LONE_BLOCK_EFFICIENCY)
+    eight_warps = RegisterTile(128, 256, 8, 16)
+    assert (_schedule.tile_efficiency(eight_warps, True, True, 1, SM90)
+            == _schedule.MMA_HALF_EFFICIENCY[8, 16])
+
+
+@pytest.mark.parametrize("sum_type,factors,arch,kind", [
+    (f32, (), "sm_90", "tf32"),
+    (f32, (bf16, bf16), "sm_90", "bf16"),
+    (f32, (f16, f16), "sm_80", "f16"),
+    (f32, (bf16, f16), "sm_90", None),
+    (bf16, (bf16, bf16), "sm_90", None),
+    (f32, (bf16, bf16), "sm_75", None),
+])
+def test_tensor_core_kind(sum_type: Attribute, factors: tuple, arch: str,
+                          kind: str | None) -> None:
+    assert _schedule.tensor_core_kind(arch, sum_type, factors) == kind
 
 
 def test_tensor_cores_only_where_they_fit() -> None:
@@ -1084,3 +1136,16 @@ def test_tensor_cores_follow_the_factor_types(factors: tuple, arch: str,
                                               expected: bool) -> None:
     assert _schedule.has_tensor_cores(arch, f32, factors) is expected
     assert not _schedule.has_tensor_cores(arch, bf16, factors)  # sums stay f32
+
+
+def test_tune_tries_64_by_64_warp_tiles_on_16_bit_products() -> None:
+    """``llmopt tune``'s tensor-core candidates of a bf16 product: the 16-bit tiles, with
+    warps of 64 × 64, and no ``mma-fragments`` product orders (16-bit fragments have none)."""
+    text = (ROOT / "test/passes/tile/Inputs/linear-bf16.mlir").read_text()
+    module = llmopt.lower(llmopt.parse(text), "torch-to-prim,canonicalize,prim-to-loop,"
+                          "fuse-kernels{recompute_limit=0},canonicalize,cse,loop-to-tile")
+    (kernel,) = [op for op in module.walk() if isinstance(op, tile.KernelOp)]
+    cands = tune.mma_candidates(kernel, "sm_90", 100)
+    tiles = {(c["bm"], c["bn"], c["tm"], c["tn"]) for c in cands}
+    assert {(128, 256, 8, 16), (256, 128, 8, 16), (128, 128, 8, 16), (128, 64, 8, 4)} <= tiles
+    assert all(c["blocked"] == 3 and "mma_order" not in c for c in cands)
