@@ -12,12 +12,18 @@ pad-shared"
 Each shape is ``MxNxK``; each variant is ``name=passes``, the scheduling passes run between
 ``loop-to-tile`` and ``tile-to-kernel,…,kernel-to-cuda`` (``pad-shared`` and
 ``vector-fragments`` included, where wanted; a variant naming ``tile-to-kernel`` gives the
-rest of the pipeline itself). Every variant is compiled into a CUDA-graph
+rest of the pipeline itself, one starting with ``lower-to-cuda`` is the whole pipeline,
+e.g. ``heuristic=lower-to-cuda``). A variant named ``name@512x2048x2048+128x2048x2048``
+runs on those shapes only (reported as ``name``): a schedule written out per shape. Every
+variant is compiled into a CUDA-graph
 program and checked against float64 (max error relative to the largest output); its time is
 the median of CUDA-event-timed replays on its static inputs (``suite.cuda_time_ms``), beside
 ``torch.addmm`` (cuBLAS, TF32 off; with ``--gate-up`` two ``x @ W^T`` and the ``silu`` and
-product in eager PyTorch) in the same process. Results also go to ``$OUT/sweep_gemm.json``
-(or ``--out``).
+product in eager PyTorch) in the same process. ``--dtype bfloat16`` (or ``float16``) makes
+the weights, inputs and every system's arithmetic 16-bit (cuBLAS with PyTorch's default
+reduced-precision reductions), the float64 reference computed from the same 16-bit values.
+``--jobs N`` lowers and compiles every variant of every shape first, on N processes, and
+then times them one after another. Results also go to ``$OUT/sweep_gemm.json`` (or ``--out``).
 """
 
 from __future__ import annotations
@@ -51,7 +57,10 @@ TO_CUDA = ",tile-to-kernel,canonicalize,cse,kernel-to-cuda"
 
 def pipeline(passes: str) -> str:
     """The whole pipeline around a variant's scheduling ``passes``; a variant that names
-    ``tile-to-kernel`` brings its own tail (e.g. ``kernel-to-cuda{index_bitwidth=32}``)."""
+    ``tile-to-kernel`` brings its own tail (e.g. ``kernel-to-cuda{index_bitwidth=32}``), one
+    that starts with ``lower-to-cuda`` is the whole pipeline."""
+    if passes.startswith("lower-to-cuda"):
+        return passes
     if "tile-to-kernel" in passes:
         return TO_TILE + passes
     return TO_TILE + passes + TO_CUDA
@@ -72,6 +81,15 @@ def parse_variant(text: str) -> tuple[str, str]:
     if not sep or not name or not passes:
         raise ValueError(f"a variant is name=passes, got {text!r}")
     return name, passes
+
+
+def variant_shapes(name: str) -> tuple[str, list[tuple[int, int, int]] | None]:
+    """``"old@512x64x64+128x64x64"`` → ``("old", [(512, 64, 64), (128, 64, 64)])``; a name
+    without ``@`` runs on every shape (``None``)."""
+    base, sep, shapes = name.partition("@")
+    if not sep:
+        return name, None
+    return base, parse_shapes(shapes.replace("+", ","))
 
 
 class Linear(torch.nn.Module):
@@ -97,12 +115,13 @@ class GateUp(torch.nn.Module):
         return torch.nn.functional.silu(self.gate(x)) * self.up(x)
 
 
-def case(m: int, n: int, k: int, gate_up: bool) -> tuple[torch.nn.Module, tuple[torch.Tensor, ...],
-                                                          torch.Tensor, Any, int]:
-    """The module, its CUDA inputs, the float64 reference, the PyTorch baseline and FLOPs."""
-    x = torch.randn(1, m, k, device="cuda")
+def case(m: int, n: int, k: int, gate_up: bool, dtype: torch.dtype = torch.float32
+         ) -> tuple[torch.nn.Module, tuple[torch.Tensor, ...], torch.Tensor, Any, int]:
+    """The module, its CUDA inputs, the float64 reference, the PyTorch baseline and FLOPs,
+    all in ``dtype``."""
+    x = torch.randn(1, m, k, device="cuda", dtype=dtype)
     if gate_up:
-        module: torch.nn.Module = GateUp(k, n)
+        module: torch.nn.Module = GateUp(k, n).to(dtype)
         wg, wu = (lin.weight.detach().cuda() for lin in (module.gate, module.up))
         ref = (torch.nn.functional.silu(x.double() @ wg.double().T)
                * (x.double() @ wu.double().T))
@@ -111,8 +130,8 @@ def case(m: int, n: int, k: int, gate_up: bool) -> tuple[torch.nn.Module, tuple[
             return torch.nn.functional.silu(x @ wg.T) * (x @ wu.T)
 
         return module, (x,), ref, baseline, 4 * m * n * k
-    module = Linear(k, n)
-    r = torch.randn(1, m, n, device="cuda")
+    module = Linear(k, n).to(dtype)
+    r = torch.randn(1, m, n, device="cuda", dtype=dtype)
     w = module.proj.weight.detach().cuda()
     ref = x.double() @ w.double().T + r.double()
     return module, (x, r), ref, partial(torch.addmm, r[0], x[0], w.T), 2 * m * n * k
@@ -126,26 +145,50 @@ def main() -> int:
     p.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", ".")))
     p.add_argument("--gate-up", action="store_true",
                    help="time silu(x @ Wg^T) * (x @ Wu^T) instead of x @ W^T + r")
+    p.add_argument("--dtype", choices=("float32", "bfloat16", "float16"), default="float32",
+                   help="the weights', inputs' and every system's dtype (float32)")
+    p.add_argument("--jobs", type=int, default=1,
+                   help="lower and compile the variants of every shape first, on this many "
+                        "processes, then time them one after another (1: each in turn)")
     args = p.parse_args()
     if not torch.cuda.is_available():
         print("sweep_gemm needs a CUDA GPU", file=sys.stderr)
         return 2
     torch.backends.cuda.matmul.allow_tf32 = False
-    variants = [parse_variant(v) for v in args.variants]
+    variants = [(*variant_shapes(name), passes)
+                for name, passes in (parse_variant(v) for v in args.variants)]
+    dtype = getattr(torch, args.dtype)
+    shapes = parse_shapes(args.shapes)
+    cases: dict[tuple[int, int, int], tuple[Any, ...]] = {}
+    for shape in shapes:
+        module, inputs, ref, baseline, flop = case(*shape, args.gate_up, dtype)
+        captured = capture(module, tuple(t.cpu() for t in inputs))
+        params = {name: t.detach().cuda() for name, t in captured.params.items()}
+        cases[shape] = (inputs, ref, baseline, flop, str(captured.module), params)
+    lowered: dict[tuple[tuple[int, int, int], str], str | Exception] = {}
+    if args.jobs > 1:
+        began = time.perf_counter()
+        lowered = lower_variants({s: c[4] for s, c in cases.items()}, variants, args.jobs)
+        print(f"lowered {len(lowered)} variants in {time.perf_counter() - began:.1f} s",
+              flush=True)
     rows = []
-    for m, n, k in parse_shapes(args.shapes):
-        module, inputs, ref, baseline, flop = case(m, n, k, args.gate_up)
+    for shape in shapes:
+        inputs, ref, baseline, flop, text, params = cases[shape]
+        m, n, k = shape
         gflop = flop / 1e9
         cublas = cuda_time_ms(baseline, REPS, WARMUP)
-        row: dict[str, Any] = {"shape": f"{m}x{n}x{k}", "cublas": cublas}
-        captured = capture(module, tuple(t.cpu() for t in inputs))
-        text = str(captured.module)
-        params = {name: t.detach().cuda() for name, t in captured.params.items()}
-        for name, passes in variants:
+        row: dict[str, Any] = {"shape": f"{m}x{n}x{k}", "dtype": args.dtype, "cublas": cublas}
+        for name, only, passes in variants:
+            if only is not None and shape not in only:
+                continue
             began = time.perf_counter()
             try:
-                lowered = llmopt.lower(llmopt.parse(text), pipeline(passes))
-                program = CompiledProgram(lowered, params=params, cuda_graph=True)
+                ready = lowered.get((shape, name))
+                if isinstance(ready, Exception):
+                    raise ready
+                module = (llmopt.parse(ready) if ready is not None
+                          else llmopt.lower(llmopt.parse(text), pipeline(passes)))
+                program = CompiledProgram(module, params=params, cuda_graph=True)
                 out = program(*inputs)[0]
                 err = float((out.double() - ref).abs().max() / ref.abs().max())
                 static = program.static_inputs
@@ -155,13 +198,37 @@ def main() -> int:
                 continue
             row[name] = {"ms": ms, "err": err}
             print(f"{row['shape']} {name:14s} {ms:.4f} ms {gflop / ms:6.1f} TFLOP/s "
-                  f"err {err:.1e} ({time.perf_counter() - began:.1f} s)", flush=True)
+                  f"{cublas / ms:5.2f}x cuBLAS err {err:.1e} "
+                  f"({time.perf_counter() - began:.1f} s)", flush=True)
         print(f"{row['shape']} {'cublas':14s} {row['cublas']:.4f} ms "
               f"{gflop / row['cublas']:6.1f} TFLOP/s", flush=True)
         rows.append(row)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "sweep_gemm.json").write_text(json.dumps(rows, indent=1))
     return 0
+
+
+def lower_variants(texts: dict[tuple[int, int, int], str],
+                   variants: list[tuple[str, list[tuple[int, int, int]] | None, str]],
+                   jobs: int) -> dict[tuple[tuple[int, int, int], str], str | Exception]:
+    """Each variant of each shape's captured program (``texts``) lowered to CUDA IR and
+    compiled into the kernel cache on ``jobs`` fresh processes: by (shape, variant name),
+    the lowered module's text, or what went wrong."""
+    from llmopt.target import default_arch
+    from llmopt.tools.tune import lower_candidate, spawn_pool
+
+    arch = default_arch()
+    results: dict[tuple[tuple[int, int, int], str], str | Exception] = {}
+    with spawn_pool(jobs) as pool:  # type: ignore[union-attr]
+        futures = {(shape, name): pool.submit(lower_candidate, text, pipeline(passes), arch)
+                   for shape, text in texts.items() for name, only, passes in variants
+                   if only is None or shape in only}
+        for key, future in futures.items():
+            try:
+                results[key] = future.result()
+            except Exception as exc:  # reported when the variant is timed
+                results[key] = exc
+    return results
 
 
 if __name__ == "__main__":

@@ -24,6 +24,21 @@ def test_arguments() -> None:
     assert sweep_gemm.parse_variant("a=split-k,register-tile") == ("a", "split-k,register-tile")
     with pytest.raises(ValueError, match="name=passes"):
         sweep_gemm.parse_variant("register-tile")
+    assert sweep_gemm.variant_shapes("old@512x64x64+128x64x64") == (
+        "old", [(512, 64, 64), (128, 64, 64)])
+    assert sweep_gemm.variant_shapes("new") == ("new", None)
+    assert sweep_gemm.pipeline("lower-to-cuda") == "lower-to-cuda"
+
+
+def test_a_bf16_product_lowers_to_the_tensor_cores() -> None:
+    """``--dtype bfloat16``: the captured product's weights and inputs are bf16, and a
+    variant may be the whole default pipeline."""
+    captured = capture(sweep_gemm.Linear(64, 128).to(torch.bfloat16),
+                       (torch.randn(1, 128, 64, dtype=torch.bfloat16),
+                        torch.randn(1, 128, 128, dtype=torch.bfloat16)))
+    module = llmopt.lower(captured.module, sweep_gemm.pipeline("lower-to-cuda"))
+    source = llmopt.cuda_source(module, "")
+    assert "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32" in source
 
 
 def test_a_variant_lowers_to_async_copies() -> None:
@@ -61,3 +76,17 @@ def test_a_variant_may_bring_its_own_tail() -> None:
     source = llmopt.cuda_source(llmopt.lower(captured.module, sweep_gemm.pipeline(passes)), "")
     assert "__pipeline_memcpy_async" in source
     assert "long long" not in source
+
+
+def test_variants_lower_on_worker_processes() -> None:
+    """``--jobs``: every (shape, variant) pair is lowered on a pool first; a variant that
+    fails is kept as its exception, reported when it would be timed."""
+    captured = capture(sweep_gemm.Linear(64, 128), (torch.randn(1, 32, 64),
+                                                    torch.randn(1, 32, 128)))
+    variants = [("a", None, "split-k{split_k=1},register-tile{bm=32 bn=64 tm=2 tn=4}"),
+                ("b", [(32, 128, 64)], "register-tile{bm=-1}"),
+                ("c", [(1, 2, 3)], "register-tile")]
+    got = sweep_gemm.lower_variants({(32, 128, 64): str(captured.module)}, variants, 2)
+    assert set(got) == {((32, 128, 64), "a"), ((32, 128, 64), "b")}
+    assert "cuda.kernel" in str(got[(32, 128, 64), "a"])
+    assert isinstance(got[(32, 128, 64), "b"], Exception)
