@@ -40,6 +40,10 @@
 #   EXCLUDE_TORCH   1 (default): torch's own kernels (at::native, whose mangled names contain
 #                   "at6native") are not checked, by --kernel-name-exclude kns=at6native, if
 #                   this compute-sanitizer accepts that option; 0: every kernel is checked
+#   PRINT_LIMIT     how many errors each step prints in full (default 100)
+#   API_ERRORS      compute-sanitizer's --report-api-errors: no (default: CUDA API calls that
+#                   return an error are not counted, such as the driver-API probes of
+#                   cuGetProcAddress at start-up; errors in kernels are), explicit or all
 #   NO_GRAPH        1: the decode steps launch every kernel from the host (a decode program
 #                   that takes its length as an argument) instead of replaying a CUDA graph
 #   INIT_DEVICE     where the sanitized runs make their seeded random weights: cpu (default)
@@ -177,7 +181,8 @@ run_step() {  # step, tool, limit, runs expected, environment assignment or -, a
   local log=$logs/$step.log start=$SECONDS code
   echo "== $step: $tool, limit $limit s, log $log"
   timeout -k 10 "$limit" env ${env_args[@]+"${env_args[@]}"} "$sanitizer" --tool "$tool" \
-    --print-limit 20 --error-exitcode 3 ${exclude[@]+"${exclude[@]}"} \
+    --print-limit "${PRINT_LIMIT:-100}" --report-api-errors "${API_ERRORS:-no}" \
+    --error-exitcode 3 ${exclude[@]+"${exclude[@]}"} \
     ${extra[@]+"${extra[@]}"} "${py[@]}" --require-cached --init-device "${INIT_DEVICE:-cpu}" \
     "$@" < /dev/null > "$log" 2>&1
   code=$?
