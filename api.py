@@ -57,21 +57,33 @@ def lower(
 ) -> ModuleOp:
     """Run a pass pipeline (named pipelines such as ``lower-to-cuda`` expand) on ``module``.
 
-    The module is changed in place, verified after every pass, and returned. ``callback``
-    is called after each pass with the pass and the module.
+    The module is changed in place, verified before the first pass and after every pass
+    (a large one in a forked process while the next pass runs, see
+    :mod:`llmopt.verification`; with few garbage collections meanwhile, see
+    :mod:`llmopt.gc_tuning`), and returned. ``callback`` is called after each pass with
+    the pass and the module; the module is verified once more at the end when there is one
+    (it may have changed the module).
     """
     ctx = make_context()
 
     from llmopt.dialects._symbols import verify_module
+    from llmopt.gc_tuning import fewer_collections
+    from llmopt.verification import verifying
 
-    def between(prev: ModulePass | None, mod: ModuleOp, _next: ModulePass | None) -> None:
+    def check(mod: ModuleOp) -> None:
         mod.verify()
         verify_module(mod)
-        if prev is not None and callback is not None:
-            callback(prev, mod)
 
-    registry.build_pipeline(pipeline, callback=between).apply(ctx, module)
-    module.verify()
+    with fewer_collections(), verifying(check) as verifier:
+
+        def between(prev: ModulePass | None, mod: ModuleOp, _next: ModulePass | None) -> None:
+            verifier.after("the input" if prev is None else prev.name, mod)
+            if prev is not None and callback is not None:
+                callback(prev, mod)
+
+        registry.build_pipeline(pipeline, callback=between).apply(ctx, module)
+    if callback is not None:
+        module.verify()
     return module
 
 

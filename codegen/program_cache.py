@@ -150,12 +150,16 @@ class LoweredProgram:
         read_seconds: the seconds spent decompressing and parsing cached parts so far.
     """
 
-    def __init__(self, key: str, build: Callable[[], ModuleOp]) -> None:
-        """Look ``key`` up; on a miss (or an entry of another layout), build and store."""
+    def __init__(self, key: str, build: Callable[[], ModuleOp],
+                 before_store: Callable[[], None] | None = None) -> None:
+        """Look ``key`` up; on a miss (or an entry of another layout), build and store.
+        ``before_store`` runs after a built module's parts are printed and before they are
+        stored (it may raise: then nothing is stored)."""
         from llmopt.codegen.cache import default_cache
 
         self.key = key
         self._build = build
+        self._before_store = before_store
         self._module: ModuleOp | None = None
         self._host: ModuleOp | None = None
         self._source: str | None = None
@@ -177,6 +181,8 @@ class LoweredProgram:
 
         module = self._build()
         parts = split_parts(module)
+        if self._before_store is not None:
+            self._before_store()
         default_cache().put(self.key, _pack(parts))
         self._module, self._host, self._source = module, module, parts.get("cuda")
         self._parts = {}
@@ -254,10 +260,13 @@ class LoweredProgram:
         return self._source
 
 
-def cached_program(key: str, build: Callable[[], ModuleOp]) -> LoweredProgram:
+def cached_program(key: str, build: Callable[[], ModuleOp],
+                   before_store: Callable[[], None] | None = None) -> LoweredProgram:
     """The program cached under ``key``, or ``build()``'s, then cached (see
-    :class:`LoweredProgram`: a hit reads only the parts asked for)."""
-    return LoweredProgram(key, build)
+    :class:`LoweredProgram`: a hit reads only the parts asked for). ``before_store`` runs
+    between printing a built program's parts and storing them: the verification of its
+    last passes can finish meanwhile, and a failure stores nothing."""
+    return LoweredProgram(key, build, before_store)
 
 
 def cached_lowering(key: str, build: Callable[[], ModuleOp]) -> tuple[ModuleOp, float | None]:

@@ -240,27 +240,29 @@ def capture(
     import torch
 
     from llmopt.frontend.attention_op import sdpa_as_leaf
+    from llmopt.gc_tuning import fewer_collections
 
     module = _as_module(fn_or_module)
     spec = _dynamic_spec(module, tuple(example_args), dynamic, max, min)
     modes = [(m, m.training) for m in module.modules()]
     module.eval()
-    try:
-        shapes = None if spec is None else spec.dynamic_shapes
-        with sdpa_as_leaf():
-            exported = torch.export.export(module, tuple(example_args), strict=False,
-                                           dynamic_shapes=shapes)
-        exported = exported.run_decompositions({})
-    except Exception as err:  # torch raises many kinds of errors here
-        raise CaptureError(f"torch.export failed: {err}") from err
-    finally:
-        for submodule, training in modes:
-            submodule.training = training
-    translator = _Translator(exported, name, spec=spec)
-    code = getattr(fn_or_module, "__code__", None)
-    if isinstance(fn_or_module, types.FunctionType) and code is not None:
-        translator.renamed = (code.co_filename, fn_or_module.__name__)
-    return translator.run()
+    with fewer_collections():  # export allocates millions of objects that live on
+        try:
+            shapes = None if spec is None else spec.dynamic_shapes
+            with sdpa_as_leaf():
+                exported = torch.export.export(module, tuple(example_args), strict=False,
+                                               dynamic_shapes=shapes)
+            exported = exported.run_decompositions({})
+        except Exception as err:  # torch raises many kinds of errors here
+            raise CaptureError(f"torch.export failed: {err}") from err
+        finally:
+            for submodule, training in modes:
+                submodule.training = training
+        translator = _Translator(exported, name, spec=spec)
+        code = getattr(fn_or_module, "__code__", None)
+        if isinstance(fn_or_module, types.FunctionType) and code is not None:
+            translator.renamed = (code.co_filename, fn_or_module.__name__)
+        return translator.run()
 
 
 @dataclass

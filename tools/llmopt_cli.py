@@ -53,6 +53,7 @@ from llmopt.target import DEFAULT_ARCH
 if TYPE_CHECKING:
     from llmopt.codegen.executor import KernelTime
     from llmopt.codegen.program_cache import LoweredProgram
+    from llmopt.verification import PassVerifier
 
 #: the level a module is at after each lowering pass
 LEVEL_AFTER = {
@@ -220,36 +221,49 @@ class _Progress:
             self._bar.close()
 
 
-def lower_with_progress(module: Any, elements: Sequence[str], desc: str = "lowering"
-                        ) -> _Progress:
+def lower_with_progress(module: Any, elements: Sequence[str], desc: str = "lowering",
+                        verifier: PassVerifier | None = None) -> _Progress:
     """Run the pipeline ``elements`` on ``module`` in place, verifying after every pass and
-    showing a progress bar; returns the per-pass times."""
+    showing a progress bar; returns the per-pass times. A whole model is verified in
+    forked processes while the next passes run (:mod:`llmopt.verification`): the verifying
+    time reported is what it added to the lowering (forking, and waiting for verifications
+    still running). With ``verifier`` given, the verifications of the last passes may still
+    be running on return: the caller waits for them (``verifier.finish()``) before the
+    module is used for anything that lasts."""
     from llmopt import registry
     from llmopt.api import make_context
+    from llmopt.verification import PassVerifier, preferring_failures
 
     progress = _Progress(len(elements), desc)
     if not elements:
         progress.close()
         return progress
     clock = {"start": time.perf_counter()}
+    owned = verifier is None
+    checks = PassVerifier() if verifier is None else verifier
 
     def between(prev: Any, mod: Any, nxt: Any) -> None:
         now = time.perf_counter()
         if prev is not None:
             progress.done(prev.name, now - clock["start"])
-            mod.verify()
+            checks.after(prev.name, mod)
+            if nxt is None and owned:
+                checks.finish()
             progress.verify_seconds += time.perf_counter() - now
         if nxt is not None:
             progress.running(nxt.name)
         clock["start"] = time.perf_counter()
 
     try:
-        pipeline = registry.build_pipeline(",".join(elements), callback=between)
-        pipeline.apply(make_context(), module)
+        with preferring_failures(checks):
+            pipeline = registry.build_pipeline(",".join(elements), callback=between)
+            pipeline.apply(make_context(), module)
     except registry.PipelineError as err:
         raise CliError(str(err)) from None
     finally:
         progress.close()
+        if owned:
+            checks.close()
     return progress
 
 
@@ -337,6 +351,8 @@ def lowered_program(model_name: str, identity: str, config: Callable[[], Any], s
     the cache). With ``max_seq`` the length is symbolic (``seq`` the example). Returns the
     program and, once it was built, a line saying what capture and lowering took."""
     from llmopt.codegen.program_cache import cached_program, program_cache_key
+    from llmopt.gc_tuning import fewer_collections
+    from llmopt.verification import PassVerifier, preferring_failures
 
     began = time.perf_counter()
     if max_seq is not None:
@@ -344,14 +360,23 @@ def lowered_program(model_name: str, identity: str, config: Callable[[], Any], s
     key = program_cache_key(identity, seq, dtype_name, elements)
     how: list[str] = []
 
+    # The last passes' verifications overlap with printing the parts of the cache entry;
+    # the entry is stored once they have passed. Capture and lowering allocate millions of
+    # long-lived objects: the garbage collector runs rarely meanwhile.
+    verifier = PassVerifier()
+
     def build() -> Any:
         program = _capture(model_name, config(), seq, _dtype(dtype_name), None, max_seq=max_seq)
         captured = time.perf_counter() - began
-        progress = lower_with_progress(program.module, elements, desc)
+        progress = lower_with_progress(program.module, elements, desc, verifier)
         how.append(f"capture {captured:.1f} s, {_timing_line(progress)}")
         return program.module
 
-    return cached_program(key, build), how
+    try:
+        with fewer_collections(), preferring_failures(verifier):
+            return cached_program(key, build, before_store=verifier.finish), how
+    finally:
+        verifier.close()
 
 
 def _cache_line(program: LoweredProgram, how: Sequence[str], read: str) -> str:

@@ -179,6 +179,30 @@ def test_a_program_not_at_cuda_ir_is_kept_whole() -> None:
     assert warm.host is warm.module and str(warm.module) == text
 
 
+def test_before_store_runs_before_the_entry_is_stored() -> None:
+    """``before_store`` runs once a built program's parts are printed; when it raises (a
+    verification of the last passes failed) nothing is stored."""
+    calls: list[str] = []
+    to_kernel, _ = registry.split_at_level("lower-to-cuda", "kernel")
+    text = str(_mlp(False, ",".join(to_kernel)))
+
+    def build() -> ModuleOp:
+        calls.append("built")
+        return llmopt.parse(text)
+
+    def refuse() -> None:
+        assert default_cache().get(KEY) is None  # not stored yet
+        calls.append("refused")
+        raise RuntimeError("the last verification failed")
+
+    with pytest.raises(RuntimeError):
+        cached_program(KEY, build, before_store=refuse)
+    assert default_cache().get(KEY) is None
+    program = cached_program(KEY, build, before_store=lambda: calls.append("checked"))
+    assert not program.hit and calls == ["built", "refused", "built", "checked"]
+    assert cached_program(KEY, build).hit
+
+
 def _damage(part: int) -> None:
     """Replace part ``part`` (0: ir, 1: host, 2: cuda) of the entry under ``KEY`` with
     bytes that do not decompress, keeping the entry well-formed and checksummed."""
