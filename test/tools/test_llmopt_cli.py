@@ -46,8 +46,8 @@ LOOP_TO_CUDA = ("loop-to-tile{arch=sm_90},length-buckets{arch=sm_90},apply-tuned
                 "register-tile{arch=sm_90},warp-gemv{arch=sm_90},stage-inputs{arch=sm_90},"
                 "async-copy{arch=sm_90},"
                 "prefetch-stages,pad-shared,mma-fragments,vector-fragments,tile-to-kernel,"
-                "dedup-kernels,canonicalize,cse,dedup-kernels,inline-repeated-kernels,plan-buffers,"
-                "kernel-to-cuda{arch=sm_90}")
+                "dedup-kernels,hoist-constants,canonicalize,cse,dedup-kernels,"
+                "inline-repeated-kernels,plan-buffers,kernel-to-cuda{arch=sm_90}")
 
 
 def _config(tmp_path: Path, model_type: str = "qwen2", **sizes: int) -> Path:
