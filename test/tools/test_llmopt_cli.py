@@ -46,8 +46,8 @@ LOOP_TO_CUDA = ("loop-to-tile{arch=sm_90},length-buckets{arch=sm_90},apply-tuned
                 "register-tile{arch=sm_90},warp-gemv{arch=sm_90},stage-inputs{arch=sm_90},"
                 "async-copy{arch=sm_90},"
                 "prefetch-stages,pad-shared,mma-fragments,vector-fragments,tile-to-kernel,"
-                "dedup-kernels,hoist-constants,canonicalize,cse,dedup-kernels,"
-                "inline-repeated-kernels,plan-buffers,kernel-to-cuda{arch=sm_90}")
+                "dedup-kernels,canonicalize,cse,dedup-kernels,inline-repeated-kernels,plan-buffers,"
+                "kernel-to-cuda{arch=sm_90}")
 
 
 def _config(tmp_path: Path, model_type: str = "qwen2", **sizes: int) -> Path:
@@ -217,33 +217,6 @@ def test_compile_cache_hit_gives_the_same_ir(tmp_path: Path, monkeypatch: pytest
     assert main(["compile", str(config), "--seq", "5", "--emit", "kernel", "-o",
                  str(tmp_path / "other.mlir")]) == 0
     assert "compile cache hit" not in capsys.readouterr().err
-
-
-def test_nvrtc_compiles_on_a_thread(monkeypatch: pytest.MonkeyPatch) -> None:
-    """``--emit cubin`` starts NVRTC on its thread as soon as a built program's CUDA source
-    is printed; a source that was never started (a cache hit) compiles when asked, and an
-    NVRTC error reaches the caller."""
-    import threading
-
-    from llmopt.codegen import nvrtc
-    from llmopt.tools import llmopt_cli
-
-    calls: list[tuple[str, str]] = []
-
-    def compile_cuda(source: str, arch: str) -> bytes:
-        calls.append((source, threading.current_thread().name))
-        if source == "bad":
-            raise nvrtc.NvrtcError("bad", log="", kernel_names=[], source=source)
-        return f"{arch}:{source}".encode()
-
-    monkeypatch.setattr(nvrtc, "compile_cuda", compile_cuda)
-    job = llmopt_cli._BackgroundCompile("sm_90")
-    job.start("printed")
-    assert job.result("printed") == b"sm_90:printed"
-    assert llmopt_cli._BackgroundCompile("sm_90").result("cached") == b"sm_90:cached"
-    assert calls == [("printed", "nvrtc"), ("cached", "nvrtc")]
-    with pytest.raises(nvrtc.NvrtcError):
-        llmopt_cli._BackgroundCompile("sm_90").result("bad")
 
 
 def test_a_warm_compile_reads_only_what_it_emits(tmp_path: Path,
