@@ -40,6 +40,7 @@ import contextlib
 import os
 import statistics
 import sys
+import threading
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -343,13 +344,16 @@ def model_identity(model: str, layers: int | None) -> str:
 
 def lowered_program(model_name: str, identity: str, config: Callable[[], Any], seq: int,
                     dtype_name: str, elements: Sequence[str], desc: str,
-                    max_seq: int | None = None) -> tuple[LoweredProgram, list[str]]:
+                    max_seq: int | None = None,
+                    on_source: Callable[[str], None] | None = None
+                    ) -> tuple[LoweredProgram, list[str]]:
     """``model_name`` captured on the meta device (from ``config()``, its transformers config)
     and lowered by ``elements``, through the compile cache keyed on ``identity``: a hit skips
     building, capture and lowering, and reads only the parts of the entry asked for
     (:class:`~llmopt.codegen.program_cache.LoweredProgram`; ``LLMOPT_NO_CACHE=1`` bypasses
-    the cache). With ``max_seq`` the length is symbolic (``seq`` the example). Returns the
-    program and, once it was built, a line saying what capture and lowering took."""
+    the cache). With ``max_seq`` the length is symbolic (``seq`` the example). A program
+    that is built hands its CUDA source to ``on_source`` as soon as it is printed. Returns
+    the program and, once it was built, a line saying what capture and lowering took."""
     from llmopt.codegen.program_cache import cached_program, program_cache_key
     from llmopt.gc_tuning import fewer_collections
     from llmopt.verification import PassVerifier, preferring_failures
@@ -374,7 +378,8 @@ def lowered_program(model_name: str, identity: str, config: Callable[[], Any], s
 
     try:
         with fewer_collections(), preferring_failures(verifier):
-            return cached_program(key, build, before_store=verifier.finish), how
+            return cached_program(key, build, before_store=verifier.finish,
+                                  on_source=on_source), how
     finally:
         verifier.close()
 
@@ -422,6 +427,51 @@ def _write_ir(module: Any, out: IO[str], header: Sequence[str]) -> None:
 # --- llmopt compile ---------------------------------------------------------------------------
 
 
+class _BackgroundCompile:
+    """NVRTC on a thread: a program built for ``llmopt compile --emit cubin`` starts
+    compiling as soon as its CUDA source is printed, while the compile cache's entry (the
+    IR and the host side) is printed and the last verifications finish; NVRTC does not hold
+    the GIL while it compiles."""
+
+    def __init__(self, arch: str) -> None:
+        self.arch = arch
+        self.seconds = 0.0
+        self._thread: threading.Thread | None = None
+        self._source: str | None = None
+        self._cubin: bytes | None = None
+        self._error: BaseException | None = None
+
+    def start(self, source: str) -> None:
+        """Begin compiling ``source``."""
+        self._source = source
+        self._thread = threading.Thread(target=self._run, name="nvrtc", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        from llmopt.codegen.nvrtc import compile_cuda
+
+        began = time.perf_counter()
+        try:
+            assert self._source is not None
+            self._cubin = compile_cuda(self._source, arch=self.arch)
+        except BaseException as err:  # handed to the caller of result()
+            self._error = err
+        self.seconds = time.perf_counter() - began
+
+    def result(self, source: str) -> bytes:
+        """The CUBIN of ``source``: the compilation started on it, waited for, else one
+        run now (a compile-cache hit prints nothing)."""
+        if self._thread is None or self._source != source:
+            self.start(source)
+        assert self._thread is not None
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        assert self._cubin is not None
+        return self._cubin
+
+
+
 def compile_model(args: argparse.Namespace) -> int:
     """``llmopt compile``: write one level of a whole model's IR (or its CUDA or CUBIN)."""
     from llmopt.frontend.models import model_config
@@ -435,10 +485,12 @@ def compile_model(args: argparse.Namespace) -> int:
     first, rest = split_pipeline(_with_arch(args.pipeline, args.arch), level)
     start = time.perf_counter()
     identity = model_identity(args.model, args.layers)
+    nvrtc = _BackgroundCompile(args.arch) if args.emit == "cubin" else None
     program, how = lowered_program(args.model, identity,
                                    lambda: model_config(args.model, layers=args.layers),
                                    args.seq, args.dtype, first, f"lowering to {level} IR",
-                                   max_seq=max_seq)
+                                   max_seq=max_seq,
+                                   on_source=None if nvrtc is None else nvrtc.start)
     output = Path(args.output)
     if args.emit in ("cuda-source", "cubin"):
         source = program.source  # on a hit, the cached CUDA source: no IR is parsed
@@ -448,16 +500,14 @@ def compile_model(args: argparse.Namespace) -> int:
             _write_text(output, source)
             what = f"CUDA source ({kernels} kernels)"
         else:
-            from llmopt.codegen.nvrtc import compile_cuda
-
-            began = time.perf_counter()
-            cubin = compile_cuda(source, arch=args.arch)
+            assert nvrtc is not None
+            cubin = nvrtc.result(source)
             if str(output) == "-":
                 sys.stdout.buffer.write(cubin)
             else:
                 output.write_bytes(cubin)
             what = (f"CUBIN for {args.arch} ({kernels} kernels, {len(cubin)} bytes, NVRTC "
-                    f"{time.perf_counter() - began:.1f} s)")
+                    f"{nvrtc.seconds:.1f} s)")
     else:
         module = program.module
         print(f"// {_cache_line(program, how, 'IR parsed')}", file=sys.stderr)
@@ -1178,7 +1228,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     c.add_argument("--max-seq", type=int, default=None, metavar="N",
                    help="with --dynamic, the largest length (default: the model's "
                    "max_position_embeddings)")
-    c.set_defaults(run=compile_model)
+    c.set_defaults(run=compile_model, quick_exit=True)
 
     r = sub.add_parser("run", help="compile and run a whole model, compare with PyTorch",
                        parents=[common])
@@ -1244,12 +1294,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="first delete every entry of the compile cache")
     k.set_defaults(run=cache_info)
 
+    program = argv is None  # the llmopt command itself, not a call from Python
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
     if args.command is None:
         args = parser.parse_args(["demo", *argv])
     try:
-        return int(args.run(args))
+        status = int(args.run(args))
+        if program and getattr(args, "quick_exit", False):
+            _exit_now(status)
+        return status
     except CliError as err:
         print(f"llmopt: error: {err}", file=sys.stderr)
         return 1
@@ -1277,6 +1331,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 1
         _report_internal(err, argv, args)
         return 2
+
+
+def _exit_now(status: int) -> NoReturn:
+    """End the process at once with ``status``, its output flushed. After a whole model's
+    compile, freeing its IR and what torch.export left one object at a time takes seconds;
+    the command has written and closed everything it produces, so nothing is lost."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
 
 
 def _report_internal(err: BaseException, argv: Sequence[str], args: argparse.Namespace

@@ -46,8 +46,8 @@ LOOP_TO_CUDA = ("loop-to-tile{arch=sm_90},length-buckets{arch=sm_90},apply-tuned
                 "register-tile{arch=sm_90},warp-gemv{arch=sm_90},stage-inputs{arch=sm_90},"
                 "async-copy{arch=sm_90},"
                 "prefetch-stages,pad-shared,mma-fragments,vector-fragments,tile-to-kernel,"
-                "dedup-kernels,canonicalize,cse,dedup-kernels,inline-repeated-kernels,plan-buffers,"
-                "kernel-to-cuda{arch=sm_90}")
+                "dedup-kernels,hoist-constants,canonicalize,cse,dedup-kernels,"
+                "inline-repeated-kernels,plan-buffers,kernel-to-cuda{arch=sm_90}")
 
 
 def _config(tmp_path: Path, model_type: str = "qwen2", **sizes: int) -> Path:
@@ -217,6 +217,52 @@ def test_compile_cache_hit_gives_the_same_ir(tmp_path: Path, monkeypatch: pytest
     assert main(["compile", str(config), "--seq", "5", "--emit", "kernel", "-o",
                  str(tmp_path / "other.mlir")]) == 0
     assert "compile cache hit" not in capsys.readouterr().err
+
+
+def test_the_compile_command_ends_at_once_with_its_output_written(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``llmopt compile`` run as a command leaves without freeing the model (os._exit once
+    its streams are flushed): what it writes to stdout is complete, and its status is the
+    command's; called from Python, main() returns."""
+    config = _config(tmp_path, "llama", num_hidden_layers=1)
+    common = ["compile", str(config), "--seq", "4", "--emit", "cuda-source", "-o"]
+    assert main([*common, str(tmp_path / "m.cu")]) == 0
+    capsys.readouterr()
+    run = subprocess.run([sys.executable, "-m", "llmopt.tools.llmopt_cli", *common, "-"],
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout == (tmp_path / "m.cu").read_text()
+    bad = subprocess.run([sys.executable, "-m", "llmopt.tools.llmopt_cli", *common[:-1],
+                          "--max-seq", "8", "-o", "-"], capture_output=True, text=True,
+                         timeout=600)
+    assert bad.returncode == 1 and "llmopt: error:" in bad.stderr
+
+
+def test_nvrtc_compiles_on_a_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--emit cubin`` starts NVRTC on its thread as soon as a built program's CUDA source
+    is printed; a source that was never started (a cache hit) compiles when asked, and an
+    NVRTC error reaches the caller."""
+    import threading
+
+    from llmopt.codegen import nvrtc
+    from llmopt.tools import llmopt_cli
+
+    calls: list[tuple[str, str]] = []
+
+    def compile_cuda(source: str, arch: str) -> bytes:
+        calls.append((source, threading.current_thread().name))
+        if source == "bad":
+            raise nvrtc.NvrtcError("bad", log="", kernel_names=[], source=source)
+        return f"{arch}:{source}".encode()
+
+    monkeypatch.setattr(nvrtc, "compile_cuda", compile_cuda)
+    job = llmopt_cli._BackgroundCompile("sm_90")
+    job.start("printed")
+    assert job.result("printed") == b"sm_90:printed"
+    assert llmopt_cli._BackgroundCompile("sm_90").result("cached") == b"sm_90:cached"
+    assert calls == [("printed", "nvrtc"), ("cached", "nvrtc")]
+    with pytest.raises(nvrtc.NvrtcError):
+        llmopt_cli._BackgroundCompile("sm_90").result("bad")
 
 
 def test_a_warm_compile_reads_only_what_it_emits(tmp_path: Path,
