@@ -1,12 +1,13 @@
-"""Verifying a module after every pass of a pipeline, large modules in a forked process.
+"""Verifying a module after every pass of a pipeline, in forked processes once it is slow.
 
 The IR is verified after every pass. For a whole model that is a walk over tens of thousands
 of ops after each of some thirty passes, as long again as lowering itself, and nothing in
-it changes the IR: :class:`PassVerifier` verifies a large module in a child process forked
+it changes the IR: :class:`PassVerifier` verifies such a module in a child process forked
 right after the pass (the child sees the module exactly as the pass left it, copy on write)
-while the parent goes on with the next pass. A small module (a lit test, one layer) is
-verified in place, where a fork would cost more than it saves, and so is every module where
-``os.fork`` does not exist or ``LLMOPT_VERIFY_INLINE=1`` is set.
+while the parent goes on with the next pass. Verifications run in place until one takes a
+while (:data:`SLOW`): a lit test's modules never do, and a fork would cost more than it
+saves. Everything is verified in place where ``os.fork`` does not exist or
+``LLMOPT_VERIFY_INLINE=1`` is set.
 
 A verification that fails raises its error (the same exception, or a
 :class:`~xdsl.utils.exceptions.VerifyException` with its text when it does not pickle) in
@@ -24,6 +25,7 @@ import pickle
 import select
 import signal
 import sys
+import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -31,12 +33,14 @@ from dataclasses import dataclass
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.utils.exceptions import VerifyException
 
-__all__ = ["BACKGROUND_OPS", "IN_FLIGHT", "PassVerifier", "preferring_failures", "verifying"]
+__all__ = ["IN_FLIGHT", "PassVerifier", "SLOW", "preferring_failures",
+           "verifying"]
 
-BACKGROUND_OPS = 2000
-"""A pipeline whose module holds at least this many ops (at any depth) when it is first
-verified is verified in child processes. A whole model's Torch IR has thousands; a lit test
-or one layer has tens to hundreds."""
+SLOW = 0.05
+"""Seconds: once a verification in place takes this long, the following ones of the
+pipeline run in child processes (forking costs a few milliseconds). A lit test's modules
+verify far faster; a whole model's, or any model's Kernel and CUDA IR (a kernel per length
+bucket), far slower."""
 
 
 IN_FLIGHT = 3
@@ -63,7 +67,7 @@ class _Child:
 
 class PassVerifier:
     """Runs ``check`` (default: ``module.verify()``) on a module after each pass, in a
-    forked child when the module is large (see the module docstring).
+    forked child once verifying has proved slow (see the module docstring).
 
     Call :meth:`after` with the module after each pass, :meth:`finish` once the pipeline
     is done; on an exception from the pipeline call :meth:`failure` first (it waits for the
@@ -73,9 +77,10 @@ class PassVerifier:
 
     def __init__(self, check: Check = _verify, *, background: bool | None = None,
                  in_flight: int | None = None) -> None:
-        """``background``: ``None`` forks when the first module is large, ``False`` never,
-        ``True`` whenever ``os.fork`` exists (tests). ``in_flight``: how many verifications may run
-        at once (default :data:`IN_FLIGHT`); one more waits for the oldest."""
+        """``background``: ``None`` forks once a verification in place was slow (see
+        :data:`SLOW`), ``False`` never, ``True`` whenever ``os.fork`` exists (tests).
+        ``in_flight``: how many verifications may run at once (default :data:`IN_FLIGHT`);
+        one more waits for the oldest."""
         self.check = check
         inline = os.environ.get("LLMOPT_VERIFY_INLINE", "") not in ("", "0")
         self.background = background if not inline and hasattr(os, "fork") else False
@@ -88,7 +93,10 @@ class PassVerifier:
         self._collect(wait=False)
         if not self._forks(module):
             self._collect(wait=True)  # earlier passes' errors first
+            began = time.perf_counter()
             self.check(module)
+            if self.background is None and time.perf_counter() - began >= SLOW:
+                self.background = True
             return
         while len(self._children) >= self.in_flight:
             self._collect_oldest()
@@ -121,11 +129,9 @@ class PassVerifier:
     # --- internals -----------------------------------------------------------------------
 
     def _forks(self, module: ModuleOp) -> bool:
-        """Whether to verify in a child: decided once, by the size of the first module (a
-        pipeline's module stays of the same order of size from pass to pass)."""
-        if self.background is None:
-            self.background = sum(1 for _ in module.walk()) >= BACKGROUND_OPS
-        return self.background
+        """Whether to verify in a child: in automatic mode, once a verification in place
+        was slow (modules grow from pass to pass more than they shrink)."""
+        return bool(self.background)
 
     def _fork(self, what: str, module: ModuleOp) -> _Child:
         read, write = os.pipe()
@@ -137,6 +143,8 @@ class PassVerifier:
             try:
                 os.close(read)
                 gc.disable()  # a collection would touch (copy) every page of the parent
+                with contextlib.suppress(OSError):  # the passes come first
+                    os.nice(10)
                 payload = b""
                 try:
                     self.check(module)
