@@ -93,6 +93,7 @@ _BUILTIN_PASSES: dict[str, tuple[str, str]] = {
     "vector-fragments": ("llmopt.passes.tile.vector_fragments", "VectorFragments"),
     "mma-fragments": ("llmopt.passes.tile.mma_fragments", "MmaFragments"),
     "dedup-kernels": ("llmopt.passes.kernel.dedup_kernels", "DedupKernels"),
+    "hoist-constants": ("llmopt.passes.kernel.hoist_constants", "HoistConstants"),
     "inline-repeated-kernels": ("llmopt.passes.kernel.inline_repeated_kernels",
                                 "InlineRepeatedKernels"),
     "plan-buffers": ("llmopt.passes.kernel.plan_buffers", "PlanBuffers"),
@@ -109,7 +110,9 @@ for _name, (_module, _attr) in _BUILTIN_PASSES.items():
 #: about the time of its distinct kernels. ``dedup-kernels`` runs twice: right after
 #: ``tile-to-kernel`` (kernels identical without having been outlined, so the cleanups
 #: that follow see one copy) and after the cleanups (kernels that only they made
-#: identical). ``fuse-kernels{recompute_limit=0}`` keeps a reduction from
+#: identical). ``hoist-constants`` takes the constants out of ``tile-to-kernel``'s loop
+#: nests in one step, which ``canonicalize`` would do one loop per sweep of the module.
+#: ``fuse-kernels{recompute_limit=0}`` keeps a reduction from
 #: being recomputed in several loops: attention scores become a matrix product of their own
 #: (which ``register-tile`` tiles) instead of a dot product recomputed in each of softmax's
 #: three loops.
@@ -123,8 +126,8 @@ PIPELINES: dict[str, tuple[dict[str, str], str]] = {
         "register-tile{{arch={arch}}},warp-gemv{{arch={arch}}},stage-inputs{{arch={arch}}},"
         "async-copy{{arch={arch}}},"
         "prefetch-stages,pad-shared,mma-fragments,vector-fragments,"
-        "tile-to-kernel,dedup-kernels,canonicalize,cse,dedup-kernels,inline-repeated-kernels,"
-        "plan-buffers,kernel-to-cuda{{arch={arch}}}",
+        "tile-to-kernel,dedup-kernels,hoist-constants,canonicalize,cse,dedup-kernels,"
+        "inline-repeated-kernels,plan-buffers,kernel-to-cuda{{arch={arch}}}",
     ),
 }
 

@@ -96,22 +96,27 @@ def program_cache_key(identity: str, seq: int, dtype: str, elements: Sequence[st
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()
 
 
-def split_parts(module: ModuleOp) -> dict[str, str]:
+def split_parts(module: ModuleOp, on_source: Callable[[str], None] | None = None
+                ) -> dict[str, str]:
     """The texts an entry holds for ``module``: ``ir`` always; ``cuda`` and ``host`` (unless
     the encoding cannot express the host side) when it is lowered to CUDA IR (it has
-    ``cuda.kernel`` ops and no ``kernel.func`` left)."""
+    ``cuda.kernel`` ops and no ``kernel.func`` left). The CUDA source is printed first and
+    handed to ``on_source`` before the other parts are printed (NVRTC can start on it)."""
     from llmopt.codegen.cuda_printer import cuda_source
     from llmopt.codegen.ir_encoding import EncodingError, encode_module
     from llmopt.codegen.plan import host_side
     from llmopt.dialects import cuda, kernel
 
-    parts = {"ir": str(module)}
+    parts: dict[str, str] = {}
     ops = list(module.ops)
     if (any(isinstance(op, cuda.KernelOp) for op in ops)
             and not any(isinstance(op, kernel.FuncOp) for op in ops)):
+        parts["cuda"] = cuda_source(module)
+        if on_source is not None:
+            on_source(parts["cuda"])
         with contextlib.suppress(EncodingError):  # then a hit plans from the whole IR
             parts["host"] = encode_module(host_side(module))
-        parts["cuda"] = cuda_source(module)
+    parts["ir"] = str(module)
     return parts
 
 
@@ -151,15 +156,18 @@ class LoweredProgram:
     """
 
     def __init__(self, key: str, build: Callable[[], ModuleOp],
-                 before_store: Callable[[], None] | None = None) -> None:
+                 before_store: Callable[[], None] | None = None,
+                 on_source: Callable[[str], None] | None = None) -> None:
         """Look ``key`` up; on a miss (or an entry of another layout), build and store.
         ``before_store`` runs after a built module's parts are printed and before they are
-        stored (it may raise: then nothing is stored)."""
+        stored (it may raise: then nothing is stored); ``on_source`` gets a built module's
+        CUDA source as soon as it is printed (see :func:`split_parts`)."""
         from llmopt.codegen.cache import default_cache
 
         self.key = key
         self._build = build
         self._before_store = before_store
+        self._on_source = on_source
         self._module: ModuleOp | None = None
         self._host: ModuleOp | None = None
         self._source: str | None = None
@@ -180,7 +188,7 @@ class LoweredProgram:
         from llmopt.codegen.cache import default_cache
 
         module = self._build()
-        parts = split_parts(module)
+        parts = split_parts(module, self._on_source)
         if self._before_store is not None:
             self._before_store()
         default_cache().put(self.key, _pack(parts))
@@ -261,12 +269,15 @@ class LoweredProgram:
 
 
 def cached_program(key: str, build: Callable[[], ModuleOp],
-                   before_store: Callable[[], None] | None = None) -> LoweredProgram:
+                   before_store: Callable[[], None] | None = None,
+                   on_source: Callable[[str], None] | None = None) -> LoweredProgram:
     """The program cached under ``key``, or ``build()``'s, then cached (see
     :class:`LoweredProgram`: a hit reads only the parts asked for). ``before_store`` runs
     between printing a built program's parts and storing them: the verification of its
-    last passes can finish meanwhile, and a failure stores nothing."""
-    return LoweredProgram(key, build, before_store)
+    last passes can finish meanwhile, and a failure stores nothing. ``on_source`` receives
+    a built program's CUDA source before its other parts are printed: its compilation can
+    start meanwhile."""
+    return LoweredProgram(key, build, before_store, on_source)
 
 
 def cached_lowering(key: str, build: Callable[[], ModuleOp]) -> tuple[ModuleOp, float | None]:

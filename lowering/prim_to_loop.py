@@ -34,6 +34,7 @@ reconciles at the end. Every kernel starts unfused: ``fuse-kernels`` merges them
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -132,8 +133,16 @@ def in_kernel(kernel: loop.KernelOp, extents: Sequence[LoopExtent]) -> list[Loop
 def to_memref(typ: Attribute) -> Attribute:
     """The buffer type standing for a tensor type (other types are unchanged)."""
     if isinstance(typ, TensorType):
-        return MemRefType(typ.element_type, typ.get_shape())
+        return _memref_of(typ)
     return typ
+
+
+@functools.lru_cache(maxsize=1024)
+def _memref_of(typ: TensorType[Attribute]) -> MemRefType[Attribute]:
+    """:func:`to_memref` of a tensor type. Attributes are immutable values, and a whole
+    model asks for the same few types thousands of times: each is built (and its
+    parameters checked) once."""
+    return MemRefType(typ.element_type, typ.get_shape())
 
 
 class _Names:
@@ -164,8 +173,7 @@ def _new_kernel(
     assert isinstance(out_type, MemRefType)
     buffers = [_as_buffer(rewriter, v) for v in inputs]
     sizes = dynamic_values([e.value if isinstance(e, Runtime) else e for e in extents])
-    alloc = memref.AllocOp.get(out_type.element_type, shape=out_type.get_shape(),
-                               dynamic_sizes=sizes)
+    alloc = memref.AllocOp([SSAValue.get(s) for s in sizes], (), out_type)
     rewriter.insert(alloc)
     kernel = loop.KernelOp(name, [*buffers, alloc.memref])
     rewriter.insert(kernel)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable
 
 import pytest
@@ -10,7 +11,7 @@ from xdsl.dialects.builtin import IntegerAttr, ModuleOp, i32
 from xdsl.utils.exceptions import VerifyException
 
 from llmopt.api import parse
-from llmopt.verification import PassVerifier, verifying
+from llmopt.verification import SLOW, PassVerifier, verifying
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 
@@ -103,11 +104,15 @@ def test_without_a_failed_verification_the_pass_error_stands() -> None:
         raise RuntimeError("a pass failure of its own")
 
 
-def test_small_modules_and_the_environment_verify_in_place(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_verifications_move_to_children_once_slow(monkeypatch: pytest.MonkeyPatch) -> None:
     module = _module()
-    assert not PassVerifier()._forks(module)  # a handful of ops: no fork
-    assert PassVerifier(background=True)._forks(module)
+    fast = PassVerifier()
+    fast.after("fast", module)
+    assert not fast._forks(module)  # a handful of ops: verified in place
+    slow = PassVerifier(check=lambda _: time.sleep(SLOW))
+    slow.after("slow", module)
+    assert slow._forks(module)
+    slow.close()
     monkeypatch.setenv("LLMOPT_VERIFY_INLINE", "1")
     assert not PassVerifier(background=True)._forks(module)
 

@@ -350,12 +350,13 @@ def _external_uses(op: Operation) -> Iterator[SSAValue]:
 
 def _pinned(kernel: loop.KernelOp) -> set[Operation]:
     """The ops of ``kernel`` that neither hoisting nor merging may move: those that store
-    (an op with ``MemoryWriteEffect``) or read a buffer the kernel writes, and every op around them.
-    Moving or erasing an op that is not pinned never pins another, so one walk serves a
-    whole :func:`hoist_invariants` or :func:`merge_identical`."""
-    written = written_args(kernel)
+    (an op with ``MemoryWriteEffect``) or read a buffer the kernel writes, and every op
+    around them. Moving or erasing an op that is not pinned never pins another, so one
+    walk serves a :func:`hoist_invariants` and the :func:`merge_identical` after it."""
+    ops = nested_ops(kernel)
+    written = {op.buffer for op in ops if isinstance(op, loop.StoreOp)}
     pinned: set[Operation] = set()
-    for inner in nested_ops(kernel):
+    for inner in ops:
         if inner.has_trait(MemoryWriteEffect) or (isinstance(inner, loop.LoadOp)
                                                   and inner.buffer in written):
             op: Operation | None = inner
@@ -365,34 +366,41 @@ def _pinned(kernel: loop.KernelOp) -> set[Operation]:
     return pinned
 
 
-def hoist_invariants(kernel: loop.KernelOp) -> None:
+def hoist_invariants(kernel: loop.KernelOp, pinned: set[Operation] | None = None) -> None:
     """Move side-effect-free ops that use nothing defined in their loop out of that loop.
 
     Each round looks at every loop once, against what the loop defined when the round
     reached it (an op whose operand was hoisted earlier in the same round waits for the
-    next round); rounds repeat until nothing moves."""
-    pinned = _pinned(kernel)
+    next round); rounds repeat until nothing moves. ``pinned``: :func:`_pinned`, when the
+    caller has it."""
+    if pinned is None:
+        pinned = _pinned(kernel)
     changed = True
     while changed:
         changed = False
         for lp in [op for op in nested_ops(kernel) if isinstance(op, LoopOp)]:
-            inside = _defined_inside(lp)
+            # What ``lp`` defined when this round reached it: what it holds now, and the
+            # results of the ops moved out of it since.
+            moved: set[SSAValue] = set()
             for op in list(lp.body.block.ops):
                 if isinstance(op, loop.YieldOp) or op in pinned:
                     continue
-                if any(v in inside for v in _external_uses(op)):
+                if any(v in moved or lp.is_ancestor(v.owner) for v in _external_uses(op)):
                     continue
                 op.detach()
                 Rewriter.insert_op(op, InsertPoint.before(lp))
+                moved.update(op.results)
                 changed = True
 
 
-def merge_identical(kernel: loop.KernelOp) -> None:
+def merge_identical(kernel: loop.KernelOp, pinned: set[Operation] | None = None) -> None:
     """Within each block, replace an op by an earlier structurally identical read-only op.
 
     Identical ops have the same name and the very same operands: the earlier ops are
-    looked up by those, in the order they were met."""
-    pinned = _pinned(kernel)
+    looked up by those, in the order they were met. ``pinned``: :func:`_pinned`, when the
+    caller has it."""
+    if pinned is None:
+        pinned = _pinned(kernel)
     for block in list(_blocks(kernel)):
         seen: dict[tuple[object, ...], list[Operation]] = {}
         for op in list(block.ops):
@@ -407,6 +415,13 @@ def merge_identical(kernel: loop.KernelOp) -> None:
             for new, old in zip(twin.results, op.results, strict=True):
                 old.replace_all_uses_with(new)
             Rewriter.erase_op(op)
+
+
+def _tidy(kernel: loop.KernelOp) -> None:
+    """:func:`hoist_invariants`, then :func:`merge_identical`, sharing one :func:`_pinned`."""
+    pinned = _pinned(kernel)
+    hoist_invariants(kernel, pinned)
+    merge_identical(kernel, pinned)
 
 
 def _blocks(op: Operation) -> Iterator[Block]:
@@ -431,8 +446,7 @@ def fuse_function(fn: func.FuncOp, recompute_limit: int = 256) -> None:
     while _fuse_one(stale, stale.position, returned, written, recompute_limit):
         pass
     for kernel in [op for op in block.ops if isinstance(op, loop.KernelOp)]:
-        hoist_invariants(kernel)
-        merge_identical(kernel)
+        _tidy(kernel)
 
 
 def _written_by(kernel: loop.KernelOp, written: dict[loop.KernelOp, set[SSAValue]]
@@ -526,8 +540,7 @@ def _fuse_one(stale: _Stale, position: dict[loop.KernelOp, int],
             continue  # copies of a producer reading intermediates would chain
         for consumer, load in sites:
             inline_at(load, consumer, producer)
-            hoist_invariants(consumer)
-            merge_identical(consumer)
+            _tidy(consumer)
         for consumer in consumers:
             unbind(consumer, buffer)
         touched = set(producer_kernel.buffers) - {buffer}
