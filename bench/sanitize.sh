@@ -25,6 +25,13 @@
 #      memcheck-qwen        as racecheck-qwen, with torch's caching allocator off (every
 #                           buffer its own allocation, so that memcheck knows its bounds)
 #      racecheck-tinyllama  TinyLlama whole model, FP32, at 512 tokens
+#      racecheck-kernels    racecheck kernel by kernel (not in the default STEPS): every
+#                           kernel that uses shared memory in the programs of the three
+#                           groups above (bench/sanitize_models.py --list-kernels; the decode
+#                           steps run without the prefill), each checked at its first launch
+#                           only (--kernel-name kne=NAME --launch-count 1) in a process of its
+#                           own, KERNEL_JOBS at a time (default 6), each under KERNEL_LIMIT_S
+#                           seconds (default 150); the others run unchecked at full speed
 #
 # Time: the script stops within BUDGET_S seconds (default 480). Every step runs under
 # `timeout` with the limit given below, cut to what is left of the budget, and is skipped when
@@ -152,6 +159,7 @@ group_of() {
     *-qwen) echo qwen ;;
     *-decode) echo decode ;;
     *-tinyllama) echo tinyllama ;;
+    racecheck-kernels) echo qwen decode tinyllama ;;
   esac
 }
 needed=" "
@@ -205,6 +213,69 @@ run_step() {  # step, tool, limit, runs expected, environment assignment or -, a
   row "$step" "$limit" "$took" "$code" "$result"
 }
 
+# racecheck-kernels: list the kernels with shared memory, then check each alone.
+racecheck_kernels() {
+  local step=racecheck-kernels group dir=$logs/racecheck-kernels start=$SECONDS
+  local limit=${KERNEL_LIMIT_S:-150} jobs=${KERNEL_JOBS:-6}
+  for group in qwen decode tinyllama; do
+    if ! wait_prebuild "$group"; then
+      row "$step" - - - "skipped: prebuild-$group failed"; failed=1; return
+    fi
+  done
+  mkdir -p "$dir"
+  local filter=kne
+  if ! timeout 30 "$sanitizer" --kernel-name kne=probe --require-cuda-init no /bin/true \
+      > "$dir/probe.log" 2>&1; then
+    filter=kns  # by substring: the first launch whose name contains NAME
+  fi
+  : > "$dir/kernels.txt"
+  local args
+  for group in qwen decode tinyllama; do
+    case $group in
+      qwen) args=("${qwen[@]}") ;;
+      decode) args=("${decode[@]}") ;;
+      tinyllama) args=("${tinyllama[@]}") ;;
+    esac
+    timeout -k 10 300 "${py[@]}" --list-kernels "${args[@]}" < /dev/null \
+      > "$dir/list-$group.log" 2>&1 || { row "$step" - - - "listing $group FAILED"; failed=1; }
+    grep -a $'^KERNEL\t' "$dir/list-$group.log" >> "$dir/kernels.txt"
+  done
+  local n=0 running=0 name options log
+  while IFS=$'\t' read -r _ name options; do
+    n=$(( n + 1 ))
+    if (( $(left) < min_step )); then
+      echo "$name skipped: the budget is spent" >> "$dir/results.txt"; continue
+    fi
+    log=$dir/$(printf '%03d' "$n")-$name.log
+    read -r -a argv <<< "$options"
+    (
+      lim=$limit
+      (( lim > $(left) )) && lim=$(left)
+      timeout -k 10 "$lim" "$sanitizer" --tool racecheck --print-limit "${PRINT_LIMIT:-100}" \
+        --report-api-errors "${API_ERRORS:-no}" --error-exitcode 3 \
+        --kernel-name "$filter=$name" --launch-count 1 ${extra[@]+"${extra[@]}"} \
+        "${py[@]}" --require-cached --init-device "${INIT_DEVICE:-cpu}" "${argv[@]}" \
+        < /dev/null > "$log" 2>&1
+      code=$?
+      verdict=$(grep -a -E 'RACECHECK SUMMARY' "$log" | tail -1 | sed -E 's/^=+ *//')
+      sane=$(grep -a -c -E 'finite logits: True|in the vocabulary: True' "$log")
+      echo "$(printf '%-28s exit %3s' "$name" "$code")  ${verdict:-no summary}; $sane runs" \
+        "done; $options" >> "$dir/results.txt"
+    ) &
+    running=$(( running + 1 ))
+    if (( running >= jobs )); then wait -n; running=$(( running - 1 )); fi
+  done < "$dir/kernels.txt"
+  wait
+  local clean bad timed
+  clean=$(grep -c -E 'exit +0 .* 0 hazards' "$dir/results.txt")
+  bad=$(grep -c -E 'exit +3 ' "$dir/results.txt")
+  timed=$(grep -c -E 'exit +(124|137) |skipped' "$dir/results.txt")
+  (( clean < n )) && failed=1
+  row "$step" "$limit" $(( SECONDS - start )) - \
+    "$n kernels: $clean clean, $bad with hazards, $timed not finished (results.txt)"
+  cat "$dir/results.txt"
+}
+
 for step in $steps; do
   case $step in
     racecheck-qwen) run_step "$step" racecheck 210 3 - "${qwen[@]}" ;;
@@ -212,6 +283,7 @@ for step in $steps; do
     racecheck-decode) run_step "$step" racecheck 150 4 - "${decode[@]}" ;;
     memcheck-qwen) run_step "$step" memcheck 100 3 PYTORCH_NO_CUDA_MEMORY_CACHING=1 "${qwen[@]}" ;;
     racecheck-tinyllama) run_step "$step" racecheck 90 1 - "${tinyllama[@]}" ;;
+    racecheck-kernels) racecheck_kernels ;;
     *) row "$step" - - - "unknown step"; failed=1 ;;
   esac
 done

@@ -50,6 +50,7 @@ from __future__ import annotations
 import argparse
 import gc
 import os
+import re
 import subprocess
 import sys
 import time
@@ -69,6 +70,8 @@ DEFAULT_MAX_CTX = 520
 DEFAULT_CONTEXT = 300
 """The prompt length of ``--decode`` by default."""
 _STARTED = time.perf_counter()
+_KERNEL_HEAD = re.compile(r"__global__\s+void\s+(?:__launch_bounds__\([^)]*\)\s+)?(\w+)\s*\(")
+"""The start of a kernel in printed CUDA: its name is group 1."""
 
 
 class CacheMiss(RuntimeError):
@@ -130,6 +133,14 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--jobs", type=_positive, default=None,
                         help="--prebuild: programs built at once, each in its own process "
                         "(default: as many as the cores, at most one per program)")
+    parser.add_argument("--list-kernels", action="store_true",
+                        help="run nothing: print each kernel that uses shared memory (the only "
+                        "ones racecheck can fault) with the options that run its program "
+                        "alone, a line each, for a race check kernel by kernel")
+    parser.add_argument("--no-prefill", action="store_true",
+                        help="--decode: run the decode steps on caches of random values, "
+                        "without the prefill (so that the first launch of a kernel's name is "
+                        "the decode program's)")
     parser.add_argument("--require-cached", action="store_true",
                         help="a whole-model program missing from the compile cache is an "
                         "error (exit 2) instead of lowered in this run")
@@ -137,7 +148,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     if args.seq is not None:
         args.seqs = [args.seq]
     decode_only = {"--contexts": args.contexts is not None, "--new": args.new is not None,
-                   "--max-ctx": args.max_ctx is not None, "--no-graph": args.no_graph}
+                   "--max-ctx": args.max_ctx is not None, "--no-graph": args.no_graph,
+                   "--no-prefill": args.no_prefill}
     if args.decode:
         whole = {"--seqs": args.seqs is not None, "--dynamic": args.dynamic,
                  "--max-seq": args.max_seq is not None}
@@ -168,6 +180,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
             parser.error("--dynamic needs --max-seq of at least 2 (export traces a length >= 2)")
         if max(args.seqs) > args.max_seq:
             parser.error(f"--seqs go up to {max(args.seqs)}, above --max-seq {args.max_seq}")
+    if args.list_kernels and args.prebuild:
+        parser.error("--list-kernels reads the compile cache: run --prebuild before it")
     if args.prebuild and args.require_cached:
         parser.error("--prebuild fills the compile cache: --require-cached is for the run after")
     if args.jobs is not None and not args.prebuild:
@@ -367,6 +381,8 @@ def run_decode(args: argparse.Namespace, name: str, dtype: str) -> bool:
     gen, model = build_generator(args, name, dtype, args.init_device)
     vocab = model.config.vocab_size
     rng = torch.Generator().manual_seed(args.seed + 1)
+    if args.no_prefill:
+        return decode_without_prefill(args, gen, name, dtype, rng)
     ok = True
     for context in args.contexts:
         prompt = torch.randint(0, vocab, (context,), generator=rng).tolist()
@@ -379,6 +395,83 @@ def run_decode(args: argparse.Namespace, name: str, dtype: str) -> bool:
             f" of {args.max_ctx}) in {time.perf_counter() - began:.1f} s, tokens in the "
             f"vocabulary: {valid}")
     return ok
+
+
+def decode_without_prefill(args: argparse.Namespace, gen: Any, name: str, dtype: str,
+                           rng: Any) -> bool:
+    """``--no-prefill``: ``--new`` - 1 decode steps at each context, on caches of random
+    values and random tokens (the Generator's own programs, called as its ``generate`` calls
+    them, without the prefill); whether every logit is finite."""
+    import torch
+
+    _, decode = gen._programs  # the compiled prefill and decode programs
+    caches = gen._caches()
+    for cache in caches:
+        cache.copy_(torch.randn(cache.shape, generator=rng).to(cache.dtype))
+    vocab = gen.model.config.vocab_size
+    ok = True
+    for context in args.contexts:
+        began = time.perf_counter()
+        finite = True
+        for step in range(1, args.new):
+            ctx = context + step
+            token = torch.randint(0, vocab, (1, 1), generator=rng).to("cuda")
+            (logits,) = decode(token, *(c[:ctx] for c in caches))
+            finite = finite and bool(torch.isfinite(logits.cpu().float()).all())
+        ok = ok and finite
+        say(f"{name} {dtype} decode ctx {context}: {args.new - 1} decode steps without the "
+            f"prefill (cache lengths {context + 1}..{context + args.new - 1} of "
+            f"{args.max_ctx}, random caches) in {time.perf_counter() - began:.1f} s, finite "
+            f"logits: {finite}")
+    return ok
+
+
+def shared_memory_kernels(source: str) -> list[str]:
+    """The ``__global__`` functions of ``source`` that declare shared memory, in order:
+    racecheck reports hazards on shared memory only, so the others cannot fault it."""
+    heads = list(_KERNEL_HEAD.finditer(source))
+    ends = [head.start() for head in heads[1:]] + [len(source)]
+    return [head.group(1) for head, end in zip(heads, ends, strict=False)
+            if "__shared__" in source[head.end():end]]
+
+
+def list_kernels(args: argparse.Namespace) -> int:
+    """``--list-kernels``: for every program the options run (from the compile cache), each
+    kernel that uses shared memory, as a line ``KERNEL<tab>name<tab>options``: the options
+    of this script that run that program alone (with ``--no-prefill`` for a Generator's
+    decode program). A race check of one kernel is then ``compute-sanitizer --tool
+    racecheck --kernel-name kne=NAME --launch-count 1 python3 bench/sanitize_models.py
+    --require-cached OPTIONS``."""
+    from llmopt.target import default_arch
+
+    arch = default_arch()
+    for what, argv in prebuild_jobs(args):
+        one = parse_args(argv)
+        if one.decode:
+            import torch
+
+            with torch.no_grad():
+                gen, _ = build_generator(one, one.models[0], one.dtypes[0], "cuda")
+            source = gen._programs[1].source  # the decode program
+            argv = [*argv, "--no-prefill"]
+            del gen
+            _release()
+        else:
+            seq, max_seq = ((_example_seq(one.max_seq), one.max_seq) if one.dynamic
+                            else (one.seqs[0], None))
+            try:
+                program = whole_model_program(one.models[0], one.layers, seq, one.dtypes[0],
+                                              arch, max_seq=max_seq, require_cached=True)
+            except CacheMiss as err:
+                say(f"error: {err}")
+                return 2
+            source = program.source
+        kernels = shared_memory_kernels(source)
+        say(f"{what}: {len(kernels)} of {source.count('__global__')} kernels use shared "
+            "memory")
+        for kernel in kernels:
+            print(f"KERNEL\t{kernel}\t{' '.join(argv)}", flush=True)
+    return 0
 
 
 def run_whole_model(args: argparse.Namespace, name: str, dtype: str, arch: str) -> bool:
@@ -460,6 +553,8 @@ def run(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.list_kernels:
+        return list_kernels(args)
     return prebuild(args) if args.prebuild else run(args)
 
 

@@ -56,7 +56,8 @@ def test_decode_defaults_and_cache_length() -> None:
                                   ["--decode", "--seqs", "128"], ["--decode", "--dynamic"],
                                   ["--decode", "--new", "1"], ["--decode", "--max-ctx", "302"],
                                   ["--prebuild", "--require-cached"], ["--jobs", "4"],
-                                  ["--init-device", "meta"]])
+                                  ["--init-device", "meta"], ["--no-prefill"],
+                                  ["--list-kernels", "--prebuild"]])
 def test_bad_options_are_usage_errors(argv: list[str]) -> None:
     with pytest.raises(SystemExit):
         sanitize_models.parse_args(argv)
@@ -106,3 +107,27 @@ def test_prebuild_fills_the_compile_cache(tmp_path: Path, monkeypatch: pytest.Mo
     program = sanitize_models.whole_model_program(config, 1, 6, "float32", arch,
                                                   require_cached=True)
     assert program.hit and "__global__" in program.source
+    capsys.readouterr()
+    assert sanitize_models.main(["--list-kernels", "--models", config, "--layers", "1",
+                                 "--seqs", "6"]) == 0
+    lines = [line.split("\t") for line in capsys.readouterr().out.splitlines()
+             if line.startswith("KERNEL\t")]
+    assert lines, "a program with attention and norms has kernels with shared memory"
+    assert [name for _, name, _ in lines] == sanitize_models.shared_memory_kernels(
+        program.source)
+    for _, _, options in lines:  # the options run that one program
+        one = sanitize_models.parse_args([*options.split(), "--require-cached"])
+        assert one.models == [config] and one.seqs == [6] and one.layers == 1
+
+
+def test_shared_memory_kernels() -> None:
+    """Kernels are found by their ``__global__`` heads (with or without launch bounds); only
+    those whose bodies declare shared memory, static or dynamic, are kept."""
+    source = (
+        'extern "C" __global__ void __launch_bounds__(128) tiled(float* a) {\n'
+        "  __shared__ float buf[128];\n}\n"
+        'extern "C" __global__ void plain(float* a, int n) {\n  a[0] = n;\n}\n'
+        'extern "C" __global__ void __launch_bounds__(256, 2) pooled(float* a) {\n'
+        "  extern __shared__ __align__(16) unsigned char smem[];\n}\n")
+    assert sanitize_models.shared_memory_kernels(source) == ["tiled", "pooled"]
+    assert sanitize_models.shared_memory_kernels("int x;") == []
