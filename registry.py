@@ -96,6 +96,7 @@ _BUILTIN_PASSES: dict[str, tuple[str, str]] = {
     "hoist-constants": ("llmopt.passes.kernel.hoist_constants", "HoistConstants"),
     "inline-repeated-kernels": ("llmopt.passes.kernel.inline_repeated_kernels",
                                 "InlineRepeatedKernels"),
+    "fuse-launches": ("llmopt.passes.kernel.fuse_launches", "FuseLaunches"),
     "plan-buffers": ("llmopt.passes.kernel.plan_buffers", "PlanBuffers"),
     "lengths-in-memory": ("llmopt.passes.kernel.lengths_in_memory", "LengthsInMemory"),
 }
@@ -115,7 +116,8 @@ for _name, (_module, _attr) in _BUILTIN_PASSES.items():
 #: ``fuse-kernels{recompute_limit=0}`` keeps a reduction from
 #: being recomputed in several loops: attention scores become a matrix product of their own
 #: (which ``register-tile`` tiles) instead of a dot product recomputed in each of softmax's
-#: three loops.
+#: three loops. ``fuse-launches`` makes independent launches of one block shape one launch
+#: (a decode step's key and value projections, its two rotary embeddings).
 PIPELINES: dict[str, tuple[dict[str, str], str]] = {
     "lower-to-cuda": (
         {"arch": DEFAULT_ARCH},
@@ -127,7 +129,7 @@ PIPELINES: dict[str, tuple[dict[str, str], str]] = {
         "async-copy{{arch={arch}}},"
         "prefetch-stages,pad-shared,mma-fragments,vector-fragments,"
         "tile-to-kernel,dedup-kernels,hoist-constants,canonicalize,cse,dedup-kernels,"
-        "inline-repeated-kernels,plan-buffers,kernel-to-cuda{{arch={arch}}}",
+        "inline-repeated-kernels,fuse-launches,plan-buffers,kernel-to-cuda{{arch={arch}}}",
     ),
 }
 

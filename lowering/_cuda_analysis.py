@@ -19,7 +19,7 @@ from llmopt.dialects import kernel, mma
 from llmopt.lowering.tile_to_kernel import enclosing_func
 from llmopt.target import LDMATRIX_MIN_SM, MMA_SHAPES, TF32_MMA, for_arch
 
-__all__ = ["check_tensor_cores", "unrestricted_params", "written_buffers"]
+__all__ = ["buffer_root", "check_tensor_cores", "unrestricted_params", "written_buffers"]
 
 # Views: values that alias their first operand (for the __restrict__ analysis).
 _VIEW_OPS = frozenset({
@@ -28,7 +28,7 @@ _VIEW_OPS = frozenset({
 })  # fmt: skip
 
 
-def _root(value: SSAValue) -> SSAValue:
+def buffer_root(value: SSAValue) -> SSAValue:
     """The allocation or argument a memref value views."""
     while isinstance(value.owner, Operation) and value.owner.name in _VIEW_OPS:
         value = value.owner.operands[0]
@@ -64,7 +64,7 @@ def unrestricted_params(module: ModuleOp) -> dict[str, set[int]]:
         groups: dict[SSAValue, list[int]] = {}
         for k, arg in enumerate(launch.args):
             if isinstance(arg.type, MemRefType):
-                groups.setdefault(_root(arg), []).append(k)
+                groups.setdefault(buffer_root(arg), []).append(k)
         for members in groups.values():
             if len(members) > 1 and writes.intersection(members):
                 result.setdefault(name, set()).update(members)

@@ -17,7 +17,8 @@ of the narrowest element loaded: 4 ``f32``, 8 ``bf16``/``f16``), and ``K`` is a 
 ``V``.
 
 **Produces** ``R`` outputs a block, a warp each (``R`` = ``rows``, by default the largest
-power of two up to 8 that leaves at least one block a multiprocessor), lane ``l`` of warp
+power of two up to 8 that leaves at least one block a multiprocessor, counting every block
+of the forall), lane ``l`` of warp
 ``w`` walking the chunks ``c`` of ``V`` consecutive ``k``::
 
     tile.kernel grid [ceildiv(N, R)·…] block [32·R] {
@@ -91,11 +92,13 @@ CHUNKS_IN_FLIGHT = 4
 operand in flight."""
 
 
-def choose_rows(outputs: int, sms: int) -> int:
+def choose_rows(outputs: int, sms: int, others: int = 1) -> int:
     """The outputs a block: the largest power of two up to :data:`MAX_ROWS` that leaves at
-    least one block a multiprocessor (a small product spreads over the whole GPU)."""
+    least one block a multiprocessor (a small product spreads over the whole GPU), counting
+    the blocks of the forall's ``others`` other positions too (a product stored as heads ×
+    head dim has ``heads`` blocks for each block of a head's outputs)."""
     rows = MAX_ROWS
-    while rows > 1 and -(-outputs // rows) < sms:
+    while rows > 1 and others * -(-outputs // rows) < sms:
         rows //= 2
     return rows
 
@@ -113,7 +116,8 @@ class ScheduleGemv(RewritePattern):
         if found is None:
             return
         outputs = found.forall.shape[found.row]
-        rows = min(self.rows or choose_rows(outputs, limits(self.arch).sms), outputs)
+        others = math.prod(found.forall.shape) // outputs
+        rows = min(self.rows or choose_rows(outputs, limits(self.arch).sms, others), outputs)
         rows = 1 << (rows.bit_length() - 1)  # a power of two: whole warps, even blocks
         new = _rebuilt(op, found, rows)
         rewriter.replace(op, new)

@@ -3,7 +3,8 @@
 Captured once each (symbolic in the prompt length and in the cache length), checked
 against the model itself: the Torch-IR prefill's logits at the last position, the caches it
 writes (the keys and values transformers' own cache holds), and greedy tokens through
-:class:`llmopt.Generator` on the CPU (Kernel IR interpreted) equal to ``model.generate``.
+:class:`llmopt.Generator` on the CPU (Kernel IR interpreted, with the decode step's
+independent launches fused) equal to ``model.generate``.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ pytest.importorskip("transformers")
 from test_models import tiny_model  # noqa: E402
 
 import llmopt  # noqa: E402
+from llmopt.dialects import kernel  # noqa: E402
 from llmopt.dialects._updates import UPDATES_ATTR, updated_results  # noqa: E402
 from llmopt.frontend.capture import CaptureError  # noqa: E402
 from llmopt.frontend.decode import (  # noqa: E402
@@ -75,6 +77,10 @@ def test_generator_on_the_cpu_matches_generate(kind: str) -> None:
         want = model.generate(prompt, max_new_tokens=10, min_new_tokens=10, do_sample=False)
     out = gen.generate(prompt, 10)
     assert out.tokens == want[0, 6:].tolist()
+    launched = [op.kernel.root_reference.data for op in gen.decode.module.walk()
+                if isinstance(op, kernel.LaunchOp)]
+    fused = [name for name in launched if "__" in name]  # fuse-launches' kernels
+    assert len(fused) >= 2, launched  # a layer's rotary embeddings of q and k, at least
     assert out.compile_seconds > 0 and out.decode_seconds > 0
     again = gen.generate(prompt[:, :3], 4)  # the same programs, another prompt length
     with torch.no_grad():
