@@ -18,7 +18,8 @@ of the narrowest element loaded: 4 ``f32``, 8 ``bf16``/``f16``), and ``K`` is a 
 
 **Produces** ``R`` outputs a block, a warp each (``R`` = ``rows``, by default the largest
 power of two up to 8 that leaves at least one block a multiprocessor, counting every block
-of the forall), lane ``l`` of warp
+of the forall and of its siblings: the matched kernels of the same block that share a
+buffer with it, which get the same ``R``), lane ``l`` of warp
 ``w`` walking the chunks ``c`` of ``V`` consecutive ``k``::
 
     tile.kernel grid [ceildiv(N, R)·…] block [32·R] {
@@ -53,12 +54,13 @@ chunks are independent, and the only cross-lane step is one shared-memory sum pe
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects import arith, scf
+from xdsl.dialects import arith, func, scf
 from xdsl.dialects.builtin import DictionaryAttr, IndexType, IntegerAttr, MemRefType, ModuleOp, i64
-from xdsl.ir import Block, Operation, Region, SSAValue
+from xdsl.ir import Block, BlockArgument, Operation, Region, SSAValue
 from xdsl.ir.affine import AffineMap
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
@@ -92,15 +94,68 @@ CHUNKS_IN_FLIGHT = 4
 operand in flight."""
 
 
-def choose_rows(outputs: int, sms: int, others: int = 1) -> int:
-    """The outputs a block: the largest power of two up to :data:`MAX_ROWS` that leaves at
-    least one block a multiprocessor (a small product spreads over the whole GPU), counting
-    the blocks of the forall's ``others`` other positions too (a product stored as heads ×
-    head dim has ``heads`` blocks for each block of a head's outputs)."""
+def choose_rows(products: Sequence[tuple[int, int]], sms: int) -> int:
+    """The outputs a block for ``products``, each given as ``(outputs, others)``: the rows
+    of its row dimension and how many blocks each block of rows is repeated for (the
+    forall's other positions: a product stored as heads × head dim has a block of each
+    head's rows for every head). The largest power of two up to :data:`MAX_ROWS` that
+    leaves at least one block a multiprocessor counting every block of every product (a
+    small product spreads over the whole GPU)."""
     rows = MAX_ROWS
-    while rows > 1 and others * -(-outputs // rows) < sms:
+    while rows > 1 and sum(o * -(-n // rows) for n, o in products) < sms:
         rows //= 2
     return rows
+
+
+def sibling_rows(module: ModuleOp, sms: int) -> dict[tile.KernelOp, int]:
+    """The rows of each matched kernel of ``module``, chosen for it and its *siblings*
+    together: the matched kernels passed one buffer in one block (directly or through
+    another sibling, where they run or where the functions holding them are called), such
+    as a layer's query, key and value projections of one normalised input. They get one
+    block shape, so ``fuse-launches`` can make them one launch, and enough blocks between
+    them to fill the GPU."""
+    found = {k: g for k in module.walk() if isinstance(k, tile.KernelOp)
+             and (g := match_gemv(k)) is not None}
+    parent = {k: k for k in found}
+
+    def root(k: tile.KernelOp) -> tile.KernelOp:
+        while parent[k] is not k:
+            k = parent[k]
+        return k
+
+    calls: dict[str, list[func.CallOp]] = {}
+    for op in module.walk():
+        if isinstance(op, func.CallOp):
+            calls.setdefault(op.callee.root_reference.data, []).append(op)
+    readers: dict[tuple[Block | None, SSAValue], tile.KernelOp] = {}
+    for k in found:
+        for place in _buffers_where_run(k, calls):
+            other = readers.setdefault(place, k)
+            if other is not k:
+                parent[root(k)] = root(other)
+    groups: dict[tile.KernelOp, list[tuple[int, int]]] = {}
+    for k, g in found.items():
+        outputs = g.forall.shape[g.row]
+        groups.setdefault(root(k), []).append((outputs, math.prod(g.forall.shape) // outputs))
+    return {k: choose_rows(groups[root(k)], sms) for k in found}
+
+
+def _buffers_where_run(kernel: tile.KernelOp, calls: dict[str, list[func.CallOp]]
+                       ) -> list[tuple[Block | None, SSAValue]]:
+    """The buffers ``kernel`` takes, each with the block it is passed in: its own operands,
+    and where it is the body of a function (``outline-repeated-kernels`` gives each kernel
+    that identical layers repeat a function of its own), what every call passes for them."""
+    places: list[tuple[Block | None, SSAValue]] = []
+    owner = kernel.parent_op()
+    for buffer in kernel.buffers:
+        if not isinstance(buffer.type, MemRefType):
+            continue
+        places.append((kernel.parent_block(), buffer))
+        if (isinstance(owner, func.FuncOp) and isinstance(buffer, BlockArgument)
+                and buffer.block is owner.body.block):
+            places += [(call.parent_block(), call.arguments[buffer.index])
+                       for call in calls.get(owner.sym_name.data, [])]
+    return places
 
 
 @dataclass
@@ -108,7 +163,8 @@ class ScheduleGemv(RewritePattern):
     """Rewrite one matched kernel (see the module docstring)."""
 
     rows: int
-    arch: str
+    chosen: dict[tile.KernelOp, int]
+    """Each kernel's rows when ``rows`` is 0 (:func:`sibling_rows`)."""
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: tile.KernelOp, rewriter: PatternRewriter) -> None:
@@ -116,8 +172,7 @@ class ScheduleGemv(RewritePattern):
         if found is None:
             return
         outputs = found.forall.shape[found.row]
-        others = math.prod(found.forall.shape) // outputs
-        rows = min(self.rows or choose_rows(outputs, limits(self.arch).sms, others), outputs)
+        rows = min(self.rows or self.chosen[op], outputs)
         rows = 1 << (rows.bit_length() - 1)  # a power of two: whole warps, even blocks
         new = _rebuilt(op, found, rows)
         rewriter.replace(op, new)
@@ -296,8 +351,9 @@ class WarpGemv(ModulePass):
             raise ValueError(f"rows must be an integer from 0 to {MAX_ROWS}, got {self.rows}")
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        PatternRewriteWalker(KeepLocation(ScheduleGemv(self.rows, self.arch)),
+        chosen = {} if self.rows else sibling_rows(op, limits(self.arch).sms)
+        PatternRewriteWalker(KeepLocation(ScheduleGemv(self.rows, chosen)),
                              apply_recursively=False).rewrite_module(op)
 
 
-__all__ = ["GEMV_ATTR", "WarpGemv", "choose_rows", "match_gemv"]
+__all__ = ["GEMV_ATTR", "WarpGemv", "choose_rows", "match_gemv", "sibling_rows"]

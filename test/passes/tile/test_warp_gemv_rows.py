@@ -1,0 +1,60 @@
+"""``warp-gemv``'s rows a block: counted over every block of a product and of its siblings
+(the products of one input, such as a decode step's query, key and value projections),
+which get one block shape so that ``fuse-launches`` can make them one launch."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+import llmopt  # noqa: E402
+from llmopt import registry  # noqa: E402
+from llmopt.frontend.decode import capture_decode  # noqa: E402
+from llmopt.frontend.models import build_model  # noqa: E402
+from llmopt.passes.tile._gemv_match import match_gemv  # noqa: E402
+from llmopt.passes.tile.warp_gemv import choose_rows, sibling_rows  # noqa: E402
+
+
+def test_rows_count_every_block() -> None:
+    assert choose_rows([(256, 1)], 132) == 1  # 256 blocks of one output
+    assert choose_rows([(64, 4)], 132) == 1  # 4 heads x 64: 256 blocks
+    assert choose_rows([(128, 4)], 132) == 2  # 4 heads x 128: 256 blocks of 2
+    assert choose_rows([(2048, 1), (256, 1), (64, 4)], 132) == 8  # 256 + 32 + 32 blocks
+    assert choose_rows([(4, 1)], 132) == 1
+
+
+@pytest.mark.parametrize("layers", [1, 2])
+def test_projections_of_one_input_share_their_rows(layers: int) -> None:
+    """In a decode step the query, key and value projections read one normalised vector;
+    with 2 layers each kernel sits in a function of its own (``outline-repeated-kernels``)
+    and the sharing is seen at the calls. On a GPU of 4 multiprocessors the key and value
+    projections alone would take 2 outputs a block; with the queries' they take 8."""
+    config = transformers.LlamaConfig(
+        hidden_size=64, intermediate_size=96, num_hidden_layers=layers,
+        num_attention_heads=4, num_key_value_heads=1, head_dim=16, vocab_size=101,
+        max_position_embeddings=64)
+    model = build_model(config, seed=0)
+    module = capture_decode(model, 32).module
+    to_tile = registry.pipeline_elements(registry.with_arch("lower-to-cuda", "sm_90"))
+    names = [name for _, name in to_tile]
+    llmopt.lower(module, ",".join(text for text, _ in to_tile[:names.index("warp-gemv")]))
+    rows = sibling_rows(module, sms=4)
+    alone = {}
+    for kernel in rows:
+        found = match_gemv(kernel)
+        assert found is not None
+        outputs = found.forall.shape[found.row]
+        alone[kernel] = choose_rows([(outputs, _others(found.forall.shape, found.row))], 4)
+    raised = [k.sym_name.data for k in rows if rows[k] > alone[k]]
+    assert len(raised) >= 2, {k.sym_name.data: (rows[k], alone[k]) for k in rows}
+    assert {rows[k] for k in rows if k.sym_name.data in raised} == {8}
+
+
+def _others(shape: tuple[int, ...], row: int) -> int:
+    total = 1
+    for k, extent in enumerate(shape):
+        if k != row:
+            total *= extent
+    return total
