@@ -210,6 +210,18 @@ def _rewrite(chunk: scf.ForOp, forall: tile.ForallOp, nest: list[loop.ForOp],
         operand.hi = parts[0]
         operand.lo = parts[1] if terms == 3 else None
 
+    # Allocated before the chunk loop's scf.for %kq (made next, in front of the chunk): where
+    # the K loop had one step and canonicalize inlined it, the anchor is the chunk itself.
+    parts: list[SSAValue] | None = None
+    if order == 2 or promote > 1:
+        parts = []
+        for _ in updates:
+            alloc = tile.AllocOp("registers", MemRefType(
+                f32, [*forall.shape, extents["i"], extents["j"], 4]))
+            alloc.result.name_hint = "part"
+            rewriter.insert(alloc, InsertPoint.before(anchor))
+            parts.append(alloc.result)
+
     # scf.for %kq = 0 to K/8 (with promote P: %kqo = 0 to K/(8·P)), the forall moved into
     # it and emptied.
     old_nest = nest[0]
@@ -227,15 +239,6 @@ def _rewrite(chunk: scf.ForOp, forall: tile.ForallOp, nest: list[loop.ForOp],
 
     kk = chunk.body.block.args[0]
     thread_ivs = list(forall.ivs)
-    parts: list[SSAValue] | None = None
-    if order == 2 or promote > 1:
-        parts = []
-        for _ in updates:
-            alloc = tile.AllocOp("registers", MemRefType(
-                f32, [*forall.shape, extents["i"], extents["j"], 4]))
-            alloc.result.name_hint = "part"
-            rewriter.insert(alloc, InsertPoint.before(anchor))
-            parts.append(alloc.result)
     if promote == 1:
         for operand in operands.values():
             add(fragment_nest(operand, kk, kq, ivs, thread_ivs, extents, terms, split))

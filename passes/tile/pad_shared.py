@@ -13,6 +13,10 @@ A tile of 16-bit elements that a product in the tensor-core layout reads (a ``lo
 in a ``tile.forall`` marked ``llmopt.layout = "mma"``, which ``mma-fragments`` turns into
 ``ldmatrix``) gets rows of an odd multiple of 16 bytes instead (``s ≡ 8 mod 16`` elements:
 rows of 32 become 40): the asked padding when it gives that, else the least that does.
+Padding never breaks a vector copy: a tile that ``tile.copy``/``tile.async_copy`` move
+``n`` elements at a time to or from keeps rows of a multiple of ``n`` (the padding is
+raised to the next that does; a tile padded already, run through the pass again, gets
+rows of a multiple of ``n`` again, not ``+ 1``).
 
 **Why** shared memory has 32 banks of four bytes: element ``[r, c]`` of rows ``s`` words
 long lives in bank ``(r·s + c) mod 32``. When the threads of a warp read one column of
@@ -60,6 +64,9 @@ class PadAlloc(RewritePattern):
         pad = asked.value.data if isinstance(asked, IntegerAttr) else self.pad
         if typ.element_type.bitwidth == 16 and _read_by_mma(op):  # type: ignore[attr-defined]
             pad = ldmatrix_pad(shape[-1], pad)
+        width = _copy_width(op)
+        if pad > 0 and (shape[-1] + pad) % width:  # keep every vector copy's rows aligned
+            pad += (width - (shape[-1] + pad) % width) % width
         if pad <= 0:
             return
         new = tile.AllocOp("shared", MemRefType(typ.element_type, [*shape[:-1],
@@ -79,6 +86,14 @@ def ldmatrix_pad(row: int, asked: int) -> int:
     if asked >= 0 and (row + asked) % (2 * LDMATRIX_ROW) == LDMATRIX_ROW:
         return asked
     return (LDMATRIX_ROW - row) % (2 * LDMATRIX_ROW)
+
+
+def _copy_width(alloc: tile.AllocOp) -> int:
+    """The most elements a ``tile.copy``/``tile.async_copy`` moves at once to or from
+    ``alloc`` (1 if none does): each copy's offsets must stay multiples of it."""
+    widths = [use.operation.elements for use in alloc.result.uses
+              if isinstance(use.operation, tile.CopyBase)]
+    return max(widths, default=1)
 
 
 def _read_by_mma(alloc: tile.AllocOp) -> bool:

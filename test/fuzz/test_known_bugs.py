@@ -133,6 +133,17 @@ func.func @forward(%x: tensor<8xf32>) -> tensor<8xf32> {
         "passes/tile/_mma_match.py (chunk_updates)",
         status=0,
     ),
+    # A tensor-core product whose K loop has one step: canonicalize inlines that loop, so
+    # the chunk loop sits right in the block's forall, and mma-fragments put its partial
+    # sums' allocation after the scf.for it had just made in front of the chunk: "the IR
+    # does not verify after pass 'mma-fragments': operand #1 (%part) is used before its
+    # definition". They are allocated before that loop is made now.
+    "k_loop_of_one_step": Bug(
+        (INPUTS / "k_loop_of_one_step.mlir").read_text(),
+        ("-p", "lower-to-cuda", "-t", "cuda"),
+        "passes/tile/mma_fragments.py (_rewrite)",
+        status=0,
+    ),
     # A Tile-IR read of a one-element tile at 31 - %j, %j in [0, 1): out of bounds, but only
     # a constant after lowering and folding, when the Kernel-IR verifier rejected it as "the
     # IR does not verify after pass 'canonicalize'". The Tile-IR verifier now bounds each
