@@ -246,6 +246,47 @@ _DIVISIONS = {
 }
 
 
+def affine_range(expr: AffineExpr, ranges: Sequence[tuple[int, int] | None]
+                 ) -> tuple[int, int] | None:
+    """The exact least and greatest values of ``expr`` over independent dims in ``ranges``;
+    ``None`` where it cannot be exact (an unknown dim, a dim used twice, a ``mod`` that
+    wraps within the range, a product of dims)."""
+    used = [e.position for e in expr.dfs() if isinstance(e, AffineDimExpr)]
+    if len(used) != len(set(used)):
+        return None
+    return _span(expr, ranges)
+
+
+def _span(expr: AffineExpr, ranges: Sequence[tuple[int, int] | None]
+          ) -> tuple[int, int] | None:
+    if isinstance(expr, AffineConstantExpr):
+        return expr.value, expr.value
+    if isinstance(expr, AffineDimExpr):
+        return ranges[expr.position] if expr.position < len(ranges) else None
+    if not isinstance(expr, AffineBinaryOpExpr):
+        return None
+    lhs, rhs = _span(expr.lhs, ranges), _span(expr.rhs, ranges)
+    if lhs is None or rhs is None:
+        return None
+    if expr.kind is AffineBinaryOpKind.Add:
+        return lhs[0] + rhs[0], lhs[1] + rhs[1]
+    if expr.kind is AffineBinaryOpKind.Mul:
+        if lhs[0] != lhs[1] and rhs[0] != rhs[1]:
+            return None
+        products = [a * b for a in lhs for b in rhs]
+        return min(products), max(products)
+    if rhs[0] != rhs[1] or rhs[0] <= 0:
+        return None
+    c = rhs[0]
+    if expr.kind is AffineBinaryOpKind.FloorDiv:
+        return lhs[0] // c, lhs[1] // c
+    if expr.kind is AffineBinaryOpKind.CeilDiv:
+        return -(-lhs[0] // c), -(-lhs[1] // c)
+    if lhs[0] // c != lhs[1] // c:
+        return None  # wraps: not every value between the ends is taken
+    return lhs[0] % c, lhs[1] % c
+
+
 def bad_division(expr: AffineExpr) -> str | None:
     """What is wrong with the first ``floordiv``, ``ceildiv`` or ``mod`` in ``expr`` whose
     divisor is a constant that is not positive (affine divisions take positive divisors;

@@ -41,9 +41,6 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute, Block, Dialect, Operation, Region, SSAValue
 from xdsl.ir.affine import (
-    AffineBinaryOpExpr,
-    AffineBinaryOpKind,
-    AffineConstantExpr,
     AffineDimExpr,
     AffineExpr,
     AffineMap,
@@ -75,6 +72,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from llmopt.dialects._symbols import enclosing_function, is_symbolic
 from llmopt.dialects._syntax import (
+    affine_range,
     bad_division,
     check_index_in_bounds,
     check_kernel_attributes,
@@ -139,7 +137,7 @@ def verify_access(op: Operation, buffer: SSAValue, amap: AffineMap,
             value = AffineMap(amap.num_dims, 0, (result,)).eval([0] * amap.num_dims, [])[0]
             check_index_in_bounds(op.name, typ, dim, value)
             continue
-        span = _range(result, ranges)
+        span = affine_range(result, ranges)
         extent = typ.get_shape()[dim]
         if span is not None and (span[0] < 0 or 0 <= extent <= span[1]):
             values = (f"is {span[0]}" if span[0] == span[1] else
@@ -180,47 +178,6 @@ def _iv_range(value: SSAValue) -> tuple[int, int] | None:
     return None
 
 
-
-
-def _range(expr: AffineExpr, ranges: Sequence[tuple[int, int] | None]
-           ) -> tuple[int, int] | None:
-    """The exact least and greatest values of ``expr`` over independent dims in ``ranges``;
-    ``None`` where it cannot be exact (an unknown dim, a dim used twice, a ``mod`` that
-    wraps within the range, a product of dims)."""
-    used = [e.position for e in expr.dfs() if isinstance(e, AffineDimExpr)]
-    if len(used) != len(set(used)):
-        return None
-    return _span(expr, ranges)
-
-
-def _span(expr: AffineExpr, ranges: Sequence[tuple[int, int] | None]
-          ) -> tuple[int, int] | None:
-    if isinstance(expr, AffineConstantExpr):
-        return expr.value, expr.value
-    if isinstance(expr, AffineDimExpr):
-        return ranges[expr.position] if expr.position < len(ranges) else None
-    if not isinstance(expr, AffineBinaryOpExpr):
-        return None
-    lhs, rhs = _span(expr.lhs, ranges), _span(expr.rhs, ranges)
-    if lhs is None or rhs is None:
-        return None
-    if expr.kind is AffineBinaryOpKind.Add:
-        return lhs[0] + rhs[0], lhs[1] + rhs[1]
-    if expr.kind is AffineBinaryOpKind.Mul:
-        if lhs[0] != lhs[1] and rhs[0] != rhs[1]:
-            return None
-        products = [a * b for a in lhs for b in rhs]
-        return min(products), max(products)
-    if rhs[0] != rhs[1] or rhs[0] <= 0:
-        return None
-    c = rhs[0]
-    if expr.kind is AffineBinaryOpKind.FloorDiv:
-        return lhs[0] // c, lhs[1] // c
-    if expr.kind is AffineBinaryOpKind.CeilDiv:
-        return -(-lhs[0] // c), -(-lhs[1] // c)
-    if lhs[0] // c != lhs[1] // c:
-        return None  # wraps: not every value between the ends is taken
-    return lhs[0] % c, lhs[1] % c
 
 
 def _expr_text(expr: AffineExpr, indices: Sequence[SSAValue]) -> str:

@@ -84,6 +84,7 @@ from llmopt.dialects._symbols import (
 )
 from llmopt.dialects._syntax import (
     INDEX,
+    affine_range,
     bad_division,
     int_array,
     ints,
@@ -400,6 +401,10 @@ class IndexMapOp(IRDLOperation):
             )
         if self.concat_axis is None and len(self.inputs) != 1:
             raise VerifyException("several inputs need a concat axis")
+        # Each result index over its extent (unknown where dynamic): a coordinate the map
+        # computes from them must fall inside the input (a concat's maps see one segment
+        # each, so they are not checked over the whole result).
+        ranges = [None if is_dynamic(e) else (0, e - 1) for e in out_shape]
         for k, (value, amap) in enumerate(zip(self.inputs, maps, strict=True)):
             in_type = _tensor(value)
             if in_type.element_type != _tensor(self.result).element_type:
@@ -425,6 +430,13 @@ class IndexMapOp(IRDLOperation):
                     raise VerifyException(
                         f"map #{k} reads constant coordinate {expr.value} of dim {j} with extent "
                         f"{in_shape[j]}"
+                    )
+                span = None if self.concat_axis is not None else affine_range(expr, ranges)
+                if (span is not None and not is_dynamic(in_shape[j])
+                        and (span[0] < 0 or span[1] >= in_shape[j])):
+                    raise VerifyException(
+                        f"map #{k} reads coordinates {span[0]} to {span[1]} of dim {j} of input "
+                        f"#{k} (extent {in_shape[j]}) over the result's indices: {expr}"
                     )
         axis = self.concat_axis
         if axis is not None:

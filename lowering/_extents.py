@@ -180,6 +180,7 @@ _BINARY = {
     "arith.ceildivsi": lambda a, b: -(-a // b),
     "arith.ceildivui": lambda a, b: -(-a // b),
     "arith.remsi": lambda a, b: a % b,
+    "arith.remui": lambda a, b: a % b,
     "arith.maxsi": max,
     "arith.minsi": min,
 }

@@ -68,7 +68,7 @@ from xdsl.traits import IsTerminator, is_side_effect_free
 from xdsl.utils.exceptions import PassFailedException
 
 from llmopt.dialects import loop, tile
-from llmopt.lowering._extents import minimum_of
+from llmopt.lowering._extents import ExtentError, minimum_of
 from llmopt.lowering._symbols import unique_name
 from llmopt.passes._rewrite import KeepLocation, fail
 from llmopt.target import ARCH, DEFAULT_ARCH, MAX_THREADS_PER_BLOCK, WARP
@@ -536,7 +536,7 @@ def runtime_grid(kernel: loop.KernelOp, group: Sequence[Unit], threads: int, max
             grid = emit(arith.CeilDivUIOp(points, const(threads)))
         if schedule.grid(threads, max_grid) == max_grid:  # the largest grid reaches the cap
             grid = emit(arith.MinUIOp(grid, const(max_grid)))
-        if minimum_of(points) < 1:
+        if _may_be_below_one(points):
             grid = emit(arith.MaxUIOp(grid, const(1)))
         grids.append(grid)
     result = grids[0]
@@ -545,6 +545,16 @@ def runtime_grid(kernel: loop.KernelOp, group: Sequence[Unit], threads: int, max
     if isinstance(result.owner, Operation):  # not the symbol itself
         result.name_hint = "grid"
     return result
+
+
+def _may_be_below_one(points: SSAValue) -> bool:
+    """Whether a runtime count of points may be 0 at some length: its least value over the
+    symbols' bounds, or ``True`` when the arithmetic computing it cannot be bounded (the
+    grid then keeps a floor of one block either way)."""
+    try:
+        return minimum_of(points) < 1
+    except ExtentError:
+        return True
 
 
 @dataclass

@@ -124,3 +124,22 @@ func.func @divide_by_negative(%x: tensor<8xf32>) -> tensor<8xf32> {
   func.return %0 : tensor<8xf32>
 }
 // CHECK: map #0 divides by a negative constant ('floordiv -2') in coordinate 0
+
+// -----
+
+// A coordinate computed from the result's indices leaves the input: index d0 of a result of
+// 12 reads rows 0 to 11 of an input of 3 (a fuzzer find that prim-to-loop lowered into an
+// out-of-bounds loop.load, rejected only after the pass).
+func.func @reads_past_the_input(%s: tensor<3x1xf32>) -> tensor<12xf32> {
+  %0 = prim.index_map (%s) [(d0) -> ((d0 floordiv 1), 0)] : (tensor<3x1xf32>) -> tensor<12xf32>
+  func.return %0 : tensor<12xf32>
+}
+// CHECK: map #0 reads coordinates 0 to 11 of dim 0 of input #0 (extent 3) over the result's indices
+
+// -----
+
+func.func @reads_before_the_input(%x: tensor<8xf32>) -> tensor<8xf32> {
+  %0 = prim.index_map (%x) [(d0) -> (d0 - 1)] : (tensor<8xf32>) -> tensor<8xf32>
+  func.return %0 : tensor<8xf32>
+}
+// CHECK: map #0 reads coordinates -1 to 6 of dim 0 of input #0 (extent 8)

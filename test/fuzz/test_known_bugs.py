@@ -144,6 +144,23 @@ func.func @forward(%x: tensor<8xf32>) -> tensor<8xf32> {
         "passes/tile/mma_fragments.py (_rewrite)",
         status=0,
     ),
+    # A kernel over a length computed by arith.remui from the symbol: loop-to-tile bounds a
+    # runtime grid's least value to keep it at one block at least, and raised "ExtentError:
+    # cannot bound an extent computed by arith.remui". remui is evaluated like remsi now,
+    # and arithmetic it cannot bound (shrui) keeps the floor of one block.
+    "extent_by_remui": Bug(
+        (INPUTS / "extent_by_remui.mlir").read_text(),
+        ("-p", "lower-to-cuda", "-t", "cuda"),
+        "lowering/loop_to_tile.py (_may_be_below_one), lowering/_extents.py",
+        status=0,
+    ),
+    "extent_by_shrui": Bug(
+        (INPUTS / "extent_by_remui.mlir").read_text().replace("arith.remui %seq",
+                                                             "arith.shrui %seq"),
+        ("-p", "lower-to-cuda", "-t", "cuda"),
+        "lowering/loop_to_tile.py (_may_be_below_one)",
+        status=0,
+    ),
     # A Tile-IR read of a one-element tile at 31 - %j, %j in [0, 1): out of bounds, but only
     # a constant after lowering and folding, when the Kernel-IR verifier rejected it as "the
     # IR does not verify after pass 'canonicalize'". The Tile-IR verifier now bounds each
