@@ -98,6 +98,7 @@ _BUILTIN_PASSES: dict[str, tuple[str, str]] = {
                                 "InlineRepeatedKernels"),
     "fuse-launches": ("llmopt.passes.kernel.fuse_launches", "FuseLaunches"),
     "plan-buffers": ("llmopt.passes.kernel.plan_buffers", "PlanBuffers"),
+    "programmatic-launch": ("llmopt.passes.kernel.programmatic_launch", "ProgrammaticLaunch"),
     "lengths-in-memory": ("llmopt.passes.kernel.lengths_in_memory", "LengthsInMemory"),
 }
 for _name, (_module, _attr) in _BUILTIN_PASSES.items():
@@ -117,7 +118,9 @@ for _name, (_module, _attr) in _BUILTIN_PASSES.items():
 #: being recomputed in several loops: attention scores become a matrix product of their own
 #: (which ``register-tile`` tiles) instead of a dot product recomputed in each of softmax's
 #: three loops. ``fuse-launches`` makes independent launches of one block shape one launch
-#: (a decode step's key and value projections, its two rotary embeddings).
+#: (a decode step's key and value projections, its two rotary embeddings), and
+#: ``programmatic-launch`` lets each kernel's blocks be scheduled while the previous kernel
+#: drains (sm_90 and newer).
 PIPELINES: dict[str, tuple[dict[str, str], str]] = {
     "lower-to-cuda": (
         {"arch": DEFAULT_ARCH},
@@ -129,7 +132,8 @@ PIPELINES: dict[str, tuple[dict[str, str], str]] = {
         "async-copy{{arch={arch}}},"
         "prefetch-stages,pad-shared,mma-fragments,vector-fragments,"
         "tile-to-kernel,dedup-kernels,hoist-constants,canonicalize,cse,dedup-kernels,"
-        "inline-repeated-kernels,fuse-launches,plan-buffers,kernel-to-cuda{{arch={arch}}}",
+        "inline-repeated-kernels,fuse-launches,plan-buffers,programmatic-launch{{arch={arch}}},"
+        "kernel-to-cuda{{arch={arch}}}",
     ),
 }
 
@@ -298,6 +302,17 @@ def insert_before(spec: str, anchor: str, element: str) -> str:
         raise PipelineError(f"the pipeline '{spec}' has no '{anchor}' pass")
     cut = names.index(anchor)
     return ",".join([*texts[:cut], element, *texts[cut:]])
+
+
+def without(spec: str, name: str) -> str:
+    """``spec`` expanded (:func:`expand_pipeline`), every pass named ``name`` left out
+    (``without("lower-to-cuda", "programmatic-launch")``: the pipeline as it would be
+    without that step, for comparing the two). Raises :class:`PipelineError` when no pass is
+    named so."""
+    texts, names = _elements(spec)
+    if name not in names:
+        raise PipelineError(f"the pipeline '{spec}' has no '{name}' pass")
+    return ",".join(t for t, n in zip(texts, names, strict=True) if n != name)
 
 
 def with_arch(spec: str, arch: str) -> str:

@@ -31,6 +31,7 @@ __all__ = [
     "DEFAULT_ARCH",
     "MIN_ARCH",
     "MAX_THREADS_PER_BLOCK",
+    "GRID_DEPENDENCY_MIN_SM",
     "LDMATRIX_MIN_SM",
     "MMA_SHAPES",
     "STATIC_SMEM",
@@ -103,6 +104,9 @@ multiply the half-precision storage types exactly, one ``mma.sync`` a product (s
 
 LDMATRIX_MIN_SM = 75
 """The first architecture with ``ldmatrix`` (sm_75)."""
+
+GRID_DEPENDENCY_MIN_SM = 90
+"""The first architecture with programmatic dependent launch (``griddepcontrol``, sm_90)."""
 
 
 @dataclass(frozen=True)

@@ -201,7 +201,8 @@ def build_only(args: argparse.Namespace) -> int:
             model = build_model(name, device="cuda", dtype=getattr(torch, dtype_name),
                                 seed=args.seed)
             began = time.perf_counter()
-            gen = llmopt.Generator(model, max_ctx=max(args.contexts) + args.new, device="cuda")
+            gen = llmopt.Generator(model, max_ctx=max(args.contexts) + args.new, device="cuda",
+                                   pipeline=args.pipeline)
             print(json.dumps({"build": f"{name}/{dtype_name}",
                               "seconds": time.perf_counter() - began,
                               "timings": gen.timings}), flush=True)
@@ -215,7 +216,7 @@ def prebuild(args: argparse.Namespace) -> dict[str, tuple[float, dict[str, float
     ``--prebuild-jobs`` at a time; their cold build times by ``model/dtype``."""
     jobs = [(m, d) for m in args.models for d in args.dtypes]
     common = ["--contexts", *map(str, args.contexts), "--new", str(args.new),
-              "--seed", str(args.seed), "--build-only"]
+              "--seed", str(args.seed), "--pipeline", args.pipeline, "--build-only"]
     done: dict[str, tuple[float, dict[str, float]]] = {}
     began = time.perf_counter()
     for start in range(0, len(jobs), args.prebuild_jobs):
@@ -251,6 +252,9 @@ def main() -> int:
                         help="skip the torch.compile static step")
     parser.add_argument("--profile", action="store_true",
                         help="time each kernel of one decode step at the longest context")
+    parser.add_argument("--pipeline", default="lower-to-cuda",
+                        help="the pass pipeline llmopt's programs are lowered by (e.g. "
+                        "llmopt.registry.without('lower-to-cuda', 'programmatic-launch'))")
     parser.add_argument("--out-dir", type=Path, default=Path("bench/results"))
     parser.add_argument("--merge", type=Path, nargs="+", metavar="JSON",
                         help="only write the results of these runs as one (no GPU needed)")
@@ -286,13 +290,15 @@ def main() -> int:
             model = build_model(name, device="cuda", dtype=dtype, seed=args.seed)
             max_ctx = max(args.contexts) + args.new
             began = time.perf_counter()
-            gen = llmopt.Generator(model, max_ctx=max_ctx, device="cuda")
+            gen = llmopt.Generator(model, max_ctx=max_ctx, device="cuda",
+                                   pipeline=args.pipeline)
             compile_s = time.perf_counter() - began
             cold = dict(gen.timings)
             if f"{name}/{dtype_name}" in prebuilt:  # built cold in its own process
                 compile_s, cold = prebuilt[f"{name}/{dtype_name}"]
             began = time.perf_counter()
-            gen = llmopt.Generator(model, max_ctx=max_ctx, device="cuda")  # cache hits
+            gen = llmopt.Generator(model, max_ctx=max_ctx, device="cuda",
+                                   pipeline=args.pipeline)  # cache hits
             warm_s = time.perf_counter() - began
             print(f"# {name} {dtype_name}: Generator(max_ctx={max_ctx}) built in "
                   f"{compile_s:.1f} s {cold}; again (compile cache) in {warm_s:.1f} s "

@@ -298,8 +298,14 @@ class CudaPrinter:
         values = [*op.outs, *op.ins]
         parts = [f'"{c}"({self.expr_text(v)})' for c, v in zip(names, values, strict=True)]
         outs, ins = parts[:len(op.outs)], parts[len(op.outs):]
-        asm = "asm volatile" if op.volatile is not None else "asm"
-        self.line(f'{asm}("{op.template.data}" : {", ".join(outs)} : {", ".join(ins)});')
+        asm = f'{"asm volatile" if op.volatile is not None else "asm"}("{op.template.data}"'
+        if op.memory is not None:
+            self.line(f'{asm} : {", ".join(outs)} : {", ".join(ins)} : "memory");'
+                      if parts else f'{asm} ::: "memory");')
+        elif parts:
+            self.line(f'{asm} : {", ".join(outs)} : {", ".join(ins)});')
+        else:
+            self.line(f"{asm});")
 
     @print_op.register
     def _(self, op: cuda.ForOp) -> None:

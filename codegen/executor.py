@@ -20,7 +20,7 @@ flat list of steps; a call then walks no IR:
   ``memref.copy`` → ``Tensor.copy_``; ``memref.dealloc`` → nothing (buffers are released after
   their last use anyway); scalar ``arith.constant`` → a kernel argument;
 * ``kernel.launch`` → ``CudaFunction.launch(grid, block, args, shared_bytes)`` on torch's
-  current stream;
+  current stream (``programmatic=True`` for a ``{programmatic}`` launch);
 * ``func.return`` → the tuple of returned tensors.
 
 Before compiling, every launch is checked against the device's
@@ -51,6 +51,7 @@ graph for every length, when its kernels read the lengths from memory
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -339,6 +340,8 @@ class CompiledProgram(GraphReplay):
 
             return copy
         fn = self.module.function(step.kernel)
+        start = (functools.partial(fn.launch, programmatic=True) if step.programmatic
+                 else fn.launch)
         grid, block, shared = step.grid, step.block, step.shared_bytes
         args = step.args
         converters = [None if isinstance(p, cuda.PtrType) else _ctype(p) for p in step.params]
@@ -347,7 +350,7 @@ class CompiledProgram(GraphReplay):
 
             def launch_symbolic(env: list[Any]) -> None:
                 if index not in self._layout.inactive:
-                    fn.launch(self._layout.grids[index], block,
+                    start(self._layout.grids[index], block,
                               [env[a] if c is None else c(env[a]) for a, c in pairs], shared)
                 for r in release:
                     env[r] = None
@@ -356,7 +359,7 @@ class CompiledProgram(GraphReplay):
         if all(c is None for c in converters):
 
             def launch(env: list[Any]) -> None:
-                fn.launch(grid, block, [env[a] for a in args], shared)
+                start(grid, block, [env[a] for a in args], shared)
                 for r in release:
                     env[r] = None
 
@@ -364,8 +367,7 @@ class CompiledProgram(GraphReplay):
         pairs = list(zip(args, converters, strict=True))
 
         def launch_with_scalars(env: list[Any]) -> None:
-            fn.launch(grid, block, [env[a] if c is None else c(env[a]) for a, c in pairs],
-                      shared)
+            start(grid, block, [env[a] if c is None else c(env[a]) for a, c in pairs], shared)
             for r in release:
                 env[r] = None
 

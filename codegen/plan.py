@@ -93,7 +93,8 @@ class CopyStep:
 @dataclass(frozen=True)
 class LaunchStep:
     """One kernel launch; ``args`` are slots (tensors or scalars), ``params`` the kernel's
-    parameter types (pointers or scalars) in order."""
+    parameter types (pointers or scalars) in order; ``programmatic``: the launch may overlap
+    the one before it (``kernel.launch {programmatic}``)."""
 
     kernel: str
     grid: tuple[int, int, int]
@@ -101,6 +102,7 @@ class LaunchStep:
     shared_bytes: int
     args: tuple[int, ...]
     params: tuple[Attribute, ...]
+    programmatic: bool = False
 
 
 @dataclass(frozen=True)
@@ -357,7 +359,7 @@ def plan_host_function(module: ModuleOp, entry: str | None = None) -> HostPlan:
                                     f"kernel's launch bounds ({bounds})")
             steps.append(LaunchStep(name, (grid[0], grid[1], grid[2]),
                                     (block[0], block[1], block[2]), op.shared_bytes, args,
-                                    params))
+                                    params, kernel.PROGRAMMATIC in op.attributes))
         elif isinstance(op, func.ReturnOp):
             results = tuple(slot_of(v, op) for v in op.arguments)
         else:

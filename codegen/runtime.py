@@ -156,6 +156,23 @@ def _kernel_params(args: Sequence[KernelArg]) -> tuple[tuple[Any, ...], tuple[An
     return tuple(values), tuple(types)
 
 
+def _programmatic_config(grid: tuple[int, int, int], block: tuple[int, int, int],
+                         shared_bytes: int, stream: int) -> Any:
+    """A ``CUlaunchConfig`` with programmatic stream serialization allowed."""
+    driver = _driver()
+    attr = driver.CUlaunchAttribute()
+    attr.id = driver.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+    attr.value.programmaticStreamSerializationAllowed = 1
+    config = driver.CUlaunchConfig()
+    config.gridDimX, config.gridDimY, config.gridDimZ = grid
+    config.blockDimX, config.blockDimY, config.blockDimZ = block
+    config.sharedMemBytes = shared_bytes
+    config.hStream = driver.CUstream(stream)
+    config.attrs = [attr]
+    config.numAttrs = 1
+    return config
+
+
 def _context_for(device: int) -> Any:
     """Make the primary context of ``device`` current in this thread and return it."""
     driver = _driver()
@@ -282,6 +299,7 @@ class CudaFunction:
         args: Sequence[KernelArg],
         shared_bytes: int = 0,
         stream: int | None = None,
+        programmatic: bool = False,
     ) -> None:
         """Enqueue one launch of this kernel; returns without synchronising.
 
@@ -294,6 +312,10 @@ class CudaFunction:
             shared_bytes: dynamic shared memory per block. Above the current limit (48 KiB by
                 default) the limit is raised first with :meth:`set_max_dynamic_shared`.
             stream: a raw ``cudaStream_t`` handle; default torch's current stream.
+            programmatic: launch with programmatic stream serialization (sm_90+): the
+                kernel's blocks may start before the previous kernel in the stream has
+                finished, so the kernel must wait for it (``griddepcontrol.wait``) before
+                touching memory; ``cuLaunchKernelEx`` instead of ``cuLaunchKernel``.
 
         Raises:
             CudaError: the driver rejected the launch.
@@ -307,15 +329,21 @@ class CudaFunction:
         if stream is None:
             stream = _current_stream(self.module.device)
         params = _kernel_params(args)
-        launch = (self.handle, gx, gy, gz, bx, by, bz, shared_bytes, stream, params, 0)
-        (err,) = driver.cuLaunchKernel(*launch)
+        if programmatic:
+            config = _programmatic_config((gx, gy, gz), (bx, by, bz), shared_bytes, stream)
+            launch: tuple[Any, ...] = (config, self.handle, params, 0)
+            start, what = driver.cuLaunchKernelEx, "cuLaunchKernelEx"
+        else:
+            launch = (self.handle, gx, gy, gz, bx, by, bz, shared_bytes, stream, params, 0)
+            start, what = driver.cuLaunchKernel, "cuLaunchKernel"
+        (err,) = start(*launch)
         if err == driver.CUresult.CUDA_ERROR_INVALID_CONTEXT:
             # This thread has no (or another) current context: use the module's and retry.
             _check(driver.cuCtxSetCurrent(self.module.context), "cuCtxSetCurrent")
-            (err,) = driver.cuLaunchKernel(*launch)
+            (err,) = start(*launch)
         if err != driver.CUresult.CUDA_SUCCESS:
             raise CudaError(
-                f"cuLaunchKernel({self.name!r}, grid={(gx, gy, gz)}, block={(bx, by, bz)}, "
+                f"{what}({self.name!r}, grid={(gx, gy, gz)}, block={(bx, by, bz)}, "
                 f"shared={shared_bytes})",
                 err,
             )

@@ -1162,25 +1162,31 @@ class AsmOp(StatementOp):
     ``=``) and then per input. Without ``volatile`` the instruction has no effect besides its
     outputs, so the compiler may schedule it like arithmetic; ``cuda.asm volatile`` (``asm
     volatile(…)``) is for one that reads memory (``ldmatrix``), which the compiler must
-    neither drop nor merge with another."""
+    neither drop nor merge with another. ``memory`` adds the ``"memory"`` clobber: no load or
+    store is moved across the instruction (``griddepcontrol.wait``)."""
 
     name = "cuda.asm"
     template = prop_def(StringAttr)
     constraints = prop_def(ArrayAttr[StringAttr])
     volatile = opt_prop_def(UnitAttr)
+    memory = opt_prop_def(UnitAttr)
     outs = var_operand_def()
     ins = var_operand_def()
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
-    assembly_format = ("(`volatile` $volatile^)? $template `outs` `(` $outs `:` type($outs) "
-                       "`)` `ins` `(` $ins `:` type($ins) `)` $constraints attr-dict")
+    assembly_format = ("(`volatile` $volatile^)? (`memory` $memory^)? $template `outs` `(` "
+                       "$outs `:` type($outs) `)` `ins` `(` $ins `:` type($ins) `)` "
+                       "$constraints attr-dict")
 
     def __init__(self, template: str, outs: Sequence[SSAValue], ins: Sequence[SSAValue],
-                 constraints: Sequence[str], volatile: bool = False) -> None:
+                 constraints: Sequence[str], volatile: bool = False,
+                 memory: bool = False) -> None:
         props: dict[str, Attribute] = {
             "template": StringAttr(template),
             "constraints": ArrayAttr([StringAttr(c) for c in constraints])}
         if volatile:
             props["volatile"] = UnitAttr()
+        if memory:
+            props["memory"] = UnitAttr()
         super().__init__(operands=[list(outs), list(ins)], properties=props)
 
     @property

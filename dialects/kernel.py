@@ -68,6 +68,9 @@ from llmopt.dialects._syntax import (
 
 DIMS = ("x", "y", "z")
 
+PROGRAMMATIC = "programmatic"
+"""The unit attribute of a ``kernel.launch`` that may overlap the launch before it."""
+
 
 @irdl_op_definition
 class ReturnOp(IRDLOperation):
@@ -159,6 +162,12 @@ class LaunchOp(IRDLOperation):
 
     With a symbolic length the grid's x extent may be a runtime ``index`` value computed
     before the launch (``grid [%grid max 512, 1, 1]``: at most 512 blocks).
+
+    A launch with the unit attribute ``programmatic`` (``{programmatic}``) may begin before
+    the kernel launched in front of it has finished (Hopper's programmatic dependent launch:
+    the driver's programmatic stream serialization), so that its blocks are scheduled while
+    the previous grid drains; its kernel must open with ``kernel.wait_prior_grids`` before
+    touching memory (``programmatic-launch`` arranges both).
     """
 
     name = "kernel.launch"
@@ -217,6 +226,12 @@ class LaunchOp(IRDLOperation):
             return
         if not isinstance(callee, FuncOp):
             raise VerifyException(f"@{self.kernel.root_reference.data} is not a kernel.func")
+        if PROGRAMMATIC in self.attributes and not isinstance(
+                callee.body.block.first_op, WaitPriorGridsOp):
+            raise VerifyException(
+                f"a programmatic launch of @{self.kernel.root_reference.data}, whose body "
+                "does not begin with kernel.wait_prior_grids (it could read memory the "
+                "previous kernel is still writing)")
         expected = tuple(callee.function_type.inputs.data)
         given = tuple(a.type for a in self.args)
         if expected != given:
@@ -773,18 +788,63 @@ class AsyncWaitOp(AsyncWaitBase):
     name = "kernel.async_wait"
 
 
+def _check_in_kernel(op: Operation) -> None:
+    """``op`` sits in a ``kernel.func`` (grid dependences belong to a kernel's threads)."""
+    parent = op.parent_op()
+    while parent is not None and not isinstance(parent, FuncOp):
+        parent = parent.parent_op()
+    if parent is None and op.parent is not None:
+        raise VerifyException(f"{op.name} must be inside a kernel.func")
+
+
+@irdl_op_definition
+class WaitPriorGridsOp(IRDLOperation):
+    """``kernel.wait_prior_grids``: the thread waits until the grids its launch depends on
+    have completed and their memory writes are visible (PTX ``griddepcontrol.wait``,
+    sm_90+). Needed first in a kernel launched ``programmatic`` (see
+    :class:`LaunchOp`), which may start before the launch in front of it has finished;
+    without a programmatic dependence it returns at once."""
+
+    name = "kernel.wait_prior_grids"
+    assembly_format = "attr-dict"
+
+    def __init__(self) -> None:
+        super().__init__()
+
+    def verify_(self) -> None:
+        _check_in_kernel(self)
+
+
+@irdl_op_definition
+class LaunchDependentsOp(IRDLOperation):
+    """``kernel.launch_dependents``: the block lets a ``programmatic`` launch that follows
+    this one be scheduled (PTX ``griddepcontrol.launch_dependents``, sm_90+); once every
+    block has done so or exited, the next kernel's blocks may start and wait in their
+    ``kernel.wait_prior_grids``. It orders nothing in memory."""
+
+    name = "kernel.launch_dependents"
+    assembly_format = "attr-dict"
+
+    def __init__(self) -> None:
+        super().__init__()
+
+    def verify_(self) -> None:
+        _check_in_kernel(self)
+
+
 Kernel = Dialect(
     "kernel",
     [FuncOp, ReturnOp, LaunchOp, ThreadIdOp, BlockIdOp, BlockDimOp, GridDimOp, LoadOp, StoreOp,
      SharedOp, LocalOp, BarrierOp, ShuffleXorOp, CopyOp, AsyncCopyOp, AsyncCommitOp,
-     AsyncWaitOp],
+     AsyncWaitOp, WaitPriorGridsOp, LaunchDependentsOp],
     [],
 )
 
 __all__ = [
     "Kernel", "FuncOp", "ReturnOp", "LaunchOp", "ThreadIdOp", "BlockIdOp", "BlockDimOp",
     "GridDimOp", "LoadOp", "StoreOp", "SharedOp", "LocalOp", "BarrierOp", "ShuffleXorOp",
-    "AsyncCopyOp", "AsyncCommitOp", "AsyncWaitOp", "AsyncWaitBase", "DIMS",
+    "AsyncCopyOp", "AsyncCommitOp", "AsyncWaitOp", "AsyncWaitBase", "WaitPriorGridsOp",
+    "LaunchDependentsOp", "PROGRAMMATIC", "DIMS",
     "COPY_BYTES", "CopyBase", "CopyOp", "check_copy", "check_pending", "parse_copy_suffix",
     "print_copy_suffix",
 ]

@@ -555,6 +555,11 @@ def _complete(kev: KernelEvaluator, op: Operation, done: list[InFlight]) -> None
         copy.write()
 
 
+@simt_impl("kernel.wait_prior_grids", "kernel.launch_dependents")
+def _grid_dependency(ev: SimtEvaluator, op: Operation) -> None:
+    """Nothing to do: the interpreter runs one launch after the other."""
+
+
 @simt_impl("kernel.async_commit")
 def _async_commit(ev: SimtEvaluator, op: Operation) -> None:
     """The executing threads close their open groups."""

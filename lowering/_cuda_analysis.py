@@ -17,7 +17,13 @@ from xdsl.utils.exceptions import PassFailedException
 
 from llmopt.dialects import kernel, mma
 from llmopt.lowering.tile_to_kernel import enclosing_func
-from llmopt.target import LDMATRIX_MIN_SM, MMA_SHAPES, TF32_MMA, for_arch
+from llmopt.target import (
+    GRID_DEPENDENCY_MIN_SM,
+    LDMATRIX_MIN_SM,
+    MMA_SHAPES,
+    TF32_MMA,
+    for_arch,
+)
 
 __all__ = ["buffer_root", "check_tensor_cores", "unrestricted_params", "written_buffers"]
 
@@ -74,8 +80,9 @@ def unrestricted_params(module: ModuleOp) -> dict[str, set[int]]:
 def check_tensor_cores(module: ModuleOp, arch: str) -> None:
     """``mma`` ops need an arch that has them — ``mma.sync`` of each shape (TF32 ``m16n8k8``,
     ``bf16``/``f16`` ``m16n8k16``: sm_80 or newer), ``mma.to_tf32`` like the TF32 product,
-    ``ldmatrix`` sm_75 or newer: an error naming the kernel otherwise (NVRTC's own would
-    name a PTX line)."""
+    ``ldmatrix`` sm_75 or newer; so do ``kernel.wait_prior_grids`` and
+    ``kernel.launch_dependents`` (``griddepcontrol``, sm_90): an error naming the kernel
+    otherwise (NVRTC's own would name a PTX line)."""
     target = for_arch(arch)
     for op in module.walk():
         if isinstance(op, mma.SyncOp):
@@ -85,6 +92,8 @@ def check_tensor_cores(module: ModuleOp, arch: str) -> None:
             needs = None if target.has_mma() else TF32_MMA.min_sm
         elif isinstance(op, mma.LdMatrixOp):
             needs = None if target.sm >= LDMATRIX_MIN_SM else LDMATRIX_MIN_SM
+        elif isinstance(op, kernel.WaitPriorGridsOp | kernel.LaunchDependentsOp):
+            needs = None if target.sm >= GRID_DEPENDENCY_MIN_SM else GRID_DEPENDENCY_MIN_SM
         else:
             continue
         if needs is not None:

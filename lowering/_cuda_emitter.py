@@ -154,6 +154,12 @@ class KernelEmitter(ExprBuilder):
         elif isinstance(op, kernel.AsyncCommitOp):
             call = self.add(cuda.CallOp("__pipeline_commit", [], cuda.VoidType()))
             self.add(cuda.ExprStmtOp(call.results[0]))
+        elif isinstance(op, kernel.WaitPriorGridsOp):
+            self.add(cuda.AsmOp("griddepcontrol.wait;", [], [], [], volatile=True,
+                                memory=True))
+        elif isinstance(op, kernel.LaunchDependentsOp):
+            self.add(cuda.AsmOp("griddepcontrol.launch_dependents;", [], [], [],
+                                volatile=True))
         elif isinstance(op, kernel.AsyncWaitOp):
             pending = self.integer(op.groups, I32)
             call = self.add(cuda.CallOp("__pipeline_wait_prior", [pending], cuda.VoidType()))

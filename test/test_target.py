@@ -133,6 +133,18 @@ def test_with_arch_fills_every_element_that_takes_one() -> None:
     assert "kernel-to-cuda{arch=sm_80}" in expanded and "sm_90" not in expanded
 
 
+def test_without_leaves_one_pass_out_of_the_expanded_pipeline() -> None:
+    """``without`` is the expanded pipeline less every element of that pass; a pass the
+    pipeline does not run is an error."""
+    full = registry.expand_pipeline("lower-to-cuda")
+    less = registry.without("lower-to-cuda", "programmatic-launch")
+    assert "programmatic-launch" in full and "programmatic-launch" not in less
+    assert less.split(",") == [e for e in full.split(",") if "programmatic" not in e]
+    assert registry.without("canonicalize,cse,canonicalize", "canonicalize") == "cse"
+    with pytest.raises(registry.PipelineError, match="has no 'dce' pass"):
+        registry.without("lower-to-cuda", "dce")
+
+
 def test_the_executor_checks_launches_against_the_target() -> None:
     """A launch with more shared memory or threads than the device allows is refused with
     the kernel's name, before anything is compiled."""

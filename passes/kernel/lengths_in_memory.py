@@ -20,7 +20,9 @@ the host, such as the position ``ctx - 1``) and a grid computed from it
   ``scf.if`` on ``kernel.block_id x < %grid``), so the kernel computes what it computed at
   ``%grid`` blocks;
 * a kernel launched with different arithmetic at different sites is cloned per site kind
-  (``reduce_7``, ``reduce_7_l1``).
+  (``reduce_7``, ``reduce_7_l1``);
+* a kernel that opens with ``kernel.wait_prior_grids`` (``programmatic-launch``) keeps it
+  first: the loads of the lengths come after it.
 
 **Why** a call whose launches take no length can be replayed from one CUDA graph at every
 length: only the buffer of lengths changes between calls, and the host writes it before the
@@ -180,7 +182,9 @@ def _rewrite_kernel(fn: kernel.FuncOp, signature: Signature, names: list[str]) -
             if isinstance(op, kernel.GridDimOp) and op.dim.data == "x":
                 op.result.replace_all_uses_with(count)
                 Rewriter.erase_op(op)
-        body = [op for op in block.ops if not isinstance(op, kernel.ReturnOp)]
+        body = [op for op in block.ops
+                if not isinstance(op, kernel.ReturnOp | kernel.WaitPriorGridsOp
+                                  | kernel.LaunchDependentsOp)]
         decls = [op for op in body if isinstance(op, kernel.SharedOp | kernel.LocalOp)]
         body = [op for op in body if op not in decls]
         block_id = kernel.BlockIdOp("x")
@@ -195,12 +199,22 @@ def _rewrite_kernel(fn: kernel.FuncOp, signature: Signature, names: list[str]) -
         for decl in decls:
             decl.detach()
         if decls:
-            block.insert_ops_before(decls, block.first_op)  # type: ignore[arg-type]
+            block.insert_ops_before(decls, _after_prologue(block))
     if build.ops:
-        block.insert_ops_before(build.ops, block.first_op)  # type: ignore[arg-type]
+        block.insert_ops_before(build.ops, _after_prologue(block))
     for k in sorted((k for k, e in enumerate(exprs) if e is not None), reverse=True):
         block.erase_arg(block.args[k])
     fn.properties["function_type"] = FunctionType.from_lists([a.type for a in block.args], [])
+
+
+def _after_prologue(block: Block) -> Operation:
+    """The first op of a kernel's body after its grid-dependency prologue
+    (``programmatic-launch``'s ``kernel.wait_prior_grids``, which must stay before every
+    load, the lengths' too)."""
+    for op in block.ops:
+        if not isinstance(op, kernel.WaitPriorGridsOp | kernel.LaunchDependentsOp):
+            return op
+    raise AssertionError("a kernel body ends with kernel.return")
 
 
 def _launch_signature(launch: kernel.LaunchOp, host: _Host) -> Signature | None:

@@ -1,6 +1,7 @@
 // RUN: sed -e '/^\/\/ ERRORS BELOW/,$d' %s | llm-opt -p lengths-in-memory | filecheck %s
 // RUN: sed -e '/^\/\/ ERRORS BELOW/,$d' %s | llm-opt -p lengths-in-memory --check-numerics --check-numerics-at 1,5,64 2>&1 >/dev/null | filecheck %s --check-prefix=NUM
 // RUN: sed -e '/^\/\/ ERRORS BELOW/,$d' %s | llm-opt -p lengths-in-memory,kernel-to-cuda -t cuda | filecheck %s --check-prefix=CUDA
+// RUN: sed -e '/^\/\/ ERRORS BELOW/,$d' %s | llm-opt -p programmatic-launch,lengths-in-memory | filecheck %s --check-prefix=PDL
 // RUN: sed -n '/^\/\/ ERRORS BELOW/,$p' %s | not llm-opt -p lengths-in-memory 2>&1 >/dev/null | filecheck %s --check-prefix=ERR
 // A decode-like step at a runtime length %ctx: a grid-stride kernel over ctx rows (its grid
 // computed from ctx on the host), a kernel given the position ctx - 1 and a kernel launched
@@ -84,6 +85,19 @@ func.func @step(%cache: memref<?x4xf32> {llmopt.input = "cache", llmopt.dynamic 
 // CHECK:        kernel.launch @scale grid [1, 1, 1] {{.*}} (%row, %b, %c3)
 
 // NUM: lengths-in-memory {{.*}} ok
+
+// After programmatic-launch the wait stays first: the lengths are loaded after it, and the
+// guard of the blocks beyond the grid does not take it in.
+// PDL:      kernel.func @rows(%cache: memref<?x4xf32>, %out: memref<?x4xf32>, %lengths: memref<1xindex>) block [4, 1, 1] {
+// PDL-NEXT:   kernel.wait_prior_grids
+// PDL-NEXT:   kernel.launch_dependents
+// PDL-NEXT:   %{{.*}} = arith.constant 0 : index
+// PDL-NEXT:   %ctx = kernel.load %lengths[%{{.*}}] {llmopt.length = "ctx"} : memref<1xindex>
+// PDL:        scf.if
+// PDL:      kernel.func @scale_l0(
+// PDL-NEXT:   kernel.wait_prior_grids
+// PDL:        kernel.launch @rows grid [32, 1, 1] block [4, 1, 1] smem 0 (%cache, %doubled, %lengths) {programmatic}
+// PDL:        kernel.launch @scale_l0 grid [1, 1, 1] {{.*}} (%row, %a, %lengths) {programmatic}
 
 // In CUDA the length is a load of the lengths buffer, and the ? strides use it.
 // CUDA:      void __launch_bounds__(4) rows(

@@ -1,0 +1,84 @@
+"""``programmatic-launch``: each kernel may be scheduled while the one before it drains.
+
+**Matches** every ``kernel.launch`` of a ``kernel.func`` in the module, when the target
+(option ``arch``) has programmatic dependent launch (sm_90 and newer; below that the pass
+changes nothing).
+
+**Produces** launches marked ``{programmatic}`` and kernels that open with::
+
+    kernel.wait_prior_grids        // griddepcontrol.wait: the grids before are complete
+    kernel.launch_dependents       // griddepcontrol.launch_dependents
+
+The executor launches a ``programmatic`` launch with programmatic stream serialization:
+the driver may start the kernel's blocks as soon as every block of the kernel in front of
+it has passed its ``kernel.launch_dependents``, instead of after its last block has
+exited and its writes have been flushed. Each block then waits in
+``kernel.wait_prior_grids`` until that grid has completed and its memory is visible, so
+nothing is read early; the wait comes before every other op (``lengths-in-memory`` keeps
+it first when it adds the loads of the lengths). A kernel launched without the attribute
+(a launch the driver does not serialize programmatically) passes the wait at once.
+
+**Why** a decode step is a chain of a few hundred short kernels, each of a few
+microseconds, and between two of them the GPU idles: the launch is processed and the new
+grid's blocks are distributed only once the previous grid is done. With the next grid
+already resident when the previous one ends, that gap overlaps the previous kernel's
+tail. The order of the two ops follows that intent: a kernel lets its successor launch
+once it is itself running (after its wait), so at most one grid waits on another.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp, UnitAttr
+from xdsl.passes import ModulePass
+from xdsl.traits import SymbolTable
+from xdsl.utils.exceptions import PassFailedException
+
+from llmopt.dialects import kernel
+from llmopt.target import DEFAULT_ARCH, GRID_DEPENDENCY_MIN_SM, arch_number
+
+__all__ = ["ProgrammaticLaunch", "programmatic_launch"]
+
+
+def _open_with_wait(fn: kernel.FuncOp) -> None:
+    """Put the grid-dependency prologue first in ``fn`` (once)."""
+    block = fn.body.block
+    if isinstance(block.first_op, kernel.WaitPriorGridsOp):
+        return
+    block.insert_ops_before([kernel.WaitPriorGridsOp(), kernel.LaunchDependentsOp()],
+                            block.first_op)  # type: ignore[arg-type]
+
+
+def programmatic_launch(module: ModuleOp) -> int:
+    """Mark every launch of ``module`` programmatic and open its kernel with the wait;
+    returns the number of launches marked."""
+    marked = 0
+    for op in module.walk():
+        if not isinstance(op, kernel.LaunchOp):
+            continue
+        callee = SymbolTable.lookup_symbol(op, op.kernel)
+        if not isinstance(callee, kernel.FuncOp):
+            name = op.kernel.root_reference.data
+            raise PassFailedException(
+                f"programmatic-launch: @{name} is not a kernel.func (the pass runs on Kernel "
+                "IR, before kernel-to-cuda)")
+        _open_with_wait(callee)
+        op.attributes[kernel.PROGRAMMATIC] = UnitAttr()
+        marked += 1
+    return marked
+
+
+@dataclass(frozen=True)
+class ProgrammaticLaunch(ModulePass):
+    """Programmatic dependent launch for every kernel (see the module docstring). Option:
+    ``arch`` (default ``sm_90``); below sm_90 the pass changes nothing."""
+
+    name = "programmatic-launch"
+
+    arch: str = DEFAULT_ARCH
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        if arch_number(self.arch) >= GRID_DEPENDENCY_MIN_SM:
+            programmatic_launch(op)
