@@ -797,8 +797,20 @@ def _check_in_kernel(op: Operation) -> None:
         raise VerifyException(f"{op.name} must be inside a kernel.func")
 
 
+class _GridDependencyOp(IRDLOperation):
+    """An op of programmatic dependent launch: no operands, only inside a kernel."""
+
+    assembly_format = "attr-dict"
+
+    def __init__(self) -> None:
+        super().__init__()
+
+    def verify_(self) -> None:
+        _check_in_kernel(self)
+
+
 @irdl_op_definition
-class WaitPriorGridsOp(IRDLOperation):
+class WaitPriorGridsOp(_GridDependencyOp):
     """``kernel.wait_prior_grids``: the thread waits until the grids its launch depends on
     have completed and their memory writes are visible (PTX ``griddepcontrol.wait``,
     sm_90+). Needed first in a kernel launched ``programmatic`` (see
@@ -806,30 +818,16 @@ class WaitPriorGridsOp(IRDLOperation):
     without a programmatic dependence it returns at once."""
 
     name = "kernel.wait_prior_grids"
-    assembly_format = "attr-dict"
-
-    def __init__(self) -> None:
-        super().__init__()
-
-    def verify_(self) -> None:
-        _check_in_kernel(self)
 
 
 @irdl_op_definition
-class LaunchDependentsOp(IRDLOperation):
+class LaunchDependentsOp(_GridDependencyOp):
     """``kernel.launch_dependents``: the block lets a ``programmatic`` launch that follows
     this one be scheduled (PTX ``griddepcontrol.launch_dependents``, sm_90+); once every
     block has done so or exited, the next kernel's blocks may start and wait in their
     ``kernel.wait_prior_grids``. It orders nothing in memory."""
 
     name = "kernel.launch_dependents"
-    assembly_format = "attr-dict"
-
-    def __init__(self) -> None:
-        super().__init__()
-
-    def verify_(self) -> None:
-        _check_in_kernel(self)
 
 
 Kernel = Dialect(
