@@ -163,7 +163,10 @@ def profile_decode(gen: Any, context: int, steps: int = 4) -> list[dict[str, Any
     """The GPU time of each kernel of a decode step at ``context``: ``steps`` calls of the
     decode program on the generator's caches under ``torch.profiler`` (CUPTI, so kernels
     inside the CUDA graph count, and no event sits between launches), summed by kernel
-    name and divided by the steps, longest first; printed as a table."""
+    name and divided by the steps, longest first; printed as a table. With programmatic
+    launches (``programmatic-launch``, on by default on sm_90) a kernel starts before the
+    one in front of it ends and waits for it, so its time includes that wait and the sum
+    exceeds the step: lower with ``--pipeline`` without the pass to read kernels alone."""
     from torch.profiler import ProfilerActivity, profile
 
     decode = gen._programs[1]
@@ -184,7 +187,10 @@ def profile_decode(gen: Any, context: int, steps: int = 4) -> list[dict[str, Any
                          "launches_per_step": event.count / steps})
     rows.sort(key=lambda r: -r["us_per_step"])
     total = sum(r["us_per_step"] for r in rows)
-    print(f"# GPU time of a decode step at context {context}: {total / 1e3:.3f} ms")
+    overlap = any(getattr(s, "programmatic", False) for s in decode.plan.steps)
+    print(f"# GPU time of a decode step at context {context}: {total / 1e3:.3f} ms"
+          + (" (programmatic launches: each kernel's time includes its wait for the one "
+             "before it)" if overlap else ""))
     for r in rows[:16]:
         print(f"#   {r['us_per_step']:9.1f} us  x{r['launches_per_step']:<5.1f} {r['kernel'][:60]}")
     return rows
