@@ -18,6 +18,7 @@ Example::
 from __future__ import annotations
 
 import ctypes
+import functools
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TypeAlias
 
@@ -160,17 +161,24 @@ def _programmatic_config(grid: tuple[int, int, int], block: tuple[int, int, int]
                          shared_bytes: int, stream: int) -> Any:
     """A ``CUlaunchConfig`` with programmatic stream serialization allowed."""
     driver = _driver()
-    attr = driver.CUlaunchAttribute()
-    attr.id = driver.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
-    attr.value.programmaticStreamSerializationAllowed = 1
     config = driver.CUlaunchConfig()
     config.gridDimX, config.gridDimY, config.gridDimZ = grid
     config.blockDimX, config.blockDimY, config.blockDimZ = block
     config.sharedMemBytes = shared_bytes
     config.hStream = driver.CUstream(stream)
-    config.attrs = [attr]
+    config.attrs = [_programmatic_attribute()]
     config.numAttrs = 1
     return config
+
+
+@functools.cache
+def _programmatic_attribute() -> Any:
+    """The launch attribute allowing programmatic stream serialization (made once)."""
+    driver = _driver()
+    attr = driver.CUlaunchAttribute()
+    attr.id = driver.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+    attr.value.programmaticStreamSerializationAllowed = 1
+    return attr
 
 
 def _context_for(device: int) -> Any:

@@ -182,9 +182,7 @@ def _rewrite_kernel(fn: kernel.FuncOp, signature: Signature, names: list[str]) -
             if isinstance(op, kernel.GridDimOp) and op.dim.data == "x":
                 op.result.replace_all_uses_with(count)
                 Rewriter.erase_op(op)
-        body = [op for op in block.ops
-                if not isinstance(op, kernel.ReturnOp | kernel.WaitPriorGridsOp
-                                  | kernel.LaunchDependentsOp)]
+        body = [op for op in block.ops if not isinstance(op, kernel.ReturnOp | _PROLOGUE)]
         decls = [op for op in body if isinstance(op, kernel.SharedOp | kernel.LocalOp)]
         body = [op for op in body if op not in decls]
         block_id = kernel.BlockIdOp("x")
@@ -207,12 +205,16 @@ def _rewrite_kernel(fn: kernel.FuncOp, signature: Signature, names: list[str]) -
     fn.properties["function_type"] = FunctionType.from_lists([a.type for a in block.args], [])
 
 
+_PROLOGUE = kernel.WaitPriorGridsOp | kernel.LaunchDependentsOp
+"""The ops of a kernel's grid-dependency prologue (``programmatic-launch``)."""
+
+
 def _after_prologue(block: Block) -> Operation:
     """The first op of a kernel's body after its grid-dependency prologue
     (``programmatic-launch``'s ``kernel.wait_prior_grids``, which must stay before every
     load, the lengths' too)."""
     for op in block.ops:
-        if not isinstance(op, kernel.WaitPriorGridsOp | kernel.LaunchDependentsOp):
+        if not isinstance(op, _PROLOGUE):
             return op
     raise AssertionError("a kernel body ends with kernel.return")
 

@@ -33,7 +33,6 @@ from dataclasses import dataclass
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp, UnitAttr
 from xdsl.passes import ModulePass
-from xdsl.traits import SymbolTable
 from xdsl.utils.exceptions import PassFailedException
 
 from llmopt.dialects import kernel
@@ -55,11 +54,12 @@ def programmatic_launch(module: ModuleOp) -> int:
     """Mark every launch of ``module`` programmatic and open its kernel with the wait;
     returns the number of launches marked."""
     marked = 0
+    kernels = {op.sym_name.data: op for op in module.ops if isinstance(op, kernel.FuncOp)}
     for op in module.walk():
         if not isinstance(op, kernel.LaunchOp):
             continue
-        callee = SymbolTable.lookup_symbol(op, op.kernel)
-        if not isinstance(callee, kernel.FuncOp):
+        callee = kernels.get(op.kernel.root_reference.data)
+        if callee is None:
             name = op.kernel.root_reference.data
             raise PassFailedException(
                 f"programmatic-launch: @{name} is not a kernel.func (the pass runs on Kernel "
