@@ -25,19 +25,30 @@
 #      memcheck-qwen        as racecheck-qwen, with torch's caching allocator off (every
 #                           buffer its own allocation, so that memcheck knows its bounds)
 #      racecheck-tinyllama  TinyLlama whole model, FP32, at 512 tokens
-#      racecheck-kernels    racecheck kernel by kernel (not in the default STEPS): every
-#                           kernel that uses shared memory in the programs of the three
-#                           groups above (bench/sanitize_models.py --list-kernels; the decode
-#                           steps run without the prefill), each checked at its first launch
-#                           only (--kernel-name kne=NAME --launch-count 1) in a process of its
-#                           own, KERNEL_JOBS at a time (default 6), each under KERNEL_LIMIT_S
-#                           seconds (default 150); the others run unchecked at full speed
+#    and, not in the default STEPS:
+#      memcheck-bf16        both models' whole-model programs in BF16 (tensor-core products
+#                           and attention) at 128, 200 and 512 tokens, caching allocator off
+#      memcheck-ragged      TinyLlama, FP32, at 17 and 200 tokens (no tile divides them)
+#      memcheck-dynamic     one symbolic program (seq <= 2048) per model and dtype, FP32
+#                           and BF16, run at 1, 17, 100, 200, 500 and 1000 tokens, so that
+#                           every length bucket's kernel variant runs
+#      racecheck-kernels    racecheck kernel by kernel: every kernel that uses shared memory
+#                           in the programs of the groups KERNEL_GROUPS names (default "qwen
+#                           decode tinyllama"; the others are bf16, ragged and dynamic, the
+#                           programs of the memcheck steps of those names)
+#                           (bench/sanitize_models.py --list-kernels; the decode steps run
+#                           without the prefill), each checked at its first launch only
+#                           (--kernel-name kne=NAME --launch-count 1) in a process of its own,
+#                           KERNEL_JOBS at a time (default 6), each under KERNEL_LIMIT_S
+#                           seconds (default 150), from the KERNEL_FROM-th of the list
+#                           (default 1: a run the budget cut short goes on from there); the
+#                           other kernels run unchecked at full speed
 #
 # Time: the script stops within BUDGET_S seconds (default 480). Every step runs under
 # `timeout` with the limit given below, cut to what is left of the budget, and is skipped when
 # less than MIN_STEP_S seconds (default 20) are left; a step stopped by its limit keeps the
 # lines its run printed (each says what finished, and when). Environment:
-#   STEPS           the sanitized steps to run (default: all five, in the order above)
+#   STEPS           the sanitized steps to run (default: the first five, in the order above)
 #   SANITIZER       the compute-sanitizer command (default: compute-sanitizer on the PATH,
 #                   else /usr/local/cuda/bin/compute-sanitizer)
 #   SANITIZER_ARGS  more compute-sanitizer options for every step. A run too long for one
@@ -114,6 +125,21 @@ qwen=(--models qwen2.5-7b --layers 1 --seqs 128 200 512)
 decode=(--decode --models qwen2.5-7b tinyllama --layers 1 --dtypes float32 bfloat16
         --contexts 300 --new 4 ${graph[@]+"${graph[@]}"})
 tinyllama=(--models tinyllama --layers 1 --seqs 512)
+bf16=(--models qwen2.5-7b tinyllama --layers 1 --dtypes bfloat16 --seqs 128 200 512)
+ragged=(--models tinyllama --layers 1 --seqs 17 200)
+dynamic=(--models qwen2.5-7b tinyllama --layers 1 --dtypes float32 bfloat16 --dynamic
+         --max-seq 2048 --seqs 1 17 100 200 500 1000)
+group_args() {  # group: the arguments of its runs, one a line
+  case $1 in
+    qwen) printf '%s\n' "${qwen[@]}" ;;
+    decode) printf '%s\n' "${decode[@]}" ;;
+    tinyllama) printf '%s\n' "${tinyllama[@]}" ;;
+    bf16) printf '%s\n' "${bf16[@]}" ;;
+    ragged) printf '%s\n' "${ragged[@]}" ;;
+    dynamic) printf '%s\n' "${dynamic[@]}" ;;
+  esac
+}
+kernel_groups=${KERNEL_GROUPS:-qwen decode tinyllama}
 
 rows=()
 failed=0
@@ -159,14 +185,21 @@ group_of() {
     *-qwen) echo qwen ;;
     *-decode) echo decode ;;
     *-tinyllama) echo tinyllama ;;
-    racecheck-kernels) echo qwen decode tinyllama ;;
+    *-bf16) echo bf16 ;;
+    *-ragged) echo ragged ;;
+    *-dynamic) echo dynamic ;;
+    racecheck-kernels) echo "$kernel_groups" ;;
   esac
 }
 needed=" "
 for step in $steps; do needed+="$(group_of "$step") "; done
-[[ $needed == *" qwen "* ]] && start_prebuild qwen 240 "${qwen[@]}"
-[[ $needed == *" decode "* ]] && start_prebuild decode 300 "${decode[@]}"
-[[ $needed == *" tinyllama "* ]] && start_prebuild tinyllama 240 "${tinyllama[@]}"
+for group in qwen decode tinyllama bf16 ragged dynamic; do
+  if [[ $needed == *" $group "* ]]; then
+    mapfile -t argv < <(group_args "$group")
+    case $group in decode|dynamic) limit=300 ;; *) limit=240 ;; esac
+    start_prebuild "$group" "$limit" "${argv[@]}"
+  fi
+done
 
 # --- the sanitized steps ----------------------------------------------------------------------
 run_step() {  # step, tool, limit, runs expected, environment assignment or -, arguments
@@ -217,7 +250,7 @@ run_step() {  # step, tool, limit, runs expected, environment assignment or -, a
 racecheck_kernels() {
   local step=racecheck-kernels group dir=$logs/racecheck-kernels start=$SECONDS
   local limit=${KERNEL_LIMIT_S:-150} jobs=${KERNEL_JOBS:-6}
-  for group in qwen decode tinyllama; do
+  for group in $kernel_groups; do
     if ! wait_prebuild "$group"; then
       row "$step" - - - "skipped: prebuild-$group failed"; failed=1; return
     fi
@@ -230,19 +263,16 @@ racecheck_kernels() {
   fi
   : > "$dir/kernels.txt"
   local args
-  for group in qwen decode tinyllama; do
-    case $group in
-      qwen) args=("${qwen[@]}") ;;
-      decode) args=("${decode[@]}") ;;
-      tinyllama) args=("${tinyllama[@]}") ;;
-    esac
+  for group in $kernel_groups; do
+    mapfile -t args < <(group_args "$group")
     timeout -k 10 300 "${py[@]}" --list-kernels "${args[@]}" < /dev/null \
       > "$dir/list-$group.log" 2>&1 || { row "$step" - - - "listing $group FAILED"; failed=1; }
     grep -a $'^KERNEL\t' "$dir/list-$group.log" >> "$dir/kernels.txt"
   done
-  local n=0 running=0 name options log
+  local n=0 running=0 name options log first=${KERNEL_FROM:-1}
   while IFS=$'\t' read -r _ name options; do
     n=$(( n + 1 ))
+    (( n < first )) && continue
     if (( $(left) < min_step )); then
       echo "$name skipped: the budget is spent" >> "$dir/results.txt"; continue
     fi
@@ -270,9 +300,10 @@ racecheck_kernels() {
   clean=$(grep -c -E 'exit +0 .* 0 hazards' "$dir/results.txt")
   bad=$(grep -c -E 'exit +3 ' "$dir/results.txt")
   timed=$(grep -c -E 'exit +(124|137) |skipped' "$dir/results.txt")
-  (( clean < n )) && failed=1
+  local checked=$(( n - first + 1 ))
+  (( clean < checked )) && failed=1
   row "$step" "$limit" $(( SECONDS - start )) - \
-    "$n kernels: $clean clean, $bad with hazards, $timed not finished (results.txt)"
+    "$checked kernels (from number $first of $n): $clean clean, $bad with hazards, $timed not finished (results.txt)"
   cat "$dir/results.txt"
 }
 
@@ -283,6 +314,10 @@ for step in $steps; do
     racecheck-decode) run_step "$step" racecheck 150 4 - "${decode[@]}" ;;
     memcheck-qwen) run_step "$step" memcheck 100 3 PYTORCH_NO_CUDA_MEMORY_CACHING=1 "${qwen[@]}" ;;
     racecheck-tinyllama) run_step "$step" racecheck 90 1 - "${tinyllama[@]}" ;;
+    memcheck-bf16) run_step "$step" memcheck 150 6 PYTORCH_NO_CUDA_MEMORY_CACHING=1 "${bf16[@]}" ;;
+    memcheck-ragged) run_step "$step" memcheck 60 2 PYTORCH_NO_CUDA_MEMORY_CACHING=1 "${ragged[@]}" ;;
+    memcheck-dynamic) run_step "$step" memcheck 240 24 PYTORCH_NO_CUDA_MEMORY_CACHING=1 \
+      "${dynamic[@]}" ;;
     racecheck-kernels) racecheck_kernels ;;
     *) row "$step" - - - "unknown step"; failed=1 ;;
   esac
