@@ -126,7 +126,11 @@ OPTIONS: dict[str, dict[str, Option]] = {
     "fuse-kernels": {"recompute_limit": Option(IntRange(0))},
     "length-buckets": {"coop_rows": Option(IntRange(0, 64))},
     "flash-attention": {"bm": Option(IntRange(16, 1024, 16)),
-                        "bn": Option(IntRange(16, 1024, 16))},
+                        "bn": Option(IntRange(16, 1024, 16)),
+                        "warps": Option(IntRange(1, 32)), "stages": _knob("stages"),
+                        "splits": Option(IntRange(1, 1024)), "tuned": Option(_one_of(0, 1))},
+    "warp-gemv": {"rows": Option(IntRange(1, 8))},  # warp_gemv.MAX_ROWS
+    "fuse-launches": {"shared_slack": Option(IntRange(0, 1 << 20))},
     "apply-tuned": {"user": Option(_one_of(0, 1))},
     "split-k": {"split_k": _knob("split_k")},
     "register-tile": {name: _knob(name)

@@ -105,10 +105,13 @@ class Fragment:
         return (self.load.buffer, self.load.map.data, tuple(self.load.indices))
 
 
-def _vectorizable(load: loop.LoadOp, kk: SSAValue, forall: tile.ForallOp, width: int
+def _vectorizable(load: loop.LoadOp, chunk: scf.ForOp, forall: tile.ForallOp, width: int
                   ) -> Fragment | None:
     """The fragment of ``load`` if it reads ``width`` aligned consecutive elements of a shared
-    tile along ``kk`` (module docstring), else ``None``."""
+    tile along the ``chunk`` loop's index (module docstring), else ``None``. Its copy runs
+    before the chunk loop's own index arithmetic, so an index computed in the chunk loop
+    (other than the loops around the load) disqualifies it."""
+    kk = chunk.body.block.args[0]
     typ = _shared(load.buffer)
     if typ is None:
         return None
@@ -139,8 +142,8 @@ def _vectorizable(load: loop.LoadOp, kk: SSAValue, forall: tile.ForallOp, width:
         if value in ancestors:
             if ancestors[value] not in loops:
                 loops.append(ancestors[value])
-        elif defined_inside(value, forall):
-            return None  # computed inside the forall: not a plain loop index
+        elif defined_inside(value, chunk):
+            return None  # computed in the chunk loop: not a plain loop index
     depth = {op: _depth(op) for op in loops}
     loops.sort(key=lambda op: depth[op])
     return Fragment(load, loops)
@@ -175,7 +178,6 @@ class VectorizeChunkLoop(RewritePattern):
             return
         extent = const_int(op.ub)
         body = op.body.block
-        kk = body.args[0]
         ops = list(body.ops)
         if extent is None or len(ops) < 2 or not isinstance(ops[-1], scf.YieldOp):
             return
@@ -195,7 +197,7 @@ class VectorizeChunkLoop(RewritePattern):
             width = _width(inner)
             if width < 2 or extent % width:
                 continue
-            fragment = _vectorizable(inner, kk, forall, width)
+            fragment = _vectorizable(inner, op, forall, width)
             if fragment is not None:
                 fragments.setdefault(fragment.key(), fragment).loads.append(inner)
         widths = {_width(f.load) for f in fragments.values()}

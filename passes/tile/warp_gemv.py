@@ -346,10 +346,6 @@ class WarpGemv(ModulePass):
     rows: int = 0
     arch: str = "sm_90"
 
-    def __post_init__(self) -> None:
-        if not isinstance(self.rows, int) or not 0 <= self.rows <= MAX_ROWS:
-            raise ValueError(f"rows must be an integer from 0 to {MAX_ROWS}, got {self.rows}")
-
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         chosen = {} if self.rows else sibling_rows(op, limits(self.arch).sms)
         PatternRewriteWalker(KeepLocation(ScheduleGemv(self.rows, chosen)),

@@ -161,6 +161,16 @@ func.func @forward(%x: tensor<8xf32>) -> tensor<8xf32> {
         "lowering/loop_to_tile.py (_may_be_below_one)",
         status=0,
     ),
+    # A shared-tile read whose index uses a value computed in the chunk loop (`k0 * 16`,
+    # from the index arithmetic before the forall): vector-fragments read it into a
+    # fragment before that arithmetic, "Operation using value defined out of its
+    # IsolatedFromAbove parent" after the pass. Such a read now stays a scalar load.
+    "index_from_the_chunk_loop": Bug(
+        (INPUTS / "index_from_the_chunk_loop.mlir").read_text(),
+        ("-p", "lower-to-cuda"),
+        "passes/tile/vector_fragments.py (_vectorizable)",
+        status=0,
+    ),
     # A Tile-IR read of a one-element tile at 31 - %j, %j in [0, 1): out of bounds, but only
     # a constant after lowering and folding, when the Kernel-IR verifier rejected it as "the
     # IR does not verify after pass 'canonicalize'". The Tile-IR verifier now bounds each

@@ -16,6 +16,8 @@
 // RUN: not llm-opt %s -p 'async-copy{stages=-1}' 2>&1 | filecheck %s --check-prefix=STAGES
 // RUN: not llm-opt %s -p 'stage-inputs{kmajor=3}' 2>&1 | filecheck %s --check-prefix=KMAJOR
 // RUN: not llm-opt %s -p 'flash-attention{bm=24}' 2>&1 | filecheck %s --check-prefix=FLASH
+// RUN: not llm-opt %s -p 'flash-attention{warps=9223372036854775807}' 2>&1 | filecheck %s --check-prefix=WARPS
+// RUN: not llm-opt %s -p 'warp-gemv{rows=-3}' 2>&1 | filecheck %s --check-prefix=ROWS
 // RUN: not llm-opt %s -p 'loop-to-tile{max_grid=0}' 2>&1 | filecheck %s --check-prefix=GRID
 // RUN: not llm-opt %s -p 'kernel-to-cuda{arch=sm_1}' 2>&1 | filecheck %s --check-prefix=ARCH1
 // RUN: not llm-opt %s -p 'loop-to-tile{arch=foo}' 2>&1 | filecheck %s --check-prefix=ARCHFOO
@@ -45,6 +47,8 @@ func.func @f() {
 // STAGES:      llm-opt: error: invalid options for pass 'async-copy': stages must be an integer from 1 to 16 or 0 (not set), got -1
 // KMAJOR:      llm-opt: error: invalid options for pass 'stage-inputs': kmajor must be one of 1, 2 or 0 (not set), got 3
 // FLASH:       llm-opt: error: invalid options for pass 'flash-attention': bm must be an integer from 16 to 1024, a multiple of 16 or 0 (not set), got 24
+// WARPS:       llm-opt: error: invalid options for pass 'flash-attention': warps must be an integer from 1 to 32 or 0 (not set), got 9223372036854775807
+// ROWS:        llm-opt: error: invalid options for pass 'warp-gemv': rows must be an integer from 1 to 8 or 0 (not set), got -3
 // GRID:        llm-opt: error: invalid options for pass 'loop-to-tile': max_grid must be an integer from 1 to 2147483647, got 0
 
 // ARCH1:       llm-opt: error: invalid options for pass 'kernel-to-cuda': arch: GPU architecture 'sm_1' is older than sm_70, the oldest llmopt compiles for

@@ -23,6 +23,25 @@ def test_every_listed_option_is_a_field_of_its_pass(pass_name: str) -> None:
     assert not missing, f"{pass_name} has no option(s) {sorted(missing)}"
 
 
+def test_every_integer_option_of_llmopt_has_a_range() -> None:
+    """An integer option missing from the table would reach its pass unchecked (a huge
+    ``warps`` once made ``flash-attention`` loop for hours)."""
+    unlisted = []
+    for name, factory in sorted(registry.PASSES.items()):
+        cls = factory()
+        if not cls.__module__.startswith("llmopt."):
+            continue  # xDSL's own passes check their own options
+        unlisted += [f"{name}{{{f.name}}}" for f in dataclasses.fields(cls)
+                     if f.type in (int, "int") and f.name not in options.OPTIONS.get(name, {})]
+    assert not unlisted, f"integer options without a range in llmopt.options: {unlisted}"
+
+
+def test_warp_gemv_rows_range_is_its_maximum() -> None:
+    from llmopt.passes.tile.warp_gemv import MAX_ROWS
+
+    assert options.OPTIONS["warp-gemv"]["rows"].range.high == MAX_ROWS
+
+
 def _cases() -> list[tuple[str, str, int]]:
     """For every listed option: a value just below and just above its range."""
     cases = []

@@ -48,7 +48,7 @@
 
 // TWICE: } {llmopt.gemv = {rows = 4 : i64, vector = 4 : i64}}
 
-// BAD: rows must be an integer from 0 to 8, got 16
+// BAD: rows must be an integer from 1 to 8 or 0 (not set), got 16
 
 builtin.module {
   func.func @proj(%weight: memref<10x200xf32> {llmopt.param = "w"}, %x: memref<1x1x200xf32> {llmopt.input = "x"}) -> memref<1x1x10x1xf32> {

@@ -1,0 +1,110 @@
+builtin.module {
+  func.func @forward(%proj.weight: memref<64x32xf32> {llmopt.param = "proj.weight"}, %x: memref<1x64x32xf32> {llmopt.input = "x"}, %r: memref<1x64x64xf32> {llmopt.input = "r"}) -> memref<1x64x64xf32> {
+    %0 = memref.alloc() : memref<1x64x64xf32>
+    tile.kernel @elementwise_5 grid [4, 1, 1] block [64, 1, 1] (%1 = %r : memref<1x64x64xf32>, %2 = %0 : memref<1x64x64xf32>, %3 = %proj.weight : memref<64x32xf32>, %4 = %x : memref<1x64x32xf32>) {
+      tile.forall (%b0, %bm, %bn) in [1, 2, 2] over blocks {
+        %acc = tile.alloc registers : memref<1x2x8x4x2x2x2x2xf32>
+        tile.forall (%wi, %wj, %g, %t) in [1, 2, 8, 4] over block_threads {
+          loop.for %i = 0 to 2 {
+            loop.for %rh = 0 to 2 {
+              loop.for %j = 0 to 2 {
+                loop.for %rl = 0 to 2 {
+                  %5 = arith.constant 0.000000e+00 : f32
+                  loop.store %5, %acc[%wi, %wj, %g, %t, %i, %rh, %j, %rl] : memref<1x2x8x4x2x2x2x2xf32>
+                } {unroll = 0 : i64}
+              } {unroll = 0 : i64}
+            } {unroll = 0 : i64}
+          } {unroll = 0 : i64}
+        } {llmopt.role = "init", llmopt.layout = "mma"}
+        %6 = arith.constant 0 : index
+        %7 = arith.constant 32 : index
+        %8 = arith.constant 1 : index
+        %stage = tile.alloc shared : memref<3x32x20xf32>
+        %stage_1 = tile.alloc shared : memref<3x32x20xf32>
+        %9 = arith.constant 0 : index
+        %10 = arith.constant 0 : index
+        %11 = arith.constant 2 : index
+        %12 = arith.constant 1 : index
+        %13 = arith.constant 16 : index
+        %14 = arith.constant 0 : index
+        %15 = arith.constant 2 : index
+        %16 = arith.constant 0 : index
+        %17 = arith.constant 0 : index
+        %18 = arith.constant 1 : index
+        %19 = arith.constant 2 : index
+        kernel.barrier
+        scf.for %p = %17 to %19 step %18 {
+          tile.forall (%c0, %c1) in [32, 4] over block_threads {
+            tile.async_copy %4[0, (%c0 + (%bm * 32)), ((%p * 16) + (%c1 * 4))] to %stage[%p, %c0, (%c1 * 4)] count 4 : memref<1x64x32xf32> to memref<3x32x20xf32>
+          } {llmopt.role = "stage"}
+          tile.forall (%c0_1, %c1_1) in [32, 4] over block_threads {
+            tile.async_copy %3[(%c0_1 + (%bn * 32)), ((%p * 16) + (%c1_1 * 4))] to %stage_1[%p, %c0_1, (%c1_1 * 4)] count 4 : memref<64x32xf32> to memref<3x32x20xf32>
+          } {llmopt.role = "stage"}
+          tile.async_commit
+        } {unroll = 0 : i64, llmopt.role = "prologue"}
+        %20, %21, %22 = scf.for %k0 = %9 to %11 step %12 iter_args(%slot = %14, %fill_slot = %15, %fetch = %16) -> (index, index, index) {
+          tile.async_wait 1
+          kernel.barrier
+          tile.forall (%c0_2, %c1_2) in [32, 4] over block_threads {
+            tile.async_copy %4[0, (%c0_2 + (%bm * 32)), ((%fetch * 16) + (%c1_2 * 4))] to %stage[%fill_slot, %c0_2, (%c1_2 * 4)] count 4 : memref<1x64x32xf32> to memref<3x32x20xf32>
+          } {llmopt.role = "stage"}
+          tile.forall (%c0_3, %c1_3) in [32, 4] over block_threads {
+            tile.async_copy %3[(%c0_3 + (%bn * 32)), ((%fetch * 16) + (%c1_3 * 4))] to %stage_1[%fill_slot, %c0_3, (%c1_3 * 4)] count 4 : memref<64x32xf32> to memref<3x32x20xf32>
+          } {llmopt.role = "stage"}
+          tile.async_commit
+          scf.for %kk = %9 to %13 step %12 {
+            %23 = arith.muli %k0, %13 : index
+            %k = arith.addi %23, %kk : index
+            tile.forall (%wi_1, %wj_1, %g_1, %t_1) in [1, 2, 8, 4] over block_threads {
+              loop.for %i_1 = 0 to 2 {
+                loop.for %rh_1 = 0 to 2 {
+                  loop.for %j_1 = 0 to 2 {
+                    loop.for %rl_1 = 0 to 2 {
+                      %24 = loop.load %stage[%slot, ((((%wi_1 * 32) + %g_1) + (%i_1 * 16)) + (%rh_1 * 8)), %kk] : memref<3x32x20xf32>
+                      %25 = loop.load %stage_1[%slot, ((((%wj_1 * 16) + (%t_1 * 2)) + (%23 * 8)) + %rl_1), %kk] : memref<3x32x20xf32>
+                      %26 = arith.mulf %24, %25 : f32
+                      %27 = loop.load %acc[%wi_1, %wj_1, %g_1, %t_1, %i_1, %rh_1, %j_1, %rl_1] : memref<1x2x8x4x2x2x2x2xf32>
+                      %28 = arith.addf %27, %26 : f32
+                      loop.store %28, %acc[%wi_1, %wj_1, %g_1, %t_1, %i_1, %rh_1, %j_1, %rl_1] : memref<1x2x8x4x2x2x2x2xf32>
+                    } {unroll = 0 : i64}
+                  } {unroll = 0 : i64}
+                } {unroll = 0 : i64}
+              } {unroll = 0 : i64}
+            } {llmopt.role = "update", llmopt.layout = "mma"}
+          } {unroll = 0 : i64}
+          %29 = arith.constant 0 : index
+          %30 = arith.constant 1 : index
+          %31 = arith.constant 3 : index
+          %32 = arith.addi %slot, %30 : index
+          %33 = arith.cmpi slt, %32, %31 : index
+          %34 = arith.select %33, %32, %29 : index
+          %35 = arith.constant 3 : index
+          %36 = arith.addi %fill_slot, %30 : index
+          %37 = arith.cmpi slt, %36, %35 : index
+          %38 = arith.select %37, %36, %29 : index
+          %39 = arith.constant 2 : index
+          %40 = arith.addi %fetch, %30 : index
+          %41 = arith.cmpi slt, %40, %39 : index
+          %42 = arith.select %41, %40, %29 : index
+          scf.yield %34, %38, %42 : index, index, index
+        } {llmopt.role = "k_loop", llmopt.prefetch = "async3"}
+        tile.async_wait 0
+        tile.forall (%wi_2, %wj_2, %g_2, %t_2) in [1, 2, 8, 4] over block_threads {
+          loop.for %i_2 = 0 to 2 {
+            loop.for %rh_2 = 0 to 2 {
+              loop.for %j_2 = 0 to 2 {
+                loop.for %rl_2 = 0 to 2 {
+                  %sum = loop.load %acc[%wi_2, %wj_2, %g_2, %t_2, %i_2, %rh_2, %j_2, %rl_2] : memref<1x2x8x4x2x2x2x2xf32>
+                  %43 = loop.load %1[0, (((((%bm * 32) + (%wi_2 * 32)) + %g_2) + (%i_2 * 16)) + (%rh_2 * 8)), (((((%bn * 32) + (%wj_2 * 16)) + (%t_2 * 2)) + (%j_2 * 8)) + %rl_2)] : memref<1x64x64xf32>
+                  %44 = arith.addf %sum, %43 : f32
+                  loop.store %44, %2[0, (((((%bm * 32) + (%wi_2 * 32)) + %g_2) + (%i_2 * 16)) + (%rh_2 * 8)), (((((%bn * 32) + (%wj_2 * 16)) + (%t_2 * 2)) + (%j_2 * 8)) + %rl_2)] : memref<1x64x64xf32>
+                } {unroll = 0 : i64}
+              } {unroll = 0 : i64}
+            } {unroll = 0 : i64}
+          } {unroll = 0 : i64}
+        } {llmopt.role = "epilogue", llmopt.layout = "mma"}
+      }
+    }
+    func.return %0 : memref<1x64x64xf32>
+  }
+}
