@@ -152,13 +152,15 @@ def _iv_range(value: SSAValue) -> tuple[int, int] | None:
     """The least and greatest value of an index operand that is the induction variable of a
     loop around the access — ``loop.for``, ``loop.reduce``, ``tile.forall``,
     ``tile.coop_reduce`` (``0`` to ``extent - 1``), an ``scf.for`` with constant bounds —,
-    ``(c, c)`` for an ``arith.constant`` ``c``, else ``None`` (a value computed at run
-    time)."""
+    ``(c, c)`` for an ``arith.constant`` ``c``, a value carried by an ``scf.for`` that runs
+    once (:func:`_carried_once`), else ``None`` (a value computed at run time)."""
     constant = constant_index(value)
     if constant is not None:
         return constant, constant
     owner = value.owner
     loop_op = owner.parent_op() if isinstance(owner, Block) else None
+    if loop_op is not None and loop_op.name == "scf.for" and value is not owner.args[0]:
+        return _carried_once(loop_op, list(owner.args).index(value) - 1)
     if loop_op is None or value is not owner.args[0] and loop_op.name != "tile.forall":
         return None
     # The loop itself is verified after the ops inside it: its properties may be malformed.
@@ -176,6 +178,17 @@ def _iv_range(value: SSAValue) -> tuple[int, int] | None:
             return None
         return lb, lb + step * ((ub - lb - 1) // step)
     return None
+
+
+def _carried_once(loop_op: Operation, k: int) -> tuple[int, int] | None:
+    """The range of the ``k``-th value an ``scf.for`` carries, when the loop runs exactly
+    once: that of its initial value (what ``canonicalize`` substitutes when it inlines such
+    a loop, so that an access it would then find out of bounds is rejected here, in the
+    input, rather than after the pass)."""
+    lb, ub, step = (constant_index(v) for v in loop_op.operands[:3])
+    if lb is None or ub is None or step is None or step < 1 or not lb < ub <= lb + step:
+        return None
+    return _iv_range(loop_op.operands[3 + k]) if 3 + k < len(loop_op.operands) else None
 
 
 

@@ -171,6 +171,17 @@ func.func @forward(%x: tensor<8xf32>) -> tensor<8xf32> {
         "passes/tile/vector_fragments.py (_vectorizable)",
         status=0,
     ),
+    # A ring slot carried by a K loop of one step, scaled far past its buffer: the verifier
+    # had no range for a loop-carried value, and the access was found out of bounds only
+    # once canonicalize had inlined the loop ("the IR does not verify after pass
+    # 'canonicalize'"). A value carried by a loop that runs once now has its initial
+    # value's range.
+    "carried_by_a_one_step_loop": Bug(
+        (INPUTS / "carried_by_a_one_step_loop.mlir").read_text(),
+        ("-p", "lower-to-cuda"),
+        "dialects/loop.py (_carried_once)",
+        located="51:13",
+    ),
     # A Tile-IR read of a one-element tile at 31 - %j, %j in [0, 1): out of bounds, but only
     # a constant after lowering and folding, when the Kernel-IR verifier rejected it as "the
     # IR does not verify after pass 'canonicalize'". The Tile-IR verifier now bounds each
