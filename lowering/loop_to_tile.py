@@ -452,7 +452,10 @@ def build_unit(unit: Unit, kernel_block: Block, rewriter: PatternRewriter) -> No
     """Replace the unit's ops in ``kernel_block`` by its forall."""
     schedule = unit.schedule
     assert schedule is not None
-    forall = tile.ForallOp(schedule.extents, schedule.mapping, sizes=schedule.sizes)
+    # The band's runtime bounds as they are now: a later kernel's band was moved into it,
+    # its bounds rebound to that kernel's arguments.
+    sizes = band_sizes(unit.band) if schedule.sizes and unit.band else schedule.sizes
+    forall = tile.ForallOp(schedule.extents, schedule.mapping, sizes=sizes)
     forall.location = unit.anchor.location
     rewriter.insert(forall, InsertPoint.before(unit.anchor))
     if unit.band:
@@ -591,13 +594,18 @@ class ScheduleKernel(RewritePattern):
         groups = phases(units) or [[]]
         name = op.sym_name.data
         new_kernels: list[tile.KernelOp] = []
-        for k, group in enumerate(groups):
-            threads = max((u.schedule.threads for u in group if u.schedule), default=WARP)
+        threads_of = [max((u.schedule.threads for u in group if u.schedule), default=WARP)
+                      for group in groups]
+        # Every group's runtime grid before the first kernel takes the body (and its
+        # arguments, which the grids are computed from).
+        grid_sizes = [runtime_grid(op, group, threads, self.max_grid, rewriter)
+                      for group, threads in zip(groups, threads_of, strict=True)]
+        for k, (group, threads, grid_size) in enumerate(zip(groups, threads_of, grid_sizes,
+                                                            strict=True)):
             grid = max(
                 (u.schedule.grid(threads, self.max_grid) for u in group if u.schedule),
                 default=1,
             )
-            grid_size = runtime_grid(op, group, threads, self.max_grid, rewriter)
             if k == 0:
                 body = Rewriter.move_region_contents_to_new_regions(op.body)
                 kernel = tile.KernelOp(name, [grid, 1, 1], [threads, 1, 1], op.buffers, body,

@@ -182,6 +182,17 @@ func.func @forward(%x: tensor<8xf32>) -> tensor<8xf32> {
         "dialects/loop.py (_carried_once)",
         located="51:13",
     ),
+    # A symbolic kernel of two independent loop nests over runtime extents (the divide nest
+    # of fuse-kernels-symbolic.mlir, twice): loop-to-tile splits it into two kernels, and
+    # computed the second one's grid from the first kernel's body after moving it away
+    # ("'block' property of Region class is only available for single-block regions"),
+    # then kept the second forall's runtime extents bound to the first kernel's arguments.
+    "two_phases_of_runtime_extent": Bug(
+        (INPUTS / "two_phases_of_runtime_extent.mlir").read_text(),
+        ("-p", "lower-to-cuda", "--check-numerics"),
+        "lowering/loop_to_tile.py (runtime_grid, build_unit)",
+        status=0,
+    ),
     # A Tile-IR read of a one-element tile at 31 - %j, %j in [0, 1): out of bounds, but only
     # a constant after lowering and folding, when the Kernel-IR verifier rejected it as "the
     # IR does not verify after pass 'canonicalize'". The Tile-IR verifier now bounds each
