@@ -240,29 +240,42 @@ def capture(
     import torch
 
     from llmopt.frontend.attention_op import sdpa_as_leaf
+    from llmopt.frontend.predispatch import prepare_direct
     from llmopt.gc_tuning import fewer_collections
 
     module = _as_module(fn_or_module)
     spec = _dynamic_spec(module, tuple(example_args), dynamic, max, min)
     modes = [(m, m.training) for m in module.modules()]
     module.eval()
+    code = getattr(fn_or_module, "__code__", None)
+    renamed = ((code.co_filename, fn_or_module.__name__)
+               if isinstance(fn_or_module, types.FunctionType) and code is not None else None)
+
+    def translate(exported: torch.export.ExportedProgram) -> CapturedProgram:
+        return _Translator(exported, name, spec=spec, renamed=renamed).run()
+
     with fewer_collections():  # export allocates millions of objects that live on
         try:
             shapes = None if spec is None else spec.dynamic_shapes
             with sdpa_as_leaf():
                 exported = torch.export.export(module, tuple(example_args), strict=False,
                                                dynamic_shapes=shapes)
-            exported = exported.run_decompositions({})
+            direct = prepare_direct(exported)
         except Exception as err:  # torch raises many kinds of errors here
             raise CaptureError(f"torch.export failed: {err}") from err
         finally:
             for submodule, training in modes:
                 submodule.training = training
-        translator = _Translator(exported, name, spec=spec)
-        code = getattr(fn_or_module, "__code__", None)
-        if isinstance(fn_or_module, types.FunctionType) and code is not None:
-            translator.renamed = (code.co_filename, fn_or_module.__name__)
-        return translator.run()
+        if direct:  # a pure graph: translated without a second trace (predispatch)
+            try:
+                return translate(exported)
+            except CaptureError:
+                pass  # an op only the decomposed graph spells in Torch IR's terms
+        try:
+            exported = exported.run_decompositions({})
+        except Exception as err:
+            raise CaptureError(f"torch.export failed: {err}") from err
+        return translate(exported)
 
 
 @dataclass
