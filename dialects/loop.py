@@ -300,6 +300,14 @@ class _LoopBase(IRDLOperation):
         if self.trip_count < 1:
             what = "maximum" if self.is_dynamic else "extent"
             raise VerifyException(f"{self.name} {what} must be positive, got {self.trip_count}")
+        kernel = self.parent_op()
+        while kernel is not None and kernel.name not in ("loop.kernel", "tile.kernel"):
+            kernel = kernel.parent_op()
+        if (self.bound is not None and isinstance(kernel, KernelOp)
+                and self.bound.owner is not kernel.body.block):
+            raise VerifyException(
+                f"{self.name}: a runtime bound inside a loop.kernel must be one of the "
+                "kernel's arguments (a runtime extent bound to it)")
 
     def _print_header(self, printer: Printer) -> None:
         printer.print_string(" ")

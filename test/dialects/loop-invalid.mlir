@@ -204,3 +204,20 @@ func.func @yield_outside_reduce(%x: memref<4xf32>) {
   func.return
 }
 // CHECK: loop.yield must end a loop.reduce body
+
+// -----
+
+// A runtime bound that is not a runtime extent of the kernel (found by the fuzzer:
+// loop-to-tile computes a runtime grid from the function-level value bound to it).
+func.func @bound_by_a_loop_variable(%x: memref<4x8xf32>) {
+  loop.kernel @k (%a = %x : memref<4x8xf32>) {
+    loop.for %i = 0 to 4 {
+      loop.for %j = 0 to %i max 8 {
+        %v = loop.load %a[%i, %j] : memref<4x8xf32>
+        loop.store %v, %a[%i, %j] : memref<4x8xf32>
+      }
+    }
+  }
+  func.return
+}
+// CHECK: loop.for: a runtime bound inside a loop.kernel must be one of the kernel's arguments (a runtime extent bound to it)
