@@ -129,7 +129,8 @@ OPTIONS: dict[str, dict[str, Option]] = {
                         "bn": Option(IntRange(16, 1024, 16)),
                         "warps": Option(IntRange(1, 32)), "stages": _knob("stages"),
                         "splits": Option(IntRange(1, 1024)), "tuned": Option(_one_of(0, 1))},
-    "warp-gemv": {"rows": Option(IntRange(1, 8))},  # warp_gemv.MAX_ROWS
+    "warp-gemv": {"rows": Option(IntRange(1, 8)),  # warp_gemv.MAX_ROWS
+                  "chunks": Option(IntRange(1, 32), unset=False)},
     "fuse-launches": {"shared_slack": Option(IntRange(0, 1 << 20))},
     "apply-tuned": {"user": Option(_one_of(0, 1))},
     "split-k": {"split_k": _knob("split_k")},

@@ -77,6 +77,8 @@ _BUILTIN_PASSES: dict[str, tuple[str, str]] = {
     "tile-to-kernel": ("llmopt.lowering.tile_to_kernel", "TileToKernel"),
     "kernel-to-cuda": ("llmopt.lowering.kernel_to_cuda", "KernelToCuda"),
     "fuse-kernels": ("llmopt.passes.loop.fuse_kernels", "FuseKernels"),
+    "recompute-into-products": ("llmopt.passes.loop.recompute_into_products",
+                                "RecomputeIntoProducts"),
     "hoist-reduce-factors": ("llmopt.passes.loop.hoist_reduce_factors", "HoistReduceFactors"),
     "outline-repeated-kernels": ("llmopt.passes.loop.outline_repeated_kernels",
                                  "OutlineRepeatedKernels"),

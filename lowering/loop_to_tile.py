@@ -17,7 +17,8 @@ bound buffers) whose launch shape and loop-to-GPU mapping are written down as op
   thread per row would read addresses a row apart from its neighbours'), or is a
   matrix-vector product (one band dimension wider than 1) whose reductions read rows of a
   weight along their innermost coordinate (one thread per output would read them a row
-  apart):
+  apart; reductions that use no band variable, a row's statistics that
+  ``recompute-into-products`` put beside a product, do not count here):
   ``tile.forall over blocks`` over the band; each ``loop.reduce`` directly in its body becomes
   a ``tile.coop_reduce`` (the block's threads share it), each ``loop.for`` nest directly in it
   becomes a ``tile.forall over block_threads`` (its perfect chain flattened), each run of
@@ -249,6 +250,12 @@ def reads_rows_apart(red: loop.ReduceOp, iv: SSAValue) -> bool:
     return False
 
 
+def uses_any(op: Operation, ivs: Sequence[SSAValue]) -> bool:
+    """Whether ``op`` or an op nested in it takes one of ``ivs`` as an operand."""
+    wanted = set(ivs)
+    return any(v in wanted for inner in op.walk() for v in inner.operands)
+
+
 def choose_schedule(extents: Sequence[int], body: Block, block_size: int,
                     coop_threshold: int, ivs: Sequence[SSAValue] = ()) -> Schedule:
     """The default schedule of a band with ``extents`` (induction variables ``ivs``) whose
@@ -259,9 +266,13 @@ def choose_schedule(extents: Sequence[int], body: Block, block_size: int,
     row_reads = bool(reduces) and all(reads_one_row(r) for r in reduces)
     # A matrix-vector product (one band dimension wider than 1: nothing for register-tile
     # to tile) reading weight rows along its sum: a block per output reads them coalesced.
+    # Reductions that use no band variable (a row's statistics that ``recompute-into-
+    # products`` put beside a product) are the same for every output: each block computes
+    # them cooperatively first.
     wide = [iv for iv, e in zip(ivs, extents, strict=False) if e > 1]
-    gemv = (bool(reduces) and len(wide) == 1
-            and all(reads_rows_apart(r, wide[0]) for r in reduces))
+    varying = [r for r in reduces if uses_any(r, ivs)]
+    gemv = (bool(varying) and len(wide) == 1
+            and all(reads_rows_apart(r, wide[0]) for r in varying))
     if fors or (reduces and (points < coop_threshold or row_reads or gemv)):
         widths = [r.trip_count for r in reduces] + [inner_nest_points(f) for f in fors]
         width = max(widths)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import AnyFloat, MemRefType
-from xdsl.ir import Attribute, SSAValue
+from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.ir.affine import AffineDimExpr, AffineExpr
 
 from llmopt.dialects import loop, tile
@@ -33,6 +33,9 @@ class Gemv:
     vector: int
     """``V``: the elements a lane takes at once."""
     k: int
+    prologue: tuple[Operation, ...] = ()
+    """The leading ops the same for every output (a row's statistics): computed once a
+    block, ahead of the lanes."""
 
 
 def element_bytes(typ: Attribute) -> int:
@@ -90,10 +93,14 @@ def match_gemv(kernel: tile.KernelOp) -> Gemv | None:
     if not (isinstance(once, tile.ForallOp) and once.mapping.data == "block_threads"
             and once.shape == (1,)):
         return None
-    reduces = [op for op in ops if isinstance(op, tile.CoopReduceOp)]
-    if not reduces or any(op.regions and op not in reduces for op in ops[:-1]):
+    coops = [op for op in ops if isinstance(op, tile.CoopReduceOp)]
+    if not coops or any(op.regions and op not in coops for op in ops[:-1]):
         return None
     ivs = forall.ivs
+    prologue = _prologue(forall, ops, coops)
+    reduces = [op for op in coops if op not in prologue]
+    if not reduces:
+        return None
     rows: set[int] = set()
     widths: list[int] = []
     k = reduces[0].trip_count
@@ -107,8 +114,8 @@ def match_gemv(kernel: tile.KernelOp) -> Gemv | None:
                 return None
             for operand in inner.operands:
                 if (not defined_inside(operand, red) and defined_inside(operand, forall)
-                        and operand not in ivs):
-                    return None  # a block-uniform value computed first: not a plain product
+                        and operand not in ivs and operand.owner not in prologue):
+                    return None  # a value computed per output first: not a plain product
             if isinstance(inner, loop.LoadOp):
                 if not _innermost_is(inner, red.iv):
                     return None
@@ -127,7 +134,34 @@ def match_gemv(kernel: tile.KernelOp) -> Gemv | None:
         for inner in red.body.block.ops:
             if isinstance(inner, loop.LoadOp) and not _vector_fits(inner.buffer.type, vector):
                 return None
-    return Gemv(forall, rows.pop(), tuple(reduces), once, vector, k)
+    return Gemv(forall, rows.pop(), tuple(reduces), once, vector, k, tuple(prologue))
 
 
-__all__ = ["GEMV_ATTR", "VECTOR_BYTES", "Gemv", "element_bytes", "match_gemv"]
+def _prologue(forall: tile.ForallOp, ops: Sequence[Operation],
+              coops: Sequence[tile.CoopReduceOp]) -> list[Operation]:
+    """The leading ops of ``forall``'s body that are the same for every output, when they
+    hold a cooperative reduction: reductions and region-less ops that use no forall
+    variable and nothing computed per output (a row's statistics, which
+    ``recompute-into-products`` puts beside a product). Empty when there is none."""
+    ivs = set(forall.ivs)
+    out: list[Operation] = []
+    for op in ops:
+        if op.regions and not isinstance(op, tile.CoopReduceOp):
+            break
+        inner = list(op.walk())
+        if any(_varies(v, op, forall, ivs, out) for o in inner for v in o.operands):
+            break
+        out.append(op)
+    return out if any(isinstance(op, tile.CoopReduceOp) for op in out) else []
+
+
+def _varies(value: SSAValue, op: Operation, forall: tile.ForallOp, ivs: set[SSAValue],
+            uniform: list[Operation]) -> bool:
+    """Whether ``value``, an operand in ``op``, may differ between the outputs of
+    ``forall``: a forall variable, or computed in the forall (outside ``op``) by an op not
+    in ``uniform``."""
+    if value in ivs:
+        return True
+    if op.regions and defined_inside(value, op):
+        return False
+    return defined_inside(value, forall) and value.owner not in uniform

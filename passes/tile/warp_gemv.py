@@ -10,7 +10,10 @@ projections, one token's logits): a ``tile.kernel`` whose body is one static
   dimension — the innermost dimension of extent above one that the loads use (the weight's
   row);
 * block-uniform scalar ops (loads, ``arith``/``math``: the epilogue — bias, activation,
-  residual) and a last ``tile.forall (%once) in [1] over block_threads`` storing the output.
+  residual) and a last ``tile.forall (%once) in [1] over block_threads`` storing the output;
+* optionally, first, a *prologue*: ``tile.coop_reduce`` ops and scalar ops that use no
+  forall variable (a row's statistics, which ``recompute-into-products`` puts beside a
+  product), whose results the reductions may use.
 
 Every buffer a reduction loads keeps rows of a multiple of ``V`` elements (``V`` = 16 bytes
 of the narrowest element loaded: 4 ``f32``, 8 ``bf16``/``f16``), and ``K`` is a multiple of
@@ -24,6 +27,7 @@ buffer with it, which get the same ``R``), lane ``l`` of warp
 
     tile.kernel grid [ceildiv(N, R)·…] block [32·R] {
       tile.forall (…, %nb, …) in [… ceildiv(N, R) …] over blocks {
+        <the prologue, unchanged: every thread of the block takes part, once a block>
         tile.forall (%w, %l) in [R, 32] over block_threads {
           %p = loop.reduce add %c = 0 to ceildiv(K, 32·V) {
             tile.copy %W[nb·R + w, V·(32·c + l)] to %fw[w, l, 0] count 16 bytes   // per load
@@ -90,8 +94,8 @@ from llmopt.target import WARP
 MAX_ROWS = 8
 """Outputs a block at most (8 warps, 256 threads)."""
 CHUNKS_IN_FLIGHT = 4
-"""The chunk loop is unrolled this far, so a lane has this many 16-byte loads of each
-operand in flight."""
+"""The chunk loop is unrolled this far by default (option ``chunks``), so a lane has this
+many 16-byte loads of each operand in flight."""
 
 
 def choose_rows(products: Sequence[tuple[int, int]], sms: int) -> int:
@@ -165,6 +169,7 @@ class ScheduleGemv(RewritePattern):
     rows: int
     chosen: dict[tile.KernelOp, int]
     """Each kernel's rows when ``rows`` is 0 (:func:`sibling_rows`)."""
+    chunks: int = CHUNKS_IN_FLIGHT
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: tile.KernelOp, rewriter: PatternRewriter) -> None:
@@ -174,11 +179,12 @@ class ScheduleGemv(RewritePattern):
         outputs = found.forall.shape[found.row]
         rows = min(self.rows or self.chosen[op], outputs)
         rows = 1 << (rows.bit_length() - 1)  # a power of two: whole warps, even blocks
-        new = _rebuilt(op, found, rows)
+        new = _rebuilt(op, found, rows, self.chunks)
         rewriter.replace(op, new)
 
 
-def _rebuilt(kernel: tile.KernelOp, found: Gemv, rows: int) -> tile.KernelOp:
+def _rebuilt(kernel: tile.KernelOp, found: Gemv, rows: int,
+             chunks: int = CHUNKS_IN_FLIGHT) -> tile.KernelOp:
     """``kernel`` with ``found``'s forall scheduled ``rows`` outputs a block."""
     old = found.forall
     outputs = old.shape[found.row]
@@ -206,6 +212,8 @@ def _rebuilt(kernel: tile.KernelOp, found: Gemv, rows: int) -> tile.KernelOp:
     row_iv = old.ivs[found.row]
     values = top.values | {iv: new_iv for iv, new_iv in zip(old.ivs, forall.ivs, strict=True)
                            if iv is not row_iv}  # the row is substituted: nb·R + w
+    for op in found.prologue:  # a row's statistics: once a block, all its threads
+        body.add_op(op.clone(value_mapper=values))
     typ = found.reduces[0].result.type
     ragged = outputs % rows != 0
     clamp = ragged or found.k % (WARP * found.vector) != 0
@@ -216,7 +224,7 @@ def _rebuilt(kernel: tile.KernelOp, found: Gemv, rows: int) -> tile.KernelOp:
         part.result.name_hint = "part"
         body.add_op(part)
         parts.append(part)
-        lane_sum = LaneSum(found, red, values, rows, w, lane)
+        lane_sum = LaneSum(found, red, values, rows, w, lane, chunks)
         ops, partial = lane_sum.build(body, Linear.of((rows, nb), (1, w)), clamp)
         lanes.body.block.add_ops([*ops, loop.StoreOp(partial, part.result,
                                                      *at([Linear.of((1, w)),
@@ -242,7 +250,8 @@ def _rebuilt(kernel: tile.KernelOp, found: Gemv, rows: int) -> tile.KernelOp:
     inner.add_op(zero)
     cloner.values[found.once.ivs[0]] = zero.result
     for op in [*old.body.block.ops, *found.once.body.block.ops]:
-        if op is not found.once and not isinstance(op, tile.CoopReduceOp | tile.AllocOp):
+        if (op is not found.once and op not in found.prologue
+                and not isinstance(op, tile.CoopReduceOp | tile.AllocOp)):
             cloner.clone_into(op, inner)
     close_guards(epi.body.block)
     return new
@@ -259,6 +268,8 @@ class LaneSum:
     rows: int
     w: SSAValue
     lane: SSAValue
+    chunks: int = CHUNKS_IN_FLIGHT
+    """The unroll factor of the chunk loop."""
 
     def build(self, body: Block, row: Linear, clamp: bool) -> tuple[list[Operation], SSAValue]:
         """The ops of the lane's sum over its chunks (a sequential ``scf.for``: each chunk
@@ -272,7 +283,7 @@ class LaneSum:
         c, acc = step.args
         c.name_hint, acc.name_hint = "c", "acc"
         chunks = scf.ForOp(*(b.result for b in bounds), [init.result], Region(step))
-        chunks.attributes["unroll"] = IntegerAttr(CHUNKS_IN_FLIGHT, i64)
+        chunks.attributes["unroll"] = IntegerAttr(self.chunks, i64)
         elems = loop.ReduceOp("add", vector, typ)
         elems.attributes |= UNROLL
         v = elems.body.block.args[0]
@@ -339,16 +350,18 @@ def _masked(block: Block, k: SSAValue, extent: int, term: SSAValue) -> SSAValue:
 class WarpGemv(ModulePass):
     """Schedule matrix-vector products a warp per output with 16-byte loads (see the module
     docstring). Options: ``rows`` (outputs a block, a power of two up to 8; 0 = chosen from
-    the outputs and the GPU's multiprocessors), ``arch``."""
+    the outputs and the GPU's multiprocessors), ``chunks`` (the 16-byte chunks of each
+    operand a lane has in flight: the unroll factor of its chunk loop), ``arch``."""
 
     name = "warp-gemv"
 
     rows: int = 0
+    chunks: int = CHUNKS_IN_FLIGHT
     arch: str = "sm_90"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         chosen = {} if self.rows else sibling_rows(op, limits(self.arch).sms)
-        PatternRewriteWalker(KeepLocation(ScheduleGemv(self.rows, chosen)),
+        PatternRewriteWalker(KeepLocation(ScheduleGemv(self.rows, chosen, self.chunks)),
                              apply_recursively=False).rewrite_module(op)
 
 

@@ -4,6 +4,7 @@
 // RUN: llm-opt %s --split-input-file -p 'warp-gemv{rows=4},tile-to-kernel,canonicalize,cse,kernel-to-cuda' -t cuda | filecheck %s --check-prefix=CUDA
 // RUN: llm-opt %s --split-input-file -p 'warp-gemv{rows=4},warp-gemv{rows=2}' | filecheck %s --check-prefix=TWICE
 // RUN: not llm-opt %s -p 'warp-gemv{rows=16}' 2>&1 | filecheck %s --check-prefix=BAD
+// RUN: llm-opt %s --split-input-file -p 'warp-gemv{rows=4 chunks=2}' | filecheck %s --check-prefix=CHUNKS
 // Matrix-vector products as loop-to-tile schedules them (a block per output, a cooperative
 // reduction over K): warp-gemv gives each output a warp whose lanes read 16 bytes at a time
 // into register fragments, one shared partial a lane, summed by the warp's row after a
@@ -47,6 +48,10 @@
 // CUDA:           ((float4*)&frag[0])[0] = ((const float4*)&arg2[
 
 // TWICE: } {llmopt.gemv = {rows = 4 : i64, vector = 4 : i64}}
+
+// Option chunks: the chunks of 16 bytes a lane has in flight (the chunk loop's unroll).
+// CHUNKS: } {unroll = 2 : i64}
+// CHUNKS-NOT: {unroll = 4 : i64}
 
 // BAD: rows must be an integer from 1 to 8 or 0 (not set), got 16
 

@@ -1,0 +1,257 @@
+"""``recompute-into-products``: a one-row normalisation is recomputed inside the products
+that read it.
+
+**Matches** a ``loop.kernel`` *P* that fills a temporary buffer *T* holding a single row
+(every dimension but the last of extent 1, the function's own ``memref.alloc``, not
+returned, written by *P* alone) in the shape RMSNorm has in a decode step::
+
+    loop.for %i0 = 0 to 1 { …                           // outer loops of extent 1
+      %s = loop.reduce add %r = 0 to N { … }             // the row's statistics
+      %f = <scalar ops on %s>
+      loop.for %j = 0 to N { <the map: loads at %j, %f> ; loop.store %v, %T[0, …, %j] }
+    }
+
+where the statistics are reductions and scalar ops of the outer level, and the map is at
+most :data:`MAX_MAP_OPS` region-less ops whose loads read along ``%j`` in their innermost
+coordinate alone (or not at all), so that inside a product they stay contiguous along its
+sum. Every other kernel bound to *T* must read it only
+as a product's operand: inside a ``loop.reduce`` whose induction variable is the load's
+last coordinate (the other coordinates zero), writing nothing to *T*.
+
+**Produces** each consumer with *P*'s statistics computed beside each product that reads
+*T* (first in the loop body holding the product's ``loop.reduce``: once per output) and
+*P*'s map inlined at each of its loads of *T* (the map's ``%j`` is the reduction's
+variable); *P* and *T* disappear. The statistics do not depend on the output: the default
+schedule turns them into a cooperative reduction of each block, and ``warp-gemv`` keeps
+them so, ahead of its lanes (one computation a block of outputs).
+
+**Why** a decode step normalises one row of a few thousand values between products that
+read megabytes of weights. As a kernel of its own the norm is a launch and a dependency
+(a one-block kernel that the next product waits for) in every layer, twice. Inside the
+product it costs each block a pass over the row (a few kilobytes, read from the cache)
+and each weight element a few scalar ops, which the weight stream hides. ``fuse-kernels``
+never does this: inlined at a product's load, the map runs once per output, not once per
+value. Rows longer than one (a prompt) are left alone: there the products are tiled
+matrix products whose operands must be plain loads.
+
+The pass is not part of ``lower-to-cuda``. What it saves, a kernel that the products wait
+for, programmatic launches had mostly hidden already; what it costs stays: each product
+block computes the statistics before its first product, and in 16 bits each weight
+element pays the map's roundings again (``bench/results/decode-recompute-norm-h200.md``).
+Staging the normalised row in shared memory once a block would remove the second cost.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects import arith, func, memref
+from xdsl.dialects.builtin import IndexType, ModuleOp
+from xdsl.ir import Block, Operation, SSAValue
+from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr
+from xdsl.passes import ModulePass
+from xdsl.rewriter import InsertPoint, Rewriter
+
+from llmopt.dialects import loop
+from llmopt.passes._ir import nested_ops
+from llmopt.passes.loop.fuse_kernels import unbind
+
+MAX_MAP_OPS = 16
+"""The longest per-element map (loads and scalar ops) recomputed at each load site."""
+
+
+@dataclass
+class RowNorm:
+    """A kernel of the matched shape, taken apart."""
+
+    kernel: loop.KernelOp
+    out_arg: SSAValue
+    #: the outer loops (extent 1) and the row loop
+    outer: list[loop.ForOp]
+    row: loop.ForOp
+    #: ops before the outer loops (constants) and the statistics between them and the row
+    prologue: list[Operation]
+    #: the map: the row loop's body without its store
+    body: list[Operation]
+    store: loop.StoreOp
+
+
+def analyse(kernel: loop.KernelOp) -> RowNorm | None:
+    """Take ``kernel`` apart as a :class:`RowNorm`, or ``None`` if it has another shape."""
+    prologue: list[Operation] = []
+    outer: list[loop.ForOp] = []
+    block = kernel.body.block
+    while True:
+        loops = [op for op in block.ops if isinstance(op, loop.ForOp)]
+        if len(loops) != 1 or block.last_op is not loops[0] or loops[0].is_dynamic:
+            return None
+        prologue.extend(op for op in block.ops if op is not loops[0])
+        if loops[0].trip_count > 1:
+            row = loops[0]
+            break
+        outer.append(loops[0])
+        block = loops[0].body.block
+    if not any(isinstance(op, loop.ReduceOp) for op in prologue):
+        return None  # a plain map: fuse-kernels' business
+    if any(isinstance(op, loop.StoreOp | loop.ForOp) for p in prologue for op in p.walk()):
+        return None
+    body = list(row.body.block.ops)
+    store = body.pop()
+    if (not isinstance(store, loop.StoreOp) or len(body) > MAX_MAP_OPS
+            or any(op.regions or isinstance(op, loop.StoreOp) for op in body)):
+        return None
+    if not all(_row_innermost(op, row.iv) for op in body if isinstance(op, loop.LoadOp)):
+        return None
+    ivs = [lp.iv for lp in outer]
+    for k, expr in enumerate(store.map.data.results):
+        last = k == len(store.map.data.results) - 1
+        if last and not (isinstance(expr, AffineDimExpr)
+                         and store.indices[expr.position] is row.iv):
+            return None
+        if not last and not (isinstance(expr, AffineConstantExpr) and expr.value == 0
+                             or isinstance(expr, AffineDimExpr)
+                             and store.indices[expr.position] in ivs):
+            return None
+    shape = store.buffer.type.get_shape()  # type: ignore[attr-defined]
+    if any(e != 1 for e in shape[:-1]) or shape[-1] != row.trip_count:
+        return None
+    return RowNorm(kernel, store.buffer, outer, row, prologue, body, store)
+
+
+def _row_innermost(load: loop.LoadOp, iv: SSAValue) -> bool:
+    """Whether ``load`` reads along ``iv`` in its innermost coordinate alone, or not at all:
+    in a product the map's loads then stay contiguous along the product's sum (the
+    16-byte loads of ``warp-gemv``)."""
+    results = load.map.data.results
+    positions = [k for k, v in enumerate(load.indices) if v is iv]
+    if not positions:
+        return True
+    last = results[-1]
+    return (len(positions) == 1 and isinstance(last, AffineDimExpr)
+            and last.position == positions[0]
+            and not any(positions[0] in e.used_dims() for e in results[:-1]))
+
+
+def product_site(ld: loop.LoadOp, extent: int) -> SSAValue | None:
+    """The reduction variable at which ``ld`` reads a row of ``extent`` values as a
+    product's operand (last coordinate the variable of an enclosing ``loop.reduce`` of that
+    extent, every other coordinate 0), else ``None``."""
+    results = ld.map.data.results
+    if not all(isinstance(e, AffineConstantExpr) and e.value == 0
+               or isinstance(e, AffineDimExpr) and _runs_once(ld.indices[e.position])
+               for e in results[:-1]):
+        return None
+    last = results[-1]
+    if not isinstance(last, AffineDimExpr):
+        return None
+    iv = ld.indices[last.position]
+    parent = ld.parent_op()
+    while parent is not None and not isinstance(parent, loop.KernelOp):
+        if isinstance(parent, loop.ReduceOp) and parent.iv is iv:
+            return iv if parent.trip_count == extent and not parent.is_dynamic else None
+        parent = parent.parent_op()
+    return None
+
+
+def _runs_once(value: SSAValue) -> bool:
+    """Whether ``value`` is the variable of a loop of extent 1 (always 0)."""
+    owner = value.owner
+    parent = owner.parent_op() if isinstance(owner, Block) else None
+    return (isinstance(parent, loop.ForOp | loop.ReduceOp) and parent.iv is value
+            and parent.trip_count == 1 and not parent.is_dynamic)
+
+
+def _loads(kernel: loop.KernelOp, arg: SSAValue) -> list[loop.LoadOp]:
+    return [op for op in nested_ops(kernel) if isinstance(op, loop.LoadOp) and op.buffer is arg]
+
+
+def _writes(kernel: loop.KernelOp, arg: SSAValue) -> bool:
+    return any(isinstance(op, loop.StoreOp) and op.buffer is arg for op in nested_ops(kernel))
+
+
+def recompute(norm: RowNorm, consumer: loop.KernelOp, buffer: SSAValue) -> None:
+    """Put ``norm``'s statistics at the top of the block holding each product that reads
+    ``buffer`` in ``consumer`` (once a block) and its map at each load; unbind ``buffer``."""
+    arg = consumer.bind(buffer)
+    bound: dict[SSAValue, SSAValue] = {}
+    for inner, outer in zip(norm.kernel.body.block.args, norm.kernel.buffers, strict=True):
+        if inner is not norm.out_arg:
+            bound[inner] = consumer.bind(outer)
+            bound[inner].name_hint = bound[inner].name_hint or inner.name_hint
+    statistics: dict[Block, dict[SSAValue, SSAValue]] = {}
+    for ld in _loads(consumer, arg):
+        iv = product_site(ld, norm.row.trip_count)
+        assert iv is not None
+        product = iv.owner.parent_op()  # type: ignore[union-attr]
+        assert isinstance(product, loop.ReduceOp)
+        block = product.parent_block()
+        assert block is not None
+        if block not in statistics:
+            mapping = dict(bound)
+            zero = arith.ConstantOp.from_int_and_width(0, IndexType())
+            Rewriter.insert_op(zero, InsertPoint.at_start(block))
+            mapping.update((lp.iv, zero.result) for lp in norm.outer)
+            anchor = InsertPoint.after(zero)
+            for op in norm.prologue:
+                clone = op.clone(mapping)
+                Rewriter.insert_op(clone, anchor)
+                anchor = InsertPoint.after(clone)
+            statistics[block] = mapping
+        site = dict(statistics[block])
+        site[norm.row.iv] = iv
+        for op in norm.body:
+            Rewriter.insert_op(op.clone(site), InsertPoint.before(ld))
+        stored = norm.store.value
+        ld.result.replace_all_uses_with(site.get(stored, stored))
+        Rewriter.erase_op(ld)
+    unbind(consumer, buffer)
+
+
+def recompute_function(fn: func.FuncOp) -> None:
+    """Recompute every matched norm inside its consumers in ``fn``."""
+    returned = {v for op in fn.body.block.ops if isinstance(op, func.ReturnOp)
+                for v in op.operands}
+    for kernel in [op for op in fn.body.block.ops if isinstance(op, loop.KernelOp)]:
+        norm = analyse(kernel)
+        if norm is None:
+            continue
+        index = list(kernel.body.block.args).index(norm.out_arg)
+        buffer = kernel.buffers[index]
+        if not isinstance(buffer.owner, memref.AllocOp) or buffer in returned:
+            continue
+        users = [u.operation for u in buffer.uses]
+        consumers = [u for u in users if u is not kernel]
+        if not consumers or not all(isinstance(c, loop.KernelOp) for c in consumers):
+            continue
+        legal = True
+        for consumer in consumers:
+            assert isinstance(consumer, loop.KernelOp)
+            args = [a for a, b in zip(consumer.body.block.args, consumer.buffers, strict=True)
+                    if b is buffer]
+            for a in args:
+                loads = _loads(consumer, a)
+                if _writes(consumer, a) or not loads or any(
+                        product_site(ld, norm.row.trip_count) is None for ld in loads):
+                    legal = False
+        if not legal:
+            continue
+        for consumer in dict.fromkeys(consumers):
+            assert isinstance(consumer, loop.KernelOp)
+            recompute(norm, consumer, buffer)
+        Rewriter.erase_op(kernel)
+        if not buffer.uses:
+            Rewriter.erase_op(buffer.owner)
+
+
+@dataclass(frozen=True)
+class RecomputeIntoProducts(ModulePass):
+    """Recompute one-row normalisations inside the products reading them (see the module
+    docstring)."""
+
+    name = "recompute-into-products"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        for fn in list(op.walk()):
+            if isinstance(fn, func.FuncOp) and not fn.is_declaration:
+                recompute_function(fn)
