@@ -145,8 +145,11 @@ def dry_run(source: Any, model_name: str, seqs: Sequence[int], max_seq: int,
 
 
 def measure_model(model_name: str, seqs: Sequence[int], max_seq: int, reps: int,
-                  warmup: int, dtype: torch.dtype = torch.float32) -> dict[str, Any]:
-    """Every system of one model's decoder layer at every length (on the GPU)."""
+                  warmup: int, dtype: torch.dtype = torch.float32,
+                  symbolic_pipeline: str = "lower-to-cuda") -> dict[str, Any]:
+    """Every system of one model's decoder layer at every length (on the GPU); the
+    symbolic program is lowered by ``symbolic_pipeline``, the static ones by
+    ``lower-to-cuda``."""
     from llmopt.codegen.executor import CompiledProgram
     from llmopt.frontend.models import capture_layer
     from llmopt.numerics import tolerance
@@ -160,7 +163,7 @@ def measure_model(model_name: str, seqs: Sequence[int], max_seq: int, reps: int,
     began = time.perf_counter()
     program = capture_layer(model, EXAMPLE_SEQ, dynamic=True, max_seq=max_seq)
     tol = tolerance(program.module)
-    lowered(program, pipeline)
+    lowered(program, with_arch(symbolic_pipeline, current_target().arch))
     symbolic = CompiledProgram(program.module, params=weights, cuda_graph=True)
     symbolic_s = time.perf_counter() - began
     torch._dynamo.reset()
@@ -250,6 +253,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--tag", default="h200")
     p.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], default="float32")
     p.add_argument("--tiny", action="store_true", help="a tiny one-layer Llama config")
+    p.add_argument("--pipeline", default="lower-to-cuda",
+                   help="the pass pipeline of the symbolic program (the static programs "
+                        "take lower-to-cuda)")
     p.add_argument("--dry-run", action="store_true", help="the CPU-side part only")
     args = p.parse_args(argv)
     args.max_seq = args.max_seq or (TINY_MAX_SEQ if args.tiny else MAX_SEQ)
@@ -277,10 +283,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.out_dir.mkdir(parents=True, exist_ok=True)
     for name in args.models:
         models.append(measure_model(name, args.seqs, args.max_seq, args.reps, args.warmup,
-                                    getattr(torch, args.dtype)))
+                                    getattr(torch, args.dtype), args.pipeline))
         torch.cuda.empty_cache()
         # Written after every model, so a run stopped early keeps the models it finished.
         doc = {"kind": "symbolic", "dtype": args.dtype, "commit": args.commit or git_commit(),
+               "pipeline": args.pipeline,
                "gpu": torch.cuda.get_device_name(), "reps": args.reps, "warmup": args.warmup,
                **summarise(models), "models": models}
         stem = f"symbolic-{args.tag}" + ("" if args.dtype == "float32" else f"-{args.dtype}")

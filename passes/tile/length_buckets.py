@@ -22,21 +22,33 @@ Each copy has the maximum of its row extent lowered to its bucket's bound and
 ``register-tile``) choose each copy's schedule for that maximum, as they would for a
 static product of ``b`` rows.
 
-Below those, the bucket of at most ``coop_rows`` rows (option, default 1; 0: none) gets
+Below those, the bucket of at most ``coop_rows`` rows (option, default 2; 0: none) gets
 the *cooperative* schedule that ``loop-to-tile`` gives a static matrix-vector product: a
 block per output (``tile.forall … over blocks``, the rows innermost, so that the blocks
 that read one weight row run together), each reduction a ``tile.coop_reduce`` of the
-block's threads, the stores one thread's (``{llmopt.bucket = 1, llmopt.coop}``), its grid
-``%seq · outputs`` computed before the launch::
+block's threads, the stores one thread's (``{llmopt.bucket = 2, llmopt.coop}``), its grid
+``%seq · outputs`` computed before the launch. Where the length is a symbol (at least 1 by
+definition; or an argument every call passes a symbol for), one more bucket comes first:
+``%seq <= 1`` is exactly one row, and its variant (``<name>_coop1``) has static extents
+and a static grid, the kernel a static program's matrix-vector product, which
+``warp-gemv`` then schedules a warp per output::
 
     %le1 = arith.cmpi ule, %seq, %c1 : index
     scf.if %le1 {
-      %grid_1 = arith.muli %seq, %c2048 : index
-      tile.kernel @linear_coop1 grid [%grid_1 max 2048, 1, 1] block [256, 1, 1] ... {
-        tile.forall (%j, %i) in [2048, %n max 1] over blocks {
+      tile.kernel @linear_coop1 grid [2048, 1, 1] block [256, 1, 1] ... {
+        tile.forall (%j, %i) in [2048, 1] over blocks {
           %s = tile.coop_reduce add %k = 0 to 2048 : f32 { ... }
           tile.forall (%once) in [1] over block_threads { loop.store ... }
-        } ... Adjacent buckets for which the heuristics choose the same
+        } ...
+    } else {
+      %le2 = arith.cmpi ule, %seq, %c2 : index
+      scf.if %le2 {
+        %grid_coop2 = arith.muli %seq, %c2048 : index
+        tile.kernel @linear_coop2 grid [%grid_coop2 max 4096, 1, 1] block [256, 1, 1] ... {
+          tile.forall (%j, %i) in [2048, %n max 2] over blocks { ... }
+      } else { ... the buckets above ... }
+
+Adjacent buckets for which the heuristics choose the same
 schedule (:func:`~llmopt.passes.tile._schedule.choose_product_schedule`) share one copy,
 and a kernel whose buckets all agree is left alone. The host evaluates the conditions at
 every launch (and the executor sizes an allocation under ``%seq <= b``, such as
@@ -57,7 +69,7 @@ import math
 from dataclasses import dataclass, field
 
 from xdsl.context import Context
-from xdsl.dialects import arith, scf
+from xdsl.dialects import arith, func, scf
 from xdsl.dialects.builtin import IndexType, IntegerAttr, ModuleOp, StringAttr, UnitAttr, i64
 from xdsl.ir import BlockArgument, Operation, SSAValue
 from xdsl.passes import ModulePass
@@ -70,6 +82,7 @@ from xdsl.pattern_rewriter import (
 from xdsl.rewriter import Rewriter
 
 from llmopt.dialects import tile
+from llmopt.dialects._symbols import function_symbols
 from llmopt.dialects._syntax import int_array
 from llmopt.lowering.loop_to_tile import distribute_over_block, round_up
 from llmopt.passes._rewrite import KeepLocation
@@ -80,10 +93,11 @@ from llmopt.target import WARP
 BUCKET_ATTR = "llmopt.bucket"
 COOP_ATTR = "llmopt.coop"
 """Marks the cooperative variant of the smallest bucket."""
-COOP_ROWS = 1
-"""Rows up to which the cooperative variant runs by default. One token is where it is
-surely faster; with more rows each block reads one row of the input per output, and the
-register tiles of the next bucket share those reads."""
+COOP_ROWS = 2
+"""Rows up to which the cooperative variant runs by default. Up to two tokens it is faster
+than the register tiles of the first bucket; from four, where each block reads one row of
+the input per output, the tiles, which share those reads, are faster
+(``bench/results/symbolic-coop-rows-h200.md``)."""
 COOP_THREADS = 256
 """The cooperative variant's block: as ``loop-to-tile``'s row schedule, at most 256
 threads, fewer for a short reduction."""
@@ -126,9 +140,10 @@ def narrowed(op: tile.KernelOp, length: BlockArgument, bound: int) -> tile.Kerne
 
 
 def cooperative(op: tile.KernelOp, found: Contraction, bound: int,
-                grid: SSAValue) -> tile.KernelOp:
+                grid: SSAValue | None) -> tile.KernelOp:
     """A copy of ``op`` for at most ``bound`` rows with the cooperative schedule (see the
-    module docstring), launched on ``grid`` blocks, named ``<name>_coop<bound>``."""
+    module docstring), launched on ``grid`` blocks, named ``<name>_coop<bound>``. Without
+    ``grid`` the rows are exactly one (a static extent, a static grid)."""
     copy = op.clone()
     index = list(op.body.block.ops).index(found.forall)
     old = list(copy.body.block.ops)[index]
@@ -137,7 +152,8 @@ def cooperative(op: tile.KernelOp, found: Contraction, bound: int,
     order = [d for d in range(len(old.shape)) if d != rows] + [rows]
     extents = [min(old.shape[d], bound) if d == rows else old.shape[d] for d in order]
     length = old.runtime_sizes[rows]
-    forall = tile.ForallOp(extents, "blocks", sizes={len(order) - 1: length})
+    sizes = {} if grid is None else {len(order) - 1: length}
+    forall = tile.ForallOp(extents, "blocks", sizes=sizes)
     for new_iv, d in zip(forall.ivs, order, strict=True):
         old.ivs[d].replace_all_uses_with(new_iv)
         new_iv.name_hint = old.ivs[d].name_hint
@@ -157,6 +173,24 @@ def cooperative(op: tile.KernelOp, found: Contraction, bound: int,
     coop.attributes[BUCKET_ATTR] = IntegerAttr(bound, i64)
     coop.attributes[COOP_ATTR] = UnitAttr()
     return coop
+
+
+def at_least_one(length: SSAValue) -> bool:
+    """Whether the runtime ``length`` is never below 1: a symbol of its function (whose
+    minimum is at least 1), or an argument of a function every call of which passes such a
+    value (``outline-repeated-kernels``' functions)."""
+    if not isinstance(length, BlockArgument):
+        return False
+    fn = length.block.parent_op()
+    if not isinstance(fn, func.FuncOp) or length.block is not fn.body.block:
+        return False
+    if any(sym.arg == length.index and sym.min >= 1
+           for sym in function_symbols(fn).values()):
+        return True
+    module = fn.parent_op()
+    calls = [op for op in module.walk() if isinstance(op, func.CallOp)
+             and op.callee.root_reference.data == fn.sym_name.data] if module else []
+    return bool(calls) and all(at_least_one(call.arguments[length.index]) for call in calls)
 
 
 @dataclass
@@ -186,12 +220,15 @@ class BucketKernel(RewritePattern):
         for bound in reversed(kept[:-1]):
             chain = self._choice(host_length, bound, [narrowed(op, found.length, bound)],
                                  chain)
-        if coop:
+        one_row = coop and at_least_one(host_length)
+        if coop and not (one_row and self.coop_rows == 1):
             per_row = math.prod(found.extents) // found.extents[found.m]
             grid_ops, grid = launch_grid(host_length, 1, per_row)
             grid.name_hint = f"grid_coop{self.coop_rows}"
             variant = cooperative(op, found, self.coop_rows, grid)
             chain = self._choice(host_length, self.coop_rows, [*grid_ops, variant], chain)
+        if one_row:  # exactly one row: all static
+            chain = self._choice(host_length, 1, [cooperative(op, found, 1, None)], chain)
         rewriter.replace(op, chain, [])
 
     @staticmethod

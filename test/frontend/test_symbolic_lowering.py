@@ -24,7 +24,7 @@ pytest.importorskip("transformers")
 
 from test_capture_symbolic import MAX, arrays, symbolic_layer, symbolic_model  # noqa: E402
 from test_models import tiny_model  # noqa: E402
-from xdsl.dialects.builtin import IndexType, ModuleOp  # noqa: E402
+from xdsl.dialects.builtin import IndexType, IntegerAttr, ModuleOp, i64  # noqa: E402
 
 import llmopt  # noqa: E402
 from llmopt.dialects import loop, tile  # noqa: E402
@@ -91,7 +91,9 @@ def test_layer_loops_run_to_the_length() -> None:
 def test_layer_grids_follow_the_length() -> None:
     module = at_level(symbolic_layer("llama"), "tile")
     kernels = [op for op in module.walk() if isinstance(op, tile.KernelOp)]
-    assert kernels and all(k.grid_size is not None for k in kernels)
+    one_row = [k for k in kernels if k.attributes.get("llmopt.bucket") == IntegerAttr(1, i64)]
+    assert one_row and all(k.grid_size is None for k in one_row)  # exactly one row: static
+    assert all(k.grid_size is not None for k in kernels if k not in one_row)
     text = str(module)
     assert "arith.ceildivui" in text and "grid [%seq max 128, 1, 1]" in text
     # the schedule passes tile the products and fuse attention: blocks over the length
@@ -107,9 +109,13 @@ def test_layer_kernels_take_the_length() -> None:
     funcs = [op for op in module.ops if op.name == "kernel.func"]
     launches = [op for op in module.walk() if op.name == "kernel.launch"]
     assert funcs and launches
+    one_row = {fn.sym_name.data for fn in funcs if fn.sym_name.data.endswith("_coop1")}
+    assert one_row  # the one-row variants of the products: launched on a static grid
     for fn in funcs:  # one index parameter: the length
         assert [str(t) for t in fn.function_type.inputs.data].count("index") == 1
-    assert all(launch.grid_size is not None for launch in launches)
+    for launch in launches:
+        static = launch.kernel.root_reference.data in one_row
+        assert (launch.grid_size is None) == static
 
 
 @pytest.mark.parametrize("level", LEVELS)

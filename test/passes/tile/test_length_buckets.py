@@ -38,7 +38,7 @@ def inputs(seq: int) -> tuple[np.ndarray, np.ndarray]:
             rng.standard_normal((seq, 256)).astype(np.float32))
 
 
-@pytest.mark.parametrize("seq", [1, 5, 8, 9, 40, 64])
+@pytest.mark.parametrize("seq", [1, 2, 5, 8, 9, 40, 64])
 @pytest.mark.parametrize("pipeline", [BUCKETS, f"{BUCKETS},{TO_KERNEL}"])
 def test_each_bucket_computes_the_product(seq: int, pipeline: str) -> None:
     w, x = inputs(seq)
@@ -52,8 +52,8 @@ def lowered() -> ModuleOp:
     return bucketed(f"{BUCKETS},{TO_KERNEL},kernel-to-cuda")
 
 
-@pytest.mark.parametrize(("seq", "bucket"), [(1, "coop1"), (2, "le8"), (8, "le8"), (9, "max"),
-                                             (64, "max")])
+@pytest.mark.parametrize(("seq", "bucket"), [(1, "coop1"), (2, "coop2"), (3, "le8"), (8, "le8"),
+                                             (9, "max"), (64, "max")])
 def test_the_plan_launches_one_variant_per_length(seq: int, bucket: str) -> None:
     module = lowered()
     plan = plan_host_function(module)
@@ -63,23 +63,33 @@ def test_the_plan_launches_one_variant_per_length(seq: int, bucket: str) -> None
     ran = {plan.steps[k].kernel for k, s in enumerate(plan.steps)
            if isinstance(s, LaunchStep) and k not in layout.inactive}
     names = {s.kernel for s in plan.steps if isinstance(s, LaunchStep)}
-    variants = {"coop1": {n for n in names if "coop1" in n},
-                "le8": {n for n in names if "le8" in n}}
-    variants["max"] = names - variants["coop1"] - variants["le8"]
+    variants = {b: {n for n in names if b in n} for b in ("coop1", "coop2", "le8")}
+    variants["max"] = names - set().union(*variants.values())
     assert all(variants.values()) and ran == variants[bucket]
 
 
 def test_the_cooperative_variant_is_the_static_one_token_schedule() -> None:
     """At one row the variant has loop-to-tile's schedule of a static matrix-vector
-    product: a block per output, the reduction cooperative, one thread storing."""
+    product: a block per output, the reduction cooperative, one thread storing. A symbol
+    is at least 1, so its one-row bucket is exactly one row: extents and grid static."""
     module = bucketed(BUCKETS)
-    (coop,) = [op for op in module.walk()
-               if isinstance(op, tile.KernelOp) and "llmopt.coop" in op.attributes]
+    (coop,) = [op for op in module.walk() if isinstance(op, tile.KernelOp)
+               and "llmopt.coop" in op.attributes and op.sym_name.data.endswith("coop1")]
     (forall,) = [op for op in coop.body.block.ops if isinstance(op, tile.ForallOp)]
     assert forall.mapping.data == "blocks" and forall.shape == (64, 1)
     assert [type(op) for op in forall.body.block.ops] == [tile.CoopReduceOp, tile.ForallOp]
-    assert coop.block_shape[0] == 256 and coop.grid_size is not None
+    assert not forall.runtime_sizes
+    assert coop.block_shape[0] == 256 and coop.grid_size is None and coop.grid_shape[0] == 64
     assert match_contraction(coop) is None  # split-k and register-tile leave it alone
+
+
+def test_the_two_row_variant_keeps_the_runtime_rows() -> None:
+    """Up to two rows the cooperative variant's rows and grid follow the length."""
+    module = bucketed(BUCKETS)
+    (coop,) = [op for op in module.walk() if isinstance(op, tile.KernelOp)
+               and op.sym_name.data.endswith("coop2")]
+    (forall,) = [op for op in coop.body.block.ops if isinstance(op, tile.ForallOp)]
+    assert forall.shape == (64, 2) and forall.runtime_sizes and coop.grid_size is not None
 
 
 def test_no_cooperative_variant_when_asked() -> None:
