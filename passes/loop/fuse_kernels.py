@@ -511,9 +511,8 @@ def _fuse_one(stale: _Stale, position: dict[loop.KernelOp, int],
         producer = analyse_producer(producer_kernel)
         if producer is None:
             continue
-        index = list(producer_kernel.body.block.args).index(producer.out_arg)
-        buffer = producer_kernel.buffers[index]
-        if not isinstance(buffer.owner, memref.AllocOp) or buffer in returned:
+        buffer = temporary_output(producer_kernel, producer.out_arg, returned)
+        if buffer is None:
             continue
         # The kernels bound to the buffer, in program order (found through its uses: walking
         # every kernel for every candidate would make the pass cubic in the kernel count).
@@ -553,6 +552,16 @@ def _fuse_one(stale: _Stale, position: dict[loop.KernelOp, int],
         stale.add(set(consumers) | _writers_of(touched, written))
         return True
     return False
+
+
+def temporary_output(kernel: loop.KernelOp, out_arg: SSAValue, returned: set[SSAValue]
+                     ) -> SSAValue | None:
+    """The function-level buffer bound to ``kernel``'s ``out_arg`` when it is a temporary
+    (a ``memref.alloc`` of the function, not among the ``returned`` values), else ``None``."""
+    buffer = kernel.buffers[list(kernel.body.block.args).index(out_arg)]
+    if not isinstance(buffer.owner, memref.AllocOp) or buffer in returned:
+        return None
+    return buffer
 
 
 def _bound_written(kernel: loop.KernelOp) -> set[SSAValue]:

@@ -46,7 +46,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects import arith, func, memref
+from xdsl.dialects import arith, func
 from xdsl.dialects.builtin import IndexType, ModuleOp
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr
@@ -54,8 +54,7 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from llmopt.dialects import loop
-from llmopt.passes._ir import nested_ops
-from llmopt.passes.loop.fuse_kernels import unbind
+from llmopt.passes.loop.fuse_kernels import loads_of, temporary_output, unbind, written_args
 
 MAX_MAP_OPS = 16
 """The longest per-element map (loads and scalar ops) recomputed at each load site."""
@@ -162,27 +161,18 @@ def _runs_once(value: SSAValue) -> bool:
             and parent.trip_count == 1 and not parent.is_dynamic)
 
 
-def _loads(kernel: loop.KernelOp, arg: SSAValue) -> list[loop.LoadOp]:
-    return [op for op in nested_ops(kernel) if isinstance(op, loop.LoadOp) and op.buffer is arg]
-
-
-def _writes(kernel: loop.KernelOp, arg: SSAValue) -> bool:
-    return any(isinstance(op, loop.StoreOp) and op.buffer is arg for op in nested_ops(kernel))
-
-
-def recompute(norm: RowNorm, consumer: loop.KernelOp, buffer: SSAValue) -> None:
-    """Put ``norm``'s statistics at the top of the block holding each product that reads
-    ``buffer`` in ``consumer`` (once a block) and its map at each load; unbind ``buffer``."""
-    arg = consumer.bind(buffer)
+def recompute(norm: RowNorm, consumer: loop.KernelOp, buffer: SSAValue,
+              sites: list[tuple[loop.LoadOp, SSAValue]]) -> None:
+    """Put ``norm``'s statistics at the top of the block holding each product of
+    ``consumer`` that reads ``buffer`` (once a block) and its map at each of the ``sites``
+    (a load and the product's reduction variable); unbind ``buffer``."""
     bound: dict[SSAValue, SSAValue] = {}
     for inner, outer in zip(norm.kernel.body.block.args, norm.kernel.buffers, strict=True):
         if inner is not norm.out_arg:
             bound[inner] = consumer.bind(outer)
             bound[inner].name_hint = bound[inner].name_hint or inner.name_hint
     statistics: dict[Block, dict[SSAValue, SSAValue]] = {}
-    for ld in _loads(consumer, arg):
-        iv = product_site(ld, norm.row.trip_count)
-        assert iv is not None
+    for ld, iv in sites:
         product = iv.owner.parent_op()  # type: ignore[union-attr]
         assert isinstance(product, loop.ReduceOp)
         block = product.parent_block()
@@ -208,37 +198,38 @@ def recompute(norm: RowNorm, consumer: loop.KernelOp, buffer: SSAValue) -> None:
     unbind(consumer, buffer)
 
 
+def product_sites(norm: RowNorm, consumer: loop.KernelOp, buffer: SSAValue
+                  ) -> list[tuple[loop.LoadOp, SSAValue]] | None:
+    """Each load of ``buffer`` in ``consumer`` with the reduction variable of the product
+    it feeds (:func:`product_site`); ``None`` if one is not a product's operand, if there
+    is none, or if ``consumer`` writes ``buffer``."""
+    loads = loads_of(consumer, buffer)
+    if not loads or written_args(consumer) & {ld.buffer for ld in loads}:
+        return None
+    sites = [(ld, product_site(ld, norm.row.trip_count)) for ld in loads]
+    if any(iv is None for _, iv in sites):
+        return None
+    return sites  # type: ignore[return-value]
+
+
 def recompute_function(fn: func.FuncOp) -> None:
     """Recompute every matched norm inside its consumers in ``fn``."""
     returned = {v for op in fn.body.block.ops if isinstance(op, func.ReturnOp)
                 for v in op.operands}
     for kernel in [op for op in fn.body.block.ops if isinstance(op, loop.KernelOp)]:
         norm = analyse(kernel)
-        if norm is None:
+        buffer = None if norm is None else temporary_output(kernel, norm.out_arg, returned)
+        if norm is None or buffer is None:
             continue
-        index = list(kernel.body.block.args).index(norm.out_arg)
-        buffer = kernel.buffers[index]
-        if not isinstance(buffer.owner, memref.AllocOp) or buffer in returned:
-            continue
-        users = [u.operation for u in buffer.uses]
-        consumers = [u for u in users if u is not kernel]
+        consumers = list(dict.fromkeys(u.operation for u in buffer.uses
+                                       if u.operation is not kernel))
         if not consumers or not all(isinstance(c, loop.KernelOp) for c in consumers):
             continue
-        legal = True
-        for consumer in consumers:
-            assert isinstance(consumer, loop.KernelOp)
-            args = [a for a, b in zip(consumer.body.block.args, consumer.buffers, strict=True)
-                    if b is buffer]
-            for a in args:
-                loads = _loads(consumer, a)
-                if _writes(consumer, a) or not loads or any(
-                        product_site(ld, norm.row.trip_count) is None for ld in loads):
-                    legal = False
-        if not legal:
+        found = {c: product_sites(norm, c, buffer) for c in consumers}  # type: ignore[arg-type]
+        if any(sites is None for sites in found.values()):
             continue
-        for consumer in dict.fromkeys(consumers):
-            assert isinstance(consumer, loop.KernelOp)
-            recompute(norm, consumer, buffer)
+        for consumer, sites in found.items():
+            recompute(norm, consumer, buffer, sites)  # type: ignore[arg-type]
         Rewriter.erase_op(kernel)
         if not buffer.uses:
             Rewriter.erase_op(buffer.owner)

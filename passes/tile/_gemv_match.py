@@ -97,7 +97,7 @@ def match_gemv(kernel: tile.KernelOp) -> Gemv | None:
     if not coops or any(op.regions and op not in coops for op in ops[:-1]):
         return None
     ivs = forall.ivs
-    prologue = _prologue(forall, ops, coops)
+    prologue = _prologue(forall, ops)
     reduces = [op for op in coops if op not in prologue]
     if not reduces:
         return None
@@ -137,8 +137,7 @@ def match_gemv(kernel: tile.KernelOp) -> Gemv | None:
     return Gemv(forall, rows.pop(), tuple(reduces), once, vector, k, tuple(prologue))
 
 
-def _prologue(forall: tile.ForallOp, ops: Sequence[Operation],
-              coops: Sequence[tile.CoopReduceOp]) -> list[Operation]:
+def _prologue(forall: tile.ForallOp, ops: Sequence[Operation]) -> list[Operation]:
     """The leading ops of ``forall``'s body that are the same for every output, when they
     hold a cooperative reduction: reductions and region-less ops that use no forall
     variable and nothing computed per output (a row's statistics, which
@@ -148,8 +147,7 @@ def _prologue(forall: tile.ForallOp, ops: Sequence[Operation],
     for op in ops:
         if op.regions and not isinstance(op, tile.CoopReduceOp):
             break
-        inner = list(op.walk())
-        if any(_varies(v, op, forall, ivs, out) for o in inner for v in o.operands):
+        if any(_varies(v, op, forall, ivs, out) for o in op.walk() for v in o.operands):
             break
         out.append(op)
     return out if any(isinstance(op, tile.CoopReduceOp) for op in out) else []
