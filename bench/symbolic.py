@@ -15,7 +15,9 @@ dimensions) at every length of :data:`SEQS`, weights seeded and perturbed as in
 ``--max-seq``), lowered and loaded once, replayed from its CUDA graph of each length;
 ``static``: the layer captured and compiled for that exact length (CUDA graph); eager; eager
 replayed from a CUDA graph; ``torch.compile(dynamic=True)`` compiled once for every length.
-Each is the median of CUDA-event-timed calls; each output is compared with the layer in
+Each is the median of CUDA-event-timed calls, the five systems of a length timed in
+``--rounds`` interleaved rounds (each in turn, the order rotated every round, so that a
+slow moment of a shared GPU falls on all of them); each output is compared with the layer in
 float64 (``err_rel``, ``ok`` against the symbolic program's tolerance). ``--dtype`` sets the
 weights' and activations' dtype (default float32; with a 16-bit one the float64 reference
 starts from the same 16-bit weights and inputs, and ``DIR/symbolic-<tag>-<dtype>.*`` hold
@@ -48,12 +50,14 @@ import torch
 from suite import (
     MODELS,
     LayerCall,
+    TimedCall,
     build_eager_graph,
     case_name,
     case_seed,
     configure_precision,
-    cuda_time_ms,
+    cuda_samples_ms,
     git_commit,
+    interleaved_samples,
     perturb_,
     rel_error,
 )
@@ -146,10 +150,10 @@ def dry_run(source: Any, model_name: str, seqs: Sequence[int], max_seq: int,
 
 def measure_model(model_name: str, seqs: Sequence[int], max_seq: int, reps: int,
                   warmup: int, dtype: torch.dtype = torch.float32,
-                  symbolic_pipeline: str = "lower-to-cuda") -> dict[str, Any]:
-    """Every system of one model's decoder layer at every length (on the GPU); the
-    symbolic program is lowered by ``symbolic_pipeline``, the static ones by
-    ``lower-to-cuda``."""
+                  symbolic_pipeline: str = "lower-to-cuda", rounds: int = 5) -> dict[str, Any]:
+    """Every system of one model's decoder layer at every length (on the GPU), timed in
+    ``rounds`` interleaved rounds (:func:`suite.interleaved_samples`); the symbolic program
+    is lowered by ``symbolic_pipeline``, the static ones by ``lower-to-cuda``."""
     from llmopt.codegen.executor import CompiledProgram
     from llmopt.frontend.models import capture_layer
     from llmopt.numerics import tolerance
@@ -179,26 +183,31 @@ def measure_model(model_name: str, seqs: Sequence[int], max_seq: int, reps: int,
             (out,) = symbolic(*inputs)
             row["err_rel"] = rel_error(out, ref)
             row["ok"] = row["err_rel"] <= tol
-            row["symbolic_ms"] = cuda_time_ms(lambda i=inputs: symbolic(*i), reps, warmup)
             static = capture_layer(model, seq)
             start = time.perf_counter()
             lowered(static, pipeline)
             fixed = CompiledProgram(static.module, params=weights, cuda_graph=True)
             fixed(*inputs)
             row["static_compile_s"] = time.perf_counter() - start
-            row["static_ms"] = cuda_time_ms(lambda i=inputs, f=fixed: f(*i), reps, warmup)
-            del fixed, static
-            row["eager_ms"] = cuda_time_ms(lambda i=inputs: module(*i), reps, warmup)
             graph = build_eager_graph(module, inputs)
-            row["eager_graph_ms"] = cuda_time_ms(graph.replay or graph.fn, reps, warmup)
-            del graph
             if compile_s is None:
                 start = time.perf_counter()
                 dynamic(*inputs)
                 torch.cuda.synchronize()
                 compile_s = time.perf_counter() - start
             row["compile_err_rel"] = rel_error(dynamic(*inputs), ref)
-            row["compile_ms"] = cuda_time_ms(lambda i=inputs: dynamic(*i), reps, warmup)
+            calls = [TimedCall("symbolic", "symbolic_ms", lambda i=inputs: symbolic(*i)),
+                     TimedCall("static", "static_ms", lambda i=inputs, f=fixed: f(*i)),
+                     TimedCall("eager", "eager_ms", lambda i=inputs: module(*i)),
+                     TimedCall("eager_graph", "eager_graph_ms", graph.replay or graph.fn),
+                     TimedCall("compile", "compile_ms", lambda i=inputs: dynamic(*i))]
+            samples, errors = interleaved_samples(calls, cuda_samples_ms, reps=reps,
+                                                  warmup=warmup, rounds=rounds)
+            if errors:
+                raise RuntimeError(f"{row['name']}: " + "; ".join(
+                    f"{system}: {err}" for system, err in errors.items()))
+            row.update({field: statistics.median(times) for field, times in samples.items()})
+            del fixed, static, graph
         row["vs_static"] = row["static_ms"] / row["symbolic_ms"]
         row["vs_compile"] = row["compile_ms"] / row["symbolic_ms"]
         row["vs_eager_graph"] = row["eager_graph_ms"] / row["symbolic_ms"]
@@ -247,8 +256,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--models", nargs="+", choices=list(MODELS), default=list(MODELS))
     p.add_argument("--seqs", type=int, nargs="+", default=None)
     p.add_argument("--max-seq", type=int, default=None)
-    p.add_argument("--reps", type=int, default=30)
-    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--reps", type=int, default=100,
+                   help="timed calls of each system at each length, over all rounds")
+    p.add_argument("--warmup", type=int, default=3, help="untimed calls before each round's")
+    p.add_argument("--rounds", type=int, default=5,
+                   help="interleaved rounds: each system in turn, rotated every round")
     p.add_argument("--commit", default=None)
     p.add_argument("--tag", default="h200")
     p.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], default="float32")
@@ -263,8 +275,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                               if s <= args.max_seq]
     if min(args.seqs) < 1 or max(args.seqs) > args.max_seq:
         p.error(f"--seqs must lie in [1, {args.max_seq}] (--max-seq)")
-    if args.reps < 1 or args.warmup < 0:
-        p.error("--reps must be positive and --warmup not negative")
+    if args.reps < 1 or args.rounds < 1 or args.warmup < 0:
+        p.error("--reps and --rounds must be positive and --warmup not negative")
     return args
 
 
@@ -283,12 +295,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.out_dir.mkdir(parents=True, exist_ok=True)
     for name in args.models:
         models.append(measure_model(name, args.seqs, args.max_seq, args.reps, args.warmup,
-                                    getattr(torch, args.dtype), args.pipeline))
+                                    getattr(torch, args.dtype), args.pipeline, args.rounds))
         torch.cuda.empty_cache()
         # Written after every model, so a run stopped early keeps the models it finished.
         doc = {"kind": "symbolic", "dtype": args.dtype, "commit": args.commit or git_commit(),
                "pipeline": args.pipeline,
                "gpu": torch.cuda.get_device_name(), "reps": args.reps, "warmup": args.warmup,
+               "rounds": args.rounds,
                **summarise(models), "models": models}
         stem = f"symbolic-{args.tag}" + ("" if args.dtype == "float32" else f"-{args.dtype}")
         (args.out_dir / f"{stem}.json").write_text(json.dumps(doc, indent=1) + "\n")
