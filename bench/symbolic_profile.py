@@ -14,7 +14,14 @@ program (compiled once) and the static program of every length, per length:
 * **host**: the host seconds one call takes to return (no synchronisation), averaged over
   200 calls: the part of a timed call in which the GPU may wait for the host;
 * **launches**: :meth:`CompiledProgram.profile` of both, outside the graph, each launch
-  timed on its own, side by side.
+  timed on its own, side by side;
+* **replay only**: the CUDA graph's ``replay()`` alone, without the call's copies of its
+  inputs and its host work, in the same alternating rounds.
+
+``--ncu-window`` then replays each program's graph once more inside a profiler window
+(``torch.cuda.profiler.start()``/``stop()``): run under ``ncu --profile-from-start off
+--clock-control none --metrics gpu__time_duration.sum``, it gives every kernel node's own
+time inside the graph, which the launches timed alone (each paying its launch) do not.
 
 Writes ``DIR/symbolic-profile.json`` and prints the tables.
 """
@@ -54,7 +61,7 @@ def launches(program: Any, inputs: Sequence[torch.Tensor], reps: int) -> list[di
 
 
 def measure(model_name: str, seqs: Sequence[int], max_seq: int, reps: int,
-            rounds: int) -> list[dict[str, Any]]:
+            rounds: int, ncu_window: bool = False) -> list[dict[str, Any]]:
     from llmopt.codegen.executor import CompiledProgram
     from llmopt.frontend.models import capture_layer
     from llmopt.registry import with_arch
@@ -79,6 +86,14 @@ def measure(model_name: str, seqs: Sequence[int], max_seq: int, reps: int,
         with torch.no_grad():
             row |= compare({"symbolic": (symbolic, plain), "static": (fixed, fixed_plain)},
                            inputs, reps, rounds)
+            if ncu_window:
+                symbolic(*inputs)  # this length's graph is the current one
+                torch.cuda.synchronize()
+                torch.cuda.profiler.start()
+                symbolic.replay_graph()
+                fixed.replay_graph()
+                torch.cuda.synchronize()
+                torch.cuda.profiler.stop()
         rows.append(row)
         print_row(row)
     return rows
@@ -89,14 +104,17 @@ def compare(systems: dict[str, tuple[Any, Any]], inputs: Sequence[torch.Tensor],
     """Graph times in alternating rounds, host time per call and the launches of each
     system (``name: (program with CUDA graph, program without)``)."""
     samples: dict[str, list[float]] = {name: [] for name in systems}
+    replays: dict[str, list[float]] = {name: [] for name in systems}
     names = list(systems)
     row: dict[str, Any] = {}
     for r in range(rounds):
         for name in names[r % len(names):] + names[:r % len(names)]:
             graph = systems[name][0]
             samples[name] += cuda_samples_ms(lambda g=graph: g(*inputs), reps, 3)
+            replays[name] += cuda_samples_ms(graph.replay_graph, reps, 3)
     for name, (graph, plain) in systems.items():
         row[f"{name}_graph_ms"] = statistics.median(samples[name])
+        row[f"{name}_replay_ms"] = statistics.median(replays[name])
         row[f"{name}_graph_spread"] = [min(samples[name]), max(samples[name])]
         row[f"{name}_host_ms"] = host_ms(lambda g=graph: g(*inputs))
         row[f"{name}_launches"] = launches(plain, inputs, reps)
@@ -107,7 +125,9 @@ def compare(systems: dict[str, tuple[Any, Any]], inputs: Sequence[torch.Tensor],
 def print_row(row: dict[str, Any]) -> None:
     print(f"\n== {row['model']} seq {row['seq']}: graph symbolic {row['symbolic_graph_ms']:.3f} "
           f"ms {row['symbolic_graph_spread']}, static {row['static_graph_ms']:.3f} ms "
-          f"{row['static_graph_spread']}; host per call symbolic {row['symbolic_host_ms']:.3f} "
+          f"{row['static_graph_spread']}; replay only symbolic {row['symbolic_replay_ms']:.3f} "
+          f"ms, static {row['static_replay_ms']:.3f} ms; host per call symbolic "
+          f"{row['symbolic_host_ms']:.3f} "
           f"ms, static {row['static_host_ms']:.3f} ms; sum of launches symbolic "
           f"{row['symbolic_launch_sum_ms']:.3f} ms ({len(row['symbolic_launches'])}), static "
           f"{row['static_launch_sum_ms']:.3f} ms ({len(row['static_launches'])})")
@@ -126,6 +146,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--max-seq", type=int, default=MAX_SEQ)
     p.add_argument("--reps", type=int, default=30)
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--ncu-window", action="store_true",
+                   help="replay both graphs once more inside a profiler window (for ncu)")
     args = p.parse_args(argv)
     if not torch.cuda.is_available():
         print("symbolic_profile: needs a GPU", file=sys.stderr)
@@ -134,7 +156,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     rows = []
     args.out_dir.mkdir(parents=True, exist_ok=True)
     for model_name in args.models:
-        rows += measure(model_name, args.seqs, args.max_seq, args.reps, args.rounds)
+        rows += measure(model_name, args.seqs, args.max_seq, args.reps, args.rounds,
+                        args.ncu_window)
         (args.out_dir / "symbolic-profile.json").write_text(json.dumps(rows, indent=1))
     return 0
 

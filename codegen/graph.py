@@ -117,6 +117,17 @@ class GraphReplay:
             return ()
         return tuple(self._static.get(k, self._graph_scalars.get(k)) for k in self._call_slots)
 
+    def replay_graph(self) -> None:
+        """Replay the current CUDA graph (the last call's length) as it is: no copies of
+        inputs, no lengths written; for timing the graph alone.
+
+        Raises:
+            ExecutorError: no graph has been captured yet.
+        """
+        if self._graph is None:
+            raise ExecutorError("no CUDA graph captured yet: call the program first")
+        self._graph.replay()
+
     @property
     def graph_captured(self) -> bool:
         """Whether a CUDA graph has been captured."""
