@@ -18,6 +18,15 @@ nothing is read early; the wait comes before every other op (``lengths-in-memory
 it first when it adds the loads of the lengths). A kernel launched without the attribute
 (a launch the driver does not serialize programmatically) passes the wait at once.
 
+**Spreading** (option ``spread``, 1 = on): a programmatic grid is placed while the grid in
+front of it still holds most multiprocessors, so its blocks land where room frees first,
+several to a multiprocessor when they fit, and a grid of at most one block per
+multiprocessor (a product of 128 row tiles, a split-K slice) can run on half of them. With
+``spread`` such a launch (at most ``sms`` blocks, its runtime grid's maximum counted) asks
+for more than half of a multiprocessor's shared memory (``smem``, raised to
+:func:`spread_smem`), so each block needs a multiprocessor of its own and they spread as
+an unmarked launch's do. The kernel uses no more than it did; the launch only reserves it.
+
 **Why** a decode step is a chain of a few hundred short kernels, each of a few
 microseconds, and between two of them the GPU idles: the launch is processed and the new
 grid's blocks are distributed only once the previous grid is done. With the next grid
@@ -28,15 +37,16 @@ once it is itself running (after its wait), so at most one grid waits on another
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp, UnitAttr
+from xdsl.dialects.builtin import IntegerAttr, ModuleOp, UnitAttr, i64
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import PassFailedException
 
 from llmopt.dialects import kernel
-from llmopt.target import DEFAULT_ARCH, GRID_DEPENDENCY_MIN_SM, arch_number
+from llmopt.target import DEFAULT_ARCH, GRID_DEPENDENCY_MIN_SM, Target, arch_number, for_arch
 
 __all__ = ["ProgrammaticLaunch", "programmatic_launch"]
 
@@ -50,9 +60,17 @@ def _open_with_wait(fn: kernel.FuncOp) -> None:
                             block.first_op)  # type: ignore[arg-type]
 
 
-def programmatic_launch(module: ModuleOp) -> int:
+def spread_smem(gpu: Target) -> int:
+    """Dynamic shared memory that leaves room for one block a multiprocessor of ``gpu``:
+    half of a multiprocessor's, plus the 1 KiB the hardware reserves a block."""
+    return gpu.smem_per_sm // 2 + 1024
+
+
+def programmatic_launch(module: ModuleOp, spread: Target | None = None) -> int:
     """Mark every launch of ``module`` programmatic and open its kernel with the wait;
-    returns the number of launches marked."""
+    with ``spread``, a launch of at most ``spread.sms`` blocks reserves
+    :func:`spread_smem` (see the module docstring). Returns the number of launches
+    marked."""
     marked = 0
     kernels = {op.sym_name.data: op for op in module.ops if isinstance(op, kernel.FuncOp)}
     for op in module.walk():
@@ -66,19 +84,28 @@ def programmatic_launch(module: ModuleOp) -> int:
                 "IR, before kernel-to-cuda)")
         _open_with_wait(callee)
         op.attributes[kernel.PROGRAMMATIC] = UnitAttr()
+        if spread is not None and math.prod(op.grid_shape) <= spread.sms:
+            op.smem = IntegerAttr(max(op.shared_bytes, spread_smem(spread)), i64)
         marked += 1
     return marked
 
 
 @dataclass(frozen=True)
 class ProgrammaticLaunch(ModulePass):
-    """Programmatic dependent launch for every kernel (see the module docstring). Option:
-    ``arch`` (default ``sm_90``); below sm_90 the pass changes nothing."""
+    """Programmatic dependent launch for every kernel (see the module docstring). Options:
+    ``arch`` (default ``sm_90``; below sm_90 the pass changes nothing), ``spread`` (1: a
+    launch of at most one block a multiprocessor reserves more than half of one's shared
+    memory; 0: off)."""
 
     name = "programmatic-launch"
 
     arch: str = DEFAULT_ARCH
+    spread: int = 0
+
+    def __post_init__(self) -> None:
+        if self.spread not in (0, 1):
+            raise ValueError(f"spread must be 0 or 1, got {self.spread}")
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         if arch_number(self.arch) >= GRID_DEPENDENCY_MIN_SM:
-            programmatic_launch(op)
+            programmatic_launch(op, for_arch(self.arch) if self.spread else None)
