@@ -18,7 +18,7 @@ nothing is read early; the wait comes before every other op (``lengths-in-memory
 it first when it adds the loads of the lengths). A kernel launched without the attribute
 (a launch the driver does not serialize programmatically) passes the wait at once.
 
-**Spreading** (option ``spread``, 1 = on): a programmatic grid is placed while the grid in
+**Spreading** (option ``spread``, 1 = on, the default): a programmatic grid is placed while the grid in
 front of it still holds most multiprocessors, so its blocks land where room frees first,
 several to a multiprocessor when they fit, and a grid of at most one block per
 multiprocessor (a product of 128 row tiles, a split-K slice) can run on half of them. With
@@ -93,14 +93,14 @@ def programmatic_launch(module: ModuleOp, spread: Target | None = None) -> int:
 @dataclass(frozen=True)
 class ProgrammaticLaunch(ModulePass):
     """Programmatic dependent launch for every kernel (see the module docstring). Options:
-    ``arch`` (default ``sm_90``; below sm_90 the pass changes nothing), ``spread`` (1: a
-    launch of at most one block a multiprocessor reserves more than half of one's shared
-    memory; 0: off)."""
+    ``arch`` (default ``sm_90``; below sm_90 the pass changes nothing), ``spread`` (1, the
+    default: a launch of at most one block a multiprocessor reserves more than half of
+    one's shared memory; 0: off)."""
 
     name = "programmatic-launch"
 
     arch: str = DEFAULT_ARCH
-    spread: int = 0
+    spread: int = 1
 
     def __post_init__(self) -> None:
         if self.spread not in (0, 1):

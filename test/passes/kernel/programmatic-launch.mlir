@@ -4,8 +4,9 @@
 // RUN: sed -e '/^\/\/ ERRORS BELOW/,$d' %s | llm-opt -p programmatic-launch,kernel-to-cuda -t cuda | filecheck %s --check-prefix=CUDA
 // RUN: sed -e '/^\/\/ ERRORS BELOW/,$d' %s | llm-opt -p programmatic-launch | not llm-opt -p "kernel-to-cuda{arch=sm_80}" 2>&1 | filecheck %s --check-prefix=ARCH
 // RUN: sed -n '/^\/\/ ERRORS BELOW/,$p' %s | not llm-opt 2>&1 | filecheck %s --check-prefix=ERR
-// RUN: sed -e '/^\/\/ ERRORS BELOW/,$d' %s | llm-opt -p "programmatic-launch{spread=1}" | filecheck %s --check-prefix=SPREAD
-// RUN: sed -e '/^\/\/ ERRORS BELOW/,$d' %s | llm-opt -p "programmatic-launch{spread=1},kernel-to-cuda" --check-numerics 2>&1 >/dev/null | filecheck %s --check-prefix=NUM
+// RUN: sed -e '/^\/\/ ERRORS BELOW/,$d' %s | llm-opt -p programmatic-launch | filecheck %s --check-prefix=SPREAD
+// RUN: sed -e '/^\/\/ ERRORS BELOW/,$d' %s | llm-opt -p "programmatic-launch{spread=0}" | filecheck %s --check-prefix=NOSPREAD
+// RUN: sed -e '/^\/\/ ERRORS BELOW/,$d' %s | llm-opt -p "programmatic-launch,kernel-to-cuda" --check-numerics 2>&1 >/dev/null | filecheck %s --check-prefix=NUM
 // RUN: not llm-opt -p "programmatic-launch{spread=2}" %s 2>&1 | filecheck %s --check-prefix=BADSPREAD
 // Every launch may overlap the one before it: launches are marked {programmatic} and each
 // kernel opens with the wait for the grids before it (once, however often it is launched)
@@ -63,12 +64,14 @@ func.func @main(%x: memref<32xf32>) -> memref<133x32xf32> {
 // CHECK:        kernel.launch @add {{.*}} (%c, %a, %b) {programmatic}
 // CHECK:        kernel.launch @rows grid [133, 1, 1] {{.*}} smem 0 (%d, %c) {programmatic}
 
-// With spread=1 a launch of at most one block a multiprocessor (132 on sm_90) reserves
-// half of a multiprocessor's 228 KiB of shared memory and 1 KiB more, so that no two of
-// its blocks share one; a larger grid keeps what it asked for.
+// By default (spread=1) a launch of at most one block a multiprocessor (132 on sm_90)
+// reserves half of a multiprocessor's 228 KiB of shared memory and 1 KiB more, so that no
+// two of its blocks share one; a larger grid keeps what it asked for. spread=0: no change.
 // SPREAD:      kernel.launch @twice grid [1, 1, 1] block [32, 1, 1] smem 117760 (%a, %x) {programmatic}
 // SPREAD:      kernel.launch @add grid [1, 1, 1] block [32, 1, 1] smem 117760 (%c, %a, %b) {programmatic}
 // SPREAD:      kernel.launch @rows grid [133, 1, 1] block [32, 1, 1] smem 0 (%d, %c) {programmatic}
+// NOSPREAD:    kernel.launch @twice grid [1, 1, 1] block [32, 1, 1] smem 0 (%a, %x) {programmatic}
+// NOSPREAD:    kernel.launch @add grid [1, 1, 1] block [32, 1, 1] smem 0 (%c, %a, %b) {programmatic}
 // BADSPREAD: spread must be 0 or 1, got 2
 
 // NUM: programmatic-launch {{.*}} ok
