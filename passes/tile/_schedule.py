@@ -429,8 +429,12 @@ def choose_product_schedule(m: int, n: int, k: int, batch: int, gpu: GpuLimits,
     Tiles that divide the output are preferred; only when none with 8 outputs a thread
     does (a prompt of 17, 100 or 1000 tokens), *ragged* tiles compete, whose edge blocks
     overhang the output (:meth:`RegisterTile.fits`): the model counts their blocks whole,
-    so the padding is paid for. An output of fewer than :data:`MIN_RAGGED_OUTPUTS` points
-    gets no ragged tile: one thread per output is then as fast as a block mostly padding.
+    so the padding is paid for. Ragged tiles compete too for a product of several
+    reductions (the fused gate and up projections) of at most :data:`FEW_ROWS` rows off the
+    tensor cores: there the dividing tiles of 32 rows (four slices of 32 × 64) ran slower
+    than two slices of a ragged 32 × 112, which the model prefers once it may. An output of
+    fewer than :data:`MIN_RAGGED_OUTPUTS` points gets no ragged tile: one thread per output
+    is then as fast as a block mostly padding.
 
     Measured on the H200 for the fused gate/up kernel (``silu(x·Wgᵀ)·(x·Wuᵀ)``, median of
     CUDA-event-timed graph replays, ``bench/sweep_gemm.py --gate-up``): 128×5632×2048 took
@@ -447,13 +451,21 @@ def choose_product_schedule(m: int, n: int, k: int, batch: int, gpu: GpuLimits,
     thread for one reduction, at :data:`MMA_HALF_EFFICIENCY`."""
     chosen = _product_schedule(m, n, k, batch, gpu, accumulators, periods, tensor_cores,
                                ragged=False, halves=halves)
-    if chosen is None or chosen.tile.tm * chosen.tile.tn < 8:
+    few_rows = accumulators > 1 and m <= FEW_ROWS and not tensor_cores
+    if chosen is None or chosen.tile.tm * chosen.tile.tn < 8 or few_rows:
         if m * n >= MIN_RAGGED_OUTPUTS:
             ragged = _product_schedule(m, n, k, batch, gpu, accumulators, periods,
                                        tensor_cores, ragged=True, halves=halves)
             return ragged or chosen
     return chosen
 
+
+FEW_ROWS = 32
+"""Rows up to which a product of several reductions lets ragged tiles compete with the
+dividing ones (:func:`choose_product_schedule`): one 32-row tile then holds every row, and
+a ragged edge costs only the last column of blocks. On the H200 a TinyLlama decoder layer
+of 32 tokens took 0.254 ms with the dividing tiles and one of 24 tokens, which got the
+ragged ones, 0.182 ms (``bench/results/symbolic-sweep-spread-h200.md``)."""
 
 MIN_RAGGED_OUTPUTS = 1024
 """Outputs from which a product without a dividing tile gets a ragged one (four blocks of
