@@ -96,7 +96,7 @@ func.func @step(%cache: memref<?x4xf32> {llmopt.input = "cache", llmopt.dynamic 
 // PDL:        scf.if
 // PDL:      kernel.func @scale_l0(
 // PDL-NEXT:   kernel.wait_prior_grids
-// PDL:        kernel.launch @rows grid [32, 1, 1] block [4, 1, 1] smem 0 (%cache, %doubled, %lengths) {programmatic}
+// PDL:        kernel.launch @rows grid [32, 1, 1] block [4, 1, 1] smem {{[0-9]+}} (%cache, %doubled, %lengths) {programmatic}
 // PDL:        kernel.launch @scale_l0 grid [1, 1, 1] {{.*}} (%row, %a, %lengths) {programmatic}
 
 // In CUDA the length is a load of the lengths buffer, and the ? strides use it.
