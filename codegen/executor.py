@@ -89,9 +89,6 @@ __all__ = [
     "check_launches", "plan_host_function", "torch_dtype",
 ]
 
-BOUND_SYMBOLS_CACHED = 4096
-"""Argument shapes whose symbol values a symbolic program remembers (one per length seen,
-so a 2048-token maximum fits whole)."""
 
 
 @dataclass(frozen=True)
@@ -235,7 +232,6 @@ class CompiledProgram(GraphReplay):
             for name, t in self.plan.inputs
         ]
         self._layouts: dict[tuple[int, ...], Any] = {}
-        self._bound_symbols: dict[tuple[Any, ...], dict[str, int]] = {}
         self._layout: Any = None
         self._buffers = self._symbolic_buffers() if self.symbolic is not None else {}
         self._initial: list[Any] = [None] * self.plan.num_slots
@@ -448,24 +444,16 @@ class CompiledProgram(GraphReplay):
         return buffers
 
     def symbols_of(self, args: Sequence[Any]) -> dict[str, int]:
-        """The symbols' values for a call's ``args`` (read from their shapes, remembered
-        per shape: a call's host time matters at one token); raises :class:`ExecutorError`
-        naming the argument and the bound."""
+        """The symbols' values for a call's ``args`` (read from their shapes, remembered per
+        shape by :meth:`SymbolicHost.bind`); raises :class:`ExecutorError` naming the
+        argument and the bound."""
         assert self.symbolic is not None
         if len(args) != len(self._call_slots):
             raise ExecutorError(f"@{self.plan.name} takes {len(self._call_slots)} arguments, "
                                 f"got {len(args)}")
-        # The binding depends on the arguments' shapes and scalar values alone: a call of a
-        # length seen before skips the checks (a bad call is never cached, it raises).
-        key = tuple(a.shape if hasattr(a, "shape") else (a,) for a in args)
-        symbols = self._bound_symbols.get(key)
-        if symbols is None:
-            given = dict(zip(self._call_slots, args, strict=True))
-            symbols = self.symbolic.bind([given.get(k) for k in range(len(self.plan.inputs))
-                                          if k not in self.plan.symbols])
-            if len(self._bound_symbols) < BOUND_SYMBOLS_CACHED:
-                self._bound_symbols[key] = symbols
-        return dict(symbols)
+        given = dict(zip(self._call_slots, args, strict=True))
+        return self.symbolic.bind([given.get(k) for k in range(len(self.plan.inputs))
+                                   if k not in self.plan.symbols])
 
     def _layout_of(self, env: list[Any]) -> Any:
         assert self.symbolic is not None

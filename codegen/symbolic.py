@@ -105,6 +105,28 @@ def host_ops(block: Block, guard: Guard = ()) -> Iterator[tuple[Operation, Guard
                     yield from host_ops(region.block, (*guard, (op.cond, taken)))
 
 
+BINDINGS_REMEMBERED = 4096
+"""Bindings a :class:`SymbolicHost` remembers (one per length seen: a 2048-token maximum
+fits whole)."""
+
+
+def binding_key(inputs: Sequence[object]) -> tuple[object, ...] | None:
+    """What a binding of ``inputs`` depends on: each input's shape (an array of at least
+    one dimension), its value (a Python ``int``) or ``None``; ``None`` when an input is
+    anything else (a 0-d array, a NumPy scalar: their values would hide behind an empty
+    shape)."""
+    key: list[object] = []
+    for value in inputs:
+        shape = getattr(value, "shape", None)
+        if value is None or (type(value) is int):
+            key.append(value)
+        elif shape is not None and len(shape) > 0:
+            key.append(tuple(int(e) for e in shape))
+        else:
+            return None
+    return tuple(key)
+
+
 @dataclass(frozen=True)
 class SymbolicCall:
     """One call's host-side values: the symbols, each launch's grid and each allocation's
@@ -126,6 +148,7 @@ class SymbolicHost:
 
         self.host = host
         self.binder = Binder.of(host)
+        self._bound: dict[tuple[object, ...], dict[str, int]] = {}
         self.symbols = function_symbols(host)
         if not self.symbols:
             raise ExecutorError(f"@{host.sym_name.data} declares no symbol")
@@ -140,13 +163,24 @@ class SymbolicHost:
 
     def bind(self, inputs: Sequence[object]) -> dict[str, int]:
         """The symbols' values for the call's ``inputs`` (every argument but the symbols, or
-        all of them); raises ``ExecutorError`` naming the argument and the bound."""
+        all of them); raises ``ExecutorError`` naming the argument and the bound.
+
+        A binding depends on the inputs' shapes and integer values alone, so it is
+        remembered per :func:`binding_key` (a call's host time matters at one token): a
+        length seen before skips the checks. A call that fails them is never remembered."""
         from llmopt.codegen.executor import ExecutorError
 
+        key = binding_key(inputs)
+        known = self._bound.get(key) if key is not None else None
+        if known is not None:
+            return dict(known)
         try:
-            return self.binder.bind(inputs)[1]
+            symbols = self.binder.bind(inputs)[1]
         except BindError as err:
             raise ExecutorError(str(err)) from None
+        if key is not None and len(self._bound) < BINDINGS_REMEMBERED:
+            self._bound[key] = dict(symbols)
+        return symbols
 
     def _values(self, symbols: Mapping[str, int]) -> dict[SSAValue, int]:
         from llmopt.codegen.executor import ExecutorError

@@ -10,7 +10,7 @@ from xdsl.dialects import func
 
 import llmopt
 from llmopt.codegen.executor import ExecutorError
-from llmopt.codegen.symbolic import SymbolicHost
+from llmopt.codegen.symbolic import SymbolicHost, binding_key
 
 HOST = """
 kernel.func @double(%a: memref<?x64xf32>, %o: memref<?x64xf32>, %n: index) block [256, 1, 1] {
@@ -73,6 +73,33 @@ def test_shape_that_does_not_match_is_an_error() -> None:
     with pytest.raises(ExecutorError, match=r"symbol 'seq' is passed as 8, but input 'x' dim 0 "
                                             r"is 7"):
         host().bind([x[:, :1].repeat(64, 1), 8])
+
+
+def test_a_binding_is_remembered_per_shape_and_a_bad_call_still_fails() -> None:
+    rng = np.random.default_rng(5)
+    h = host()
+    lengths = [int(n) for n in rng.integers(1, 301, size=4)]
+    for length in lengths + lengths:  # the second time from the remembered bindings
+        x = rng.standard_normal((length, 64)).astype(np.float32)
+        assert h.bind([x]) == {"seq": length}
+        assert h.bind([x, length]) == {"seq": length}
+    x = rng.standard_normal((lengths[0], 64)).astype(np.float32)
+    h.bind([x])["seq"] = 0  # the caller's copy: the remembered binding is untouched
+    assert h.bind([x]) == {"seq": lengths[0]}
+    with pytest.raises(ExecutorError, match="is passed as"):
+        h.bind([x, lengths[0] + 1])  # the same shape, another value: its own key
+    with pytest.raises(ExecutorError, match="outside"):
+        h.bind([rng.standard_normal((301, 64)).astype(np.float32)])
+    with pytest.raises(ExecutorError, match="outside"):  # not remembered when it failed
+        h.bind([rng.standard_normal((301, 64)).astype(np.float32)])
+
+
+def test_binding_key_reads_shapes_ints_and_nothing_else() -> None:
+    x = np.zeros((3, 64), dtype=np.float32)
+    assert binding_key([x, None, 7]) == ((3, 64), None, 7)
+    assert binding_key([x, np.int64(7)]) is None  # a NumPy scalar's value is not its shape
+    assert binding_key([np.array(7)]) is None  # a 0-d array
+    assert binding_key([True]) is None  # a bool is not a length
 
 
 def test_grid_above_its_maximum_is_an_error() -> None:
