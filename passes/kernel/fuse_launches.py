@@ -8,22 +8,33 @@ of them writes a buffer that the other reads or writes (buffers compared by the 
 or argument they view; a kernel writes what it stores or copies into). Each launch gets a
 *level*: one more than the highest level of the launches it depends on, 0 if none. Launches
 of one level are independent of each other. Of those, the launches that can share a kernel
-— a static grid ``[g, 1, 1]``, no dynamic shared memory, the same block shape, a
-``kernel.func`` callee — form a group, as long as the group's shared buffers together
-stay within ``shared_slack`` bytes of its largest member's (a block runs one member, but
-holds every member's shared buffers: two tiled products would halve their occupancy).
+— a grid ``[g, 1, 1]`` (static, or a runtime ``[%g max G, 1, 1]``), no dynamic shared
+memory, the same block shape, a ``kernel.func`` callee — form a group, as long as the
+group's shared buffers together stay within ``shared_slack`` bytes of its largest
+member's (a block runs one member, but holds every member's shared buffers: two tiled
+products would halve their occupancy).
 
 **Produces** for each group of two or more one ``kernel.func`` whose grid is the members'
 grids end to end: block ``b`` runs member ``i`` when ``b - offset_i`` is below its grid
 ``g_i``, with ``kernel.block_id x`` replaced by ``b - offset_i`` and ``kernel.grid_dim x``
 by ``g_i`` (so every index is what it was in the member's own launch), behind one
-``scf.if`` per member; the condition is the same for every thread of a block, so the
-members' barriers stay block-uniform. The members' ``kernel.shared``/``kernel.local``
-buffers move to the fused kernel's top level. The parameters are the members' launch
-operands, each distinct value once (the members of a level only read a buffer they share).
-The run's launches are emitted at its end, level by level, each group as its fused launch;
-identical groups (the same members, grids and operand pattern, as in every layer of a
-model) share one fused kernel, and a kernel no launch is left for is erased.
+``scf.if`` per member. A member's runtime grid ``%g_i`` is ``index`` arithmetic of
+constants and the length the members pass (their one ``index`` operand, which the fused
+kernel takes once): the kernel computes it again from that parameter, its offsets from
+those, and the fused launch's grid is their sum, computed on the host before it
+(``[%total max ΣG, 1, 1]``); members whose grids are not such arithmetic, or that pass
+different ``index`` operands, are not grouped. The condition is the same for every thread
+of a block, so the members' barriers stay block-uniform. The members'
+``kernel.shared``/``kernel.local`` buffers move to the fused kernel's top level. The
+parameters are the members' launch operands, each distinct value once (the members of a
+level only read a buffer they share). The run's launches are emitted at its end, level by
+level, each group as its fused launch; identical groups (the same members, grids and
+operand pattern, as in every layer of a model) share one fused kernel, and a kernel no
+launch is left for is erased.
+
+A symbolic program's launches have runtime grids (a length bucket's products and their
+split-K sums, the rotary embeddings of a runtime number of tokens); with them the symbolic
+layer fuses what the static one does.
 
 **Why** a decode step is a chain of small kernels, and on the GPU each costs a launch and a
 ramp up and down whatever it does: in a Llama layer the key and value projections (one
@@ -45,6 +56,7 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.traits import MemoryEffectKind, is_side_effect_free, only_has_effect
 
+from llmopt.codegen.symbolic import is_index_arith
 from llmopt.dialects import kernel
 from llmopt.lowering._cuda_analysis import buffer_root, written_buffers
 
@@ -79,9 +91,12 @@ class _Launch:
         """What a group's members must share (the block shape), or ``None`` when the launch
         cannot be fused."""
         grid = self.op.grid_shape
-        if (self.callee is None or self.op.grid_size is not None or grid[1:] != (1, 1)
-                or self.op.shared_bytes != 0):
+        if self.callee is None or grid[1:] != (1, 1) or self.op.shared_bytes != 0:
             return None  # (buffer declarations sit at a kernel's top level: its verifier)
+        if self.op.grid_size is not None:
+            length = _length_operand(self.op)
+            if length is None or grid_expression(self.op.grid_size, length) is None:
+                return None
         return self.op.block_shape
 
 
@@ -188,26 +203,63 @@ class _Fuser:
         return groups
 
     def fits(self, group: Sequence[_Launch]) -> bool:
+        """Whether ``group`` may share a kernel: within the shared-memory slack, and,
+        where a member's grid is runtime, one ``index`` operand among the members (the
+        length its grid is computed from again)."""
         sizes = [self.shared_bytes(x.callee) for x in group if x.callee is not None]
-        return sum(sizes) <= max(sizes) + self.slack
+        lengths = {a for x in group for a in x.op.args if isinstance(a.type, IndexType)}
+        runtime = any(x.op.grid_size is not None for x in group)
+        return sum(sizes) <= max(sizes) + self.slack and (len(lengths) <= 1 or not runtime)
 
     def fused_launch(self, group: list[_Launch]) -> kernel.LaunchOp:
-        """One launch of the fused kernel of ``group`` (built once per distinct group)."""
+        """One launch of the fused kernel of ``group`` (built once per distinct group),
+        after the host ops that sum its members' runtime grids (if any)."""
         operands: list[SSAValue] = []
         for member in group:
             operands += [a for a in member.op.args if a not in operands]
         pattern = tuple(tuple(operands.index(a) for a in m.op.args) for m in group)
+        length = _length(group)
+        sizes = tuple(None if m.op.grid_size is None or length is None
+                      else grid_expression(m.op.grid_size, length) for m in group)
         grids = tuple(m.op.grid_shape[0] for m in group)
         names = tuple(m.op.kernel.root_reference.data for m in group)
-        key = (names, grids, pattern)
+        key = (names, grids, pattern, sizes)
         if key not in self.fused:
-            self.fused[key] = self.build(group, operands, pattern)
+            self.fused[key] = self.build(group, operands, pattern, sizes)
         block = group[0].op.block_shape
-        return kernel.LaunchOp(self.fused[key], [sum(grids), 1, 1], list(block), operands)
+        launch = kernel.LaunchOp(self.fused[key], [sum(grids), 1, 1], list(block), operands,
+                                 grid_size=self.total_grid(group))
+        return launch
+
+    def total_grid(self, group: list[_Launch]) -> SSAValue | None:
+        """The sum of ``group``'s grids as host ops put before its last member, where a
+        member's grid is runtime; ``None`` when every grid is static."""
+        if all(m.op.grid_size is None for m in group):
+            return None
+        ops: list[Operation] = []
+        total: SSAValue | None = None
+        for m in group:
+            size = m.op.grid_size
+            if size is None:
+                const = arith.ConstantOp(IntegerAttr(m.op.grid_shape[0], IndexType()))
+                ops.append(const)
+                size = const.result
+            if total is None:
+                total = size
+            else:
+                add = arith.AddiOp(total, size)
+                ops.append(add)
+                total = add.result
+        Rewriter.insert_op(ops, InsertPoint.before(group[-1].op))
+        assert total is not None
+        total.name_hint = "grid_fused"
+        return total
 
     def build(self, group: list[_Launch], operands: list[SSAValue],
-              pattern: tuple[tuple[int, ...], ...]) -> str:
-        """The fused ``kernel.func`` of ``group``, added to the module; its name."""
+              pattern: tuple[tuple[int, ...], ...], sizes: tuple[Expr | None, ...]) -> str:
+        """The fused ``kernel.func`` of ``group``, added to the module; its name. A
+        member's ``sizes`` entry is its runtime grid as an expression of the length
+        (:func:`grid_expression`; ``None``: its static grid)."""
         name = unique_name("__".join(m.op.kernel.root_reference.data for m in group),
                            self.kernels)
         fused = kernel.FuncOp(name, [a.type for a in operands], group[0].op.block_shape)
@@ -216,10 +268,10 @@ class _Fuser:
             arg.name_hint = operand.name_hint
         bid = kernel.BlockIdOp("x")
         top.add_op(bid)
-        here, offset, elses = top, 0, []
+        here, elses = top, []
+        offset: int | SSAValue = 0  # the blocks of the members before: static or runtime
         for k, (member, params) in enumerate(zip(group, pattern, strict=True)):
             assert member.callee is not None
-            grid = member.op.grid_shape[0]
             values: dict[SSAValue, SSAValue] = dict(zip(
                 member.callee.body.block.args, (top.args[p] for p in params), strict=True))
             for op in member.callee.body.block.ops:  # buffers first, at the top level
@@ -228,23 +280,29 @@ class _Fuser:
                     top.insert_op_before(copy, bid)
                     values[op.result] = copy.result
             local: SSAValue = bid.result
-            if offset:
-                start = arith.ConstantOp(IntegerAttr(offset, IndexType()))
-                minus = arith.SubiOp(bid.result, start.result)
-                here.add_ops([start, minus])
+            if not isinstance(offset, int) or offset:
+                start = _index(offset, here)
+                minus = arith.SubiOp(bid.result, start)
+                here.add_op(minus)
                 local = minus.result
-            size = arith.ConstantOp(IntegerAttr(grid, IndexType()))
-            inside = arith.CmpiOp(local, size.result, "ult")
-            then = member_body(member.callee, values, local, size.result)
+            sized = sizes[k]
+            if sized is not None:
+                length = top.args[operands.index(_length_operand(member.op))]
+                size = _materialize(sized, length, here)
+            else:
+                size = _index(member.op.grid_shape[0], here)
+            inside = arith.CmpiOp(local, size, "ult")
+            then = member_body(member.callee, values, local, size)
             last = k == len(group) - 1
             otherwise = None if last else Block()
             branch = scf.IfOp(inside.result, [], Region(then),
                               None if otherwise is None else Region(otherwise))
-            here.add_ops([size, inside, branch])
+            here.add_ops([inside, branch])
             if otherwise is not None:
                 elses.append(otherwise)
                 here = otherwise
-            offset += grid
+                offset = _plus(offset, size if sized is not None else member.op.grid_shape[0],
+                               here)
         for block in elses:
             block.add_op(scf.YieldOp())
         top.add_op(kernel.ReturnOp())
@@ -261,6 +319,76 @@ class _Fuser:
             if callee is not None:
                 callee.detach()
                 callee.erase()
+
+
+Expr = tuple[object, ...]
+"""A host ``index`` value as arithmetic of the length: ``("len",)``, ``("const", c)`` or
+``(op name, predicate, lhs, rhs)``."""
+
+
+def _length_operand(launch: kernel.LaunchOp) -> SSAValue | None:
+    """The one ``index`` operand of ``launch`` (its length), ``None`` if none or
+    several."""
+    found = {a for a in launch.args if isinstance(a.type, IndexType)}
+    return next(iter(found)) if len(found) == 1 else None
+
+
+def _length(group: Sequence[_Launch]) -> SSAValue | None:
+    """The length the members of ``group`` with runtime grids pass, when they all pass
+    the same one."""
+    found = {_length_operand(m.op) for m in group if m.op.grid_size is not None}
+    return next(iter(found)) if len(found) == 1 else None
+
+
+def grid_expression(value: SSAValue, length: SSAValue) -> Expr | None:
+    """``value`` as arithmetic of constants and ``length`` (:data:`Expr`), or ``None`` when
+    it is anything else."""
+    if value is length:
+        return ("len",)
+    op = value.owner
+    if isinstance(op, arith.ConstantOp) and isinstance(op.value, IntegerAttr):
+        return ("const", op.value.value.data)
+    if isinstance(op, Operation) and is_index_arith(op) and not isinstance(op, arith.CmpiOp):
+        lhs, rhs = (grid_expression(v, length) for v in op.operands)
+        if lhs is not None and rhs is not None:
+            return (op.name, None, lhs, rhs)
+    return None
+
+
+_ARITH: dict[str, type[Operation]] = {op.name: op for op in arith.Arith.operations}
+
+
+def _materialize(expr: Expr, length: SSAValue, block: Block) -> SSAValue:
+    """``expr`` computed in ``block`` from the kernel's ``length`` parameter."""
+    if expr[0] == "len":
+        return length
+    if expr[0] == "const":
+        return _index(int(expr[1]), block)  # type: ignore[call-overload]
+    lhs, rhs = (_materialize(e, length, block) for e in expr[2:])  # type: ignore[arg-type]
+    op = _ARITH[str(expr[0])](lhs, rhs)  # type: ignore[call-arg]
+    block.add_op(op)
+    return op.results[0]
+
+
+def _index(value: int | SSAValue, block: Block) -> SSAValue:
+    """``value`` as an ``index`` SSA value (a constant added to ``block``)."""
+    if not isinstance(value, int):
+        return value
+    const = arith.ConstantOp(IntegerAttr(value, IndexType()))
+    block.add_op(const)
+    return const.result
+
+
+def _plus(offset: int | SSAValue, size: int | SSAValue, block: Block) -> int | SSAValue:
+    """``offset + size``: an ``int`` while both are static, else an ``arith.addi`` added to
+    ``block``."""
+    if isinstance(offset, int) and isinstance(size, int):
+        return offset + size
+    if isinstance(offset, int) and offset == 0:
+        return size
+    total = arith.AddiOp(_index(offset, block), _index(size, block))
+    block.add_op(total)
+    return total.result
 
 
 def member_body(callee: kernel.FuncOp, values: dict[SSAValue, SSAValue], block_id: SSAValue,

@@ -18,12 +18,12 @@ nothing is read early; the wait comes before every other op (``lengths-in-memory
 it first when it adds the loads of the lengths). A kernel launched without the attribute
 (a launch the driver does not serialize programmatically) passes the wait at once.
 
-**Spreading** (option ``spread``, 1 = on, the default): a programmatic grid is placed while the grid in
-front of it still holds most multiprocessors, so its blocks land where room frees first,
-several to a multiprocessor when they fit, and a grid of at most one block per
-multiprocessor (a product of 128 row tiles, a split-K slice) can run on half of them. With
-``spread`` such a launch (at most ``sms`` blocks, its runtime grid's maximum counted) asks
-for more than half of a multiprocessor's shared memory (``smem``, raised to
+**Spreading** (option ``spread``, 1 = on, the default): a programmatic grid is placed
+while the grid in front of it still holds most multiprocessors, so its blocks land where
+room frees first, several to a multiprocessor when they fit, and a grid of at most one
+block per multiprocessor (a product of 128 row tiles, a split-K slice) can run on half of
+them. With ``spread`` such a launch (at most ``sms`` blocks, its runtime grid's maximum
+counted) asks for more than half of a multiprocessor's shared memory (``smem``, raised to
 :func:`spread_smem`), so each block needs a multiprocessor of its own and they spread as
 an unmarked launch's do. The kernel uses no more than it did; the launch only reserves it.
 
