@@ -132,6 +132,7 @@ OPTIONS: dict[str, dict[str, Option]] = {
     "warp-gemv": {"rows": Option(IntRange(1, 8)),  # warp_gemv.MAX_ROWS
                   "chunks": Option(IntRange(1, 32), unset=False)},
     "fuse-launches": {"shared_slack": Option(IntRange(0, 1 << 20))},
+    "programmatic-launch": {"spread": Option(_one_of(0, 1), unset=False)},
     "apply-tuned": {"user": Option(_one_of(0, 1))},
     "split-k": {"split_k": _knob("split_k")},
     "register-tile": {name: _knob(name)

@@ -105,9 +105,9 @@ def test_dedup_then_plan_keep_the_meaning_and_shrink_memory() -> None:
     model, x, module = _captured(4)
     report = llmopt.check_numerics(module, "lower-to-cuda", seed=5)  # type: ignore[arg-type]
     assert report.ok, str(report)
-    assert [p.name for p in report.passes][-5:] == ["inline-repeated-kernels", "fuse-launches",
-                                                    "plan-buffers", "programmatic-launch",
-                                                    "kernel-to-cuda"]
+    assert [p.name for p in report.passes][-6:] == ["inline-repeated-kernels", "merge-branches",
+                                                    "fuse-launches", "plan-buffers",
+                                                    "programmatic-launch", "kernel-to-cuda"]
     planned = {}
     for layers in (2, 4):
         _, _, mod = _captured(layers)

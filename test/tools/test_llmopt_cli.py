@@ -47,7 +47,7 @@ LOOP_TO_CUDA = ("loop-to-tile{arch=sm_90},length-buckets{arch=sm_90},apply-tuned
                 "async-copy{arch=sm_90},"
                 "prefetch-stages,pad-shared,mma-fragments,vector-fragments,tile-to-kernel,"
                 "dedup-kernels,hoist-constants,canonicalize,cse,dedup-kernels,"
-                "inline-repeated-kernels,fuse-launches,plan-buffers,"
+                "inline-repeated-kernels,merge-branches,fuse-launches,plan-buffers,"
                 "programmatic-launch{arch=sm_90},kernel-to-cuda{arch=sm_90}")
 
 
