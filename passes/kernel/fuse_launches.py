@@ -221,6 +221,9 @@ class _Fuser:
         length = _length(group)
         sizes = tuple(None if m.op.grid_size is None or length is None
                       else grid_expression(m.op.grid_size, length) for m in group)
+        # key() and fits() admit a runtime grid only as arithmetic of the group's one length
+        assert all((m.op.grid_size is None) == (e is None) for m, e in zip(group, sizes,
+                                                                             strict=True))
         grids = tuple(m.op.grid_shape[0] for m in group)
         names = tuple(m.op.kernel.root_reference.data for m in group)
         key = (names, grids, pattern, sizes)
