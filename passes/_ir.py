@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from xdsl.ir import Block, Operation, SSAValue
+from xdsl.traits import MemoryEffectKind, is_side_effect_free, only_has_effect
 
 
 def defined_inside(value: SSAValue, op: Operation) -> bool:
@@ -31,3 +32,11 @@ def nested_ops(op: Operation) -> list[Operation]:
             children.reverse()
             stack.extend(children)
     return out
+
+
+def allocates_at_most(op: Operation) -> bool:
+    """Whether ``op`` has no regions and touches no memory (constants, views, scalar
+    arithmetic) or only allocates: it may move across, or sit between, ops that do."""
+    if op.regions:
+        return False
+    return is_side_effect_free(op) or only_has_effect(op, MemoryEffectKind.ALLOC)

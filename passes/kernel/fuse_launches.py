@@ -54,24 +54,16 @@ from xdsl.dialects.builtin import IndexType, IntegerAttr, MemRefType, ModuleOp
 from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
-from xdsl.traits import MemoryEffectKind, is_side_effect_free, only_has_effect
 
-from llmopt.codegen.symbolic import is_index_arith
 from llmopt.dialects import kernel
 from llmopt.lowering._cuda_analysis import buffer_root, written_buffers
+from llmopt.passes._ir import allocates_at_most
+from llmopt.passes.kernel._index_expr import Expr, ExprBuilder, index_expr
 
 __all__ = ["FuseLaunches", "fuse_launches"]
 
 SHARED_SLACK = 4096
 """Default of the ``shared_slack`` option, in bytes."""
-
-
-def _free_in_run(op: Operation) -> bool:
-    """``op`` may sit between the launches of a run: it touches no memory (constants,
-    views, scalar arithmetic) or only allocates."""
-    if op.regions:
-        return False
-    return is_side_effect_free(op) or only_has_effect(op, MemoryEffectKind.ALLOC)
 
 
 @dataclass
@@ -158,7 +150,7 @@ class _Fuser:
         for op in list(block.ops):
             if isinstance(op, kernel.LaunchOp):
                 run.append(op)
-            elif not _free_in_run(op):
+            elif not allocates_at_most(op):  # a run's launches may pass it
                 saved += self.fuse_run(run)
                 run = []
         return saved + self.fuse_run(run)
@@ -273,6 +265,12 @@ class _Fuser:
         top.add_op(bid)
         here, elses = top, []
         offset: int | SSAValue = 0  # the blocks of the members before: static or runtime
+        lengths = [arg for arg in top.args if isinstance(arg.type, IndexType)]
+
+        def length(_build: ExprBuilder, _leaf: Expr) -> SSAValue:
+            return lengths[0]  # a runtime grid's group passes one length (fits())
+
+        grids = ExprBuilder(length)
         for k, (member, params) in enumerate(zip(group, pattern, strict=True)):
             assert member.callee is not None
             values: dict[SSAValue, SSAValue] = dict(zip(
@@ -289,9 +287,9 @@ class _Fuser:
                 here.add_op(minus)
                 local = minus.result
             sized = sizes[k]
-            if sized is not None:
-                length = top.args[operands.index(_length_operand(member.op))]
-                size = _materialize(sized, length, here)
+            if sized is not None:  # the grids before sit in blocks around this one
+                size = grids.value(sized)
+                here.add_ops(grids.take())
             else:
                 size = _index(member.op.grid_shape[0], here)
             inside = arith.CmpiOp(local, size, "ult")
@@ -324,11 +322,6 @@ class _Fuser:
                 callee.erase()
 
 
-Expr = tuple[object, ...]
-"""A host ``index`` value as arithmetic of the length: ``("len",)``, ``("const", c)`` or
-``(op name, predicate, lhs, rhs)``."""
-
-
 def _length_operand(launch: kernel.LaunchOp) -> SSAValue | None:
     """The one ``index`` operand of ``launch`` (its length), ``None`` if none or
     several."""
@@ -344,33 +337,9 @@ def _length(group: Sequence[_Launch]) -> SSAValue | None:
 
 
 def grid_expression(value: SSAValue, length: SSAValue) -> Expr | None:
-    """``value`` as arithmetic of constants and ``length`` (:data:`Expr`), or ``None`` when
-    it is anything else."""
-    if value is length:
-        return ("len",)
-    op = value.owner
-    if isinstance(op, arith.ConstantOp) and isinstance(op.value, IntegerAttr):
-        return ("const", op.value.value.data)
-    if isinstance(op, Operation) and is_index_arith(op) and not isinstance(op, arith.CmpiOp):
-        lhs, rhs = (grid_expression(v, length) for v in op.operands)
-        if lhs is not None and rhs is not None:
-            return (op.name, None, lhs, rhs)
-    return None
-
-
-_ARITH: dict[str, type[Operation]] = {op.name: op for op in arith.Arith.operations}
-
-
-def _materialize(expr: Expr, length: SSAValue, block: Block) -> SSAValue:
-    """``expr`` computed in ``block`` from the kernel's ``length`` parameter."""
-    if expr[0] == "len":
-        return length
-    if expr[0] == "const":
-        return _index(int(expr[1]), block)  # type: ignore[call-overload]
-    lhs, rhs = (_materialize(e, length, block) for e in expr[2:])  # type: ignore[arg-type]
-    op = _ARITH[str(expr[0])](lhs, rhs)  # type: ignore[call-arg]
-    block.add_op(op)
-    return op.results[0]
+    """``value`` as arithmetic of constants and ``length`` (leaf ``("len",)``), or ``None``
+    when it is anything else."""
+    return index_expr(value, lambda v: ("len",) if v is length else None)
 
 
 def _index(value: int | SSAValue, block: Block) -> SSAValue:

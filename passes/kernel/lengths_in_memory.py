@@ -36,7 +36,6 @@ replayed graph cannot make: the pass refuses them.
 
 from __future__ import annotations
 
-from collections.abc import Hashable
 from dataclasses import dataclass, field
 
 from xdsl.context import Context
@@ -57,15 +56,12 @@ from xdsl.utils.exceptions import PassFailedException
 from llmopt.codegen.symbolic import is_index_arith
 from llmopt.dialects import kernel
 from llmopt.dialects._symbols import function_symbols, has_dynamic
+from llmopt.passes.kernel._index_expr import Expr, ExprBuilder, index_expr
 
 __all__ = ["LENGTH_ATTR", "LengthsInMemory", "length_loads"]
 
 LENGTH_ATTR = "llmopt.length"
 """On a ``kernel.load`` of the lengths buffer: the symbol it reads."""
-
-Expr = tuple[Hashable, ...]
-"""Host ``index`` arithmetic as a tree: ``("sym", k)``, ``("const", c)`` or
-``(op name, predicate or None, lhs, rhs)``."""
 
 
 def length_loads(fn: kernel.FuncOp) -> dict[str, SSAValue]:
@@ -101,63 +97,24 @@ class _Host:
     cache: dict[SSAValue, Expr | None] = field(default_factory=dict[SSAValue, "Expr | None"])
 
     def expr(self, value: SSAValue) -> Expr | None:
-        if value in self.cache:
-            return self.cache[value]
-        found: Expr | None = None
-        op = value.owner
-        if value in self.symbols:
-            found = ("sym", self.symbols.index(value))
-        elif isinstance(op, arith.ConstantOp) and isinstance(
-                value.type, IndexType) and isinstance(op.value, IntegerAttr):
-            found = ("const", op.value.value.data)
-        elif isinstance(op, Operation) and is_index_arith(op):
-            lhs, rhs = self.expr(op.operands[0]), self.expr(op.operands[1])
-            if lhs is not None and rhs is not None:
-                predicate = op.predicate.value.data if isinstance(op, arith.CmpiOp) else None
-                found = (op.name, predicate, lhs, rhs)
-        self.cache[value] = found
-        return found
+        return index_expr(value, self._symbol, self.cache)
+
+    def _symbol(self, value: SSAValue) -> Expr | None:
+        return ("sym", self.symbols.index(value)) if value in self.symbols else None
 
 
-@dataclass
-class _Materializer:
-    """Rebuilds expressions at the start of a kernel, from the loaded lengths."""
+def _loader(lengths: SSAValue, names: list[str]) -> ExprBuilder:
+    """Rebuilds expressions at the start of a kernel, each symbol loaded from ``lengths``."""
 
-    lengths: SSAValue
-    names: list[str]
-    ops: list[Operation] = field(default_factory=list[Operation])
-    built: dict[Expr, SSAValue] = field(default_factory=dict[Expr, SSAValue])
+    def load(build: ExprBuilder, expr: Expr) -> SSAValue:
+        k = int(expr[1])  # type: ignore[call-overload]
+        position = build.add(arith.ConstantOp(IntegerAttr(k, IndexType())))
+        op = kernel.LoadOp(lengths, [position])
+        op.attributes[LENGTH_ATTR] = StringAttr(names[k])
+        op.result.name_hint = names[k]
+        return build.add(op)
 
-    def value(self, expr: Expr) -> SSAValue:
-        if expr in self.built:
-            return self.built[expr]
-        if expr[0] == "sym":
-            k = int(expr[1])  # type: ignore[arg-type]
-            position = self._add(arith.ConstantOp(IntegerAttr(k, IndexType())))
-            load = kernel.LoadOp(self.lengths, [position])
-            load.attributes[LENGTH_ATTR] = StringAttr(self.names[k])
-            load.result.name_hint = self.names[k]
-            result = self._add(load)
-        elif expr[0] == "const":
-            result = self._add(arith.ConstantOp(IntegerAttr(int(expr[1]),  # type: ignore[arg-type]
-                                                            IndexType())))
-        else:
-            lhs, rhs = (self.value(e) for e in expr[2:])  # type: ignore[arg-type]
-            if expr[0] == "arith.cmpi":
-                result = self._add(arith.CmpiOp(lhs, rhs, int(expr[1])))  # type: ignore[arg-type]
-            else:
-                result = self._add(_ARITH[str(expr[0])](lhs, rhs))  # type: ignore[call-arg]
-        self.built[expr] = result
-        return result
-
-    def _add(self, op: Operation) -> SSAValue:
-        self.ops.append(op)
-        return op.results[0]
-
-
-_ARITH: dict[str, type[Operation]] = {op.name: op for op in arith.Arith.operations}
-"""``arith`` ops by name: the binary ops of host ``index`` arithmetic are rebuilt from
-their names."""
+    return ExprBuilder(load)
 
 
 Signature = tuple[tuple[Expr | None, ...], Expr | None]
@@ -172,7 +129,7 @@ def _rewrite_kernel(fn: kernel.FuncOp, signature: Signature, names: list[str]) -
     block = fn.body.block
     lengths = block.insert_arg(MemRefType(IndexType(), [len(names)]), len(block.args))
     lengths.name_hint = "lengths"
-    build = _Materializer(lengths, names)
+    build = _loader(lengths, names)
     for k, expr in enumerate(exprs):
         if expr is not None:
             block.args[k].replace_all_uses_with(build.value(expr))

@@ -41,7 +41,8 @@ from xdsl.dialects import arith, func, scf
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.passes import ModulePass
-from xdsl.traits import MemoryEffectKind, is_side_effect_free, only_has_effect
+
+from llmopt.passes._ir import allocates_at_most
 
 __all__ = ["MergeBranches", "merge_branches", "same_condition"]
 
@@ -65,14 +66,6 @@ def _same_operand(a: SSAValue, b: SSAValue) -> bool:
     left, right = a.owner, b.owner
     return (isinstance(left, arith.ConstantOp) and isinstance(right, arith.ConstantOp)
             and left.value == right.value and a.type == b.type)
-
-
-def _movable(op: Operation) -> bool:
-    """``op`` may move before an ``scf.if``: no regions, and it touches no memory or only
-    allocates."""
-    if op.regions:
-        return False
-    return is_side_effect_free(op) or only_has_effect(op, MemoryEffectKind.ALLOC)
 
 
 def _append(into: Block, source: Block) -> None:
@@ -110,7 +103,7 @@ def merge_block(block: Block) -> int:
         if isinstance(op, scf.IfOp) and not op.results:
             between: list[Operation] = []
             nxt = op.next_op
-            while nxt is not None and not isinstance(nxt, scf.IfOp) and _movable(nxt):
+            while nxt is not None and not isinstance(nxt, scf.IfOp) and allocates_at_most(nxt):
                 between.append(nxt)
                 nxt = nxt.next_op
             if (isinstance(nxt, scf.IfOp) and not nxt.results
