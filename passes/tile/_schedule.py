@@ -429,10 +429,11 @@ def choose_product_schedule(m: int, n: int, k: int, batch: int, gpu: GpuLimits,
     Tiles that divide the output are preferred; only when none with 8 outputs a thread
     does (a prompt of 17, 100 or 1000 tokens), *ragged* tiles compete, whose edge blocks
     overhang the output (:meth:`RegisterTile.fits`): the model counts their blocks whole,
-    so the padding is paid for. Ragged tiles compete too for a product of several
-    reductions (the fused gate and up projections) of at most :data:`FEW_ROWS` rows of
-    ``f32`` factors: there the dividing tiles of 32 rows (four slices of 32 × 64) are
-    slower than two slices of a ragged 32 × 112, which the model prefers once it may. An output of
+    so the padding is paid for. Ragged tiles compete too for any product of at most
+    :data:`FEW_ROWS` rows of ``f32`` factors: there a dividing tile is one of 32 rows on the
+    CUDA cores, and the model prefers a ragged one once it may (two slices of 32 × 112 for
+    the fused gate and up projections instead of four of 32 × 64; the tensor cores' 64 × 128
+    for TinyLlama's square and down projections). An output of
     fewer than :data:`MIN_RAGGED_OUTPUTS` points gets no ragged tile: one thread per output
     is then as fast as a block mostly padding.
 
@@ -451,7 +452,7 @@ def choose_product_schedule(m: int, n: int, k: int, batch: int, gpu: GpuLimits,
     thread for one reduction, at :data:`MMA_HALF_EFFICIENCY`."""
     chosen = _product_schedule(m, n, k, batch, gpu, accumulators, periods, tensor_cores,
                                ragged=False, halves=halves)
-    few_rows = accumulators > 1 and m <= FEW_ROWS and not halves
+    few_rows = m <= FEW_ROWS and not halves
     if chosen is None or chosen.tile.tm * chosen.tile.tn < 8 or few_rows:
         if m * n >= MIN_RAGGED_OUTPUTS:
             ragged = _product_schedule(m, n, k, batch, gpu, accumulators, periods,
@@ -461,9 +462,11 @@ def choose_product_schedule(m: int, n: int, k: int, batch: int, gpu: GpuLimits,
 
 
 FEW_ROWS = 32
-"""Rows up to which a product of ``f32`` factors and several reductions lets ragged tiles
-compete with the dividing ones (:func:`choose_product_schedule`): one 32-row tile then
-holds every row, and a ragged edge costs only the last column of blocks. On the H200 a
+"""Rows up to which a product of ``f32`` factors lets ragged tiles compete with the
+dividing ones (:func:`choose_product_schedule`): one 32-row tile then holds every row, and
+a ragged edge costs only the last column of blocks, or a 64-row tensor-core tile pads the
+rows it lacks. A length bucket's variant is chosen for its bound, which the lengths it runs
+at rarely equal, so its bound is scheduled as the lengths below it are. On the H200 a
 TinyLlama decoder layer of 32 tokens took 0.248-0.254 ms with the dividing tiles (352
 blocks for the gate and up projections) and one of 24 tokens, which got the ragged ones
 (102 blocks, the same 32-row tiles), 0.182 ms (``bench/results/symbolic-final-h200.md``)."""

@@ -447,9 +447,10 @@ def test_tensor_core_kind(sum_type: Attribute, factors: tuple, arch: str,
 
 
 def test_tensor_cores_only_where_they_fit() -> None:
-    """Outputs no tensor-core tile divides keep the FMA schedule; so does a K that is not
-    a multiple of 32; ``f32`` sums on sm_80 or newer only."""
-    for m, n, k in ((32, 2048, 2048), (512, 2048, 2056), (128, 256, 2048)):
+    """Outputs no tensor-core tile divides keep the FMA schedule (above ``FEW_ROWS`` rows,
+    where a ragged tile does not compete); so does a K that is not a multiple of 32;
+    ``f32`` sums on sm_80 or newer only."""
+    for m, n, k in ((96, 2048, 2048), (512, 2048, 2056), (128, 256, 2048)):
         got = _schedule.choose_product_schedule(m, n, k, 1, SM90, tensor_cores=True)
         assert got is not None and not got.tensor_cores
         assert got == _schedule.choose_product_schedule(m, n, k, 1, SM90)
@@ -457,6 +458,20 @@ def test_tensor_cores_only_where_they_fit() -> None:
     assert _schedule.has_tensor_cores("sm_80", f32)
     assert not _schedule.has_tensor_cores("sm_75", f32)
     assert not _schedule.has_tensor_cores("sm_90", f64)
+
+
+def test_few_rows_let_a_ragged_tensor_core_tile_compete() -> None:
+    """32 rows are divided only by the 32-row tiles of the CUDA cores; a length bucket of at
+    most 32 tokens is scheduled for 32 rows but runs at any length below, so a 64-row
+    tensor-core tile, ragged there, competes, and the model prefers it for TinyLlama's
+    square projection (at 17 rows, which no tile divides, it is already the pick)."""
+    at_32 = _schedule.choose_product_schedule(32, 2048, 2048, 1, SM90, tensor_cores=True)
+    at_17 = _schedule.choose_product_schedule(17, 2048, 2048, 1, SM90, tensor_cores=True)
+    assert at_32 is not None and at_32.tensor_cores and at_32.tile.bm == 64
+    assert at_32 == at_17
+    above = _schedule.choose_product_schedule(_schedule.FEW_ROWS * 2, 2048, 2048, 1, SM90,
+                                              tensor_cores=True)
+    assert above is not None and (_schedule.FEW_ROWS * 2) % above.tile.bm == 0
 
 
 def test_limits() -> None:
