@@ -99,7 +99,6 @@ _BUILTIN_PASSES: dict[str, tuple[str, str]] = {
     "inline-repeated-kernels": ("llmopt.passes.kernel.inline_repeated_kernels",
                                 "InlineRepeatedKernels"),
     "merge-branches": ("llmopt.passes.kernel.merge_branches", "MergeBranches"),
-    "skip-padded-rows": ("llmopt.passes.kernel.skip_padded_rows", "SkipPaddedRows"),
     "fuse-launches": ("llmopt.passes.kernel.fuse_launches", "FuseLaunches"),
     "plan-buffers": ("llmopt.passes.kernel.plan_buffers", "PlanBuffers"),
     "programmatic-launch": ("llmopt.passes.kernel.programmatic_launch", "ProgrammaticLaunch"),
@@ -121,10 +120,9 @@ for _name, (_module, _attr) in _BUILTIN_PASSES.items():
 #: ``fuse-kernels{recompute_limit=0}`` keeps a reduction from
 #: being recomputed in several loops: attention scores become a matrix product of their own
 #: (which ``register-tile`` tiles) instead of a dot product recomputed in each of softmax's
-#: three loops. ``skip-padded-rows`` lets a register tile over a symbolic length skip the
-#: multiply-adds of its rows past the length. ``merge-branches`` puts the length buckets of
-#: sibling products in one branch, ``fuse-launches`` makes independent launches of one block
-#: shape one launch (a decode step's key and value projections, its two rotary embeddings), and
+#: three loops. ``merge-branches`` puts the length buckets of sibling products in one
+#: branch, ``fuse-launches`` makes independent launches of one block shape one launch
+#: (a decode step's key and value projections, its two rotary embeddings), and
 #: ``programmatic-launch`` lets each kernel's blocks be scheduled while the previous kernel
 #: drains (sm_90 and newer).
 PIPELINES: dict[str, tuple[dict[str, str], str]] = {
@@ -137,8 +135,7 @@ PIPELINES: dict[str, tuple[dict[str, str], str]] = {
         "register-tile{{arch={arch}}},warp-gemv{{arch={arch}}},stage-inputs{{arch={arch}}},"
         "async-copy{{arch={arch}}},"
         "prefetch-stages,pad-shared,mma-fragments,vector-fragments,"
-        "tile-to-kernel,dedup-kernels,hoist-constants,canonicalize,cse,skip-padded-rows,"
-        "dedup-kernels,"
+        "tile-to-kernel,dedup-kernels,hoist-constants,canonicalize,cse,dedup-kernels,"
         "inline-repeated-kernels,merge-branches,fuse-launches,plan-buffers,"
         "programmatic-launch{{arch={arch}}},"
         "kernel-to-cuda{{arch={arch}}}",

@@ -46,7 +46,7 @@ LOOP_TO_CUDA = ("loop-to-tile{arch=sm_90},length-buckets{arch=sm_90},apply-tuned
                 "register-tile{arch=sm_90},warp-gemv{arch=sm_90},stage-inputs{arch=sm_90},"
                 "async-copy{arch=sm_90},"
                 "prefetch-stages,pad-shared,mma-fragments,vector-fragments,tile-to-kernel,"
-                "dedup-kernels,hoist-constants,canonicalize,cse,skip-padded-rows,dedup-kernels,"
+                "dedup-kernels,hoist-constants,canonicalize,cse,dedup-kernels,"
                 "inline-repeated-kernels,merge-branches,fuse-launches,plan-buffers,"
                 "programmatic-launch{arch=sm_90},kernel-to-cuda{arch=sm_90}")
 
