@@ -99,6 +99,7 @@ _BUILTIN_PASSES: dict[str, tuple[str, str]] = {
     "inline-repeated-kernels": ("llmopt.passes.kernel.inline_repeated_kernels",
                                 "InlineRepeatedKernels"),
     "merge-branches": ("llmopt.passes.kernel.merge_branches", "MergeBranches"),
+    "version-row-groups": ("llmopt.passes.kernel.version_row_groups", "VersionRowGroups"),
     "fuse-launches": ("llmopt.passes.kernel.fuse_launches", "FuseLaunches"),
     "plan-buffers": ("llmopt.passes.kernel.plan_buffers", "PlanBuffers"),
     "programmatic-launch": ("llmopt.passes.kernel.programmatic_launch", "ProgrammaticLaunch"),
