@@ -6,7 +6,7 @@ are the symbolic length, see :func:`~llmopt.passes.tile.register_tile.match_cont
 and that is not a bucket's variant already (``llmopt.bucket``).
 
 **Produces**, for the bounds ``b₁ < b₂ < …`` (option ``bounds``, default 32, 128, 256,
-512) below the length's maximum ``M``, a chain of host ``scf.if`` around copies of the
+512, 1024) below the length's maximum ``M``, a chain of host ``scf.if`` around copies of the
 kernel::
 
     %le32 = arith.cmpi ule, %seq, %c32 : index
@@ -101,12 +101,16 @@ the input per output, the tiles, which share those reads, are faster
 COOP_THREADS = 256
 """The cooperative variant's block: as ``loop-to-tile``'s row schedule, at most 256
 threads, fewer for a short reduction."""
-DEFAULT_BOUNDS = (32, 128, 256, 512)
+DEFAULT_BOUNDS = (32, 128, 256, 512, 1024)
 """Where the schedules change most. Four times apart, a prompt just above a bound (200
 tokens) runs with the schedule of a product up to four times its size, hence 256; the
 heuristics' own time model then puts the worst bucket at a seventh slower than the exact
 length's schedule over TinyLlama's and Qwen2.5-7B's products at lengths 1-2047, as with
-every power of two from 16 to 512, with a fifth fewer kernels. No bound below 32: a
+every power of two from 16 to 512, with a fifth fewer kernels. 1024: without it, a prompt
+of 513-1024 tokens ran the 2048-token schedules, which for Qwen2.5-7B's query, key, value,
+output and down projections are not the ones of 1000 rows (the model: 0.47 ms more a layer
+at 1000 tokens; measured, the symbolic layer took 9.16 ms there against the static
+program's 8.01, ``bench/results/symbolic-short-lengths-h200.md``). No bound below 32: a
 16-row bucket takes 64-row tensor-core tiles whose padding cost more at one token than
 the 32-row bucket's tiles (``bench/results/symbolic-h200.md`` has the measurements)."""
 
