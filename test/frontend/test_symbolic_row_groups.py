@@ -5,26 +5,24 @@ the layer in float64)."""
 
 from __future__ import annotations
 
-import copy
 import functools
 
-import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from test_models import tiny_model  # noqa: E402
+from test_symbolic_launches import layer_error  # noqa: E402
 from xdsl.dialects.builtin import IntegerAttr, ModuleOp  # noqa: E402
 
 import llmopt  # noqa: E402
-import llmopt.interp  # noqa: E402
 from llmopt import registry  # noqa: E402
 from llmopt.frontend.capture import CapturedProgram  # noqa: E402
-from llmopt.frontend.models import capture_layer, decoder_layers, position_embeddings  # noqa: E402
+from llmopt.frontend.models import capture_layer  # noqa: E402
 from llmopt.numerics import tolerance  # noqa: E402
 from llmopt.passes.kernel.version_row_groups import GROUPS_ATTR  # noqa: E402
-from llmopt.tools.llmopt_cli import interpreter_arrays, split_pipeline  # noqa: E402
+from llmopt.tools.llmopt_cli import split_pipeline  # noqa: E402
 
 MAX = 128
 
@@ -51,16 +49,6 @@ def test_short_buckets_get_a_k_loop_per_count_of_row_groups() -> None:
 
 @pytest.mark.parametrize("seq", [3, 9, 17, 100])
 def test_versioned_program_computes_the_layer(seq: int) -> None:
-    model = tiny_model("llama")
     program, module = versioned()
-    x = torch.randn(1, seq, 64, generator=torch.Generator().manual_seed(200 + seq))
-    cos, sin = position_embeddings(model, seq)
-    args = program.arguments(x, cos, sin)
-    (out,) = llmopt.interp.run(module, interpreter_arrays(args), check_races=False)
-    layer = copy.deepcopy(decoder_layers(model)[0]).double()
-    with torch.no_grad():
-        want = layer(x.double(), attention_mask=None,
-                     position_embeddings=(cos.double(), sin.double()))
-    want = (want[0] if isinstance(want, tuple) else want).numpy()
-    err = np.abs(np.asarray(out, dtype=np.float64) - want).max() / np.abs(want).max()
+    err = layer_error(program, module, seq, 200 + seq)
     assert err <= tolerance(program.module), err
