@@ -38,3 +38,26 @@ def test_lit_suite() -> None:
     assert int(discovered.group(1)) > 0, f"lit ran no tests:\n{output}"
     passed = re.search(r"Passed\s*:\s*(\d+)", output)
     assert passed is not None and int(passed.group(1)) > 0, f"no lit test passed:\n{output}"
+
+
+SYMBOLIC = re.compile(r"llmopt\.symbol|<\?x|x\?x|x\?>")
+"""What marks a lit test's input as symbolic: a declared symbol or a ``?`` extent."""
+
+
+def test_every_pass_has_a_lit_test_on_a_symbolic_input() -> None:
+    """Each registered pass appears in a ``-p`` pipeline of a lit test whose input has a
+    symbolic length, so every pass is checked on one."""
+    from llmopt import registry
+
+    runs: dict[Path, str] = {}
+    for path in (ROOT / "test").rglob("*.mlir"):
+        if "Output" in path.parts:
+            continue
+        text = path.read_text()
+        if SYMBOLIC.search(text):
+            runs[path] = "\n".join(line for line in text.splitlines() if "RUN:" in line)
+    assert runs, "no lit test has a symbolic input"
+    missing = [name for name in sorted(registry.PASSES)
+               if not any(re.search(rf"-p[ '\"][^\n]*(?<![\w-]){re.escape(name)}(?![\w-])", run)
+                          for run in runs.values())]
+    assert not missing, f"passes without a lit test on a symbolic input: {missing}"
