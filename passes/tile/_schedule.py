@@ -466,10 +466,10 @@ FEW_ROWS = 32
 dividing ones (:func:`choose_product_schedule`): one 32-row tile then holds every row, and
 a ragged edge costs only the last column of blocks, or a 64-row tensor-core tile pads the
 rows it lacks. A length bucket's variant is chosen for its bound, which the lengths it runs
-at rarely equal, so its bound is scheduled as the lengths below it are. On the H200 a
-TinyLlama decoder layer of 32 tokens took 0.248-0.254 ms with the dividing tiles (352
-blocks for the gate and up projections) and one of 24 tokens, which got the ragged ones
-(102 blocks, the same 32-row tiles), 0.182 ms (``bench/results/symbolic-final-h200.md``)."""
+at rarely equal, so its bound is scheduled as the lengths below it are. Measured on the
+H200: the TinyLlama layer of 24 tokens with the ragged gate/up tiles against 32 tokens with
+the dividing ones (``bench/results/symbolic-final-h200.md``), and the symbolic layer's
+32-row bucket with the tensor-core tiles (``bench/results/symbolic-short-lengths-h200.md``)."""
 
 MIN_RAGGED_OUTPUTS = 1024
 """Outputs from which a product without a dividing tile gets a ragged one (four blocks of

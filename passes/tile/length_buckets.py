@@ -106,13 +106,14 @@ DEFAULT_BOUNDS = (32, 128, 256, 512, 1024)
 tokens) runs with the schedule of a product up to four times its size, hence 256; the
 heuristics' own time model then puts the worst bucket at a seventh slower than the exact
 length's schedule over TinyLlama's and Qwen2.5-7B's products at lengths 1-2047, as with
-every power of two from 16 to 512, with a fifth fewer kernels. 1024: without it, a prompt
-of 513-1024 tokens ran the 2048-token schedules, which for Qwen2.5-7B's query, key, value,
-output and down projections are not the ones of 1000 rows (the model: 0.47 ms more a layer
-at 1000 tokens; measured, the symbolic layer took 9.16 ms there against the static
-program's 8.01, ``bench/results/symbolic-short-lengths-h200.md``). No bound below 32: a
-16-row bucket takes 64-row tensor-core tiles whose padding cost more at one token than
-the 32-row bucket's tiles (``bench/results/symbolic-h200.md`` has the measurements)."""
+every power of two from 16 to 512, with a fifth fewer kernels. 1024: without it a prompt of
+513-1024 tokens runs the schedules of the 2048-token maximum, which for Qwen2.5-7B's
+query, key, value, output and down projections are not those of 1000 rows, and the symbolic
+layer at 1000 tokens was the slowest against its static program
+(``bench/results/symbolic-short-lengths-h200.md``). No bound below 32: one and two rows
+have the cooperative variants (``coop_rows``), and from 3 to 32 rows the heuristics choose
+one schedule for the layers' products but Qwen2.5-7B's gate/up, which takes eight K slices
+up to 8 rows (``bounds=8,32,…`` gives it that bucket)."""
 
 
 def buckets_of(found: Contraction, bounds: tuple[int, ...], arch: str) -> list[int]:
