@@ -1021,10 +1021,12 @@ def _cuda_available() -> bool:
     return bool(torch.cuda.is_available())
 
 
-def _layer_at_tile_ir(model_name: str, seq: int, dtype_name: str, elements: Sequence[str]
-                      ) -> Any:
-    """Decoder layer 0 of ``model_name`` captured alone, lowered by ``elements``."""
-    program = _capture(model_name, None, seq, _dtype(dtype_name), 1, layer_alone=True)
+def _layer_at_tile_ir(model_name: str, seq: int, dtype_name: str, elements: Sequence[str],
+                      max_seq: int | None = None) -> Any:
+    """Decoder layer 0 of ``model_name`` captured alone (``max_seq``: with a symbolic
+    length up to it), lowered by ``elements``."""
+    program = _capture(model_name, None, seq, _dtype(dtype_name), 1, layer_alone=True,
+                       max_seq=max_seq)
     lower_with_progress(program.module, elements, "lowering to Tile IR")
     return program.module
 
@@ -1038,6 +1040,11 @@ def tune(args: argparse.Namespace) -> int:
     from llmopt.tools import tune_attention
 
     check_pipeline(_with_arch(args.pipeline, args.arch or DEFAULT_ARCH))
+    if args.max_seq is not None and not args.dynamic:
+        raise CliError("--max-seq bounds a symbolic length: add --dynamic")
+    if args.dynamic and args.model.endswith(".mlir"):
+        raise CliError("--dynamic captures a model with a symbolic length; an .mlir file is "
+                       "tuned as it is (its own symbols, if any)")
     if not _cuda_available():
         raise CliError("tune needs a CUDA GPU: candidates are timed on it")
     if args.arch is None:
@@ -1048,7 +1055,10 @@ def tune(args: argparse.Namespace) -> int:
     names = [text.split("{")[0].strip() for text in first]
     if "loop-to-tile" not in names:
         raise CliError(f"the pipeline '{args.pipeline}' has no loop-to-tile pass")
-    first = first[: names.index("loop-to-tile") + 1]
+    stop = names.index("loop-to-tile")
+    if "length-buckets" in names[stop:]:  # a symbolic program's buckets are tuned each
+        stop = names.index("length-buckets", stop)
+    first = first[: stop + 1]
     # Attention is tuned before flash-attention builds its kernel, the products after.
     flash = "flash-attention" in names[: len(first)]
     cut = names.index("flash-attention") if flash else len(first) - 1
@@ -1058,6 +1068,9 @@ def tune(args: argparse.Namespace) -> int:
                        "as it is")
     path = (tuner.TABLE_DIR / f"{args.arch}.json") if args.table else tuner.cache_path()
     table = tuner.load_table(path)
+    max_seq = _max_seq(args) if args.dynamic else None
+    if max_seq is not None:
+        args.seqs = [_example_seq(max_seq)]
     for seq in args.seqs:
         if args.model.endswith(".mlir"):
             from xdsl.utils.exceptions import ParseError, PassFailedException, VerifyException
@@ -1070,13 +1083,15 @@ def tune(args: argparse.Namespace) -> int:
                 raise CliError(f"{args.model}: {str(err).strip().splitlines()[0]} (llm-opt "
                                f"{args.model} -p '{','.join(loop_ir)}' shows where)") from None
         elif args.layer:
-            module = _layer_at_tile_ir(args.model, seq, args.dtype, loop_ir)
+            module = _layer_at_tile_ir(args.model, seq, args.dtype, loop_ir, max_seq)
         else:
             identity = model_identity(args.model, args.layers)
             module, how = lowered_model(args.model, identity,
                                         lambda: model_config(args.model, layers=args.layers),
-                                        seq, args.dtype, loop_ir, "lowering to Loop IR")
-            print(f"// {args.model} seq {seq}: {how}", file=sys.stderr)
+                                        seq, args.dtype, loop_ir, "lowering to Loop IR",
+                                        max_seq)
+            length = f"symbolic seq <= {max_seq}" if max_seq is not None else f"seq {seq}"
+            print(f"// {args.model} {length}: {how}", file=sys.stderr)
         tuned = 0
         if flash:
             entries = tune_attention.tune_attention(
@@ -1282,6 +1297,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="processes lowering and compiling candidates (default: CPUs - 1)")
     t.add_argument("--table", action="store_true", help="write the committed table of --arch "
                    "instead of the user's tuning cache")
+    t.add_argument("--dynamic", action="store_true",
+                   help="capture the model with a symbolic sequence length (up to --max-seq) "
+                   "and tune each length bucket's kernel at its bound (--seqs is ignored)")
+    t.add_argument("--max-seq", type=int, default=None, metavar="N",
+                   help="with --dynamic, the largest length (default: the model's "
+                   "max_position_embeddings)")
     t.set_defaults(run=tune)
 
     from llmopt.tools.generate_cli import add_parser as add_generate_parser

@@ -12,6 +12,12 @@ structural hash, the GPU's name and the NVRTC version; the ``apply-tuned`` pass 
 committed table of the target architecture, and the cache before it when asked to, and
 sets the kernel's ``llmopt.schedule``.
 
+A symbolic program (``llmopt tune MODEL --dynamic --max-seq N``) is tuned after
+``length-buckets``: each bucket's kernel, whose rows are the runtime length up to the
+bucket's bound, is its own structural hash, and is timed as a one-kernel program with that
+length as its symbol, run at the bound (:func:`one_kernel_module`, :func:`call_types`); its
+candidates may overhang the bound, since the lengths it serves are mostly below it.
+
 The cache is ``$LLMOPT_TUNE_CACHE`` or ``~/.cache/llmopt/tuned.json``. So that a program
 lowers the same for everyone, ``apply-tuned`` reads it only when told to: with
 ``$LLMOPT_TUNE_CACHE`` set, or with ``apply-tuned{user=1}`` (:func:`user_cache`).
@@ -34,11 +40,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from xdsl.dialects import func
-from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, MemRefType, ModuleOp, i64
-from xdsl.ir import Block, Region
+from xdsl.dialects import arith, func
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    DictionaryAttr,
+    IndexType,
+    IntegerAttr,
+    MemRefType,
+    ModuleOp,
+    StringAttr,
+    i64,
+)
+from xdsl.ir import Block, Operation, Region, SSAValue
 
 from llmopt.dialects import loop, tile
+from llmopt.dialects._symbols import DYNAMIC, DYNAMIC_ATTR, INPUT_ATTR, MAX_ATTR, SYMBOL_ATTR
 from llmopt.passes.tile._schedule import (
     HALF_KINDS,
     SCHEDULE_ATTR,
@@ -104,9 +120,16 @@ def product_dims(found: Contraction) -> tuple[int, int, int, int]:
 
 def block_count(tile_: RegisterTile, split: int, dims: tuple[int, int, int, int]) -> int:
     """Blocks of ``tile_`` over a product of ``dims`` (:func:`product_dims`) cut in ``split``
-    K slices."""
+    K slices (a ragged edge block counted whole)."""
     m, n, _, batch = dims
-    return batch * (m // tile_.bm) * (n // tile_.bn) * split
+    return batch * -(-m // tile_.bm) * -(-n // tile_.bn) * split
+
+
+def runtime_rows(found: Contraction) -> bool:
+    """Whether the product's rows are a runtime length (a length bucket's variant, its rows
+    at most the bucket's bound): every tile is then a ragged one, and tiles that do not
+    divide the bound compete (its lengths are mostly below it)."""
+    return found.length is not None
 
 
 def candidates(kernel: tile.KernelOp, arch: str) -> list[dict[str, int]]:
@@ -123,7 +146,7 @@ def candidates(kernel: tile.KernelOp, arch: str) -> list[dict[str, int]]:
     gpu = for_arch(arch)
     accs = len(found.reduces)
     scored: list[tuple[float, int, int, dict[str, int]]] = []
-    for tile_ in fitting_tiles(m, n, accs, tile_periods(found)):
+    for tile_ in fitting_tiles(m, n, accs, tile_periods(found), runtime_rows(found)):
         bm, bn, tm, tn = tile_.bm, tile_.bn, tile_.tm, tile_.tn
         if tm * tn < 4:
             continue
@@ -167,7 +190,8 @@ def mma_candidates(kernel: tile.KernelOp, arch: str, limit: int) -> list[dict[st
     scored: list[tuple[float, dict[str, int]]] = []
     for tile_ in mma_tiles(halves):
         bm, bn, tm, tn = tile_.bm, tile_.bn, tile_.tm, tile_.tn
-        if not tile_.fits(m, n, tile_periods(found)) or tm * tn * len(found.reduces) > most:
+        if (not tile_.fits(m, n, tile_periods(found), runtime_rows(found))
+                or tm * tn * len(found.reduces) > most):
             continue
         for split in (1, 2, 4):
             blocks = block_count(tile_, split, dims)
@@ -182,11 +206,17 @@ def mma_candidates(kernel: tile.KernelOp, arch: str, limit: int) -> list[dict[st
 
 
 def one_kernel_module(kernel: tile.KernelOp, knobs: dict[str, int] | None) -> ModuleOp:
-    """A module whose function passes its arguments straight to a copy of ``kernel``."""
+    """A module whose function passes its arguments straight to a copy of ``kernel``.
+
+    A kernel over a runtime length (a length bucket's variant) gets a function with that
+    length as the symbol ``seq``, at most the rows the kernel may run (its bucket's bound);
+    each ``?`` of its buffers is ``seq``, and its runtime grid is computed again from it, as
+    the program around the kernel computed it."""
     types = [b.type for b in kernel.buffers]
     block = Block(arg_types=types)
     copy = kernel.clone()
-    copy.operands = list(block.args)  # type: ignore[assignment]
+    grid = [] if kernel.grid_size is None else [_grid_again(kernel, block)]
+    copy.operands = [*block.args, *grid]  # type: ignore[assignment]
     if knobs is not None:
         copy.attributes[SCHEDULE_ATTR] = DictionaryAttr(
             {k: IntegerAttr(v, i64) for k, v in knobs.items()})
@@ -194,7 +224,52 @@ def one_kernel_module(kernel: tile.KernelOp, knobs: dict[str, int] | None) -> Mo
         copy.attributes.pop(SCHEDULE_ATTR, None)
     block.add_ops([copy, func.ReturnOp()])
     fn = func.FuncOp("tune", (types, []), Region(block))
+    found = match_contraction(kernel)
+    if found is not None and found.length is not None:
+        fn.arg_attrs = ArrayAttr([_symbolic_attrs(t, k, found) for k, t in enumerate(types)])
     return ModuleOp([fn])
+
+
+SYMBOL = "seq"
+"""The symbol of a tuned kernel's runtime length."""
+
+
+def _symbolic_attrs(typ: Any, k: int, found: Contraction) -> DictionaryAttr:
+    """The argument attributes of buffer ``k`` of a kernel over a runtime length (see
+    :func:`one_kernel_module`)."""
+    if isinstance(typ, IndexType):
+        return DictionaryAttr({SYMBOL_ATTR: StringAttr(SYMBOL),
+                               MAX_ATTR: IntegerAttr(found.extents[found.m], 64)})
+    entries: dict[str, Any] = {INPUT_ATTR: StringAttr(f"arg{k}")}
+    if isinstance(typ, MemRefType) and DYNAMIC in typ.get_shape():
+        dims = sum(e == DYNAMIC for e in typ.get_shape())
+        entries[DYNAMIC_ATTR] = ArrayAttr([StringAttr(SYMBOL)] * dims)
+    return DictionaryAttr(entries)
+
+
+def _grid_again(kernel: tile.KernelOp, block: Block) -> SSAValue:
+    """``kernel``'s runtime grid computed in ``block`` (whose arguments are the kernel's
+    buffers) by the index arithmetic that computed it from those buffers before the
+    kernel."""
+    bound: dict[SSAValue, SSAValue] = dict(zip(kernel.buffers, block.args, strict=True))
+
+    def again(value: SSAValue) -> SSAValue:
+        if value in bound:
+            return bound[value]
+        owner = value.owner
+        if not isinstance(owner, Operation) or owner.regions or not (
+                isinstance(owner, arith.ConstantOp) or owner.name.startswith("arith.")):
+            raise ValueError(f"the grid of @{kernel.sym_name.data} is not index arithmetic "
+                             "of its buffers")
+        operands = [again(v) for v in owner.operands]
+        new = owner.clone()
+        new.operands = operands  # type: ignore[assignment]
+        block.add_op(new)
+        bound[value] = new.results[0]
+        return new.results[0]
+
+    assert kernel.grid_size is not None
+    return again(kernel.grid_size)
 
 
 def written_args(kernel: tile.KernelOp) -> list[int]:
@@ -291,6 +366,35 @@ def typed_inputs(types: Sequence[Any], device: str, seed: int = 0) -> list[Any]:
     return tensors
 
 
+def call_types(fn: func.FuncOp) -> tuple[list[MemRefType], list[int]]:
+    """The buffer types a call of ``fn`` passes (a symbol is not passed: it follows from the
+    shapes), each ``?`` at its symbol's maximum, and the positions of those arguments."""
+    attrs = list(fn.arg_attrs.data) if fn.arg_attrs is not None else []
+    largest: dict[str, int] = {}
+    for entry in attrs:
+        if SYMBOL_ATTR in entry.data:
+            name, high = entry.data[SYMBOL_ATTR], entry.data[MAX_ATTR]
+            assert isinstance(name, StringAttr) and isinstance(high, IntegerAttr)
+            largest[name.data] = high.value.data
+    types: list[MemRefType] = []
+    slots: list[int] = []
+    for k, arg in enumerate(fn.body.block.args):
+        entry = attrs[k].data if k < len(attrs) else {}
+        if SYMBOL_ATTR in entry:
+            continue
+        typ = arg.type
+        assert isinstance(typ, MemRefType)
+        if DYNAMIC in typ.get_shape():
+            names = entry[DYNAMIC_ATTR]
+            assert isinstance(names, ArrayAttr)
+            sizes = iter(largest[n.data] for n in names.data)  # type: ignore[attr-defined]
+            typ = MemRefType(typ.element_type,
+                             [next(sizes) if e == DYNAMIC else e for e in typ.get_shape()])
+        types.append(typ)
+        slots.append(k)
+    return types, slots
+
+
 def written_arguments(fn: func.FuncOp) -> list[int]:
     """Positions of ``fn``'s arguments that a kernel of it stores to."""
     args = list(fn.body.block.args)
@@ -330,8 +434,9 @@ def time_modules(base: ModuleOp, reference_pipeline: str, modules: Sequence[Modu
     from llmopt.numerics import tolerance
 
     (fn,) = [op for op in base.walk() if isinstance(op, func.FuncOp)]
-    inputs = typed_inputs([a.type for a in fn.body.block.args], "cuda")
-    outs = written_arguments(fn)
+    types, slots = call_types(fn)
+    inputs = typed_inputs(types, "cuda")
+    outs = [slots.index(k) for k in written_arguments(fn)]
 
     def run(module: ModuleOp, graph: bool) -> tuple[list[torch.Tensor], float | None]:
         args = [t.clone() for t in inputs]
