@@ -1182,6 +1182,14 @@ class _Parser(argparse.ArgumentParser):
         self.exit(1, f"llmopt: error: {message}\n")
 
 
+def _dynamic_arguments(parser: argparse.ArgumentParser, what: str) -> None:
+    """``--dynamic`` (``what`` it does for this command) and ``--max-seq``."""
+    parser.add_argument("--dynamic", action="store_true", help=what)
+    parser.add_argument("--max-seq", type=int, default=None, metavar="N",
+                        help="with --dynamic, the largest length (default: the model's "
+                        "max_position_embeddings)")
+
+
 def _model_arguments(p: argparse.ArgumentParser, seq_default: int | None,
                      many: bool = False) -> None:
     p.add_argument("model", help="tinyllama, qwen2.5-7b, a local HF directory or a config.json")
@@ -1237,23 +1245,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     c.add_argument("-o", "--output", required=True, help="output file ('-': stdout)")
     c.add_argument("--arch", type=_arch, default=DEFAULT_ARCH,
                    help=f"GPU architecture (default {DEFAULT_ARCH})")
-    c.add_argument("--dynamic", action="store_true",
-                   help="make the sequence length symbolic: one program for every length up "
-                   "to --max-seq (--seq is the example length; --emit torch … kernel)")
-    c.add_argument("--max-seq", type=int, default=None, metavar="N",
-                   help="with --dynamic, the largest length (default: the model's "
-                   "max_position_embeddings)")
+    _dynamic_arguments(c, "make the sequence length symbolic: one program for every length "
+                       "up to --max-seq (--seq is the example length; --emit torch … kernel)")
     c.set_defaults(run=compile_model, quick_exit=True)
 
     r = sub.add_parser("run", help="compile and run a whole model, compare with PyTorch",
                        parents=[common])
     _model_arguments(r, None, many=True)
-    r.add_argument("--dynamic", action="store_true",
-                   help="compile one program with a symbolic sequence length, then run each "
-                   "--seq length with it")
-    r.add_argument("--max-seq", type=int, default=None, metavar="N",
-                   help="with --dynamic, the largest length (default: the model's "
-                   "max_position_embeddings)")
+    _dynamic_arguments(r, "compile one program with a symbolic sequence length, then run each "
+                       "--seq length with it")
     r.add_argument("--seed", type=_SEED, default=0, help="seed of the weights and input_ids")
     r.add_argument("--allow-nonfinite", action="store_true",
                    help="run a checkpoint whose weights hold NaN or infinite values (refused "
@@ -1297,12 +1297,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="processes lowering and compiling candidates (default: CPUs - 1)")
     t.add_argument("--table", action="store_true", help="write the committed table of --arch "
                    "instead of the user's tuning cache")
-    t.add_argument("--dynamic", action="store_true",
-                   help="capture the model with a symbolic sequence length (up to --max-seq) "
-                   "and tune each length bucket's kernel at its bound (--seqs is ignored)")
-    t.add_argument("--max-seq", type=int, default=None, metavar="N",
-                   help="with --dynamic, the largest length (default: the model's "
-                   "max_position_embeddings)")
+    _dynamic_arguments(t, "capture the model with a symbolic sequence length (up to "
+                       "--max-seq) and tune each length bucket's kernel at its bound (--seqs "
+                       "is ignored)")
     t.set_defaults(run=tune)
 
     from llmopt.tools.generate_cli import add_parser as add_generate_parser
