@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from xdsl.dialects import arith, func
+from xdsl.dialects import func
 from xdsl.dialects.builtin import (
     ArrayAttr,
     DictionaryAttr,
@@ -51,10 +51,19 @@ from xdsl.dialects.builtin import (
     StringAttr,
     i64,
 )
-from xdsl.ir import Block, Operation, Region, SSAValue
+from xdsl.ir import Block, Region, SSAValue
 
 from llmopt.dialects import loop, tile
-from llmopt.dialects._symbols import DYNAMIC, DYNAMIC_ATTR, INPUT_ATTR, MAX_ATTR, SYMBOL_ATTR
+from llmopt.dialects._symbols import (
+    DYNAMIC,
+    DYNAMIC_ATTR,
+    INPUT_ATTR,
+    MAX_ATTR,
+    SYMBOL_ATTR,
+    argument_dynamic,
+    function_symbols,
+)
+from llmopt.passes.kernel._index_expr import ExprBuilder, index_expr
 from llmopt.passes.tile._schedule import (
     HALF_KINDS,
     SCHEDULE_ATTR,
@@ -251,25 +260,17 @@ def _grid_again(kernel: tile.KernelOp, block: Block) -> SSAValue:
     """``kernel``'s runtime grid computed in ``block`` (whose arguments are the kernel's
     buffers) by the index arithmetic that computed it from those buffers before the
     kernel."""
-    bound: dict[SSAValue, SSAValue] = dict(zip(kernel.buffers, block.args, strict=True))
-
-    def again(value: SSAValue) -> SSAValue:
-        if value in bound:
-            return bound[value]
-        owner = value.owner
-        if not isinstance(owner, Operation) or owner.regions or not (
-                isinstance(owner, arith.ConstantOp) or owner.name.startswith("arith.")):
-            raise ValueError(f"the grid of @{kernel.sym_name.data} is not index arithmetic "
-                             "of its buffers")
-        operands = [again(v) for v in owner.operands]
-        new = owner.clone()
-        new.operands = operands  # type: ignore[assignment]
-        block.add_op(new)
-        bound[value] = new.results[0]
-        return new.results[0]
-
+    position = {value: k for k, value in enumerate(kernel.buffers)}
     assert kernel.grid_size is not None
-    return again(kernel.grid_size)
+    expr = index_expr(kernel.grid_size,
+                      lambda v: ("arg", position[v]) if v in position else None)
+    if expr is None:
+        raise ValueError(f"the grid of @{kernel.sym_name.data} is not index arithmetic of "
+                         "its buffers")
+    builder = ExprBuilder(lambda _, leaf: block.args[int(leaf[1])])  # type: ignore[arg-type]
+    grid = builder.value(expr)
+    block.add_ops(builder.take())
+    return grid
 
 
 def written_args(kernel: tile.KernelOp) -> list[int]:
@@ -369,30 +370,18 @@ def typed_inputs(types: Sequence[Any], device: str, seed: int = 0) -> list[Any]:
 def call_types(fn: func.FuncOp) -> tuple[list[MemRefType], list[int]]:
     """The buffer types a call of ``fn`` passes (a symbol is not passed: it follows from the
     shapes), each ``?`` at its symbol's maximum, and the positions of those arguments."""
-    attrs = list(fn.arg_attrs.data) if fn.arg_attrs is not None else []
-    largest: dict[str, int] = {}
-    for entry in attrs:
-        if SYMBOL_ATTR in entry.data:
-            name, high = entry.data[SYMBOL_ATTR], entry.data[MAX_ATTR]
-            assert isinstance(name, StringAttr) and isinstance(high, IntegerAttr)
-            largest[name.data] = high.value.data
+    symbols = function_symbols(fn)
+    largest = {name: symbol.max for name, symbol in symbols.items()}
+    passed = [k for k in range(len(fn.body.block.args))
+              if k not in {symbol.arg for symbol in symbols.values()}]
     types: list[MemRefType] = []
-    slots: list[int] = []
-    for k, arg in enumerate(fn.body.block.args):
-        entry = attrs[k].data if k < len(attrs) else {}
-        if SYMBOL_ATTR in entry:
-            continue
-        typ = arg.type
+    for k in passed:
+        typ = fn.body.block.args[k].type
         assert isinstance(typ, MemRefType)
-        if DYNAMIC in typ.get_shape():
-            names = entry[DYNAMIC_ATTR]
-            assert isinstance(names, ArrayAttr)
-            sizes = iter(largest[n.data] for n in names.data)  # type: ignore[attr-defined]
-            typ = MemRefType(typ.element_type,
-                             [next(sizes) if e == DYNAMIC else e for e in typ.get_shape()])
-        types.append(typ)
-        slots.append(k)
-    return types, slots
+        sizes = iter(largest[name] for name in argument_dynamic(fn, k) or ())
+        types.append(MemRefType(typ.element_type,
+                                [next(sizes) if e == DYNAMIC else e for e in typ.get_shape()]))
+    return types, passed
 
 
 def written_arguments(fn: func.FuncOp) -> list[int]:

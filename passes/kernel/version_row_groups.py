@@ -58,6 +58,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.traits import is_side_effect_free
 
 from llmopt.dialects import kernel
+from llmopt.dialects._syntax import constant_index
 from llmopt.passes._ir import nested_ops
 
 __all__ = ["VersionRowGroups", "version_row_groups"]
@@ -70,10 +71,9 @@ GROUPS_ATTR = "llmopt.row_groups"
 
 @dataclass(frozen=True)
 class _Nest:
-    """A matched update nest: its loops (``kv``, ``mi``, ``nj``), the number of row groups,
-    the epilogue's row and its loop variable, and the length."""
+    """A matched update nest: its row-group loop (``mi``), the number of row groups, the
+    epilogue's row and its loop variable, and the length."""
 
-    kv: scf.ForOp
     mi: scf.ForOp
     groups: int
     row: SSAValue
@@ -90,19 +90,13 @@ def _only_loop(loop: scf.ForOp) -> scf.ForOp | None:
     return None
 
 
-def _constant(value: SSAValue) -> int | None:
-    owner = value.owner
-    if isinstance(owner, arith.ConstantOp) and isinstance(owner.value, IntegerAttr):
-        return owner.value.value.data
-    return None
-
-
 def _accumulators(nest: scf.ForOp) -> tuple[scf.ForOp, set[SSAValue]] | None:
     """The ``%mi`` loop of the update nest ``nest`` and the ``kernel.local`` buffers it
     stores into (see the module docstring), or ``None`` when ``nest`` is not one."""
     if nest.results or (mid := _only_loop(nest)) is None or (inner := _only_loop(mid)) is None:
         return None
-    if _constant(mid.lb) != 0 or _constant(mid.step) != 1 or (_constant(mid.ub) or 0) < 2:
+    lb, step, ub = (constant_index(v) for v in (mid.lb, mid.step, mid.ub))
+    if lb != 0 or step != 1 or (ub or 0) < 2:
         return None
     accs: set[SSAValue] = set()
     for op in inner.body.block.ops:
@@ -147,7 +141,7 @@ def _row_bound(load: kernel.LoadOp) -> tuple[SSAValue, SSAValue, SSAValue] | Non
     for test in _conjuncts(guard.cond):
         cmp = test.owner
         if (isinstance(cmp, arith.CmpiOp) and cmp.predicate.value.data == ULT
-                and _constant(cmp.rhs) is None and _depends_on(cmp.lhs, first)):
+                and constant_index(cmp.rhs) is None and _depends_on(cmp.lhs, first)):
             return cmp.lhs, first, cmp.rhs
     return None
 
@@ -159,12 +153,7 @@ def _dominates(value: SSAValue, op: Operation) -> bool:
     current: Operation | None = op
     while current is not None:
         if current.parent_block() is block:
-            if isinstance(owner, Block):
-                return True
-            walker = owner.next_op
-            while walker is not None and walker is not current:
-                walker = walker.next_op
-            return walker is current
+            return isinstance(owner, Block) or owner.is_before_in_block(current)
         current = current.parent_op()
     return False
 
@@ -186,9 +175,9 @@ def match_nest(nest: scf.ForOp) -> _Nest | None:
     if None in lengths or len(lengths) != 1:
         return None
     row, row_iv, length = next(g for g in guards if g is not None)
-    groups = _constant(mid.ub)
+    groups = constant_index(mid.ub)
     assert groups is not None
-    return _Nest(nest, mid, groups, row, row_iv, length)
+    return _Nest(mid, groups, row, row_iv, length)
 
 
 def _lower_bound(value: SSAValue, nest: _Nest, group: SSAValue, at: Operation,
