@@ -125,7 +125,9 @@ for _name, (_module, _attr) in _BUILTIN_PASSES.items():
 #: branch, ``fuse-launches`` makes independent launches of one block shape one launch
 #: (a decode step's key and value projections, its two rotary embeddings), and
 #: ``programmatic-launch`` lets each kernel's blocks be scheduled while the previous kernel
-#: drains (sm_90 and newer).
+#: drains (sm_90 and newer). ``version-row-groups`` gives a register tile over a runtime
+#: length one K loop per count of its live row groups, so that a bucket's kernel skips the
+#: padded rows' multiply-adds as a static tile does.
 PIPELINES: dict[str, tuple[dict[str, str], str]] = {
     "lower-to-cuda": (
         {"arch": DEFAULT_ARCH},
@@ -137,7 +139,7 @@ PIPELINES: dict[str, tuple[dict[str, str], str]] = {
         "async-copy{{arch={arch}}},"
         "prefetch-stages,pad-shared,mma-fragments,vector-fragments,"
         "tile-to-kernel,dedup-kernels,hoist-constants,canonicalize,cse,dedup-kernels,"
-        "inline-repeated-kernels,merge-branches,fuse-launches,plan-buffers,"
+        "version-row-groups,inline-repeated-kernels,merge-branches,fuse-launches,plan-buffers,"
         "programmatic-launch{{arch={arch}}},"
         "kernel-to-cuda{{arch={arch}}}",
     ),
