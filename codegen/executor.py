@@ -232,6 +232,7 @@ class CompiledProgram(GraphReplay):
             for name, t in self.plan.inputs
         ]
         self._layouts: dict[tuple[int, ...], Any] = {}
+        self._symbols_by_call: dict[tuple[object, ...], dict[str, int]] = {}
         self._layout: Any = None
         self._buffers = self._symbolic_buffers() if self.symbolic is not None else {}
         self._initial: list[Any] = [None] * self.plan.num_slots
@@ -269,6 +270,7 @@ class CompiledProgram(GraphReplay):
         """
         bound = bind_weights(self.plan, params, self.device)
         self._bound = bound
+        self._symbols_by_call = {}
         self._call_slots = tuple(k for k in range(len(self.plan.inputs))
                                  if k not in bound and k not in self.plan.symbols)
         self.reset_graph()
@@ -444,16 +446,29 @@ class CompiledProgram(GraphReplay):
         return buffers
 
     def symbols_of(self, args: Sequence[Any]) -> dict[str, int]:
-        """The symbols' values for a call's ``args`` (read from their shapes, remembered per
-        shape by :meth:`SymbolicHost.bind`); raises :class:`ExecutorError` naming the
-        argument and the bound."""
+        """The symbols' values for a call's ``args`` (read from their shapes); raises
+        :class:`ExecutorError` naming the argument and the bound.
+
+        Remembered per :func:`~llmopt.codegen.symbolic.binding_key` of the call's own
+        arguments (the weights bound by name do not change between calls), so that a length
+        seen before costs a dictionary lookup: at one token the host's time per call is
+        part of the layer's."""
+        from llmopt.codegen.symbolic import BINDINGS_REMEMBERED, binding_key
+
         assert self.symbolic is not None
+        key = binding_key(args)
+        known = self._symbols_by_call.get(key) if key is not None else None
+        if known is not None and len(args) == len(self._call_slots):
+            return dict(known)
         if len(args) != len(self._call_slots):
             raise ExecutorError(f"@{self.plan.name} takes {len(self._call_slots)} arguments, "
                                 f"got {len(args)}")
         given = dict(zip(self._call_slots, args, strict=True))
-        return self.symbolic.bind([given.get(k) for k in range(len(self.plan.inputs))
-                                   if k not in self.plan.symbols])
+        symbols = self.symbolic.bind([given.get(k) for k in range(len(self.plan.inputs))
+                                      if k not in self.plan.symbols])
+        if key is not None and len(self._symbols_by_call) < BINDINGS_REMEMBERED:
+            self._symbols_by_call[key] = dict(symbols)
+        return symbols
 
     def _layout_of(self, env: list[Any]) -> Any:
         assert self.symbolic is not None

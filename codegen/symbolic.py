@@ -121,7 +121,8 @@ def binding_key(inputs: Sequence[object]) -> tuple[object, ...] | None:
         if value is None or (type(value) is int):
             key.append(value)
         elif shape is not None and len(shape) > 0:
-            key.append(tuple(int(e) for e in shape))
+            # a tuple already (torch.Size and NumPy's shapes are tuples of ints) is its own key
+            key.append(shape if isinstance(shape, tuple) else tuple(int(e) for e in shape))
         else:
             return None
     return tuple(key)

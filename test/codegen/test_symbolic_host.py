@@ -100,6 +100,9 @@ def test_binding_key_reads_shapes_ints_and_nothing_else() -> None:
     assert binding_key([x, np.int64(7)]) is None  # a NumPy scalar's value is not its shape
     assert binding_key([np.array(7)]) is None  # a 0-d array
     assert binding_key([True]) is None  # a bool is not a length
+    torch = pytest.importorskip("torch")
+    key = binding_key([torch.empty(3, 64), 7])
+    assert key == ((3, 64), 7) and hash(key) == hash(((3, 64), 7))  # torch.Size is its key
 
 
 def test_grid_above_its_maximum_is_an_error() -> None:

@@ -79,7 +79,13 @@ def test_symbolic_layer_at_every_length(which: str, cuda_graph: bool) -> None:
 def test_symbolic_layer_length_above_the_maximum() -> None:
     from llmopt.codegen.executor import ExecutorError
 
-    model, _, program = compiled("tiny")
+    model, _, program = compiled("tiny", cuda_graph=True)
+    good, _ = reference(model, 5)
+    program(*(t.cuda() for t in good))  # a length remembered by the call's cache
     inputs, _ = reference(model, MAX + 1)
-    with pytest.raises(ExecutorError, match=rf"dim 1 is {MAX + 1}, outside \[1, {MAX}\]"):
-        program(*(t.cuda() for t in inputs))
+    for _ in range(2):  # a failed call is not remembered
+        with pytest.raises(ExecutorError, match=rf"dim 1 is {MAX + 1}, outside \[1, {MAX}\]"):
+            program(*(t.cuda() for t in inputs))
+    x, cos, sin = good
+    with pytest.raises(ExecutorError, match="dim 1 must be 5"):  # cos shorter than x
+        program(x.cuda(), cos[:, :4].cuda(), sin[:, :4].cuda())
