@@ -527,6 +527,25 @@ class BarrierOp(IRDLOperation):
 
 
 @irdl_op_definition
+class OpaqueOp(IRDLOperation):
+    """``%r = kernel.opaque %v : index``: ``%v``, passed through an instruction the CUDA
+    compiler cannot see into (``asm("mov.b64 %0, %1;" : "=l"(r) : "l"(v))``), so that it
+    does not specialise the code using ``%r`` for a value it knows. ``version-row-groups``
+    gives its K loops' trip counts this way: with a constant trip count, ptxas duplicated
+    the first iteration of some copies of a fully unrolled K step, and a block then fetches
+    twice the loop's code cold."""
+
+    name = "kernel.opaque"
+    value = operand_def(IndexType)
+    result = result_def(IndexType)
+    traits = traits_def(Pure())
+    assembly_format = "$value attr-dict `:` type($value)"
+
+    def __init__(self, value: SSAValue) -> None:
+        super().__init__(operands=[value], result_types=[IndexType()])
+
+
+@irdl_op_definition
 class ShuffleXorOp(IRDLOperation):
     """``%r = kernel.shuffle_xor %v, 16 : f32``: the value held by lane ``lane ^ 16``."""
 
@@ -833,14 +852,15 @@ class LaunchDependentsOp(_GridDependencyOp):
 Kernel = Dialect(
     "kernel",
     [FuncOp, ReturnOp, LaunchOp, ThreadIdOp, BlockIdOp, BlockDimOp, GridDimOp, LoadOp, StoreOp,
-     SharedOp, LocalOp, BarrierOp, ShuffleXorOp, CopyOp, AsyncCopyOp, AsyncCommitOp,
+     SharedOp, LocalOp, BarrierOp, OpaqueOp, ShuffleXorOp, CopyOp, AsyncCopyOp, AsyncCommitOp,
      AsyncWaitOp, WaitPriorGridsOp, LaunchDependentsOp],
     [],
 )
 
 __all__ = [
     "Kernel", "FuncOp", "ReturnOp", "LaunchOp", "ThreadIdOp", "BlockIdOp", "BlockDimOp",
-    "GridDimOp", "LoadOp", "StoreOp", "SharedOp", "LocalOp", "BarrierOp", "ShuffleXorOp",
+    "GridDimOp", "LoadOp", "StoreOp", "SharedOp", "LocalOp", "BarrierOp", "OpaqueOp",
+    "ShuffleXorOp",
     "AsyncCopyOp", "AsyncCommitOp", "AsyncWaitOp", "AsyncWaitBase", "WaitPriorGridsOp",
     "LaunchDependentsOp", "PROGRAMMATIC", "DIMS",
     "COPY_BYTES", "CopyBase", "CopyOp", "check_copy", "check_pending", "parse_copy_suffix",

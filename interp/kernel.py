@@ -442,6 +442,12 @@ def _barrier(ev: SimtEvaluator, op: Operation) -> None:
         kev.races.barrier(blocks)
 
 
+@simt_impl("kernel.opaque")
+def _opaque(ev: SimtEvaluator, op: Operation) -> None:
+    """Its operand: only the CUDA compiler cannot see it."""
+    ev.env[op.results[0]] = ev.env[op.operands[0]]
+
+
 @simt_impl("kernel.shuffle_xor")
 def _shuffle_xor(ev: SimtEvaluator, op: Operation) -> None:
     """The value of lane ``lane ^ offset``; every lane read must exist and be active."""

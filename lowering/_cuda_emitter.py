@@ -190,6 +190,9 @@ class KernelEmitter(ExprBuilder):
         elif isinstance(op, mma.ToTf32Op):
             if self.kind.get(op.result) is Kind.NAMED:
                 self._emit_to_tf32(op)
+        elif isinstance(op, kernel.OpaqueOp):
+            if self.kind.get(op.result) is Kind.NAMED:
+                self._emit_opaque(op)
         elif len(op.results) == 1 and not op.regions:
             value = op.results[0]
             if self.kind.get(value) is Kind.NAMED:
@@ -247,6 +250,22 @@ class KernelEmitter(ExprBuilder):
                             volatile=True))
         for value, name in zip(op.fragments, names, strict=True):
             self._bind(value, name, UI32)
+
+    def _emit_opaque(self, op: kernel.OpaqueOp) -> None:
+        """``long long r; asm("mov.b64 %0, %1;" : "=l"(r) : "l"(v));``: ``v`` where the
+        compiler cannot see it."""
+        name = self.names.fresh(op.result.name_hint, "opaque")
+        typ = scalar_type(op.result.type, op)  # index: long long, or int (``index_bitwidth``)
+        wide = bit_width(typ) == 64
+        # the operand as a local of the register's type (a literal would be an ``int``)
+        given = self.names.fresh(None, "opaque_in")
+        self.add(cuda.DeclOp(given, typ, self.expr(op.value), qualifiers=["const"]))
+        self.add(cuda.DeclOp(name, typ))
+        value = self.add(cuda.VarOp(given, typ)).results[0]
+        out = self.add(cuda.VarOp(name, typ)).results[0]
+        self.add(cuda.AsmOp("mov.b64 %0, %1;" if wide else "mov.b32 %0, %1;", [out],
+                            [value], ["=l", "l"] if wide else ["=r", "r"]))
+        self._bind(op.result, name, typ)
 
     def _emit_to_tf32(self, op: mma.ToTf32Op) -> None:
         """``unsigned int b; asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(b) : "f"(x));`` and

@@ -56,7 +56,7 @@ def classify(block: Block, kind: dict[SSAValue, Kind]) -> None:
             kind[value] = Kind.LITERAL
         elif isinstance(op, kernel.SharedOp | kernel.LocalOp | scf.ForOp | scf.IfOp):
             kind[value] = Kind.NAMED  # bound to its variable when emitted
-        elif isinstance(op, kernel.ShuffleXorOp | mma.ToTf32Op):
+        elif isinstance(op, kernel.ShuffleXorOp | kernel.OpaqueOp | mma.ToTf32Op):
             # A warp-collective call stays where it is (never moved into a branch); an
             # inline-asm result is a variable the asm statement writes.
             kind[value] = Kind.NAMED if value.uses else Kind.DEAD

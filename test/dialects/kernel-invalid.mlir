@@ -10,6 +10,15 @@ kernel.func @k(%a: memref<4xf32>) block [32, 1, 1] {
 // -----
 
 kernel.func @k(%a: memref<4xf32>) block [32, 1, 1] {
+  %v = arith.constant 1.0 : f32
+  %w = kernel.opaque %v : f32
+  kernel.return
+}
+// CHECK: f32 should be of base attribute index
+
+// -----
+
+kernel.func @k(%a: memref<4xf32>) block [32, 1, 1] {
   kernel.return
 }
 func.func @f(%x: memref<8xf32>) {

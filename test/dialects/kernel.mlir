@@ -11,7 +11,8 @@ kernel.func @k(%a: memref<8x256xf32>, %o: memref<8x256xf32>) block [256, 1, 1] {
   %c0 = arith.constant 0 : index
   %c8 = arith.constant 8 : index
   %c1 = arith.constant 1 : index
-  scf.for %i = %c0 to %c8 step %c1 {
+  %n = kernel.opaque %c8 : index
+  scf.for %i = %c0 to %n step %c1 {
     kernel.store %w, %o[%b, %t] : memref<8x256xf32>
   }
   kernel.return
@@ -29,6 +30,8 @@ func.func @f(%x: memref<8x256xf32>) -> memref<8x256xf32> {
 // CHECK-NEXT: kernel.load %{{.*}}[%{{.*}}, %{{.*}}] : memref<8x256xf32>
 // CHECK-NEXT: kernel.shuffle_xor %{{.*}}, 16 : f32
 // CHECK-NEXT: kernel.barrier
+// CHECK: %[[N:.*]] = kernel.opaque %{{.*}} : index
+// CHECK-NEXT: scf.for %{{.*}} = %{{.*}} to %[[N]] step %{{.*}} {
 // CHECK: kernel.store
 // CHECK: kernel.return
 // CHECK: kernel.launch @k grid [8, 1, 1] block [256, 1, 1] smem 0 (%{{.*}}, %{{.*}}) : memref<8x256xf32>, memref<8x256xf32>

@@ -1,5 +1,6 @@
 // RUN: llm-opt %s -p version-row-groups | filecheck %s
 // RUN: llm-opt %s -p version-row-groups --check-numerics --check-numerics-at 1,2,3,4 2>&1 >/dev/null | filecheck %s --check-prefix=NUM
+// RUN: llm-opt %s -p version-row-groups,kernel-to-cuda -t cuda | filecheck %s --check-prefix=CUDA
 // A register tile of four rows over a runtime length %n, as register-tile and
 // vector-fragments write it: thread %t holds rows 2·mi + t and both columns, the K loop
 // (llmopt.role = "k_loop", with a pipeline slot as its result) around the multiply-adds,
@@ -66,13 +67,15 @@ kernel.func @tile(%a: memref<?x8xf32>, %b: memref<2x8xf32>, %out: memref<?x2xf32
 // CHECK:       %{{.*}} = arith.cmpi eq, %live, %{{.*}} : index
 // CHECK-NEXT:  %slot = scf.if %{{.*}} -> (index) {
 // CHECK-NEXT:    [[TWO:%.*]] = arith.constant 2 : index
-// CHECK-NEXT:    %{{.*}} = scf.for %k0 = %c0 to %c2 step %c1 iter_args(%prev = %c0) -> (index) {
+// CHECK-NEXT:    [[TRIPS:%.*]] = kernel.opaque %c2 : index
+// CHECK-NEXT:    %{{.*}} = scf.for %k0 = %c0 to [[TRIPS]] step %c1 iter_args(%prev = %c0) -> (index) {
 // CHECK-NEXT:      scf.for %kv = %c0 to %c4 step %c1 {
 // CHECK-NEXT:        scf.for %mi = %c0 to [[TWO]] step %c1 {
 // CHECK:         } {llmopt.role = "k_loop", llmopt.row_groups = 2 : index}
 // CHECK:       } else {
 // CHECK-NEXT:    [[ONE:%.*]] = arith.constant 1 : index
-// CHECK-NEXT:    %{{.*}} = scf.for %k0_1 = %c0 to %c2 step %c1 iter_args(%prev_1 = %c0) -> (index) {
+// CHECK-NEXT:    [[TRIPS1:%.*]] = kernel.opaque %c2 : index
+// CHECK-NEXT:    %{{.*}} = scf.for %k0_1 = %c0 to [[TRIPS1]] step %c1 iter_args(%prev_1 = %c0) -> (index) {
 // CHECK-NEXT:      scf.for %kv_1 = %c0 to %c4 step %c1 {
 // CHECK-NEXT:        scf.for %mi_1 = %c0 to [[ONE]] step %c1 {
 // CHECK:         } {llmopt.role = "k_loop", llmopt.row_groups = 1 : index}
@@ -194,3 +197,10 @@ func.func @run(%a: memref<?x8xf32> {llmopt.input = "a", llmopt.dynamic = ["n"]},
 }
 
 // NUM: version-row-groups {{.*}} ok
+
+// Each copy's trip count is a register the CUDA compiler cannot see into.
+// CUDA-LABEL: __launch_bounds__(2) tile(
+// CUDA:       const long long opaque_in = 2;
+// CUDA-NEXT:  long long opaque;
+// CUDA-NEXT:  asm("mov.b64 %0, %1;" : "=l"(opaque) : "l"(opaque_in));
+// CUDA:       for (long long k0 = 0; k0 < opaque; k0 += 1) {
