@@ -34,10 +34,10 @@ The results of the K loop (its pipeline slots) become the chain's. A group past 
 holds no row that the epilogue stores (index arithmetic does not wrap, so a term at 0 is at
 its least), so its sums are not needed; every other accumulator takes its K steps in the same
 order, and the results are bit-identical. ``%live`` is the same for the block's threads: a
-block runs one copy, without a branch inside it. Each copy's trip count passes through
-``kernel.opaque``: with it a constant, ptxas duplicated the first iteration of the copies in
-the middle of the chain, and a block fetched twice the loop's code, cold, as a static tile
-does not.
+block runs one copy, without a branch inside it. The trip count of every copy but the
+whole tile's passes through ``kernel.opaque``: with it a constant, ptxas duplicated the
+first iteration of the copies in the middle of the chain, and a block then fetched twice the
+loop's code, cold, which a static tile does not.
 
 **Why** a length bucket's tile is scheduled for the bucket's bound: a prompt of 17 tokens in
 the 32-row bucket computes 15 rows of padding per block. A static program of 17 rows does
@@ -248,10 +248,12 @@ def _copy_for(k_loop: scf.ForOp, nest: _Nest, groups: int) -> tuple[Block, scf.F
     mid = nested_ops(copy)[index]
     assert isinstance(mid, scf.ForOp)
     bound = arith.ConstantOp(IntegerAttr(groups, IndexType()))
-    trips = kernel.OpaqueOp(copy.ub)
-    block.insert_ops_before([bound, trips], copy)
+    block.insert_op_before(bound, copy)
     mid.operands[1] = bound.result
-    copy.operands[1] = trips.result
+    if groups < nest.groups:  # the whole tile's copy stays the loop it was
+        trips = kernel.OpaqueOp(copy.ub)
+        block.insert_op_before(trips, copy)
+        copy.operands[1] = trips.result
     block.add_op(scf.YieldOp(*copy.results))
     return block, copy
 

@@ -87,5 +87,6 @@ def test_symbolic_layer_length_above_the_maximum() -> None:
         with pytest.raises(ExecutorError, match=rf"dim 1 is {MAX + 1}, outside \[1, {MAX}\]"):
             program(*(t.cuda() for t in inputs))
     x, cos, sin = good
-    with pytest.raises(ExecutorError, match="dim 1 must be 5"):  # cos shorter than x
+    mismatch = "'cos' dim 1 is 4, but input 'hidden_states' dim 1 binds symbol 'seq' to 5"
+    with pytest.raises(ExecutorError, match=mismatch):  # cos shorter than x
         program(x.cuda(), cos[:, :4].cuda(), sin[:, :4].cuda())
