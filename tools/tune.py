@@ -390,7 +390,7 @@ def written_arguments(fn: func.FuncOp) -> list[int]:
     written: set[int] = set()
     for kern in fn.walk():
         if isinstance(kern, tile.KernelOp | loop.KernelOp):
-            bound = dict(zip(kern.body.block.args, kern.operands, strict=True))
+            bound = dict(zip(kern.body.block.args, kern.buffers, strict=True))  # not the grid
             written |= {args.index(bound[op.buffer]) for op in kern.walk()
                         if isinstance(op, loop.StoreOp) and bound.get(op.buffer) in args}
     return sorted(written)

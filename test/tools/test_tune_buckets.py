@@ -61,6 +61,9 @@ def test_the_one_kernel_module_declares_the_length_and_computes_the_grid() -> No
     assert len(types) == len(fn.body.block.args) - 1
     assert symbols[0].index not in slots
     assert sorted(t.get_shape() for t in types) == [(8, 64), (8, 256), (64, 256)], types
+    # the output is the one argument written (the kernel's grid operand is no buffer)
+    (written,) = tune.written_arguments(fn)
+    assert types[slots.index(written)].get_shape() == (8, 64)
 
 
 @pytest.mark.parametrize("bound", [8, 64])
