@@ -24,7 +24,10 @@ for 4 words of padding, ``llmopt.pad``, so rows stay 16-byte aligned) and knob `
 32, or the largest power of two dividing K below that, halved until the tiles, rows padded,
 fit a block's shared-memory budget (half of what a block may use: 113 KiB on sm_90) — twice
 over for tiles ``async-copy`` will fill ahead, so it can keep at least two chunks in
-flight).
+flight). Option ``chunk_unroll`` (0, the default: the chunk loop is unrolled whole, as
+every loop of the K step inside it; ``n``: ``#pragma unroll n``) bounds the K loop's code: a
+block of a one-wave kernel fetches the loop's code cold once, and a whole 32-long chunk of a
+large register tile is tens of kilobytes of it.
 
 **Why** in a ``bm × bn`` block tile every operand element is read by ``bn`` (or ``bm``)
 threads; staged, it is read from global memory once per block and then from shared memory,
@@ -55,6 +58,7 @@ from xdsl.pattern_rewriter import (
     op_type_rewrite_pattern,
 )
 from xdsl.rewriter import InsertPoint
+from xdsl.utils.exceptions import PassFailedException
 
 from llmopt.dialects import loop, tile
 from llmopt.passes._rewrite import KeepLocation
@@ -251,6 +255,7 @@ class StageKLoop(RewritePattern):
     bk: int
     kmajor: int
     arch: str
+    chunk_unroll: int = 0
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: scf.ForOp, rewriter: PatternRewriter) -> None:
@@ -330,7 +335,7 @@ class StageKLoop(RewritePattern):
         inner.detach()
         chunk.add_ops([inner, scf.YieldOp()])
         chunk_loop = scf.ForOp(c0.result, cbk.result, c1.result, [], Region(chunk))
-        chunk_loop.attributes["unroll"] = IntegerAttr(0, i64)
+        chunk_loop.attributes["unroll"] = IntegerAttr(self.chunk_unroll, i64)
         outer.add_ops([chunk_loop, scf.YieldOp()])
         new = scf.ForOp(c0.result, chunks.result, c1.result, [], Region(outer))
         new.attributes |= op.attributes
@@ -345,7 +350,7 @@ class StageInputs(ModulePass):
     Options: ``bk`` (K elements per chunk; 0 = the kernel's ``llmopt.schedule`` or the
     heuristic), ``kmajor`` (1: tiles K-major, 2: not; 0 = the schedule's or the default),
     ``arch`` (whose shared-memory limit the tiles
-    must fit).
+    must fit), ``chunk_unroll`` (the chunk loop's unroll factor; 0: whole).
     """
 
     name = "stage-inputs"
@@ -353,7 +358,12 @@ class StageInputs(ModulePass):
     bk: int = 0
     kmajor: int = 0
     arch: str = "sm_90"
+    chunk_unroll: int = 0
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        PatternRewriteWalker(KeepLocation(StageKLoop(self.bk, self.kmajor, self.arch)),
+        if self.chunk_unroll < 0:
+            raise PassFailedException(f"stage-inputs: chunk_unroll must be at least 0, got "
+                                      f"{self.chunk_unroll}")
+        pattern = StageKLoop(self.bk, self.kmajor, self.arch, self.chunk_unroll)
+        PatternRewriteWalker(KeepLocation(pattern),
                              apply_recursively=False).rewrite_module(op)

@@ -4,6 +4,8 @@
 // RUN: llm-opt %s --split-input-file -p stage-inputs | filecheck %s --check-prefix=ROWS
 // RUN: llm-opt %s --split-input-file -p stage-inputs,tile-to-kernel,canonicalize,cse,kernel-to-cuda --check-numerics 2>&1 >/dev/null | filecheck %s --check-prefix=NUM
 // RUN: llm-opt %s --split-input-file -p 'stage-inputs{bk=16 kmajor=2},tile-to-kernel,canonicalize,cse,kernel-to-cuda' --check-numerics 2>&1 >/dev/null | filecheck %s --check-prefix=NUM
+// RUN: llm-opt %s --split-input-file -p 'stage-inputs{chunk_unroll=2},tile-to-kernel,canonicalize,cse,kernel-to-cuda' -t cuda | filecheck %s --check-prefix=UNROLL2
+// RUN: not llm-opt %s --split-input-file -p 'stage-inputs{chunk_unroll=-1}' 2>&1 | filecheck %s --check-prefix=BAD
 // The K loop of a register-tiled product walks K in chunks of bk: per chunk, each global
 // operand's box is copied into a shared tile by a forall over the block's threads (with the
 // global buffer's innermost dimension fastest), then an unrolled loop over the chunk reads
@@ -445,3 +447,8 @@ builtin.module {
 // NUM:      // numerics: tolerance
 // NUM-NEXT: stage-inputs {{.*}} ok
 // NUM-NEXT: tile-to-kernel {{.*}} ok
+
+// chunk_unroll=2: the chunk loop is unrolled twice, not whole (the K loop's code stays small).
+// UNROLL2:      #pragma unroll 2
+// UNROLL2-NEXT: for (long long kk = 0; kk < 32; kk += 1) {
+// BAD: stage-inputs: chunk_unroll must be at least 0, got -1
