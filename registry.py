@@ -66,6 +66,7 @@ for _name, _module, _attr in [
     ("kernel", "llmopt.dialects.kernel", "Kernel"),
     ("cuda", "llmopt.dialects.cuda", "Cuda"),
     ("mma", "llmopt.dialects.mma", "Mma"),
+    ("wgmma", "llmopt.dialects.wgmma", "Wgmma"),
 ]:
     DIALECTS[_name] = _lazy(_module, _attr)  # type: ignore[assignment]
 

@@ -108,6 +108,9 @@ LDMATRIX_MIN_SM = 75
 GRID_DEPENDENCY_MIN_SM = 90
 """The first architecture with programmatic dependent launch (``griddepcontrol``, sm_90)."""
 
+WGMMA_ARCH = "sm_90a"
+"""The one architecture with warpgroup products (``wgmma``): sm_90's arch-specific target."""
+
 
 @dataclass(frozen=True)
 class Target:

@@ -1159,7 +1159,8 @@ class AsmOp(StatementOp):
     ``cuda.asm "cvt.rna.tf32.f32 %0, %1;" outs(%b : ui32) ins(%x : f32) ["=r", "f"]`` —
     ``asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(b) : "f"(x));``. ``outs`` are ``cuda.var``
     lvalues, ``ins`` expressions; ``constraints`` name one register class per output (with
-    ``=``) and then per input. Without ``volatile`` the instruction has no effect besides its
+    ``=``, or ``+`` for one the instruction reads too) and then per input. Without
+    ``volatile`` the instruction has no effect besides its
     outputs, so the compiler may schedule it like arithmetic; ``cuda.asm volatile`` (``asm
     volatile(…)``) is for one that reads memory (``ldmatrix``), which the compiler must
     neither drop nor merge with another. ``memory`` adds the ``"memory"`` clobber: no load or
@@ -1205,11 +1206,12 @@ class AsmOp(StatementOp):
                                   f"got {len(names)}")
         for k, name in enumerate(names):
             out = k < len(self.outs)
-            body = name[1:] if out and name.startswith("=") else name
-            if (out and not name.startswith("=")) or body not in ASM_CONSTRAINTS:
+            body = name[1:] if out and name.startswith(("=", "+")) else name
+            if (out and not name.startswith(("=", "+"))) or body not in ASM_CONSTRAINTS:
                 raise VerifyException(f"bad asm constraint {name!r} for an "
                                       f"{'output' if out else 'input'} (allowed: "
-                                      f"{'=' if out else ''}{'/'.join(ASM_CONSTRAINTS)})")
+                                      f"{'= or +' if out else ''}"
+                                      f"{'/'.join(ASM_CONSTRAINTS)})")
         for value in self.outs:
             if not isinstance(value.owner, VarOp):
                 raise VerifyException("asm outputs must be cuda.var lvalues, not "

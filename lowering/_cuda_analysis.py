@@ -15,13 +15,14 @@ from xdsl.dialects.builtin import MemRefType, ModuleOp
 from xdsl.ir import Operation, SSAValue
 from xdsl.utils.exceptions import PassFailedException
 
-from llmopt.dialects import kernel, mma
+from llmopt.dialects import kernel, mma, wgmma
 from llmopt.lowering.tile_to_kernel import enclosing_func
 from llmopt.target import (
     GRID_DEPENDENCY_MIN_SM,
     LDMATRIX_MIN_SM,
     MMA_SHAPES,
     TF32_MMA,
+    WGMMA_ARCH,
     for_arch,
 )
 
@@ -82,7 +83,7 @@ def check_tensor_cores(module: ModuleOp, arch: str) -> None:
     ``bf16``/``f16`` ``m16n8k16``: sm_80 or newer), ``mma.to_tf32`` like the TF32 product,
     ``ldmatrix`` sm_75 or newer; so do ``kernel.wait_prior_grids`` and
     ``kernel.launch_dependents`` (``griddepcontrol``, sm_90): an error naming the kernel
-    otherwise (NVRTC's own would name a PTX line)."""
+    otherwise (NVRTC's own would name a PTX line). ``wgmma`` ops need sm_90a itself."""
     target = for_arch(arch)
     for op in module.walk():
         if isinstance(op, mma.SyncOp):
@@ -94,6 +95,13 @@ def check_tensor_cores(module: ModuleOp, arch: str) -> None:
             needs = None if target.sm >= LDMATRIX_MIN_SM else LDMATRIX_MIN_SM
         elif isinstance(op, kernel.WaitPriorGridsOp | kernel.LaunchDependentsOp):
             needs = None if target.sm >= GRID_DEPENDENCY_MIN_SM else GRID_DEPENDENCY_MIN_SM
+        elif isinstance(op, wgmma.FenceOp | wgmma.MmaOp | wgmma.CommitOp | wgmma.WaitOp):
+            if arch != WGMMA_ARCH:  # sm_90a's own instructions, in no other architecture
+                func = enclosing_func(op)
+                name = func.sym_name.data if func is not None else "?"
+                raise PassFailedException(f"kernel-to-cuda: kernel '{name}' uses {op.name}, "
+                                          f"which only {WGMMA_ARCH} has; the target is {arch}")
+            continue
         else:
             continue
         if needs is not None:

@@ -21,11 +21,11 @@ from xdsl.dialects import scf
 from xdsl.dialects.builtin import Float32Type, IndexType, IntegerAttr, MemRefType
 from xdsl.ir import Attribute, Block, BlockArgument, Operation, Region, SSAValue
 
-from llmopt.dialects import cuda, kernel, mma
+from llmopt.dialects import cuda, kernel, mma, wgmma
 from llmopt.lowering._cuda_analysis import written_buffers
 from llmopt.lowering._cuda_expr import ExprBuilder
 from llmopt.lowering._cuda_names import Names
-from llmopt.lowering._cuda_shared import SHARED_ALIGN, SharedLayout
+from llmopt.lowering._cuda_shared import SHARED_ALIGN, SWIZZLE_ALIGN, SharedLayout
 from llmopt.lowering._cuda_types import F32, I32, INDEX, UI8, UI32, UI64, bit_width, scalar_type
 from llmopt.lowering._cuda_values import Kind, classify
 from llmopt.passes._rewrite import fail
@@ -106,8 +106,9 @@ class KernelEmitter(ExprBuilder):
         dynamic = self.layout is not None and self.layout.dynamic
         if dynamic:
             self.pool = self.names.fresh(None, "smem")
+            assert self.layout is not None
             self.add(cuda.DeclOp(self.pool, UI8, qualifiers=["extern", "__shared__"],
-                                 extent=0, align=SHARED_ALIGN))
+                                 extent=0, align=self.layout.align))
         self._emit_block(body, [])
         block = func.block_shape
         return cuda.KernelOp(func.sym_name.data, params, Region(self.block),
@@ -190,6 +191,18 @@ class KernelEmitter(ExprBuilder):
         elif isinstance(op, mma.ToTf32Op):
             if self.kind.get(op.result) is Kind.NAMED:
                 self._emit_to_tf32(op)
+        elif isinstance(op, wgmma.FenceOp):
+            self.add(cuda.AsmOp("fence.proxy.async.shared::cta;", [], [], [], volatile=True,
+                                memory=True))
+            self.add(cuda.AsmOp("wgmma.fence.sync.aligned;", [], [], [], volatile=True,
+                                memory=True))
+        elif isinstance(op, wgmma.CommitOp):
+            self.add(cuda.AsmOp("wgmma.commit_group.sync.aligned;", [], [], [],
+                                volatile=True, memory=True))
+        elif isinstance(op, wgmma.MmaOp):
+            self._emit_wgmma(op)
+        elif isinstance(op, wgmma.WaitOp):
+            self._emit_wgmma_wait(op)
         elif isinstance(op, kernel.OpaqueOp):
             if self.kind.get(op.result) is Kind.NAMED:
                 self._emit_opaque(op)
@@ -250,6 +263,59 @@ class KernelEmitter(ExprBuilder):
                             volatile=True))
         for value, name in zip(op.fragments, names, strict=True):
             self._bind(value, name, UI32)
+
+    def _accumulators(self, values: Sequence[SSAValue], results: Sequence[SSAValue],
+                      prefix: str) -> list[str]:
+        """``float r = <value>;`` per pair, the results bound to the locals (which an
+        ``asm`` then reads and writes); their names."""
+        names = []
+        for k, (value, result) in enumerate(zip(values, results, strict=True)):
+            name = self.names.fresh(result.name_hint, f"{prefix}{k}")
+            self.add(cuda.DeclOp(name, F32, self.expr_as(value, F32)))
+            self._bind(result, name, F32, mutable=True)
+            names.append(name)
+        return names
+
+    def _descriptor(self, buffer: SSAValue, indices: Sequence[SSAValue],
+                    op: Operation) -> str:
+        """A local holding the 64-bit shared-memory descriptor of the swizzled tile from
+        ``buffer[indices]``: its address over 16 in bits 0-13, the distance between groups
+        of 8 rows (1024 bytes) over 16 in bits 32-45, 128-byte swizzle (1) in bits 62-63."""
+        address = self.unary("&", self.element(buffer, indices, op))
+        shared = self.call("__cvta_generic_to_shared", [address], UI64)
+        start = self.binary("&", self.binary(">>", shared, self.integer(4, UI64)),
+                            self.integer(0x3FFF, UI64))
+        fields = (1 << 16) | ((SWIZZLE_ALIGN >> 4) << 32) | (1 << 62)
+        name = self.names.fresh(None, "desc")
+        self.add(cuda.DeclOp(name, UI64, self.binary("|", start, self.integer(fields, UI64)),
+                             qualifiers=["const"]))
+        return name
+
+    def _emit_wgmma(self, op: wgmma.MmaOp) -> None:
+        """``asm volatile("{ .reg .pred p; setp.ne.b32 p, %<n+2>, 0; wgmma.mma_async…
+        {%0, …}, %<n>, %<n+1>, p, 1, 1, 0, 0; }" : "+f"(d0), … : "l"(desc_a), "l"(desc_b),
+        "r"(1));``: the accumulators are read and written in place."""
+        descs = [self._descriptor(op.a, op.a_indices, op),
+                 self._descriptor(op.b, op.b_indices, op)]
+        names = self._accumulators(op.c, op.d, "wg")
+        outs = [self.add(cuda.VarOp(name, F32)).results[0] for name in names]
+        ins = [self.add(cuda.VarOp(name, UI64)).results[0] for name in descs]
+        count = len(outs)
+        registers = ", ".join(f"%{k}" for k in range(count))
+        template = (f"{{ .reg .pred p; setp.ne.b32 p, %{count + 2}, 0; "
+                    f"wgmma.mma_async.sync.aligned.m{wgmma.M}n{op.n}k{wgmma.K}.f32."
+                    f"{op.kind}.{op.kind} {{{registers}}}, %{count}, %{count + 1}, p, 1, 1, "
+                    f"0, 0; }}")
+        self.add(cuda.AsmOp(template, outs, [*ins, self.integer(1, I32)],
+                            ["+f"] * count + ["l", "l", "r"], volatile=True, memory=True))
+
+    def _emit_wgmma_wait(self, op: wgmma.WaitOp) -> None:
+        """``asm volatile("wgmma.wait_group.sync.aligned N;" : "+f"(e0), … :: "memory");``:
+        the accumulators are operands of the wait, so no read of them moves above it."""
+        names = self._accumulators(op.values, op.results_, "wgd")
+        outs = [self.add(cuda.VarOp(name, F32)).results[0] for name in names]
+        self.add(cuda.AsmOp(f"wgmma.wait_group.sync.aligned {op.pending.value.data};", outs,
+                            [], ["+f"] * len(outs), volatile=True, memory=True))
 
     def _emit_opaque(self, op: kernel.OpaqueOp) -> None:
         """``long long r; asm("mov.b64 %0, %1;" : "=l"(r) : "l"(v));``: ``v`` where the

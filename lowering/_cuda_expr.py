@@ -33,6 +33,8 @@ from xdsl.utils.exceptions import PassFailedException
 
 from llmopt.dialects import cuda
 from llmopt.dialects._symbols import has_dynamic
+from llmopt.dialects._syntax import constant_index
+from llmopt.dialects.wgmma import CHUNK_BYTES, SWIZZLE_ROWS, swizzle
 from llmopt.lowering._cuda_names import MATH_FUNCTIONS
 from llmopt.lowering._cuda_ops import HANDLERS
 from llmopt.lowering._cuda_types import F32, I1, INDEX, bit_width
@@ -168,6 +170,11 @@ class ExprBuilder:
             what = owner.name if isinstance(owner, Operation) else "a block argument"
             raise fail(op, f"buffer defined by {what} is not a kernel parameter or a "
                            "kernel.shared or kernel.local buffer")
+        if swizzle(buffer) is not None:
+            if len(indices) < 2 or offset != 0:
+                raise fail(op, f"a swizzled buffer has rows and starts at its first "
+                               f"element, got {typ}")
+            return self._swizzled(buffer, typ, indices)
         base = self.add(cuda.VarOp(self.var[buffer], self.var_type[buffer])).results[0]
         constant = int(offset)
         total: SSAValue | None = None
@@ -191,6 +198,33 @@ class ExprBuilder:
             operator = "+" if constant > 0 else "-"
             total = self.binary(operator, total, self.integer(abs(constant), INDEX))
         return self.add(cuda.IndexOp(base, total)).results[0]
+
+    def _swizzled(self, buffer: SSAValue, typ: MemRefType,
+                  indices: Sequence[SSAValue]) -> SSAValue:
+        """``p[… + r·W + (c ^ ((r & 7)·C))]`` for element ``(…, r, c)`` of a swizzled
+        buffer (``llmopt.swizzle``: rows of ``W`` elements, 128 bytes, in groups of 8; ``C``
+        elements a 16-byte chunk): the chunk's place in the row xor the row's place in its
+        group."""
+        chunk = CHUNK_BYTES // ((bit_width(typ.element_type) + 7) // 8)
+        strides = typ.get_strides()
+        base = self.add(cuda.VarOp(self.var[buffer], self.var_type[buffer])).results[0]
+        known = [constant_index(v) for v in indices]
+        if all(k is not None for k in known):
+            *outer, r, c = (k for k in known if k is not None)
+            place = sum(k * st for k, st in zip([*outer, r], strides, strict=False))
+            place += c ^ (r % SWIZZLE_ROWS * chunk)
+            return self.add(cuda.IndexOp(base, self.integer(place, INDEX))).results[0]
+        total: SSAValue | None = None
+        for index, stride in zip(indices[:-1], strides, strict=False):
+            term = self.binary("*", self.cast(self.expr(index), INDEX),
+                               self.integer(stride, INDEX))
+            total = term if total is None else self.binary("+", total, term)
+        group = self.binary("&", self.cast(self.expr(indices[-2]), INDEX),  # the row again
+                            self.integer(SWIZZLE_ROWS - 1, INDEX))
+        shift = self.binary("*", group, self.integer(chunk, INDEX))
+        col = self.binary("^", self.cast(self.expr(indices[-1]), INDEX), shift)
+        place = col if total is None else self.binary("+", total, col)
+        return self.add(cuda.IndexOp(base, place)).results[0]
 
     def _symbolic_element(self, buffer: SSAValue, typ: MemRefType,
                           indices: Sequence[SSAValue], op: Operation) -> SSAValue:

@@ -106,7 +106,8 @@ from xdsl.pattern_rewriter import (
 )
 from xdsl.rewriter import InsertPoint
 
-from llmopt.dialects import kernel, loop, mma, tile
+from llmopt.dialects import kernel, loop, mma, tile, wgmma
+from llmopt.dialects.wgmma import SWIZZLE_ATTR
 from llmopt.lowering._symbols import unique_name
 from llmopt.passes._rewrite import KeepLocation, fail
 from llmopt.passes.kernel.dedup_kernels import DedupKernels
@@ -649,7 +650,8 @@ def buffer_effects(op: Operation) -> tuple[set[SSAValue], set[SSAValue]]:
     """The buffers that ``op`` and the ops nested in it read and write (register buffers
     are private to each thread and never shared, so they are left out).
 
-    A ``mma.ldmatrix`` reads its (shared) buffer like a load. A copy
+    A ``mma.ldmatrix`` reads its (shared) buffer like a load, a ``wgmma.mma`` both of its
+    tiles. A copy
     (``tile.copy``/``kernel.copy``) reads its source and writes its destination.
     An asynchronous copy (``tile.async_copy``/``kernel.async_copy``) reads its source like a
     load, but its write to the shared destination is *not* counted as an access of the step
@@ -667,6 +669,8 @@ def buffer_effects(op: Operation) -> tuple[set[SSAValue], set[SSAValue]]:
         elif isinstance(inner, loop.StoreOp | kernel.StoreOp):
             if not is_private(inner.buffer):
                 writes.add(inner.buffer)
+        elif isinstance(inner, wgmma.MmaOp):  # reads both shared tiles
+            reads.update((inner.a, inner.b))
         elif isinstance(inner, tile.CopyBase | kernel.CopyBase):
             if not is_private(inner.src):
                 reads.add(inner.src)
@@ -845,6 +849,8 @@ class LowerAlloc(RewritePattern):
         assert isinstance(typ, MemRefType)
         if op.space.data == "shared":
             new = kernel.SharedOp(typ)
+            if SWIZZLE_ATTR in op.attributes:  # a layout kernel-to-cuda keeps
+                new.attributes[SWIZZLE_ATTR] = op.attributes[SWIZZLE_ATTR]
             new.result.name_hint = op.result.name_hint
             hoist_to_func(fn, new, rewriter)
             rewriter.replace(op, [], [new.result])

@@ -83,7 +83,7 @@ def fits(operands: Sequence[Operand], kk: SSAValue) -> bool:
     return True
 
 
-class _Indices:
+class IndexEmitter:
     """Emits ``arith`` index arithmetic at the end of one block, a constant once each."""
 
     def __init__(self, block: Block, before: Operation | None) -> None:
@@ -136,7 +136,7 @@ class _Indices:
         return self.add(arith.CeilDivSIOp(lhs, rhs))
 
 
-def _row_indices(emit: _Indices, load: loop.LoadOp, subst: dict[SSAValue, AffineExpr],
+def substituted_indices(emit: IndexEmitter, load: loop.LoadOp, subst: dict[SSAValue, AffineExpr],
                  values: list[SSAValue]) -> list[SSAValue]:
     """The indices of ``load`` with each of its operands in ``subst`` replaced by that
     expression (over ``values``, to which the other operands are appended)."""
@@ -163,7 +163,7 @@ def rewrite(chunk: scf.ForOp, forall: tile.ForallOp, nest: list[loop.ForOp],
     kq = outer_chunk_loop(chunk, forall, extent // K_STEP, "kq", rewriter)
     fbody = forall.body.block
     terminator = fbody.last_op if isinstance(fbody.last_op, tile.YieldOp) else None
-    emit = _Indices(fbody, terminator)
+    emit = IndexEmitter(fbody, terminator)
     kk = chunk.body.block.args[0]
     rows, cols = nest[0].trip_count, nest[2].trip_count
     # dims: 0 = kq, 1 = g, 2 = t (the lane is 4·g + t)
@@ -178,7 +178,7 @@ def rewrite(chunk: scf.ForOp, forall: tile.ForallOp, nest: list[loop.ForOp],
             for i in range(rows):
                 subst = {kk: d_kq * K_STEP + (d_g // 4) * 8, ivs["i"]: c(i),
                          ivs["g"]: lane_row, ivs["rh"]: d_g // 2 % 2}
-                ld = mma.LdMatrixOp(load.buffer, _row_indices(emit, load, subst, base), 4)
+                ld = mma.LdMatrixOp(load.buffer, substituted_indices(emit, load, subst, base), 4)
                 emit.op(ld)
                 for q, value in enumerate(ld.fragments):
                     value.name_hint = f"fa{i}_{q}"
@@ -190,7 +190,7 @@ def rewrite(chunk: scf.ForOp, forall: tile.ForallOp, nest: list[loop.ForOp],
             both = j + 1 < cols
             subst = {kk: column, ivs["t"]: c(0), ivs["rl"]: lane_row,
                      ivs["j"]: c(j) + d_g // 4 if both else c(j)}
-            ld = mma.LdMatrixOp(load.buffer, _row_indices(emit, load, subst, base),
+            ld = mma.LdMatrixOp(load.buffer, substituted_indices(emit, load, subst, base),
                                 4 if both else 2)
             emit.op(ld)
             values = list(ld.fragments)

@@ -133,7 +133,7 @@ class MmaChunkLoop(RewritePattern):
         pre = ops[:-2]
         if any(use.operation not in pre for p in pre for r in p.results for use in r.uses):
             return  # the chunk's index arithmetic feeds something besides the loads
-        nest = _nest(forall)
+        nest = mma_nest(forall)
         if nest is None:
             return
         names = ("wi", "wj", "g", "t", "i", "rh", "j", "rl")
@@ -173,7 +173,7 @@ class MmaChunkLoop(RewritePattern):
                  split, rewriter)
 
 
-def _nest(forall: tile.ForallOp) -> list[loop.ForOp] | None:
+def mma_nest(forall: tile.ForallOp) -> list[loop.ForOp] | None:
     """The forall's perfect ``i, rh, j, rl`` nest (extents ``I, 2, J, 2``), else ``None``."""
     body = [o for o in forall.body.block.ops if not isinstance(o, tile.YieldOp)]
     nest: list[loop.ForOp] = []

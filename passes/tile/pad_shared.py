@@ -1,6 +1,9 @@
 """``pad-shared``: pad shared tiles whose rows would put a column in one memory bank.
 
-**Matches** every ``tile.alloc shared`` of rank ≥ 2 whose innermost extent is even.
+**Matches** every ``tile.alloc shared`` of rank ≥ 2 whose innermost extent is even, but a
+swizzled one (``llmopt.swizzle``, which ``wgmma-fragments`` lays out for the tensor core's
+descriptors: its 16-byte chunks are permuted per row instead, and a descriptor reads rows of
+exactly 128 bytes).
 
 **Produces** the same buffer with its innermost extent increased by ``pad`` (default 1; a
 tile that asks for more with an ``llmopt.pad`` attribute, e.g. 4 to keep K-major rows
@@ -45,6 +48,7 @@ from xdsl.pattern_rewriter import (
 from xdsl.utils.exceptions import PassFailedException
 
 from llmopt.dialects import loop, tile
+from llmopt.dialects.wgmma import SWIZZLE_ATTR
 
 
 @dataclass
@@ -58,7 +62,8 @@ class PadAlloc(RewritePattern):
         typ = op.result.type
         assert isinstance(typ, MemRefType)
         shape = list(typ.get_shape())
-        if op.space.data != "shared" or len(shape) < 2 or shape[-1] % 2:
+        if (op.space.data != "shared" or len(shape) < 2 or shape[-1] % 2
+                or SWIZZLE_ATTR in op.attributes):  # a swizzled tile has no bank conflicts
             return
         asked = op.attributes.get("llmopt.pad")
         pad = asked.value.data if isinstance(asked, IntegerAttr) else self.pad

@@ -1,0 +1,304 @@
+"""The ``wgmma`` dialect: warpgroup-level tensor-core products (sm_90a), at Tile and Kernel IR.
+
+A *warpgroup* is four consecutive warps of a block (threads ``128·w`` to ``128·w + 127``).
+Its 128 threads together multiply a ``64 × 16`` ``A`` by a ``16 × N`` ``B`` that both live in
+shared memory, adding the product to a ``64 × N`` ``f32`` accumulator held in registers —
+PTX ``wgmma.mma_async.sync.aligned.m64nNk16.f32.bf16.bf16`` (or ``.f16``). Unlike
+``mma.sync`` the operands are not loaded into registers first: the instruction reads the
+shared tiles itself, through 64-bit *descriptors* that ``kernel-to-cuda`` builds from the
+tiles' addresses. The product runs asynchronously; ``wgmma.commit`` closes a group of
+products and ``wgmma.wait`` waits for all but the newest ``pending`` groups.
+
+* ``wgmma.fence`` — before the first product that reads registers or shared memory the
+  threads wrote: ``fence.proxy.async.shared::cta`` (shared-memory writes become visible to
+  the tensor core's reads) and ``wgmma.fence.sync.aligned``.
+* ``%d… = wgmma.mma %a[%ar, %ak], %b[%bn, %bk] + (%c…) : memref<64x64xbf16>,
+  memref<128x64xbf16>`` — ``D = A·B + C`` with ``A[r][k] = a[ar + r][ak + k]`` (``r < 64``,
+  ``k < 16``) and ``B[k][n] = b[bn + n][bk + k]`` (``n < N``): both tiles keep ``K``
+  innermost, as ``x[m, k]`` and ``W[n, k]`` do. A buffer of more dimensions (the slots of a
+  pipelined tile, ``memref<3x64x64xbf16>``) takes an index for each: the leading ones pick
+  the tile, the last two are the row and ``k``. ``N`` is twice the number of accumulator
+  values a thread holds (8 to 256, a multiple of 8). Thread ``l`` of warp ``w`` of the
+  warpgroup (``g = l / 4``, ``t = l % 4``) holds, as its value ``i``, ``C[16·w + g + 8·((i
+  / 2) mod 2)][8·(i / 4) + 2·t + i mod 2]`` — the ``m16n8`` accumulator layout of
+  ``mma.sync``, one ``8``-column block after another. The indices are the same for every
+  thread of the warpgroup; in both tiles the row is a multiple of 8 and ``k`` of 16. The
+  results may only feed further ``wgmma.mma`` ops until a ``wgmma.wait`` covers them, and
+  the tiles may not be overwritten before then (neither is checked: the interpreters compute
+  a product when it is issued).
+* ``wgmma.commit`` — ``wgmma.commit_group.sync.aligned``.
+* ``%e… = wgmma.wait 0 (%d…)`` — ``wgmma.wait_group.sync.aligned 0``: the products of all
+  but the newest ``pending`` groups are complete, and ``%e…`` are their accumulators (with
+  ``pending`` above 0 they must belong to the completed groups). The
+  accumulators pass through the op so that no read of them moves above it: a product's
+  results are only defined once it is waited for.
+
+**Shared tiles** must be *swizzled*: a ``tile.alloc shared`` or ``kernel.shared`` marked
+``llmopt.swizzle = 128``, rows of exactly 128 bytes (64 16-bit values) as the innermost
+dimension, a multiple of 8 of them in the next. ``kernel-to-cuda`` places such a buffer at
+a 1024-byte boundary and stores element ``(r, c)`` of 16-byte chunk ``c / 8`` at chunk
+``(c / 8) xor (r mod 8)`` of its row, the layout the descriptors' 128-byte swizzle mode
+reads. Every other access to the
+buffer (the copies that fill it) goes through the same mapping, so its values, as the
+interpreters see them, are the logical ones.
+
+Every thread of a warpgroup executes these ops together, with the same indices.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from xdsl.dialects.builtin import (
+    Float32Type,
+    IndexType,
+    IntegerAttr,
+    MemRefType,
+    StringAttr,
+    f32,
+    i64,
+)
+from xdsl.ir import Attribute, Dialect, Operation, SSAValue
+from xdsl.irdl import (
+    AttrSizedOperandSegments,
+    IRDLOperation,
+    irdl_op_definition,
+    operand_def,
+    prop_def,
+    traits_def,
+    var_operand_def,
+    var_result_def,
+)
+from xdsl.parser import Parser
+from xdsl.printer import Printer
+from xdsl.traits import MemoryReadEffect, MemoryWriteEffect
+from xdsl.utils.exceptions import VerifyException
+
+from llmopt.dialects._syntax import constant_index
+from llmopt.dialects.mma import is_half
+
+WARPGROUP = 128
+"""Threads of a warpgroup."""
+M = 64
+"""Rows of a ``wgmma.mma``'s ``A`` and accumulator."""
+K = 16
+"""The ``K`` of one ``wgmma.mma`` of 16-bit values."""
+SWIZZLE_ATTR = "llmopt.swizzle"
+"""The attribute of a shared buffer laid out for the descriptors' swizzle mode (bytes)."""
+SWIZZLE_BYTES = 128
+"""The swizzle mode ``wgmma.mma`` reads: rows of 128 bytes, 16-byte chunks permuted over
+groups of 8 rows."""
+SWIZZLE_ROWS = 8
+"""Rows of one swizzle atom (1024 bytes)."""
+CHUNK_BYTES = 16
+"""Bytes of a chunk the swizzle permutes."""
+MAX_N = 256
+"""The largest ``N`` of one ``wgmma.mma``."""
+
+
+def swizzle(buffer: SSAValue) -> int | None:
+    """The swizzle (bytes) of a shared buffer, or ``None`` when it has none."""
+    owner = buffer.owner
+    if not isinstance(owner, Operation):
+        return None
+    attr = owner.attributes.get(SWIZZLE_ATTR)
+    return attr.value.data if isinstance(attr, IntegerAttr) else None
+
+
+def _is_shared(buffer: SSAValue) -> bool:
+    owner = buffer.owner
+    if not isinstance(owner, IRDLOperation):
+        return False
+    if owner.name == "kernel.shared":
+        return True
+    space = owner.properties.get("space")
+    return owner.name == "tile.alloc" and isinstance(space, StringAttr) and space.data == "shared"
+
+
+def check_swizzled_tile(buffer: SSAValue, role: str) -> None:
+    """Raise ``VerifyException`` unless ``buffer`` is a shared buffer a descriptor may read:
+    swizzled, 16-bit values, rows of 128 bytes, whole swizzle atoms."""
+    typ = buffer.type
+    assert isinstance(typ, MemRefType)
+    if not _is_shared(buffer):
+        raise VerifyException(f"wgmma.mma reads '{role}' from shared memory: its buffer must "
+                              f"be a 'tile.alloc shared' or a 'kernel.shared'")
+    if swizzle(buffer) != SWIZZLE_BYTES:
+        raise VerifyException(f"wgmma.mma: '{role}''s buffer must be marked "
+                              f"{SWIZZLE_ATTR} = {SWIZZLE_BYTES}")
+    if not is_half(typ.element_type):
+        raise VerifyException(f"wgmma.mma multiplies bf16 or f16, '{role}''s buffer holds "
+                              f"{typ.element_type}")
+    shape = typ.get_shape()
+    row = SWIZZLE_BYTES // 2
+    if (len(shape) < 2 or any(e < 0 for e in shape) or shape[-1] != row
+            or shape[-2] % SWIZZLE_ROWS):
+        raise VerifyException(f"wgmma.mma: '{role}''s buffer must be …xRx{row} (rows of "
+                              f"{SWIZZLE_BYTES} bytes, R a multiple of {SWIZZLE_ROWS}), got "
+                              f"{typ}")
+
+
+@irdl_op_definition
+class FenceOp(IRDLOperation):
+    """``wgmma.fence``: the threads' register and shared-memory writes are visible to the
+    products that follow."""
+
+    name = "wgmma.fence"
+    traits = traits_def(MemoryReadEffect(), MemoryWriteEffect())  # orders the memory ops
+    assembly_format = "attr-dict"
+
+
+@irdl_op_definition
+class CommitOp(IRDLOperation):
+    """``wgmma.commit``: the products issued since the last commit form a group."""
+
+    name = "wgmma.commit"
+    traits = traits_def(MemoryReadEffect(), MemoryWriteEffect())
+    assembly_format = "attr-dict"
+
+
+@irdl_op_definition
+class WaitOp(IRDLOperation):
+    """``wgmma.wait``: every group but the newest ``pending`` is complete; the accumulators
+    pass through."""
+
+    name = "wgmma.wait"
+    traits = traits_def(MemoryReadEffect(), MemoryWriteEffect())
+    pending = prop_def(IntegerAttr)
+    values = var_operand_def(Float32Type)
+    results_ = var_result_def(Float32Type)
+
+    def __init__(self, pending: int, values: Sequence[SSAValue]) -> None:
+        super().__init__(operands=[list(values)], result_types=[[f32] * len(values)],
+                         properties={"pending": IntegerAttr(pending, i64)})
+
+    def verify_(self) -> None:
+        if self.pending.value.data < 0:
+            raise VerifyException(f"wgmma.wait: pending must be at least 0, got "
+                                  f"{self.pending.value.data}")
+        if len(self.values) != len(self.results_):
+            raise VerifyException("wgmma.wait: one result per accumulator value")
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(f" {self.pending.value.data} (")
+        printer.print_list(self.values, printer.print_ssa_value)
+        printer.print_string(")")
+        printer.print_op_attributes(self.attributes)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> WaitOp:
+        pending = parser.parse_integer()
+        values = parser.parse_comma_separated_list(
+            Parser.Delimiter.PAREN, lambda: parser.parse_operand(f32))
+        op = cls(pending, values)
+        op.attributes |= parser.parse_optional_attr_dict()
+        return op
+
+
+@irdl_op_definition
+class MmaOp(IRDLOperation):
+    """``wgmma.mma``: ``D = A·B + C`` for a warpgroup, ``A`` and ``B`` read from swizzled
+    shared tiles (see the module docstring)."""
+
+    name = "wgmma.mma"
+    a = operand_def(MemRefType)
+    a_indices = var_operand_def(IndexType)
+    b = operand_def(MemRefType)
+    b_indices = var_operand_def(IndexType)
+    c = var_operand_def(Float32Type)
+    d = var_result_def(Float32Type)
+    irdl_options = (AttrSizedOperandSegments(as_property=True),)
+    traits = traits_def(MemoryReadEffect())
+
+    def __init__(self, a: SSAValue, a_indices: Sequence[SSAValue], b: SSAValue,
+                 b_indices: Sequence[SSAValue], c: Sequence[SSAValue]) -> None:
+        super().__init__(operands=[a, list(a_indices), b, list(b_indices), list(c)],
+                         result_types=[[f32] * len(c)])
+
+    @property
+    def n(self) -> int:
+        """The product's ``N``: twice the accumulator values of a thread."""
+        return 2 * len(self.c)
+
+    @property
+    def kind(self) -> str:
+        """``bf16`` or ``f16``."""
+        typ = self.a.type
+        assert isinstance(typ, MemRefType)
+        return "bf16" if typ.element_type.name == "bf16" else "f16"
+
+    def verify_(self) -> None:
+        check_swizzled_tile(self.a, "a")
+        check_swizzled_tile(self.b, "b")
+        a_type, b_type = self.a.type, self.b.type
+        assert isinstance(a_type, MemRefType) and isinstance(b_type, MemRefType)
+        if a_type.element_type != b_type.element_type:
+            raise VerifyException(f"wgmma.mma: 'a' holds {a_type.element_type}, 'b' "
+                                  f"{b_type.element_type}; they must match")
+        n = self.n
+        if not (8 <= n <= MAX_N and n % 8 == 0) or len(self.d) != len(self.c):
+            raise VerifyException(f"wgmma.mma: N = 2 x the accumulator values is 8 to "
+                                  f"{MAX_N}, a multiple of 8, with one result per value; got "
+                                  f"{len(self.c)} values and {len(self.d)} results")
+        for role, indices, typ in (("a", self.a_indices, a_type), ("b", self.b_indices, b_type)):
+            if len(indices) != typ.get_num_dims():
+                raise VerifyException(f"wgmma.mma: {len(indices)} indices for '{role}''s "
+                                      f"rank-{typ.get_num_dims()} buffer")
+        for role, indices, rows, span in (("a", self.a_indices, a_type.get_shape()[-2], M),
+                                          ("b", self.b_indices, b_type.get_shape()[-2], n)):
+            r0, k0 = constant_index(indices[-2]), constant_index(indices[-1])
+            if r0 is not None and (r0 % SWIZZLE_ROWS or r0 + span > rows):
+                raise VerifyException(f"wgmma.mma: '{role}''s first row {r0} must be a "
+                                      f"multiple of {SWIZZLE_ROWS} with {span} rows below "
+                                      f"its {rows}")
+            if k0 is not None and (k0 % K or k0 + K > SWIZZLE_BYTES // 2):
+                raise VerifyException(f"wgmma.mma: '{role}''s first k {k0} must be a "
+                                      f"multiple of {K} within the row")
+
+    def print(self, printer: Printer) -> None:
+        for k, (buffer, indices) in enumerate(((self.a, self.a_indices),
+                                               (self.b, self.b_indices))):
+            printer.print_string(" " if k == 0 else ", ")
+            printer.print_ssa_value(buffer)
+            printer.print_string("[")
+            printer.print_list(indices, printer.print_ssa_value)
+            printer.print_string("]")
+        printer.print_string(" + (")
+        printer.print_list(self.c, printer.print_ssa_value)
+        printer.print_string(")")
+        printer.print_op_attributes(self.attributes)
+        printer.print_string(" : ")
+        printer.print_attribute(self.a.type)
+        printer.print_string(", ")
+        printer.print_attribute(self.b.type)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> MmaOp:
+        tiles = []
+        for k in range(2):
+            if k:
+                parser.parse_punctuation(",")
+            buffer = parser.parse_unresolved_operand()
+            indices = parser.parse_comma_separated_list(
+                Parser.Delimiter.SQUARE, lambda: parser.parse_operand(IndexType()))
+            tiles.append((buffer, indices))
+        parser.parse_punctuation("+")
+        c = parser.parse_comma_separated_list(
+            Parser.Delimiter.PAREN, lambda: parser.parse_operand(f32))
+        attrs = parser.parse_optional_attr_dict()
+        parser.parse_punctuation(":")
+        types: list[Attribute] = [parser.parse_type()]
+        parser.parse_punctuation(",")
+        types.append(parser.parse_type())
+        (a, ai), (b, bi) = tiles
+        op = cls(parser.resolve_operand(a, types[0]), ai, parser.resolve_operand(b, types[1]),
+                 bi, c)
+        op.attributes |= attrs
+        return op
+
+
+Wgmma = Dialect("wgmma", [FenceOp, MmaOp, CommitOp, WaitOp], [])
+
+__all__ = ["CHUNK_BYTES", "K", "M", "MAX_N", "SWIZZLE_ATTR", "SWIZZLE_BYTES", "SWIZZLE_ROWS",
+           "WARPGROUP", "CommitOp", "FenceOp", "MmaOp", "WaitOp", "Wgmma",
+           "check_swizzled_tile", "swizzle"]

@@ -1,0 +1,143 @@
+"""Interpretation of the ``wgmma`` dialect (warpgroup tensor-core products) at Tile and Kernel IR.
+
+The ops are warpgroup-collective (:mod:`llmopt.dialects.wgmma` gives the layouts): the threads
+of a block, the frame's last axis, form warpgroups of 128 consecutive threads, a block whose
+size is not a multiple of 128 cannot run them, and a warpgroup runs each op with all of its
+threads or none; any other mask is a divergence error.
+
+``wgmma.fence`` and ``wgmma.commit`` do nothing here and ``wgmma.wait`` passes its
+accumulators through: a ``wgmma.mma`` completes when it is issued, so a result read, or a
+tile overwritten, before its wait is not detected. ``wgmma.mma`` takes its indices from the
+warpgroup's threads, which must agree, with row indices multiples of 8 and ``k`` indices of
+16, and reads the ``64 × 16`` box of ``a`` and the ``N × 16`` box of ``b`` the way a load of
+its level does (bounds-checked; at Kernel IR race-checked too, each element as read by two
+threads of the warpgroup, so that a write by any one thread since the last barrier is a
+race). The tiles' swizzle is a physical layout only: the reads see logical elements. The
+tensor core is modelled as in :mod:`llmopt.interp.mma`: products exact, their sum with ``C``
+rounded once to ``f32``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from xdsl.ir import Operation, SSAValue
+
+from llmopt.dialects.wgmma import SWIZZLE_ROWS, WARPGROUP, K, M, MmaOp
+from llmopt.interp._core import DivergenceError, InterpretError, error
+from llmopt.interp.kernel import KernelEvaluator, read
+from llmopt.interp.simt import SimtEvaluator, buffer_of, simt_impl
+
+_LANE = np.arange(WARPGROUP)
+_ROWS = _LANE // 32 * 16 + _LANE % 32 // 4
+"""The accumulator row of each thread of a warpgroup, before the ``+ 8`` of odd pairs."""
+_COLS = 2 * (_LANE % 4)
+"""The accumulator column of each thread of a warpgroup, before the ``8``-column block."""
+
+
+def _warpgroups(ev: SimtEvaluator, op: Operation) -> tuple[tuple[int, ...], np.ndarray]:
+    """The frame with its thread axis split into warpgroups, ``lead + (128,)`` (``lead`` =
+    ``frame[:-1] + (warpgroups,)``), once the op is known to run whole warpgroups; and which
+    warpgroups execute it (a boolean array of shape ``lead``)."""
+    if ev.threads is None:
+        raise error(InterpretError, op, "is warpgroup-level: it must sit in a kernel")
+    frame = ev.frame
+    threads = frame[-1]
+    if threads % WARPGROUP:
+        raise error(InterpretError, op, f"needs whole warpgroups of {WARPGROUP} threads, the "
+                    f"block has {threads} threads")
+    lead = frame[:-1] + (threads // WARPGROUP,)
+    if ev.mask is None:
+        return lead, np.ones(lead, bool)
+    mask = np.broadcast_to(ev.mask, frame).reshape(lead + (WARPGROUP,))
+    if not (mask.all(-1) | ~mask.any(-1)).all():
+        raise error(DivergenceError, op, "every thread of a warpgroup must execute it (it "
+                    "sits in divergent control flow)")
+    return lead, mask.all(-1)
+
+
+@simt_impl("wgmma.fence", "wgmma.commit")
+def _nothing(ev: SimtEvaluator, op: Operation) -> None:
+    """Ordering only: nothing to compute once the warpgroups are known to run it whole."""
+    _warpgroups(ev, op)
+
+
+@simt_impl("wgmma.wait")
+def _wait(ev: SimtEvaluator, op: Operation) -> None:
+    """The accumulators pass through (every product completed when it was issued)."""
+    _warpgroups(ev, op)
+    for result, value in zip(op.results, op.operands, strict=True):
+        ev.env[result] = ev.env[value]
+
+
+def _origin(ev: SimtEvaluator, op: MmaOp, lead: tuple[int, ...], active: np.ndarray,
+            role: str, indices: Sequence[SSAValue]) -> None:
+    """Raise unless the active warpgroups' threads agree on ``indices`` (…, row, k) of tile
+    ``role`` and the row is a multiple of 8, the ``k`` a multiple of 16."""
+    lead_names = [f"leading {d}" for d in range(len(indices) - 2)]
+    steps = (1,) * len(lead_names) + (SWIZZLE_ROWS, K)
+    for name, value, step in zip((*lead_names, "row", "k"), indices, steps, strict=True):
+        lanes = np.broadcast_to(np.asarray(ev.env[value]), ev.frame)
+        lanes = lanes.reshape(lead + (WARPGROUP,))
+        first = lanes[..., 0]
+        differs = (lanes != first[..., None]).any(-1) & active
+        if differs.any():
+            at = np.unravel_index(int(np.argmax(differs)), lead)
+            lane = int(np.argmax(lanes[at] != first[at]))
+            start = at[:-1] + (at[-1] * WARPGROUP,)
+            point = at[:-1] + (at[-1] * WARPGROUP + lane,)
+            raise error(InterpretError, op, f"the {name} index of '{role}' must be the same "
+                        f"for every thread of a warpgroup: {int(first[at])} at "
+                        f"{ev.describe_point(start)} but {int(lanes[at][lane])} at "
+                        f"{ev.describe_point(point)}")
+        bad = (first % step != 0) & active
+        if bad.any():
+            at = np.unravel_index(int(np.argmax(bad)), lead)
+            point = at[:-1] + (at[-1] * WARPGROUP,)
+            raise error(InterpretError, op, f"the {name} index of '{role}' must be a multiple "
+                        f"of {step}, got {int(first[at])} at {ev.describe_point(point)}")
+
+
+def _box(ev: SimtEvaluator, op: MmaOp, lead: tuple[int, ...], buffer: SSAValue,
+         indices: Sequence[SSAValue], rows: int) -> np.ndarray:
+    """Each warpgroup's ``rows × 16`` box of ``buffer`` from its ``(…, row, k)`` (leading
+    indices pick the tile), as ``float64`` of shape ``lead + (rows, 16)``. Element ``e``
+    (row-major) of a round of ``64`` is read by threads ``e`` and ``e + 64`` of the
+    warpgroup."""
+    frame = ev.frame
+    *leading, row0, k0 = (np.broadcast_to(np.asarray(ev.env[v]), frame) for v in indices)
+    half = WARPGROUP // 2
+    spot = np.arange(frame[-1]) % half
+    rounds = []
+    for r in range(rows * K // half):
+        element = r * half + spot
+        at = [*leading, row0 + element // K, k0 + element % K]
+        if isinstance(ev, KernelEvaluator):
+            value = read(ev, op, buffer, at)
+        else:
+            value = ev.gather(op, buffer_of(ev, op, buffer), at)
+        lanes = np.broadcast_to(value, frame).reshape(lead + (WARPGROUP,))
+        rounds.append(lanes[..., :half].astype(np.float64))
+    return np.stack(rounds, -2).reshape(lead + (rows, K))
+
+
+@simt_impl("wgmma.mma")
+def _mma(ev: SimtEvaluator, op: Operation) -> None:
+    """``D = A·B + C`` for every warpgroup of every block (see the module docstring)."""
+    assert isinstance(op, MmaOp)
+    lead, active = _warpgroups(ev, op)
+    frame = ev.frame
+    n = op.n
+    _origin(ev, op, lead, active, "a", op.a_indices)
+    _origin(ev, op, lead, active, "b", op.b_indices)
+    mat_a = _box(ev, op, lead, op.a, op.a_indices, M)
+    mat_b = np.swapaxes(_box(ev, op, lead, op.b, op.b_indices, n), -1, -2)
+    spots = [(_ROWS + 8 * (i // 2 % 2), _COLS + 8 * (i // 4) + i % 2) for i in range(n // 2)]
+    mat_c = np.empty(lead + (M, n))
+    for value, (row, col) in zip(op.c, spots, strict=True):
+        lanes = np.broadcast_to(np.asarray(ev.env[value], np.float32), frame)
+        mat_c[..., row, col] = lanes.reshape(lead + (WARPGROUP,))
+    mat_d = (mat_a @ mat_b + mat_c).astype(np.float32)
+    for result, (row, col) in zip(op.d, spots, strict=True):
+        ev.env[result] = np.ascontiguousarray(mat_d[..., row, col]).reshape(frame)

@@ -1,0 +1,22 @@
+// RUN: llm-opt %s | llm-opt | filecheck %s
+// RUN: llm-opt %s --print-op-generic | llm-opt | filecheck %s
+// A warpgroup's product of two swizzled shared tiles: A (64 rows) at row 0, k 16; B (the
+// first 16 rows of W[n, k]) at row 0, k 16; eight accumulator values a thread (N = 16).
+
+kernel.func @wg(%x: memref<64x64xbf16>) block [128, 1, 1] {
+  %a = kernel.shared {llmopt.swizzle = 128 : i64} : memref<64x64xbf16>
+  %b = kernel.shared {llmopt.swizzle = 128 : i64} : memref<16x64xbf16>
+  %c0 = arith.constant 0 : index
+  %c16 = arith.constant 16 : index
+  %z = arith.constant 0.0 : f32
+  wgmma.fence
+  %d0, %d1, %d2, %d3, %d4, %d5, %d6, %d7 = wgmma.mma %a[%c0, %c16], %b[%c0, %c16] + (%z, %z, %z, %z, %z, %z, %z, %z) : memref<64x64xbf16>, memref<16x64xbf16>
+  wgmma.commit
+  %e0, %e1, %e2, %e3, %e4, %e5, %e6, %e7 = wgmma.wait 1 (%d0, %d1, %d2, %d3, %d4, %d5, %d6, %d7)
+  kernel.return
+}
+
+// CHECK:      wgmma.fence
+// CHECK-NEXT: %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} = wgmma.mma %a[%c0, %c16], %b[%c0, %c16] + (%z, %z, %z, %z, %z, %z, %z, %z) : memref<64x64xbf16>, memref<16x64xbf16>
+// CHECK-NEXT: wgmma.commit
+// CHECK-NEXT: wgmma.wait 1 (%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}})
