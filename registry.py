@@ -95,6 +95,7 @@ _BUILTIN_PASSES: dict[str, tuple[str, str]] = {
     "pad-shared": ("llmopt.passes.tile.pad_shared", "PadShared"),
     "vector-fragments": ("llmopt.passes.tile.vector_fragments", "VectorFragments"),
     "mma-fragments": ("llmopt.passes.tile.mma_fragments", "MmaFragments"),
+    "wgmma-fragments": ("llmopt.passes.tile.wgmma_fragments", "WgmmaFragments"),
     "dedup-kernels": ("llmopt.passes.kernel.dedup_kernels", "DedupKernels"),
     "hoist-constants": ("llmopt.passes.kernel.hoist_constants", "HoistConstants"),
     "inline-repeated-kernels": ("llmopt.passes.kernel.inline_repeated_kernels",
@@ -138,7 +139,8 @@ PIPELINES: dict[str, tuple[dict[str, str], str]] = {
         "split-k{{arch={arch}}},"
         "register-tile{{arch={arch}}},warp-gemv{{arch={arch}}},stage-inputs{{arch={arch}}},"
         "async-copy{{arch={arch}}},"
-        "prefetch-stages,pad-shared,mma-fragments,vector-fragments,"
+        "prefetch-stages,wgmma-fragments{{arch={arch}}},pad-shared,mma-fragments,"
+        "vector-fragments,"
         "tile-to-kernel,dedup-kernels,hoist-constants,canonicalize,cse,dedup-kernels,"
         "version-row-groups,inline-repeated-kernels,merge-branches,fuse-launches,plan-buffers,"
         "programmatic-launch{{arch={arch}}},"
