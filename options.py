@@ -137,7 +137,8 @@ OPTIONS: dict[str, dict[str, Option]] = {
     "split-k": {"split_k": _knob("split_k")},
     "register-tile": {name: _knob(name)
                       for name in ("bm", "bn", "tm", "tn", "blocked", "raster")},
-    "stage-inputs": {"bk": _knob("bk"), "kmajor": _knob("kmajor")},
+    "stage-inputs": {"bk": _knob("bk"), "kmajor": _knob("kmajor"),
+                     "chunk_unroll": Option(IntRange(0, 64))},
     "async-copy": {"stages": _knob("stages"), "carry": _knob("carry")},
     "prefetch-stages": {"prefetch": _knob("prefetch")},
     "pad-shared": {"pad": Option(IntRange(0, 64))},

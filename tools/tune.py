@@ -67,8 +67,10 @@ from llmopt.passes.kernel._index_expr import ExprBuilder, index_expr
 from llmopt.passes.tile._schedule import (
     HALF_KINDS,
     SCHEDULE_ATTR,
+    WGMMA_BK,
     RegisterTile,
     fitting_tiles,
+    is_wgmma_tile,
     mma_accumulators,
     mma_tiles,
     tensor_core_kind,
@@ -80,13 +82,13 @@ from llmopt.passes.tile.register_tile import (
     match_contraction,
     tile_periods,
 )
-from llmopt.target import for_arch
+from llmopt.target import WGMMA_ARCH, for_arch
 
 TABLE_DIR = Path(__file__).resolve().parent.parent / "passes" / "tile" / "tuned"
 SCHEDULED = ("split-k{{arch={arch}}},register-tile{{arch={arch}}},stage-inputs{{arch={arch}}},"
-             "async-copy{{arch={arch}}},prefetch-stages,pad-shared,mma-fragments,"
-             "vector-fragments,"
-             "tile-to-kernel,canonicalize,cse,kernel-to-cuda")
+             "async-copy{{arch={arch}}},prefetch-stages,wgmma-fragments{{arch={arch}}},"
+             "pad-shared,mma-fragments,vector-fragments,"
+             "tile-to-kernel,canonicalize,cse,kernel-to-cuda{{arch={arch}}}")
 UNSCHEDULED = "tile-to-kernel,canonicalize,cse,kernel-to-cuda"
 
 
@@ -197,17 +199,20 @@ def mma_candidates(kernel: tile.KernelOp, arch: str, limit: int) -> list[dict[st
     m, n, k, _ = dims = product_dims(found)
     gpu = for_arch(arch)
     scored: list[tuple[float, dict[str, int]]] = []
-    for tile_ in mma_tiles(halves):
+    for tile_ in mma_tiles(halves, arch):
         bm, bn, tm, tn = tile_.bm, tile_.bn, tile_.tm, tile_.tn
         if (not tile_.fits(m, n, tile_periods(found), runtime_rows(found))
                 or tm * tn * len(found.reduces) > most):
             continue
+        bk = WGMMA_BK if is_wgmma_tile(tile_) and halves and arch == WGMMA_ARCH else 32
+        if k % bk:
+            continue
         for split in (1, 2, 4):
             blocks = block_count(tile_, split, dims)
-            if k % split or (k // split) % 32 or (split > 1 and k // split < 256):
+            if k % split or (k // split) % bk or (split > 1 and k // split < 256):
                 continue
             score = tile_cost(tile_, blocks, gpu) / split
-            knobs = {"bm": bm, "bn": bn, "tm": tm, "tn": tn, "bk": 32, "split_k": split,
+            knobs = {"bm": bm, "bn": bn, "tm": tm, "tn": tn, "bk": bk, "split_k": split,
                      "blocked": 3}
             scored += [(score, knobs | extra) for extra in ([{}] if halves else MMA_VARIANTS)]
     scored.sort(key=lambda t: t[0])

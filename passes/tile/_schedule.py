@@ -20,11 +20,12 @@ from xdsl.dialects.builtin import (
     Float32Type,
     IntegerAttr,
     MemRefType,
+    i64,
 )
 from xdsl.ir import Attribute, Operation
 
 from llmopt.dialects import tile
-from llmopt.target import MMA_SHAPES
+from llmopt.target import MMA_SHAPES, WGMMA_ARCH
 from llmopt.target import Target as GpuLimits
 from llmopt.target import for_arch as limits
 from llmopt.target import smem_budget as smem_budget
@@ -44,6 +45,12 @@ def kernel_knobs(kernel: Operation) -> dict[str, int]:
     if not isinstance(attr, DictionaryAttr):
         return {}
     return {k: v.value.data for k, v in attr.data.items() if isinstance(v, IntegerAttr)}
+
+
+def set_knob(kernel: Operation, name: str, value: int) -> None:
+    """Record knob ``name`` in ``kernel``'s ``llmopt.schedule`` (the later passes read it)."""
+    knobs = {k: IntegerAttr(v, i64) for k, v in kernel_knobs(kernel).items()}
+    kernel.attributes[SCHEDULE_ATTR] = DictionaryAttr({**knobs, name: IntegerAttr(value, i64)})
 
 
 def knob(option: int, kernel: Operation, name: str, default: int) -> int:
@@ -188,6 +195,30 @@ H200 (``bench/results/ops-bfloat16-h200.md``: 512×18944×3584 in 1184 blocks of
 by the instructions a K chunk issues per ``HMMA`` (:data:`MMA_HALF_TILES`: 4.6 for 64 × 32
 warp tiles, 3.4 for 64 × 64), not yet measured; 4×8 is a guess below 8×4."""
 
+WGMMA_TILES = (RegisterTile(128, 256, 2, 64), RegisterTile(128, 128, 2, 32),
+               RegisterTile(64, 256, 2, 64), RegisterTile(64, 128, 2, 32))
+"""Tensor-core tiles of ``bf16``/``f16`` products on sm_90a, in a warpgroup's accumulator
+layout (:func:`is_wgmma_tile`), which ``wgmma-fragments`` turns into ``wgmma.mma``: two
+warpgroups (``bm = 128``) or one, each ``64 × bn``."""
+
+WGMMA_EFFICIENCY = {(2, 64): 12.0, (2, 32): 10.0}
+"""Speed of a :data:`WGMMA_TILES` block on the scale of :data:`MMA_HALF_EFFICIENCY`: an
+estimate above the best ``mma.sync`` tile's (a warpgroup's product reads its operands from
+shared memory itself, no ``ldmatrix``), not yet measured."""
+
+WGMMA_BK = 64
+"""The K chunk of a :data:`WGMMA_TILES` block: one 128-byte row of 16-bit values, what a
+swizzled tile holds."""
+
+
+def is_wgmma_tile(t: RegisterTile) -> bool:
+    """Whether ``t``'s tensor-core layout is a warpgroup's accumulator layout: ``tm = 2``
+    (a warp's 16 rows), one warp column (``bn = 4·tn``), warps in fours, ``bn`` at most
+    256."""
+    return (t.tm == 2 and t.bn == 4 * t.tn and t.bm % (16 * 4) == 0
+            and 8 <= t.bn <= 256)
+
+
 MMA_HALF_ACCUMULATORS = 128
 """Accumulators a thread a 16-bit tensor-core tile of one reduction may have (a tile of
 several reductions keeps the limit of 64 of the others)."""
@@ -234,9 +265,12 @@ def has_tensor_cores(arch: str, sum_type: Attribute,
     return tensor_core_kind(arch, sum_type, factors) is not None
 
 
-def mma_tiles(halves: bool) -> tuple[RegisterTile, ...]:
+def mma_tiles(halves: bool, arch: str = "") -> tuple[RegisterTile, ...]:
     """The tensor-core tiles the heuristics and ``llmopt tune`` consider: of 16-bit factors
-    (``halves``) :data:`MMA_HALF_TILES`, of ``f32`` ones :data:`MMA_TILES`."""
+    (``halves``) :data:`MMA_HALF_TILES` (and on sm_90a :data:`WGMMA_TILES` first), of
+    ``f32`` ones :data:`MMA_TILES`."""
+    if halves and arch == WGMMA_ARCH:
+        return WGMMA_TILES + MMA_HALF_TILES
     return MMA_HALF_TILES if halves else MMA_TILES
 
 
@@ -265,7 +299,8 @@ def tile_efficiency(t: RegisterTile, tensor_cores: bool = False, halves: bool = 
     if tensor_cores and halves:
         lone = (gpu is not None and t.threads < 32 * LONE_WARPS
                 and blocks < 2 * gpu.sms)
-        return MMA_HALF_EFFICIENCY[t.tm, t.tn] * (LONE_BLOCK_EFFICIENCY if lone else 1.0)
+        table = WGMMA_EFFICIENCY if is_wgmma_tile(t) else MMA_HALF_EFFICIENCY
+        return table[t.tm, t.tn] * (LONE_BLOCK_EFFICIENCY if lone else 1.0)
     if tensor_cores:
         return MMA_EFFICIENCY[t.tm, t.tn]
     return (TILE_EFFICIENCY.get((t.tm, t.tn), 0.15)
@@ -484,8 +519,9 @@ def _product_schedule(m: int, n: int, k: int, batch: int, gpu: GpuLimits, accumu
     good = [t for t in fitting_tiles(m, n, accumulators, periods, ragged)
             if t.tm * t.tn >= 8]
     most = mma_accumulators(halves, accumulators)
-    cores_tiles = [t for t in mma_tiles(halves) if tensor_cores and k % 32 == 0
-                   and t.fits(m, n, periods, ragged) and t.tm * t.tn * accumulators <= most]
+    cores_tiles = [t for t in mma_tiles(halves, gpu.arch) if tensor_cores and k % 32 == 0
+                   and t.fits(m, n, periods, ragged) and t.tm * t.tn * accumulators <= most
+                   and (not is_wgmma_tile(t) or k % WGMMA_BK == 0)]
     if not good and not cores_tiles:
         if ragged:
             return None

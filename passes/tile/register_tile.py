@@ -107,15 +107,19 @@ from llmopt.passes.tile._access import (
 )
 from llmopt.passes.tile._schedule import (
     HALF_KINDS,
+    WGMMA_BK,
     ProductSchedule,
     RegisterTile,
     choose_product_schedule,
     default_blocked,
+    is_wgmma_tile,
     kernel_knobs,
     knob,
     limits,
+    set_knob,
     tensor_core_kind,
 )
+from llmopt.target import WGMMA_ARCH
 
 
 @dataclass(frozen=True)
@@ -344,8 +348,12 @@ class TileContraction(RewritePattern):
         if found.length is not None:
             grid = runtime_grid(op, found, tile_, rewriter)
         old_grid = op.grid_size
-        rewriter.replace(op, build_tiled_kernel(op, found, tile_, layout, grid,
-                                                raster == ROWS_FASTEST))
+        tiled = build_tiled_kernel(op, found, tile_, layout, grid, raster == ROWS_FASTEST)
+        if (layout == MMA_LAYOUT and halves and self.arch == WGMMA_ARCH
+                and is_wgmma_tile(tile_) and found.reduce.trip_count % WGMMA_BK == 0
+                and "bk" not in kernel_knobs(tiled)):
+            set_knob(tiled, "bk", WGMMA_BK)  # wgmma-fragments reads rows of 128 bytes
+        rewriter.replace(op, tiled)
         if old_grid is not None:
             erase_if_unused(old_grid, rewriter)
 

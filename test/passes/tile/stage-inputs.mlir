@@ -451,4 +451,4 @@ builtin.module {
 // chunk_unroll=2: the chunk loop is unrolled twice, not whole (the K loop's code stays small).
 // UNROLL2:      #pragma unroll 2
 // UNROLL2-NEXT: for (long long kk = 0; kk < 32; kk += 1) {
-// BAD: stage-inputs: chunk_unroll must be at least 0, got -1
+// BAD: invalid options for pass 'stage-inputs': chunk_unroll must be an integer from 0 to 64, got -1

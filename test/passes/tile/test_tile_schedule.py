@@ -421,6 +421,37 @@ def test_16_bit_tiles_of_several_reductions_keep_64_accumulators() -> None:
     assert got is not None and got.tile.tm * got.tile.tn * 2 <= 64
 
 
+@pytest.mark.parametrize(("m", "n", "k"), [(512, 18944, 3584), (512, 2048, 5632),
+                                          (128, 2048, 2048), (100, 300, 128)])
+def test_sm_90a_gives_16_bit_products_warpgroup_tiles(m: int, n: int, k: int) -> None:
+    """On sm_90a a 16-bit product takes a warpgroup tile (what wgmma-fragments rewrites):
+    tm = 2, one warp column, warps in fours; on sm_90 it keeps an mma.sync tile."""
+    got = _schedule.choose_product_schedule(m, n, k, 1, limits("sm_90a"), tensor_cores=True,
+                                            halves=True)
+    assert got is not None and _schedule.is_wgmma_tile(got.tile), got
+    assert got.tile in _schedule.WGMMA_TILES and (k // got.split) % _schedule.WGMMA_BK == 0
+    old = _schedule.choose_product_schedule(m, n, k, 1, SM90, tensor_cores=True, halves=True)
+    assert old is not None and not _schedule.is_wgmma_tile(old.tile)
+
+
+def test_sm_90a_records_the_warpgroup_chunk_and_tune_offers_it() -> None:
+    """register-tile records bk = 64 for a warpgroup tile (stage-inputs then stages rows of
+    128 bytes); ``llmopt tune`` on sm_90a offers warpgroup tiles with that chunk."""
+    text = (ROOT / "test/passes/tile/Inputs/linear-bf16.mlir").read_text()
+    full = registry.expand_pipeline("lower-to-cuda{arch=sm_90a}")
+    until = full[:full.index("register-tile")]
+    module = llmopt.lower(llmopt.parse(text), until + "register-tile{arch=sm_90a}")
+    kernels = [op for op in module.walk() if isinstance(op, tile.KernelOp)
+               and "bk" in kernel_knobs(op)]
+    assert [kernel_knobs(k)["bk"] for k in kernels] == [_schedule.WGMMA_BK]
+    unscheduled = llmopt.lower(llmopt.parse(text), until.rstrip(","))
+    (kernel,) = [op for op in unscheduled.walk() if isinstance(op, tile.KernelOp)
+                 and tune.match_contraction(op) is not None]
+    cands = tune.mma_candidates(kernel, "sm_90a", 50)
+    assert any(_schedule.is_wgmma_tile(RegisterTile(c["bm"], c["bn"], c["tm"], c["tn"]))
+               and c["bk"] == _schedule.WGMMA_BK for c in cands)
+
+
 def test_a_lone_block_of_four_warps_is_slower() -> None:
     """A 128-thread 16-bit tile counts at LONE_BLOCK_EFFICIENCY when its blocks leave some
     multiprocessors one block (fewer than two a multiprocessor)."""
