@@ -147,6 +147,10 @@ def main() -> int:
                    help="time silu(x @ Wg^T) * (x @ Wu^T) instead of x @ W^T + r")
     p.add_argument("--dtype", choices=("float32", "bfloat16", "float16"), default="float32",
                    help="the weights', inputs' and every system's dtype (float32)")
+    p.add_argument("--arch", default=None,
+                   help="the architecture NVRTC compiles for (default: the GPU's); sm_90a "
+                        "on an H100/H200 also lets a variant's lower-to-cuda{arch=sm_90a} "
+                        "use wgmma")
     p.add_argument("--jobs", type=int, default=1,
                    help="lower and compile the variants of every shape first, on this many "
                         "processes, then time them one after another (1: each in turn)")
@@ -168,7 +172,8 @@ def main() -> int:
     lowered: dict[tuple[tuple[int, int, int], str], str | Exception] = {}
     if args.jobs > 1:
         began = time.perf_counter()
-        lowered = lower_variants({s: c[4] for s, c in cases.items()}, variants, args.jobs)
+        lowered = lower_variants({s: c[4] for s, c in cases.items()}, variants, args.jobs,
+                                 args.arch)
         print(f"lowered {len(lowered)} variants in {time.perf_counter() - began:.1f} s",
               flush=True)
     rows = []
@@ -188,7 +193,8 @@ def main() -> int:
                     raise ready
                 module = (llmopt.parse(ready) if ready is not None
                           else llmopt.lower(llmopt.parse(text), pipeline(passes)))
-                program = CompiledProgram(module, params=params, cuda_graph=True)
+                program = CompiledProgram(module, params=params, cuda_graph=True,
+                                          arch=args.arch)
                 out = program(*inputs)[0]
                 err = float((out.double() - ref).abs().max() / ref.abs().max())
                 static = program.static_inputs
@@ -210,14 +216,16 @@ def main() -> int:
 
 def lower_variants(texts: dict[tuple[int, int, int], str],
                    variants: list[tuple[str, list[tuple[int, int, int]] | None, str]],
-                   jobs: int) -> dict[tuple[tuple[int, int, int], str], str | Exception]:
+                   jobs: int, arch: str | None = None
+                   ) -> dict[tuple[tuple[int, int, int], str], str | Exception]:
     """Each variant of each shape's captured program (``texts``) lowered to CUDA IR and
-    compiled into the kernel cache on ``jobs`` fresh processes: by (shape, variant name),
+    compiled for ``arch`` (default: the GPU's) into the kernel cache on ``jobs`` fresh
+    processes: by (shape, variant name),
     the lowered module's text, or what went wrong."""
     from llmopt.target import default_arch
     from llmopt.tools.tune import lower_candidate, spawn_pool
 
-    arch = default_arch()
+    arch = arch or default_arch()
     results: dict[tuple[tuple[int, int, int], str], str | Exception] = {}
     with spawn_pool(jobs) as pool:  # type: ignore[union-attr]
         futures = {(shape, name): pool.submit(lower_candidate, text, pipeline(passes), arch)
