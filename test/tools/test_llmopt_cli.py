@@ -13,6 +13,7 @@ import pytest
 
 pytest.importorskip("torch")
 
+from llmopt import registry  # noqa: E402
 from llmopt.tools.llmopt_cli import main  # noqa: E402
 
 LLM_OPT = [sys.executable, "-m", "llmopt.tools.llm_opt"]
@@ -41,14 +42,9 @@ def _private_cache(tmp_path_factory: pytest.TempPathFactory,
     monkeypatch.delenv("LLMOPT_NO_CACHE", raising=False)
 
 
-LOOP_TO_CUDA = ("loop-to-tile{arch=sm_90},length-buckets{arch=sm_90},apply-tuned{arch=sm_90},"
-                "split-k{arch=sm_90},"
-                "register-tile{arch=sm_90},warp-gemv{arch=sm_90},stage-inputs{arch=sm_90},"
-                "async-copy{arch=sm_90},"
-                "prefetch-stages,pad-shared,mma-fragments,vector-fragments,tile-to-kernel,"
-                "dedup-kernels,hoist-constants,canonicalize,cse,dedup-kernels,"
-                "inline-repeated-kernels,merge-branches,fuse-launches,plan-buffers,"
-                "programmatic-launch{arch=sm_90},kernel-to-cuda{arch=sm_90}")
+_FULL = registry.expand_pipeline("lower-to-cuda{arch=sm_90}")
+LOOP_TO_CUDA = _FULL[_FULL.index("loop-to-tile"):]
+"""What ``lower-to-cuda`` runs after Loop IR (the pipeline a Loop-IR file continues with)."""
 
 
 def _config(tmp_path: Path, model_type: str = "qwen2", **sizes: int) -> Path:
