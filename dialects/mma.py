@@ -212,7 +212,7 @@ class ToTf32Op(IRDLOperation):
         super().__init__(operands=[value], result_types=[f32])
 
 
-def _is_shared(buffer: SSAValue) -> bool:
+def is_shared_buffer(buffer: SSAValue) -> bool:
     """Whether ``buffer`` is shared memory: a ``tile.alloc shared`` or a ``kernel.shared``
     (by name: the dialects that define them build on this one's users, not on it)."""
     owner = buffer.owner
@@ -267,7 +267,7 @@ class LdMatrixOp(IRDLOperation):
         if len(self.indices) != typ.get_num_dims():
             raise VerifyException(f"mma.ldmatrix: {len(self.indices)} indices for a "
                                   f"rank-{typ.get_num_dims()} buffer")
-        if not _is_shared(self.buffer):
+        if not is_shared_buffer(self.buffer):
             raise VerifyException("mma.ldmatrix reads shared memory: its buffer must be a "
                                   "'tile.alloc shared' or a 'kernel.shared'")
         shape = typ.get_shape()
@@ -319,4 +319,5 @@ class LdMatrixOp(IRDLOperation):
 Mma = Dialect("mma", [SyncOp, ToTf32Op, LdMatrixOp], [])
 
 __all__ = ["FRAGMENTS", "LDMATRIX_COUNTS", "ROW_ELEMENTS", "LdMatrixOp", "Mma", "SyncOp",
-           "ToTf32Op", "is_half", "operand_kind", "pair_element", "pair_type"]
+           "ToTf32Op", "is_half", "is_shared_buffer", "operand_kind", "pair_element",
+           "pair_type"]

@@ -54,7 +54,6 @@ from xdsl.dialects.builtin import (
     IndexType,
     IntegerAttr,
     MemRefType,
-    StringAttr,
     f32,
     i64,
 )
@@ -75,7 +74,7 @@ from xdsl.traits import MemoryReadEffect, MemoryWriteEffect
 from xdsl.utils.exceptions import VerifyException
 
 from llmopt.dialects._syntax import constant_index
-from llmopt.dialects.mma import is_half
+from llmopt.dialects.mma import is_half, is_shared_buffer
 
 WARPGROUP = 128
 """Threads of a warpgroup."""
@@ -105,22 +104,12 @@ def swizzle(buffer: SSAValue) -> int | None:
     return attr.value.data if isinstance(attr, IntegerAttr) else None
 
 
-def _is_shared(buffer: SSAValue) -> bool:
-    owner = buffer.owner
-    if not isinstance(owner, IRDLOperation):
-        return False
-    if owner.name == "kernel.shared":
-        return True
-    space = owner.properties.get("space")
-    return owner.name == "tile.alloc" and isinstance(space, StringAttr) and space.data == "shared"
-
-
 def check_swizzled_tile(buffer: SSAValue, role: str) -> None:
     """Raise ``VerifyException`` unless ``buffer`` is a shared buffer a descriptor may read:
     swizzled, 16-bit values, rows of 128 bytes, whole swizzle atoms."""
     typ = buffer.type
     assert isinstance(typ, MemRefType)
-    if not _is_shared(buffer):
+    if not is_shared_buffer(buffer):
         raise VerifyException(f"wgmma.mma reads '{role}' from shared memory: its buffer must "
                               f"be a 'tile.alloc shared' or a 'kernel.shared'")
     if swizzle(buffer) != SWIZZLE_BYTES:

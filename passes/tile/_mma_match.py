@@ -6,21 +6,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from xdsl.dialects import arith
-from xdsl.dialects.builtin import (
-    f32,
-)
+from xdsl.dialects import arith, scf
+from xdsl.dialects.builtin import StringAttr, f32
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.ir.affine import AffineMap
 
 from llmopt.dialects import loop, mma, tile
+from llmopt.dialects._syntax import constant_index
 from llmopt.passes.tile._access import linear_form
 
 K_STEP = 8
 """K elements one ``m16n8k8`` product consumes."""
 
-__all__ = ["K_STEP", "Operand", "Update", "chunk_updates", "coefficients", "factor_load",
-           "is_registers", "is_shared", "operand_role"]
+__all__ = ["K_STEP", "ChunkLoop", "Operand", "Update", "chunk_updates", "coefficients",
+           "factor_load", "is_registers", "is_shared", "match_chunk_loop", "mma_nest",
+           "operand_role"]
 
 
 @dataclass
@@ -162,3 +162,61 @@ def chunk_updates(body: Block, kk: SSAValue, ivs: dict[str, SSAValue],
     return updates, operands, loaded.pop()
 
 
+def mma_nest(forall: tile.ForallOp) -> list[loop.ForOp] | None:
+    """The forall's perfect ``i, rh, j, rl`` nest (extents ``I, 2, J, 2``), else ``None``."""
+    body = [o for o in forall.body.block.ops if not isinstance(o, tile.YieldOp)]
+    nest: list[loop.ForOp] = []
+    while len(body) == 1 and isinstance(body[0], loop.ForOp) and len(nest) < 4:
+        nest.append(body[0])
+        body = list(body[0].body.block.ops)
+    if len(nest) != 4 or len(forall.shape) != 4 or tuple(forall.shape[2:]) != (8, 4):
+        return None
+    if nest[1].trip_count != 2 or nest[3].trip_count != 2:
+        return None
+    return nest
+
+
+@dataclass(frozen=True)
+class ChunkLoop:
+    """A chunk loop ``scf.for %kk = 0 to extent`` around a tensor-core-layout forall whose
+    ``i, rh, j, rl`` nest holds nothing but updates: what ``mma-fragments`` and
+    ``wgmma-fragments`` rewrite."""
+
+    extent: int
+    forall: tile.ForallOp
+    nest: list[loop.ForOp]
+    ivs: dict[str, SSAValue]  # wi, wj, g, t, i, rh, j, rl
+    kk: SSAValue
+    updates: list[Update]
+    operands: dict[tuple[object, ...], Operand]
+    loaded: Attribute  # the type the factors are loaded as
+
+
+def match_chunk_loop(op: scf.ForOp) -> ChunkLoop | None:
+    """``op`` as a :class:`ChunkLoop`: counted from 0 by 1 to a constant, its body index
+    arithmetic feeding only the forall and the forall (``llmopt.layout = "mma"``) last;
+    else ``None``."""
+    if op.iter_args or constant_index(op.lb) != 0 or constant_index(op.step) != 1:
+        return None
+    extent = constant_index(op.ub)
+    ops = list(op.body.block.ops)
+    if extent is None or len(ops) < 2:
+        return None
+    forall = ops[-2]
+    if not (isinstance(forall, tile.ForallOp) and forall.mapping.data == "block_threads"
+            and forall.attributes.get("llmopt.layout") == StringAttr("mma")):
+        return None
+    pre = ops[:-2]
+    if any(use.operation not in pre for p in pre for r in p.results for use in r.uses):
+        return None  # the chunk's index arithmetic feeds something besides the loads
+    nest = mma_nest(forall)
+    if nest is None:
+        return None
+    names = ("wi", "wj", "g", "t", "i", "rh", "j", "rl")
+    ivs = dict(zip(names, [*forall.ivs, *(f.body.block.args[0] for f in nest)], strict=True))
+    kk = op.body.block.args[0]
+    found = chunk_updates(nest[-1].body.block, kk, ivs, list(ivs.values()))
+    if found is None:
+        return None
+    updates, operands, loaded = found
+    return ChunkLoop(extent, forall, nest, ivs, kk, updates, operands, loaded)

@@ -80,7 +80,6 @@ from xdsl.dialects.builtin import (
     IntegerAttr,
     MemRefType,
     ModuleOp,
-    StringAttr,
     f32,
 )
 from xdsl.ir import Operation, SSAValue
@@ -98,10 +97,9 @@ from llmopt.dialects import loop, mma, tile
 from llmopt.passes._rewrite import KeepLocation
 from llmopt.passes.tile import _mma_halves
 from llmopt.passes.tile._access import UNROLL, counted_for
-from llmopt.passes.tile._mma_match import K_STEP, Operand, Update, chunk_updates
+from llmopt.passes.tile._mma_match import K_STEP, Operand, Update, match_chunk_loop
 from llmopt.passes.tile._mma_nests import fragment_nest, product_nests
 from llmopt.passes.tile._schedule import knob
-from llmopt.passes.tile.stage_inputs import const_int
 from llmopt.passes.tile.vector_fragments import outer_chunk_loop
 
 SPLITS = (1, 2, 3)
@@ -120,30 +118,12 @@ class MmaChunkLoop(RewritePattern):
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: scf.ForOp, rewriter: PatternRewriter) -> None:
-        if op.iter_args or const_int(op.lb) != 0 or const_int(op.step) != 1:
+        chunk = match_chunk_loop(op)
+        if chunk is None or chunk.extent % K_STEP:
             return
-        extent = const_int(op.ub)
-        ops = list(op.body.block.ops)
-        if extent is None or extent % K_STEP or len(ops) < 2:
-            return
-        forall = ops[-2]
-        if not (isinstance(forall, tile.ForallOp) and forall.mapping.data == "block_threads"
-                and forall.attributes.get("llmopt.layout") == StringAttr("mma")):
-            return
-        pre = ops[:-2]
-        if any(use.operation not in pre for p in pre for r in p.results for use in r.uses):
-            return  # the chunk's index arithmetic feeds something besides the loads
-        nest = mma_nest(forall)
-        if nest is None:
-            return
-        names = ("wi", "wj", "g", "t", "i", "rh", "j", "rl")
-        ivs = dict(zip(names, [*forall.ivs, *(f.body.block.args[0] for f in nest)],
-                       strict=True))
-        kk = op.body.block.args[0]
-        found = chunk_updates(nest[-1].body.block, kk, ivs, list(ivs.values()))
-        if found is None:
-            return
-        updates, operands, loaded = found
+        forall, nest, ivs, kk = chunk.forall, chunk.nest, chunk.ivs, chunk.kk
+        updates, operands, loaded = chunk.updates, chunk.operands, chunk.loaded
+        extent = chunk.extent
         if mma.is_half(loaded):
             if extent % _mma_halves.K_STEP == 0 and _mma_halves.fits(operands.values(), kk):
                 _mma_halves.rewrite(op, forall, nest, ivs, updates, operands, extent, rewriter)
@@ -171,20 +151,6 @@ class MmaChunkLoop(RewritePattern):
                                       f"got {split}")
         _rewrite(op, forall, nest, ivs, updates, operands, extent, terms, order, promote,
                  split, rewriter)
-
-
-def mma_nest(forall: tile.ForallOp) -> list[loop.ForOp] | None:
-    """The forall's perfect ``i, rh, j, rl`` nest (extents ``I, 2, J, 2``), else ``None``."""
-    body = [o for o in forall.body.block.ops if not isinstance(o, tile.YieldOp)]
-    nest: list[loop.ForOp] = []
-    while len(body) == 1 and isinstance(body[0], loop.ForOp) and len(nest) < 4:
-        nest.append(body[0])
-        body = list(body[0].body.block.ops)
-    if len(nest) != 4 or len(forall.shape) != 4 or tuple(forall.shape[2:]) != (8, 4):
-        return None
-    if nest[1].trip_count != 2 or nest[3].trip_count != 2:
-        return None
-    return nest
 
 
 def _rewrite(chunk: scf.ForOp, forall: tile.ForallOp, nest: list[loop.ForOp],

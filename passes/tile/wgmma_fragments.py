@@ -46,7 +46,7 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import scf
-from xdsl.dialects.builtin import IntegerAttr, MemRefType, ModuleOp, StringAttr, i64
+from xdsl.dialects.builtin import IntegerAttr, MemRefType, ModuleOp, i64
 from xdsl.ir import SSAValue
 from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr, AffineExpr, AffineMap
 from xdsl.passes import ModulePass
@@ -61,9 +61,7 @@ from xdsl.rewriter import InsertPoint
 from llmopt.dialects import loop, mma, tile, wgmma
 from llmopt.passes._rewrite import KeepLocation
 from llmopt.passes.tile._mma_halves import IndexEmitter, substituted_indices
-from llmopt.passes.tile._mma_match import Operand, Update, chunk_updates, coefficients
-from llmopt.passes.tile.mma_fragments import mma_nest
-from llmopt.passes.tile.stage_inputs import const_int
+from llmopt.passes.tile._mma_match import Operand, Update, coefficients, match_chunk_loop
 from llmopt.target import WGMMA_ARCH
 
 CHUNK = wgmma.SWIZZLE_BYTES // 2
@@ -183,38 +181,15 @@ class WgmmaChunkLoop(RewritePattern):
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: scf.ForOp, rewriter: PatternRewriter) -> None:
-        if op.iter_args or const_int(op.lb) != 0 or const_int(op.step) != 1:
+        chunk = match_chunk_loop(op)
+        if chunk is None or chunk.extent != CHUNK or not mma.is_half(chunk.loaded):
             return
-        if const_int(op.ub) != CHUNK:
+        n = _layout_fits(chunk.forall, chunk.nest)
+        if n is None or not all(_operand_fits(o, chunk.kk, chunk.ivs)
+                                for o in chunk.operands.values()):
             return
-        ops = list(op.body.block.ops)
-        if len(ops) < 2:
-            return
-        forall = ops[-2]
-        if not (isinstance(forall, tile.ForallOp) and forall.mapping.data == "block_threads"
-                and forall.attributes.get("llmopt.layout") == StringAttr("mma")):
-            return
-        pre = ops[:-2]
-        if any(use.operation not in pre for p in pre for r in p.results for use in r.uses):
-            return
-        nest = mma_nest(forall)
-        if nest is None:
-            return
-        n = _layout_fits(forall, nest)
-        if n is None:
-            return
-        names = ("wi", "wj", "g", "t", "i", "rh", "j", "rl")
-        ivs = dict(zip(names, [*forall.ivs, *(f.body.block.args[0] for f in nest)],
-                       strict=True))
-        kk = op.body.block.args[0]
-        found = chunk_updates(nest[-1].body.block, kk, ivs, list(ivs.values()))
-        if found is None:
-            return
-        updates, operands, loaded = found
-        if not mma.is_half(loaded) or not all(_operand_fits(o, kk, ivs)
-                                              for o in operands.values()):
-            return
-        rewrite(op, forall, nest, ivs, updates, operands, n, rewriter)
+        rewrite(op, chunk.forall, chunk.nest, chunk.ivs, chunk.updates, chunk.operands, n,
+                rewriter)
 
 
 @dataclass(frozen=True)
