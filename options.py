@@ -79,7 +79,7 @@ def _one_of(*choices: int) -> IntRange:
 
 KNOBS: dict[str, IntRange] = {
     "bm": IntRange(1, 4096), "bn": IntRange(1, 4096),
-    "tm": IntRange(1, 32), "tn": IntRange(1, 32),
+    "tm": IntRange(1, 64), "tn": IntRange(1, 64),
     "blocked": _one_of(1, 2, 3),
     "raster": _one_of(1, 2),
     "bk": IntRange(2, 4096),
