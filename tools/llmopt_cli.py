@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, NoReturn
 
 from llmopt.registry import LEVELS
-from llmopt.target import DEFAULT_ARCH
+from llmopt.target import DEFAULT_ARCH, arch_number, default_arch
 
 if TYPE_CHECKING:
     from llmopt.codegen.executor import KernelTime
@@ -685,6 +685,7 @@ def run_model(args: argparse.Namespace) -> int:
     import torch
 
     gpu = torch.cuda.is_available() and not args.cpu
+    args.arch = _run_arch(args.arch, gpu)
     check_pipeline(_with_arch(args.pipeline, args.arch))
     from llmopt.frontend.models import model_config
 
@@ -711,6 +712,18 @@ def run_model(args: argparse.Namespace) -> int:
     if gpu:
         return _run_gpu(args)
     return _run_cpu(args)
+
+
+def _run_arch(asked: str | None, gpu: bool) -> str:
+    """The architecture ``llmopt run`` compiles for: ``--arch`` when given (on a GPU, one of
+    its own family: ``sm_90a`` on an sm_90 GPU), else the GPU's, else :data:`DEFAULT_ARCH`."""
+    if not gpu:
+        return asked or DEFAULT_ARCH
+    device = default_arch()
+    if asked is not None and arch_number(asked) != arch_number(device):
+        raise CliError(f"--arch {asked} does not run on this GPU ({device}); give {device} "
+                       f"or a variant of it such as {device}a")
+    return asked or device
 
 
 def _example_seq(max_seq: int) -> int:
@@ -786,19 +799,18 @@ def _run_gpu_dynamic(args: argparse.Namespace, seqs: Sequence[int], max_seq: int
 
     from llmopt.codegen.executor import CompiledProgram
     from llmopt.frontend.models import build_model
-    from llmopt.target import default_arch
 
     model = build_model(args.model, device="cuda", dtype=_dtype(args.dtype), seed=args.seed,
                         layers=args.layers, allow_nonfinite=args.allow_nonfinite)
     print(f"// GPU: {torch.cuda.get_device_name()}; {args.model} as {_describe(model.config)}, "
           f"symbolic seq <= {max_seq}, {args.dtype}")
-    everything, _ = split_pipeline(_with_arch(args.pipeline, default_arch()), "cuda")
+    everything, _ = split_pipeline(_with_arch(args.pipeline, args.arch), "cuda")
     identity = "config:" + model.config.to_json_string(use_diff=False)
     began = time.perf_counter()
     module, how = lowered_model(args.model, identity, lambda: model.config,
                                 _example_seq(max_seq), args.dtype, everything,
                                 "lowering to CUDA", max_seq=max_seq)
-    compiled = CompiledProgram(module, params=model_weights(model))
+    compiled = CompiledProgram(module, params=model_weights(model), arch=args.arch)
     print(f"// compile (once, every length): {how}; {time.perf_counter() - began:.1f} s to "
           f"loaded CUBINs, {len(compiled.kernel_names)} kernels")
     exact_model = copy.deepcopy(model).double()
@@ -942,7 +954,6 @@ def _run_gpu(args: argparse.Namespace) -> int:
 
     from llmopt.codegen.executor import CompiledProgram
     from llmopt.frontend.models import build_model
-    from llmopt.target import default_arch
 
     dtype = _dtype(args.dtype)
     seq = args.seq if args.seq is not None else 128
@@ -956,12 +967,12 @@ def _run_gpu(args: argparse.Namespace) -> int:
     print(f"// GPU: {torch.cuda.get_device_name()}; {args.model} as {_describe(model.config)}, "
           f"seq {seq}, {args.dtype}, {weights} (built in {built:.1f} s)")
 
-    everything, _ = split_pipeline(_with_arch(args.pipeline, default_arch()), "cuda")
+    everything, _ = split_pipeline(_with_arch(args.pipeline, args.arch), "cuda")
     identity = "config:" + model.config.to_json_string(use_diff=False)
     module, how = lowered_model(args.model, identity, lambda: model.config, seq, args.dtype,
                                 everything, "lowering to CUDA")
     began = time.perf_counter()
-    compiled = CompiledProgram(module, params=model_weights(model))
+    compiled = CompiledProgram(module, params=model_weights(model), arch=args.arch)
     nvrtc = time.perf_counter() - began
     print(f"// compile: {how}; NVRTC + load {nvrtc:.1f} s: {len(compiled.kernel_names)} "
           f"kernels, {len(compiled.plan.steps)} steps")
@@ -1268,9 +1279,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     r.add_argument("--repeat", type=_positive, default=20, help="timed runs on a GPU (median)")
     r.add_argument("--profile", type=_integer(0), default=0, metavar="N",
                    help="on a GPU, also time each launch alone and list the N slowest kernels")
-    r.add_argument("--arch", type=_arch, default=DEFAULT_ARCH,
-                   help="GPU architecture NVRTC compiles for without a GPU (default "
-                   f"{DEFAULT_ARCH}; with one, the GPU's)")
+    r.add_argument("--arch", type=_arch, default=None,
+                   help=f"GPU architecture NVRTC compiles for (default: the GPU's; without "
+                   f"one {DEFAULT_ARCH}); on an H100 or H200, sm_90a also lets 16-bit "
+                   "products use the warpgroup instructions (wgmma)")
     r.set_defaults(run=run_model)
 
     t = sub.add_parser("tune", help="time schedule candidates of each attention (block sizes "

@@ -357,3 +357,20 @@ def test_gpu_run_profile_lists_the_kernels(capsys: pytest.CaptureFixture[str]) -
     table = out[out.index("kernels by time"):].splitlines()[2:]
     assert len(table) == 5
     assert all(float(line.split()[1]) > 0 for line in table)
+
+
+def test_run_arch_is_the_gpus_unless_a_variant_of_it_is_asked(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``llmopt run --arch``: on a GPU the default is the GPU's architecture, a variant of
+    its family (sm_90a on sm_90) is taken, another family is a clear error; without a GPU
+    the default is DEFAULT_ARCH."""
+    from llmopt.tools import llmopt_cli
+
+    monkeypatch.setattr(llmopt_cli, "default_arch", lambda: "sm_90")
+    assert llmopt_cli._run_arch(None, gpu=True) == "sm_90"
+    assert llmopt_cli._run_arch("sm_90a", gpu=True) == "sm_90a"
+    with pytest.raises(llmopt_cli.CliError, match=r"--arch sm_80 does not run on this GPU "
+                                                  r"\(sm_90\); give sm_90 or a variant"):
+        llmopt_cli._run_arch("sm_80", gpu=True)
+    assert llmopt_cli._run_arch(None, gpu=False) == llmopt_cli.DEFAULT_ARCH
+    assert llmopt_cli._run_arch("sm_80", gpu=False) == "sm_80"
