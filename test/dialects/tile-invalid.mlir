@@ -276,7 +276,7 @@ func.func @schedule_knob(%x: memref<4xf32>) {
   } {llmopt.schedule = {bm = 64 : i64, tm = 0 : i64}}
   func.return
 }
-// CHECK: 'llmopt.schedule': knob 'tm' must be an integer from 1 to 32, got 0
+// CHECK: 'llmopt.schedule': knob 'tm' must be an integer from 1 to 64, got 0
 
 // -----
 
