@@ -155,6 +155,27 @@ def prepare(fn_or_module: Any, example_args: Sequence[Any], pipeline: str = "low
     return captured
 
 
+def program_arch(pipeline: str, device_arch: str) -> str:
+    """What a program lowered by ``pipeline`` is compiled for on a GPU of ``device_arch``:
+    the architecture the pipeline names when it is of the GPU's family (``sm_90a`` on an
+    sm_90 GPU), else the GPU's.
+
+    Raises:
+        ValueError: the pipeline names an architecture of another family.
+    """
+    from llmopt.registry import pipeline_arch
+    from llmopt.target import arch_number
+
+    named = pipeline_arch(pipeline)
+    if named is None:
+        return device_arch
+    if arch_number(named) != arch_number(device_arch):
+        raise ValueError(f"the pipeline is for {named}, which does not run on this GPU "
+                         f"({device_arch}); name {device_arch} or a variant such as "
+                         f"{device_arch}a")
+    return named
+
+
 def compile(  # noqa: A001 - the public name mirrors torch.compile
     fn_or_module: Any, example_args: Sequence[Any], pipeline: str = "lower-to-cuda", *,
     cuda_graph: bool = False, dynamic: dict[str, dict[int, str]] | None = None,
@@ -168,6 +189,9 @@ def compile(  # noqa: A001 - the public name mirrors torch.compile
     tensors, else torch's current one): ``pipeline`` gets that GPU's architecture
     (:func:`llmopt.registry.with_arch`, e.g. ``lower-to-cuda{arch=sm_80}``), so its schedules
     fit that GPU's shared memory and multiprocessors (:func:`llmopt.target.current_target`).
+    A pipeline that names a variant of it (``lower-to-cuda{arch=sm_90a}`` on an sm_90 GPU:
+    its warpgroup instructions) is compiled for that variant; one of another family is an
+    error.
 
     ``dynamic``, ``max`` and ``min`` make dims symbolic as :func:`capture` does
     (``dynamic={"x": {1: "seq"}}, max={"seq": 2048}``): one program, compiled once, callable
@@ -191,9 +215,10 @@ def compile(  # noqa: A001 - the public name mirrors torch.compile
     where = next((p.device for p in getattr(fn_or_module, "parameters", list)()), device)
     capture_args = tuple(a.to(where) if isinstance(a, torch.Tensor) else a
                          for a in example_args)
+    arch = program_arch(pipeline, target.arch)
     captured = prepare(fn_or_module, capture_args, pipeline, dynamic=dynamic, max=max, min=min,
-                       arch=target.arch)
+                       arch=arch)
     params = {name: t.detach().to(device) for name, t in captured.params.items()}
     program = CompiledProgram(captured.module, params=params, cuda_graph=cuda_graph,
-                              device=index, arch=target.arch)
+                              device=index, arch=arch)
     return Compiled(program, captured.output_count == 1)

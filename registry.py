@@ -326,6 +326,19 @@ def without(spec: str, name: str) -> str:
     return ",".join(t for t, n in zip(texts, names, strict=True) if n != name)
 
 
+def pipeline_arch(spec: str) -> str | None:
+    """The architecture ``spec`` names: the ``arch`` of its first element that sets one
+    (``lower-to-cuda{arch=sm_90a}``: ``sm_90a``), else ``None``.
+
+    Raises:
+        PipelineError: bad syntax.
+    """
+    for _, element in _split_pipeline(spec):
+        if "arch" in element.parameters:
+            return _option_text(element.parameters["arch"])
+    return None
+
+
 def with_arch(spec: str, arch: str) -> str:
     """``spec`` lowering for ``arch``: every element that has an ``arch`` option and does
     not set it — a named pipeline such as ``lower-to-cuda`` or a pass such as

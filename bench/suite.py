@@ -663,14 +663,17 @@ def llmopt_program_builder(capture_fn: Callable[[], Any],
     :class:`CompiledProgram` with ``cuda_graph=True`` and the weights bound by name."""
 
     def build(module: nn.Module, inputs: tuple[torch.Tensor, ...]) -> Built:
+        from llmopt.api import program_arch
         from llmopt.registry import with_arch
         from llmopt.target import current_target
 
         start = time.perf_counter()
         captured = capture_fn()
         tol = tolerance(captured.module)
-        llmopt.lower(captured.module, with_arch(pipeline, current_target().arch))
-        program = CompiledProgram(captured.module, params=captured.params, cuda_graph=True)
+        arch = program_arch(pipeline, current_target().arch)
+        llmopt.lower(captured.module, with_arch(pipeline, arch))
+        program = CompiledProgram(captured.module, params=captured.params, cuda_graph=True,
+                                  arch=arch)
 
         def call(*args: torch.Tensor) -> torch.Tensor:
             return program(*args)[0]
@@ -1286,7 +1289,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                              "vs_compile_graphs; part of vs_best)")
     common.add_argument("--pipeline", default=DEFAULT_PIPELINE,
                         help="the pass pipeline llmopt lowers with (%(default)s), e.g. to A/B "
-                             "a pass; recorded in the results file")
+                             "a pass; recorded in the results file; "
+                             "lower-to-cuda{arch=sm_90a} on an H100/H200 compiles for sm_90a "
+                             "(16-bit products on wgmma)")
     common.add_argument("--dtype", choices=DTYPES, default=DEFAULT_DTYPE,
                         help="the weights' and inputs' dtype, every system's (%(default)s); "
                              "a 16-bit run also times cuBLAS on the matrix products and "

@@ -178,3 +178,19 @@ def test_the_executor_checks_launches_against_the_target() -> None:
     big = dataclasses.replace(plan, steps=(dataclasses.replace(launch, shared_bytes=10**6),))
     with pytest.raises(ExecutorError, match=r"lower-to-cuda\{arch=sm_86\}"):
         check_launches(big, TARGETS["sm_86"])
+
+
+def test_a_pipeline_names_its_architecture_and_a_program_compiles_for_it() -> None:
+    """``pipeline_arch`` reads the first ``arch`` a pipeline sets; ``program_arch`` compiles
+    a program for it when it is a variant of the GPU's (sm_90a on sm_90), for the GPU's when
+    the pipeline names none, and refuses another family."""
+    from llmopt.api import program_arch
+    from llmopt.registry import pipeline_arch
+
+    assert pipeline_arch("lower-to-cuda") is None
+    assert pipeline_arch("canonicalize,lower-to-cuda{arch=sm_90a},dce") == "sm_90a"
+    assert program_arch("lower-to-cuda", "sm_90") == "sm_90"
+    assert program_arch("lower-to-cuda{arch=sm_90a}", "sm_90") == "sm_90a"
+    with pytest.raises(ValueError, match=r"the pipeline is for sm_80, which does not run on "
+                                         r"this GPU \(sm_90\)"):
+        program_arch("lower-to-cuda{arch=sm_80}", "sm_90")
