@@ -55,6 +55,12 @@ def ldmatrix_ptx(count: int, trans: bool) -> str:
             f"{{{outs}}}, [%{count}];")
 
 
+def _in_place(value: SSAValue) -> bool:
+    """Whether ``value`` is a warpgroup product's result that nothing else reads: the next
+    ``asm`` may read and write it in the product's own local."""
+    return isinstance(value.owner, wgmma.MmaOp) and value.has_one_use()
+
+
 @dataclass
 class KernelEmitter(ExprBuilder):
     """Lowers one ``kernel.func`` to a ``cuda.kernel``."""
@@ -74,6 +80,7 @@ class KernelEmitter(ExprBuilder):
     length: int | SSAValue | None = None  # kernels with ? buffers: the length parameter's
     # position, or the value the kernel loads from a lengths buffer
     length_var: str | None = None  # the local holding the length, as ``index``
+    started: dict[tuple[Operation, int], str] = field(default_factory=dict)  # _start_…
 
     # --- entry point ---------------------------------------------------------------------
 
@@ -192,6 +199,7 @@ class KernelEmitter(ExprBuilder):
             if self.kind.get(op.result) is Kind.NAMED:
                 self._emit_to_tf32(op)
         elif isinstance(op, wgmma.FenceOp):
+            self._start_accumulators(op)
             self.add(cuda.AsmOp("fence.proxy.async.shared::cta;", [], [], [], volatile=True,
                                 memory=True))
             self.add(cuda.AsmOp("wgmma.fence.sync.aligned;", [], [], [], volatile=True,
@@ -264,14 +272,36 @@ class KernelEmitter(ExprBuilder):
         for value, name in zip(op.fragments, names, strict=True):
             self._bind(value, name, UI32)
 
-    def _accumulators(self, values: Sequence[SSAValue], results: Sequence[SSAValue],
-                      prefix: str) -> list[str]:
-        """``float r = <value>;`` per pair, the results bound to the locals (which an
-        ``asm`` then reads and writes); their names."""
+    def _start_accumulators(self, fence: wgmma.FenceOp) -> None:
+        """Before a fence, ``float r = <value>;`` for each accumulator value a product up to
+        the next commit starts from (one not made by a product): copied after the fence,
+        they would be registers moved while the products run, and ptxas would add waits."""
+        op = fence.next_op
+        while op is not None and not isinstance(op, wgmma.CommitOp):
+            if isinstance(op, wgmma.MmaOp):
+                for k, value in enumerate(op.c):
+                    if not _in_place(value):
+                        name = self.names.fresh(None, f"wg{k}")
+                        self.add(cuda.DeclOp(name, F32, self.expr_as(value, F32)))
+                        self.started[op, k] = name
+            op = op.next_op
+
+    def _accumulators(self, op: Operation, values: Sequence[SSAValue],
+                      results: Sequence[SSAValue], prefix: str) -> list[str]:
+        """The locals an ``asm`` reads and writes the accumulators in, the results bound to
+        them: a product's own local for a value only that product's result feeds (in place:
+        a copy of a register a product still writes would make ptxas wait for it), the
+        local :meth:`_start_accumulators` made before the fence, else ``float r =
+        <value>;``."""
         names = []
         for k, (value, result) in enumerate(zip(values, results, strict=True)):
-            name = self.names.fresh(result.name_hint, f"{prefix}{k}")
-            self.add(cuda.DeclOp(name, F32, self.expr_as(value, F32)))
+            if _in_place(value):
+                name = self.var[value]
+            elif (op, k) in self.started:
+                name = self.started.pop((op, k))
+            else:
+                name = self.names.fresh(result.name_hint, f"{prefix}{k}")
+                self.add(cuda.DeclOp(name, F32, self.expr_as(value, F32)))
             self._bind(result, name, F32, mutable=True)
             names.append(name)
         return names
@@ -297,7 +327,7 @@ class KernelEmitter(ExprBuilder):
         "r"(1));``: the accumulators are read and written in place."""
         descs = [self._descriptor(op.a, op.a_indices, op),
                  self._descriptor(op.b, op.b_indices, op)]
-        names = self._accumulators(op.c, op.d, "wg")
+        names = self._accumulators(op, op.c, op.d, "wg")
         outs = [self.add(cuda.VarOp(name, F32)).results[0] for name in names]
         ins = [self.add(cuda.VarOp(name, UI64)).results[0] for name in descs]
         count = len(outs)
@@ -312,7 +342,7 @@ class KernelEmitter(ExprBuilder):
     def _emit_wgmma_wait(self, op: wgmma.WaitOp) -> None:
         """``asm volatile("wgmma.wait_group.sync.aligned N;" : "+f"(e0), … :: "memory");``:
         the accumulators are operands of the wait, so no read of them moves above it."""
-        names = self._accumulators(op.values, op.results_, "wgd")
+        names = self._accumulators(op, op.values, op.results_, "wgd")
         outs = [self.add(cuda.VarOp(name, F32)).results[0] for name in names]
         self.add(cuda.AsmOp(f"wgmma.wait_group.sync.aligned {op.pending.value.data};", outs,
                             [], ["+f"] * len(outs), volatile=True, memory=True))

@@ -196,12 +196,14 @@ by the instructions a K chunk issues per ``HMMA`` (:data:`MMA_HALF_TILES`: 4.6 f
 warp tiles, 3.4 for 64 × 64), not yet measured; 4×8 is a guess below 8×4."""
 
 WGMMA_TILES = (RegisterTile(128, 256, 2, 64), RegisterTile(128, 128, 2, 32),
-               RegisterTile(64, 256, 2, 64), RegisterTile(64, 128, 2, 32))
+               RegisterTile(64, 256, 2, 64), RegisterTile(64, 128, 2, 32),
+               RegisterTile(128, 64, 2, 16))
 """Tensor-core tiles of ``bf16``/``f16`` products on sm_90a, in a warpgroup's accumulator
 layout (:func:`is_wgmma_tile`), which ``wgmma-fragments`` turns into ``wgmma.mma``: two
-warpgroups (``bm = 128``) or one, each ``64 × bn``."""
+warpgroups (``bm = 128``) or one, each ``64 × bn``. The 64-column tile keeps a fused
+gate/up product (two reductions: 64 accumulators a thread) on them."""
 
-WGMMA_EFFICIENCY = {(2, 64): 12.0, (2, 32): 10.0}
+WGMMA_EFFICIENCY = {(2, 64): 12.0, (2, 32): 10.0, (2, 16): 8.0}
 """Speed of a :data:`WGMMA_TILES` block on the scale of :data:`MMA_HALF_EFFICIENCY`: an
 estimate above the best ``mma.sync`` tile's (a warpgroup's product reads its operands from
 shared memory itself, no ``ldmatrix``), not yet measured."""

@@ -24,10 +24,12 @@ for 4 words of padding, ``llmopt.pad``, so rows stay 16-byte aligned) and knob `
 32, or the largest power of two dividing K below that, halved until the tiles, rows padded,
 fit a block's shared-memory budget (half of what a block may use: 113 KiB on sm_90) — twice
 over for tiles ``async-copy`` will fill ahead, so it can keep at least two chunks in
-flight). Option ``chunk_unroll`` (0, the default: the chunk loop is unrolled whole, as
-every loop of the K step inside it; ``n``: ``#pragma unroll n``) bounds the K loop's code: a
-block of a one-wave kernel fetches the loop's code cold once, and a whole 32-long chunk of a
-large register tile is tens of kilobytes of it.
+flight; on sm_90a a chunk of 64 that the schedule names for a warpgroup tile is kept, since
+``wgmma-fragments`` reads rows of exactly 64 halves). Option ``chunk_unroll`` (0, the
+default: the chunk loop is unrolled whole, as every loop of the K step inside it; ``n``:
+``#pragma unroll n``) bounds the K loop's code: a block of a one-wave kernel fetches the
+loop's code cold once, and a whole 32-long chunk of a large register tile is tens of
+kilobytes of it.
 
 **Why** in a ``bm × bn`` block tile every operand element is read by ``bn`` (or ``bm``)
 threads; staged, it is read from global memory once per block and then from shared memory,
@@ -65,13 +67,16 @@ from llmopt.passes._rewrite import KeepLocation
 from llmopt.passes.tile._access import block_threads, linear_form, simplified
 from llmopt.passes.tile._schedule import (
     DEFAULT_STAGES,
+    WGMMA_BK,
     choose_bk,
     default_kmajor,
+    kernel_knobs,
     knob,
     limits,
     padded_bytes,
     smem_budget,
 )
+from llmopt.target import WGMMA_ARCH
 
 INDEX = IndexType()
 VECTOR_PAD = 4
@@ -302,7 +307,10 @@ class StageKLoop(RewritePattern):
 
         # Tiles async-copy will double-buffer get a chunk whose two slots fit.
         slots = 2 if not kmajor and knob(0, kernel, "stages", DEFAULT_STAGES) >= 2 else 1
-        while tile_bytes(bk) * slots > budget and bk > 2 and not self.bk:
+        # a warpgroup tile's chunk is one 128-byte row of halves, whatever the budget says
+        kept = self.bk or (self.arch == WGMMA_ARCH
+                           and kernel_knobs(kernel).get("bk") == WGMMA_BK)
+        while tile_bytes(bk) * slots > budget and bk > 2 and not kept:
             bk //= 2
         if tile_bytes(bk) > budget:
             return

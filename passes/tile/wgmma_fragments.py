@@ -19,8 +19,8 @@ a descriptor can read:
 accumulator values ``i = 4·j + 2·rh + rl``)::
 
     tile.forall (%wi, %wj, %g, %t) … over block_threads {
-      wgmma.fence
       %c_u… = loop.load acc_u[wi, wj, g, t, 0, rh, j, rl]       // N/2 values a thread
+      wgmma.fence
       %c_u… = wgmma.mma a[…, 64·(wi floordiv 4) + r0, 16·q], b[…, n0, 16·q] + (%c_u…)
                                                                  // q = 0 … 3, for each u
       wgmma.commit
@@ -146,7 +146,6 @@ def rewrite(chunk: scf.ForOp, forall: tile.ForallOp, nest: list[loop.ForOp],
                 subst = {kk: c(wgmma.K * q), ivs["t"]: zero, ivs["rl"]: zero,
                          ivs["j"]: zero, ivs["wj"]: zero}
             starts[key, q] = substituted_indices(emit, operand.load, subst, [ivs["wi"]])
-    emit.op(wgmma.FenceOp())
     thread = list(forall.ivs)
     arity = len(thread)
     spots = [AffineMap(arity, 0, (*(AffineDimExpr(d) for d in range(arity)), zero, c(rh),
@@ -156,6 +155,7 @@ def rewrite(chunk: scf.ForOp, forall: tile.ForallOp, nest: list[loop.ForOp],
     for update in updates:
         acc = update.store.buffer
         values.append([emit.add(loop.LoadOp(acc, amap, thread)) for amap in spots])
+    emit.op(wgmma.FenceOp())  # after the accumulators are read: the products use them
     for q in range(CHUNK // wgmma.K):
         for u, update in enumerate(updates):
             a, b = operands[update.a], operands[update.b]

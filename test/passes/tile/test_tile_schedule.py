@@ -434,6 +434,13 @@ def test_sm_90a_gives_16_bit_products_warpgroup_tiles(m: int, n: int, k: int) ->
     assert old is not None and not _schedule.is_wgmma_tile(old.tile)
 
 
+def test_sm_90a_gives_a_fused_gate_up_a_64_column_warpgroup_tile() -> None:
+    """Two reductions keep 64 accumulators a thread: the 128 × 64 warpgroup tile."""
+    got = _schedule.choose_product_schedule(512, 18944, 3584, 1, limits("sm_90a"),
+                                            accumulators=2, tensor_cores=True, halves=True)
+    assert got is not None and got.tile == RegisterTile(128, 64, 2, 16), got
+
+
 def test_sm_90a_records_the_warpgroup_chunk_and_tune_offers_it() -> None:
     """register-tile records bk = 64 for a warpgroup tile (stage-inputs then stages rows of
     128 bytes); ``llmopt tune`` on sm_90a offers warpgroup tiles with that chunk."""

@@ -3,6 +3,8 @@
 // RUN: llm-opt %s -p 'wgmma-fragments{arch=sm_90a},pad-shared,mma-fragments,vector-fragments,tile-to-kernel,canonicalize,cse,kernel-to-cuda{arch=sm_90a}' --check-numerics 2>&1 >/dev/null | filecheck %s --check-prefix=NUM
 // RUN: llm-opt %s -p 'wgmma-fragments{arch=sm_90a},pad-shared,mma-fragments,vector-fragments,tile-to-kernel,canonicalize,cse,kernel-to-cuda{arch=sm_90a}' -t cuda | filecheck %s --check-prefix=CUDA
 // RUN: llm-opt %S/mma-fragments-halves.mlir -p 'wgmma-fragments{arch=sm_90a}' | filecheck %s --check-prefix=OTHER
+// RUN: llm-opt %S/Inputs/gate-up-bf16.mlir -p 'lower-to-cuda{arch=sm_90a}' --check-numerics 2>&1 >/dev/null | filecheck %s --check-prefix=NUM
+// RUN: llm-opt %S/Inputs/gate-up-bf16.mlir -p 'lower-to-cuda{arch=sm_90a}' -t cuda | filecheck %s --check-prefix=GATEUP
 // A bf16 x·Wᵀ (M = N = K = 128) after register-tile{bm=64 bn=64 tm=2 tn=16 blocked=3},
 // stage-inputs{bk=64}, async-copy and prefetch-stages (three slots): four warps of 16 rows
 // each and every one of the 64 columns, so the block's 128 threads hold one warpgroup's
@@ -131,13 +133,14 @@ builtin.module {
 // CHECK:        tile.forall (%[[WI:.*]], %[[WJ:.*]], %[[G:.*]], %[[T:.*]]) in [4, 1, 8, 4] over block_threads {
 // The first warp of the thread's warpgroup, 4·(wi floordiv 4), times 16: A's first row.
 // CHECK:          %[[Q:.*]] = arith.divui %[[WI]], %{{.*}} : index
-// CHECK:          wgmma.fence
-// Value i of the thread: rh = (i / 2) mod 2, j = i / 4, rl = i mod 2.
-// CHECK-NEXT:     %{{.*}} = loop.load %acc[%[[WI]], %[[WJ]], %[[G]], %[[T]], 0, 0, 0, 0]
+// Value i of the thread: rh = (i / 2) mod 2, j = i / 4, rl = i mod 2; read before the
+// fence, which the products follow.
+// CHECK:          %{{.*}} = loop.load %acc[%[[WI]], %[[WJ]], %[[G]], %[[T]], 0, 0, 0, 0]
 // CHECK-NEXT:     %{{.*}} = loop.load %acc[%[[WI]], %[[WJ]], %[[G]], %[[T]], 0, 0, 0, 1]
 // CHECK-NEXT:     %{{.*}} = loop.load %acc[%[[WI]], %[[WJ]], %[[G]], %[[T]], 0, 1, 0, 0]
 // CHECK-NEXT:     %{{.*}} = loop.load %acc[%[[WI]], %[[WJ]], %[[G]], %[[T]], 0, 1, 0, 1]
 // CHECK-NEXT:     %{{.*}} = loop.load %acc[%[[WI]], %[[WJ]], %[[G]], %[[T]], 0, 0, 1, 0]
+// CHECK:          wgmma.fence
 // CHECK-COUNT-4:  wgmma.mma %stage[%slot, %{{.*}}, %{{.*}}], %stage_1[%slot, %{{.*}}, %{{.*}}] + ({{.*}}) : memref<3x64x64xbf16>, memref<3x64x64xbf16>
 // CHECK-NEXT:     wgmma.commit
 // CHECK-NEXT:     wgmma.wait 0
@@ -161,3 +164,8 @@ builtin.module {
 
 // OTHER:     scf.for %kk
 // OTHER-NOT: wgmma
+
+// The fused gate/up: both chains between one fence and one commit, eight m64n64 products.
+// GATEUP:           asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+// GATEUP-COUNT-8:   wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16
+// GATEUP:           asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
