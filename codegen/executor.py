@@ -456,13 +456,13 @@ class CompiledProgram(GraphReplay):
         from llmopt.codegen.symbolic import BINDINGS_REMEMBERED, binding_key
 
         assert self.symbolic is not None
-        key = binding_key(args)
-        known = self._symbols_by_call.get(key) if key is not None else None
-        if known is not None and len(args) == len(self._call_slots):
-            return dict(known)
         if len(args) != len(self._call_slots):
             raise ExecutorError(f"@{self.plan.name} takes {len(self._call_slots)} arguments, "
                                 f"got {len(args)}")
+        key = binding_key(args)
+        known = self._symbols_by_call.get(key) if key is not None else None
+        if known is not None:
+            return dict(known)
         given = dict(zip(self._call_slots, args, strict=True))
         symbols = self.symbolic.bind([given.get(k) for k in range(len(self.plan.inputs))
                                       if k not in self.plan.symbols])

@@ -141,7 +141,6 @@ def demo(args: argparse.Namespace) -> int:
     print(source)
     from llmopt.codegen.nvrtc import compile_cuda
     from llmopt.deps import MissingDependency
-    from llmopt.target import default_arch
 
     arch = default_arch()
     kernels = source.count("__global__")
@@ -1059,8 +1058,6 @@ def tune(args: argparse.Namespace) -> int:
     if not _cuda_available():
         raise CliError("tune needs a CUDA GPU: candidates are timed on it")
     if args.arch is None:
-        from llmopt.target import default_arch
-
         args.arch = default_arch()
     first, _ = split_pipeline(_with_arch(args.pipeline, args.arch), "tile")
     names = [text.split("{")[0].strip() for text in first]

@@ -67,14 +67,13 @@ from llmopt.passes.kernel._index_expr import ExprBuilder, index_expr
 from llmopt.passes.tile._schedule import (
     HALF_KINDS,
     SCHEDULE_ATTR,
-    WGMMA_BK,
     RegisterTile,
     fitting_tiles,
-    is_wgmma_tile,
     mma_accumulators,
     mma_tiles,
     tensor_core_kind,
     tile_cost,
+    warpgroup_chunk,
 )
 from llmopt.passes.tile.register_tile import (
     Contraction,
@@ -82,7 +81,7 @@ from llmopt.passes.tile.register_tile import (
     match_contraction,
     tile_periods,
 )
-from llmopt.target import WGMMA_ARCH, for_arch
+from llmopt.target import for_arch
 
 TABLE_DIR = Path(__file__).resolve().parent.parent / "passes" / "tile" / "tuned"
 SCHEDULED = ("split-k{{arch={arch}}},register-tile{{arch={arch}}},stage-inputs{{arch={arch}}},"
@@ -204,7 +203,7 @@ def mma_candidates(kernel: tile.KernelOp, arch: str, limit: int) -> list[dict[st
         if (not tile_.fits(m, n, tile_periods(found), runtime_rows(found))
                 or tm * tn * len(found.reduces) > most):
             continue
-        bk = WGMMA_BK if is_wgmma_tile(tile_) and halves and arch == WGMMA_ARCH else 32
+        bk = warpgroup_chunk(tile_, halves, arch) or 32
         if k % bk:
             continue
         for split in (1, 2, 4):

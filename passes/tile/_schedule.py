@@ -221,6 +221,12 @@ def is_wgmma_tile(t: RegisterTile) -> bool:
             and 8 <= t.bn <= 256)
 
 
+def warpgroup_chunk(t: RegisterTile, halves: bool, arch: str) -> int | None:
+    """The K chunk of tile ``t`` of a product of 16-bit factors (``halves``) on ``arch`` when
+    ``wgmma-fragments`` will run it (:data:`WGMMA_BK`), else ``None``."""
+    return WGMMA_BK if halves and arch == WGMMA_ARCH and is_wgmma_tile(t) else None
+
+
 MMA_HALF_ACCUMULATORS = 128
 """Accumulators a thread a 16-bit tensor-core tile of one reduction may have (a tile of
 several reductions keeps the limit of 64 of the others)."""

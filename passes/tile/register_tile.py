@@ -107,19 +107,17 @@ from llmopt.passes.tile._access import (
 )
 from llmopt.passes.tile._schedule import (
     HALF_KINDS,
-    WGMMA_BK,
     ProductSchedule,
     RegisterTile,
     choose_product_schedule,
     default_blocked,
-    is_wgmma_tile,
     kernel_knobs,
     knob,
     limits,
     set_knob,
     tensor_core_kind,
+    warpgroup_chunk,
 )
-from llmopt.target import WGMMA_ARCH
 
 
 @dataclass(frozen=True)
@@ -349,10 +347,10 @@ class TileContraction(RewritePattern):
             grid = runtime_grid(op, found, tile_, rewriter)
         old_grid = op.grid_size
         tiled = build_tiled_kernel(op, found, tile_, layout, grid, raster == ROWS_FASTEST)
-        if (layout == MMA_LAYOUT and halves and self.arch == WGMMA_ARCH
-                and is_wgmma_tile(tile_) and found.reduce.trip_count % WGMMA_BK == 0
+        chunk = warpgroup_chunk(tile_, halves, self.arch) if layout == MMA_LAYOUT else None
+        if (chunk is not None and found.reduce.trip_count % chunk == 0
                 and "bk" not in kernel_knobs(tiled)):
-            set_knob(tiled, "bk", WGMMA_BK)  # wgmma-fragments reads rows of 128 bytes
+            set_knob(tiled, "bk", chunk)  # wgmma-fragments reads rows of 128 bytes
         rewriter.replace(op, tiled)
         if old_grid is not None:
             erase_if_unused(old_grid, rewriter)
