@@ -164,15 +164,15 @@ def program_arch(pipeline: str, device_arch: str) -> str:
         ValueError: the pipeline names an architecture of another family.
     """
     from llmopt.registry import pipeline_arch
-    from llmopt.target import arch_number
+    from llmopt.target import arch_number, base_arch
 
     named = pipeline_arch(pipeline)
     if named is None:
         return device_arch
     if arch_number(named) != arch_number(device_arch):
+        base = base_arch(device_arch)
         raise ValueError(f"the pipeline is for {named}, which does not run on this GPU "
-                         f"({device_arch}); name {device_arch} or a variant such as "
-                         f"{device_arch}a")
+                         f"({device_arch}); name {base} or a variant such as {base}a")
     return named
 
 

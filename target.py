@@ -29,6 +29,7 @@ from typing import Any
 __all__ = [
     "ARCH",
     "DEFAULT_ARCH",
+    "DEVICE_VARIANTS",
     "MIN_ARCH",
     "MAX_THREADS_PER_BLOCK",
     "GRID_DEPENDENCY_MIN_SM",
@@ -41,6 +42,7 @@ __all__ = [
     "MmaShape",
     "Target",
     "arch_number",
+    "base_arch",
     "current_target",
     "default_arch",
     "for_arch",
@@ -111,6 +113,13 @@ GRID_DEPENDENCY_MIN_SM = 90
 WGMMA_ARCH = "sm_90a"
 """The one architecture with warpgroup products (``wgmma``): sm_90's arch-specific target."""
 
+DEVICE_VARIANTS = {"sm_90": WGMMA_ARCH}
+"""The architecture code for a GPU of each base architecture is compiled for by default
+(:meth:`Target.from_device`): its arch-specific variant where that variant has instructions
+llmopt uses (sm_90a: ``wgmma``). A variant's CUBIN runs only on GPUs of exactly that compute
+capability, which is all a program compiled for the GPU it runs on needs; ``--arch sm_90``
+(``lower-to-cuda{arch=sm_90}``) still compiles the portable base."""
+
 
 @dataclass(frozen=True)
 class Target:
@@ -161,7 +170,7 @@ class Target:
         if found is None:
             return TARGETS[DEFAULT_ARCH]
         arch = f"sm_{found.pop('major')}{found.pop('minor')}"
-        base = for_arch(arch)
+        base = for_arch(DEVICE_VARIANTS.get(arch, arch))
         return dataclasses.replace(base, **found)
 
 
@@ -184,6 +193,12 @@ def arch_number(arch: str) -> int:
     without digits."""
     digits = re.sub(r"\D", "", arch)
     return int(digits) if digits else 0
+
+
+def base_arch(arch: str) -> str:
+    """The base architecture of ``arch``: ``sm_90`` for ``sm_90a`` (and for ``sm_90``)."""
+    number = arch_number(arch)
+    return f"sm_{number}" if number else arch
 
 
 def normalize_arch(arch: str) -> str:

@@ -58,6 +58,8 @@ def test_architectures_not_in_the_table() -> None:
 def test_normalize_arch() -> None:
     assert target.normalize_arch("90") == "sm_90"
     assert target.normalize_arch("sm_90a") == "sm_90a"
+    assert target.base_arch("sm_90a") == target.base_arch("sm_90") == "sm_90"
+    assert target.base_arch("sm_100f") == "sm_100"
     with pytest.raises(ValueError, match="expected e.g. 'sm_90'"):
         target.normalize_arch("hopper")
 
@@ -83,11 +85,12 @@ H100_PCIE = {"major": 9, "minor": 0, "sms": 114, "max_smem": 227 * 1024,
 
 def test_from_device_reads_the_device(monkeypatch: pytest.MonkeyPatch) -> None:
     """The device's figures replace the table's; what the driver does not say (registers a
-    thread) comes from the table; no device gives the default."""
+    thread) comes from the table; an sm_90 GPU compiles for its variant sm_90a (its
+    warpgroup products); no device gives the default."""
     asked = _fake_device(monkeypatch, H100_PCIE)
     got = Target.from_device(3)
     assert asked == [3]
-    assert got.arch == "sm_90" and got.sms == 114 and got.name == "NVIDIA H100 PCIe"
+    assert got.arch == "sm_90a" and got.sms == 114 and got.name == "NVIDIA H100 PCIe"
     assert got.regs_per_thread == 255 and got.has_mma()
     _fake_device(monkeypatch, {**H100_PCIE, "major": 8, "minor": 7, "sms": 16})
     orin = Target.from_device(0)  # not in the table: every figure from the device
@@ -103,7 +106,7 @@ def test_current_target_reads_each_device_once(monkeypatch: pytest.MonkeyPatch) 
         assert current_target(0) is current_target(0)
         assert current_target(1).sms == 114
         assert asked == [0, 1]
-        assert target.default_arch() == "sm_90"
+        assert target.default_arch() == "sm_90a"
     finally:
         target._current.cache_clear()
 
@@ -191,6 +194,9 @@ def test_a_pipeline_names_its_architecture_and_a_program_compiles_for_it() -> No
     assert pipeline_arch("canonicalize,lower-to-cuda{arch=sm_90a},dce") == "sm_90a"
     assert program_arch("lower-to-cuda", "sm_90") == "sm_90"
     assert program_arch("lower-to-cuda{arch=sm_90a}", "sm_90") == "sm_90a"
+    assert program_arch("lower-to-cuda{arch=sm_90}", "sm_90a") == "sm_90"
+    with pytest.raises(ValueError, match=r"\(sm_90a\); name sm_90 or a variant such as sm_90a"):
+        program_arch("lower-to-cuda{arch=sm_80}", "sm_90a")
     with pytest.raises(ValueError, match=r"the pipeline is for sm_80, which does not run on "
                                          r"this GPU \(sm_90\)"):
         program_arch("lower-to-cuda{arch=sm_80}", "sm_90")

@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, NoReturn
 
 from llmopt.registry import LEVELS
-from llmopt.target import DEFAULT_ARCH, arch_number, default_arch
+from llmopt.target import DEFAULT_ARCH, arch_number, base_arch, default_arch
 
 if TYPE_CHECKING:
     from llmopt.codegen.executor import KernelTime
@@ -720,8 +720,9 @@ def _run_arch(asked: str | None, gpu: bool) -> str:
         return asked or DEFAULT_ARCH
     device = default_arch()
     if asked is not None and arch_number(asked) != arch_number(device):
-        raise CliError(f"--arch {asked} does not run on this GPU ({device}); give {device} "
-                       f"or a variant of it such as {device}a")
+        base = base_arch(device)
+        raise CliError(f"--arch {asked} does not run on this GPU ({device}); give {base} "
+                       f"or a variant of it such as {base}a")
     return asked or device
 
 

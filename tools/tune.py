@@ -81,7 +81,7 @@ from llmopt.passes.tile.register_tile import (
     match_contraction,
     tile_periods,
 )
-from llmopt.target import for_arch
+from llmopt.target import base_arch, for_arch
 
 TABLE_DIR = Path(__file__).resolve().parent.parent / "passes" / "tile" / "tuned"
 SCHEDULED = ("split-k{{arch={arch}}},register-tile{{arch={arch}}},stage-inputs{{arch={arch}}},"
@@ -502,6 +502,17 @@ def load_table(path: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
+def table_arches(arch: str) -> tuple[str, ...]:
+    """The architectures whose tuned entries hold for ``arch``: itself, then its base (a
+    variant such as ``sm_90a`` runs on the GPUs its base's entries were measured on)."""
+    return tuple(dict.fromkeys((arch, base_arch(arch))))
+
+
+def committed_tables(arch: str) -> list[dict[str, Any]]:
+    """The tables committed with llmopt for ``arch`` (:func:`table_arches`), in that order."""
+    return [load_table(TABLE_DIR / f"{a}.json") for a in table_arches(arch)]
+
+
 def save_table(path: Path, table: dict[str, Any]) -> None:
     """Write ``table`` atomically."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -543,19 +554,21 @@ def entry_key(key: str, gpu: str, nvrtc: str) -> str:
     return f"{key}|{gpu}|nvrtc-{nvrtc}"
 
 
-def lookup(key: str, arch: str, tables: Sequence[dict[str, Any]]) -> dict[str, int] | None:
-    """The tuned knobs of the kernel with structural hash ``key`` for ``arch``: the first
-    table with a valid entry for it wins (an entry of a hand-edited or damaged table whose
-    knobs are not integers, or out of range (:func:`llmopt.options.knob_problems`), is
-    skipped)."""
+def lookup(key: str, arch: str | Sequence[str],
+           tables: Sequence[dict[str, Any]]) -> dict[str, int] | None:
+    """The tuned knobs of the kernel with structural hash ``key`` for ``arch`` (or for any of
+    several architectures: a variant and its base): the first table with a valid entry wins
+    (an entry of a hand-edited or damaged table whose knobs are not integers, or out of
+    range (:func:`llmopt.options.knob_problems`), is skipped)."""
     from llmopt.options import knob_problems
 
+    arches = {arch} if isinstance(arch, str) else set(arch)
     for table in tables:
         for name, entry in sorted(table.items()):
             if not isinstance(entry, dict) or name.split("|")[0] != key:
                 continue
             knobs = entry.get("knobs")
-            if entry.get("arch") != arch or not isinstance(knobs, dict):
+            if entry.get("arch") not in arches or not isinstance(knobs, dict):
                 continue
             try:
                 values = {k: int(v) for k, v in knobs.items()}

@@ -40,9 +40,9 @@ from llmopt.passes.tile._schedule import (
 )
 from llmopt.tools.tune import (
     SCHEDULED,
-    TABLE_DIR,
     Trial,
     cache_path,
+    committed_tables,
     entry_key,
     load_table,
     lookup,
@@ -64,9 +64,10 @@ STAGES = (2, 3)
 
 def tuning_tables(arch: str, user: bool = True) -> list[dict[str, Any]]:
     """The tables ``flash-attention`` and ``apply-tuned`` read, first match winning: the
-    user's tuning cache (unless ``user`` is false), then the committed table of ``arch``."""
+    user's tuning cache (unless ``user`` is false), then the committed tables of ``arch``
+    (:func:`llmopt.tools.tune.committed_tables`)."""
     tables = [load_table(cache_path())] if user else []
-    return [*tables, load_table(TABLE_DIR / f"{arch}.json")]
+    return [*tables, *committed_tables(arch)]
 
 
 def attention_chains(module: ModuleOp) -> list[Chain]:

@@ -6,7 +6,8 @@
 **Produces** the kernel with ``llmopt.schedule`` set to the knobs recorded for its
 structural hash (:func:`llmopt.tools.tune.schedule_key`) and the target architecture, taken
 from the table committed for the architecture (``passes/tile/tuned/<arch>.json``, installed
-with llmopt) — or, when asked for, first from the user's tuning cache that ``llmopt tune``
+with llmopt; a variant such as ``sm_90a`` also takes its base's entries, measured on the same
+GPUs) — or, when asked for, first from the user's tuning cache that ``llmopt tune``
 writes: with ``$LLMOPT_TUNE_CACHE`` set (that file), or with ``user=1``
 (``$LLMOPT_TUNE_CACHE``, else ``~/.cache/llmopt/tuned.json``). Kernels without an entry
 keep the heuristics.
@@ -43,7 +44,14 @@ class ApplyTuned(ModulePass):
     user: int = 0
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        from llmopt.tools.tune import TABLE_DIR, load_table, lookup, schedule_key, user_cache
+        from llmopt.tools.tune import (
+            committed_tables,
+            load_table,
+            lookup,
+            schedule_key,
+            table_arches,
+            user_cache,
+        )
 
         kernels = [k for k in op.walk() if isinstance(k, tile.KernelOp)
                    and SCHEDULE_ATTR not in k.attributes and match_contraction(k) is not None]
@@ -51,11 +59,11 @@ class ApplyTuned(ModulePass):
             return
         cache = user_cache(bool(self.user))
         tables = [load_table(cache)] if cache is not None else []
-        tables.append(load_table(TABLE_DIR / f"{self.arch}.json"))
+        tables += committed_tables(self.arch)
         if not any(tables):
             return
         for kernel in kernels:
-            knobs = lookup(schedule_key(kernel), self.arch, tables)
+            knobs = lookup(schedule_key(kernel), table_arches(self.arch), tables)
             if knobs:
                 kernel.attributes[SCHEDULE_ATTR] = DictionaryAttr(
                     {k: IntegerAttr(v, i64) for k, v in sorted(knobs.items())})

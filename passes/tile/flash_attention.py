@@ -654,11 +654,11 @@ class FlashAttention(ModulePass):
                 continue
             knobs = kernel_knobs(chain.scores.kernel)
             if not knobs and self.tuned:
-                from llmopt.tools.tune import lookup
+                from llmopt.tools.tune import lookup, table_arches
                 from llmopt.tools.tune_attention import chain_key, tuning_tables
 
                 tables = tuning_tables(self.arch) if tables is None else tables
-                knobs = lookup(chain_key(chain), self.arch, tables) or {}
+                knobs = lookup(chain_key(chain), table_arches(self.arch), tables) or {}
 
             def setting(option: int, name: str, knobs: dict[str, int] = knobs) -> int:
                 return option or knobs.get(name, 0)

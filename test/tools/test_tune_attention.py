@@ -48,7 +48,6 @@ def _private_tables(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """An empty user cache and no committed table: nothing tuned leaks in."""
     monkeypatch.setenv("LLMOPT_TUNE_CACHE", str(tmp_path / "tuned.json"))
     monkeypatch.setattr(tune, "TABLE_DIR", tmp_path / "tables")
-    monkeypatch.setattr(tune_attention, "TABLE_DIR", tmp_path / "tables")
 
 
 def _flash(module: ModuleOp, options: str = "") -> str:
