@@ -61,9 +61,10 @@ def launches(program: Any, inputs: Sequence[torch.Tensor], reps: int) -> list[di
 
 
 def measure(model_name: str, seqs: Sequence[int], max_seq: int, reps: int,
-            rounds: int, ncu_window: bool = False, pipeline: str = "lower-to-cuda"
-            ) -> list[dict[str, Any]]:
-    """The rows of one model: both programs lowered by ``pipeline`` at every length."""
+            rounds: int, ncu_window: bool = False, pipeline: str = "lower-to-cuda",
+            dtype: torch.dtype = torch.float32) -> list[dict[str, Any]]:
+    """The rows of one model in ``dtype``: both programs lowered by ``pipeline`` at every
+    length."""
     from llmopt.codegen.executor import CompiledProgram
     from llmopt.frontend.models import capture_layer
     from llmopt.registry import with_arch
@@ -71,7 +72,7 @@ def measure(model_name: str, seqs: Sequence[int], max_seq: int, reps: int,
     from llmopt.tools.llmopt_cli import model_weights
 
     pipeline = with_arch(pipeline, current_target().arch)
-    model, _, _ = build_layer(model_name, "cuda", model_name)
+    model, _, _ = build_layer(model_name, "cuda", model_name, dtype)
     weights = model_weights(model)
     program = capture_layer(model, EXAMPLE_SEQ, dynamic=True, max_seq=max_seq)
     lowered(program, pipeline)
@@ -84,7 +85,8 @@ def measure(model_name: str, seqs: Sequence[int], max_seq: int, reps: int,
         lowered(static, pipeline)
         fixed = CompiledProgram(static.module, params=weights, cuda_graph=True)
         fixed_plain = CompiledProgram(static.module, params=weights)
-        row = {"model": model_name, "seq": seq, "pipeline": pipeline}
+        row = {"model": model_name, "seq": seq, "pipeline": pipeline,
+               "dtype": str(dtype).removeprefix("torch.")}
         with torch.no_grad():
             row |= compare({"symbolic": (symbolic, plain), "static": (fixed, fixed_plain)},
                            inputs, reps, rounds)
@@ -150,6 +152,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--pipeline", default="lower-to-cuda",
                    help="the pass pipeline of both programs")
+    p.add_argument("--dtype", choices=("float32", "bfloat16", "float16"), default="float32",
+                   help="the layer's weights' and inputs' dtype")
     p.add_argument("--ncu-window", action="store_true",
                    help="replay both graphs once more inside a profiler window (for ncu)")
     args = p.parse_args(argv)
@@ -161,7 +165,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.out_dir.mkdir(parents=True, exist_ok=True)
     for model_name in args.models:
         rows += measure(model_name, args.seqs, args.max_seq, args.reps, args.rounds,
-                        args.ncu_window, args.pipeline)
+                        args.ncu_window, args.pipeline, getattr(torch, args.dtype))
         (args.out_dir / "symbolic-profile.json").write_text(json.dumps(rows, indent=1))
     return 0
 
