@@ -476,11 +476,12 @@ def choose_product_schedule(m: int, n: int, k: int, batch: int, gpu: GpuLimits,
     does (a prompt of 17, 100 or 1000 tokens), *ragged* tiles compete, whose edge blocks
     overhang the output (:meth:`RegisterTile.fits`): the model counts their blocks whole,
     so the padding is paid for. Ragged tiles compete too for any product of at most
-    :data:`FEW_ROWS` rows of ``f32`` factors: there a dividing tile is one of 32 rows on the
-    CUDA cores, and the model prefers a ragged one once it may (two slices of 32 × 112 for
-    the fused gate and up projections instead of four of 32 × 64; the tensor cores' 64 × 128
-    for TinyLlama's square and down projections). An output of
-    fewer than :data:`MIN_RAGGED_OUTPUTS` points gets no ragged tile: one thread per output
+    :data:`FEW_ROWS` rows: there a dividing tile is one of 32 rows on the CUDA cores
+    (which for 16-bit factors have a sixteenth of the tensor cores' rate), and the model
+    prefers a ragged one once it may (two slices of 32 × 112 for the fused gate and up
+    projections instead of four of 32 × 64; the tensor cores' 64 × 128 for TinyLlama's
+    square and down projections). An output of fewer than :data:`MIN_RAGGED_OUTPUTS`
+    points gets no ragged tile: one thread per output
     is then as fast as a block mostly padding.
 
     Measured on the H200 for the fused gate/up kernel (``silu(x·Wgᵀ)·(x·Wuᵀ)``, median of
@@ -498,7 +499,7 @@ def choose_product_schedule(m: int, n: int, k: int, batch: int, gpu: GpuLimits,
     thread for one reduction, at :data:`MMA_HALF_EFFICIENCY`."""
     chosen = _product_schedule(m, n, k, batch, gpu, accumulators, periods, tensor_cores,
                                ragged=False, halves=halves)
-    few_rows = m <= FEW_ROWS and not halves
+    few_rows = m <= FEW_ROWS
     if chosen is None or chosen.tile.tm * chosen.tile.tn < 8 or few_rows:
         if m * n >= MIN_RAGGED_OUTPUTS:
             ragged = _product_schedule(m, n, k, batch, gpu, accumulators, periods,
@@ -508,7 +509,7 @@ def choose_product_schedule(m: int, n: int, k: int, batch: int, gpu: GpuLimits,
 
 
 FEW_ROWS = 32
-"""Rows up to which a product of ``f32`` factors lets ragged tiles compete with the
+"""Rows up to which a product lets ragged tiles compete with the
 dividing ones (:func:`choose_product_schedule`): one 32-row tile then holds every row, and
 a ragged edge costs only the last column of blocks, or a 64-row tensor-core tile pads the
 rows it lacks. A length bucket's variant is chosen for its bound, which the lengths it runs

@@ -512,6 +512,21 @@ def test_few_rows_let_a_ragged_tensor_core_tile_compete() -> None:
     assert above is not None and (_schedule.FEW_ROWS * 2) % above.tile.bm == 0
 
 
+@pytest.mark.parametrize("arch", ["sm_90", "sm_90a"])
+def test_few_rows_of_halves_stay_on_the_tensor_cores(arch: str) -> None:
+    """A 32-row bucket of a ``bf16`` product (Qwen2.5-7B's fused gate/up, two reductions,
+    and its square projection) runs on the tensor cores as 17 rows do, not in 32-row
+    tiles of the CUDA cores, a sixteenth of their rate."""
+    gpu = limits(arch)
+    for n, k, accumulators in ((18944, 3584, 2), (3584, 3584, 1)):
+        at_32 = _schedule.choose_product_schedule(32, n, k, 1, gpu, accumulators,
+                                                  tensor_cores=True, halves=True)
+        at_17 = _schedule.choose_product_schedule(17, n, k, 1, gpu, accumulators,
+                                                  tensor_cores=True, halves=True)
+        assert at_32 is not None and at_32.tensor_cores
+        assert at_17 is not None and at_17.tensor_cores
+
+
 def test_limits() -> None:
     assert limits("sm_80").sms == 108
     assert limits("sm_90").sms == 132
