@@ -46,6 +46,8 @@ from suite import cuda_time_ms  # noqa: E402
 import llmopt  # noqa: E402
 from llmopt.codegen.executor import CompiledProgram  # noqa: E402
 from llmopt.frontend.capture import capture  # noqa: E402
+from llmopt.registry import with_arch  # noqa: E402
+from llmopt.target import default_arch  # noqa: E402
 
 REPS, WARMUP = 30, 5
 """Timed and untimed calls per measurement (:func:`suite.cuda_time_ms`)."""
@@ -169,6 +171,7 @@ def main() -> int:
         captured = capture(module, tuple(t.cpu() for t in inputs))
         params = {name: t.detach().cuda() for name, t in captured.params.items()}
         cases[shape] = (inputs, ref, baseline, flop, str(captured.module), params)
+    arch = args.arch or default_arch()
     lowered: dict[tuple[tuple[int, int, int], str], str | Exception] = {}
     if args.jobs > 1:
         began = time.perf_counter()
@@ -192,7 +195,8 @@ def main() -> int:
                 if isinstance(ready, Exception):
                     raise ready
                 module = (llmopt.parse(ready) if ready is not None
-                          else llmopt.lower(llmopt.parse(text), pipeline(passes)))
+                          else llmopt.lower(llmopt.parse(text),
+                                            with_arch(pipeline(passes), arch)))
                 program = CompiledProgram(module, params=params, cuda_graph=True,
                                           arch=args.arch)
                 out = program(*inputs)[0]
@@ -222,7 +226,6 @@ def lower_variants(texts: dict[tuple[int, int, int], str],
     compiled for ``arch`` (default: the GPU's) into the kernel cache on ``jobs`` fresh
     processes: by (shape, variant name),
     the lowered module's text, or what went wrong."""
-    from llmopt.target import default_arch
     from llmopt.tools.tune import lower_candidate, spawn_pool
 
     arch = arch or default_arch()

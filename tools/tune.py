@@ -294,12 +294,14 @@ class Trial:
 
 
 def lower_candidate(text: str, pipeline: str, arch: str) -> str:
-    """Parse a one-kernel module, lower it by ``pipeline`` and compile its CUDA (into the
+    """Parse a one-kernel module, lower it by ``pipeline`` (its elements that name no
+    architecture get ``arch``, as :func:`llmopt.compile` does) and compile its CUDA (into the
     kernel cache); returns the lowered module's text. Runs in worker processes."""
     from llmopt.api import cuda_source, lower, parse
     from llmopt.codegen.nvrtc import compile_cuda
+    from llmopt.registry import with_arch
 
-    module = lower(parse(text), pipeline)
+    module = lower(parse(text), with_arch(pipeline, arch))
     compile_cuda(cuda_source(module), arch=arch)
     return str(module)
 
