@@ -1354,12 +1354,12 @@ def dry_run(args: argparse.Namespace, plan: Sequence[tuple[str, str, int, str]])
     Op cases are built on the CPU, blocks on the meta device. Returns 1 when any case fails
     to capture or lower, else 0."""
     from llmopt.frontend.models import capture_layer, capture_model
-    from llmopt.registry import with_arch
+    from llmopt.registry import pipeline_arch, with_arch
     from llmopt.target import current_target
 
     dtype = getattr(torch, args.dtype)
-    arch = current_target().arch
-    spec = with_arch(args.pipeline, arch)
+    spec = with_arch(args.pipeline, current_target().arch)
+    arch = pipeline_arch(spec)
     status = 0
     for name, model, seq, what in plan:
         start = time.perf_counter()
