@@ -5,26 +5,31 @@ of a block, the frame's last axis, form warpgroups of 128 consecutive threads, a
 size is not a multiple of 128 cannot run them, and a warpgroup runs each op with all of its
 threads or none; any other mask is a divergence error.
 
-``wgmma.fence`` and ``wgmma.commit`` do nothing here and ``wgmma.wait`` passes its
-accumulators through: a ``wgmma.mma`` completes when it is issued, so a result read, or a
-tile overwritten, before its wait is not detected. ``wgmma.mma`` takes its indices from the
-warpgroup's threads, which must agree, with row indices multiples of 8 and ``k`` indices of
-16, and reads the ``64 × 16`` box of ``a`` and the ``N × 16`` box of ``b`` the way a load of
-its level does (bounds-checked; at Kernel IR race-checked too, each element as read by two
-threads of the warpgroup, so that a write by any one thread since the last barrier is a
-race). The tiles' swizzle is a physical layout only: the reads see logical elements. The
-tensor core is modelled as in :mod:`llmopt.interp.mma`: products exact, their sum with ``C``
-rounded once to ``f32``.
+``wgmma.fence`` does nothing here and ``wgmma.wait`` passes its accumulators through: a
+``wgmma.mma``'s values are computed when it is issued, so a result read before its wait is
+not detected. Its tiles, though, count as read until the wait that retires its group: at
+Kernel IR ``wgmma.commit`` closes the group of the products issued since the last one, and
+``wgmma.wait N`` reads the tiles of every group but the newest ``N`` again (race-checked,
+values unused), so a write after a barrier into a tile that a product still in flight reads
+is a race, as on the GPU, where the tensor core may read the tile until the wait.
+``wgmma.mma`` takes its indices from the warpgroup's threads, which must agree, with row
+indices multiples of 8 and ``k`` indices of 16, and reads the ``64 × 16`` box of ``a`` and
+the ``N × 16`` box of ``b`` the way a load of its level does (bounds-checked; at Kernel IR
+race-checked too, each element as read by two threads of the warpgroup, so that a write by
+any one thread since the last barrier is a race). The tiles' swizzle is a physical layout
+only: the reads see logical elements. The tensor core is modelled as in
+:mod:`llmopt.interp.mma`: products exact, their sum with ``C`` rounded once to ``f32``.
 """
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
 
 import numpy as np
 from xdsl.ir import Operation, SSAValue
 
-from llmopt.dialects.wgmma import SWIZZLE_ROWS, WARPGROUP, K, M, MmaOp
+from llmopt.dialects.wgmma import SWIZZLE_ROWS, WARPGROUP, K, M, MmaOp, WaitOp
 from llmopt.interp._core import DivergenceError, InterpretError, error
 from llmopt.interp.kernel import KernelEvaluator, read
 from llmopt.interp.simt import SimtEvaluator, buffer_of, simt_impl
@@ -57,16 +62,57 @@ def _warpgroups(ev: SimtEvaluator, op: Operation) -> tuple[tuple[int, ...], np.n
     return lead, mask.all(-1)
 
 
-@simt_impl("wgmma.fence", "wgmma.commit")
-def _nothing(ev: SimtEvaluator, op: Operation) -> None:
+_Read = tuple[Operation, SSAValue, list[np.ndarray]]
+"""One box a product read: the product, its tile, and the index arrays of one round."""
+
+
+class _Groups:
+    """The reads of a launch's products whose groups no wait has retired yet."""
+
+    def __init__(self) -> None:
+        self.open: list[_Read] = []  # products issued since the last commit
+        self.committed: list[list[_Read]] = []  # oldest first
+
+
+_GROUPS: weakref.WeakKeyDictionary[KernelEvaluator, _Groups] = weakref.WeakKeyDictionary()
+
+
+def _groups(ev: SimtEvaluator) -> _Groups | None:
+    """The launch's groups in flight (Kernel IR only: Tile IR has no race checks)."""
+    if not isinstance(ev, KernelEvaluator) or ev.races is None:
+        return None
+    return _GROUPS.setdefault(ev, _Groups())
+
+
+@simt_impl("wgmma.fence")
+def _fence(ev: SimtEvaluator, op: Operation) -> None:
     """Ordering only: nothing to compute once the warpgroups are known to run it whole."""
     _warpgroups(ev, op)
 
 
+@simt_impl("wgmma.commit")
+def _commit(ev: SimtEvaluator, op: Operation) -> None:
+    """Close the group of the products issued since the last commit."""
+    _warpgroups(ev, op)
+    groups = _groups(ev)
+    if groups is not None and groups.open:
+        groups.committed.append(groups.open)
+        groups.open = []
+
+
 @simt_impl("wgmma.wait")
 def _wait(ev: SimtEvaluator, op: Operation) -> None:
-    """The accumulators pass through (every product completed when it was issued)."""
+    """The accumulators pass through (every product's values were computed when it was
+    issued); the groups this wait retires read their tiles once more, race-checked."""
     _warpgroups(ev, op)
+    groups = _groups(ev)
+    if groups is not None:
+        assert isinstance(op, WaitOp)
+        keep = op.pending.value.data
+        retired = groups.committed[:max(0, len(groups.committed) - keep)]
+        del groups.committed[:len(retired)]
+        for product, buffer, at in (r for group in retired for r in group):
+            read(ev, product, buffer, at)
     for result, value in zip(op.results, op.operands, strict=True):
         ev.env[result] = ev.env[value]
 
@@ -110,11 +156,14 @@ def _box(ev: SimtEvaluator, op: MmaOp, lead: tuple[int, ...], buffer: SSAValue,
     half = WARPGROUP // 2
     spot = np.arange(frame[-1]) % half
     rounds = []
+    groups = _groups(ev)
     for r in range(rows * K // half):
         element = r * half + spot
         at = [*leading, row0 + element // K, k0 + element % K]
         if isinstance(ev, KernelEvaluator):
             value = read(ev, op, buffer, at)
+            if groups is not None:
+                groups.open.append((op, buffer, at))
         else:
             value = ev.gather(op, buffer_of(ev, op, buffer), at)
         lanes = np.broadcast_to(value, frame).reshape(lead + (WARPGROUP,))

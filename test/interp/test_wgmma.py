@@ -41,7 +41,7 @@ def spot(i: int) -> tuple[int, int]:
 def product(*, rows: int = 64, n: int = 64, threads: int = 128,
             ar: Sequence[str] = ("%ar = arith.constant 0 : index",), bias: bool = False,
             barrier: bool = True, extra: Sequence[str] = (), guard: int | None = None,
-            fence: bool = True) -> str:
+            fence: bool = True, pending: int = 0, in_flight: Sequence[str] = ()) -> str:
     """Kernel IR of ``y = x·Wᵀ (+ c)`` with ``x: rows×64``, ``W: n×64`` (bf16) staged in
     swizzled shared tiles, and a chain of four ``wgmma.mma`` over ``k = 0, 16, 32, 48``
     (``N = n``) whose accumulators each thread stores at its layout spots.
@@ -49,7 +49,9 @@ def product(*, rows: int = 64, n: int = 64, threads: int = 128,
     ``ar`` defines ``%ar``, ``a``'s row index (from ``%tid``, ``%wg`` = ``tid / 128``, ``%wl``
     = ``tid % 128`` and constants ``%cK``); ``bias`` starts the chain from ``c: rows×n``
     (read at the layout spots) instead of zeros; ``extra`` lines follow the barrier;
-    ``guard`` runs the fence, chain and stores under ``tid < guard``."""
+    ``guard`` runs the fence, chain and stores under ``tid < guard``; ``pending`` is the
+    first wait's, and ``in_flight`` lines follow it, before a ``wgmma.wait 0`` that retires
+    the chain (with ``pending = 0`` nothing is in flight there)."""
     x, w, y = (f"memref<{rows}x{WIDTH}xbf16>", f"memref<{n}x{WIDTH}xbf16>",
                f"memref<{rows}x{n}xf32>")
     count = n // 2
@@ -105,7 +107,12 @@ def product(*, rows: int = 64, n: int = 64, threads: int = 128,
         acc = out
     body.append("wgmma.commit")
     done = [f"%e{i}" for i in range(count)]
-    body.append(f"{', '.join(done)} = wgmma.wait 0 ({', '.join(acc)})")
+    body.append(f"{', '.join(done)} = wgmma.wait {pending} ({', '.join(acc)})")
+    if pending or in_flight:
+        body += in_flight
+        waited = [f"%f{i}" for i in range(count)]
+        body.append(f"{', '.join(waited)} = wgmma.wait 0 ({', '.join(done)})")
+        done = waited
     body += [f"kernel.store {v}, %y[{at}] : {y}" for v, at in zip(done, spots, strict=True)]
     if guard is not None:
         body = [f"%p = arith.cmpi ult, %tid, %c{guard} : index", "scf.if %p {",
@@ -244,6 +251,34 @@ def test_a_write_by_any_one_thread_after_the_barrier_is_a_race(writer: int) -> N
                        rf"shared %sa\[0, 0\] \(block 0\): thread {writer} of block 0"):
         run(parse(product(n=8, extra=extra)), [halves(rng, (64, WIDTH)),
                                                halves(rng, (8, WIDTH))])
+
+
+def _overwrite_a(writer: int) -> tuple[str, ...]:
+    """Thread ``writer`` stores 0 into ``a[0][0]``."""
+    return (f"%who = arith.constant {writer} : index",
+            "%is = arith.cmpi eq, %tid, %who : index",
+            "%h = arith.truncf %zero : f32 to bf16",
+            "scf.if %is {",
+            f"  kernel.store %h, %sa[%c0, %c0] : memref<64x{WIDTH}xbf16>",
+            "}")
+
+
+@pytest.mark.parametrize("pending", [0, 1])
+def test_a_tile_written_after_a_barrier_races_with_a_product_still_in_flight(
+        pending: int) -> None:
+    """A barrier orders the threads, not the tensor core: with ``wait 1`` the chain's group is
+    still in flight after the barrier, so thread 5 rewriting ``a[0][0]`` there races with
+    it (found when ``wait 0`` retires the group); after ``wait 0`` the tile is free."""
+    rng = np.random.default_rng(22)
+    x, w = halves(rng, (64, WIDTH)), halves(rng, (8, WIDTH))
+    text = product(n=8, pending=pending, in_flight=("kernel.barrier", *_overwrite_a(5)))
+    if pending == 0:
+        (y,) = run(parse(text), [x, w])
+        np.testing.assert_allclose(y, reference(x, w), rtol=1e-6, atol=1e-6)
+        return
+    with pytest.raises(RaceError, match=r"wgmma\.mma: data race \(read after write\) on "
+                       r"shared %sa\[0, 0\] \(block 0\): thread 5 of block 0"):
+        run(parse(text), [x, w])
 
 
 def test_a_box_out_of_bounds_is_reported() -> None:
