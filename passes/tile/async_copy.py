@@ -46,6 +46,13 @@ slots nobody reads any more (in bounds, no branch in the loop). An async copy's 
 seen by ``tile-to-kernel``'s barrier placement: this pass orders it with the waits and the
 two barriers above, one barrier per chunk instead of two.
 
+With ``lag = L`` (option, 0 or 1) the loop fetches ``S-1-L`` chunks ahead instead (the
+prologue fills ``S-1-L``, the wait keeps ``S-2-L`` groups, the fill goes to slot
+``(k0+S-1-L) mod S``) and is marked ``{llmopt.lag = L}``: a slot is refilled only ``L``
+chunks after the barrier that follows its last read, which is what a product still in
+flight after that barrier needs (``wgmma-fragments{pending=1}``); with fewer than ``2 + L``
+slots ``L`` is 0.
+
 **Why** a synchronous fill makes every thread wait for its global loads before it can
 compute; register prefetching (``prefetch-stages``) hides one chunk but costs registers and a
 second barrier. ``cp.async`` writes shared memory without passing through registers, so
@@ -93,6 +100,10 @@ from llmopt.passes.tile._schedule import (
 )
 from llmopt.passes.tile.prefetch_stages import Fill, remap, staged_fills
 from llmopt.passes.tile.stage_inputs import addends, block_level_loop, const_int
+
+LAG_ATTR = "llmopt.lag"
+"""On a pipelined K loop: the slots it keeps for chunks whose readers may still be in flight
+(``async-copy{lag=1}``): the tiles a chunk's products read are refilled two chunks later."""
 
 
 def vector_width(f: Fill) -> int:
@@ -221,6 +232,7 @@ class AsyncKLoop(RewritePattern):
     stages: int
     arch: str
     carry: int
+    lag: int = 0
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: scf.ForOp, rewriter: PatternRewriter) -> None:
@@ -256,6 +268,8 @@ class AsyncKLoop(RewritePattern):
             stages -= 1
         if others + tile_bytes(found, widths, stages) > budget:
             return
+        lag = self.lag if stages >= 2 + self.lag else 0
+        ahead_by = stages - 1 - lag  # chunks fetched ahead of the one computed
         slots = {f.store.buffer: self._slotted(f, width, stages, rewriter)
                  for f, width in zip(found, widths, strict=True)}
         first, computing = body[0], body[len(found)]
@@ -263,7 +277,7 @@ class AsyncKLoop(RewritePattern):
         # a loop whose trip count is a value carries the counters (wrapped at that value).
         if not op.iter_args and (dynamic or knob(self.carry, kern, "carry",
                                                  default_carry(kern)) == 1):
-            op, (k0, read, write, chunk) = self._carried(op, stages, n,
+            op, (k0, read, write, chunk) = self._carried(op, stages, ahead_by, n,
                                                          op.ub if dynamic else None, rewriter)
             slot_of, fetch_of = write, chunk
             read_slot: AffineExpr = AffineDimExpr(0)
@@ -272,15 +286,15 @@ class AsyncKLoop(RewritePattern):
         else:
             read = slot_of = fetch_of = k0
             read_slot = AffineDimExpr(0) % stages
-            ahead = (AffineDimExpr(0) + (stages - 1)) % n
-            ahead_slot = (AffineDimExpr(0) + (stages - 1)) % stages
+            ahead = (AffineDimExpr(0) + ahead_by) % n
+            ahead_slot = (AffineDimExpr(0) + ahead_by) % stages
         self._read_slots(op, slots, read, read_slot, rewriter)
 
-        # Prologue: chunks 0 … S-2 into slots 0 … S-2.
+        # Prologue: chunks 0 … S-2-L into slots 0 … S-2-L.
         before = InsertPoint.before(op)
         c0 = arith.ConstantOp(IntegerAttr(0, k0.type))
         c1 = arith.ConstantOp(IntegerAttr(1, k0.type))
-        cs = arith.ConstantOp(IntegerAttr(stages - 1, k0.type))
+        cs = arith.ConstantOp(IntegerAttr(ahead_by, k0.type))
         rewriter.insert([c0, c1, cs], before)
         rewriter.insert(kernel.BarrierOp(), before)
         pro = Block(arg_types=[k0.type])
@@ -294,8 +308,8 @@ class AsyncKLoop(RewritePattern):
         prologue.attributes |= UNROLL | {"llmopt.role": StringAttr("prologue")}
         rewriter.insert(prologue, before)
 
-        # Steady state: wait for chunk k0, then fetch chunk k0 + S-1.
-        rewriter.insert([tile.AsyncWaitOp(stages - 2), kernel.BarrierOp()],
+        # Steady state: wait for chunk k0, then fetch chunk k0 + S-1-L.
+        rewriter.insert([tile.AsyncWaitOp(ahead_by - 1), kernel.BarrierOp()],
                         InsertPoint.before(first))
         for f, width in zip(found, widths, strict=True):
             rewriter.insert(self._fill(f, width, slots[f.store.buffer], k0, fetch_of, ahead,
@@ -306,6 +320,8 @@ class AsyncKLoop(RewritePattern):
         for old in slots:
             rewriter.erase(old.owner)  # type: ignore[arg-type]
         op.attributes["llmopt.prefetch"] = StringAttr(f"async{stages}")
+        if lag:
+            op.attributes[LAG_ATTR] = IntegerAttr(lag, i64)
 
     @staticmethod
     def _slotted(f: Fill, width: int, stages: int, rewriter: PatternRewriter) -> SSAValue:
@@ -325,11 +341,12 @@ class AsyncKLoop(RewritePattern):
         return new.result
 
     @staticmethod
-    def _carried(op: scf.ForOp, stages: int, n: int, trips: SSAValue | None,
+    def _carried(op: scf.ForOp, stages: int, ahead_by: int, n: int, trips: SSAValue | None,
                  rewriter: PatternRewriter
                  ) -> tuple[scf.ForOp, tuple[SSAValue, SSAValue, SSAValue, SSAValue]]:
         """``op`` rebuilt with three index ``iter_args`` — the slot read (``k0 mod S``), the
-        slot filled (``(k0+S-1) mod S``) and the chunk fetched (``(k0+S-1) mod n``) — each
+        slot filled (``(k0+A) mod S``) and the chunk fetched (``(k0+A) mod n``), ``A`` =
+        ``ahead_by`` — each
         stepped by one and wrapped with a compare and select at the end of the body. A loop
         whose trip count is a value ``trips`` (at most ``n``) wraps the chunk fetched at
         ``trips`` instead: it fetches only chunks it has, and again those it read first."""
@@ -337,7 +354,7 @@ class AsyncKLoop(RewritePattern):
         k0 = old.args[0]
         typ = k0.type
         inits = [arith.ConstantOp(IntegerAttr(v, typ))
-                 for v in (0, stages - 1, (stages - 1) % n)]
+                 for v in (0, ahead_by, ahead_by % n)]
         rewriter.insert(inits, InsertPoint.before(op))
         block = Block(arg_types=[typ] * 4)
         for arg, name in zip(block.args, (k0.name_hint, "slot", "fill_slot", "fetch"),
@@ -416,16 +433,20 @@ class AsyncCopy(ModulePass):
     3; 1 = off), ``arch`` (whose shared-memory limit the slots must fit), ``carry`` (1: the
     slots and the fetched chunk are loop-carried counters; 2: recomputed from ``k0`` with
     ``mod`` and ``floordiv`` every chunk; 0 = the kernel's ``llmopt.schedule``, else
-    :func:`~llmopt.passes.tile._schedule.default_carry`)."""
+    :func:`~llmopt.passes.tile._schedule.default_carry`), ``lag`` (slots kept for chunks
+    whose readers may still be in flight: 1 fetches ``S-2`` chunks ahead instead of ``S-1``,
+    with at least three slots, for ``wgmma-fragments{pending=1}``; 0, the default: none)."""
 
     name = "async-copy"
 
     stages: int = 0
     arch: str = "sm_90"
     carry: int = 0
+    lag: int = 0
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         if self.stages < 0:
             raise PassFailedException(f"async-copy: stages must be ≥ 0, got {self.stages}")
-        PatternRewriteWalker(KeepLocation(AsyncKLoop(self.stages, self.arch, self.carry)),
+        PatternRewriteWalker(KeepLocation(AsyncKLoop(self.stages, self.arch, self.carry,
+                                                     self.lag)),
                              apply_recursively=False).rewrite_module(op)

@@ -29,9 +29,19 @@ accumulator values ``i = 4·j + 2·rh + rl``)::
     }
 
 and marks both tiles ``llmopt.swizzle = 128`` (``pad-shared`` leaves them unpadded;
-``kernel-to-cuda`` lays them out for the descriptors). Nothing else changes: the copies
-that fill the tiles, their waits and barriers stay as ``stage-inputs``, ``async-copy`` and
-``prefetch-stages`` made them. The pass does nothing unless ``arch`` is sm_90a.
+``kernel-to-cuda`` lays them out for the descriptors).
+
+Nothing else changes: the copies that fill the tiles, their waits and barriers stay as
+``stage-inputs``, ``async-copy`` and ``prefetch-stages`` made them. The pass does nothing
+unless ``arch`` is sm_90a.
+
+With ``pending = 1`` (option) the wait leaves the newest group in flight — ``wgmma.wait 1``,
+so a chunk's products run while the next chunk's copies are waited for and its barrier
+passes — when the K loop around the chunk loop refills a slot only one chunk after the
+barrier that follows its last read (``async-copy{lag=1}``, ``{llmopt.lag = 1}`` on the
+loop); after the K loop a forall of the same shape then waits for the last group
+(``wgmma.wait 0``) before anything reads the accumulators. Without that mark the wait stays
+``0``: a refill one barrier after the read would race with the products in flight.
 
 **Why** a warpgroup's product reads its operands from shared memory itself: no
 ``ldmatrix`` fills registers first, and one instruction does the ``m64nNk16`` work of
@@ -46,7 +56,7 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import scf
-from xdsl.dialects.builtin import IntegerAttr, MemRefType, ModuleOp, i64
+from xdsl.dialects.builtin import IntegerAttr, MemRefType, ModuleOp, StringAttr, i64
 from xdsl.ir import SSAValue
 from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr, AffineExpr, AffineMap
 from xdsl.passes import ModulePass
@@ -62,6 +72,7 @@ from llmopt.dialects import loop, mma, tile, wgmma
 from llmopt.passes._rewrite import KeepLocation
 from llmopt.passes.tile._mma_halves import IndexEmitter, substituted_indices
 from llmopt.passes.tile._mma_match import Operand, Update, coefficients, match_chunk_loop
+from llmopt.passes.tile.async_copy import LAG_ATTR
 from llmopt.target import WGMMA_ARCH
 
 CHUNK = wgmma.SWIZZLE_BYTES // 2
@@ -115,11 +126,45 @@ def _value_spots(n: int) -> list[tuple[int, int, int]]:
     return [(i // 2 % 2, i // 4, i % 2) for i in range(n // 2)]
 
 
+def in_flight(chunk: scf.ForOp, asked: int) -> scf.ForOp | None:
+    """The K loop around ``chunk`` when ``asked`` groups may stay in flight across its
+    barriers (its ``llmopt.lag`` is at least ``asked``), else ``None``."""
+    k_loop = chunk.parent_op()
+    lag = k_loop.attributes.get(LAG_ATTR) if isinstance(k_loop, scf.ForOp) else None
+    if asked and isinstance(lag, IntegerAttr) and lag.value.data >= asked:
+        assert isinstance(k_loop, scf.ForOp)
+        return k_loop
+    return None
+
+
+def wait_after(k_loop: scf.ForOp, forall: tile.ForallOp, spots: list[AffineMap],
+               accumulators: Sequence[SSAValue], rewriter: PatternRewriter) -> None:
+    """After ``k_loop``: a forall shaped as ``forall`` whose threads wait for their last
+    group (``wgmma.wait 0``) on the accumulators before anything reads them."""
+    tail = tile.ForallOp(forall.shape, "block_threads")
+    tail.attributes |= forall.attributes | {"llmopt.role": StringAttr("wgmma_wait")}
+    for iv, old in zip(tail.ivs, forall.ivs, strict=True):
+        iv.name_hint = old.name_hint
+    body = tail.body.block
+    emit = IndexEmitter(body, body.last_op if isinstance(body.last_op, tile.YieldOp) else None)
+    thread = list(tail.ivs)
+    loaded = [emit.add(loop.LoadOp(acc, amap, thread))
+              for acc in accumulators for amap in spots]
+    waited = wgmma.WaitOp(0, loaded)
+    emit.op(waited)
+    for value, (acc, amap) in zip(waited.results_, ((a, m) for a in accumulators
+                                                    for m in spots), strict=True):
+        emit.op(loop.StoreOp(value, acc, amap, thread))
+    rewriter.insert_op(tail, InsertPoint.after(k_loop))
+
+
 def rewrite(chunk: scf.ForOp, forall: tile.ForallOp, nest: list[loop.ForOp],
             ivs: dict[str, SSAValue], updates: Sequence[Update],
             operands: dict[tuple[object, ...], Operand], n: int,
-            rewriter: PatternRewriter) -> None:
-    """Replace ``chunk`` by its forall running the warpgroup products (module docstring)."""
+            rewriter: PatternRewriter, pending: int = 0) -> None:
+    """Replace ``chunk`` by its forall running the warpgroup products, leaving ``pending``
+    groups in flight at its wait (module docstring)."""
+    k_loop = in_flight(chunk, pending)
     kk = chunk.body.block.args[0]
     old_nest = nest[0]
     old_nest.detach()
@@ -164,7 +209,7 @@ def rewrite(chunk: scf.ForOp, forall: tile.ForallOp, nest: list[loop.ForOp],
             emit.op(product)
             values[u] = list(product.d)
     emit.op(wgmma.CommitOp())
-    waited = wgmma.WaitOp(0, [v for vs in values for v in vs])
+    waited = wgmma.WaitOp(pending if k_loop else 0, [v for vs in values for v in vs])
     emit.op(waited)
     done = list(waited.results_)
     for u, update in enumerate(updates):
@@ -173,11 +218,16 @@ def rewrite(chunk: scf.ForOp, forall: tile.ForallOp, nest: list[loop.ForOp],
             emit.op(loop.StoreOp(done[u * len(spots) + k], acc, amap, thread))
     chunk.body.block.insert_op_before(old_nest, chunk.body.block.first_op)  # erased with it
     rewriter.erase(chunk, safe_erase=False)
+    if k_loop is not None:
+        wait_after(k_loop, forall, spots, [u.store.buffer for u in updates], rewriter)
 
 
 @dataclass
 class WgmmaChunkLoop(RewritePattern):
-    """Rewrite one chunk loop (see the module docstring)."""
+    """Rewrite one chunk loop (see the module docstring), leaving ``pending`` groups in
+    flight where its K loop allows."""
+
+    pending: int = 0
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: scf.ForOp, rewriter: PatternRewriter) -> None:
@@ -189,20 +239,22 @@ class WgmmaChunkLoop(RewritePattern):
                                 for o in chunk.operands.values()):
             return
         rewrite(op, chunk.forall, chunk.nest, chunk.ivs, chunk.updates, chunk.operands, n,
-                rewriter)
+                rewriter, self.pending)
 
 
 @dataclass(frozen=True)
 class WgmmaFragments(ModulePass):
     """Warpgroup products for 16-bit chunk loops in a warpgroup's layout (see the module
-    docstring). Option ``arch``: the pass runs only for sm_90a."""
+    docstring). Options: ``arch`` (the pass runs only for sm_90a); ``pending`` (groups left
+    in flight at each chunk's wait where the K loop's ``llmopt.lag`` allows: 0 or 1)."""
 
     name = "wgmma-fragments"
 
     arch: str = "sm_90"
+    pending: int = 0
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         if self.arch != WGMMA_ARCH:
             return
-        PatternRewriteWalker(KeepLocation(WgmmaChunkLoop()),
+        PatternRewriteWalker(KeepLocation(WgmmaChunkLoop(self.pending)),
                              apply_recursively=False).rewrite_module(op)

@@ -2,6 +2,8 @@
 // RUN: llm-opt %s -p 'async-copy{stages=2}' | filecheck %s --check-prefix=TWO
 // RUN: llm-opt %s -p 'async-copy{stages=1}' | filecheck %s --check-prefix=OFF
 // RUN: llm-opt %s -p 'async-copy{carry=2}' | filecheck %s --check-prefix=MOD
+// RUN: llm-opt %s -p 'async-copy{carry=2 lag=1}' | filecheck %s --check-prefix=LAG
+// RUN: llm-opt %s -p 'async-copy{carry=2 lag=1},pad-shared,tile-to-kernel,canonicalize,cse,kernel-to-cuda' --check-numerics 2>&1 >/dev/null | filecheck %s --check-prefix=NUM
 // RUN: llm-opt %s -p 'async-copy{carry=2},pad-shared,tile-to-kernel,canonicalize,cse,kernel-to-cuda' --check-numerics 2>&1 >/dev/null | filecheck %s --check-prefix=NUM
 // RUN: llm-opt %s -p 'async-copy,pad-shared,tile-to-kernel' | filecheck %s --check-prefix=BARRIERS
 // RUN: llm-opt %s -p 'async-copy,pad-shared,tile-to-kernel,canonicalize,cse,kernel-to-cuda' --check-numerics 2>&1 >/dev/null | filecheck %s --check-prefix=NUM
@@ -15,6 +17,17 @@
 
 // CHECK:        %[[A:.*]] = tile.alloc shared {llmopt.pad = 4 : i64} : memref<3x32x16xf32>
 // CHECK:        %[[B:.*]] = tile.alloc shared {llmopt.pad = 4 : i64} : memref<3x64x16xf32>
+// With lag=1 one of the three slots is kept for readers still in flight: one chunk ahead
+// (a prologue of one, nothing left outstanding at the wait), chunk k0 + 1 into slot
+// (k0 + 1) mod 3, which the chunk two before read.
+// LAG:      scf.for %p = {{.*}} {
+// LAG:      } {unroll = 0 : i64, llmopt.role = "prologue"}
+// LAG-NEXT: scf.for %k0
+// LAG-NEXT:   tile.async_wait 0
+// LAG-NEXT:   kernel.barrier
+// LAG:        tile.async_copy {{.*}}(((%k0 + 1) floordiv 4) * -64)) + 16)] to %{{.*}}[((%k0 + 1) mod 3),
+// LAG:      } {llmopt.role = "k_loop", llmopt.prefetch = "async3", llmopt.lag = 1 : i64}
+
 // The previous block point's readers are done before the prologue overwrites the slots.
 // CHECK:        kernel.barrier
 // CHECK-NEXT:   scf.for %[[P:.*]] = {{.*}} {
