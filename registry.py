@@ -326,6 +326,32 @@ def without(spec: str, name: str) -> str:
     return ",".join(t for t, n in zip(texts, names, strict=True) if n != name)
 
 
+def with_options(spec: str, *overrides: str) -> str:
+    """``spec`` expanded (:func:`expand_pipeline`), each pass named by an override taking
+    that override's options on top of its own (``with_options("lower-to-cuda{arch=sm_90a}",
+    "async-copy{stages=4 lag=1}", "wgmma-fragments{pending=1}")``: the pipeline with those
+    knobs set, for an A/B of them). Raises :class:`PipelineError` on bad syntax or when no
+    pass is named as an override is."""
+    changes: dict[str, dict[str, str]] = {}
+    for override in overrides:
+        for _, element in _split_pipeline(override):
+            changes.setdefault(element.name, {}).update(
+                {k: _option_text(v) for k, v in element.parameters.items()})
+    pairs = _split_pipeline(expand_pipeline(spec))
+    missing = sorted(set(changes) - {element.name for _, element in pairs})
+    if missing:
+        raise PipelineError(f"the pipeline '{spec}' has no '{missing[0]}' pass")
+    out: list[str] = []
+    for text, element in pairs:
+        if element.name not in changes:
+            out.append(text.strip())
+            continue
+        options = {**{k: _option_text(v) for k, v in element.parameters.items()},
+                   **changes[element.name]}
+        out.append(f"{element.name}{{{' '.join(f'{k}={v}' for k, v in options.items())}}}")
+    return ",".join(out)
+
+
 def pipeline_arch(spec: str) -> str | None:
     """The architecture ``spec`` names: the ``arch`` of its first element that sets one
     (``lower-to-cuda{arch=sm_90a}``: ``sm_90a``), else ``None``.

@@ -148,6 +148,24 @@ def test_without_leaves_one_pass_out_of_the_expanded_pipeline() -> None:
         registry.without("lower-to-cuda", "dce")
 
 
+def test_with_options_sets_knobs_of_the_expanded_pipeline() -> None:
+    """``with_options`` puts an override's options on top of every element of that pass,
+    leaves the others as the expansion has them, and refuses a pass the pipeline lacks."""
+    full = registry.expand_pipeline("lower-to-cuda{arch=sm_90a}").split(",")
+    got = registry.with_options("lower-to-cuda{arch=sm_90a}", "async-copy{stages=4 lag=1}",
+                                "wgmma-fragments{pending=1}").split(",")
+    assert len(got) == len(full)
+    changed = {a: b for a, b in zip(full, got, strict=True) if a != b}
+    assert changed == {"async-copy{arch=sm_90a}": "async-copy{arch=sm_90a stages=4 lag=1}",
+                       "wgmma-fragments{arch=sm_90a}":
+                       "wgmma-fragments{arch=sm_90a pending=1}"}
+    assert registry.with_options("cse,canonicalize{max_iterations=2}",
+                                 "canonicalize{max_iterations=3}") == (
+        "cse,canonicalize{max_iterations=3}")
+    with pytest.raises(registry.PipelineError, match="has no 'dce' pass"):
+        registry.with_options("lower-to-cuda", "dce{x=1}")
+
+
 def test_the_executor_checks_launches_against_the_target() -> None:
     """A launch with more shared memory or threads than the device allows is refused with
     the kernel's name, before anything is compiled."""
