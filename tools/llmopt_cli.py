@@ -1278,9 +1278,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     r.add_argument("--profile", type=_integer(0), default=0, metavar="N",
                    help="on a GPU, also time each launch alone and list the N slowest kernels")
     r.add_argument("--arch", type=_arch, default=None,
-                   help=f"GPU architecture NVRTC compiles for (default: the GPU's; without "
-                   f"one {DEFAULT_ARCH}); on an H100 or H200, sm_90a also lets 16-bit "
-                   "products use the warpgroup instructions (wgmma)")
+                   help=f"GPU architecture NVRTC compiles for (default: the GPU's, sm_90a "
+                   f"on an H100 or H200, whose 16-bit products then use the warpgroup "
+                   f"instructions (wgmma); without one {DEFAULT_ARCH}); sm_90 there keeps "
+                   "the portable base")
     r.set_defaults(run=run_model)
 
     t = sub.add_parser("tune", help="time schedule candidates of each attention (block sizes "
