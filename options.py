@@ -140,7 +140,7 @@ OPTIONS: dict[str, dict[str, Option]] = {
     "stage-inputs": {"bk": _knob("bk"), "kmajor": _knob("kmajor"),
                      "chunk_unroll": Option(IntRange(0, 64))},
     "async-copy": {"stages": _knob("stages"), "carry": _knob("carry"),
-                   "lag": Option(_one_of(0, 1))},
+                   "lag": Option(_one_of(0, 1)), "alone": Option(_one_of(0, 1))},
     "prefetch-stages": {"prefetch": _knob("prefetch")},
     "pad-shared": {"pad": Option(IntRange(0, 64))},
     "mma-fragments": {"terms": _knob("mma_terms"), "order": _knob("mma_order"),

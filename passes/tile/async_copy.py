@@ -2,18 +2,18 @@
 
 **Matches** the K loop that ``stage-inputs`` makes — ``scf.for %k0 = 0 to n`` directly in a
 ``tile.forall over blocks``, its body the forall(s) filling shared tiles (``llmopt.role =
-"stage"``: a global load stored into the tile) followed by the chunk loop — and any loop
-of that place whose fills are followed by other steps that read the tiles and write none of
+"stage"``: a global load stored into the tile) followed by the chunk loop — and any loop of
+that place whose fills are followed by other steps that read the tiles and write none of
 them (``flash-attention``'s loop over key blocks: scores, softmax, ``P·V``), when its
 ``stages`` knob ``S`` is at least 2 (pass option, else the kernel's ``llmopt.schedule``,
 else 3), ``n ≥ 2``, and ``S`` copies of the tiles (rows padded as ``pad-shared`` will) fit,
-beside the block's other shared tiles, the shared-memory budget of a block (half of what
-one may use, so two fit a multiprocessor: 113 KiB on sm_90; all of it when the block's
-tiles, one slot each, already exceed that half, so the block runs alone either way;
-``kernel-to-cuda`` makes more than 48 KiB dynamic); ``S`` is lowered to what fits, down to
-2. The bound ``n`` may also be a value ``arith.minui(x, N)`` (a causal attention's key
-blocks end at the diagonal's): ``S`` is then at most ``N + 1``, and the counters are
-carried, the chunk fetched wrapping at the value.
+beside the block's other shared tiles, the shared-memory budget of a block (half of what one
+may use, so two fit a multiprocessor: 113 KiB on sm_90; all of it when the block's tiles,
+one slot each, already exceed that half, so the block runs alone either way, or with option
+``alone``; ``kernel-to-cuda`` makes more than 48 KiB dynamic); ``S`` is lowered to what
+fits, down to 2. The bound ``n`` may also be a value ``arith.minui(x, N)`` (a causal
+attention's key blocks end at the diagonal's): ``S`` is then at most ``N + 1``, and the
+counters are carried, the chunk fetched wrapping at the value.
 
 **Produces** ``S`` slots per tile (``tile.alloc shared`` ``[S, …]``, the chunk loop reading
 slot ``k0 mod S``) and fills made of ``tile.async_copy``: each copy moves ``V`` consecutive
@@ -233,6 +233,7 @@ class AsyncKLoop(RewritePattern):
     arch: str
     carry: int
     lag: int = 0
+    alone: int = 0
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: scf.ForOp, rewriter: PatternRewriter) -> None:
@@ -261,7 +262,7 @@ class AsyncKLoop(RewritePattern):
         stages = min(stages, n + 1)
         gpu = limits(self.arch)
         others = other_tiles_bytes(op, {f.store.buffer for f in found})
-        budget = smem_budget(gpu)
+        budget = gpu.max_smem if self.alone else smem_budget(gpu)
         if others + tile_bytes(found, widths, 1) > budget:
             budget = gpu.max_smem  # one block a multiprocessor already: all of it is ours
         while stages > 2 and others + tile_bytes(found, widths, stages) > budget:
@@ -435,7 +436,9 @@ class AsyncCopy(ModulePass):
     ``mod`` and ``floordiv`` every chunk; 0 = the kernel's ``llmopt.schedule``, else
     :func:`~llmopt.passes.tile._schedule.default_carry`), ``lag`` (slots kept for chunks
     whose readers may still be in flight: 1 fetches ``S-2`` chunks ahead instead of ``S-1``,
-    with at least three slots, for ``wgmma-fragments{pending=1}``; 0, the default: none)."""
+    with at least three slots, for ``wgmma-fragments{pending=1}``; 0, the default: none),
+    ``alone`` (1: the slots may take all the shared memory a block may use, the block then
+    running alone on its multiprocessor; 0, the default: half, so two blocks fit)."""
 
     name = "async-copy"
 
@@ -443,10 +446,11 @@ class AsyncCopy(ModulePass):
     arch: str = "sm_90"
     carry: int = 0
     lag: int = 0
+    alone: int = 0
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         if self.stages < 0:
             raise PassFailedException(f"async-copy: stages must be ≥ 0, got {self.stages}")
         PatternRewriteWalker(KeepLocation(AsyncKLoop(self.stages, self.arch, self.carry,
-                                                     self.lag)),
+                                                     self.lag, self.alone)),
                              apply_recursively=False).rewrite_module(op)

@@ -107,3 +107,19 @@ def test_which_k_loops_carry_their_slots(build: Callable[[], ModuleOp], option: 
     assert _carried(llmopt.lower(build(), pipeline)) == expected
     report = llmopt.check_numerics(build(), pipeline + ",pad-shared,tile-to-kernel")
     assert report.ok, str(report)
+
+
+def test_alone_lets_the_slots_take_all_of_a_blocks_shared_memory() -> None:
+    """Three slots of 48 KiB tiles (bf16, 32 and 64 rows of a 256-element chunk) exceed half
+    of what a block may use on sm_90 (the default budget: two blocks a multiprocessor), so
+    the loop gets two; with ``alone=1`` the slots may take all of it, and it gets three."""
+    pre = PRE + ",stage-inputs{bk=256}"
+
+    def slots(option: str) -> set[int]:
+        module = llmopt.lower(_linear("bfloat16", k=1024), pre + f",async-copy{{{option}}}")
+        assert _copies(module)
+        return {op.result.type.get_shape()[0] for op in module.walk()
+                if isinstance(op, tile.AllocOp) and op.space.data == "shared"}
+
+    assert slots("arch=sm_90") == {2}
+    assert slots("arch=sm_90 alone=1") == {3}
