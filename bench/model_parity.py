@@ -1,4 +1,4 @@
-"""Whole-model parity on a GPU: llmopt's FP32 kernels against a float64 PyTorch reference.
+"""Whole-model parity on a GPU: llmopt's kernels against a float64 PyTorch reference.
 
 For each model and sequence length: one decoder layer and the whole model's logits, each
 compared with the same module evaluated in float64 on the same inputs (max |error| over
@@ -13,9 +13,17 @@ With ``--dynamic`` the whole model is compiled once with a symbolic length (at m
 ``--max-seq``) and that one program runs every length of ``--seqs`` and every greedy step
 (each step at its own length, without placeholders); the compile time is recorded once.
 
+With ``--dtype bfloat16`` (or ``float16``) the model's weights and activations are 16-bit
+(seeded in ``float32``, then cast): the float64 reference is computed from the same 16-bit
+weights and inputs, PyTorch eager runs in the 16-bit type beside llmopt, and each logits row
+reports both argmax agreements with the reference (``argmax_equal`` for llmopt,
+``eager_vs_ref``'s for PyTorch), so llmopt's can be judged against PyTorch's own. Greedy
+tokens are then compared with eager's in that type; a divergence at a near-tie is expected.
+
 Usage (GPU host): ``python bench/model_parity.py --models tinyllama qwen2.5-7b --seqs 128 512
 --out results.json`` (add ``--dynamic --max-seq 2048`` for the symbolic program). Weights
-are seeded random (nothing is downloaded).
+are seeded random (nothing is downloaded). Programs are lowered for the GPU's architecture,
+as ``llmopt.compile`` lowers them (sm_90a on an H200: 16-bit products on ``wgmma``).
 """
 
 from __future__ import annotations
@@ -46,8 +54,11 @@ def compile_captured(captured: Any, started: float | None = None
                      ) -> tuple[CompiledProgram, float]:
     """Lower and load ``captured``; the seconds since ``started`` (capture included), else
     since the call."""
+    from llmopt.registry import with_arch
+    from llmopt.target import default_arch
+
     start = time.perf_counter() if started is None else started
-    llmopt.lower(captured.module, "lower-to-cuda")
+    llmopt.lower(captured.module, with_arch("lower-to-cuda", default_arch()))
     program = CompiledProgram(captured.module, params=captured.params)
     return program, time.perf_counter() - start
 
@@ -98,27 +109,37 @@ def recording(row: dict[str, Any], results: list[dict[str, Any]]) -> Iterator[di
 
 def logits_metrics(program: CompiledProgram, model: Any, ref_model: Any,
                    ids: torch.Tensor) -> dict[str, Any]:
-    """``program``'s logits and eager FP32's against float64 on ``ids``, and both times."""
+    """``program``'s logits and eager's (in the model's dtype) against float64 on ``ids``,
+    and both times."""
     ref = ref_model(input_ids=ids, use_cache=False).logits
     out = compare(program(ids)[0], ref)
-    out["eager_fp32_vs_ref"] = compare(model(input_ids=ids, use_cache=False).logits, ref)
+    out["eager_vs_ref"] = compare(model(input_ids=ids, use_cache=False).logits, ref)
     out["llmopt_ms"] = timed(lambda: program(ids))
     out["eager_ms"] = timed(lambda: model(input_ids=ids, use_cache=False))
     return out
 
 
+def models(name: str, dtype: torch.dtype) -> tuple[Any, Any]:
+    """The seeded model in ``dtype`` (built in ``float32``, then cast) and its float64 copy
+    (of the same ``dtype`` weights)."""
+    model = build_model(name, device="cuda", dtype=torch.float32, seed=0).to(dtype)
+    return model, copy.deepcopy(model).double()
+
+
 @torch.no_grad()
-def run_model(name: str, seqs: list[int], greedy: int, results: list[dict[str, Any]]) -> None:
-    model = build_model(name, device="cuda", dtype=torch.float32, seed=0)
-    ref_model = copy.deepcopy(model).double()
+def run_model(name: str, seqs: list[int], greedy: int, results: list[dict[str, Any]],
+              dtype: torch.dtype = torch.float32) -> None:
+    model, ref_model = models(name, dtype)
     vocab = model.config.vocab_size
     gen = torch.Generator(device="cuda").manual_seed(1)
     for seq in seqs:
         ids = torch.randint(0, vocab, (1, seq), device="cuda", generator=gen)
-        with recording({"model": name, "seq": seq, "what": "layer 0"}, results) as row:
+        with recording({"model": name, "seq": seq, "what": "layer 0", "dtype": str(dtype)},
+                       results) as row:
             captured = capture_layer(model, seq)
             program, row["compile_s"] = compile_captured(captured)
-            x = torch.randn(1, seq, model.config.hidden_size, device="cuda", generator=gen)
+            x = torch.randn(1, seq, model.config.hidden_size, device="cuda",
+                            generator=gen).to(dtype)
             cos, sin = position_embeddings(model, seq)
             got = program(x, cos.cuda(), sin.cuda())[0]
             layer64 = decoder_layers(ref_model)[0]
@@ -127,12 +148,13 @@ def run_model(name: str, seqs: list[int], greedy: int, results: list[dict[str, A
                           position_embeddings=(cos64.cuda(), sin64.cuda()))
             ref = ref[0] if isinstance(ref, tuple) else ref
             row |= compare(got, ref)
-        with recording({"model": name, "seq": seq, "what": "whole model logits"},
-                       results) as row:
+        with recording({"model": name, "seq": seq, "what": "whole model logits",
+                        "dtype": str(dtype)}, results) as row:
             program, row["compile_s"] = compile_captured(capture_model(model, seq))
             row |= logits_metrics(program, model, ref_model, ids)
     if greedy:
-        with recording({"model": name, "what": f"greedy {greedy} tokens"}, results) as row:
+        with recording({"model": name, "what": f"greedy {greedy} tokens", "dtype": str(dtype)},
+                       results) as row:
             prompt = 16
             total = prompt + greedy
             captured = capture_model(model, total)
@@ -155,11 +177,10 @@ def run_model(name: str, seqs: list[int], greedy: int, results: list[dict[str, A
 
 @torch.no_grad()
 def run_symbolic(name: str, seqs: list[int], max_seq: int, greedy: int,
-                 results: list[dict[str, Any]]) -> None:
-    """The whole model compiled once for every length up to ``max_seq``, run at each of
-    ``seqs`` against float64, then ``greedy`` steps each at its own length."""
-    model = build_model(name, device="cuda", dtype=torch.float32, seed=0)
-    ref_model = copy.deepcopy(model).double()
+                 results: list[dict[str, Any]], dtype: torch.dtype = torch.float32) -> None:
+    """The whole model in ``dtype`` compiled once for every length up to ``max_seq``, run at
+    each of ``seqs`` against float64, then ``greedy`` steps each at its own length."""
+    model, ref_model = models(name, dtype)
     vocab = model.config.vocab_size
     gen = torch.Generator(device="cuda").manual_seed(1)
     started = time.perf_counter()
@@ -169,13 +190,14 @@ def run_symbolic(name: str, seqs: list[int], max_seq: int, greedy: int,
                       "compile_s": compile_s}), flush=True)
     for seq in seqs:
         with recording({"model": name, "seq": seq, "max_seq": max_seq,
-                        "what": "whole model logits, symbolic", "compile_s": compile_s},
+                        "what": "whole model logits, symbolic", "compile_s": compile_s,
+                        "dtype": str(dtype)},
                        results) as row:
             ids = torch.randint(0, vocab, (1, seq), device="cuda", generator=gen)
             row |= logits_metrics(program, model, ref_model, ids)
     if greedy:
-        with recording({"model": name, "what": f"greedy {greedy} tokens, symbolic"},
-                       results) as row:
+        with recording({"model": name, "what": f"greedy {greedy} tokens, symbolic",
+                        "dtype": str(dtype)}, results) as row:
             ours = torch.randint(0, vocab, (1, 16), device="cuda", generator=gen)
             theirs = ours.clone()
             for _ in range(greedy):
@@ -192,16 +214,19 @@ def run_symbolic(name: str, seqs: list[int], max_seq: int, greedy: int,
 
 def table(results: list[dict[str, Any]]) -> str:
     """The results as a Markdown table, one row each."""
-    lines = ["| model | what | seq | compile s | max err / max | argmax | llmopt ms | eager ms |",
-             "|---|---|---:|---:|---:|---|---:|---:|"]
+    lines = ["| model | dtype | what | seq | compile s | max err / max | argmax | eager argmax "
+             "| llmopt ms | eager ms |",
+             "|---|---|---|---:|---:|---:|---|---|---:|---:|"]
     for r in results:
         def num(key: str, fmt: str, r: dict[str, Any] = r) -> str:
             return format(r[key], fmt) if isinstance(r.get(key), int | float) else ""
         argmax = r.get("argmax_equal") or ("identical" if r.get("identical") else
                                            "differ" if "identical" in r else "")
-        lines.append(f"| {r['model']} | {r['what']} | {r.get('seq', '')} | "
+        eager = (r.get("eager_vs_ref") or {}).get("argmax_equal", "")
+        dtype = str(r.get("dtype", "torch.float32")).removeprefix("torch.")
+        lines.append(f"| {r['model']} | {dtype} | {r['what']} | {r.get('seq', '')} | "
                      f"{num('compile_s', '.1f')} | {num('max_err_rel', '.2e')} | {argmax}"
-                     f"{' ' + r['error'][:60] if 'error' in r else ''} | "
+                     f"{' ' + r['error'][:60] if 'error' in r else ''} | {eager} | "
                      f"{num('llmopt_ms', '.3f')} | {num('eager_ms', '.3f')} |")
     return "\n".join(lines)
 
@@ -215,7 +240,10 @@ def main() -> None:
     parser.add_argument("--dynamic", action="store_true",
                         help="compile each model once with a symbolic length")
     parser.add_argument("--max-seq", type=int, default=2048)
+    parser.add_argument("--dtype", choices=("float32", "bfloat16", "float16"),
+                        default="float32", help="the weights' and activations' dtype")
     args = parser.parse_args()
+    dtype = getattr(torch, args.dtype)
     if args.dynamic and max(args.seqs) > args.max_seq:
         parser.error(f"--seqs go up to {max(args.seqs)}, above --max-seq {args.max_seq}")
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -223,9 +251,9 @@ def main() -> None:
     results: list[dict[str, Any]] = []
     for name in args.models:  # the file is rewritten after each model: nothing is lost
         if args.dynamic:
-            run_symbolic(name, args.seqs, args.max_seq, args.greedy, results)
+            run_symbolic(name, args.seqs, args.max_seq, args.greedy, results, dtype)
         else:
-            run_model(name, args.seqs, args.greedy, results)
+            run_model(name, args.seqs, args.greedy, results, dtype)
         with open(args.out, "w") as f:
             json.dump({"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
                        "results": results}, f, indent=1)
