@@ -206,9 +206,9 @@ gate/up product (two reductions: 64 accumulators a thread) on them."""
 WGMMA_EFFICIENCY = {(2, 64): 10.0, (2, 32): 12.5, (2, 16): 8.0}
 """Speed of a :data:`WGMMA_TILES` block on the scale of :data:`MMA_HALF_EFFICIENCY`, above
 the best ``mma.sync`` tile's (a warpgroup's product reads its operands from shared memory
-itself, no ``ldmatrix``). 128 columns (``tn = 32``) before 256: on the H200 the products of
-Qwen2.5-7B and TinyLlama at 512 rows ran 5–25% faster in 64 × 128 or 128 × 128 blocks than
-in 64 × 256 or 128 × 256 ones (``bench/results/gemm-bf16-h200.md``); 64 columns (two
+itself, no ``ldmatrix``). 128 columns (``tn = 32``) rank before 256: on the H200 the
+products of Qwen2.5-7B and TinyLlama at 512 rows ran faster in 64 × 128 or 128 × 128 blocks
+than in 64 × 256 or 128 × 256 ones (``bench/results/gemm-bf16-h200.md``); 64 columns (two
 reductions' accumulators, the fused gate/up) an estimate."""
 
 WGMMA_BK = 64
