@@ -315,11 +315,22 @@ def insert_before(spec: str, anchor: str, element: str) -> str:
     return ",".join([*texts[:cut], element, *texts[cut:]])
 
 
+def for_device(spec: str) -> str:
+    """``spec`` with the architecture of this machine's GPU (:func:`with_arch` of
+    :func:`llmopt.target.default_arch`: ``sm_90a`` on an H200, ``sm_90`` without a GPU) in
+    every element that takes one and sets none, as :func:`llmopt.compile` lowers. An
+    expansion keeps it: expanded bare, ``lower-to-cuda`` would pin its default, ``sm_90``."""
+    from llmopt.target import default_arch
+
+    return with_arch(spec, default_arch())
+
+
 def without(spec: str, name: str) -> str:
-    """``spec`` expanded (:func:`expand_pipeline`), every pass named ``name`` left out
-    (``without("lower-to-cuda", "programmatic-launch")``: the pipeline as it would be
-    without that step, for comparing the two). Raises :class:`PipelineError` when no pass is
-    named so."""
+    """``spec`` for this machine's GPU (:func:`for_device`) expanded, every pass named
+    ``name`` left out (``without("lower-to-cuda", "programmatic-launch")``: the pipeline as
+    it would be without that step, for comparing the two). Raises :class:`PipelineError`
+    when no pass is named so."""
+    spec = for_device(spec)
     texts, names = _elements(spec)
     if name not in names:
         raise PipelineError(f"the pipeline '{spec}' has no '{name}' pass")
@@ -327,11 +338,12 @@ def without(spec: str, name: str) -> str:
 
 
 def with_options(spec: str, *overrides: str) -> str:
-    """``spec`` expanded (:func:`expand_pipeline`), each pass named by an override taking
-    that override's options on top of its own (``with_options("lower-to-cuda{arch=sm_90a}",
-    "async-copy{stages=4 lag=1}", "wgmma-fragments{pending=1}")``: the pipeline with those
-    knobs set, for an A/B of them). Raises :class:`PipelineError` on bad syntax or when no
-    pass is named as an override is."""
+    """``spec`` for this machine's GPU (:func:`for_device`) expanded, each pass named by an
+    override taking that override's options on top of its own (``with_options(
+    "lower-to-cuda", "async-copy{stages=4 lag=1}", "wgmma-fragments{pending=1}")``: the
+    pipeline with those knobs set, for an A/B of them). Raises :class:`PipelineError` on bad
+    syntax or when no pass is named as an override is."""
+    spec = for_device(spec)
     changes: dict[str, dict[str, str]] = {}
     for override in overrides:
         for _, element in _split_pipeline(override):

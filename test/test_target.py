@@ -166,6 +166,21 @@ def test_with_options_sets_knobs_of_the_expanded_pipeline() -> None:
         registry.with_options("lower-to-cuda", "dce{x=1}")
 
 
+def test_with_options_and_without_lower_for_this_machines_gpu(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bare ``lower-to-cuda`` expanded would pin its default ``sm_90``; ``with_options`` and
+    ``without`` give it the GPU's architecture first, as ``llmopt.compile`` does, and keep
+    an architecture the spec names."""
+    monkeypatch.setattr(target, "default_arch", lambda: "sm_90a")
+    got = registry.with_options("lower-to-cuda", "wgmma-fragments{pending=1}").split(",")
+    assert "wgmma-fragments{arch=sm_90a pending=1}" in got
+    assert "kernel-to-cuda{arch=sm_90a}" in got
+    less = registry.without("lower-to-cuda", "programmatic-launch").split(",")
+    assert "kernel-to-cuda{arch=sm_90a}" in less
+    assert "kernel-to-cuda{arch=sm_80}" in registry.without("lower-to-cuda{arch=sm_80}",
+                                                            "programmatic-launch").split(",")
+
+
 def test_the_executor_checks_launches_against_the_target() -> None:
     """A launch with more shared memory or threads than the device allows is refused with
     the kernel's name, before anything is compiled."""
