@@ -139,7 +139,7 @@ def test_with_arch_fills_every_element_that_takes_one() -> None:
 def test_without_leaves_one_pass_out_of_the_expanded_pipeline() -> None:
     """``without`` is the expanded pipeline less every element of that pass; a pass the
     pipeline does not run is an error."""
-    full = registry.expand_pipeline("lower-to-cuda")
+    full = registry.expand_pipeline(registry.for_device("lower-to-cuda"))
     less = registry.without("lower-to-cuda", "programmatic-launch")
     assert "programmatic-launch" in full and "programmatic-launch" not in less
     assert less.split(",") == [e for e in full.split(",") if "programmatic" not in e]

@@ -43,8 +43,8 @@ def to_kernel(merge: bool) -> tuple[CapturedProgram, ModuleOp]:
     """The symbolic layer and its module lowered to Kernel IR by ``lower-to-cuda`` (with or
     without ``merge-branches``)."""
     program = capture_layer(tiny_model("llama"), 7, dynamic=True, max_seq=MAX)
-    pipeline = "lower-to-cuda" if merge else registry.without("lower-to-cuda",
-                                                              "merge-branches")
+    pipeline = (registry.for_device("lower-to-cuda") if merge
+                else registry.without("lower-to-cuda", "merge-branches"))
     passes, _ = split_pipeline(pipeline, "kernel")
     module = program.module.clone()
     llmopt.lower(module, ",".join(passes))
