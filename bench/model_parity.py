@@ -54,11 +54,10 @@ def compile_captured(captured: Any, started: float | None = None
                      ) -> tuple[CompiledProgram, float]:
     """Lower and load ``captured``; the seconds since ``started`` (capture included), else
     since the call."""
-    from llmopt.registry import with_arch
-    from llmopt.target import default_arch
+    from llmopt.registry import for_device
 
     start = time.perf_counter() if started is None else started
-    llmopt.lower(captured.module, with_arch("lower-to-cuda", default_arch()))
+    llmopt.lower(captured.module, for_device("lower-to-cuda"))
     program = CompiledProgram(captured.module, params=captured.params)
     return program, time.perf_counter() - start
 

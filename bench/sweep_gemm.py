@@ -176,7 +176,7 @@ def main() -> int:
     if args.jobs > 1:
         began = time.perf_counter()
         lowered = lower_variants({s: c[4] for s, c in cases.items()}, variants, args.jobs,
-                                 args.arch)
+                                 arch)
         print(f"lowered {len(lowered)} variants in {time.perf_counter() - began:.1f} s",
               flush=True)
     rows = []
@@ -198,7 +198,7 @@ def main() -> int:
                           else llmopt.lower(llmopt.parse(text),
                                             with_arch(pipeline(passes), arch)))
                 program = CompiledProgram(module, params=params, cuda_graph=True,
-                                          arch=args.arch)
+                                          arch=arch)
                 out = program(*inputs)[0]
                 err = float((out.double() - ref).abs().max() / ref.abs().max())
                 static = program.static_inputs
