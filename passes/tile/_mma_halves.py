@@ -13,6 +13,9 @@ products becomes ``mma.ldmatrix`` and ``m16n8k16`` ``mma.sync`` (see
         // at column 16·kq + 8·((l / 8) mod 2) — no transpose: W[n][k] is B's column n; an
         // odd last j takes ldmatrix.x2
         %b_j_0, %b_j_1, %b_j+1_0, %b_j+1_1 = mma.ldmatrix x4 %stage_1[…]
+        // B stored [k, n] (V[key][d] of P·V): ldmatrix.x4 trans of the rows
+        // k = 16·kq + 8·((l / 8) mod 2) + l mod 8 at columns 2·t + rl := 0, j := 2·jj + l / 16
+        %b_j_0, %b_j_1, %b_j+1_0, %b_j+1_1 = mma.ldmatrix x4 trans %stage_2[…]
         // per update, i, j: the four accumulators of the 16×8 piece in and out
         %d… = mma.sync (%a_i_…) * (%b_j_…) + (acc[…, i, 0, j, 0], …) : vector<2xbf16>
         acc[…, i, rh, j, rl] = %d_(2·rh + rl)
@@ -24,9 +27,11 @@ holds them. The lane's rows and columns are index arithmetic (``arith``) on ``g`
 and the loads' own indices.
 
 **Requires** of each operand load: ``%kk`` exactly as the innermost index (the tile keeps
-``K`` innermost, as ``stage-inputs`` makes for ``x[m, k]`` and ``W[n, k]``), rows a multiple
-of 8 elements (16 bytes: ``ldmatrix`` reads 16-byte aligned rows), no clamp; otherwise the
-chunk loop keeps its FMA loop.
+``K`` innermost, as ``stage-inputs`` makes for ``x[m, k]`` and ``W[n, k]``) — or, for a
+``b`` operand, ``%kk`` in one outer index and the columns ``… + 2·t + rl`` innermost (a tile
+``[k, n]``, as ``flash-attention`` stages ``V``), read with ``ldmatrix.trans`` —, rows a
+multiple of 8 elements (16 bytes: ``ldmatrix`` reads 16-byte aligned rows), no clamp;
+otherwise the chunk loop keeps its FMA loop.
 
 **Why** a 16-bit product is exact in the tensor core's ``f32`` accumulation, so one
 ``m16n8k16`` does what ``terms=3`` TF32 products do for 8 ``f32`` steps; ``ldmatrix``
@@ -63,24 +68,55 @@ K_STEP = 16
 """K elements one ``m16n8k16`` product consumes."""
 
 
-def fits(operands: Sequence[Operand], kk: SSAValue) -> bool:
+def _k_innermost(load: loop.LoadOp, kk: SSAValue) -> bool:
+    """Whether ``%kk`` is the load's innermost index, exactly, and in no other index."""
+    results = load.map.data.results
+    form = linear_form(results[-1])
+    if form is None or form[1] != 0 or len(form[0]) != 1:
+        return False
+    ((dim, coef),) = form[0].items()
+    if coef != 1 or load.indices[dim] is not kk:
+        return False
+    return not any(load.indices[d] is kk for e in results[:-1] for d in e.used_dims())
+
+
+def _columns_innermost(load: loop.LoadOp, kk: SSAValue, ivs: dict[str, SSAValue]) -> bool:
+    """Whether a ``b`` operand is stored ``[k, n]``: ``%kk`` (coefficient 1) in one outer
+    index and not the innermost, whose lane part is exactly ``2·t + rl`` and which only
+    the columns' variables reach (so ``t = rl = 0`` starts 8 contiguous columns)."""
+    results = load.map.data.results
+    inner = linear_form(results[-1])
+    if inner is None:
+        return False
+    coefs: dict[SSAValue, int] = {}
+    for d, c in inner[0].items():
+        coefs[load.indices[d]] = coefs.get(load.indices[d], 0) + c
+    if kk in coefs or coefs.get(ivs["t"]) != 2 or coefs.get(ivs["rl"]) != 1:
+        return False
+    lanes = {ivs[n] for n in ("wj", "t", "j", "rl")}
+    outer_uses = [load.indices[d] for e in results[:-1] for d in e.used_dims()]
+    return outer_uses.count(kk) == 1 and not lanes & set(outer_uses)
+
+
+def transposed(operand: Operand, kk: SSAValue, ivs: dict[str, SSAValue]) -> bool | None:
+    """How ``ldmatrix`` reads the operand: ``False`` as it is (``%kk`` innermost), ``True``
+    with ``trans`` (a ``b`` operand stored ``[k, n]``, as ``P·V`` reads ``V``), ``None``
+    not at all (see **Requires**)."""
+    load = operand.load
+    typ = load.buffer.type
+    assert isinstance(typ, MemRefType)
+    if load.clamped or typ.get_shape()[-1] % mma.ROW_ELEMENTS:
+        return None
+    if _k_innermost(load, kk):
+        return False
+    if operand.role == "b" and _columns_innermost(load, kk, ivs):
+        return True
+    return None
+
+
+def fits(operands: Sequence[Operand], kk: SSAValue, ivs: dict[str, SSAValue]) -> bool:
     """Whether every operand load can be read with ``ldmatrix`` (see **Requires**)."""
-    for operand in operands:
-        load = operand.load
-        typ = load.buffer.type
-        assert isinstance(typ, MemRefType)
-        if load.clamped or typ.get_shape()[-1] % mma.ROW_ELEMENTS:
-            return False
-        results = load.map.data.results
-        form = linear_form(results[-1])
-        if form is None or form[1] != 0 or len(form[0]) != 1:
-            return False
-        ((dim, coef),) = form[0].items()
-        if coef != 1 or load.indices[dim] is not kk:
-            return False
-        if any(load.indices[d] is kk for e in results[:-1] for d in e.used_dims()):
-            return False
-    return True
+    return all(transposed(o, kk, ivs) is not None for o in operands)
 
 
 class IndexEmitter:
@@ -185,13 +221,18 @@ def rewrite(chunk: scf.ForOp, forall: tile.ForallOp, nest: list[loop.ForOp],
                 frags[key, i] = list(ld.fragments)
             continue
         column = d_kq * K_STEP + (d_g // 2 % 2) * 8
+        trans = transposed(operand, kk, ivs)
         j = 0
         while j < cols:
             both = j + 1 < cols
-            subst = {kk: column, ivs["t"]: c(0), ivs["rl"]: lane_row,
-                     ivs["j"]: c(j) + d_g // 4 if both else c(j)}
+            pair = c(j) + d_g // 4 if both else c(j)
+            if trans:  # rows are k: lane l gives row 16·kq + 8·((l / 8) mod 2) + l mod 8
+                subst = {kk: column + lane_row, ivs["t"]: c(0), ivs["rl"]: c(0),
+                         ivs["j"]: pair}
+            else:  # rows are n: lane l gives row n = l mod 8 at column 16·kq + 8·(…)
+                subst = {kk: column, ivs["t"]: c(0), ivs["rl"]: lane_row, ivs["j"]: pair}
             ld = mma.LdMatrixOp(load.buffer, substituted_indices(emit, load, subst, base),
-                                4 if both else 2)
+                                4 if both else 2, bool(trans))
             emit.op(ld)
             values = list(ld.fragments)
             for n in range(2 if both else 1):

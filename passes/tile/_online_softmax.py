@@ -7,8 +7,11 @@ slices combined through the shared ``part[bm, parts]``):
 
 1. take the row maximum and the running maximum ``m ← max(m, max_j ps)``; the factor
    ``corr = exp(m_old - m)`` that rescales what the earlier key blocks summed;
-2. turn the scores into ``p = exp(s - m)`` in place (``ps`` is then ``P·V``'s ``P``);
-3. take the row sum and the running sum ``l ← l · corr + Σ_j p``.
+2. turn the scores into ``p = exp(s - m)`` in place (``ps`` is then ``P·V``'s ``P``) —
+   or, given a 16-bit tile ``pb[bm, bn]`` (``probs``), into ``p`` rounded to 16 bits
+   there, as the ``P`` of a 16-bit ``P·V`` (``ps`` keeps the ``f32`` scores);
+3. take the row sum and the running sum ``l ← l · corr + Σ_j p`` (of the ``p`` that
+   ``P·V`` reads, rounded or not, so the weights it normalises are the ones it sums).
 
 A row whose scores are all ``-inf`` so far (masked) counts its maximum as 0 in the
 exponents, so its ``p`` are 0 rather than ``NaN``. :meth:`OnlineSoftmax.init` sets
@@ -53,9 +56,12 @@ class OnlineSoftmax:
     """The softmax statistics of the score tile ``ps`` (``bm × bn``) over ``threads``
     threads (see the module docstring)."""
 
-    def __init__(self, ps: tile.AllocOp, threads: int, typ: Attribute) -> None:
+    def __init__(self, ps: tile.AllocOp, threads: int, typ: Attribute,
+                 probs: tile.AllocOp | None = None) -> None:
         shape = ps.result.type.get_shape()  # type: ignore[attr-defined]
         self.ps, self.bm, self.bn, self.typ = ps, shape[0], shape[1], typ
+        self.probs = ps if probs is None else probs
+        """The tile ``p`` is written to: ``ps`` itself, or a 16-bit tile."""
         self.m, self.l, self.corr, self.shift = (
             shared([self.bm], typ, name, None) for name in ("m", "l", "corr", "shift"))
         parts = min(self.bn, max(1, threads // self.bm))
@@ -82,15 +88,19 @@ class OnlineSoftmax:
                      loop.StoreOp(zero.result, self.l.result, _ident(1), [r])])
         return forall
 
-    def _partial(self, kind: str, role: str) -> tile.ForallOp:
-        """``part[r, q] = kind`` over the q-th slice of row ``r`` of the score tile."""
+    def _partial(self, kind: str, role: str, tile_: tile.AllocOp) -> tile.ForallOp:
+        """``part[r, q] = kind`` over the q-th slice of row ``r`` of ``tile_`` (widened
+        to the statistics' type when it is a 16-bit tile)."""
         forall, (r, q) = block_threads([self.bm, self.parts], ["r", "q"])
         forall.attributes["llmopt.role"] = StringAttr(role)
         width = self.bn // self.parts
         red = loop.ReduceOp(kind, width, self.typ)
-        x = loop.LoadOp(self.ps.result, AffineMap(3, 0, (
+        x = loop.LoadOp(tile_.result, AffineMap(3, 0, (
             AffineDimExpr(0), AffineDimExpr(1) * width + AffineDimExpr(2))), [r, q, red.iv])
-        red.body.block.add_ops([x, loop.YieldOp(x.result)])
+        ops: list[Operation] = [x]
+        if x.result.type != self.typ:
+            ops.append(arith.ExtFOp(x.result, self.typ))
+        red.body.block.add_ops([*ops, loop.YieldOp(ops[-1].results[0])])
         forall.body.block.add_ops([red, loop.StoreOp(red.result, self.part.result,
                                                      _ident(2), [r, q])])
         return forall
@@ -124,8 +134,14 @@ class OnlineSoftmax:
         mr = loop.LoadOp(self.shift.result, one, [r])
         diff = arith.SubfOp(x.result, mr.result)
         p = ExpOp(diff.result)
-        to_p.body.block.add_ops([x, mr, diff, p, loop.StoreOp(p.results[0], self.ps.result,
-                                                              _ident(2), [r, c])])
+        to_p.body.block.add_ops([x, mr, diff, p])
+        value = p.results[0]
+        element = self.probs.result.type.element_type  # type: ignore[attr-defined]
+        if element != typ:  # P of a 16-bit product: rounded once, here
+            rounded = arith.TruncFOp(value, element)
+            to_p.body.block.add_op(rounded)
+            value = rounded.result
+        to_p.body.block.add_op(loop.StoreOp(value, self.probs.result, _ident(2), [r, c]))
         sums, blk, r = self._rows("row_sum")
         row_sum = self._combined("add", r)
         l_old = loop.LoadOp(self.l.result, one, [r])
@@ -134,5 +150,5 @@ class OnlineSoftmax:
         l_new = arith.AddfOp(scaled.result, row_sum.result)
         blk.add_ops([row_sum, l_old, f, scaled, l_new,
                      loop.StoreOp(l_new.result, self.l.result, one, [r])])
-        return [self._partial("max", "row_max"), stats, to_p, self._partial("add", "row_sum"),
-                sums]
+        return [self._partial("max", "row_max", self.ps), stats, to_p,
+                self._partial("add", "row_sum", self.probs), sums]

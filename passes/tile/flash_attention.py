@@ -43,6 +43,16 @@ loads of ``g`` (an explicit mask, boolean or additive, read at the tile's query 
 clamped alike: in the extra rows and keys they read the edge, whose values are then
 discarded (keys masked after ``g``, rows stored nowhere).
 
+**16-bit operands** (``Q``, ``K`` and ``V`` all ``bf16`` or all ``f16``, widened by
+``arith.extf`` inside the products' ``f32`` sums) with the tensor cores: ``qs``, ``ks`` and
+``vs`` stay 16-bit — half the shared memory and the fills' bytes, ``cp.async`` moving eight
+halves at a time — and the products load them widened, the form ``mma-fragments`` turns into
+``ldmatrix`` and ``m16n8k16`` (``V``, read ``[key, d]``, with ``ldmatrix.trans``). The
+scores stay ``f32`` in ``ps``; the exp step rounds ``p`` once into a 16-bit ``pb``, which is
+``P·V``'s ``P`` and whose row sums are the softmax's denominators, as PyTorch's flash
+kernels round ``P`` for their second product. Without the tensor cores (``tensor_cores=0``,
+or an architecture without ``mma.sync``) the tiles are ``f32``, widened as they are staged.
+
 **Why** the four kernels write and read the ``heads × seq × seq`` scores and probabilities
 through global memory twice and launch four times; here they stay in shared memory, the
 causal half of the key blocks is skipped rather than computed and masked, and the two
@@ -105,6 +115,8 @@ from xdsl.dialects.builtin import (
     MemRefType,
     ModuleOp,
     StringAttr,
+    bf16,
+    f16,
     i64,
 )
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
@@ -281,15 +293,22 @@ class FlashKernel:
         if groups is not None:  # block b of the heads starts at head G·b
             self.role[groups.dim] = lin_sum((groups.size, self.role[groups.dim]))
         self.q_base = Linear.of((bm, self.qb))
-        self.qs = shared([bm, self.dk], typ, "qs", ROW_PAD)
-        self.ks = shared([bn, self.dk], typ, "ks", ROW_PAD)
-        self.vs = shared([bn, self.hd], typ, "vs", V_PAD)
+        half = half_operands(chain) if mma else None
+        staged = typ if half is None else half
+        self.qs = shared([bm, self.dk], staged, "qs", ROW_PAD)
+        self.ks = shared([bn, self.dk], staged, "ks", ROW_PAD)
+        self.vs = shared([bn, self.hd], staged, "vs", V_PAD)
         self.ps = shared([bm, bn], typ, "ps", ROW_PAD)
-        self.softmax = OnlineSoftmax(self.ps, self.threads, typ)
+        tiles = [self.qs, self.ks, self.vs, self.ps]
+        self.probs = self.ps
+        """``P·V``'s ``P``: the scores' tile, or a 16-bit tile of ``P`` rounded."""
+        if half is not None:
+            self.probs = shared([bm, bn], half, "pb", ROW_PAD)
+            tiles.append(self.probs)
+        self.softmax = OnlineSoftmax(self.ps, self.threads, typ, self.probs)
         self.sacc = self.s_lay.registers(typ, "s")
         self.oacc = self.o_lay.registers(typ, "acc")
-        self.body.add_ops([self.qs, self.ks, self.vs, self.ps, *self.softmax.allocs(),
-                           self.sacc, self.oacc])
+        self.body.add_ops([*tiles, *self.softmax.allocs(), self.sacc, self.oacc])
 
     def _kernel_level_ops(self, buffers: list[SSAValue]
                           ) -> dict[loop.KernelOp, dict[SSAValue, SSAValue]]:
@@ -410,12 +429,18 @@ class FlashKernel:
                                                       "unroll": IntegerAttr(UNROLL_K, i64)})
         forall, inner, ivs = lay.forall("update")
         kl = Linear.of((1, k))
-        ops = []
+        factors: list[SSAValue] = []
         for (tile_, transposed), coord in ((a, lay.row(ivs)), (b, lay.col(ivs))):
-            ops.append(load_at(tile_, *((kl, coord) if transposed else (coord, kl))))
-        inner.add_ops(ops)
-        vals = {**self.values[kernel], factor(old[2], old[0]): ops[0].result,
-                factor(old[2], old[1]): ops[1].result}
+            load = load_at(tile_, *((kl, coord) if transposed else (coord, kl)))
+            inner.add_op(load)
+            value = load.result
+            if value.type != self.typ:  # a 16-bit tile: widened where it is read
+                wide = arith.ExtFOp(value, self.typ)
+                inner.add_op(wide)
+                value = wide.result
+            factors.append(value)
+        vals = {**self.values[kernel], factor(old[2], old[0]): factors[0],
+                factor(old[2], old[1]): factors[1]}
         term = Cloner({}, vals).clone_into(old[2], inner)
         prev = loop.LoadOp(acc.result, ident(len(ivs)), ivs)
         total = arith.AddfOp(prev.result, term.results[0])
@@ -515,7 +540,7 @@ class FlashKernel:
         inner.add_ops([f, o, o2, loop.StoreOp(o2.result, self.oacc.result, ident(len(ivs)),
                                               ivs)])
         kb_body.add_op(rescale)
-        kb_body.add_ops(self.product(self.o_lay, self.oacc, self.bn, "jj", (self.ps, False),
+        kb_body.add_ops(self.product(self.o_lay, self.oacc, self.bn, "jj", (self.probs, False),
                                      (self.vs, True), (out.p, out.v, out.mul), out.kernel))
 
     def partial_epilogue(self) -> None:
@@ -616,6 +641,17 @@ class FlashKernel:
         kb_body.add_op(scf.YieldOp())
         self.epilogue()
         return without_unused_arguments(self.kernel)
+
+
+def half_operands(chain: Chain) -> Attribute | None:
+    """The 16-bit type ``Q``, ``K`` and ``V`` are all loaded as, else ``None``: then their
+    tiles stay 16-bit (``mma-fragments`` reads them with ``ldmatrix`` into ``m16n8k16``
+    products, ``V`` transposed), and ``P`` is rounded to it for ``P·V``."""
+    types = {load.result.type for load in (chain.scores.q, chain.scores.k, chain.output.v)}
+    if len(types) != 1:
+        return None
+    (typ,) = types
+    return typ if typ in (bf16, f16) else None
 
 
 def _runtime_batch(chain: Chain) -> bool:

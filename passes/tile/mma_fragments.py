@@ -125,7 +125,7 @@ class MmaChunkLoop(RewritePattern):
         updates, operands, loaded = chunk.updates, chunk.operands, chunk.loaded
         extent = chunk.extent
         if mma.is_half(loaded):
-            if extent % _mma_halves.K_STEP == 0 and _mma_halves.fits(operands.values(), kk):
+            if extent % _mma_halves.K_STEP == 0 and _mma_halves.fits(operands.values(), kk, ivs):
                 _mma_halves.rewrite(op, forall, nest, ivs, updates, operands, extent, rewriter)
             return
         kernel = tile.enclosing(op, tile.KernelOp)

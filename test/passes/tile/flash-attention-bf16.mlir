@@ -1,12 +1,17 @@
 // RUN: llm-opt %s -p 'flash-attention{bm=16 bn=16}' | filecheck %s
 // RUN: llm-opt %s -p 'flash-attention{bm=16 bn=16},loop-to-tile,async-copy,pad-shared,mma-fragments,vector-fragments,tile-to-kernel' --check-numerics 2>&1 >/dev/null | filecheck %s --check-prefix=NUM
+// RUN: sed 's/bf16/f16/g' %s | llm-opt -p 'flash-attention{bm=16 bn=16},loop-to-tile,async-copy,pad-shared,mma-fragments,vector-fragments,tile-to-kernel' --check-numerics 2>&1 >/dev/null | filecheck %s --check-prefix=NUM
+// RUN: llm-opt %s -p 'flash-attention{bm=16 bn=16},loop-to-tile,async-copy,pad-shared,mma-fragments,vector-fragments,tile-to-kernel,canonicalize,cse,kernel-to-cuda' -t cuda | filecheck %s --check-prefix=CUDA
+// RUN: llm-opt %s -p 'flash-attention{bm=16 bn=16 tensor_cores=false}' | filecheck %s --check-prefix=WIDE
 // RUN: llm-opt %s -p 'flash-attention{bm=16 bn=16 tensor_cores=false},loop-to-tile,async-copy,pad-shared,mma-fragments,vector-fragments,tile-to-kernel' --check-numerics 2>&1 >/dev/null | filecheck %s --check-prefix=NUM
 // Causal grouped-query attention in bf16, as a bf16 TinyLlama-like layer leaves it after
 // fuse-kernels and hoist-reduce-factors (40 tokens: the last 16-row block is ragged): Q, K
 // and V are bf16, widened by arith.extf inside the two products' sums, which accumulate in
-// f32; the output is rounded to bf16 by its epilogue. flash-attention takes the chain as it
-// takes an f32 one, staging Q, K and V widened into its f32 shared tiles, so the tensor-core
-// products (TF32 in three terms) read exact copies of the bf16 values.
+// f32; the output is rounded to bf16 by its epilogue. With the tensor cores, flash-attention
+// keeps Q, K and V in bf16 tiles (filled by cp.async, read by ldmatrix into m16n8k16
+// products, V with ldmatrix.trans), the scores in an f32 tile, and P rounded to bf16 in a
+// tile of its own, whose row sums are the softmax's denominators. Without them, the tiles
+// are f32, widened where they are staged.
 
 func.func @forward(%q: memref<1x4x40x16xbf16> {llmopt.input = "q"}, %k: memref<1x2x40x16xbf16> {llmopt.input = "k"}, %v: memref<1x2x40x16xbf16> {llmopt.input = "v"}) -> memref<1x40x64xbf16> {
 %12 = memref.alloc() : memref<1x4x40x40x1xf32>
@@ -94,9 +99,24 @@ loop.kernel @index_map_102 (%16 = %15 : memref<1x40x64xbf16>, %17 = %v : memref<
 
 // CHECK:      tile.kernel @index_map_102
 // CHECK-NOT:  loop.kernel
-// CHECK:        %qs = tile.alloc shared {{.*}}: memref<16x16xf32>
-// CHECK:        loop.load %{{.*}} clamp : memref<1x4x40x16xbf16>
-// CHECK-NEXT:   arith.extf %{{.*}} : bf16 to f32
+// CHECK:        %qs = tile.alloc shared {{.*}}: memref<16x16xbf16>
+// CHECK:        %vs = tile.alloc shared {{.*}}: memref<16x16xbf16>
+// CHECK-NEXT:   %ps = tile.alloc shared {{.*}}: memref<16x16xf32>
+// CHECK-NEXT:   %pb = tile.alloc shared {{.*}}: memref<16x16xbf16>
+// CHECK:        %[[Q:.*]] = loop.load %{{.*}} clamp : memref<1x4x40x16xbf16>
+// CHECK-NEXT:   loop.store %[[Q]], %qs
+// CHECK:        %[[QK:.*]] = loop.load %qs
+// CHECK-NEXT:   arith.extf %[[QK]] : bf16 to f32
+// CHECK:        loop.load %shift
+// CHECK-NEXT:   arith.subf
+// CHECK-NEXT:   %[[P:.*]] = math.exp
+// CHECK-NEXT:   %[[PB:.*]] = arith.truncf %[[P]] : f32 to bf16
+// CHECK-NEXT:   loop.store %[[PB]], %pb
+// CHECK:        loop.reduce add
+// CHECK-NEXT:     loop.load %pb
+// CHECK-NEXT:     arith.extf
+// CHECK:        loop.load %pb
+// CHECK:        loop.load %vs
 // CHECK:        arith.truncf %{{.*}} : f32 to bf16
 // CHECK:      } {llmopt.flash = "16x16"
 // CHECK-NOT:  loop.kernel
@@ -104,3 +124,17 @@ loop.kernel @index_map_102 (%16 = %15 : memref<1x40x64xbf16>, %17 = %v : memref<
 // NUM: flash-attention {{.*}} ok
 // NUM: mma-fragments {{.*}} ok
 // NUM: tile-to-kernel {{.*}} ok
+
+// CUDA:      __nv_bfloat16 ks[
+// CUDA:      __nv_bfloat16 vs[
+// CUDA:      __pipeline_memcpy_async(&ks[{{.*}}], 16);
+// CUDA:      ldmatrix.sync.aligned.m8n8.x4.shared.b16
+// CUDA:      mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
+// CUDA:      pb[{{.*}}] = __float2bfloat16(expf(
+// CUDA:      ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {{.*}}&vs[
+// CUDA:      mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
+
+// WIDE:       %qs = tile.alloc shared {{.*}}: memref<16x16xf32>
+// WIDE-NOT:   %pb
+// WIDE:       loop.load %{{.*}} clamp : memref<1x4x40x16xbf16>
+// WIDE-NEXT:  arith.extf %{{.*}} : bf16 to f32

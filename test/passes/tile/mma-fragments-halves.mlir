@@ -6,6 +6,10 @@
 // RUN: llm-opt %S/Inputs/mma-fragments-halves-x2.mlir -p mma-fragments | filecheck %s --check-prefix=X2
 // RUN: llm-opt %S/Inputs/mma-fragments-halves-x2.mlir -p 'mma-fragments,tile-to-kernel,canonicalize,cse,kernel-to-cuda' --check-numerics 2>&1 >/dev/null | filecheck %s --check-prefix=NUM
 // RUN: sed 's/bf16/f16/g' %S/Inputs/mma-fragments-halves-x2.mlir | llm-opt -p 'mma-fragments,tile-to-kernel,canonicalize,cse,kernel-to-cuda' --check-numerics 2>&1 >/dev/null | filecheck %s --check-prefix=NUM
+// RUN: llm-opt %S/Inputs/mma-fragments-halves-trans.mlir -p mma-fragments | filecheck %s --check-prefix=TRANS
+// RUN: llm-opt %S/Inputs/mma-fragments-halves-trans.mlir -p 'mma-fragments,tile-to-kernel,canonicalize,cse,kernel-to-cuda' --check-numerics 2>&1 >/dev/null | filecheck %s --check-prefix=NUM
+// RUN: sed 's/bf16/f16/g' %S/Inputs/mma-fragments-halves-trans.mlir | llm-opt -p 'mma-fragments,tile-to-kernel,canonicalize,cse,kernel-to-cuda' --check-numerics 2>&1 >/dev/null | filecheck %s --check-prefix=NUM
+// RUN: llm-opt %S/Inputs/mma-fragments-halves-trans.mlir -p 'mma-fragments,tile-to-kernel,canonicalize,cse,kernel-to-cuda' -t cuda | filecheck %s --check-prefix=TRANSCUDA
 // RUN: llm-opt %S/../../fuzz/Inputs/bf16_product_in_mma_layout.mlir -p mma-fragments | filecheck %s --check-prefix=BF16SUM
 // RUN: llm-opt %S/Inputs/linear-bf16.mlir -p lower-to-cuda -t cuda | filecheck %s --check-prefix=PIPE
 // A bf16 x·Wᵀ (M=100 N=80 K=64, ragged in both: the last row and column blocks overhang)
@@ -230,3 +234,18 @@ builtin.module {
   }
 }
 
+
+// W stored [k, n] (Inputs/mma-fragments-halves-trans.mlir, as flash-attention stages V):
+// %kk is the tile's row, so W's fragments come from ldmatrix.trans of its rows
+// 16·kq + 8·((g floordiv 2) mod 2) + (lane mod 8) at columns 16·wj + 8·(g floordiv 4) (two
+// 8-column pieces: x4); x's fragments as above.
+// TRANS:      %[[KQ16:.*]] = arith.muli %kq, %{{.*}} : index
+// TRANS:      mma.ldmatrix x4 %stage[
+// TRANS:      mma.ldmatrix x4 %stage[
+// TRANS:      %[[B0:fb0]], %[[B1:fb0_1]], %[[B2:fb1]], %[[B3:fb1_1]] = mma.ldmatrix x4 trans %stage_1[%{{.*}}, %{{.*}}] : memref<32x40xbf16>
+// TRANS:      mma.sync({{.*}}) * (%[[B0]], %[[B1]])
+// TRANS:      mma.sync({{.*}}) * (%[[B2]], %[[B3]])
+// TRANS:      mma.sync({{.*}}) * (%[[B0]], %[[B1]])
+// TRANS:      mma.sync({{.*}}) * (%[[B2]], %[[B3]])
+// TRANS-NOT:  mma.sync(
+// TRANSCUDA:  ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16
