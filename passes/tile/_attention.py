@@ -7,8 +7,9 @@ the scores, ``i`` the query and ``j`` the key:
    holding one ``loop.reduce add`` of the product of a load that reads ``i`` (not ``j``) and
    one that reads ``j`` (not ``i``);
 2. *exp*: per ``(batch…, i)`` the row maximum ``m = max_j g(S[…, i, j])`` of a scalar body
-   ``g`` (scale, mask …), then ``E[…, i, j] = exp(g(S[…, i, j]) - m)`` with ``g`` computed
-   again by the same ops;
+   ``g`` (scale, mask, roundings …; a mask's load may come before that of ``S``), then
+   ``E[…, i, j] = exp(g(S[…, i, j]) - m)`` with ``g`` computed again by the same ops, stored
+   as it is or rounded to a 16-bit ``E`` (``arith.truncf``, as a 16-bit softmax stores it);
 3. *sums*: ``l[batch…, i] = Σ_j E[…, i, j]`` — or, as ``fuse-kernels`` leaves attention
    without a mask, taken in the *exp* kernel itself, which then stores ``E / l``;
 4. *output*: ``O[f(batch…, i, d)] = h(Σ_j E[…, i, j] · V[…, j, d], l[…, i])`` — the sum of
@@ -273,12 +274,16 @@ def match_exp(kernel: loop.KernelOp, scores: SSAValue) -> Exp | None:
     if not isinstance(row, loop.ForOp) or row.trip_count != red.trip_count:
         return None
     body = list(red.body.block.ops)
-    load, last = body[0], body[-1]
-    if not (isinstance(load, loop.LoadOp) and bound(kernel, load.buffer) is scores
-            and isinstance(last, loop.YieldOp)
+    last = body[-1]
+    loads = [op for op in body if isinstance(op, loop.LoadOp)
+             and bound(kernel, op.buffer) is scores]
+    if len(loads) != 1:
+        return None
+    load = loads[0]
+    if not (isinstance(last, loop.YieldOp)
             and reads_at(load, [*loops, red], len(load.map.data.results) - len(loops) - 1)):
         return None
-    g = body[1:-1]
+    g = [op for op in body[:-1] if op is not load]  # a mask's load may come before S's
     if any(op.regions or isinstance(op, loop.StoreOp) for op in g):
         return None
     if total is not None:  # Σ_j exp(g - max), the row's sum, in the same kernel
@@ -300,6 +305,8 @@ def match_exp(kernel: loop.KernelOp, scores: SSAValue) -> Exp | None:
                             and rest[0].rhs is total.result):
             return None
         value, rest = rest[0].result, rest[1:]
+    if len(rest) == 2 and isinstance(rest[0], arith.TruncFOp) and rest[0].input is value:
+        value, rest = rest[0].result, rest[1:]  # P stored rounded to 16 bits
     if len(rest) != 1:
         return None
     store = rest[0]

@@ -79,6 +79,12 @@ over the splits, weighted by ``exp(m_s - max_s m_s)`` — finishes the output.
 ``match_exp`` takes a decode step's form: with one query the row maximum stands outside
 the query loop of extent 1.
 
+**Copies in front** (attention written out, as Hugging Face's eager attention is: key/value
+heads repeated by ``expand`` + ``reshape``, ``K`` transposed for ``Q @ Kᵀ``): a copy kernel
+that alone writes a buffer the matched chain's scores or output alone read is inlined
+(:mod:`~llmopt.passes.tile._attention_copies`), so the flash kernel reads ``K`` and ``V``
+themselves and the copies' launches go.
+
 **Grouped heads** (:mod:`~llmopt.passes.tile._group_heads`): with one query a head and
 ``G`` query heads reading each key/value head (grouped-query attention), a block's rows are
 the ``G`` query heads of one key/value head instead of the queries of one head: each key
@@ -144,6 +150,7 @@ from llmopt.passes.tile._access import (
     store_at,
 )
 from llmopt.passes.tile._attention import NEG_INF, Chain, bound, factor, match_chain
+from llmopt.passes.tile._attention_copies import inline_operand_copies
 from llmopt.passes.tile._group_heads import HeadGroups, match_groups
 from llmopt.passes.tile._online_softmax import OnlineSoftmax, const_float, shared
 from llmopt.passes.tile._schedule import (
@@ -686,6 +693,8 @@ class FlashAttention(ModulePass):
             if first.parent is None:
                 continue  # erased with an earlier chain
             chain = match_chain(first)
+            if chain is not None and inline_operand_copies(chain):
+                chain = match_chain(first)  # K and V now read as sdpa reads them
             if chain is None or _runtime_batch(chain):
                 continue
             knobs = kernel_knobs(chain.scores.kernel)
