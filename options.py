@@ -128,7 +128,8 @@ OPTIONS: dict[str, dict[str, Option]] = {
     "flash-attention": {"bm": Option(IntRange(16, 1024, 16)),
                         "bn": Option(IntRange(16, 1024, 16)),
                         "warps": Option(IntRange(1, 32)), "stages": _knob("stages"),
-                        "splits": Option(IntRange(1, 1024)), "tuned": Option(_one_of(0, 1))},
+                        "splits": Option(IntRange(1, 1024)), "tuned": Option(_one_of(0, 1)),
+                        "min_blocks": _knob("min_blocks")},
     "warp-gemv": {"rows": Option(IntRange(1, 8)),  # warp_gemv.MAX_ROWS
                   "chunks": Option(IntRange(1, 32), unset=False)},
     "fuse-launches": {"shared_slack": Option(IntRange(0, 1 << 20))},

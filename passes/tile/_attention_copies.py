@@ -10,16 +10,22 @@ buffers; a flash kernel instead reads ``K`` and ``V`` in the form ``sdpa`` is ca
 
 :func:`inline_operand_copies` makes that composition for a matched chain (see
 :mod:`llmopt.passes.tile._attention`) and erases the copies: their buffers are never
-written or read, and two launches go with them.
+written or read, and two launches go with them. A copy is inlined only when the chain's
+kernels still match with it inlined (tried on clones of them first): one whose composition
+leaves a load the flash kernel cannot take — ``V``'s head dimension merged into another
+coordinate, as Hugging Face's repeated heads of a projection's raw output give — stays, and
+the flash kernel reads its buffer.
 """
 
 from __future__ import annotations
 
 from xdsl.dialects import memref
+from xdsl.ir import SSAValue
 from xdsl.rewriter import Rewriter
 
 from llmopt.dialects import loop
 from llmopt.passes.loop.fuse_kernels import (
+    Producer,
     analyse_producer,
     inline_at,
     is_copy,
@@ -27,44 +33,72 @@ from llmopt.passes.loop.fuse_kernels import (
     unbind,
     written_args,
 )
-from llmopt.passes.tile._attention import Chain, bound
+from llmopt.passes.tile._attention import Chain, bound, match_output, match_scores
 
 
-def _copy_into(kernel: loop.KernelOp, load: loop.LoadOp) -> bool:
-    """Inline the copy kernel that alone writes the buffer ``load`` (of ``kernel``) reads,
-    when ``kernel`` alone reads it; whether it did."""
+def _copy_of(kernel: loop.KernelOp, load: loop.LoadOp
+             ) -> tuple[SSAValue, loop.KernelOp, Producer] | None:
+    """The buffer ``load`` (of ``kernel``) reads, the copy kernel that alone writes it and
+    that copy as a :class:`Producer`, when ``kernel`` alone reads the buffer; else
+    ``None``."""
     outer = bound(kernel, load.buffer)
     if outer is None or not isinstance(outer.owner, memref.AllocOp):
-        return False
+        return None
     others = {use.operation for use in outer.uses} - {kernel}
     if len(others) != 1:
-        return False
+        return None
     (writer,) = others
     if not isinstance(writer, loop.KernelOp):
-        return False
+        return None
     producer = analyse_producer(writer)
     if (producer is None or not is_copy(producer)
             or bound(writer, producer.out_arg) is not outer
             or any(bound(kernel, b) is outer for b in written_args(kernel))):
-        return False
-    for site in loads_of(kernel, outer):
-        inline_at(site, kernel, producer)
-    unbind(kernel, outer)
-    Rewriter.erase_op(writer)
-    if not outer.uses:
-        Rewriter.erase_op(outer.owner)  # type: ignore[arg-type]
-    return True
+        return None
+    return outer, writer, producer
+
+
+def _inline(kernel: loop.KernelOp, copies: list[tuple[SSAValue, loop.KernelOp, Producer]]
+            ) -> None:
+    """Inline each copy at every load of its buffer in ``kernel``; unbind the buffer."""
+    for outer, _, producer in copies:
+        for site in loads_of(kernel, outer):
+            inline_at(site, kernel, producer)
+        unbind(kernel, outer)
+
+
+def _still_matches(chain: Chain, kernel: loop.KernelOp, trial: loop.KernelOp) -> bool:
+    """Whether ``trial`` (``kernel`` of the chain with copies inlined) still matches as the
+    scores or the output kernel: a copy whose composition leaves a load the flash kernel
+    cannot take (``V``'s head dimension merged into another coordinate) is not inlined."""
+    if kernel is chain.scores.kernel:
+        return match_scores(trial) is not None
+    extents = [lp.trip_count for lp in chain.exp.ivs]
+    return match_output(trial, chain.exp.out, chain.sums, len(extents), extents) is not None
 
 
 def inline_operand_copies(chain: Chain) -> bool:
     """Inline the copies in front of ``Q``, ``K`` (the scores) and ``V`` (the output) into
-    the chain's kernels; whether any was (the chain must then be matched again: its loads
-    are new ops)."""
-    sites: list[tuple[loop.KernelOp, loop.LoadOp]] = [
-        (chain.scores.kernel, chain.scores.q), (chain.scores.kernel, chain.scores.k),
-        (chain.output.kernel, chain.output.v)]
-    done = False
-    for kernel, load in sites:
-        if load.parent is not None:  # not replaced by an earlier inlining
-            done = _copy_into(kernel, load) or done
-    return done
+    the chain's kernels, each when its kernel still matches with it inlined (tried on a
+    clone first); whether any was (the chain must then be matched again: its loads are new
+    ops)."""
+    plan: dict[loop.KernelOp, list[tuple[SSAValue, loop.KernelOp, Producer]]] = {}
+    for kernel, load in ((chain.scores.kernel, chain.scores.q),
+                         (chain.scores.kernel, chain.scores.k),
+                         (chain.output.kernel, chain.output.v)):
+        found = _copy_of(kernel, load)
+        if found is None or any(found[1] is c[1] for c in plan.get(kernel, [])):
+            continue
+        trial = kernel.clone()
+        _inline(trial, [found])
+        fits = _still_matches(chain, kernel, trial)
+        trial.erase()
+        if fits:
+            plan.setdefault(kernel, []).append(found)
+    for kernel, copies in plan.items():
+        _inline(kernel, copies)
+        for outer, writer, _ in copies:
+            Rewriter.erase_op(writer)
+            if not outer.uses:
+                Rewriter.erase_op(outer.owner)  # type: ignore[arg-type]
+    return bool(plan)

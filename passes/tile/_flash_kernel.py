@@ -47,6 +47,7 @@ from llmopt.passes.tile._access import (
 from llmopt.passes.tile._attention import NEG_INF, Chain, bound, factor
 from llmopt.passes.tile._group_heads import HeadGroups
 from llmopt.passes.tile._online_softmax import OnlineSoftmax, const_float, shared
+from llmopt.passes.tile._register_softmax import RegisterSoftmax, same_rows
 from llmopt.passes.tile._schedule import AttentionBlocks, RegisterTile, warp_grid
 from llmopt.passes.tile._split_keys import Partials, split_range, without_unused_arguments
 from llmopt.passes.tile.register_tile import MMA_LAYOUT, thread_layout
@@ -113,7 +114,8 @@ class FlashKernel:
     over key blocks."""
 
     def __init__(self, chain: Chain, blocks: AttentionBlocks, name: str, mma: bool,
-                 splits: int = 1, groups: HeadGroups | None = None) -> None:
+                 splits: int = 1, groups: HeadGroups | None = None,
+                 register_stats: bool = False) -> None:
         self.chain, self.bm, self.bn, self.splits = chain, blocks.bm, blocks.bn, splits
         self.groups = groups
         bm, bn = self.bm, self.bn
@@ -183,16 +185,23 @@ class FlashKernel:
         self.qs = shared([bm, self.dk], staged, "qs", ROW_PAD)
         self.ks = shared([bn, self.dk], staged, "ks", ROW_PAD)
         self.vs = shared([bn, self.hd], staged, "vs", V_PAD)
+        self.sacc = self.s_lay.registers(typ, "s")
+        self.oacc = self.o_lay.registers(typ, "acc")
+        self.in_registers = register_stats and same_rows(self.s_lay.lay, self.o_lay.lay)
+        """Whether the row statistics stay in the registers of the score tile's threads
+        (:mod:`~llmopt.passes.tile._register_softmax`), else they go through ``ps``."""
         self.ps = shared([bm, bn], typ, "ps", ROW_PAD)
-        tiles = [self.qs, self.ks, self.vs, self.ps]
+        tiles = [self.qs, self.ks, self.vs]
+        if half is None or not self.in_registers:
+            tiles.append(self.ps)  # the scores (shared statistics), or P in f32
         self.probs = self.ps
         """``P·V``'s ``P``: the scores' tile, or a 16-bit tile of ``P`` rounded."""
         if half is not None:
             self.probs = shared([bm, bn], half, "pb", ROW_PAD)
             tiles.append(self.probs)
-        self.softmax = OnlineSoftmax(self.ps, self.threads, typ, self.probs)
-        self.sacc = self.s_lay.registers(typ, "s")
-        self.oacc = self.o_lay.registers(typ, "acc")
+        self.softmax: OnlineSoftmax | RegisterSoftmax = (
+            RegisterSoftmax(self.s_lay.lay, self.sacc, self.probs, bm, typ)
+            if self.in_registers else OnlineSoftmax(self.ps, self.threads, typ, self.probs))
         self.body.add_ops([*tiles, *self.softmax.allocs(), self.sacc, self.oacc])
 
     def _kernel_level_ops(self, buffers: list[SSAValue]
@@ -412,14 +421,19 @@ class FlashKernel:
             masked = arith.SelectOp(inside.result, score, ninf.result)
             inner.add_ops([inside, masked])
             score = masked.result
-        inner.add_op(store_at(score, self.ps, row, col))
+        if self.in_registers:  # the statistics read it where it is
+            inner.add_op(loop.StoreOp(score, self.sacc.result, ident(len(ivs)), ivs))
+        else:
+            inner.add_op(store_at(score, self.ps, row, col))
         kb_body.add_op(s_done)
 
     def accumulate(self, kb_body: Block) -> None:
         """The output accumulators: rescaled, then ``+= Σ_j p·V`` over the key block."""
         out = self.chain.output
         rescale, inner, ivs = self.o_lay.forall("rescale")
-        f = load_at(self.softmax.corr, self.o_lay.row(ivs))
+        f = (self.softmax.stat(self.softmax.c_reg, ivs)
+             if isinstance(self.softmax, RegisterSoftmax)
+             else load_at(self.softmax.corr, self.o_lay.row(ivs)))
         o = loop.LoadOp(self.oacc.result, ident(len(ivs)), ivs)
         o2 = arith.MulfOp(o.result, f.result)
         inner.add_ops([f, o, o2, loop.StoreOp(o2.result, self.oacc.result, ident(len(ivs)),
@@ -524,6 +538,8 @@ class FlashKernel:
         kb_body.add_ops(self.softmax.steps())
         self.accumulate(kb_body)
         kb_body.add_op(scf.YieldOp())
+        if isinstance(self.softmax, RegisterSoftmax):
+            self.body.add_op(self.softmax.finish())
         self.epilogue()
         return without_unused_arguments(self.kernel)
 

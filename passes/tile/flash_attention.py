@@ -95,14 +95,24 @@ Options: ``bm`` (query rows per block, a multiple of 16), ``bn`` (keys per block
 multiple of 16), ``warps``, ``stages`` (written into the kernel's schedule for
 ``async-copy``), ``tensor_cores`` (mark the products for ``mma-fragments`` where ``arch`` has
 TF32 ``mma.sync``; default on), ``splits`` (of the keys; 0 = chosen, 1 = none),
-``group_heads`` (default on), ``tuned`` (0: read no tuning table), ``arch``. Like every
-schedule knob, ``bm``, ``bn``, ``warps``, ``stages`` and ``splits`` come from the pass
+``group_heads`` (default on), ``min_blocks`` (blocks a multiprocessor the kernel's
+registers are capped for, ``__launch_bounds__(threads, min_blocks)``; 0 = :data:`MIN_BLOCKS`,
+1 = no cap), ``tuned`` (0: read no tuning table), ``arch``. Like every schedule knob,
+``bm``, ``bn``, ``warps``, ``stages``, ``splits`` and ``min_blocks`` come from the pass
 option when set, else from an ``llmopt.schedule`` on the chain's scores kernel (an IR file's, or a
 candidate's of ``llmopt tune``), else from the tuning tables ``apply-tuned`` reads, keyed on
 the chain's structural hash (:mod:`llmopt.tools.tune_attention`), else from the heuristics,
 :func:`~llmopt.passes.tile._schedule.choose_attention_blocks` (0 = unset). The kernel's
 schedule also asks ``async-copy`` to carry its counters (``carry = 1``), as a causal loop
 must: one form of the loop over key blocks, with or without a mask.
+
+**Two blocks a multiprocessor.** The scheduling passes keep a block's shared memory within
+half of what a multiprocessor has (``async-copy`` sizes the fills' slots to that), so that
+two blocks fit; ``min_blocks = 2`` caps the registers so that they fit too. A block waits
+at a barrier several times a key block (the row statistics go through shared memory), and a
+second block on the multiprocessor works meanwhile; left alone, NVRTC gives a 16-bit kernel
+with pipelined fills more than 128 registers a thread, and 256-thread blocks then run one at
+a time.
 """
 
 from __future__ import annotations
@@ -134,6 +144,8 @@ from llmopt.passes.tile._split_keys import choose_splits, merge_kernel
 
 MAX_GROUP = 16
 """The most query heads grouped into one block's rows (a block has at least 16 rows)."""
+MIN_BLOCKS = 2
+"""Blocks a multiprocessor the flash kernel's registers are capped for, by default."""
 
 
 def _runtime_batch(chain: Chain) -> bool:
@@ -146,8 +158,8 @@ def _runtime_batch(chain: Chain) -> bool:
 class FlashAttention(ModulePass):
     """Fuse attention into one flash kernel with an online softmax (see the module
     docstring). Options: ``bm``, ``bn``, ``warps``, ``splits`` (0 = chosen from the shape),
-    ``group_heads``, ``tensor_cores``, ``stages``, ``tuned`` (0: ignore the tuning tables),
-    ``arch``."""
+    ``group_heads``, ``tensor_cores``, ``stages``, ``min_blocks`` (0 = :data:`MIN_BLOCKS`,
+    1 = no cap), ``tuned`` (0: ignore the tuning tables), ``arch``."""
 
     name = "flash-attention"
 
@@ -158,6 +170,8 @@ class FlashAttention(ModulePass):
     stages: int = 0
     splits: int = 0
     group_heads: bool = True
+    register_stats: bool = True
+    min_blocks: int = 0
     tuned: int = 1
     arch: str = "sm_90"
 
@@ -200,7 +214,8 @@ class FlashAttention(ModulePass):
             splits = choose_splits(rows * n_qb, -(-keys // blocks.bn), gpu.sms,
                                    chain.exp.causal, chain.exp.ivs[-1].bound is None,
                                    setting(self.splits, "splits"))
-            flash = FlashKernel(chain, blocks, anchor.sym_name.data, mma, splits, groups)
+            flash = FlashKernel(chain, blocks, anchor.sym_name.data, mma, splits, groups,
+                                self.register_stats)
             new = flash.build()
             if shared_bytes(new) > gpu.max_smem:
                 continue
@@ -208,6 +223,9 @@ class FlashAttention(ModulePass):
                                                                     splits)]
             stages = setting(self.stages, "stages")
             schedule = {"carry": 1} | ({"stages": stages} if stages else {})
+            min_blocks = setting(self.min_blocks, "min_blocks") or MIN_BLOCKS
+            if min_blocks > 1:
+                schedule["min_blocks"] = min_blocks
             new.attributes[SCHEDULE_ATTR] = DictionaryAttr(
                 {k: IntegerAttr(v, i64) for k, v in schedule.items()})
             replace_chain(chain, new, flash.host_ops, after)

@@ -2,6 +2,9 @@
 // RUN: llm-opt %s -p 'flash-attention{bm=16 bn=16},loop-to-tile,async-copy,pad-shared,mma-fragments,vector-fragments,tile-to-kernel' --check-numerics 2>&1 >/dev/null | filecheck %s --check-prefix=NUM
 // RUN: sed 's/bf16/f16/g' %s | llm-opt -p 'flash-attention{bm=16 bn=16},loop-to-tile,async-copy,pad-shared,mma-fragments,vector-fragments,tile-to-kernel' --check-numerics 2>&1 >/dev/null | filecheck %s --check-prefix=NUM
 // RUN: llm-opt %s -p 'flash-attention{bm=16 bn=16},loop-to-tile,async-copy,pad-shared,mma-fragments,vector-fragments,tile-to-kernel,canonicalize,cse,kernel-to-cuda' -t cuda | filecheck %s --check-prefix=CUDA
+// RUN: llm-opt %s -p 'flash-attention{bm=16 bn=16 min_blocks=1},loop-to-tile,async-copy,pad-shared,mma-fragments,vector-fragments,tile-to-kernel,canonicalize,cse,kernel-to-cuda' -t cuda | filecheck %s --check-prefix=NOCAP
+// RUN: llm-opt %s -p 'flash-attention{bm=16 bn=16 register_stats=false}' | filecheck %s --check-prefix=SHARED
+// RUN: llm-opt %s -p 'flash-attention{bm=16 bn=16 register_stats=false},loop-to-tile,async-copy,pad-shared,mma-fragments,vector-fragments,tile-to-kernel' --check-numerics 2>&1 >/dev/null | filecheck %s --check-prefix=NUM
 // RUN: llm-opt %s -p 'flash-attention{bm=16 bn=16 tensor_cores=false}' | filecheck %s --check-prefix=WIDE
 // RUN: llm-opt %s -p 'flash-attention{bm=16 bn=16 tensor_cores=false},loop-to-tile,async-copy,pad-shared,mma-fragments,vector-fragments,tile-to-kernel' --check-numerics 2>&1 >/dev/null | filecheck %s --check-prefix=NUM
 // Causal grouped-query attention in bf16, as a bf16 TinyLlama-like layer leaves it after
@@ -10,8 +13,12 @@
 // f32; the output is rounded to bf16 by its epilogue. With the tensor cores, flash-attention
 // keeps Q, K and V in bf16 tiles (filled by cp.async, read by ldmatrix into m16n8k16
 // products, V with ldmatrix.trans), the scores in an f32 tile, and P rounded to bf16 in a
-// tile of its own, whose row sums are the softmax's denominators. Without them, the tiles
-// are f32, widened where they are staged.
+// tile of its own, whose row sums are the softmax's denominators. The row statistics stay in
+// the registers of the threads holding the scores (register_stats, the default): each
+// thread's row maxima and sums go through the small shared pmax and psum, the scores never
+// reach shared memory; with register_stats=false the scores go to an f32 tile ps and the
+// statistics are taken from it. Without the tensor cores, the tiles are f32, widened where
+// they are staged.
 
 func.func @forward(%q: memref<1x4x40x16xbf16> {llmopt.input = "q"}, %k: memref<1x2x40x16xbf16> {llmopt.input = "k"}, %v: memref<1x2x40x16xbf16> {llmopt.input = "v"}) -> memref<1x40x64xbf16> {
 %12 = memref.alloc() : memref<1x4x40x40x1xf32>
@@ -101,38 +108,66 @@ loop.kernel @index_map_102 (%16 = %15 : memref<1x40x64xbf16>, %17 = %v : memref<
 // CHECK-NOT:  loop.kernel
 // CHECK:        %qs = tile.alloc shared {{.*}}: memref<16x16xbf16>
 // CHECK:        %vs = tile.alloc shared {{.*}}: memref<16x16xbf16>
-// CHECK-NEXT:   %ps = tile.alloc shared {{.*}}: memref<16x16xf32>
 // CHECK-NEXT:   %pb = tile.alloc shared {{.*}}: memref<16x16xbf16>
+// CHECK-NEXT:   %m_run = tile.alloc registers : memref<1x2x8x4x1x2xf32>
+// CHECK:        %pmax = tile.alloc shared {{.*}}: memref<16x8xf32>
+// CHECK-NOT:    %ps = tile.alloc
 // CHECK:        %[[Q:.*]] = loop.load %{{.*}} clamp : memref<1x4x40x16xbf16>
 // CHECK-NEXT:   loop.store %[[Q]], %qs
 // CHECK:        %[[QK:.*]] = loop.load %qs
 // CHECK-NEXT:   arith.extf %[[QK]] : bf16 to f32
-// CHECK:        loop.load %shift
-// CHECK-NEXT:   arith.subf
-// CHECK-NEXT:   %[[P:.*]] = math.exp
+// The masked, scaled scores stay in s; each thread's row maxima go to pmax.
+// CHECK:        loop.store %{{.*}}, %s[
+// CHECK:        } {llmopt.role = "scores"
+// CHECK:        loop.reduce max {{.*}} = 0 to 2 : f32 {
+// CHECK-NEXT:     loop.load %s[
+// CHECK:        loop.store %{{.*}}, %pmax[
+// CHECK:        loop.load %pmax[
+// CHECK:        loop.store %{{.*}}, %m_run[
+// CHECK:        %[[P:.*]] = math.exp
 // CHECK-NEXT:   %[[PB:.*]] = arith.truncf %[[P]] : f32 to bf16
+// CHECK-NEXT:   %[[PW:.*]] = arith.extf %[[PB]] : bf16 to f32
 // CHECK-NEXT:   loop.store %[[PB]], %pb
-// CHECK:        loop.reduce add
-// CHECK-NEXT:     loop.load %pb
-// CHECK-NEXT:     arith.extf
+// CHECK-NEXT:   loop.store %[[PW]], %s
+// CHECK:        loop.store %{{.*}}, %psum[
+// CHECK:        loop.load %psum[
+// CHECK:        loop.load %corr[
+// CHECK:        } {llmopt.role = "rescale"
 // CHECK:        loop.load %pb
 // CHECK:        loop.load %vs
+// CHECK:        } {llmopt.role = "row_stats"}
 // CHECK:        arith.truncf %{{.*}} : f32 to bf16
-// CHECK:      } {llmopt.flash = "16x16"
+// CHECK:      } {llmopt.flash = "16x16", llmopt.schedule = {carry = 1 : i64, min_blocks = 2 : i64}}
 // CHECK-NOT:  loop.kernel
+
+// SHARED:       %ps = tile.alloc shared {{.*}}: memref<16x16xf32>
+// SHARED-NEXT:  %pb = tile.alloc shared {{.*}}: memref<16x16xbf16>
+// SHARED:       loop.load %shift
+// SHARED-NEXT:  arith.subf
+// SHARED-NEXT:  %[[P:.*]] = math.exp
+// SHARED-NEXT:  %[[PB:.*]] = arith.truncf %[[P]] : f32 to bf16
+// SHARED-NEXT:  loop.store %[[PB]], %pb
+// SHARED:       loop.reduce add
+// SHARED-NEXT:    loop.load %pb
+// SHARED-NEXT:    arith.extf
 
 // NUM: flash-attention {{.*}} ok
 // NUM: mma-fragments {{.*}} ok
 // NUM: tile-to-kernel {{.*}} ok
 
+// The registers are capped for two blocks a multiprocessor (min_blocks = 2, the default).
+// CUDA:      __launch_bounds__(64, 2) index_map_102(
 // CUDA:      __nv_bfloat16 ks[
 // CUDA:      __nv_bfloat16 vs[
 // CUDA:      __pipeline_memcpy_async(&ks[{{.*}}], 16);
 // CUDA:      ldmatrix.sync.aligned.m8n8.x4.shared.b16
 // CUDA:      mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
-// CUDA:      pb[{{.*}}] = __float2bfloat16(expf(
+// CUDA:      = __float2bfloat16(expf(s[
+// CUDA:      pb[{{.*}}] = 
 // CUDA:      ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {{.*}}&vs[
 // CUDA:      mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
+
+// NOCAP:      __launch_bounds__(64) index_map_102(
 
 // WIDE:       %qs = tile.alloc shared {{.*}}: memref<16x16xf32>
 // WIDE-NOT:   %pb

@@ -33,8 +33,8 @@
 // CHECK:        %[[IN:.*]] = arith.cmpi ult, %{{[0-9]+}}, %{{[0-9]+}} : index
 // CHECK-NEXT:   scf.if %[[IN]] {
 // CHECK-NEXT:     loop.store %{{.*}}, %acc_part_1[%split, 0, (((((%b1 * 2) +
-// CHECK:          loop.store %{{.*}}, %m_part_1[%split, 0, ((%b1 * 2) + %r_{{.*}}), (%qb * 16)]
-// CHECK-NEXT:     loop.store %{{.*}}, %l_part_1[%split, 0, ((%b1 * 2) + %r_{{.*}}), (%qb * 16)]
+// CHECK:          loop.store %{{.*}}, %m_part_1[%split, 0, ((%b1 * 2) + %r{{.*}}), (%qb * 16)]
+// CHECK-NEXT:     loop.store %{{.*}}, %l_part_1[%split, 0, ((%b1 * 2) + %r{{.*}}), (%qb * 16)]
 // CHECK:      loop.kernel @index_map_109_merge (%1 = %0 : memref<1x1x64xf32>, %2 = %acc_part : {{.*}}, %3 = %m_part : {{.*}}, %4 = %l_part : {{.*}}) {
 // CHECK:        %[[M:.*]] = loop.reduce max %s = 0 to 4 : f32 {
 // CHECK-NEXT:     loop.load %3[%s, 0, (%i2 floordiv 16), 0]
@@ -53,7 +53,7 @@
 // ALONE:        scf.for %kb = %{{.*}} to %n_kb_split step
 // ALONE:          loop.load %{{.*}}[(((%first_kb * 16) + (%kb * 16)) + %jj), (%b1 floordiv 2), %dd_1] clamp
 // ALONE:        loop.store %{{.*}}, %acc_part_1[%split, 0, %b1,
-// ALONE:        loop.store %{{.*}}, %m_part_1[%split, 0, %b1, ((%qb * 16) + %r_{{.*}})]
+// ALONE:        loop.store %{{.*}}, %m_part_1[%split, 0, %b1, ((%qb * 16) + %r{{.*}})]
 
 // NUM-COUNT-7: ok
 // NUM-NOT: FAIL

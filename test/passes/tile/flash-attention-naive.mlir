@@ -2,6 +2,8 @@
 // RUN: llm-opt %s -p 'flash-attention{bm=16 bn=16},loop-to-tile,async-copy,pad-shared,mma-fragments,vector-fragments,tile-to-kernel' --check-numerics 2>&1 >/dev/null | filecheck %s --check-prefix=NUM
 // RUN: llm-opt %S/Inputs/flash-attention-naive-f32.mlir -p 'flash-attention{bm=16 bn=16}' | filecheck %s --check-prefix=F32
 // RUN: llm-opt %S/Inputs/flash-attention-naive-f32.mlir -p 'flash-attention{bm=16 bn=16},loop-to-tile,async-copy,pad-shared,mma-fragments,vector-fragments,tile-to-kernel' --check-numerics 2>&1 >/dev/null | filecheck %s --check-prefix=NUM
+// RUN: llm-opt %S/Inputs/flash-attention-naive-merged.mlir -p 'flash-attention{bm=16 bn=16}' | filecheck %s --check-prefix=MERGED
+// RUN: llm-opt %S/Inputs/flash-attention-naive-merged.mlir -p 'flash-attention{bm=16 bn=16},loop-to-tile,async-copy,pad-shared,mma-fragments,vector-fragments,tile-to-kernel' --check-numerics 2>&1 >/dev/null | filecheck %s --check-prefix=NUM
 // Attention written out in bf16 (the op suite's naive_attention, as Hugging Face's eager
 // attention computes it: 4 query heads on 2 key/value heads, 40 tokens, head dim 16), as
 // fuse-kernels and hoist-reduce-factors leave it: the key/value heads repeated by copy
@@ -163,3 +165,13 @@ builtin.module {
 // F32:          loop.load %{{.*}}[0, (%b1 floordiv 2), ((%kb * 16) + %jj), %dd_1] clamp : memref<1x2x40x16xf32>
 // F32:        } {llmopt.flash = "16x16"
 // F32-NOT:    loop.kernel
+
+// V repeated from a projection's raw output (Inputs/flash-attention-naive-merged.mlir):
+// inlined, V's head dimension would merge into another coordinate and the output kernel
+// would no longer match, so that copy stays and the flash kernel reads its buffer; K's copy
+// is inlined.
+// MERGED:       %[[VREP:.*]] = memref.alloc() : memref<1x4x40x16xf32>
+// MERGED-NEXT:  loop.kernel @index_map_5
+// MERGED-NOT:   loop.kernel
+// MERGED:       tile.kernel @index_map_29 {{.*}}%k : memref<1x2x40x16xf32>{{.*}} = %[[VREP]] : memref<1x4x40x16xf32>) {
+// MERGED-NOT:   loop.kernel

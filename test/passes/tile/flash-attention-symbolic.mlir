@@ -100,7 +100,7 @@ builtin.module {
 // CHECK:          } {llmopt.role = "key_blocks"}
 // CHECK:              %[[IN:.*]] = arith.cmpi ult, %{{.*}}, %[[N]] : index
 // CHECK-NEXT:         scf.if %[[IN]] {
-// CHECK:        } {llmopt.flash = "16x16", llmopt.schedule = {carry = 1 : i64}}
+// CHECK:        } {llmopt.flash = "16x16", llmopt.schedule = {carry = 1 : i64, min_blocks = 2 : i64}}
 // CHECK-NOT:  loop.kernel
 
 // NUM: flash-attention {{.*}} ok

@@ -63,7 +63,7 @@
 // CHECK:            } {llmopt.role = "k_loop", unroll = 8 : i64}
 // CHECK:          } {llmopt.role = "key_blocks"}
 // CHECK:          loop.store %{{.*}}, %{{.*}}[0, (((((%qb * 16) + (%wi_{{[0-9]+}} * 16)) + %g_{{[0-9]+}}) + (%i_{{[0-9]+}} * 16)) + (%rh_{{[0-9]+}} * 8)), (((((%b1 * 16) + (%wj_{{[0-9]+}} * 8)) + (%t_{{[0-9]+}} * 2)) + (%j_{{[0-9]+}} * 8)) + %rl_{{[0-9]+}})]
-// CHECK:      } {llmopt.flash = "16x16", llmopt.schedule = {carry = 1 : i64}}
+// CHECK:      } {llmopt.flash = "16x16", llmopt.schedule = {carry = 1 : i64, min_blocks = 2 : i64}}
 // CHECK-NOT:  loop.kernel
 // NUM: flash-attention {{.*}} ok
 // NUM: async-copy {{.*}} ok
@@ -98,11 +98,11 @@
 // Without tensor cores the same threads take the products as multiply-adds: nothing marks
 // them for mma-fragments.
 // FMA-NOT:     llmopt.layout
-// FMA:         {llmopt.flash = "16x16", llmopt.schedule = {carry = 1 : i64}}
+// FMA:         {llmopt.flash = "16x16", llmopt.schedule = {carry = 1 : i64, min_blocks = 2 : i64}}
 // FMA-NOT:     llmopt.layout
 
 // The stages option is the kernel's schedule knob, for async-copy.
-// STAGES:      {llmopt.flash = "16x16", llmopt.schedule = {carry = 1 : i64, stages = 2 : i64}}
+// STAGES:      {llmopt.flash = "16x16", llmopt.schedule = {carry = 1 : i64, stages = 2 : i64, min_blocks = 2 : i64}}
 func.func @forward_causal(%q: memref<1x2x32x16xf32> {llmopt.input = "q"}, %k: memref<1x1x32x16xf32> {llmopt.input = "k"}, %v: memref<1x1x32x16xf32> {llmopt.input = "v"}) -> memref<1x32x32xf32> {
   %0 = memref.alloc() : memref<1x2x32x32x1xf32>
   loop.kernel @reduce_3 (%1 = %0 : memref<1x2x32x32x1xf32>, %2 = %k : memref<1x1x32x16xf32>, %3 = %q : memref<1x2x32x16xf32>) {
@@ -199,7 +199,7 @@ func.func @forward_causal(%q: memref<1x2x32x16xf32> {llmopt.input = "q"}, %k: me
 // CHECK:          %sum = loop.load %acc
 // CHECK-NEXT:     %[[L:.*]] = loop.load %l
 // CHECK-NEXT:     arith.divf %sum, %[[L]] : f32
-// CHECK:        } {llmopt.flash = "16x16", llmopt.schedule = {carry = 1 : i64}}
+// CHECK:        } {llmopt.flash = "16x16", llmopt.schedule = {carry = 1 : i64, min_blocks = 2 : i64}}
 // CHECK-NOT:    loop.kernel
 // NUM: flash-attention {{.*}} ok
 // NUM: async-copy {{.*}} ok

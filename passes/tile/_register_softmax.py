@@ -1,0 +1,215 @@
+"""The online softmax of a flash kernel, its row statistics in the registers of the threads
+that hold the scores.
+
+The flash kernel's score tile ``s`` is a register tile in the tensor-core layout: thread
+``(wi, wj, g, t)`` holds, for each of its rows ``(i, rh)``, the scores of its columns
+``(j, rl)`` (see :func:`~llmopt.passes.tile.register_tile.thread_layout`). After the mask
+and scale are applied to ``s`` in place, :meth:`RegisterSoftmax.steps` are, per key block:
+
+1. each thread's maximum of each of its rows over its columns, into the shared
+   ``pmax[row, 4·wj + t]`` (the ``4·WJ`` threads that share a row: 4 lanes of each of the
+   ``WJ`` warps across the columns);
+2. after a barrier, every thread combines its rows' ``4·WJ`` partials (all of them in the same
+   order, so the threads of a row hold the same bits) into the running maximum ``m`` and
+   the factor ``corr = exp(m_old - m)``, both kept in registers; turns its scores into
+   ``p = exp(s - m)`` — rounded once into the 16-bit ``pb`` when ``P·V`` is 16-bit, into the
+   ``f32`` ``P`` tile otherwise, and in ``s`` as the value stored; and puts its rows' partial
+   sums of ``p`` into the shared ``psum``;
+3. after a barrier, every thread adds its rows' partial sums to the running sum ``l ← l ·
+   corr + Σ p``, in registers.
+
+A row whose scores are all ``-inf`` so far counts its maximum as 0 in the exponents, as in
+:mod:`~llmopt.passes.tile._online_softmax`. The output accumulators are rescaled by the
+``corr`` of the same thread's registers, so the output product's layout must give every
+thread the rows it has in the score product (:func:`same_rows`). After the loop over key
+blocks, :meth:`RegisterSoftmax.finish` stores ``m`` and ``l`` of each row (from its threads
+with ``wj = t = 0``) into the shared ``m`` and ``l`` the epilogue reads.
+
+**Why** the shared-memory statistics write the whole score tile, read it three times and
+wait at five barriers per key block; here the scores stay in registers, each thread writes
+and reads a few partials per row, and a key block has two barriers besides its fills'.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from xdsl.dialects import arith
+from xdsl.dialects.builtin import MemRefType, StringAttr
+from xdsl.dialects.math import ExpOp
+from xdsl.ir import Attribute, Block, Operation, SSAValue
+from xdsl.ir.affine import AffineDimExpr, AffineMap
+
+from llmopt.dialects import loop, tile
+from llmopt.passes.tile._access import (
+    UNROLL,
+    Cloner,
+    Linear,
+    block_threads,
+    close_guards,
+    guard_inside,
+    load_at,
+    loop_nest,
+    store_at,
+)
+from llmopt.passes.tile._online_softmax import NEG_INF, const_float, shared
+from llmopt.passes.tile.register_tile import ThreadLayout
+
+
+def same_rows(scores: ThreadLayout, output: ThreadLayout) -> bool:
+    """Whether every thread holds the same rows in both layouts: the same threads and the
+    same rows a thread (``(wi, g, i, rh)`` mapped alike)."""
+    return (tuple(scores.forall) == tuple(output.forall)
+            and scores.nest[:2] == output.nest[:2] and scores.m == output.m)
+
+
+class RegisterSoftmax:
+    """The row statistics of the register score tile ``s`` (see the module docstring) for
+    a flash kernel of ``bm`` rows whose ``P`` goes to the shared tile ``probs``."""
+
+    def __init__(self, lay: ThreadLayout, sacc: tile.AllocOp, probs: tile.AllocOp,
+                 bm: int, typ: Attribute) -> None:
+        self.lay, self.sacc, self.probs, self.typ = lay, sacc, probs, typ
+        self.rows, self.cols = lay.nest[0], lay.nest[2]  # I, J
+        self.parts = 4 * lay.forall[1]  # 4 lanes of each of the WJ warps share a row
+        stats = [*lay.forall, self.rows, 2]
+        self.m_reg, self.l_reg, self.c_reg = (self._registers(stats, name)
+                                              for name in ("m_run", "l_run", "corr"))
+        self.pmax = shared([bm, self.parts], typ, "pmax", 1)
+        self.psum = shared([bm, self.parts], typ, "psum", 1)
+        self.m = shared([bm], typ, "m", None)
+        self.l = shared([bm], typ, "l", None)
+
+    def _registers(self, shape: Sequence[int], name: str) -> tile.AllocOp:
+        alloc = tile.AllocOp("registers", MemRefType(self.typ, list(shape)))  # type: ignore[arg-type]
+        alloc.result.name_hint = name
+        return alloc
+
+    def allocs(self) -> list[Operation]:
+        """The buffers, for the block's body."""
+        return [self.m_reg, self.l_reg, self.c_reg, self.pmax, self.psum, self.m, self.l]
+
+    # --- pieces -----------------------------------------------------------------------------
+
+    def _rows(self, role: str) -> tuple[tile.ForallOp, Block, list[SSAValue]]:
+        """A forall of the block's threads over their rows ``(i, rh)``: the forall, the
+        body of the nest and the ivs ``(wi, wj, g, t, i, rh)``."""
+        forall, tivs = block_threads(list(self.lay.forall), list(self.lay.forall_names))
+        nest, inner, nivs = loop_nest([self.rows, 2], ["i", "rh"], UNROLL)
+        forall.body.block.add_op(nest)
+        forall.attributes["llmopt.role"] = StringAttr(role)
+        return forall, inner, [*tivs, *nivs]
+
+    def row(self, ivs: Sequence[SSAValue]) -> Linear:
+        """The row of the tile at ``(wi, wj, g, t, i, rh, …)``."""
+        return Linear.of(*((c, ivs[k]) for c, k in self.lay.m))
+
+    def part(self, ivs: Sequence[SSAValue]) -> Linear:
+        """The thread's partial of a row, ``4·wj + t``."""
+        return Linear.of((4, ivs[1]), (1, ivs[3]))
+
+    def stat(self, reg: tile.AllocOp, ivs: Sequence[SSAValue]) -> loop.LoadOp:
+        """``reg[wi, wj, g, t, i, rh]``."""
+        return loop.LoadOp(reg.result, AffineMap.identity(6), list(ivs[:6]))
+
+    def _put(self, value: SSAValue, reg: tile.AllocOp, ivs: Sequence[SSAValue]
+             ) -> loop.StoreOp:
+        return loop.StoreOp(value, reg.result, AffineMap.identity(6), list(ivs[:6]))
+
+    def _over_columns(self, kind: str, ivs: Sequence[SSAValue]) -> loop.ReduceOp:
+        """``kind`` over the thread's columns ``(j, rl)`` of ``s`` in row ``(i, rh)``."""
+        red = loop.ReduceOp(kind, 2 * self.cols, self.typ)
+        red.attributes |= UNROLL
+        q = AffineDimExpr(6)
+        amap = AffineMap(7, 0, (*(AffineDimExpr(k) for k in range(6)), q // 2, q % 2))
+        x = loop.LoadOp(self.sacc.result, amap, [*ivs[:6], red.iv])
+        red.body.block.add_ops([x, loop.YieldOp(x.result)])
+        return red
+
+    def _over_parts(self, kind: str, buffer: tile.AllocOp, row: Linear) -> loop.ReduceOp:
+        """``kind`` over the ``parts`` partials of ``row`` in ``buffer``."""
+        red = loop.ReduceOp(kind, self.parts, self.typ)
+        red.attributes |= UNROLL
+        x = load_at(buffer, row, Linear.of((1, red.iv)))
+        red.body.block.add_ops([x, loop.YieldOp(x.result)])
+        return red
+
+    # --- steps ------------------------------------------------------------------------------
+
+    def init(self) -> tile.ForallOp:
+        """Running maximum -inf, running sum 0."""
+        forall, inner, ivs = self._rows("init")
+        ninf, zero = const_float(NEG_INF, self.typ), const_float(0.0, self.typ)
+        inner.add_ops([ninf, zero, self._put(ninf.result, self.m_reg, ivs),
+                       self._put(zero.result, self.l_reg, ivs)])
+        return forall
+
+    def steps(self) -> list[Operation]:
+        """The statistics of one key block, once its masked and scaled scores are in ``s``."""
+        partial, inner, ivs = self._rows("row_max")
+        red = self._over_columns("max", ivs)
+        inner.add_ops([red, store_at(red.result, self.pmax, self.row(ivs), self.part(ivs))])
+        return [partial, self._exp(), self._sums()]
+
+    def _exp(self) -> tile.ForallOp:
+        """Step 2 of the module docstring."""
+        forall, inner, ivs = self._rows("exp")
+        row = self.row(ivs)
+        row_max = self._over_parts("max", self.pmax, row)
+        m_old = self.stat(self.m_reg, ivs)
+        m_new = arith.MaximumfOp(m_old.result, row_max.result)
+        ninf, zero = const_float(NEG_INF, self.typ), const_float(0.0, self.typ)
+        empty = arith.CmpfOp(m_new.result, ninf.result, "oeq")
+        m_safe = arith.SelectOp(empty.result, zero.result, m_new.result)
+        shift = arith.SubfOp(m_old.result, m_safe.result)
+        corr = ExpOp(shift.result)
+        inner.add_ops([row_max, m_old, m_new, ninf, zero, empty, m_safe, shift, corr,
+                       self._put(corr.results[0], self.c_reg, ivs),
+                       self._put(m_new.result, self.m_reg, ivs)])
+        cols, body, (j, rl) = loop_nest([self.cols, 2], ["j", "rl"], UNROLL)
+        inner.add_op(cols)
+        at = AffineMap.identity(8)
+        cell = [*ivs, j, rl]
+        s = loop.LoadOp(self.sacc.result, at, cell)
+        diff = arith.SubfOp(s.result, m_safe.result)
+        p = ExpOp(diff.result)
+        body.add_ops([s, diff, p])
+        value: SSAValue = p.results[0]
+        stored = value
+        element = self.probs.result.type.element_type  # type: ignore[attr-defined]
+        if element != self.typ:  # P of a 16-bit product: rounded once, here
+            rounded = arith.TruncFOp(value, element)
+            wide = arith.ExtFOp(rounded.result, self.typ)
+            body.add_ops([rounded, wide])
+            stored, value = rounded.result, wide.result
+        col = Linear.of(*((c, cell[k]) for c, k in self.lay.n))
+        body.add_ops([store_at(stored, self.probs, row, col),
+                      loop.StoreOp(value, self.sacc.result, at, cell)])
+        total = self._over_columns("add", ivs)
+        inner.add_ops([total, store_at(total.result, self.psum, row, self.part(ivs))])
+        return forall
+
+    def _sums(self) -> tile.ForallOp:
+        """Step 3 of the module docstring."""
+        forall, inner, ivs = self._rows("row_sum")
+        row_sum = self._over_parts("add", self.psum, self.row(ivs))
+        l_old, corr = self.stat(self.l_reg, ivs), self.stat(self.c_reg, ivs)
+        scaled = arith.MulfOp(l_old.result, corr.result)
+        l_new = arith.AddfOp(scaled.result, row_sum.result)
+        inner.add_ops([row_sum, l_old, corr, scaled, l_new,
+                       self._put(l_new.result, self.l_reg, ivs)])
+        return forall
+
+    def finish(self) -> tile.ForallOp:
+        """``m`` and ``l`` of every row into the shared ``m`` and ``l``, from the threads
+        with ``wj = t = 0``."""
+        forall, inner, ivs = self._rows("row_stats")
+        row = self.row(ivs)
+        wj = Cloner({}).value(ivs[1], inner)
+        t = Cloner({}).value(ivs[3], inner)
+        first = guard_inside(inner, [(wj, 1), (t, 1)])
+        m, l_run = self.stat(self.m_reg, ivs), self.stat(self.l_reg, ivs)
+        first.add_ops([m, l_run, store_at(m.result, self.m, row),
+                       store_at(l_run.result, self.l, row)])
+        close_guards(forall.body.block)
+        return forall
