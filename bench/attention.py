@@ -4,7 +4,8 @@ Usage (on a GPU host)::
 
     python bench/attention.py [--models tinyllama qwen2.5-7b]
                               [--seqs 17 100 200 255 512 1000 2047] [--reps 100] [--rounds 5]
-                              [--pipelines lower-to-cuda ...] [--out FILE.json]
+                              [--pipelines lower-to-cuda ...] [--dtype bfloat16]
+                              [--out FILE.json]
 
 **Cases.** The op suite's ``sdpa`` case (:func:`suite.make_case`: causal GQA attention,
 ``q: [1, heads, seq, head_dim]``, ``k, v: [1, kv_heads, seq, head_dim]``, seeded standard
@@ -18,8 +19,10 @@ overhead, as llmopt is timed); llmopt, ``llmopt.compile(..., cuda_graph=True)`` 
 from its static input buffers, once per ``--pipelines`` entry (``llmopt_ms``, then
 ``llmopt_ms[1]`` …: e.g. ``"lower-to-cuda"`` against a pipeline with
 ``flash-attention{bn=32}`` in place of ``flash-attention{arch=sm_90}``, to A/B a knob). FP32,
-TF32 off. Timing as the suite's (:func:`suite.interleaved_samples`: interleaved rounds in
-rotating order, CUDA events around each call, the median of all samples).
+TF32 off, or with ``--dtype bfloat16``/``float16`` every system in that dtype (the inputs
+drawn as in FP32 and rounded; the float64 reference computed from the rounded values).
+Timing as the suite's (:func:`suite.interleaved_samples`: interleaved rounds in rotating
+order, CUDA events around each call, the median of all samples).
 
 **Accuracy.** Each output against the module in float64 on the same inputs
 (``max|out - ref| / max|ref|``); ``ok`` when llmopt's is within the captured program's
@@ -109,13 +112,14 @@ def flash_blocks(module: nn.Module, inputs: tuple[torch.Tensor, ...], pipeline: 
 
 
 def run_case(model: str, seq: int, pipelines: Sequence[str], reps: int, warmup: int,
-             rounds: int) -> dict[str, Any]:
+             rounds: int, dtype: torch.dtype = torch.float32) -> dict[str, Any]:
     """Build, check and time every system on one case."""
     dims = MODELS[model]
     row: dict[str, Any] = {"model": model, "seq": seq, "heads": dims.heads,
-                           "kv_heads": dims.kv_heads, "head_dim": dims.head_dim}
+                           "kv_heads": dims.kv_heads, "head_dim": dims.head_dim,
+                           "dtype": str(dtype).removeprefix("torch.")}
     with torch.no_grad():
-        case = make_case(dims, seq, "sdpa", device="cuda")
+        case = make_case(dims, seq, "sdpa", device="cuda", dtype=dtype)
         ref = reference(case.module, case.inputs)
         systems: dict[str, Built] = {"eager": build_eager(case.module, case.inputs),
                                      "eager_graph": build_eager_graph(case.module,
@@ -188,6 +192,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--reps", type=int, default=100)
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], default="float32",
+                        help="dtype of every system's inputs (default float32)")
     parser.add_argument("--out", type=Path, default=Path("attention-h200.json"))
     parser.add_argument("--commit", help="the commit measured (default: git HEAD, if any)")
     args = parser.parse_args(argv)
@@ -197,13 +203,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure_precision()
     meta = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
             "commit": args.commit or git_commit(), "pipelines": args.pipelines, "reps": args.reps,
-            "rounds": args.rounds}
+            "rounds": args.rounds, "dtype": args.dtype}
     rows: list[dict[str, Any]] = []
     for model in args.models:
         for seq in args.seqs:
             print(f"{model} seq {seq}", flush=True)
             rows.append(run_case(model, seq, args.pipelines, args.reps, args.warmup,
-                                 args.rounds))
+                                 args.rounds, getattr(torch, args.dtype)))
             args.out.write_text(json.dumps({"meta": meta, "cases": rows}, indent=1))
     print(table(rows, args.pipelines))
     return 0

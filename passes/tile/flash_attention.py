@@ -16,9 +16,9 @@ block owns ``bm`` query rows::
     scf.for %kb = 0 to n_kb (causal: to the diagonal's block) {
       ks ← K rows, vs ← V rows                           // fills (llmopt.role = "stage")
       s = 0; scf.for %kk = 0 to dk { s[…] += qs[row, kk] · ks[col, kk] }
-      ps ← g(s), keys past the end masked to -inf         // "scores"
-      row maxima m, p = exp(s - m) in ps, row sums l      // online softmax
-      acc *= exp(m_old - m); scf.for %jj = 0 to bn { acc[…] += ps[row, jj] · vs[jj, col] }
+      s ← g(s), keys past the end masked to -inf          // "scores", in registers
+      row maxima m, p = exp(s - m) into P, row sums l     // online softmax
+      acc *= exp(m_old - m); scf.for %jj = 0 to bn { acc[…] += P[row, jj] · vs[jj, col] }
     }
     O ← h(acc, l), rows inside the queries only           // "epilogue"
 
@@ -33,8 +33,17 @@ multiply-adds). The loop over key blocks starts with the fills of ``ks`` and ``v
 reads them only: ``async-copy`` fills them with ``cp.async``, chunks ahead (the causal
 loop's bound is a value: its counters are carried). ``pad-shared`` pads ``qs``, ``ks`` and
 ``ps`` by 4 words (rows ≡ 4 mod 32: the fragments' 8 rows × 4 columns in distinct banks) and
-``vs`` by 8 (read transposed: 4 rows × 8 columns). The row statistics run ``32·W / bm``
-threads a row, in slices combined through shared memory. The row maximum of a row whose
+``vs`` by 8 (read transposed: 4 rows × 8 columns). The row statistics
+(:mod:`~llmopt.passes.tile._register_softmax`) stay in the registers of the threads that
+hold the scores: each thread takes the maximum and the sum of its columns of each of its
+rows, the ``4·WJ`` threads of a row combine theirs through a small shared tile of partials
+(two barriers a key block), every thread keeps its rows' running maximum and sum, and ``P``
+goes to a shared tile ``P·V`` reads (``ps`` in ``f32``; see *16-bit operands*). This needs
+the output product to give every thread the rows it has in the score product (the same
+warps, the same rows a warp); where it does not, or with ``register_stats=0``, the masked
+scores go to the shared ``ps`` and the statistics are taken from it, ``32·W / bm`` threads a
+row in slices combined through shared memory
+(:mod:`~llmopt.passes.tile._online_softmax`), with five barriers. The row maximum of a row whose
 scores are all ``-inf`` so far counts as 0 in the exponents, so a fully masked block adds
 nothing instead of making ``NaN``. A last query block that overhangs the queries reads
 ``Q`` clamped and stores only rows inside (an ``scf.if``); a last key block that overhangs
@@ -95,7 +104,8 @@ Options: ``bm`` (query rows per block, a multiple of 16), ``bn`` (keys per block
 multiple of 16), ``warps``, ``stages`` (written into the kernel's schedule for
 ``async-copy``), ``tensor_cores`` (mark the products for ``mma-fragments`` where ``arch`` has
 TF32 ``mma.sync``; default on), ``splits`` (of the keys; 0 = chosen, 1 = none),
-``group_heads`` (default on), ``min_blocks`` (blocks a multiprocessor the kernel's
+``group_heads`` (default on), ``register_stats`` (default on: the row statistics in
+registers where the layouts allow), ``min_blocks`` (blocks a multiprocessor the kernel's
 registers are capped for, ``__launch_bounds__(threads, min_blocks)``; 0 = :data:`MIN_BLOCKS`,
 1 = no cap), ``tuned`` (0: read no tuning table), ``arch``. Like every schedule knob,
 ``bm``, ``bn``, ``warps``, ``stages``, ``splits`` and ``min_blocks`` come from the pass
@@ -109,10 +119,9 @@ must: one form of the loop over key blocks, with or without a mask.
 **Two blocks a multiprocessor.** The scheduling passes keep a block's shared memory within
 half of what a multiprocessor has (``async-copy`` sizes the fills' slots to that), so that
 two blocks fit; ``min_blocks = 2`` caps the registers so that they fit too. A block waits
-at a barrier several times a key block (the row statistics go through shared memory), and a
-second block on the multiprocessor works meanwhile; left alone, NVRTC gives a 16-bit kernel
-with pipelined fills more than 128 registers a thread, and 256-thread blocks then run one at
-a time.
+at barriers every key block, and a second block on the multiprocessor works meanwhile; left
+alone, NVRTC gives a 16-bit kernel with pipelined fills and shared statistics more than 128
+registers a thread, and 256-thread blocks then run one at a time.
 """
 
 from __future__ import annotations
@@ -158,8 +167,8 @@ def _runtime_batch(chain: Chain) -> bool:
 class FlashAttention(ModulePass):
     """Fuse attention into one flash kernel with an online softmax (see the module
     docstring). Options: ``bm``, ``bn``, ``warps``, ``splits`` (0 = chosen from the shape),
-    ``group_heads``, ``tensor_cores``, ``stages``, ``min_blocks`` (0 = :data:`MIN_BLOCKS`,
-    1 = no cap), ``tuned`` (0: ignore the tuning tables), ``arch``."""
+    ``group_heads``, ``register_stats``, ``tensor_cores``, ``stages``, ``min_blocks`` (0 =
+    :data:`MIN_BLOCKS`, 1 = no cap), ``tuned`` (0: ignore the tuning tables), ``arch``."""
 
     name = "flash-attention"
 
