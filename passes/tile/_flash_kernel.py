@@ -77,9 +77,12 @@ class Layout:
     :func:`~llmopt.passes.tile.register_tile.thread_layout`): foralls over them, the
     registers they accumulate in, and where an output lies in the tile."""
 
-    def __init__(self, m: int, n: int, warps: int, mma: bool) -> None:
-        grid = warp_grid(m, n, warps)
+    def __init__(self, m: int, n: int, warps: int, mma: bool,
+                 grid: tuple[int, int] | None = None) -> None:
+        """``grid``: the warps ``(wm, wn)``, by default :func:`warp_grid`'s."""
+        grid = grid or warp_grid(m, n, warps)
         assert grid is not None
+        self.grid = grid
         self.tile = RegisterTile(m, n, m // (8 * grid[0]), n // (4 * grid[1]))
         self.lay = thread_layout(self.tile, MMA_LAYOUT)
         self.mma = mma
@@ -125,7 +128,12 @@ class FlashKernel:
         self.typ = typ = sc.reduce.result.type
         self.threads = WARP * blocks.warps
         self.s_lay = Layout(bm, bn, blocks.warps, mma)
-        self.o_lay = Layout(bm, self.hd, blocks.warps, mma)
+        wm, wn = self.s_lay.grid
+        if register_stats and bm % (16 * wm) == 0 and self.hd % (8 * wn) == 0:
+            # the score product's warps, so that a thread holds the same rows in both
+            self.o_lay = Layout(bm, self.hd, blocks.warps, mma, (wm, wn))
+        else:
+            self.o_lay = Layout(bm, self.hd, blocks.warps, mma)
         self.kernels = chain.kernels
         buffers: list[SSAValue] = []
         for k in self.kernels:
