@@ -28,10 +28,11 @@ order, CUDA events around each call, the median of all samples).
 (``max|out - ref| / max|ref|``); ``ok`` when llmopt's is within the captured program's
 tolerance (:func:`llmopt.numerics.tolerance`).
 
-**Results.** One JSON object per case in ``--out`` (default ``attention-h200.json`` in the
-current directory), each with ``vs_eager`` and ``vs_eager_graph`` (PyTorch's time over
-llmopt's, above 1 llmopt is faster) and the flash kernel's block (``llmopt_flash``: ``bm x bn``),
-and a Markdown table on stdout.
+**Results.** One JSON object per case in ``--out`` (default ``attention-h200.json`` in
+``--out-dir``, the current directory by default; ``attention-bfloat16-h200.json`` in 16
+bits), each with ``vs_eager`` and ``vs_eager_graph`` (PyTorch's time over llmopt's, above 1
+llmopt is faster) and the flash kernel's block (``llmopt_flash``: ``bm x bn``), and a
+Markdown table on stdout.
 """
 
 from __future__ import annotations
@@ -194,9 +195,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], default="float32",
                         help="dtype of every system's inputs (default float32)")
-    parser.add_argument("--out", type=Path, default=Path("attention-h200.json"))
+    parser.add_argument("--out", type=Path, default=None,
+                        help="the JSON file (default: attention-h200.json in --out-dir, "
+                             "attention-<dtype>-h200.json for 16 bits)")
+    parser.add_argument("--out-dir", type=Path, default=Path("."))
     parser.add_argument("--commit", help="the commit measured (default: git HEAD, if any)")
     args = parser.parse_args(argv)
+    if args.out is None:
+        infix = "" if args.dtype == "float32" else f"-{args.dtype}"
+        args.out = args.out_dir / f"attention{infix}-h200.json"
     if not torch.cuda.is_available():
         print("attention.py needs a CUDA GPU", file=sys.stderr)
         return 2

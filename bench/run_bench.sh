@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Run llmopt's benchmarks (bench/suite.py, bench/sweep.py, bench/symbolic.py, bench/decode.py) on a GPU host without a package index.
+# Run llmopt's benchmarks (bench/suite.py, bench/sweep.py, bench/symbolic.py, bench/decode.py,
+# bench/attention.py) on a GPU host without a package index.
 # Usage (from the repository root):
 #   bash bench/run_bench.sh ops [--models ...] [--seqs ...] [--ops ...] [--reps N] [--commit SHA]
 #   bash bench/run_bench.sh blocks [--models ...] [--seqs ...] [--whole-model] [--commit SHA]
@@ -9,6 +10,9 @@
 #   --dry-run: capture and lower the selected cases on the CPU, nothing timed)
 #   bash bench/run_bench.sh symbolic [--models ...] [--seqs ...] [--max-seq N] [--reps N]
 #   bash bench/run_bench.sh decode [--models ...] [--contexts ...] [--new N] [--profile]
+#   bash bench/run_bench.sh attention [--models ...] [--seqs ...] [--dtype bfloat16]
+#     [--pipelines lower-to-cuda "$(python3 -c 'from llmopt import registry as r; \
+#      print(r.with_options("lower-to-cuda", "flash-attention{register_stats=0}"))')"]
 # Results (JSON, Markdown, PNG, and the log) go to $OUT, default bench/results.
 # Expects pure-Python wheels in .whl/ (xdsl, ...) if they are not installed.
 set -uo pipefail
@@ -27,6 +31,9 @@ if [ "${1:-}" = sweep ]; then
 elif [ "${1:-}" = decode ]; then
   shift
   python3 bench/decode.py "$@" --out-dir "$out" 2>&1 | tee -a "$out/decode.log"
+elif [ "${1:-}" = attention ]; then
+  shift
+  python3 bench/attention.py "$@" --out-dir "$out" 2>&1 | tee -a "$out/attention.log"
 elif [ "${1:-}" = symbolic ]; then
   shift
   python3 bench/symbolic.py "$@" --out-dir "$out" 2>&1 | tee -a "$out/symbolic.log"
