@@ -12,7 +12,7 @@
 #   bash bench/run_bench.sh decode [--models ...] [--contexts ...] [--new N] [--profile]
 #   bash bench/run_bench.sh attention [--models ...] [--seqs ...] [--dtype bfloat16]
 #     [--pipelines lower-to-cuda "$(python3 -c 'from llmopt import registry as r; \
-#      print(r.with_options("lower-to-cuda", "flash-attention{register_stats=0}"))')"]
+#      print(r.with_options("lower-to-cuda", "flash-attention{register_stats=false}"))')"]
 # Results (JSON, Markdown, PNG, and the log) go to $OUT, default bench/results.
 # Expects pure-Python wheels in .whl/ (xdsl, ...) if they are not installed.
 set -uo pipefail

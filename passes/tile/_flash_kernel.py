@@ -47,7 +47,7 @@ from llmopt.passes.tile._access import (
 from llmopt.passes.tile._attention import NEG_INF, Chain, bound, factor
 from llmopt.passes.tile._group_heads import HeadGroups
 from llmopt.passes.tile._online_softmax import OnlineSoftmax, const_float, shared
-from llmopt.passes.tile._register_softmax import RegisterSoftmax, same_rows
+from llmopt.passes.tile._register_softmax import RegisterSoftmax, fits
 from llmopt.passes.tile._schedule import AttentionBlocks, RegisterTile, warp_grid
 from llmopt.passes.tile._split_keys import Partials, split_range, without_unused_arguments
 from llmopt.passes.tile.register_tile import MMA_LAYOUT, thread_layout
@@ -195,7 +195,7 @@ class FlashKernel:
         self.vs = shared([bn, self.hd], staged, "vs", V_PAD)
         self.sacc = self.s_lay.registers(typ, "s")
         self.oacc = self.o_lay.registers(typ, "acc")
-        self.in_registers = register_stats and same_rows(self.s_lay.lay, self.o_lay.lay)
+        self.in_registers = register_stats and fits(self.s_lay.lay, self.o_lay.lay)
         """Whether the row statistics stay in the registers of the score tile's threads
         (:mod:`~llmopt.passes.tile._register_softmax`), else they go through ``ps``."""
         self.ps = shared([bm, bn], typ, "ps", ROW_PAD)

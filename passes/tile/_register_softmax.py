@@ -21,7 +21,8 @@ and scale are applied to ``s`` in place, :meth:`RegisterSoftmax.steps` are, per 
 A row whose scores are all ``-inf`` so far counts its maximum as 0 in the exponents, as in
 :mod:`~llmopt.passes.tile._online_softmax`. The output accumulators are rescaled by the
 ``corr`` of the same thread's registers, so the output product's layout must give every
-thread the rows it has in the score product (:func:`same_rows`). After the loop over key
+thread the rows it has in the score product (:func:`same_rows`), and it is used for at most
+:data:`MAX_ROW_PARTIALS` partials a row (:func:`fits`). After the loop over key
 blocks, :meth:`RegisterSoftmax.finish` stores ``m`` and ``l`` of each row (from its threads
 with ``wj = t = 0``) into the shared ``m`` and ``l`` the epilogue reads.
 
@@ -43,7 +44,6 @@ from xdsl.ir.affine import AffineDimExpr, AffineMap
 from llmopt.dialects import loop, tile
 from llmopt.passes.tile._access import (
     UNROLL,
-    Cloner,
     Linear,
     block_threads,
     close_guards,
@@ -54,6 +54,18 @@ from llmopt.passes.tile._access import (
 )
 from llmopt.passes.tile._online_softmax import NEG_INF, const_float, shared
 from llmopt.passes.tile.register_tile import ThreadLayout
+
+MAX_ROW_PARTIALS = 16
+"""The most partials a row may have (``4·WJ``, the threads across its columns): every thread
+reads all of them twice a key block, so with many warps across the columns (a decode
+step's 16 rows over 8 warps: 32 partials) the shared-memory statistics, whose threads each
+read a few, take fewer loads."""
+
+
+def fits(scores: ThreadLayout, output: ThreadLayout) -> bool:
+    """Whether the statistics can stay in registers: :func:`same_rows`, and at most
+    :data:`MAX_ROW_PARTIALS` partials a row."""
+    return same_rows(scores, output) and 4 * scores.forall[1] <= MAX_ROW_PARTIALS
 
 
 def same_rows(scores: ThreadLayout, output: ThreadLayout) -> bool:
@@ -205,9 +217,7 @@ class RegisterSoftmax:
         with ``wj = t = 0``."""
         forall, inner, ivs = self._rows("row_stats")
         row = self.row(ivs)
-        wj = Cloner({}).value(ivs[1], inner)
-        t = Cloner({}).value(ivs[3], inner)
-        first = guard_inside(inner, [(wj, 1), (t, 1)])
+        first = guard_inside(inner, [(ivs[1], 1), (ivs[3], 1)])  # wj = t = 0
         m, l_run = self.stat(self.m_reg, ivs), self.stat(self.l_reg, ivs)
         first.add_ops([m, l_run, store_at(m.result, self.m, row),
                        store_at(l_run.result, self.l, row)])

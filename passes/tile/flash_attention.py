@@ -40,7 +40,8 @@ rows, the ``4·WJ`` threads of a row combine theirs through a small shared tile 
 (two barriers a key block), every thread keeps its rows' running maximum and sum, and ``P``
 goes to a shared tile ``P·V`` reads (``ps`` in ``f32``; see *16-bit operands*). This needs
 the output product to give every thread the rows it has in the score product (the same
-warps, the same rows a warp); where it does not, or with ``register_stats=0``, the masked
+warps, the same rows a warp) and a row to have at most 16 partials (a decode step's 16 rows
+over 8 warps would have 32); where it does not, or with ``register_stats=false``, the masked
 scores go to the shared ``ps`` and the statistics are taken from it, ``32·W / bm`` threads a
 row in slices combined through shared memory
 (:mod:`~llmopt.passes.tile._online_softmax`), with five barriers. The row maximum of a row whose
@@ -59,7 +60,7 @@ halves at a time — and the products load them widened, the form ``mma-fragment
 ``ldmatrix`` and ``m16n8k16`` (``V``, read ``[key, d]``, with ``ldmatrix.trans``). The
 scores stay ``f32`` in ``ps``; the exp step rounds ``p`` once into a 16-bit ``pb``, which is
 ``P·V``'s ``P`` and whose row sums are the softmax's denominators, as PyTorch's flash
-kernels round ``P`` for their second product. Without the tensor cores (``tensor_cores=0``,
+kernels round ``P`` for their second product. Without the tensor cores (``tensor_cores=false``,
 or an architecture without ``mma.sync``) the tiles are ``f32``, widened as they are staged.
 
 **Why** the four kernels write and read the ``heads × seq × seq`` scores and probabilities
