@@ -48,6 +48,16 @@ def shared(shape: Sequence[int], typ: Attribute, name: str, pad: int | None) -> 
     return alloc
 
 
+def rounded_for(value: SSAValue, probs: tile.AllocOp) -> tuple[list[Operation], SSAValue]:
+    """``p`` as the tile ``probs`` holds it: rounded once to its 16-bit elements (the ``P``
+    of a 16-bit ``P·V``), or as it is; the ops that round it, and the value to store."""
+    element = probs.result.type.element_type  # type: ignore[attr-defined]
+    if element == value.type:
+        return [], value
+    rounded = arith.TruncFOp(value, element)
+    return [rounded], rounded.result
+
+
 def _ident(rank: int) -> AffineMap:
     return AffineMap.identity(rank)
 
@@ -134,14 +144,9 @@ class OnlineSoftmax:
         mr = loop.LoadOp(self.shift.result, one, [r])
         diff = arith.SubfOp(x.result, mr.result)
         p = ExpOp(diff.result)
-        to_p.body.block.add_ops([x, mr, diff, p])
-        value = p.results[0]
-        element = self.probs.result.type.element_type  # type: ignore[attr-defined]
-        if element != typ:  # P of a 16-bit product: rounded once, here
-            rounded = arith.TruncFOp(value, element)
-            to_p.body.block.add_op(rounded)
-            value = rounded.result
-        to_p.body.block.add_op(loop.StoreOp(value, self.probs.result, _ident(2), [r, c]))
+        rounding, value = rounded_for(p.results[0], self.probs)
+        to_p.body.block.add_ops([x, mr, diff, p, *rounding,
+                                 loop.StoreOp(value, self.probs.result, _ident(2), [r, c])])
         sums, blk, r = self._rows("row_sum")
         row_sum = self._combined("add", r)
         l_old = loop.LoadOp(self.l.result, one, [r])

@@ -52,7 +52,7 @@ from llmopt.passes.tile._access import (
     loop_nest,
     store_at,
 )
-from llmopt.passes.tile._online_softmax import NEG_INF, const_float, shared
+from llmopt.passes.tile._online_softmax import NEG_INF, const_float, rounded_for, shared
 from llmopt.passes.tile.register_tile import ThreadLayout
 
 MAX_ROW_PARTIALS = 16
@@ -185,15 +185,13 @@ class RegisterSoftmax:
         s = loop.LoadOp(self.sacc.result, at, cell)
         diff = arith.SubfOp(s.result, m_safe.result)
         p = ExpOp(diff.result)
-        body.add_ops([s, diff, p])
-        value: SSAValue = p.results[0]
-        stored = value
-        element = self.probs.result.type.element_type  # type: ignore[attr-defined]
-        if element != self.typ:  # P of a 16-bit product: rounded once, here
-            rounded = arith.TruncFOp(value, element)
-            wide = arith.ExtFOp(rounded.result, self.typ)
-            body.add_ops([rounded, wide])
-            stored, value = rounded.result, wide.result
+        rounding, stored = rounded_for(p.results[0], self.probs)
+        body.add_ops([s, diff, p, *rounding])
+        value = stored  # what P·V reads, also what the row sums add
+        if rounding:
+            wide = arith.ExtFOp(stored, self.typ)
+            body.add_op(wide)
+            value = wide.result
         col = Linear.of(*((c, cell[k]) for c, k in self.lay.n))
         body.add_ops([store_at(stored, self.probs, row, col),
                       loop.StoreOp(value, self.sacc.result, at, cell)])

@@ -130,11 +130,10 @@ def in_flight(chunk: scf.ForOp, asked: int) -> scf.ForOp | None:
     """The K loop around ``chunk`` when ``asked`` groups may stay in flight across its
     barriers (its ``llmopt.lag`` is at least ``asked``), else ``None``."""
     k_loop = chunk.parent_op()
-    lag = k_loop.attributes.get(LAG_ATTR) if isinstance(k_loop, scf.ForOp) else None
-    if asked and isinstance(lag, IntegerAttr) and lag.value.data >= asked:
-        assert isinstance(k_loop, scf.ForOp)
-        return k_loop
-    return None
+    if not asked or not isinstance(k_loop, scf.ForOp):
+        return None
+    lag = k_loop.attributes.get(LAG_ATTR)
+    return k_loop if isinstance(lag, IntegerAttr) and lag.value.data >= asked else None
 
 
 def wait_after(k_loop: scf.ForOp, forall: tile.ForallOp, spots: list[AffineMap],
