@@ -131,7 +131,8 @@ OPTIONS: dict[str, dict[str, Option]] = {
                         "splits": Option(IntRange(1, 1024)), "tuned": Option(_one_of(0, 1)),
                         "min_blocks": _knob("min_blocks")},
     "warp-gemv": {"rows": Option(IntRange(1, 8)),  # warp_gemv.MAX_ROWS
-                  "chunks": Option(IntRange(1, 32), unset=False)},
+                  "chunks": Option(IntRange(1, 32), unset=False),
+                  "prefetch_bytes": Option(IntRange(0, 1 << 20, 16), unset=False)},
     "fuse-launches": {"shared_slack": Option(IntRange(0, 1 << 20))},
     "programmatic-launch": {"spread": Option(_one_of(0, 1), unset=False)},
     "apply-tuned": {"user": Option(_one_of(0, 1))},

@@ -33,6 +33,7 @@ __all__ = [
     "MIN_ARCH",
     "MAX_THREADS_PER_BLOCK",
     "GRID_DEPENDENCY_MIN_SM",
+    "BULK_PREFETCH_MIN_SM",
     "LDMATRIX_MIN_SM",
     "MMA_SHAPES",
     "STATIC_SMEM",
@@ -109,6 +110,10 @@ LDMATRIX_MIN_SM = 75
 
 GRID_DEPENDENCY_MIN_SM = 90
 """The first architecture with programmatic dependent launch (``griddepcontrol``, sm_90)."""
+
+BULK_PREFETCH_MIN_SM = 90
+"""The first architecture that prefetches a whole range into L2 with one instruction
+(``cp.async.bulk.prefetch.L2``, sm_90)."""
 
 WGMMA_ARCH = "sm_90a"
 """The one architecture with warpgroup products (``wgmma``): sm_90's arch-specific target."""

@@ -46,6 +46,7 @@ from xdsl.traits import (
     Pure,
     RecursiveMemoryEffect,
     SymbolOpInterface,
+    is_side_effect_free,
 )
 from xdsl.utils.exceptions import VerifyException
 
@@ -166,8 +167,9 @@ class LaunchOp(IRDLOperation):
     A launch with the unit attribute ``programmatic`` (``{programmatic}``) may begin before
     the kernel launched in front of it has finished (Hopper's programmatic dependent launch:
     the driver's programmatic stream serialization), so that its blocks are scheduled while
-    the previous grid drains; its kernel must open with ``kernel.wait_prior_grids`` before
-    touching memory (``programmatic-launch`` arranges both).
+    the previous grid drains; its kernel must run ``kernel.wait_prior_grids`` before
+    touching memory, prefetches aside (:func:`waits_first`; ``programmatic-launch`` arranges
+    both).
     """
 
     name = "kernel.launch"
@@ -226,11 +228,10 @@ class LaunchOp(IRDLOperation):
             return
         if not isinstance(callee, FuncOp):
             raise VerifyException(f"@{self.kernel.root_reference.data} is not a kernel.func")
-        if PROGRAMMATIC in self.attributes and not isinstance(
-                callee.body.block.first_op, WaitPriorGridsOp):
+        if PROGRAMMATIC in self.attributes and not waits_first(callee.body.block):
             raise VerifyException(
                 f"a programmatic launch of @{self.kernel.root_reference.data}, whose body "
-                "does not begin with kernel.wait_prior_grids (it could read memory the "
+                "touches memory before kernel.wait_prior_grids (it could read memory the "
                 "previous kernel is still writing)")
         expected = tuple(callee.function_type.inputs.data)
         given = tuple(a.type for a in self.args)
@@ -634,6 +635,39 @@ def check_copy(op: Operation, src: SSAValue, dst: SSAValue, count: int,
             )
 
 
+PREFETCH_GRANULE = 16
+"""A prefetch moves a whole number of this many bytes (``cp.async.bulk.prefetch``'s size
+unit), starting at an address that is a multiple of it."""
+
+
+def check_prefetch(op: Operation, buffer: SSAValue, count: int) -> None:
+    """Shared verifier of the prefetch ops (``tile.prefetch``, ``kernel.prefetch``): a
+    buffer of whole-byte elements whose innermost dimension is static, contiguous and holds
+    at least ``count`` elements, and ``count`` elements making a positive multiple of
+    :data:`PREFETCH_GRANULE` bytes."""
+    typ = buffer.type
+    if not isinstance(typ, MemRefType) or not typ.get_shape():
+        raise VerifyException(f"{op.name}: prefetches from a memref of rank 1 or more, "
+                              f"got {typ}")
+    width = getattr(typ.element_type, "bitwidth", None)
+    if not isinstance(width, int) or width % 8:
+        raise VerifyException(f"{op.name}: cannot prefetch elements of type "
+                              f"{typ.element_type} (whole bytes only)")
+    nbytes = count * width // 8
+    if count < 1 or nbytes % PREFETCH_GRANULE:
+        raise VerifyException(f"{op.name}: count {count} of {typ.element_type} is {nbytes} "
+                              f"bytes; a prefetch moves a positive multiple of "
+                              f"{PREFETCH_GRANULE} bytes")
+    inner = typ.get_shape()[-1]
+    if inner < count:
+        raise VerifyException(f"{op.name}: the innermost extent must be static and hold count "
+                              f"{count} elements, got {'?' if inner < 0 else inner}")
+    strides = typ.get_strides()
+    if strides is not None and strides[-1] != 1:
+        raise VerifyException(f"{op.name}: the innermost dimension must be contiguous "
+                              f"(stride 1), got stride {strides[-1]}")
+
+
 def print_copy_suffix(printer: Printer, op: Operation, src: SSAValue, dst: SSAValue,
                       count: int) -> None:
     """`` count N {attrs} : src-type to dst-type``: the common end of every copy op's text."""
@@ -816,6 +850,60 @@ def _check_in_kernel(op: Operation) -> None:
         raise VerifyException(f"{op.name} must be inside a kernel.func")
 
 
+@irdl_op_definition
+class PrefetchOp(IRDLOperation):
+    """``kernel.prefetch %w[%i, %j] count 2048 : memref<2048x2048xbf16>``: each executing
+    thread asks for ``count`` consecutive innermost elements of a global buffer, from
+    ``w[i, j]`` on, to be brought into the L2 cache (``cp.async.bulk.prefetch.L2``, sm_90+).
+    A hint: it changes no value and waits for nothing, so it may come before
+    ``kernel.wait_prior_grids`` (see :func:`waits_first`). The elements must lie inside the
+    buffer and start at a multiple of :data:`PREFETCH_GRANULE` bytes (the interpreter checks
+    both)."""
+
+    name = "kernel.prefetch"
+    buffer = operand_def(MemRefType)
+    indices = var_operand_def(IndexType)
+    count = prop_def(IntegerAttr)
+    # Written as a write too: an op that only reads is dead when nothing uses a result,
+    # and a prefetch has none.
+    traits = traits_def(MemoryReadEffect(), MemoryWriteEffect())
+
+    def __init__(self, buffer: SSAValue, indices: Sequence[SSAValue], count: int) -> None:
+        super().__init__(operands=[buffer, list(indices)],
+                         properties={"count": IntegerAttr(count, i64)})
+
+    @property
+    def elements(self) -> int:
+        """How many elements the prefetch asks for (``count``)."""
+        return self.count.value.data
+
+    def verify_(self) -> None:
+        _check_indices(self, self.buffer, self.indices)
+        check_prefetch(self, self.buffer, self.elements)
+        if isinstance(self.buffer.owner, SharedOp | LocalOp):
+            raise VerifyException(f"{self.name}: prefetches from a global buffer (a kernel "
+                                  f"argument), not a {self.buffer.owner.name} buffer")
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        _print_access(printer, self.buffer, self.indices)
+        printer.print_string(f" count {self.elements}")
+        printer.print_op_attributes(self.attributes)
+        printer.print_string(" : ")
+        printer.print_attribute(self.buffer.type)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> PrefetchOp:
+        buffer, indices = _parse_access(parser)
+        parser.parse_keyword("count")
+        count = parse_i64(parser)
+        attrs = parser.parse_optional_attr_dict()
+        parser.parse_punctuation(":")
+        op = cls(parser.resolve_operand(buffer, parser.parse_type()), indices, count)
+        op.attributes |= attrs
+        return op
+
+
 class _GridDependencyOp(IRDLOperation):
     """An op of programmatic dependent launch: no operands, only inside a kernel."""
 
@@ -849,11 +937,43 @@ class LaunchDependentsOp(_GridDependencyOp):
     name = "kernel.launch_dependents"
 
 
+LENGTH_ATTR = "llmopt.length"
+"""Marks a ``kernel.load`` of a length that the host wrote before any kernel ran
+(``lengths-in-memory``), which may therefore come before ``kernel.wait_prior_grids``."""
+
+
+def before_wait(op: Operation) -> bool:
+    """Whether ``op`` (an op without regions) may run before a kernel's
+    ``kernel.wait_prior_grids``: it touches no memory the grids in front may be writing —
+    index arithmetic, ids, buffer declarations, a prefetch (a hint to the cache), a load of
+    a length the host wrote (:data:`LENGTH_ATTR`)."""
+    return (isinstance(op, PrefetchOp | SharedOp | LocalOp | LaunchDependentsOp)
+            or (isinstance(op, LoadOp) and LENGTH_ATTR in op.attributes)
+            or is_side_effect_free(op) or op.has_trait(IsTerminator))
+
+
+def waits_first(block: Block) -> bool:
+    """Whether every op of ``block`` (a kernel's body) that may touch memory, prefetches
+    aside, runs after a ``kernel.wait_prior_grids`` on every path: before the block's first
+    wait stand only ops that touch no memory (index arithmetic, the thread and block ids,
+    buffer declarations, ``kernel.prefetch``) and ops with regions whose blocks satisfy
+    this themselves (a loop whose body waits before its first load)."""
+    for op in block.ops:
+        if isinstance(op, WaitPriorGridsOp):
+            return True
+        if op.regions:
+            if not all(waits_first(b) for region in op.regions for b in region.blocks):
+                return False
+        elif not before_wait(op):
+            return False
+    return True
+
+
 Kernel = Dialect(
     "kernel",
     [FuncOp, ReturnOp, LaunchOp, ThreadIdOp, BlockIdOp, BlockDimOp, GridDimOp, LoadOp, StoreOp,
      SharedOp, LocalOp, BarrierOp, OpaqueOp, ShuffleXorOp, CopyOp, AsyncCopyOp, AsyncCommitOp,
-     AsyncWaitOp, WaitPriorGridsOp, LaunchDependentsOp],
+     AsyncWaitOp, WaitPriorGridsOp, LaunchDependentsOp, PrefetchOp],
     [],
 )
 
@@ -862,7 +982,8 @@ __all__ = [
     "GridDimOp", "LoadOp", "StoreOp", "SharedOp", "LocalOp", "BarrierOp", "OpaqueOp",
     "ShuffleXorOp",
     "AsyncCopyOp", "AsyncCommitOp", "AsyncWaitOp", "AsyncWaitBase", "WaitPriorGridsOp",
-    "LaunchDependentsOp", "PROGRAMMATIC", "DIMS",
+    "LaunchDependentsOp", "PrefetchOp", "PROGRAMMATIC", "DIMS", "PREFETCH_GRANULE",
+    "check_prefetch", "waits_first", "before_wait", "LENGTH_ATTR",
     "COPY_BYTES", "CopyBase", "CopyOp", "check_copy", "check_pending", "parse_copy_suffix",
     "print_copy_suffix",
 ]

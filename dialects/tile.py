@@ -49,6 +49,10 @@ barriers: whoever emits the copies also emits the ``tile.async_wait`` and the
 ``tile.copy %src[...] to %dst[...] count 4`` is the synchronous counterpart: each executing
 thread moves ``count`` consecutive innermost elements (4, 8 or 16 bytes) at once, between
 any buffers — e.g. a 16-byte row fragment of a shared tile into the thread's registers.
+
+``tile.prefetch %w[...] count 2048`` only asks for a range of a kernel buffer to be brought
+into the L2 cache ahead of the loads that will read it (a decode step's weight rows); it
+changes nothing that any op reads.
 """
 
 from __future__ import annotations
@@ -115,6 +119,7 @@ from llmopt.dialects._syntax import (
 from llmopt.dialects.kernel import (
     AsyncWaitBase,
     check_copy,
+    check_prefetch,
     parse_copy_suffix,
     print_copy_suffix,
 )
@@ -603,6 +608,80 @@ class AsyncCopyOp(CopyBase):
                                   "buffer, not a kernel buffer")
 
 
+@irdl_op_definition
+class PrefetchOp(IRDLOperation):
+    """``tile.prefetch %w[(%nb * 8) + %r, 0] clamp count 2048 : memref<2048x2048xbf16>``:
+    each executing thread asks for ``count`` consecutive innermost elements of a kernel
+    buffer (global memory), from the coordinate on, to be brought into the L2 cache ahead of
+    the loads that will read them. A hint: no value changes and nothing waits for it. With
+    ``clamp`` the coordinates are clamped into the buffer first, as a clamped copy's are (the
+    innermost one to ``extent - count``, the others to ``extent - 1``). It sits inside a
+    ``tile.forall``; ``tile-to-kernel`` makes it a ``kernel.prefetch``."""
+
+    name = "tile.prefetch"
+    buffer = operand_def(MemRefType)
+    indices = var_operand_def(IndexType)
+    map = prop_def(AffineMapAttr)
+    count = prop_def(IntegerAttr)
+    clamp = opt_prop_def(UnitAttr)
+    # Written as a write too: an op that only reads is dead when nothing uses a result,
+    # and a prefetch has none.
+    traits = traits_def(MemoryReadEffect(), MemoryWriteEffect())
+
+    def __init__(self, buffer: SSAValue, amap: AffineMap, indices: Sequence[SSAValue],
+                 count: int, clamp: bool = False) -> None:
+        props: dict[str, Attribute] = {"map": AffineMapAttr(amap),
+                                       "count": IntegerAttr(count, i64)}
+        if clamp:
+            props["clamp"] = UnitAttr()
+        super().__init__(operands=[buffer, list(indices)], properties=props)
+
+    @property
+    def clamped(self) -> bool:
+        """Whether the coordinates are clamped into the buffer."""
+        return self.clamp is not None
+
+    @property
+    def elements(self) -> int:
+        """How many elements the prefetch asks for (``count``)."""
+        return self.count.value.data
+
+    def verify_(self) -> None:
+        verify_access(self, self.buffer, self.map.data, self.indices)
+        check_prefetch(self, self.buffer, self.elements)
+        if isinstance(self.buffer.owner, AllocOp):
+            raise VerifyException(f"{self.name}: prefetches from a kernel buffer (global "
+                                  f"memory), not a tile.alloc {self.buffer.owner.space.data} "
+                                  "buffer")
+        if enclosing(self, ForallOp) is None:
+            raise VerifyException(f"{self.name} must sit inside a tile.forall")
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_ssa_value(self.buffer)
+        print_affine_access(printer, self.map.data, self.indices)
+        if self.clamped:
+            printer.print_string(" clamp")
+        printer.print_string(f" count {self.elements}")
+        printer.print_op_attributes(self.attributes)
+        printer.print_string(" : ")
+        printer.print_attribute(self.buffer.type)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> Self:
+        buffer = parser.parse_unresolved_operand()
+        amap, indices = parse_affine_access(parser)
+        clamp = parser.parse_optional_keyword("clamp") is not None
+        parser.parse_keyword("count")
+        count = parse_i64(parser)
+        attrs = parser.parse_optional_attr_dict()
+        parser.parse_punctuation(":")
+        op = cls(parser.resolve_operand(buffer, parser.parse_type()), amap, indices, count,
+                 clamp)
+        op.attributes |= attrs
+        return op
+
+
 def _check_in_kernel(op: Operation) -> None:
     if enclosing(op, KernelOp) is None:
         raise VerifyException(f"{op.name} must sit inside a tile.kernel")
@@ -637,8 +716,9 @@ class AsyncWaitOp(AsyncWaitBase):
 
 
 Tile = Dialect("tile", [KernelOp, ForallOp, CoopReduceOp, YieldOp, AllocOp, CopyOp,
-                        AsyncCopyOp, AsyncCommitOp, AsyncWaitOp], [])
+                        AsyncCopyOp, AsyncCommitOp, AsyncWaitOp, PrefetchOp], [])
 
 __all__ = ["Tile", "KernelOp", "ForallOp", "CoopReduceOp", "YieldOp", "AllocOp", "CopyOp",
-           "CopyBase", "AsyncCopyOp", "AsyncCommitOp", "AsyncWaitOp", "MAPPINGS", "SPACES",
+           "CopyBase", "AsyncCopyOp", "AsyncCommitOp", "AsyncWaitOp", "PrefetchOp", "MAPPINGS",
+           "SPACES",
            "enclosing"]

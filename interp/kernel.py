@@ -566,6 +566,17 @@ def _grid_dependency(ev: SimtEvaluator, op: Operation) -> None:
     """Nothing to do: the interpreter runs one launch after the other."""
 
 
+@simt_impl("kernel.prefetch")
+def _prefetch(ev: SimtEvaluator, op: Operation) -> None:
+    """A hint that changes nothing: only its range is checked (in bounds, aligned)."""
+    kev = _ids(ev, op)
+    buffer, *indices = op.operands
+    buf = buffer_of(kev, op, buffer)
+    assert isinstance(buffer.type, MemRefType)
+    count = op.properties["count"].value.data  # type: ignore[attr-defined]
+    kev.check_prefetch(op, buf.shape, [ev.env[v] for v in indices], buffer.type, count)
+
+
 @simt_impl("kernel.async_commit")
 def _async_commit(ev: SimtEvaluator, op: Operation) -> None:
     """The executing threads close their open groups."""

@@ -414,6 +414,34 @@ class SimtEvaluator:
                             f"{self.describe_point(point)}")
         return [*prefix, *checked]
 
+    def check_prefetch(self, op: Operation, shape: Sequence[int], indices: Sequence[Value],
+                       typ: MemRefType, count: int) -> None:
+        """A prefetch changes no value; check what the GPU needs of it: every active lane's
+        ``count`` elements from ``indices`` on lie inside ``shape`` and start at a multiple
+        of :data:`~llmopt.dialects.kernel.PREFETCH_GRANULE` bytes."""
+        from llmopt.dialects.kernel import PREFETCH_GRANULE
+
+        last = np.asarray(indices[-1]) + (count - 1)
+        self.check_bounds(op, shape, [*indices[:-1], indices[-1]], self.mask)
+        self.check_bounds(op, shape, [*indices[:-1], last], self.mask)
+        strides, offset = typ.get_strides(), typ.get_offset()
+        width = typ.element_type.bitwidth // 8  # type: ignore[attr-defined]
+        if strides is None or offset is None or None in strides:
+            return
+        first: Value = int(offset)
+        for idx, stride in zip(indices, strides, strict=True):
+            first = first + np.asarray(idx) * int(stride)  # type: ignore[arg-type]
+        bad = np.asarray(first * width % PREFETCH_GRANULE != 0)
+        if self.mask is not None:
+            bad = bad & self.mask
+        if bad.any():
+            full = np.broadcast_to(bad, np.broadcast_shapes(bad.shape, self.frame))
+            point = np.unravel_index(int(np.argmax(full)), full.shape)
+            at = int(np.broadcast_to(first, full.shape)[point])
+            raise error(InterpretError, op, f"misaligned prefetch: element offset {at} is not "
+                        f"at a multiple of {PREFETCH_GRANULE} bytes at "
+                        f"{self.describe_point(point)}")
+
     def copy_lanes(self, arrays: Sequence[Value], count: int
                    ) -> tuple[list[np.ndarray], np.ndarray]:
         """``arrays`` (from :meth:`copy_elements`) and the global thread ids, as flat arrays

@@ -214,6 +214,21 @@ def _async_copy(ev: SimtEvaluator, op: Operation) -> None:
     ev.copies(op).issue(_copied(ev, op))
 
 
+@simt_impl("tile.prefetch")
+def _prefetch(ev: SimtEvaluator, op: Operation) -> None:
+    """A hint that changes nothing: only its range is checked (in bounds, aligned)."""
+    thread_axes(ev, op)
+    buffer, *indices = op.operands
+    buf = buffer_of(ev, op, buffer)
+    count = op.properties["count"].value.data  # type: ignore[attr-defined]
+    assert isinstance(buffer.type, MemRefType)
+    owners = len(ev.owned.get(id(buf), []))
+    start = _access(ev, op, "map", indices)
+    if "clamp" in op.properties:
+        start = clamped(start, buf.shape[owners:], count)
+    ev.check_prefetch(op, buf.shape[owners:], start, buffer.type, count)
+
+
 @simt_impl("tile.async_commit")
 def _async_commit(ev: SimtEvaluator, op: Operation) -> None:
     """The executing threads close their open groups."""

@@ -18,6 +18,7 @@ from xdsl.utils.exceptions import PassFailedException
 from llmopt.dialects import kernel, mma, wgmma
 from llmopt.lowering.tile_to_kernel import enclosing_func
 from llmopt.target import (
+    BULK_PREFETCH_MIN_SM,
     GRID_DEPENDENCY_MIN_SM,
     LDMATRIX_MIN_SM,
     MMA_SHAPES,
@@ -82,7 +83,8 @@ def check_tensor_cores(module: ModuleOp, arch: str) -> None:
     """``mma`` ops need an arch that has them — ``mma.sync`` of each shape (TF32 ``m16n8k8``,
     ``bf16``/``f16`` ``m16n8k16``: sm_80 or newer), ``mma.to_tf32`` like the TF32 product,
     ``ldmatrix`` sm_75 or newer; so do ``kernel.wait_prior_grids`` and
-    ``kernel.launch_dependents`` (``griddepcontrol``, sm_90): an error naming the kernel
+    ``kernel.launch_dependents`` (``griddepcontrol``, sm_90), and ``kernel.prefetch``
+    (``cp.async.bulk.prefetch``, sm_90): an error naming the kernel
     otherwise (NVRTC's own would name a PTX line). ``wgmma`` ops need sm_90a itself."""
     target = for_arch(arch)
     for op in module.walk():
@@ -95,6 +97,8 @@ def check_tensor_cores(module: ModuleOp, arch: str) -> None:
             needs = None if target.sm >= LDMATRIX_MIN_SM else LDMATRIX_MIN_SM
         elif isinstance(op, kernel.WaitPriorGridsOp | kernel.LaunchDependentsOp):
             needs = None if target.sm >= GRID_DEPENDENCY_MIN_SM else GRID_DEPENDENCY_MIN_SM
+        elif isinstance(op, kernel.PrefetchOp):
+            needs = None if target.sm >= BULK_PREFETCH_MIN_SM else BULK_PREFETCH_MIN_SM
         elif isinstance(op, wgmma.FenceOp | wgmma.MmaOp | wgmma.CommitOp | wgmma.WaitOp):
             if arch != WGMMA_ARCH:  # sm_90a's own instructions, in no other architecture
                 func = enclosing_func(op)

@@ -159,6 +159,8 @@ class KernelEmitter(ExprBuilder):
             self._emit_async_copy(op)
         elif isinstance(op, kernel.CopyOp):
             self._emit_copy(op)
+        elif isinstance(op, kernel.PrefetchOp):
+            self._emit_prefetch(op)
         elif isinstance(op, kernel.AsyncCommitOp):
             call = self.add(cuda.CallOp("__pipeline_commit", [], cuda.VoidType()))
             self.add(cuda.ExprStmtOp(call.results[0]))
@@ -397,6 +399,20 @@ class KernelEmitter(ExprBuilder):
         call = self.add(cuda.CallOp("__pipeline_memcpy_async", [dst, src, size],
                                     cuda.VoidType()))
         self.add(cuda.ExprStmtOp(call.results[0]))
+
+    def _emit_prefetch(self, op: kernel.PrefetchOp) -> None:
+        """``asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::
+        "l"(__cvta_generic_to_global(&src[offset])), "r"(bytes) : "memory");``: one
+        instruction asks for the whole range. ``memory`` keeps
+        it where it stands, in front of the grid-dependency wait it may precede."""
+        typ = op.buffer.type
+        assert isinstance(typ, MemRefType)
+        nbytes = op.elements * bit_width(typ.element_type) // 8
+        address = self.unary("&", self.element(op.buffer, op.indices, op))
+        to_global = self.call("__cvta_generic_to_global", [address], UI64)
+        self.add(cuda.AsmOp("cp.async.bulk.prefetch.L2.global [%0], %1;", [],
+                            [to_global, self.integer(nbytes, I32)], ["l", "r"], volatile=True,
+                            memory=True))
 
     def _emit_copy(self, op: kernel.CopyOp) -> None:
         """``((float4*)&dst[offset])[0] = ((const float4*)&src[offset])[0];``: one access of

@@ -55,6 +55,8 @@ What each construct becomes:
   when used): ``kernel.async_copy`` → ``__pipeline_memcpy_async(&dst[offset],
   &src[offset], bytes)`` (``cp.async`` of 4, 8 or 16 bytes); ``kernel.async_commit`` →
   ``__pipeline_commit()``; ``kernel.async_wait n`` → ``__pipeline_wait_prior(n)``;
+* ``kernel.prefetch`` → ``asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::
+  "l"(__cvta_generic_to_global(&src[offset])), "r"(bytes) : "memory")`` (sm_90 or newer);
 * ``arith`` — C operators with MLIR's exact semantics: ``divsi``/``remsi`` are C's ``/`` and
   ``%``; ``floordivsi``/``ceildivsi`` are ``a / b`` corrected by one where the remainder is
   non-zero and the signs differ (agree); unsigned ops go through unsigned casts; ``cmpf``

@@ -418,6 +418,24 @@ class LowerCopy(RewritePattern):
 
 
 @dataclass
+class LowerPrefetch(RewritePattern):
+    """``tile.prefetch %b[map(ivs)]`` → index arithmetic (clamped as a copy's source, with
+    ``clamp``) + ``kernel.prefetch %b[...]``."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: tile.PrefetchOp, rewriter: PatternRewriter) -> None:
+        emit = Emitter(rewriter, InsertPoint.before(op))
+        affine = AffineEmitter(emit, op.indices)
+        if op.clamped:
+            indices = affine.clamped(op.map.data, clamp_shape(op, op.buffer), op.elements)
+        else:
+            indices = affine.results(op.map.data)
+        new = kernel.PrefetchOp(op.buffer, indices, op.elements)
+        new.attributes |= op.attributes
+        rewriter.replace(op, new)
+
+
+@dataclass
 class LowerAsyncCommit(RewritePattern):
     """``tile.async_commit`` → ``kernel.async_commit``."""
 
@@ -961,5 +979,6 @@ class TileToKernel(ModulePass):
         DedupKernels().apply(ctx, op)
         walk(InsertRowBarriers())
         walk(LowerAlloc())
-        walk(LowerLoad(), LowerStore(), LowerCopy(), LowerAsyncCommit(), LowerAsyncWait())
+        walk(LowerLoad(), LowerStore(), LowerCopy(), LowerPrefetch(), LowerAsyncCommit(),
+             LowerAsyncWait())
         walk(LowerForall(), LowerCoopReduce(), LowerFor(), LowerReduce())

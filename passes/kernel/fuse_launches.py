@@ -11,8 +11,9 @@ of one level are independent of each other. Of those, the launches that can shar
 — a grid ``[g, 1, 1]`` (static, or a runtime ``[%g max G, 1, 1]``), no dynamic shared
 memory, the same block shape, a ``kernel.func`` callee — form a group, as long as the
 group's shared buffers together stay within ``shared_slack`` bytes of its largest
-member's (a block runs one member, but holds every member's shared buffers: two tiled
-products would halve their occupancy).
+member's (a block holds the shared buffers of the fused kernel, not of its member alone:
+two tiled products would halve their occupancy). Counted as the fused kernel holds them:
+each kind of buffer (type and attributes) as often as the member with the most of it.
 
 **Produces** for each group of two or more one ``kernel.func`` whose grid is the members'
 grids end to end: block ``b`` runs member ``i`` when ``b - offset_i`` is below its grid
@@ -25,7 +26,10 @@ those, and the fused launch's grid is their sum, computed on the host before it
 (``[%total max ΣG, 1, 1]``); members whose grids are not such arithmetic, or that pass
 different ``index`` operands, are not grouped. The condition is the same for every thread
 of a block, so the members' barriers stay block-uniform. The members'
-``kernel.shared``/``kernel.local`` buffers move to the fused kernel's top level. The
+``kernel.shared``/``kernel.local`` buffers move to the fused kernel's top level, where
+members share their shared buffers of one kind: a block runs one member, so the key, value
+and query projections of one normalised row, each staging it (``warp-gemv``), stage it in
+one buffer, and hold the shared memory of one. The
 parameters are the members' launch operands, each distinct value once (the members of a
 level only read a buffer they share). The run's launches are emitted at its end, level by
 level, each group as its fused launch; identical groups (the same members, grids and
@@ -51,7 +55,7 @@ from dataclasses import dataclass, field
 from xdsl.context import Context
 from xdsl.dialects import arith, func, scf
 from xdsl.dialects.builtin import IndexType, IntegerAttr, MemRefType, ModuleOp
-from xdsl.ir import Block, Operation, Region, SSAValue
+from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
@@ -92,15 +96,36 @@ class _Launch:
         return self.op.block_shape
 
 
+def _buffer_bytes(typ: Attribute) -> int:
+    assert isinstance(typ, MemRefType)
+    return typ.element_count() * max(getattr(typ.element_type, "bitwidth", 32) // 8, 1)
+
+
+def _shared_kind(op: kernel.SharedOp) -> tuple[Attribute, str]:
+    """What makes two members' shared buffers interchangeable: type and attributes."""
+    return op.result.type, str(op.attributes)
+
+
 def shared_bytes(callee: kernel.FuncOp) -> int:
     """The bytes of ``callee``'s ``kernel.shared`` buffers."""
-    total = 0
-    for op in callee.body.block.ops:
-        if isinstance(op, kernel.SharedOp):
-            typ = op.result.type
-            assert isinstance(typ, MemRefType)
-            total += typ.element_count() * max(getattr(typ.element_type, "bitwidth", 32) // 8, 1)
-    return total
+    return sum(_buffer_bytes(op.result.type) for op in callee.body.block.ops
+               if isinstance(op, kernel.SharedOp))
+
+
+def fused_shared_bytes(callees: Sequence[kernel.FuncOp]) -> int:
+    """The bytes of the shared buffers of a kernel fusing ``callees``: each kind of buffer
+    (type and attributes) as many times as the member that has most of it (a block runs
+    one member, so the members share their buffers of one kind)."""
+    most: dict[tuple[Attribute, str], int] = {}
+    for callee in callees:
+        counts: dict[tuple[Attribute, str], int] = {}
+        for op in callee.body.block.ops:
+            if isinstance(op, kernel.SharedOp):
+                kind = _shared_kind(op)
+                counts[kind] = counts.get(kind, 0) + 1
+        for kind, n in counts.items():
+            most[kind] = max(most.get(kind, 0), n)
+    return sum(_buffer_bytes(kind[0]) * n for kind, n in most.items())
 
 
 @dataclass
@@ -198,10 +223,12 @@ class _Fuser:
         """Whether ``group`` may share a kernel: within the shared-memory slack, and,
         where a member's grid is runtime, one ``index`` operand among the members (the
         length its grid is computed from again)."""
-        sizes = [self.shared_bytes(x.callee) for x in group if x.callee is not None]
+        callees = [x.callee for x in group if x.callee is not None]
+        largest = max(self.shared_bytes(c) for c in callees)
         lengths = {a for x in group for a in x.op.args if isinstance(a.type, IndexType)}
         runtime = any(x.op.grid_size is not None for x in group)
-        return sum(sizes) <= max(sizes) + self.slack and (len(lengths) <= 1 or not runtime)
+        return (fused_shared_bytes(callees) <= largest + self.slack
+                and (len(lengths) <= 1 or not runtime))
 
     def fused_launch(self, group: list[_Launch]) -> kernel.LaunchOp:
         """One launch of the fused kernel of ``group`` (built once per distinct group),
@@ -271,15 +298,26 @@ class _Fuser:
             return lengths[0]  # a runtime grid's group passes one length (fits())
 
         grids = ExprBuilder(length)
+        pool: dict[tuple[Attribute, str], list[SSAValue]] = {}  # shared buffers, by kind
         for k, (member, params) in enumerate(zip(group, pattern, strict=True)):
             assert member.callee is not None
             values: dict[SSAValue, SSAValue] = dict(zip(
                 member.callee.body.block.args, (top.args[p] for p in params), strict=True))
+            taken: dict[tuple[Attribute, str], int] = {}
             for op in member.callee.body.block.ops:  # buffers first, at the top level
-                if isinstance(op, kernel.BufferDeclOp):
-                    copy = op.clone(value_mapper=values)
-                    top.insert_op_before(copy, bid)
-                    values[op.result] = copy.result
+                if not isinstance(op, kernel.BufferDeclOp):
+                    continue
+                if isinstance(op, kernel.SharedOp):  # one an earlier member left free?
+                    kind = _shared_kind(op)
+                    n = taken[kind] = taken.get(kind, 0) + 1
+                    if n <= len(pool.get(kind, [])):
+                        values[op.result] = pool[kind][n - 1]
+                        continue
+                copy = op.clone(value_mapper=values)
+                top.insert_op_before(copy, bid)
+                values[op.result] = copy.result
+                if isinstance(op, kernel.SharedOp):
+                    pool.setdefault(_shared_kind(op), []).append(copy.result)
             local: SSAValue = bid.result
             if not isinstance(offset, int) or offset:
                 start = _index(offset, here)

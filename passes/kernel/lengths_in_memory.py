@@ -22,7 +22,9 @@ the host, such as the position ``ctx - 1``) and a grid computed from it
 * a kernel launched with different arithmetic at different sites is cloned per site kind
   (``reduce_7``, ``reduce_7_l1``);
 * a kernel that opens with ``kernel.wait_prior_grids`` (``programmatic-launch``) keeps it
-  first: the loads of the lengths come after it.
+  first: the loads of the lengths come after it. One that prefetches before its wait loads
+  them first (the host writes the lengths before any kernel runs, so a load of them need
+  not wait).
 
 **Why** a call whose launches take no length can be replayed from one CUDA graph at every
 length: only the buffer of lengths changes between calls, and the host writes it before the
@@ -60,7 +62,7 @@ from llmopt.passes.kernel._index_expr import Expr, ExprBuilder, index_expr
 
 __all__ = ["LENGTH_ATTR", "LengthsInMemory", "length_loads"]
 
-LENGTH_ATTR = "llmopt.length"
+LENGTH_ATTR = kernel.LENGTH_ATTR
 """On a ``kernel.load`` of the lengths buffer: the symbol it reads."""
 
 
@@ -167,9 +169,10 @@ _PROLOGUE = kernel.WaitPriorGridsOp | kernel.LaunchDependentsOp
 
 
 def _after_prologue(block: Block) -> Operation:
-    """The first op of a kernel's body after its grid-dependency prologue
-    (``programmatic-launch``'s ``kernel.wait_prior_grids``, which must stay before every
-    load, the lengths' too)."""
+    """The first op of a kernel's body after its grid-dependency prologue when the body
+    opens with it (``programmatic-launch``'s ``kernel.wait_prior_grids``), else the first op:
+    a kernel that prefetches before its wait reads the lengths before it too, as it may
+    (the host writes them before any kernel runs; ``kernel.before_wait``)."""
     for op in block.ops:
         if not isinstance(op, _PROLOGUE):
             return op

@@ -42,6 +42,7 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import IntegerAttr, ModuleOp, UnitAttr, i64
+from xdsl.ir import Block, Operation
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import PassFailedException
 
@@ -51,13 +52,58 @@ from llmopt.target import DEFAULT_ARCH, GRID_DEPENDENCY_MIN_SM, Target, arch_num
 __all__ = ["ProgrammaticLaunch", "programmatic_launch"]
 
 
+def _prologue() -> list[Operation]:
+    return [kernel.WaitPriorGridsOp(), kernel.LaunchDependentsOp()]
+
+
+def _free(op: Operation) -> bool:
+    """Whether ``op``, and every op inside it, may run before the wait."""
+    if op.regions:
+        return all(_free(inner) for region in op.regions for block in region.blocks
+                   for inner in block.ops)
+    return kernel.before_wait(op)
+
+
+def _prefetch_ahead(block: Block) -> bool:
+    """Whether a ``kernel.prefetch`` runs in ``block`` before its first op that must wait."""
+    for op in block.ops:
+        if _free(op):
+            if any(isinstance(inner, kernel.PrefetchOp) for inner in op.walk()):
+                return True
+            continue
+        return any(_prefetch_ahead(b) for region in op.regions for b in region.blocks)
+    return False
+
+
+def _place_wait(block: Block) -> None:
+    """Put the prologue in front of ``block``'s first op that must wait, or, where that op's
+    regions prefetch first, into those regions, in front of their own first such op; then
+    on to the next op, which a path that did not enter the regions reaches unwaited."""
+    for op in list(block.ops):
+        if _free(op):
+            continue
+        if not _prefetch_ahead_of(op):
+            block.insert_ops_before(_prologue(), op)
+            return
+        for region in op.regions:
+            for inner in region.blocks:
+                _place_wait(inner)
+
+
+def _prefetch_ahead_of(op: Operation) -> bool:
+    return any(_prefetch_ahead(b) for region in op.regions for b in region.blocks)
+
+
 def _open_with_wait(fn: kernel.FuncOp) -> None:
-    """Put the grid-dependency prologue first in ``fn`` (once)."""
+    """Give ``fn`` its grid-dependency prologue (once): first, or where the kernel prefetches
+    before it touches memory, after those prefetches (see the module docstring)."""
     block = fn.body.block
-    if isinstance(block.first_op, kernel.WaitPriorGridsOp):
+    if any(isinstance(op, kernel.WaitPriorGridsOp) for op in fn.walk()):
         return
-    block.insert_ops_before([kernel.WaitPriorGridsOp(), kernel.LaunchDependentsOp()],
-                            block.first_op)  # type: ignore[arg-type]
+    if any(isinstance(op, kernel.PrefetchOp) for op in fn.walk()):
+        _place_wait(block)
+        return
+    block.insert_ops_before(_prologue(), block.first_op)  # type: ignore[arg-type]
 
 
 def spread_smem(gpu: Target) -> int:

@@ -34,11 +34,16 @@ never does this: inlined at a product's load, the map runs once per output, not 
 value. Rows longer than one (a prompt) are left alone: there the products are tiled
 matrix products whose operands must be plain loads.
 
-The pass is not part of ``lower-to-cuda``. What it saves, a kernel that the products wait
-for, programmatic launches had mostly hidden already; what it costs stays: each product
-block computes the statistics before its first product, and in 16 bits each weight
-element pays the map's roundings again (``bench/results/decode-recompute-norm-h200.md``).
-Staging the normalised row in shared memory once a block would remove the second cost.
+The pass is not part of ``lower-to-cuda``. Measured with the products as ``warp-gemv``
+scheduled them then, it made a decode step slower: what it saves, a kernel that the
+products wait for, programmatic launches had mostly hidden already, while each product
+block computed the statistics before its first product and, in 16 bits, each weight
+element paid the map's roundings again (``bench/results/decode-recompute-norm-h200.md``).
+``warp-gemv`` now computes the map once a block into shared memory (its ``stage`` option),
+asks for its weight rows before it waits on the kernel in front (``prefetch_bytes``), and
+``fuse-launches`` lets the query, key and value projections share that staged row, so the
+layer keeps one launch for them; that form is still to be measured against the norm
+kernels.
 """
 
 from __future__ import annotations

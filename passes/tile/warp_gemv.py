@@ -27,6 +27,9 @@ buffer with it, which get the same ``R``), lane ``l`` of warp
 
     tile.kernel grid [ceildiv(N, R)·…] block [32·R] {
       tile.forall (…, %nb, …) in [… ceildiv(N, R) …] over blocks {
+        tile.forall (%row) in [R] over block_threads {    // sm_90+: the first bytes of
+          tile.prefetch %W[nb·R + row, 0] count C         // each weight row into L2
+        }                                                  // (see _gemv_prefetch)
         <the prologue, unchanged: every thread of the block takes part, once a block>
         tile.forall (%w, %l) in [R, 32] over block_threads {
           %p = loop.reduce add %c = 0 to ceildiv(K, 32·V) {
@@ -87,9 +90,11 @@ from llmopt.passes.tile._access import (
     lin_sum,
 )
 from llmopt.passes.tile._gemv_match import GEMV_ATTR, VECTOR_BYTES, Gemv, element_bytes, match_gemv
+from llmopt.passes.tile._gemv_prefetch import PREFETCH_BYTES, row_prefetches
+from llmopt.passes.tile._gemv_stage import Staged, stage_operands
 from llmopt.passes.tile._online_softmax import const_float
 from llmopt.passes.tile._schedule import limits
-from llmopt.target import WARP
+from llmopt.target import BULK_PREFETCH_MIN_SM, WARP, arch_number
 
 MAX_ROWS = 8
 """Outputs a block at most (8 warps, 256 threads)."""
@@ -170,6 +175,10 @@ class ScheduleGemv(RewritePattern):
     chosen: dict[tile.KernelOp, int]
     """Each kernel's rows when ``rows`` is 0 (:func:`sibling_rows`)."""
     chunks: int = CHUNKS_IN_FLIGHT
+    prefetch: int = 0
+    """Bytes of weight rows a block prefetches into L2 first (0: none)."""
+    stage: bool = True
+    """Whether a computed operand is staged in shared memory once a block."""
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: tile.KernelOp, rewriter: PatternRewriter) -> None:
@@ -179,12 +188,13 @@ class ScheduleGemv(RewritePattern):
         outputs = found.forall.shape[found.row]
         rows = min(self.rows or self.chosen[op], outputs)
         rows = 1 << (rows.bit_length() - 1)  # a power of two: whole warps, even blocks
-        new = _rebuilt(op, found, rows, self.chunks)
+        new = _rebuilt(op, found, rows, self.chunks, self.prefetch, self.stage)
         rewriter.replace(op, new)
 
 
 def _rebuilt(kernel: tile.KernelOp, found: Gemv, rows: int,
-             chunks: int = CHUNKS_IN_FLIGHT) -> tile.KernelOp:
+             chunks: int = CHUNKS_IN_FLIGHT, prefetch: int = 0, stage: bool = True
+             ) -> tile.KernelOp:
     """``kernel`` with ``found``'s forall scheduled ``rows`` outputs a block."""
     old = found.forall
     outputs = old.shape[found.row]
@@ -212,6 +222,9 @@ def _rebuilt(kernel: tile.KernelOp, found: Gemv, rows: int,
     row_iv = old.ivs[found.row]
     values = top.values | {iv: new_iv for iv, new_iv in zip(old.ivs, forall.ivs, strict=True)
                            if iv is not row_iv}  # the row is substituted: nb·R + w
+    ahead = row_prefetches(found, values, rows, nb, prefetch)
+    if ahead is not None:  # before anything that reads: it may precede the grid wait
+        body.add_op(ahead)
     for op in found.prologue:  # a row's statistics: once a block, all its threads
         body.add_op(op.clone(value_mapper=values))
     typ = found.reduces[0].result.type
@@ -219,12 +232,13 @@ def _rebuilt(kernel: tile.KernelOp, found: Gemv, rows: int,
     clamp = ragged or found.k % (WARP * found.vector) != 0
     lanes, (w, lane) = block_threads([rows, WARP], ["w", "l"])
     parts = []
+    staged = stage_operands(found, values, body) if stage else {}
     for red in found.reduces:
         part = tile.AllocOp("shared", MemRefType(typ, [rows, WARP]))
         part.result.name_hint = "part"
         body.add_op(part)
         parts.append(part)
-        lane_sum = LaneSum(found, red, values, rows, w, lane, chunks)
+        lane_sum = LaneSum(found, red, values, rows, w, lane, chunks, staged.get(red))
         ops, partial = lane_sum.build(body, Linear.of((rows, nb), (1, w)), clamp)
         lanes.body.block.add_ops([*ops, loop.StoreOp(partial, part.result,
                                                      *at([Linear.of((1, w)),
@@ -270,6 +284,8 @@ class LaneSum:
     lane: SSAValue
     chunks: int = CHUNKS_IN_FLIGHT
     """The unroll factor of the chunk loop."""
+    staged: Staged | None = None
+    """The operands staged in shared memory once a block (``_gemv_stage``), if any."""
 
     def build(self, body: Block, row: Linear, clamp: bool) -> tuple[list[Operation], SSAValue]:
         """The ops of the lane's sum over its chunks (a sequential ``scf.for``: each chunk
@@ -292,18 +308,23 @@ class LaneSum:
         first = Linear.of((WARP * vector, c), (vector, self.lane))
         cloner = Cloner({self.red.iv: lin_sum((1, first), (1, Linear.of((1, v)))),
                          row_iv: row}, dict(self.values))
+        staged = self.staged or Staged()
+        for value, (xs, widen) in staged.tiles.items():
+            ident = AffineMap.identity(1)
+            loaded = self._fragment(body, step, elems.body.block, xs, ident, [self.red.iv],
+                                    first, row, clamp)
+            if widen:
+                ext = arith.ExtFOp(loaded, value.type)
+                elems.body.block.add_op(ext)
+                loaded = ext.result
+            cloner.values[value] = loaded
         for op in self.red.body.block.ops:
+            if op in staged.slice:
+                continue
             if isinstance(op, loop.LoadOp):
-                frag = tile.AllocOp("registers",
-                                    MemRefType(op.result.type, [self.rows, WARP, vector]))
-                frag.result.name_hint = "frag"
-                body.add_op(frag)
-                step.add_ops(self._copies(op, frag.result, first, row, clamp))
-                load = loop.LoadOp(frag.result, *at([Linear.of((1, self.w)),
-                                                     Linear.of((1, self.lane)),
-                                                     Linear.of((1, v))]))
-                elems.body.block.add_op(load)
-                cloner.values[op.result] = load.result
+                cloner.values[op.result] = self._fragment(
+                    body, step, elems.body.block, self.values.get(op.buffer, op.buffer),
+                    op.map.data, op.indices, first, row, clamp)
             elif isinstance(op, tile.YieldOp):
                 term = cloner.value(op.values[0], elems.body.block)
                 if k % (WARP * vector):  # the last chunk's lanes past K add nothing
@@ -316,24 +337,34 @@ class LaneSum:
         step.add_ops([elems, total, scf.YieldOp(total.result)])
         return [*bounds, init, chunks], chunks.results[0]
 
-    def _copies(self, load: loop.LoadOp, frag: SSAValue, first: Linear, row: Linear,
-                clamp: bool) -> list[Operation]:
-        """The 16-byte (or narrower) copies of ``load``'s ``V`` elements into ``frag``."""
+    def _fragment(self, body: Block, step: Block, elems: Block, buffer: SSAValue,
+                  amap: AffineMap, indices: Sequence[SSAValue], first: Linear, row: Linear,
+                  clamp: bool) -> SSAValue:
+        """A lane's ``V`` elements of ``buffer[amap(indices)]`` (``indices`` over the old
+        kernel's values): a register fragment in ``body``, filled in ``step`` by 16-byte
+        (or narrower) copies, and the element ``%v`` of it loaded in ``elems``."""
         vector = self.found.vector
-        count = min(vector, VECTOR_BYTES // element_bytes(load.result.type))
+        typ = buffer.type
+        assert isinstance(typ, MemRefType)
+        frag = tile.AllocOp("registers", MemRefType(typ.element_type, [self.rows, WARP, vector]))
+        frag.result.name_hint = "frag"
+        body.add_op(frag)
+        count = min(vector, VECTOR_BYTES // element_bytes(typ.element_type))
         row_iv = self.found.forall.ivs[self.found.row]
-        copies: list[Operation] = []
         for piece in range(vector // count):
             start = lin_sum((1, first), (1, Linear.of(const=piece * count)))
             cloner = Cloner({self.red.iv: start, row_iv: row}, dict(self.values))
-            src_map, operands = cloner.access(load.map.data, load.indices)
+            src_map, operands = cloner.access(amap, indices)
             dst = [Linear.of((1, self.w)), Linear.of((1, self.lane)),
                    Linear.of(const=piece * count)]
             dst_map, operands = at(dst, operands)
             src_map = AffineMap(len(operands), 0, src_map.results)
-            copies.append(tile.CopyOp(self.values.get(load.buffer, load.buffer), src_map,
-                                      frag, dst_map, operands, count, clamp))
-        return copies
+            step.add_op(tile.CopyOp(buffer, src_map, frag.result, dst_map, operands, count,
+                                    clamp))
+        load = loop.LoadOp(frag.result, *at([Linear.of((1, self.w)), Linear.of((1, self.lane)),
+                                             Linear.of((1, elems.args[0]))]))
+        elems.add_op(load)
+        return load.result
 
 
 def _masked(block: Block, k: SSAValue, extent: int, term: SSAValue) -> SSAValue:
@@ -351,17 +382,26 @@ class WarpGemv(ModulePass):
     """Schedule matrix-vector products a warp per output with 16-byte loads (see the module
     docstring). Options: ``rows`` (outputs a block, a power of two up to 8; 0 = chosen from
     the outputs and the GPU's multiprocessors), ``chunks`` (the 16-byte chunks of each
-    operand a lane has in flight: the unroll factor of its chunk loop), ``arch``."""
+    operand a lane has in flight: the unroll factor of its chunk loop), ``prefetch_bytes``
+    (bytes of its weight rows a block asks the L2 cache for before it starts, where ``arch``
+    has bulk prefetches (sm_90+), see :mod:`~llmopt.passes.tile._gemv_prefetch`; 0 = none),
+    ``stage`` (default ``true``: an operand computed from ``k`` alone, such as a normalised
+    row, is computed once a block into shared memory, see
+    :mod:`~llmopt.passes.tile._gemv_stage`), ``arch``."""
 
     name = "warp-gemv"
 
     rows: int = 0
     chunks: int = CHUNKS_IN_FLIGHT
+    prefetch_bytes: int = PREFETCH_BYTES
+    stage: bool = True
     arch: str = "sm_90"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         chosen = {} if self.rows else sibling_rows(op, limits(self.arch).sms)
-        PatternRewriteWalker(KeepLocation(ScheduleGemv(self.rows, chosen, self.chunks)),
+        prefetch = self.prefetch_bytes if arch_number(self.arch) >= BULK_PREFETCH_MIN_SM else 0
+        pattern = ScheduleGemv(self.rows, chosen, self.chunks, prefetch, self.stage)
+        PatternRewriteWalker(KeepLocation(pattern),
                              apply_recursively=False).rewrite_module(op)
 
 

@@ -227,3 +227,22 @@ kernel.func @k(%a: memref<8xf32>) block [32, 1, 1] {
   kernel.return
 } {llmopt.schedule = {min_blocks = 100000 : i64}}
 // CHECK: 'llmopt.schedule': knob 'min_blocks' must be an integer from 0 to 32, got 100000
+
+// -----
+
+kernel.func @k(%a: memref<8xf32>) block [32, 1, 1] {
+  %c0 = arith.constant 0 : index
+  kernel.prefetch %a[%c0] count 2 : memref<8xf32>
+  kernel.return
+}
+// CHECK: kernel.prefetch: count 2 of f32 is 8 bytes; a prefetch moves a positive multiple of 16 bytes
+
+// -----
+
+kernel.func @k(%a: memref<8xf32>) block [32, 1, 1] {
+  %s = kernel.shared : memref<8xf32>
+  %c0 = arith.constant 0 : index
+  kernel.prefetch %s[%c0] count 4 : memref<8xf32>
+  kernel.return
+}
+// CHECK: kernel.prefetch: prefetches from a global buffer (a kernel argument), not a kernel.shared buffer

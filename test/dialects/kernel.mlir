@@ -87,6 +87,16 @@ kernel.func @async(%x: memref<4x64xf32>, %h: memref<64xf16>) block [16, 1, 1] {
 // CHECK-NEXT: kernel.async_wait 0 {note = "all"}
 // CHECK-NEXT: kernel.barrier
 
+// An L2 prefetch of 128 bytes of a row.
+kernel.func @prefetch(%w: memref<4x64xf32>) block [32, 1, 1] {
+  %b = kernel.block_id x
+  %c0 = arith.constant 0 : index
+  kernel.prefetch %w[%b, %c0] count 32 {note = "row"} : memref<4x64xf32>
+  kernel.return
+}
+// CHECK-LABEL: kernel.func @prefetch(
+// CHECK: kernel.prefetch %{{.*}}[%{{.*}}, %{{.*}}] count 32 {note = "row"} : memref<4x64xf32>
+
 // A constant coordinate outside the buffer is fine in code that may not run (an scf.if):
 // what a ragged tile edge leaves after constants are folded.
 kernel.func @guarded(%a: memref<8xf32>) block [32, 1, 1] {

@@ -401,3 +401,49 @@ func.func @constant_operand(%x: memref<4x8xf32>) {
   func.return
 }
 // CHECK: loop.store: index %c64 is 64, outside dimension 1 of memref<4x8xf32> (0 to 7)
+
+// -----
+
+// A prefetch moves whole 16-byte units: 7 bf16 are 14 bytes.
+func.func @prefetch_granule(%x: memref<4x64xbf16>) {
+  tile.kernel @k grid [1, 1, 1] block [32, 1, 1] (%a = %x : memref<4x64xbf16>) {
+    tile.forall (%b) in [4] over blocks {
+      tile.forall (%r) in [1] over block_threads {
+        tile.prefetch %a[%b, 0] count 7 : memref<4x64xbf16>
+      }
+    }
+  }
+  func.return
+}
+// CHECK: tile.prefetch: count 7 of bf16 is 14 bytes; a prefetch moves a positive multiple of 16 bytes
+
+// -----
+
+// ... of a kernel buffer, not a shared tile.
+func.func @prefetch_shared(%x: memref<4x64xbf16>) {
+  tile.kernel @k grid [1, 1, 1] block [32, 1, 1] (%a = %x : memref<4x64xbf16>) {
+    tile.forall (%b) in [4] over blocks {
+      %s = tile.alloc shared : memref<64xbf16>
+      tile.forall (%r) in [1] over block_threads {
+        tile.prefetch %s[0] count 64 : memref<64xbf16>
+      }
+    }
+  }
+  func.return
+}
+// CHECK: tile.prefetch: prefetches from a kernel buffer (global memory), not a tile.alloc shared buffer
+
+// -----
+
+// ... within the innermost dimension.
+func.func @prefetch_row(%x: memref<4x64xbf16>) {
+  tile.kernel @k grid [1, 1, 1] block [32, 1, 1] (%a = %x : memref<4x64xbf16>) {
+    tile.forall (%b) in [4] over blocks {
+      tile.forall (%r) in [1] over block_threads {
+        tile.prefetch %a[%b, 0] count 128 : memref<4x64xbf16>
+      }
+    }
+  }
+  func.return
+}
+// CHECK: tile.prefetch: the innermost extent must be static and hold count 128 elements, got 64

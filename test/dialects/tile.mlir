@@ -95,6 +95,23 @@ func.func @async(%x: memref<4x64xf32>, %h: memref<4x64xf16>) -> memref<4x64xf32>
 // CHECK-NEXT: tile.async_wait 0
 // CHECK-NEXT: kernel.barrier
 
+// L2 prefetches of a global buffer's rows: plain and clamped, with attributes.
+func.func @prefetch(%x: memref<4x64xbf16>) {
+  tile.kernel @prefetch grid [2, 1, 1] block [32, 1, 1] (%a = %x : memref<4x64xbf16>) {
+    tile.forall (%b) in [2] over blocks {
+      tile.forall (%r) in [2] over block_threads {
+        tile.prefetch %a[%b * 2 + %r, 0] count 64 : memref<4x64xbf16>
+        tile.prefetch %a[%b * 2 + %r + 1, 8] clamp count 32 {note = "ahead"} : memref<4x64xbf16>
+      }
+    }
+  }
+  func.return
+}
+// CHECK-LABEL: func.func @prefetch
+// CHECK: tile.forall (%[[R:.*]]) in [2] over block_threads {
+// CHECK-NEXT: tile.prefetch %{{.*}}[((%{{.*}} * 2) + %[[R]]), 0] count 64 : memref<4x64xbf16>
+// CHECK-NEXT: tile.prefetch %{{.*}}[(((%{{.*}} * 2) + %[[R]]) + 1), 8] clamp count 32 {note = "ahead"} : memref<4x64xbf16>
+
 // Empty bodies print as empty braces, which parse back.
 func.func @empty_bodies(%x: memref<4xf32>) {
   tile.kernel @idle grid [1, 1, 1] block [32, 1, 1] (%a = %x : memref<4xf32>) {

@@ -52,6 +52,22 @@ def test_generator_matches_generate(kind: str, cuda_graph: bool) -> None:
     assert decode._graph is graph
 
 
+@pytest.mark.parametrize("kind", ["llama", "qwen2"])
+def test_norms_inside_the_projections_match_generate(kind: str) -> None:
+    """With ``recompute-into-products`` each RMSNorm runs inside the projections after it
+    (``warp-gemv`` staging the normalised row in shared memory, weight rows prefetched
+    before the grid wait): the same tokens."""
+    _needs_gpu()
+    from llmopt import registry
+
+    model = tiny_model(kind)
+    pipeline = registry.insert_before("lower-to-cuda", "hoist-reduce-factors",
+                                      "recompute-into-products")
+    gen = llmopt.Generator(model, max_ctx=40, device="cuda", pipeline=pipeline)
+    prompt = torch.randint(0, 97, (1, 5), generator=torch.Generator().manual_seed(9))
+    assert gen.generate(prompt, 24).tokens == _reference(model, prompt, 24)
+
+
 def test_a_second_generator_parses_the_cached_programs(tmp_path: Path,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     _needs_gpu()

@@ -89,8 +89,9 @@ kernel.func @wide(%out: memref<48xf32>, %in: memref<48xf32>) block [64, 1, 1] {
 func.func @main(%x: memref<48xf32>, %y: memref<128xf32>, %z: memref<48xf32>)
     -> (memref<48xf32>, memref<4xf32>, memref<48xf32>, memref<4xf32>, memref<4xf32>,
         memref<48xf32>, memref<48xf32>) {
-  // Layer 1: twice(x), sums(y) and one big_sums(y) are independent (level 0); the second
-  // big_sums would hold 8 KiB of shared memory beyond the largest member's.
+  // Layer 1: twice(x), sums(y) and two big_sums(y) are independent (level 0); the two
+  // big_sums share their 8 KiB buffer, which the sums' 128 bytes do not exceed by more than
+  // the slack (without slack, nothing joins the big ones).
   %a = memref.alloc() : memref<48xf32>
   kernel.launch @twice grid [2, 1, 1] block [32, 1, 1] smem 0 (%a, %x) : memref<48xf32>, memref<48xf32>
   %s = memref.alloc() : memref<4xf32>
@@ -147,16 +148,18 @@ func.func @main(%x: memref<48xf32>, %y: memref<128xf32>, %z: memref<48xf32>)
 // CHECK:         kernel.return
 // CHECK-NEXT:  }
 
-// Level 0 of the first run: twice, sums and one big_sums (8 KiB of shared memory with the
-// others' 128 bytes); the second big_sums would double that, so it stays alone.
-// CHECK-LABEL: kernel.func @twice__sums__big_sums(
-// CHECK-SAME:      %a: memref<48xf32>, %x: memref<48xf32>, %s: memref<4xf32>, %y: memref<128xf32>, %u: memref<4xf32>)
-// CHECK-NEXT:    kernel.shared : memref<32xf32>
-// CHECK-NEXT:    kernel.shared : memref<2048xf32>
+// Level 0 of the first run: twice, sums and both big_sums. A block runs one member, so the
+// two big_sums share one 8 KiB buffer: the group holds 8 KiB and the 128 bytes of sums.
+// CHECK-LABEL: kernel.func @twice__sums__big_sums__big_sums(
+// CHECK-SAME:      %a: memref<48xf32>, %x: memref<48xf32>, %s: memref<4xf32>, %y: memref<128xf32>, %u: memref<4xf32>, %v: memref<4xf32>)
+// CHECK-NEXT:    %part = kernel.shared : memref<32xf32>
+// CHECK-NEXT:    %[[BIG:.*]] = kernel.shared : memref<2048xf32>
+// CHECK-NEXT:    kernel.block_id x
+// CHECK:         kernel.store %{{.*}}, %[[BIG]]
+// CHECK:         kernel.store %{{.*}}, %[[BIG]]
 
 // CHECK-LABEL: func.func @main
-// CHECK:         kernel.launch @twice__sums__big_sums grid [10, 1, 1] block [32, 1, 1] smem 0 (%a, %x, %s, %y, %u)
-// CHECK-NEXT:    kernel.launch @big_sums grid [4, 1, 1] block [32, 1, 1] smem 0 (%v, %y)
+// CHECK:         kernel.launch @twice__sums__big_sums__big_sums grid [14, 1, 1] block [32, 1, 1] smem 0 (%a, %x, %s, %y, %u, %v)
 // CHECK-NEXT:    kernel.launch @wide grid [1, 1, 1] block [64, 1, 1] smem 0 (%w, %z)
 // CHECK-NEXT:    kernel.launch @twice__sums grid [6, 1, 1] block [32, 1, 1] smem 0 (%b, %a, %s, %y)
 // CHECK-NEXT:    kernel.launch @twice__sums grid [6, 1, 1] block [32, 1, 1] smem 0 (%c, %b, %s, %y)
@@ -164,16 +167,17 @@ func.func @main(%x: memref<48xf32>, %y: memref<128xf32>, %z: memref<48xf32>)
 // CHECK:         kernel.launch @twice grid [2, 1, 1] block [32, 1, 1] smem 0 (%d, %z)
 // CHECK:         kernel.launch @twice grid [2, 1, 1] block [32, 1, 1] smem 128 (%e, %x)
 
-// sums is launched only as a member now, so it is gone; twice, big_sums and wide stay.
+// sums and big_sums are launched only as members now, so they are gone; twice and wide
+// stay.
 // CHECK-NOT:   kernel.func @sums(
+// CHECK-NOT:   kernel.func @big_sums(
 
 // NUM: fuse-launches {{.*}} ok
 
-// With no slack big_sums joins no group holding shared memory already.
+// With no slack the big_sums join no group holding other shared memory, only each other.
 // SLACK-LABEL: func.func @main
 // SLACK:         kernel.launch @twice__sums grid [6, 1, 1] block [32, 1, 1] smem 0 (%a, %x, %s, %y)
-// SLACK-NEXT:    kernel.launch @big_sums grid [4, 1, 1] block [32, 1, 1] smem 0 (%u, %y)
-// SLACK-NEXT:    kernel.launch @big_sums grid [4, 1, 1] block [32, 1, 1] smem 0 (%v, %y)
+// SLACK-NEXT:    kernel.launch @big_sums__big_sums grid [8, 1, 1] block [32, 1, 1] smem 0 (%u, %y, %v)
 
 // CUDA-LABEL: void __launch_bounds__(32) twice__sums(
 // CUDA:         if ((unsigned long long){{.*}} < 2ull) {

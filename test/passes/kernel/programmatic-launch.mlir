@@ -3,14 +3,16 @@
 // RUN: sed -e '/^\/\/ ERRORS BELOW/,$d' %s | llm-opt -p "programmatic-launch{arch=sm_80}" | filecheck %s --check-prefix=OLD
 // RUN: sed -e '/^\/\/ ERRORS BELOW/,$d' %s | llm-opt -p programmatic-launch,kernel-to-cuda -t cuda | filecheck %s --check-prefix=CUDA
 // RUN: sed -e '/^\/\/ ERRORS BELOW/,$d' %s | llm-opt -p programmatic-launch | not llm-opt -p "kernel-to-cuda{arch=sm_80}" 2>&1 | filecheck %s --check-prefix=ARCH
-// RUN: sed -n '/^\/\/ ERRORS BELOW/,$p' %s | not llm-opt 2>&1 | filecheck %s --check-prefix=ERR
+// RUN: sed -n '/^\/\/ ERRORS BELOW/,/^\/\/ -----/p' %s | not llm-opt 2>&1 | filecheck %s --check-prefix=ERR
+// RUN: sed -n '/^\/\/ EARLY LOAD/,$p' %s | not llm-opt 2>&1 | filecheck %s --check-prefix=EARLY
 // RUN: sed -e '/^\/\/ ERRORS BELOW/,$d' %s | llm-opt -p programmatic-launch | filecheck %s --check-prefix=SPREAD
 // RUN: sed -e '/^\/\/ ERRORS BELOW/,$d' %s | llm-opt -p "programmatic-launch{spread=0}" | filecheck %s --check-prefix=NOSPREAD
 // RUN: sed -e '/^\/\/ ERRORS BELOW/,$d' %s | llm-opt -p "programmatic-launch,kernel-to-cuda" --check-numerics 2>&1 >/dev/null | filecheck %s --check-prefix=NUM
 // RUN: not llm-opt -p "programmatic-launch{spread=2}" %s 2>&1 | filecheck %s --check-prefix=BADSPREAD
 // Every launch may overlap the one before it: launches are marked {programmatic} and each
 // kernel opens with the wait for the grids before it (once, however often it is launched)
-// and then lets its own successor be scheduled. Below sm_90 nothing changes.
+// and then lets its own successor be scheduled; a kernel that prefetches first waits after
+// its prefetches. Below sm_90 nothing changes.
 
 // out[t] = in[t] * 2
 kernel.func @twice(%out: memref<32xf32>, %in: memref<32xf32>) block [32, 1, 1] {
@@ -38,7 +40,27 @@ kernel.func @rows(%out: memref<133x32xf32>, %in: memref<32xf32>) block [32, 1, 1
   kernel.store %v, %out[%b, %t] : memref<133x32xf32>
   kernel.return
 }
-func.func @main(%x: memref<32xf32>) -> memref<133x32xf32> {
+// out[b, t] = w[b, t] * 2, each block first asking the L2 cache for its row of w: the
+// wait goes after the prefetch, inside the loop over blocks (a hint needs no wait).
+kernel.func @scaled_rows(%out: memref<133x32xf32>, %w: memref<133x32xf32>) block [32, 1, 1] {
+  %bid = kernel.block_id x
+  %gdim = kernel.grid_dim x
+  %n = arith.constant 133 : index
+  %c0 = arith.constant 0 : index
+  %two = arith.constant 2.0 : f32
+  scf.for %b = %bid to %n step %gdim {
+    %t = kernel.thread_id x
+    %first = arith.cmpi eq, %t, %c0 : index
+    scf.if %first {
+      kernel.prefetch %w[%b, %c0] count 32 : memref<133x32xf32>
+    }
+    %v = kernel.load %w[%b, %t] : memref<133x32xf32>
+    %s = arith.mulf %v, %two : f32
+    kernel.store %s, %out[%b, %t] : memref<133x32xf32>
+  }
+  kernel.return
+}
+func.func @main(%x: memref<32xf32>, %y: memref<133x32xf32>) -> (memref<133x32xf32>, memref<133x32xf32>) {
   %a = memref.alloc() : memref<32xf32>
   kernel.launch @twice grid [1, 1, 1] block [32, 1, 1] smem 0 (%a, %x) : memref<32xf32>, memref<32xf32>
   %b = memref.alloc() : memref<32xf32>
@@ -47,7 +69,9 @@ func.func @main(%x: memref<32xf32>) -> memref<133x32xf32> {
   kernel.launch @add grid [1, 1, 1] block [32, 1, 1] smem 0 (%c, %a, %b) : memref<32xf32>, memref<32xf32>, memref<32xf32>
   %d = memref.alloc() : memref<133x32xf32>
   kernel.launch @rows grid [133, 1, 1] block [32, 1, 1] smem 0 (%d, %c) : memref<133x32xf32>, memref<32xf32>
-  func.return %d : memref<133x32xf32>
+  %e = memref.alloc() : memref<133x32xf32>
+  kernel.launch @scaled_rows grid [133, 1, 1] block [32, 1, 1] smem 0 (%e, %y) : memref<133x32xf32>, memref<133x32xf32>
+  func.return %d, %e : memref<133x32xf32>, memref<133x32xf32>
 }
 
 // CHECK:      kernel.func @twice(%out: memref<32xf32>, %in: memref<32xf32>) block [32, 1, 1] {
@@ -58,6 +82,15 @@ func.func @main(%x: memref<32xf32>) -> memref<133x32xf32> {
 // CHECK:      kernel.func @add(
 // CHECK-NEXT:   kernel.wait_prior_grids
 // CHECK-NEXT:   kernel.launch_dependents
+// CHECK:      kernel.func @scaled_rows(
+// CHECK-NOT:    kernel.wait_prior_grids
+// CHECK:        scf.for %b = %bid to %n step %gdim {
+// CHECK:          scf.if %first {
+// CHECK-NEXT:       kernel.prefetch %w[%b, %c0] count 32 : memref<133x32xf32>
+// CHECK-NEXT:     }
+// CHECK-NEXT:     kernel.wait_prior_grids
+// CHECK-NEXT:     kernel.launch_dependents
+// CHECK-NEXT:     %v = kernel.load %w[%b, %t] : memref<133x32xf32>
 // CHECK:      func.func @main
 // CHECK:        kernel.launch @twice {{.*}} (%a, %x) {programmatic}
 // CHECK:        kernel.launch @twice {{.*}} (%b, %a) {programmatic}
@@ -85,6 +118,11 @@ func.func @main(%x: memref<32xf32>) -> memref<133x32xf32> {
 // CUDA:        asm volatile("griddepcontrol.wait;" ::: "memory");
 // CUDA-NEXT:   asm volatile("griddepcontrol.launch_dependents;");
 
+// CUDA:      scaled_rows(
+// CUDA:          asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" :  : "l"(__cvta_generic_to_global(&w[b * 32])), "r"(128) : "memory");
+// CUDA-NEXT:   }
+// CUDA-NEXT:   asm volatile("griddepcontrol.wait;" ::: "memory");
+
 // ARCH: kernel 'twice' uses kernel.wait_prior_grids, which needs sm_90 or newer; the target is sm_80
 
 // ERRORS BELOW
@@ -92,6 +130,9 @@ func.func @main(%x: memref<32xf32>) -> memref<133x32xf32> {
 // A programmatic launch of a kernel that does not wait could read what the previous kernel
 // is still writing.
 kernel.func @nowait(%out: memref<32xf32>) block [32, 1, 1] {
+  %t = kernel.thread_id x
+  %zero = arith.constant 0.0 : f32
+  kernel.store %zero, %out[%t] : memref<32xf32>
   kernel.return
 }
 func.func @bad() -> memref<32xf32> {
@@ -99,4 +140,23 @@ func.func @bad() -> memref<32xf32> {
   kernel.launch @nowait grid [1, 1, 1] block [32, 1, 1] smem 0 (%a) {programmatic} : memref<32xf32>
   func.return %a : memref<32xf32>
 }
-// ERR: a programmatic launch of @nowait, whose body does not begin with kernel.wait_prior_grids
+// ERR: a programmatic launch of @nowait, whose body touches memory before kernel.wait_prior_grids
+
+// -----
+// EARLY LOAD
+
+// Only prefetches, ids, declarations, index arithmetic and the lengths the host wrote may
+// come before the wait: here a load does.
+kernel.func @early(%out: memref<32xf32>, %in: memref<32xf32>) block [32, 1, 1] {
+  %t = kernel.thread_id x
+  %v = kernel.load %in[%t] : memref<32xf32>
+  kernel.wait_prior_grids
+  kernel.store %v, %out[%t] : memref<32xf32>
+  kernel.return
+}
+func.func @bad(%x: memref<32xf32>) -> memref<32xf32> {
+  %a = memref.alloc() : memref<32xf32>
+  kernel.launch @early grid [1, 1, 1] block [32, 1, 1] smem 0 (%a, %x) {programmatic} : memref<32xf32>, memref<32xf32>
+  func.return %a : memref<32xf32>
+}
+// EARLY: a programmatic launch of @early, whose body touches memory before kernel.wait_prior_grids
