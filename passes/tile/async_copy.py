@@ -46,6 +46,10 @@ slots nobody reads any more (in bounds, no branch in the loop). An async copy's 
 seen by ``tile-to-kernel``'s barrier placement: this pass orders it with the waits and the
 two barriers above, one barrier per chunk instead of two.
 
+A synchronous fill in front of the loop that shares no buffer with what lies between it
+and the loop (``flash-attention``'s queries) moves behind the prologue, so its loads are in
+flight beside the prologue's copies (:mod:`~llmopt.passes.tile._sink_stages`).
+
 With ``lag = L`` (option, 0 or 1) the loop fetches ``S-1-L`` chunks ahead instead (the
 prologue fills ``S-1-L``, the wait keeps ``S-2-L`` groups, the fill goes to slot
 ``(k0+S-1-L) mod S``) and is marked ``{llmopt.lag = L}``: a slot is refilled only ``L``
@@ -98,6 +102,7 @@ from llmopt.passes.tile._schedule import (
     padded_bytes,
     smem_budget,
 )
+from llmopt.passes.tile._sink_stages import sink_stages
 from llmopt.passes.tile.prefetch_stages import Fill, remap, staged_fills
 from llmopt.passes.tile.stage_inputs import addends, block_level_loop, const_int
 
@@ -308,6 +313,7 @@ class AsyncKLoop(RewritePattern):
         prologue = scf.ForOp(c0.result, cs.result, c1.result, [], Region(pro))
         prologue.attributes |= UNROLL | {"llmopt.role": StringAttr("prologue")}
         rewriter.insert(prologue, before)
+        sink_stages(op)  # a fill before the prologue (flash attention's queries) after it
 
         # Steady state: wait for chunk k0, then fetch chunk k0 + S-1-L.
         rewriter.insert([tile.AsyncWaitOp(ahead_by - 1), kernel.BarrierOp()],
