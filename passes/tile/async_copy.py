@@ -239,6 +239,7 @@ class AsyncKLoop(RewritePattern):
     carry: int
     lag: int = 0
     alone: int = 0
+    sink: bool = True
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: scf.ForOp, rewriter: PatternRewriter) -> None:
@@ -313,7 +314,8 @@ class AsyncKLoop(RewritePattern):
         prologue = scf.ForOp(c0.result, cs.result, c1.result, [], Region(pro))
         prologue.attributes |= UNROLL | {"llmopt.role": StringAttr("prologue")}
         rewriter.insert(prologue, before)
-        sink_stages(op)  # a fill before the prologue (flash attention's queries) after it
+        if self.sink:  # a fill before the prologue (flash attention's queries) after it
+            sink_stages(op)
 
         # Steady state: wait for chunk k0, then fetch chunk k0 + S-1-L.
         rewriter.insert([tile.AsyncWaitOp(ahead_by - 1), kernel.BarrierOp()],
@@ -444,7 +446,9 @@ class AsyncCopy(ModulePass):
     whose readers may still be in flight: 1 fetches ``S-2`` chunks ahead instead of ``S-1``,
     with at least three slots, for ``wgmma-fragments{pending=1}``; 0, the default: none),
     ``alone`` (1: the slots may take all the shared memory a block may use, the block then
-    running alone on its multiprocessor; 0, the default: half, so two blocks fit)."""
+    running alone on its multiprocessor; 0, the default: half, so two blocks fit), ``sink``
+    (default ``true``: a synchronous fill in front of the loop moves behind the prologue,
+    see the module docstring)."""
 
     name = "async-copy"
 
@@ -453,10 +457,11 @@ class AsyncCopy(ModulePass):
     carry: int = 0
     lag: int = 0
     alone: int = 0
+    sink: bool = True
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         if self.stages < 0:
             raise PassFailedException(f"async-copy: stages must be ≥ 0, got {self.stages}")
         PatternRewriteWalker(KeepLocation(AsyncKLoop(self.stages, self.arch, self.carry,
-                                                     self.lag, self.alone)),
+                                                     self.lag, self.alone, self.sink)),
                              apply_recursively=False).rewrite_module(op)

@@ -2,6 +2,7 @@
 // RUN: llm-opt %s -p 'flash-attention{splits=4 bn=16 group_heads=false}' | filecheck %s --check-prefix=ALONE
 // RUN: llm-opt %s -p 'flash-attention{splits=4 bn=16},loop-to-tile,async-copy,pad-shared,mma-fragments,vector-fragments,tile-to-kernel' --check-numerics --check-numerics-lengths 6 2>&1 >/dev/null | filecheck %s --check-prefix=NUM
 // RUN: llm-opt %s -p 'flash-attention{splits=4 bn=16},loop-to-tile,async-copy' | filecheck %s --check-prefix=ORDER
+// RUN: llm-opt %s -p 'flash-attention{splits=4 bn=16},loop-to-tile,async-copy{sink=false}' | filecheck %s --check-prefix=NOSINK
 // RUN: llm-opt %s -p 'flash-attention{group_heads=false},loop-to-tile,async-copy,pad-shared,mma-fragments,vector-fragments,tile-to-kernel' --check-numerics --check-numerics-lengths 3 2>&1 >/dev/null | filecheck %s --check-prefix=NUM
 // RUN: llm-opt %s -p 'flash-attention,loop-to-tile,async-copy,pad-shared,mma-fragments,vector-fragments,tile-to-kernel' --check-numerics --check-numerics-lengths 3 2>&1 >/dev/null | filecheck %s --check-prefix=NUM
 // A decode step's attention (one query a head, GQA: 4 query heads on 2 key/value heads, a
@@ -23,6 +24,9 @@
 // ORDER-NEXT:     loop.store
 // ORDER-NEXT:   } {llmopt.role = "stage"}
 // ORDER-NEXT:   scf.for %kb =
+// NOSINK:       } {llmopt.role = "stage"}
+// NOSINK:       llmopt.role = "prologue"}
+// NOSINK-NEXT:  scf.for %kb =
 
 // CHECK:      %acc_part = memref.alloc() : memref<4x1x4x1x16xf32>
 // CHECK-NEXT: %m_part = memref.alloc() : memref<4x1x4x1xf32>
