@@ -20,6 +20,10 @@ the same run. Writes ``decode-<gpu>.json`` and ``.md`` to ``--out-dir``.
 
     python3 bench/decode.py --models tinyllama --contexts 128 512 2000 --new 32
 
+``--variant NAME=PIPELINE`` (repeatable) also times llmopt lowered by another pipeline, in
+the same process after the default one, as system ``llmopt[NAME]``: an A/B of a schedule
+option against the default under the same conditions.
+
 A run's Generators (one per model and dtype) can be built first, all at once, each in its
 own process (``--prebuild-jobs N``): lowering is single-threaded Python, so on a host of many
 cores the builds overlap, and the measuring process then finds every program in the compile
@@ -220,18 +224,21 @@ def build_only(args: argparse.Namespace) -> int:
 def prebuild(args: argparse.Namespace) -> dict[str, tuple[float, dict[str, float]]]:
     """Every model's and dtype's Generator built by ``--build-only`` processes,
     ``--prebuild-jobs`` at a time; their cold build times by ``model/dtype``."""
-    jobs = [(m, d) for m in args.models for d in args.dtypes]
+    pipelines = [args.pipeline, *args.variants.values()]  # the variants fill the cache
+    jobs = [(m, d, p) for m in args.models for d in args.dtypes for p in pipelines]
     common = ["--contexts", *map(str, args.contexts), "--new", str(args.new),
-              "--seed", str(args.seed), "--pipeline", args.pipeline, "--build-only"]
+              "--seed", str(args.seed), "--build-only"]
     done: dict[str, tuple[float, dict[str, float]]] = {}
     began = time.perf_counter()
     for start in range(0, len(jobs), args.prebuild_jobs):
-        procs = [subprocess.Popen([sys.executable, __file__, "--models", m, "--dtypes", d,
-                                   *common], stdout=subprocess.PIPE, text=True)
-                 for m, d in jobs[start:start + args.prebuild_jobs]]
-        for proc in procs:
+        procs = [(p, subprocess.Popen([sys.executable, __file__, "--models", m, "--dtypes", d,
+                                       "--pipeline", p, *common], stdout=subprocess.PIPE,
+                                      text=True))
+                 for m, d, p in jobs[start:start + args.prebuild_jobs]]
+        for pipeline, proc in procs:
             out, _ = proc.communicate()
-            done |= read_builds(out)
+            if pipeline == args.pipeline:  # cold times are reported for the main pipeline
+                done |= read_builds(out)
     print(f"# prebuilt {sorted(done)} in {time.perf_counter() - began:.1f} s "
           f"({args.prebuild_jobs} at a time)", flush=True)
     return done
@@ -245,6 +252,22 @@ def read_builds(text: str) -> dict[str, tuple[float, dict[str, float]]]:
             rec = json.loads(line)
             builds[rec["build"]] = (rec["seconds"], rec["timings"])
     return builds
+
+
+def _variant(text: str) -> tuple[str, str]:
+    """``NAME=PIPELINE`` of ``--variant``."""
+    name, sep, pipeline = text.partition("=")
+    if not sep or not name or not pipeline:
+        raise ValueError(f"--variant takes NAME=PIPELINE, got {text!r}")
+    return name, pipeline
+
+
+def timed(gen: Any, prompt: torch.Tensor, new: int) -> Any:
+    """The median of three generations of ``new`` tokens, after one that warms every
+    kernel up and captures the decode graph."""
+    gen.generate(prompt, 8)
+    runs = [gen.generate(prompt, new) for _ in range(3)]
+    return sorted(runs, key=lambda r: r.decode_seconds)[1]
 
 
 def main() -> int:
@@ -261,6 +284,11 @@ def main() -> int:
     parser.add_argument("--pipeline", default="lower-to-cuda",
                         help="the pass pipeline llmopt's programs are lowered by (e.g. "
                         "llmopt.registry.without('lower-to-cuda', 'programmatic-launch'))")
+    parser.add_argument("--variant", action="append", default=[], metavar="NAME=PIPELINE",
+                        help="also time llmopt lowered by PIPELINE, reported as system "
+                        "llmopt[NAME] beside the others of the same run (repeatable; e.g. "
+                        "nopf=\"$(python3 -c 'from llmopt import registry as r; print(r."
+                        "with_options(\"lower-to-cuda\", \"warp-gemv{prefetch_bytes=0}\"))')\")")
     parser.add_argument("--out-dir", type=Path, default=Path("bench/results"))
     parser.add_argument("--merge", type=Path, nargs="+", metavar="JSON",
                         help="only write the results of these runs as one (no GPU needed)")
@@ -274,6 +302,10 @@ def main() -> int:
                         help="cold build times printed by earlier --build-only runs (their "
                         "Generators then load from the compile cache here)")
     args = parser.parse_args()
+    try:
+        args.variants = dict(_variant(v) for v in args.variant)
+    except ValueError as err:
+        parser.error(str(err))
     if args.merge:
         return merge_results(args.merge, args.out_dir, "h200")
     if args.build_only:
@@ -311,13 +343,14 @@ def main() -> int:
                   f"{gen.timings}", flush=True)
             builds[f"{name}/{dtype_name}"] = {"cold_s": compile_s, "cold": cold,
                                               "warm_s": warm_s, "warm": dict(gen.timings)}
+            variant_gens = {key: llmopt.Generator(model, max_ctx=max_ctx, device="cuda",
+                                                  pipeline=spec)
+                            for key, spec in args.variants.items()}
             for context in args.contexts:
                 g = torch.Generator().manual_seed(args.seed + context)
                 prompt = torch.randint(0, model.config.vocab_size, (1, context), generator=g)
                 prompt = prompt.cuda()
-                gen.generate(prompt, 8)  # warm up every kernel, capture the graph
-                runs = [gen.generate(prompt, args.new) for _ in range(3)]
-                ours = sorted(runs, key=lambda r: r.decode_seconds)[1]  # the median
+                ours = timed(gen, prompt, args.new)
                 hf_tokens, hf_s = hf_generate(model, prompt, args.new)
                 systems: dict[str, dict[str, Any]] = {}
                 steps = args.new - 1
@@ -328,6 +361,11 @@ def main() -> int:
                 if ours.tokens != hf_tokens:
                     systems["llmopt"]["divergence"] = divergence(
                         model, prompt[0].tolist(), ours.tokens, hf_tokens)
+                for key, other in variant_gens.items():  # the same run, other pipelines
+                    theirs = timed(other, prompt, args.new)
+                    systems[f"llmopt[{key}]"] = measure(theirs.tokens,
+                                                        theirs.decode_seconds / steps,
+                                                        hf_tokens, nbytes, bandwidth)
                 systems["hf_eager"] = measure(hf_tokens, hf_s / steps, hf_tokens, nbytes,
                                                bandwidth)
                 st_tokens, st_s = static_decode(model, prompt, args.new, max_ctx, False)
@@ -351,7 +389,7 @@ def main() -> int:
                 print(f"{name} {dtype_name} ctx {context}: {line}", flush=True)
             if args.profile:
                 records[-1]["profile"] = profile_decode(gen, args.contexts[-1])
-            del gen, model
+            del gen, model, variant_gens
             torch.cuda.empty_cache()
     tag = gpu.split()[-1].lower()
     meta = {"gpu": gpu, "copy_bandwidth_bytes_s": bandwidth, "torch": torch.__version__,
