@@ -492,7 +492,23 @@ def _remap(amap: AffineMap, operands: Sequence[SSAValue], merged: Sequence[SSAVa
     return amap.replace_dims_and_symbols(dims, [], len(merged), 0)
 
 
-class CopyBase(IRDLOperation):
+class _Counted:
+    """The ``count`` and ``clamp`` properties of an op taking ``count`` consecutive
+    elements, read through these two accessors."""
+
+    @property
+    def clamped(self) -> bool:
+        """Whether the coordinates are clamped into the (source) buffer."""
+        return getattr(self, "clamp") is not None  # noqa: B009 (an IRDL property)
+
+    @property
+    def elements(self) -> int:
+        """How many consecutive elements the op takes (``count``)."""
+        count: IntegerAttr = getattr(self, "count")  # noqa: B009 (an IRDL property)
+        return count.value.data
+
+
+class CopyBase(_Counted, IRDLOperation):
     """A copy of ``count`` consecutive innermost elements by each executing thread:
     ``src[src_map(indices) + (0, ..., 0, e)]`` to ``dst[dst_map(indices) + (0, ..., 0, e)]``
     for ``e < count``. Both accesses are affine maps of the same ``index`` operands;
@@ -522,16 +538,6 @@ class CopyBase(IRDLOperation):
         if clamp:
             props["clamp"] = UnitAttr()
         super().__init__(operands=[src, dst, list(indices)], properties=props)
-
-    @property
-    def clamped(self) -> bool:
-        """Whether the source coordinates are clamped into the source buffer."""
-        return self.clamp is not None
-
-    @property
-    def elements(self) -> int:
-        """How many elements each copy moves (``count``)."""
-        return self.count.value.data
 
     def verify_(self) -> None:
         verify_access(self, self.src, self.src_map.data, self.indices)
@@ -609,7 +615,7 @@ class AsyncCopyOp(CopyBase):
 
 
 @irdl_op_definition
-class PrefetchOp(IRDLOperation):
+class PrefetchOp(_Counted, IRDLOperation):
     """``tile.prefetch %w[(%nb * 8) + %r, 0] clamp count 2048 : memref<2048x2048xbf16>``:
     each executing thread asks for ``count`` consecutive innermost elements of a kernel
     buffer (global memory), from the coordinate on, to be brought into the L2 cache ahead of
@@ -635,16 +641,6 @@ class PrefetchOp(IRDLOperation):
         if clamp:
             props["clamp"] = UnitAttr()
         super().__init__(operands=[buffer, list(indices)], properties=props)
-
-    @property
-    def clamped(self) -> bool:
-        """Whether the coordinates are clamped into the buffer."""
-        return self.clamp is not None
-
-    @property
-    def elements(self) -> int:
-        """How many elements the prefetch asks for (``count``)."""
-        return self.count.value.data
 
     def verify_(self) -> None:
         verify_access(self, self.buffer, self.map.data, self.indices)

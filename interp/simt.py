@@ -397,22 +397,34 @@ class SimtEvaluator:
         last = np.asarray(indices[-1]) + step
         shape = buffer.shape[len(prefix):]
         checked = self.check_bounds(op, shape, [*indices[:-1], last], self.mask)
-        strides, offset = typ.get_strides(), typ.get_offset()
-        if strides is not None and offset is not None and None not in strides and count > 1:
-            first: Value = int(offset)
-            for idx, stride in zip(indices, strides, strict=True):
-                first = first + np.asarray(idx) * int(stride)  # type: ignore[arg-type]
-            bad = np.asarray(first % count != 0)
-            if self.mask is not None:
-                bad = bad & self.mask
-            if bad.any():
-                full = np.broadcast_to(bad, np.broadcast_shapes(bad.shape, self.frame))
-                point = np.unravel_index(int(np.argmax(full)), full.shape)
-                at = int(np.broadcast_to(first, full.shape)[point])
+        if count > 1:
+            found = self.misaligned(typ, indices, count)
+            if found is not None:
+                at, where = found
                 raise error(InterpretError, op, f"misaligned copy: element offset {at} is not "
                             f"a multiple of {count} (the copy moves {count} elements) at "
-                            f"{self.describe_point(point)}")
+                            f"{where}")
         return [*prefix, *checked]
+
+    def misaligned(self, typ: MemRefType, indices: Sequence[Value], multiple: int
+                   ) -> tuple[int, str] | None:
+        """The element offset (from the strides and offset of ``typ``) of ``indices`` at
+        the first active point where it is no multiple of ``multiple``, and that point
+        described; ``None`` where every one is (or the layout is not static)."""
+        strides, offset = typ.get_strides(), typ.get_offset()
+        if strides is None or offset is None or None in strides:
+            return None
+        first: Value = int(offset)
+        for idx, stride in zip(indices, strides, strict=True):
+            first = first + np.asarray(idx) * int(stride)  # type: ignore[arg-type]
+        bad = np.asarray(first % multiple != 0)
+        if self.mask is not None:
+            bad = bad & self.mask
+        if not bad.any():
+            return None
+        full = np.broadcast_to(bad, np.broadcast_shapes(bad.shape, self.frame))
+        point = np.unravel_index(int(np.argmax(full)), full.shape)
+        return int(np.broadcast_to(first, full.shape)[point]), self.describe_point(point)
 
     def check_prefetch(self, op: Operation, shape: Sequence[int], indices: Sequence[Value],
                        typ: MemRefType, count: int) -> None:
@@ -424,23 +436,12 @@ class SimtEvaluator:
         last = np.asarray(indices[-1]) + (count - 1)
         self.check_bounds(op, shape, [*indices[:-1], indices[-1]], self.mask)
         self.check_bounds(op, shape, [*indices[:-1], last], self.mask)
-        strides, offset = typ.get_strides(), typ.get_offset()
-        width = typ.element_type.bitwidth // 8  # type: ignore[attr-defined]
-        if strides is None or offset is None or None in strides:
-            return
-        first: Value = int(offset)
-        for idx, stride in zip(indices, strides, strict=True):
-            first = first + np.asarray(idx) * int(stride)  # type: ignore[arg-type]
-        bad = np.asarray(first * width % PREFETCH_GRANULE != 0)
-        if self.mask is not None:
-            bad = bad & self.mask
-        if bad.any():
-            full = np.broadcast_to(bad, np.broadcast_shapes(bad.shape, self.frame))
-            point = np.unravel_index(int(np.argmax(full)), full.shape)
-            at = int(np.broadcast_to(first, full.shape)[point])
+        elements = PREFETCH_GRANULE // (typ.element_type.bitwidth // 8)  # type: ignore[attr-defined]
+        found = self.misaligned(typ, indices, max(elements, 1))
+        if found is not None:
+            at, where = found
             raise error(InterpretError, op, f"misaligned prefetch: element offset {at} is not "
-                        f"at a multiple of {PREFETCH_GRANULE} bytes at "
-                        f"{self.describe_point(point)}")
+                        f"at a multiple of {PREFETCH_GRANULE} bytes at {where}")
 
     def copy_lanes(self, arrays: Sequence[Value], count: int
                    ) -> tuple[list[np.ndarray], np.ndarray]:

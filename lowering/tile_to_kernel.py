@@ -397,6 +397,15 @@ class LowerLoad(RewritePattern):
         rewriter.replace(op, new)
 
 
+def _source(op: tile.CopyBase | tile.PrefetchOp, affine: AffineEmitter, buffer: SSAValue,
+            amap: AffineMap) -> list[SSAValue]:
+    """The indices of the first of the ``count`` elements ``op`` takes from ``buffer``,
+    clamped into it for a ``clamp`` op (the innermost to ``extent - count``)."""
+    if op.clamped:
+        return affine.clamped(amap, clamp_shape(op, buffer), op.elements)
+    return affine.results(amap)
+
+
 @dataclass
 class LowerCopy(RewritePattern):
     """``tile.copy``/``tile.async_copy %s[map_s(ivs)] to %d[map_d(ivs)]`` → index arithmetic
@@ -406,10 +415,7 @@ class LowerCopy(RewritePattern):
     def match_and_rewrite(self, op: tile.CopyBase, rewriter: PatternRewriter) -> None:
         emit = Emitter(rewriter, InsertPoint.before(op))
         affine = AffineEmitter(emit, op.indices)
-        if op.clamped:
-            src = affine.clamped(op.src_map.data, clamp_shape(op, op.src), op.elements)
-        else:
-            src = affine.results(op.src_map.data)
+        src = _source(op, affine, op.src, op.src_map.data)
         dst = affine.results(op.dst_map.data)
         cls = kernel.AsyncCopyOp if isinstance(op, tile.AsyncCopyOp) else kernel.CopyOp
         new = cls(op.src, src, op.dst, dst, op.elements)
@@ -424,13 +430,9 @@ class LowerPrefetch(RewritePattern):
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: tile.PrefetchOp, rewriter: PatternRewriter) -> None:
-        emit = Emitter(rewriter, InsertPoint.before(op))
-        affine = AffineEmitter(emit, op.indices)
-        if op.clamped:
-            indices = affine.clamped(op.map.data, clamp_shape(op, op.buffer), op.elements)
-        else:
-            indices = affine.results(op.map.data)
-        new = kernel.PrefetchOp(op.buffer, indices, op.elements)
+        affine = AffineEmitter(Emitter(rewriter, InsertPoint.before(op)), op.indices)
+        new = kernel.PrefetchOp(op.buffer, _source(op, affine, op.buffer, op.map.data),
+                                op.elements)
         new.attributes |= op.attributes
         rewriter.replace(op, new)
 
