@@ -1,0 +1,211 @@
+"""``tile-to-kernel``'s loops: ``loop.for``/``loop.reduce``, foralls over blocks and
+threads, and cooperative reductions (warp shuffles and a shared-memory step)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.dialects import arith, scf
+from xdsl.dialects.builtin import (
+    IntegerAttr,
+    MemRefType,
+    i64,
+)
+from xdsl.ir import Block, Region, SSAValue
+from xdsl.pattern_rewriter import (
+    PatternRewriter,
+    RewritePattern,
+    op_type_rewrite_pattern,
+)
+from xdsl.rewriter import InsertPoint
+
+from llmopt.dialects import kernel, loop, tile
+from llmopt.lowering._kernel_emit import (
+    INDEX,
+    MAX_UNROLLED_ROUNDS,
+    SHUFFLE_OFFSETS,
+    Emitter,
+    accumulate_body,
+    check_reducible,
+    combiner,
+    enclosing_func,
+    hoist_to_func,
+    identity,
+)
+from llmopt.passes._rewrite import fail
+from llmopt.target import WARP
+
+
+@dataclass
+class LowerFor(RewritePattern):
+    """``loop.for %i = 0 to n`` → ``scf.for %i = 0 to n step 1``."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: loop.ForOp, rewriter: PatternRewriter) -> None:
+        emit = Emitter(rewriter, InsertPoint.before(op))
+        lb, ub, step = emit.index(0), op.bound or emit.index(op.trip_count), emit.index(1)
+        body = rewriter.move_region_contents_to_new_regions(op.body)
+        body.block.add_op(scf.YieldOp())
+        new = scf.ForOp(lb, ub, step, [], body)
+        new.attributes |= op.attributes
+        rewriter.replace(op, new)
+
+
+@dataclass
+class LowerReduce(RewritePattern):
+    """``loop.reduce`` → ``scf.for`` with one accumulator starting at the identity."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: loop.ReduceOp, rewriter: PatternRewriter) -> None:
+        kind, typ = op.kind.data, op.result.type
+        check_reducible(op, kind, typ)
+        emit = Emitter(rewriter, InsertPoint.before(op))
+        lb, ub, step = emit.index(0), op.bound or emit.index(op.trip_count), emit.index(1)
+        init = emit(identity(kind, typ))
+        body = rewriter.move_region_contents_to_new_regions(op.body)
+        accumulate_body(body, kind, typ, rewriter)
+        new = scf.ForOp(lb, ub, step, [init], body)
+        new.attributes |= op.attributes
+        rewriter.replace(op, new)
+
+
+def runtime_points(op: tile.ForallOp, emit: Emitter) -> SSAValue:
+    """The number of points of ``op``: a constant, or the product of its runtime extents and
+    the constant product of the others."""
+    sizes = op.runtime_sizes
+    static = 1
+    for k, e in enumerate(op.shape):
+        if k not in sizes:
+            static *= e
+    if not sizes:
+        return emit.index(static)
+    points: SSAValue | None = None
+    for k in sorted(sizes):
+        points = sizes[k] if points is None else emit(arith.MuliOp(points, sizes[k]))
+    assert points is not None
+    if static != 1:
+        points = emit(arith.MuliOp(points, emit.index(static)))
+    return points
+
+
+@dataclass
+class LowerForall(RewritePattern):
+    """``tile.forall`` → a strided ``scf.for`` over the linearised points + delinearisation."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: tile.ForallOp, rewriter: PatternRewriter) -> None:
+        emit = Emitter(rewriter, InsertPoint.before(op))
+        mapping = op.mapping.data
+        if mapping == "threads":
+            bid = emit(kernel.BlockIdOp("x"))
+            bdim = emit(kernel.BlockDimOp("x"))
+            tid = emit(kernel.ThreadIdOp("x"))
+            first = emit(arith.AddiOp(emit(arith.MuliOp(bid, bdim)), tid))
+            stride = emit(arith.MuliOp(emit(kernel.GridDimOp("x")), bdim))
+        elif mapping == "blocks":
+            first = emit(kernel.BlockIdOp("x"))
+            stride = emit(kernel.GridDimOp("x"))
+        fn = enclosing_func(op)
+        threads = fn.block_shape[0] if fn is not None and fn.block_shape[1:] == (1, 1) else 0
+        sizes = op.runtime_sizes
+        if sizes:  # the point count is only known at runtime: the plain strided loop
+            threads = 0
+        one_each = mapping == "block_threads" and threads == op.points
+        rounds = op.points // threads if mapping == "block_threads" and threads else 0
+        even = rounds > 1 and op.points % threads == 0 and rounds <= MAX_UNROLLED_ROUNDS
+        if mapping == "block_threads":
+            first = emit(kernel.ThreadIdOp("x"))
+            if not (one_each or even):
+                stride = emit(kernel.BlockDimOp("x"))
+        block = Block(arg_types=[INDEX])
+        p = block.args[0]
+        p.name_hint = "p"
+        inner = Emitter(rewriter, InsertPoint.at_end(block))
+        if one_each:  # every thread owns exactly its own point: no loop, no guard
+            inner = emit
+            p = first
+        elif even:  # every thread owns `rounds` points: a fixed, unrolled loop over them
+            p.name_hint = "round"
+            p = inner(arith.AddiOp(inner(arith.MuliOp(p, inner.index(threads))), first))
+        ivs: list[SSAValue] = [p] * len(op.shape)
+        rest = p
+        for k in range(len(op.shape) - 1, -1, -1):
+            extent = op.shape[k]
+            if extent == 1 and k not in sizes:
+                ivs[k] = inner.index(0)
+            elif all(e == 1 and d not in sizes for d, e in enumerate(op.shape[:k])):
+                ivs[k] = rest  # rest < extent already
+            else:
+                by = sizes[k] if k in sizes else inner.index(extent)
+                ivs[k] = inner(arith.RemUIOp(rest, by))
+                rest = inner(arith.DivUIOp(rest, by))
+        for old, new in zip(op.ivs, ivs, strict=True):
+            if not isinstance(new.owner, arith.ConstantOp) and new is not first:
+                new.name_hint = old.name_hint or new.name_hint
+        if one_each:
+            rewriter.inline_block(op.body.block, InsertPoint.before(op), ivs)
+            rewriter.erase(op)
+            return
+        rewriter.inline_block(op.body.block, InsertPoint.at_end(block), ivs)
+        for new in ivs:
+            if isinstance(new.owner, arith.ConstantOp):
+                new.name_hint = None  # a constant shared by several uses keeps no iv's name
+        block.add_op(scf.YieldOp())
+        if even:
+            new_loop = scf.ForOp(emit.index(0), emit.index(rounds), emit.index(1), [],
+                                 Region(block))
+            new_loop.attributes["unroll"] = IntegerAttr(0, i64)
+        else:
+            new_loop = scf.ForOp(first, runtime_points(op, emit), stride, [], Region(block))
+        new_loop.attributes |= op.attributes
+        rewriter.replace(op, new_loop)
+
+
+@dataclass
+class LowerCoopReduce(RewritePattern):
+    """``tile.coop_reduce`` → strided private fold, warp shuffles, shared-memory step."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: tile.CoopReduceOp, rewriter: PatternRewriter) -> None:
+        fn = enclosing_func(op)
+        if fn is None:
+            raise fail(op, "tile.coop_reduce outside a kernel")
+        threads = fn.block_shape[0]
+        if threads % WARP or fn.block_shape[1:] != (1, 1):
+            raise fail(op, f"a cooperative reduction needs a block of a multiple of {WARP} "
+                           f"threads along x, got {list(fn.block_shape)}")
+        kind, typ = op.kind.data, op.result.type
+        check_reducible(op, kind, typ)
+        emit = Emitter(rewriter, InsertPoint.before(op))
+        tid = emit(kernel.ThreadIdOp("x"))
+        init = emit(identity(kind, typ))
+        body = rewriter.move_region_contents_to_new_regions(op.body)
+        accumulate_body(body, kind, typ, rewriter)
+        ub = op.bound or emit.index(op.trip_count)
+        fold = scf.ForOp(tid, ub, emit.index(threads), [init], body)
+        partial = emit(fold)
+        partial.name_hint = "partial"
+        for offset in SHUFFLE_OFFSETS:
+            other = emit(kernel.ShuffleXorOp(partial, offset))
+            partial = emit(combiner(kind, partial, other))
+        warps = threads // WARP
+        if warps > 1:
+            shared = kernel.SharedOp(MemRefType(typ, [warps]))
+            shared.result.name_hint = "partials"
+            hoist_to_func(fn, shared, rewriter)
+            lane = emit(arith.RemUIOp(tid, emit.index(WARP)))
+            warp = emit(arith.DivUIOp(tid, emit.index(WARP)))
+            leader = emit(arith.CmpiOp(lane, emit.index(0), "eq"))
+            emit.op(scf.IfOp(leader, [], [kernel.StoreOp(partial, shared.result, [warp]),
+                                          scf.YieldOp()]))
+            emit.op(kernel.BarrierOp())
+            block = Block(arg_types=[INDEX, typ])
+            w, acc = block.args
+            w.name_hint, acc.name_hint = "w", "acc"
+            value = kernel.LoadOp(shared.result, [w])
+            combined = combiner(kind, acc, value.result)
+            block.add_ops([value, combined, scf.YieldOp(combined.results[0])])
+            partial = emit(scf.ForOp(emit.index(0), emit.index(warps), emit.index(1), [init],
+                                     Region(block)))
+            emit.op(kernel.BarrierOp())
+        rewriter.replace(op, [], [partial])
