@@ -18,6 +18,16 @@ nothing is read early; the wait comes before every other op (``lengths-in-memory
 it first when it adds the loads of the lengths). A kernel launched without the attribute
 (a launch the driver does not serialize programmatically) passes the wait at once.
 
+A kernel that asks for data ahead (``kernel.prefetch``: ``warp-gemv``'s weight rows) waits
+after its prefetches instead: the prologue goes in front of the first op that touches
+memory, and where that op's regions (the loop over the blocks, a fused member's branch)
+prefetch first, into those regions, in front of their own first such op (again on each
+later path, since a wait that has returned returns at once). The prefetches then run while
+the grid in front still does: a hint changes no value, so it needs no wait. Such a kernel
+reads its lengths before the wait too (``lengths-in-memory``), which the host wrote before
+any kernel ran. ``kernel.launch``'s verifier checks the placement: nothing but prefetches,
+declarations, ids, index arithmetic and length loads before a wait on any path.
+
 **Spreading** (option ``spread``, 1 = on, the default): a programmatic grid is placed
 while the grid in front of it still holds most multiprocessors, so its blocks land where
 room frees first, several to a multiprocessor when they fit, and a grid of at most one
