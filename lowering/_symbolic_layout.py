@@ -77,7 +77,7 @@ def _host_extents(value: SSAValue) -> list[SSAValue] | None:
 
 
 def _fail(op: Operation, message: str) -> PassFailedException:
-    from llmopt.lowering.loop_to_tile import fail
+    from llmopt.passes._rewrite import fail
 
     return fail(op, message)
 

@@ -52,7 +52,7 @@ from llmopt.lowering._torch_shapes import (
     broadcast_map,
     reshape_map,
 )
-from llmopt.lowering.loop_to_tile import fail
+from llmopt.passes._rewrite import fail
 
 
 class ScalarBuilder:

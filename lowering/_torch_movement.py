@@ -35,7 +35,7 @@ from llmopt.lowering._extents import (
 )
 from llmopt.lowering._torch_emit import Emitter, _finish, _result_element, _result_shape
 from llmopt.lowering._torch_shapes import _dims, _shape
-from llmopt.lowering.loop_to_tile import fail
+from llmopt.passes._rewrite import fail
 
 
 class LowerTranspose(RewritePattern):

@@ -23,7 +23,7 @@ from llmopt.lowering._torch_emit import (
     _result_shape,
 )
 from llmopt.lowering._torch_shapes import _shape, accumulator_type
-from llmopt.lowering.loop_to_tile import fail
+from llmopt.passes._rewrite import fail
 
 
 class LowerReduction(RewritePattern):

@@ -45,16 +45,18 @@ so units that touch a buffer another one writes go to a new ``tile.kernel`` (nam
 ``<name>_1``, ...), launched after it. Why: this is the simplest schedule that is correct
 for every Loop IR kernel and still coalesced and parallel for the shapes of LLM layers; the
 scheduling passes at Tile IR refine it.
+
+The loop nests' bands and units live in ``_loop_bands``, the Tile IR built from them in
+``_loop_build``; this module chooses each unit's schedule and drives the rewrite.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
 from xdsl.context import Context
-from xdsl.dialects import arith
-from xdsl.dialects.builtin import IndexType, ModuleOp, StringAttr
+from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.ir.affine import AffineDimExpr
 from xdsl.passes import ModulePass
@@ -64,142 +66,29 @@ from xdsl.pattern_rewriter import (
     RewritePattern,
     op_type_rewrite_pattern,
 )
-from xdsl.rewriter import InsertPoint, Rewriter
-from xdsl.traits import IsTerminator, is_side_effect_free
+from xdsl.rewriter import Rewriter
 from xdsl.utils.exceptions import PassFailedException
 
 from llmopt.dialects import loop, tile
-from llmopt.lowering._extents import ExtentError, minimum_of
+from llmopt.lowering._loop_bands import (
+    MAX_GRID,
+    MAX_POINTS,
+    Schedule,
+    band_body,
+    phases,
+    product,
+    round_up,
+    split_units,
+)
+from llmopt.lowering._loop_build import (
+    band_sizes,
+    build_unit,
+    move_into,
+    runtime_grid,
+)
 from llmopt.lowering._symbols import unique_name
 from llmopt.passes._rewrite import KeepLocation, fail
 from llmopt.target import ARCH, DEFAULT_ARCH, MAX_THREADS_PER_BLOCK, WARP
-
-MAX_GRID = 2**31 - 1
-MAX_POINTS = 2**63 - 1
-
-
-def round_up(value: int, multiple: int) -> int:
-    """The least multiple of ``multiple`` that is at least ``value``."""
-    return -(-value // multiple) * multiple
-
-
-def product(values: Iterable[int]) -> int:
-    """The product of ``values`` (1 for none)."""
-    n = 1
-    for v in values:
-        n *= v
-    return n
-
-
-def is_pure_scalar(op: Operation) -> bool:
-    """A region-less op without side effects (``arith``/``math``): free to recompute or move."""
-    return not op.regions and not op.has_trait(IsTerminator) and is_side_effect_free(op)
-
-
-def accessed_buffers(ops: Iterable[Operation]) -> tuple[set[SSAValue], set[SSAValue]]:
-    """The buffers read and written by ``ops`` and everything nested in them."""
-    reads: set[SSAValue] = set()
-    writes: set[SSAValue] = set()
-    for top in ops:
-        for op in top.walk():
-            if isinstance(op, loop.LoadOp):
-                reads.add(op.buffer)
-            elif isinstance(op, loop.StoreOp):
-                writes.add(op.buffer)
-    return reads, writes
-
-
-# --- bands ---------------------------------------------------------------------------------------
-
-
-def sink_into_inner_loop(block: Block) -> None:
-    """If ``block`` holds one ``loop.for`` beside only side-effect-free scalar ops and loads
-    used nowhere but in that loop, move those ops to the front of the loop's body.
-
-    Loads are moved only from buffers the inner loop does not write, so each moved op
-    computes the same value inside the loop as before it.
-    """
-    inner_loops = [op for op in block.ops if isinstance(op, loop.ForOp)]
-    if len(inner_loops) != 1:
-        return
-    inner = inner_loops[0]
-    others = [op for op in block.ops if op is not inner]
-    if not others:
-        return
-    if not all(is_pure_scalar(op) or isinstance(op, loop.LoadOp) for op in others):
-        return
-    moved = set(others)
-    for op in others:
-        for result in op.results:
-            for use in result.uses:
-                if use.operation not in moved and not inner.is_ancestor(use.operation):
-                    return
-    _, written = accessed_buffers([inner])
-    if any(isinstance(op, loop.LoadOp) and op.buffer in written for op in others):
-        return
-    target = inner.body.block
-    anchor = target.first_op
-    for op in others:
-        op.detach()
-        if anchor is None:
-            target.add_op(op)
-        else:
-            target.insert_op_before(op, anchor)
-
-
-def perfect_band(outer: loop.ForOp) -> list[loop.ForOp]:
-    """The maximal perfect chain of ``loop.for`` starting at ``outer`` (sinking scalar ops
-    into single inner loops first, see :func:`sink_into_inner_loop`)."""
-    band = [outer]
-    while True:
-        body = band[-1].body.block
-        sink_into_inner_loop(body)
-        ops = list(body.ops)
-        if len(ops) == 1 and isinstance(ops[0], loop.ForOp):
-            band.append(ops[0])
-        else:
-            return band
-
-
-def band_body(band: Sequence[loop.ForOp]) -> Block:
-    """The body of the band's innermost loop."""
-    return band[-1].body.block
-
-
-def fold_band_into(band: Sequence[loop.ForOp], forall: tile.ForallOp,
-                   rewriter: PatternRewriter) -> None:
-    """Move the band's innermost body into ``forall`` (band ivs → forall ivs); erase the band."""
-    for loop_op, iv in zip(band[:-1], forall.ivs, strict=False):
-        loop_op.iv.replace_all_uses_with(iv)
-    inner = band[-1].body.block
-    rewriter.inline_block(inner, InsertPoint.at_end(forall.body.block), [forall.ivs[-1]])
-    rewriter.erase(band[0])
-
-
-# --- schedules -----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Schedule:
-    """The mapping chosen for one unit: ``blocks`` (row schedule) or ``threads``."""
-
-    mapping: str
-    extents: tuple[int, ...]
-    threads: int
-    """threads per block this unit asks for (a multiple of a warp)"""
-    sizes: dict[int, SSAValue] = field(default_factory=dict[int, SSAValue])
-    """the dims of ``extents`` (then maxima) that run to a runtime bound, and that bound"""
-
-    @property
-    def points(self) -> int:
-        """Points of the iteration space the forall covers."""
-        return product(self.extents)
-
-    def grid(self, threads_per_block: int, max_grid: int) -> int:
-        """Blocks this unit needs when the kernel runs ``threads_per_block`` threads a block."""
-        if self.mapping == "blocks":
-            return max(1, min(self.points, max_grid))
-        return max(1, min(-(-self.points // threads_per_block), max_grid))
 
 
 def inner_nest_points(op: loop.ForOp) -> int:
@@ -281,294 +170,6 @@ def choose_schedule(extents: Sequence[int], body: Block, block_size: int,
         threads = min(block_size, round_up(width, WARP))
         return Schedule("blocks", tuple(extents), threads)
     return Schedule("threads", tuple(extents), min(block_size, round_up(points, WARP)))
-
-
-# --- units ---------------------------------------------------------------------------------------
-
-
-@dataclass
-class Unit:
-    """Top-level ops of a kernel body that become one forall."""
-
-    ops: list[Operation]
-    band: list[loop.ForOp] = field(default_factory=list[loop.ForOp])
-    schedule: Schedule | None = None
-
-    @property
-    def anchor(self) -> Operation:
-        """The unit's first op: its forall is inserted there."""
-        return self.ops[0]
-
-    def conflicts_with(self, other: Unit) -> bool:
-        """Whether running both without a grid-wide barrier could race."""
-        reads, writes = accessed_buffers(self.ops)
-        other_reads, other_writes = accessed_buffers(other.ops)
-        return bool(writes & (other_reads | other_writes) or other_writes & reads)
-
-
-def split_units(kernel: loop.KernelOp) -> tuple[list[Operation], list[Unit]]:
-    """Cut the kernel body into the top-level scalar ops kept in place and the units."""
-    block = kernel.body.block
-    shared: list[Operation] = []
-    units: list[Unit] = []
-    owner: dict[Operation, Unit] = {}
-    run: Unit | None = None
-    for op in list(block.ops):
-        if isinstance(op, loop.ForOp):
-            run = None
-            unit = Unit([op])
-            units.append(unit)
-        elif is_pure_scalar(op) and not any(
-            isinstance(v.owner, Operation) and v.owner in owner for v in op.operands
-        ):
-            shared.append(op)
-            continue
-        else:
-            if run is None:
-                run = Unit([])
-                units.append(run)
-            run.ops.append(op)
-            unit = run
-        owner[op] = unit
-    # Shared ops depend only on block arguments and earlier shared ops: hoisting them above
-    # every unit keeps them defined before the foralls that replace the units use them.
-    if units:
-        first = units[0].anchor
-        for op in shared:
-            op.detach()
-            block.insert_op_before(op, first)
-    units = merge_connected(units, block, owner)
-    for unit in units:
-        for op in unit.ops:
-            for result in op.results:
-                for use in result.uses:
-                    user = block.find_ancestor_op_in_block(use.operation)
-                    if user is None or owner.get(user) is not unit:
-                        raise fail(op, "its value is used outside its loop nest; loop-to-tile "
-                                       "cannot map the two to separate foralls")
-    for unit in units:
-        if len(unit.ops) == 1 and isinstance(unit.anchor, loop.ForOp):
-            unit.band = perfect_band(unit.anchor)
-    return shared, units
-
-
-def merge_connected(units: list[Unit], block: Block, owner: dict[Operation, Unit]
-                    ) -> list[Unit]:
-    """Merge each unit that uses a value defined by an earlier unit with it and with the
-    units between them (a full reduction, then a loop nest scaling by its result): one
-    unit with no band, which the row schedule runs in order on one block. ``owner`` is
-    updated."""
-    index = {id(unit): k for k, unit in enumerate(units)}
-    k = 0
-    while k < len(units):
-        first = k
-        for top in units[k].ops:
-            for op in top.walk():
-                for value in op.operands:
-                    definer = value.owner
-                    if not isinstance(definer, Operation):
-                        continue
-                    ancestor = block.find_ancestor_op_in_block(definer)
-                    source = owner.get(ancestor) if ancestor is not None else None
-                    if source is not None and source is not units[k]:
-                        first = min(first, index[id(source)])
-        if first == k:
-            k += 1
-            continue
-        merged = Unit([op for unit in units[first:k + 1] for op in unit.ops])
-        for op in merged.ops:
-            owner[op] = merged
-        units[first:k + 1] = [merged]
-        index = {id(unit): j for j, unit in enumerate(units)}
-        k = first
-    return units
-
-
-def phases(units: Sequence[Unit]) -> list[list[Unit]]:
-    """Group consecutive units into kernels: a unit conflicting with one before it in the
-    current kernel starts the next kernel."""
-    groups: list[list[Unit]] = []
-    for unit in units:
-        if groups and not any(unit.conflicts_with(prior) for prior in groups[-1]):
-            groups[-1].append(unit)
-        else:
-            groups.append([unit])
-    return groups
-
-
-# --- building the tile IR ------------------------------------------------------------------------
-
-
-def band_sizes(band: Sequence[loop.ForOp]) -> dict[int, SSAValue]:
-    """The dims of ``band`` that run to a runtime bound, and that bound."""
-    return {k: f.bound for k, f in enumerate(band) if f.bound is not None}
-
-
-def to_coop_reduce(red: loop.ReduceOp, rewriter: PatternRewriter) -> tile.CoopReduceOp:
-    """Replace ``red`` by a ``tile.coop_reduce`` with its body (``loop.yield`` → ``tile.yield``)."""
-    bound = red.bound
-    body = Rewriter.move_region_contents_to_new_regions(red.body)
-    yield_op = body.block.last_op
-    assert isinstance(yield_op, loop.YieldOp)
-    rewriter.replace(yield_op, tile.YieldOp(*yield_op.values))
-    coop = tile.CoopReduceOp(red.kind.data, red.trip_count, red.result.type, body, bound)
-    coop.location = red.location
-    rewriter.replace(red, coop)
-    return coop
-
-
-def to_block_threads(outer: loop.ForOp, rewriter: PatternRewriter) -> tile.ForallOp:
-    """Replace a free nest by a ``tile.forall over block_threads`` over its perfect chain."""
-    band = perfect_band(outer)
-    forall = tile.ForallOp([f.trip_count for f in band], "block_threads",
-                           sizes=band_sizes(band))
-    forall.location = outer.location
-    rewriter.insert(forall, InsertPoint.before(outer))
-    fold_band_into(band, forall, rewriter)
-    return forall
-
-
-def one_thread(ops: Sequence[Operation], rewriter: PatternRewriter) -> tile.ForallOp:
-    """Wrap ``ops`` (consecutive) in a one-point ``tile.forall over block_threads``."""
-    forall = tile.ForallOp([1], "block_threads")
-    forall.location = ops[0].location
-    forall.ivs[0].name_hint = "once"
-    rewriter.insert(forall, InsertPoint.before(ops[0]))
-    for op in ops:
-        op.detach()
-        forall.body.block.add_op(op)
-    return forall
-
-
-def distribute_over_block(body: Block, rewriter: PatternRewriter) -> None:
-    """Row schedule inside ``body`` (a forall over blocks): reductions become cooperative,
-    free nests go to the block's threads, stores to one thread."""
-    stores: list[Operation] = []
-    for op in list(body.ops):
-        if isinstance(op, loop.StoreOp):
-            stores.append(op)
-            continue
-        if stores:
-            one_thread(stores, rewriter)
-            stores = []
-        if isinstance(op, loop.ReduceOp):
-            to_coop_reduce(op, rewriter)
-        elif isinstance(op, loop.ForOp):
-            to_block_threads(op, rewriter)
-    if stores:
-        one_thread(stores, rewriter)
-
-
-def build_unit(unit: Unit, kernel_block: Block, rewriter: PatternRewriter) -> None:
-    """Replace the unit's ops in ``kernel_block`` by its forall."""
-    schedule = unit.schedule
-    assert schedule is not None
-    # The band's runtime bounds as they are now: a later kernel's band was moved into it,
-    # its bounds rebound to that kernel's arguments.
-    sizes = band_sizes(unit.band) if schedule.sizes and unit.band else schedule.sizes
-    forall = tile.ForallOp(schedule.extents, schedule.mapping, sizes=sizes)
-    forall.location = unit.anchor.location
-    rewriter.insert(forall, InsertPoint.before(unit.anchor))
-    if unit.band:
-        for iv, loop_op in zip(forall.ivs, unit.band, strict=True):
-            if loop_op.iv.name_hint:
-                iv.name_hint = loop_op.iv.name_hint
-        fold_band_into(unit.band, forall, rewriter)
-    else:
-        forall.ivs[0].name_hint = "once"
-        for op in unit.ops:
-            op.detach()
-            forall.body.block.add_op(op)
-    if schedule.mapping == "blocks":
-        distribute_over_block(forall.body.block, rewriter)
-
-
-def move_into(kernel: tile.KernelOp, shared: Sequence[Operation], units: Sequence[Unit],
-              old_args: Sequence[SSAValue]) -> None:
-    """Fill a fresh ``kernel`` with ``units`` (moved) and the shared scalar ops they need
-    (cloned); uses of ``old_args`` inside become the kernel's own block arguments."""
-    block = kernel.body.block
-    mapping: dict[SSAValue, SSAValue] = dict(zip(old_args, block.args, strict=True))
-    needed: set[Operation] = set()
-    shared_set = set(shared)
-    work = [op for unit in units for top in unit.ops for op in top.walk()]
-    while work:
-        op = work.pop()
-        for value in op.operands:
-            owner = value.owner
-            if isinstance(owner, Operation) and owner in shared_set and owner not in needed:
-                needed.add(owner)
-                work.append(owner)
-    for op in shared:
-        if op in needed:
-            clone = op.clone(mapping)
-            block.add_op(clone)
-            mapping.update(zip(op.results, clone.results, strict=True))
-    for unit in units:
-        for op in unit.ops:
-            op.detach()
-            block.add_op(op)
-    for old, new in mapping.items():
-        old.replace_uses_with_if(new, lambda use: kernel.is_ancestor(use.operation))
-
-
-def runtime_grid(kernel: loop.KernelOp, group: Sequence[Unit], threads: int, max_grid: int,
-                 rewriter: PatternRewriter) -> SSAValue | None:
-    """The grid of a kernel whose units have runtime extents, computed before ``kernel``
-    from the function-level values bound to them (see the module docstring); ``None`` when
-    every unit's grid is static."""
-    if not any(u.schedule is not None and u.schedule.sizes for u in group):
-        return None
-    outer = dict(zip(kernel.body.block.args, kernel.buffers, strict=True))
-    where = InsertPoint.before(kernel)
-
-    def emit(new: Operation) -> SSAValue:
-        rewriter.insert(new, where)
-        return new.results[0]
-
-    def const(value: int) -> SSAValue:
-        return emit(arith.ConstantOp.from_int_and_width(value, IndexType()))
-
-    grids: list[SSAValue] = []
-    for unit in group:
-        schedule = unit.schedule
-        if schedule is None:
-            continue
-        static = product(e for k, e in enumerate(schedule.extents) if k not in schedule.sizes)
-        if not schedule.sizes:
-            grids.append(const(schedule.grid(threads, max_grid)))
-            continue
-        points: SSAValue | None = None
-        for k in sorted(schedule.sizes):
-            value = outer[schedule.sizes[k]]
-            points = value if points is None else emit(arith.MuliOp(points, value))
-        assert points is not None
-        if static != 1:
-            points = emit(arith.MuliOp(points, const(static)))
-        grid = points
-        if schedule.mapping != "blocks":
-            grid = emit(arith.CeilDivUIOp(points, const(threads)))
-        if schedule.grid(threads, max_grid) == max_grid:  # the largest grid reaches the cap
-            grid = emit(arith.MinUIOp(grid, const(max_grid)))
-        if _may_be_below_one(points):
-            grid = emit(arith.MaxUIOp(grid, const(1)))
-        grids.append(grid)
-    result = grids[0]
-    for other in grids[1:]:
-        result = emit(arith.MaxUIOp(result, other))
-    if isinstance(result.owner, Operation):  # not the symbol itself
-        result.name_hint = "grid"
-    return result
-
-
-def _may_be_below_one(points: SSAValue) -> bool:
-    """Whether a runtime count of points may be 0 at some length: its least value over the
-    symbols' bounds, or ``True`` when the arithmetic computing it cannot be bounded (the
-    grid then keeps a floor of one block either way)."""
-    try:
-        return minimum_of(points) < 1
-    except ExtentError:
-        return True
 
 
 @dataclass

@@ -84,7 +84,8 @@ from xdsl.rewriter import Rewriter
 from llmopt.dialects import tile
 from llmopt.dialects._symbols import function_symbols
 from llmopt.dialects._syntax import int_array
-from llmopt.lowering.loop_to_tile import distribute_over_block, round_up
+from llmopt.lowering._loop_bands import round_up
+from llmopt.lowering._loop_build import distribute_over_block
 from llmopt.passes._rewrite import KeepLocation
 from llmopt.passes.tile._access import launch_grid
 from llmopt.passes.tile.register_tile import Contraction, contraction_schedule, match_contraction

@@ -27,7 +27,8 @@ from xdsl.parser import Parser
 from xdsl.utils.exceptions import PassFailedException
 
 from llmopt.dialects import kernel, loop, tile
-from llmopt.lowering.loop_to_tile import LoopToTile, choose_schedule, perfect_band
+from llmopt.lowering._loop_bands import perfect_band
+from llmopt.lowering.loop_to_tile import LoopToTile, choose_schedule
 from llmopt.lowering.tile_to_kernel import TileToKernel
 
 
