@@ -58,16 +58,20 @@ def _row_dependent(found: Gemv, red: tile.CoopReduceOp) -> set[Operation]:
 
 
 def _frontier(red: tile.CoopReduceOp, dep: set[Operation]) -> list[SSAValue]:
-    """The values of the body's row-independent ops that row-dependent ops use."""
+    """The values of the body's row-independent ops that row-dependent ops use and that
+    vary with ``k`` (a constant left in the body is no operand to stage)."""
     body = red.body.block
+    varying: set[Operation] = set()
+    for op in body.ops:
+        if any(v is red.iv or v.owner in varying for v in op.operands):
+            varying.add(op)
     seen: list[SSAValue] = []
     for op in body.ops:
         if op not in dep:
             continue
         for operand in op.operands:
             owner = operand.owner
-            if (isinstance(owner, Operation) and owner.parent_block() is body
-                    and owner not in dep and operand not in seen):
+            if (owner in varying and owner not in dep and operand not in seen):
                 seen.append(operand)
     return seen
 
