@@ -305,10 +305,11 @@ def split_at_level(spec: str, level: str) -> tuple[list[str], list[str]]:
 
 
 def insert_before(spec: str, anchor: str, element: str) -> str:
-    """``spec`` expanded (:func:`expand_pipeline`), with ``element`` before the first pass
-    named ``anchor`` (``insert_before("lower-to-cuda", "kernel-to-cuda",
-    "lengths-in-memory")``). Raises :class:`PipelineError` when no pass is named so."""
-    texts, names = _elements(spec)
+    """``spec`` for this machine's GPU (:func:`for_device`) expanded, with ``element``
+    before the first pass named ``anchor`` (``insert_before("lower-to-cuda",
+    "kernel-to-cuda", "lengths-in-memory")``). Raises :class:`PipelineError` when no pass is
+    named so."""
+    texts, names = _elements(for_device(spec))
     if anchor not in names:
         raise PipelineError(f"the pipeline '{spec}' has no '{anchor}' pass")
     cut = names.index(anchor)
