@@ -30,27 +30,26 @@ along a ``?`` dim has no affine form yet and is a located diagnostic.
 
 The patterns bridge types with ``builtin.unrealized_conversion_cast``, which the pass
 reconciles at the end. Every kernel starts unfused: ``fuse-kernels`` merges them.
+
+Its building blocks (runtime extents, buffers, new kernels and their loop nests) live in
+``_prim_kernels``, the function signature's conversion (buffers, in-place updates) in
+``_prim_signature``.
 """
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import arith, func, memref
 from xdsl.dialects.builtin import (
-    ArrayAttr,
-    DictionaryAttr,
     IndexType,
     MemRefType,
     ModuleOp,
-    TensorType,
-    UnitAttr,
     UnrealizedConversionCastOp,
 )
-from xdsl.ir import Attribute, Block, Operation, SSAValue
+from xdsl.ir import SSAValue
 from xdsl.ir.affine import (
     AffineBinaryOpExpr,
     AffineConstantExpr,
@@ -66,154 +65,24 @@ from xdsl.pattern_rewriter import (
     RewritePattern,
     op_type_rewrite_pattern,
 )
-from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.transforms.reconcile_unrealized_casts import reconcile_unrealized_casts
 
 from llmopt.dialects import loop, prim
-from llmopt.dialects._symbols import Symbol, argument_dynamic, argument_name, function_symbols
-from llmopt.dialects._updates import WRITTEN_ATTR, updated_results
-from llmopt.lowering._extents import (
-    Extent,
-    ExtentError,
-    dynamic_values,
-    extents_of,
-    maximum_of,
+from llmopt.lowering._extents import dynamic_values
+from llmopt.lowering._prim_kernels import (
+    Extents,
+    LoopExtent,
+    Runtime,
+    _as_buffer,
+    _identity,
+    _inline_scalar_body,
+    _Names,
+    _new_kernel,
+    free_nest,
+    in_kernel,
 )
+from llmopt.lowering._prim_signature import convert_signature, store_updates
 from llmopt.passes._rewrite import fail
-
-
-@dataclass(frozen=True)
-class Runtime:
-    """A ``?`` extent at Loop IR: the ``index`` value holding it and its largest value."""
-
-    value: SSAValue
-    max: int
-
-
-LoopExtent = int | Runtime
-"""A loop's trip count: static, or a runtime value with its maximum."""
-
-
-@dataclass
-class Extents:
-    """The extents of every ``prim`` op's result and inputs, found before rewriting (the
-    search follows operands to the ops that fixed them, which the patterns replace)."""
-
-    results: dict[Operation, tuple[LoopExtent, ...]]
-    inputs: dict[Operation, list[tuple[LoopExtent, ...]]]
-
-    @classmethod
-    def of(cls, module: ModuleOp) -> Extents:
-        results: dict[Operation, tuple[LoopExtent, ...]] = {}
-        inputs: dict[Operation, list[tuple[LoopExtent, ...]]] = {}
-        for op in module.walk():
-            if not op.name.startswith("prim.") or not op.results:
-                continue
-            if not isinstance(op.results[0].type, TensorType):
-                continue
-            try:
-                results[op] = _loop_extents(extents_of(op.results[0]))
-                inputs[op] = [_loop_extents(extents_of(v)) for v in op.operands
-                              if isinstance(v.type, TensorType)]
-            except ExtentError as err:
-                raise fail(op, str(err)) from None
-        return cls(results, inputs)
-
-
-def _loop_extents(extents: Sequence[Extent]) -> tuple[LoopExtent, ...]:
-    return tuple(e if isinstance(e, int) else Runtime(e, max(1, maximum_of(e)))
-                 for e in extents)
-
-
-def in_kernel(kernel: loop.KernelOp, extents: Sequence[LoopExtent]) -> list[LoopExtent]:
-    """``extents`` with each runtime value replaced by the kernel's argument bound to it."""
-    return [e if isinstance(e, int) else Runtime(kernel.bind(e.value), e.max) for e in extents]
-
-
-def to_memref(typ: Attribute) -> Attribute:
-    """The buffer type standing for a tensor type (other types are unchanged)."""
-    if isinstance(typ, TensorType):
-        return _memref_of(typ)
-    return typ
-
-
-@functools.lru_cache(maxsize=1024)
-def _memref_of(typ: TensorType[Attribute]) -> MemRefType[Attribute]:
-    """:func:`to_memref` of a tensor type. Attributes are immutable values, and a whole
-    model asks for the same few types thousands of times: each is built (and its
-    parameters checked) once."""
-    return MemRefType(typ.element_type, typ.get_shape())
-
-
-class _Names:
-    """Kernel names unique within one run of the pass: ``<what>_<n>``."""
-
-    def __init__(self) -> None:
-        self.count = 0
-
-    def __call__(self, what: str) -> str:
-        name = f"{what}_{self.count}"
-        self.count += 1
-        return name
-
-
-def _as_buffer(rewriter: PatternRewriter, value: SSAValue) -> SSAValue:
-    cast = UnrealizedConversionCastOp.get([value], [to_memref(value.type)])
-    rewriter.insert(cast)
-    return cast.results[0]
-
-
-def _new_kernel(
-    rewriter: PatternRewriter, op: Operation, name: str, inputs: Sequence[SSAValue],
-    extents: Sequence[LoopExtent] = (),
-) -> tuple[loop.KernelOp, list[SSAValue], SSAValue]:
-    """Insert ``alloc`` + an empty kernel bound to ``inputs`` and the new output buffer
-    (whose ``?`` extents are allocated with the runtime values among ``extents``)."""
-    out_type = to_memref(op.results[0].type)
-    assert isinstance(out_type, MemRefType)
-    buffers = [_as_buffer(rewriter, v) for v in inputs]
-    sizes = dynamic_values([e.value if isinstance(e, Runtime) else e for e in extents])
-    alloc = memref.AllocOp([SSAValue.get(s) for s in sizes], (), out_type)
-    rewriter.insert(alloc)
-    kernel = loop.KernelOp(name, [*buffers, alloc.memref])
-    rewriter.insert(kernel)
-    back = UnrealizedConversionCastOp.get([alloc.memref], [op.results[0].type])
-    rewriter.insert(back)
-    rewriter.replace(op, [], [back.results[0]])
-    args = list(kernel.body.block.args)
-    return kernel, args[:-1], args[-1]
-
-
-def free_nest(block: Block, extents: Sequence[LoopExtent]) -> tuple[Block, list[SSAValue]]:
-    """Append a perfect nest of ``loop.for`` over ``extents``; return innermost block, ivs."""
-    ivs: list[SSAValue] = []
-    for extent in extents:
-        loop_op = (loop.ForOp(extent) if isinstance(extent, int)
-                   else loop.ForOp(extent.max, bound=extent.value))
-        loop_op.iv.name_hint = f"i{len(ivs)}"
-        block.add_op(loop_op)
-        block = loop_op.body.block
-        ivs.append(loop_op.iv)
-    return block, ivs
-
-
-def _identity(rank: int) -> AffineMap:
-    return AffineMap(rank, 0, tuple(AffineDimExpr(i) for i in range(rank)))
-
-
-def _inline_scalar_body(body: Block, into: Block, operands: Sequence[SSAValue],
-                        ivs: Sequence[SSAValue]) -> SSAValue:
-    """Clone a ``prim.elementwise`` body into ``into`` (``prim.coord d`` becomes ``ivs[d]``);
-    return the yielded value."""
-    mapping: dict[SSAValue, SSAValue] = dict(zip(body.args, operands, strict=True))
-    for op in body.ops:
-        if isinstance(op, prim.YieldOp):
-            return mapping.get(op.values[0], op.values[0])
-        if isinstance(op, prim.CoordOp):
-            mapping[op.result] = ivs[op.axis]
-            continue
-        into.add_op(op.clone(mapping))
-    raise AssertionError("verified elementwise bodies end in prim.yield")
 
 
 @dataclass
@@ -452,103 +321,6 @@ class GatherToLoop(RewritePattern):
         row = loop.LoadOp(table, _identity(len(coords)), coords)
         inner.add_ops([index, cast, row, loop.StoreOp(row.result, out, _identity(len(shape)),
                                                       ivs)])
-
-
-def convert_signature(fn: func.FuncOp) -> None:
-    """Tensor arguments and results of ``fn`` become buffers of the same shape."""
-    block = fn.body.block
-    for arg in list(block.args):
-        if isinstance(arg.type, TensorType):
-            new = block.insert_arg(to_memref(arg.type), arg.index)
-            new.name_hint = arg.name_hint
-            cast = UnrealizedConversionCastOp.get([new], [arg.type])
-            block.insert_op_before(cast, block.first_op)  # type: ignore[arg-type]
-            arg.replace_all_uses_with(cast.results[0])
-            block.erase_arg(arg)
-    for ret in list(fn.walk()):
-        if isinstance(ret, func.ReturnOp):
-            new_operands = []
-            for value in ret.arguments:
-                if isinstance(value.type, TensorType):
-                    cast = UnrealizedConversionCastOp.get([value], [to_memref(value.type)])
-                    Rewriter.insert_op(cast, InsertPoint.before(ret))
-                    value = cast.results[0]
-                new_operands.append(value)
-            ret.operands = new_operands
-    fn.function_type = func.FunctionType.from_lists(
-        [a.type for a in block.args], [to_memref(t) for t in fn.function_type.outputs.data]
-    )
-
-
-def store_updates(fn: func.FuncOp) -> None:
-    """Results marked ``llmopt.updates`` (see :mod:`llmopt.dialects._updates`) become writes
-    into their argument's buffer: nothing to do when the value already lives there (an
-    in-place ``prim.insert``); the argument's buffer itself when the value is a fresh
-    allocation of its shape and nothing else reads the argument (a cache written whole);
-    else a copy kernel before the return. The result is dropped and the argument marked
-    ``llmopt.written``."""
-    ties = updated_results(fn)
-    if not ties:
-        return
-    block = fn.body.block
-    ret = block.last_op
-    assert isinstance(ret, func.ReturnOp)
-    symbols = function_symbols(fn)
-    for r, k in ties:
-        arg, value = block.args[k], ret.operands[r]
-        if value is arg:
-            continue
-        extents = _argument_extents(fn, k, symbols)
-        alloc = value.owner
-        if (isinstance(alloc, memref.AllocOp) and alloc.parent_block() is block
-                and not arg.uses and alloc.memref.type == arg.type
-                and list(alloc.dynamic_sizes) == dynamic_values(
-                    [e.value if isinstance(e, Runtime) else e for e in extents])):
-            alloc.memref.replace_all_uses_with(arg)
-            block.erase_op(alloc)
-            continue
-        kernel = loop.KernelOp(f"store_{argument_label(fn, k)}", [value, arg])
-        block.insert_op_before(kernel, ret)
-        src, out = kernel.body.block.args
-        inner, ivs = free_nest(kernel.body.block, in_kernel(kernel, extents))
-        load = loop.LoadOp(src, _identity(len(extents)), ivs)
-        inner.add_ops([load, loop.StoreOp(load.result, out, _identity(len(extents)), ivs)])
-    drop = {r for r, _ in ties}
-    ret.operands = [v for j, v in enumerate(ret.operands) if j not in drop]
-    outputs = [t for j, t in enumerate(fn.function_type.outputs.data) if j not in drop]
-    fn.function_type = func.FunctionType.from_lists(list(fn.function_type.inputs.data), outputs)
-    if fn.res_attrs is not None:
-        kept = [a for j, a in enumerate(fn.res_attrs.data) if j not in drop]
-        fn.res_attrs = ArrayAttr(kept) if any(a.data for a in kept) else None
-    assert fn.arg_attrs is not None
-    attrs = list(fn.arg_attrs.data)
-    for _, k in ties:
-        attrs[k] = DictionaryAttr({**attrs[k].data, WRITTEN_ATTR: UnitAttr()})
-    fn.arg_attrs = ArrayAttr(attrs)
-
-
-def _argument_extents(fn: func.FuncOp, k: int, symbols: dict[str, Symbol]
-                      ) -> list[LoopExtent]:
-    """The loop extents of argument ``k``'s buffer: its static extents, and for each ``?``
-    the symbol argument ``llmopt.dynamic`` binds it to."""
-    typ = fn.body.block.args[k].type
-    assert isinstance(typ, MemRefType)
-    names = iter(argument_dynamic(fn, k) or ())
-    out: list[LoopExtent] = []
-    for e in typ.get_shape():
-        if e >= 0:
-            out.append(int(e))
-        else:
-            symbol = symbols[next(names)]
-            out.append(Runtime(fn.body.block.args[symbol.arg], symbol.max))
-    return out
-
-
-def argument_label(fn: func.FuncOp, k: int) -> str:
-    """A kernel-name-safe label for argument ``k`` (its input name, else ``arg<k>``)."""
-    name = argument_name(fn, k).strip("'%#")
-    label = "".join(c if c.isalnum() or c == "_" else "_" for c in name)
-    return label if label and not label[0].isdigit() else f"arg{k}"
 
 
 @dataclass(frozen=True)
