@@ -70,3 +70,24 @@ def test_norms_inside_the_projections(dtype: torch.dtype) -> None:
         # only in the order the statistics' partial sums are added.
         tol = 2e-2 if dtype == torch.bfloat16 else 1e-4
         np.testing.assert_allclose(g, w, rtol=tol, atol=tol * np.abs(w).max())
+
+
+@pytest.mark.parametrize("arch", ["sm_90", "sm_90a"])
+@pytest.mark.parametrize("norms_inside", [False, True])
+def test_decode_step_with_prefetches_compiles(arch: str, norms_inside: bool) -> None:
+    """The decode step's CUDA — weight prefetches before the grid wait, the staged row —
+    compiles with NVRTC for the Hopper targets (ptxas accepts the bulk prefetch)."""
+    from llmopt.codegen.nvrtc import compile_cuda
+
+    config = transformers.LlamaConfig(
+        hidden_size=128, intermediate_size=192, num_hidden_layers=1, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=32, vocab_size=101, max_position_embeddings=64)
+    model = build_model(config, seed=0, dtype=torch.bfloat16)
+    pipeline = f"lower-to-cuda{{arch={arch}}}"
+    if norms_inside:
+        pipeline = registry.insert_before(pipeline, "hoist-reduce-factors",
+                                          "recompute-into-products")
+    pipeline = registry.insert_before(pipeline, "kernel-to-cuda", "lengths-in-memory")
+    source = llmopt.cuda_source(llmopt.lower(capture_decode(model, 32).module, pipeline))
+    assert "cp.async.bulk.prefetch.L2.global" in source
+    assert compile_cuda(source, arch=arch)[:4] == b"\x7fELF"
