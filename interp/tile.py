@@ -180,6 +180,16 @@ def _access(ev: SimtEvaluator, op: Operation, prop: str, indices: Sequence[SSAVa
     return compile_map(amap)([ev.env[v] for v in indices])
 
 
+def _first(ev: SimtEvaluator, op: Operation, buf: np.ndarray, prop: str,
+           indices: Sequence[SSAValue], count: int) -> tuple[Value, ...]:
+    """The coordinates of the first of the ``count`` elements ``op`` takes from ``buf``,
+    clamped into it for a ``clamp`` op (to its runtime extents, those of a ``?`` type)."""
+    start = _access(ev, op, prop, indices)
+    if "clamp" in op.properties:
+        start = clamped(start, buf.shape[len(ev.owned.get(id(buf), [])):], count)
+    return start
+
+
 def _copied(ev: SimtEvaluator, op: Operation) -> InFlight:
     """The elements a ``tile.copy``/``tile.async_copy`` moves, read from its source now."""
     thread_axes(ev, op)
@@ -188,10 +198,7 @@ def _copied(ev: SimtEvaluator, op: Operation) -> InFlight:
     dst = buffer_of(ev, op, dst_value)
     count = op.properties["count"].value.data  # type: ignore[attr-defined]
     assert isinstance(src_value.type, MemRefType) and isinstance(dst_value.type, MemRefType)
-    start = _access(ev, op, "src_map", indices)
-    if "clamp" in op.properties:
-        owners = len(ev.owned.get(id(src), []))
-        start = clamped(start, src.shape[owners:], count)  # the runtime extents of a ? type
+    start = _first(ev, op, src, "src_map", indices, count)
     source = ev.copy_elements(op, src, ev.owned.get(id(src), []), start, src_value.type,
                               count)
     target = ev.copy_elements(op, dst, ev.owned.get(id(dst), []),
@@ -222,10 +229,8 @@ def _prefetch(ev: SimtEvaluator, op: Operation) -> None:
     buf = buffer_of(ev, op, buffer)
     count = op.properties["count"].value.data  # type: ignore[attr-defined]
     assert isinstance(buffer.type, MemRefType)
+    start = _first(ev, op, buf, "map", indices, count)
     owners = len(ev.owned.get(id(buf), []))
-    start = _access(ev, op, "map", indices)
-    if "clamp" in op.properties:
-        start = clamped(start, buf.shape[owners:], count)
     ev.check_prefetch(op, buf.shape[owners:], start, buffer.type, count)
 
 

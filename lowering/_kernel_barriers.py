@@ -26,7 +26,8 @@ def is_private(buffer: SSAValue) -> bool:
     return isinstance(owner, tile.AllocOp) and owner.space.data == "registers"
 
 
-def buffer_effects(op: Operation) -> tuple[set[SSAValue], set[SSAValue]]:
+def buffer_effects(op: Operation, asynchronous: bool = False
+                   ) -> tuple[set[SSAValue], set[SSAValue]]:
     """The buffers that ``op`` and the ops nested in it read and write (register buffers
     are private to each thread and never shared, so they are left out).
 
@@ -39,7 +40,8 @@ def buffer_effects(op: Operation) -> tuple[set[SSAValue], set[SSAValue]]:
     no barrier placed around the issuing step would order them. Whoever emits asynchronous
     copies also emits the waits and the ``kernel.barrier`` ops (after a wait, before the
     destination is read by other threads; before a destination that others still read is
-    overwritten) that make them safe."""
+    overwritten) that make them safe. With ``asynchronous`` that write is counted too (for
+    reordering steps rather than placing barriers)."""
     reads: set[SSAValue] = set()
     writes: set[SSAValue] = set()
     for inner in op.walk():
@@ -54,7 +56,8 @@ def buffer_effects(op: Operation) -> tuple[set[SSAValue], set[SSAValue]]:
         elif isinstance(inner, tile.CopyBase | kernel.CopyBase):
             if not is_private(inner.src):
                 reads.add(inner.src)
-            if isinstance(inner, tile.CopyOp | kernel.CopyOp) and not is_private(inner.dst):
+            synchronous = isinstance(inner, tile.CopyOp | kernel.CopyOp)
+            if (synchronous or asynchronous) and not is_private(inner.dst):
                 writes.add(inner.dst)
     return reads, writes
 

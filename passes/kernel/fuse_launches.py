@@ -108,8 +108,7 @@ def _shared_kind(op: kernel.SharedOp) -> tuple[Attribute, str]:
 
 def shared_bytes(callee: kernel.FuncOp) -> int:
     """The bytes of ``callee``'s ``kernel.shared`` buffers."""
-    return sum(_buffer_bytes(op.result.type) for op in callee.body.block.ops
-               if isinstance(op, kernel.SharedOp))
+    return fused_shared_bytes([callee])
 
 
 def fused_shared_bytes(callees: Sequence[kernel.FuncOp]) -> int:

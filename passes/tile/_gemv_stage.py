@@ -116,35 +116,37 @@ def stage_operands(found: Gemv, values: dict[SSAValue, SSAValue], body: Block
     """Stage the computed operands of ``found``'s reductions (see the module docstring):
     the shared tiles and the forall that fills them are appended to ``body`` (the block's
     body, after its prologue); returns what each reduction's lanes read instead."""
-    plans: list[tuple[tile.CoopReduceOp, list[Operation], list[SSAValue], tuple]] = []
+    plans: list[tuple[tile.CoopReduceOp, list[Operation], dict[SSAValue, tuple[SSAValue, bool]],
+                      tuple]] = []
     for red in found.reduces:
         dep = _row_dependent(found, red)
         frontier = _frontier(red, dep)
         ops = _slice(frontier, red.body.block)
         if not frontier or all(isinstance(op, loop.LoadOp | arith.ExtFOp) for op in ops):
             continue
-        plans.append((red, ops, frontier, _signature(ops, frontier, red.iv)))
+        cut = set(ops)
+        sources = {value: _tile_value(value, cut) for value in frontier}
+        plans.append((red, ops, sources, _signature(ops, frontier, red.iv)))
     if not plans:
         return {}
-    total = sum(found.k * element_bytes(_tile_value(f, set(ops))[0].type)
-                for _, ops, frontier, _ in plans for f in frontier)
+    total = sum(found.k * element_bytes(source.type)
+                for _, _, sources, _ in plans for source, _ in sources.values())
     if total > MAX_STAGED_BYTES:
         return {}
     fill, (k,) = block_threads([found.k], ["k"])
     result: dict[tile.CoopReduceOp, Staged] = {}
     done: dict[tuple, Staged] = {}
-    for red, ops, frontier, key in plans:
+    for red, ops, sources, key in plans:
         if key in done:  # the same slice as an earlier reduction: its tiles, by position
             first = done[key]
-            result[red] = Staged(set(ops), dict(zip(frontier, first.tiles.values(),
+            result[red] = Staged(set(ops), dict(zip(sources, first.tiles.values(),
                                                     strict=True)))
             continue
         staged = Staged(set(ops))
         cloner = Cloner({red.iv: Linear.of((1, k))}, dict(values))
         for op in ops:
             cloner.clone_into(op, fill.body.block)
-        for value in frontier:
-            source, widen = _tile_value(value, set(ops))
+        for value, (source, widen) in sources.items():
             typ: Attribute = source.type
             xs = tile.AllocOp("shared", MemRefType(typ, [found.k]))
             xs.result.name_hint = "xs"

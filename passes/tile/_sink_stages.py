@@ -16,23 +16,8 @@ from __future__ import annotations
 from xdsl.dialects.builtin import StringAttr
 from xdsl.ir import Operation, SSAValue
 
-from llmopt.dialects import kernel, loop, tile
-
-
-def _effects(op: Operation) -> tuple[set[SSAValue], set[SSAValue]]:
-    """The buffers ``op`` and the ops in it read and write (an asynchronous copy's
-    destination counted as written)."""
-    reads: set[SSAValue] = set()
-    writes: set[SSAValue] = set()
-    for inner in op.walk():
-        if isinstance(inner, loop.LoadOp):
-            reads.add(inner.buffer)
-        elif isinstance(inner, loop.StoreOp):
-            writes.add(inner.buffer)
-        elif isinstance(inner, tile.CopyBase):
-            reads.add(inner.src)
-            writes.add(inner.dst)
-    return reads, writes
+from llmopt.dialects import kernel, tile
+from llmopt.lowering._kernel_barriers import buffer_effects
 
 
 def _movable(fill: Operation) -> bool:
@@ -51,29 +36,19 @@ def sink_stages(loop_op: Operation) -> int:
     if block is None:
         return 0
     ops = list(block.ops)
-    at = ops.index(loop_op)
+    passed_reads: set[SSAValue] = set()  # what the ops from the candidate to the loop access
+    passed_writes: set[SSAValue] = set()
+    copies = waits = False
     moved = 0
-    for k in range(at - 1, -1, -1):
-        fill = ops[k]
-        if not _movable(fill):
-            continue
-        reads, writes = _effects(fill)
-        between = ops[k + 1:at]
-        passed_reads: set[SSAValue] = set()
-        passed_writes: set[SSAValue] = set()
-        for op in between:
-            r, w = _effects(op)
-            passed_reads |= r
-            passed_writes |= w
-        if writes & (passed_reads | passed_writes) or reads & passed_writes:
-            continue
-        if (any(isinstance(op, tile.AsyncWaitOp) for op in between)
-                or not any(isinstance(inner, tile.AsyncCopyOp)
-                           for op in between for inner in op.walk())):
-            continue  # nothing asynchronous to overlap with, or a wait it would pass
-        fill.detach()
-        block.insert_op_before(fill, loop_op)
-        ops = list(block.ops)
-        at = ops.index(loop_op)
-        moved += 1
+    for fill in reversed(ops[:ops.index(loop_op)]):
+        reads, writes = buffer_effects(fill, asynchronous=True)
+        if (_movable(fill) and copies and not waits
+                and not writes & (passed_reads | passed_writes) and not reads & passed_writes):
+            fill.detach()  # behind the prologue: nothing it passes touches its buffers
+            block.insert_op_before(fill, loop_op)
+            moved += 1
+        passed_reads |= reads
+        passed_writes |= writes
+        copies = copies or any(isinstance(inner, tile.AsyncCopyOp) for inner in fill.walk())
+        waits = waits or isinstance(fill, tile.AsyncWaitOp)
     return moved
