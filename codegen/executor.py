@@ -342,6 +342,8 @@ class CompiledProgram(GraphReplay):
 
             return copy
         fn = self.module.function(step.kernel)
+        if step.carveout is not None:
+            fn.set_preferred_carveout(step.carveout)
         start = (functools.partial(fn.launch, programmatic=True) if step.programmatic
                  else fn.launch)
         grid, block, shared = step.grid, step.block, step.shared_bytes

@@ -94,7 +94,9 @@ class CopyStep:
 class LaunchStep:
     """One kernel launch; ``args`` are slots (tensors or scalars), ``params`` the kernel's
     parameter types (pointers or scalars) in order; ``programmatic``: the launch may overlap
-    the one before it (``kernel.launch {programmatic}``)."""
+    the one before it (``kernel.launch {programmatic}``); ``carveout``: the kernel's
+    preferred shared-memory carveout in percent (``{carveout = N}``), ``None`` for the
+    driver's choice."""
 
     kernel: str
     grid: tuple[int, int, int]
@@ -103,6 +105,7 @@ class LaunchStep:
     args: tuple[int, ...]
     params: tuple[Attribute, ...]
     programmatic: bool = False
+    carveout: int | None = None
 
 
 @dataclass(frozen=True)
@@ -357,9 +360,12 @@ def plan_host_function(module: ModuleOp, entry: str | None = None) -> HostPlan:
             if bounds is not None and block[0] * block[1] * block[2] > bounds:
                 raise ExecutorError(f"kernel.launch @{name}: block {list(block)} exceeds the "
                                     f"kernel's launch bounds ({bounds})")
+            carveout = op.attributes.get(kernel.CARVEOUT)
             steps.append(LaunchStep(name, (grid[0], grid[1], grid[2]),
                                     (block[0], block[1], block[2]), op.shared_bytes, args,
-                                    params, kernel.PROGRAMMATIC in op.attributes))
+                                    params, kernel.PROGRAMMATIC in op.attributes,
+                                    carveout.value.data if isinstance(carveout, IntegerAttr)
+                                    else None))
         elif isinstance(op, func.ReturnOp):
             results = tuple(slot_of(v, op) for v in op.arguments)
         else:

@@ -300,6 +300,16 @@ class CudaFunction:
         )
         self._max_dynamic_shared = int(nbytes)
 
+    def set_preferred_carveout(self, percent: int) -> None:
+        """Prefer ``percent`` (0-100) of each multiprocessor's unified L1/shared memory as
+        shared memory for this kernel (a hint the driver follows where it can)."""
+        driver = _driver()
+        attr = driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT
+        _check(
+            driver.cuFuncSetAttribute(self.handle, attr, int(percent)),
+            f"cuFuncSetAttribute({self.name!r}, PREFERRED_SHARED_MEMORY_CARVEOUT, {percent})",
+        )
+
     def launch(
         self,
         grid: Dim3,

@@ -72,6 +72,10 @@ DIMS = ("x", "y", "z")
 PROGRAMMATIC = "programmatic"
 """The unit attribute of a ``kernel.launch`` that may overlap the launch before it."""
 
+CARVEOUT = "carveout"
+"""The ``kernel.launch`` attribute giving the kernel's preferred shared-memory carveout, a
+percentage of each multiprocessor's unified L1/shared memory (see ``LaunchOp``)."""
+
 
 @irdl_op_definition
 class ReturnOp(IRDLOperation):
@@ -170,6 +174,12 @@ class LaunchOp(IRDLOperation):
     the previous grid drains; its kernel must run ``kernel.wait_prior_grids`` before
     touching memory, prefetches aside (:func:`waits_first`; ``programmatic-launch`` arranges
     both).
+
+    ``{carveout = 100}`` (:data:`CARVEOUT`, a percentage 0-100) is the share of each
+    multiprocessor's unified L1/shared memory that the kernel prefers as shared memory: the
+    executor sets it as the kernel's preferred carveout. A multiprocessor runs blocks of
+    one carveout at a time, so kernels that follow each other overlap only when theirs
+    agree; without the attribute the driver chooses.
     """
 
     name = "kernel.launch"
@@ -209,6 +219,11 @@ class LaunchOp(IRDLOperation):
         check_launch_shape(self.grid_shape, self.block_shape)
         if self.shared_bytes < 0:
             raise VerifyException("smem must be non-negative")
+        carveout = self.attributes.get(CARVEOUT)
+        if carveout is not None and not (
+                isinstance(carveout, IntegerAttr) and 0 <= carveout.value.data <= 100):
+            raise VerifyException(f"{CARVEOUT} must be an integer percentage 0-100, "
+                                  f"got {carveout}")
         module = self.get_toplevel_object()
         if module is self:
             return
@@ -982,7 +997,7 @@ __all__ = [
     "GridDimOp", "LoadOp", "StoreOp", "SharedOp", "LocalOp", "BarrierOp", "OpaqueOp",
     "ShuffleXorOp",
     "AsyncCopyOp", "AsyncCommitOp", "AsyncWaitOp", "AsyncWaitBase", "WaitPriorGridsOp",
-    "LaunchDependentsOp", "PrefetchOp", "PROGRAMMATIC", "DIMS", "PREFETCH_GRANULE",
+    "LaunchDependentsOp", "PrefetchOp", "PROGRAMMATIC", "CARVEOUT", "DIMS", "PREFETCH_GRANULE",
     "check_prefetch", "waits_first", "before_wait", "LENGTH_ATTR",
     "COPY_BYTES", "CopyBase", "CopyOp", "check_copy", "check_pending", "parse_copy_suffix",
     "print_copy_suffix",

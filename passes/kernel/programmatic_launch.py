@@ -37,6 +37,13 @@ counted) asks for more than half of a multiprocessor's shared memory (``smem``, 
 :func:`spread_smem`), so each block needs a multiprocessor of its own and they spread as
 an unmarked launch's do. The kernel uses no more than it did; the launch only reserves it.
 
+**Carveout** (option ``carveout``, a percentage; off by default): every launch asks for the
+same share of the unified L1/shared memory as shared memory. A multiprocessor holds blocks
+of one carveout at a time, and the driver picks each kernel's from its own needs: a spread
+launch's reservation calls for a large one, a product that uses no shared memory may get a
+small one, and then the next grid's blocks cannot join the draining one's on a
+multiprocessor until it has emptied, which is the overlap this pass is for.
+
 **Why** a decode step is a chain of a few hundred short kernels, each of a few
 microseconds, and between two of them the GPU idles: the launch is processed and the new
 grid's blocks are distributed only once the previous grid is done. With the next grid
@@ -122,11 +129,12 @@ def spread_smem(gpu: Target) -> int:
     return gpu.smem_per_sm // 2 + 1024
 
 
-def programmatic_launch(module: ModuleOp, spread: Target | None = None) -> int:
+def programmatic_launch(module: ModuleOp, spread: Target | None = None,
+                        carveout: int | None = None) -> int:
     """Mark every launch of ``module`` programmatic and open its kernel with the wait;
     with ``spread``, a launch of at most ``spread.sms`` blocks reserves
-    :func:`spread_smem` (see the module docstring). Returns the number of launches
-    marked."""
+    :func:`spread_smem`; with ``carveout``, every launch asks for that shared-memory
+    carveout (see the module docstring). Returns the number of launches marked."""
     marked = 0
     kernels = {op.sym_name.data: op for op in module.ops if isinstance(op, kernel.FuncOp)}
     for op in module.walk():
@@ -142,6 +150,8 @@ def programmatic_launch(module: ModuleOp, spread: Target | None = None) -> int:
         op.attributes[kernel.PROGRAMMATIC] = UnitAttr()
         if spread is not None and math.prod(op.grid_shape) <= spread.sms:
             op.smem = IntegerAttr(max(op.shared_bytes, spread_smem(spread)), i64)
+        if carveout is not None:
+            op.attributes[kernel.CARVEOUT] = IntegerAttr(carveout, i64)
         marked += 1
     return marked
 
@@ -151,17 +161,22 @@ class ProgrammaticLaunch(ModulePass):
     """Programmatic dependent launch for every kernel (see the module docstring). Options:
     ``arch`` (default ``sm_90``; below sm_90 the pass changes nothing), ``spread`` (1, the
     default: a launch of at most one block a multiprocessor reserves more than half of
-    one's shared memory; 0: off)."""
+    one's shared memory; 0: off), ``carveout`` (-1, the default: the driver chooses each
+    kernel's shared-memory carveout; 0-100: every kernel prefers that percentage)."""
 
     name = "programmatic-launch"
 
     arch: str = DEFAULT_ARCH
     spread: int = 1
+    carveout: int = -1
 
     def __post_init__(self) -> None:
         if self.spread not in (0, 1):
             raise ValueError(f"spread must be 0 or 1, got {self.spread}")
+        if not -1 <= self.carveout <= 100:
+            raise ValueError(f"carveout must be -1 (the driver's) or 0-100, got {self.carveout}")
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         if arch_number(self.arch) >= GRID_DEPENDENCY_MIN_SM:
-            programmatic_launch(op, for_arch(self.arch) if self.spread else None)
+            programmatic_launch(op, for_arch(self.arch) if self.spread else None,
+                                None if self.carveout < 0 else self.carveout)

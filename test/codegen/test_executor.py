@@ -14,6 +14,7 @@ torch = pytest.importorskip("torch")
 import llmopt  # noqa: E402
 from llmopt.codegen.executor import (  # noqa: E402
     ExecutorError,
+    LaunchStep,
     argument_names,
     bind_weights,
     plan_host_function,
@@ -39,10 +40,24 @@ func.func @forward(%w: memref<8xf32> {llmopt.param = "norm.weight"},
 """
 
 
-def _plan():  # noqa: ANN202 - HostPlan
+def _plan(pipeline: str = "kernel-to-cuda"):  # noqa: ANN202 - HostPlan
     module = llmopt.parse(HOST)
-    llmopt.lower(module, "kernel-to-cuda")
+    llmopt.lower(module, pipeline)
     return plan_host_function(module)
+
+
+@pytest.mark.parametrize(("pipeline", "programmatic", "carveout"), [
+    ("kernel-to-cuda", False, None),
+    ("programmatic-launch,kernel-to-cuda", True, None),
+    ("programmatic-launch{carveout=100},kernel-to-cuda", True, 100),
+    ("programmatic-launch{carveout=0},kernel-to-cuda", True, 0),
+])
+def test_launch_steps_carry_the_launch_attributes(pipeline: str, programmatic: bool,
+                                                  carveout: int | None) -> None:
+    """A launch step is programmatic and has a preferred carveout exactly when its
+    ``kernel.launch`` says so (``programmatic-launch`` and its ``carveout`` option)."""
+    (launch,) = [s for s in _plan(pipeline).steps if isinstance(s, LaunchStep)]
+    assert (launch.programmatic, launch.carveout) == (programmatic, carveout)
 
 
 def test_plan_names_the_weights() -> None:

@@ -58,16 +58,23 @@ func.func @main(%x: memref<{N}xf32>) -> memref<{N}xf32> {{
 """
 
 
+@pytest.mark.parametrize("carveout", [None, 100])
 @pytest.mark.parametrize("cuda_graph", [False, True])
-def test_a_chain_of_programmatic_launches_reads_each_result(cuda_graph: bool) -> None:
+def test_a_chain_of_programmatic_launches_reads_each_result(cuda_graph: bool,
+                                                            carveout: int | None) -> None:
     if not torch.cuda.is_available():
         pytest.skip("needs a GPU")
     from llmopt.codegen.executor import CompiledProgram, LaunchStep
 
-    module = llmopt.lower(llmopt.parse(_chain()), "programmatic-launch,kernel-to-cuda")
+    option = "" if carveout is None else f"{{carveout={carveout}}}"
+    module = llmopt.lower(llmopt.parse(_chain()), f"programmatic-launch{option},kernel-to-cuda")
     program = CompiledProgram(module, cuda_graph=cuda_graph)
     launches = [s for s in program.plan.steps if isinstance(s, LaunchStep)]
     assert len(launches) == STEPS and all(s.programmatic for s in launches)
+    assert {s.carveout for s in launches} == {carveout}
+    if carveout is not None:  # the executor gave the kernel its preferred carveout
+        step = program.module.function("step")
+        assert step.get_attribute("PREFERRED_SHARED_MEMORY_CARVEOUT") == carveout
     rng = np.random.default_rng(0)
     for _ in range(3):
         x = rng.standard_normal(N).astype(np.float32)

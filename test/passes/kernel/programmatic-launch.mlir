@@ -4,11 +4,14 @@
 // RUN: sed -e '/^\/\/ ERRORS BELOW/,$d' %s | llm-opt -p programmatic-launch,kernel-to-cuda -t cuda | filecheck %s --check-prefix=CUDA
 // RUN: sed -e '/^\/\/ ERRORS BELOW/,$d' %s | llm-opt -p programmatic-launch | not llm-opt -p "kernel-to-cuda{arch=sm_80}" 2>&1 | filecheck %s --check-prefix=ARCH
 // RUN: sed -n '/^\/\/ ERRORS BELOW/,/^\/\/ -----/p' %s | not llm-opt 2>&1 | filecheck %s --check-prefix=ERR
-// RUN: sed -n '/^\/\/ EARLY LOAD/,$p' %s | not llm-opt 2>&1 | filecheck %s --check-prefix=EARLY
+// RUN: sed -n '/^\/\/ EARLY LOAD/,/^\/\/ -----/p' %s | not llm-opt 2>&1 | filecheck %s --check-prefix=EARLY
 // RUN: sed -e '/^\/\/ ERRORS BELOW/,$d' %s | llm-opt -p programmatic-launch | filecheck %s --check-prefix=SPREAD
 // RUN: sed -e '/^\/\/ ERRORS BELOW/,$d' %s | llm-opt -p "programmatic-launch{spread=0}" | filecheck %s --check-prefix=NOSPREAD
 // RUN: sed -e '/^\/\/ ERRORS BELOW/,$d' %s | llm-opt -p "programmatic-launch,kernel-to-cuda" --check-numerics 2>&1 >/dev/null | filecheck %s --check-prefix=NUM
 // RUN: not llm-opt -p "programmatic-launch{spread=2}" %s 2>&1 | filecheck %s --check-prefix=BADSPREAD
+// RUN: sed -e '/^\/\/ ERRORS BELOW/,$d' %s | llm-opt -p "programmatic-launch{carveout=100}" | filecheck %s --check-prefix=CARVE
+// RUN: not llm-opt -p "programmatic-launch{carveout=101}" %s 2>&1 | filecheck %s --check-prefix=BADCARVE
+// RUN: sed -n '/^\/\/ BAD CARVEOUT/,$p' %s | not llm-opt 2>&1 | filecheck %s --check-prefix=CARVEIR
 // Every launch may overlap the one before it: launches are marked {programmatic} and each
 // kernel opens with the wait for the grids before it (once, however often it is launched)
 // and then lets its own successor be scheduled; a kernel that prefetches first waits after
@@ -107,6 +110,13 @@ func.func @main(%x: memref<32xf32>, %y: memref<133x32xf32>) -> (memref<133x32xf3
 // NOSPREAD:    kernel.launch @add grid [1, 1, 1] block [32, 1, 1] smem 0 (%c, %a, %b) {programmatic}
 // BADSPREAD: spread must be 0 or 1, got 2
 
+// carveout=N: every launch prefers N% of the unified L1/shared memory as shared memory, so
+// kernels that follow each other can share a multiprocessor; by default none says (CHECK).
+// CARVE:       kernel.launch @twice {{.*}} {programmatic, carveout = 100 : i64}
+// CARVE:       kernel.launch @rows grid [133, 1, 1] {{.*}} smem 0 (%d, %c) {programmatic, carveout = 100 : i64}
+// CHECK-NOT:   carveout
+// BADCARVE: carveout must be -1 (the driver's) or 0-100, got 101
+
 // NUM: programmatic-launch {{.*}} ok
 
 // OLD-NOT: kernel.wait_prior_grids
@@ -160,3 +170,19 @@ func.func @bad(%x: memref<32xf32>) -> memref<32xf32> {
   func.return %a : memref<32xf32>
 }
 // EARLY: a programmatic launch of @early, whose body touches memory before kernel.wait_prior_grids
+
+// -----
+// BAD CARVEOUT
+
+kernel.func @one(%out: memref<32xf32>) block [32, 1, 1] {
+  %t = kernel.thread_id x
+  %zero = arith.constant 0.0 : f32
+  kernel.store %zero, %out[%t] : memref<32xf32>
+  kernel.return
+}
+func.func @bad() -> memref<32xf32> {
+  %a = memref.alloc() : memref<32xf32>
+  kernel.launch @one grid [1, 1, 1] block [32, 1, 1] smem 0 (%a) {carveout = 150 : i64} : memref<32xf32>
+  func.return %a : memref<32xf32>
+}
+// CARVEIR: carveout must be an integer percentage 0-100, got 150 : i64
