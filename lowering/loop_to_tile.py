@@ -12,7 +12,8 @@ bound buffers) whose launch shape and loop-to-GPU mapping are written down as op
   recomputed per inner iteration, which keeps the nest perfect and the band long).
 * **Row schedule** — when the band body still holds a nested ``loop.for`` (an imperfect nest:
   a row computation such as RMSNorm or softmax), or holds a ``loop.reduce`` and the band has
-  fewer than ``coop_threshold`` points (too few for one thread per point, e.g. GEMV), or holds
+  fewer than ``coop_threshold`` points (too few for one thread per point, e.g. GEMV; option
+  ``coop_min``: and a reduction of at least that many iterations), or holds
   only reductions that each read one buffer along its innermost coordinate (a row sum: one
   thread per row would read addresses a row apart from its neighbours'), or is a
   matrix-vector product (one band dimension wider than 1) whose reductions read rows of a
@@ -146,9 +147,11 @@ def uses_any(op: Operation, ivs: Sequence[SSAValue]) -> bool:
 
 
 def choose_schedule(extents: Sequence[int], body: Block, block_size: int,
-                    coop_threshold: int, ivs: Sequence[SSAValue] = ()) -> Schedule:
+                    coop_threshold: int, ivs: Sequence[SSAValue] = (),
+                    coop_min: int = 1) -> Schedule:
     """The default schedule of a band with ``extents`` (induction variables ``ivs``) whose
-    innermost body is ``body``."""
+    innermost body is ``body``; a band is too small for a thread a point only while its
+    longest reduction has at least ``coop_min`` iterations."""
     points = product(extents)
     reduces = [op for op in body.ops if isinstance(op, loop.ReduceOp)]
     fors = [op for op in body.ops if isinstance(op, loop.ForOp)]
@@ -162,7 +165,8 @@ def choose_schedule(extents: Sequence[int], body: Block, block_size: int,
     varying = [r for r in reduces if uses_any(r, ivs)]
     gemv = (bool(varying) and len(wide) == 1
             and all(reads_rows_apart(r, wide[0]) for r in varying))
-    if fors or (reduces and (points < coop_threshold or row_reads or gemv)):
+    few = points < coop_threshold and max((r.trip_count for r in reduces), default=0) >= coop_min
+    if fors or (reduces and (few or row_reads or gemv)):
         widths = [r.trip_count for r in reduces] + [inner_nest_points(f) for f in fors]
         width = max(widths)
         if points >= coop_threshold:  # rows enough to fill the GPU: several points a thread
@@ -180,6 +184,7 @@ class ScheduleKernel(RewritePattern):
     coop_threshold: int
     max_grid: int
     taken: set[str]
+    coop_min: int = 1
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: loop.KernelOp, rewriter: PatternRewriter) -> None:
@@ -192,7 +197,7 @@ class ScheduleKernel(RewritePattern):
                                              f"points, more than an index counts ({MAX_POINTS})")
                 unit.schedule = choose_schedule(
                     extents, band_body(unit.band), self.block_size, self.coop_threshold,
-                    [f.body.block.args[0] for f in unit.band])
+                    [f.body.block.args[0] for f in unit.band], self.coop_min)
                 sizes = band_sizes(unit.band)
                 if sizes:
                     unit.schedule = replace(unit.schedule, sizes=sizes)
@@ -250,7 +255,10 @@ class LoopToTile(ModulePass):
     Options (all overridable from the pipeline, e.g. ``loop-to-tile{block_size=128}``):
     ``arch`` (the target GPU, ``sm_90``), ``block_size`` (threads per block, a multiple of
     32), ``coop_threshold`` (bands with a reduction and fewer points than this get the row
-    schedule), ``max_grid`` (the largest grid; foralls stride beyond it).
+    schedule), ``coop_min`` (… unless every reduction has fewer iterations than this, as a
+    split-key merge's few splits, which would leave most of a warp idle: they get a thread
+    a point; 1, the default, takes the row schedule for any), ``max_grid`` (the largest
+    grid; foralls stride beyond it).
     """
 
     name = "loop-to-tile"
@@ -258,6 +266,7 @@ class LoopToTile(ModulePass):
     arch: str = DEFAULT_ARCH
     block_size: int = 256
     coop_threshold: int = 4096
+    coop_min: int = 1
     max_grid: int = MAX_GRID
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
@@ -270,9 +279,10 @@ class LoopToTile(ModulePass):
                 f"loop-to-tile: block_size must be a multiple of {WARP} in "
                 f"[{WARP}, {MAX_THREADS_PER_BLOCK}], got {self.block_size}"
             )
-        if self.coop_threshold < 0 or not 1 <= self.max_grid <= MAX_GRID:
+        if self.coop_threshold < 0 or self.coop_min < 1 or not 1 <= self.max_grid <= MAX_GRID:
             raise PassFailedException(
-                "loop-to-tile: coop_threshold must be ≥ 0 and max_grid in [1, 2^31-1]"
+                "loop-to-tile: coop_threshold must be ≥ 0, coop_min ≥ 1 and max_grid in "
+                "[1, 2^31-1]"
             )
         taken: set[str] = set()
         for inner in op.walk():
@@ -281,7 +291,8 @@ class LoopToTile(ModulePass):
                 taken.add(sym.data)
         PatternRewriteWalker(
             KeepLocation(
-                ScheduleKernel(self.block_size, self.coop_threshold, self.max_grid, taken)
+                ScheduleKernel(self.block_size, self.coop_threshold, self.max_grid, taken,
+                               self.coop_min)
             ),
             apply_recursively=False,
         ).rewrite_module(op)
