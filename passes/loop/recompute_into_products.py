@@ -59,7 +59,8 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from llmopt.dialects import loop
-from llmopt.passes.loop.fuse_kernels import loads_of, temporary_output, unbind, written_args
+from llmopt.passes.loop._fuse_analysis import loads_of, temporary_output, written_args
+from llmopt.passes.loop._fuse_rewrite import unbind
 
 MAX_MAP_OPS = 16
 """The longest per-element map (loads and scalar ops) recomputed at each load site."""

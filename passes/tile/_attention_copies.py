@@ -24,15 +24,14 @@ from xdsl.ir import SSAValue
 from xdsl.rewriter import Rewriter
 
 from llmopt.dialects import loop
-from llmopt.passes.loop.fuse_kernels import (
+from llmopt.passes.loop._fuse_analysis import (
     Producer,
     analyse_producer,
-    inline_at,
     is_copy,
     loads_of,
-    unbind,
     written_args,
 )
+from llmopt.passes.loop._fuse_rewrite import inline_at, unbind
 from llmopt.passes.tile._attention import Chain, bound, match_output, match_scores
 
 
