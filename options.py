@@ -122,6 +122,7 @@ def _knob(name: str) -> Option:
 OPTIONS: dict[str, dict[str, Option]] = {
     "loop-to-tile": {"block_size": Option(IntRange(32, 1024, 32), unset=False),
                      "coop_threshold": Option(IntRange(0)),
+                     "coop_min": Option(IntRange(1), unset=False),
                      "max_grid": Option(IntRange(1, 2**31 - 1), unset=False)},
     "fuse-kernels": {"recompute_limit": Option(IntRange(0))},
     "length-buckets": {"coop_rows": Option(IntRange(0, 64))},
@@ -134,7 +135,8 @@ OPTIONS: dict[str, dict[str, Option]] = {
                   "chunks": Option(IntRange(1, 32), unset=False),
                   "prefetch_bytes": Option(IntRange(0, 1 << 20, 16), unset=False)},
     "fuse-launches": {"shared_slack": Option(IntRange(0, 1 << 20))},
-    "programmatic-launch": {"spread": Option(_one_of(0, 1), unset=False)},
+    "programmatic-launch": {"spread": Option(_one_of(0, 1), unset=False),
+                            "carveout": Option(IntRange(-1, 100), unset=False)},
     "apply-tuned": {"user": Option(_one_of(0, 1))},
     "split-k": {"split_k": _knob("split_k")},
     "register-tile": {name: _knob(name)

@@ -279,10 +279,9 @@ class LoopToTile(ModulePass):
                 f"loop-to-tile: block_size must be a multiple of {WARP} in "
                 f"[{WARP}, {MAX_THREADS_PER_BLOCK}], got {self.block_size}"
             )
-        if self.coop_threshold < 0 or self.coop_min < 1 or not 1 <= self.max_grid <= MAX_GRID:
+        if self.coop_threshold < 0 or not 1 <= self.max_grid <= MAX_GRID:
             raise PassFailedException(
-                "loop-to-tile: coop_threshold must be ≥ 0, coop_min ≥ 1 and max_grid in "
-                "[1, 2^31-1]"
+                "loop-to-tile: coop_threshold must be ≥ 0 and max_grid in [1, 2^31-1]"
             )
         taken: set[str] = set()
         for inner in op.walk():

@@ -173,8 +173,6 @@ class ProgrammaticLaunch(ModulePass):
     def __post_init__(self) -> None:
         if self.spread not in (0, 1):
             raise ValueError(f"spread must be 0 or 1, got {self.spread}")
-        if not -1 <= self.carveout <= 100:
-            raise ValueError(f"carveout must be -1 (the driver's) or 0-100, got {self.carveout}")
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         if arch_number(self.arch) >= GRID_DEPENDENCY_MIN_SM:

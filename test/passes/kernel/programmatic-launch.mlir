@@ -115,7 +115,7 @@ func.func @main(%x: memref<32xf32>, %y: memref<133x32xf32>) -> (memref<133x32xf3
 // CARVE:       kernel.launch @twice {{.*}} {programmatic, carveout = 100 : i64}
 // CARVE:       kernel.launch @rows grid [133, 1, 1] {{.*}} smem 0 (%d, %c) {programmatic, carveout = 100 : i64}
 // CHECK-NOT:   carveout
-// BADCARVE: carveout must be -1 (the driver's) or 0-100, got 101
+// BADCARVE: carveout must be an integer from -1 to 100, got 101
 
 // NUM: programmatic-launch {{.*}} ok
 
