@@ -37,18 +37,20 @@ only where it can prove alignment, and mixes 16-, 8- and 4-byte loads. With frag
 read is one 16-byte ``ld.shared.v4`` (``kernel-to-cuda`` prints a ``float4`` access), a
 quarter of the load instructions. Rows padded to 36 words put 8 consecutive rows' 16-byte
 pieces in distinct banks, so a warp reading 16 rows needs the minimum of two wavefronts.
+
+Which loads qualify is decided in :mod:`~llmopt.passes.tile._vector_match`, the loops
+and copies are built in :mod:`~llmopt.passes.tile._vector_rewrite`.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import arith, scf
-from xdsl.dialects.builtin import IndexType, IntegerAttr, MemRefType, ModuleOp
-from xdsl.ir import Block, Operation, SSAValue
-from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr, AffineExpr, AffineMap
+from xdsl.dialects.builtin import MemRefType, ModuleOp
+from xdsl.ir import Operation
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
     PatternRewriter,
@@ -56,112 +58,21 @@ from xdsl.pattern_rewriter import (
     RewritePattern,
     op_type_rewrite_pattern,
 )
-from xdsl.rewriter import InsertPoint
 from xdsl.utils.exceptions import PassFailedException
 
 from llmopt.dialects import loop, tile
-from llmopt.passes._ir import defined_inside
 from llmopt.passes._rewrite import KeepLocation
-from llmopt.passes.tile._access import UNROLL, counted_for
 from llmopt.passes.tile._schedule import knob
+from llmopt.passes.tile._vector_match import Fragment, vectorizable
+from llmopt.passes.tile._vector_rewrite import (
+    outer_chunk_loop,
+    rewrite_chunk_loop,
+    sink_kv_loop,
+)
 from llmopt.passes.tile.stage_inputs import const_int
 
 VECTOR_BYTES = 16
 """The size of one fragment read: a 128-bit shared-memory load."""
-
-
-def _uses(expr: AffineExpr, position: int) -> bool:
-    """Whether ``expr`` mentions dimension ``position``."""
-    if isinstance(expr, AffineDimExpr):
-        return expr.position == position
-    if isinstance(expr, AffineConstantExpr):
-        return False
-    return any(_uses(e, position) for e in (expr.lhs, expr.rhs))  # type: ignore[attr-defined]
-
-
-def _shared(buffer: SSAValue) -> MemRefType | None:
-    """The type of a ``tile.alloc shared`` buffer (``None`` for any other buffer)."""
-    owner = buffer.owner
-    if isinstance(owner, tile.AllocOp) and owner.space.data == "shared":
-        typ = owner.result.type
-        assert isinstance(typ, MemRefType)
-        return typ
-    return None
-
-
-@dataclass
-class Fragment:
-    """The registers of one vectorizable load: its tile, indices and the loops they use."""
-
-    load: loop.LoadOp
-    loops: list[loop.ForOp]
-    """The ``loop.for`` ops of the forall whose induction variables the indices use,
-    outermost first."""
-    loads: list[loop.LoadOp] = field(default_factory=list)
-    """Every load reading these registers (identical accesses share them)."""
-
-    def key(self) -> tuple[object, ...]:
-        """Identical loads (same tile, map and indices) share one fragment."""
-        return (self.load.buffer, self.load.map.data, tuple(self.load.indices))
-
-
-def _vectorizable(load: loop.LoadOp, chunk: scf.ForOp, forall: tile.ForallOp, width: int
-                  ) -> Fragment | None:
-    """The fragment of ``load`` if it reads ``width`` aligned consecutive elements of a shared
-    tile along the ``chunk`` loop's index (module docstring), else ``None``. Its copy runs
-    before the chunk loop's own index arithmetic, so an index computed in the chunk loop
-    (other than the loops around the load) disqualifies it."""
-    kk = chunk.body.block.args[0]
-    typ = _shared(load.buffer)
-    if typ is None:
-        return None
-    amap = load.map.data
-    positions = [p for p, v in enumerate(load.indices) if v is kk]
-    last = amap.results[-1]
-    if not (isinstance(last, AffineDimExpr) and last.position in positions):
-        return None
-    if any(_uses(e, p) for e in amap.results[:-1] for p in positions):
-        return None
-    strides, offset = typ.get_strides(), typ.get_offset()
-    if strides is None or not isinstance(offset, int) or strides[-1] != 1:
-        return None
-    if offset % width or any(s is None or s % width for s in strides[:-1]):
-        return None
-    ancestors: dict[SSAValue, loop.ForOp] = {}
-    parent = load.parent_op()
-    while parent is not None and parent is not forall:
-        if isinstance(parent, loop.ForOp):
-            ancestors[parent.body.block.args[0]] = parent
-        elif not isinstance(parent, loop.ReduceOp):
-            return None
-        parent = parent.parent_op()
-    loops: list[loop.ForOp] = []
-    for value in load.indices:
-        if value is kk or any(value is iv for iv in forall.ivs):
-            continue
-        if value in ancestors:
-            if ancestors[value] not in loops:
-                loops.append(ancestors[value])
-        elif defined_inside(value, chunk):
-            return None  # computed in the chunk loop: not a plain loop index
-    depth = {op: _depth(op) for op in loops}
-    loops.sort(key=lambda op: depth[op])
-    return Fragment(load, loops)
-
-
-def _depth(op: Operation) -> int:
-    """How many ops enclose ``op``."""
-    n = 0
-    parent = op.parent_op()
-    while parent is not None:
-        n += 1
-        parent = parent.parent_op()
-    return n
-
-
-def _index(value: int) -> arith.ConstantOp:
-    """An ``index`` constant."""
-    return arith.ConstantOp(IntegerAttr(value, IndexType()))
 
 
 @dataclass
@@ -197,7 +108,7 @@ class VectorizeChunkLoop(RewritePattern):
             width = _width(inner)
             if width < 2 or extent % width:
                 continue
-            fragment = _vectorizable(inner, op, forall, width)
+            fragment = vectorizable(inner, op, forall, width)
             if fragment is not None:
                 fragments.setdefault(fragment.key(), fragment).loads.append(inner)
         widths = {_width(f.load) for f in fragments.values()}
@@ -206,7 +117,8 @@ class VectorizeChunkLoop(RewritePattern):
         (width,) = widths
         kernel = tile.enclosing(op, tile.KernelOp)
         order = knob(self.kv_order, kernel, "kv_order", 1) if kernel is not None else 1
-        kv_loop = _rewrite(op, forall, pre, list(fragments.values()), extent, width, rewriter)
+        kv_loop = rewrite_chunk_loop(op, forall, pre, list(fragments.values()), extent, width,
+                                     rewriter)
         if order == 2:
             sink_kv_loop(kv_loop)
 
@@ -249,213 +161,6 @@ def _block_size(op: Operation) -> int | None:
     return None if not isinstance(kernel, tile.KernelOp) else math.prod(kernel.block_shape)
 
 
-def _rewrite(chunk: scf.ForOp, forall: tile.ForallOp, pre: list[Operation],
-             fragments: list[Fragment], extent: int, width: int,
-             rewriter: PatternRewriter) -> scf.ForOp:
-    """Build ``scf.for %kq { forall { copies; scf.for %kv { body } } }`` in place of
-    ``chunk``; returns the ``%kv`` loop."""
-    kk = chunk.body.block.args[0]
-    allocs = _fragment_registers(chunk, forall, fragments, width, rewriter)
-    kq = outer_chunk_loop(chunk, forall, extent // width, "kq", rewriter)
-    kv_loop, mapping = _inner_loop(forall, kk, kq, pre, width)
-    kv = kv_loop.body.block.args[0]
-    first = kv_loop.lb.owner  # the copies go before the kv loop's bounds
-    assert isinstance(first, Operation)
-    for fragment, alloc in zip(fragments, allocs, strict=True):
-        _copy_nest(fragment, alloc.result, forall, kk, kq, width, first)
-        for load in fragment.loads:
-            indices = [*forall.ivs, *(f.body.block.args[0] for f in fragment.loops), kv]
-            rewriter.replace(load, loop.LoadOp(alloc.result, AffineMap.identity(len(indices)),
-                                               indices))
-    for old, new in mapping.items():
-        old.replace_uses_with_if(new, lambda use: kv_loop.is_ancestor(use.operation))
-    rewriter.erase(chunk)
-    return kv_loop
-
-
-def _perfect_nest(op: Operation) -> list[loop.ForOp]:
-    """The ``loop.for`` ops of the perfect nest rooted at ``op`` (each body holds nothing but
-    the next loop; ``loop.for`` has no terminator), outermost first; empty when ``op`` is not
-    a ``loop.for``."""
-    nest: list[loop.ForOp] = []
-    while isinstance(op, loop.ForOp):
-        nest.append(op)
-        inner = list(op.body.block.ops)
-        if len(inner) != 1:
-            break
-        op = inner[0]
-    return nest
-
-
-def _owns_its_elements(body: Block, ivs: list[SSAValue]) -> bool:
-    """Whether every iteration of a nest with induction variables ``ivs`` touches its own
-    elements of what ``body`` writes: only loads, stores and pure arithmetic, every store into
-    a ``tile.alloc registers`` buffer at indices that include every ``iv``, and every load of a
-    stored buffer at the indices of its stores. Then the nest's iterations commute with a loop
-    around them."""
-    stored: dict[SSAValue, tuple[SSAValue, ...]] = {}
-    for inner in body.walk():
-        if isinstance(inner, loop.StoreOp):
-            owner = inner.buffer.owner
-            if not (isinstance(owner, tile.AllocOp) and owner.space.data == "registers"):
-                return False
-            indices = tuple(inner.indices)
-            if not all(any(iv is v for v in indices) for iv in ivs):
-                return False
-            if stored.setdefault(inner.buffer, indices) != indices:
-                return False
-        elif not (isinstance(inner, loop.LoadOp)
-                  or (inner.dialect_name() in ("arith", "math") and not inner.regions)):
-            return False
-    return all(tuple(load.indices) == stored[load.buffer] for load in body.walk()
-               if isinstance(load, loop.LoadOp) and load.buffer in stored)
-
-
-def sink_kv_loop(kv_loop: scf.ForOp) -> None:
-    """Move ``kv_loop`` inside the micro-tile's perfect ``loop.for`` nest that its body ends
-    with (``for mi { for nj { for kv { … } } }`` instead of ``for kv { for mi { for nj {
-    … } } }``) when each ``(mi, nj)`` iteration owns the accumulators it updates
-    (:func:`_owns_its_elements`); each accumulator then takes its ``V`` multiply-adds in
-    the same order, so the results are bit-identical; otherwise nothing changes.
-
-    Everything is unrolled either way; the order is what NVRTC's scheduler and register
-    allocator start from, and neither order wins everywhere (see :class:`VectorFragments`)."""
-    kv_body = kv_loop.body.block
-    yield_op = kv_body.last_op
-    assert isinstance(yield_op, scf.YieldOp)
-    ops = list(kv_body.ops)[:-1]
-    nest = _perfect_nest(ops[-1]) if ops else []
-    if not nest or any(not isinstance(o, arith.ConstantOp | arith.AddiOp | arith.MuliOp)
-                       for o in ops[:-1]):
-        return
-    innermost = nest[-1].body.block
-    if not _owns_its_elements(innermost, [f.body.block.args[0] for f in nest]):
-        return
-    block = kv_loop.parent_block()
-    assert block is not None
-    moved = list(innermost.ops)
-    nest[0].detach()
-    block.insert_op_before(nest[0], kv_loop)
-    kv_loop.detach()
-    innermost.add_op(kv_loop)
-    for o in moved:
-        o.detach()
-        kv_body.insert_op_before(o, yield_op)
-
-
-def _fragment_registers(chunk: scf.ForOp, forall: tile.ForallOp, fragments: list[Fragment],
-                        width: int, rewriter: PatternRewriter) -> list[tile.AllocOp]:
-    """One ``tile.alloc registers`` per fragment — ``[forall extents…, extents of its
-    loops…, width]`` — in the forall over blocks, before the op holding ``chunk``."""
-    anchor: Operation = chunk
-    while not (isinstance(owner := anchor.parent_op(), tile.ForallOp)
-               and owner.mapping.data == "blocks"):
-        assert owner is not None
-        anchor = owner
-    allocs = []
-    for fragment in fragments:
-        typ = fragment.load.buffer.type
-        assert isinstance(typ, MemRefType)
-        shape = [*forall.shape, *(f.extent.value.data for f in fragment.loops), width]
-        alloc = tile.AllocOp("registers", MemRefType(typ.element_type, shape))
-        alloc.result.name_hint = "frag"
-        rewriter.insert(alloc, InsertPoint.before(anchor))
-        allocs.append(alloc)
-    return allocs
-
-
-def outer_chunk_loop(chunk: scf.ForOp, forall: tile.ForallOp, steps: int, name: str,
-                     rewriter: PatternRewriter) -> SSAValue:
-    """``scf.for %name = 0 to steps`` (with the chunk loop's attributes) before ``chunk``,
-    ``forall`` moved into it; returns the induction variable."""
-    bounds, outer, iv = counted_for(steps, name, dict(chunk.attributes))
-    for op in [*bounds, outer]:
-        rewriter.insert(op, InsertPoint.before(chunk))
-    forall.detach()
-    outer.body.block.add_ops([forall, scf.YieldOp()])
-    return iv
-
-
-def _inner_loop(forall: tile.ForallOp, kk: SSAValue, kq: SSAValue, pre: list[Operation],
-                width: int) -> tuple[scf.ForOp, dict[SSAValue, SSAValue]]:
-    """Move ``forall``'s body into an unrolled ``scf.for %kv = 0 to width`` (sequential:
-    its iterations update the same accumulators) that starts by computing ``kk = width·kq +
-    kv`` and a copy of the chunk loop's index arithmetic ``pre``. Returns the loop and the
-    map from the old ``kk`` and ``pre`` results to their new values."""
-    fbody = forall.body.block
-    terminator = fbody.last_op if isinstance(fbody.last_op, tile.YieldOp) else None
-    moved = [inner for inner in fbody.ops if inner is not terminator]
-    bounds, kv_loop, kv = counted_for(width, "kv", UNROLL)
-    body = kv_loop.body.block
-    for inner in [*bounds, kv_loop]:
-        if terminator is None:
-            fbody.add_op(inner)
-        else:
-            fbody.insert_op_before(inner, terminator)
-    cw = _index(width)
-    scaled = arith.MuliOp(kq, cw.result)
-    new_kk = arith.AddiOp(scaled.result, kv)
-    new_kk.result.name_hint = kk.name_hint
-    body.add_ops([cw, scaled, new_kk])
-    mapping: dict[SSAValue, SSAValue] = {kk: new_kk.result}
-    for p in pre:
-        clone = p.clone()
-        for k, operand in enumerate(clone.operands):
-            if operand in mapping:
-                clone.operands[k] = mapping[operand]
-        for old, new in zip(p.results, clone.results, strict=True):
-            mapping[old] = new
-            new.name_hint = old.name_hint
-        body.add_op(clone)
-    for inner in moved:
-        inner.detach()
-        body.add_op(inner)
-    body.add_op(scf.YieldOp())
-    return kv_loop, mapping
-
-
-def _copy_nest(fragment: Fragment, registers: SSAValue, forall: tile.ForallOp, kk: SSAValue,
-               kq: SSAValue, width: int, before: Operation) -> None:
-    """``loop.for`` over the fragment's loops around ``tile.copy tile[…, V·kq] to
-    registers[ivs…, 0] count V``, inserted before ``before``."""
-    block = before.parent_block()
-    assert block is not None
-    loops = [loop.ForOp(f.extent.value.data) for f in fragment.loops]
-    for new, old in zip(loops, fragment.loops, strict=True):
-        new.attributes |= UNROLL
-        new.body.block.args[0].name_hint = old.body.block.args[0].name_hint
-    iv_of = {old.body.block.args[0]: new.body.block.args[0]
-             for old, new in zip(fragment.loops, loops, strict=True)}
-    load = fragment.load
-    src_indices = [kq if v is kk else iv_of.get(v, v) for v in load.indices]
-    dst_indices = [*forall.ivs, *(new.body.block.args[0] for new in loops)]
-    merged: list[SSAValue] = []
-    for value in (*src_indices, *dst_indices):
-        if not any(value is m for m in merged):
-            merged.append(value)
-
-    def position(value: SSAValue) -> int:
-        return next(k for k, m in enumerate(merged) if m is value)
-
-    amap = load.map.data
-    src_dims = [AffineDimExpr(position(v)) for v in src_indices]
-    results = [e.replace_dims_and_symbols(src_dims, []) for e in amap.results]
-    results[-1] = results[-1] * width
-    src_map = AffineMap(len(merged), 0, tuple(results))
-    dst_map = AffineMap(len(merged), 0, (*(AffineDimExpr(position(v)) for v in dst_indices),
-                                         AffineConstantExpr(0)))
-    copy = tile.CopyOp(load.buffer, src_map, registers, dst_map, merged, width)
-    target = block
-    anchor: Operation | None = before
-    for new in loops:
-        target.insert_op_before(new, anchor) if anchor is not None else target.add_op(new)
-        target, anchor = new.body.block, None
-    if anchor is None:
-        target.add_op(copy)
-    else:
-        target.insert_op_before(copy, anchor)
-
-
 @dataclass(frozen=True)
 class VectorFragments(ModulePass):
     """Read register-tiled shared tiles 16 bytes at a time (see the module docstring)."""
@@ -481,3 +186,7 @@ class VectorFragments(ModulePass):
                                       f"knob), 1 or 2, got {self.kv_order}")
         PatternRewriteWalker(KeepLocation(VectorizeChunkLoop(self.kv_order)),
                              apply_recursively=False).rewrite_module(op)
+
+
+__all__ = ["VECTOR_BYTES", "Fragment", "VectorFragments", "VectorizeChunkLoop",
+           "outer_chunk_loop", "sink_kv_loop"]

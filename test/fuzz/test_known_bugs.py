@@ -168,7 +168,7 @@ func.func @forward(%x: tensor<8xf32>) -> tensor<8xf32> {
     "index_from_the_chunk_loop": Bug(
         (INPUTS / "index_from_the_chunk_loop.mlir").read_text(),
         ("-p", "lower-to-cuda"),
-        "passes/tile/vector_fragments.py (_vectorizable)",
+        "passes/tile/_vector_match.py (vectorizable)",
         status=0,
     ),
     # A ring slot carried by a K loop of one step, scaled far past its buffer: the verifier
