@@ -53,78 +53,28 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from xdsl.context import Context
-from xdsl.dialects import arith, func, scf
+from xdsl.dialects import arith, func
 from xdsl.dialects.builtin import IndexType, IntegerAttr, MemRefType, ModuleOp
-from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
+from xdsl.ir import Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from llmopt.dialects import kernel
 from llmopt.lowering._cuda_analysis import buffer_root, written_buffers
 from llmopt.passes._ir import allocates_at_most
-from llmopt.passes.kernel._index_expr import Expr, ExprBuilder, index_expr
+from llmopt.passes.kernel._fuse_kernel import build_fused
+from llmopt.passes.kernel._fuse_members import (
+    Launch,
+    fused_shared_bytes,
+    grid_expression,
+    group_length,
+    shared_bytes,
+)
 
 __all__ = ["FuseLaunches", "fuse_launches"]
 
 SHARED_SLACK = 4096
 """Default of the ``shared_slack`` option, in bytes."""
-
-
-@dataclass
-class _Launch:
-    """A launch of a run and what it reads and writes (by root buffer)."""
-
-    op: kernel.LaunchOp
-    callee: kernel.FuncOp | None
-    reads: set[SSAValue]
-    writes: set[SSAValue]
-    level: int = 0
-
-    def conflicts(self, other: _Launch) -> bool:
-        return bool(self.writes & (other.reads | other.writes) or other.writes & self.reads)
-
-    def key(self) -> tuple[int, ...] | None:
-        """What a group's members must share (the block shape), or ``None`` when the launch
-        cannot be fused."""
-        grid = self.op.grid_shape
-        if self.callee is None or grid[1:] != (1, 1) or self.op.shared_bytes != 0:
-            return None  # (buffer declarations sit at a kernel's top level: its verifier)
-        if self.op.grid_size is not None:
-            length = _length_operand(self.op)
-            if length is None or grid_expression(self.op.grid_size, length) is None:
-                return None
-        return self.op.block_shape
-
-
-def _buffer_bytes(typ: Attribute) -> int:
-    assert isinstance(typ, MemRefType)
-    return typ.element_count() * max(getattr(typ.element_type, "bitwidth", 32) // 8, 1)
-
-
-def _shared_kind(op: kernel.SharedOp) -> tuple[Attribute, str]:
-    """What makes two members' shared buffers interchangeable: type and attributes."""
-    return op.result.type, str(op.attributes)
-
-
-def shared_bytes(callee: kernel.FuncOp) -> int:
-    """The bytes of ``callee``'s ``kernel.shared`` buffers."""
-    return fused_shared_bytes([callee])
-
-
-def fused_shared_bytes(callees: Sequence[kernel.FuncOp]) -> int:
-    """The bytes of the shared buffers of a kernel fusing ``callees``: each kind of buffer
-    (type and attributes) as many times as the member that has most of it (a block runs
-    one member, so the members share their buffers of one kind)."""
-    most: dict[tuple[Attribute, str], int] = {}
-    for callee in callees:
-        counts: dict[tuple[Attribute, str], int] = {}
-        for op in callee.body.block.ops:
-            if isinstance(op, kernel.SharedOp):
-                kind = _shared_kind(op)
-                counts[kind] = counts.get(kind, 0) + 1
-        for kind, n in counts.items():
-            most[kind] = max(most.get(kind, 0), n)
-    return sum(_buffer_bytes(kind[0]) * n for kind, n in most.items())
 
 
 @dataclass
@@ -156,7 +106,7 @@ class _Fuser:
             self.shared[name] = shared_bytes(callee)
         return self.shared[name]
 
-    def launch(self, op: kernel.LaunchOp) -> _Launch:
+    def launch(self, op: kernel.LaunchOp) -> Launch:
         callee = self.kernels.get(op.kernel.root_reference.data)
         buffers = [(k, buffer_root(a)) for k, a in enumerate(op.args)
                    if isinstance(a.type, MemRefType)]
@@ -165,7 +115,7 @@ class _Fuser:
         else:
             params = self.written_params(callee)
             written = {root for k, root in buffers if k in params}
-        return _Launch(op, callee, {root for _, root in buffers}, written)
+        return Launch(op, callee, {root for _, root in buffers}, written)
 
     def run_block(self, block: Block) -> int:
         """Fuse the runs of ``block``; how many launches were saved."""
@@ -184,7 +134,7 @@ class _Fuser:
         for k, launch in enumerate(launches):
             launch.level = 1 + max((e.level for e in launches[:k] if e.conflicts(launch)),
                                    default=-1)
-        groups: list[list[_Launch]] = []
+        groups: list[list[Launch]] = []
         for level in sorted({launch.level for launch in launches}):
             groups += self.groups([x for x in launches if x.level == level])
         if all(len(group) == 1 for group in groups):
@@ -203,10 +153,10 @@ class _Fuser:
                     member.op.erase()
         return sum(len(group) - 1 for group in groups)
 
-    def groups(self, level: list[_Launch]) -> list[list[_Launch]]:
+    def groups(self, level: list[Launch]) -> list[list[Launch]]:
         """The launches of one level in groups (in order of their first member)."""
-        groups: list[list[_Launch]] = []
-        open_groups: dict[tuple[int, ...], list[_Launch]] = {}
+        groups: list[list[Launch]] = []
+        open_groups: dict[tuple[int, ...], list[Launch]] = {}
         for launch in level:
             key = launch.key()
             group = open_groups.get(key) if key is not None else None
@@ -218,7 +168,7 @@ class _Fuser:
                 open_groups[key] = groups[-1]
         return groups
 
-    def fits(self, group: Sequence[_Launch]) -> bool:
+    def fits(self, group: Sequence[Launch]) -> bool:
         """Whether ``group`` may share a kernel: within the shared-memory slack, and,
         where a member's grid is runtime, one ``index`` operand among the members (the
         length its grid is computed from again)."""
@@ -229,14 +179,14 @@ class _Fuser:
         return (fused_shared_bytes(callees) <= largest + self.slack
                 and (len(lengths) <= 1 or not runtime))
 
-    def fused_launch(self, group: list[_Launch]) -> kernel.LaunchOp:
+    def fused_launch(self, group: list[Launch]) -> kernel.LaunchOp:
         """One launch of the fused kernel of ``group`` (built once per distinct group),
         after the host ops that sum its members' runtime grids (if any)."""
         operands: list[SSAValue] = []
         for member in group:
             operands += [a for a in member.op.args if a not in operands]
         pattern = tuple(tuple(operands.index(a) for a in m.op.args) for m in group)
-        length = _length(group)
+        length = group_length(group)
         sizes = tuple(None if m.op.grid_size is None or length is None
                       else grid_expression(m.op.grid_size, length) for m in group)
         # key() and fits() admit a runtime grid only as arithmetic of the group's one length
@@ -246,13 +196,13 @@ class _Fuser:
         names = tuple(m.op.kernel.root_reference.data for m in group)
         key = (names, grids, pattern, sizes)
         if key not in self.fused:
-            self.fused[key] = self.build(group, operands, pattern, sizes)
+            self.fused[key] = build_fused(group, operands, pattern, sizes, self.kernels)
         block = group[0].op.block_shape
         launch = kernel.LaunchOp(self.fused[key], [sum(grids), 1, 1], list(block), operands,
                                  grid_size=self.total_grid(group))
         return launch
 
-    def total_grid(self, group: list[_Launch]) -> SSAValue | None:
+    def total_grid(self, group: list[Launch]) -> SSAValue | None:
         """The sum of ``group``'s grids as host ops put before its last member, where a
         member's grid is runtime; ``None`` when every grid is static."""
         if all(m.op.grid_size is None for m in group):
@@ -276,78 +226,6 @@ class _Fuser:
         total.name_hint = "grid_fused"
         return total
 
-    def build(self, group: list[_Launch], operands: list[SSAValue],
-              pattern: tuple[tuple[int, ...], ...], sizes: tuple[Expr | None, ...]) -> str:
-        """The fused ``kernel.func`` of ``group``, added to the module; its name. A
-        member's ``sizes`` entry is its runtime grid as an expression of the length
-        (:func:`grid_expression`; ``None``: its static grid)."""
-        name = unique_name("__".join(m.op.kernel.root_reference.data for m in group),
-                           self.kernels)
-        fused = kernel.FuncOp(name, [a.type for a in operands], group[0].op.block_shape)
-        top = fused.body.block
-        for arg, operand in zip(top.args, operands, strict=True):
-            arg.name_hint = operand.name_hint
-        bid = kernel.BlockIdOp("x")
-        top.add_op(bid)
-        here, elses = top, []
-        offset: int | SSAValue = 0  # the blocks of the members before: static or runtime
-        lengths = [arg for arg in top.args if isinstance(arg.type, IndexType)]
-
-        def length(_build: ExprBuilder, _leaf: Expr) -> SSAValue:
-            return lengths[0]  # a runtime grid's group passes one length (fits())
-
-        grids = ExprBuilder(length)
-        pool: dict[tuple[Attribute, str], list[SSAValue]] = {}  # shared buffers, by kind
-        for k, (member, params) in enumerate(zip(group, pattern, strict=True)):
-            assert member.callee is not None
-            values: dict[SSAValue, SSAValue] = dict(zip(
-                member.callee.body.block.args, (top.args[p] for p in params), strict=True))
-            taken: dict[tuple[Attribute, str], int] = {}
-            for op in member.callee.body.block.ops:  # buffers first, at the top level
-                if not isinstance(op, kernel.BufferDeclOp):
-                    continue
-                if isinstance(op, kernel.SharedOp):  # one an earlier member left free?
-                    kind = _shared_kind(op)
-                    n = taken[kind] = taken.get(kind, 0) + 1
-                    if n <= len(pool.get(kind, [])):
-                        values[op.result] = pool[kind][n - 1]
-                        continue
-                copy = op.clone(value_mapper=values)
-                top.insert_op_before(copy, bid)
-                values[op.result] = copy.result
-                if isinstance(op, kernel.SharedOp):
-                    pool.setdefault(_shared_kind(op), []).append(copy.result)
-            local: SSAValue = bid.result
-            if not isinstance(offset, int) or offset:
-                start = _index(offset, here)
-                minus = arith.SubiOp(bid.result, start)
-                here.add_op(minus)
-                local = minus.result
-            sized = sizes[k]
-            if sized is not None:  # the grids before sit in blocks around this one
-                size = grids.value(sized)
-                here.add_ops(grids.take())
-            else:
-                size = _index(member.op.grid_shape[0], here)
-            inside = arith.CmpiOp(local, size, "ult")
-            then = member_body(member.callee, values, local, size)
-            last = k == len(group) - 1
-            otherwise = None if last else Block()
-            branch = scf.IfOp(inside.result, [], Region(then),
-                              None if otherwise is None else Region(otherwise))
-            here.add_ops([inside, branch])
-            if otherwise is not None:
-                elses.append(otherwise)
-                here = otherwise
-                offset = _plus(offset, size if sized is not None else member.op.grid_shape[0],
-                               here)
-        for block in elses:
-            block.add_op(scf.YieldOp())
-        top.add_op(kernel.ReturnOp())
-        Rewriter.insert_op(fused, InsertPoint.after(group[-1].callee))  # type: ignore[arg-type]
-        self.kernels[name] = fused
-        return name
-
     def erase_unused(self, launched_before: set[str]) -> None:
         """Erase the kernels that were launched before and are not any more."""
         launched = {op.kernel.root_reference.data for op in self.module.walk()
@@ -357,76 +235,6 @@ class _Fuser:
             if callee is not None:
                 callee.detach()
                 callee.erase()
-
-
-def _length_operand(launch: kernel.LaunchOp) -> SSAValue | None:
-    """The one ``index`` operand of ``launch`` (its length), ``None`` if none or
-    several."""
-    found = {a for a in launch.args if isinstance(a.type, IndexType)}
-    return next(iter(found)) if len(found) == 1 else None
-
-
-def _length(group: Sequence[_Launch]) -> SSAValue | None:
-    """The length the members of ``group`` with runtime grids pass, when they all pass
-    the same one."""
-    found = {_length_operand(m.op) for m in group if m.op.grid_size is not None}
-    return next(iter(found)) if len(found) == 1 else None
-
-
-def grid_expression(value: SSAValue, length: SSAValue) -> Expr | None:
-    """``value`` as arithmetic of constants and ``length`` (leaf ``("len",)``), or ``None``
-    when it is anything else."""
-    return index_expr(value, lambda v: ("len",) if v is length else None)
-
-
-def _index(value: int | SSAValue, block: Block) -> SSAValue:
-    """``value`` as an ``index`` SSA value (a constant added to ``block``)."""
-    if not isinstance(value, int):
-        return value
-    const = arith.ConstantOp(IntegerAttr(value, IndexType()))
-    block.add_op(const)
-    return const.result
-
-
-def _plus(offset: int | SSAValue, size: int | SSAValue, block: Block) -> int | SSAValue:
-    """``offset + size``: an ``int`` while both are static, else an ``arith.addi`` added to
-    ``block``."""
-    if isinstance(offset, int) and isinstance(size, int):
-        return offset + size
-    if isinstance(offset, int) and offset == 0:
-        return size
-    total = arith.AddiOp(_index(offset, block), _index(size, block))
-    block.add_op(total)
-    return total.result
-
-
-def member_body(callee: kernel.FuncOp, values: dict[SSAValue, SSAValue], block_id: SSAValue,
-                grid: SSAValue) -> Block:
-    """The ops of ``callee`` (its parameters and buffers mapped by ``values``) as the body of
-    a member's branch: ``kernel.block_id x`` is ``block_id``, ``kernel.grid_dim x`` is
-    ``grid``, the buffer declarations and ``kernel.return`` are left out."""
-    body = Block()
-    for op in callee.body.block.ops:
-        if not isinstance(op, kernel.BufferDeclOp | kernel.ReturnOp):
-            body.add_op(op.clone(value_mapper=values))
-    special = [op for op in body.walk() if isinstance(op, kernel.BlockIdOp | kernel.GridDimOp)]
-    for op in special:
-        if op.dim.data == "x":
-            op.result.replace_all_uses_with(
-                block_id if isinstance(op, kernel.BlockIdOp) else grid)
-            op.detach()
-            op.erase()
-    body.add_op(scf.YieldOp())
-    return body
-
-
-def unique_name(base: str, taken: dict[str, kernel.FuncOp]) -> str:
-    """``base``, or ``base_2``, ``base_3`` … whichever is free."""
-    name, n = base, 1
-    while name in taken:
-        n += 1
-        name = f"{base}_{n}"
-    return name
 
 
 def fuse_launches(module: ModuleOp, shared_slack: int = SHARED_SLACK) -> int:
