@@ -1,7 +1,7 @@
 """``llmopt tune`` for attention: the block sizes of ``flash-attention``, measured.
 
 ``flash-attention`` builds its kernel from the four Loop-IR kernels of attention (a
-*chain*, :func:`~llmopt.passes.tile._attention.match_chain`), before the Tile-IR tuner sees
+*chain*, :func:`~llmopt.passes.tile._attention_chain.match_chain`), before the Tile-IR tuner sees
 any kernel; so attention is tuned at Loop IR. For every distinct chain of a program,
 identified by its **structural hash** (:func:`chain_key`: the chain's kernels, in order, up
 to names and locations), the chain alone becomes a program (:func:`chain_module`: its
@@ -31,7 +31,7 @@ from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, ModuleOp, i64
 from xdsl.ir import Block, Region, SSAValue
 
 from llmopt.dialects import loop
-from llmopt.passes.tile._attention import Chain, match_chain
+from llmopt.passes.tile._attention_chain import Chain, match_chain
 from llmopt.passes.tile._schedule import (
     SCHEDULE_ATTR,
     AttentionBlocks,

@@ -9,7 +9,7 @@ buffers; a flash kernel instead reads ``K`` and ``V`` in the form ``sdpa`` is ca
 ``K[…, h floordiv G, j, r]``, which the copy's map composed with the product's load gives.
 
 :func:`inline_operand_copies` makes that composition for a matched chain (see
-:mod:`llmopt.passes.tile._attention`) and erases the copies: their buffers are never
+:mod:`llmopt.passes.tile._attention_chain`) and erases the copies: their buffers are never
 written or read, and two launches go with them. A copy is inlined only when the chain's
 kernels still match with it inlined (tried on clones of them first): one whose composition
 leaves a load the flash kernel cannot take — ``V``'s head dimension merged into another
@@ -32,7 +32,9 @@ from llmopt.passes.loop._fuse_analysis import (
     written_args,
 )
 from llmopt.passes.loop._fuse_rewrite import inline_at, unbind
-from llmopt.passes.tile._attention import Chain, bound, match_output, match_scores
+from llmopt.passes.tile._attention_band import bound
+from llmopt.passes.tile._attention_chain import Chain, match_output
+from llmopt.passes.tile._attention_scores import match_scores
 
 
 def _copy_of(kernel: loop.KernelOp, load: loop.LoadOp

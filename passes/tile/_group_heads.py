@@ -25,7 +25,7 @@ from xdsl.ir import SSAValue
 
 from llmopt.dialects import loop, tile
 from llmopt.passes.tile._access import Cloner, Linear, lin_sum
-from llmopt.passes.tile._attention import Chain
+from llmopt.passes.tile._attention_chain import Chain
 
 
 @dataclass(frozen=True)

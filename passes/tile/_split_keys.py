@@ -39,7 +39,8 @@ from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr, AffineExpr, Affine
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from llmopt.dialects import loop, tile
-from llmopt.passes.tile._attention import NEG_INF, Chain
+from llmopt.passes.tile._attention_chain import Chain
+from llmopt.passes.tile._attention_scores import NEG_INF
 from llmopt.passes.tile._online_softmax import const_float
 
 MAX_BLOCKS_PER_SM = 4

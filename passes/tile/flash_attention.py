@@ -2,7 +2,7 @@
 
 **Matches** the four ``loop.kernel`` ops (three without a mask) that ``fuse-kernels`` and
 ``hoist-reduce-factors`` leave of ``softmax(mask(scale · Q·Kᵀ)) · V``
-(:func:`~llmopt.passes.tile._attention.match_chain`): scores ``S = Q·Kᵀ``, the row maximum
+(:func:`~llmopt.passes.tile._attention_chain.match_chain`): scores ``S = Q·Kᵀ``, the row maximum
 of ``g(S)`` (``g``: scale, mask …) and ``E = exp(g(S) - max)``, the row sums ``l``, and
 ``O = h(E·V, l)``. Head-dimension extents must be multiples of 16; query and key extents may
 be anything.
@@ -138,9 +138,9 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from llmopt.dialects import loop, tile
-from llmopt.passes.tile._attention import Chain, match_chain
+from llmopt.passes.tile._attention_chain import Chain, match_chain
 from llmopt.passes.tile._attention_copies import inline_operand_copies
-from llmopt.passes.tile._flash_kernel import FlashKernel
+from llmopt.passes.tile._flash_steps import FlashKernel
 from llmopt.passes.tile._group_heads import match_groups
 from llmopt.passes.tile._schedule import (
     SCHEDULE_ATTR,

@@ -8,7 +8,7 @@ import pytest
 
 import llmopt.api as api
 from llmopt.dialects import loop
-from llmopt.passes.tile._attention import Chain, match_chain
+from llmopt.passes.tile._attention_chain import Chain, match_chain
 from llmopt.passes.tile._group_heads import HeadGroups, match_groups
 
 DECODE = Path(__file__).with_name("flash-attention-decode.mlir")
