@@ -16,9 +16,12 @@ Every mapping is a strided loop with its bound checked, so extents that do not d
 launch shape are correct by construction. ``tile.coop_reduce`` is a reduction that the
 threads of a block perform together: each thread strides over the reduce axis, then the
 partial results are combined by warp shuffles and a shared-memory step, and every thread
-receives the total. Sequential loops, buffer accesses and scalar ops inside stay
-``loop``/``arith``/``math`` ops; a loop whose iterations depend on each other through memory
-(the K loop of a tiled matrix product) is an ``scf.for``, which runs its iterations in order.
+receives the total. ``tile.lane_reduce`` is the warp's part of that alone: in a forall over
+block_threads that gives each thread one point, with the lanes of a warp as its innermost
+dimension, each warp combines its 32 values by shuffles. Sequential loops, buffer accesses
+and scalar ops inside stay ``loop``/``arith``/``math`` ops; a loop whose iterations depend on
+each other through memory (the K loop of a tiled matrix product) is an ``scf.for``, which
+runs its iterations in order.
 
 ``tile.alloc`` gives each point of a ``tile.forall over blocks`` its own buffer, in one of
 two places:
@@ -57,6 +60,7 @@ changes nothing that any op reads.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import ClassVar, Self
 
@@ -127,6 +131,8 @@ from llmopt.dialects.loop import verify_access
 from llmopt.dialects.prim import REDUCE_KINDS
 
 MAPPINGS = ("blocks", "threads", "block_threads")
+LANES = 32
+"""The threads of a warp, which ``tile.lane_reduce`` combines."""
 SPACES = ("shared", "registers")
 
 
@@ -436,6 +442,69 @@ class CoopReduceOp(IRDLOperation):
 
 
 @irdl_op_definition
+class LaneReduceOp(IRDLOperation):
+    """``%t = tile.lane_reduce add %v : f32``: the lanes of each warp combine their values.
+
+    It sits directly in a ``tile.forall … over block_threads`` whose innermost extent is 32
+    (its variable is the lane) and whose points are exactly the block's threads, so thread
+    ``tid`` holds the point ``tid`` and a warp holds the 32 points that differ only in the
+    innermost index. Every lane receives the combination of the warp's 32 values, in the
+    order of an xor butterfly (``v = v ⊕ shfl_xor(v, o)`` for o = 16, 8, 4, 2, 1): a row's
+    partial sums finished without shared memory or a barrier.
+    """
+
+    name = "tile.lane_reduce"
+    value = operand_def()
+    kind = prop_def(StringAttr)
+    result = result_def()
+    traits = traits_def(Pure())
+
+    def __init__(self, kind: str, value: SSAValue) -> None:
+        super().__init__(operands=[value], result_types=[value.type],
+                         properties={"kind": StringAttr(kind)})
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(f" {self.kind.data} ")
+        printer.print_ssa_value(self.value)
+        printer.print_op_attributes(self.attributes)
+        printer.print_string(" : ")
+        printer.print_attribute(self.value.type)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> LaneReduceOp:
+        kind = parser.parse_identifier()
+        unresolved = parser.parse_unresolved_operand()
+        attrs = parser.parse_optional_attr_dict()
+        parser.parse_punctuation(":")
+        op = cls(kind, parser.resolve_operand(unresolved, parser.parse_type()))
+        op.attributes |= attrs
+        return op
+
+    def verify_(self) -> None:
+        if self.kind.data not in REDUCE_KINDS:
+            raise VerifyException(
+                f"unknown reduction kind '{self.kind.data}', expected one of {REDUCE_KINDS}"
+            )
+        check_reducible_type(self.value.type)
+        if self.result.type != self.value.type:
+            raise VerifyException("result type must match the combined value")
+        forall = self.parent_op()
+        if not (isinstance(forall, ForallOp) and forall.mapping.data == "block_threads"):
+            raise VerifyException(
+                "tile.lane_reduce must sit directly in a tile.forall over block_threads (the "
+                "lanes of a warp all reach it)")
+        if forall.shape[-1] != LANES or forall.runtime_sizes:
+            raise VerifyException(
+                f"tile.lane_reduce needs a forall whose innermost extent is the {LANES} lanes "
+                f"of a warp and whose extents are static, got {list(forall.shape)}")
+        kernel = enclosing(forall, KernelOp)
+        if isinstance(kernel, KernelOp) and forall.points != math.prod(kernel.block_shape):
+            raise VerifyException(
+                f"tile.lane_reduce needs a point a thread: the forall has {forall.points} "
+                f"points, the block {math.prod(kernel.block_shape)} threads")
+
+
+@irdl_op_definition
 class AllocOp(IRDLOperation):
     """``%s = tile.alloc shared : memref<64x33xf32>``: a buffer of one point of a
     ``tile.forall over blocks`` (see the module docstring for ``shared``/``registers``)."""
@@ -711,10 +780,11 @@ class AsyncWaitOp(AsyncWaitBase):
         _check_in_kernel(self)
 
 
-Tile = Dialect("tile", [KernelOp, ForallOp, CoopReduceOp, YieldOp, AllocOp, CopyOp,
+Tile = Dialect("tile", [KernelOp, ForallOp, CoopReduceOp, LaneReduceOp, YieldOp, AllocOp, CopyOp,
                         AsyncCopyOp, AsyncCommitOp, AsyncWaitOp, PrefetchOp], [])
 
-__all__ = ["Tile", "KernelOp", "ForallOp", "CoopReduceOp", "YieldOp", "AllocOp", "CopyOp",
+__all__ = ["Tile", "KernelOp", "ForallOp", "CoopReduceOp", "LaneReduceOp", "YieldOp", "AllocOp",
+           "CopyOp",
            "CopyBase", "AsyncCopyOp", "AsyncCommitOp", "AsyncWaitOp", "PrefetchOp", "MAPPINGS",
            "SPACES",
-           "enclosing"]
+           "LANES", "enclosing"]

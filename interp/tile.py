@@ -21,7 +21,8 @@ tid + B, ...`` sequentially (starting from the identity); the partials of each w
 lanes are combined by an xor butterfly (``v = v ⊕ shfl_xor(v, o)`` for o = 16, 8, 4, 2, 1;
 lanes past a partial last warp hold the identity); with several warps, every thread then
 folds the warp totals in warp order, starting from the identity (they pass through shared
-memory). Every thread receives the same bits: the total. Loops, loads, stores and scalar ops
+memory). Every thread receives the same bits: the total. ``tile.lane_reduce`` is that
+butterfly alone, over each warp's 32 lanes. Loops, loads, stores and scalar ops
 inside are interpreted as at Loop IR.
 
 ``tile.alloc`` (shared or registers alike) is one poisoned buffer per point of the frame's
@@ -49,6 +50,7 @@ from llmopt.interp._core import (
     InterpretError,
     Value,
     block_tree,
+    butterfly,
     compile_map,
     error,
     identity,
@@ -59,6 +61,7 @@ from llmopt.interp._core import (
 from llmopt.interp.host import HostInterpreter, host_impl
 from llmopt.interp.loop import bind_buffers, clamped
 from llmopt.interp.simt import InFlight, SimtEvaluator, and_masks, buffer_of, simt_impl
+from llmopt.target import WARP
 
 
 def _ints(op: Operation, name: str) -> tuple[int, ...]:
@@ -157,6 +160,18 @@ def _coop_reduce(ev: SimtEvaluator, op: Operation) -> None:
     ndim = len(ev.frame)
     partial = partial.reshape((1,) * (ndim - partial.ndim) + partial.shape)
     ev.env[op.results[0]] = block_tree(kind, partial, threads)
+
+
+@simt_impl("tile.lane_reduce")
+def _lane_reduce(ev: SimtEvaluator, op: Operation) -> None:
+    """Each warp's 32 values combined by the xor butterfly; every lane gets the total."""
+    _, threads = thread_axes(ev, op)
+    kind = op.properties["kind"].data  # type: ignore[attr-defined]
+    dtype = np_dtype(op.results[0].type)
+    value = np.asarray(ev.env[op.operands[0]], dtype=dtype)
+    full = np.broadcast_to(value, np.broadcast_shapes(value.shape, ev.frame))
+    warps = full.reshape(full.shape[:-1] + (threads // WARP, WARP))
+    ev.env[op.results[0]] = butterfly(kind, warps).reshape(full.shape)
 
 
 @simt_impl("tile.alloc")

@@ -1,5 +1,6 @@
 """``tile-to-kernel``'s loops: ``loop.for``/``loop.reduce``, foralls over blocks and
-threads, and cooperative reductions (warp shuffles and a shared-memory step)."""
+threads, cooperative reductions (warp shuffles and a shared-memory step) and the lanes' own
+reductions (warp shuffles alone)."""
 
 from __future__ import annotations
 
@@ -209,3 +210,20 @@ class LowerCoopReduce(RewritePattern):
                                      Region(block)))
             emit.op(kernel.BarrierOp())
         rewriter.replace(op, [], [partial])
+
+
+@dataclass
+class LowerLaneReduce(RewritePattern):
+    """``tile.lane_reduce`` → the xor butterfly of warp shuffles (its forall gives every
+    thread one point, so the whole warp reaches it together)."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: tile.LaneReduceOp, rewriter: PatternRewriter) -> None:
+        kind, typ = op.kind.data, op.result.type
+        check_reducible(op, kind, typ)
+        emit = Emitter(rewriter, InsertPoint.before(op))
+        value = op.value
+        for offset in SHUFFLE_OFFSETS:
+            other = emit(kernel.ShuffleXorOp(value, offset))
+            value = emit(combiner(kind, value, other))
+        rewriter.replace(op, [], [value])

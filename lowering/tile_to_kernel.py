@@ -100,7 +100,13 @@ from llmopt.lowering._kernel_access import (
 )
 from llmopt.lowering._kernel_barriers import InsertRowBarriers
 from llmopt.lowering._kernel_buffers import LowerAlloc
-from llmopt.lowering._kernel_loops import LowerCoopReduce, LowerFor, LowerForall, LowerReduce
+from llmopt.lowering._kernel_loops import (
+    LowerCoopReduce,
+    LowerFor,
+    LowerForall,
+    LowerLaneReduce,
+    LowerReduce,
+)
 from llmopt.lowering._symbols import unique_name
 from llmopt.passes._rewrite import KeepLocation, fail
 from llmopt.passes.kernel.dedup_kernels import DedupKernels
@@ -159,4 +165,4 @@ class TileToKernel(ModulePass):
         walk(LowerAlloc())
         walk(LowerLoad(), LowerStore(), LowerCopy(), LowerPrefetch(), LowerAsyncCommit(),
              LowerAsyncWait())
-        walk(LowerForall(), LowerCoopReduce(), LowerFor(), LowerReduce())
+        walk(LowerForall(), LowerCoopReduce(), LowerLaneReduce(), LowerFor(), LowerReduce())

@@ -36,14 +36,15 @@ buffer with it, which get the same ``R``), lane ``l`` of warp
             tile.copy %W[nb·R + w, V·(32·c + l)] to %fw[w, l, 0] count 16 bytes   // per load
             loop.reduce add %v = 0 to V { <the body, %k = V·(32·c + l) + v, loads from %fw> }
           }
-          loop.store %p, %part[%w, %l]                     // one shared partial a lane
-        }
-        tile.forall (%w) in [R] over block_threads {      // after a barrier
-          %total = loop.reduce add %l = 0 to 32 { loop.load %part[%w, %l] }
+          %total = tile.lane_reduce add %p                 // the warp's shuffles
           <the epilogue with the row nb·R + w and %total for the reduction>
+          scf.if %l < 1 { <the store> }                    // lane 0
         }
       }
     }
+
+(see :mod:`~llmopt.passes.tile._gemv_finish`; ``shuffle=false`` stores a shared partial a
+lane and sums each row in a thread of its own after a barrier).
 
 Where ``32·V`` does not divide ``K`` the last chunk's copies are clamped into the row and
 its lanes past ``K`` add zero; where ``R`` does not divide ``N`` the last block's warps past
@@ -55,7 +56,8 @@ shared-memory step per output, and each block's loads are too few to keep the me
 busy; 16-bit weights are read two bytes a load. A decode step is a chain of such products
 whose time is the weights' bytes over the bandwidth reached, so the loads must be 16 bytes
 wide and many in flight: a warp per row reads it 512 bytes an instruction, every lane's
-chunks are independent, and the only cross-lane step is one shared-memory sum per output.
+chunks are independent, and the only cross-lane step is five shuffles per output, inside
+the warp: no barrier holds a warp for the block's slowest.
 """
 
 from __future__ import annotations
@@ -65,8 +67,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects import arith, func
-from xdsl.dialects.builtin import DictionaryAttr, IndexType, IntegerAttr, MemRefType, ModuleOp, i64
+from xdsl.dialects import func
+from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, MemRefType, ModuleOp, i64
 from xdsl.ir import Block, BlockArgument, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
@@ -76,17 +78,15 @@ from xdsl.pattern_rewriter import (
     op_type_rewrite_pattern,
 )
 
-from llmopt.dialects import loop, tile
+from llmopt.dialects import tile
 from llmopt.passes._rewrite import KeepLocation
 from llmopt.passes.tile._access import (
-    UNROLL,
     Cloner,
     Linear,
-    at,
     block_threads,
     close_guards,
-    guard_inside,
 )
+from llmopt.passes.tile._gemv_finish import finish_in_lanes, finish_in_shared, stash_partials
 from llmopt.passes.tile._gemv_lanes import CHUNKS_IN_FLIGHT, LaneSum
 from llmopt.passes.tile._gemv_match import GEMV_ATTR, Gemv, match_gemv
 from llmopt.passes.tile._gemv_prefetch import PREFETCH_BYTES, row_prefetches
@@ -174,6 +174,8 @@ class ScheduleGemv(RewritePattern):
     """Bytes of weight rows a block prefetches into L2 first (0: none)."""
     stage: bool = True
     """Whether a computed operand is staged in shared memory once a block."""
+    shuffle: bool = True
+    """Whether a row's lane partials are combined by warp shuffles (else shared memory)."""
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: tile.KernelOp, rewriter: PatternRewriter) -> None:
@@ -183,13 +185,13 @@ class ScheduleGemv(RewritePattern):
         outputs = found.forall.shape[found.row]
         rows = min(self.rows or self.chosen[op], outputs)
         rows = 1 << (rows.bit_length() - 1)  # a power of two: whole warps, even blocks
-        new = _rebuilt(op, found, rows, self.chunks, self.prefetch, self.stage)
+        new = _rebuilt(op, found, rows, self.chunks, self.prefetch, self.stage, self.shuffle)
         rewriter.replace(op, new)
 
 
 def _rebuilt(kernel: tile.KernelOp, found: Gemv, rows: int,
-             chunks: int = CHUNKS_IN_FLIGHT, prefetch: int = 0, stage: bool = True
-             ) -> tile.KernelOp:
+             chunks: int = CHUNKS_IN_FLIGHT, prefetch: int = 0, stage: bool = True,
+             shuffle: bool = True) -> tile.KernelOp:
     """``kernel`` with ``found``'s forall scheduled ``rows`` outputs a block."""
     old = found.forall
     outputs = old.shape[found.row]
@@ -222,47 +224,25 @@ def _rebuilt(kernel: tile.KernelOp, found: Gemv, rows: int,
         body.add_op(ahead)
     for op in found.prologue:  # a row's statistics: once a block, all its threads
         body.add_op(op.clone(value_mapper=values))
-    typ = found.reduces[0].result.type
     ragged = outputs % rows != 0
     clamp = ragged or found.k % (WARP * found.vector) != 0
     lanes, (w, lane) = block_threads([rows, WARP], ["w", "l"])
-    parts = []
+    partials = []
     staged = stage_operands(found, values, body) if stage else {}
     for red in found.reduces:
-        part = tile.AllocOp("shared", MemRefType(typ, [rows, WARP]))
-        part.result.name_hint = "part"
-        body.add_op(part)
-        parts.append(part)
         lane_sum = LaneSum(found, red, values, rows, w, lane, chunks, staged.get(red))
         ops, partial = lane_sum.build(body, Linear.of((rows, nb), (1, w)), clamp)
-        lanes.body.block.add_ops([*ops, loop.StoreOp(partial, part.result,
-                                                     *at([Linear.of((1, w)),
-                                                          Linear.of((1, lane))]))])
-    body.add_op(lanes)
-    epi, (w_out,) = block_threads([rows], ["w"])
-    body.add_op(epi)
-    row = Linear.of((rows, nb), (1, w_out))
-    cloner = Cloner({row_iv: row}, dict(values))
-    inner = epi.body.block
-    if ragged:  # the last block's warps past the outputs store nothing
-        inner = guard_inside(inner, [(cloner.value(row_iv, inner), outputs)])
-    for red, part in zip(found.reduces, parts, strict=True):
-        total = loop.ReduceOp("add", WARP, typ)
-        total.attributes |= UNROLL
-        lane_iv = total.body.block.args[0]
-        lane_iv.name_hint = "lane"
-        load = loop.LoadOp(part.result, *at([Linear.of((1, w_out)), Linear.of((1, lane_iv))]))
-        total.body.block.add_ops([load, loop.YieldOp(load.result)])
-        inner.add_op(total)
-        cloner.values[red.result] = total.result
-    zero = arith.ConstantOp(IntegerAttr(0, IndexType()))
-    inner.add_op(zero)
-    cloner.values[found.once.ivs[0]] = zero.result
-    for op in [*old.body.block.ops, *found.once.body.block.ops]:
-        if (op is not found.once and op not in found.prologue
-                and not isinstance(op, tile.CoopReduceOp | tile.AllocOp)):
-            cloner.clone_into(op, inner)
-    close_guards(epi.body.block)
+        lanes.body.block.add_ops(ops)
+        partials.append(partial)
+    if shuffle:
+        finish_in_lanes(found, lanes, partials, values, Linear.of((rows, nb), (1, w)),
+                        outputs, ragged)
+        body.add_op(lanes)
+    else:
+        tiles = stash_partials(lanes, body, partials, rows)
+        body.add_op(lanes)
+        finish_in_shared(found, body, tiles, values, rows, nb, outputs, ragged)
+    close_guards(body)
     return new
 
 
@@ -276,7 +256,10 @@ class WarpGemv(ModulePass):
     has bulk prefetches (sm_90+), see :mod:`~llmopt.passes.tile._gemv_prefetch`; 0 = none),
     ``stage`` (default ``true``: an operand computed from ``k`` alone, such as a normalised
     row, is computed once a block into shared memory, see
-    :mod:`~llmopt.passes.tile._gemv_stage`), ``arch``."""
+    :mod:`~llmopt.passes.tile._gemv_stage`), ``shuffle`` (default ``true``: each warp
+    combines its lanes' partials by shuffles and finishes its row itself; ``false``: through
+    shared memory and a thread a row, see :mod:`~llmopt.passes.tile._gemv_finish`),
+    ``arch``."""
 
     name = "warp-gemv"
 
@@ -284,12 +267,14 @@ class WarpGemv(ModulePass):
     chunks: int = CHUNKS_IN_FLIGHT
     prefetch_bytes: int = PREFETCH_BYTES
     stage: bool = True
+    shuffle: bool = True
     arch: str = "sm_90"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         chosen = {} if self.rows else sibling_rows(op, limits(self.arch).sms)
         prefetch = self.prefetch_bytes if arch_number(self.arch) >= BULK_PREFETCH_MIN_SM else 0
-        pattern = ScheduleGemv(self.rows, chosen, self.chunks, prefetch, self.stage)
+        pattern = ScheduleGemv(self.rows, chosen, self.chunks, prefetch, self.stage,
+                               self.shuffle)
         PatternRewriteWalker(KeepLocation(pattern),
                              apply_recursively=False).rewrite_module(op)
 

@@ -447,3 +447,71 @@ func.func @prefetch_row(%x: memref<4x64xbf16>) {
   func.return
 }
 // CHECK: tile.prefetch: the innermost extent must be static and hold count 128 elements, got 64
+
+// -----
+
+// tile.lane_reduce combines the lanes of a warp: it needs a forall over block_threads whose
+// innermost dimension is the 32 lanes ...
+func.func @lanes_not_a_warp(%x: memref<4x16xf32>) {
+  tile.kernel @k grid [1, 1, 1] block [64, 1, 1] (%a = %x : memref<4x16xf32>) {
+    tile.forall (%b) in [1] over blocks {
+      tile.forall (%w, %l) in [4, 16] over block_threads {
+        %v = loop.load %a[%w, %l] : memref<4x16xf32>
+        %t = tile.lane_reduce add %v : f32
+      }
+    }
+  }
+  func.return
+}
+// CHECK: tile.lane_reduce needs a forall whose innermost extent is the 32 lanes of a warp and whose extents are static, got [4, 16]
+
+// -----
+
+// ... with a point a thread (here 64 points for 128 threads) ...
+func.func @lanes_two_a_thread(%x: memref<2x32xf32>) {
+  tile.kernel @k grid [1, 1, 1] block [128, 1, 1] (%a = %x : memref<2x32xf32>) {
+    tile.forall (%b) in [1] over blocks {
+      tile.forall (%w, %l) in [2, 32] over block_threads {
+        %v = loop.load %a[%w, %l] : memref<2x32xf32>
+        %t = tile.lane_reduce add %v : f32
+      }
+    }
+  }
+  func.return
+}
+// CHECK: tile.lane_reduce needs a point a thread: the forall has 64 points, the block 128 threads
+
+// -----
+
+// ... and reached by every lane: not under a condition.
+func.func @lanes_guarded(%x: memref<2x32xf32>, %c: i1) {
+  tile.kernel @k grid [1, 1, 1] block [64, 1, 1] (%a = %x : memref<2x32xf32>) {
+    tile.forall (%b) in [1] over blocks {
+      tile.forall (%w, %l) in [2, 32] over block_threads {
+        %v = loop.load %a[%w, %l] : memref<2x32xf32>
+        %one = arith.constant 1 : index
+        %first = arith.cmpi ult, %l, %one : index
+        scf.if %first {
+          %t = tile.lane_reduce add %v : f32
+        }
+      }
+    }
+  }
+  func.return
+}
+// CHECK: tile.lane_reduce must sit directly in a tile.forall over block_threads (the lanes of a warp all reach it)
+
+// -----
+
+func.func @lanes_kind(%x: memref<1x32xf32>) {
+  tile.kernel @k grid [1, 1, 1] block [32, 1, 1] (%a = %x : memref<1x32xf32>) {
+    tile.forall (%b) in [1] over blocks {
+      tile.forall (%w, %l) in [1, 32] over block_threads {
+        %v = loop.load %a[%w, %l] : memref<1x32xf32>
+        %t = tile.lane_reduce sum %v : f32
+      }
+    }
+  }
+  func.return
+}
+// CHECK: unknown reduction kind 'sum'

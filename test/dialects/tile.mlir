@@ -123,3 +123,29 @@ func.func @empty_bodies(%x: memref<4xf32>) {
 // CHECK-LABEL: func.func @empty_bodies
 // CHECK:       tile.forall (%{{.*}}) in [4] over blocks {
 // CHECK-NEXT:  }
+
+// A warp's lanes combine their values (a row's partial sums, a warp a row); lane 0 stores.
+func.func @lanes(%x: memref<8x32xf32>) -> memref<8xf32> {
+  %out = memref.alloc() : memref<8xf32>
+  tile.kernel @rowsum grid [4, 1, 1] block [64, 1, 1] (%a = %x : memref<8x32xf32>, %o = %out : memref<8xf32>) {
+    tile.forall (%nb) in [4] over blocks {
+      tile.forall (%w, %l) in [2, 32] over block_threads {
+        %v = loop.load %a[%nb * 2 + %w, %l] : memref<8x32xf32>
+        %t = tile.lane_reduce add %v : f32
+        %m = tile.lane_reduce max %v : f32
+        %one = arith.constant 1 : index
+        %first = arith.cmpi ult, %l, %one : index
+        scf.if %first {
+          %r = arith.subf %t, %m : f32
+          loop.store %r, %o[%nb * 2 + %w] : memref<8xf32>
+        }
+      }
+    }
+  }
+  func.return %out : memref<8xf32>
+}
+
+// CHECK-LABEL: func.func @lanes
+// CHECK:         tile.forall (%{{.*}}, %{{.*}}) in [2, 32] over block_threads {
+// CHECK:           %[[T:.*]] = tile.lane_reduce add %[[V:.*]] : f32
+// CHECK-NEXT:      %{{.*}} = tile.lane_reduce max %[[V]] : f32

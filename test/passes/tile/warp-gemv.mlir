@@ -9,10 +9,13 @@
 // RUN: llm-opt %s --split-input-file -p 'warp-gemv{rows=4 arch=sm_80}' | filecheck %s --check-prefix=NOPF
 // RUN: llm-opt %s --split-input-file -p 'warp-gemv{rows=4 prefetch_bytes=1024}' | filecheck %s --check-prefix=PF1K
 // RUN: llm-opt %s --split-input-file -p 'warp-gemv{rows=4 stage=false}' | filecheck %s --check-prefix=NOSTAGE
+// RUN: llm-opt %s --split-input-file -p 'warp-gemv{rows=4 shuffle=false}' | filecheck %s --check-prefix=NOSHUFFLE
+// RUN: llm-opt %s --split-input-file -p 'warp-gemv{rows=4 shuffle=false},tile-to-kernel,canonicalize,cse,kernel-to-cuda' --check-numerics 2>&1 >/dev/null | filecheck %s --check-prefix=NUM
 // Matrix-vector products as loop-to-tile schedules them (a block per output, a cooperative
 // reduction over K): warp-gemv gives each output a warp whose lanes read 16 bytes at a time
-// into register fragments, one shared partial a lane, summed by the warp's row after a
-// barrier. Inputs: (1) a projection of 10 outputs (no multiple of the 4 rows a block) over
+// into register fragments; the warp combines its lanes' partials by shuffles
+// (tile.lane_reduce) and finishes its row, lane 0 storing it (shuffle=false: one shared
+// partial a lane, summed by a thread a row after a barrier). Inputs: (1) a projection of 10 outputs (no multiple of the 4 rows a block) over
 // K = 200 (no multiple of 32 lanes x 4): clamped copies, the lanes past K masked, the last
 // block's rows past 10 storing nothing; (2) a fused gate/up product with its SiLU epilogue
 // in bf16 (8 elements a copy); (3) an RMSNorm's row sum, which reads no weight row: left
@@ -28,11 +31,10 @@
 // CHECK-NEXT:     tile.forall (%row) in [4] over block_threads {
 // CHECK-NEXT:       tile.prefetch %{{.*}}[((%nb * 4) + %row), 0] clamp count 200 : memref<10x200xf32>
 // CHECK-NEXT:     }
-// CHECK-NEXT:     %part = tile.alloc shared : memref<4x32xf32>
 // CHECK-NEXT:     %frag = tile.alloc registers : memref<4x32x4xf32>
 // CHECK-NEXT:     %frag_1 = tile.alloc registers : memref<4x32x4xf32>
 // CHECK-NEXT:     tile.forall (%w, %l) in [4, 32] over block_threads {
-// CHECK:            scf.for %c = %{{.*}} to %{{.*}} step %{{.*}} iter_args(%acc = %{{.*}}) -> (f32) {
+// CHECK:            %[[SUM:.*]] = scf.for %c = %{{.*}} to %{{.*}} step %{{.*}} iter_args(%acc = %{{.*}}) -> (f32) {
 // CHECK-NEXT:         tile.copy %{{.*}}[%i0, %i1, ((%c * 128) + (%l * 4))] clamp to %frag[%w, %l, 0] count 4
 // CHECK-NEXT:         tile.copy %{{.*}}[((%nb * 4) + %w), ((%c * 128) + (%l * 4))] clamp to %frag_1[%w, %l, 0] count 4
 // CHECK:              loop.reduce add %v = 0 to 4 : f32 {
@@ -40,14 +42,26 @@
 // CHECK:                arith.select
 // CHECK:              } {unroll = 0 : i64}
 // CHECK:            } {unroll = 4 : i64}
-// CHECK-NEXT:       loop.store %{{.*}}, %part[%w, %l] : memref<4x32xf32>
-// CHECK:          tile.forall (%w_1) in [4] over block_threads {
+// CHECK-NEXT:       %[[TOTAL:.*]] = tile.lane_reduce add %[[SUM]] : f32
 // CHECK:            arith.cmpi ult
 // CHECK-NEXT:       scf.if
-// CHECK-NEXT:         loop.reduce add %lane = 0 to 32 : f32 {
-// CHECK-NEXT:           loop.load %part[%w_1, %lane] : memref<4x32xf32>
-// CHECK:              loop.store %{{.*}}, %{{.*}}[%i0, %i1, ((%nb * 4) + %w_1), 0] : memref<1x1x10x1xf32>
+// CHECK:              arith.cmpi ult, %l, %{{.*}} : index
+// CHECK-NEXT:         scf.if
+// CHECK:                loop.store %[[TOTAL]], %{{.*}}[%i0, %i1, ((%nb * 4) + %w), 0] : memref<1x1x10x1xf32>
+// CHECK-NOT:    tile.alloc shared
 // CHECK:      } {llmopt.gemv = {rows = 4 : i64, vector = 4 : i64}}
+
+// The old finish (shuffle=false): a shared partial a lane, a thread a row summing them.
+// NOSHUFFLE-LABEL: func.func @proj
+// NOSHUFFLE:         %part = tile.alloc shared : memref<4x32xf32>
+// NOSHUFFLE:         loop.store %{{.*}}, %part[%w, %l] : memref<4x32xf32>
+// NOSHUFFLE:         tile.forall (%w_1) in [4] over block_threads {
+// NOSHUFFLE:           arith.cmpi ult
+// NOSHUFFLE-NEXT:      scf.if
+// NOSHUFFLE-NEXT:        loop.reduce add %lane = 0 to 32 : f32 {
+// NOSHUFFLE-NEXT:          loop.load %part[%w_1, %lane] : memref<4x32xf32>
+// NOSHUFFLE:             loop.store %{{.*}}, %{{.*}}[%i0, %i1, ((%nb * 4) + %w_1), 0] : memref<1x1x10x1xf32>
+// NOSHUFFLE-NOT:     tile.lane_reduce
 
 // NUM-COUNT-3: tile-to-kernel {{.*}} ok
 // NUM-NOT: FAIL
@@ -58,6 +72,9 @@
 // CUDA:         #pragma unroll 4
 // CUDA-NEXT:    for (long long c = 0; c < 2; c += 1) {
 // CUDA:           ((float4*)&frag[0])[0] = ((const float4*)&arg2[
+// CUDA:         __shfl_xor_sync(0xffffffffu, acc, 16);
+// CUDA-NOT:     __syncthreads
+// CUDA:         if ((unsigned long long)l < 1ull) {
 
 // TWICE: } {llmopt.gemv = {rows = 4 : i64, vector = 4 : i64}}
 
@@ -105,11 +122,12 @@ builtin.module {
 // CHECK-NEXT:   }
 // CHECK:        tile.copy %{{.*}}[0, 0, ((%c * 256) + (%l * 8))] to %frag[%w, %l, 0] count 8 : memref<1x1x256xbf16>
 // CHECK:        tile.copy %{{.*}}[((%nb * 4) + %w), ((%c * 256) + (%l * 8))] to %frag_1[%w, %l, 0] count 8 : memref<64x256xbf16>
-// CHECK:        loop.store %{{.*}}, %part[%w, %l]
-// CHECK:        loop.store %{{.*}}, %part_1[%w, %l]
-// CHECK:      tile.forall (%w_1) in [4] over block_threads {
+// CHECK:        tile.lane_reduce add
+// CHECK:        tile.lane_reduce add
 // CHECK:        math.exp
-// CHECK:        loop.store %{{.*}}, %{{.*}}[%i0, %i1, ((%nb * 4) + %w_1)] : memref<1x1x64xbf16>
+// CHECK:        arith.cmpi ult, %l, %{{.*}} : index
+// CHECK-NEXT:   scf.if
+// CHECK:          loop.store %{{.*}}, %{{.*}}[%i0, %i1, ((%nb * 4) + %w)] : memref<1x1x64xbf16>
 // CHECK:      } {llmopt.gemv = {rows = 4 : i64, vector = 8 : i64}}
 
 // CUDA-LABEL: void __launch_bounds__(128) elementwise_2(
