@@ -64,10 +64,9 @@ from llmopt.dialects._symbols import (
     function_symbols,
 )
 from llmopt.passes.kernel._index_expr import ExprBuilder, index_expr
-from llmopt.passes.tile._schedule import (
+from llmopt.passes.tile._schedule import SCHEDULE_ATTR, RegisterTile
+from llmopt.passes.tile._schedule_tiles import (
     HALF_KINDS,
-    SCHEDULE_ATTR,
-    RegisterTile,
     fitting_tiles,
     mma_accumulators,
     mma_tiles,
@@ -147,7 +146,7 @@ def candidates(kernel: tile.KernelOp, arch: str) -> list[dict[str, int]]:
     divides the output (at least 4 outputs a thread, at most 64 accumulators), with K slices
     that keep each slice at least 128 long and the blocks at most eight waves, K chunks of
     16 and 32 (``async-copy`` keeps fewer slots of the longer chunks in shared memory);
-    ordered by the heuristics' cost model (:func:`~llmopt.passes.tile._schedule.tile_cost`
+    ordered by the heuristics' cost model (:func:`~llmopt.passes.tile._schedule_tiles.tile_cost`
     of the slices' blocks, per slice), then by outputs per thread."""
     found = match_contraction(kernel)
     if found is None:
@@ -182,7 +181,7 @@ the H200 each was the fastest for some of the layers' products."""
 
 def mma_candidates(kernel: tile.KernelOp, arch: str, limit: int) -> list[dict[str, int]]:
     """Tensor-core schedules worth timing for a product with ``f32`` sums
-    (:func:`~llmopt.passes.tile._schedule.mma_tiles` of its factors' type with K slices as
+    (:func:`~llmopt.passes.tile._schedule_tiles.mma_tiles` of its factors' type with K slices as
     in :func:`candidates`, chunks of 32; of ``f32`` factors each product order of
     ``mma-fragments``, whose knobs 16-bit factors do not have), the ``limit`` best by the
     cost model; none where the tensor cores do not apply (TF32 and ``m16n8k16`` need

@@ -32,12 +32,9 @@ from xdsl.ir import Block, Region, SSAValue
 
 from llmopt.dialects import loop
 from llmopt.passes.tile._attention_chain import Chain, match_chain
-from llmopt.passes.tile._schedule import (
-    SCHEDULE_ATTR,
-    AttentionBlocks,
-    choose_attention_blocks,
-    limits,
-)
+from llmopt.passes.tile._schedule import SCHEDULE_ATTR
+from llmopt.passes.tile._schedule_attention import AttentionBlocks, choose_attention_blocks
+from llmopt.target import for_arch as limits
 from llmopt.tools.tune import (
     SCHEDULED,
     Trial,
@@ -136,10 +133,10 @@ def chain_module(chain: Chain, knobs: dict[str, int] | None) -> ModuleOp:
 def attention_candidates(chain: Chain, arch: str, limit: int) -> list[dict[str, int]]:
     """Knob sets worth timing for ``chain``, at most ``limit``: the combinations of
     :data:`BLOCK_ROWS`, :data:`BLOCK_KEYS`, :data:`WARPS` (and the heuristics' warps) and
-    :data:`STAGES` that
-    ``flash-attention`` can build (:func:`~llmopt.passes.tile._schedule.choose_attention_blocks`;
-    more query rows a block than the heuristics' only where every multiprocessor still gets
-    a block), nearest the heuristics' blocks first, two slots before three."""
+    :data:`STAGES` that ``flash-attention`` can build
+    (:func:`~llmopt.passes.tile._schedule_attention.choose_attention_blocks`; more query rows
+    a block than the heuristics' only where every multiprocessor still gets a block),
+    nearest the heuristics' blocks first, two slots before three."""
     rows, queries, keys, head_dim = chain.dims
     sms = limits(arch).sms
     heuristic = choose_attention_blocks(rows, queries, keys, head_dim, sms)

@@ -19,7 +19,8 @@ from xdsl.ir.affine import AffineMap
 from llmopt.dialects import tile
 from llmopt.passes.tile._access import UNROLL, Linear, block_threads, loop_nest
 from llmopt.passes.tile._attention_chain import Chain
-from llmopt.passes.tile._schedule import RegisterTile, warp_grid
+from llmopt.passes.tile._schedule import RegisterTile
+from llmopt.passes.tile._schedule_attention import warp_grid
 from llmopt.passes.tile.register_tile import MMA_LAYOUT, thread_layout
 
 ROW_PAD = 4

@@ -33,7 +33,7 @@ from llmopt.passes.tile._flash_layout import ROW_PAD, V_PAD, Layout, half_operan
 from llmopt.passes.tile._group_heads import HeadGroups
 from llmopt.passes.tile._online_softmax import OnlineSoftmax, shared
 from llmopt.passes.tile._register_softmax import RegisterSoftmax, fits
-from llmopt.passes.tile._schedule import AttentionBlocks
+from llmopt.passes.tile._schedule_attention import AttentionBlocks
 from llmopt.passes.tile._split_keys import Partials
 from llmopt.target import WARP
 

@@ -21,13 +21,9 @@ from xdsl.ir.affine import (
 from xdsl.traits import is_side_effect_free
 
 from llmopt.dialects import loop, tile
-from llmopt.passes.tile._schedule import (
-    HALF_KINDS,
-    ProductSchedule,
-    choose_product_schedule,
-    limits,
-    tensor_core_kind,
-)
+from llmopt.passes.tile._schedule_product import ProductSchedule, choose_product_schedule
+from llmopt.passes.tile._schedule_tiles import HALF_KINDS, tensor_core_kind
+from llmopt.target import for_arch as limits
 
 
 @dataclass(frozen=True)

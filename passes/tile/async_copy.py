@@ -97,12 +97,12 @@ from llmopt.passes.tile._schedule import (
     DEFAULT_STAGES,
     default_carry,
     knob,
-    limits,
-    smem_budget,
 )
 from llmopt.passes.tile._sink_stages import sink_stages
 from llmopt.passes.tile.prefetch_stages import staged_fills
 from llmopt.passes.tile.stage_inputs import block_level_loop, const_int
+from llmopt.target import for_arch as limits
+from llmopt.target import smem_budget
 
 LAG_ATTR = "llmopt.lag"
 """On a pipelined K loop: the slots it keeps for chunks whose readers may still be in flight

@@ -113,7 +113,7 @@ registers are capped for, ``__launch_bounds__(threads, min_blocks)``; 0 = :data:
 option when set, else from an ``llmopt.schedule`` on the chain's scores kernel (an IR file's, or a
 candidate's of ``llmopt tune``), else from the tuning tables ``apply-tuned`` reads, keyed on
 the chain's structural hash (:mod:`llmopt.tools.tune_attention`), else from the heuristics,
-:func:`~llmopt.passes.tile._schedule.choose_attention_blocks` (0 = unset). The kernel's
+:func:`~llmopt.passes.tile._schedule_attention.choose_attention_blocks` (0 = unset). The kernel's
 schedule also asks ``async-copy`` to carry its counters (``carry = 1``), as a causal loop
 must: one form of the loop over key blocks, with or without a mask.
 
@@ -142,15 +142,11 @@ from llmopt.passes.tile._attention_chain import Chain, match_chain
 from llmopt.passes.tile._attention_copies import inline_operand_copies
 from llmopt.passes.tile._flash_steps import FlashKernel
 from llmopt.passes.tile._group_heads import match_groups
-from llmopt.passes.tile._schedule import (
-    SCHEDULE_ATTR,
-    choose_attention_blocks,
-    has_tensor_cores,
-    kernel_knobs,
-    limits,
-    shared_bytes,
-)
+from llmopt.passes.tile._schedule import SCHEDULE_ATTR, kernel_knobs
+from llmopt.passes.tile._schedule_attention import choose_attention_blocks, shared_bytes
+from llmopt.passes.tile._schedule_tiles import has_tensor_cores
 from llmopt.passes.tile._split_keys import choose_splits, merge_kernel
+from llmopt.target import for_arch as limits
 
 MAX_GROUP = 16
 """The most query heads grouped into one block's rows (a block has at least 16 rows)."""

@@ -95,15 +95,13 @@ from llmopt.passes.tile._register_match import (
     tile_periods,
 )
 from llmopt.passes.tile._schedule import (
-    HALF_KINDS,
     RegisterTile,
     default_blocked,
     kernel_knobs,
     knob,
     set_knob,
-    tensor_core_kind,
-    warpgroup_chunk,
 )
+from llmopt.passes.tile._schedule_tiles import HALF_KINDS, tensor_core_kind, warpgroup_chunk
 
 
 @dataclass

@@ -67,16 +67,15 @@ from llmopt.passes._rewrite import KeepLocation
 from llmopt.passes.tile._access import block_threads, linear_form, simplified
 from llmopt.passes.tile._schedule import (
     DEFAULT_STAGES,
-    WGMMA_BK,
-    choose_bk,
     default_kmajor,
     kernel_knobs,
     knob,
-    limits,
     padded_bytes,
-    smem_budget,
 )
-from llmopt.target import WGMMA_ARCH
+from llmopt.passes.tile._schedule_product import choose_bk
+from llmopt.passes.tile._schedule_tiles import WGMMA_BK
+from llmopt.target import WGMMA_ARCH, smem_budget
+from llmopt.target import for_arch as limits
 
 INDEX = IndexType()
 VECTOR_PAD = 4

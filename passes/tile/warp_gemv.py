@@ -91,8 +91,8 @@ from llmopt.passes.tile._gemv_lanes import CHUNKS_IN_FLIGHT, LaneSum
 from llmopt.passes.tile._gemv_match import GEMV_ATTR, Gemv, match_gemv
 from llmopt.passes.tile._gemv_prefetch import PREFETCH_BYTES, row_prefetches
 from llmopt.passes.tile._gemv_stage import stage_operands
-from llmopt.passes.tile._schedule import limits
 from llmopt.target import BULK_PREFETCH_MIN_SM, WARP, arch_number
+from llmopt.target import for_arch as limits
 
 MAX_ROWS = 8
 """Outputs a block at most (8 warps, 256 threads)."""

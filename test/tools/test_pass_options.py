@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from llmopt import options, registry
-from llmopt.passes.tile import _schedule
+from llmopt.passes.tile import _schedule_tiles
 
 
 @pytest.mark.parametrize("pass_name", sorted(options.OPTIONS))
@@ -112,12 +112,12 @@ def test_unknown_knobs_are_left_alone() -> None:
 def test_every_schedule_the_compiler_makes_is_accepted() -> None:
     """The heuristics' tiles, the tensor-core tiles and the committed tuning table's knobs
     are all within range (the verifier would otherwise reject the compiler's own output)."""
-    for bm, bn, tm, tn in _schedule.TILE_CANDIDATES:
+    for bm, bn, tm, tn in _schedule_tiles.TILE_CANDIDATES:
         assert options.knob_problems({"bm": bm, "bn": bn, "tm": tm, "tn": tn}) == []
-    for t in _schedule.MMA_TILES:
+    for t in _schedule_tiles.MMA_TILES:
         assert options.knob_problems({"bm": t.bm, "bn": t.bn, "tm": t.tm, "tn": t.tn,
                                       "blocked": 3}) == []
-    tables = Path(_schedule.__file__).parent / "tuned"
+    tables = Path(_schedule_tiles.__file__).parent / "tuned"
     for table in sorted(tables.glob("*.json")):
         for key, entry in json.loads(table.read_text()).items():
             assert options.knob_problems(entry.get("knobs", {})) == [], (table.name, key)

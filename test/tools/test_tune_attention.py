@@ -100,7 +100,7 @@ def test_attention_candidates() -> None:
     cands = tune_attention.attention_candidates(chain, "sm_90", 100)
     assert cands and len(cands) == len({json.dumps(c, sort_keys=True) for c in cands})
     assert cands[0] == {"bm": 16, "bn": 64, "warps": 2, "stages": 2}  # the heuristics' blocks
-    from llmopt.passes.tile._schedule import choose_attention_blocks
+    from llmopt.passes.tile._schedule_attention import choose_attention_blocks
 
     for c in cands:
         assert choose_attention_blocks(*chain.dims, 132, c["bm"], c["bn"], c["warps"]) is not None

@@ -14,9 +14,9 @@ from xdsl.dialects.builtin import ModuleOp
 import llmopt
 from llmopt import registry
 from llmopt.interp import run
-from llmopt.passes.tile._schedule import AttentionBlocks as Blocks
-from llmopt.passes.tile._schedule import choose_attention_blocks as choose_blocks
-from llmopt.passes.tile._schedule import warp_grid
+from llmopt.passes.tile._schedule_attention import AttentionBlocks as Blocks
+from llmopt.passes.tile._schedule_attention import choose_attention_blocks as choose_blocks
+from llmopt.passes.tile._schedule_attention import warp_grid
 
 LOOP_IR = ("torch-to-prim,canonicalize,prim-to-loop,fuse-kernels{recompute_limit=0},"
            "canonicalize,cse,hoist-reduce-factors")

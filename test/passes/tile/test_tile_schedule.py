@@ -7,7 +7,8 @@ apply-tuned), their knobs and heuristics, and the tuner's GPU-free parts.
   the Kernel IR: thread-private accumulators, staged shared tiles, split kernels) and at odd
   sizes where they do not; the Kernel IR, interpreted with :func:`llmopt.interp.run` (which
   checks races and bounds), matches PyTorch in float64 within :func:`llmopt.numerics.tolerance`;
-* the heuristics and knob precedence of :mod:`llmopt.passes.tile._schedule`;
+* the heuristics and knob precedence of :mod:`llmopt.passes.tile._schedule` (and its
+  ``_schedule_*`` modules);
 * :mod:`llmopt.tools.tune` without a GPU: structural hashes, candidates, one-kernel modules
   lowered and compiled by NVRTC (which needs no GPU), the tuning table, and ``llmopt tune``
   refusing to run without a GPU.
@@ -49,17 +50,27 @@ from llmopt import registry
 from llmopt.dialects import tile
 from llmopt.interp import random_inputs, run
 from llmopt.numerics import compare, tolerance
-from llmopt.passes.tile import _schedule
-from llmopt.passes.tile._schedule import (
-    SCHEDULE_ATTR,
-    RegisterTile,
+from llmopt.passes.tile._schedule import SCHEDULE_ATTR, RegisterTile, kernel_knobs, knob
+from llmopt.passes.tile._schedule_product import (
+    FEW_ROWS,
     choose_bk,
+    choose_product_schedule,
     choose_register_tile,
     choose_split_k,
-    kernel_knobs,
-    knob,
-    limits,
 )
+from llmopt.passes.tile._schedule_tiles import (
+    LONE_BLOCK_EFFICIENCY,
+    MMA_HALF_EFFICIENCY,
+    TILE_CANDIDATES,
+    WGMMA_BK,
+    WGMMA_TILES,
+    has_tensor_cores,
+    is_wgmma_tile,
+    tensor_core_kind,
+    tile_cost,
+    tile_efficiency,
+)
+from llmopt.target import for_arch as limits
 from llmopt.tools import tune
 
 SM90 = limits("sm_90")
@@ -375,7 +386,7 @@ def test_fused_gate_up_schedules(m: int, n: int, k: int, tile: tuple[int, int, i
                                  split: int) -> None:
     """Two reductions (fused gate and up): the model weighs the slices itself; the picks
     are the fastest measured on the H200 (``bench/sweep_gemm.py --gate-up``)."""
-    got = _schedule.choose_product_schedule(m, n, k, 1, SM90, accumulators=2)
+    got = choose_product_schedule(m, n, k, 1, SM90, accumulators=2)
     assert got == (RegisterTile(*tile), split, False)
 
 
@@ -391,8 +402,8 @@ def test_tensor_core_schedules(m: int, n: int, k: int, accumulators: int,
                                tile: tuple[int, int, int, int], split: int) -> None:
     """With the tensor cores allowed the model picks them for these products, with the
     tile and slices ``llmopt tune`` found fastest on the H200 (the committed table)."""
-    got = _schedule.choose_product_schedule(m, n, k, 1, SM90, accumulators,
-                                            tensor_cores=True)
+    got = choose_product_schedule(m, n, k, 1, SM90, accumulators,
+                                  tensor_cores=True)
     assert got == (RegisterTile(*tile), split, True)
 
 
@@ -409,16 +420,16 @@ def test_16_bit_tensor_core_schedules(m: int, n: int, k: int,
     """Products of 16-bit factors take warp tiles of 64 × 64 (128 accumulators a thread)
     where they make enough blocks; 128 × 128 blocks of four such warps where a thread's
     share of the multiprocessors still runs two blocks each."""
-    got = _schedule.choose_product_schedule(m, n, k, 1, SM90, tensor_cores=True, halves=True)
+    got = choose_product_schedule(m, n, k, 1, SM90, tensor_cores=True, halves=True)
     assert got == (RegisterTile(*tile), split, True)
-    f32_pick = _schedule.choose_product_schedule(m, n, k, 1, SM90, tensor_cores=True)
+    f32_pick = choose_product_schedule(m, n, k, 1, SM90, tensor_cores=True)
     assert f32_pick is not None and f32_pick.tile.tm * f32_pick.tile.tn <= 64
 
 
 def test_16_bit_tiles_of_several_reductions_keep_64_accumulators() -> None:
     """The fused gate/up (two reductions) gets no 64 × 64 warp tile: 256 accumulators."""
-    got = _schedule.choose_product_schedule(512, 18944, 3584, 1, SM90, accumulators=2,
-                                            tensor_cores=True, halves=True)
+    got = choose_product_schedule(512, 18944, 3584, 1, SM90, accumulators=2,
+                                  tensor_cores=True, halves=True)
     assert got is not None and got.tile.tm * got.tile.tn * 2 <= 64
 
 
@@ -427,18 +438,18 @@ def test_16_bit_tiles_of_several_reductions_keep_64_accumulators() -> None:
 def test_sm_90a_gives_16_bit_products_warpgroup_tiles(m: int, n: int, k: int) -> None:
     """On sm_90a a 16-bit product takes a warpgroup tile (what wgmma-fragments rewrites):
     tm = 2, one warp column, warps in fours; on sm_90 it keeps an mma.sync tile."""
-    got = _schedule.choose_product_schedule(m, n, k, 1, limits("sm_90a"), tensor_cores=True,
-                                            halves=True)
-    assert got is not None and _schedule.is_wgmma_tile(got.tile), got
-    assert got.tile in _schedule.WGMMA_TILES and (k // got.split) % _schedule.WGMMA_BK == 0
-    old = _schedule.choose_product_schedule(m, n, k, 1, SM90, tensor_cores=True, halves=True)
-    assert old is not None and not _schedule.is_wgmma_tile(old.tile)
+    got = choose_product_schedule(m, n, k, 1, limits("sm_90a"), tensor_cores=True,
+                                  halves=True)
+    assert got is not None and is_wgmma_tile(got.tile), got
+    assert got.tile in WGMMA_TILES and (k // got.split) % WGMMA_BK == 0
+    old = choose_product_schedule(m, n, k, 1, SM90, tensor_cores=True, halves=True)
+    assert old is not None and not is_wgmma_tile(old.tile)
 
 
 def test_sm_90a_gives_a_fused_gate_up_a_64_column_warpgroup_tile() -> None:
     """Two reductions keep 64 accumulators a thread: the 128 × 64 warpgroup tile."""
-    got = _schedule.choose_product_schedule(512, 18944, 3584, 1, limits("sm_90a"),
-                                            accumulators=2, tensor_cores=True, halves=True)
+    got = choose_product_schedule(512, 18944, 3584, 1, limits("sm_90a"),
+                                  accumulators=2, tensor_cores=True, halves=True)
     assert got is not None and got.tile == RegisterTile(128, 64, 2, 16), got
 
 
@@ -451,25 +462,25 @@ def test_sm_90a_records_the_warpgroup_chunk_and_tune_offers_it() -> None:
     module = llmopt.lower(llmopt.parse(text), until + "register-tile{arch=sm_90a}")
     kernels = [op for op in module.walk() if isinstance(op, tile.KernelOp)
                and "bk" in kernel_knobs(op)]
-    assert [kernel_knobs(k)["bk"] for k in kernels] == [_schedule.WGMMA_BK]
+    assert [kernel_knobs(k)["bk"] for k in kernels] == [WGMMA_BK]
     unscheduled = llmopt.lower(llmopt.parse(text), until.rstrip(","))
     (kernel,) = [op for op in unscheduled.walk() if isinstance(op, tile.KernelOp)
                  and tune.match_contraction(op) is not None]
     cands = tune.mma_candidates(kernel, "sm_90a", 50)
-    assert any(_schedule.is_wgmma_tile(RegisterTile(c["bm"], c["bn"], c["tm"], c["tn"]))
-               and c["bk"] == _schedule.WGMMA_BK for c in cands)
+    assert any(is_wgmma_tile(RegisterTile(c["bm"], c["bn"], c["tm"], c["tn"]))
+               and c["bk"] == WGMMA_BK for c in cands)
 
 
 def test_a_lone_block_of_four_warps_is_slower() -> None:
     """A 128-thread 16-bit tile counts at LONE_BLOCK_EFFICIENCY when its blocks leave some
     multiprocessors one block (fewer than two a multiprocessor)."""
     four_warps = RegisterTile(128, 128, 8, 16)
-    full = _schedule.tile_efficiency(four_warps, True, True, 2 * SM90.sms, SM90)
-    lone = _schedule.tile_efficiency(four_warps, True, True, 2 * SM90.sms - 1, SM90)
-    assert lone == pytest.approx(full * _schedule.LONE_BLOCK_EFFICIENCY)
+    full = tile_efficiency(four_warps, True, True, 2 * SM90.sms, SM90)
+    lone = tile_efficiency(four_warps, True, True, 2 * SM90.sms - 1, SM90)
+    assert lone == pytest.approx(full * LONE_BLOCK_EFFICIENCY)
     eight_warps = RegisterTile(128, 256, 8, 16)
-    assert (_schedule.tile_efficiency(eight_warps, True, True, 1, SM90)
-            == _schedule.MMA_HALF_EFFICIENCY[8, 16])
+    assert (tile_efficiency(eight_warps, True, True, 1, SM90)
+            == MMA_HALF_EFFICIENCY[8, 16])
 
 
 @pytest.mark.parametrize("sum_type,factors,arch,kind", [
@@ -482,7 +493,7 @@ def test_a_lone_block_of_four_warps_is_slower() -> None:
 ])
 def test_tensor_core_kind(sum_type: Attribute, factors: tuple, arch: str,
                           kind: str | None) -> None:
-    assert _schedule.tensor_core_kind(arch, sum_type, factors) == kind
+    assert tensor_core_kind(arch, sum_type, factors) == kind
 
 
 def test_tensor_cores_only_where_they_fit() -> None:
@@ -490,13 +501,13 @@ def test_tensor_cores_only_where_they_fit() -> None:
     where a ragged tile does not compete); so does a K that is not a multiple of 32;
     ``f32`` sums on sm_80 or newer only."""
     for m, n, k in ((96, 2048, 2048), (512, 2048, 2056), (128, 256, 2048)):
-        got = _schedule.choose_product_schedule(m, n, k, 1, SM90, tensor_cores=True)
+        got = choose_product_schedule(m, n, k, 1, SM90, tensor_cores=True)
         assert got is not None and not got.tensor_cores
-        assert got == _schedule.choose_product_schedule(m, n, k, 1, SM90)
-    assert _schedule.has_tensor_cores("sm_90", f32)
-    assert _schedule.has_tensor_cores("sm_80", f32)
-    assert not _schedule.has_tensor_cores("sm_75", f32)
-    assert not _schedule.has_tensor_cores("sm_90", f64)
+        assert got == choose_product_schedule(m, n, k, 1, SM90)
+    assert has_tensor_cores("sm_90", f32)
+    assert has_tensor_cores("sm_80", f32)
+    assert not has_tensor_cores("sm_75", f32)
+    assert not has_tensor_cores("sm_90", f64)
 
 
 def test_few_rows_let_a_ragged_tensor_core_tile_compete() -> None:
@@ -504,13 +515,13 @@ def test_few_rows_let_a_ragged_tensor_core_tile_compete() -> None:
     most 32 tokens is scheduled for 32 rows but runs at any length below, so a 64-row
     tensor-core tile, ragged there, competes, and the model prefers it for TinyLlama's
     square projection (at 17 rows, which no tile divides, it is already the pick)."""
-    at_32 = _schedule.choose_product_schedule(32, 2048, 2048, 1, SM90, tensor_cores=True)
-    at_17 = _schedule.choose_product_schedule(17, 2048, 2048, 1, SM90, tensor_cores=True)
+    at_32 = choose_product_schedule(32, 2048, 2048, 1, SM90, tensor_cores=True)
+    at_17 = choose_product_schedule(17, 2048, 2048, 1, SM90, tensor_cores=True)
     assert at_32 is not None and at_32.tensor_cores and at_32.tile.bm == 64
     assert at_32 == at_17
-    above = _schedule.choose_product_schedule(_schedule.FEW_ROWS * 2, 2048, 2048, 1, SM90,
-                                              tensor_cores=True)
-    assert above is not None and (_schedule.FEW_ROWS * 2) % above.tile.bm == 0
+    above = choose_product_schedule(FEW_ROWS * 2, 2048, 2048, 1, SM90,
+                                    tensor_cores=True)
+    assert above is not None and (FEW_ROWS * 2) % above.tile.bm == 0
 
 
 @pytest.mark.parametrize("arch", ["sm_90", "sm_90a"])
@@ -520,10 +531,10 @@ def test_few_rows_of_halves_stay_on_the_tensor_cores(arch: str) -> None:
     tiles of the CUDA cores, a sixteenth of their rate."""
     gpu = limits(arch)
     for n, k, accumulators in ((18944, 3584, 2), (3584, 3584, 1)):
-        at_32 = _schedule.choose_product_schedule(32, n, k, 1, gpu, accumulators,
-                                                  tensor_cores=True, halves=True)
-        at_17 = _schedule.choose_product_schedule(17, n, k, 1, gpu, accumulators,
-                                                  tensor_cores=True, halves=True)
+        at_32 = choose_product_schedule(32, n, k, 1, gpu, accumulators,
+                                        tensor_cores=True, halves=True)
+        at_17 = choose_product_schedule(17, n, k, 1, gpu, accumulators,
+                                        tensor_cores=True, halves=True)
         assert at_32 is not None and at_32.tensor_cores
         assert at_17 is not None and at_17.tensor_cores
 
@@ -625,7 +636,7 @@ def test_candidates_fit_and_come_most_promising_first() -> None:
         assert t.fits(32, 128) and t.tm * t.tn >= 4
         assert 256 % c["split_k"] == 0 and c["bk"] in (16, 32)
         blocks = (32 // t.bm) * (128 // t.bn) * c["split_k"]
-        costs.append(_schedule.tile_cost(t, blocks, SM90) / c["split_k"])
+        costs.append(tile_cost(t, blocks, SM90) / c["split_k"])
     assert costs == sorted(costs)
     # K = 64: no split
     assert {c["split_k"] for c in tune.candidates(kernels["c"], "sm_90")} == {1}
@@ -1010,7 +1021,7 @@ def test_the_tuner_sets_the_knobs_the_passes_read() -> None:
     knobs = {k for c in tune.candidates(_tune_kernels()["a"], "sm_90") for k in c}
     assert knobs == {"bm", "bn", "tm", "tn", "bk", "split_k"}
     assert SCHEDULE_ATTR == "llmopt.schedule"
-    assert all(len(c) == 4 for c in _schedule.TILE_CANDIDATES)
+    assert all(len(c) == 4 for c in TILE_CANDIDATES)
 
 
 # --- bugs found by these tests, fixed ---------------------------------------------------------
@@ -1203,8 +1214,8 @@ def test_tune_layer_refuses_an_ir_file(tmp_path: Path, capsys: pytest.CaptureFix
 ])
 def test_tensor_cores_follow_the_factor_types(factors: tuple, arch: str,
                                               expected: bool) -> None:
-    assert _schedule.has_tensor_cores(arch, f32, factors) is expected
-    assert not _schedule.has_tensor_cores(arch, bf16, factors)  # sums stay f32
+    assert has_tensor_cores(arch, f32, factors) is expected
+    assert not has_tensor_cores(arch, bf16, factors)  # sums stay f32
 
 
 def test_tune_tries_64_by_64_warp_tiles_on_16_bit_products() -> None:

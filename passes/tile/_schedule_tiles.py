@@ -1,0 +1,221 @@
+"""Register tiles the Tile-IR heuristics and ``llmopt tune`` consider, and their modelled
+speed: the CUDA-core candidates (:data:`TILE_CANDIDATES`), the tensor-core ones of ``f32``
+and 16-bit products (``mma.sync``, and ``wgmma`` on sm_90a), what the tensor cores multiply
+for a product's types (:func:`tensor_core_kind`), and a tile's efficiency and cost
+(:func:`tile_efficiency`, :func:`tile_cost`). The choice among them is in
+:mod:`llmopt.passes.tile._schedule_product`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from xdsl.dialects.builtin import BFloat16Type, Float16Type, Float32Type
+from xdsl.ir import Attribute
+
+from llmopt.passes.tile._schedule import RegisterTile
+from llmopt.target import MMA_SHAPES, WGMMA_ARCH
+from llmopt.target import Target as GpuLimits
+from llmopt.target import for_arch as limits
+
+TILE_CANDIDATES = ((128, 64, 8, 4), (128, 112, 8, 7), (64, 112, 8, 7), (64, 128, 4, 8),
+                   (64, 176, 4, 11), (64, 64, 4, 4), (128, 128, 8, 8), (32, 64, 2, 4),
+                   (64, 32, 4, 2), (32, 32, 2, 2), (16, 64, 1, 4), (32, 112, 4, 7),
+                   (32, 16, 2, 1), (16, 32, 1, 2), (16, 16, 1, 1))
+"""Register tiles ``(bm, bn, tm, tn)``, the preferred first among equals. The ``tn = 7``
+tiles fit outputs whose width is a multiple of 112 (Qwen2.5's 3584), ``tn = 11`` those of
+176 (TinyLlama's 5632): blocks of powers of two make 11·2ⁱ blocks of such a width, a third
+of a wave too many or too few on 132 multiprocessors."""
+
+TILE_EFFICIENCY = {(8, 7): 1.1, (8, 8): 1.1, (8, 4): 1.0, (4, 11): 0.95, (4, 4): 0.89,
+                   (4, 7): 0.86, (4, 8): 0.86, (2, 4): 0.63, (4, 2): 0.6, (2, 2): 0.45,
+                   (1, 4): 0.4, (2, 1): 0.25, (1, 2): 0.25, (1, 1): 0.15}
+"""Speed of a block's arithmetic per micro-tile ``(tm, tn)``, relative to 8×4: fitted on the
+H200 on projections whose blocks fill the GPU equally (128×64 blocks with 8×4 threads take
+0.133 ms for 128×5632×2048 in one wave, 64×64 with 4×4 0.149 ms in two); 4×8 is slower than
+8×4. 8×7 (56 accumulators): 512×3584×3584 took 0.338 ms in 128×112 or 64×112 blocks against
+0.370 in 128×64 blocks of 8×4, 512×3584×18944 1.67 ms (two slices) against 1.83; 4×11 in
+64×176 blocks (256 blocks, one wave of two a multiprocessor) took 512×5632×2048 in 0.321 ms
+against 0.350 in 352 blocks of 128×64 with 8×4 (a wave and a third). 8×8 needs more
+registers than two blocks a multiprocessor leave (forcing two blocks spilled and ran 12–40%
+slower), yet one 128×128 block a multiprocessor of it beat 128×64 blocks of 8×4 wherever the
+tuner timed both on the H200 (the committed table, ``passes/tile/tuned/sm_90.json``):
+512×2048×5632 0.287 against 0.325 ms, 512×2048×2048 0.115 against 0.122–0.127, 128×2048×5632
+0.082 against 0.086, the 32000-wide LM head 1.607 against 1.676 — hence 1.1, as 8×7 (which
+keeps winning the 3584-wide products: 0.332 against 0.379 ms for 512×3584×3584)."""
+
+SMALL_BLOCK_EFFICIENCY = 0.9
+"""Factor on :data:`TILE_EFFICIENCY` for blocks of fewer than 256 threads: in a wave of one
+block a multiprocessor, four warps hide less latency than eight. Measured on the H200 (the
+tuned table): for every kernel of Qwen2.5-7B's 128×3584×3584 and 128×3584×18944 products
+the tuner picked 128×112 blocks (256 threads of 8×7) in four slices, 0.092–0.096 ms for the
+former against 0.094–0.100 in four slices of 64×112 blocks (128 threads); without this
+factor the model takes two slices of 64×112, as many blocks as four of 128×112 and never
+the tuner's pick."""
+
+
+MMA_TILES = (RegisterTile(128, 128, 8, 8), RegisterTile(128, 64, 8, 4),
+             RegisterTile(64, 128, 4, 8))
+"""Register tiles of the tensor-core layout (``register-tile{blocked=3}``, then
+``mma-fragments``) that the heuristics and ``llmopt tune`` consider: warp tiles of 64 × 32,
+64 × 16 and 32 × 32, 256 threads a block."""
+
+MMA_EFFICIENCY = {(8, 8): 1.5, (8, 4): 1.4, (4, 8): 1.25}
+"""Speed of a tensor-core block (:data:`MMA_TILES`, three TF32 ``mma.sync`` per ``f32``
+product) on the scale of :data:`TILE_EFFICIENCY`. Measured on the H200 (``llmopt tune``
+and ``bench/sweep_gemm.py`` at a121268, ``mma-fragments{split=3}``), against the FMA
+schedules of the same products: 128×128 blocks of 8×8 took 512×2048×5632 in 0.208 ms (two
+slices; FMA 8×8 0.287), 512×3584×18944 in 1.203 and 512×3584×3584 in 0.246 (FMA 8×7:
+1.631, 0.332) — 1.49–1.52; 128×64 blocks of 8×4 the fused gate/up 512×5632×2048 in 0.463
+(four slices; FMA 8×4 0.626) and 512×18944×3584 in 2.198 (FMA 3.155) — 1.35–1.44; 64×128
+of 4×8 won only the tuner's 128-row products (128×2048×5632: 0.068 against 0.082 in FMA
+128×128 blocks of 8×8)."""
+
+MMA_HALF_TILES = (RegisterTile(128, 256, 8, 16), RegisterTile(256, 128, 8, 16),
+                  RegisterTile(128, 128, 8, 16), *MMA_TILES)
+"""Tensor-core tiles of ``bf16``/``f16`` products (one ``m16n8k16`` ``mma.sync`` per
+16 steps of K, fragments read by ``ldmatrix``): those of :data:`MMA_TILES` and warp tiles
+of 64 × 64 (``tm = 8``, ``tn = 16``: 128 accumulators a thread), eight warps in 128 × 256
+or 256 × 128 blocks, four in 128 × 128 ones. A warp of a 64 × 64 tile reads four ``A`` and
+four ``B`` ``ldmatrix.x4`` per 32 products of a K step, one of 64 × 16 (the 128 × 64 block)
+four and one per 8: the shared-memory reads and the index arithmetic per product shrink
+with the warp tile. NVRTC's SASS of Qwen2.5-7B's 512 × 18944 × 3584 product on sm_90: 108
+instructions a warp per K chunk of 32 for 16 ``HMMA`` (64 × 16), 146 for 32 (64 × 32), 216
+for 64 (64 × 64, 224 registers, no spills: one block of eight warps a multiprocessor)."""
+
+MMA_HALF_EFFICIENCY = {(8, 16): 7.5, (8, 8): 5.5, (8, 4): 4.5, (4, 8): 3.5}
+"""Speed of a 16-bit tensor-core block (:data:`MMA_HALF_TILES`) on the scale of
+:data:`TILE_EFFICIENCY`. 8×4 and 8×8 are fitted to the op suite's ``bf16`` products on the
+H200 (``bench/results/ops-bfloat16-h200.md``: 512×18944×3584 in 1184 blocks of 128×64,
+0.454 ms, and 512×5632×2048 in 352, 0.079 ms, give 4.5–4.9; 512×3584×3584 and
+512×3584×18944 in 112 blocks of 128×128, 0.086 and 0.382 ms, 5.3–6.3); 8×16 is 8×8 scaled
+by the instructions a K chunk issues per ``HMMA`` (:data:`MMA_HALF_TILES`: 4.6 for 64 × 32
+warp tiles, 3.4 for 64 × 64), not yet measured; 4×8 is a guess below 8×4."""
+
+WGMMA_TILES = (RegisterTile(128, 256, 2, 64), RegisterTile(128, 128, 2, 32),
+               RegisterTile(64, 256, 2, 64), RegisterTile(64, 128, 2, 32),
+               RegisterTile(128, 64, 2, 16))
+"""Tensor-core tiles of ``bf16``/``f16`` products on sm_90a, in a warpgroup's accumulator
+layout (:func:`is_wgmma_tile`), which ``wgmma-fragments`` turns into ``wgmma.mma``: two
+warpgroups (``bm = 128``) or one, each ``64 × bn``. The 64-column tile keeps a fused
+gate/up product (two reductions: 64 accumulators a thread) on them."""
+
+WGMMA_EFFICIENCY = {(2, 64): 10.0, (2, 32): 12.5, (2, 16): 8.0}
+"""Speed of a :data:`WGMMA_TILES` block on the scale of :data:`MMA_HALF_EFFICIENCY`, above
+the best ``mma.sync`` tile's (a warpgroup's product reads its operands from shared memory
+itself, no ``ldmatrix``). 128 columns (``tn = 32``) rank before 256: on the H200 the
+products of Qwen2.5-7B and TinyLlama at 512 rows ran faster in 64 × 128 or 128 × 128 blocks
+than in 64 × 256 or 128 × 256 ones (``bench/results/gemm-bf16-h200.md``); 64 columns (two
+reductions' accumulators, the fused gate/up) an estimate."""
+
+WGMMA_BK = 64
+"""The K chunk of a :data:`WGMMA_TILES` block: one 128-byte row of 16-bit values, what a
+swizzled tile holds."""
+
+
+def is_wgmma_tile(t: RegisterTile) -> bool:
+    """Whether ``t``'s tensor-core layout is a warpgroup's accumulator layout: ``tm = 2``
+    (a warp's 16 rows), one warp column (``bn = 4·tn``), warps in fours, ``bn`` at most
+    256."""
+    return (t.tm == 2 and t.bn == 4 * t.tn and t.bm % (16 * 4) == 0
+            and 8 <= t.bn <= 256)
+
+
+def warpgroup_chunk(t: RegisterTile, halves: bool, arch: str) -> int | None:
+    """The K chunk of tile ``t`` of a product of 16-bit factors (``halves``) on ``arch`` when
+    ``wgmma-fragments`` will run it (:data:`WGMMA_BK`), else ``None``."""
+    return WGMMA_BK if halves and arch == WGMMA_ARCH and is_wgmma_tile(t) else None
+
+
+MMA_HALF_ACCUMULATORS = 128
+"""Accumulators a thread a 16-bit tensor-core tile of one reduction may have (a tile of
+several reductions keeps the limit of 64 of the others)."""
+
+LONE_WARPS = 8
+"""Warps a multiprocessor needs to hide the latency of a 16-bit tensor-core block's
+``ldmatrix``, barriers and copies: a block of fewer that runs alone on its multiprocessor
+(fewer blocks than two a multiprocessor) counts at :data:`LONE_BLOCK_EFFICIENCY`."""
+
+LONE_BLOCK_EFFICIENCY = 0.7
+"""Factor on :data:`MMA_HALF_EFFICIENCY` for a block of fewer than :data:`LONE_WARPS` warps
+that runs alone on its multiprocessor (an estimate: one warp a scheduler has nothing to
+issue while it waits on a barrier or an ``ldmatrix``)."""
+
+
+_FACTOR_KINDS: dict[type, str] = {Float32Type: "tf32", BFloat16Type: "bf16", Float16Type: "f16"}
+"""What the tensor cores multiply for factors loaded as each type."""
+
+HALF_KINDS = ("bf16", "f16")
+"""The 16-bit :func:`tensor_core_kind` values (one ``m16n8k16`` per product)."""
+
+
+def tensor_core_kind(arch: str, sum_type: Attribute,
+                     factors: Sequence[Attribute] = ()) -> str | None:
+    """What ``arch``'s tensor cores multiply for a product summing ``sum_type``: ``"tf32"``
+    for ``f32`` factors (three TF32 ``mma.sync``, sm_80 or newer), ``"bf16"`` or ``"f16"``
+    for factors all of that type (widened to ``f32``: one ``m16n8k16`` ``mma.sync``);
+    ``None`` where they do not apply (sums that are not ``f32``, mixed factors, an older
+    GPU). ``factors``: the types the product's factors are loaded as (none given: ``f32``)."""
+    if not isinstance(sum_type, Float32Type):
+        return None
+    kinds = {_FACTOR_KINDS.get(type(t)) for t in factors} or {"tf32"}
+    if len(kinds) != 1 or None in kinds:
+        return None
+    kind = kinds.pop()
+    assert kind is not None
+    shape = next(s for s in MMA_SHAPES if s.operands == kind)
+    return kind if limits(arch).has_mma(shape) else None
+
+
+def has_tensor_cores(arch: str, sum_type: Attribute,
+                     factors: Sequence[Attribute] = ()) -> bool:
+    """Whether a product may run on ``arch``'s tensor cores (:func:`tensor_core_kind`)."""
+    return tensor_core_kind(arch, sum_type, factors) is not None
+
+
+def mma_tiles(halves: bool, arch: str = "") -> tuple[RegisterTile, ...]:
+    """The tensor-core tiles the heuristics and ``llmopt tune`` consider: of 16-bit factors
+    (``halves``) :data:`MMA_HALF_TILES` (and on sm_90a :data:`WGMMA_TILES` first), of
+    ``f32`` ones :data:`MMA_TILES`."""
+    if halves and arch == WGMMA_ARCH:
+        return WGMMA_TILES + MMA_HALF_TILES
+    return MMA_HALF_TILES if halves else MMA_TILES
+
+
+def mma_accumulators(halves: bool, accumulators: int) -> int:
+    """Accumulators a thread a tensor-core tile of ``accumulators`` reductions may hold."""
+    return MMA_HALF_ACCUMULATORS if halves and accumulators == 1 else 64
+
+
+def tile_efficiency(t: RegisterTile, tensor_cores: bool = False, halves: bool = False,
+                    blocks: int = 0, gpu: GpuLimits | None = None) -> float:
+    """:data:`TILE_EFFICIENCY` of ``t``'s micro-tile (0.15 for one not in the table), times
+    :data:`SMALL_BLOCK_EFFICIENCY` for a block of fewer than 256 threads; on the tensor
+    cores :data:`MMA_EFFICIENCY`, or with 16-bit factors (``halves``)
+    :data:`MMA_HALF_EFFICIENCY`, times :data:`LONE_BLOCK_EFFICIENCY` for a block of fewer
+    than :data:`LONE_WARPS` warps when its ``blocks`` leave some of ``gpu``'s
+    multiprocessors a single one."""
+    if tensor_cores and halves:
+        lone = (gpu is not None and t.threads < 32 * LONE_WARPS
+                and blocks < 2 * gpu.sms)
+        table = WGMMA_EFFICIENCY if is_wgmma_tile(t) else MMA_HALF_EFFICIENCY
+        return table[t.tm, t.tn] * (LONE_BLOCK_EFFICIENCY if lone else 1.0)
+    if tensor_cores:
+        return MMA_EFFICIENCY[t.tm, t.tn]
+    return (TILE_EFFICIENCY.get((t.tm, t.tn), 0.15)
+            * (SMALL_BLOCK_EFFICIENCY if t.threads < 256 else 1.0))
+
+
+def tile_cost(t: RegisterTile, blocks: int, gpu: GpuLimits) -> float:
+    """Time of the product in units of one multiply-add row, up to a constant: the busiest
+    multiprocessor runs ``ceil(blocks / SMs)`` blocks of ``bm·bn`` outputs each."""
+    return -(-blocks // gpu.sms) * t.bm * t.bn / tile_efficiency(t)
+
+
+def fitting_tiles(m: int, n: int, accumulators: int = 1, periods: tuple[int, int] = (0, 0),
+                  ragged: bool = False) -> list[RegisterTile]:
+    """The :data:`TILE_CANDIDATES` that divide an ``m × n`` output (any, with ``ragged``)
+    and the ``periods`` of its accesses (see :meth:`RegisterTile.fits`), with at most 64
+    accumulator registers a thread over ``accumulators`` reductions."""
+    return [t for t in (RegisterTile(*c) for c in TILE_CANDIDATES)
+            if t.fits(m, n, periods, ragged) and t.tm * t.tn * accumulators <= 64]
