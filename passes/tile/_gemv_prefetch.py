@@ -30,10 +30,12 @@ from llmopt.dialects.kernel import PREFETCH_GRANULE
 from llmopt.passes.tile._access import Cloner, Linear, block_threads
 from llmopt.passes.tile._gemv_match import Gemv, element_bytes
 
-PREFETCH_BYTES = 32768
-"""The bytes of weight rows a block asks for ahead by default (option ``prefetch_bytes``): the
-whole rows of a block of 8 outputs of a 2048-wide 16-bit weight, the first 4 KiB of each
-row of wider ones."""
+PREFETCH_BYTES = 0
+"""The bytes of weight rows a block asks for ahead by default (option ``prefetch_bytes``):
+none. A decode step whose blocks asked for 32 KiB (the whole rows of a block of 8 outputs of
+a 2048-wide 16-bit weight, the first 4 KiB of each row of wider ones) ran slower on the
+H200 (``bench/results/decode-ab-prefetch-h200.md``): the prefetches compete with the weight
+stream of the product in front."""
 
 
 def weight_loads(found: Gemv) -> list[tuple[tile.CoopReduceOp, loop.LoadOp]]:

@@ -27,9 +27,9 @@ buffer with it, which get the same ``R``), lane ``l`` of warp
 
     tile.kernel grid [ceildiv(N, R)·…] block [32·R] {
       tile.forall (…, %nb, …) in [… ceildiv(N, R) …] over blocks {
-        tile.forall (%row) in [R] over block_threads {    // sm_90+: the first bytes of
-          tile.prefetch %W[nb·R + row, 0] count C         // each weight row into L2
-        }                                                  // (see _gemv_prefetch)
+        tile.forall (%row) in [R] over block_threads {    // prefetch_bytes, sm_90+: the
+          tile.prefetch %W[nb·R + row, 0] count C         // first bytes of each weight row
+        }                                                  // into L2 (see _gemv_prefetch)
         <the prologue, unchanged: every thread of the block takes part, once a block>
         tile.forall (%w, %l) in [R, 32] over block_threads {
           %p = loop.reduce add %c = 0 to ceildiv(K, 32·V) {
@@ -253,7 +253,8 @@ class WarpGemv(ModulePass):
     the outputs and the GPU's multiprocessors), ``chunks`` (the 16-byte chunks of each
     operand a lane has in flight: the unroll factor of its chunk loop), ``prefetch_bytes``
     (bytes of its weight rows a block asks the L2 cache for before it starts, where ``arch``
-    has bulk prefetches (sm_90+), see :mod:`~llmopt.passes.tile._gemv_prefetch`; 0 = none),
+    has bulk prefetches (sm_90+), see :mod:`~llmopt.passes.tile._gemv_prefetch`; 0, the
+    default: none),
     ``stage`` (default ``true``: an operand computed from ``k`` alone, such as a normalised
     row, is computed once a block into shared memory, see
     :mod:`~llmopt.passes.tile._gemv_stage`), ``shuffle`` (default ``true``: each warp

@@ -20,6 +20,8 @@ from llmopt.frontend.models import build_model  # noqa: E402
 from llmopt.interp.host import interpreter_arrays  # noqa: E402
 
 BASE = "lower-to-cuda{arch=sm_90a}"
+PREFETCH = 32768
+"""Bytes of weight rows a block prefetches in the tests that ask for prefetches."""
 
 
 def _kernel_ir(module: object, pipeline: str) -> object:
@@ -38,7 +40,10 @@ def test_norms_inside_the_projections(dtype: torch.dtype) -> None:
         num_key_value_heads=2, head_dim=32, vocab_size=101, max_position_embeddings=64)
     model = build_model(config, seed=0, dtype=dtype)
     prog = capture_decode(model, 32)
-    inside = registry.insert_before(BASE, "hoist-reduce-factors", "recompute-into-products")
+    # With weight prefetches (off by default), which the norms' staging must not displace.
+    inside = registry.with_options(
+        registry.insert_before(BASE, "hoist-reduce-factors", "recompute-into-products"),
+        f"warp-gemv{{prefetch_bytes={PREFETCH}}}")
     plain = _kernel_ir(prog.module.clone(), BASE)
     normed = _kernel_ir(prog.module.clone(), inside)
     # Both norms of every layer go (the first layer's with the embedding gather it was
@@ -88,6 +93,7 @@ def test_decode_step_with_prefetches_compiles(arch: str, norms_inside: bool) -> 
         pipeline = registry.insert_before(pipeline, "hoist-reduce-factors",
                                           "recompute-into-products")
     pipeline = registry.insert_before(pipeline, "kernel-to-cuda", "lengths-in-memory")
+    pipeline = registry.with_options(pipeline, f"warp-gemv{{prefetch_bytes={PREFETCH}}}")
     source = llmopt.cuda_source(llmopt.lower(capture_decode(model, 32).module, pipeline))
     assert "cp.async.bulk.prefetch.L2.global" in source
     assert compile_cuda(source, arch=arch)[:4] == b"\x7fELF"

@@ -1,11 +1,11 @@
-// RUN: llm-opt %s --split-input-file -p 'warp-gemv{rows=4}' | filecheck %s
+// RUN: llm-opt %s --split-input-file -p 'warp-gemv{rows=4 prefetch_bytes=32768}' | filecheck %s
 // RUN: llm-opt %s --split-input-file -p 'warp-gemv{rows=4},tile-to-kernel,canonicalize,cse,kernel-to-cuda' --check-numerics 2>&1 >/dev/null | filecheck %s --check-prefix=NUM
 // RUN: llm-opt %s --split-input-file -p 'warp-gemv,tile-to-kernel,canonicalize,cse,kernel-to-cuda' --check-numerics 2>&1 >/dev/null | filecheck %s --check-prefix=NUM
-// RUN: llm-opt %s --split-input-file -p 'warp-gemv{rows=4},tile-to-kernel,canonicalize,cse,kernel-to-cuda' -t cuda | filecheck %s --check-prefix=CUDA
+// RUN: llm-opt %s --split-input-file -p 'warp-gemv{rows=4 prefetch_bytes=32768},tile-to-kernel,canonicalize,cse,kernel-to-cuda' -t cuda | filecheck %s --check-prefix=CUDA
 // RUN: llm-opt %s --split-input-file -p 'warp-gemv{rows=4},warp-gemv{rows=2}' | filecheck %s --check-prefix=TWICE
 // RUN: not llm-opt %s -p 'warp-gemv{rows=16}' 2>&1 | filecheck %s --check-prefix=BAD
 // RUN: llm-opt %s --split-input-file -p 'warp-gemv{rows=4 chunks=2}' | filecheck %s --check-prefix=CHUNKS
-// RUN: llm-opt %s --split-input-file -p 'warp-gemv{rows=4 prefetch_bytes=0}' | filecheck %s --check-prefix=NOPF
+// RUN: llm-opt %s --split-input-file -p 'warp-gemv{rows=4}' | filecheck %s --check-prefix=NOPF
 // RUN: llm-opt %s --split-input-file -p 'warp-gemv{rows=4 arch=sm_80}' | filecheck %s --check-prefix=NOPF
 // RUN: llm-opt %s --split-input-file -p 'warp-gemv{rows=4 prefetch_bytes=1024}' | filecheck %s --check-prefix=PF1K
 // RUN: llm-opt %s --split-input-file -p 'warp-gemv{rows=4 stage=false}' | filecheck %s --check-prefix=NOSTAGE
@@ -21,9 +21,9 @@
 // in bf16 (8 elements a copy); (3) an RMSNorm's row sum, which reads no weight row: left
 // alone; (4) a gate/up product of an RMSNorm's row, as recompute-into-products leaves it
 // (the row's statistics first, the normalised element computed in the products' sums).
-// Before its lanes a block asks the L2 cache for the first bytes of each of its
-// weight rows (option prefetch_bytes: 32 KiB a block by default, split over its rows and weights,
-// at most a row; sm_90 and newer), one thread a row, the last block's rows clamped.
+// With prefetch_bytes (none by default; 32 KiB a block here, split over its rows and
+// weights, at most a row; sm_90 and newer) a block first asks the L2 cache for the first
+// bytes of each of its weight rows, one thread a row, the last block's rows clamped.
 
 // CHECK-LABEL: func.func @proj
 // CHECK:      tile.kernel @reduce_1 grid [3, 1, 1] block [128, 1, 1]
@@ -84,8 +84,8 @@
 
 // BAD: rows must be an integer from 1 to 8 or 0 (not set), got 16
 
-// Without prefetches (prefetch_bytes=0, or an arch without bulk prefetches) the block starts
-// with its lanes; with 1 KiB a block, the gate/up product's 4 rows of 2 weights get 128
+// Without prefetches (the default prefetch_bytes=0, or an arch without bulk prefetches)
+// the block starts with its lanes; with 1 KiB a block, the gate/up product's 4 rows of 2 weights get 128
 // bytes each.
 // NOPF-NOT: tile.prefetch
 // PF1K-LABEL: func.func @gate_up
