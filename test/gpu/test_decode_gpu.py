@@ -55,8 +55,7 @@ def test_generator_matches_generate(kind: str, cuda_graph: bool) -> None:
 @pytest.mark.parametrize("kind", ["llama", "qwen2"])
 def test_norms_inside_the_projections_match_generate(kind: str) -> None:
     """With ``recompute-into-products`` each RMSNorm runs inside the projections after it
-    (``warp-gemv`` staging the normalised row in shared memory, weight rows prefetched
-    before the grid wait): the same tokens."""
+    (``warp-gemv`` staging the normalised row in shared memory): the same tokens."""
     _needs_gpu()
     from llmopt import registry
 
