@@ -12,8 +12,8 @@ bound buffers) whose launch shape and loop-to-GPU mapping are written down as op
   recomputed per inner iteration, which keeps the nest perfect and the band long).
 * **Row schedule** — when the band body still holds a nested ``loop.for`` (an imperfect nest:
   a row computation such as RMSNorm or softmax), or holds a ``loop.reduce`` and the band has
-  fewer than ``coop_threshold`` points (too few for one thread per point, e.g. GEMV; option
-  ``coop_min``: and a reduction of at least that many iterations), or holds
+  fewer than ``coop_threshold`` points (too few for one thread per point, e.g. GEMV) and a
+  reduction of at least ``coop_min`` iterations (a warp's worth by default), or holds
   only reductions that each read one buffer along its innermost coordinate (a row sum: one
   thread per row would read addresses a row apart from its neighbours'), or is a
   matrix-vector product (one band dimension wider than 1) whose reductions read rows of a
@@ -102,6 +102,11 @@ def inner_nest_points(op: loop.ForOp) -> int:
     return points
 
 
+COOP_MIN = WARP
+"""The default ``coop_min``: a band of few points goes cooperative only for a reduction of
+at least a warp's worth of iterations (a split-key merge over 4-16 splits gets a thread an
+output: faster on a decode step, ``bench/results/decode-ab-nopf-h200.md``)."""
+
 ROW_POINTS_PER_THREAD = 8
 """Points of a row each thread takes in the row schedule when the band has at least
 ``coop_threshold`` rows: the GPU is full anyway, and a block per row pays its barriers and
@@ -148,7 +153,7 @@ def uses_any(op: Operation, ivs: Sequence[SSAValue]) -> bool:
 
 def choose_schedule(extents: Sequence[int], body: Block, block_size: int,
                     coop_threshold: int, ivs: Sequence[SSAValue] = (),
-                    coop_min: int = 1) -> Schedule:
+                    coop_min: int = COOP_MIN) -> Schedule:
     """The default schedule of a band with ``extents`` (induction variables ``ivs``) whose
     innermost body is ``body``; a band is too small for a thread a point only while its
     longest reduction has at least ``coop_min`` iterations."""
@@ -184,7 +189,7 @@ class ScheduleKernel(RewritePattern):
     coop_threshold: int
     max_grid: int
     taken: set[str]
-    coop_min: int = 1
+    coop_min: int = COOP_MIN
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: loop.KernelOp, rewriter: PatternRewriter) -> None:
@@ -257,8 +262,8 @@ class LoopToTile(ModulePass):
     32), ``coop_threshold`` (bands with a reduction and fewer points than this get the row
     schedule), ``coop_min`` (… unless every reduction has fewer iterations than this, as a
     split-key merge's few splits, which would leave most of a warp idle: they get a thread
-    a point; 1, the default, takes the row schedule for any), ``max_grid`` (the largest
-    grid; foralls stride beyond it).
+    a point; :data:`COOP_MIN` by default, 1 takes the row schedule for any), ``max_grid``
+    (the largest grid; foralls stride beyond it).
     """
 
     name = "loop-to-tile"
@@ -266,7 +271,7 @@ class LoopToTile(ModulePass):
     arch: str = DEFAULT_ARCH
     block_size: int = 256
     coop_threshold: int = 4096
-    coop_min: int = 1
+    coop_min: int = COOP_MIN
     max_grid: int = MAX_GRID
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:

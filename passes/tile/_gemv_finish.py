@@ -2,7 +2,7 @@
 32 lane partials of each row become the row's total, and the epilogue of the old kernel
 (bias, activation, residual, the store) runs on it.
 
-* **In the lanes** (option ``shuffle``, the default): in the lanes' own forall, each warp
+* **In the lanes** (``shuffle=true``): in the lanes' own forall, each warp
   combines its partials with ``tile.lane_reduce`` (warp shuffles); the epilogue follows
   there, every lane of the row computing it and lane 0 storing::
 
@@ -16,7 +16,8 @@
   No shared memory, no barrier: a warp finishes its row as soon as its own loads arrive,
   and the epilogue's loads (a residual row, a token's index) need nothing the sum gives,
   so the CUDA compiler may issue them with the weights'.
-* **Through shared memory** (``shuffle=false``): each lane stores its partial in a shared
+* **Through shared memory** (``shuffle=false``, the default: measured faster on a decode
+  step, ``bench/results/decode-ab-nopf-h200.md``): each lane stores its partial in a shared
   ``[R, 32]`` tile; after the barrier a second forall gives each row one thread, which sums
   the 32 partials in lane order and runs the epilogue.
 

@@ -15,6 +15,10 @@ from xdsl.ir import Operation
 from llmopt.dialects import tile
 from llmopt.passes.tile._schedule import padded_bytes
 
+DECODE_KEY_BLOCK = 32
+"""Keys a block of a split-key (decode) attention takes at once: faster than 64 on a decode
+step (``bench/results/decode-ab-nopf-h200.md``)."""
+
 ATTENTION_WARPS = 8
 """Warps of a ``flash-attention`` block whose tiles allow it (256 threads)."""
 
@@ -41,7 +45,8 @@ class AttentionBlocks:
 
 def choose_attention_blocks(rows: int, queries: int, keys: int, head_dim: int, sms: int,
                             bm: int = 0, bn: int = 0, warps: int = 0,
-                            runtime_keys: bool = False) -> AttentionBlocks | None:
+                            runtime_keys: bool = False,
+                            split_keys: bool = False) -> AttentionBlocks | None:
     """The options when set, else: the largest ``bm`` of 64, 32, 16 that divides the queries
     and still makes ``sms`` blocks over ``rows`` (batch × heads) rows of query blocks (else
     the smallest that divides; when none divides, the same choice among all three, the last
@@ -50,7 +55,9 @@ def choose_attention_blocks(rows: int, queries: int, keys: int, head_dim: int, s
     overhangs the keys and its extra keys are masked; longer key blocks mean fewer rounds of
     row statistics and barriers per key, see ``docs/performance.md``) — 64 whenever the keys
     are a runtime length (``runtime_keys``: any length is ragged, and what divides the
-    maximum says nothing of it); the most warps, at most 8, that both products tile
+    maximum says nothing of it), 32 when those keys are also split over blocks
+    (``split_keys``, a decode step: shorter key blocks give twice the splits, so twice the
+    blocks share a short cache); the most warps, at most 8, that both products tile
     (:func:`warp_grid`). ``None`` when the head dimension is no multiple of 16 or the sizes
     tile nothing."""
     if head_dim % 16:
@@ -59,7 +66,7 @@ def choose_attention_blocks(rows: int, queries: int, keys: int, head_dim: int, s
         fitting = [b for b in (64, 32, 16) if queries % b == 0] or [64, 32, 16]
         bm = next((b for b in fitting if rows * -(-queries // b) >= sms), fitting[-1])
     if not bn and runtime_keys:
-        bn = 64
+        bn = DECODE_KEY_BLOCK if split_keys else 64
     if not bn:
         dividing = [b for b in (64, 32, 16) if keys % b == 0]
         bn = dividing[0] if dividing else next(b for b in (16, 32, 64) if keys <= b or b == 64)

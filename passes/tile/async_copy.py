@@ -46,9 +46,10 @@ slots nobody reads any more (in bounds, no branch in the loop). An async copy's 
 seen by ``tile-to-kernel``'s barrier placement: this pass orders it with the waits and the
 two barriers above, one barrier per chunk instead of two.
 
-A synchronous fill in front of the loop that shares no buffer with what lies between it
-and the loop (``flash-attention``'s queries) moves behind the prologue, so its loads are in
-flight beside the prologue's copies (:mod:`~llmopt.passes.tile._sink_stages`).
+With ``sink`` (off by default: a decode step measured slower with it), a synchronous fill in
+front of the loop that shares no buffer with what lies between it and the loop
+(``flash-attention``'s queries) moves behind the prologue, so its loads are in flight
+beside the prologue's copies (:mod:`~llmopt.passes.tile._sink_stages`).
 
 With ``lag = L`` (option, 0 or 1) the loop fetches ``S-1-L`` chunks ahead instead (the
 prologue fills ``S-1-L``, the wait keeps ``S-2-L`` groups, the fill goes to slot
@@ -118,7 +119,7 @@ class AsyncKLoop(RewritePattern):
     carry: int
     lag: int = 0
     alone: int = 0
-    sink: bool = True
+    sink: bool = False
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: scf.ForOp, rewriter: PatternRewriter) -> None:
@@ -224,8 +225,8 @@ class AsyncCopy(ModulePass):
     with at least three slots, for ``wgmma-fragments{pending=1}``; 0, the default: none),
     ``alone`` (1: the slots may take all the shared memory a block may use, the block then
     running alone on its multiprocessor; 0, the default: half, so two blocks fit), ``sink``
-    (default ``true``: a synchronous fill in front of the loop moves behind the prologue,
-    see the module docstring)."""
+    (``true``: a synchronous fill in front of the loop moves behind the prologue, see the
+    module docstring; default ``false``)."""
 
     name = "async-copy"
 
@@ -234,7 +235,7 @@ class AsyncCopy(ModulePass):
     carry: int = 0
     lag: int = 0
     alone: int = 0
-    sink: bool = True
+    sink: bool = False
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         if self.stages < 0:

@@ -207,10 +207,13 @@ class FlashAttention(ModulePass):
             rows, queries, keys, head_dim = chain.dims
             if groups is not None:  # the rows of a block are the heads of a group
                 rows, queries = rows // groups.size, groups.size
+            static_queries = chain.exp.ivs[-1].bound is None
+            split_keys = (static_queries and not chain.exp.causal
+                          and rows * -(-queries // 16) < gpu.sms)  # a few query blocks
             blocks = choose_attention_blocks(rows, queries, keys, head_dim, gpu.sms,
                                              setting(self.bm, "bm"), setting(self.bn, "bn"),
                                              setting(self.warps, "warps"),
-                                             chain.exp.max.bound is not None)
+                                             chain.exp.max.bound is not None, split_keys)
             if blocks is None or (groups is not None and groups.size > blocks.bm):
                 continue
             anchor = chain.output.kernel
@@ -218,7 +221,7 @@ class FlashAttention(ModulePass):
                                                          .result.type)
             n_qb = -(-queries // blocks.bm)
             splits = choose_splits(rows * n_qb, -(-keys // blocks.bn), gpu.sms,
-                                   chain.exp.causal, chain.exp.ivs[-1].bound is None,
+                                   chain.exp.causal, static_queries,
                                    setting(self.splits, "splits"))
             flash = FlashKernel(chain, blocks, anchor.sym_name.data, mma, splits, groups,
                                 self.register_stats)

@@ -36,15 +36,17 @@ buffer with it, which get the same ``R``), lane ``l`` of warp
             tile.copy %W[nb·R + w, V·(32·c + l)] to %fw[w, l, 0] count 16 bytes   // per load
             loop.reduce add %v = 0 to V { <the body, %k = V·(32·c + l) + v, loads from %fw> }
           }
-          %total = tile.lane_reduce add %p                 // the warp's shuffles
+          loop.store %p, %part[%w, %l]                     // one shared partial a lane
+        }
+        tile.forall (%w) in [R] over block_threads {      // after a barrier
+          %total = loop.reduce add %l = 0 to 32 { loop.load %part[%w, %l] }
           <the epilogue with the row nb·R + w and %total for the reduction>
-          scf.if %l < 1 { <the store> }                    // lane 0
         }
       }
     }
 
-(see :mod:`~llmopt.passes.tile._gemv_finish`; ``shuffle=false`` stores a shared partial a
-lane and sums each row in a thread of its own after a barrier).
+(see :mod:`~llmopt.passes.tile._gemv_finish`; ``shuffle=true`` combines a row's partials by
+warp shuffles instead, ``tile.lane_reduce``, and the warp finishes its row itself).
 
 Where ``32·V`` does not divide ``K`` the last chunk's copies are clamped into the row and
 its lanes past ``K`` add zero; where ``R`` does not divide ``N`` the last block's warps past
@@ -56,8 +58,7 @@ shared-memory step per output, and each block's loads are too few to keep the me
 busy; 16-bit weights are read two bytes a load. A decode step is a chain of such products
 whose time is the weights' bytes over the bandwidth reached, so the loads must be 16 bytes
 wide and many in flight: a warp per row reads it 512 bytes an instruction, every lane's
-chunks are independent, and the only cross-lane step is five shuffles per output, inside
-the warp: no barrier holds a warp for the block's slowest.
+chunks are independent, and the only cross-lane step is one shared-memory sum per output.
 """
 
 from __future__ import annotations
@@ -174,7 +175,7 @@ class ScheduleGemv(RewritePattern):
     """Bytes of weight rows a block prefetches into L2 first (0: none)."""
     stage: bool = True
     """Whether a computed operand is staged in shared memory once a block."""
-    shuffle: bool = True
+    shuffle: bool = False
     """Whether a row's lane partials are combined by warp shuffles (else shared memory)."""
 
     @op_type_rewrite_pattern
@@ -191,7 +192,7 @@ class ScheduleGemv(RewritePattern):
 
 def _rebuilt(kernel: tile.KernelOp, found: Gemv, rows: int,
              chunks: int = CHUNKS_IN_FLIGHT, prefetch: int = 0, stage: bool = True,
-             shuffle: bool = True) -> tile.KernelOp:
+             shuffle: bool = False) -> tile.KernelOp:
     """``kernel`` with ``found``'s forall scheduled ``rows`` outputs a block."""
     old = found.forall
     outputs = old.shape[found.row]
@@ -257,9 +258,9 @@ class WarpGemv(ModulePass):
     default: none),
     ``stage`` (default ``true``: an operand computed from ``k`` alone, such as a normalised
     row, is computed once a block into shared memory, see
-    :mod:`~llmopt.passes.tile._gemv_stage`), ``shuffle`` (default ``true``: each warp
-    combines its lanes' partials by shuffles and finishes its row itself; ``false``: through
-    shared memory and a thread a row, see :mod:`~llmopt.passes.tile._gemv_finish`),
+    :mod:`~llmopt.passes.tile._gemv_stage`), ``shuffle`` (default ``false``: the lanes'
+    partials go through shared memory to a thread a row; ``true``: each warp combines them
+    by shuffles and finishes its row itself, see :mod:`~llmopt.passes.tile._gemv_finish`),
     ``arch``."""
 
     name = "warp-gemv"
@@ -268,7 +269,7 @@ class WarpGemv(ModulePass):
     chunks: int = CHUNKS_IN_FLIGHT
     prefetch_bytes: int = PREFETCH_BYTES
     stage: bool = True
-    shuffle: bool = True
+    shuffle: bool = False
     arch: str = "sm_90"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:

@@ -123,10 +123,12 @@ def test_bfloat16_generator_matches_generate_or_parts_at_a_near_tie(kind: str) -
     assert div is None or div["near_tie"], div
 
 
-def test_warp_gemv_kernels_match_the_interpreter() -> None:
+@pytest.mark.parametrize("options", ["", " shuffle=true prefetch_bytes=32768"])
+def test_warp_gemv_kernels_match_the_interpreter(options: str) -> None:
     """The matrix-vector products of warp-gemv's lit test (ragged rows, a K the lanes do
     not divide, bf16 16-byte fragments) run on the GPU as the Kernel-IR interpreter runs
-    them."""
+    them: rows finished through shared memory (the default) and by warp shuffles with
+    weight prefetches."""
     _needs_gpu()
     import llmopt.interp
     from llmopt.codegen.executor import CompiledProgram
@@ -134,7 +136,7 @@ def test_warp_gemv_kernels_match_the_interpreter() -> None:
     text = (Path(__file__).parent.parent / "passes" / "tile" / "warp-gemv.mlir").read_text()
     rng = np.random.default_rng(1)
     for chunk in text.split("// -----"):
-        module = llmopt.lower(llmopt.parse(chunk), "warp-gemv{rows=4},tile-to-kernel")
+        module = llmopt.lower(llmopt.parse(chunk), f"warp-gemv{{rows=4{options}}},tile-to-kernel")
         program = CompiledProgram(llmopt.lower(module.clone(), "kernel-to-cuda"))
         fn = next(op for op in module.walk() if op.name == "func.func")
         args = []

@@ -1,8 +1,8 @@
 // RUN: llm-opt %s -p 'flash-attention{splits=4 bn=16}' | filecheck %s
 // RUN: llm-opt %s -p 'flash-attention{splits=4 bn=16 group_heads=false}' | filecheck %s --check-prefix=ALONE
 // RUN: llm-opt %s -p 'flash-attention{splits=4 bn=16},loop-to-tile,async-copy,pad-shared,mma-fragments,vector-fragments,tile-to-kernel' --check-numerics --check-numerics-lengths 6 2>&1 >/dev/null | filecheck %s --check-prefix=NUM
-// RUN: llm-opt %s -p 'flash-attention{splits=4 bn=16},loop-to-tile,async-copy' | filecheck %s --check-prefix=ORDER
-// RUN: llm-opt %s -p 'flash-attention{splits=4 bn=16},loop-to-tile,async-copy{sink=false}' | filecheck %s --check-prefix=NOSINK
+// RUN: llm-opt %s -p 'flash-attention{splits=4 bn=16},loop-to-tile,async-copy{sink=true}' | filecheck %s --check-prefix=ORDER
+// RUN: llm-opt %s -p 'flash-attention{splits=4 bn=16},loop-to-tile,async-copy' | filecheck %s --check-prefix=NOSINK
 // RUN: llm-opt %s -p 'flash-attention{group_heads=false},loop-to-tile,async-copy,pad-shared,mma-fragments,vector-fragments,tile-to-kernel' --check-numerics --check-numerics-lengths 3 2>&1 >/dev/null | filecheck %s --check-prefix=NUM
 // RUN: llm-opt %s -p 'flash-attention,loop-to-tile,async-copy,pad-shared,mma-fragments,vector-fragments,tile-to-kernel' --check-numerics --check-numerics-lengths 3 2>&1 >/dev/null | filecheck %s --check-prefix=NUM
 // A decode step's attention (one query a head, GQA: 4 query heads on 2 key/value heads, a
@@ -16,8 +16,9 @@
 // (one of its 16 rows used) and reads the keys at (b1 floordiv 2). Without the option the
 // split count is chosen.
 
-// async-copy issues the first key and value blocks' copies before the queries are staged,
-// whose loads then overlap them.
+// async-copy{sink=true} issues the first key and value blocks' copies before the queries
+// are staged, whose loads then overlap them (ORDER); by default the queries come first
+// (NOSINK).
 // ORDER:        } {unroll = 0 : i64, llmopt.role = "prologue"}
 // ORDER-NEXT:   tile.forall (%ii, %dd) in [16, 16] over block_threads {
 // ORDER-NEXT:     loop.load %{{.*}}[0, ((%b1 * 2) + %ii), (%qb * 16), %dd] clamp

@@ -1,7 +1,7 @@
-// RUN: llm-opt %s --split-input-file -p 'warp-gemv{rows=4 prefetch_bytes=32768}' | filecheck %s
+// RUN: llm-opt %s --split-input-file -p 'warp-gemv{rows=4 prefetch_bytes=32768 shuffle=true}' | filecheck %s
 // RUN: llm-opt %s --split-input-file -p 'warp-gemv{rows=4},tile-to-kernel,canonicalize,cse,kernel-to-cuda' --check-numerics 2>&1 >/dev/null | filecheck %s --check-prefix=NUM
 // RUN: llm-opt %s --split-input-file -p 'warp-gemv,tile-to-kernel,canonicalize,cse,kernel-to-cuda' --check-numerics 2>&1 >/dev/null | filecheck %s --check-prefix=NUM
-// RUN: llm-opt %s --split-input-file -p 'warp-gemv{rows=4 prefetch_bytes=32768},tile-to-kernel,canonicalize,cse,kernel-to-cuda' -t cuda | filecheck %s --check-prefix=CUDA
+// RUN: llm-opt %s --split-input-file -p 'warp-gemv{rows=4 prefetch_bytes=32768 shuffle=true},tile-to-kernel,canonicalize,cse,kernel-to-cuda' -t cuda | filecheck %s --check-prefix=CUDA
 // RUN: llm-opt %s --split-input-file -p 'warp-gemv{rows=4},warp-gemv{rows=2}' | filecheck %s --check-prefix=TWICE
 // RUN: not llm-opt %s -p 'warp-gemv{rows=16}' 2>&1 | filecheck %s --check-prefix=BAD
 // RUN: llm-opt %s --split-input-file -p 'warp-gemv{rows=4 chunks=2}' | filecheck %s --check-prefix=CHUNKS
@@ -9,13 +9,13 @@
 // RUN: llm-opt %s --split-input-file -p 'warp-gemv{rows=4 arch=sm_80}' | filecheck %s --check-prefix=NOPF
 // RUN: llm-opt %s --split-input-file -p 'warp-gemv{rows=4 prefetch_bytes=1024}' | filecheck %s --check-prefix=PF1K
 // RUN: llm-opt %s --split-input-file -p 'warp-gemv{rows=4 stage=false}' | filecheck %s --check-prefix=NOSTAGE
-// RUN: llm-opt %s --split-input-file -p 'warp-gemv{rows=4 shuffle=false}' | filecheck %s --check-prefix=NOSHUFFLE
-// RUN: llm-opt %s --split-input-file -p 'warp-gemv{rows=4 shuffle=false},tile-to-kernel,canonicalize,cse,kernel-to-cuda' --check-numerics 2>&1 >/dev/null | filecheck %s --check-prefix=NUM
+// RUN: llm-opt %s --split-input-file -p 'warp-gemv{rows=4}' | filecheck %s --check-prefix=NOSHUFFLE
+// RUN: llm-opt %s --split-input-file -p 'warp-gemv{rows=4 shuffle=true},tile-to-kernel,canonicalize,cse,kernel-to-cuda' --check-numerics 2>&1 >/dev/null | filecheck %s --check-prefix=NUM
 // Matrix-vector products as loop-to-tile schedules them (a block per output, a cooperative
 // reduction over K): warp-gemv gives each output a warp whose lanes read 16 bytes at a time
-// into register fragments; the warp combines its lanes' partials by shuffles
-// (tile.lane_reduce) and finishes its row, lane 0 storing it (shuffle=false: one shared
-// partial a lane, summed by a thread a row after a barrier). Inputs: (1) a projection of 10 outputs (no multiple of the 4 rows a block) over
+// into register fragments, one shared partial a lane, summed by a thread a row after a
+// barrier (the default; NOSHUFFLE below); with shuffle=true (CHECK) the warp combines its
+// lanes' partials by shuffles (tile.lane_reduce) and finishes its row, lane 0 storing it. Inputs: (1) a projection of 10 outputs (no multiple of the 4 rows a block) over
 // K = 200 (no multiple of 32 lanes x 4): clamped copies, the lanes past K masked, the last
 // block's rows past 10 storing nothing; (2) a fused gate/up product with its SiLU epilogue
 // in bf16 (8 elements a copy); (3) an RMSNorm's row sum, which reads no weight row: left
@@ -51,7 +51,7 @@
 // CHECK-NOT:    tile.alloc shared
 // CHECK:      } {llmopt.gemv = {rows = 4 : i64, vector = 4 : i64}}
 
-// The old finish (shuffle=false): a shared partial a lane, a thread a row summing them.
+// The default finish (shuffle=false): a shared partial a lane, a thread a row summing them.
 // NOSHUFFLE-LABEL: func.func @proj
 // NOSHUFFLE:         %part = tile.alloc shared : memref<4x32xf32>
 // NOSHUFFLE:         loop.store %{{.*}}, %part[%w, %l] : memref<4x32xf32>
