@@ -358,19 +358,23 @@ def main() -> int:
 
                 systems["llmopt"] = measure(ours.tokens, ours.decode_seconds / steps, hf_tokens,
                                              nbytes, bandwidth)
-                if ours.tokens != hf_tokens:
-                    systems["llmopt"]["divergence"] = divergence(
-                        model, prompt[0].tolist(), ours.tokens, hf_tokens)
+                tokens_of = {"llmopt": ours.tokens}
                 for key, other in variant_gens.items():  # the same run, other pipelines
                     theirs = timed(other, prompt, args.new)
                     systems[f"llmopt[{key}]"] = measure(theirs.tokens,
                                                         theirs.decode_seconds / steps,
                                                         hf_tokens, nbytes, bandwidth)
+                    tokens_of[f"llmopt[{key}]"] = theirs.tokens
                 systems["hf_eager"] = measure(hf_tokens, hf_s / steps, hf_tokens, nbytes,
                                                bandwidth)
                 st_tokens, st_s = static_decode(model, prompt, args.new, max_ctx, False)
                 systems["static_graph"] = measure(st_tokens, st_s / steps, hf_tokens, nbytes,
                                                    bandwidth)
+                tokens_of["static_graph"] = st_tokens
+                for key, tokens in tokens_of.items():  # where each leaves HF, and why
+                    if tokens != hf_tokens:
+                        systems[key]["divergence"] = divergence(
+                            model, prompt[0].tolist(), tokens, hf_tokens)
                 if not args.no_compile_baseline:
                     try:
                         ct_tokens, ct_s = static_decode(model, prompt, args.new, max_ctx,
