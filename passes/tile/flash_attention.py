@@ -208,8 +208,10 @@ class FlashAttention(ModulePass):
             if groups is not None:  # the rows of a block are the heads of a group
                 rows, queries = rows // groups.size, groups.size
             static_queries = chain.exp.ivs[-1].bound is None
+            # A decode step: fewer blocks than multiprocessors even with the smallest query
+            # block (16 rows), so choose_splits will spread the keys over blocks.
             split_keys = (static_queries and not chain.exp.causal
-                          and rows * -(-queries // 16) < gpu.sms)  # a few query blocks
+                          and rows * -(-queries // 16) < gpu.sms)
             blocks = choose_attention_blocks(rows, queries, keys, head_dim, gpu.sms,
                                              setting(self.bm, "bm"), setting(self.bn, "bn"),
                                              setting(self.warps, "warps"),
