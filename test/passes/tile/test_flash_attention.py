@@ -180,6 +180,12 @@ def test_choose_blocks() -> None:
     # only 16 divides the maximum (every length is ragged)
     assert choose_blocks(32, 1, 2032, 64, 132) == Blocks(16, 16, 2)
     assert choose_blocks(32, 1, 2032, 64, 132, runtime_keys=True) == Blocks(16, 64, 8)
+    # ... and 32 keys a block where those keys split over blocks (a decode step's few
+    # query blocks): twice the splits share a short cache
+    assert choose_blocks(4, 8, 544, 64, 132, runtime_keys=True,
+                         split_keys=True) == Blocks(16, 32, 4)
+    assert choose_blocks(4, 8, 544, 64, 132, 0, 64, runtime_keys=True,
+                         split_keys=True) == Blocks(16, 64, 8)  # the option wins
     assert choose_blocks(4, 64, 64, 16, 132, 32, 32, 8) is None  # 8 warps: a D of 16 < 64
 
 
@@ -301,3 +307,21 @@ def test_half_attention_meets_the_error_goal(dtype: str, written_out: bool,
 
     ours, theirs = half_errors(fn, args, interpreted)
     assert 0 < theirs and within_error_goal(ours, theirs, dtype), (ours, theirs)
+
+
+def test_a_decode_step_splits_its_cache_in_key_blocks_of_32() -> None:
+    """A decode step's attention (one query a head, a cache of runtime length): key blocks
+    of 32, so the keys of a short cache split over twice the blocks of 64-key blocks."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    from llmopt.frontend.decode import capture_decode
+    from llmopt.frontend.models import build_model
+
+    config = transformers.LlamaConfig(
+        hidden_size=128, intermediate_size=192, num_hidden_layers=1, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=32, vocab_size=101, max_position_embeddings=256)
+    model = build_model(config, seed=0, dtype=torch.bfloat16)
+    tile_level = registry.split_at_level("lower-to-cuda{arch=sm_90a}", "tile")[0]
+    tiled = llmopt.lower(capture_decode(model, 256).module, ",".join(tile_level))
+    (flash,) = [k for k in _kernels(tiled, "tile.kernel") if "llmopt.flash" in k.attributes]
+    assert flash.attributes["llmopt.flash"].data == "16x32"
