@@ -38,11 +38,11 @@ counted) asks for more than half of a multiprocessor's shared memory (``smem``, 
 an unmarked launch's do. The kernel uses no more than it did; the launch only reserves it.
 
 **Carveout** (option ``carveout``, a percentage; off by default): every launch asks for the
-same share of the unified L1/shared memory as shared memory. A multiprocessor holds blocks
-of one carveout at a time, and the driver picks each kernel's from its own needs: a spread
-launch's reservation calls for a large one, a product that uses no shared memory may get a
-small one, and then the next grid's blocks cannot join the draining one's on a
-multiprocessor until it has emptied, which is the overlap this pass is for.
+same share of the unified L1/shared memory as shared memory, on the theory that a
+multiprocessor holds blocks of one carveout at a time, so that a product using no shared
+memory could not join a draining kernel that reserved a lot. A decode step measured slower
+with ``carveout=100`` than with the driver's own choices
+(``bench/results/decode-ab-prefetch-h200.md``); the option stays for other targets.
 
 **Why** a decode step is a chain of a few hundred short kernels, each of a few
 microseconds, and between two of them the GPU idles: the launch is processed and the new
