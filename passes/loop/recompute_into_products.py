@@ -40,10 +40,10 @@ products wait for, programmatic launches had mostly hidden already, while each p
 block computed the statistics before its first product and, in 16 bits, each weight
 element paid the map's roundings again (``bench/results/decode-recompute-norm-h200.md``).
 ``warp-gemv`` now computes the map once a block into shared memory (its ``stage`` option),
-asks for its weight rows before it waits on the kernel in front (``prefetch_bytes``), and
-``fuse-launches`` lets the query, key and value projections share that staged row, so the
-layer keeps one launch for them; that form is still to be measured against the norm
-kernels.
+and ``fuse-launches`` lets the query, key and value projections share that staged row, so
+the layer keeps one launch for them. Measured in that form it made TinyLlama's decode step
+faster in FP32 and slower in BF16 (``bench/results/decode-ab-nopf-h200.md``), so it stays
+out of ``lower-to-cuda``.
 """
 
 from __future__ import annotations
