@@ -19,14 +19,16 @@ it first when it adds the loads of the lengths). A kernel launched without the a
 (a launch the driver does not serialize programmatically) passes the wait at once.
 
 A kernel that asks for data ahead (``kernel.prefetch``: ``warp-gemv``'s weight rows) waits
-after its prefetches instead: the prologue goes in front of the first op that touches
-memory, and where that op's regions (the loop over the blocks, a fused member's branch)
-prefetch first, into those regions, in front of their own first such op (again on each
-later path, since a wait that has returned returns at once). The prefetches then run while
-the grid in front still does: a hint changes no value, so it needs no wait. Such a kernel
-reads its lengths before the wait too (``lengths-in-memory``), which the host wrote before
-any kernel ran. ``kernel.launch``'s verifier checks the placement: nothing but prefetches,
-declarations, ids, index arithmetic and length loads before a wait on any path.
+after its prefetches instead (option ``prefetch_first``, default ``true``; ``false`` keeps
+the wait first, so the prefetches run ahead of the kernel's own loads only, such as the row
+statistics a product computes before its first weight): the prologue goes in front of the
+first op that touches memory, and where that op's regions (the loop over the blocks, a fused
+member's branch) prefetch first, into those regions, in front of their own first such op
+(again on each later path, since a wait that has returned returns at once). The prefetches
+then run while the grid in front still does: a hint changes no value, so it needs no wait.
+Such a kernel reads its lengths before the wait too (``lengths-in-memory``), which the host
+wrote before any kernel ran. ``kernel.launch``'s verifier checks the placement: nothing but
+prefetches, declarations, ids, index arithmetic and length loads before a wait on any path.
 
 **Spreading** (option ``spread``, 1 = on, the default): a programmatic grid is placed
 while the grid in front of it still holds most multiprocessors, so its blocks land where
@@ -111,13 +113,14 @@ def _prefetch_ahead_of(op: Operation) -> bool:
     return any(_prefetch_ahead(b) for region in op.regions for b in region.blocks)
 
 
-def _open_with_wait(fn: kernel.FuncOp) -> None:
+def _open_with_wait(fn: kernel.FuncOp, prefetch_first: bool = True) -> None:
     """Give ``fn`` its grid-dependency prologue (once): first, or where the kernel prefetches
-    before it touches memory, after those prefetches (see the module docstring)."""
+    before it touches memory and ``prefetch_first``, after those prefetches (see the module
+    docstring)."""
     block = fn.body.block
     if any(isinstance(op, kernel.WaitPriorGridsOp) for op in fn.walk()):
         return
-    if any(isinstance(op, kernel.PrefetchOp) for op in fn.walk()):
+    if prefetch_first and any(isinstance(op, kernel.PrefetchOp) for op in fn.walk()):
         _place_wait(block)
         return
     block.insert_ops_before(_prologue(), block.first_op)  # type: ignore[arg-type]
@@ -130,11 +133,12 @@ def spread_smem(gpu: Target) -> int:
 
 
 def programmatic_launch(module: ModuleOp, spread: Target | None = None,
-                        carveout: int | None = None) -> int:
-    """Mark every launch of ``module`` programmatic and open its kernel with the wait;
-    with ``spread``, a launch of at most ``spread.sms`` blocks reserves
-    :func:`spread_smem`; with ``carveout``, every launch asks for that shared-memory
-    carveout (see the module docstring). Returns the number of launches marked."""
+                        carveout: int | None = None, prefetch_first: bool = True) -> int:
+    """Mark every launch of ``module`` programmatic and open its kernel with the wait (after
+    its first prefetches when ``prefetch_first``); with ``spread``, a launch of at most
+    ``spread.sms`` blocks reserves :func:`spread_smem`; with ``carveout``, every launch asks
+    for that shared-memory carveout (see the module docstring). Returns the number of
+    launches marked."""
     marked = 0
     kernels = {op.sym_name.data: op for op in module.ops if isinstance(op, kernel.FuncOp)}
     for op in module.walk():
@@ -146,7 +150,7 @@ def programmatic_launch(module: ModuleOp, spread: Target | None = None,
             raise PassFailedException(
                 f"programmatic-launch: @{name} is not a kernel.func (the pass runs on Kernel "
                 "IR, before kernel-to-cuda)")
-        _open_with_wait(callee)
+        _open_with_wait(callee, prefetch_first)
         op.attributes[kernel.PROGRAMMATIC] = UnitAttr()
         if spread is not None and math.prod(op.grid_shape) <= spread.sms:
             op.smem = IntegerAttr(max(op.shared_bytes, spread_smem(spread)), i64)
@@ -162,13 +166,16 @@ class ProgrammaticLaunch(ModulePass):
     ``arch`` (default ``sm_90``; below sm_90 the pass changes nothing), ``spread`` (1, the
     default: a launch of at most one block a multiprocessor reserves more than half of
     one's shared memory; 0: off), ``carveout`` (-1, the default: the driver chooses each
-    kernel's shared-memory carveout; 0-100: every kernel prefers that percentage)."""
+    kernel's shared-memory carveout; 0-100: every kernel prefers that percentage),
+    ``prefetch_first`` (default ``true``: a kernel that prefetches waits after its first
+    prefetches; ``false``: every kernel waits first, its prefetches after)."""
 
     name = "programmatic-launch"
 
     arch: str = DEFAULT_ARCH
     spread: int = 1
     carveout: int = -1
+    prefetch_first: bool = True
 
     def __post_init__(self) -> None:
         if self.spread not in (0, 1):
@@ -177,4 +184,5 @@ class ProgrammaticLaunch(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         if arch_number(self.arch) >= GRID_DEPENDENCY_MIN_SM:
             programmatic_launch(op, for_arch(self.arch) if self.spread else None,
-                                None if self.carveout < 0 else self.carveout)
+                                None if self.carveout < 0 else self.carveout,
+                                self.prefetch_first)

@@ -12,6 +12,7 @@
 // RUN: sed -e '/^\/\/ ERRORS BELOW/,$d' %s | llm-opt -p "programmatic-launch{carveout=100}" | filecheck %s --check-prefix=CARVE
 // RUN: not llm-opt -p "programmatic-launch{carveout=101}" %s 2>&1 | filecheck %s --check-prefix=BADCARVE
 // RUN: sed -n '/^\/\/ BAD CARVEOUT/,$p' %s | not llm-opt 2>&1 | filecheck %s --check-prefix=CARVEIR
+// RUN: sed -e '/^\/\/ ERRORS BELOW/,$d' %s | llm-opt -p "programmatic-launch{prefetch_first=false},kernel-to-cuda" -t cuda | filecheck %s --check-prefix=WAITFIRST
 // Every launch may overlap the one before it: launches are marked {programmatic} and each
 // kernel opens with the wait for the grids before it (once, however often it is launched)
 // and then lets its own successor be scheduled; a kernel that prefetches first waits after
@@ -132,6 +133,14 @@ func.func @main(%x: memref<32xf32>, %y: memref<133x32xf32>) -> (memref<133x32xf3
 // CUDA:          asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" :  : "l"(__cvta_generic_to_global(&w[b * 32])), "r"(128) : "memory");
 // CUDA-NEXT:   }
 // CUDA-NEXT:   asm volatile("griddepcontrol.wait;" ::: "memory");
+
+// prefetch_first=false: a kernel that prefetches waits first like any other, its
+// prefetches after the wait.
+// WAITFIRST:      scaled_rows(
+// WAITFIRST-NEXT:   float* __restrict__ out,
+// WAITFIRST-NEXT:   const float* __restrict__ w) {
+// WAITFIRST-NEXT:   asm volatile("griddepcontrol.wait;" ::: "memory");
+// WAITFIRST:          asm volatile("cp.async.bulk.prefetch.L2.global
 
 // ARCH: kernel 'twice' uses kernel.wait_prior_grids, which needs sm_90 or newer; the target is sm_80
 
