@@ -287,8 +287,8 @@ def main() -> int:
     parser.add_argument("--variant", action="append", default=[], metavar="NAME=PIPELINE",
                         help="also time llmopt lowered by PIPELINE, reported as system "
                         "llmopt[NAME] beside the others of the same run (repeatable; e.g. "
-                        "nopf=\"$(python3 -c 'from llmopt import registry as r; print(r."
-                        "with_options(\"lower-to-cuda\", \"warp-gemv{prefetch_bytes=0}\"))')\")")
+                        "shuffle=\"$(python3 -c 'from llmopt import registry as r; print(r."
+                        "with_options(\"lower-to-cuda\", \"warp-gemv{shuffle=true}\"))')\")")
     parser.add_argument("--out-dir", type=Path, default=Path("bench/results"))
     parser.add_argument("--merge", type=Path, nargs="+", metavar="JSON",
                         help="only write the results of these runs as one (no GPU needed)")
