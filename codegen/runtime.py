@@ -274,6 +274,7 @@ class CudaFunction:
         self.name = name
         self.handle = handle
         self._max_dynamic_shared: int | None = None
+        self._carveout: int | None = None
 
     def get_attribute(self, attribute: Any) -> int:
         """Return a ``CUfunction_attribute`` (an enum member or its name without prefix)."""
@@ -302,13 +303,17 @@ class CudaFunction:
 
     def set_preferred_carveout(self, percent: int) -> None:
         """Prefer ``percent`` (0-100) of each multiprocessor's unified L1/shared memory as
-        shared memory for this kernel (a hint the driver follows where it can)."""
+        shared memory for this kernel (a hint the driver follows where it can); a kernel
+        launched several times asks the driver once."""
+        if self._carveout == percent:
+            return
         driver = _driver()
         attr = driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT
         _check(
             driver.cuFuncSetAttribute(self.handle, attr, int(percent)),
             f"cuFuncSetAttribute({self.name!r}, PREFERRED_SHARED_MEMORY_CARVEOUT, {percent})",
         )
+        self._carveout = percent
 
     def launch(
         self,

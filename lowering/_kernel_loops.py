@@ -162,6 +162,15 @@ class LowerForall(RewritePattern):
         rewriter.replace(op, new_loop)
 
 
+def warp_butterfly(emit: Emitter, kind: str, value: SSAValue) -> SSAValue:
+    """``value`` combined over the lanes of its warp by the xor butterfly
+    (``v = v ⊕ shfl_xor(v, o)`` for o = 16, 8, 4, 2, 1): every lane gets the total."""
+    for offset in SHUFFLE_OFFSETS:
+        other = emit(kernel.ShuffleXorOp(value, offset))
+        value = emit(combiner(kind, value, other))
+    return value
+
+
 @dataclass
 class LowerCoopReduce(RewritePattern):
     """``tile.coop_reduce`` → strided private fold, warp shuffles, shared-memory step."""
@@ -186,9 +195,7 @@ class LowerCoopReduce(RewritePattern):
         fold = scf.ForOp(tid, ub, emit.index(threads), [init], body)
         partial = emit(fold)
         partial.name_hint = "partial"
-        for offset in SHUFFLE_OFFSETS:
-            other = emit(kernel.ShuffleXorOp(partial, offset))
-            partial = emit(combiner(kind, partial, other))
+        partial = warp_butterfly(emit, kind, partial)
         warps = threads // WARP
         if warps > 1:
             shared = kernel.SharedOp(MemRefType(typ, [warps]))
@@ -222,8 +229,4 @@ class LowerLaneReduce(RewritePattern):
         kind, typ = op.kind.data, op.result.type
         check_reducible(op, kind, typ)
         emit = Emitter(rewriter, InsertPoint.before(op))
-        value = op.value
-        for offset in SHUFFLE_OFFSETS:
-            other = emit(kernel.ShuffleXorOp(value, offset))
-            value = emit(combiner(kind, value, other))
-        rewriter.replace(op, [], [value])
+        rewriter.replace(op, [], [warp_butterfly(emit, kind, op.value)])

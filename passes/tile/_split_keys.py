@@ -49,6 +49,13 @@ MIN_SHARE = 2
 """… and while every split keeps at least this many key blocks at the maximum length."""
 
 
+def splits_keys(blocks: int, sms: int, causal: bool, static_queries: bool) -> bool:
+    """Whether :func:`choose_splits`, left to itself, spreads the keys of a grid of
+    ``blocks`` query blocks over more blocks: a static, non-causal chain whose grid leaves
+    multiprocessors idle (a decode step)."""
+    return not causal and static_queries and blocks < sms
+
+
 def choose_splits(blocks: int, key_blocks: int, sms: int, causal: bool,
                   static_queries: bool, option: int = 0) -> int:
     """How many splits of the keys: 1 for a causal chain or a runtime number of queries
@@ -60,7 +67,7 @@ def choose_splits(blocks: int, key_blocks: int, sms: int, causal: bool,
         return 1
     if option:
         return min(option, key_blocks)
-    if blocks >= sms:
+    if not splits_keys(blocks, sms, causal, static_queries):
         return 1
     splits = 1
     while (splits * 2 * MIN_SHARE <= key_blocks

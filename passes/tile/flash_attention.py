@@ -145,7 +145,7 @@ from llmopt.passes.tile._group_heads import match_groups
 from llmopt.passes.tile._schedule import SCHEDULE_ATTR, kernel_knobs
 from llmopt.passes.tile._schedule_attention import choose_attention_blocks, shared_bytes
 from llmopt.passes.tile._schedule_tiles import has_tensor_cores
-from llmopt.passes.tile._split_keys import choose_splits, merge_kernel
+from llmopt.passes.tile._split_keys import choose_splits, merge_kernel, splits_keys
 from llmopt.target import for_arch as limits
 
 MAX_GROUP = 16
@@ -208,10 +208,9 @@ class FlashAttention(ModulePass):
             if groups is not None:  # the rows of a block are the heads of a group
                 rows, queries = rows // groups.size, groups.size
             static_queries = chain.exp.ivs[-1].bound is None
-            # A decode step: fewer blocks than multiprocessors even with the smallest query
-            # block (16 rows), so choose_splits will spread the keys over blocks.
-            split_keys = (static_queries and not chain.exp.causal
-                          and rows * -(-queries // 16) < gpu.sms)
+            # Counted with the smallest query block (16 rows): the most blocks any bm gives.
+            split_keys = splits_keys(rows * -(-queries // 16), gpu.sms, chain.exp.causal,
+                                     static_queries)
             blocks = choose_attention_blocks(rows, queries, keys, head_dim, gpu.sms,
                                              setting(self.bm, "bm"), setting(self.bn, "bn"),
                                              setting(self.warps, "warps"),
