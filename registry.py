@@ -103,6 +103,7 @@ _BUILTIN_PASSES: dict[str, tuple[str, str]] = {
     "merge-branches": ("llmopt.passes.kernel.merge_branches", "MergeBranches"),
     "version-row-groups": ("llmopt.passes.kernel.version_row_groups", "VersionRowGroups"),
     "fuse-launches": ("llmopt.passes.kernel.fuse_launches", "FuseLaunches"),
+    "fuse-tails": ("llmopt.passes.kernel.fuse_tails", "FuseTails"),
     "plan-buffers": ("llmopt.passes.kernel.plan_buffers", "PlanBuffers"),
     "programmatic-launch": ("llmopt.passes.kernel.programmatic_launch", "ProgrammaticLaunch"),
     "lengths-in-memory": ("llmopt.passes.kernel.lengths_in_memory", "LengthsInMemory"),

@@ -15,7 +15,10 @@ flat list of steps; a call then walks no IR:
   ``{llmopt.param = "name"}`` (the model's weights, named after ``state_dict`` keys) can
   instead be bound once, by name, from a dict of tensors (``params=`` or
   :meth:`CompiledProgram.bind_params`); a call then passes only the other arguments;
-* ``memref.alloc`` → ``torch.empty`` of the buffer's shape and dtype on the module's device;
+* ``memref.alloc`` → ``torch.empty`` of the buffer's shape and dtype on the module's device,
+  or ``torch.zeros`` for one marked ``{llmopt.zeroed}`` (:data:`ZEROED_ATTR`: a buffer the
+  kernels need at zero before their first launch and put back to zero themselves; a symbolic
+  program's flat buffer of one is zeroed once, when it is allocated);
   views (``memref.expand_shape``/``collapse_shape``/``reshape``/``cast``) → ``Tensor.view``;
   ``memref.copy`` → ``Tensor.copy_``; ``memref.dealloc`` → nothing (buffers are released after
   their last use anyway); scalar ``arith.constant`` → a kernel argument;
@@ -62,6 +65,7 @@ from llmopt.codegen.graph import GraphReplay
 from llmopt.codegen.plan import (
     ALIGNMENT,
     PARAM_ATTR,
+    ZEROED_ATTR,
     AllocStep,
     CopyStep,
     ExecutorError,
@@ -84,9 +88,9 @@ if TYPE_CHECKING:
     pass
 
 __all__ = [
-    "PARAM_ATTR", "AllocStep", "CompiledProgram", "CopyStep", "ExecutorError", "HostPlan",
-    "KernelTime", "LaunchStep", "StoreStep", "ViewStep", "argument_names", "bind_weights",
-    "check_launches", "plan_host_function", "torch_dtype",
+    "PARAM_ATTR", "ZEROED_ATTR", "AllocStep", "CompiledProgram", "CopyStep", "ExecutorError",
+    "HostPlan", "KernelTime", "LaunchStep", "StoreStep", "ViewStep", "argument_names",
+    "bind_weights", "check_launches", "plan_host_function", "torch_dtype",
 ]
 
 
@@ -293,6 +297,8 @@ class CompiledProgram(GraphReplay):
         device = self.device
         if isinstance(step, AllocStep) and step.slot in self._buffers:
             slot, flat = step.slot, self._buffers[step.slot]
+            # a zeroed buffer was zeroed once, at construction; the kernels that need the
+            # zero keep it, so a call does not fill it again
 
             def alloc_prefix(env: list[Any]) -> None:
                 shape = self._layout.shapes[slot]
@@ -304,16 +310,18 @@ class CompiledProgram(GraphReplay):
             return alloc_prefix
         if isinstance(step, AllocStep) and self.symbolic is not None:
             slot, dtype = step.slot, torch_dtype(step.element)
+            make = torch.zeros if step.zeroed else torch.empty
 
             def alloc_call(env: list[Any]) -> None:
-                env[slot] = torch.empty(self._layout.shapes[slot], dtype=dtype, device=device)
+                env[slot] = make(self._layout.shapes[slot], dtype=dtype, device=device)
 
             return alloc_call
         if isinstance(step, AllocStep):
             slot, shape, dtype = step.slot, step.shape, torch_dtype(step.element)
+            make = torch.zeros if step.zeroed else torch.empty
 
             def alloc(env: list[Any]) -> None:
-                env[slot] = torch.empty(shape, dtype=dtype, device=device)
+                env[slot] = make(shape, dtype=dtype, device=device)
 
             return alloc
         if isinstance(step, ViewStep):
@@ -430,7 +438,9 @@ class CompiledProgram(GraphReplay):
         """One flat buffer per allocation of a symbolic program, sized for the symbols'
         maxima (:meth:`SymbolicHost.max_shapes`); a call views the prefix its shape needs.
         Allocations a result lives in are made per call at the call's shape instead, so a
-        call's results are not overwritten by the next call."""
+        call's results are not overwritten by the next call. A zeroed allocation
+        (:attr:`AllocStep.zeroed`) is zeroed here, once: its kernels put it back to zero
+        themselves, so the calls' views of it need no fill."""
         import torch
 
         assert self.symbolic is not None
@@ -443,8 +453,9 @@ class CompiledProgram(GraphReplay):
             numel = 1
             for e in shape:
                 numel *= e
-            buffers[step.slot] = torch.empty(numel, dtype=torch_dtype(step.element),
-                                             device=self.device)
+            make = torch.zeros if step.zeroed else torch.empty
+            buffers[step.slot] = make(numel, dtype=torch_dtype(step.element),
+                                      device=self.device)
         return buffers
 
     def symbols_of(self, args: Sequence[Any]) -> dict[str, int]:

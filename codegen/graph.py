@@ -5,7 +5,10 @@ buffers, runs the program once eagerly (warm-up, on a side stream) and captures 
 ``torch.cuda.CUDAGraph``; every later call copies its arguments into the static buffers and
 replays the graph (one host call instead of one driver call per kernel). A call that passes
 the static buffers themselves (:attr:`GraphReplay.static_inputs`) skips the copies. The
-results are the graph's static output tensors, overwritten by the next call.
+results are the graph's static output tensors, overwritten by the next call. A zeroed
+allocation (``{llmopt.zeroed}``) the capture makes becomes a memset in the graph, so each
+replay starts it at zero again (a symbolic program's flat buffers are zeroed once, when the
+program is built, outside any capture).
 
 A symbolic program has one graph per length seen, captured on that length's first call —
 unless its launches do not depend on the lengths (``lengths-in-memory``: every kernel reads

@@ -43,14 +43,21 @@ if TYPE_CHECKING:
     import torch
 
 __all__ = [
-    "ALIGNMENT", "HOST_SIDE_ATTR", "PARAM_ATTR", "AllocStep", "CopyStep", "ExecutorError",
-    "HostPlan", "LaunchStep", "Step", "StoreStep", "ViewStep", "argument_names", "ctype",
-    "host_function", "host_side", "is_host_side", "plan_host_function", "static_shape",
-    "torch_dtype",
+    "ALIGNMENT", "HOST_SIDE_ATTR", "PARAM_ATTR", "ZEROED_ATTR", "AllocStep", "CopyStep",
+    "ExecutorError", "HostPlan", "LaunchStep", "Step", "StoreStep", "ViewStep",
+    "argument_names", "ctype", "host_function", "host_side", "is_host_side",
+    "plan_host_function", "static_shape", "torch_dtype",
 ]
 
 #: argument attribute naming the ``state_dict`` key a weight argument is bound to
 PARAM_ATTR = "llmopt.param"
+
+ZEROED_ATTR = "llmopt.zeroed"
+"""Unit attribute of a host ``memref.alloc`` whose buffer must hold zeros before its first
+use (a counter the kernels expect at zero on their first launch and put back to zero
+themselves): the executor allocates it with ``torch.zeros``, the interpreter with
+``np.zeros``, and ``plan-buffers`` never hands it to another buffer or another buffer to it.
+Only ``memref.alloc`` takes it (a ``memref.alloca`` with it is an :class:`ExecutorError`)."""
 
 
 class ExecutorError(ValueError):
@@ -66,11 +73,13 @@ ALIGNMENT = 16
 
 @dataclass(frozen=True)
 class AllocStep:
-    """``env[slot] = torch.empty(shape, dtype)``."""
+    """``env[slot] = torch.empty(shape, dtype)``; ``zeroed``: ``torch.zeros`` instead of
+    ``torch.empty`` (a ``memref.alloc`` marked :data:`ZEROED_ATTR`)."""
 
     slot: int
     shape: tuple[int, ...]
     element: Attribute
+    zeroed: bool = False
 
 
 @dataclass(frozen=True)
@@ -245,10 +254,12 @@ def plan_host_function(module: ModuleOp, entry: str | None = None) -> HostPlan:
     plan's shapes (``DYNAMIC``) and its ``index`` arithmetic as :attr:`HostPlan.computed`
     slots: each call's shapes, grids and index values come from
     :class:`~llmopt.codegen.symbolic.SymbolicHost`. A view may then have one ``?`` extent
-    (``Tensor.view`` infers it).
+    (``Tensor.view`` infers it). A ``memref.alloc`` marked :data:`ZEROED_ATTR` gives an
+    :class:`AllocStep` with ``zeroed`` set.
 
     Raises :class:`ExecutorError` for ops the executor does not run, launches of unknown
-    kernels, or launches whose arguments do not fit the kernel's parameters.
+    kernels, launches whose arguments do not fit the kernel's parameters, or a
+    ``memref.alloca`` marked :data:`ZEROED_ATTR` (only ``memref.alloc`` can be zeroed).
     """
     from llmopt.codegen.symbolic import host_ops, is_index_arith
 
@@ -304,8 +315,13 @@ def plan_host_function(module: ModuleOp, entry: str | None = None) -> HostPlan:
             shape = static_shape(op.memref.type, f"'{op.name}'", dynamic)
             if isinstance(op, memref.AllocaOp) and any(d < 0 for d in shape):
                 raise ExecutorError(f"'{op.name}': a ? extent needs memref.alloc")
+            zeroed = ZEROED_ATTR in op.attributes
+            if zeroed and isinstance(op, memref.AllocaOp):
+                raise ExecutorError(f"'{op.name}': only memref.alloc can be zeroed "
+                                    f"({ZEROED_ATTR})")
             steps.append(AllocStep(new_slot(op.memref), shape,
-                                   op.memref.type.element_type))  # type: ignore[union-attr]
+                                   op.memref.type.element_type,  # type: ignore[union-attr]
+                                   zeroed))
         elif isinstance(op, memref.CollapseShapeOp | memref.ExpandShapeOp | memref.CastOp):
             result = op.results[0]
             shape = static_shape(result.type, f"'{op.name}'", dynamic)

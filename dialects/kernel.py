@@ -17,6 +17,7 @@ from xdsl.dialects.builtin import (
     FunctionType,
     IndexType,
     IntegerAttr,
+    IntegerType,
     MemRefType,
     NoneAttr,
     StringAttr,
@@ -43,6 +44,7 @@ from xdsl.traits import (
     IsTerminator,
     MemoryReadEffect,
     MemoryWriteEffect,
+    NoTerminator,
     Pure,
     RecursiveMemoryEffect,
     SymbolOpInterface,
@@ -952,6 +954,72 @@ class LaunchDependentsOp(_GridDependencyOp):
     name = "kernel.launch_dependents"
 
 
+@irdl_op_definition
+class LastBlockOp(IRDLOperation):
+    """``kernel.last_block %counter : memref<1xi32> { ... }``: the region runs
+    once per launch, in the block that reaches the op last, after the memory writes that
+    every block made before the op are visible to it. All threads of that block run the
+    region; since any block may be the last, nothing in it may depend on which one it is
+    (the verifier rejects ``kernel.block_id`` inside).
+
+    ``%counter`` is a global buffer that holds zero when the launch starts (the host
+    allocates it ``memref.alloc() {llmopt.zeroed}``) and holds zero again when it ends: each
+    block adds one on arrival, and the block that finds the grid complete puts it back. The
+    op stands at the top level of a ``kernel.func``, so every thread of every block reaches
+    it. ``kernel-to-cuda`` writes a barrier, then thread 0's ``__threadfence()``,
+    ``atomicAdd`` and ``__threadfence()``, and the region under ``__syncthreads_or`` of the
+    arrival (the pattern of a cooperative grid sync, one way).
+
+    ``fuse-tails`` puts a small kernel that reads what a launch wrote into that launch's
+    ``kernel.last_block``, so the pair is one launch."""
+
+    name = "kernel.last_block"
+    counter = operand_def(MemRefType)
+    body = region_def("single_block")
+    traits = traits_def(NoTerminator(), MemoryReadEffect(), MemoryWriteEffect(),
+                        RecursiveMemoryEffect())
+
+    def __init__(self, counter: SSAValue, body: Region) -> None:
+        super().__init__(operands=[counter], regions=[body])
+
+    def verify_(self) -> None:
+        typ = self.counter.type
+        if not (isinstance(typ, MemRefType) and typ.get_shape() == (1,)
+                and typ.element_type == IntegerType(32)):
+            raise VerifyException(f"{self.name}: the counter is a memref<1xi32>, got {typ}")
+        if isinstance(self.counter.owner, SharedOp | LocalOp):
+            raise VerifyException(f"{self.name}: the counter is a global buffer (a kernel "
+                                  f"argument), not a {self.counter.owner.name} buffer")
+        if not isinstance(self.parent_op(), FuncOp):
+            raise VerifyException(f"{self.name} must stand at the top level of a "
+                                  "kernel.func, where every thread reaches it")
+        for inner in self.body.walk():
+            if isinstance(inner, BlockIdOp | LastBlockOp | ReturnOp | _GridDependencyOp):
+                raise VerifyException(f"{self.name}: {inner.name} is not allowed inside "
+                                      "(the region runs in whichever block is last)")
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_ssa_value(self.counter)
+        printer.print_string(" : ")
+        printer.print_attribute(self.counter.type)
+        printer.print_string(" ")
+        printer.print_region(self.body, print_entry_block_args=False)
+        printer.print_op_attributes(self.attributes)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> LastBlockOp:
+        counter = parser.parse_unresolved_operand()
+        parser.parse_punctuation(":")
+        typ = parser.parse_type()
+        body = parser.parse_region()
+        if not body.blocks:  # ``{ }``: a tail with nothing to do
+            body.add_block(Block())
+        op = cls(parser.resolve_operand(counter, typ), body)
+        op.attributes |= parser.parse_optional_attr_dict()
+        return op
+
+
 LENGTH_ATTR = "llmopt.length"
 """Marks a ``kernel.load`` of a length that the host wrote before any kernel ran
 (``lengths-in-memory``), which may therefore come before ``kernel.wait_prior_grids``."""
@@ -988,7 +1056,7 @@ Kernel = Dialect(
     "kernel",
     [FuncOp, ReturnOp, LaunchOp, ThreadIdOp, BlockIdOp, BlockDimOp, GridDimOp, LoadOp, StoreOp,
      SharedOp, LocalOp, BarrierOp, OpaqueOp, ShuffleXorOp, CopyOp, AsyncCopyOp, AsyncCommitOp,
-     AsyncWaitOp, WaitPriorGridsOp, LaunchDependentsOp, PrefetchOp],
+     AsyncWaitOp, WaitPriorGridsOp, LaunchDependentsOp, PrefetchOp, LastBlockOp],
     [],
 )
 
@@ -997,7 +1065,8 @@ __all__ = [
     "GridDimOp", "LoadOp", "StoreOp", "SharedOp", "LocalOp", "BarrierOp", "OpaqueOp",
     "ShuffleXorOp",
     "AsyncCopyOp", "AsyncCommitOp", "AsyncWaitOp", "AsyncWaitBase", "WaitPriorGridsOp",
-    "LaunchDependentsOp", "PrefetchOp", "PROGRAMMATIC", "CARVEOUT", "DIMS", "PREFETCH_GRANULE",
+    "LaunchDependentsOp", "PrefetchOp", "LastBlockOp", "PROGRAMMATIC", "CARVEOUT", "DIMS",
+    "PREFETCH_GRANULE",
     "check_prefetch", "waits_first", "before_wait", "LENGTH_ATTR",
     "COPY_BYTES", "CopyBase", "CopyOp", "check_copy", "check_pending", "parse_copy_suffix",
     "print_copy_suffix",

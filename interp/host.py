@@ -22,6 +22,7 @@ import numpy as np
 from xdsl.dialects.builtin import MemRefType, ModuleOp, StringAttr, TensorType
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 
+from llmopt.codegen.plan import ZEROED_ATTR
 from llmopt.dialects._symbols import (
     BindError,
     argument_dynamic,
@@ -332,7 +333,10 @@ def _call(interp: HostInterpreter, op: Operation, args: list[Value]) -> Sequence
 
 @host_impl("memref.alloc", "memref.alloca")
 def _alloc(interp: HostInterpreter, op: Operation, args: list[Value]) -> Sequence[Value]:
-    """A fresh, poisoned buffer; a ``?`` extent takes the value of its size operand."""
+    """A fresh, poisoned buffer — or zeros, for a ``memref.alloc`` marked
+    ``{llmopt.zeroed}`` (:data:`~llmopt.codegen.plan.ZEROED_ATTR`: its kernels need it at zero
+    before their first launch, as the executor's ``torch.zeros`` gives it); a ``?`` extent
+    takes the value of its size operand."""
     typ = op.results[0].type
     shape = shape_of_type(typ)
     if len(args) != sum(1 for e in shape if is_dynamic(e)):
@@ -341,6 +345,8 @@ def _alloc(interp: HostInterpreter, op: Operation, args: list[Value]) -> Sequenc
     concrete = tuple(next(sizes) if is_dynamic(e) else e for e in shape)
     if any(e < 0 for e in concrete):
         raise error(InterpretError, op, f"negative extent in {list(concrete)}")
+    if op.name == "memref.alloc" and ZEROED_ATTR in op.attributes:
+        return [np.zeros(concrete, dtype=np_dtype(typ))]
     return [uninitialized(concrete, np_dtype(typ))]
 
 

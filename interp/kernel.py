@@ -212,6 +212,15 @@ class RaceChecker:
         else:
             self.epoch[blocks] += 1
 
+    def grid_sync(self) -> None:
+        """Every thread of the grid passed a point after which all global writes before it
+        are visible to all (``kernel.last_block``): a barrier for every block, and no
+        global write before it races with an access after it."""
+        self.epoch += 1
+        for track in self.tracks.values():
+            if not track.shared:
+                track.writer[:] = -1
+
 
 class KernelEvaluator(SimtEvaluator):
     """A :class:`SimtEvaluator` for one launch: thread ids, shared memory, race checks."""
@@ -440,6 +449,38 @@ def _barrier(ev: SimtEvaluator, op: Operation) -> None:
                         f"block {b} reach this barrier (it sits in divergent control flow)")
     if kev.races is not None:
         kev.races.barrier(blocks)
+
+
+@simt_impl("kernel.last_block")
+def _last_block(ev: SimtEvaluator, op: Operation) -> None:
+    """The region in the block with the highest id, after every block arrived.
+
+    The launch runs in lock-step, so every block has done its work before the op; the block
+    that would draw the last ticket when the blocks arrive in order of their ids runs the
+    region (on the GPU it is whichever arrives last, which the region may not depend on:
+    the verifier rejects ``kernel.block_id`` inside). For the race checks the op is a grid
+    barrier. The counter must hold zero on arrival (a host allocation ``{llmopt.zeroed}``,
+    put back to zero by every launch before); it holds zero after.
+    """
+    kev = _ids(ev, op)
+    outer = ev.mask
+    if outer is not None and not np.broadcast_to(outer, kev.frame).all():
+        raise error(DivergenceError, op, "only part of the grid reaches kernel.last_block "
+                    "(it sits in divergent control flow)")
+    counter = buffer_of(ev, op, op.operands[0])
+    held = int(counter.reshape(-1)[0])
+    if held != 0:
+        raise error(InterpretError, op, f"the counter holds {held} when the launch reaches "
+                    "kernel.last_block, not 0: allocate it zeroed (memref.alloc() "
+                    "{llmopt.zeroed}) and let every launch that uses it finish")
+    if kev.races is not None:
+        kev.races.grid_sync()
+    blocks = kev.threads[0]  # type: ignore[index]
+    ev.mask = np.asarray(kev.bid == blocks - 1)
+    try:
+        ev.run_region_block(op.regions[0].block)
+    finally:
+        ev.mask = outer
 
 
 @simt_impl("kernel.opaque")

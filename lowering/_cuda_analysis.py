@@ -44,13 +44,16 @@ def buffer_root(value: SSAValue) -> SSAValue:
 
 
 def written_buffers(func: kernel.FuncOp) -> set[SSAValue]:
-    """The buffers that ``func`` stores to or copies into."""
+    """The buffers that ``func`` stores to or copies into (a ``kernel.last_block``'s
+    counter among them)."""
     written: set[SSAValue] = set()
     for op in func.walk():
         if isinstance(op, kernel.StoreOp):
             written.add(op.buffer)
         elif isinstance(op, kernel.CopyBase):
             written.add(op.dst)
+        elif isinstance(op, kernel.LastBlockOp):
+            written.add(op.counter)
     return written
 
 

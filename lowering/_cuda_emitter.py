@@ -26,7 +26,7 @@ from llmopt.lowering._cuda_analysis import written_buffers
 from llmopt.lowering._cuda_expr import ExprBuilder
 from llmopt.lowering._cuda_names import Names
 from llmopt.lowering._cuda_shared import SHARED_ALIGN, SWIZZLE_ALIGN, SharedLayout
-from llmopt.lowering._cuda_types import F32, I32, INDEX, UI8, UI32, UI64, bit_width, scalar_type
+from llmopt.lowering._cuda_types import F32, I1, I32, INDEX, UI8, UI32, UI64, bit_width, scalar_type
 from llmopt.lowering._cuda_values import Kind, classify
 from llmopt.passes._rewrite import fail
 
@@ -161,6 +161,8 @@ class KernelEmitter(ExprBuilder):
             self._emit_copy(op)
         elif isinstance(op, kernel.PrefetchOp):
             self._emit_prefetch(op)
+        elif isinstance(op, kernel.LastBlockOp):
+            self._emit_last_block(op)
         elif isinstance(op, kernel.AsyncCommitOp):
             call = self.add(cuda.CallOp("__pipeline_commit", [], cuda.VoidType()))
             self.add(cuda.ExprStmtOp(call.results[0]))
@@ -413,6 +415,75 @@ class KernelEmitter(ExprBuilder):
         self.add(cuda.AsmOp("cp.async.bulk.prefetch.L2.global [%0], %1;", [],
                             [to_global, self.integer(nbytes, I32)], ["l", "r"], volatile=True,
                             memory=True))
+
+    def _emit_last_block(self, op: kernel.LastBlockOp) -> None:
+        """The arrival and the region of ``kernel.last_block``::
+
+            __syncthreads();
+            int last = 0;
+            if ((threadIdx.x | threadIdx.y | threadIdx.z) == 0u) {
+              __threadfence();
+              last = (int)(atomicAdd(counter, 1) == (int)(gridDim.x * gridDim.y * gridDim.z) - 1);
+              __threadfence();
+            }
+            if (__syncthreads_or(last)) {
+              ... the region ...
+              if ((threadIdx.x | threadIdx.y | threadIdx.z) == 0u) counter[0] = 0;
+            }
+
+        The barrier orders the block's writes before thread 0's fence and ticket; the fence
+        after the ticket, and the barrier of ``__syncthreads_or`` (whose result every thread
+        of the block shares), order the last block's reads after every other block's
+        writes, as a cooperative grid sync does."""
+        self._call_statement("__syncthreads", [])
+        flag = self.names.fresh("last_block", "last")
+        self.add(cuda.DeclOp(flag, I32, self.integer(0, I32)))
+        arrival = self.add(cuda.IfOp(self._first_thread()))
+        assert isinstance(arrival, cuda.IfOp)
+        outer, self.block = self.block, arrival.then_region.block
+        try:
+            self._call_statement("__threadfence", [])
+            counter = self.add(cuda.VarOp(self.var[op.counter],
+                                          self.var_type[op.counter])).results[0]
+            ticket = self.call("atomicAdd", [counter, self.integer(1, I32)], I32)
+            grid = self.binary("*", self.binary("*", self.add(cuda.BuiltinOp("gridDim.x"))
+                                                .results[0],
+                                                self.add(cuda.BuiltinOp("gridDim.y"))
+                                                .results[0]),
+                               self.add(cuda.BuiltinOp("gridDim.z")).results[0])
+            last = self.binary("-", self.cast(grid, I32), self.integer(1, I32))
+            target = self.add(cuda.VarOp(flag, I32)).results[0]
+            self.add(cuda.AssignOp(target, self.cast(self.binary("==", ticket, last), I32)))
+            self._call_statement("__threadfence", [])
+        finally:
+            self.block = outer
+        arrived = self.call("__syncthreads_or", [self.add(cuda.VarOp(flag, I32)).results[0]],
+                            I32)
+        tail = self.add(cuda.IfOp(self.cast(arrived, I1)))
+        assert isinstance(tail, cuda.IfOp)
+        self._nested(tail.then_region.block, op.body.block, [])
+        outer, self.block = self.block, tail.then_region.block
+        try:
+            reset = self.add(cuda.IfOp(self._first_thread()))
+            assert isinstance(reset, cuda.IfOp)
+            self.block = reset.then_region.block
+            counter = self.add(cuda.VarOp(self.var[op.counter],
+                                          self.var_type[op.counter])).results[0]
+            element = self.add(cuda.IndexOp(counter, self.integer(0, INDEX))).results[0]
+            self.add(cuda.AssignOp(element, self.integer(0, I32)))
+        finally:
+            self.block = outer
+
+    def _first_thread(self) -> SSAValue:
+        """``(threadIdx.x | threadIdx.y | threadIdx.z) == 0u``."""
+        ids = [self.add(cuda.BuiltinOp(f"threadIdx.{d}")).results[0] for d in "xyz"]
+        either = self.binary("|", self.binary("|", ids[0], ids[1]), ids[2])
+        return self.binary("==", either, self.integer(0, UI32))
+
+    def _call_statement(self, callee: str, args: Sequence[SSAValue]) -> None:
+        """``callee(args);`` as a statement."""
+        call = self.add(cuda.CallOp(callee, list(args), cuda.VoidType()))
+        self.add(cuda.ExprStmtOp(call.results[0]))
 
     def _emit_copy(self, op: kernel.CopyOp) -> None:
         """``((float4*)&dst[offset])[0] = ((const float4*)&src[offset])[0];``: one access of

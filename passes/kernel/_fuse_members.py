@@ -15,6 +15,7 @@ from xdsl.dialects.builtin import IndexType, MemRefType
 from xdsl.ir import Attribute, SSAValue
 
 from llmopt.dialects import kernel
+from llmopt.lowering._cuda_analysis import buffer_root, written_buffers
 from llmopt.passes.kernel._index_expr import Expr, index_expr
 
 
@@ -43,6 +44,25 @@ class Launch:
             if length is None or grid_expression(self.op.grid_size, length) is None:
                 return None
         return self.op.block_shape
+
+
+def launch_of(op: kernel.LaunchOp, kernels: dict[str, kernel.FuncOp],
+              writes: dict[str, set[int]]) -> Launch:
+    """``op`` with the root buffers it reads and writes; ``kernels`` are the module's by
+    name, ``writes`` remembers the parameters each callee writes (filled as needed). A
+    launch of unknown code may write any buffer it is given."""
+    callee = kernels.get(op.kernel.root_reference.data)
+    buffers = [(k, buffer_root(a)) for k, a in enumerate(op.args)
+               if isinstance(a.type, MemRefType)]
+    if callee is None:
+        written = {root for _, root in buffers}
+    else:
+        name = callee.sym_name.data
+        if name not in writes:
+            stored = {buffer_root(v) for v in written_buffers(callee)}
+            writes[name] = {k for k, a in enumerate(callee.body.block.args) if a in stored}
+        written = {root for k, root in buffers if k in writes[name]}
+    return Launch(op, callee, {root for _, root in buffers}, written)
 
 
 def _buffer_bytes(typ: Attribute) -> int:

@@ -54,13 +54,12 @@ from dataclasses import dataclass, field
 
 from xdsl.context import Context
 from xdsl.dialects import arith, func
-from xdsl.dialects.builtin import IndexType, IntegerAttr, MemRefType, ModuleOp
+from xdsl.dialects.builtin import IndexType, IntegerAttr, ModuleOp
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from llmopt.dialects import kernel
-from llmopt.lowering._cuda_analysis import buffer_root, written_buffers
 from llmopt.passes._ir import allocates_at_most
 from llmopt.passes.kernel._fuse_kernel import build_fused
 from llmopt.passes.kernel._fuse_members import (
@@ -68,6 +67,7 @@ from llmopt.passes.kernel._fuse_members import (
     fused_shared_bytes,
     grid_expression,
     group_length,
+    launch_of,
     shared_bytes,
 )
 
@@ -93,13 +93,6 @@ class _Fuser:
             if isinstance(op, kernel.FuncOp):
                 self.kernels[op.sym_name.data] = op
 
-    def written_params(self, callee: kernel.FuncOp) -> set[int]:
-        name = callee.sym_name.data
-        if name not in self.writes:
-            stored = {buffer_root(v) for v in written_buffers(callee)}
-            self.writes[name] = {k for k, a in enumerate(callee.body.block.args) if a in stored}
-        return self.writes[name]
-
     def shared_bytes(self, callee: kernel.FuncOp) -> int:
         name = callee.sym_name.data
         if name not in self.shared:
@@ -107,15 +100,7 @@ class _Fuser:
         return self.shared[name]
 
     def launch(self, op: kernel.LaunchOp) -> Launch:
-        callee = self.kernels.get(op.kernel.root_reference.data)
-        buffers = [(k, buffer_root(a)) for k, a in enumerate(op.args)
-                   if isinstance(a.type, MemRefType)]
-        if callee is None:  # unknown code: it may write any buffer it is given
-            written = {root for _, root in buffers}
-        else:
-            params = self.written_params(callee)
-            written = {root for k, root in buffers if k in params}
-        return Launch(op, callee, {root for _, root in buffers}, written)
+        return launch_of(op, self.kernels, self.writes)
 
     def run_block(self, block: Block) -> int:
         """Fuse the runs of ``block``; how many launches were saved."""

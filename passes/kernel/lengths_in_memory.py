@@ -18,7 +18,8 @@ the host, such as the position ``ctx - 1``) and a grid computed from it
   1]``); the kernel computes the grid it had (``%grid``), uses it wherever it read
   ``kernel.grid_dim x``, and its blocks from ``%grid`` on do nothing (the body sits in an
   ``scf.if`` on ``kernel.block_id x < %grid``), so the kernel computes what it computed at
-  ``%grid`` blocks;
+  ``%grid`` blocks; a ``kernel.last_block`` stays outside that ``scf.if``, since it counts
+  every block of the grid;
 * a kernel launched with different arithmetic at different sites is cloned per site kind
   (``reduce_7``, ``reduce_7_l1``);
 * a kernel that opens with ``kernel.wait_prior_grids`` (``programmatic-launch``) keeps it
@@ -141,7 +142,8 @@ def _rewrite_kernel(fn: kernel.FuncOp, signature: Signature, names: list[str]) -
             if isinstance(op, kernel.GridDimOp) and op.dim.data == "x":
                 op.result.replace_all_uses_with(count)
                 Rewriter.erase_op(op)
-        body = [op for op in block.ops if not isinstance(op, kernel.ReturnOp | _PROLOGUE)]
+        body = [op for op in block.ops
+                if not isinstance(op, kernel.ReturnOp | kernel.LastBlockOp | _PROLOGUE)]
         decls = [op for op in body if isinstance(op, kernel.SharedOp | kernel.LocalOp)]
         body = [op for op in body if op not in decls]
         block_id = kernel.BlockIdOp("x")
@@ -152,7 +154,10 @@ def _rewrite_kernel(fn: kernel.FuncOp, signature: Signature, names: list[str]) -
             guarded.add_op(op)
         guarded.add_op(scf.YieldOp())
         branch = scf.IfOp(inside.result, [], Region(guarded))
-        block.insert_ops_before([block_id, inside, branch], block.last_op)  # type: ignore[arg-type]
+        # every block, idle or not, reaches a kernel.last_block: it counts the grid's blocks
+        tails = [op for op in block.ops if isinstance(op, kernel.LastBlockOp)]
+        end = tails[0] if tails else block.last_op
+        block.insert_ops_before([block_id, inside, branch], end)  # type: ignore[arg-type]
         for decl in decls:
             decl.detach()
         if decls:

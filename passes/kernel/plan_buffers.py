@@ -22,9 +22,11 @@ merged buffers are replaced by one ``memref.dealloc`` after the merged lifetime 
 
 Never reused, in either direction: buffers that reach ``func.return`` (directly or through
 a view), function arguments, buffers with dynamic sizes, a non-identity layout or rank 0,
-``memref.alloca``, and buffers passed to an op that returns a memref other than a known
-view (the result might alias them). Two buffers used by the same op never share memory:
-lifetimes that touch at one op overlap.
+``memref.alloca``, zeroed allocations (``{llmopt.zeroed}``: their kernels need them at zero
+before the first launch, and a buffer taken over holds what its last user left there, one
+handed on what its new user writes), and buffers passed to an op that returns a memref
+other than a known view (the result might alias them). Two buffers used by the same op
+never share memory: lifetimes that touch at one op overlap.
 
 **Why** a lowered model allocates a fresh buffer for every intermediate of every layer;
 with N layers the sum of those allocations grows with N although only a layer's worth is
@@ -53,6 +55,8 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.passes import ModulePass
+
+from llmopt.codegen.plan import ZEROED_ATTR
 
 __all__ = ["PlanBuffers", "allocated_bytes", "plan_function"]
 
@@ -118,7 +122,7 @@ def _analyse(block: Block) -> tuple[list[Operation], dict[SSAValue, _Buffer]]:
     buffers: dict[SSAValue, _Buffer] = {}
     root: dict[SSAValue, SSAValue] = {}  # memref value -> the alloc result it views
     for op in ops:
-        if isinstance(op, memref.AllocOp) and not op.operands:
+        if isinstance(op, memref.AllocOp) and not op.operands and ZEROED_ATTR not in op.attributes:
             typ = op.memref.type
             if isinstance(typ, MemRefType) and _plannable(typ):
                 buffers[op.memref] = _Buffer(op)

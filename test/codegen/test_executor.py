@@ -13,6 +13,8 @@ torch = pytest.importorskip("torch")
 
 import llmopt  # noqa: E402
 from llmopt.codegen.executor import (  # noqa: E402
+    ZEROED_ATTR,
+    AllocStep,
     ExecutorError,
     LaunchStep,
     argument_names,
@@ -99,3 +101,31 @@ def test_bind_weights_rejects(params: dict, message: str) -> None:
     """Missing, meta, misshapen, mistyped and non-tensor weights are errors naming them."""
     with pytest.raises(ExecutorError, match=message):
         bind_weights(_plan(), params, "cpu")
+
+
+ZEROED = """
+func.func @forward() -> (memref<1xi32>, memref<4xf32>) {
+  %c = memref.alloc() {llmopt.zeroed} : memref<1xi32>
+  %b = memref.alloc() : memref<4xf32>
+  func.return %c, %b : memref<1xi32>, memref<4xf32>
+}
+"""
+
+
+def test_zeroed_allocations_are_planned_as_zeroed() -> None:
+    """A ``memref.alloc {llmopt.zeroed}`` is a zeroed allocation step (``torch.zeros``);
+    an allocation without the attribute stays ``torch.empty``."""
+    assert ZEROED_ATTR == "llmopt.zeroed"
+    from xdsl.dialects.builtin import f32, i32
+
+    steps = plan_host_function(llmopt.parse(ZEROED)).steps
+    assert steps == (AllocStep(0, (1,), i32, zeroed=True), AllocStep(1, (4,), f32))
+    assert not steps[1].zeroed
+
+
+def test_a_zeroed_alloca_is_an_error() -> None:
+    """Only ``memref.alloc`` can be zeroed: a zeroed ``memref.alloca`` is refused."""
+    module = llmopt.parse(ZEROED.replace("memref.alloc() {llmopt.zeroed}",
+                                         "memref.alloca() {llmopt.zeroed}"))
+    with pytest.raises(ExecutorError, match="only memref.alloc can be zeroed"):
+        plan_host_function(module)

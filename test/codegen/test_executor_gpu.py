@@ -100,3 +100,38 @@ def test_gpu_llmopt_compile_with_graph() -> None:
     for _ in range(2):
         x = torch.randn(1, 7, 33, device="cuda")
         _close(fn(x), _reference(model, x))
+
+
+COUNTER = """
+kernel.func @count(%out: memref<4xi32>, %c: memref<4xi32>) block [4, 1, 1] {
+  %t = kernel.thread_id x
+  %v = kernel.load %c[%t] : memref<4xi32>
+  kernel.store %v, %out[%t] : memref<4xi32>
+  %one = arith.constant 1 : i32
+  %w = arith.addi %v, %one : i32
+  kernel.store %w, %c[%t] : memref<4xi32>
+  kernel.return
+}
+func.func @forward() -> memref<4xi32> {
+  %c = memref.alloc() {llmopt.zeroed} : memref<4xi32>
+  %out = memref.alloc() : memref<4xi32>
+  kernel.launch @count grid [1, 1, 1] block [4, 1, 1] smem 0 (%out, %c)
+      : memref<4xi32>, memref<4xi32>
+  func.return %out : memref<4xi32>
+}
+"""
+
+
+@pytest.mark.parametrize("cuda_graph", [False, True])
+def test_gpu_zeroed_allocation_reaches_the_kernel_as_zeros(cuda_graph: bool) -> None:
+    """A ``memref.alloc {llmopt.zeroed}`` is zeros at its launch on every call (a memset in
+    a CUDA graph), although the kernel leaves it at one: a plain ``torch.empty`` would get
+    the previous call's freed block back."""
+    from llmopt.codegen.executor import CompiledProgram
+
+    module = llmopt.parse(COUNTER)
+    llmopt.lower(module, "kernel-to-cuda")
+    program = CompiledProgram(module, cuda_graph=cuda_graph)
+    for _ in range(3):
+        (out,) = program()
+        assert out.tolist() == [0, 0, 0, 0]

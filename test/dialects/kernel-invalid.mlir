@@ -246,3 +246,48 @@ kernel.func @k(%a: memref<8xf32>) block [32, 1, 1] {
   kernel.return
 }
 // CHECK: kernel.prefetch: prefetches from a global buffer (a kernel argument), not a kernel.shared buffer
+
+// -----
+
+kernel.func @k(%a: memref<4xf32>, %n: memref<2xi32>) block [32, 1, 1] {
+  kernel.last_block %n : memref<2xi32> {
+  }
+  kernel.return
+}
+// CHECK: kernel.last_block: the counter is a memref<1xi32>, got memref<2xi32>
+
+// -----
+
+kernel.func @k(%a: memref<4xf32>) block [32, 1, 1] {
+  %n = kernel.shared : memref<1xi32>
+  kernel.last_block %n : memref<1xi32> {
+  }
+  kernel.return
+}
+// CHECK: the counter is a global buffer (a kernel argument), not a kernel.shared buffer
+
+// -----
+
+kernel.func @k(%a: memref<4xf32>, %n: memref<1xi32>) block [32, 1, 1] {
+  %t = kernel.thread_id x
+  %c0 = arith.constant 0 : index
+  %first = arith.cmpi eq, %t, %c0 : index
+  scf.if %first {
+    kernel.last_block %n : memref<1xi32> {
+    }
+  }
+  kernel.return
+}
+// CHECK: kernel.last_block must stand at the top level of a kernel.func, where every thread reaches it
+
+// -----
+
+kernel.func @k(%a: memref<4xf32>, %n: memref<1xi32>) block [32, 1, 1] {
+  kernel.last_block %n : memref<1xi32> {
+    %b = kernel.block_id x
+    %one = arith.constant 1.0 : f32
+    kernel.store %one, %a[%b] : memref<4xf32>
+  }
+  kernel.return
+}
+// CHECK: kernel.last_block: kernel.block_id is not allowed inside (the region runs in whichever block is last)

@@ -112,3 +112,24 @@ kernel.func @guarded(%a: memref<8xf32>) block [32, 1, 1] {
 
 // CHECK-LABEL: kernel.func @guarded
 // CHECK:       kernel.load %{{.*}}[%{{.*}}] : memref<8xf32>
+
+// Work that the block arriving last does, once every block's writes before it are visible.
+kernel.func @last(%a: memref<64xf32>, %total: memref<1xf32>, %count: memref<1xi32>) block [32, 1, 1] {
+  %t = kernel.thread_id x
+  %c0 = arith.constant 0 : index
+  %one = arith.constant 1.0 : f32
+  kernel.store %one, %a[%t] : memref<64xf32>
+  kernel.last_block %count : memref<1xi32> {
+    %first = arith.cmpi eq, %t, %c0 : index
+    scf.if %first {
+      %v = kernel.load %a[%c0] : memref<64xf32>
+      kernel.store %v, %total[%c0] : memref<1xf32>
+    }
+  } {note = "tail"}
+  kernel.return
+}
+// CHECK-LABEL: kernel.func @last(
+// CHECK:       kernel.last_block %{{.*}} : memref<1xi32> {
+// CHECK-NEXT:    %{{.*}} = arith.cmpi eq, %{{.*}}, %{{.*}} : index
+// CHECK:       } {note = "tail"}
+// CHECK-NEXT:  kernel.return

@@ -99,3 +99,28 @@ def test_generator_refuses_what_it_cannot_serve() -> None:
         gen.generate([1, 97], 2)
     with pytest.raises(CaptureError, match="at least 2"):
         capture_decode(tiny_model("llama"), 1)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_tails_keep_the_generator_s_tokens(kind: str) -> None:
+    """``fuse-tails`` in the decode step: by default each RMSNorm after a residual sum runs
+    in the last block of the product before it; with many rounds allowed, chains and
+    strided tails too (the rotary embeddings, the attention's merge), and the tokens stay
+    ``model.generate``'s (Kernel IR interpreted with its race checks)."""
+    from llmopt import registry
+
+    model = tiny_model(kind)
+    default = registry.insert_before("lower-to-cuda", "plan-buffers", "fuse-tails")
+    step = capture_decode(model, 20).module
+    to_kernel, _ = registry.split_at_level(default, "kernel")
+    llmopt.lower(step, ",".join(to_kernel))
+    tails = [op for op in step.walk() if isinstance(op, kernel.LastBlockOp)]
+    assert len(tails) >= 2, "no RMSNorm joined a product"
+    many = registry.insert_before("lower-to-cuda", "plan-buffers", "fuse-tails{max_rounds=16}")
+    gen = llmopt.Generator(model, max_ctx=16, device="cpu", pipeline=many)
+    prompt = torch.randint(0, 97, (1, 5), generator=torch.Generator().manual_seed(6))
+    with torch.no_grad():
+        want = model.generate(prompt, max_new_tokens=8, min_new_tokens=8, do_sample=False)
+    assert gen.generate(prompt, 8).tokens == want[0, 5:].tolist()
+    chained = [op for op in gen.decode.module.walk() if isinstance(op, kernel.LastBlockOp)]
+    assert len(chained) > len(tails)

@@ -140,3 +140,23 @@ func.func @g(%a: tensor<3x4xf64>) -> tensor<3x4xf64> {
 """)
     # The same seed draws the same numbers whatever the precision.
     np.testing.assert_array_equal(random_inputs(f64, seed=7)[0].astype(np.float32), a)
+
+
+def test_zeroed_allocations_hold_zeros(parse: Parse) -> None:
+    """A ``memref.alloc {llmopt.zeroed}`` starts at zero (the executor's ``torch.zeros``);
+    a plain allocation still holds the poison value (NaN, the most negative integer)."""
+    module = parse("""
+func.func @f() -> (memref<4xi32>, memref<4xf32>, memref<4xi32>, memref<4xf32>) {
+  %zi = memref.alloc() {llmopt.zeroed} : memref<4xi32>
+  %zf = memref.alloc() {llmopt.zeroed} : memref<4xf32>
+  %pi = memref.alloc() : memref<4xi32>
+  %pf = memref.alloc() : memref<4xf32>
+  func.return %zi, %zf, %pi, %pf : memref<4xi32>, memref<4xf32>, memref<4xi32>, memref<4xf32>
+}
+""")
+    zi, zf, pi, pf = run(module, [])
+    assert (zi.dtype, zf.dtype) == (np.int32, np.float32)
+    np.testing.assert_array_equal(zi, np.zeros(4, np.int32))
+    np.testing.assert_array_equal(zf, np.zeros(4, np.float32))
+    np.testing.assert_array_equal(pi, np.full(4, np.iinfo(np.int32).min, np.int32))
+    assert np.isnan(pf).all()

@@ -2,6 +2,8 @@
 // RUN: sed -e '/^\/\/ ERRORS BELOW/,$d' %s | llm-opt -p lengths-in-memory --check-numerics --check-numerics-at 1,5,64 2>&1 >/dev/null | filecheck %s --check-prefix=NUM
 // RUN: sed -e '/^\/\/ ERRORS BELOW/,$d' %s | llm-opt -p lengths-in-memory,kernel-to-cuda -t cuda | filecheck %s --check-prefix=CUDA
 // RUN: sed -e '/^\/\/ ERRORS BELOW/,$d' %s | llm-opt -p programmatic-launch,lengths-in-memory | filecheck %s --check-prefix=PDL
+// RUN: sed -e '/^\/\/ ERRORS BELOW/,$d' %s | llm-opt -p fuse-tails,lengths-in-memory | filecheck %s --check-prefix=TAIL
+// RUN: sed -e '/^\/\/ ERRORS BELOW/,$d' %s | llm-opt -p fuse-tails,lengths-in-memory --check-numerics --check-numerics-at 1,5,64 2>&1 >/dev/null | filecheck %s --check-prefix=TAILNUM
 // RUN: sed -n '/^\/\/ ERRORS BELOW/,$p' %s | not llm-opt -p lengths-in-memory 2>&1 >/dev/null | filecheck %s --check-prefix=ERR
 // A decode-like step at a runtime length %ctx: a grid-stride kernel over ctx rows (its grid
 // computed from ctx on the host), a kernel given the position ctx - 1 and a kernel launched
@@ -98,6 +100,18 @@ func.func @step(%cache: memref<?x4xf32> {llmopt.input = "cache", llmopt.dynamic 
 // PDL-NEXT:   kernel.wait_prior_grids
 // PDL:        kernel.launch @rows grid [32, 1, 1] block [4, 1, 1] smem {{[0-9]+}} (%cache, %doubled, %lengths) {programmatic}
 // PDL:        kernel.launch @scale_l0 grid [1, 1, 1] {{.*}} (%row, %a, %lengths) {programmatic}
+
+// With fuse-tails first, the rows kernel runs the other three in its last block: the guard
+// of the blocks beyond its grid leaves the kernel.last_block out, since every block of
+// the grid arrives there, idle or not (the op's verifier wants it at the kernel's top level).
+// TAIL:      kernel.func @rows__last_last__last_scale__last_scale(
+// TAIL:        %[[B:.*]] = kernel.block_id x
+// TAIL-NEXT:   %[[IN:.*]] = arith.cmpi ult, %[[B]], %{{.*}} : index
+// TAIL-NEXT:   scf.if %[[IN]] {
+// TAIL:        kernel.last_block %tail_counter : memref<1xi32> {
+// TAIL:        kernel.launch @rows__last_last__last_scale__last_scale grid [32, 1, 1]
+// TAILNUM: fuse-tails {{.*}} ok
+// TAILNUM: lengths-in-memory {{.*}} ok
 
 // In CUDA the length is a load of the lengths buffer, and the ? strides use it.
 // CUDA:      void __launch_bounds__(4) rows(

@@ -117,3 +117,57 @@ func.func @deallocs(%x: memref<64xf32>) -> memref<64xf32> {
 // CHECK-NEXT:  memref.dealloc %[[A]]
 // CHECK-NEXT:  memref.dealloc %[[B]]
 // CHECK-NOT:   memref.dealloc
+
+// -----
+
+// A zeroed allocation (`llmopt.zeroed`: its kernels need it at zero) never takes over a dead
+// buffer: %z keeps its own allocation although %0 is free by then.
+func.func @zeroed_takes_nothing(%x: memref<64xf32>) -> memref<64xf32> {
+  %0 = memref.alloc() : memref<64xf32>
+  kernel.launch @k grid [1, 1, 1] block [64, 1, 1] smem 0 (%0, %x) : memref<64xf32>, memref<64xf32>
+  %1 = memref.alloc() : memref<64xf32>
+  kernel.launch @k grid [1, 1, 1] block [64, 1, 1] smem 0 (%1, %0) : memref<64xf32>, memref<64xf32>
+  %z = memref.alloc() {llmopt.zeroed} : memref<64xf32>
+  kernel.launch @k grid [1, 1, 1] block [64, 1, 1] smem 0 (%z, %1) : memref<64xf32>, memref<64xf32>
+  %2 = memref.alloc() : memref<64xf32>
+  kernel.launch @k grid [1, 1, 1] block [64, 1, 1] smem 0 (%2, %z) : memref<64xf32>, memref<64xf32>
+  func.return %2 : memref<64xf32>
+}
+
+// CHECK-LABEL: func.func @zeroed_takes_nothing
+// CHECK-NEXT:  %[[A:.*]] = memref.alloc() : memref<64xf32>
+// CHECK-NEXT:  kernel.launch @k {{.*}} (%[[A]], %x)
+// CHECK-NEXT:  %[[B:.*]] = memref.alloc() : memref<64xf32>
+// CHECK-NEXT:  kernel.launch @k {{.*}} (%[[B]], %[[A]])
+// CHECK-NEXT:  %[[Z:.*]] = memref.alloc() {llmopt.zeroed} : memref<64xf32>
+// CHECK-NEXT:  kernel.launch @k {{.*}} (%[[Z]], %[[B]])
+// CHECK-NEXT:  %[[R:.*]] = memref.alloc() : memref<64xf32>
+// CHECK-NEXT:  kernel.launch @k {{.*}} (%[[R]], %[[Z]])
+// CHECK-NEXT:  func.return %[[R]]
+
+// -----
+
+// Nor is a dead zeroed allocation handed on: %2 gets its own allocation although %z, the
+// only buffer of its size class free by then, is dead.
+func.func @zeroed_is_not_handed_on(%x: memref<64xf32>) -> memref<64xf32> {
+  %z = memref.alloc() {llmopt.zeroed} : memref<64xf32>
+  kernel.launch @k grid [1, 1, 1] block [64, 1, 1] smem 0 (%z, %x) : memref<64xf32>, memref<64xf32>
+  %1 = memref.alloc() : memref<64xf32>
+  kernel.launch @k grid [1, 1, 1] block [64, 1, 1] smem 0 (%1, %z) : memref<64xf32>, memref<64xf32>
+  %2 = memref.alloc() : memref<64xf32>
+  kernel.launch @k grid [1, 1, 1] block [64, 1, 1] smem 0 (%2, %1) : memref<64xf32>, memref<64xf32>
+  %3 = memref.alloc() : memref<64xf32>
+  kernel.launch @k grid [1, 1, 1] block [64, 1, 1] smem 0 (%3, %2) : memref<64xf32>, memref<64xf32>
+  func.return %3 : memref<64xf32>
+}
+
+// CHECK-LABEL: func.func @zeroed_is_not_handed_on
+// CHECK-NEXT:  %[[Z:.*]] = memref.alloc() {llmopt.zeroed} : memref<64xf32>
+// CHECK-NEXT:  kernel.launch @k {{.*}} (%[[Z]], %x)
+// CHECK-NEXT:  %[[A:.*]] = memref.alloc() : memref<64xf32>
+// CHECK-NEXT:  kernel.launch @k {{.*}} (%[[A]], %[[Z]])
+// CHECK-NEXT:  %[[B:.*]] = memref.alloc() : memref<64xf32>
+// CHECK-NEXT:  kernel.launch @k {{.*}} (%[[B]], %[[A]])
+// CHECK-NEXT:  %[[R:.*]] = memref.alloc() : memref<64xf32>
+// CHECK-NEXT:  kernel.launch @k {{.*}} (%[[R]], %[[B]])
+// CHECK-NEXT:  func.return %[[R]]
