@@ -152,3 +152,46 @@ def test_warp_gemv_kernels_match_the_interpreter(options: str) -> None:
         for g, w in zip(got, want, strict=True):
             np.testing.assert_allclose(g.float().cpu().numpy(), np.asarray(w, np.float32),
                                        rtol=1e-2, atol=1e-2)
+
+
+TAILS = Path(__file__).parent.parent / "passes" / "kernel" / "fuse-tails.mlir"
+
+
+@pytest.mark.parametrize("rounds", [1, 2])
+@pytest.mark.parametrize("cuda_graph", [False, True])
+def test_tails_run_in_the_last_block_as_interpreted(rounds: int, cuda_graph: bool) -> None:
+    """fuse-tails' lit program (a sum in the last block, a chain, a tail of two blocks in a
+    loop, one of twice the block's threads strided) gives the interpreter's results on the
+    GPU, call after call (the counter is back at zero after every launch), eagerly and from
+    a CUDA graph."""
+    _needs_gpu()
+    import llmopt.interp
+    from llmopt.codegen.executor import CompiledProgram
+
+    module = llmopt.lower(llmopt.parse(TAILS.read_text()), f"fuse-tails{{max_rounds={rounds}}}")
+    program = CompiledProgram(llmopt.lower(module.clone(), "kernel-to-cuda"),
+                              cuda_graph=cuda_graph)
+    rng = np.random.default_rng(1)
+    for _ in range(4):
+        x, y = (rng.standard_normal(64).astype(np.float32) for _ in range(2))
+        want = llmopt.interp.run(module, [x.copy(), y.copy()])
+        got = program(torch.from_numpy(x).cuda(), torch.from_numpy(y).cuda())
+        for g, w in zip(got, want, strict=True):
+            # the sums run in the same order on both: equal up to fused multiply-adds
+            np.testing.assert_allclose(g.cpu().numpy(), w, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("kind", ["llama", "qwen2"])
+@pytest.mark.parametrize("rounds", [1, 16])
+def test_tails_keep_generate_s_tokens_on_the_gpu(kind: str, rounds: int) -> None:
+    """``fuse-tails`` in both programs (the RMSNorms in their products' last blocks; with
+    16 rounds the rotary embeddings and the attention's merge too): the tokens stay."""
+    _needs_gpu()
+    from llmopt import registry
+
+    model = tiny_model(kind)
+    pipeline = registry.insert_before("lower-to-cuda", "plan-buffers",
+                                      f"fuse-tails{{max_rounds={rounds}}}")
+    gen = llmopt.Generator(model, max_ctx=40, device="cuda", pipeline=pipeline)
+    prompt = torch.randint(0, 97, (1, 6), generator=torch.Generator().manual_seed(8))
+    assert gen.generate(prompt, 24).tokens == _reference(model, prompt, 24)
