@@ -85,6 +85,13 @@ func.func @main(%x: memref<64xf32>, %y: memref<64xf32>)
   kernel.launch @twice grid [2, 1, 1] block [32, 1, 1] smem 0 (%d, %x) : memref<64xf32>, memref<64xf32>
   %v = memref.alloc() : memref<2xf32>
   kernel.launch @sum grid [1, 1, 1] block [32, 1, 1] smem 0 (%v, %y) : memref<2xf32>, memref<64xf32>
+  // a sum with dynamic shared memory, and one with a runtime grid: apart.
+  %e = memref.alloc() : memref<64xf32>
+  kernel.launch @twice grid [2, 1, 1] block [32, 1, 1] smem 0 (%e, %x) : memref<64xf32>, memref<64xf32>
+  %q = memref.alloc() : memref<2xf32>
+  kernel.launch @sum grid [1, 1, 1] block [32, 1, 1] smem 128 (%q, %e) : memref<2xf32>, memref<64xf32>
+  %one = arith.constant 1 : index
+  kernel.launch @sum grid [%one max 1, 1, 1] block [32, 1, 1] smem 0 (%q, %e) : memref<2xf32>, memref<64xf32>
   func.return %a, %s, %c, %u, %d, %v : memref<64xf32>, memref<2xf32>, memref<64xf32>, memref<2xf32>, memref<64xf32>, memref<2xf32>
 }
 
@@ -110,7 +117,11 @@ func.func @main(%x: memref<64xf32>, %y: memref<64xf32>)
 // CHECK:         kernel.launch @twice grid [2, 1, 1]
 // CHECK:         kernel.launch @sum grid [2, 1, 1]
 // CHECK:         kernel.launch @twice grid [2, 1, 1]
-// CHECK:         kernel.launch @sum grid [1, 1, 1]
+// CHECK:         kernel.launch @sum grid [1, 1, 1] block [32, 1, 1] smem 0 (%v, %y)
+// CHECK:         kernel.launch @twice grid [2, 1, 1]
+// CHECK-NEXT:    memref.alloc
+// CHECK-NEXT:    kernel.launch @sum grid [1, 1, 1] block [32, 1, 1] smem 128
+// CHECK:         kernel.launch @sum grid [%{{.*}} max 1, 1, 1]
 // CHECK-NEXT:    func.return
 
 // NUM: fuse-tails {{.*}} ok
