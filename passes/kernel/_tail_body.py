@@ -6,18 +6,24 @@ loop (``kernel.block_id x`` is the loop variable), a barrier between two of them
 threads share memory. With another block shape its threads must be independent
 (:func:`independent_threads`); the block's threads then stride over all the tail's
 threads, each computing its ``kernel.block_id x`` and ``kernel.thread_id x`` from the loop
-variable (see :mod:`llmopt.passes.kernel.fuse_tails`).
+variable (see :mod:`llmopt.passes.kernel.fuse_tails`). Where the tail's threads are
+independent its rounds are too, so their loop is unrolled (fully over blocks, a constant
+trip count; :data:`STRIDED_UNROLL` times over threads): the loads of several rounds may
+then be in flight together instead of a memory latency a round.
 """
 
 from __future__ import annotations
 
 from xdsl.dialects import arith, scf
-from xdsl.dialects.builtin import IndexType, IntegerAttr
+from xdsl.dialects.builtin import IndexType, IntegerAttr, i64
 from xdsl.ir import Block, Operation, Region, SSAValue
 
 from llmopt.dialects import kernel
 
-__all__ = ["independent_threads", "tail_body"]
+__all__ = ["STRIDED_UNROLL", "independent_threads", "tail_body"]
+
+STRIDED_UNROLL = 4
+"""How many rounds of a tail's threads strided over a block one step of their loop holds."""
 
 _TALKING = (kernel.BarrierOp, kernel.ShuffleXorOp, kernel.SharedOp, kernel.CopyBase,
             kernel.AsyncCommitOp, kernel.AsyncWaitBase)
@@ -59,10 +65,14 @@ def tail_body(callee: kernel.FuncOp, values: dict[SSAValue, SSAValue], region: B
         body.args[0].name_hint = "tail_block"
         fixed[(kernel.BlockIdOp, "x")] = body.args[0]
         _clone_body(callee, values, body, fixed)
-        if not independent_threads(callee):
+        independent = independent_threads(callee)
+        if not independent:
             body.add_op(kernel.BarrierOp())  # its shared buffers serve the next block
         body.add_op(scf.YieldOp())
-        region.add_op(scf.ForOp(zero, fixed[(kernel.GridDimOp, "x")], one, [], Region(body)))
+        blocks = scf.ForOp(zero, fixed[(kernel.GridDimOp, "x")], one, [], Region(body))
+        if independent:
+            blocks.attributes["unroll"] = IntegerAttr(0, i64)
+        region.add_op(blocks)
         return
     for dim in ("y", "z"):
         fixed[(kernel.ThreadIdOp, dim)] = zero
@@ -80,8 +90,10 @@ def tail_body(callee: kernel.FuncOp, values: dict[SSAValue, SSAValue], region: B
     fixed[(kernel.ThreadIdOp, "x")] = thread_id.result
     _clone_body(callee, values, body, fixed)
     body.add_op(scf.YieldOp())
-    region.add_op(scf.ForOp(tid.result, _const(grid * own, region), _const(threads, region),
-                            [], Region(body)))
+    strided = scf.ForOp(tid.result, _const(grid * own, region), _const(threads, region), [],
+                        Region(body))
+    strided.attributes["unroll"] = IntegerAttr(STRIDED_UNROLL, i64)
+    region.add_op(strided)
 
 
 def _clone_body(callee: kernel.FuncOp, values: dict[SSAValue, SSAValue], into: Block,

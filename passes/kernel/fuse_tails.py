@@ -2,11 +2,12 @@
 launch's last block.
 
 **Matches** two ``kernel.launch`` ops of one block of a host function, *A* then *B*, with
-nothing between them but allocations, views and scalar ops, where
+nothing between them but allocations, views, scalar ops and launches independent of *A*
+(neither one writes what the other reads or writes: *A* moves after them), where
 
 * both launch a ``kernel.func`` of the module, with one-dimensional blocks;
 * *B* reads a buffer that *A* writes (a pair that does not depend on each other is
-  ``fuse-launches``' business);
+  ``fuse-launches``' business), *A* the latest such launch that fits;
 * *B*'s grid is static, ``[g, 1, 1]``, and it has no dynamic shared memory;
 * *A* and *B* have one block shape, or *B*'s threads never talk to each other (no
   barrier, shuffle, shared buffer, copy or tensor-core op): then *A*'s threads stride over
@@ -102,17 +103,33 @@ class _Tails:
         return sum(self.run_block(host, block) for block in blocks)
 
     def run_block(self, host: func.FuncOp, block: Block) -> int:
+        """Fuse the tails of ``block``'s runs of launches; how many launches were saved."""
         saved = 0
-        before: kernel.LaunchOp | None = None
+        run: list[kernel.LaunchOp] = []
         for op in list(block.ops):
             if isinstance(op, kernel.LaunchOp):
-                if before is not None and self.fits(before, op):
-                    op = self.fuse(host, before, op)
+                front = self.front(run, op)
+                if front is not None:
+                    k = run.index(front)
+                    run = [*run[:k], *run[k + 1:], self.fuse(host, front, op)]
                     saved += 1
-                before = op
+                else:
+                    run.append(op)
             elif not allocates_at_most(op):
-                before = None
+                run = []
         return saved
+
+    def front(self, run: list[kernel.LaunchOp], b_op: kernel.LaunchOp) -> kernel.LaunchOp | None:
+        """The launch of ``run`` that ``b_op`` may be the tail of: the latest one it reads
+        from whose pair fits and that every launch after it is independent of (it moves
+        past them, other launches ``b_op`` reads from among them)."""
+        b = self.launch(b_op)
+        for k in range(len(run) - 1, -1, -1):
+            a = self.launch(run[k])
+            if (b.reads & a.writes and self.fits(run[k], b_op)
+                    and not any(a.conflicts(self.launch(x)) for x in run[k + 1:])):
+                return run[k]
+        return None
 
     def fits(self, a_op: kernel.LaunchOp, b_op: kernel.LaunchOp) -> bool:
         """Whether ``b_op`` may become the tail of ``a_op`` (see the module docstring)."""
