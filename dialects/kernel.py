@@ -954,13 +954,28 @@ class LaunchDependentsOp(_GridDependencyOp):
     name = "kernel.launch_dependents"
 
 
+def _from_block_id(value: SSAValue) -> bool:
+    """Whether ``value`` is computed, through any chain of ops, from a ``kernel.block_id``."""
+    seen: set[SSAValue] = set()
+    todo = [value]
+    while todo:
+        current = todo.pop()
+        if current in seen or not isinstance(current.owner, Operation):
+            continue
+        seen.add(current)
+        if isinstance(current.owner, BlockIdOp):
+            return True
+        todo.extend(current.owner.operands)
+    return False
+
+
 @irdl_op_definition
 class LastBlockOp(IRDLOperation):
     """``kernel.last_block %counter : memref<1xi32> { ... }``: the region runs
     once per launch, in the block that reaches the op last, after the memory writes that
     every block made before the op are visible to it. All threads of that block run the
     region; since any block may be the last, nothing in it may depend on which one it is
-    (the verifier rejects ``kernel.block_id`` inside).
+    (the verifier rejects ``kernel.block_id`` inside, and values computed from one outside).
 
     ``%counter`` is a global buffer that holds zero when the launch starts (the host
     allocates it ``memref.alloc() {llmopt.zeroed}``) and holds zero again when it ends: each
@@ -997,6 +1012,11 @@ class LastBlockOp(IRDLOperation):
             if isinstance(inner, BlockIdOp | LastBlockOp | ReturnOp | _GridDependencyOp):
                 raise VerifyException(f"{self.name}: {inner.name} is not allowed inside "
                                       "(the region runs in whichever block is last)")
+            for operand in inner.operands:
+                if not self.is_ancestor(operand.owner) and _from_block_id(operand):
+                    raise VerifyException(f"{self.name}: a value computed from "
+                                          "kernel.block_id is used inside (the region runs "
+                                          "in whichever block is last)")
 
     def print(self, printer: Printer) -> None:
         printer.print_string(" ")

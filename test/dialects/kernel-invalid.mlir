@@ -291,3 +291,17 @@ kernel.func @k(%a: memref<4xf32>, %n: memref<1xi32>) block [32, 1, 1] {
   kernel.return
 }
 // CHECK: kernel.last_block: kernel.block_id is not allowed inside (the region runs in whichever block is last)
+
+// -----
+
+kernel.func @k(%a: memref<4xf32>, %n: memref<1xi32>) block [32, 1, 1] {
+  %b = kernel.block_id x
+  %c1 = arith.constant 1 : index
+  %i = arith.addi %b, %c1 : index
+  kernel.last_block %n : memref<1xi32> {
+    %one = arith.constant 1.0 : f32
+    kernel.store %one, %a[%i] : memref<4xf32>
+  }
+  kernel.return
+}
+// CHECK: kernel.last_block: a value computed from kernel.block_id is used inside (the region runs in whichever block is last)
