@@ -999,8 +999,7 @@ class LastBlockOp(IRDLOperation):
 
     def verify_(self) -> None:
         typ = self.counter.type
-        if not (isinstance(typ, MemRefType) and typ.get_shape() == (1,)
-                and typ.element_type == IntegerType(32)):
+        if typ != MemRefType(IntegerType(32), [1]):  # no layout: the pointer is the element
             raise VerifyException(f"{self.name}: the counter is a memref<1xi32>, got {typ}")
         if isinstance(self.counter.owner, SharedOp | LocalOp):
             raise VerifyException(f"{self.name}: the counter is a global buffer (a kernel "

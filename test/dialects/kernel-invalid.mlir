@@ -305,3 +305,12 @@ kernel.func @k(%a: memref<4xf32>, %n: memref<1xi32>) block [32, 1, 1] {
   kernel.return
 }
 // CHECK: kernel.last_block: a value computed from kernel.block_id is used inside (the region runs in whichever block is last)
+
+// -----
+
+kernel.func @k(%a: memref<4xf32>, %n: memref<1xi32, strided<[1], offset: 3>>) block [32, 1, 1] {
+  kernel.last_block %n : memref<1xi32, strided<[1], offset: 3>> {
+  }
+  kernel.return
+}
+// CHECK: kernel.last_block: the counter is a memref<1xi32>, got memref<1xi32, strided<[1], offset: 3>>
