@@ -136,6 +136,19 @@ class Generator:
             self._captured["decode"] = capture_decode(self.model, self.max_ctx)
         return self._captured["decode"]
 
+    @property
+    def launches_per_step(self) -> int:
+        """The kernel launches of one decode step (what ``fuse-launches`` and ``fuse-tails``
+        reduce): of the compiled program's plan on a GPU, of the lowered Kernel IR on the
+        CPU."""
+        from llmopt.codegen.plan import LaunchStep
+        from llmopt.dialects import kernel
+
+        decode = self._programs[1]
+        if self.device == "cuda":
+            return sum(isinstance(step, LaunchStep) for step in decode.plan.steps)
+        return sum(isinstance(op, kernel.LaunchOp) for op in decode.walk())
+
     # --- building -------------------------------------------------------------------------
 
     def _compile(self, pipeline: str) -> tuple[Any, Any]:

@@ -27,12 +27,20 @@ def test_variant_rows_are_written(tmp_path: Path) -> None:
     def system(tok_s: float) -> dict[str, object]:
         return decode.measure([1, 2], 1 / tok_s, [1, 2], 10**9, 4e12)
 
+    def ours(tok_s: float, launches: int) -> dict[str, object]:
+        return {**system(tok_s), "launches": launches}
+
     doc = {"meta": [{"gpu": "NVIDIA H200"}],
            "records": [{"model": "tinyllama", "dtype": "bfloat16", "context": c,
-                        "systems": {"llmopt": system(900.0), "llmopt[nopf]": system(850.0),
+                        "systems": {"llmopt": ours(900.0, 203),
+                                    "llmopt[nopf]": ours(850.0, 159),
                                     "static_graph": system(400.0)}} for c in (128, 512)]}
     decode.write_results(doc, tmp_path, "h200")
     table = (tmp_path / "decode-h200.md").read_text()
     assert "| tinyllama | bfloat16 | 512 | llmopt[nopf] | 850 |" in table
+    assert "| True | 159 |" in table and "| static_graph | 400 |" in table
+    line = decode._summary("llmopt", doc["records"][0]["systems"]["llmopt"])
+    assert line.startswith("llmopt 900 tok/s (") and line.endswith(", 203 launches)")
+    assert "launches" not in decode._summary("hf", doc["records"][0]["systems"]["static_graph"])
     saved = json.loads((tmp_path / "decode-h200.json").read_text())
     assert saved["records"][1]["systems"]["llmopt[nopf]"]["tok_s"] == pytest.approx(850.0)

@@ -124,3 +124,5 @@ def test_tails_keep_the_generator_s_tokens(kind: str) -> None:
     assert gen.generate(prompt, 8).tokens == want[0, 5:].tolist()
     chained = [op for op in gen.decode.module.walk() if isinstance(op, kernel.LastBlockOp)]
     assert len(chained) > len(tails)
+    launched = sum(isinstance(op, kernel.LaunchOp) for op in step.walk())
+    assert gen.launches_per_step < launched  # the longer tails take more launches in
