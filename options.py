@@ -135,6 +135,8 @@ OPTIONS: dict[str, dict[str, Option]] = {
                   "chunks": Option(IntRange(1, 32), unset=False),
                   "prefetch_bytes": Option(IntRange(0, 1 << 20, 16), unset=False)},
     "fuse-launches": {"shared_slack": Option(IntRange(0, 1 << 20))},
+    "fuse-tails": {"max_rounds": Option(IntRange(1, 1024), unset=False),
+                   "shared_slack": Option(IntRange(0, 1 << 20))},
     "programmatic-launch": {"spread": Option(_one_of(0, 1), unset=False),
                             "carveout": Option(IntRange(-1, 100), unset=False)},
     "apply-tuned": {"user": Option(_one_of(0, 1))},

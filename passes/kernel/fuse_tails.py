@@ -79,6 +79,7 @@ MAX_ROUNDS = 1
 SHARED_SLACK = 4096
 """Default of the ``shared_slack`` option, in bytes."""
 
+
 @dataclass
 class _Tails:
     """Fuses the tails of one module (see the module docstring)."""
