@@ -154,7 +154,8 @@ def generate_command(args: argparse.Namespace) -> int:
         out = gen.generate(prompt, new)
     except GenerationError as err:
         raise CliError(str(err)) from None
-    print(f"// compiled in {time.perf_counter() - began:.1f} s")
+    print(f"// compiled in {time.perf_counter() - began:.1f} s; {gen.launches_per_step} "
+          "kernel launches a decode step")
     print("tokens:", " ".join(map(str, out.tokens)))
     line = (f"prefill {out.prefill_seconds * 1e3:.2f} ms; decode {out.ms_per_token:.3f} "
             f"ms/token, {out.tok_s:.1f} tok/s")

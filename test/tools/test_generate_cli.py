@@ -5,6 +5,7 @@ error line and exit 1."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -49,6 +50,7 @@ def test_generate_from_a_checkpoint_matches_transformers(
     tokens = next(line for line in out.splitlines() if line.startswith("tokens:"))
     assert len(tokens.split()) == 1 + 7
     assert "ms/token" in out and "transformers generate: the same tokens" in out
+    assert re.search(r"// compiled in [0-9.]+ s; [1-9][0-9]* kernel launches a decode step", out)
 
 
 @pytest.mark.parametrize(("text", "message"), [
