@@ -126,3 +126,23 @@ def test_tails_keep_the_generator_s_tokens(kind: str) -> None:
     assert len(chained) > len(tails)
     launched = sum(isinstance(op, kernel.LaunchOp) for op in step.walk())
     assert gen.launches_per_step < launched  # the longer tails take more launches in
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_128_new_tokens_from_a_checkpoint_on_the_cpu(kind: str, tmp_path: object) -> None:
+    """A tiny model saved as a Hugging Face checkpoint (safetensors) and loaded back by
+    ``build_model``: 128 greedy tokens in FP32, every one ``model.generate``'s, the cache
+    growing through 131 lengths of one decode program."""
+    from pathlib import Path
+
+    from llmopt.frontend.models import build_model
+
+    source = tiny_model(kind)
+    source.config.max_position_embeddings = 256
+    source.save_pretrained(Path(str(tmp_path)))
+    model = build_model(Path(str(tmp_path)))
+    prompt = torch.randint(0, 97, (1, 4), generator=torch.Generator().manual_seed(11))
+    with torch.no_grad():
+        want = model.generate(prompt, max_new_tokens=128, min_new_tokens=128, do_sample=False)
+    gen = llmopt.Generator(model, max_ctx=4 + 127, device="cpu")
+    assert gen.generate(prompt, 128).tokens == want[0, 4:].tolist()

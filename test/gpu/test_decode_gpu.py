@@ -195,3 +195,19 @@ def test_tails_keep_generate_s_tokens_on_the_gpu(kind: str, rounds: int) -> None
     gen = llmopt.Generator(model, max_ctx=40, device="cuda", pipeline=pipeline)
     prompt = torch.randint(0, 97, (1, 6), generator=torch.Generator().manual_seed(8))
     assert gen.generate(prompt, 24).tokens == _reference(model, prompt, 24)
+
+
+@pytest.mark.parametrize("kind", ["llama", "qwen2"])
+def test_128_new_tokens_from_a_checkpoint(kind: str, tmp_path: Path) -> None:
+    """A tiny model saved as a Hugging Face checkpoint and loaded back: 128 greedy FP32
+    tokens from one decode graph, every one ``model.generate``'s."""
+    _needs_gpu()
+    from llmopt.frontend.models import build_model
+
+    source = tiny_model(kind)
+    source.config.max_position_embeddings = 256
+    source.save_pretrained(tmp_path)
+    model = build_model(tmp_path)
+    gen = llmopt.Generator(model, max_ctx=4 + 127, device="cuda")
+    prompt = torch.randint(0, 97, (1, 4), generator=torch.Generator().manual_seed(11))
+    assert gen.generate(prompt, 128).tokens == _reference(model, prompt, 128)
