@@ -169,6 +169,13 @@ def check_launches(plan: HostPlan, target: Target) -> None:
                                 f"lower-to-cuda{{arch={target.arch}}})")
 
 
+def _allocator(step: AllocStep) -> Callable[..., Any]:
+    """``torch.zeros`` for a zeroed allocation (:data:`ZEROED_ATTR`), else ``torch.empty``."""
+    import torch
+
+    return torch.zeros if step.zeroed else torch.empty
+
+
 class CompiledProgram(GraphReplay):
     """A module after ``kernel-to-cuda``, compiled and ready to call.
 
@@ -292,7 +299,6 @@ class CompiledProgram(GraphReplay):
 
     def _compile_step(self, step: Step, release: tuple[int, ...],
                       index: int) -> Callable[[list[Any]], None]:
-        import torch
 
         device = self.device
         if isinstance(step, AllocStep) and step.slot in self._buffers:
@@ -310,7 +316,7 @@ class CompiledProgram(GraphReplay):
             return alloc_prefix
         if isinstance(step, AllocStep) and self.symbolic is not None:
             slot, dtype = step.slot, torch_dtype(step.element)
-            make = torch.zeros if step.zeroed else torch.empty
+            make = _allocator(step)
 
             def alloc_call(env: list[Any]) -> None:
                 env[slot] = make(self._layout.shapes[slot], dtype=dtype, device=device)
@@ -318,7 +324,7 @@ class CompiledProgram(GraphReplay):
             return alloc_call
         if isinstance(step, AllocStep):
             slot, shape, dtype = step.slot, step.shape, torch_dtype(step.element)
-            make = torch.zeros if step.zeroed else torch.empty
+            make = _allocator(step)
 
             def alloc(env: list[Any]) -> None:
                 env[slot] = make(shape, dtype=dtype, device=device)
@@ -441,7 +447,6 @@ class CompiledProgram(GraphReplay):
         call's results are not overwritten by the next call. A zeroed allocation
         (:attr:`AllocStep.zeroed`) is zeroed here, once: its kernels put it back to zero
         themselves, so the calls' views of it need no fill."""
-        import torch
 
         assert self.symbolic is not None
         returned = set(self.plan.view_roots(self.plan.results))
@@ -453,7 +458,7 @@ class CompiledProgram(GraphReplay):
             numel = 1
             for e in shape:
                 numel *= e
-            make = torch.zeros if step.zeroed else torch.empty
+            make = _allocator(step)
             buffers[step.slot] = make(numel, dtype=torch_dtype(step.element),
                                       device=self.device)
         return buffers

@@ -13,7 +13,8 @@ shared memory), ``mma`` ops inline PTX, and every value that is a variable
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from math import prod
 
@@ -153,8 +154,7 @@ class KernelEmitter(ExprBuilder):
             dst = self.element(op.buffer, op.indices, op)
             self.add(cuda.AssignOp(dst, self.expr(op.value)))
         elif isinstance(op, kernel.BarrierOp):
-            call = self.add(cuda.CallOp("__syncthreads", [], cuda.VoidType()))
-            self.add(cuda.ExprStmtOp(call.results[0]))
+            self._call_statement("__syncthreads", [])
         elif isinstance(op, kernel.AsyncCopyOp):
             self._emit_async_copy(op)
         elif isinstance(op, kernel.CopyOp):
@@ -164,8 +164,7 @@ class KernelEmitter(ExprBuilder):
         elif isinstance(op, kernel.LastBlockOp):
             self._emit_last_block(op)
         elif isinstance(op, kernel.AsyncCommitOp):
-            call = self.add(cuda.CallOp("__pipeline_commit", [], cuda.VoidType()))
-            self.add(cuda.ExprStmtOp(call.results[0]))
+            self._call_statement("__pipeline_commit", [])
         elif isinstance(op, kernel.WaitPriorGridsOp):
             self.add(cuda.AsmOp("griddepcontrol.wait;", [], [], [], volatile=True,
                                 memory=True))
@@ -173,9 +172,7 @@ class KernelEmitter(ExprBuilder):
             self.add(cuda.AsmOp("griddepcontrol.launch_dependents;", [], [], [],
                                 volatile=True))
         elif isinstance(op, kernel.AsyncWaitOp):
-            pending = self.integer(op.groups, I32)
-            call = self.add(cuda.CallOp("__pipeline_wait_prior", [pending], cuda.VoidType()))
-            self.add(cuda.ExprStmtOp(call.results[0]))
+            self._call_statement("__pipeline_wait_prior", [self.integer(op.groups, I32)])
         elif isinstance(op, kernel.ReturnOp):
             if op.parent is not self.func.body.block:
                 raise fail(op, "only the end of a kernel can return")
@@ -438,47 +435,50 @@ class KernelEmitter(ExprBuilder):
         self._call_statement("__syncthreads", [])
         flag = self.names.fresh("last_block", "last")
         self.add(cuda.DeclOp(flag, I32, self.integer(0, I32)))
-        arrival = self.add(cuda.IfOp(self._first_thread()))
-        assert isinstance(arrival, cuda.IfOp)
-        outer, self.block = self.block, arrival.then_region.block
-        try:
+        arrival = cuda.IfOp(self._first_thread())
+        self.add(arrival)
+        with self._writing(arrival.then_region.block):
             self._call_statement("__threadfence", [])
-            counter = self.add(cuda.VarOp(self.var[op.counter],
-                                          self.var_type[op.counter])).results[0]
-            ticket = self.call("atomicAdd", [counter, self.integer(1, I32)], I32)
-            grid = self.binary("*", self.binary("*", self.add(cuda.BuiltinOp("gridDim.x"))
-                                                .results[0],
-                                                self.add(cuda.BuiltinOp("gridDim.y"))
-                                                .results[0]),
-                               self.add(cuda.BuiltinOp("gridDim.z")).results[0])
-            last = self.binary("-", self.cast(grid, I32), self.integer(1, I32))
+            ticket = self.call("atomicAdd", [self.expr(op.counter), self.integer(1, I32)], I32)
+            grid = self.cast(self._over_dims("gridDim", "*"), I32)
+            last = self.binary("-", grid, self.integer(1, I32))
             target = self.add(cuda.VarOp(flag, I32)).results[0]
             self.add(cuda.AssignOp(target, self.cast(self.binary("==", ticket, last), I32)))
             self._call_statement("__threadfence", [])
-        finally:
-            self.block = outer
         arrived = self.call("__syncthreads_or", [self.add(cuda.VarOp(flag, I32)).results[0]],
                             I32)
-        tail = self.add(cuda.IfOp(self.cast(arrived, I1)))
-        assert isinstance(tail, cuda.IfOp)
+        tail = cuda.IfOp(self.cast(arrived, I1))
+        self.add(tail)
         self._nested(tail.then_region.block, op.body.block, [])
-        outer, self.block = self.block, tail.then_region.block
-        try:
-            reset = self.add(cuda.IfOp(self._first_thread()))
-            assert isinstance(reset, cuda.IfOp)
-            self.block = reset.then_region.block
-            counter = self.add(cuda.VarOp(self.var[op.counter],
-                                          self.var_type[op.counter])).results[0]
-            element = self.add(cuda.IndexOp(counter, self.integer(0, INDEX))).results[0]
+        reset = cuda.IfOp(self._first_thread_in(tail.then_region.block))
+        tail.then_region.block.add_op(reset)
+        with self._writing(reset.then_region.block):
+            element = self.add(cuda.IndexOp(self.expr(op.counter),
+                                            self.integer(0, INDEX))).results[0]
             self.add(cuda.AssignOp(element, self.integer(0, I32)))
-        finally:
-            self.block = outer
+
+    def _over_dims(self, builtin: str, operator: str) -> SSAValue:
+        """``builtin.x operator builtin.y operator builtin.z`` (``gridDim.x * …``)."""
+        x, y, z = (self.add(cuda.BuiltinOp(f"{builtin}.{d}")).results[0] for d in "xyz")
+        return self.binary(operator, self.binary(operator, x, y), z)
 
     def _first_thread(self) -> SSAValue:
         """``(threadIdx.x | threadIdx.y | threadIdx.z) == 0u``."""
-        ids = [self.add(cuda.BuiltinOp(f"threadIdx.{d}")).results[0] for d in "xyz"]
-        either = self.binary("|", self.binary("|", ids[0], ids[1]), ids[2])
-        return self.binary("==", either, self.integer(0, UI32))
+        return self.binary("==", self._over_dims("threadIdx", "|"), self.integer(0, UI32))
+
+    def _first_thread_in(self, block: Block) -> SSAValue:
+        """:meth:`_first_thread`, its expression written into ``block``."""
+        with self._writing(block):
+            return self._first_thread()
+
+    @contextmanager
+    def _writing(self, block: Block) -> Iterator[None]:
+        """Ops added meanwhile go into ``block`` (a nested statement's body)."""
+        outer, self.block = self.block, block
+        try:
+            yield
+        finally:
+            self.block = outer
 
     def _call_statement(self, callee: str, args: Sequence[SSAValue]) -> None:
         """``callee(args);`` as a statement."""
@@ -557,11 +557,8 @@ class KernelEmitter(ExprBuilder):
             self._nested(branch.else_region.block, op.false_region.block, targets)
 
     def _nested(self, into: Block, source: Block, targets: Sequence[str]) -> None:
-        outer, self.block = self.block, into
-        try:
+        with self._writing(into):
             self._emit_block(source, targets)
-        finally:
-            self.block = outer
 
     def _emit_yield(self, op: scf.YieldOp, targets: Sequence[str]) -> None:
         pairs = [(t, v) for t, v in zip(targets, op.operands, strict=True)

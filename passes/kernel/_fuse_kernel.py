@@ -11,12 +11,16 @@ from __future__ import annotations
 
 from xdsl.dialects import arith, scf
 from xdsl.dialects.builtin import IndexType, IntegerAttr
-from xdsl.ir import Attribute, Block, Region, SSAValue
+from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from llmopt.dialects import kernel
 from llmopt.passes.kernel._fuse_members import Launch, shared_kind
 from llmopt.passes.kernel._index_expr import Expr, ExprBuilder
+
+SharedPool = dict[tuple[Attribute, str], list[SSAValue]]
+"""A fused kernel's shared buffers by kind (:func:`~llmopt.passes.kernel._fuse_members.
+shared_kind`)."""
 
 
 def build_fused(group: list[Launch], operands: list[SSAValue],
@@ -42,26 +46,12 @@ def build_fused(group: list[Launch], operands: list[SSAValue],
         return lengths[0]  # a runtime grid's group passes one length (fits())
 
     grids = ExprBuilder(length)
-    pool: dict[tuple[Attribute, str], list[SSAValue]] = {}  # shared buffers, by kind
+    pool: SharedPool = {}
     for k, (member, params) in enumerate(zip(group, pattern, strict=True)):
         assert member.callee is not None
         values: dict[SSAValue, SSAValue] = dict(zip(
             member.callee.body.block.args, (top.args[p] for p in params), strict=True))
-        taken: dict[tuple[Attribute, str], int] = {}
-        for op in member.callee.body.block.ops:  # buffers first, at the top level
-            if not isinstance(op, kernel.BufferDeclOp):
-                continue
-            if isinstance(op, kernel.SharedOp):  # one an earlier member left free?
-                kind = shared_kind(op)
-                n = taken[kind] = taken.get(kind, 0) + 1
-                if n <= len(pool.get(kind, [])):
-                    values[op.result] = pool[kind][n - 1]
-                    continue
-            copy = op.clone(value_mapper=values)
-            top.insert_op_before(copy, bid)
-            values[op.result] = copy.result
-            if isinstance(op, kernel.SharedOp):
-                pool.setdefault(shared_kind(op), []).append(copy.result)
+        declare_buffers(member.callee, bid, values, pool)  # buffers first, at the top level
         local: SSAValue = bid.result
         if not isinstance(offset, int) or offset:
             start = _index(offset, here)
@@ -92,6 +82,31 @@ def build_fused(group: list[Launch], operands: list[SSAValue],
     Rewriter.insert_op(fused, InsertPoint.after(group[-1].callee))  # type: ignore[arg-type]
     kernels[name] = fused
     return name
+
+
+def declare_buffers(callee: kernel.FuncOp, before: Operation, values: dict[SSAValue, SSAValue],
+                    pool: SharedPool) -> None:
+    """``callee``'s buffer declarations in the fused kernel, in front of ``before`` (an op
+    of its top level), each mapped in ``values``. The fused kernel runs ``callee``'s body
+    at a time no other body uses its shared buffers, so the ``n``-th shared buffer of a
+    kind is the ``pool``'s ``n``-th of that kind where there is one; the others are new
+    and join the pool."""
+    taken: dict[tuple[Attribute, str], int] = {}
+    for op in callee.body.block.ops:
+        if not isinstance(op, kernel.BufferDeclOp):
+            continue
+        if isinstance(op, kernel.SharedOp):  # one of the pool's?
+            kind = shared_kind(op)
+            n = taken[kind] = taken.get(kind, 0) + 1
+            if n <= len(pool.get(kind, [])):
+                values[op.result] = pool[kind][n - 1]
+                continue
+        copy = op.clone(value_mapper=values)
+        assert before.parent is not None
+        before.parent.insert_op_before(copy, before)
+        values[op.result] = copy.result
+        if isinstance(op, kernel.SharedOp):
+            pool.setdefault(shared_kind(op), []).append(copy.result)
 
 
 def _index(value: int | SSAValue, block: Block) -> SSAValue:

@@ -61,7 +61,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from llmopt.codegen.plan import ZEROED_ATTR
 from llmopt.dialects import kernel
 from llmopt.passes._ir import allocates_at_most
-from llmopt.passes.kernel._fuse_kernel import unique_name
+from llmopt.passes.kernel._fuse_kernel import SharedPool, declare_buffers, unique_name
 from llmopt.passes.kernel._fuse_members import (
     Launch,
     fused_shared_bytes,
@@ -106,36 +106,37 @@ class _Tails:
     def run_block(self, host: func.FuncOp, block: Block) -> int:
         """Fuse the tails of ``block``'s runs of launches; how many launches were saved."""
         saved = 0
-        run: list[kernel.LaunchOp] = []
+        run: list[Launch] = []
         for op in list(block.ops):
             if isinstance(op, kernel.LaunchOp):
-                front = self.front(run, op)
-                if front is not None:
-                    k = run.index(front)
-                    run = [*run[:k], *run[k + 1:], self.fuse(host, front, op)]
+                b = self.launch(op)
+                k = self.front(run, b)
+                if k is not None:
+                    fused = self.fuse(host, run[k].op, op)
+                    run = [*run[:k], *run[k + 1:], self.launch(fused)]
                     saved += 1
                 else:
-                    run.append(op)
+                    run.append(b)
             elif not allocates_at_most(op):
                 run = []
         return saved
 
-    def front(self, run: list[kernel.LaunchOp], b_op: kernel.LaunchOp) -> kernel.LaunchOp | None:
-        """The launch of ``run`` that ``b_op`` may be the tail of: the latest one it reads
-        from whose pair fits and that every launch after it is independent of (it moves
-        past them, other launches ``b_op`` reads from among them)."""
-        b = self.launch(b_op)
+    def front(self, run: list[Launch], b: Launch) -> int | None:
+        """The index in ``run`` of the launch that ``b`` may be the tail of: the latest one
+        it reads from whose pair fits and that every launch after it is independent of (it
+        moves past them, other launches ``b`` reads from among them)."""
         for k in range(len(run) - 1, -1, -1):
-            a = self.launch(run[k])
-            if (b.reads & a.writes and self.fits(run[k], b_op)
-                    and not any(a.conflicts(self.launch(x)) for x in run[k + 1:])):
-                return run[k]
+            a = run[k]
+            if (b.reads & a.writes and self.fits(a, b)
+                    and not any(a.conflicts(x) for x in run[k + 1:])):
+                return k
         return None
 
-    def fits(self, a_op: kernel.LaunchOp, b_op: kernel.LaunchOp) -> bool:
-        """Whether ``b_op`` may become the tail of ``a_op`` (see the module docstring)."""
-        a, b = self.launch(a_op), self.launch(b_op)
-        if a.callee is None or b.callee is None or not (b.reads & a.writes):
+    def fits(self, a: Launch, b: Launch) -> bool:
+        """Whether ``b`` (which reads what ``a`` writes) may become the tail of ``a`` (see the
+        module docstring)."""
+        a_op, b_op = a.op, b.op
+        if a.callee is None or b.callee is None:
             return False
         grid = b_op.grid_shape
         if (b_op.grid_size is not None or grid[1:] != (1, 1) or b_op.shared_bytes != 0
@@ -220,7 +221,13 @@ class _Tails:
                                  top.last_op)
         values: dict[SSAValue, SSAValue] = dict(zip(
             b_fn.body.block.args, (top.args[p] for p in pattern), strict=True))
-        _declare_buffers(b_fn, top, values)
+        # the tail starts after every thread is done with the kernel's own shared buffers
+        pool: SharedPool = {}
+        for op in top.ops:
+            if isinstance(op, kernel.SharedOp):
+                pool.setdefault(shared_kind(op), []).append(op.result)
+        assert top.first_op is not None
+        declare_buffers(b_fn, top.first_op, values, pool)
         tail_body(b_fn, values, region, b_op.grid_shape[0], a_op.block_shape[0])
         Rewriter.insert_op(fused, InsertPoint.after(b_fn))
         self.kernels[name] = fused
@@ -236,27 +243,6 @@ class _Tails:
             if callee is not None:
                 callee.detach()
                 callee.erase()
-
-
-def _declare_buffers(callee: kernel.FuncOp, top: Block, values: dict[SSAValue, SSAValue]
-                     ) -> None:
-    """``callee``'s buffer declarations at the top of the fused kernel ``top`` (mapped in
-    ``values``): a shared buffer takes one of the kernel's own of its kind where there is
-    one not taken yet, since the tail starts after every thread is done with them."""
-    pool: dict[object, list[SSAValue]] = {}
-    for op in top.ops:
-        if isinstance(op, kernel.SharedOp):
-            pool.setdefault(shared_kind(op), []).append(op.result)
-    first = next(iter(top.ops))
-    for op in callee.body.block.ops:
-        if not isinstance(op, kernel.BufferDeclOp):
-            continue
-        if isinstance(op, kernel.SharedOp) and pool.get(shared_kind(op)):
-            values[op.result] = pool[shared_kind(op)].pop(0)
-            continue
-        copy = op.clone(value_mapper=values)
-        top.insert_op_before(copy, first)
-        values[op.result] = copy.result
 
 
 def fuse_tails(module: ModuleOp, max_rounds: int = MAX_ROUNDS,
