@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from report import gpu_tag
 from suite import (  # the op suite's cases, systems and timing
     MODELS,
     Built,
@@ -196,14 +197,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], default="float32",
                         help="dtype of every system's inputs (default float32)")
     parser.add_argument("--out", type=Path, default=None,
-                        help="the JSON file (default: attention-h200.json in --out-dir, "
-                             "attention-<dtype>-h200.json for 16 bits)")
+                        help="the JSON file (default: attention-<gpu>.json in --out-dir, "
+                             "attention-<dtype>-<gpu>.json for 16 bits; <gpu> as "
+                             "report.gpu_tag names the GPU)")
     parser.add_argument("--out-dir", type=Path, default=Path("."))
     parser.add_argument("--commit", help="the commit measured (default: git HEAD, if any)")
     args = parser.parse_args(argv)
     if args.out is None:
         infix = "" if args.dtype == "float32" else f"-{args.dtype}"
-        args.out = args.out_dir / f"attention{infix}-h200.json"
+        args.out = args.out_dir / f"attention{infix}-{gpu_tag()}.json"
     if not torch.cuda.is_available():
         print("attention.py needs a CUDA GPU", file=sys.stderr)
         return 2

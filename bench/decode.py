@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from report import gpu_tag
 
 from llmopt.generation import copy_bandwidth, divergence, step_bytes
 
@@ -308,7 +309,7 @@ def main() -> int:
     except ValueError as err:
         parser.error(str(err))
     if args.merge:
-        return merge_results(args.merge, args.out_dir, "h200")
+        return merge_results(args.merge, args.out_dir)
     if args.build_only:
         return build_only(args)
     prebuilt = prebuild(args) if args.prebuild_jobs > 0 else {}
@@ -396,7 +397,7 @@ def main() -> int:
                 records[-1]["profile"] = profile_decode(gen, args.contexts[-1])
             del gen, model, variant_gens
             torch.cuda.empty_cache()
-    tag = gpu.split()[-1].lower()
+    tag = gpu_tag(gpu)
     meta = {"gpu": gpu, "copy_bandwidth_bytes_s": bandwidth, "torch": torch.__version__,
             "host": platform.node(), "generator_builds": builds}
     write_results({"meta": [meta], "records": records}, args.out_dir, tag)
@@ -483,14 +484,15 @@ def plot(doc: dict[str, Any], path: Path) -> None:
     plt.close(fig)
 
 
-def merge_results(paths: list[Path], out_dir: Path, tag: str) -> int:
-    """Write one set of results from several runs' ``decode-*.json`` (records in order)."""
+def merge_results(paths: list[Path], out_dir: Path) -> int:
+    """Write one set of results from several runs' ``decode-*.json`` (records in order),
+    named for the GPU of the first run (:func:`report.gpu_tag`)."""
     docs = [json.loads(p.read_text()) for p in paths]
     meta: list[Any] = []
     for d in docs:
         meta += d["meta"] if isinstance(d["meta"], list) else [d["meta"]]
     write_results({"meta": meta, "records": [r for d in docs for r in d["records"]]},
-                  out_dir, tag)
+                  out_dir, gpu_tag(meta[0]["gpu"]) if meta else gpu_tag())
     return 0
 
 

@@ -44,6 +44,7 @@ import argparse
 import json
 import math
 import os
+import re
 import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -61,7 +62,32 @@ BASELINES = (("eager", "eager_ms"), ("eager_graph", "eager_graph_ms"),
 llmopt_ms``; ``compile_graphs`` (torch.compile with CUDA graphs) only where it was timed."""
 
 DEFAULT_TAG = "h200"
-"""The suffix of the file names (``ops-h200.json``): the GPU the numbers come from."""
+"""The suffix of the file names (``ops-h200.json``): the GPU the numbers come from, where no
+GPU is visible (:func:`gpu_tag` names the one that is)."""
+
+
+def gpu_tag(name: str | None = None) -> str:
+    """The file-name suffix of results measured on the GPU called ``name`` (default: the
+    current CUDA device's, :data:`DEFAULT_TAG` where there is none): its model number in
+    lower case, so that an H100's numbers never land in an H200's files.
+
+    >>> gpu_tag("NVIDIA H100 80GB HBM3"), gpu_tag("NVIDIA H200"), gpu_tag("NVIDIA GeForce RTX 5090")
+    ('h100', 'h200', 'rtx5090')
+    """
+    if name is None:
+        try:
+            import torch
+        except ImportError:
+            return DEFAULT_TAG
+        if not torch.cuda.is_available():
+            return DEFAULT_TAG
+        name = torch.cuda.get_device_name()
+    words = [w for w in re.split(r"[\s\-_]+", name) if w]
+    for i, word in enumerate(words):
+        if re.fullmatch(r"[A-Za-z]*\d+[A-Za-z]*", word) and not re.fullmatch(r"\d+GB", word, re.I):
+            series = words[i - 1] if i and word.isdigit() and words[i - 1].isupper() else ""
+            return (series + word).lower()
+    return re.sub(r"[^a-z0-9]+", "", name.lower()) or DEFAULT_TAG
 
 DEFAULT_DTYPE = "float32"
 """The dtype whose files have no dtype in their names (:func:`results_stem`)."""

@@ -103,7 +103,8 @@ captured program (``16 * eps * sqrt(n)``, ``n`` its longest reduction; for a 16-
 that of its float32 arithmetic plus four epsilons of the 16-bit dtype), recorded as ``tol``.
 
 **Results.** ``DIR/ops-h200.json`` / ``DIR/blocks-h200.json`` (in a 16-bit dtype
-``DIR/ops-bfloat16-h200.json`` ..., :func:`report.results_stem`), rewritten after every case
+``DIR/ops-bfloat16-h200.json`` ..., :func:`report.results_stem`; the suffix is the GPU's model,
+:func:`report.gpu_tag`, so an H100 writes ``ops-h100.json``), rewritten after every case
 (a run cut short keeps what it measured; cases already in the file from an earlier run into
 the same directory are kept unless re-run, or dropped with ``--fresh``), then the Markdown
 table and plot of ``bench/report.py``. A case whose llmopt compilation or run raises records the
@@ -140,6 +141,7 @@ from report import (
     Doc,
     add_ratios,
     doc_dtype,
+    gpu_tag,
     load,
     results_stem,
     table,
@@ -1279,7 +1281,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     common.add_argument("--rounds", type=int, default=DEFAULT_ROUNDS,
                         help="interleaved timing rounds, the systems in rotating order, each "
                              "with ceil(reps / rounds) timed calls (%(default)s)")
-    common.add_argument("--tag", default=DEFAULT_TAG, help="file-name suffix (%(default)s)")
+    common.add_argument("--tag", default=None,
+                        help=f"file-name suffix (default: the GPU's model, {DEFAULT_TAG} "
+                        "without a GPU)")
     common.add_argument("--fresh", action="store_true",
                         help="drop the cases an earlier run left in the results file")
     common.add_argument("--list", action="store_true", help="print the case names and exit")
@@ -1311,6 +1315,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                         help="sequence length of the whole model (%(default)s)")
     blocks.add_argument("--no-layers", action="store_true", help="skip the decoder layers")
     args = parser.parse_args(argv)
+    args.tag = args.tag or gpu_tag()
     if not (args.list or args.dry_run) and args.out_dir is None:
         parser.error("--out-dir is required")
     if args.reps < 1 or args.rounds < 1 or args.warmup < 0:

@@ -42,7 +42,8 @@ took to lower (``lower_s``) and to load (``llmopt_compile_s``).
 records of the layers of a whole model counted once with ``count``): shape, tile, tensor
 cores or not, K slices, and whether it took the one-thread-per-output fallback.
 
-**Results.** ``DIR/sweep-<tag>.json`` (``DIR/sweep-<dtype>-<tag>.json`` in a 16-bit dtype;
+**Results.** ``DIR/sweep-<tag>.json`` (``<tag>`` the GPU's model by default,
+:func:`report.gpu_tag`; ``DIR/sweep-<dtype>-<tag>.json`` in a 16-bit dtype;
 rewritten after every point; the top level carries
 ``min_vs_compile``, ``min_vs_eager_graph``, ``min_vs_best``, the geomeans, the points outside
 tolerance and the fallback products), ``.md`` and ``.png`` (speed-up against sequence length,
@@ -75,6 +76,7 @@ from report import (
     DTYPES,
     Case,
     add_ratios,
+    gpu_tag,
     results_stem,
     schedule_text,
     write_report,
@@ -463,7 +465,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--pipeline", default=DEFAULT_PIPELINE,
                         help="the pass pipeline llmopt lowers with (%(default)s)")
     parser.add_argument("--commit", help="the commit measured (default: git HEAD, if any)")
-    parser.add_argument("--tag", default=DEFAULT_TAG, help="file-name suffix (%(default)s)")
+    parser.add_argument("--tag", default=None,
+                        help=f"file-name suffix (default: the GPU's model, {DEFAULT_TAG} "
+                        "without a GPU)")
     parser.add_argument("--dtype", choices=DTYPES, default=DEFAULT_DTYPE,
                         help="the weights' and inputs' dtype, every system's (%(default)s); "
                              "16 bits also judge llmopt's error against PyTorch's own, into "
@@ -475,6 +479,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                         help="lower the first N points (default 1) on the CPU, print their "
                              "schedules, time nothing")
     args = parser.parse_args(argv)
+    args.tag = args.tag or gpu_tag()
     if any(s < 1 for s in args.seqs):
         parser.error("--seqs must be positive")
     if args.reps < 1 or args.rounds < 1 or args.warmup < 0 or args.budget_ms <= 0:

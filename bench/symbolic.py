@@ -47,6 +47,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from report import gpu_tag
 from suite import (
     MODELS,
     LayerCall,
@@ -262,7 +263,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--rounds", type=int, default=5,
                    help="interleaved rounds: each system in turn, rotated every round")
     p.add_argument("--commit", default=None)
-    p.add_argument("--tag", default="h200")
+    p.add_argument("--tag", default=None,
+                   help="file-name suffix (default: the GPU's model, report.gpu_tag)")
     p.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], default="float32")
     p.add_argument("--tiny", action="store_true", help="a tiny one-layer Llama config")
     p.add_argument("--pipeline", default="lower-to-cuda",
@@ -270,6 +272,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                         "take lower-to-cuda)")
     p.add_argument("--dry-run", action="store_true", help="the CPU-side part only")
     args = p.parse_args(argv)
+    args.tag = args.tag or gpu_tag()
     args.max_seq = args.max_seq or (TINY_MAX_SEQ if args.tiny else MAX_SEQ)
     args.seqs = args.seqs or [s for s in (TINY_SEQS if args.tiny else SEQS)
                               if s <= args.max_seq]

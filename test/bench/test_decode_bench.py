@@ -44,3 +44,22 @@ def test_variant_rows_are_written(tmp_path: Path) -> None:
     assert "launches" not in decode._summary("hf", doc["records"][0]["systems"]["static_graph"])
     saved = json.loads((tmp_path / "decode-h200.json").read_text())
     assert saved["records"][1]["systems"]["llmopt[nopf]"]["tok_s"] == pytest.approx(850.0)
+
+
+def test_merged_runs_are_named_for_their_gpu(tmp_path: Path) -> None:
+    """``--merge`` writes ``decode-<gpu>.*`` for the GPU of the runs merged (an H100's
+    records do not become ``decode-h200``), the records of every run in order."""
+    runs = []
+    for i, context in enumerate((128, 512)):
+        doc = {"meta": [{"gpu": "NVIDIA H100 80GB HBM3"}],
+               "records": [{"model": "tinyllama", "dtype": "float32", "context": context,
+                            "systems": {"llmopt": decode.measure([1], 0.002, [1], 10**9,
+                                                                 3e12)}}]}
+        runs.append(tmp_path / f"run{i}.json")
+        runs[-1].write_text(json.dumps(doc))
+    out = tmp_path / "merged"
+    out.mkdir()
+    assert decode.merge_results(runs, out) == 0
+    merged = json.loads((out / "decode-h100.json").read_text())
+    assert [r["context"] for r in merged["records"]] == [128, 512]
+    assert not (out / "decode-h200.json").exists()

@@ -519,7 +519,7 @@ def test_rounds_option_reaches_the_cases_and_the_results_file(
 
     # Pretend to be a GPU host; the cases themselves are stand-ins, so nothing touches one.
     monkeypatch.setattr(suite.torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(suite.torch.cuda, "get_device_name", lambda: "fake GPU")
+    monkeypatch.setattr(suite.torch.cuda, "get_device_name", lambda: "NVIDIA H200")
     monkeypatch.setattr(suite, "configure_precision", lambda: None)
     monkeypatch.setattr(suite, "run_op_case", fake_case)
     assert suite.main(["ops", "--out-dir", str(tmp_path), "--models", "tinyllama", "--seqs",
@@ -551,7 +551,7 @@ def test_compile_graphs_option_adds_a_system_and_its_ratio(
         return report.add_ratios(row)
 
     monkeypatch.setattr(suite.torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(suite.torch.cuda, "get_device_name", lambda: "fake GPU")
+    monkeypatch.setattr(suite.torch.cuda, "get_device_name", lambda: "NVIDIA H200")
     monkeypatch.setattr(suite, "configure_precision", lambda: None)
     monkeypatch.setattr(suite, "run_block_case", fake_case)
     args = ["blocks", "--models", "tinyllama", "--seqs", "128", "--commit", "abc"]
@@ -743,6 +743,20 @@ def test_dtype_option_and_file_names(capsys: pytest.CaptureFixture[str]) -> None
     assert report.results_stem("sweep", "a100", "float16") == "sweep-float16-a100"
 
 
+
+@pytest.mark.parametrize(("name", "tag"), [
+    ("NVIDIA H200", "h200"), ("NVIDIA H100 80GB HBM3", "h100"),
+    ("NVIDIA A100-SXM4-80GB", "a100"), ("NVIDIA GeForce RTX 5090", "rtx5090"),
+    ("Tesla T4", "t4"), ("NVIDIA L40S", "l40s")])
+def test_results_are_named_for_the_gpu_they_ran_on(name: str, tag: str) -> None:
+    """A results file's suffix is the GPU's model (not the last word of its name: an H100
+    reports itself as '... 80GB HBM3'); without a GPU, the default tag."""
+    assert report.gpu_tag(name) == tag
+    if not torch.cuda.is_available():
+        assert report.gpu_tag() == report.DEFAULT_TAG
+        assert suite.parse_args(["ops", "--list"]).tag == report.DEFAULT_TAG
+    assert suite.parse_args(["ops", "--list", "--tag", "x1"]).tag == "x1"
+
 def test_a_16_bit_case_is_the_float32_case_rounded() -> None:
     """Weights and inputs are drawn as in float32 and rounded: same seed, same data; the
     causal mask stays boolean."""
@@ -926,7 +940,7 @@ def test_a_bfloat16_run_writes_its_own_files(tmp_path: Path,
         return report.add_ratios(suite.add_error_goal(row, kwargs["dtype"]))
 
     monkeypatch.setattr(suite.torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(suite.torch.cuda, "get_device_name", lambda: "fake GPU")
+    monkeypatch.setattr(suite.torch.cuda, "get_device_name", lambda: "NVIDIA H200")
     monkeypatch.setattr(suite, "configure_precision", lambda: None)
     monkeypatch.setattr(suite, "run_op_case", fake_case)
     args = ["ops", "--out-dir", str(tmp_path), "--models", "tinyllama", "--seqs", "128",

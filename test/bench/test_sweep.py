@@ -215,7 +215,7 @@ def test_a_bfloat16_sweep_writes_its_own_files(tmp_path: Path,
         return suite.add_error_goal(row, getattr(torch, point.dtype))
 
     monkeypatch.setattr(sweep.torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(sweep.torch.cuda, "get_device_name", lambda: "fake GPU")
+    monkeypatch.setattr(sweep.torch.cuda, "get_device_name", lambda: "NVIDIA H200")
     monkeypatch.setattr(sweep, "configure_precision", lambda: None)
     monkeypatch.setattr(sweep, "build_series", fake_series)
     monkeypatch.setattr(sweep, "run_point", fake_point)
@@ -263,7 +263,7 @@ def test_the_report_of_a_sweep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
                                fallback_rows=17 if point.seq == 17 else None)
 
     monkeypatch.setattr(sweep.torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(sweep.torch.cuda, "get_device_name", lambda: "fake GPU")
+    monkeypatch.setattr(sweep.torch.cuda, "get_device_name", lambda: "NVIDIA H200")
     monkeypatch.setattr(sweep, "configure_precision", lambda: None)
     monkeypatch.setattr(sweep, "build_series", lambda *a: None)
     monkeypatch.setattr(sweep, "run_point", fake_point)
