@@ -18,8 +18,11 @@ runs on those shapes only (reported as ``name``): a schedule written out per sha
 variant is compiled into a CUDA-graph
 program and checked against float64 (max error relative to the largest output); its time is
 the median of CUDA-event-timed replays on its static inputs (``suite.cuda_time_ms``), beside
-``torch.addmm`` (cuBLAS, TF32 off; with ``--gate-up`` two ``x @ W^T`` and the ``silu`` and
-product in eager PyTorch) in the same process. ``--dtype bfloat16`` (or ``float16``) makes
+cuBLAS (TF32 off) in the same process: the faster of ``torch.addmm(r, x, W^T)`` and
+``x @ W^T`` then ``+= r`` (``cublas``; each in ``cublas_systems``: cuBLAS's ``addmm`` with a
+full-size ``r`` can run at half the speed of its plain product, which would flatter a
+variant), and with ``--gate-up`` two ``x @ W^T`` and the ``silu`` and product in eager
+PyTorch. ``--dtype bfloat16`` (or ``float16``) makes
 the weights, inputs and every system's arithmetic 16-bit (cuBLAS with PyTorch's default
 reduced-precision reductions), the float64 reference computed from the same 16-bit values.
 ``--jobs N`` lowers and compiles every variant of every shape first, on N processes, and
@@ -33,6 +36,7 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -117,26 +121,36 @@ class GateUp(torch.nn.Module):
         return torch.nn.functional.silu(self.gate(x)) * self.up(x)
 
 
-def case(m: int, n: int, k: int, gate_up: bool, dtype: torch.dtype = torch.float32
-         ) -> tuple[torch.nn.Module, tuple[torch.Tensor, ...], torch.Tensor, Any, int]:
-    """The module, its CUDA inputs, the float64 reference, the PyTorch baseline and FLOPs,
-    all in ``dtype``."""
-    x = torch.randn(1, m, k, device="cuda", dtype=dtype)
+Baselines = dict[str, Callable[[], torch.Tensor]]
+"""PyTorch's ways of computing a case, by name (the fastest is the one compared with)."""
+
+
+def case(m: int, n: int, k: int, gate_up: bool, dtype: torch.dtype = torch.float32,
+         device: str = "cuda"
+         ) -> tuple[torch.nn.Module, tuple[torch.Tensor, ...], torch.Tensor, Baselines, int]:
+    """The module, its inputs on ``device``, the float64 reference, PyTorch's baselines and
+    the FLOPs, all in ``dtype``."""
+    x = torch.randn(1, m, k, device=device, dtype=dtype)
     if gate_up:
         module: torch.nn.Module = GateUp(k, n).to(dtype)
-        wg, wu = (lin.weight.detach().cuda() for lin in (module.gate, module.up))
+        wg, wu = (lin.weight.detach().to(device) for lin in (module.gate, module.up))
         ref = (torch.nn.functional.silu(x.double() @ wg.double().T)
                * (x.double() @ wu.double().T))
 
         def baseline() -> torch.Tensor:
             return torch.nn.functional.silu(x @ wg.T) * (x @ wu.T)
 
-        return module, (x,), ref, baseline, 4 * m * n * k
+        return module, (x,), ref, {"eager": baseline}, 4 * m * n * k
     module = Linear(k, n).to(dtype)
-    r = torch.randn(1, m, n, device="cuda", dtype=dtype)
-    w = module.proj.weight.detach().cuda()
+    r = torch.randn(1, m, n, device=device, dtype=dtype)
+    w = module.proj.weight.detach().to(device)
     ref = x.double() @ w.double().T + r.double()
-    return module, (x, r), ref, partial(torch.addmm, r[0], x[0], w.T), 2 * m * n * k
+
+    def mm_add() -> torch.Tensor:
+        return torch.mm(x[0], w.T).add_(r[0])
+
+    return (module, (x, r), ref, {"addmm": partial(torch.addmm, r[0], x[0], w.T),
+                                  "mm_add": mm_add}, 2 * m * n * k)
 
 
 def main() -> int:
@@ -167,10 +181,10 @@ def main() -> int:
     shapes = parse_shapes(args.shapes)
     cases: dict[tuple[int, int, int], tuple[Any, ...]] = {}
     for shape in shapes:
-        module, inputs, ref, baseline, flop = case(*shape, args.gate_up, dtype)
+        module, inputs, ref, baselines, flop = case(*shape, args.gate_up, dtype)
         captured = capture(module, tuple(t.cpu() for t in inputs))
         params = {name: t.detach().cuda() for name, t in captured.params.items()}
-        cases[shape] = (inputs, ref, baseline, flop, str(captured.module), params)
+        cases[shape] = (inputs, ref, baselines, flop, str(captured.module), params)
     arch = args.arch or default_arch()
     lowered: dict[tuple[tuple[int, int, int], str], str | Exception] = {}
     if args.jobs > 1:
@@ -181,11 +195,13 @@ def main() -> int:
               flush=True)
     rows = []
     for shape in shapes:
-        inputs, ref, baseline, flop, text, params = cases[shape]
+        inputs, ref, baselines, flop, text, params = cases[shape]
         m, n, k = shape
         gflop = flop / 1e9
-        cublas = cuda_time_ms(baseline, REPS, WARMUP)
-        row: dict[str, Any] = {"shape": f"{m}x{n}x{k}", "dtype": args.dtype, "cublas": cublas}
+        systems = {name: cuda_time_ms(fn, REPS, WARMUP) for name, fn in baselines.items()}
+        cublas = min(systems.values())
+        row: dict[str, Any] = {"shape": f"{m}x{n}x{k}", "dtype": args.dtype, "cublas": cublas,
+                               "cublas_systems": systems}
         for name, only, passes in variants:
             if only is not None and shape not in only:
                 continue
@@ -210,8 +226,9 @@ def main() -> int:
             print(f"{row['shape']} {name:14s} {ms:.4f} ms {gflop / ms:6.1f} TFLOP/s "
                   f"{cublas / ms:5.2f}x cuBLAS err {err:.1e} "
                   f"({time.perf_counter() - began:.1f} s)", flush=True)
-        print(f"{row['shape']} {'cublas':14s} {row['cublas']:.4f} ms "
-              f"{gflop / row['cublas']:6.1f} TFLOP/s", flush=True)
+        for name, ms in systems.items():
+            print(f"{row['shape']} {'cublas ' + name:14s} {ms:.4f} ms "
+                  f"{gflop / ms:6.1f} TFLOP/s", flush=True)
         rows.append(row)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "sweep_gemm.json").write_text(json.dumps(rows, indent=1))

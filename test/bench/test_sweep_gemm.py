@@ -90,3 +90,22 @@ def test_variants_lower_on_worker_processes() -> None:
     assert set(got) == {((32, 128, 64), "a"), ((32, 128, 64), "b")}
     assert "cuda.kernel" in str(got[(32, 128, 64), "a"])
     assert isinstance(got[(32, 128, 64), "b"], Exception)
+
+
+@pytest.mark.parametrize("gate_up", [False, True])
+def test_every_baseline_computes_the_case(gate_up: bool) -> None:
+    """Each PyTorch baseline (``addmm`` and ``mm`` then ``+= r``; with ``--gate-up`` the eager
+    form) computes the function its case's float64 reference does, on fresh random inputs,
+    and ``mm_add`` leaves the residual input as it was (it adds into the product)."""
+    torch.manual_seed(3)
+    module, inputs, ref, baselines, flop = sweep_gemm.case(8, 24, 16, gate_up, device="cpu")
+    kept = [t.clone() for t in inputs]
+    assert set(baselines) == ({"eager"} if gate_up else {"addmm", "mm_add"})
+    assert flop == (4 if gate_up else 2) * 8 * 24 * 16
+    for fn in baselines.values():
+        out = fn()
+        assert out.shape[-2:] == ref.shape[-2:]
+        torch.testing.assert_close(out.double().reshape(ref.shape), ref, rtol=1e-5, atol=1e-5)
+    assert all(torch.equal(a, b) for a, b in zip(inputs, kept, strict=True))
+    with torch.no_grad():
+        torch.testing.assert_close(module(*inputs).double(), ref, rtol=1e-5, atol=1e-5)
