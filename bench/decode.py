@@ -38,6 +38,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import re
 import subprocess
 import sys
 import time
@@ -165,6 +166,34 @@ def measure(tokens: list[int], per_token: float, reference: list[int], nbytes: i
     }
 
 
+def kernel_reads(plan: Any) -> dict[str, str]:
+    """What each kernel of a program reads, by kernel name: the model parameters and
+    program inputs among its launch arguments (views traced to the buffer they view), in
+    argument order, with ``model.``, a layer's ``layers.N.`` and ``.weight`` dropped
+    (``mlp.up_proj+mlp.gate_proj``; ``cache_k+cache_v`` for an attention), so that a
+    profile's row says which product, norm or attention a kernel is. A kernel launched
+    for every layer gets the label most of its launches have (the first layer's residual
+    may be the embedding instead of the sum before it)."""
+    from collections import Counter
+
+    from llmopt.codegen.plan import LaunchStep
+
+    labels: dict[str, Counter[str]] = {}
+    for step in plan.steps:
+        if not isinstance(step, LaunchStep):
+            continue
+        found: list[str] = []
+        for slot in plan.view_roots(step.args):
+            if slot >= len(plan.inputs):
+                continue
+            name = (plan.params[slot] if slot < len(plan.params) else None) or plan.inputs[slot][0]
+            name = re.sub(r"^model\.|layers\.\d+\.|\.weight$", "", name)
+            if name not in found:
+                found.append(name)
+        labels.setdefault(step.kernel, Counter())["+".join(found)] += 1
+    return {kernel: counts.most_common(1)[0][0] for kernel, counts in labels.items()}
+
+
 def profile_decode(gen: Any, context: int, steps: int = 4) -> list[dict[str, Any]]:
     """The GPU time of each kernel of a decode step at ``context``: ``steps`` calls of the
     decode program on the generator's caches under ``torch.profiler`` (CUPTI, so kernels
@@ -183,6 +212,7 @@ def profile_decode(gen: Any, context: int, steps: int = 4) -> list[dict[str, Any
         for _ in range(steps):
             decode(token, *(c[:context] for c in caches))
         torch.cuda.synchronize()
+    reads = kernel_reads(decode.plan)
     rows = []
     for event in prof.key_averages():
         device_us = getattr(event, "device_time_total", None)
@@ -190,7 +220,8 @@ def profile_decode(gen: Any, context: int, steps: int = 4) -> list[dict[str, Any
             device_us = event.cuda_time_total
         if device_us > 0:
             rows.append({"kernel": event.key, "us_per_step": device_us / steps,
-                         "launches_per_step": event.count / steps})
+                         "launches_per_step": event.count / steps,
+                         "reads": reads.get(event.key, "")})
     rows.sort(key=lambda r: -r["us_per_step"])
     total = sum(r["us_per_step"] for r in rows)
     overlap = any(getattr(s, "programmatic", False) for s in decode.plan.steps)
@@ -198,7 +229,8 @@ def profile_decode(gen: Any, context: int, steps: int = 4) -> list[dict[str, Any
           + (" (programmatic launches: each kernel's time includes its wait for the one "
              "before it)" if overlap else ""))
     for r in rows[:16]:
-        print(f"#   {r['us_per_step']:9.1f} us  x{r['launches_per_step']:<5.1f} {r['kernel'][:60]}")
+        print(f"#   {r['us_per_step']:9.1f} us  x{r['launches_per_step']:<5.1f} "
+              f"{r['kernel'][:40]:40s} {r['reads'][:60]}")
     return rows
 
 

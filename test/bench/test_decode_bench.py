@@ -63,3 +63,27 @@ def test_merged_runs_are_named_for_their_gpu(tmp_path: Path) -> None:
     merged = json.loads((out / "decode-h100.json").read_text())
     assert [r["context"] for r in merged["records"]] == [128, 512]
     assert not (out / "decode-h200.json").exists()
+
+
+def test_profile_rows_name_what_each_kernel_reads() -> None:
+    """``--profile`` labels each kernel of a decode step by the parameters and inputs it
+    reads, layer indices dropped: the gate/up product, the attention over both caches and
+    the logits are recognisable, and a kernel used by every layer has one label."""
+    pytest.importorskip("transformers")
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "frontend"))
+    from test_models import tiny_model
+
+    import llmopt
+    from llmopt import registry
+    from llmopt.codegen.plan import plan_host_function
+    from llmopt.frontend.decode import capture_decode
+
+    pipeline = registry.insert_before(registry.with_arch("lower-to-cuda", "sm_90a"),
+                                      "kernel-to-cuda", "lengths-in-memory")
+    module = llmopt.lower(capture_decode(tiny_model("llama"), 40).module, pipeline)
+    reads = decode.kernel_reads(plan_host_function(module))
+    labels = set(reads.values())
+    assert any({"mlp.up_proj", "mlp.gate_proj"} <= set(label.split("+")) for label in labels)
+    assert any({"cache_k", "cache_v"} == set(label.split("+")) for label in labels)
+    assert "lm_head" in labels and "mlp.down_proj" in labels
+    assert not any("layers." in label or ".weight" in label for label in labels)
