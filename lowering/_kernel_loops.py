@@ -171,9 +171,41 @@ def warp_butterfly(emit: Emitter, kind: str, value: SSAValue) -> SSAValue:
     return value
 
 
+def fold_in_rounds(body: Region, rounds: int, threads: int, tid: SSAValue, init: SSAValue,
+                   emit: Emitter, rewriter: PatternRewriter) -> SSAValue:
+    """A thread's private fold over its ``rounds`` points ``round * threads + tid`` of a
+    reduction its block's ``threads`` divide: a loop of constant bounds marked for full
+    unrolling (one round: the body alone, at ``tid``), so the points' loads are independent
+    instructions the GPU has in flight at once (the strided ``for (r = tid; r < n; r +=
+    threads)`` waits for each load before it issues the next, a memory latency a point).
+    ``body`` is the accumulating body (:func:`accumulate_body`: block arguments ``(point,
+    acc)``); ``emit`` places the fold."""
+    if rounds == 1:
+        step = body.block.last_op
+        assert isinstance(step, scf.YieldOp)
+        value = step.arguments[0]
+        rewriter.erase_op(step)
+        for arg in body.block.args:  # the thread id and the identity keep no loop names
+            arg.name_hint = None
+        rewriter.inline_block(body.block, emit.point, [tid, init])
+        return value
+    block = Block(arg_types=[INDEX, body.block.args[1].type])
+    counter, acc = block.args
+    counter.name_hint, acc.name_hint = "round", "acc"
+    inner = Emitter(rewriter, InsertPoint.at_end(block))
+    point = inner(arith.AddiOp(inner(arith.MuliOp(counter, inner.index(threads))), tid))
+    point.name_hint = body.block.args[0].name_hint
+    rewriter.inline_block(body.block, InsertPoint.at_end(block), [point, acc])
+    fold = scf.ForOp(emit.index(0), emit.index(rounds), emit.index(1), [init], Region(block))
+    fold.attributes["unroll"] = IntegerAttr(0, i64)
+    return emit(fold)
+
+
 @dataclass
 class LowerCoopReduce(RewritePattern):
-    """``tile.coop_reduce`` → strided private fold, warp shuffles, shared-memory step."""
+    """``tile.coop_reduce`` → private fold (strided, or unrolled over a fixed number of
+    rounds where the block's threads divide a static trip count), warp shuffles,
+    shared-memory step."""
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: tile.CoopReduceOp, rewriter: PatternRewriter) -> None:
@@ -191,9 +223,12 @@ class LowerCoopReduce(RewritePattern):
         init = emit(identity(kind, typ))
         body = rewriter.move_region_contents_to_new_regions(op.body)
         accumulate_body(body, kind, typ, rewriter)
-        ub = op.bound or emit.index(op.trip_count)
-        fold = scf.ForOp(tid, ub, emit.index(threads), [init], body)
-        partial = emit(fold)
+        rounds = op.trip_count // threads if op.bound is None else 0
+        if rounds and op.trip_count % threads == 0 and rounds <= MAX_UNROLLED_ROUNDS:
+            partial = fold_in_rounds(body, rounds, threads, tid, init, emit, rewriter)
+        else:
+            ub = op.bound or emit.index(op.trip_count)
+            partial = emit(scf.ForOp(tid, ub, emit.index(threads), [init], body))
         partial.name_hint = "partial"
         partial = warp_butterfly(emit, kind, partial)
         warps = threads // WARP

@@ -43,8 +43,9 @@ func.func @run_odd(%x: memref<7x100xf32>, %y: memref<7x100xf32>) {
 
 // -----
 
-// A row a block: the cooperative sum strides over the row, folds each warp with xor
-// shuffles and the 8 warps through shared memory; the block's threads then share the row.
+// A row a block: each thread folds its 2048 / 256 = 8 points of the row in a fixed loop
+// marked for full unrolling (its loads all in flight at once), each warp with xor shuffles
+// and the 8 warps through shared memory; the block's threads then share the row.
 func.func @run_rmsnorm(%x: memref<8x2048xf32>, %y: memref<8x2048xf32>) {
   tile.kernel @rmsnorm grid [8, 1, 1] block [256, 1, 1] (%a = %x : memref<8x2048xf32>, %o = %y : memref<8x2048xf32>) {
     tile.forall (%i) in [8] over blocks {
@@ -72,14 +73,18 @@ func.func @run_rmsnorm(%x: memref<8x2048xf32>, %y: memref<8x2048xf32>) {
 // CHECK-NEXT:    scf.for %i = %[[BID]] to %[[ROWS]] step %[[GDIM]] {
 // CHECK-NEXT:      %[[TID:.*]] = kernel.thread_id x
 // CHECK-NEXT:      %[[ZERO:.*]] = arith.constant 0.000000e+00 : f32
-// CHECK-NEXT:      %[[K:.*]] = arith.constant 2048 : index
-// CHECK-NEXT:      %[[B:.*]] = arith.constant 256 : index
-// CHECK-NEXT:      %[[PART:.*]] = scf.for %k = %[[TID]] to %[[K]] step %[[B]] iter_args(%[[ACC:.*]] = %[[ZERO]]) -> (f32) {
+// CHECK-NEXT:      %[[C0:.*]] = arith.constant 0 : index
+// CHECK-NEXT:      %[[NR:.*]] = arith.constant 8 : index
+// CHECK-NEXT:      %[[ONE:.*]] = arith.constant 1 : index
+// CHECK-NEXT:      %[[PART:.*]] = scf.for %round = %[[C0]] to %[[NR]] step %[[ONE]] iter_args(%[[ACC:.*]] = %[[ZERO]]) -> (f32) {
+// CHECK-NEXT:        %[[B:.*]] = arith.constant 256 : index
+// CHECK-NEXT:        %[[OFF0:.*]] = arith.muli %round, %[[B]] : index
+// CHECK-NEXT:        %k = arith.addi %[[OFF0]], %[[TID]] : index
 // CHECK-NEXT:        %v = kernel.load %a[%i, %k] : memref<8x2048xf32>
 // CHECK-NEXT:        %sq = arith.mulf %v, %v : f32
 // CHECK-NEXT:        %[[NEXT:.*]] = arith.addf %[[ACC]], %sq : f32
 // CHECK-NEXT:        scf.yield %[[NEXT]] : f32
-// CHECK-NEXT:      }
+// CHECK-NEXT:      } {unroll = 0 : i64}
 // CHECK-NEXT:      %[[S16:.*]] = kernel.shuffle_xor %[[PART]], 16 : f32
 // CHECK-NEXT:      %[[A16:.*]] = arith.addf %[[PART]], %[[S16]] : f32
 // CHECK-NEXT:      %[[S8:.*]] = kernel.shuffle_xor %[[A16]], 8 : f32
@@ -93,15 +98,12 @@ func.func @run_rmsnorm(%x: memref<8x2048xf32>, %y: memref<8x2048xf32>) {
 // CHECK-NEXT:      %[[C32:.*]] = arith.constant 32 : index
 // CHECK-NEXT:      %[[LANE:.*]] = arith.remui %[[TID]], %[[C32]] : index
 // CHECK-NEXT:      %[[WARP:.*]] = arith.divui %[[TID]], %[[C32]] : index
-// CHECK-NEXT:      %[[C0:.*]] = arith.constant 0 : index
 // CHECK-NEXT:      %[[LEADER:.*]] = arith.cmpi eq, %[[LANE]], %[[C0]] : index
 // CHECK-NEXT:      scf.if %[[LEADER]] {
 // CHECK-NEXT:        kernel.store %[[WARP_TOTAL]], %[[SH]][%[[WARP]]] : memref<8xf32>
 // CHECK-NEXT:      }
 // CHECK-NEXT:      kernel.barrier
-// CHECK-NEXT:      %[[NW:.*]] = arith.constant 8 : index
-// CHECK-NEXT:      %[[ONE:.*]] = arith.constant 1 : index
-// CHECK-NEXT:      %s = scf.for %w = %[[C0]] to %[[NW]] step %[[ONE]] iter_args(%[[T:.*]] = %[[ZERO]]) -> (f32) {
+// CHECK-NEXT:      %s = scf.for %w = %[[C0]] to %[[NR]] step %[[ONE]] iter_args(%[[T:.*]] = %[[ZERO]]) -> (f32) {
 // CHECK-NEXT:        %[[X:.*]] = kernel.load %[[SH]][%w] : memref<8xf32>
 // CHECK-NEXT:        %[[Y:.*]] = arith.addf %[[T]], %[[X]] : f32
 // CHECK-NEXT:        scf.yield %[[Y]] : f32
@@ -113,9 +115,9 @@ func.func @run_rmsnorm(%x: memref<8x2048xf32>, %y: memref<8x2048xf32>) {
 // CHECK-NEXT:      %[[R0:.*]] = arith.constant 0 : index
 // CHECK-NEXT:      %[[ROUNDS:.*]] = arith.constant 8 : index
 // CHECK-NEXT:      %[[R1:.*]] = arith.constant 1 : index
-// CHECK-NEXT:      scf.for %round = %[[R0]] to %[[ROUNDS]] step %[[R1]] {
+// CHECK-NEXT:      scf.for %[[RND:round_1]] = %[[R0]] to %[[ROUNDS]] step %[[R1]] {
 // CHECK-NEXT:        %[[B:.*]] = arith.constant 256 : index
-// CHECK-NEXT:        %[[OFF:.*]] = arith.muli %round, %[[B]] : index
+// CHECK-NEXT:        %[[OFF:.*]] = arith.muli %[[RND]], %[[B]] : index
 // CHECK-NEXT:        %j = arith.addi %[[OFF]], %[[TID2]] : index
 // CHECK-NEXT:        %{{.*}} = kernel.load %a[%i, %j] : memref<8x2048xf32>
 // CHECK:             kernel.store %t, %o[%i, %j] : memref<8x2048xf32>
@@ -124,6 +126,33 @@ func.func @run_rmsnorm(%x: memref<8x2048xf32>, %y: memref<8x2048xf32>) {
 // CHECK-NEXT:    kernel.return
 // CHECK-LABEL: func.func @run_rmsnorm
 // CHECK-NEXT:    kernel.launch @rmsnorm grid [8, 1, 1] block [256, 1, 1] smem 0 (%x, %y)
+
+// -----
+
+// A sum the block's threads do not divide (2000 points, 256 threads; and one over a runtime
+// bound) keeps the strided fold: thread t takes t, t + 256, ... below the trip count.
+func.func @run_ragged_sum(%x: memref<2000xf32>, %y: memref<1xf32>) {
+  tile.kernel @ragged_sum grid [1, 1, 1] block [256, 1, 1] (%a = %x : memref<2000xf32>, %o = %y : memref<1xf32>) {
+    tile.forall (%i) in [1] over blocks {
+      %s = tile.coop_reduce add %k = 0 to 2000 : f32 {
+        %v = loop.load %a[%k] : memref<2000xf32>
+        tile.yield %v : f32
+      }
+      %c0 = arith.constant 0 : index
+      loop.store %s, %o[%c0] : memref<1xf32>
+    }
+  }
+  func.return
+}
+
+// CHECK-LABEL: kernel.func @ragged_sum
+// CHECK:         %[[TID:.*]] = kernel.thread_id x
+// CHECK-NEXT:    %[[ZERO:.*]] = arith.constant 0.000000e+00 : f32
+// CHECK-NEXT:    %[[N:.*]] = arith.constant 2000 : index
+// CHECK-NEXT:    %[[B:.*]] = arith.constant 256 : index
+// CHECK-NEXT:    %{{.*}} = scf.for %k = %[[TID]] to %[[N]] step %[[B]] iter_args(%{{.*}} = %[[ZERO]]) -> (f32) {
+// CHECK-NOT:     unroll
+// CHECK:         kernel.shuffle_xor
 
 // -----
 
