@@ -204,8 +204,10 @@ def fold_in_rounds(body: Region, rounds: int, threads: int, tid: SSAValue, init:
 @dataclass
 class LowerCoopReduce(RewritePattern):
     """``tile.coop_reduce`` → private fold (strided, or unrolled over a fixed number of
-    rounds where the block's threads divide a static trip count), warp shuffles,
-    shared-memory step."""
+    rounds where the block's threads divide a static trip count, unless ``unroll`` is
+    off), warp shuffles, shared-memory step."""
+
+    unroll: bool = True
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: tile.CoopReduceOp, rewriter: PatternRewriter) -> None:
@@ -223,7 +225,7 @@ class LowerCoopReduce(RewritePattern):
         init = emit(identity(kind, typ))
         body = rewriter.move_region_contents_to_new_regions(op.body)
         accumulate_body(body, kind, typ, rewriter)
-        rounds = op.trip_count // threads if op.bound is None else 0
+        rounds = op.trip_count // threads if op.bound is None and self.unroll else 0
         if rounds and op.trip_count % threads == 0 and rounds <= MAX_UNROLLED_ROUNDS:
             partial = fold_in_rounds(body, rounds, threads, tid, init, emit, rewriter)
         else:

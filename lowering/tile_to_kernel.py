@@ -141,9 +141,15 @@ class OutlineKernel(RewritePattern):
 
 @dataclass(frozen=True)
 class TileToKernel(ModulePass):
-    """Lower Tile IR to Kernel IR (see the module docstring)."""
+    """Lower Tile IR to Kernel IR (see the module docstring). Option ``unroll_folds``
+    (default ``true``): a cooperative reduction whose static length the block's threads
+    divide folds each thread's points in a fixed loop marked for full unrolling, so their
+    loads are in flight at once; ``false`` keeps the strided loop for every reduction (the
+    form to compare with)."""
 
     name = "tile-to-kernel"
+
+    unroll_folds: bool = True
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         taken: set[str] = set()
@@ -165,4 +171,5 @@ class TileToKernel(ModulePass):
         walk(LowerAlloc())
         walk(LowerLoad(), LowerStore(), LowerCopy(), LowerPrefetch(), LowerAsyncCommit(),
              LowerAsyncWait())
-        walk(LowerForall(), LowerCoopReduce(), LowerLaneReduce(), LowerFor(), LowerReduce())
+        walk(LowerForall(), LowerCoopReduce(self.unroll_folds), LowerLaneReduce(), LowerFor(),
+             LowerReduce())

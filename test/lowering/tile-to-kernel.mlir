@@ -1,4 +1,5 @@
 // RUN: llm-opt %s --split-input-file -p tile-to-kernel | filecheck %s
+// RUN: llm-opt %s --split-input-file -p "tile-to-kernel{unroll_folds=false}" | filecheck %s --check-prefix=STRIDED
 // Every tile.kernel becomes a kernel.func and a kernel.launch; foralls become strided loops,
 // cooperative reductions become shuffles, shared memory and barriers.
 
@@ -126,6 +127,16 @@ func.func @run_rmsnorm(%x: memref<8x2048xf32>, %y: memref<8x2048xf32>) {
 // CHECK-NEXT:    kernel.return
 // CHECK-LABEL: func.func @run_rmsnorm
 // CHECK-NEXT:    kernel.launch @rmsnorm grid [8, 1, 1] block [256, 1, 1] smem 0 (%x, %y)
+
+// With unroll_folds=false the same sum keeps the strided fold (the form to compare with).
+// STRIDED-LABEL: kernel.func @rmsnorm
+// STRIDED:         %[[TID:.*]] = kernel.thread_id x
+// STRIDED-NEXT:    %[[ZERO:.*]] = arith.constant 0.000000e+00 : f32
+// STRIDED-NEXT:    %[[K:.*]] = arith.constant 2048 : index
+// STRIDED-NEXT:    %[[B:.*]] = arith.constant 256 : index
+// STRIDED-NEXT:    %{{.*}} = scf.for %k = %[[TID]] to %[[K]] step %[[B]] iter_args(%{{.*}} = %[[ZERO]]) -> (f32) {
+// STRIDED:         }
+// STRIDED-NEXT:    kernel.shuffle_xor
 
 // -----
 
