@@ -177,7 +177,8 @@ def fold_in_rounds(body: Region, rounds: int, threads: int, tid: SSAValue, init:
     reduction its block's ``threads`` divide: a loop of constant bounds marked for full
     unrolling (one round: the body alone, at ``tid``), so the points' loads are independent
     instructions the GPU has in flight at once (the strided ``for (r = tid; r < n; r +=
-    threads)`` waits for each load before it issues the next, a memory latency a point).
+    threads)`` has a trip count that depends on the thread, which NVRTC unrolls only in part,
+    behind a remainder check: a round trip to memory for every few points).
     ``body`` is the accumulating body (:func:`accumulate_body`: block arguments ``(point,
     acc)``); ``emit`` places the fold."""
     if rounds == 1:

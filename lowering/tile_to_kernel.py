@@ -34,7 +34,10 @@ Matches every ``tile.kernel`` and, inside the resulting kernels, every ``tile.fo
   coordinate the range analysis cannot bound below the buffer's last index through an
   ``arith.minsi`` with it (the innermost of a copy of ``n`` with ``extent - n``).
 * ``tile.coop_reduce`` over a block of B threads (B a multiple of 32): each thread folds
-  ``k = tid, tid + B, ...`` into a private accumulator, the warp folds it with
+  ``k = tid, tid + B, ...`` into a private accumulator (where B divides a static trip count
+  of at most 32 B, in an ``scf.for %round = 0 to n/B`` marked ``unroll = 0``, so the
+  thread's loads are independent; one round is the body alone; option ``unroll_folds``),
+  the warp folds it with
   ``kernel.shuffle_xor`` 16, 8, 4, 2, 1 (every lane gets the warp's total); with more than one
   warp, lane 0 of each warp writes it into a ``kernel.shared : memref<NWARPxT>`` buffer
   (one per coop_reduce, declared at the top of the kernel), ``kernel.barrier``, every thread
