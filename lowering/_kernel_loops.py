@@ -89,6 +89,28 @@ def runtime_points(op: tile.ForallOp, emit: Emitter) -> SSAValue:
     return points
 
 
+def even_rounds(points: int, threads: int) -> int:
+    """How many points each of a block's ``threads`` owns when they divide ``points`` (a
+    static count) into at most :data:`MAX_UNROLLED_ROUNDS` fixed rounds; 0 otherwise (no
+    threads known, a remainder, or too many rounds to unroll whole)."""
+    if not threads or points % threads or points // threads > MAX_UNROLLED_ROUNDS:
+        return 0
+    return points // threads
+
+
+def round_point(emit: Emitter, counter: SSAValue, threads: int, first: SSAValue) -> SSAValue:
+    """``counter * threads + first``: a thread's point in round ``counter``."""
+    return emit(arith.AddiOp(emit(arith.MuliOp(counter, emit.index(threads))), first))
+
+
+def rounds_loop(emit: Emitter, rounds: int, inits: list[SSAValue], body: Region) -> scf.ForOp:
+    """``scf.for %round = 0 to rounds step 1`` over ``body``, marked for full unrolling, its
+    bounds placed by ``emit``."""
+    loop_op = scf.ForOp(emit.index(0), emit.index(rounds), emit.index(1), inits, body)
+    loop_op.attributes["unroll"] = IntegerAttr(0, i64)
+    return loop_op
+
+
 @dataclass
 class LowerForall(RewritePattern):
     """``tile.forall`` → a strided ``scf.for`` over the linearised points + delinearisation."""
@@ -111,9 +133,8 @@ class LowerForall(RewritePattern):
         sizes = op.runtime_sizes
         if sizes:  # the point count is only known at runtime: the plain strided loop
             threads = 0
-        one_each = mapping == "block_threads" and threads == op.points
-        rounds = op.points // threads if mapping == "block_threads" and threads else 0
-        even = rounds > 1 and op.points % threads == 0 and rounds <= MAX_UNROLLED_ROUNDS
+        rounds = even_rounds(op.points, threads) if mapping == "block_threads" else 0
+        one_each, even = rounds == 1, rounds > 1
         if mapping == "block_threads":
             first = emit(kernel.ThreadIdOp("x"))
             if not (one_each or even):
@@ -127,7 +148,7 @@ class LowerForall(RewritePattern):
             p = first
         elif even:  # every thread owns `rounds` points: a fixed, unrolled loop over them
             p.name_hint = "round"
-            p = inner(arith.AddiOp(inner(arith.MuliOp(p, inner.index(threads))), first))
+            p = round_point(inner, p, threads, first)
         ivs: list[SSAValue] = [p] * len(op.shape)
         rest = p
         for k in range(len(op.shape) - 1, -1, -1):
@@ -153,9 +174,7 @@ class LowerForall(RewritePattern):
                 new.name_hint = None  # a constant shared by several uses keeps no iv's name
         block.add_op(scf.YieldOp())
         if even:
-            new_loop = scf.ForOp(emit.index(0), emit.index(rounds), emit.index(1), [],
-                                 Region(block))
-            new_loop.attributes["unroll"] = IntegerAttr(0, i64)
+            new_loop = rounds_loop(emit, rounds, [], Region(block))
         else:
             new_loop = scf.ForOp(first, runtime_points(op, emit), stride, [], Region(block))
         new_loop.attributes |= op.attributes
@@ -194,12 +213,10 @@ def fold_in_rounds(body: Region, rounds: int, threads: int, tid: SSAValue, init:
     counter, acc = block.args
     counter.name_hint, acc.name_hint = "round", "acc"
     inner = Emitter(rewriter, InsertPoint.at_end(block))
-    point = inner(arith.AddiOp(inner(arith.MuliOp(counter, inner.index(threads))), tid))
+    point = round_point(inner, counter, threads, tid)
     point.name_hint = body.block.args[0].name_hint
     rewriter.inline_block(body.block, InsertPoint.at_end(block), [point, acc])
-    fold = scf.ForOp(emit.index(0), emit.index(rounds), emit.index(1), [init], Region(block))
-    fold.attributes["unroll"] = IntegerAttr(0, i64)
-    return emit(fold)
+    return emit(rounds_loop(emit, rounds, [init], Region(block)))
 
 
 @dataclass
@@ -226,8 +243,8 @@ class LowerCoopReduce(RewritePattern):
         init = emit(identity(kind, typ))
         body = rewriter.move_region_contents_to_new_regions(op.body)
         accumulate_body(body, kind, typ, rewriter)
-        rounds = op.trip_count // threads if op.bound is None and self.unroll else 0
-        if rounds and op.trip_count % threads == 0 and rounds <= MAX_UNROLLED_ROUNDS:
+        rounds = even_rounds(op.trip_count, threads) if op.bound is None and self.unroll else 0
+        if rounds:
             partial = fold_in_rounds(body, rounds, threads, tid, init, emit, rewriter)
         else:
             ub = op.bound or emit.index(op.trip_count)
