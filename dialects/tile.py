@@ -17,9 +17,9 @@ launch shape are correct by construction. ``tile.coop_reduce`` is a reduction th
 threads of a block perform together: each thread strides over the reduce axis, then the
 partial results are combined by warp shuffles and a shared-memory step, and every thread
 receives the total. ``tile.lane_reduce`` is the warp's part of that alone: in a forall over
-block_threads that gives each thread one point, with the lanes of a warp as its innermost
-dimension, each warp combines its 32 values by shuffles. Sequential loops, buffer accesses
-and scalar ops inside stay ``loop``/``arith``/``math`` ops; a loop whose iterations depend on
+block_threads that gives each thread one point, with the lanes of a warp (or of a group of
+its lanes) as its innermost dimension, each warp (group) combines its values by shuffles.
+Sequential loops, buffer accesses and scalar ops inside stay ``loop``/``arith``/``math`` ops; a loop whose iterations depend on
 each other through memory (the K loop of a tiled matrix product) is an ``scf.for``, which
 runs its iterations in order.
 
@@ -127,6 +127,7 @@ from llmopt.dialects.kernel import (
     parse_copy_suffix,
     print_copy_suffix,
 )
+from llmopt.dialects.loop import ForOp as LoopForOp
 from llmopt.dialects.loop import verify_access
 from llmopt.dialects.prim import REDUCE_KINDS
 
@@ -443,29 +444,42 @@ class CoopReduceOp(IRDLOperation):
 
 @irdl_op_definition
 class LaneReduceOp(IRDLOperation):
-    """``%t = tile.lane_reduce add %v : f32``: the lanes of each warp combine their values.
+    """``%t = tile.lane_reduce add %v : f32``: the lanes of each warp combine their values;
+    ``%t = tile.lane_reduce max %v lanes 4 : f32``: each group of 4 lanes does.
 
-    It sits directly in a ``tile.forall … over block_threads`` whose innermost extent is 32
-    (its variable is the lane) and whose points are exactly the block's threads, so thread
-    ``tid`` holds the point ``tid`` and a warp holds the 32 points that differ only in the
-    innermost index. Every lane receives the combination of the warp's 32 values, in the
-    order of an xor butterfly (``v = v ⊕ shfl_xor(v, o)`` for o = 16, 8, 4, 2, 1): a row's
-    partial sums finished without shared memory or a barrier.
+    It sits in a ``tile.forall … over block_threads`` whose innermost extent is the group's
+    ``lanes`` (32, the default, 16, 8, 4 or 2) and whose points are exactly the block's
+    threads, so thread ``tid`` holds the point ``tid`` and a group holds the ``lanes`` points
+    that differ only in the innermost index. Between the forall and the op there may be
+    ``loop.for`` ops of static extent only (every lane runs them alike), no condition. Every
+    lane of a group receives the combination of the group's values, in the order of an xor
+    butterfly (``v = v ⊕ shfl_xor(v, o)`` for o = lanes/2, …, 2, 1): a row's partial sums
+    finished without shared memory or a barrier.
     """
 
     name = "tile.lane_reduce"
     value = operand_def()
     kind = prop_def(StringAttr)
+    lanes = opt_prop_def(IntegerAttr)
     result = result_def()
     traits = traits_def(Pure())
 
-    def __init__(self, kind: str, value: SSAValue) -> None:
-        super().__init__(operands=[value], result_types=[value.type],
-                         properties={"kind": StringAttr(kind)})
+    def __init__(self, kind: str, value: SSAValue, lanes: int = LANES) -> None:
+        props: dict[str, Attribute] = {"kind": StringAttr(kind)}
+        if lanes != LANES:
+            props["lanes"] = IntegerAttr(lanes, i64)
+        super().__init__(operands=[value], result_types=[value.type], properties=props)
+
+    @property
+    def group(self) -> int:
+        """The lanes combined together (``lanes``, 32 when unset)."""
+        return LANES if self.lanes is None else self.lanes.value.data
 
     def print(self, printer: Printer) -> None:
         printer.print_string(f" {self.kind.data} ")
         printer.print_ssa_value(self.value)
+        if self.group != LANES:
+            printer.print_string(f" lanes {self.group}")
         printer.print_op_attributes(self.attributes)
         printer.print_string(" : ")
         printer.print_attribute(self.value.type)
@@ -474,9 +488,12 @@ class LaneReduceOp(IRDLOperation):
     def parse(cls, parser: Parser) -> LaneReduceOp:
         kind = parser.parse_identifier()
         unresolved = parser.parse_unresolved_operand()
+        lanes = LANES
+        if parser.parse_optional_keyword("lanes") is not None:
+            lanes = parser.parse_integer(allow_boolean=False, allow_negative=False)
         attrs = parser.parse_optional_attr_dict()
         parser.parse_punctuation(":")
-        op = cls(kind, parser.resolve_operand(unresolved, parser.parse_type()))
+        op = cls(kind, parser.resolve_operand(unresolved, parser.parse_type()), lanes)
         op.attributes |= attrs
         return op
 
@@ -488,15 +505,20 @@ class LaneReduceOp(IRDLOperation):
         check_reducible_type(self.value.type)
         if self.result.type != self.value.type:
             raise VerifyException("result type must match the combined value")
+        lanes = self.group
+        if lanes not in (2, 4, 8, 16, LANES):
+            raise VerifyException(f"lanes must be 2, 4, 8, 16 or {LANES}, got {lanes}")
         forall = self.parent_op()
+        while isinstance(forall, LoopForOp) and forall.bound is None:
+            forall = forall.parent_op()
         if not (isinstance(forall, ForallOp) and forall.mapping.data == "block_threads"):
             raise VerifyException(
-                "tile.lane_reduce must sit directly in a tile.forall over block_threads (the "
-                "lanes of a warp all reach it)")
-        if forall.shape[-1] != LANES or forall.runtime_sizes:
+                "tile.lane_reduce must sit in a tile.forall over block_threads, through "
+                "static loop.for ops only (the lanes of a warp all reach it)")
+        if forall.shape[-1] != lanes or forall.runtime_sizes:
             raise VerifyException(
-                f"tile.lane_reduce needs a forall whose innermost extent is the {LANES} lanes "
-                f"of a warp and whose extents are static, got {list(forall.shape)}")
+                f"tile.lane_reduce needs a forall whose innermost extent is its {lanes} lanes "
+                f"and whose extents are static, got {list(forall.shape)}")
         kernel = enclosing(forall, KernelOp)
         if isinstance(kernel, KernelOp) and forall.points != math.prod(kernel.block_shape):
             raise VerifyException(

@@ -256,13 +256,15 @@ def fold_leading(kind: str, values: np.ndarray, acc: Value | None = None) -> np.
 
 
 def butterfly(kind: str, values: np.ndarray) -> np.ndarray:
-    """A warp's xor-shuffle reduction along the last axis (extent 32), every lane getting
-    the total: for offset 16, 8, 4, 2, 1: ``v = v ⊕ shfl_xor(v, offset)``."""
+    """A warp's xor-shuffle reduction along the last axis (extent 32, or the lanes of a group:
+    a power of two), every lane getting the total: for offset 16, 8, 4, 2, 1 (those below the
+    extent): ``v = v ⊕ shfl_xor(v, offset)``."""
     ufunc = combiner(kind)
     shape = values.shape
-    for offset in (16, 8, 4, 2, 1):
+    lanes = shape[-1]
+    for offset in (o for o in (16, 8, 4, 2, 1) if o < lanes):
         # Lane l ^ offset: swap the halves of every group of 2 * offset lanes.
-        groups = values.reshape(shape[:-1] + (32 // (2 * offset), 2, offset))
+        groups = values.reshape(shape[:-1] + (lanes // (2 * offset), 2, offset))
         values = ufunc(values, groups[..., ::-1, :].reshape(shape))
     return values
 

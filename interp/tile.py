@@ -22,7 +22,7 @@ lanes are combined by an xor butterfly (``v = v ⊕ shfl_xor(v, o)`` for o = 16,
 lanes past a partial last warp hold the identity); with several warps, every thread then
 folds the warp totals in warp order, starting from the identity (they pass through shared
 memory). Every thread receives the same bits: the total. ``tile.lane_reduce`` is that
-butterfly alone, over each warp's 32 lanes. Loops, loads, stores and scalar ops
+butterfly alone, over each warp's 32 lanes (or each group's). Loops, loads, stores and scalar ops
 inside are interpreted as at Loop IR.
 
 ``tile.alloc`` (shared or registers alike) is one poisoned buffer per point of the frame's
@@ -61,7 +61,6 @@ from llmopt.interp._core import (
 from llmopt.interp.host import HostInterpreter, host_impl
 from llmopt.interp.loop import bind_buffers, clamped
 from llmopt.interp.simt import InFlight, SimtEvaluator, and_masks, buffer_of, simt_impl
-from llmopt.target import WARP
 
 
 def _ints(op: Operation, name: str) -> tuple[int, ...]:
@@ -164,13 +163,15 @@ def _coop_reduce(ev: SimtEvaluator, op: Operation) -> None:
 
 @simt_impl("tile.lane_reduce")
 def _lane_reduce(ev: SimtEvaluator, op: Operation) -> None:
-    """Each warp's 32 values combined by the xor butterfly; every lane gets the total."""
+    """Each warp's 32 values (each group's ``lanes``) combined by the xor butterfly; every
+    lane gets the total."""
     _, threads = thread_axes(ev, op)
     kind = op.properties["kind"].data  # type: ignore[attr-defined]
     dtype = np_dtype(op.results[0].type)
     value = np.asarray(ev.env[op.operands[0]], dtype=dtype)
     full = np.broadcast_to(value, np.broadcast_shapes(value.shape, ev.frame))
-    warps = full.reshape(full.shape[:-1] + (threads // WARP, WARP))
+    lanes = op.group  # type: ignore[attr-defined]
+    warps = full.reshape(full.shape[:-1] + (threads // lanes, lanes))
     ev.env[op.results[0]] = butterfly(kind, warps).reshape(full.shape)
 
 

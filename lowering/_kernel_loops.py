@@ -181,10 +181,11 @@ class LowerForall(RewritePattern):
         rewriter.replace(op, new_loop)
 
 
-def warp_butterfly(emit: Emitter, kind: str, value: SSAValue) -> SSAValue:
-    """``value`` combined over the lanes of its warp by the xor butterfly
-    (``v = v ⊕ shfl_xor(v, o)`` for o = 16, 8, 4, 2, 1): every lane gets the total."""
-    for offset in SHUFFLE_OFFSETS:
+def warp_butterfly(emit: Emitter, kind: str, value: SSAValue, lanes: int = WARP) -> SSAValue:
+    """``value`` combined over the lanes of its warp (of its group of ``lanes`` consecutive
+    lanes) by the xor butterfly (``v = v ⊕ shfl_xor(v, o)`` for o = 16, 8, 4, 2, 1, those
+    below ``lanes``): every lane gets the total."""
+    for offset in (o for o in SHUFFLE_OFFSETS if o < lanes):
         other = emit(kernel.ShuffleXorOp(value, offset))
         value = emit(combiner(kind, value, other))
     return value
@@ -276,12 +277,12 @@ class LowerCoopReduce(RewritePattern):
 
 @dataclass
 class LowerLaneReduce(RewritePattern):
-    """``tile.lane_reduce`` → the xor butterfly of warp shuffles (its forall gives every
-    thread one point, so the whole warp reaches it together)."""
+    """``tile.lane_reduce`` → the xor butterfly of warp shuffles over its group of lanes (its
+    forall gives every thread one point, so the whole warp reaches it together)."""
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: tile.LaneReduceOp, rewriter: PatternRewriter) -> None:
         kind, typ = op.kind.data, op.result.type
         check_reducible(op, kind, typ)
         emit = Emitter(rewriter, InsertPoint.before(op))
-        rewriter.replace(op, [], [warp_butterfly(emit, kind, op.value)])
+        rewriter.replace(op, [], [warp_butterfly(emit, kind, op.value, op.group)])

@@ -463,7 +463,7 @@ func.func @lanes_not_a_warp(%x: memref<4x16xf32>) {
   }
   func.return
 }
-// CHECK: tile.lane_reduce needs a forall whose innermost extent is the 32 lanes of a warp and whose extents are static, got [4, 16]
+// CHECK: tile.lane_reduce needs a forall whose innermost extent is its 32 lanes and whose extents are static, got [4, 16]
 
 // -----
 
@@ -499,7 +499,56 @@ func.func @lanes_guarded(%x: memref<2x32xf32>, %c: i1) {
   }
   func.return
 }
-// CHECK: tile.lane_reduce must sit directly in a tile.forall over block_threads (the lanes of a warp all reach it)
+// CHECK: tile.lane_reduce must sit in a tile.forall over block_threads, through static loop.for ops only (the lanes of a warp all reach it)
+
+// -----
+
+// ... nor in a loop of runtime extent (lanes past it would wait for the others) ...
+func.func @lanes_runtime_loop(%x: memref<2x32xf32>, %n: index) {
+  tile.kernel @k grid [1, 1, 1] block [64, 1, 1] (%a = %x : memref<2x32xf32>) {
+    tile.forall (%b) in [1] over blocks {
+      tile.forall (%w, %l) in [2, 32] over block_threads {
+        loop.for %i = 0 to %n max 4 {
+          %v = loop.load %a[%w, %l] : memref<2x32xf32>
+          %t = tile.lane_reduce add %v : f32
+        }
+      }
+    }
+  }
+  func.return
+}
+// CHECK: tile.lane_reduce must sit in a tile.forall over block_threads, through static loop.for ops only (the lanes of a warp all reach it)
+
+// -----
+
+// ... and a group of lanes is the forall's innermost extent, a power of two up to 32.
+func.func @lanes_group_mismatch(%x: memref<16x4xf32>) {
+  tile.kernel @k grid [1, 1, 1] block [64, 1, 1] (%a = %x : memref<16x4xf32>) {
+    tile.forall (%b) in [1] over blocks {
+      tile.forall (%g, %t) in [16, 4] over block_threads {
+        %v = loop.load %a[%g, %t] : memref<16x4xf32>
+        %s = tile.lane_reduce add %v lanes 8 : f32
+      }
+    }
+  }
+  func.return
+}
+// CHECK: tile.lane_reduce needs a forall whose innermost extent is its 8 lanes and whose extents are static, got [16, 4]
+
+// -----
+
+func.func @lanes_not_a_power(%x: memref<16x4xf32>) {
+  tile.kernel @k grid [1, 1, 1] block [64, 1, 1] (%a = %x : memref<16x4xf32>) {
+    tile.forall (%b) in [1] over blocks {
+      tile.forall (%g, %t) in [16, 4] over block_threads {
+        %v = loop.load %a[%g, %t] : memref<16x4xf32>
+        %s = tile.lane_reduce add %v lanes 3 : f32
+      }
+    }
+  }
+  func.return
+}
+// CHECK: lanes must be 2, 4, 8, 16 or 32, got 3
 
 // -----
 

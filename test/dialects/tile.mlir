@@ -149,3 +149,22 @@ func.func @lanes(%x: memref<8x32xf32>) -> memref<8xf32> {
 // CHECK:         tile.forall (%{{.*}}, %{{.*}}) in [2, 32] over block_threads {
 // CHECK:           %[[T:.*]] = tile.lane_reduce add %[[V:.*]] : f32
 // CHECK-NEXT:      %{{.*}} = tile.lane_reduce max %[[V]] : f32
+
+// Groups of 4 lanes (a row's partials in the tensor-core layout), in a static loop.
+func.func @quads(%x: memref<16x4x2xf32>) {
+  tile.kernel @quads grid [1, 1, 1] block [64, 1, 1] (%a = %x : memref<16x4x2xf32>) {
+    tile.forall (%b) in [1] over blocks {
+      tile.forall (%g, %t) in [16, 4] over block_threads {
+        loop.for %i = 0 to 2 {
+          %v = loop.load %a[%g, %t, %i] : memref<16x4x2xf32>
+          %s = tile.lane_reduce add %v lanes 4 : f32
+        }
+      }
+    }
+  }
+  func.return
+}
+// CHECK-LABEL: func.func @quads
+// CHECK:         loop.for
+// CHECK-NEXT:      %[[Q:.*]] = loop.load
+// CHECK-NEXT:      %{{.*}} = tile.lane_reduce add %[[Q]] lanes 4 : f32
