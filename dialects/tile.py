@@ -20,8 +20,8 @@ receives the total. ``tile.lane_reduce`` is the warp's part of that alone: in a 
 block_threads that gives each thread one point, with the lanes of a warp (or of a group of
 its lanes) as its innermost dimension, each warp (group) combines its values by shuffles.
 Sequential loops, buffer accesses and scalar ops inside stay ``loop``/``arith``/``math`` ops;
-a loop whose iterations depend on each other through memory (the K loop of a tiled matrix product) is an ``scf.for``, which
-runs its iterations in order.
+a loop whose iterations depend on each other through memory (the K loop of a tiled matrix
+product) is an ``scf.for``, which runs its iterations in order.
 
 ``tile.alloc`` gives each point of a ``tile.forall over blocks`` its own buffer, in one of
 two places:
