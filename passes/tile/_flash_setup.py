@@ -45,7 +45,7 @@ class FlashSetup:
 
     def __init__(self, chain: Chain, blocks: AttentionBlocks, name: str, mma: bool,
                  splits: int = 1, groups: HeadGroups | None = None,
-                 register_stats: bool = False) -> None:
+                 register_stats: bool = False, row_warps: bool = False) -> None:
         self.chain, self.bm, self.bn, self.splits = chain, blocks.bm, blocks.bn, splits
         self.groups = groups
         bm, bn = self.bm, self.bn
@@ -54,7 +54,9 @@ class FlashSetup:
         self.dk, self.hd = sc.reduce.trip_count, out.head_dim
         self.typ = typ = sc.reduce.result.type
         self.threads = WARP * blocks.warps
-        self.s_lay = Layout(bm, bn, blocks.warps, mma)
+        whole = register_stats and row_warps and bm % (16 * blocks.warps) == 0
+        # row_warps: each warp owns whole rows of both products (a warp column)
+        self.s_lay = Layout(bm, bn, blocks.warps, mma, (blocks.warps, 1) if whole else None)
         wm, wn = self.s_lay.grid
         if register_stats and bm % (16 * wm) == 0 and self.hd % (8 * wn) == 0:
             # the score product's warps, so that a thread holds the same rows in both

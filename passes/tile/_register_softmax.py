@@ -84,6 +84,9 @@ class RegisterSoftmax:
         self.lay, self.sacc, self.probs, self.typ = lay, sacc, probs, typ
         self.rows, self.cols = lay.nest[0], lay.nest[2]  # I, J
         self.parts = 4 * lay.forall[1]  # 4 lanes of each of the WJ warps share a row
+        self.shuffled = self.parts == 4
+        """Whether a row's partials are the 4 lanes of a quad of one warp (``WJ = 1``: warps
+        own whole rows), combined by shuffles instead of through ``pmax`` and ``psum``."""
         stats = [*lay.forall, self.rows, 2]
         self.m_reg, self.l_reg, self.c_reg = (self._registers(stats, name)
                                               for name in ("m_run", "l_run", "corr"))
@@ -99,7 +102,8 @@ class RegisterSoftmax:
 
     def allocs(self) -> list[Operation]:
         """The buffers, for the block's body."""
-        return [self.m_reg, self.l_reg, self.c_reg, self.pmax, self.psum, self.m, self.l]
+        partials = [] if self.shuffled else [self.pmax, self.psum]
+        return [self.m_reg, self.l_reg, self.c_reg, *partials, self.m, self.l]
 
     # --- pieces -----------------------------------------------------------------------------
 
@@ -158,24 +162,39 @@ class RegisterSoftmax:
 
     def steps(self) -> list[Operation]:
         """The statistics of one key block, once its masked and scaled scores are in ``s``."""
+        if self.shuffled:
+            return [self._shuffled()]
         partial, inner, ivs = self._rows("row_max")
         red = self._over_columns("max", ivs)
         inner.add_ops([red, store_at(red.result, self.pmax, self.row(ivs), self.part(ivs))])
         return [partial, self._exp(), self._sums()]
 
-    def _exp(self) -> tile.ForallOp:
-        """Step 2 of the module docstring."""
-        forall, inner, ivs = self._rows("exp")
-        row = self.row(ivs)
-        row_max = self._over_parts("max", self.pmax, row)
+    def _shuffled(self) -> tile.ForallOp:
+        """Steps 1-3 of the module docstring in one forall, each row's four partials
+        combined by the lanes of its quad (``tile.lane_reduce … lanes 4``)."""
+        forall, inner, ivs = self._rows("softmax")
+        part_max = self._over_columns("max", ivs)
+        row_max = tile.LaneReduceOp("max", part_max.result, 4)
+        inner.add_ops([part_max, row_max])
+        corr = self._rescale(inner, ivs, row_max.result)
+        part_sum = self._over_columns("add", ivs)
+        row_sum = tile.LaneReduceOp("add", part_sum.result, 4)
+        inner.add_ops([part_sum, row_sum])
+        self._add_sum(inner, ivs, row_sum.result, corr)
+        return forall
+
+    def _rescale(self, inner: Block, ivs: Sequence[SSAValue], row_max: SSAValue) -> SSAValue:
+        """The running maximum ``m`` and the factor ``corr`` from the key block's
+        ``row_max``, kept in registers; ``p = exp(s - m)`` into ``P`` and ``s`` (the
+        exponentials of the thread's columns of its row). Returns ``corr``."""
         m_old = self.stat(self.m_reg, ivs)
-        m_new = arith.MaximumfOp(m_old.result, row_max.result)
+        m_new = arith.MaximumfOp(m_old.result, row_max)
         ninf, zero = const_float(NEG_INF, self.typ), const_float(0.0, self.typ)
         empty = arith.CmpfOp(m_new.result, ninf.result, "oeq")
         m_safe = arith.SelectOp(empty.result, zero.result, m_new.result)
         shift = arith.SubfOp(m_old.result, m_safe.result)
         corr = ExpOp(shift.result)
-        inner.add_ops([row_max, m_old, m_new, ninf, zero, empty, m_safe, shift, corr,
+        inner.add_ops([m_old, m_new, ninf, zero, empty, m_safe, shift, corr,
                        self._put(corr.results[0], self.c_reg, ivs),
                        self._put(m_new.result, self.m_reg, ivs)])
         cols, body, (j, rl) = loop_nest([self.cols, 2], ["j", "rl"], UNROLL)
@@ -193,21 +212,36 @@ class RegisterSoftmax:
             body.add_op(wide)
             value = wide.result
         col = Linear.of(*((c, cell[k]) for c, k in self.lay.n))
-        body.add_ops([store_at(stored, self.probs, row, col),
+        body.add_ops([store_at(stored, self.probs, self.row(ivs), col),
                       loop.StoreOp(value, self.sacc.result, at, cell)])
+        return corr.results[0]
+
+    def _add_sum(self, inner: Block, ivs: Sequence[SSAValue], row_sum: SSAValue,
+                 corr: SSAValue) -> None:
+        """``l ← l · corr + row_sum``, in registers."""
+        l_old = self.stat(self.l_reg, ivs)
+        scaled = arith.MulfOp(l_old.result, corr)
+        l_new = arith.AddfOp(scaled.result, row_sum)
+        inner.add_ops([l_old, scaled, l_new, self._put(l_new.result, self.l_reg, ivs)])
+
+    def _exp(self) -> tile.ForallOp:
+        """Step 2 of the module docstring."""
+        forall, inner, ivs = self._rows("exp")
+        row_max = self._over_parts("max", self.pmax, self.row(ivs))
+        inner.add_op(row_max)
+        self._rescale(inner, ivs, row_max.result)
         total = self._over_columns("add", ivs)
-        inner.add_ops([total, store_at(total.result, self.psum, row, self.part(ivs))])
+        inner.add_ops([total, store_at(total.result, self.psum, self.row(ivs),
+                                       self.part(ivs))])
         return forall
 
     def _sums(self) -> tile.ForallOp:
         """Step 3 of the module docstring."""
         forall, inner, ivs = self._rows("row_sum")
         row_sum = self._over_parts("add", self.psum, self.row(ivs))
-        l_old, corr = self.stat(self.l_reg, ivs), self.stat(self.c_reg, ivs)
-        scaled = arith.MulfOp(l_old.result, corr.result)
-        l_new = arith.AddfOp(scaled.result, row_sum.result)
-        inner.add_ops([row_sum, l_old, corr, scaled, l_new,
-                       self._put(l_new.result, self.l_reg, ivs)])
+        corr = self.stat(self.c_reg, ivs)
+        inner.add_ops([row_sum, corr])
+        self._add_sum(inner, ivs, row_sum.result, corr.result)
         return forall
 
     def finish(self) -> tile.ForallOp:

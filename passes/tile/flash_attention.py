@@ -164,8 +164,8 @@ def _runtime_batch(chain: Chain) -> bool:
 class FlashAttention(ModulePass):
     """Fuse attention into one flash kernel with an online softmax (see the module
     docstring). Options: ``bm``, ``bn``, ``warps``, ``splits`` (0 = chosen from the shape),
-    ``group_heads``, ``register_stats``, ``tensor_cores``, ``stages``, ``min_blocks`` (0 =
-    :data:`MIN_BLOCKS`, 1 = no cap), ``tuned`` (0: ignore the tuning tables), ``arch``."""
+    ``group_heads``, ``register_stats``, ``row_warps``, ``tensor_cores``, ``stages``,
+    ``min_blocks`` (0 = :data:`MIN_BLOCKS`, 1 = no cap), ``tuned`` (0: ignore the tuning tables), ``arch``."""
 
     name = "flash-attention"
 
@@ -177,6 +177,7 @@ class FlashAttention(ModulePass):
     splits: int = 0
     group_heads: bool = True
     register_stats: bool = True
+    row_warps: bool = False
     min_blocks: int = 0
     tuned: int = 1
     arch: str = "sm_90"
@@ -225,7 +226,7 @@ class FlashAttention(ModulePass):
                                    chain.exp.causal, static_queries,
                                    setting(self.splits, "splits"))
             flash = FlashKernel(chain, blocks, anchor.sym_name.data, mma, splits, groups,
-                                self.register_stats)
+                                self.register_stats, self.row_warps)
             new = flash.build()
             if shared_bytes(new) > gpu.max_smem:
                 continue

@@ -259,14 +259,14 @@ def test_flash_attention_with_an_explicit_mask_at_any_length(
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
 @pytest.mark.parametrize("written_out", [False, True], ids=["sdpa", "written-out"])
-@pytest.mark.parametrize("in_registers", [True, False], ids=["register-stats", "shared-stats"])
-def test_half_attention_meets_the_error_goal(dtype: str, written_out: bool,
-                                             in_registers: bool) -> None:
+@pytest.mark.parametrize("stats", ["registers", "shared", "quads"])
+def test_half_attention_meets_the_error_goal(dtype: str, written_out: bool, stats: str) -> None:
     """16-bit causal GQA attention (150 tokens: three key blocks, the last ragged), as
     ``sdpa`` and as eager attention writes it out (repeated heads, ``masked_fill``,
     softmax, ``@ v``), goes to one flash kernel with 16-bit tiles and ``P`` rounded to 16
-    bits, its row statistics in registers or (``register_stats=0``) through shared memory,
-    interpreted at Kernel IR with the race checker: its error against float64 meets the goal
+    bits, its row statistics in registers with partials through shared memory, or with
+    ``row_warps`` (4 warps, each owning 16 whole rows) combined by the shuffles of a quad,
+    or (``register_stats=0``) all through shared memory, interpreted at Kernel IR with the race checker: its error against float64 meets the goal
     beside PyTorch's own in the same dtype."""
     torch = pytest.importorskip("torch")
     import sys
@@ -289,13 +289,15 @@ def test_half_attention_meets_the_error_goal(dtype: str, written_out: bool,
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         module = llmopt.capture(fn, args)
-    options = f"bm=64 register_stats={str(in_registers).lower()}"
+    options = {"registers": "bm=64", "shared": "bm=64 register_stats=false",
+               "quads": "bm=64 warps=4 row_warps=true"}[stats]
     pipeline = registry.with_options("lower-to-cuda{arch=sm_90a}", f"flash-attention{{{options}}}")
     to_kernel, _ = registry.split_at_level(pipeline, "kernel")
     llmopt.lower(module, ",".join(to_kernel))
     text = str(module)
     assert text.count("llmopt.flash") == 1
-    assert ("%pmax = kernel.shared" in text) == in_registers
+    assert ("%pmax = kernel.shared" in text) == (stats == "registers")
+    assert ("kernel.shuffle_xor" in text) == (stats == "quads")
     assert re.search(r"mma.ldmatrix x[24] trans %vs\[", text), "V is not read by ldmatrix.trans"
     params = [b.detach() for b in fn.buffers()] if written_out else []
 
