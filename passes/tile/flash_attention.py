@@ -165,7 +165,8 @@ class FlashAttention(ModulePass):
     """Fuse attention into one flash kernel with an online softmax (see the module
     docstring). Options: ``bm``, ``bn``, ``warps``, ``splits`` (0 = chosen from the shape),
     ``group_heads``, ``register_stats``, ``row_warps``, ``tensor_cores``, ``stages``,
-    ``min_blocks`` (0 = :data:`MIN_BLOCKS`, 1 = no cap), ``tuned`` (0: ignore the tuning tables), ``arch``."""
+    ``min_blocks`` (0 = :data:`MIN_BLOCKS`, 1 = no cap), ``tuned`` (0: ignore the tuning
+    tables), ``arch``."""
 
     name = "flash-attention"
 

@@ -266,8 +266,9 @@ def test_half_attention_meets_the_error_goal(dtype: str, written_out: bool, stat
     softmax, ``@ v``), goes to one flash kernel with 16-bit tiles and ``P`` rounded to 16
     bits, its row statistics in registers with partials through shared memory, or with
     ``row_warps`` (4 warps, each owning 16 whole rows) combined by the shuffles of a quad,
-    or (``register_stats=0``) all through shared memory, interpreted at Kernel IR with the race checker: its error against float64 meets the goal
-    beside PyTorch's own in the same dtype."""
+    or (``register_stats=0``) all through shared memory, interpreted at Kernel IR with the
+    race checker: its error against float64 meets the goal beside PyTorch's own in the same
+    dtype."""
     torch = pytest.importorskip("torch")
     import sys
     from pathlib import Path
