@@ -316,8 +316,50 @@ class LdMatrixOp(IRDLOperation):
         return op
 
 
-Mma = Dialect("mma", [SyncOp, ToTf32Op, LdMatrixOp], [])
+@irdl_op_definition
+class PackOp(IRDLOperation):
+    """``mma.pack``: two 16-bit floats of the thread as one pair, the first in the low half
+    (see the module docstring)."""
 
-__all__ = ["FRAGMENTS", "LDMATRIX_COUNTS", "ROW_ELEMENTS", "LdMatrixOp", "Mma", "SyncOp",
-           "ToTf32Op", "is_half", "is_shared_buffer", "operand_kind", "pair_element",
+    name = "mma.pack"
+    low = operand_def()
+    high = operand_def()
+    result = result_def()
+    traits = traits_def(Pure())
+
+    def __init__(self, low: SSAValue, high: SSAValue) -> None:
+        super().__init__(operands=[low, high], result_types=[pair_type(low.type)])
+
+    def verify_(self) -> None:
+        if not is_half(self.low.type) or self.high.type != self.low.type:
+            raise VerifyException(f"mma.pack packs two bf16 or two f16 values, got "
+                                  f"{self.low.type} and {self.high.type}")
+        if self.result.type != pair_type(self.low.type):
+            raise VerifyException(f"mma.pack gives a {pair_type(self.low.type)} pair, got "
+                                  f"{self.result.type}")
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_list((self.low, self.high), printer.print_ssa_value)
+        printer.print_op_attributes(self.attributes)
+        printer.print_string(" : ")
+        printer.print_attribute(self.low.type)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> PackOp:
+        low = parser.parse_unresolved_operand()
+        parser.parse_punctuation(",")
+        high = parser.parse_unresolved_operand()
+        attrs = parser.parse_optional_attr_dict()
+        parser.parse_punctuation(":")
+        typ = parser.parse_type()
+        op = cls(parser.resolve_operand(low, typ), parser.resolve_operand(high, typ))
+        op.attributes |= attrs
+        return op
+
+
+Mma = Dialect("mma", [SyncOp, ToTf32Op, LdMatrixOp, PackOp], [])
+
+__all__ = ["FRAGMENTS", "LDMATRIX_COUNTS", "ROW_ELEMENTS", "LdMatrixOp", "Mma", "PackOp",
+           "SyncOp", "ToTf32Op", "is_half", "is_shared_buffer", "operand_kind", "pair_element",
            "pair_type"]

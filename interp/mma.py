@@ -61,6 +61,15 @@ def pack_pairs(first: np.ndarray, second: np.ndarray) -> np.ndarray:
     return lo | (hi << np.uint32(16))
 
 
+@scalar_impl("mma.pack")
+def _pack(op: Operation, low: Value, high: Value) -> Value:
+    """The pair of two 16-bit values, ``low`` in the low half."""
+    dtype = np_dtype(op.operands[0].type)
+    lo, hi = np.broadcast_arrays(np.asarray(low, dtype), np.asarray(high, dtype))
+    words = pack_pairs(lo, hi)
+    return words if words.ndim else np.uint32(words)
+
+
 def unpack_pairs(words: np.ndarray, element: Attribute) -> tuple[np.ndarray, np.ndarray]:
     """The two elements (as ``float64``) of pairs of ``element`` held as ``uint32`` words."""
     words = np.ascontiguousarray(words, np.uint32)

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from math import prod
 
 from xdsl.dialects import scf
-from xdsl.dialects.builtin import Float32Type, IndexType, IntegerAttr, MemRefType
+from xdsl.dialects.builtin import BFloat16Type, Float32Type, IndexType, IntegerAttr, MemRefType
 from xdsl.ir import Attribute, Block, BlockArgument, Operation, Region, SSAValue
 
 from llmopt.dialects import cuda, kernel, mma, wgmma
@@ -27,7 +27,18 @@ from llmopt.lowering._cuda_analysis import written_buffers
 from llmopt.lowering._cuda_expr import ExprBuilder
 from llmopt.lowering._cuda_names import Names
 from llmopt.lowering._cuda_shared import SHARED_ALIGN, SWIZZLE_ALIGN, SharedLayout
-from llmopt.lowering._cuda_types import F32, I1, I32, INDEX, UI8, UI32, UI64, bit_width, scalar_type
+from llmopt.lowering._cuda_types import (
+    F32,
+    I1,
+    I32,
+    INDEX,
+    UI8,
+    UI16,
+    UI32,
+    UI64,
+    bit_width,
+    scalar_type,
+)
 from llmopt.lowering._cuda_values import Kind, classify
 from llmopt.passes._rewrite import fail
 
@@ -199,6 +210,9 @@ class KernelEmitter(ExprBuilder):
         elif isinstance(op, mma.ToTf32Op):
             if self.kind.get(op.result) is Kind.NAMED:
                 self._emit_to_tf32(op)
+        elif isinstance(op, mma.PackOp):
+            if self.kind.get(op.result) is Kind.NAMED:
+                self._emit_pack(op)
         elif isinstance(op, wgmma.FenceOp):
             self._start_accumulators(op)
             self.add(cuda.AsmOp("fence.proxy.async.shared::cta;", [], [], [], volatile=True,
@@ -377,6 +391,19 @@ class KernelEmitter(ExprBuilder):
         self.add(cuda.DeclOp(name, F32, self.call("__uint_as_float", [word], F32),
                              qualifiers=["const"]))
         self._bind(op.result, name, F32)
+
+    def _emit_pack(self, op: mma.PackOp) -> None:
+        """``const unsigned int p = (unsigned int)__bfloat16_as_ushort(x) |
+        ((unsigned int)__bfloat16_as_ushort(y) << 16);`` (``__half_as_ushort`` for ``f16``):
+        the pair as the register ``mma.sync`` reads."""
+        is_bf16 = isinstance(op.low.type, BFloat16Type)
+        bits = "__bfloat16_as_ushort" if is_bf16 else "__half_as_ushort"
+        low, high = (self.cast(self.call(bits, [self.expr(v)], UI16), UI32)
+                     for v in (op.low, op.high))
+        word = self.binary("|", low, self.binary("<<", high, self.integer(16, UI32)))
+        name = self.names.fresh(op.result.name_hint, "pair")
+        self.add(cuda.DeclOp(name, UI32, word, qualifiers=["const"]))
+        self._bind(op.result, name, UI32)
 
     def _emit_dynamic_shared(self, op: kernel.SharedOp, name: str, element: Attribute) -> None:
         """``T* const name = (T*)&smem[offset];``: a buffer in the dynamic shared memory."""

@@ -20,12 +20,13 @@ from xdsl.ir import Attribute, Operation
 from llmopt.dialects import cuda
 from llmopt.passes._rewrite import fail
 
-__all__ = ["F32", "I1", "I32", "INDEX", "UI8", "UI32", "UI64", "bit_width", "scalar_type",
+__all__ = ["F32", "I1", "I32", "INDEX", "UI8", "UI16", "UI32", "UI64", "bit_width", "scalar_type",
            "unsigned_type"]
 
 I1 = IntegerType(1)
 I32 = IntegerType(32)
 UI8 = IntegerType(8, Signedness.UNSIGNED)
+UI16 = IntegerType(16, Signedness.UNSIGNED)
 UI32 = IntegerType(32, Signedness.UNSIGNED)
 UI64 = IntegerType(64, Signedness.UNSIGNED)
 F32 = Float32Type()

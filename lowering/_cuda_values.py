@@ -56,9 +56,10 @@ def classify(block: Block, kind: dict[SSAValue, Kind]) -> None:
             kind[value] = Kind.LITERAL
         elif isinstance(op, kernel.SharedOp | kernel.LocalOp | scf.ForOp | scf.IfOp):
             kind[value] = Kind.NAMED  # bound to its variable when emitted
-        elif isinstance(op, kernel.ShuffleXorOp | kernel.OpaqueOp | mma.ToTf32Op):
+        elif isinstance(op, kernel.ShuffleXorOp | kernel.OpaqueOp | mma.ToTf32Op | mma.PackOp):
             # A warp-collective call stays where it is (never moved into a branch); an
-            # inline-asm result is a variable the asm statement writes.
+            # inline-asm result is a variable the asm statement writes; a pair is an
+            # ``unsigned int`` local.
             kind[value] = Kind.NAMED if value.uses else Kind.DEAD
         else:
             kind[value] = _inline_kind(value)

@@ -59,6 +59,12 @@ from xdsl.pattern_rewriter import PatternRewriter
 
 from llmopt.dialects import loop, mma, tile
 from llmopt.passes.tile._access import linear_form
+from llmopt.passes.tile._mma_forward import (
+    drop_shared,
+    forward,
+    register_fragments,
+    register_source,
+)
 from llmopt.passes.tile.vector_fragments import outer_chunk_loop
 
 if TYPE_CHECKING:
@@ -193,7 +199,12 @@ def rewrite(chunk: scf.ForOp, forall: tile.ForallOp, nest: list[loop.ForOp],
             ivs: dict[str, SSAValue], updates: list[Update],
             operands: dict[tuple[object, ...], Operand], extent: int,
             rewriter: PatternRewriter) -> None:
-    """Replace ``chunk`` by the ``ldmatrix`` + ``m16n8k16`` loop of the module docstring."""
+    """Replace ``chunk`` by the ``ldmatrix`` + ``m16n8k16`` loop of the module docstring
+    (an ``a`` operand its own threads wrote: from their registers,
+    :mod:`~llmopt.passes.tile._mma_forward`)."""
+    rows, cols = nest[0].trip_count, nest[2].trip_count
+    sources = {key: source for key, operand in operands.items()
+               if (source := register_source(chunk, forall, operand, ivs, rows, extent))}
     old_nest = nest[0]
     old_nest.detach()
     kq = outer_chunk_loop(chunk, forall, extent // K_STEP, "kq", rewriter)
@@ -201,7 +212,6 @@ def rewrite(chunk: scf.ForOp, forall: tile.ForallOp, nest: list[loop.ForOp],
     terminator = fbody.last_op if isinstance(fbody.last_op, tile.YieldOp) else None
     emit = IndexEmitter(fbody, terminator)
     kk = chunk.body.block.args[0]
-    rows, cols = nest[0].trip_count, nest[2].trip_count
     # dims: 0 = kq, 1 = g, 2 = t (the lane is 4·g + t)
     d_kq, d_g, d_t = (AffineDimExpr(k) for k in range(3))
     base = [kq, ivs["g"], ivs["t"]]
@@ -210,6 +220,13 @@ def rewrite(chunk: scf.ForOp, forall: tile.ForallOp, nest: list[loop.ForOp],
     frags: dict[tuple[tuple[object, ...], int], list[SSAValue]] = {}
     for key, operand in operands.items():
         load = operand.load
+        if key in sources:
+            registers = forward(sources[key], rewriter)
+            for i in range(rows):
+                ops, frags[key, i] = register_fragments(registers, list(forall.ivs), kq, i)
+                for op in ops:
+                    emit.op(op)
+            continue
         if operand.role == "a":
             for i in range(rows):
                 subst = {kk: d_kq * K_STEP + (d_g // 4) * 8, ivs["i"]: c(i),
@@ -256,3 +273,5 @@ def rewrite(chunk: scf.ForOp, forall: tile.ForallOp, nest: list[loop.ForOp],
                     emit.op(loop.StoreOp(value, acc, amap, thread))
     chunk.body.block.insert_op_before(old_nest, chunk.body.block.first_op)  # erased with it
     rewriter.erase(chunk, safe_erase=False)
+    for source in sources.values():
+        drop_shared(source, rewriter)

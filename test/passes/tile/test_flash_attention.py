@@ -299,6 +299,9 @@ def test_half_attention_meets_the_error_goal(dtype: str, written_out: bool, stat
     assert text.count("llmopt.flash") == 1
     assert ("%pmax = kernel.shared" in text) == (stats == "registers")
     assert ("kernel.shuffle_xor" in text) == (stats == "quads")
+    # with whole rows a warp, P goes from the exponentials' registers to P·V's A fragments
+    assert ("%pb = kernel.shared" in text) == (stats != "quads")
+    assert ("mma.pack" in text) == (stats == "quads")
     assert re.search(r"mma.ldmatrix x[24] trans %vs\[", text), "V is not read by ldmatrix.trans"
     params = [b.detach() for b in fn.buffers()] if written_out else []
 
