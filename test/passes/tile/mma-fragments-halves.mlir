@@ -12,6 +12,10 @@
 // RUN: llm-opt %S/Inputs/mma-fragments-halves-trans.mlir -p 'mma-fragments,tile-to-kernel,canonicalize,cse,kernel-to-cuda' -t cuda | filecheck %s --check-prefix=TRANSCUDA
 // RUN: llm-opt %S/../../fuzz/Inputs/bf16_product_in_mma_layout.mlir -p mma-fragments | filecheck %s --check-prefix=BF16SUM
 // RUN: llm-opt %S/Inputs/linear-bf16.mlir -p lower-to-cuda -t cuda | filecheck %s --check-prefix=PIPE
+// RUN: llm-opt %S/Inputs/mma-fragments-halves-registers.mlir -p mma-fragments | filecheck %s --check-prefix=REGS
+// RUN: llm-opt %S/Inputs/mma-fragments-halves-registers.mlir -p 'mma-fragments,tile-to-kernel,canonicalize,cse,kernel-to-cuda' --check-numerics 2>&1 >/dev/null | filecheck %s --check-prefix=NUM
+// RUN: sed 's/bf16/f16/g' %S/Inputs/mma-fragments-halves-registers.mlir | llm-opt -p 'mma-fragments,tile-to-kernel,canonicalize,cse,kernel-to-cuda' --check-numerics 2>&1 >/dev/null | filecheck %s --check-prefix=NUM
+// RUN: llm-opt %S/Inputs/mma-fragments-halves-registers.mlir -p 'mma-fragments,tile-to-kernel,canonicalize,cse,kernel-to-cuda' -t cuda | filecheck %s --check-prefix=REGSCUDA
 // A bf16 x·Wᵀ (M=100 N=80 K=64, ragged in both: the last row and column blocks overhang)
 // in the tensor-core layout — register-tile{bm=64 bn=32 tm=4 tn=4 blocked=3}: four warps of
 // 32×16 outputs a block — after stage-inputs{bk=32}, async-copy (three slots) and pad-shared
@@ -249,3 +253,28 @@ builtin.module {
 // TRANS:      mma.sync({{.*}}) * (%[[B2]], %[[B3]])
 // TRANS-NOT:  mma.sync(
 // TRANSCUDA:  ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16
+
+// A written by the same warps in the accumulator layout, one warp across (P of the flash
+// kernel with row_warps): the writer also keeps its values in registers, the A fragments are
+// packed from them (pairs of columns 2t, 2t + 1 of rows g, g + 8 and of the next 8 columns),
+// and the shared %p, its store and its ldmatrix are gone.
+// REGS:       %p_regs = tile.alloc registers : memref<2x1x8x4x1x2x4x2xbf16>
+// REGS-NOT:   %p = tile.alloc
+// REGS:       %e = loop.load %xa[
+// REGS-NEXT:    loop.store %e, %p_regs[%wi_1, %wj_1, %g_1, %t_1, %i_1, %rh_1, %j_1, %rl_1]
+// REGS-NOT:     loop.store %e, %p[
+// REGS:       scf.for %kq
+// REGS:         %[[L0:.*]] = loop.load %p_regs[%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, 0, 0, (%kq * 2), 0]
+// REGS-NEXT:    %[[H0:.*]] = loop.load %p_regs[%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, 0, 0, (%kq * 2), 1]
+// REGS-NEXT:    %fa0 = mma.pack %[[L0]], %[[H0]] : bf16
+// REGS:         %fa0_1 = mma.pack
+// REGS:         loop.load %p_regs[%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, 0, 0, ((%kq * 2) + 1), 0]
+// REGS:         %fa0_2 = mma.pack
+// REGS:         %fa0_3 = mma.pack
+// REGS-NOT:     mma.ldmatrix x4 %p
+// REGS:         mma.ldmatrix x4 trans %vs
+// REGS:         mma.sync(%fa0, %fa0_1, %fa0_2, %fa0_3)
+
+// REGSCUDA:   __nv_bfloat16 p_regs[16];
+// REGSCUDA:   const unsigned int fa0 = (unsigned int)__bfloat16_as_ushort(p_regs[{{.*}}]) | ((unsigned int)__bfloat16_as_ushort(p_regs[{{.*}}]) << 16u);
+// REGSCUDA-NOT: __shared__ {{.*}} p[
