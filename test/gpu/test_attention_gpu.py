@@ -8,7 +8,8 @@ more than one key block to fetch ahead and two slots of them fit); its result is
 compared with PyTorch's ``scaled_dot_product_attention`` in float64 on the same float32
 inputs (and PyTorch's own float32 result is reported beside it). The tolerance is the
 op tests' float32 bound for sums of ``seq`` terms, ``16 · eps32 · sqrt(seq)`` relative to
-the largest output.
+the largest output. In 16 bits, the row-warps flash kernel (``flash-attention{row_warps}``)
+is held to the half-precision error goal beside PyTorch's own 16-bit result.
 
 Run on a GPU host: ``python -m pytest -m gpu test/gpu/test_attention_gpu.py -q -s``.
 """
@@ -71,3 +72,41 @@ def test_attention_matches_pytorch(model: str, seq: int) -> None:
     # of K and V beside them exceed the shared-memory budget and the fills stay synchronous.
     if seq > 64 and not (head_dim == 128 and seq < 256):
         assert "__pipeline_memcpy_async" in source, "K and V are not filled by cp.async"
+
+
+@pytest.mark.parametrize("options", ["warps=4 row_warps=true", "bm=128 warps=4 row_warps=true"])
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+@pytest.mark.parametrize("seq", (100, 1000))
+@pytest.mark.parametrize("model", list(HEADS))
+def test_row_warps_attention_in_half_precision(model: str, seq: int, dtype: str,
+                                               options: str) -> None:
+    """16-bit attention with ``flash-attention{row_warps}``: warps own whole rows, the row
+    statistics combine by quad shuffles and ``P`` reaches ``P·V`` from registers
+    (``mma.pack``, no shared ``pb``); the error against float64 meets the 16-bit goal beside
+    PyTorch's own (the benchmark suite's :func:`within_error_goal`)."""
+    import sys
+    from pathlib import Path
+
+    import llmopt
+    from llmopt import registry
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs a GPU")
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+    from suite import half_errors, within_error_goal
+
+    heads, kv_heads, head_dim = HEADS[model]
+    half = getattr(torch, dtype)
+    gen = torch.Generator(device="cuda").manual_seed(seq + head_dim)
+    args = [torch.randn(1, h, seq, head_dim, device="cuda", generator=gen).to(half)
+            for h in (heads, kv_heads, kv_heads)]
+    pipeline = registry.with_options("lower-to-cuda", f"flash-attention{{{options}}}")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        compiled = llmopt.compile(merged_sdpa, args, pipeline=pipeline)
+    source = compiled.program.source
+    assert source.count("__global__") == 1 and "__shfl_xor_sync" in source
+    assert "__bfloat16_as_ushort" in source or "__half_as_ushort" in source, "P is not packed"
+    ours, theirs = half_errors(merged_sdpa, args, compiled)
+    print(f"{model:11s} seq {seq:5d} {dtype} {options}: llmopt {ours:.2e}, PyTorch {theirs:.2e}")
+    assert within_error_goal(ours, theirs, dtype), (ours, theirs)
