@@ -53,6 +53,16 @@ loads of ``g`` (an explicit mask, boolean or additive, read at the tile's query 
 clamped alike: in the extra rows and keys they read the edge, whose values are then
 discarded (keys masked after ``g``, rows stored nowhere).
 
+**Whole rows a warp** (``row_warps``, where the statistics stay in registers and ``bm`` is
+a multiple of ``16·W``): both products take one warp column (warps ``(W, 1)``), so a warp
+owns whole rows of the scores and of the output. A row's partials are then the four lanes
+of a quad, combined by shuffles (``tile.lane_reduce … lanes 4``) in one forall with no
+shared partials and no barrier; with 16-bit operands ``mma-fragments`` reads ``P·V``'s
+``P`` from the registers of the threads that rounded it
+(:mod:`~llmopt.passes.tile._mma_forward`) instead of through ``pb``, so a key block waits at
+one barrier, its fills'. Four warps of 64 rows are also one warpgroup's ``m64`` accumulator:
+on sm_90a ``wgmma-fragments`` takes ``Q·Kᵀ`` (head dimension 64).
+
 **16-bit operands** (``Q``, ``K`` and ``V`` all ``bf16`` or all ``f16``, widened by
 ``arith.extf`` inside the products' ``f32`` sums) with the tensor cores: ``qs``, ``ks`` and
 ``vs`` stay 16-bit — half the shared memory and the fills' bytes, ``cp.async`` moving eight
@@ -106,9 +116,9 @@ multiple of 16), ``warps``, ``stages`` (written into the kernel's schedule for
 ``async-copy``), ``tensor_cores`` (mark the products for ``mma-fragments`` where ``arch`` has
 TF32 ``mma.sync``; default on), ``splits`` (of the keys; 0 = chosen, 1 = none),
 ``group_heads`` (default on), ``register_stats`` (default on: the row statistics in
-registers where the layouts allow), ``min_blocks`` (blocks a multiprocessor the kernel's
-registers are capped for, ``__launch_bounds__(threads, min_blocks)``; 0 = :data:`MIN_BLOCKS`,
-1 = no cap), ``tuned`` (0: read no tuning table), ``arch``. Like every schedule knob,
+registers where the layouts allow), ``row_warps`` (default off: whole rows a warp, above),
+``min_blocks`` (blocks a multiprocessor the kernel's registers are capped for,
+``__launch_bounds__(threads, min_blocks)``; 0 = :data:`MIN_BLOCKS`, 1 = no cap), ``tuned`` (0: read no tuning table), ``arch``. Like every schedule knob,
 ``bm``, ``bn``, ``warps``, ``stages``, ``splits`` and ``min_blocks`` come from the pass
 option when set, else from an ``llmopt.schedule`` on the chain's scores kernel (an IR file's, or a
 candidate's of ``llmopt tune``), else from the tuning tables ``apply-tuned`` reads, keyed on
