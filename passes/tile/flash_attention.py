@@ -118,7 +118,8 @@ TF32 ``mma.sync``; default on), ``splits`` (of the keys; 0 = chosen, 1 = none),
 ``group_heads`` (default on), ``register_stats`` (default on: the row statistics in
 registers where the layouts allow), ``row_warps`` (default off: whole rows a warp, above),
 ``min_blocks`` (blocks a multiprocessor the kernel's registers are capped for,
-``__launch_bounds__(threads, min_blocks)``; 0 = :data:`MIN_BLOCKS`, 1 = no cap), ``tuned`` (0: read no tuning table), ``arch``. Like every schedule knob,
+``__launch_bounds__(threads, min_blocks)``; 0 = :data:`MIN_BLOCKS`, 1 = no cap),
+``tuned`` (0: read no tuning table), ``arch``. Like every schedule knob,
 ``bm``, ``bn``, ``warps``, ``stages``, ``splits`` and ``min_blocks`` come from the pass
 option when set, else from an ``llmopt.schedule`` on the chain's scores kernel (an IR file's, or a
 candidate's of ``llmopt tune``), else from the tuning tables ``apply-tuned`` reads, keyed on
