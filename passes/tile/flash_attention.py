@@ -53,8 +53,10 @@ loads of ``g`` (an explicit mask, boolean or additive, read at the tile's query 
 clamped alike: in the extra rows and keys they read the edge, whose values are then
 discarded (keys masked after ``g``, rows stored nowhere).
 
-**Whole rows a warp** (``row_warps``, where the statistics stay in registers and ``bm`` is
-a multiple of ``16·W``): both products take one warp column (warps ``(W, 1)``), so a warp
+**Whole rows a warp** (``row_warps``, default on, for 16-bit operands on the tensor cores
+when the keys are not split, where the statistics stay in registers and ``bm`` is a multiple of
+``16·W``; unless the warps are set, a block of a multiple of :data:`ROW_BLOCK` rows gets one
+warp per 16 rows, at most 8): both products take one warp column (warps ``(W, 1)``), so a warp
 owns whole rows of the scores and of the output. A row's partials are then the four lanes
 of a quad, combined by shuffles (``tile.lane_reduce … lanes 4``) in one forall with no
 shared partials and no barrier; with 16-bit operands ``mma-fragments`` reads ``P·V``'s
@@ -116,7 +118,7 @@ multiple of 16), ``warps``, ``stages`` (written into the kernel's schedule for
 ``async-copy``), ``tensor_cores`` (mark the products for ``mma-fragments`` where ``arch`` has
 TF32 ``mma.sync``; default on), ``splits`` (of the keys; 0 = chosen, 1 = none),
 ``group_heads`` (default on), ``register_stats`` (default on: the row statistics in
-registers where the layouts allow), ``row_warps`` (default off: whole rows a warp, above),
+registers where the layouts allow), ``row_warps`` (default on: whole rows a warp, above),
 ``min_blocks`` (blocks a multiprocessor the kernel's registers are capped for,
 ``__launch_bounds__(threads, min_blocks)``; 0 = :data:`MIN_BLOCKS`, 1 = no cap),
 ``tuned`` (0: read no tuning table), ``arch``. Like every schedule knob,
@@ -151,10 +153,15 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from llmopt.dialects import loop, tile
 from llmopt.passes.tile._attention_chain import Chain, match_chain
 from llmopt.passes.tile._attention_copies import inline_operand_copies
+from llmopt.passes.tile._flash_layout import half_operands
 from llmopt.passes.tile._flash_steps import FlashKernel
 from llmopt.passes.tile._group_heads import match_groups
 from llmopt.passes.tile._schedule import SCHEDULE_ATTR, kernel_knobs
-from llmopt.passes.tile._schedule_attention import choose_attention_blocks, shared_bytes
+from llmopt.passes.tile._schedule_attention import (
+    AttentionBlocks,
+    choose_attention_blocks,
+    shared_bytes,
+)
 from llmopt.passes.tile._schedule_tiles import has_tensor_cores
 from llmopt.passes.tile._split_keys import choose_splits, merge_kernel, splits_keys
 from llmopt.target import for_arch as limits
@@ -163,6 +170,9 @@ MAX_GROUP = 16
 """The most query heads grouped into one block's rows (a block has at least 16 rows)."""
 MIN_BLOCKS = 2
 """Blocks a multiprocessor the flash kernel's registers are capped for, by default."""
+ROW_BLOCK = 64
+"""Query blocks of a multiple of this many rows get a warp per 16 whole rows (``row_warps``,
+when the warps are not set): 64 rows, four warps — one warpgroup's ``m64`` accumulator."""
 
 
 def _runtime_batch(chain: Chain) -> bool:
@@ -189,7 +199,7 @@ class FlashAttention(ModulePass):
     splits: int = 0
     group_heads: bool = True
     register_stats: bool = True
-    row_warps: bool = False
+    row_warps: bool = True
     min_blocks: int = 0
     tuned: int = 1
     arch: str = "sm_90"
@@ -237,8 +247,12 @@ class FlashAttention(ModulePass):
             splits = choose_splits(rows * n_qb, -(-keys // blocks.bn), gpu.sms,
                                    chain.exp.causal, static_queries,
                                    setting(self.splits, "splits"))
+            row_warps = (self.row_warps and mma and half_operands(chain) is not None
+                         and splits == 1)
+            if row_warps and not setting(self.warps, "warps") and blocks.bm % ROW_BLOCK == 0:
+                blocks = AttentionBlocks(blocks.bm, blocks.bn, min(blocks.bm // 16, 8))
             flash = FlashKernel(chain, blocks, anchor.sym_name.data, mma, splits, groups,
-                                self.register_stats, self.row_warps)
+                                self.register_stats, row_warps)
             new = flash.build()
             if shared_bytes(new) > gpu.max_smem:
                 continue
