@@ -74,7 +74,8 @@ def test_attention_matches_pytorch(model: str, seq: int) -> None:
         assert "__pipeline_memcpy_async" in source, "K and V are not filled by cp.async"
 
 
-@pytest.mark.parametrize("options", ["bm=64 warps=4 row_warps=true", "bm=128 warps=4 row_warps=true"])
+@pytest.mark.parametrize("options", ["bm=64 warps=4 row_warps=true",
+                                     "bm=128 warps=4 row_warps=true"])
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
 @pytest.mark.parametrize("seq", (100, 1000))
 @pytest.mark.parametrize("model", list(HEADS))
