@@ -78,14 +78,6 @@ def _loops_to_forall(op: Operation) -> tuple[list[loop.ForOp], tile.ForallOp | N
     return loops, parent if isinstance(parent, tile.ForallOp) else None
 
 
-def _inside(op: Operation, ancestor: Operation) -> bool:
-    while op is not None:
-        if op is ancestor:
-            return True
-        op = op.parent_op()  # type: ignore[assignment]
-    return False
-
-
 def register_source(chunk: scf.ForOp, reader: tile.ForallOp, operand: Operand,
                     ivs: dict[str, SSAValue], rows: int, extent: int) -> Source | None:
     """The :class:`Source` of ``operand`` (see **Matches**), else ``None``."""
@@ -97,7 +89,7 @@ def register_source(chunk: scf.ForOp, reader: tile.ForallOp, operand: Operand,
         return None
     stores = [u.operation for u in tile_.uses if isinstance(u.operation, loop.StoreOp)]
     others = [u.operation for u in tile_.uses if not isinstance(u.operation, loop.StoreOp)]
-    if len(stores) != 1 or not all(isinstance(o, loop.LoadOp) and _inside(o, chunk)
+    if len(stores) != 1 or not all(isinstance(o, loop.LoadOp) and chunk.is_ancestor(o)
                                    for o in others):
         return None
     (store,) = stores
@@ -122,7 +114,7 @@ def register_source(chunk: scf.ForOp, reader: tile.ForallOp, operand: Operand,
                       strict=True))
     rename = {ivs[n]: theirs[n] for n in ("wi", "g", "i", "rh")}
     (row_coefs, row_const), (k_coefs, k_const) = read
-    if k_coefs != {ivs_kk(chunk): 1} or k_const or not set(row_coefs) <= set(rename):
+    if k_coefs != {chunk.body.block.args[0]: 1} or k_const or not set(row_coefs) <= set(rename):
         return None
     want_row = ({rename[v]: c for v, c in row_coefs.items()}, row_const)
     want_col = ({theirs["t"]: 2, theirs["j"]: 8, theirs["rl"]: 1}, 0)
@@ -130,11 +122,6 @@ def register_source(chunk: scf.ForOp, reader: tile.ForallOp, operand: Operand,
                                 wrote[1][1]) != want_col:
         return None
     return Source(store, writer, tuple(loops))
-
-
-def ivs_kk(chunk: scf.ForOp) -> SSAValue:
-    """The chunk loop's variable."""
-    return chunk.body.block.args[0]
 
 
 def forward(source: Source, rewriter: PatternRewriter) -> SSAValue:
