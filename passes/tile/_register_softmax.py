@@ -18,6 +18,11 @@ and scale are applied to ``s`` in place, :meth:`RegisterSoftmax.steps` are, per 
 3. after a barrier, every thread adds its rows' partial sums to the running sum ``l ← l ·
    corr + Σ p``, in registers.
 
+When each warp owns whole rows (``WJ = 1``: ``flash-attention{row_warps}``), a row's
+partials are the 4 lanes of one quad: the three steps are one forall, each partial combined
+by ``tile.lane_reduce … lanes 4`` (two shuffles), with no shared partials and no barrier
+(:attr:`RegisterSoftmax.shuffled`).
+
 A row whose scores are all ``-inf`` so far counts its maximum as 0 in the exponents, as in
 :mod:`~llmopt.passes.tile._online_softmax`. The output accumulators are rescaled by the
 ``corr`` of the same thread's registers, so the output product's layout must give every
@@ -28,7 +33,8 @@ with ``wj = t = 0``) into the shared ``m`` and ``l`` the epilogue reads.
 
 **Why** the shared-memory statistics write the whole score tile, read it three times and
 wait at five barriers per key block; here the scores stay in registers, each thread writes
-and reads a few partials per row, and a key block has two barriers besides its fills'.
+and reads a few partials per row, and a key block has two barriers besides its fills'
+(none with whole rows a warp).
 """
 
 from __future__ import annotations
