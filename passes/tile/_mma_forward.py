@@ -36,25 +36,19 @@ from xdsl.pattern_rewriter import PatternRewriter
 from xdsl.rewriter import InsertPoint
 
 from llmopt.dialects import loop, mma, tile
-from llmopt.passes.tile._access import linear_form
-from llmopt.passes.tile._mma_match import Operand, is_shared
-
-Form = tuple[dict[SSAValue, int], int]
-"""An index as coefficients on values and a constant."""
+from llmopt.passes.tile._mma_match import Form, Operand, index_form, is_shared
 
 
 def index_forms(op: loop.LoadOp | loop.StoreOp) -> list[Form] | None:
-    """Each index of ``op`` as a :data:`Form`, or ``None`` if one is not linear."""
-    out: list[Form] = []
+    """Each index of ``op`` as a :data:`~llmopt.passes.tile._mma_match.Form`, or ``None``
+    if one is not linear."""
+    forms: list[Form] = []
     for expr in op.map.data.results:
-        form = linear_form(expr)
+        form = index_form(op, expr)
         if form is None:
             return None
-        coefs: dict[SSAValue, int] = {}
-        for d, c in form[0].items():
-            coefs[op.indices[d]] = coefs.get(op.indices[d], 0) + c
-        out.append(({v: c for v, c in coefs.items() if c}, form[1]))
-    return out
+        forms.append(form)
+    return forms
 
 
 @dataclass(frozen=True)
@@ -137,9 +131,8 @@ def forward(source: Source, rewriter: PatternRewriter) -> SSAValue:
     assert isinstance(owner, Operation)
     rewriter.insert(alloc, InsertPoint.before(owner))
     where = [*source.writer.ivs, *(lp.body.block.args[0] for lp in source.loops)]
-    rewriter.insert(loop.StoreOp(source.store.value, alloc.result,
-                                    AffineMap.identity(len(where)), where),
-                       InsertPoint.after(source.store))
+    twin = loop.StoreOp(source.store.value, alloc.result, AffineMap.identity(len(where)), where)
+    rewriter.insert(twin, InsertPoint.after(source.store))
     return alloc.result
 
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from xdsl.dialects import arith, scf
 from xdsl.dialects.builtin import StringAttr, f32
 from xdsl.ir import Attribute, Block, Operation, SSAValue
-from xdsl.ir.affine import AffineMap
+from xdsl.ir.affine import AffineExpr, AffineMap
 
 from llmopt.dialects import loop, mma, tile
 from llmopt.dialects._syntax import constant_index
@@ -18,8 +18,8 @@ from llmopt.passes.tile._access import linear_form
 K_STEP = 8
 """K elements one ``m16n8k8`` product consumes."""
 
-__all__ = ["K_STEP", "ChunkLoop", "Operand", "Update", "chunk_updates", "coefficients",
-           "factor_load", "is_registers", "is_shared", "match_chunk_loop", "mma_nest",
+__all__ = ["K_STEP", "ChunkLoop", "Form", "Operand", "Update", "chunk_updates", "coefficients",
+           "factor_load", "index_form", "is_registers", "is_shared", "match_chunk_loop", "mma_nest",
            "operand_role"]
 
 
@@ -55,6 +55,22 @@ def is_registers(value: SSAValue) -> bool:
     return isinstance(owner, tile.AllocOp) and owner.space.data == "registers"
 
 
+Form = tuple[dict[SSAValue, int], int]
+"""An index as coefficients on values and a constant."""
+
+
+def index_form(op: loop.LoadOp | loop.StoreOp, expr: AffineExpr) -> Form | None:
+    """``expr``, one index of ``op``'s map, as a :data:`Form` over ``op``'s operands (an
+    operand used by several dims summed); ``None`` when it is not linear."""
+    form = linear_form(expr)
+    if form is None:
+        return None
+    coefs: dict[SSAValue, int] = {}
+    for d, c in form[0].items():
+        coefs[op.indices[d]] = coefs.get(op.indices[d], 0) + c
+    return {v: c for v, c in coefs.items() if c}, form[1]
+
+
 def coefficients(load: loop.LoadOp, varying: set[SSAValue]
                  ) -> list[dict[SSAValue, int]] | None:
     """Per index of ``load``, its linear coefficients on the load's operands; an index
@@ -62,17 +78,13 @@ def coefficients(load: loop.LoadOp, varying: set[SSAValue]
     3``: ``{}``). ``None`` when an index is not linear in the ``varying`` values."""
     out: list[dict[SSAValue, int]] = []
     for expr in load.map.data.results:
-        form = linear_form(expr)
+        form = index_form(load, expr)
         if form is None:
             if any(load.indices[d] in varying for d in expr.used_dims()):
                 return None
             out.append({})
             continue
-        coefs: dict[SSAValue, int] = {}
-        for d, c in form[0].items():
-            value = load.indices[d]
-            coefs[value] = coefs.get(value, 0) + c
-        out.append({v: c for v, c in coefs.items() if c})
+        out.append(form[0])
     return out
 
 

@@ -141,7 +141,7 @@ registers a thread, and 256-thread blocks then run one at a time.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from xdsl.context import Context
@@ -157,11 +157,7 @@ from llmopt.passes.tile._flash_layout import half_operands
 from llmopt.passes.tile._flash_steps import FlashKernel
 from llmopt.passes.tile._group_heads import match_groups
 from llmopt.passes.tile._schedule import SCHEDULE_ATTR, kernel_knobs
-from llmopt.passes.tile._schedule_attention import (
-    AttentionBlocks,
-    choose_attention_blocks,
-    shared_bytes,
-)
+from llmopt.passes.tile._schedule_attention import choose_attention_blocks, shared_bytes
 from llmopt.passes.tile._schedule_tiles import has_tensor_cores
 from llmopt.passes.tile._split_keys import choose_splits, merge_kernel, splits_keys
 from llmopt.target import for_arch as limits
@@ -250,7 +246,7 @@ class FlashAttention(ModulePass):
             row_warps = (self.row_warps and mma and half_operands(chain) is not None
                          and splits == 1)
             if row_warps and not setting(self.warps, "warps") and blocks.bm % ROW_BLOCK == 0:
-                blocks = AttentionBlocks(blocks.bm, blocks.bn, min(blocks.bm // 16, 8))
+                blocks = replace(blocks, warps=min(blocks.bm // 16, 8))
             flash = FlashKernel(chain, blocks, anchor.sym_name.data, mma, splits, groups,
                                 self.register_stats, row_warps)
             new = flash.build()
