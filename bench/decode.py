@@ -407,18 +407,19 @@ def main() -> int:
                 systems["static_graph"] = measure(st_tokens, st_s / steps, hf_tokens, nbytes,
                                                    bandwidth)
                 tokens_of["static_graph"] = st_tokens
-                for key, tokens in tokens_of.items():  # where each leaves HF, and why
-                    if tokens != hf_tokens:
-                        systems[key]["divergence"] = divergence(
-                            model, prompt[0].tolist(), tokens, hf_tokens)
                 if not args.no_compile_baseline:
                     try:
                         ct_tokens, ct_s = static_decode(model, prompt, args.new, max_ctx,
                                                         True)
                         systems["static_compile_graph"] = measure(
                             ct_tokens, ct_s / steps, hf_tokens, nbytes, bandwidth)
+                        tokens_of["static_compile_graph"] = ct_tokens
                     except Exception as err:  # report, keep the other systems
                         print(f"# torch.compile baseline failed: {err}")
+                for key, tokens in tokens_of.items():  # where each leaves HF, and why
+                    if tokens != hf_tokens:
+                        systems[key]["divergence"] = divergence(
+                            model, prompt[0].tolist(), tokens, hf_tokens)
                 rec = {"model": name, "dtype": dtype_name, "context": context,
                        "new_tokens": args.new, "step_bytes": nbytes,
                        "prefill_ms": ours.prefill_seconds * 1e3, "systems": systems}
