@@ -1,4 +1,5 @@
-"""Time schedule variants of ``y = x @ W^T + r`` (or, with ``--gate-up``, of the fused
+"""Time schedule variants of ``y = x @ W^T + r`` (``--form``: written ``F.linear``, ``x @
+W.t()``, or ``x @ W`` with ``W`` stored ``[K, N]``; or, with ``--gate-up``, of the fused
 ``silu(x @ Wg^T) * (x @ Wu^T)``) against PyTorch's cuBLAS (GPU host).
 
 Usage::
@@ -64,8 +65,9 @@ TO_CUDA = ",tile-to-kernel,canonicalize,cse,kernel-to-cuda"
 def pipeline(passes: str) -> str:
     """The whole pipeline around a variant's scheduling ``passes``; a variant that names
     ``tile-to-kernel`` brings its own tail (e.g. ``kernel-to-cuda{index_bitwidth=32}``), one
-    that starts with ``lower-to-cuda`` is the whole pipeline."""
-    if passes.startswith("lower-to-cuda"):
+    that starts with ``lower-to-cuda`` or ``torch-to-prim`` (an expanded one, as
+    ``registry.with_options`` gives) is the whole pipeline."""
+    if passes.startswith(("lower-to-cuda", "torch-to-prim")):
         return passes
     if "tile-to-kernel" in passes:
         return TO_TILE + passes
@@ -109,6 +111,28 @@ class Linear(torch.nn.Module):
         return self.proj(x) + r
 
 
+class Transposed(Linear):
+    """``x @ W.t() + r`` as user code writes it: the weight transposed, then a product."""
+
+    def forward(self, x: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
+        return x @ self.proj.weight.t() + r
+
+
+class KN(torch.nn.Module):
+    """``x @ W + r`` with the weight stored ``[K, N]`` (as GPT-2's ``Conv1D`` keeps it)."""
+
+    def __init__(self, k: int, n: int) -> None:
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.randn(k, n) / k ** 0.5)
+
+    def forward(self, x: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
+        return x @ self.weight + r
+
+
+FORMS = {"linear": Linear, "transposed": Transposed, "kn": KN}
+"""How a case writes its product (``--form``)."""
+
+
 class GateUp(torch.nn.Module):
     """``silu(x @ Wg^T) * (x @ Wu^T)``: one kernel with two reductions after fusion."""
 
@@ -126,10 +150,11 @@ Baselines = dict[str, Callable[[], torch.Tensor]]
 
 
 def case(m: int, n: int, k: int, gate_up: bool, dtype: torch.dtype = torch.float32,
-         device: str = "cuda"
+         device: str = "cuda", form: str = "linear"
          ) -> tuple[torch.nn.Module, tuple[torch.Tensor, ...], torch.Tensor, Baselines, int]:
     """The module, its inputs on ``device``, the float64 reference, PyTorch's baselines and
-    the FLOPs, all in ``dtype``."""
+    the FLOPs, all in ``dtype`` (``form``: how the module writes the product, :data:`FORMS`;
+    cuBLAS computes it from the weight as stored)."""
     x = torch.randn(1, m, k, device=device, dtype=dtype)
     if gate_up:
         module: torch.nn.Module = GateUp(k, n).to(dtype)
@@ -141,9 +166,10 @@ def case(m: int, n: int, k: int, gate_up: bool, dtype: torch.dtype = torch.float
             return torch.nn.functional.silu(x @ wg.T) * (x @ wu.T)
 
         return module, (x,), ref, {"eager": baseline}, 4 * m * n * k
-    module = Linear(k, n).to(dtype)
+    module = FORMS[form](k, n).to(dtype)
     r = torch.randn(1, m, n, device=device, dtype=dtype)
-    w = module.proj.weight.detach().to(device)
+    w = (module.weight.detach().to(device).T if isinstance(module, KN)
+         else module.proj.weight.detach().to(device))
     ref = x.double() @ w.double().T + r.double()
 
     def mm_add() -> torch.Tensor:
@@ -161,6 +187,9 @@ def main() -> int:
     p.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", ".")))
     p.add_argument("--gate-up", action="store_true",
                    help="time silu(x @ Wg^T) * (x @ Wu^T) instead of x @ W^T + r")
+    p.add_argument("--form", choices=list(FORMS), default="linear",
+                   help="how the product is written: F.linear(x, W) + r (linear), "
+                        "x @ W.t() + r (transposed), or x @ W + r with W stored [K, N] (kn)")
     p.add_argument("--dtype", choices=("float32", "bfloat16", "float16"), default="float32",
                    help="the weights', inputs' and every system's dtype (float32)")
     p.add_argument("--arch", default=None,
@@ -181,7 +210,8 @@ def main() -> int:
     shapes = parse_shapes(args.shapes)
     cases: dict[tuple[int, int, int], tuple[Any, ...]] = {}
     for shape in shapes:
-        module, inputs, ref, baselines, flop = case(*shape, args.gate_up, dtype)
+        module, inputs, ref, baselines, flop = case(*shape, args.gate_up, dtype,
+                                                  form=args.form)
         captured = capture(module, tuple(t.cpu() for t in inputs))
         params = {name: t.detach().cuda() for name, t in captured.params.items()}
         cases[shape] = (inputs, ref, baselines, flop, str(captured.module), params)

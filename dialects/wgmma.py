@@ -17,7 +17,10 @@ products and ``wgmma.wait`` waits for all but the newest ``pending`` groups.
   ``k < 16``) and ``B[k][n] = b[bn + n][bk + k]`` (``n < N``): both tiles keep ``K``
   innermost, as ``x[m, k]`` and ``W[n, k]`` do. A buffer of more dimensions (the slots of a
   pipelined tile, ``memref<3x64x64xbf16>``) takes an index for each: the leading ones pick
-  the tile, the last two are the row and ``k``. ``N`` is twice the number of accumulator
+  the tile, the last two are the row and ``k``. With ``transposed`` after ``b``'s indices,
+  ``b`` is read *N-major* (PTX ``imm-trans-b``): ``B[k][n] = b[bk + k][bn + n]``, the tile
+  ``[…, K, N]`` as ``W[k, n]`` of ``x @ W`` keeps it, its indices ``(…, bk, bn)``, ``bk`` a
+  multiple of 16 and ``bn`` of 64. ``N`` is twice the number of accumulator
   values a thread holds (8 to 256, a multiple of 8). Thread ``l`` of warp ``w`` of the
   warpgroup (``g = l / 4``, ``t = l % 4``) holds, as its value ``i``, ``C[16·w + g + 8·((i
   / 2) mod 2)][8·(i / 4) + 2·t + i mod 2]`` — the ``m16n8`` accumulator layout of
@@ -34,11 +37,17 @@ products and ``wgmma.wait`` waits for all but the newest ``pending`` groups.
   results are only defined once it is waited for.
 
 **Shared tiles** must be *swizzled*: a ``tile.alloc shared`` or ``kernel.shared`` marked
-``llmopt.swizzle = 128``, rows of exactly 128 bytes (64 16-bit values) as the innermost
-dimension, a multiple of 8 of them in the next. ``kernel-to-cuda`` places such a buffer at
-a 1024-byte boundary and stores element ``(r, c)`` of 16-byte chunk ``c / 8`` at chunk
-``(c / 8) xor (r mod 8)`` of its row, the layout the descriptors' 128-byte swizzle mode
-reads. Every other access to the
+``llmopt.swizzle = 128``, rows of a multiple of 128 bytes (64 16-bit values) as the
+innermost dimension, a multiple of 8 of them in the next. ``kernel-to-cuda`` places such a
+buffer at a 1024-byte boundary and lays each ``R × W`` tile of it out as ``W / 64`` atoms
+one after another, atom ``a`` holding columns ``64·a`` to ``64·a + 63`` of every row in
+rows of 128 bytes: element ``(r, c)``, of 16-byte chunk ``(c mod 64) / 8`` of its atom's
+row, is stored at chunk ``((c mod 64) / 8) xor (r mod 8)`` of that row, the layout the
+descriptors' 128-byte swizzle mode reads. A product's 16 values of ``k`` never cross an
+atom, so each descriptor starts inside one, as with a single atom. An N-major ``b`` is laid
+out the same way, its rows the values of ``k`` and its atoms 64 columns of ``n`` each: a
+product reads two groups of 8 rows, 1024 bytes apart, and its ``N`` columns from one atom
+to the next ``R·128`` bytes on. Every other access to the
 buffer (the copies that fill it) goes through the same mapping, so its values, as the
 interpreters see them, are the logical ones.
 
@@ -54,6 +63,7 @@ from xdsl.dialects.builtin import (
     IndexType,
     IntegerAttr,
     MemRefType,
+    UnitAttr,
     f32,
     i64,
 )
@@ -63,6 +73,7 @@ from xdsl.irdl import (
     IRDLOperation,
     irdl_op_definition,
     operand_def,
+    opt_prop_def,
     prop_def,
     traits_def,
     var_operand_def,
@@ -106,7 +117,7 @@ def swizzle(buffer: SSAValue) -> int | None:
 
 def check_swizzled_tile(buffer: SSAValue, role: str) -> None:
     """Raise ``VerifyException`` unless ``buffer`` is a shared buffer a descriptor may read:
-    swizzled, 16-bit values, rows of 128 bytes, whole swizzle atoms."""
+    swizzled, 16-bit values, rows of a multiple of 128 bytes, whole swizzle atoms."""
     typ = buffer.type
     assert isinstance(typ, MemRefType)
     if not is_shared_buffer(buffer):
@@ -120,11 +131,11 @@ def check_swizzled_tile(buffer: SSAValue, role: str) -> None:
                               f"{typ.element_type}")
     shape = typ.get_shape()
     row = SWIZZLE_BYTES // 2
-    if (len(shape) < 2 or any(e < 0 for e in shape) or shape[-1] != row
+    if (len(shape) < 2 or any(e < 0 for e in shape) or shape[-1] % row or not shape[-1]
             or shape[-2] % SWIZZLE_ROWS):
-        raise VerifyException(f"wgmma.mma: '{role}''s buffer must be …xRx{row} (rows of "
-                              f"{SWIZZLE_BYTES} bytes, R a multiple of {SWIZZLE_ROWS}), got "
-                              f"{typ}")
+        raise VerifyException(f"wgmma.mma: '{role}''s buffer must be …xRx(a·{row}) (rows of "
+                              f"atoms of {SWIZZLE_BYTES} bytes, R a multiple of "
+                              f"{SWIZZLE_ROWS}), got {typ}")
 
 
 @irdl_op_definition
@@ -196,13 +207,21 @@ class MmaOp(IRDLOperation):
     b_indices = var_operand_def(IndexType)
     c = var_operand_def(Float32Type)
     d = var_result_def(Float32Type)
+    transposed = opt_prop_def(UnitAttr)
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
     traits = traits_def(MemoryReadEffect())
 
     def __init__(self, a: SSAValue, a_indices: Sequence[SSAValue], b: SSAValue,
-                 b_indices: Sequence[SSAValue], c: Sequence[SSAValue]) -> None:
+                 b_indices: Sequence[SSAValue], c: Sequence[SSAValue],
+                 transposed: bool = False) -> None:
         super().__init__(operands=[a, list(a_indices), b, list(b_indices), list(c)],
-                         result_types=[[f32] * len(c)])
+                         result_types=[[f32] * len(c)],
+                         properties={"transposed": UnitAttr()} if transposed else {})
+
+    @property
+    def n_major(self) -> bool:
+        """Whether ``b`` is read N-major: its tile ``[…, K, N]`` (``transposed``)."""
+        return self.transposed is not None
 
     @property
     def n(self) -> int:
@@ -233,16 +252,34 @@ class MmaOp(IRDLOperation):
             if len(indices) != typ.get_num_dims():
                 raise VerifyException(f"wgmma.mma: {len(indices)} indices for '{role}''s "
                                       f"rank-{typ.get_num_dims()} buffer")
-        for role, indices, rows, span in (("a", self.a_indices, a_type.get_shape()[-2], M),
-                                          ("b", self.b_indices, b_type.get_shape()[-2], n)):
+        if self.n_major:
+            self._verify_n_major(b_type, n)
+        for role, indices, typ, span in (("a", self.a_indices, a_type, M),
+                                         ("b", self.b_indices, b_type, n)):
+            if role == "b" and self.n_major:
+                continue
+            rows = typ.get_shape()[-2]
             r0, k0 = constant_index(indices[-2]), constant_index(indices[-1])
             if r0 is not None and (r0 % SWIZZLE_ROWS or r0 + span > rows):
                 raise VerifyException(f"wgmma.mma: '{role}''s first row {r0} must be a "
                                       f"multiple of {SWIZZLE_ROWS} with {span} rows below "
                                       f"its {rows}")
-            if k0 is not None and (k0 % K or k0 + K > SWIZZLE_BYTES // 2):
+            if k0 is not None and (k0 % K or k0 + K > typ.get_shape()[-1]):
                 raise VerifyException(f"wgmma.mma: '{role}''s first k {k0} must be a "
                                       f"multiple of {K} within the row")
+
+    def _verify_n_major(self, typ: MemRefType, n: int) -> None:
+        """An N-major ``b``: ``(…, bk, bn)`` with 16 rows of ``k`` below ``bk`` (a multiple of
+        16) and ``N`` columns from ``bn`` (a multiple of 64) within the row."""
+        rows, width = typ.get_shape()[-2], typ.get_shape()[-1]
+        k0, n0 = constant_index(self.b_indices[-2]), constant_index(self.b_indices[-1])
+        if k0 is not None and (k0 % K or k0 + K > rows):
+            raise VerifyException(f"wgmma.mma: the transposed 'b''s first k {k0} must be a "
+                                  f"multiple of {K} with {K} rows below its {rows}")
+        if n0 is not None and (n0 % (SWIZZLE_BYTES // 2) or n0 + n > width):
+            raise VerifyException(f"wgmma.mma: the transposed 'b''s first column {n0} must "
+                                  f"be a multiple of {SWIZZLE_BYTES // 2} with {n} columns "
+                                  f"from it in its {width}")
 
     def print(self, printer: Printer) -> None:
         for k, (buffer, indices) in enumerate(((self.a, self.a_indices),
@@ -252,6 +289,8 @@ class MmaOp(IRDLOperation):
             printer.print_string("[")
             printer.print_list(indices, printer.print_ssa_value)
             printer.print_string("]")
+        if self.n_major:
+            printer.print_string(" transposed")
         printer.print_string(" + (")
         printer.print_list(self.c, printer.print_ssa_value)
         printer.print_string(")")
@@ -271,6 +310,7 @@ class MmaOp(IRDLOperation):
             indices = parser.parse_comma_separated_list(
                 Parser.Delimiter.SQUARE, lambda: parser.parse_operand(IndexType()))
             tiles.append((buffer, indices))
+        transposed = parser.parse_optional_keyword("transposed") is not None
         parser.parse_punctuation("+")
         c = parser.parse_comma_separated_list(
             Parser.Delimiter.PAREN, lambda: parser.parse_operand(f32))
@@ -281,7 +321,7 @@ class MmaOp(IRDLOperation):
         types.append(parser.parse_type())
         (a, ai), (b, bi) = tiles
         op = cls(parser.resolve_operand(a, types[0]), ai, parser.resolve_operand(b, types[1]),
-                 bi, c)
+                 bi, c, transposed)
         op.attributes |= attrs
         return op
 

@@ -14,7 +14,8 @@ values unused), so a write after a barrier into a tile that a product still in f
 is a race, as on the GPU, where the tensor core may read the tile until the wait.
 ``wgmma.mma`` takes its indices from the warpgroup's threads, which must agree, with row
 indices multiples of 8 and ``k`` indices of 16, and reads the ``64 × 16`` box of ``a`` and
-the ``N × 16`` box of ``b`` the way a load of its level does (bounds-checked; at Kernel IR
+the ``N × 16`` box of ``b`` (an N-major ``b``: its ``16 × N`` box) the way a load of its level
+does (bounds-checked; at Kernel IR
 race-checked too, each element as read by two threads of the warpgroup, so that a write by
 any one thread since the last barrier is a race). The tiles' swizzle is a physical layout
 only: the reads see logical elements. The tensor core is modelled as in
@@ -118,12 +119,15 @@ def _wait(ev: SimtEvaluator, op: Operation) -> None:
 
 
 def _origin(ev: SimtEvaluator, op: MmaOp, lead: tuple[int, ...], active: np.ndarray,
-            role: str, indices: Sequence[SSAValue]) -> None:
+            role: str, indices: Sequence[SSAValue], n_major: bool = False) -> None:
     """Raise unless the active warpgroups' threads agree on ``indices`` (…, row, k) of tile
-    ``role`` and the row is a multiple of 8, the ``k`` a multiple of 16."""
+    ``role`` and the row is a multiple of 8, the ``k`` a multiple of 16 (``n_major``: on
+    ``(…, k, column)``, the ``k`` a multiple of 16, the column of 64)."""
     lead_names = [f"leading {d}" for d in range(len(indices) - 2)]
-    steps = (1,) * len(lead_names) + (SWIZZLE_ROWS, K)
-    for name, value, step in zip((*lead_names, "row", "k"), indices, steps, strict=True):
+    last = (("k", K), ("column", 64)) if n_major else (("row", SWIZZLE_ROWS), ("k", K))
+    names = (*lead_names, *(name for name, _ in last))
+    steps = (1,) * len(lead_names) + tuple(step for _, step in last)
+    for name, value, step in zip(names, indices, steps, strict=True):
         lanes = np.broadcast_to(np.asarray(ev.env[value]), ev.frame)
         lanes = lanes.reshape(lead + (WARPGROUP,))
         first = lanes[..., 0]
@@ -146,20 +150,20 @@ def _origin(ev: SimtEvaluator, op: MmaOp, lead: tuple[int, ...], active: np.ndar
 
 
 def _box(ev: SimtEvaluator, op: MmaOp, lead: tuple[int, ...], buffer: SSAValue,
-         indices: Sequence[SSAValue], rows: int) -> np.ndarray:
-    """Each warpgroup's ``rows × 16`` box of ``buffer`` from its ``(…, row, k)`` (leading
-    indices pick the tile), as ``float64`` of shape ``lead + (rows, 16)``. Element ``e``
-    (row-major) of a round of ``64`` is read by threads ``e`` and ``e + 64`` of the
-    warpgroup."""
+         indices: Sequence[SSAValue], rows: int, cols: int = K) -> np.ndarray:
+    """Each warpgroup's ``rows × cols`` box of ``buffer`` from its ``(…, row, column)``
+    (leading indices pick the tile), as ``float64`` of shape ``lead + (rows, cols)``.
+    Element ``e`` (row-major) of a round of ``64`` is read by threads ``e`` and ``e + 64``
+    of the warpgroup."""
     frame = ev.frame
     *leading, row0, k0 = (np.broadcast_to(np.asarray(ev.env[v]), frame) for v in indices)
     half = WARPGROUP // 2
     spot = np.arange(frame[-1]) % half
     rounds = []
     groups = _groups(ev)
-    for r in range(rows * K // half):
+    for r in range(rows * cols // half):
         element = r * half + spot
-        at = [*leading, row0 + element // K, k0 + element % K]
+        at = [*leading, row0 + element // cols, k0 + element % cols]
         if isinstance(ev, KernelEvaluator):
             value = read(ev, op, buffer, at)
             if groups is not None:
@@ -168,7 +172,7 @@ def _box(ev: SimtEvaluator, op: MmaOp, lead: tuple[int, ...], buffer: SSAValue,
             value = ev.gather(op, buffer_of(ev, op, buffer), at)
         lanes = np.broadcast_to(value, frame).reshape(lead + (WARPGROUP,))
         rounds.append(lanes[..., :half].astype(np.float64))
-    return np.stack(rounds, -2).reshape(lead + (rows, K))
+    return np.stack(rounds, -2).reshape(lead + (rows, cols))
 
 
 @simt_impl("wgmma.mma")
@@ -179,9 +183,12 @@ def _mma(ev: SimtEvaluator, op: Operation) -> None:
     frame = ev.frame
     n = op.n
     _origin(ev, op, lead, active, "a", op.a_indices)
-    _origin(ev, op, lead, active, "b", op.b_indices)
+    _origin(ev, op, lead, active, "b", op.b_indices, op.n_major)
     mat_a = _box(ev, op, lead, op.a, op.a_indices, M)
-    mat_b = np.swapaxes(_box(ev, op, lead, op.b, op.b_indices, n), -1, -2)
+    if op.n_major:  # the tile holds B as it is: k rows, n columns
+        mat_b = _box(ev, op, lead, op.b, op.b_indices, K, n)
+    else:
+        mat_b = np.swapaxes(_box(ev, op, lead, op.b, op.b_indices, n), -1, -2)
     spots = [(_ROWS + 8 * (i // 2 % 2), _COLS + 8 * (i // 4) + i % 2) for i in range(n // 2)]
     mat_c = np.empty(lead + (M, n))
     for value, (row, col) in zip(op.c, spots, strict=True):

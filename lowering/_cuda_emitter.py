@@ -322,15 +322,22 @@ class KernelEmitter(ExprBuilder):
         return names
 
     def _descriptor(self, buffer: SSAValue, indices: Sequence[SSAValue],
-                    op: Operation) -> str:
+                    op: Operation, n_major: bool = False) -> str:
         """A local holding the 64-bit shared-memory descriptor of the swizzled tile from
         ``buffer[indices]``: its address over 16 in bits 0-13, the distance between groups
-        of 8 rows (1024 bytes) over 16 in bits 32-45, 128-byte swizzle (1) in bits 62-63."""
+        of 8 rows (1024 bytes) over 16 in bits 32-45, 128-byte swizzle (1) in bits 62-63.
+        Read N-major (``n_major``: rows of ``k``), bits 16-29 hold the distance from one
+        atom of 64 columns to the next, ``R·128`` bytes for a tile of ``R`` rows, over 16."""
         address = self.unary("&", self.element(buffer, indices, op))
         shared = self.call("__cvta_generic_to_shared", [address], UI64)
         start = self.binary("&", self.binary(">>", shared, self.integer(4, UI64)),
                             self.integer(0x3FFF, UI64))
-        fields = (1 << 16) | ((SWIZZLE_ALIGN >> 4) << 32) | (1 << 62)
+        leading = 1
+        if n_major:
+            typ = buffer.type
+            assert isinstance(typ, MemRefType)
+            leading = typ.get_shape()[-2] * wgmma.SWIZZLE_BYTES >> 4
+        fields = (leading << 16) | ((SWIZZLE_ALIGN >> 4) << 32) | (1 << 62)
         name = self.names.fresh(None, "desc")
         self.add(cuda.DeclOp(name, UI64, self.binary("|", start, self.integer(fields, UI64)),
                              qualifiers=["const"]))
@@ -338,10 +345,11 @@ class KernelEmitter(ExprBuilder):
 
     def _emit_wgmma(self, op: wgmma.MmaOp) -> None:
         """``asm volatile("{ .reg .pred p; setp.ne.b32 p, %<n+2>, 0; wgmma.mma_async…
-        {%0, …}, %<n>, %<n+1>, p, 1, 1, 0, 0; }" : "+f"(d0), … : "l"(desc_a), "l"(desc_b),
-        "r"(1));``: the accumulators are read and written in place."""
+        {%0, …}, %<n>, %<n+1>, p, 1, 1, 0, T; }" : "+f"(d0), … : "l"(desc_a), "l"(desc_b),
+        "r"(1));``: the accumulators are read and written in place; ``T`` (``imm-trans-b``) is
+        1 for an N-major ``b``."""
         descs = [self._descriptor(op.a, op.a_indices, op),
-                 self._descriptor(op.b, op.b_indices, op)]
+                 self._descriptor(op.b, op.b_indices, op, op.n_major)]
         names = self._accumulators(op, op.c, op.d, "wg")
         outs = [self.add(cuda.VarOp(name, F32)).results[0] for name in names]
         ins = [self.add(cuda.VarOp(name, UI64)).results[0] for name in descs]
@@ -350,7 +358,7 @@ class KernelEmitter(ExprBuilder):
         template = (f"{{ .reg .pred p; setp.ne.b32 p, %{count + 2}, 0; "
                     f"wgmma.mma_async.sync.aligned.m{wgmma.M}n{op.n}k{wgmma.K}.f32."
                     f"{op.kind}.{op.kind} {{{registers}}}, %{count}, %{count + 1}, p, 1, 1, "
-                    f"0, 0; }}")
+                    f"0, {int(op.n_major)}; }}")
         self.add(cuda.AsmOp(template, outs, [*ins, self.integer(1, I32)],
                             ["+f"] * count + ["l", "l", "r"], volatile=True, memory=True))
 

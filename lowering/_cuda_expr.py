@@ -34,7 +34,7 @@ from xdsl.utils.exceptions import PassFailedException
 from llmopt.dialects import cuda
 from llmopt.dialects._symbols import has_dynamic
 from llmopt.dialects._syntax import constant_index
-from llmopt.dialects.wgmma import CHUNK_BYTES, SWIZZLE_ROWS, swizzle
+from llmopt.dialects.wgmma import CHUNK_BYTES, SWIZZLE_BYTES, SWIZZLE_ROWS, swizzle
 from llmopt.lowering._cuda_names import MATH_FUNCTIONS
 from llmopt.lowering._cuda_ops import HANDLERS
 from llmopt.lowering._cuda_types import F32, I1, INDEX, bit_width
@@ -201,29 +201,41 @@ class ExprBuilder:
 
     def _swizzled(self, buffer: SSAValue, typ: MemRefType,
                   indices: Sequence[SSAValue]) -> SSAValue:
-        """``p[… + r·W + (c ^ ((r & 7)·C))]`` for element ``(…, r, c)`` of a swizzled
-        buffer (``llmopt.swizzle``: rows of ``W`` elements, 128 bytes, in groups of 8; ``C``
-        elements a 16-byte chunk): the chunk's place in the row xor the row's place in its
-        group."""
-        chunk = CHUNK_BYTES // ((bit_width(typ.element_type) + 7) // 8)
+        """``p[… + (c / A)·R·A + r·A + ((c mod A) ^ ((r & 7)·C))]`` for element ``(…, r, c)``
+        of a swizzled ``…×R×W`` buffer (``llmopt.swizzle``: atoms of rows of ``A`` elements,
+        128 bytes, in groups of 8, ``W / A`` of them a tile; ``C`` elements a 16-byte chunk):
+        the chunk's place in its atom's row xor the row's place in its group. With ``W = A``
+        (one atom) that is ``r·W + (c ^ ((r & 7)·C))``."""
+        elem = (bit_width(typ.element_type) + 7) // 8
+        chunk, atom = CHUNK_BYTES // elem, SWIZZLE_BYTES // elem
         strides = typ.get_strides()
+        rows, width = typ.get_shape()[-2], typ.get_shape()[-1]
         base = self.add(cuda.VarOp(self.var[buffer], self.var_type[buffer])).results[0]
         known = [constant_index(v) for v in indices]
         if all(k is not None for k in known):
             *outer, r, c = (k for k in known if k is not None)
-            place = sum(k * st for k, st in zip([*outer, r], strides, strict=False))
-            place += c ^ (r % SWIZZLE_ROWS * chunk)
+            place = sum(k * st for k, st in zip(outer, strides, strict=False))
+            place += c // atom * rows * atom + r * atom + (c % atom ^ (r % SWIZZLE_ROWS * chunk))
             return self.add(cuda.IndexOp(base, self.integer(place, INDEX))).results[0]
         total: SSAValue | None = None
-        for index, stride in zip(indices[:-1], strides, strict=False):
+        for index, stride in zip(indices[:-2], strides, strict=False):
             term = self.binary("*", self.cast(self.expr(index), INDEX),
                                self.integer(stride, INDEX))
             total = term if total is None else self.binary("+", total, term)
-        group = self.binary("&", self.cast(self.expr(indices[-2]), INDEX),  # the row again
-                            self.integer(SWIZZLE_ROWS - 1, INDEX))
+        def index(k: int) -> SSAValue:  # each use of an index prints it again
+            return self.cast(self.expr(indices[k]), INDEX)
+
+        term = self.binary("*", index(-2), self.integer(atom, INDEX))
+        total = term if total is None else self.binary("+", total, term)
+        group = self.binary("&", index(-2), self.integer(SWIZZLE_ROWS - 1, INDEX))
         shift = self.binary("*", group, self.integer(chunk, INDEX))
-        col = self.binary("^", self.cast(self.expr(indices[-1]), INDEX), shift)
-        place = col if total is None else self.binary("+", total, col)
+        col = index(-1)
+        if width > atom:  # the atom's place, then the column inside it
+            which = self.binary(">>", col, self.integer(atom.bit_length() - 1, INDEX))
+            total = self.binary("+", total, self.binary(
+                "*", which, self.integer(rows * atom, INDEX)))
+            col = self.binary("&", index(-1), self.integer(atom - 1, INDEX))
+        place = self.binary("+", total, self.binary("^", col, shift))
         return self.add(cuda.IndexOp(base, place)).results[0]
 
     def _symbolic_element(self, buffer: SSAValue, typ: MemRefType,

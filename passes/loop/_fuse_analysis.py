@@ -84,6 +84,28 @@ def is_copy(producer: Producer) -> bool:
                     for op in producer.body))
 
 
+def is_permutation(producer: Producer) -> bool:
+    """Whether ``producer`` is a copy whose one load reads each point of its nest once, at
+    the nest's coordinates in another order (a transpose, or a reshape that only adds or
+    drops dims of extent 1): each index of the load is one induction variable of the nest,
+    each used once, or a constant. Inlined at a load site, the site stays one load of a
+    plain buffer, its indices loop variables: what a product's schedule matches."""
+    if not is_copy(producer) or len(producer.body) != 1:
+        return False
+    load = producer.body[0]
+    assert isinstance(load, loop.LoadOp)
+    seen: list[SSAValue] = []
+    for expr in load.map.data.results:
+        if isinstance(expr, AffineDimExpr):
+            iv = load.indices[expr.position]
+            if iv not in producer.coord_of or iv in seen:
+                return False
+            seen.append(iv)
+        elif not isinstance(expr, AffineConstantExpr):
+            return False
+    return len(seen) == len(producer.coord_of)
+
+
 def stores_of(kernel: loop.KernelOp) -> list[loop.StoreOp]:
     """The ``loop.store`` ops in ``kernel``, in walk order."""
     return [op for op in nested_ops(kernel) if isinstance(op, loop.StoreOp)]

@@ -29,8 +29,14 @@ in every later one. A producer that only moves values (its stored value is a loa
 reshape, transpose or broadcast) is the exception to both rules when no consumer reduces:
 inlined, each consumer reads the moved buffer itself and nothing is computed twice — a
 decode step's rotary ``cos``/``sin`` rows, unsqueezed in every layer for two kernels each,
-then cost no kernel. The operands of products and reductions stay as they were: the Tile-IR
-product schedules (register tiles, ``flash-attention``) match loads of plain buffers.
+then cost no kernel. The operands of products and reductions stay as they were (the Tile-IR
+product schedules, register tiles and ``flash-attention``, match loads of plain buffers),
+except a permutation (:func:`is_permutation`: a transpose, or dims of extent 1 added or
+dropped) of a buffer no kernel writes: inlined, a product's operand is still one load of a
+plain buffer, so ``x @ w.t()`` reads the weight as ``F.linear`` does instead of a transposed
+copy written first. A permutation of an intermediate (the value projection's heads moved
+in front of its rows) stays a consumer of its producer, which then writes the permuted
+layout itself, the form the attention schedules expect.
 
 Loops of extent 1 count as used (running once, they multiply nothing). An index operand
 that is not an induction variable (a data-dependent coordinate, e.g. a token id loaded and
@@ -54,6 +60,7 @@ from llmopt.dialects import loop
 from llmopt.passes.loop._fuse_analysis import (
     analyse_producer,
     is_copy,
+    is_permutation,
     loads_of,
     site_is_legal,
     temporary_output,
@@ -65,7 +72,8 @@ from llmopt.passes.loop._fuse_rewrite import inline_at, tidy, unbind
 __all__ = ["FuseKernels", "fuse_function"]
 
 
-def fuse_function(fn: func.FuncOp, recompute_limit: int = 256) -> None:
+def fuse_function(fn: func.FuncOp, recompute_limit: int = 256,
+                  permuted_operands: bool = True) -> None:
     """Fuse producers into consumers in ``fn`` until nothing changes.
 
     Each step fuses the last fusable producer in program order. A kernel found unfusable is
@@ -78,7 +86,8 @@ def fuse_function(fn: func.FuncOp, recompute_limit: int = 256) -> None:
     returned = {v for op in block.ops if isinstance(op, func.ReturnOp) for v in op.operands}
     # Inlining adds loads, never stores: what each kernel writes is fixed during the pass.
     written: dict[loop.KernelOp, set[SSAValue]] = {}
-    while _fuse_one(stale, stale.position, returned, written, recompute_limit):
+    while _fuse_one(stale, stale.position, returned, written, recompute_limit,
+                    permuted_operands):
         pass
     for kernel in [op for op in block.ops if isinstance(op, loop.KernelOp)]:
         tidy(kernel)
@@ -137,7 +146,7 @@ class _Stale:
 
 def _fuse_one(stale: _Stale, position: dict[loop.KernelOp, int],
               returned: set[SSAValue], written: dict[loop.KernelOp, set[SSAValue]],
-              recompute_limit: int = 256) -> bool:
+              recompute_limit: int = 256, permuted_operands: bool = True) -> bool:
     """Fuse the last fusable producer among the ``stale`` kernels (those whose decision may
     have changed); drop the ones found unfusable from ``stale`` and mark the kernels a
     fusion affects: the consumers (new bodies) and the writers of every buffer bound to the
@@ -160,8 +169,11 @@ def _fuse_one(stale: _Stale, position: dict[loop.KernelOp, int],
         if producer.has_reduce and len(consumers) > 1:
             continue
         sites = [(c, ld) for c in consumers for ld in loads_of(c, buffer)]
-        copy = is_copy(producer) and not any(  # inlined, a load: nothing recomputed
+        inputs = {b for b in producer_kernel.buffers if b is not buffer}
+        copy = is_copy(producer) and (not any(  # inlined, a load: nothing recomputed
             isinstance(op, loop.ReduceOp) for c in consumers for op in c.walk())
+            or permuted_operands and is_permutation(producer)
+            and not _writers_of(inputs, written))
         if not copy and not all(site_is_legal(ld, c, producer) for c, ld in sites):
             continue
         if producer.has_reduce and len(sites) > 1 and (
@@ -169,7 +181,6 @@ def _fuse_one(stale: _Stale, position: dict[loop.KernelOp, int],
             or producer.reduce_work > recompute_limit
         ):
             continue
-        inputs = {b for b in producer_kernel.buffers if b is not buffer}
         if len(consumers) > 1 and _writers_of(inputs, written) and not copy:
             continue  # copies of a producer reading intermediates would chain
         for consumer, load in sites:
@@ -206,7 +217,12 @@ class FuseKernels(ModulePass):
     stores costs at most this many reduction iterations (``fuse-kernels{recompute_limit=0}``
     never recomputes a reduction)."""
 
+    permuted_operands: bool = True
+    """Inline a permutation of a buffer no kernel writes into the products and reductions
+    that read it (``false``: such a permutation is a kernel of its own, writing the permuted
+    copy, as every copy read by a reduction is)."""
+
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for fn in list(op.walk()):
             if isinstance(fn, func.FuncOp) and not fn.is_declaration:
-                fuse_function(fn, self.recompute_limit)
+                fuse_function(fn, self.recompute_limit, self.permuted_operands)

@@ -10,10 +10,21 @@ a descriptor can read:
   with ``8·J`` at most 256 (``register-tile{tm=2 tn=4·J blocked=3}``, ``bn = 8·J``): warp
   ``wi`` owns rows ``16·wi + g + 8·rh`` and every warp all ``8·J`` columns ``8·j + 2·t +
   rl``, so warps ``4·w`` to ``4·w + 3`` hold exactly one ``m64n(8J)`` accumulator;
-* ``K`` (the chunk) is 64: each tile row is 128 bytes (``stage-inputs{bk=64}``);
+* ``K`` (the chunk) is 64: each tile row is 128 bytes (``stage-inputs{bk=64}``); or, up to
+  ``atoms`` swizzle atoms (option, 2 by default; 1: chunks of 64 only), 128: a tile row of
+  two atoms (the chunk of a flash kernel's ``Q·Kᵀ`` for heads of 128: ``kernel-to-cuda``
+  lays such a tile out atom after atom, and each product's 16 values of ``k`` lie in one of
+  them);
 * ``a`` reads its tile at ``[…, 16·wi + g + 8·rh + r0, kk]`` and ``b`` at ``[…, 8·j + 2·t +
   rl + n0, kk]`` (``r0``, ``n0`` and the leading indices — a pipeline slot — not varying with
-  the threads), of a tile ``[…, R, 64]`` with ``R`` a multiple of 8, not clamped.
+  the threads), of a tile ``[…, R, 64]`` with ``R`` a multiple of 8, not clamped; or, with
+  ``n_major`` (option, on by default), ``b`` at ``[…, kk, 8·j + 2·t + rl + n0]`` of a tile
+  ``[…, K, W]`` (``W`` a multiple of 64): ``x @ W`` with ``W`` stored ``[K, N]``, or the
+  ``V`` of a flash kernel's ``P·V``, which the product reads N-major (``transposed``);
+* no ``a`` is one ``mma-fragments`` takes from the registers of the threads that wrote it
+  (:func:`~llmopt.passes.tile._mma_forward.register_source`: the flash kernel's ``P`` with
+  whole rows a warp), which keeps that product on ``mma.sync``: through shared memory
+  to a warpgroup product it measured slower for heads of 128.
 
 **Produces**, in place of the chunk loop, the forall with (for each update ``u``, ``v`` the
 accumulator values ``i = 4·j + 2·rh + rl``)::
@@ -67,9 +78,11 @@ from xdsl.pattern_rewriter import (
     op_type_rewrite_pattern,
 )
 from xdsl.rewriter import InsertPoint
+from xdsl.utils.exceptions import PassFailedException
 
 from llmopt.dialects import loop, mma, tile, wgmma
 from llmopt.passes._rewrite import KeepLocation
+from llmopt.passes.tile._mma_forward import register_source
 from llmopt.passes.tile._mma_halves import IndexEmitter, substituted_indices
 from llmopt.passes.tile._mma_match import Operand, Update, coefficients, match_chunk_loop
 from llmopt.passes.tile.async_copy import LAG_ATTR
@@ -94,23 +107,38 @@ def _layout_fits(forall: tile.ForallOp, nest: list[loop.ForOp]) -> int | None:
     return n
 
 
-def _operand_fits(operand: Operand, kk: SSAValue, ivs: dict[str, SSAValue]) -> bool:
-    """Whether a descriptor can read ``operand``'s tile: rows of 128 bytes, ``kk`` its
-    innermost index, the row index the layout's (see the module docstring)."""
+def _n_major(operand: Operand, kk: SSAValue) -> bool:
+    """Whether ``operand`` is a ``b`` whose tile keeps ``k`` in its rows (``[…, K, N]``,
+    ``kk`` the row index: ``x @ W`` reads ``W[k, n]`` so), to be read N-major."""
+    coefs = coefficients(operand.load, {kk})
+    return operand.role == "b" and coefs is not None and len(coefs) >= 2 and coefs[-2] == {
+        kk: 1}
+
+
+def _operand_fits(operand: Operand, kk: SSAValue, ivs: dict[str, SSAValue],
+                  extent: int = CHUNK, n_major: bool = False) -> bool:
+    """Whether a descriptor can read ``operand``'s tile: rows of ``extent`` values (the
+    chunk), ``kk`` its innermost index, the row index the layout's (see the module
+    docstring); or, a ``b`` read N-major (``n_major``), ``extent`` rows indexed by ``kk``
+    and rows of atoms of 64 columns indexed as the layout's columns."""
     load = operand.load
     typ = load.buffer.type
     assert isinstance(typ, MemRefType)
     shape = typ.get_shape()
-    if (load.clamped or len(shape) < 2 or shape[-1] != CHUNK
-            or shape[-2] % wgmma.SWIZZLE_ROWS):
+    transposed = n_major and _n_major(operand, kk)
+    rows, width = (extent, CHUNK) if transposed else (wgmma.SWIZZLE_ROWS, extent)
+    if (load.clamped or len(shape) < 2 or shape[-2] % rows or shape[-1] % width
+            or (not transposed and shape[-1] != extent)
+            or (transposed and shape[-2] != extent)):
         return False
     thread = set(ivs.values())
     coefs = coefficients(load, thread | {kk})
-    if coefs is None or coefs[-1] != {kk: 1}:
+    k_at, n_at = (-2, -1) if transposed else (-1, -2)
+    if coefs is None or coefs[k_at] != {kk: 1}:
         return False
     if any(v in thread or v is kk for c in coefs[:-2] for v in c):
         return False
-    row = {v: c for v, c in coefs[-2].items() if v in thread}
+    row = {v: c for v, c in coefs[n_at].items() if v in thread}
     if operand.role == "a":
         want = {ivs["wi"]: 16, ivs["g"]: 1, ivs["rh"]: 8}
         row.pop(ivs["i"], None)  # one 16-row piece a warp: i is 0
@@ -160,9 +188,11 @@ def wait_after(k_loop: scf.ForOp, forall: tile.ForallOp, spots: list[AffineMap],
 def rewrite(chunk: scf.ForOp, forall: tile.ForallOp, nest: list[loop.ForOp],
             ivs: dict[str, SSAValue], updates: Sequence[Update],
             operands: dict[tuple[object, ...], Operand], n: int,
-            rewriter: PatternRewriter, pending: int = 0) -> None:
-    """Replace ``chunk`` by its forall running the warpgroup products, leaving ``pending``
-    groups in flight at its wait (module docstring)."""
+            rewriter: PatternRewriter, pending: int = 0, extent: int = CHUNK,
+            n_major: bool = False) -> None:
+    """Replace ``chunk`` (of ``extent`` values of ``k``) by its forall running the
+    warpgroup products, leaving ``pending`` groups in flight at its wait (module
+    docstring); ``n_major``: a ``b`` whose tile keeps ``k`` in its rows is read N-major."""
     k_loop = in_flight(chunk, pending)
     kk = chunk.body.block.args[0]
     old_nest = nest[0]
@@ -181,7 +211,7 @@ def rewrite(chunk: scf.ForOp, forall: tile.ForallOp, nest: list[loop.ForOp],
         alloc.attributes[wgmma.SWIZZLE_ATTR] = IntegerAttr(wgmma.SWIZZLE_BYTES, i64)
     starts: dict[tuple[tuple[object, ...], int], list[SSAValue]] = {}
     for key, operand in operands.items():
-        for q in range(CHUNK // wgmma.K):
+        for q in range(extent // wgmma.K):
             if operand.role == "a":
                 subst: dict[SSAValue, AffineExpr] = {
                     kk: c(wgmma.K * q), ivs["g"]: zero, ivs["rh"]: zero, ivs["i"]: zero,
@@ -200,11 +230,12 @@ def rewrite(chunk: scf.ForOp, forall: tile.ForallOp, nest: list[loop.ForOp],
         acc = update.store.buffer
         values.append([emit.add(loop.LoadOp(acc, amap, thread)) for amap in spots])
     emit.op(wgmma.FenceOp())  # after the accumulators are read: the products use them
-    for q in range(CHUNK // wgmma.K):
+    for q in range(extent // wgmma.K):
         for u, update in enumerate(updates):
             a, b = operands[update.a], operands[update.b]
             product = wgmma.MmaOp(a.load.buffer, starts[update.a, q], b.load.buffer,
-                                  starts[update.b, q], values[u])
+                                  starts[update.b, q], values[u],
+                                  n_major and _n_major(b, kk))
             emit.op(product)
             values[u] = list(product.d)
     emit.op(wgmma.CommitOp())
@@ -224,36 +255,51 @@ def rewrite(chunk: scf.ForOp, forall: tile.ForallOp, nest: list[loop.ForOp],
 @dataclass
 class WgmmaChunkLoop(RewritePattern):
     """Rewrite one chunk loop (see the module docstring), leaving ``pending`` groups in
-    flight where its K loop allows."""
+    flight where its K loop allows, for chunks of up to ``atoms`` swizzle atoms."""
 
     pending: int = 0
+    atoms: int = 2
+    n_major: bool = True
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: scf.ForOp, rewriter: PatternRewriter) -> None:
         chunk = match_chunk_loop(op)
-        if chunk is None or chunk.extent != CHUNK or not mma.is_half(chunk.loaded):
+        if (chunk is None or chunk.extent % CHUNK or not 0 < chunk.extent <= self.atoms * CHUNK
+                or not mma.is_half(chunk.loaded)):
             return
         n = _layout_fits(chunk.forall, chunk.nest)
-        if n is None or not all(_operand_fits(o, chunk.kk, chunk.ivs)
+        if n is None or not all(_operand_fits(o, chunk.kk, chunk.ivs, chunk.extent,
+                                              self.n_major)
                                 for o in chunk.operands.values()):
             return
+        rows = chunk.nest[0].trip_count
+        if any(register_source(op, chunk.forall, o, chunk.ivs, rows, chunk.extent)
+               for o in chunk.operands.values()):
+            return  # mma-fragments reads that a from its writers' registers
         rewrite(op, chunk.forall, chunk.nest, chunk.ivs, chunk.updates, chunk.operands, n,
-                rewriter, self.pending)
+                rewriter, self.pending, chunk.extent, self.n_major)
 
 
 @dataclass(frozen=True)
 class WgmmaFragments(ModulePass):
     """Warpgroup products for 16-bit chunk loops in a warpgroup's layout (see the module
     docstring). Options: ``arch`` (the pass runs only for sm_90a); ``pending`` (groups left
-    in flight at each chunk's wait where the K loop's ``llmopt.lag`` allows: 0 or 1)."""
+    in flight at each chunk's wait where the K loop's ``llmopt.lag`` allows: 0 or 1);
+    ``atoms`` (the longest chunk taken, in swizzle atoms of 64 values: 1 or 2);
+    ``n_major`` (take a ``b`` whose tile keeps ``k`` in its rows, read N-major)."""
 
     name = "wgmma-fragments"
 
     arch: str = "sm_90"
     pending: int = 0
+    atoms: int = 2
+    n_major: bool = True
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         if self.arch != WGMMA_ARCH:
             return
-        PatternRewriteWalker(KeepLocation(WgmmaChunkLoop(self.pending)),
+        if self.atoms not in (1, 2):
+            raise PassFailedException(f"wgmma-fragments: atoms is 1 or 2, got {self.atoms}")
+        PatternRewriteWalker(KeepLocation(WgmmaChunkLoop(self.pending, self.atoms,
+                                                         self.n_major)),
                              apply_recursively=False).rewrite_module(op)

@@ -25,55 +25,75 @@ NO_CACHE = KernelCache("/nonexistent", enabled=False)
 ARCH = "sm_90a"
 
 
-def program(n: int, k: int) -> str:
+def program(n: int, k: int, form: str = "tiles") -> str:
     """``x[64, k] · w[n, k]ᵀ`` by one warpgroup: each thread copies 16-byte chunks of both
     operands into swizzled tiles, then ``k / 16`` chained ``wgmma.mma`` and one wait; each
-    thread stores its ``n / 2`` values where the layout above puts them."""
+    thread stores its ``n / 2`` values where the layout above puts them. ``form``:
+    ``tiles``, ``k / 64`` tiles of 64 columns each; ``wide``, one tile of ``k`` columns,
+    ``k / 64`` swizzle atoms side by side; ``n_major``, ``x[64, k] · w[k, n]``, ``B`` read
+    N-major (``transposed``) from ``k / 64`` tiles of 64 rows of ``k`` and ``n`` columns."""
     values = n // 2
+    width = k if form == "wide" else 64
+    w_type = f"memref<{k}x{n}xbf16>" if form == "n_major" else f"memref<{n}x{k}xbf16>"
     lines = [
-        f"func.func @main(%x: memref<64x{k}xbf16>, %w: memref<{n}x{k}xbf16>)"
-        f" -> memref<64x{n}xf32> {{",
+        f"func.func @main(%x: memref<64x{k}xbf16>, %w: {w_type}) -> memref<64x{n}xf32> {{",
         f"  %o = memref.alloc() : memref<64x{n}xf32>",
         "  kernel.launch @wg grid [1, 1, 1] block [128, 1, 1] smem 0 (%x, %w, %o)"
-        f" : memref<64x{k}xbf16>, memref<{n}x{k}xbf16>, memref<64x{n}xf32>",
+        f" : memref<64x{k}xbf16>, {w_type}, memref<64x{n}xf32>",
         f"  func.return %o : memref<64x{n}xf32>",
         "}",
-        f"kernel.func @wg(%x: memref<64x{k}xbf16>, %w: memref<{n}x{k}xbf16>,"
-        f" %o: memref<64x{n}xf32>) block [128, 1, 1] {{",
+        f"kernel.func @wg(%x: memref<64x{k}xbf16>, %w: {w_type}, %o: memref<64x{n}xf32>)"
+        " block [128, 1, 1] {",
     ]
-    tiles = k // 64
+    tiles = k // width
+    # per operand tile: (name, source, source type, rows, chunks a row, tile type, k along rows)
+    operands = []
     for s in range(tiles):
-        lines += [f"  %a{s} = kernel.shared {{llmopt.swizzle = 128 : i64}} : memref<64x64xbf16>",
-                  f"  %b{s} = kernel.shared {{llmopt.swizzle = 128 : i64}} : memref<{n}x64xbf16>"]
-    consts = sorted({0, 1, 2, 4, 8, 16, 32, 48, 128, 512, n * 8, *(64 * s for s in range(tiles))})
+        a_type = f"memref<64x{width}xbf16>"
+        b_shape = (64, n) if form == "n_major" else (n, width)
+        b_type = f"memref<{b_shape[0]}x{b_shape[1]}xbf16>"
+        operands += [(f"%a{s}", "%x", f"memref<64x{k}xbf16>", 64, width // 8, a_type, False, s),
+                     (f"%b{s}", "%w", w_type, b_shape[0], b_shape[1] // 8, b_type,
+                      form == "n_major", s)]
+    lines += [f"  {name} = kernel.shared {{llmopt.swizzle = 128 : i64}} : {typ}"
+              for name, _, _, _, _, typ, _, _ in operands]
+    consts = sorted({0, 1, 2, 4, 8, 16, 32, 48, 128, 512, *range(0, width, 16),
+                     *(64 * s for s in range(tiles)),
+                     *(c for o in operands for c in (o[4], o[3] * o[4]))})
     lines += [f"  %c{c} = arith.constant {c} : index" for c in consts]
     lines += [
         "  %t = kernel.thread_id x",
         "  %z = arith.constant 0.0 : f32",
     ]
-    # copies: chunk p (of 8 elements) of a tile with `rows` rows: row p / 8, column 8·(p % 8)
-    for s in range(tiles):
-        for name, src, rows in ((f"%a{s}", "%x", 64), (f"%b{s}", "%w", n)):
-            chunks = rows * 8
-            tag = f"{name[1:]}"
-            lines += [
-                f"  scf.for %p{tag} = %t to %c{chunks} step %c128 {{",
-                f"    %r{tag} = arith.divui %p{tag}, %c8 : index",
-                f"    %q{tag} = arith.remui %p{tag}, %c8 : index",
-                f"    %col{tag} = arith.muli %q{tag}, %c8 : index",
-                f"    %g{tag} = arith.addi %col{tag}, %c{64 * s} : index",
-                f"    kernel.copy {src}[%r{tag}, %g{tag}] to {name}[%r{tag}, %col{tag}] count 8"
-                f" : memref<{rows if src == '%w' else 64}x{k}xbf16> to memref<{rows}x64xbf16>",
-                "  }",
-            ]
+    # copies: chunk p (of 8 elements) of a tile with `rows` rows of `per_row` chunks: row
+    # p / per_row, column 8·(p % per_row); tile s starts at k = 64·s (at row 64·s of an
+    # N-major w, else at column 64·s)
+    for name, src, src_type, rows, per_row, typ, k_rows, s in operands:
+        tag = name[1:]
+        shift = (f"    %g{tag} = arith.addi %r{tag}, %c{64 * s} : index" if k_rows
+                 else f"    %g{tag} = arith.addi %col{tag}, %c{64 * s} : index")
+        at = f"%g{tag}, %col{tag}" if k_rows else f"%r{tag}, %g{tag}"
+        lines += [
+            f"  scf.for %p{tag} = %t to %c{rows * per_row} step %c128 {{",
+            f"    %r{tag} = arith.divui %p{tag}, %c{per_row} : index",
+            f"    %q{tag} = arith.remui %p{tag}, %c{per_row} : index",
+            f"    %col{tag} = arith.muli %q{tag}, %c8 : index",
+            shift,
+            f"    kernel.copy {src}[{at}] to {name}[%r{tag}, %col{tag}] count 8"
+            f" : {src_type} to {typ}",
+            "  }",
+        ]
     lines += ["  kernel.barrier", "  wgmma.fence"]
     acc = ", ".join(["%z"] * values)
     step = 0
     for s in range(tiles):
-        for kk in (0, 16, 32, 48):
+        a_type, b_type = operands[2 * s][5], operands[2 * s + 1][5]
+        for kk in range(0, width, 16):
             out = ", ".join(f"%d{step}_{i}" for i in range(values))
-            lines.append(f"  {out} = wgmma.mma %a{s}[%c0, %c{kk}], %b{s}[%c0, %c{kk}] + ({acc})"
-                         f" : memref<64x64xbf16>, memref<{n}x64xbf16>")
+            b_at = (f"%b{s}[%c{kk}, %c0] transposed" if form == "n_major"
+                    else f"%b{s}[%c0, %c{kk}]")
+            lines.append(f"  {out} = wgmma.mma %a{s}[%c0, %c{kk}], {b_at} + ({acc})"
+                         f" : {a_type}, {b_type}")
             acc = out
             step += 1
     waited = ", ".join(f"%e{i}" for i in range(values))
@@ -98,52 +118,60 @@ def program(n: int, k: int) -> str:
     return "\n".join(lines)
 
 
-def inputs(n: int, k: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+def inputs(n: int, k: int, seed: int, form: str = "tiles") -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(seed)
     x = rng.standard_normal((64, k)).astype(ml_dtypes.bfloat16)
-    w = rng.standard_normal((n, k)).astype(ml_dtypes.bfloat16)
+    w = rng.standard_normal((k, n) if form == "n_major" else (n, k)).astype(ml_dtypes.bfloat16)
     return x, w
 
 
-def reference(x: np.ndarray, w: np.ndarray) -> np.ndarray:
-    return x.astype(np.float64) @ w.astype(np.float64).T
+def reference(x: np.ndarray, w: np.ndarray, form: str = "tiles") -> np.ndarray:
+    w64 = w.astype(np.float64)
+    return x.astype(np.float64) @ (w64 if form == "n_major" else w64.T)
 
 
-SHAPES = [(64, 64), (16, 128), (256, 64)]
+SHAPES = [(64, 64, "tiles"), (16, 128, "tiles"), (256, 64, "tiles"), (64, 128, "wide"),
+          (16, 256, "wide"), (64, 128, "n_major"), (128, 64, "n_major"), (256, 64, "n_major")]
+"""``(n, k, form)`` (:func:`program`); an N-major ``b`` of 128 or 256 columns spans atoms."""
 
 
-@pytest.mark.parametrize(("n", "k"), SHAPES)
-def test_interpreter_computes_the_product(n: int, k: int) -> None:
-    x, w = inputs(n, k, n + k)
-    module = Parser(make_context(), program(n, k)).parse_module()
+@pytest.mark.parametrize(("n", "k", "form"), SHAPES)
+def test_interpreter_computes_the_product(n: int, k: int, form: str) -> None:
+    x, w = inputs(n, k, n + k, form)
+    module = Parser(make_context(), program(n, k, form)).parse_module()
     module.verify()
     (out,) = run(module, [x, w])
-    ref = reference(x, w)
+    ref = reference(x, w, form)
     assert np.abs(out - ref).max() <= 1e-6 * np.abs(ref).max()
 
 
-@pytest.mark.parametrize(("n", "k"), SHAPES)
-def test_cuda_compiles_for_sm_90a(n: int, k: int) -> None:
-    source = cuda_source(lower(program(n, k), ARCH))
+@pytest.mark.parametrize(("n", "k", "form"), SHAPES)
+def test_cuda_compiles_for_sm_90a(n: int, k: int, form: str) -> None:
+    source = cuda_source(lower(program(n, k, form), ARCH))
     assert source.count("wgmma.mma_async.sync.aligned") == k // 16
     assert "__align__(1024)" in source
+    # a tile of several atoms: the column picks its atom first
+    assert (">> 6" in source) == (form == "wide" or form == "n_major" and n > 64)
+    # an N-major b: imm-trans-b set, the atoms 64 rows of 128 bytes apart (8192 / 16 = 512)
+    assert source.count("p, 1, 1, 0, 1;") == (k // 16 if form == "n_major" else 0)
+    assert ("0x4000004002000000ull" in source) == (form == "n_major")
     cubin = compile_cuda(source, arch=ARCH, cache=NO_CACHE)
     assert cubin[:4] == b"\x7fELF"
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize(("n", "k"), SHAPES)
-def test_gpu_wgmma_product_matches_the_interpreter(n: int, k: int) -> None:
+@pytest.mark.parametrize(("n", "k", "form"), SHAPES)
+def test_gpu_wgmma_product_matches_the_interpreter(n: int, k: int, form: str) -> None:
     """On the GPU the swizzled tiles and descriptors give the product the interpreter does:
     a swizzle that disagreed with the hardware's would permute ``A``'s or ``B``'s columns."""
     from llmopt.codegen.executor import CompiledProgram
 
-    x, w = inputs(n, k, 7 * n + k)
-    module = Parser(make_context(), program(n, k)).parse_module()
+    x, w = inputs(n, k, 7 * n + k, form)
+    module = Parser(make_context(), program(n, k, form)).parse_module()
     (expected,) = run(module, [x, w])
-    compiled = CompiledProgram(lower(program(n, k), ARCH), arch=ARCH)
+    compiled = CompiledProgram(lower(program(n, k, form), ARCH), arch=ARCH)
     (got,) = compiled(*(torch.from_numpy(v.view(np.uint16)).view(torch.bfloat16).cuda()
                         for v in (x, w)))
-    ref = reference(x, w)
+    ref = reference(x, w, form)
     assert np.abs(got.cpu().numpy() - ref).max() <= 1e-5 * np.abs(ref).max()
     assert np.abs(got.cpu().numpy() - expected).max() <= 1e-5 * np.abs(ref).max()

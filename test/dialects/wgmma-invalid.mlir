@@ -44,7 +44,7 @@ kernel.func @k(%x: memref<64x64xbf16>) block [128, 1, 1] {
   %d0, %d1, %d2, %d3 = wgmma.mma %a[%c0, %c0], %b[%c0, %c0] + (%z, %z, %z, %z) : memref<64x32xbf16>, memref<64x64xbf16>
   kernel.return
 }
-// CHECK: wgmma.mma: 'a''s buffer must be …xRx64 (rows of 128 bytes, R a multiple of 8), got memref<64x32xbf16>
+// CHECK: wgmma.mma: 'a''s buffer must be …xRx(a·64) (rows of atoms of 128 bytes, R a multiple of 8), got memref<64x32xbf16>
 
 // -----
 
@@ -141,3 +141,31 @@ kernel.func @k(%x: memref<64x64xbf16>) block [128, 1, 1] {
   kernel.return
 }
 // CHECK: wgmma.wait: pending must be at least 0, got -1
+
+// -----
+
+// A transposed (N-major) b: its first k must be a multiple of 16 with 16 rows of k below it.
+kernel.func @k(%x: memref<64x64xbf16>) block [128, 1, 1] {
+  %a = kernel.shared {llmopt.swizzle = 128 : i64} : memref<64x64xbf16>
+  %b = kernel.shared {llmopt.swizzle = 128 : i64} : memref<64x64xbf16>
+  %c0 = arith.constant 0 : index
+  %c56 = arith.constant 56 : index
+  %z = arith.constant 0.0 : f32
+  %d0, %d1, %d2, %d3, %d4, %d5, %d6, %d7 = wgmma.mma %a[%c0, %c0], %b[%c56, %c0] transposed + (%z, %z, %z, %z, %z, %z, %z, %z) : memref<64x64xbf16>, memref<64x64xbf16>
+  kernel.return
+}
+// CHECK: wgmma.mma: the transposed 'b''s first k 56 must be a multiple of 16 with 16 rows below its 64
+
+// -----
+
+// A transposed b's N columns start at an atom and stay in the row: 64 + 128 > 128.
+kernel.func @k(%x: memref<64x64xbf16>) block [128, 1, 1] {
+  %a = kernel.shared {llmopt.swizzle = 128 : i64} : memref<64x64xbf16>
+  %b = kernel.shared {llmopt.swizzle = 128 : i64} : memref<64x128xbf16>
+  %c0 = arith.constant 0 : index
+  %c64 = arith.constant 64 : index
+  %z = arith.constant 0.0 : f32
+  %d:64 = wgmma.mma %a[%c0, %c0], %b[%c0, %c64] transposed + (%z, %z, %z, %z, %z, %z, %z, %z, %z, %z, %z, %z, %z, %z, %z, %z, %z, %z, %z, %z, %z, %z, %z, %z, %z, %z, %z, %z, %z, %z, %z, %z, %z, %z, %z, %z, %z, %z, %z, %z, %z, %z, %z, %z, %z, %z, %z, %z, %z, %z, %z, %z, %z, %z, %z, %z, %z, %z, %z, %z, %z, %z, %z, %z) : memref<64x64xbf16>, memref<64x128xbf16>
+  kernel.return
+}
+// CHECK: wgmma.mma: the transposed 'b''s first column 64 must be a multiple of 64 with 128 columns from it in its 128

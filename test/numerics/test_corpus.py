@@ -95,6 +95,8 @@ CORPUS: list[tuple[str, Callable[..., Any], list[tuple[int, ...]]]] = [
     ("matmul", torch.matmul, [(7, 33), (33, 100)]),
     ("matmul-batched", torch.matmul, [(2, 7, 33), (33, 7)]),
     ("bmm", torch.bmm, [(3, 7, 33), (3, 33, 7)]),
+    ("matmul-transposed", lambda x, w: x @ w.t(), [(7, 33), (100, 33)]),
+    ("bmm-transposed", lambda a, b: a @ b.transpose(1, 2), [(3, 7, 33), (3, 5, 33)]),
     ("silu-mul", lambda a, b: F.silu(a) * b, [(7, 100), (7, 100)]),
     ("transpose", lambda x: x.transpose(0, 1) * 2.0, [(7, 33)]),
     ("permute", lambda x: x.permute(2, 0, 1) + 1.0, [(7, 3, 33)]),
@@ -123,6 +125,7 @@ RAGGED: list[tuple[str, Callable[..., Any], list[tuple[int, ...]]]] = [
     ("linear-ragged-200", linear(256, 40, True), [(1, 200, 256)]),
     ("linear-ragged-255", linear(128, 72, False), [(1, 255, 128)]),
     ("matmul-ragged-1000", torch.matmul, [(1000, 32), (32, 40)]),
+    ("matmul-transposed-ragged-100", lambda x, w, r: x @ w.T + r, [(100, 64), (72, 64), (100, 72)]),
     ("mlp-ragged-100", lambda x, a, b, c: (F.silu(x @ a) * (x @ b)) @ c,
      [(100, 64), (64, 96), (64, 96), (96, 64)]),
     ("sdpa-ragged-37", _sdpa, [(1, 4, 37, 16), (1, 2, 37, 16), (1, 2, 37, 16)]),
@@ -134,7 +137,7 @@ RAGGED_NAMES = {c[0] for c in RAGGED}
 
 HALF_NAMES = ("add-broadcast", "div", "exp", "silu", "sum", "amax", "softmax", "rmsnorm",
               "rms_norm", "linear-bias", "matmul-batched", "rotate-half", "mlp",
-              "linear-ragged-17", "sdpa-ragged-37")
+              "linear-ragged-17", "sdpa-ragged-37", "matmul-transposed-ragged-100")
 """The cases also run in ``bf16`` and ``f16``."""
 HALF = [(name, fn, shapes, dtype) for name, fn, shapes in CORPUS + RAGGED if name in HALF_NAMES
         for dtype in ("bfloat16", "float16")]

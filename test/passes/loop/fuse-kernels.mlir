@@ -1,5 +1,6 @@
 // RUN: llm-opt %s --split-input-file -p prim-to-loop,fuse-kernels | filecheck %s
 // RUN: llm-opt %s --split-input-file -p 'prim-to-loop,fuse-kernels{recompute_limit=0}' | filecheck %s --check-prefix=ONCE
+// RUN: llm-opt %s --split-input-file -p 'prim-to-loop,fuse-kernels{permuted_operands=false}' | filecheck %s --check-prefix=KEEP
 // Producers fuse into consumers: RMSNorm, softmax, silu(a) * b and linear + bias are one kernel each.
 
 // RMSNorm: the row reduction is hoisted out of the column loop and computed once per row.
@@ -411,3 +412,61 @@ func.func @copies(%y: tensor<64x8xf32>, %q: tensor<4x64xf32>) -> (tensor<4x64xf3
 // ONCE:         loop.load %[[A]][%i1, 0] : memref<64x1xf32>
 // ONCE:       loop.kernel @elementwise_3 ({{.*}}%[[B:.*]] = %[[S]] : memref<64x1xf32>)
 // ONCE:         loop.load %[[B]][%i1, 0] : memref<64x1xf32>
+
+// -----
+
+// x @ w.t(): the transpose only permutes w's coordinates, so the product reads w itself, as
+// F.linear's does (loads of plain buffers at loop variables), and no transposed copy is written.
+func.func @transposed_weight(%x: tensor<4x8xf32>, %w: tensor<6x8xf32>) -> tensor<4x6xf32> {
+  %t = prim.index_map (%w) [(d0, d1) -> (d1, d0)] : (tensor<6x8xf32>) -> tensor<8x6xf32>
+  %a = prim.index_map (%x) [(d0, d1, d2) -> (d0, d2)] : (tensor<4x8xf32>) -> tensor<4x6x8xf32>
+  %b = prim.index_map (%t) [(d0, d1, d2) -> (d2, d1)] : (tensor<8x6xf32>) -> tensor<4x6x8xf32>
+  %p = prim.elementwise (%a, %b) : (tensor<4x6x8xf32>, tensor<4x6x8xf32>) -> tensor<4x6x8xf32> {
+  ^bb0(%u: f32, %v: f32):
+    %r = arith.mulf %u, %v : f32
+    prim.yield %r : f32
+  }
+  %s = prim.reduce add %p dims [2] : tensor<4x6x8xf32> -> tensor<4x6x1xf32>
+  %y = prim.index_map (%s) [(d0, d1) -> (d0, d1, 0)] : (tensor<4x6x1xf32>) -> tensor<4x6xf32>
+  func.return %y : tensor<4x6xf32>
+}
+// With permuted_operands=false the transposed copy is written first, by a kernel of its own.
+// KEEP-LABEL: func.func @transposed_weight
+// KEEP: loop.kernel @index_map
+// KEEP: loop.kernel
+// KEEP: loop.reduce add
+// KEEP-NOT: loop.kernel
+// KEEP: func.return
+// CHECK-LABEL: func.func @transposed_weight
+// CHECK-COUNT-1: loop.kernel
+// CHECK-NOT: loop.kernel
+// CHECK: loop.for %[[M:.*]] = 0 to 4 {
+// CHECK-NEXT: loop.for %[[N:.*]] = 0 to 6 {
+// CHECK-NEXT: loop.reduce add %[[K:.*]] = 0 to 8 : f32 {
+// CHECK-DAG: loop.load %{{.*}}[%[[M]], %[[K]]] : memref<4x8xf32>
+// CHECK-DAG: loop.load %{{.*}}[%[[N]], %[[K]]] : memref<6x8xf32>
+// CHECK: func.return
+
+// -----
+
+// A broadcast is a copy but not a permutation (its load skips a loop of the nest): read by a
+// product it stays a kernel of its own, the product's operand a plain buffer.
+func.func @broadcast_operand(%x: tensor<4x8xf32>, %v: tensor<8xf32>) -> tensor<4x6xf32> {
+  %t = prim.index_map (%v) [(d0, d1) -> (d0)] : (tensor<8xf32>) -> tensor<8x6xf32>
+  %a = prim.index_map (%x) [(d0, d1, d2) -> (d0, d2)] : (tensor<4x8xf32>) -> tensor<4x6x8xf32>
+  %b = prim.index_map (%t) [(d0, d1, d2) -> (d2, d1)] : (tensor<8x6xf32>) -> tensor<4x6x8xf32>
+  %p = prim.elementwise (%a, %b) : (tensor<4x6x8xf32>, tensor<4x6x8xf32>) -> tensor<4x6x8xf32> {
+  ^bb0(%u: f32, %v2: f32):
+    %r = arith.mulf %u, %v2 : f32
+    prim.yield %r : f32
+  }
+  %s = prim.reduce add %p dims [2] : tensor<4x6x8xf32> -> tensor<4x6x1xf32>
+  %y = prim.index_map (%s) [(d0, d1) -> (d0, d1, 0)] : (tensor<4x6x1xf32>) -> tensor<4x6xf32>
+  func.return %y : tensor<4x6xf32>
+}
+// CHECK-LABEL: func.func @broadcast_operand
+// CHECK: loop.kernel @index_map
+// CHECK: loop.kernel
+// CHECK: loop.reduce add
+// CHECK-NOT: loop.kernel
+// CHECK: func.return

@@ -316,6 +316,46 @@ def test_half_attention_meets_the_error_goal(dtype: str, written_out: bool, stat
     assert 0 < theirs and within_error_goal(ours, theirs, dtype), (ours, theirs)
 
 
+def test_heads_of_128_on_warpgroup_products() -> None:
+    """With ``wgmma-fragments{atoms=2}`` a bf16 flash kernel for heads of 128 (Qwen2.5-7B's)
+    runs ``Q·Kᵀ`` as warpgroup products over chunks of two swizzle atoms (eight ``wgmma.mma``
+    of ``k`` 16 a key block), and by default leaves it to ``mma.sync``; interpreted at Kernel
+    IR with the race checker (100 tokens: two key blocks, the last ragged), its error against
+    float64 meets the goal beside PyTorch's own."""
+    torch = pytest.importorskip("torch")
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "bench"))
+    from suite import half_errors, within_error_goal
+
+    def sdpa(q: Any, k: Any, v: Any) -> Any:
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True,
+                                                                enable_gqa=True)
+
+    gen = torch.Generator().manual_seed(5)
+    args = [torch.randn(1, h, 100, 128, generator=gen).to(torch.bfloat16) for h in (2, 1, 1)]
+    texts = {}
+    for atoms in (1, 2):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            module = llmopt.capture(sdpa, args)
+        pipeline = registry.with_options("lower-to-cuda{arch=sm_90a}", "flash-attention{bm=64}",
+                                         f"wgmma-fragments{{atoms={atoms}}}")
+        to_kernel, _ = registry.split_at_level(pipeline, "kernel")
+        llmopt.lower(module, ",".join(to_kernel))
+        texts[atoms] = str(module)
+    assert "wgmma.mma" not in texts[1]
+    assert texts[2].count("wgmma.mma %qs") == 8, "Q·Kᵀ is not eight warpgroup products"
+
+    def interpreted(*inputs: Any) -> Any:
+        return torch.from_numpy(np.asarray(run(module, [t.float().numpy() for t in inputs],
+                                               check_races=True)[0], dtype=np.float32))
+
+    ours, theirs = half_errors(sdpa, args, interpreted)
+    assert 0 < theirs and within_error_goal(ours, theirs, "bfloat16"), (ours, theirs)
+
+
 def test_a_decode_step_splits_its_cache_in_key_blocks_of_32() -> None:
     """A decode step's attention (one query a head, a cache of runtime length): key blocks
     of 32, so the keys of a short cache split over twice the blocks of 64-key blocks."""
