@@ -63,7 +63,8 @@ shared partials and no barrier; with 16-bit operands ``mma-fragments`` reads ``P
 ``P`` from the registers of the threads that rounded it
 (:mod:`~llmopt.passes.tile._mma_forward`) instead of through ``pb``, so a key block waits at
 one barrier, its fills'. Four warps of 64 rows are also one warpgroup's ``m64`` accumulator:
-on sm_90a ``wgmma-fragments`` takes ``Q·Kᵀ`` (head dimension 64).
+on sm_90a ``wgmma-fragments`` takes ``Q·Kᵀ`` (heads of 64, and of 128 over two swizzle
+atoms), and leaves ``P·V``, whose ``P`` comes from registers, to ``mma-fragments``.
 
 **16-bit operands** (``Q``, ``K`` and ``V`` all ``bf16`` or all ``f16``, widened by
 ``arith.extf`` inside the products' ``f32`` sums) with the tensor cores: ``qs``, ``ks`` and
