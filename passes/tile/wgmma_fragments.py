@@ -182,7 +182,7 @@ def wait_after(k_loop: scf.ForOp, forall: tile.ForallOp, spots: list[AffineMap],
     for value, (acc, amap) in zip(waited.results_, ((a, m) for a in accumulators
                                                     for m in spots), strict=True):
         emit.op(loop.StoreOp(value, acc, amap, thread))
-    rewriter.insert_op(tail, InsertPoint.after(k_loop))
+    rewriter.insert(tail, InsertPoint.after(k_loop))
 
 
 def rewrite(chunk: scf.ForOp, forall: tile.ForallOp, nest: list[loop.ForOp],
@@ -198,7 +198,7 @@ def rewrite(chunk: scf.ForOp, forall: tile.ForallOp, nest: list[loop.ForOp],
     old_nest = nest[0]
     old_nest.detach()
     forall.detach()
-    rewriter.insert_op(forall, InsertPoint.before(chunk))
+    rewriter.insert(forall, InsertPoint.before(chunk))
     fbody = forall.body.block
     terminator = fbody.last_op if isinstance(fbody.last_op, tile.YieldOp) else None
     emit = IndexEmitter(fbody, terminator)
