@@ -312,6 +312,11 @@ class StageKLoop(RewritePattern):
         while tile_bytes(bk) * slots > budget and bk > 2 and not kept:
             bk //= 2
         if tile_bytes(bk) > budget:
+            if self.bk:  # asked for: a product left unstaged would be slower many times over
+                raise PassFailedException(
+                    f"stage-inputs: bk={self.bk} needs {tile_bytes(bk)} bytes of shared "
+                    f"tiles in kernel '{kernel.sym_name.data}', more than a block's budget "
+                    f"of {budget} on {self.arch}; a smaller bk (or none) fits")
             return
 
         c0 = arith.ConstantOp(IntegerAttr(0, INDEX))
@@ -355,7 +360,8 @@ class StageInputs(ModulePass):
     """Stage K-loop operands in shared memory (see the module docstring).
 
     Options: ``bk`` (K elements per chunk; 0 = the kernel's ``llmopt.schedule`` or the
-    heuristic), ``kmajor`` (1: tiles K-major, 2: not; 0 = the schedule's or the default),
+    heuristic; one whose tiles do not fit a block's shared-memory budget is an error),
+    ``kmajor`` (1: tiles K-major, 2: not; 0 = the schedule's or the default),
     ``arch`` (whose shared-memory limit the tiles
     must fit), ``chunk_unroll`` (the chunk loop's unroll factor; 0: whole).
     """

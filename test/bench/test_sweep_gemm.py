@@ -28,6 +28,8 @@ def test_arguments() -> None:
         "old", [(512, 64, 64), (128, 64, 64)])
     assert sweep_gemm.variant_shapes("new") == ("new", None)
     assert sweep_gemm.pipeline("lower-to-cuda") == "lower-to-cuda"
+    expanded = llmopt.registry.with_options("lower-to-cuda", "kernel-to-cuda{index_bitwidth=32}")
+    assert sweep_gemm.pipeline(expanded) == expanded  # registry.with_options' form, whole
 
 
 def test_a_bf16_product_lowers_to_the_tensor_cores() -> None:
@@ -39,6 +41,19 @@ def test_a_bf16_product_lowers_to_the_tensor_cores() -> None:
     module = llmopt.lower(captured.module, sweep_gemm.pipeline("lower-to-cuda"))
     source = llmopt.cuda_source(module, "")
     assert "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32" in source
+
+
+@pytest.mark.parametrize("form", ["transposed", "kn"])
+def test_products_as_written_take_warpgroup_products(form: str) -> None:
+    """On sm_90a ``x @ W.t()`` is one kernel reading ``W`` as ``F.linear`` does (K-major), and
+    ``x @ W`` with ``W`` stored ``[K, N]`` reads it N-major (``imm-trans-b`` set)."""
+    captured = capture(sweep_gemm.FORMS[form](128, 128).to(torch.bfloat16),
+                       (torch.randn(1, 128, 128, dtype=torch.bfloat16),
+                        torch.randn(1, 128, 128, dtype=torch.bfloat16)))
+    source = llmopt.cuda_source(captured.module, "lower-to-cuda{arch=sm_90a}")
+    assert source.count("__global__") == 1
+    assert "wgmma.mma_async" in source and "mma.sync" not in source
+    assert ("p, 1, 1, 0, 1;" in source) == (form == "kn")
 
 
 def test_a_variant_lowers_to_async_copies() -> None:
@@ -92,13 +107,16 @@ def test_variants_lower_on_worker_processes() -> None:
     assert isinstance(got[(32, 128, 64), "b"], Exception)
 
 
-@pytest.mark.parametrize("gate_up", [False, True])
-def test_every_baseline_computes_the_case(gate_up: bool) -> None:
+@pytest.mark.parametrize(("gate_up", "form"), [(False, "linear"), (False, "transposed"),
+                                             (False, "kn"), (True, "linear")])
+def test_every_baseline_computes_the_case(gate_up: bool, form: str) -> None:
     """Each PyTorch baseline (``addmm`` and ``mm`` then ``+= r``; with ``--gate-up`` the eager
-    form) computes the function its case's float64 reference does, on fresh random inputs,
-    and ``mm_add`` leaves the residual input as it was (it adds into the product)."""
+    form) computes the function its case's float64 reference does, however the module
+    writes the product (``--form``), on fresh random inputs, and ``mm_add`` leaves the
+    residual input as it was (it adds into the product)."""
     torch.manual_seed(3)
-    module, inputs, ref, baselines, flop = sweep_gemm.case(8, 24, 16, gate_up, device="cpu")
+    module, inputs, ref, baselines, flop = sweep_gemm.case(8, 24, 16, gate_up, device="cpu",
+                                                           form=form)
     kept = [t.clone() for t in inputs]
     assert set(baselines) == ({"eager"} if gate_up else {"addmm", "mm_add"})
     assert flop == (4 if gate_up else 2) * 8 * 24 * 16

@@ -44,6 +44,7 @@ from xdsl.dialects.builtin import (
     i64,
 )
 from xdsl.ir import Attribute
+from xdsl.utils.exceptions import PassFailedException
 
 import llmopt
 from llmopt import registry
@@ -1099,6 +1100,21 @@ def test_staged_k_major_tiles_fit_static_shared_memory() -> None:
     pipeline = "register-tile{bm=16 bn=16 tm=1 tn=1},stage-inputs{bk=320},pad-shared"
     staged = _staged_bytes(pipeline)
     assert staged == 0 or staged <= SM90.static_smem, f"{staged} bytes of shared tiles"
+
+
+def test_a_chunk_asked_for_that_does_not_fit_is_an_error() -> None:
+    """``stage-inputs{bk=N}`` whose tiles exceed a block's shared-memory budget is an error
+    naming the kernel, not a product silently left reading global memory; without ``bk``
+    the chunk is halved until its tiles fit."""
+    text = (K_MAJOR_BUDGET.replace("16x320", "128x2048").replace("16x16", "128x128")
+            .replace("[16, 16]", "[128, 128]").replace("0 to 320", "0 to 2048"))
+    pre = "register-tile{bm=128 bn=128 tm=8 tn=8},"
+    with pytest.raises(PassFailedException, match=r"stage-inputs: bk=2048 needs \d+ bytes "
+                       r"of shared tiles in kernel 'k', more than a block's budget"):
+        llmopt.lower(llmopt.parse(text), pre + "stage-inputs{bk=2048}")
+    module = llmopt.lower(llmopt.parse(text), pre + "stage-inputs")
+    assert any(isinstance(op, tile.AllocOp) and op.space.data == "shared"
+               for op in module.walk())
 
 
 # --- the lit tests of these passes --------------------------------------------------------------
