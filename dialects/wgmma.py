@@ -17,7 +17,11 @@ products and ``wgmma.wait`` waits for all but the newest ``pending`` groups.
   ``k < 16``) and ``B[k][n] = b[bn + n][bk + k]`` (``n < N``): both tiles keep ``K``
   innermost, as ``x[m, k]`` and ``W[n, k]`` do. A buffer of more dimensions (the slots of a
   pipelined tile, ``memref<3x64x64xbf16>``) takes an index for each: the leading ones pick
-  the tile, the last two are the row and ``k``. With ``transposed`` after ``b``'s indices,
+  the tile, the last two are the row and ``k``. ``A`` may instead come from registers:
+  ``wgmma.mma (%a0, %a1, %a2, %a3), %b[…] + (…) : vector<2xbf16>, memref<…>``, four pairs
+  a thread, warp ``w`` of the warpgroup holding rows ``16·w`` to ``16·w + 15`` in the layout
+  of ``mma.sync``'s ``m16n8k16`` ``A`` fragment (``a_q = A[16·w + g + 8·(q mod 2)][2t + 8·(q
+  / 2) + {0, 1}]``, the first value in the low half). With ``transposed`` after ``b``'s indices,
   ``b`` is read *N-major* (PTX ``imm-trans-b``): ``B[k][n] = b[bk + k][bn + n]``, the tile
   ``[…, K, N]`` as ``W[k, n]`` of ``x @ W`` keeps it, its indices ``(…, bk, bn)``, ``bk`` a
   multiple of 16 and ``bn`` of 64. ``N`` is twice the number of accumulator
@@ -64,28 +68,30 @@ from xdsl.dialects.builtin import (
     IntegerAttr,
     MemRefType,
     UnitAttr,
+    VectorType,
     f32,
     i64,
 )
-from xdsl.ir import Attribute, Dialect, Operation, SSAValue
+from xdsl.ir import Dialect, Operation, SSAValue
 from xdsl.irdl import (
     AttrSizedOperandSegments,
     IRDLOperation,
     irdl_op_definition,
     operand_def,
+    opt_operand_def,
     opt_prop_def,
     prop_def,
     traits_def,
     var_operand_def,
     var_result_def,
 )
-from xdsl.parser import Parser
+from xdsl.parser import Parser, UnresolvedOperand
 from xdsl.printer import Printer
 from xdsl.traits import MemoryReadEffect, MemoryWriteEffect
 from xdsl.utils.exceptions import VerifyException
 
 from llmopt.dialects._syntax import constant_index
-from llmopt.dialects.mma import is_half, is_shared_buffer
+from llmopt.dialects.mma import is_half, is_shared_buffer, pair_type
 
 WARPGROUP = 128
 """Threads of a warpgroup."""
@@ -104,6 +110,9 @@ CHUNK_BYTES = 16
 """Bytes of a chunk the swizzle permutes."""
 MAX_N = 256
 """The largest ``N`` of one ``wgmma.mma``."""
+A_PAIRS = 4
+"""Pairs of 16-bit values a thread holds of an ``A`` in registers: its warp's ``m16n8k16``
+``A`` fragment (``a_q = A[16·w + g + 8·(q mod 2)][2t + 8·(q / 2) + {0, 1}]``)."""
 
 
 def swizzle(buffer: SSAValue) -> int | None:
@@ -197,12 +206,13 @@ class WaitOp(IRDLOperation):
 
 @irdl_op_definition
 class MmaOp(IRDLOperation):
-    """``wgmma.mma``: ``D = A·B + C`` for a warpgroup, ``A`` and ``B`` read from swizzled
-    shared tiles (see the module docstring)."""
+    """``wgmma.mma``: ``D = A·B + C`` for a warpgroup, ``B`` read from a swizzled shared tile
+    and ``A`` from another or from the threads' registers (see the module docstring)."""
 
     name = "wgmma.mma"
-    a = operand_def(MemRefType)
+    a = opt_operand_def(MemRefType)
     a_indices = var_operand_def(IndexType)
+    a_pairs = var_operand_def(VectorType)
     b = operand_def(MemRefType)
     b_indices = var_operand_def(IndexType)
     c = var_operand_def(Float32Type)
@@ -211,12 +221,19 @@ class MmaOp(IRDLOperation):
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
     traits = traits_def(MemoryReadEffect())
 
-    def __init__(self, a: SSAValue, a_indices: Sequence[SSAValue], b: SSAValue,
-                 b_indices: Sequence[SSAValue], c: Sequence[SSAValue],
+    def __init__(self, a: SSAValue | Sequence[SSAValue], a_indices: Sequence[SSAValue],
+                 b: SSAValue, b_indices: Sequence[SSAValue], c: Sequence[SSAValue],
                  transposed: bool = False) -> None:
-        super().__init__(operands=[a, list(a_indices), b, list(b_indices), list(c)],
+        tile_a, pairs = ([a], []) if isinstance(a, SSAValue) else ([], list(a))
+        super().__init__(operands=[tile_a, list(a_indices), pairs, b, list(b_indices),
+                                   list(c)],
                          result_types=[[f32] * len(c)],
                          properties={"transposed": UnitAttr()} if transposed else {})
+
+    @property
+    def a_in_registers(self) -> bool:
+        """Whether ``A`` comes from the threads' registers (``a_pairs``), not a tile."""
+        return self.a is None
 
     @property
     def n_major(self) -> bool:
@@ -231,33 +248,41 @@ class MmaOp(IRDLOperation):
     @property
     def kind(self) -> str:
         """``bf16`` or ``f16``."""
-        typ = self.a.type
+        typ = self.b.type
         assert isinstance(typ, MemRefType)
         return "bf16" if typ.element_type.name == "bf16" else "f16"
 
     def verify_(self) -> None:
-        check_swizzled_tile(self.a, "a")
         check_swizzled_tile(self.b, "b")
-        a_type, b_type = self.a.type, self.b.type
-        assert isinstance(a_type, MemRefType) and isinstance(b_type, MemRefType)
-        if a_type.element_type != b_type.element_type:
-            raise VerifyException(f"wgmma.mma: 'a' holds {a_type.element_type}, 'b' "
-                                  f"{b_type.element_type}; they must match")
+        b_type = self.b.type
+        assert isinstance(b_type, MemRefType)
+        tiles: list[tuple[str, Sequence[SSAValue], MemRefType, int]] = []
+        if self.a is None:
+            self._verify_pairs(b_type)
+        else:
+            check_swizzled_tile(self.a, "a")
+            a_type = self.a.type
+            assert isinstance(a_type, MemRefType)
+            if a_type.element_type != b_type.element_type:
+                raise VerifyException(f"wgmma.mma: 'a' holds {a_type.element_type}, 'b' "
+                                      f"{b_type.element_type}; they must match")
+            if self.a_pairs:
+                raise VerifyException("wgmma.mma: 'a' is a tile or four pairs, not both")
+            tiles.append(("a", self.a_indices, a_type, M))
         n = self.n
         if not (8 <= n <= MAX_N and n % 8 == 0) or len(self.d) != len(self.c):
             raise VerifyException(f"wgmma.mma: N = 2 x the accumulator values is 8 to "
                                   f"{MAX_N}, a multiple of 8, with one result per value; got "
                                   f"{len(self.c)} values and {len(self.d)} results")
-        for role, indices, typ in (("a", self.a_indices, a_type), ("b", self.b_indices, b_type)):
+        for role, indices, typ, _ in (*tiles, ("b", self.b_indices, b_type, n)):
             if len(indices) != typ.get_num_dims():
                 raise VerifyException(f"wgmma.mma: {len(indices)} indices for '{role}''s "
                                       f"rank-{typ.get_num_dims()} buffer")
         if self.n_major:
             self._verify_n_major(b_type, n)
-        for role, indices, typ, span in (("a", self.a_indices, a_type, M),
-                                         ("b", self.b_indices, b_type, n)):
-            if role == "b" and self.n_major:
-                continue
+        else:
+            tiles.append(("b", self.b_indices, b_type, n))
+        for role, indices, typ, span in tiles:
             rows = typ.get_shape()[-2]
             r0, k0 = constant_index(indices[-2]), constant_index(indices[-1])
             if r0 is not None and (r0 % SWIZZLE_ROWS or r0 + span > rows):
@@ -267,6 +292,16 @@ class MmaOp(IRDLOperation):
             if k0 is not None and (k0 % K or k0 + K > typ.get_shape()[-1]):
                 raise VerifyException(f"wgmma.mma: '{role}''s first k {k0} must be a "
                                       f"multiple of {K} within the row")
+
+    def _verify_pairs(self, b_type: MemRefType) -> None:
+        """``A`` from registers: four pairs of ``b``'s element type and no indices."""
+        want = pair_type(b_type.element_type)
+        if (len(self.a_pairs) != A_PAIRS or self.a_indices
+                or any(v.type != want for v in self.a_pairs)):
+            raise VerifyException(f"wgmma.mma: an 'a' in registers is {A_PAIRS} pairs of "
+                                  f"type {want} ('b''s element) and no indices; got "
+                                  f"{[str(v.type) for v in self.a_pairs]} and "
+                                  f"{len(self.a_indices)} indices")
 
     def _verify_n_major(self, typ: MemRefType, n: int) -> None:
         """An N-major ``b``: ``(…, bk, bn)`` with 16 rows of ``k`` below ``bk`` (a multiple of
@@ -282,13 +317,21 @@ class MmaOp(IRDLOperation):
                                   f"from it in its {width}")
 
     def print(self, printer: Printer) -> None:
-        for k, (buffer, indices) in enumerate(((self.a, self.a_indices),
-                                               (self.b, self.b_indices))):
-            printer.print_string(" " if k == 0 else ", ")
-            printer.print_ssa_value(buffer)
+        printer.print_string(" ")
+        if self.a is None:
+            printer.print_string("(")
+            printer.print_list(self.a_pairs, printer.print_ssa_value)
+            printer.print_string(")")
+        else:
+            printer.print_ssa_value(self.a)
             printer.print_string("[")
-            printer.print_list(indices, printer.print_ssa_value)
+            printer.print_list(self.a_indices, printer.print_ssa_value)
             printer.print_string("]")
+        printer.print_string(", ")
+        printer.print_ssa_value(self.b)
+        printer.print_string("[")
+        printer.print_list(self.b_indices, printer.print_ssa_value)
+        printer.print_string("]")
         if self.n_major:
             printer.print_string(" transposed")
         printer.print_string(" + (")
@@ -296,38 +339,49 @@ class MmaOp(IRDLOperation):
         printer.print_string(")")
         printer.print_op_attributes(self.attributes)
         printer.print_string(" : ")
-        printer.print_attribute(self.a.type)
+        printer.print_attribute(self.a.type if self.a is not None else self.a_pairs[0].type)
         printer.print_string(", ")
         printer.print_attribute(self.b.type)
 
     @classmethod
     def parse(cls, parser: Parser) -> MmaOp:
-        tiles = []
-        for k in range(2):
-            if k:
-                parser.parse_punctuation(",")
-            buffer = parser.parse_unresolved_operand()
-            indices = parser.parse_comma_separated_list(
+        pairs: list[UnresolvedOperand] = []
+        a_tile: UnresolvedOperand | None = None
+        a_indices: list[SSAValue] = []
+        if parser.parse_optional_punctuation("(") is not None:
+            pairs = [parser.parse_unresolved_operand()]
+            while parser.parse_optional_punctuation(",") is not None:
+                pairs.append(parser.parse_unresolved_operand())
+            parser.parse_punctuation(")")
+        else:
+            a_tile = parser.parse_unresolved_operand()
+            a_indices = parser.parse_comma_separated_list(
                 Parser.Delimiter.SQUARE, lambda: parser.parse_operand(IndexType()))
-            tiles.append((buffer, indices))
+        parser.parse_punctuation(",")
+        b = parser.parse_unresolved_operand()
+        b_indices = parser.parse_comma_separated_list(
+            Parser.Delimiter.SQUARE, lambda: parser.parse_operand(IndexType()))
         transposed = parser.parse_optional_keyword("transposed") is not None
         parser.parse_punctuation("+")
         c = parser.parse_comma_separated_list(
             Parser.Delimiter.PAREN, lambda: parser.parse_operand(f32))
         attrs = parser.parse_optional_attr_dict()
         parser.parse_punctuation(":")
-        types: list[Attribute] = [parser.parse_type()]
+        a_type = parser.parse_type()
         parser.parse_punctuation(",")
-        types.append(parser.parse_type())
-        (a, ai), (b, bi) = tiles
-        op = cls(parser.resolve_operand(a, types[0]), ai, parser.resolve_operand(b, types[1]),
-                 bi, c, transposed)
+        b_type = parser.parse_type()
+        a: SSAValue | list[SSAValue]
+        if a_tile is not None:
+            a = parser.resolve_operand(a_tile, a_type)
+        else:
+            a = [parser.resolve_operand(v, a_type) for v in pairs]
+        op = cls(a, a_indices, parser.resolve_operand(b, b_type), b_indices, c, transposed)
         op.attributes |= attrs
         return op
 
 
 Wgmma = Dialect("wgmma", [FenceOp, MmaOp, CommitOp, WaitOp], [])
 
-__all__ = ["CHUNK_BYTES", "K", "M", "MAX_N", "SWIZZLE_ATTR", "SWIZZLE_BYTES", "SWIZZLE_ROWS",
-           "WARPGROUP", "CommitOp", "FenceOp", "MmaOp", "WaitOp", "Wgmma",
+__all__ = ["A_PAIRS", "CHUNK_BYTES", "K", "M", "MAX_N", "SWIZZLE_ATTR", "SWIZZLE_BYTES",
+           "SWIZZLE_ROWS", "WARPGROUP", "CommitOp", "FenceOp", "MmaOp", "WaitOp", "Wgmma",
            "check_swizzled_tile", "swizzle"]

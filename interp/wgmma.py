@@ -13,7 +13,8 @@ Kernel IR ``wgmma.commit`` closes the group of the products issued since the las
 values unused), so a write after a barrier into a tile that a product still in flight reads
 is a race, as on the GPU, where the tensor core may read the tile until the wait.
 ``wgmma.mma`` takes its indices from the warpgroup's threads, which must agree, with row
-indices multiples of 8 and ``k`` indices of 16, and reads the ``64 × 16`` box of ``a`` and
+indices multiples of 8 and ``k`` indices of 16, and reads the ``64 × 16`` box of ``a`` (or
+gathers it from the four pairs of each thread of an ``a`` in registers) and
 the ``N × 16`` box of ``b`` (an N-major ``b``: its ``16 × N`` box) the way a load of its level
 does (bounds-checked; at Kernel IR
 race-checked too, each element as read by two threads of the warpgroup, so that a write by
@@ -30,9 +31,11 @@ from collections.abc import Sequence
 import numpy as np
 from xdsl.ir import Operation, SSAValue
 
+from llmopt.dialects.mma import pair_element
 from llmopt.dialects.wgmma import SWIZZLE_ROWS, WARPGROUP, K, M, MmaOp, WaitOp
 from llmopt.interp._core import DivergenceError, InterpretError, error
 from llmopt.interp.kernel import KernelEvaluator, read
+from llmopt.interp.mma import unpack_pairs
 from llmopt.interp.simt import SimtEvaluator, buffer_of, simt_impl
 
 _LANE = np.arange(WARPGROUP)
@@ -175,6 +178,24 @@ def _box(ev: SimtEvaluator, op: MmaOp, lead: tuple[int, ...], buffer: SSAValue,
     return np.stack(rounds, -2).reshape(lead + (rows, cols))
 
 
+def _registers_a(ev: SimtEvaluator, op: MmaOp, lead: tuple[int, ...]) -> np.ndarray:
+    """Each warpgroup's ``64 × 16`` ``A`` from its threads' four pairs (``float64``, shape
+    ``lead + (64, 16)``): warp ``w`` holds rows ``16·w`` to ``16·w + 15`` as ``mma.sync``'s
+    ``m16n8k16`` ``A`` fragment, ``a_q = A[g + 8·(q mod 2)][2t + 8·(q / 2) + {0, 1}]``."""
+    element = pair_element(op.a_pairs[0].type)
+    assert element is not None
+    warps = WARPGROUP // 32
+    mat_a = np.empty(lead + (warps, 16, K))
+    for q, value in enumerate(op.a_pairs):
+        words = np.broadcast_to(np.asarray(ev.env[value], np.uint32), ev.frame)
+        lo, hi = unpack_pairs(words.reshape(lead + (warps, 8, 4)), element)
+        rows = slice(8 * (q % 2), 8 * (q % 2) + 8)
+        col = 8 * (q // 2)
+        mat_a[..., rows, col:col + 8:2] = lo
+        mat_a[..., rows, col + 1:col + 8:2] = hi
+    return mat_a.reshape(lead + (M, K))
+
+
 @simt_impl("wgmma.mma")
 def _mma(ev: SimtEvaluator, op: Operation) -> None:
     """``D = A·B + C`` for every warpgroup of every block (see the module docstring)."""
@@ -182,9 +203,12 @@ def _mma(ev: SimtEvaluator, op: Operation) -> None:
     lead, active = _warpgroups(ev, op)
     frame = ev.frame
     n = op.n
-    _origin(ev, op, lead, active, "a", op.a_indices)
     _origin(ev, op, lead, active, "b", op.b_indices, op.n_major)
-    mat_a = _box(ev, op, lead, op.a, op.a_indices, M)
+    if op.a is None:
+        mat_a = _registers_a(ev, op, lead)
+    else:
+        _origin(ev, op, lead, active, "a", op.a_indices)
+        mat_a = _box(ev, op, lead, op.a, op.a_indices, M)
     if op.n_major:  # the tile holds B as it is: k rows, n columns
         mat_b = _box(ev, op, lead, op.b, op.b_indices, K, n)
     else:

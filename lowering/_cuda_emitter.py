@@ -347,20 +347,32 @@ class KernelEmitter(ExprBuilder):
         """``asm volatile("{ .reg .pred p; setp.ne.b32 p, %<n+2>, 0; wgmma.mma_async…
         {%0, …}, %<n>, %<n+1>, p, 1, 1, 0, T; }" : "+f"(d0), … : "l"(desc_a), "l"(desc_b),
         "r"(1));``: the accumulators are read and written in place; ``T`` (``imm-trans-b``) is
-        1 for an N-major ``b``."""
-        descs = [self._descriptor(op.a, op.a_indices, op),
-                 self._descriptor(op.b, op.b_indices, op, op.n_major)]
+        1 for an N-major ``b``. An ``a`` in registers is its four pairs, ``{%<n>, …,
+        %<n+3>}`` (``"r"``), before ``b``'s descriptor, and the instruction has no
+        ``imm-trans-a``."""
+        desc_b = self._descriptor(op.b, op.b_indices, op, op.n_major)
+        desc_a = None if op.a is None else self._descriptor(op.a, op.a_indices, op)
         names = self._accumulators(op, op.c, op.d, "wg")
         outs = [self.add(cuda.VarOp(name, F32)).results[0] for name in names]
-        ins = [self.add(cuda.VarOp(name, UI64)).results[0] for name in descs]
         count = len(outs)
         registers = ", ".join(f"%{k}" for k in range(count))
-        template = (f"{{ .reg .pred p; setp.ne.b32 p, %{count + 2}, 0; "
+        if desc_a is None:  # A from registers: four pairs, and no imm-trans-a
+            ins = [self.expr(v) for v in op.a_pairs]
+            ins.append(self.add(cuda.VarOp(desc_b, UI64)).results[0])
+            a_text = "{" + ", ".join(f"%{count + k}" for k in range(wgmma.A_PAIRS)) + "}"
+            flags = f"p, 1, 1, {int(op.n_major)}"
+            constraints = ["r"] * wgmma.A_PAIRS + ["l"]
+        else:
+            ins = [self.add(cuda.VarOp(name, UI64)).results[0] for name in (desc_a, desc_b)]
+            a_text = f"%{count}"
+            flags = f"p, 1, 1, 0, {int(op.n_major)}"
+            constraints = ["l", "l"]
+        b_at, pred_at = count + len(ins) - 1, count + len(ins)
+        template = (f"{{ .reg .pred p; setp.ne.b32 p, %{pred_at}, 0; "
                     f"wgmma.mma_async.sync.aligned.m{wgmma.M}n{op.n}k{wgmma.K}.f32."
-                    f"{op.kind}.{op.kind} {{{registers}}}, %{count}, %{count + 1}, p, 1, 1, "
-                    f"0, {int(op.n_major)}; }}")
+                    f"{op.kind}.{op.kind} {{{registers}}}, {a_text}, %{b_at}, {flags}; }}")
         self.add(cuda.AsmOp(template, outs, [*ins, self.integer(1, I32)],
-                            ["+f"] * count + ["l", "l", "r"], volatile=True, memory=True))
+                            ["+f"] * count + constraints + ["r"], volatile=True, memory=True))
 
     def _emit_wgmma_wait(self, op: wgmma.WaitOp) -> None:
         """``asm volatile("wgmma.wait_group.sync.aligned N;" : "+f"(e0), … :: "memory");``:

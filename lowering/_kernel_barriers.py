@@ -51,8 +51,8 @@ def buffer_effects(op: Operation, asynchronous: bool = False
         elif isinstance(inner, loop.StoreOp | kernel.StoreOp):
             if not is_private(inner.buffer):
                 writes.add(inner.buffer)
-        elif isinstance(inner, wgmma.MmaOp):  # reads both shared tiles
-            reads.update((inner.a, inner.b))
+        elif isinstance(inner, wgmma.MmaOp):  # reads its shared tiles
+            reads.update(t for t in (inner.a, inner.b) if t is not None)
         elif isinstance(inner, tile.CopyBase | kernel.CopyBase):
             if not is_private(inner.src):
                 reads.add(inner.src)

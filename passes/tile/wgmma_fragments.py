@@ -24,7 +24,11 @@ a descriptor can read:
 * no ``a`` is one ``mma-fragments`` takes from the registers of the threads that wrote it
   (:func:`~llmopt.passes.tile._mma_forward.register_source`: the flash kernel's ``P`` with
   whole rows a warp), which keeps that product on ``mma.sync``: through shared memory
-  to a warpgroup product it measured slower for heads of 128.
+  to a warpgroup product it measured slower for heads of 128. With ``register_a``
+  (option, off by default: not yet timed) such an ``a`` is taken too, from those registers:
+  the writer also keeps its values in a register tile, each product reads four
+  ``mma.pack`` pairs of it a thread (its warp's 16 rows, as ``mma.sync``'s ``A``
+  fragment), and the shared tile and its store go.
 
 **Produces**, in place of the chunk loop, the forall with (for each update ``u``, ``v`` the
 accumulator values ``i = 4·j + 2·rh + rl``)::
@@ -82,7 +86,13 @@ from xdsl.utils.exceptions import PassFailedException
 
 from llmopt.dialects import loop, mma, tile, wgmma
 from llmopt.passes._rewrite import KeepLocation
-from llmopt.passes.tile._mma_forward import register_source
+from llmopt.passes.tile._mma_forward import (
+    Source,
+    drop_shared,
+    forward,
+    register_fragments,
+    register_source,
+)
 from llmopt.passes.tile._mma_halves import IndexEmitter, substituted_indices
 from llmopt.passes.tile._mma_match import Operand, Update, coefficients, match_chunk_loop
 from llmopt.passes.tile.async_copy import LAG_ATTR
@@ -189,10 +199,13 @@ def rewrite(chunk: scf.ForOp, forall: tile.ForallOp, nest: list[loop.ForOp],
             ivs: dict[str, SSAValue], updates: Sequence[Update],
             operands: dict[tuple[object, ...], Operand], n: int,
             rewriter: PatternRewriter, pending: int = 0, extent: int = CHUNK,
-            n_major: bool = False) -> None:
+            n_major: bool = False, sources: dict[tuple[object, ...], Source] | None = None
+            ) -> None:
     """Replace ``chunk`` (of ``extent`` values of ``k``) by its forall running the
     warpgroup products, leaving ``pending`` groups in flight at its wait (module
-    docstring); ``n_major``: a ``b`` whose tile keeps ``k`` in its rows is read N-major."""
+    docstring); ``n_major``: a ``b`` whose tile keeps ``k`` in its rows is read N-major;
+    ``sources``: the ``a`` operands taken from their writers' registers."""
+    sources = sources or {}
     k_loop = in_flight(chunk, pending)
     kk = chunk.body.block.args[0]
     old_nest = nest[0]
@@ -205,13 +218,14 @@ def rewrite(chunk: scf.ForOp, forall: tile.ForallOp, nest: list[loop.ForOp],
     c = AffineConstantExpr
     d_wi = AffineDimExpr(0)
     zero = c(0)
-    for operand in operands.values():
+    for key, operand in operands.items():
         alloc = operand.load.buffer.owner
         assert isinstance(alloc, tile.AllocOp)
-        alloc.attributes[wgmma.SWIZZLE_ATTR] = IntegerAttr(wgmma.SWIZZLE_BYTES, i64)
+        if key not in sources:
+            alloc.attributes[wgmma.SWIZZLE_ATTR] = IntegerAttr(wgmma.SWIZZLE_BYTES, i64)
     starts: dict[tuple[tuple[object, ...], int], list[SSAValue]] = {}
     for key, operand in operands.items():
-        for q in range(extent // wgmma.K):
+        for q in range(extent // wgmma.K if key not in sources else 0):
             if operand.role == "a":
                 subst: dict[SSAValue, AffineExpr] = {
                     kk: c(wgmma.K * q), ivs["g"]: zero, ivs["rh"]: zero, ivs["i"]: zero,
@@ -229,11 +243,19 @@ def rewrite(chunk: scf.ForOp, forall: tile.ForallOp, nest: list[loop.ForOp],
     for update in updates:
         acc = update.store.buffer
         values.append([emit.add(loop.LoadOp(acc, amap, thread)) for amap in spots])
+    pairs: dict[tuple[tuple[object, ...], int], list[SSAValue]] = {}
+    for key, source in sources.items():  # written before the fence: the products read them
+        registers = forward(source, rewriter)
+        for q in range(extent // wgmma.K):
+            ops, pairs[key, q] = register_fragments(registers, thread, emit.constant(q), 0)
+            for op in ops:
+                emit.op(op)
     emit.op(wgmma.FenceOp())  # after the accumulators are read: the products use them
     for q in range(extent // wgmma.K):
         for u, update in enumerate(updates):
             a, b = operands[update.a], operands[update.b]
-            product = wgmma.MmaOp(a.load.buffer, starts[update.a, q], b.load.buffer,
+            a_from: SSAValue | list[SSAValue] = pairs.get((update.a, q)) or a.load.buffer
+            product = wgmma.MmaOp(a_from, starts.get((update.a, q), []), b.load.buffer,
                                   starts[update.b, q], values[u],
                                   n_major and _n_major(b, kk))
             emit.op(product)
@@ -248,6 +270,8 @@ def rewrite(chunk: scf.ForOp, forall: tile.ForallOp, nest: list[loop.ForOp],
             emit.op(loop.StoreOp(done[u * len(spots) + k], acc, amap, thread))
     chunk.body.block.insert_op_before(old_nest, chunk.body.block.first_op)  # erased with it
     rewriter.erase(chunk, safe_erase=False)
+    for source in sources.values():
+        drop_shared(source, rewriter)
     if k_loop is not None:
         wait_after(k_loop, forall, spots, [u.store.buffer for u in updates], rewriter)
 
@@ -260,6 +284,7 @@ class WgmmaChunkLoop(RewritePattern):
     pending: int = 0
     atoms: int = 2
     n_major: bool = True
+    register_a: bool = False
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: scf.ForOp, rewriter: PatternRewriter) -> None:
@@ -273,11 +298,13 @@ class WgmmaChunkLoop(RewritePattern):
                                 for o in chunk.operands.values()):
             return
         rows = chunk.nest[0].trip_count
-        if any(register_source(op, chunk.forall, o, chunk.ivs, rows, chunk.extent)
-               for o in chunk.operands.values()):
+        sources = {key: source for key, o in chunk.operands.items()
+                   if (source := register_source(op, chunk.forall, o, chunk.ivs, rows,
+                                                 chunk.extent))}
+        if sources and not self.register_a:
             return  # mma-fragments reads that a from its writers' registers
         rewrite(op, chunk.forall, chunk.nest, chunk.ivs, chunk.updates, chunk.operands, n,
-                rewriter, self.pending, chunk.extent, self.n_major)
+                rewriter, self.pending, chunk.extent, self.n_major, sources)
 
 
 @dataclass(frozen=True)
@@ -286,7 +313,9 @@ class WgmmaFragments(ModulePass):
     docstring). Options: ``arch`` (the pass runs only for sm_90a); ``pending`` (groups left
     in flight at each chunk's wait where the K loop's ``llmopt.lag`` allows: 0 or 1);
     ``atoms`` (the longest chunk taken, in swizzle atoms of 64 values: 1 or 2);
-    ``n_major`` (take a ``b`` whose tile keeps ``k`` in its rows, read N-major)."""
+    ``n_major`` (take a ``b`` whose tile keeps ``k`` in its rows, read N-major);
+    ``register_a`` (take a chunk whose ``a`` its writers hold in registers, that ``a`` from
+    them)."""
 
     name = "wgmma-fragments"
 
@@ -294,6 +323,7 @@ class WgmmaFragments(ModulePass):
     pending: int = 0
     atoms: int = 2
     n_major: bool = True
+    register_a: bool = False
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         if self.arch != WGMMA_ARCH:
@@ -301,5 +331,5 @@ class WgmmaFragments(ModulePass):
         if self.atoms not in (1, 2):
             raise PassFailedException(f"wgmma-fragments: atoms is 1 or 2, got {self.atoms}")
         PatternRewriteWalker(KeepLocation(WgmmaChunkLoop(self.pending, self.atoms,
-                                                         self.n_major)),
+                                                         self.n_major, self.register_a)),
                              apply_recursively=False).rewrite_module(op)

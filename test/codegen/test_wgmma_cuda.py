@@ -31,7 +31,9 @@ def program(n: int, k: int, form: str = "tiles") -> str:
     thread stores its ``n / 2`` values where the layout above puts them. ``form``:
     ``tiles``, ``k / 64`` tiles of 64 columns each; ``wide``, one tile of ``k`` columns,
     ``k / 64`` swizzle atoms side by side; ``n_major``, ``x[64, k] · w[k, n]``, ``B`` read
-    N-major (``transposed``) from ``k / 64`` tiles of 64 rows of ``k`` and ``n`` columns."""
+    N-major (``transposed``) from ``k / 64`` tiles of 64 rows of ``k`` and ``n`` columns;
+    ``registers``, ``A`` from each thread's four pairs, loaded from ``x`` in the layout of
+    ``mma.sync``'s ``A`` fragment (no ``a`` tile)."""
     values = n // 2
     width = k if form == "wide" else 64
     w_type = f"memref<{k}x{n}xbf16>" if form == "n_major" else f"memref<{n}x{k}xbf16>"
@@ -52,9 +54,11 @@ def program(n: int, k: int, form: str = "tiles") -> str:
         a_type = f"memref<64x{width}xbf16>"
         b_shape = (64, n) if form == "n_major" else (n, width)
         b_type = f"memref<{b_shape[0]}x{b_shape[1]}xbf16>"
-        operands += [(f"%a{s}", "%x", f"memref<64x{k}xbf16>", 64, width // 8, a_type, False, s),
-                     (f"%b{s}", "%w", w_type, b_shape[0], b_shape[1] // 8, b_type,
-                      form == "n_major", s)]
+        if form != "registers":
+            operands.append((f"%a{s}", "%x", f"memref<64x{k}xbf16>", 64, width // 8, a_type,
+                             False, s))
+        operands.append((f"%b{s}", "%w", w_type, b_shape[0], b_shape[1] // 8, b_type,
+                         form == "n_major", s))
     lines += [f"  {name} = kernel.shared {{llmopt.swizzle = 128 : i64}} : {typ}"
               for name, _, _, _, _, typ, _, _ in operands]
     consts = sorted({0, 1, 2, 4, 8, 16, 32, 48, 128, 512, *range(0, width, 16),
@@ -83,21 +87,6 @@ def program(n: int, k: int, form: str = "tiles") -> str:
             f" : {src_type} to {typ}",
             "  }",
         ]
-    lines += ["  kernel.barrier", "  wgmma.fence"]
-    acc = ", ".join(["%z"] * values)
-    step = 0
-    for s in range(tiles):
-        a_type, b_type = operands[2 * s][5], operands[2 * s + 1][5]
-        for kk in range(0, width, 16):
-            out = ", ".join(f"%d{step}_{i}" for i in range(values))
-            b_at = (f"%b{s}[%c{kk}, %c0] transposed" if form == "n_major"
-                    else f"%b{s}[%c0, %c{kk}]")
-            lines.append(f"  {out} = wgmma.mma %a{s}[%c0, %c{kk}], {b_at} + ({acc})"
-                         f" : {a_type}, {b_type}")
-            acc = out
-            step += 1
-    waited = ", ".join(f"%e{i}" for i in range(values))
-    lines += ["  wgmma.commit", f"  {waited} = wgmma.wait 0 ({acc})"]
     lines += [
         "  %lane = arith.remui %t, %c32 : index",
         "  %warp = arith.divui %t, %c32 : index",
@@ -109,6 +98,38 @@ def program(n: int, k: int, form: str = "tiles") -> str:
         "  %t2 = arith.muli %tq, %c2 : index",
         "  %t21 = arith.addi %t2, %c1 : index",
     ]
+    if form == "registers":  # a_q = x[16w + g + 8·(q mod 2)][k + 2t + 8·(q / 2) + {0, 1}]
+        for kk in range(0, k, 16):
+            for q in range(4):
+                row = "%row1" if q % 2 else "%row0"
+                at = f"{kk}_{q}"
+                lines += [f"  %ck{at} = arith.constant {kk + 8 * (q // 2)} : index",
+                          f"  %lo_c{at} = arith.addi %t2, %ck{at} : index",
+                          f"  %hi_c{at} = arith.addi %t21, %ck{at} : index",
+                          f"  %lo{at} = kernel.load %x[{row}, %lo_c{at}] : memref<64x{k}xbf16>",
+                          f"  %hi{at} = kernel.load %x[{row}, %hi_c{at}] : memref<64x{k}xbf16>",
+                          f"  %pa{at} = mma.pack %lo{at}, %hi{at} : bf16"]
+    lines += ["  kernel.barrier", "  wgmma.fence"]
+    acc = ", ".join(["%z"] * values)
+    step = 0
+    for s in range(tiles):
+        b_type = operands[s if form == "registers" else 2 * s + 1][5]
+        for kk in range(0, width, 16):
+            out = ", ".join(f"%d{step}_{i}" for i in range(values))
+            b_at = (f"%b{s}[%c{kk}, %c0] transposed" if form == "n_major"
+                    else f"%b{s}[%c0, %c{kk}]")
+            if form == "registers":
+                at = f"{64 * s + kk}"
+                a_at = ", ".join(f"%pa{at}_{q}" for q in range(4))
+                lines.append(f"  {out} = wgmma.mma ({a_at}), {b_at} + ({acc})"
+                             f" : vector<2xbf16>, {b_type}")
+            else:
+                lines.append(f"  {out} = wgmma.mma %a{s}[%c0, %c{kk}], {b_at} + ({acc})"
+                             f" : {operands[2 * s][5]}, {b_type}")
+            acc = out
+            step += 1
+    waited = ", ".join(f"%e{i}" for i in range(values))
+    lines += ["  wgmma.commit", f"  {waited} = wgmma.wait 0 ({acc})"]
     for i in range(values):
         row = "%row1" if (i // 2) % 2 else "%row0"
         lines += [f"  %n{i} = arith.constant {8 * (i // 4)} : index",
@@ -131,7 +152,8 @@ def reference(x: np.ndarray, w: np.ndarray, form: str = "tiles") -> np.ndarray:
 
 
 SHAPES = [(64, 64, "tiles"), (16, 128, "tiles"), (256, 64, "tiles"), (64, 128, "wide"),
-          (16, 256, "wide"), (64, 128, "n_major"), (128, 64, "n_major"), (256, 64, "n_major")]
+          (16, 256, "wide"), (64, 128, "n_major"), (128, 64, "n_major"), (256, 64, "n_major"),
+          (64, 64, "registers"), (128, 128, "registers")]
 """``(n, k, form)`` (:func:`program`); an N-major ``b`` of 128 or 256 columns spans atoms."""
 
 
@@ -154,6 +176,8 @@ def test_cuda_compiles_for_sm_90a(n: int, k: int, form: str) -> None:
     assert (">> 6" in source) == (form == "wide" or form == "n_major" and n > 64)
     # an N-major b: imm-trans-b set, the atoms 64 rows of 128 bytes apart (8192 / 16 = 512)
     assert source.count("p, 1, 1, 0, 1;") == (k // 16 if form == "n_major" else 0)
+    # an a in registers: four pairs, then b's descriptor, and no imm-trans-a
+    assert source.count("p, 1, 1, 0; }") == (k // 16 if form == "registers" else 0)
     assert ("0x4000004002000000ull" in source) == (form == "n_major")
     cubin = compile_cuda(source, arch=ARCH, cache=NO_CACHE)
     assert cubin[:4] == b"\x7fELF"

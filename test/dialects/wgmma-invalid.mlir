@@ -169,3 +169,17 @@ kernel.func @k(%x: memref<64x64xbf16>) block [128, 1, 1] {
   kernel.return
 }
 // CHECK: wgmma.mma: the transposed 'b''s first column 64 must be a multiple of 64 with 128 columns from it in its 128
+
+// -----
+
+// An a in registers is four pairs of b's element type.
+kernel.func @k(%x: memref<64x64xbf16>) block [128, 1, 1] {
+  %b = kernel.shared {llmopt.swizzle = 128 : i64} : memref<16x64xbf16>
+  %c0 = arith.constant 0 : index
+  %h = arith.constant 1.0 : f16
+  %p = mma.pack %h, %h : f16
+  %z = arith.constant 0.0 : f32
+  %d0, %d1, %d2, %d3, %d4, %d5, %d6, %d7 = wgmma.mma (%p, %p, %p), %b[%c0, %c0] + (%z, %z, %z, %z, %z, %z, %z, %z) : vector<2xf16>, memref<16x64xbf16>
+  kernel.return
+}
+// CHECK: wgmma.mma: an 'a' in registers is 4 pairs of type vector<2xbf16> ('b''s element) and no indices

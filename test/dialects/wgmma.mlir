@@ -37,3 +37,18 @@ kernel.func @wg_n_major(%x: memref<64x64xbf16>) block [128, 1, 1] {
 
 // CHECK-LABEL: kernel.func @wg_n_major
 // CHECK: wgmma.mma %a[%c0, %c64], %b[%c16, %c0] transposed + (%z, %z, %z, %z, %z, %z, %z, %z) : memref<64x128xbf16>, memref<64x128xbf16>
+
+// A from registers: four pairs a thread (its warp's m16n8k16 A fragment), B from a tile.
+kernel.func @wg_registers(%x: memref<64x64xbf16>) block [128, 1, 1] {
+  %b = kernel.shared {llmopt.swizzle = 128 : i64} : memref<16x64xbf16>
+  %c0 = arith.constant 0 : index
+  %h = arith.constant 1.0 : bf16
+  %p0 = mma.pack %h, %h : bf16
+  %z = arith.constant 0.0 : f32
+  wgmma.fence
+  %d0, %d1, %d2, %d3, %d4, %d5, %d6, %d7 = wgmma.mma (%p0, %p0, %p0, %p0), %b[%c0, %c0] + (%z, %z, %z, %z, %z, %z, %z, %z) : vector<2xbf16>, memref<16x64xbf16>
+  kernel.return
+}
+
+// CHECK-LABEL: kernel.func @wg_registers
+// CHECK: wgmma.mma (%p0, %p0, %p0, %p0), %b[%c0, %c0] + (%z, %z, %z, %z, %z, %z, %z, %z) : vector<2xbf16>, memref<16x64xbf16>

@@ -75,7 +75,8 @@ def test_attention_matches_pytorch(model: str, seq: int) -> None:
 
 
 @pytest.mark.parametrize("options", ["bm=64 warps=4 row_warps=true",
-                                     "bm=128 warps=4 row_warps=true"])
+                                     "bm=128 warps=4 row_warps=true",
+                                     "bm=64 warps=4 row_warps=true; register_a=true"])
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
 @pytest.mark.parametrize("seq", (100, 1000))
 @pytest.mark.parametrize("model", list(HEADS))
@@ -84,7 +85,9 @@ def test_row_warps_attention_in_half_precision(model: str, seq: int, dtype: str,
     """16-bit attention with ``flash-attention{row_warps}``: warps own whole rows, the row
     statistics combine by quad shuffles and ``P`` reaches ``P·V`` from registers
     (``mma.pack``, no shared ``pb``); the error against float64 meets the 16-bit goal beside
-    PyTorch's own (the benchmark suite's :func:`within_error_goal`)."""
+    PyTorch's own (the benchmark suite's :func:`within_error_goal`). After ``;``,
+    ``wgmma-fragments`` options: ``register_a=true`` puts ``P·V`` on warpgroup products
+    whose ``A`` is those registers (sm_90a)."""
     import sys
     from pathlib import Path
 
@@ -101,13 +104,18 @@ def test_row_warps_attention_in_half_precision(model: str, seq: int, dtype: str,
     gen = torch.Generator(device="cuda").manual_seed(seq + head_dim)
     args = [torch.randn(1, h, seq, head_dim, device="cuda", generator=gen).to(half)
             for h in (heads, kv_heads, kv_heads)]
-    pipeline = registry.with_options("lower-to-cuda", f"flash-attention{{{options}}}")
+    flash, _, wgmma = options.partition(";")
+    overrides = [f"flash-attention{{{flash}}}"] + ([f"wgmma-fragments{{{wgmma.strip()}}}"]
+                                                   if wgmma else [])
+    pipeline = registry.with_options("lower-to-cuda", *overrides)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         compiled = llmopt.compile(merged_sdpa, args, pipeline=pipeline)
     source = compiled.program.source
     assert source.count("__global__") == 1 and "__shfl_xor_sync" in source
     assert "__bfloat16_as_ushort" in source or "__half_as_ushort" in source, "P is not packed"
+    if wgmma and "sm_90a" in pipeline:  # P·V's A from registers: no ldmatrix is left
+        assert "ldmatrix" not in source and "p, 1, 1, 1; }" in source
     ours, theirs = half_errors(merged_sdpa, args, compiled)
     print(f"{model:11s} seq {seq:5d} {dtype} {options}: llmopt {ours:.2e}, PyTorch {theirs:.2e}")
     assert within_error_goal(ours, theirs, dtype), (ours, theirs)

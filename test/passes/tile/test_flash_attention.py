@@ -356,6 +356,47 @@ def test_heads_of_128_on_warpgroup_products() -> None:
     assert 0 < theirs and within_error_goal(ours, theirs, "bfloat16"), (ours, theirs)
 
 
+@pytest.mark.parametrize("head_dim", [64, 128])
+def test_both_products_on_warpgroup_products_with_p_from_registers(head_dim: int) -> None:
+    """With ``wgmma-fragments{register_a=true}`` a bf16 flash kernel with whole rows a warp
+    runs ``P·V`` as warpgroup products too: ``A`` the four ``mma.pack`` pairs of ``P`` a
+    thread, from the registers that rounded it (no shared ``pb``, no ``ldmatrix``), ``V`` read
+    N-major; interpreted at Kernel IR with the race checker (150 tokens: three key blocks,
+    the last ragged), its error against float64 meets the goal beside PyTorch's own."""
+    torch = pytest.importorskip("torch")
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "bench"))
+    from suite import half_errors, within_error_goal
+
+    def sdpa(q: Any, k: Any, v: Any) -> Any:
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True,
+                                                                enable_gqa=True)
+
+    gen = torch.Generator().manual_seed(7)
+    args = [torch.randn(1, h, 150, head_dim, generator=gen).to(torch.bfloat16)
+            for h in (4, 2, 2)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        module = llmopt.capture(sdpa, args)
+    pipeline = registry.with_options("lower-to-cuda{arch=sm_90a}", "flash-attention{bm=64}",
+                                     "wgmma-fragments{register_a=true}")
+    to_kernel, _ = registry.split_at_level(pipeline, "kernel")
+    llmopt.lower(module, ",".join(to_kernel))
+    text = str(module)
+    assert text.count("wgmma.mma (") == 4, "P·V is not four products with A in registers"
+    assert text.count("wgmma.mma %qs") == head_dim // 16
+    assert "mma.ldmatrix" not in text and "%pb = kernel.shared" not in text
+
+    def interpreted(*inputs: Any) -> Any:
+        return torch.from_numpy(np.asarray(run(module, [t.float().numpy() for t in inputs],
+                                               check_races=True)[0], dtype=np.float32))
+
+    ours, theirs = half_errors(sdpa, args, interpreted)
+    assert 0 < theirs and within_error_goal(ours, theirs, "bfloat16"), (ours, theirs)
+
+
 def test_a_decode_step_splits_its_cache_in_key_blocks_of_32() -> None:
     """A decode step's attention (one query a head, a cache of runtime length): key blocks
     of 32, so the keys of a short cache split over twice the blocks of 64-key blocks."""
