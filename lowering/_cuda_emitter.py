@@ -350,8 +350,8 @@ class KernelEmitter(ExprBuilder):
         1 for an N-major ``b``. An ``a`` in registers is its four pairs, ``{%<n>, …,
         %<n+3>}`` (``"r"``), before ``b``'s descriptor, and the instruction has no
         ``imm-trans-a``."""
-        desc_b = self._descriptor(op.b, op.b_indices, op, op.n_major)
         desc_a = None if op.a is None else self._descriptor(op.a, op.a_indices, op)
+        desc_b = self._descriptor(op.b, op.b_indices, op, op.n_major)
         names = self._accumulators(op, op.c, op.d, "wg")
         outs = [self.add(cuda.VarOp(name, F32)).results[0] for name in names]
         count = len(outs)
