@@ -316,44 +316,63 @@ def test_half_attention_meets_the_error_goal(dtype: str, written_out: bool, stat
     assert 0 < theirs and within_error_goal(ours, theirs, dtype), (ours, theirs)
 
 
-def test_heads_of_128_on_warpgroup_products() -> None:
-    """With ``wgmma-fragments{atoms=2}`` a bf16 flash kernel for heads of 128 (Qwen2.5-7B's)
-    runs ``Q·Kᵀ`` as warpgroup products over chunks of two swizzle atoms (eight ``wgmma.mma``
-    of ``k`` 16 a key block), and by default leaves it to ``mma.sync``; interpreted at Kernel
-    IR with the race checker (100 tokens: two key blocks, the last ragged), its error against
-    float64 meets the goal beside PyTorch's own."""
+def _bf16_sdpa(heads: tuple[int, int], seq: int, head_dim: int, seed: int
+               ) -> tuple[Any, list[Any]]:
+    """Causal GQA ``sdpa`` and its bf16 inputs (``heads``: query and key/value heads)."""
     torch = pytest.importorskip("torch")
-    import sys
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "bench"))
-    from suite import half_errors, within_error_goal
 
     def sdpa(q: Any, k: Any, v: Any) -> Any:
         return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True,
                                                                 enable_gqa=True)
 
-    gen = torch.Generator().manual_seed(5)
-    args = [torch.randn(1, h, 100, 128, generator=gen).to(torch.bfloat16) for h in (2, 1, 1)]
-    texts = {}
-    for atoms in (1, 2):
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            module = llmopt.capture(sdpa, args)
-        pipeline = registry.with_options("lower-to-cuda{arch=sm_90a}", "flash-attention{bm=64}",
-                                         f"wgmma-fragments{{atoms={atoms}}}")
-        to_kernel, _ = registry.split_at_level(pipeline, "kernel")
-        llmopt.lower(module, ",".join(to_kernel))
-        texts[atoms] = str(module)
-    assert "wgmma.mma" not in texts[1]
-    assert texts[2].count("wgmma.mma %qs") == 8, "Q·Kᵀ is not eight warpgroup products"
+    gen = torch.Generator().manual_seed(seed)
+    q_heads, kv_heads = heads
+    args = [torch.randn(1, h, seq, head_dim, generator=gen).to(torch.bfloat16)
+            for h in (q_heads, kv_heads, kv_heads)]
+    return sdpa, args
+
+
+def _kernel_ir(fn: Any, args: list[Any], *overrides: str) -> Any:
+    """``fn`` captured and lowered to Kernel IR by ``lower-to-cuda{arch=sm_90a}`` with
+    ``overrides``."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        module = llmopt.capture(fn, args)
+    pipeline = registry.with_options("lower-to-cuda{arch=sm_90a}", *overrides)
+    to_kernel, _ = registry.split_at_level(pipeline, "kernel")
+    return llmopt.lower(module, ",".join(to_kernel))
+
+
+def _assert_bf16_error_goal(module: Any, fn: Any, args: list[Any]) -> None:
+    """``module`` interpreted with the race checker meets the bf16 error goal beside
+    PyTorch's own on ``args``."""
+    import sys
+    from pathlib import Path
+
+    torch = pytest.importorskip("torch")
+    sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "bench"))
+    from suite import half_errors, within_error_goal
 
     def interpreted(*inputs: Any) -> Any:
         return torch.from_numpy(np.asarray(run(module, [t.float().numpy() for t in inputs],
                                                check_races=True)[0], dtype=np.float32))
 
-    ours, theirs = half_errors(sdpa, args, interpreted)
+    ours, theirs = half_errors(fn, args, interpreted)
     assert 0 < theirs and within_error_goal(ours, theirs, "bfloat16"), (ours, theirs)
+
+
+def test_heads_of_128_on_warpgroup_products() -> None:
+    """With ``wgmma-fragments{atoms=2}`` (the default) a bf16 flash kernel for heads of 128
+    (Qwen2.5-7B's) runs ``Q·Kᵀ`` as warpgroup products over chunks of two swizzle atoms
+    (eight ``wgmma.mma`` of ``k`` 16 a key block); ``atoms=1`` leaves it to ``mma.sync``.
+    Interpreted at Kernel IR with the race checker (100 tokens: two key blocks, the last
+    ragged), its error against float64 meets the goal beside PyTorch's own."""
+    sdpa, args = _bf16_sdpa((2, 1), 100, 128, seed=5)
+    one = _kernel_ir(sdpa, args, "flash-attention{bm=64}", "wgmma-fragments{atoms=1}")
+    assert "wgmma.mma" not in str(one)
+    module = _kernel_ir(sdpa, args, "flash-attention{bm=64}")
+    assert str(module).count("wgmma.mma %qs") == 8, "Q·Kᵀ is not eight warpgroup products"
+    _assert_bf16_error_goal(module, sdpa, args)
 
 
 @pytest.mark.parametrize("head_dim", [64, 128])
@@ -363,38 +382,13 @@ def test_both_products_on_warpgroup_products_with_p_from_registers(head_dim: int
     thread, from the registers that rounded it (no shared ``pb``, no ``ldmatrix``), ``V`` read
     N-major; interpreted at Kernel IR with the race checker (150 tokens: three key blocks,
     the last ragged), its error against float64 meets the goal beside PyTorch's own."""
-    torch = pytest.importorskip("torch")
-    import sys
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "bench"))
-    from suite import half_errors, within_error_goal
-
-    def sdpa(q: Any, k: Any, v: Any) -> Any:
-        return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True,
-                                                                enable_gqa=True)
-
-    gen = torch.Generator().manual_seed(7)
-    args = [torch.randn(1, h, 150, head_dim, generator=gen).to(torch.bfloat16)
-            for h in (4, 2, 2)]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        module = llmopt.capture(sdpa, args)
-    pipeline = registry.with_options("lower-to-cuda{arch=sm_90a}", "flash-attention{bm=64}",
-                                     "wgmma-fragments{register_a=true}")
-    to_kernel, _ = registry.split_at_level(pipeline, "kernel")
-    llmopt.lower(module, ",".join(to_kernel))
+    sdpa, args = _bf16_sdpa((4, 2), 150, head_dim, seed=7)
+    module = _kernel_ir(sdpa, args, "flash-attention{bm=64}", "wgmma-fragments{register_a=true}")
     text = str(module)
     assert text.count("wgmma.mma (") == 4, "P·V is not four products with A in registers"
     assert text.count("wgmma.mma %qs") == head_dim // 16
     assert "mma.ldmatrix" not in text and "%pb = kernel.shared" not in text
-
-    def interpreted(*inputs: Any) -> Any:
-        return torch.from_numpy(np.asarray(run(module, [t.float().numpy() for t in inputs],
-                                               check_races=True)[0], dtype=np.float32))
-
-    ours, theirs = half_errors(sdpa, args, interpreted)
-    assert 0 < theirs and within_error_goal(ours, theirs, "bfloat16"), (ours, theirs)
+    _assert_bf16_error_goal(module, sdpa, args)
 
 
 def test_a_decode_step_splits_its_cache_in_key_blocks_of_32() -> None:
