@@ -82,7 +82,6 @@ from xdsl.pattern_rewriter import (
     op_type_rewrite_pattern,
 )
 from xdsl.rewriter import InsertPoint
-from xdsl.utils.exceptions import PassFailedException
 
 from llmopt.dialects import loop, mma, tile, wgmma
 from llmopt.passes._rewrite import KeepLocation
@@ -328,8 +327,6 @@ class WgmmaFragments(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         if self.arch != WGMMA_ARCH:
             return
-        if self.atoms not in (1, 2):
-            raise PassFailedException(f"wgmma-fragments: atoms is 1 or 2, got {self.atoms}")
         PatternRewriteWalker(KeepLocation(WgmmaChunkLoop(self.pending, self.atoms,
                                                          self.n_major, self.register_a)),
                              apply_recursively=False).rewrite_module(op)

@@ -29,4 +29,4 @@
 // CUDA:      __pipeline_memcpy_async(&stage[p * 8192 + c0 * 64 + (v2 >> 6) * 4096 + ((v2 & 63) ^ ((c0 & 7) * 8))]
 // CUDA-COUNT-8: wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16
 
-// BAD: wgmma-fragments: atoms is 1 or 2, got 3
+// BAD: invalid options for pass 'wgmma-fragments': atoms must be one of 1, 2, got 3
