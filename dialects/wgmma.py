@@ -108,6 +108,8 @@ SWIZZLE_ROWS = 8
 """Rows of one swizzle atom (1024 bytes)."""
 CHUNK_BYTES = 16
 """Bytes of a chunk the swizzle permutes."""
+ATOM_COLUMNS = SWIZZLE_BYTES // 2
+"""16-bit values in a row of a swizzle atom: a tile's rows are whole atoms of these."""
 MAX_N = 256
 """The largest ``N`` of one ``wgmma.mma``."""
 A_PAIRS = 4
@@ -139,7 +141,7 @@ def check_swizzled_tile(buffer: SSAValue, role: str) -> None:
         raise VerifyException(f"wgmma.mma multiplies bf16 or f16, '{role}''s buffer holds "
                               f"{typ.element_type}")
     shape = typ.get_shape()
-    row = SWIZZLE_BYTES // 2
+    row = ATOM_COLUMNS
     if (len(shape) < 2 or any(e < 0 for e in shape) or shape[-1] % row or not shape[-1]
             or shape[-2] % SWIZZLE_ROWS):
         raise VerifyException(f"wgmma.mma: '{role}''s buffer must be …xRx(a·{row}) (rows of "
@@ -231,11 +233,6 @@ class MmaOp(IRDLOperation):
                          properties={"transposed": UnitAttr()} if transposed else {})
 
     @property
-    def a_in_registers(self) -> bool:
-        """Whether ``A`` comes from the threads' registers (``a_pairs``), not a tile."""
-        return self.a is None
-
-    @property
     def n_major(self) -> bool:
         """Whether ``b`` is read N-major: its tile ``[…, K, N]`` (``transposed``)."""
         return self.transposed is not None
@@ -311,9 +308,9 @@ class MmaOp(IRDLOperation):
         if k0 is not None and (k0 % K or k0 + K > rows):
             raise VerifyException(f"wgmma.mma: the transposed 'b''s first k {k0} must be a "
                                   f"multiple of {K} with {K} rows below its {rows}")
-        if n0 is not None and (n0 % (SWIZZLE_BYTES // 2) or n0 + n > width):
+        if n0 is not None and (n0 % ATOM_COLUMNS or n0 + n > width):
             raise VerifyException(f"wgmma.mma: the transposed 'b''s first column {n0} must "
-                                  f"be a multiple of {SWIZZLE_BYTES // 2} with {n} columns "
+                                  f"be a multiple of {ATOM_COLUMNS} with {n} columns "
                                   f"from it in its {width}")
 
     def print(self, printer: Printer) -> None:
@@ -382,6 +379,6 @@ class MmaOp(IRDLOperation):
 
 Wgmma = Dialect("wgmma", [FenceOp, MmaOp, CommitOp, WaitOp], [])
 
-__all__ = ["A_PAIRS", "CHUNK_BYTES", "K", "M", "MAX_N", "SWIZZLE_ATTR", "SWIZZLE_BYTES",
-           "SWIZZLE_ROWS", "WARPGROUP", "CommitOp", "FenceOp", "MmaOp", "WaitOp", "Wgmma",
-           "check_swizzled_tile", "swizzle"]
+__all__ = ["ATOM_COLUMNS", "A_PAIRS", "CHUNK_BYTES", "K", "M", "MAX_N", "SWIZZLE_ATTR",
+           "SWIZZLE_BYTES", "SWIZZLE_ROWS", "WARPGROUP", "CommitOp", "FenceOp", "MmaOp",
+           "WaitOp", "Wgmma", "check_swizzled_tile", "swizzle"]

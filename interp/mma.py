@@ -79,6 +79,20 @@ def unpack_pairs(words: np.ndarray, element: Attribute) -> tuple[np.ndarray, np.
     return lo.astype(np.float64), hi.astype(np.float64)
 
 
+def half_a_fragment(pairs: list[np.ndarray], element: Attribute) -> np.ndarray:
+    """The ``16 × 16`` ``A`` of ``m16n8k16`` (``float64``, shape ``[..., 16, 16]``) from the
+    four pair operands of a warp's lanes, each shaped ``[..., g, t]`` (``[..., 8, 4]``):
+    ``a_q = A[g + 8·(q mod 2)][2t + 8·(q / 2) + {0, 1}]``, the first in the low half."""
+    mat_a = np.empty(pairs[0].shape[:-2] + (16, 16))
+    for q, words in enumerate(pairs):
+        lo, hi = unpack_pairs(words, element)
+        rows = slice(8 * (q % 2), 8 * (q % 2) + 8)
+        col = 8 * (q // 2)
+        mat_a[..., rows, col:col + 8:2] = lo
+        mat_a[..., rows, col + 1:col + 8:2] = hi
+    return mat_a
+
+
 def _warps(ev: SimtEvaluator, op: Operation) -> tuple[int, ...]:
     """The frame with its thread axis split into warps, ``lead + (32,)`` (``lead`` =
     ``frame[:-1] + (warps,)``), once the op is known to run whole warps."""
@@ -119,13 +133,7 @@ def _mma_sync(ev: SimtEvaluator, op: Operation) -> None:
         mat_b[..., :4, :] = np.swapaxes(b[0], -1, -2)
         mat_b[..., 4:, :] = np.swapaxes(b[1], -1, -2)
     else:  # m16n8k16: a_q = A[g + 8·(q%2)][2t + 8·(q//2) + {0,1}], b_q = B[2t + 8q + {0,1}][g]
-        mat_a = np.empty(lead + (16, 16))
-        for q in range(4):
-            lo, hi = unpack_pairs(lanes(q, np.uint32), element)
-            rows = slice(8 * (q % 2), 8 * (q % 2) + 8)
-            col = 8 * (q // 2)
-            mat_a[..., rows, col:col + 8:2] = lo
-            mat_a[..., rows, col + 1:col + 8:2] = hi
+        mat_a = half_a_fragment([lanes(q, np.uint32) for q in range(4)], element)
         mat_b = np.empty(lead + (16, 8))
         for q in range(2):
             lo, hi = unpack_pairs(lanes(4 + q, np.uint32), element)

@@ -32,10 +32,10 @@ import numpy as np
 from xdsl.ir import Operation, SSAValue
 
 from llmopt.dialects.mma import pair_element
-from llmopt.dialects.wgmma import SWIZZLE_ROWS, WARPGROUP, K, M, MmaOp, WaitOp
+from llmopt.dialects.wgmma import ATOM_COLUMNS, SWIZZLE_ROWS, WARPGROUP, K, M, MmaOp, WaitOp
 from llmopt.interp._core import DivergenceError, InterpretError, error
 from llmopt.interp.kernel import KernelEvaluator, read
-from llmopt.interp.mma import unpack_pairs
+from llmopt.interp.mma import half_a_fragment
 from llmopt.interp.simt import SimtEvaluator, buffer_of, simt_impl
 
 _LANE = np.arange(WARPGROUP)
@@ -127,7 +127,7 @@ def _origin(ev: SimtEvaluator, op: MmaOp, lead: tuple[int, ...], active: np.ndar
     ``role`` and the row is a multiple of 8, the ``k`` a multiple of 16 (``n_major``: on
     ``(…, k, column)``, the ``k`` a multiple of 16, the column of 64)."""
     lead_names = [f"leading {d}" for d in range(len(indices) - 2)]
-    last = (("k", K), ("column", 64)) if n_major else (("row", SWIZZLE_ROWS), ("k", K))
+    last = (("k", K), ("column", ATOM_COLUMNS)) if n_major else (("row", SWIZZLE_ROWS), ("k", K))
     names = (*lead_names, *(name for name, _ in last))
     steps = (1,) * len(lead_names) + tuple(step for _, step in last)
     for name, value, step in zip(names, indices, steps, strict=True):
@@ -185,15 +185,9 @@ def _registers_a(ev: SimtEvaluator, op: MmaOp, lead: tuple[int, ...]) -> np.ndar
     element = pair_element(op.a_pairs[0].type)
     assert element is not None
     warps = WARPGROUP // 32
-    mat_a = np.empty(lead + (warps, 16, K))
-    for q, value in enumerate(op.a_pairs):
-        words = np.broadcast_to(np.asarray(ev.env[value], np.uint32), ev.frame)
-        lo, hi = unpack_pairs(words.reshape(lead + (warps, 8, 4)), element)
-        rows = slice(8 * (q % 2), 8 * (q % 2) + 8)
-        col = 8 * (q // 2)
-        mat_a[..., rows, col:col + 8:2] = lo
-        mat_a[..., rows, col + 1:col + 8:2] = hi
-    return mat_a.reshape(lead + (M, K))
+    pairs = [np.broadcast_to(np.asarray(ev.env[value], np.uint32), ev.frame)
+             .reshape(lead + (warps, 8, 4)) for value in op.a_pairs]
+    return half_a_fragment(pairs, element).reshape(lead + (M, K))
 
 
 @simt_impl("wgmma.mma")

@@ -97,7 +97,7 @@ from llmopt.passes.tile._mma_match import Operand, Update, coefficients, match_c
 from llmopt.passes.tile.async_copy import LAG_ATTR
 from llmopt.target import WGMMA_ARCH
 
-CHUNK = wgmma.SWIZZLE_BYTES // 2
+CHUNK = wgmma.ATOM_COLUMNS
 """The chunk loop's ``K``: one 128-byte row of 16-bit values."""
 WARPS = wgmma.WARPGROUP // 32
 """Warps of a warpgroup."""
@@ -250,13 +250,13 @@ def rewrite(chunk: scf.ForOp, forall: tile.ForallOp, nest: list[loop.ForOp],
             for op in ops:
                 emit.op(op)
     emit.op(wgmma.FenceOp())  # after the accumulators are read: the products use them
+    transposed = {key for key, o in operands.items() if n_major and _n_major(o, kk)}
     for q in range(extent // wgmma.K):
         for u, update in enumerate(updates):
             a, b = operands[update.a], operands[update.b]
             a_from: SSAValue | list[SSAValue] = pairs.get((update.a, q)) or a.load.buffer
             product = wgmma.MmaOp(a_from, starts.get((update.a, q), []), b.load.buffer,
-                                  starts[update.b, q], values[u],
-                                  n_major and _n_major(b, kk))
+                                  starts[update.b, q], values[u], update.b in transposed)
             emit.op(product)
             values[u] = list(product.d)
     emit.op(wgmma.CommitOp())
