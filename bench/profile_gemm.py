@@ -1,13 +1,15 @@
 """Run one llmopt-compiled linear layer a few times (for a profiler such as Nsight Compute).
 
 Usage (GPU host): ``ncu --clock-control none -k regex:elementwise python bench/profile_gemm.py
-M N K [pipeline]``; the default pipeline is ``lower-to-cuda``. Prints the median time of the
-call so the run also works without a profiler.
+M N K [pipeline] [--dtype bfloat16]``; the default pipeline is ``lower-to-cuda``, the
+default dtype ``float32``. ``--torch`` runs PyTorch's own ``x @ W^T + r`` instead (cuBLAS,
+for a profile to set beside). Prints the median time of the call so the run also works
+without a profiler.
 """
 
 from __future__ import annotations
 
-import sys
+import argparse
 
 import torch
 
@@ -16,10 +18,17 @@ import llmopt
 
 def main() -> None:
     """Compile ``y = x @ W^T + r`` for the given sizes and run it."""
-    m, n, k = (int(a) for a in sys.argv[1:4])
-    pipeline = sys.argv[4] if len(sys.argv) > 4 else "lower-to-cuda"
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("m", type=int)
+    parser.add_argument("n", type=int)
+    parser.add_argument("k", type=int)
+    parser.add_argument("pipeline", nargs="?", default="lower-to-cuda")
+    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
+    parser.add_argument("--torch", action="store_true", help="run PyTorch's product instead")
+    args = parser.parse_args()
+    m, n, k, dtype = args.m, args.n, args.k, getattr(torch, args.dtype)
     torch.backends.cuda.matmul.allow_tf32 = False
-    linear = torch.nn.Linear(k, n, bias=False).cuda()
+    linear = torch.nn.Linear(k, n, bias=False).cuda().to(dtype)
 
     class Block(torch.nn.Module):
         def __init__(self) -> None:
@@ -29,12 +38,12 @@ def main() -> None:
         def forward(self, x: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
             return self.proj(x) + r
 
-    x = torch.randn(1, m, k, device="cuda")
-    r = torch.randn(1, m, n, device="cuda")
-    fn = llmopt.compile(Block(), (x, r), pipeline)
+    x = torch.randn(1, m, k, device="cuda", dtype=dtype)
+    r = torch.randn(1, m, n, device="cuda", dtype=dtype)
+    fn = Block() if args.torch else llmopt.compile(Block(), (x, r), args.pipeline)
     got = fn(x, r)
-    ref = linear(x) + r
-    print(f"max rel err {((got - ref).abs().max() / ref.abs().max()).item():.2e}")
+    ref = (x.double() @ linear.weight.double().t()) + r.double()
+    print(f"max rel err {((got.double() - ref).abs().max() / ref.abs().max()).item():.2e}")
     times = []
     for _ in range(10):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
