@@ -67,6 +67,7 @@ for _name, _module, _attr in [
     ("cuda", "llmopt.dialects.cuda", "Cuda"),
     ("mma", "llmopt.dialects.mma", "Mma"),
     ("wgmma", "llmopt.dialects.wgmma", "Wgmma"),
+    ("mbarrier", "llmopt.dialects.mbarrier", "Mbarrier"),
 ]:
     DIALECTS[_name] = _lazy(_module, _attr)  # type: ignore[assignment]
 
@@ -105,6 +106,7 @@ _BUILTIN_PASSES: dict[str, tuple[str, str]] = {
     "fuse-launches": ("llmopt.passes.kernel.fuse_launches", "FuseLaunches"),
     "fuse-tails": ("llmopt.passes.kernel.fuse_tails", "FuseTails"),
     "plan-buffers": ("llmopt.passes.kernel.plan_buffers", "PlanBuffers"),
+    "warp-specialize": ("llmopt.passes.kernel.warp_specialize", "WarpSpecialize"),
     "programmatic-launch": ("llmopt.passes.kernel.programmatic_launch", "ProgrammaticLaunch"),
     "lengths-in-memory": ("llmopt.passes.kernel.lengths_in_memory", "LengthsInMemory"),
 }
@@ -130,10 +132,12 @@ for _name, (_module, _attr) in _BUILTIN_PASSES.items():
 #: ``programmatic-launch`` lets each kernel's blocks be scheduled while the previous kernel
 #: drains (sm_90 and newer). ``version-row-groups`` gives a register tile over a runtime
 #: length one K loop per count of its live row groups, so that a bucket's kernel skips the
-#: padded rows' multiply-adds as a static tile does.
+#: padded rows' multiply-adds as a static tile does. ``warp-specialize`` (pipeline option
+#: ``warp_specialize``, off by default) gives a warpgroup product's copies a producer
+#: warpgroup of their own.
 PIPELINES: dict[str, tuple[dict[str, str], str]] = {
     "lower-to-cuda": (
-        {"arch": DEFAULT_ARCH},
+        {"arch": DEFAULT_ARCH, "warp_specialize": "false"},
         "torch-to-prim,canonicalize,prim-to-loop,fuse-kernels{{recompute_limit=0}},canonicalize,"
         "cse,hoist-reduce-factors,flash-attention{{arch={arch}}},outline-repeated-kernels,"
         "loop-to-tile{{arch={arch}}},length-buckets{{arch={arch}}},apply-tuned{{arch={arch}}},"
@@ -142,7 +146,7 @@ PIPELINES: dict[str, tuple[dict[str, str], str]] = {
         "async-copy{{arch={arch}}},"
         "prefetch-stages,wgmma-fragments{{arch={arch}}},pad-shared,mma-fragments,"
         "vector-fragments,"
-        "tile-to-kernel,dedup-kernels,hoist-constants,canonicalize,cse,dedup-kernels,"
+        "tile-to-kernel,warp-specialize{{enabled={warp_specialize}}},dedup-kernels,hoist-constants,canonicalize,cse,dedup-kernels,"
         "version-row-groups,inline-repeated-kernels,merge-branches,fuse-launches,plan-buffers,"
         "programmatic-launch{{arch={arch}}},"
         "kernel-to-cuda{{arch={arch}}}",

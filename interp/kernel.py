@@ -212,6 +212,39 @@ class RaceChecker:
         else:
             self.epoch[blocks] += 1
 
+    def forget(self, buf: np.ndarray, loc: np.ndarray) -> None:
+        """The flat locations ``loc`` of ``buf`` were just written through an mbarrier
+        phase (copies that landed at a wait for it): that protocol orders the write after
+        the reads the writer's threads waited for and before the waiters' own accesses, so
+        the locations start with no writer and no readers."""
+        track = self.tracks.get(id(buf))
+        if track is None:
+            return
+        track.writer[loc] = -1
+        if track.shared:
+            track.r_lo[loc] = _NONE
+            track.r_hi[loc] = -1
+
+    def release(self, arrived: np.ndarray) -> None:
+        """Threads waited for an mbarrier phase that the threads ``arrived`` (global ids)
+        completed: what those threads wrote or read before arriving happens before whatever
+        the waiters do next, so those accesses leave the record (an approximation: the
+        record keeps one writer and one span of readers a location, so a third thread that
+        did not wait is no longer checked against them either)."""
+        mine = np.zeros(self.blocks * self.threads, np.bool_)
+        mine[arrived] = True
+        for track in self.tracks.values():
+            if not track.shared:
+                continue
+            written = track.writer >= 0
+            track.writer[written & mine[np.where(written, track.writer, 0)]] = -1
+            read = track.r_hi >= 0
+            lo = np.where(read, track.r_lo, 0)
+            hi = np.where(read, track.r_hi, 0)
+            gone = read & mine[lo] & mine[hi]
+            track.r_lo[gone] = _NONE
+            track.r_hi[gone] = -1
+
     def grid_sync(self) -> None:
         """Every thread of the grid passed a point after which all global writes before it
         are visible to all (``kernel.last_block``): a barrier for every block, and no

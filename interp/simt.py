@@ -112,6 +112,18 @@ class InFlight:
         self.buffer[np.unravel_index(self.loc, self.buffer.shape)] = self.values
 
 
+@dataclass
+class Bound:
+    """Elements in flight that complete on an mbarrier phase (``mbarrier.arrive_copies``)
+    instead of a wait of their thread."""
+
+    copy: InFlight
+    barrier: np.ndarray
+    """Per element, the flat location of its barrier (in the barrier buffer's storage)."""
+    phase: np.ndarray
+    """Per element, the phase of that barrier the thread's arrival counts towards."""
+
+
 class AsyncCopies:
     """The asynchronous copies of one launch (see the module docstring)."""
 
@@ -121,6 +133,25 @@ class AsyncCopies:
         """Per global thread id, how many groups the thread has committed."""
         self.copies: list[InFlight] = []
         """Elements in flight, in issue order."""
+        self.bound: list[Bound] = []
+        """Elements in flight bound to mbarrier phases, in the order of their arrivals."""
+
+    def take(self, active: np.ndarray) -> list[InFlight]:
+        """Remove and return, in issue order, every element in flight (committed or not) of
+        the threads where ``active`` (a boolean per global thread id) is true."""
+        taken: list[InFlight] = []
+        kept: list[InFlight] = []
+        for copy in self.copies:
+            mine = active[copy.tids]
+            if mine.all():
+                taken.append(copy)
+            elif mine.any():
+                taken.append(copy.subset(mine))
+                kept.append(copy.subset(~mine))
+            else:
+                kept.append(copy)
+        self.copies = kept
+        return taken
 
     def issue(self, copy: InFlight) -> None:
         """Add the elements of one executed copy op to their threads' open groups."""
@@ -142,10 +173,11 @@ class AsyncCopies:
         ``None``, every element in flight (the end of the launch)."""
         done: list[InFlight] = []
         kept: list[InFlight] = []
+        if active is None:
+            done = self.copies + [bound.copy for bound in self.bound]
+            self.copies, self.bound = [], []
+            return done
         for copy in self.copies:
-            if active is None:
-                done.append(copy)
-                continue
             finished = ((copy.group >= 0) & active[copy.tids]
                         & (copy.group < self.committed[copy.tids] - pending))
             if finished.all():

@@ -22,7 +22,7 @@ from xdsl.dialects import scf
 from xdsl.dialects.builtin import BFloat16Type, Float32Type, IndexType, IntegerAttr, MemRefType
 from xdsl.ir import Attribute, Block, BlockArgument, Operation, Region, SSAValue
 
-from llmopt.dialects import cuda, kernel, mma, wgmma
+from llmopt.dialects import cuda, kernel, mbarrier, mma, wgmma
 from llmopt.lowering._cuda_analysis import written_buffers
 from llmopt.lowering._cuda_expr import ExprBuilder
 from llmopt.lowering._cuda_names import Names
@@ -226,6 +226,8 @@ class KernelEmitter(ExprBuilder):
             self._emit_wgmma(op)
         elif isinstance(op, wgmma.WaitOp):
             self._emit_wgmma_wait(op)
+        elif isinstance(op, mbarrier.BarrierAccess):
+            self._emit_mbarrier(op)
         elif isinstance(op, kernel.OpaqueOp):
             if self.kind.get(op.result) is Kind.NAMED:
                 self._emit_opaque(op)
@@ -459,6 +461,28 @@ class KernelEmitter(ExprBuilder):
         self.add(cuda.AsmOp("cp.async.bulk.prefetch.L2.global [%0], %1;", [],
                             [to_global, self.integer(nbytes, I32)], ["l", "r"], volatile=True,
                             memory=True))
+
+    def _emit_mbarrier(self, op: mbarrier.BarrierAccess) -> None:
+        """One ``mbarrier`` op on ``(unsigned)__cvta_generic_to_shared(&bars[offset])``: its
+        PTX instruction, or for a wait the ``try_wait.parity`` loop (its labels are local to
+        the braces, so the loop may appear any number of times)."""
+        address = self.unary("&", self.element(op.bars, op.indices, op))
+        shared = self.cast(self.call("__cvta_generic_to_shared", [address], UI64), UI32)
+        if isinstance(op, mbarrier.InitOp):
+            template = "mbarrier.init.shared::cta.b64 [%0], %1;"
+            ins, constraints = [shared, self.integer(op.arrivals, I32)], ["r", "r"]
+        elif isinstance(op, mbarrier.ArriveCopiesOp):
+            template = "cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];"
+            ins, constraints = [shared], ["r"]
+        elif isinstance(op, mbarrier.ArriveOp):
+            template = "mbarrier.arrive.shared::cta.b64 _, [%0];"
+            ins, constraints = [shared], ["r"]
+        else:
+            assert isinstance(op, mbarrier.WaitOp)
+            template = ("{ .reg .pred p; WAIT: mbarrier.try_wait.parity.shared::cta.b64 p, "
+                        "[%0], %1; @!p bra WAIT; }")
+            ins, constraints = [shared, self.cast(self.expr(op.parity), UI32)], ["r", "r"]
+        self.add(cuda.AsmOp(template, [], ins, constraints, volatile=True, memory=True))
 
     def _emit_last_block(self, op: kernel.LastBlockOp) -> None:
         """The arrival and the region of ``kernel.last_block``::

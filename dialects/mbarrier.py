@@ -1,0 +1,212 @@
+"""The ``mbarrier`` dialect: shared-memory barriers that count arrivals in phases (sm_80+;
+the parity wait sm_90), at Kernel IR.
+
+An *mbarrier* is one 64-bit word of a ``kernel.shared`` buffer of ``i64``. It is set up
+with the number of arrivals that complete a *phase*; once that many arrivals have come,
+the phase completes, its count starts again and the next phase begins. Phases are numbered
+0, 1, 2, … from the initialisation; a thread waits for a phase by its *parity*
+(``phase mod 2``). Unlike ``kernel.barrier`` (``__syncthreads``) nobody has to wait at the
+arrival: a producer arrives and goes on, a consumer waits for the phase and goes on, so two
+groups of a block's threads can run ahead of each other by as many phases as there are
+barriers between them. That is what a warp-specialised kernel's slots of shared memory use
+(see the ``warp-specialize`` pass): one barrier a slot that the producer's copies complete
+(``full``), one that the consumers' releases complete (``empty``).
+
+* ``mbarrier.init %bars[%i] count 128 : memref<2x4xi64>`` — ``mbarrier.init.shared::cta.b64``:
+  the barrier expects ``count`` arrivals a phase. One thread initialises; a
+  ``kernel.barrier`` after it makes the barrier visible to the others.
+* ``mbarrier.arrive %bars[%i] : memref<2x4xi64>`` — ``mbarrier.arrive.shared::cta.b64``:
+  each executing thread arrives once; its earlier writes are visible to a thread whose wait
+  sees the phase complete.
+* ``mbarrier.arrive_copies %bars[%i] : memref<2x4xi64>`` —
+  ``cp.async.mbarrier.arrive.noinc.shared::cta.b64``: each executing thread arrives once
+  *when its asynchronous copies issued so far* (``kernel.async_copy``, committed or not)
+  have landed; the copies' data is then visible to a thread whose wait sees the phase
+  complete. The thread itself goes on at once.
+* ``mbarrier.wait %bars[%i] parity %p : memref<2x4xi64>`` — a loop over
+  ``mbarrier.try_wait.parity.shared::cta.b64``: each executing thread waits until the phase
+  of parity ``%p`` (0 or 1) has completed, i.e. until the barrier's current phase has
+  another parity. A freshly initialised barrier is in phase 0, so a wait for parity 1
+  returns at once (the "phase before the first", which a producer's first wait for a free
+  slot uses).
+
+The interpreter keeps each barrier's arrivals and completed phases: an arrival beyond the
+count, or a wait for a phase that has not completed when the wait runs (in the
+interpreter's order, every thread of the block one op after another), is an error; copies
+that complete on a barrier land when a thread waits for that phase.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Self
+
+from xdsl.dialects.builtin import IndexType, IntegerAttr, IntegerType, MemRefType, i64
+from xdsl.ir import Dialect, SSAValue
+from xdsl.irdl import (
+    IRDLOperation,
+    irdl_op_definition,
+    operand_def,
+    prop_def,
+    traits_def,
+    var_operand_def,
+)
+from xdsl.parser import Parser
+from xdsl.printer import Printer
+from xdsl.traits import MemoryReadEffect, MemoryWriteEffect
+from xdsl.utils.exceptions import VerifyException
+
+from llmopt.dialects._syntax import parse_i64
+
+MAX_COUNT = (1 << 20) - 1
+"""The largest arrival count of a phase PTX allows."""
+
+
+def _print_access(printer: Printer, buffer: SSAValue, indices: Sequence[SSAValue]) -> None:
+    printer.print_string(" ")
+    printer.print_ssa_value(buffer)
+    printer.print_string("[")
+    printer.print_list(indices, printer.print_ssa_value)
+    printer.print_string("]")
+
+
+def _parse_access(parser: Parser) -> tuple[Parser.UnresolvedOperand, list[SSAValue]]:
+    buffer = parser.parse_unresolved_operand()
+    indices = parser.parse_comma_separated_list(
+        Parser.Delimiter.SQUARE, lambda: parser.parse_operand(IndexType()))
+    return buffer, indices
+
+
+class BarrierAccess(IRDLOperation):
+    """An op on one mbarrier, ``bars[indices]``: a ``kernel.shared`` buffer of ``i64``."""
+
+    bars = operand_def(MemRefType)
+    indices = var_operand_def(IndexType)
+    traits = traits_def(MemoryReadEffect(), MemoryWriteEffect())
+
+    def verify_(self) -> None:
+        from llmopt.dialects.kernel import SharedOp
+
+        typ = self.bars.type
+        assert isinstance(typ, MemRefType)
+        if typ.element_type != IntegerType(64):
+            raise VerifyException(f"{self.name}: barriers are i64 words, not "
+                                  f"{typ.element_type}")
+        if not isinstance(self.bars.owner, SharedOp):
+            raise VerifyException(f"{self.name}: the barriers must be a kernel.shared buffer")
+        if len(self.indices) != typ.get_num_dims():
+            raise VerifyException(f"{self.name}: {len(self.indices)} indices for a "
+                                  f"rank-{typ.get_num_dims()} buffer")
+
+
+@irdl_op_definition
+class InitOp(BarrierAccess):
+    """``mbarrier.init %bars[%i] count 128 : memref<2x4xi64>`` (see the module docstring)."""
+
+    name = "mbarrier.init"
+    count = prop_def(IntegerAttr)
+
+    def __init__(self, bars: SSAValue, indices: Sequence[SSAValue], count: int) -> None:
+        super().__init__(operands=[bars, list(indices)],
+                         properties={"count": IntegerAttr(count, i64)})
+
+    @property
+    def arrivals(self) -> int:
+        """The arrivals that complete a phase."""
+        return self.count.value.data
+
+    def verify_(self) -> None:
+        super().verify_()
+        if not 1 <= self.arrivals <= MAX_COUNT:
+            raise VerifyException(f"{self.name}: count {self.arrivals} outside [1, "
+                                  f"{MAX_COUNT}]")
+
+    def print(self, printer: Printer) -> None:
+        _print_access(printer, self.bars, self.indices)
+        printer.print_string(f" count {self.arrivals}")
+        printer.print_op_attributes(self.attributes)
+        printer.print_string(" : ")
+        printer.print_attribute(self.bars.type)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> Self:
+        bars, indices = _parse_access(parser)
+        parser.parse_keyword("count")
+        count = parse_i64(parser)
+        attrs = parser.parse_optional_attr_dict()
+        parser.parse_punctuation(":")
+        op = cls(parser.resolve_operand(bars, parser.parse_type()), indices, count)
+        op.attributes |= attrs
+        return op
+
+
+class _Arrival(BarrierAccess):
+    """An arrival of each executing thread on ``bars[indices]``."""
+
+    def __init__(self, bars: SSAValue, indices: Sequence[SSAValue]) -> None:
+        super().__init__(operands=[bars, list(indices)])
+
+    def print(self, printer: Printer) -> None:
+        _print_access(printer, self.bars, self.indices)
+        printer.print_op_attributes(self.attributes)
+        printer.print_string(" : ")
+        printer.print_attribute(self.bars.type)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> Self:
+        bars, indices = _parse_access(parser)
+        attrs = parser.parse_optional_attr_dict()
+        parser.parse_punctuation(":")
+        op = cls(parser.resolve_operand(bars, parser.parse_type()), indices)
+        op.attributes |= attrs
+        return op
+
+
+@irdl_op_definition
+class ArriveOp(_Arrival):
+    """``mbarrier.arrive %bars[%i] : memref<2x4xi64>`` (see the module docstring)."""
+
+    name = "mbarrier.arrive"
+
+
+@irdl_op_definition
+class ArriveCopiesOp(_Arrival):
+    """``mbarrier.arrive_copies %bars[%i] : memref<2x4xi64>``: an arrival when the thread's
+    asynchronous copies land (see the module docstring)."""
+
+    name = "mbarrier.arrive_copies"
+
+
+@irdl_op_definition
+class WaitOp(BarrierAccess):
+    """``mbarrier.wait %bars[%i] parity %p : memref<2x4xi64>`` (see the module docstring)."""
+
+    name = "mbarrier.wait"
+    bars = operand_def(MemRefType)
+    indices = var_operand_def(IndexType)
+    parity = operand_def(IndexType)
+
+    def __init__(self, bars: SSAValue, indices: Sequence[SSAValue], parity: SSAValue) -> None:
+        super().__init__(operands=[bars, list(indices), parity])
+
+    def print(self, printer: Printer) -> None:
+        _print_access(printer, self.bars, self.indices)
+        printer.print_string(" parity ")
+        printer.print_ssa_value(self.parity)
+        printer.print_op_attributes(self.attributes)
+        printer.print_string(" : ")
+        printer.print_attribute(self.bars.type)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> Self:
+        bars, indices = _parse_access(parser)
+        parser.parse_keyword("parity")
+        parity = parser.parse_operand(IndexType())
+        attrs = parser.parse_optional_attr_dict()
+        parser.parse_punctuation(":")
+        op = cls(parser.resolve_operand(bars, parser.parse_type()), indices, parity)
+        op.attributes |= attrs
+        return op
+
+
+Mbarrier = Dialect("mbarrier", [InitOp, ArriveOp, ArriveCopiesOp, WaitOp], [])

@@ -1,0 +1,83 @@
+"""``warp-specialize`` on a product whose eight K chunks reuse each of three slots: the
+specialised kernel computes what the K loop did, bit for bit, and each of its
+synchronisations is needed — the interpreter reports the program without any one of them.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import llmopt
+from llmopt.interp import InterpretError, RaceError, random_inputs, run
+
+INPUT = Path(__file__).parent / "Inputs" / "wgmma-k512.mlir"
+TO_KERNEL = "wgmma-fragments{arch=sm_90a},pad-shared,mma-fragments,vector-fragments,tile-to-kernel"
+
+
+@pytest.fixture(scope="module")
+def programs() -> tuple[str, str, list[np.ndarray]]:
+    """The K-loop kernel, its specialised form (text) and random inputs."""
+    module = llmopt.parse(INPUT.read_text())
+    llmopt.lower(module, TO_KERNEL)
+    before = str(module)
+    llmopt.lower(module, "warp-specialize")
+    fn = next(op for op in module.walk() if op.name == "func.func")
+    return before, str(module), random_inputs(fn, 3)
+
+
+def _without(text: str, pattern: str, occurrence: int) -> str:
+    lines = text.splitlines()
+    hits = [i for i, line in enumerate(lines) if re.search(pattern, line)]
+    del lines[hits[occurrence]]
+    return "\n".join(lines)
+
+
+def test_the_specialised_kernel_computes_the_same_bits(
+        programs: tuple[str, str, list[np.ndarray]]) -> None:
+    before, after, inputs = programs
+    assert "block [256, 1, 1]" in after and "mbarrier.arrive_copies" in after
+    (want,) = run(llmopt.parse(before), inputs)
+    (got,) = run(llmopt.parse(after), inputs)
+    np.testing.assert_array_equal(got, want)
+
+
+def test_a_slot_refilled_before_its_release_is_a_race(
+        programs: tuple[str, str, list[np.ndarray]]) -> None:
+    _, after, inputs = programs
+    with pytest.raises(RaceError, match="write after read"):
+        run(llmopt.parse(_without(after, "mbarrier.wait", 1)), inputs)
+
+
+def test_a_slot_read_before_its_copies_land_is_a_race(
+        programs: tuple[str, str, list[np.ndarray]]) -> None:
+    _, after, inputs = programs
+    with pytest.raises(RaceError, match="read after write"):
+        run(llmopt.parse(_without(after, "mbarrier.wait", 0)), inputs)
+
+
+@pytest.mark.parametrize("arrival", [r"mbarrier.arrive %", "mbarrier.arrive_copies"])
+def test_a_missing_arrival_stalls_the_other_side(
+        programs: tuple[str, str, list[np.ndarray]], arrival: str) -> None:
+    _, after, inputs = programs
+    with pytest.raises(InterpretError, match="has not completed"):
+        run(llmopt.parse(_without(after, arrival, 0)), inputs)
+
+
+def test_nvrtc_compiles_the_specialised_kernel_for_sm_90a(
+        programs: tuple[str, str, list[np.ndarray]]) -> None:
+    from llmopt.codegen.cache import KernelCache
+    from llmopt.codegen.cuda_printer import cuda_source
+    from llmopt.codegen.nvrtc import compile_cuda
+
+    module = llmopt.parse(programs[1])
+    llmopt.lower(module, "canonicalize,cse,plan-buffers,kernel-to-cuda{arch=sm_90a}")
+    source = cuda_source(module)
+    assert source.count("mbarrier.init.shared::cta.b64") == 6
+    assert source.count("mbarrier.try_wait.parity") == 2
+    assert "__syncthreads();" in source and "__launch_bounds__(256)" in source
+    cubin = compile_cuda(source, arch="sm_90a", cache=KernelCache("/nonexistent", enabled=False))
+    assert cubin[:4] == b"\x7fELF"
