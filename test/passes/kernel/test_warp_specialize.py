@@ -81,3 +81,27 @@ def test_nvrtc_compiles_the_specialised_kernel_for_sm_90a(
     assert "__syncthreads();" in source and "__launch_bounds__(256)" in source
     cubin = compile_cuda(source, arch="sm_90a", cache=KernelCache("/nonexistent", enabled=False))
     assert cubin[:4] == b"\x7fELF"
+
+
+def test_a_bf16_decoder_layer_keeps_its_meaning_with_warp_specialised_products() -> None:
+    """A small Llama layer in bf16 over 100 tokens (K of 128 and 192: two and three chunks),
+    through ``lower-to-cuda{arch=sm_90a warp_specialize=true}``: every product on warpgroup
+    products gets its producer (the query/key/value ones inside one fused launch), and every
+    pass keeps the interpreted result."""
+    pytest.importorskip("transformers")
+    import torch
+
+    from llmopt import registry
+    from llmopt.frontend.models import build_model, capture_layer, model_config
+
+    config = model_config({"model_type": "llama", "num_hidden_layers": 1, "hidden_size": 128,
+                           "intermediate_size": 192, "num_attention_heads": 2,
+                           "num_key_value_heads": 1, "head_dim": 64, "vocab_size": 64,
+                           "max_position_embeddings": 128})
+    program = capture_layer(build_model(config, seed=3, dtype=torch.bfloat16), 100)
+    pipeline = "lower-to-cuda{arch=sm_90a warp_specialize=true}"
+    to_kernel, _ = registry.split_at_level(registry.expand_pipeline(pipeline), "kernel")
+    text = str(llmopt.lower(program.module.clone(), ",".join(to_kernel)))
+    assert text.count("mbarrier.arrive_copies") >= 4
+    report = llmopt.check_numerics(program.module, pipeline, seed=5)
+    assert report.ok, f"{report}"
