@@ -364,14 +364,39 @@ NEAR_TIE_UNITS = 2
 the dtype's rounding (its machine epsilon) at the scale of the largest logit."""
 
 
+def float64_twin(model: PreTrainedModel, device: Any = None) -> PreTrainedModel:
+    """``model`` with its weights (the same values, its dtype's) held and computed in
+    float64, to judge which of two tokens a forward without rounding prefers. On
+    ``device``; by default the model's, unless that GPU's free memory does not hold eight
+    bytes a parameter (and some), then the CPU."""
+    import torch
+
+    from llmopt.frontend.models import build_model
+
+    if device is None:
+        device = model.device
+        if device.type == "cuda":
+            free, _ = torch.cuda.mem_get_info(device)
+            if free < 9 * sum(p.numel() for p in model.parameters()):
+                device = torch.device("cpu")
+    twin = build_model(model.config, device=device, dtype=torch.float64)
+    twin.load_state_dict(model.state_dict())
+    return twin
+
+
 def divergence(model: PreTrainedModel, prompt: Sequence[int], tokens: Sequence[int],
-               reference: Sequence[int]) -> dict[str, Any] | None:
+               reference: Sequence[int], exact: PreTrainedModel | None = None
+               ) -> dict[str, Any] | None:
     """Where greedy ``tokens`` first leave ``reference`` (both after ``prompt``), and how
     close the reference's choice was there: ``None`` when they agree; else the step, both
     tokens, the gap between their logits in ``model``'s own forward (its dtype) on the
     prompt and the reference's tokens before that step (negative when that forward prefers
     ``tokens``' choice), the bound ``NEAR_TIE_UNITS · eps · max |logit|`` and whether the
-    gap is at most the bound (a near-tie: an order of rounding can pick either token)."""
+    gap is at most the bound (a near-tie: an order of rounding can pick either token).
+
+    With ``exact`` (``model``'s :func:`float64_twin`) the same gap in float64 too
+    (``float64_gap``) and which choice that forward prefers (``float64_prefers``:
+    ``"tokens"``, ``"reference"`` or ``"neither"`` on an exact tie)."""
     import torch
 
     step = next((k for k, (a, b) in enumerate(zip(tokens, reference, strict=False))
@@ -385,5 +410,13 @@ def divergence(model: PreTrainedModel, prompt: Sequence[int], tokens: Sequence[i
     gap = float(logits[theirs] - logits[ours])
     eps = torch.finfo(next(model.parameters()).dtype).eps
     bound = NEAR_TIE_UNITS * eps * float(logits.abs().max())
-    return {"step": step, "token": ours, "reference_token": theirs, "logit_gap": gap,
-            "bound": bound, "near_tie": gap <= bound}
+    found: dict[str, Any] = {"step": step, "token": ours, "reference_token": theirs,
+                             "logit_gap": gap, "bound": bound, "near_tie": gap <= bound}
+    if exact is not None:
+        with torch.no_grad():
+            wide = exact(ids.to(exact.device)).logits[0, -1].double()
+        gap64 = float(wide[theirs] - wide[ours])
+        found["float64_gap"] = gap64
+        found["float64_prefers"] = ("reference" if gap64 > 0 else "tokens" if gap64 < 0
+                                    else "neither")
+    return found

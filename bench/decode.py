@@ -30,7 +30,8 @@ own process (``--prebuild-jobs N``): lowering is single-threaded Python, so on a
 cores the builds overlap, and the measuring process then finds every program in the compile
 cache. Their cold build times are reported as measured in those processes. In 16 bits,
 where llmopt's tokens leave HF's the record says how close HF's choice was there
-(:func:`llmopt.generation.divergence`).
+(:func:`llmopt.generation.divergence`) and which of the two tokens the same weights prefer
+computed in float64 (``--no-float64-check`` skips that forward).
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ from typing import Any
 import torch
 from report import gpu_tag
 
-from llmopt.generation import copy_bandwidth, divergence, step_bytes
+from llmopt.generation import copy_bandwidth, divergence, float64_twin, step_bytes
 
 
 def _sync() -> None:
@@ -313,6 +314,9 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-compile-baseline", action="store_true",
                         help="skip the torch.compile static step")
+    parser.add_argument("--no-float64-check", action="store_true",
+                        help="judge divergences by the dtype's own forward only (default: "
+                             "also by the weights in float64, which needs 8 bytes a parameter)")
     parser.add_argument("--profile", action="store_true",
                         help="time each kernel of one decode step at the longest context")
     parser.add_argument("--pipeline", default="lower-to-cuda",
@@ -416,10 +420,14 @@ def main() -> int:
                         tokens_of["static_compile_graph"] = ct_tokens
                     except Exception as err:  # report, keep the other systems
                         print(f"# torch.compile baseline failed: {err}")
+                exact = None  # float64 weights, built once for the cases that diverge
                 for key, tokens in tokens_of.items():  # where each leaves HF, and why
                     if tokens != hf_tokens:
+                        if exact is None and not args.no_float64_check:
+                            exact = float64_twin(model)
                         systems[key]["divergence"] = divergence(
-                            model, prompt[0].tolist(), tokens, hf_tokens)
+                            model, prompt[0].tolist(), tokens, hf_tokens, exact)
+                del exact
                 rec = {"model": name, "dtype": dtype_name, "context": context,
                        "new_tokens": args.new, "step_bytes": nbytes,
                        "prefill_ms": ours.prefill_seconds * 1e3, "systems": systems}
@@ -475,8 +483,13 @@ def _agreement(system: dict[str, Any]) -> str:
     if not div:
         return f"False (from token {system['first_divergence']})"
     tie = "near-tie" if div["near_tie"] else "not a near-tie"
+    judged = ""
+    if "float64_gap" in div:
+        winner = {"tokens": "this system's", "reference": "HF's"}.get(div["float64_prefers"],
+                                                                       "neither")
+        judged = f"; float64 gap {div['float64_gap']:.3g}: {winner} token"
     return (f"False (from token {div['step']}: logit gap {div['logit_gap']:.3g}, bound "
-            f"{div['bound']:.3g}, {tie})")
+            f"{div['bound']:.3g}, {tie}{judged})")
 
 
 def plot(doc: dict[str, Any], path: Path) -> None:

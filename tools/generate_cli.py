@@ -122,7 +122,13 @@ def generate_command(args: argparse.Namespace) -> int:
     import torch
 
     import llmopt
-    from llmopt.generation import GenerationError, copy_bandwidth, divergence, step_bytes
+    from llmopt.generation import (
+        GenerationError,
+        copy_bandwidth,
+        divergence,
+        float64_twin,
+        step_bytes,
+    )
 
     gpu = torch.cuda.is_available() and not args.cpu
     check_pipeline(args.pipeline)
@@ -169,13 +175,20 @@ def generate_command(args: argparse.Namespace) -> int:
         with torch.no_grad():
             want = model.generate(ids, max_new_tokens=new, min_new_tokens=new,
                                   do_sample=False)[0, len(prompt):].tolist()
-        div = divergence(model, prompt, out.tokens, want)
+        exact = float64_twin(model) if args.dtype != "float32" else None
+        div = divergence(model, prompt, out.tokens, want, exact)
         if div is None:
             print("transformers generate: the same tokens")
             return 0
         tie = ("a near-tie" if div["near_tie"] else "not a near-tie")
+        judged = ""
+        if "float64_gap" in div:
+            winner = {"tokens": "llmopt's", "reference": "transformers'"}.get(
+                div["float64_prefers"], "neither")
+            judged = f"; in float64 {div['float64_gap']:.3g}: {winner} token"
         print(f"transformers generate: differs from token {div['step']} on (llmopt "
               f"{div['token']}, transformers {div['reference_token']}: logit gap "
-              f"{div['logit_gap']:.3g} in {args.dtype}, bound {div['bound']:.3g}, {tie})")
+              f"{div['logit_gap']:.3g} in {args.dtype}, bound {div['bound']:.3g}, {tie}"
+              f"{judged})")
         return 0 if div["near_tie"] and args.dtype != "float32" else 1
     return 0

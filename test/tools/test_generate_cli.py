@@ -88,3 +88,26 @@ def test_generate_in_bfloat16_agrees_with_transformers(
     assert code == 0
     tokens = next(line for line in out.splitlines() if line.startswith("tokens:"))
     assert len(tokens.split()) == 1 + 6
+
+
+def test_a_divergence_is_judged_in_float64(checkpoint: Path) -> None:
+    """Against the float64 twin's own greedy tokens, a different token at one step is a
+    divergence that the twin's forward prefers the reference's side of, by a positive gap."""
+    import torch
+
+    from llmopt.frontend.models import build_model
+    from llmopt.generation import divergence, float64_twin
+
+    model = build_model(checkpoint, dtype=torch.bfloat16)
+    exact = float64_twin(model)
+    assert next(exact.parameters()).dtype == torch.float64
+    prompt = [3, 1, 4, 1, 5]
+    with torch.no_grad():
+        ids = torch.tensor([prompt])
+        reference = exact.generate(ids, max_new_tokens=4, min_new_tokens=4,
+                                   do_sample=False)[0, len(prompt):].tolist()
+    tokens = [*reference[:2], (reference[2] + 1) % model.config.vocab_size, reference[3]]
+    found = divergence(model, prompt, tokens, reference, exact)
+    assert found is not None and found["step"] == 2
+    assert found["float64_prefers"] == "reference" and found["float64_gap"] > 0
+    assert divergence(model, prompt, reference, reference, exact) is None
