@@ -152,6 +152,7 @@ OPTIONS: dict[str, dict[str, Option]] = {
     "mma-fragments": {"terms": _knob("mma_terms"), "order": _knob("mma_order"),
                       "promote": _knob("mma_promote"), "split": _knob("mma_split")},
     "vector-fragments": {"kv_order": _knob("kv_order")},
+    "warp-specialize": {"pending": Option(_one_of(0, 1))},
     "wgmma-fragments": {"pending": Option(_one_of(0, 1)),
                         "atoms": Option(_one_of(1, 2), unset=False)},
     "kernel-to-cuda": {"index_bitwidth": Option(_one_of(32, 64)),

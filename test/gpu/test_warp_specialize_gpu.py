@@ -1,6 +1,7 @@
 """Warp-specialised bf16 products on the GPU (sm_90a): ``lower-to-cuda{warp_specialize=true}``
-gives the same bits as the default pipeline (the products and their order are the same;
-only who copies and how the slots are handed over differ) and PyTorch's error against
+gives the same bits as the default pipeline, with the products left in flight across a step
+(``pending=1``) or not (the products and their order are the same; only who copies and how
+the slots are handed over differ) and PyTorch's error against
 float64, at row counts no tile divides and at K-long products.
 
 Run on a GPU host: ``python -m pytest -m gpu test/gpu/test_warp_specialize_gpu.py -q``.
@@ -13,6 +14,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import llmopt  # noqa: E402
+from llmopt import registry  # noqa: E402
 
 SHAPES = [(512, 2048, 2048), (100, 2048, 2048), (200, 3584, 3584), (2047, 2048, 5632),
           (512, 3584, 18944)]
@@ -28,9 +30,10 @@ class _Projection(torch.nn.Module):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("pending", [1, 0])
 @pytest.mark.parametrize(("m", "n", "k"), SHAPES)
-def test_warp_specialised_product_matches_the_default_and_float64(m: int, n: int,
-                                                                 k: int) -> None:
+def test_warp_specialised_product_matches_the_default_and_float64(m: int, n: int, k: int,
+                                                                 pending: int) -> None:
     if torch.cuda.get_device_capability() < (9, 0):
         pytest.skip("warpgroup products need sm_90a")
     gen = torch.Generator().manual_seed(m + n + k)
@@ -40,7 +43,8 @@ def test_warp_specialised_product_matches_the_default_and_float64(m: int, n: int
     block = block.to(torch.bfloat16).cuda()
     x = torch.randn(1, m, k, generator=gen).to(torch.bfloat16).cuda()
     r = torch.randn(1, m, n, generator=gen).to(torch.bfloat16).cuda()
-    special = llmopt.compile(block, (x, r), "lower-to-cuda{arch=sm_90a warp_specialize=true}")
+    special = llmopt.compile(block, (x, r), registry.with_options(
+        "lower-to-cuda{arch=sm_90a warp_specialize=true}", f"warp-specialize{{pending={pending}}}"))
     plain = llmopt.compile(block, (x, r), "lower-to-cuda{arch=sm_90a}")
     assert "mbarrier.try_wait.parity" in special.program.source
     got, want = special(x, r), plain(x, r)

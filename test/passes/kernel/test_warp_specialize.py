@@ -1,6 +1,7 @@
 """``warp-specialize`` on a product whose eight K chunks reuse each of three slots: the
-specialised kernel computes what the K loop did, bit for bit, and each of its
-synchronisations is needed — the interpreter reports the program without any one of them.
+specialised kernel (its products left in flight across a step, or not) computes what the K
+loop did, bit for bit, and each of its synchronisations is needed — the interpreter reports
+the program without any one of them.
 """
 
 from __future__ import annotations
@@ -18,13 +19,14 @@ INPUT = Path(__file__).parent / "Inputs" / "wgmma-k512.mlir"
 TO_KERNEL = "wgmma-fragments{arch=sm_90a},pad-shared,mma-fragments,vector-fragments,tile-to-kernel"
 
 
-@pytest.fixture(scope="module")
-def programs() -> tuple[str, str, list[np.ndarray]]:
-    """The K-loop kernel, its specialised form (text) and random inputs."""
+@pytest.fixture(scope="module", params=[1, 0], ids=["pending1", "pending0"])
+def programs(request: pytest.FixtureRequest) -> tuple[str, str, list[np.ndarray]]:
+    """The K-loop kernel, its specialised form (text, products left in flight across a
+    step or not) and random inputs."""
     module = llmopt.parse(INPUT.read_text())
     llmopt.lower(module, TO_KERNEL)
     before = str(module)
-    llmopt.lower(module, "warp-specialize")
+    llmopt.lower(module, f"warp-specialize{{pending={request.param}}}")
     fn = next(op for op in module.walk() if op.name == "func.func")
     return before, str(module), random_inputs(fn, 3)
 
@@ -78,6 +80,8 @@ def test_nvrtc_compiles_the_specialised_kernel_for_sm_90a(
     source = cuda_source(module)
     assert source.count("mbarrier.init.shared::cta.b64") == 6
     assert source.count("mbarrier.try_wait.parity") == 2
+    in_flight = "wgmma.wait 1" in programs[1]  # then the last slot's release is apart
+    assert source.count("mbarrier.arrive.shared::cta.b64") == (2 if in_flight else 1)
     assert "__syncthreads();" in source and "__launch_bounds__(256)" in source
     cubin = compile_cuda(source, arch="sm_90a", cache=KernelCache("/nonexistent", enabled=False))
     assert cubin[:4] == b"\x7fELF"
