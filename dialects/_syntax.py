@@ -417,3 +417,35 @@ def parse_bound_region(parser: Parser) -> tuple[list[SSAValue], Region]:
 
 
 INDEX = IndexType()
+
+
+def print_access(printer: Printer, buffer: SSAValue, indices: Sequence[SSAValue]) -> None:
+    """``%buf[%i, %j]``."""
+    printer.print_ssa_value(buffer)
+    printer.print_string("[")
+    printer.print_list(indices, printer.print_ssa_value)
+    printer.print_string("]")
+
+
+def parse_access(parser: Parser) -> tuple[UnresolvedOperand, list[SSAValue]]:
+    """What :func:`print_access` prints: the buffer (unresolved: its type comes last) and
+    the ``index`` operands."""
+    buffer = parser.parse_unresolved_operand()
+    indices = parser.parse_comma_separated_list(
+        Parser.Delimiter.SQUARE, lambda: parser.parse_operand(IndexType()))
+    return buffer, indices
+
+
+def print_typed_suffix(printer: Printer, op: Operation, typ: Attribute) -> None:
+    """`` {attrs} : type``: an op's attributes, then the type of the buffer it accesses."""
+    printer.print_op_attributes(op.attributes)
+    printer.print_string(" : ")
+    printer.print_attribute(typ)
+
+
+def parse_typed_suffix(parser: Parser) -> tuple[dict[str, Attribute], Attribute]:
+    """What :func:`print_typed_suffix` prints: the attributes and the type."""
+    attrs = parser.parse_optional_attr_dict()
+    parser.parse_punctuation(":")
+    return attrs, parser.parse_type()
+

@@ -62,11 +62,15 @@ from llmopt.dialects._syntax import (
     guarded,
     int_array,
     ints,
+    parse_access,
     parse_i64,
     parse_int_list,
     parse_sized_list,
+    parse_typed_suffix,
+    print_access,
     print_int_list,
     print_sized_list,
+    print_typed_suffix,
 )
 
 DIMS = ("x", "y", "z")
@@ -383,21 +387,6 @@ def _check_indices(op: Operation, buffer: SSAValue, indices: Sequence[SSAValue])
 
 
 
-def _print_access(printer: Printer, buffer: SSAValue, indices: Sequence[SSAValue]) -> None:
-    printer.print_ssa_value(buffer)
-    printer.print_string("[")
-    printer.print_list(indices, printer.print_ssa_value)
-    printer.print_string("]")
-
-
-def _parse_access(parser: Parser) -> tuple[Parser.UnresolvedOperand, list[SSAValue]]:
-    buffer = parser.parse_unresolved_operand()
-    indices = parser.parse_comma_separated_list(
-        Parser.Delimiter.SQUARE, lambda: parser.parse_operand(IndexType())
-    )
-    return buffer, indices
-
-
 @irdl_op_definition
 class LoadOp(IRDLOperation):
     """``%v = kernel.load %buf[%i, %j] : memref<8x256xf32>``."""
@@ -420,14 +409,14 @@ class LoadOp(IRDLOperation):
 
     def print(self, printer: Printer) -> None:
         printer.print_string(" ")
-        _print_access(printer, self.buffer, self.indices)
+        print_access(printer, self.buffer, self.indices)
         printer.print_op_attributes(self.attributes)
         printer.print_string(" : ")
         printer.print_attribute(self.buffer.type)
 
     @classmethod
     def parse(cls, parser: Parser) -> LoadOp:
-        buffer, indices = _parse_access(parser)
+        buffer, indices = parse_access(parser)
         attrs = parser.parse_optional_attr_dict()
         parser.parse_punctuation(":")
         typ = parser.parse_type()
@@ -460,7 +449,7 @@ class StoreOp(IRDLOperation):
         printer.print_string(" ")
         printer.print_ssa_value(self.value)
         printer.print_string(", ")
-        _print_access(printer, self.buffer, self.indices)
+        print_access(printer, self.buffer, self.indices)
         printer.print_op_attributes(self.attributes)
         printer.print_string(" : ")
         printer.print_attribute(self.buffer.type)
@@ -469,7 +458,7 @@ class StoreOp(IRDLOperation):
     def parse(cls, parser: Parser) -> StoreOp:
         value = parser.parse_unresolved_operand()
         parser.parse_punctuation(",")
-        buffer, indices = _parse_access(parser)
+        buffer, indices = parse_access(parser)
         attrs = parser.parse_optional_attr_dict()
         parser.parse_punctuation(":")
         typ = parser.parse_type()
@@ -740,16 +729,16 @@ class CopyBase(IRDLOperation):
 
     def print(self, printer: Printer) -> None:
         printer.print_string(" ")
-        _print_access(printer, self.src, self.src_indices)
+        print_access(printer, self.src, self.src_indices)
         printer.print_string(" to ")
-        _print_access(printer, self.dst, self.dst_indices)
+        print_access(printer, self.dst, self.dst_indices)
         print_copy_suffix(printer, self, self.src, self.dst, self.elements)
 
     @classmethod
     def parse(cls, parser: Parser) -> Self:
-        src, src_indices = _parse_access(parser)
+        src, src_indices = parse_access(parser)
         parser.parse_keyword("to")
-        dst, dst_indices = _parse_access(parser)
+        dst, dst_indices = parse_access(parser)
         count, attrs, src_type, dst_type = parse_copy_suffix(parser)
         op = cls(parser.resolve_operand(src, src_type), src_indices,
                  parser.resolve_operand(dst, dst_type), dst_indices, count)
@@ -903,20 +892,17 @@ class PrefetchOp(IRDLOperation):
 
     def print(self, printer: Printer) -> None:
         printer.print_string(" ")
-        _print_access(printer, self.buffer, self.indices)
+        print_access(printer, self.buffer, self.indices)
         printer.print_string(f" count {self.elements}")
-        printer.print_op_attributes(self.attributes)
-        printer.print_string(" : ")
-        printer.print_attribute(self.buffer.type)
+        print_typed_suffix(printer, self, self.buffer.type)
 
     @classmethod
     def parse(cls, parser: Parser) -> PrefetchOp:
-        buffer, indices = _parse_access(parser)
+        buffer, indices = parse_access(parser)
         parser.parse_keyword("count")
         count = parse_i64(parser)
-        attrs = parser.parse_optional_attr_dict()
-        parser.parse_punctuation(":")
-        op = cls(parser.resolve_operand(buffer, parser.parse_type()), indices, count)
+        attrs, typ = parse_typed_suffix(parser)
+        op = cls(parser.resolve_operand(buffer, typ), indices, count)
         op.attributes |= attrs
         return op
 

@@ -56,29 +56,22 @@ from xdsl.printer import Printer
 from xdsl.traits import MemoryReadEffect, MemoryWriteEffect
 from xdsl.utils.exceptions import VerifyException
 
-from llmopt.dialects._syntax import parse_i64
+from llmopt.dialects._syntax import (
+    parse_access,
+    parse_i64,
+    parse_typed_suffix,
+    print_access,
+    print_typed_suffix,
+)
 
 MAX_COUNT = (1 << 20) - 1
 """The largest arrival count of a phase PTX allows."""
 
 
-def _print_access(printer: Printer, buffer: SSAValue, indices: Sequence[SSAValue]) -> None:
-    printer.print_string(" ")
-    printer.print_ssa_value(buffer)
-    printer.print_string("[")
-    printer.print_list(indices, printer.print_ssa_value)
-    printer.print_string("]")
-
-
-def _parse_access(parser: Parser) -> tuple[Parser.UnresolvedOperand, list[SSAValue]]:
-    buffer = parser.parse_unresolved_operand()
-    indices = parser.parse_comma_separated_list(
-        Parser.Delimiter.SQUARE, lambda: parser.parse_operand(IndexType()))
-    return buffer, indices
-
-
 class BarrierAccess(IRDLOperation):
-    """An op on one mbarrier, ``bars[indices]``: a ``kernel.shared`` buffer of ``i64``."""
+    """An op on one mbarrier, ``bars[indices]``: a ``kernel.shared`` buffer of ``i64``.
+    Its syntax is ``%bars[%i, …]``, what :meth:`print_tail` adds, the attributes and the
+    buffer's type."""
 
     bars = operand_def(MemRefType)
     indices = var_operand_def(IndexType)
@@ -97,6 +90,30 @@ class BarrierAccess(IRDLOperation):
         if len(self.indices) != typ.get_num_dims():
             raise VerifyException(f"{self.name}: {len(self.indices)} indices for a "
                                   f"rank-{typ.get_num_dims()} buffer")
+
+    def print_tail(self, printer: Printer) -> None:
+        """What follows the access (nothing here)."""
+
+    @classmethod
+    def parse_tail(cls, parser: Parser) -> tuple[object, ...]:
+        """What :meth:`print_tail` prints, as the constructor's arguments after the
+        indices."""
+        return ()
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        print_access(printer, self.bars, self.indices)
+        self.print_tail(printer)
+        print_typed_suffix(printer, self, self.bars.type)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> Self:
+        bars, indices = parse_access(parser)
+        tail = cls.parse_tail(parser)
+        attrs, typ = parse_typed_suffix(parser)
+        op = cls(parser.resolve_operand(bars, typ), indices, *tail)  # type: ignore[call-arg]
+        op.attributes |= attrs
+        return op
 
 
 @irdl_op_definition
@@ -121,23 +138,13 @@ class InitOp(BarrierAccess):
             raise VerifyException(f"{self.name}: count {self.arrivals} outside [1, "
                                   f"{MAX_COUNT}]")
 
-    def print(self, printer: Printer) -> None:
-        _print_access(printer, self.bars, self.indices)
+    def print_tail(self, printer: Printer) -> None:
         printer.print_string(f" count {self.arrivals}")
-        printer.print_op_attributes(self.attributes)
-        printer.print_string(" : ")
-        printer.print_attribute(self.bars.type)
 
     @classmethod
-    def parse(cls, parser: Parser) -> Self:
-        bars, indices = _parse_access(parser)
+    def parse_tail(cls, parser: Parser) -> tuple[object, ...]:
         parser.parse_keyword("count")
-        count = parse_i64(parser)
-        attrs = parser.parse_optional_attr_dict()
-        parser.parse_punctuation(":")
-        op = cls(parser.resolve_operand(bars, parser.parse_type()), indices, count)
-        op.attributes |= attrs
-        return op
+        return (parse_i64(parser),)
 
 
 class _Arrival(BarrierAccess):
@@ -145,21 +152,6 @@ class _Arrival(BarrierAccess):
 
     def __init__(self, bars: SSAValue, indices: Sequence[SSAValue]) -> None:
         super().__init__(operands=[bars, list(indices)])
-
-    def print(self, printer: Printer) -> None:
-        _print_access(printer, self.bars, self.indices)
-        printer.print_op_attributes(self.attributes)
-        printer.print_string(" : ")
-        printer.print_attribute(self.bars.type)
-
-    @classmethod
-    def parse(cls, parser: Parser) -> Self:
-        bars, indices = _parse_access(parser)
-        attrs = parser.parse_optional_attr_dict()
-        parser.parse_punctuation(":")
-        op = cls(parser.resolve_operand(bars, parser.parse_type()), indices)
-        op.attributes |= attrs
-        return op
 
 
 @irdl_op_definition
@@ -189,24 +181,14 @@ class WaitOp(BarrierAccess):
     def __init__(self, bars: SSAValue, indices: Sequence[SSAValue], parity: SSAValue) -> None:
         super().__init__(operands=[bars, list(indices), parity])
 
-    def print(self, printer: Printer) -> None:
-        _print_access(printer, self.bars, self.indices)
+    def print_tail(self, printer: Printer) -> None:
         printer.print_string(" parity ")
         printer.print_ssa_value(self.parity)
-        printer.print_op_attributes(self.attributes)
-        printer.print_string(" : ")
-        printer.print_attribute(self.bars.type)
 
     @classmethod
-    def parse(cls, parser: Parser) -> Self:
-        bars, indices = _parse_access(parser)
+    def parse_tail(cls, parser: Parser) -> tuple[object, ...]:
         parser.parse_keyword("parity")
-        parity = parser.parse_operand(IndexType())
-        attrs = parser.parse_optional_attr_dict()
-        parser.parse_punctuation(":")
-        op = cls(parser.resolve_operand(bars, parser.parse_type()), indices, parity)
-        op.attributes |= attrs
-        return op
+        return (parser.parse_operand(IndexType()),)
 
 
 Mbarrier = Dialect("mbarrier", [InitOp, ArriveOp, ArriveCopiesOp, WaitOp], [])

@@ -136,13 +136,13 @@ class AsyncCopies:
         self.bound: list[Bound] = []
         """Elements in flight bound to mbarrier phases, in the order of their arrivals."""
 
-    def take(self, active: np.ndarray) -> list[InFlight]:
-        """Remove and return, in issue order, every element in flight (committed or not) of
-        the threads where ``active`` (a boolean per global thread id) is true."""
+    def _remove(self, picks: Callable[[InFlight], np.ndarray]) -> list[InFlight]:
+        """Remove and return, in issue order, the elements in flight where ``picks`` (a
+        boolean per element of a copy) is true."""
         taken: list[InFlight] = []
         kept: list[InFlight] = []
         for copy in self.copies:
-            mine = active[copy.tids]
+            mine = picks(copy)
             if mine.all():
                 taken.append(copy)
             elif mine.any():
@@ -152,6 +152,11 @@ class AsyncCopies:
                 kept.append(copy)
         self.copies = kept
         return taken
+
+    def take(self, active: np.ndarray) -> list[InFlight]:
+        """Remove and return, in issue order, every element in flight (committed or not) of
+        the threads where ``active`` (a boolean per global thread id) is true."""
+        return self._remove(lambda copy: active[copy.tids])
 
     def issue(self, copy: InFlight) -> None:
         """Add the elements of one executed copy op to their threads' open groups."""
@@ -171,24 +176,12 @@ class AsyncCopies:
         """Remove and return, in issue order, the elements that a wait leaving ``pending``
         groups in flight completes for the threads where ``active`` is true; with ``active``
         ``None``, every element in flight (the end of the launch)."""
-        done: list[InFlight] = []
-        kept: list[InFlight] = []
         if active is None:
             done = self.copies + [bound.copy for bound in self.bound]
             self.copies, self.bound = [], []
             return done
-        for copy in self.copies:
-            finished = ((copy.group >= 0) & active[copy.tids]
-                        & (copy.group < self.committed[copy.tids] - pending))
-            if finished.all():
-                done.append(copy)
-            elif finished.any():
-                done.append(copy.subset(finished))
-                kept.append(copy.subset(~finished))
-            else:
-                kept.append(copy)
-        self.copies = kept
-        return done
+        return self._remove(lambda copy: (copy.group >= 0) & active[copy.tids]
+                            & (copy.group < self.committed[copy.tids] - pending))
 
 
 def and_masks(a: np.ndarray | None, b: np.ndarray | None) -> np.ndarray | None:

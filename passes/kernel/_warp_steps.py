@@ -161,6 +161,16 @@ def drain(stores: list[kernel.StoreOp], block: Block) -> None:
         build.op(kernel.StoreOp(value, buf, at))
 
 
+def _when(value: SSAValue, predicate: str, bound: int, body: Block) -> Block:
+    """A block that runs ``body`` when ``value <predicate> bound`` (``arith.cmpi``)."""
+    outer = Block()
+    build = Builder(outer)
+    holds = build.op(arith.CmpiOp(value, build.const(bound), predicate)).results[0]
+    build.op(scf.IfOp(holds, [], Region(body)))
+    outer.add_op(scf.YieldOp())
+    return outer
+
+
 def consumer_step(loop: KLoop, bars: SSAValue, tile: SSAValue, it: SSAValue,
                   pending: bool) -> Block:
     """The consumers' step ``it``: chunk ``c = it - D`` (when ``it >= D``) — wait for its
@@ -191,12 +201,7 @@ def consumer_step(loop: KLoop, bars: SSAValue, tile: SSAValue, it: SSAValue,
         started = build.op(arith.CmpiOp(chunk, build.const(1), "uge")).results[0]
         build.op(scf.IfOp(started, [], Region(earlier)))
     step.add_op(scf.YieldOp())
-    outer = Block()
-    build = Builder(outer)
-    ready = build.op(arith.CmpiOp(it, build.const(loop.ahead), "uge")).results[0]
-    build.op(scf.IfOp(ready, [], Region(step)))
-    outer.add_op(scf.YieldOp())
-    return outer
+    return _when(it, "uge", loop.ahead, step)
 
 
 def producer_step(loop: KLoop, bars: SSAValue, tile: SSAValue, it: SSAValue) -> Block:
@@ -224,9 +229,4 @@ def producer_step(loop: KLoop, bars: SSAValue, tile: SSAValue, it: SSAValue) -> 
         build.op(scf.ForOp(build.const(0), build.const(rounds), build.const(1), [], body))
     build.op(mbarrier.ArriveCopiesOp(bars, [build.const(FULL), s]))
     step.add_op(scf.YieldOp())
-    outer = Block()
-    build = Builder(outer)
-    more = build.op(arith.CmpiOp(it, build.const(loop.trips), "ult")).results[0]
-    build.op(scf.IfOp(more, [], Region(step)))
-    outer.add_op(scf.YieldOp())
-    return outer
+    return _when(it, "ult", loop.trips, step)
