@@ -8,7 +8,7 @@ one block (the kernel's body, or the body of the grid-stride loop over its tiles
 * a ``kernel.barrier``, then the prologue (``scf.for`` marked ``llmopt.role = "prologue"``)
   that fills the first ``D`` slots;
 * the K loop (``llmopt.role = "k_loop"``, constant bounds ``0 … K``) carrying ``(slot,
-  fill_slot, fetch)`` from ``(0, D, D)``, whose body is ``kernel.async_wait D - 1``,
+  fill_slot, fetch)`` from ``(0, D, D mod K)``, whose body is ``kernel.async_wait D - 1``,
   ``kernel.barrier``, the copies of chunk ``fetch`` into slot ``fill_slot`` closed by
   ``kernel.async_commit``, then the products of slot ``slot`` (``wgmma`` ops, their last
   ``wgmma.wait 0``) and the ring's update;
