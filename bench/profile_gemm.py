@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 
 import torch
+from sweep_gemm import Linear
 
 import llmopt
 
@@ -28,21 +29,12 @@ def main() -> None:
     args = parser.parse_args()
     m, n, k, dtype = args.m, args.n, args.k, getattr(torch, args.dtype)
     torch.backends.cuda.matmul.allow_tf32 = False
-    linear = torch.nn.Linear(k, n, bias=False).cuda().to(dtype)
-
-    class Block(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.proj = linear
-
-        def forward(self, x: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
-            return self.proj(x) + r
-
+    block = Linear(k, n).cuda().to(dtype)
     x = torch.randn(1, m, k, device="cuda", dtype=dtype)
     r = torch.randn(1, m, n, device="cuda", dtype=dtype)
-    fn = Block() if args.torch else llmopt.compile(Block(), (x, r), args.pipeline)
+    fn = block if args.torch else llmopt.compile(block, (x, r), args.pipeline)
     got = fn(x, r)
-    ref = (x.double() @ linear.weight.double().t()) + r.double()
+    ref = (x.double() @ block.proj.weight.double().t()) + r.double()
     print(f"max rel err {((got.double() - ref).abs().max() / ref.abs().max()).item():.2e}")
     times = []
     for _ in range(10):

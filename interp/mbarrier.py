@@ -160,8 +160,8 @@ def _wait(ev: SimtEvaluator, op: Operation) -> None:
                     f"phases done, {int(state.arrived[at])} of {int(state.count[at])} arrivals "
                     "in the next): no thread before it in program order completes it")
     if kev.races is not None:
-        for at in np.unique(loc).tolist():
-            kev.races.release(np.asarray(state.completers[at], np.int64))
+        kev.races.release(np.asarray([tid for at in np.unique(loc).tolist()
+                                      for tid in state.completers[at]], np.int64))
     copies = kev.copies(op)
     waited = np.zeros(buf.size, np.bool_)
     waited[loc] = True

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from xdsl.dialects import arith, scf
-from xdsl.dialects.builtin import IntegerAttr, StringAttr
-from xdsl.ir import Block, Operation, SSAValue
-from xdsl.traits import is_side_effect_free
+from xdsl.dialects import scf
+from xdsl.dialects.builtin import StringAttr
+from xdsl.ir import Operation, SSAValue
 
 from llmopt.dialects import kernel, wgmma
+from llmopt.dialects._syntax import constant_index
+from llmopt.passes._ir import allocates_at_most, defined_inside
 from llmopt.passes.tile.async_copy import LAG_ATTR
 
 PRODUCERS = wgmma.WARPGROUP
@@ -31,39 +32,18 @@ class KLoop:
     wait: wgmma.WaitOp  # the products' last wait (``wgmma.wait 0``), among ``compute``
 
 
-def _constant(value: SSAValue) -> int | None:
-    op = value.owner
-    if isinstance(op, arith.ConstantOp) and isinstance(op.value, IntegerAttr):
-        return op.value.value.data
-    return None
-
-
 def _defined_in(value: SSAValue, ops: list[Operation]) -> bool:
     """Whether ``value`` is a result of one of ``ops`` or defined inside one."""
-    owner = value.owner
-    node = owner.parent_op() if isinstance(owner, Block) else owner
-    return node is not None and any(node is op or op.is_ancestor(node) for op in ops)
+    return any(value.owner is op or defined_inside(value, op) for op in ops)
 
 
-def _uses_outside(ops: list[Operation], inside: list[Operation],
-                  allowed: set[SSAValue]) -> bool:
-    """Whether an op of ``ops`` (or nested in one) reads a value defined in the K loop's
-    body outside ``inside`` other than those ``allowed``."""
-    for op in ops:
-        for nested in op.walk():
-            for operand in nested.operands:
-                if operand in allowed or _defined_in(operand, inside):
-                    continue
-                owner = operand.owner
-                block = owner.parent_block() if isinstance(owner, Operation) else owner
-                while block is not None:
-                    parent = block.parent_op()
-                    if parent is None or isinstance(parent, kernel.FuncOp):
-                        break
-                    if isinstance(parent, scf.ForOp) and role(parent) == "k_loop":
-                        return True
-                    block = parent.parent_block()
-    return False
+def _reads_loop_values(ops: list[Operation], k_loop: scf.ForOp,
+                       allowed: set[SSAValue]) -> bool:
+    """Whether an op of ``ops`` (or nested in one) reads a value that ``k_loop``'s body
+    defines (its arguments included) outside ``ops``, other than those ``allowed``."""
+    return any(operand not in allowed and defined_inside(operand, k_loop)
+               and not _defined_in(operand, ops)
+               for op in ops for nested in op.walk() for operand in nested.operands)
 
 
 def match(func: kernel.FuncOp, k_loop: scf.ForOp) -> KLoop | None:
@@ -77,8 +57,8 @@ def match(func: kernel.FuncOp, k_loop: scf.ForOp) -> KLoop | None:
             or not (parent is func or (isinstance(parent, scf.ForOp)
                                        and parent.parent_op() is func))):
         return None
-    lower, upper, step = (_constant(v) for v in (k_loop.lb, k_loop.ub, k_loop.step))
-    inits = [_constant(v) for v in k_loop.iter_args]
+    lower, upper, step = (constant_index(v) for v in (k_loop.lb, k_loop.ub, k_loop.step))
+    inits = [constant_index(v) for v in k_loop.iter_args]
     prologue = k_loop.prev_op
     if (lower != 0 or step != 1 or upper is None or not isinstance(prologue, scf.ForOp)
             or role(prologue) != "prologue" or not isinstance(prologue.prev_op,
@@ -106,8 +86,8 @@ def match(func: kernel.FuncOp, k_loop: scf.ForOp) -> KLoop | None:
     waits = [o for op in compute for o in op.walk() if isinstance(o, wgmma.WaitOp)]
     if not waits or waits[-1].pending.value.data != 0:
         return None
-    if (_uses_outside(copies, copies, {fill_slot, fetch})
-            or _uses_outside(compute, compute, {slot})):
+    if (_reads_loop_values(copies, k_loop, {fill_slot, fetch})
+            or _reads_loop_values(compute, k_loop, {slot})):
         return None
     return KLoop(func, k_loop, prologue, upper, ahead, copies, compute, waits[-1])
 
@@ -126,7 +106,7 @@ def _without_ring(ops: list[Operation]) -> list[Operation]:
 def pure(op: Operation) -> bool:
     """Whether ``op`` only computes a value (``arith`` division included: its undefined
     results for a zero divisor do not touch memory)."""
-    return not op.regions and (is_side_effect_free(op) or op.name.startswith("arith."))
+    return allocates_at_most(op) or (not op.regions and op.name.startswith("arith."))
 
 
 def role(op: Operation) -> str | None:

@@ -66,7 +66,6 @@ producer runs up to ``S`` chunks ahead, gated only by the slot it refills.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 from xdsl.context import Context
@@ -143,12 +142,6 @@ def _rewrite(loop: KLoop, pending: int) -> bool:
     return True
 
 
-def _launches(module: ModuleOp, name: str) -> Iterator[kernel.LaunchOp]:
-    for op in module.walk():
-        if isinstance(op, kernel.LaunchOp) and op.kernel.root_reference.data == name:
-            yield op
-
-
 @dataclass(frozen=True)
 class WarpSpecialize(ModulePass):
     """Producer/consumer products through ``mbarrier`` slots (see the module docstring).
@@ -164,13 +157,17 @@ class WarpSpecialize(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         if not self.enabled:
             return
+        shapes: dict[str, list[int]] = {}  # kernels specialised: their new block
         for func in [f for f in op.ops if isinstance(f, kernel.FuncOp)]:
             loops = [o for o in func.walk() if isinstance(o, scf.ForOp)
                      and role(o) == "k_loop"]
             matched = [m for m in (match(func, o) for o in loops) if m is not None]
             if len(loops) != 1 or len(matched) != 1 or not _rewrite(matched[0], self.pending):
                 continue
-            shape = [func.block_shape[0] + PRODUCERS, 1, 1]
-            func.properties["block"] = int_array(shape)
-            for launch in _launches(op, func.sym_name.data):
-                launch.properties["block"] = int_array(shape)
+            shapes[func.sym_name.data] = [func.block_shape[0] + PRODUCERS, 1, 1]
+            func.properties["block"] = int_array(shapes[func.sym_name.data])
+        for launch in op.walk():
+            if isinstance(launch, kernel.LaunchOp):
+                shape = shapes.get(launch.kernel.root_reference.data)
+                if shape is not None:
+                    launch.properties["block"] = int_array(shape)

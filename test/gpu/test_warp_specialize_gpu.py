@@ -9,24 +9,22 @@ Run on a GPU host: ``python -m pytest -m gpu test/gpu/test_warp_specialize_gpu.p
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
 
 torch = pytest.importorskip("torch")
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+
+from sweep_gemm import Linear  # noqa: E402  (x @ W^T + r, as the product benchmark)
 
 import llmopt  # noqa: E402
 from llmopt import registry  # noqa: E402
 
 SHAPES = [(512, 2048, 2048), (100, 2048, 2048), (200, 3584, 3584), (2047, 2048, 5632),
           (512, 3584, 18944)]
-
-
-class _Projection(torch.nn.Module):
-    def __init__(self, k: int, n: int) -> None:
-        super().__init__()
-        self.proj = torch.nn.Linear(k, n, bias=False)
-
-    def forward(self, x: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
-        return self.proj(x) + r
 
 
 @pytest.mark.gpu
@@ -37,7 +35,7 @@ def test_warp_specialised_product_matches_the_default_and_float64(m: int, n: int
     if torch.cuda.get_device_capability() < (9, 0):
         pytest.skip("warpgroup products need sm_90a")
     gen = torch.Generator().manual_seed(m + n + k)
-    block = _Projection(k, n)
+    block = Linear(k, n)
     with torch.no_grad():
         block.proj.weight.copy_(torch.randn(n, k, generator=gen) / k ** 0.5)
     block = block.to(torch.bfloat16).cuda()
