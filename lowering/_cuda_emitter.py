@@ -214,11 +214,12 @@ class KernelEmitter(ExprBuilder):
             if self.kind.get(op.result) is Kind.NAMED:
                 self._emit_pack(op)
         elif isinstance(op, wgmma.FenceOp):
-            self._start_accumulators(op)
+            names = self._start_accumulators(op)
             self.add(cuda.AsmOp("fence.proxy.async.shared::cta;", [], [], [], volatile=True,
                                 memory=True))
-            self.add(cuda.AsmOp("wgmma.fence.sync.aligned;", [], [], [], volatile=True,
-                                memory=True))
+            started = [self.add(cuda.VarOp(name, F32)).results[0] for name in names]
+            self.add(cuda.AsmOp("wgmma.fence.sync.aligned;", started, [],
+                                ["+f"] * len(started), volatile=True, memory=True))
         elif isinstance(op, wgmma.CommitOp):
             self.add(cuda.AsmOp("wgmma.commit_group.sync.aligned;", [], [], [],
                                 volatile=True, memory=True))
@@ -289,10 +290,14 @@ class KernelEmitter(ExprBuilder):
         for value, name in zip(op.fragments, names, strict=True):
             self._bind(value, name, UI32)
 
-    def _start_accumulators(self, fence: wgmma.FenceOp) -> None:
+    def _start_accumulators(self, fence: wgmma.FenceOp) -> list[str]:
         """Before a fence, ``float r = <value>;`` for each accumulator value a product up to
-        the next commit starts from (one not made by a product): copied after the fence,
-        they would be registers moved while the products run, and ptxas would add waits."""
+        the next commit starts from (one not made by a product), returned so that the fence
+        names them as operands it reads and writes (``"+f"``): copied after the fence, they
+        would be registers moved while the products run, and ptxas would add waits. Without
+        the operands the compiler may still sink a copy of a constant (a score tile's zeros)
+        below the fence."""
+        names = []
         op = fence.next_op
         while op is not None and not isinstance(op, wgmma.CommitOp):
             if isinstance(op, wgmma.MmaOp):
@@ -301,7 +306,9 @@ class KernelEmitter(ExprBuilder):
                         name = self.names.fresh(None, f"wg{k}")
                         self.add(cuda.DeclOp(name, F32, self.expr_as(value, F32)))
                         self.started[op, k] = name
+                        names.append(name)
             op = op.next_op
+        return names
 
     def _accumulators(self, op: Operation, values: Sequence[SSAValue],
                       results: Sequence[SSAValue], prefix: str) -> list[str]:

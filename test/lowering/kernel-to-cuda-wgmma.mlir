@@ -41,11 +41,12 @@ kernel.func @wg(%x: memref<64x64xbf16>, %o: memref<128x4xf32>) block [128, 1, 1]
 // CHECK-NEXT: __nv_bfloat16* const b = (__nv_bfloat16*)&smem[8192];
 // CHECK:      &a[row * 64 + (col ^ ((row & 7) * 8))]
 // The accumulators the products start from are copied into their locals before the
-// fence, and the products and the wait read and write those locals in place.
+// fence, which names them as operands (so no copy sinks below it), and the products and
+// the wait read and write those locals in place.
 // CHECK:      float wg0 = 0.0f;
 // CHECK:      float wg3 = 0.0f;
 // CHECK-NEXT: asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-// CHECK-NEXT: asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+// CHECK-NEXT: asm volatile("wgmma.fence.sync.aligned;" : "+f"(wg0), "+f"(wg1), "+f"(wg2), "+f"(wg3) :  : "memory");
 // CHECK-NEXT: const unsigned long long desc = ((__cvta_generic_to_shared(&a[16]) >> 4ull) & 16383ull) | 0x4000004000010000ull;
 // CHECK-NEXT: const unsigned long long desc1 = ((__cvta_generic_to_shared(&b[16]) >> 4ull) & 16383ull) | 0x4000004000010000ull;
 // CHECK-NEXT: asm volatile("{ .reg .pred p; setp.ne.b32 p, %6, 0; wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {%0, %1, %2, %3}, %4, %5, p, 1, 1, 0, 0; }" : "+f"(wg0), "+f"(wg1), "+f"(wg2), "+f"(wg3) : "l"(desc), "l"(desc1), "r"(1) : "memory");

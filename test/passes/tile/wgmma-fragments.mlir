@@ -157,7 +157,7 @@ builtin.module {
 // CUDA:      __pipeline_wait_prior(1);
 // CUDA-NEXT: __syncthreads();
 // CUDA:      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-// CUDA-NEXT: asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+// CUDA-NEXT: asm volatile("wgmma.fence.sync.aligned;" : "+f"(wg0), {{.*}}, "+f"(wg31) :  : "memory");
 // CUDA-COUNT-4: wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16
 // CUDA:      asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
 // CUDA:      asm volatile("wgmma.wait_group.sync.aligned 0;"
@@ -166,6 +166,6 @@ builtin.module {
 // OTHER-NOT: wgmma
 
 // The fused gate/up: both chains between one fence and one commit, eight m64n64 products.
-// GATEUP:           asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+// GATEUP:           asm volatile("wgmma.fence.sync.aligned;" : "+f"(wg0), {{.*}} :  : "memory");
 // GATEUP-COUNT-8:   wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16
 // GATEUP:           asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
