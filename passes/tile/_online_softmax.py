@@ -9,7 +9,8 @@ slices combined through the shared ``part[bm, parts]``):
    ``corr = exp(m_old - m)`` that rescales what the earlier key blocks summed;
 2. turn the scores into ``p = exp(s - m)`` in place (``ps`` is then ``P·V``'s ``P``) —
    or, given a 16-bit tile ``pb[bm, bn]`` (``probs``), into ``p`` rounded to 16 bits
-   there, as the ``P`` of a 16-bit ``P·V`` (``ps`` keeps the ``f32`` scores);
+   there, as the ``P`` of a 16-bit ``P·V`` (``ps`` keeps the ``f32`` scores), computed as
+   ``exp2((s - m) · log2 e)`` (:func:`probability`);
 3. take the row sum and the running sum ``l ← l · corr + Σ_j p`` (of the ``p`` that
    ``P·V`` reads, rounded or not, so the weights it normalises are the ones it sums).
 
@@ -25,7 +26,7 @@ from collections.abc import Sequence
 
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import FloatAttr, IntegerAttr, MemRefType, StringAttr, i64
-from xdsl.dialects.math import ExpOp
+from xdsl.dialects.math import Exp2Op, ExpOp
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.ir.affine import AffineDimExpr, AffineMap
 
@@ -33,6 +34,24 @@ from llmopt.dialects import loop, tile
 from llmopt.passes.tile._access import block_threads
 
 NEG_INF = float("-inf")
+LOG2_E = 1.4426950408889634
+
+
+def probability(diff: SSAValue, probs: tile.AllocOp) -> tuple[list[Operation], SSAValue]:
+    """``p = exp(diff)`` (``diff = s - m``, at most 0) as the tile ``probs`` holds it, and
+    the ops that make it. A 16-bit ``P`` takes ``exp2(diff · log2 e)``: CUDA's ``exp2f``
+    is one hardware exponential where ``expf`` is about ten instructions of range
+    reduction around it, once per score. The rounding of the product adds at most
+    ``|diff| · 2⁻²⁴`` to the exponent, which for every ``p`` above ``2⁻²⁴`` is far below
+    the ``2⁻⁹`` of the rounding to 16 bits that follows. An ``f32`` ``P`` keeps ``exp``."""
+    if probs.result.type.element_type == diff.type:  # type: ignore[attr-defined]
+        p: Operation = ExpOp(diff)
+        return [p], p.results[0]
+    log2e = const_float(LOG2_E, diff.type)
+    scaled = arith.MulfOp(diff, log2e.result)
+    p = Exp2Op(scaled.result)
+    rounded = arith.TruncFOp(p.results[0], probs.result.type.element_type)  # type: ignore[attr-defined]
+    return [log2e, scaled, p, rounded], rounded.result
 
 
 def const_float(value: float, typ: Attribute) -> arith.ConstantOp:
@@ -46,16 +65,6 @@ def shared(shape: Sequence[int], typ: Attribute, name: str, pad: int | None) -> 
     if pad is not None:
         alloc.attributes["llmopt.pad"] = IntegerAttr(pad, i64)
     return alloc
-
-
-def rounded_for(value: SSAValue, probs: tile.AllocOp) -> tuple[list[Operation], SSAValue]:
-    """``p`` as the tile ``probs`` holds it: rounded once to its 16-bit elements (the ``P``
-    of a 16-bit ``P·V``), or as it is; the ops that round it, and the value to store."""
-    element = probs.result.type.element_type  # type: ignore[attr-defined]
-    if element == value.type:
-        return [], value
-    rounded = arith.TruncFOp(value, element)
-    return [rounded], rounded.result
 
 
 def _ident(rank: int) -> AffineMap:
@@ -143,9 +152,8 @@ class OnlineSoftmax:
         x = loop.LoadOp(self.ps.result, _ident(2), [r, c])
         mr = loop.LoadOp(self.shift.result, one, [r])
         diff = arith.SubfOp(x.result, mr.result)
-        p = ExpOp(diff.result)
-        rounding, value = rounded_for(p.results[0], self.probs)
-        to_p.body.block.add_ops([x, mr, diff, p, *rounding,
+        making, value = probability(diff.result, self.probs)
+        to_p.body.block.add_ops([x, mr, diff, *making,
                                  loop.StoreOp(value, self.probs.result, _ident(2), [r, c])])
         sums, blk, r = self._rows("row_sum")
         row_sum = self._combined("add", r)

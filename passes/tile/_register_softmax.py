@@ -58,7 +58,7 @@ from llmopt.passes.tile._access import (
     loop_nest,
     store_at,
 )
-from llmopt.passes.tile._online_softmax import NEG_INF, const_float, rounded_for, shared
+from llmopt.passes.tile._online_softmax import NEG_INF, const_float, probability, shared
 from llmopt.passes.tile.register_tile import ThreadLayout
 
 MAX_ROW_PARTIALS = 16
@@ -209,11 +209,10 @@ class RegisterSoftmax:
         cell = [*ivs, j, rl]
         s = loop.LoadOp(self.sacc.result, at, cell)
         diff = arith.SubfOp(s.result, m_safe.result)
-        p = ExpOp(diff.result)
-        rounding, stored = rounded_for(p.results[0], self.probs)
-        body.add_ops([s, diff, p, *rounding])
+        making, stored = probability(diff.result, self.probs)
+        body.add_ops([s, diff, *making])
         value = stored  # what P·V reads, also what the row sums add
-        if rounding:
+        if stored.type != self.typ:
             wide = arith.ExtFOp(stored, self.typ)
             body.add_op(wide)
             value = wide.result

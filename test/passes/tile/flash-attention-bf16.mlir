@@ -124,7 +124,10 @@ loop.kernel @index_map_102 (%16 = %15 : memref<1x40x64xbf16>, %17 = %v : memref<
 // CHECK:        loop.store %{{.*}}, %pmax[
 // CHECK:        loop.load %pmax[
 // CHECK:        loop.store %{{.*}}, %m_run[
-// CHECK:        %[[P:.*]] = math.exp
+// A 16-bit P is exp2((s - m) · log2 e), rounded once.
+// CHECK:        %[[L2E:.*]] = arith.constant 1.442695{{.*}} : f32
+// CHECK-NEXT:   %[[X:.*]] = arith.mulf %{{.*}}, %[[L2E]] : f32
+// CHECK-NEXT:   %[[P:.*]] = math.exp2 %[[X]] : f32
 // CHECK-NEXT:   %[[PB:.*]] = arith.truncf %[[P]] : f32 to bf16
 // CHECK-NEXT:   %[[PW:.*]] = arith.extf %[[PB]] : bf16 to f32
 // CHECK-NEXT:   loop.store %[[PB]], %pb
@@ -144,7 +147,9 @@ loop.kernel @index_map_102 (%16 = %15 : memref<1x40x64xbf16>, %17 = %v : memref<
 // SHARED-NEXT:  %pb = tile.alloc shared {{.*}}: memref<16x16xbf16>
 // SHARED:       loop.load %shift
 // SHARED-NEXT:  arith.subf
-// SHARED-NEXT:  %[[P:.*]] = math.exp
+// SHARED-NEXT:  arith.constant
+// SHARED-NEXT:  arith.mulf
+// SHARED-NEXT:  %[[P:.*]] = math.exp2
 // SHARED-NEXT:  %[[PB:.*]] = arith.truncf %[[P]] : f32 to bf16
 // SHARED-NEXT:  loop.store %[[PB]], %pb
 // SHARED:       loop.reduce add
@@ -162,7 +167,7 @@ loop.kernel @index_map_102 (%16 = %15 : memref<1x40x64xbf16>, %17 = %v : memref<
 // CUDA:      __pipeline_memcpy_async(&ks[{{.*}}], 16);
 // CUDA:      ldmatrix.sync.aligned.m8n8.x4.shared.b16
 // CUDA:      mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
-// CUDA:      = __float2bfloat16(expf(s[
+// CUDA:      = __float2bfloat16(exp2f((s[
 // CUDA:      pb[{{.*}}] = 
 // CUDA:      ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {{.*}}&vs[
 // CUDA:      mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
