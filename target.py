@@ -115,6 +115,10 @@ BULK_PREFETCH_MIN_SM = 90
 """The first architecture that prefetches a whole range into L2 with one instruction
 (``cp.async.bulk.prefetch.L2``, sm_90)."""
 
+NAN_MIN_MAX_ARCH = 80
+"""The first architecture with a NaN-propagating ``f32`` maximum and minimum in one
+instruction (``max.NaN``/``min.NaN``, sm_80)."""
+
 WGMMA_ARCH = "sm_90a"
 """The one architecture with warpgroup products (``wgmma``): sm_90's arch-specific target."""
 

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from math import prod
 
-from xdsl.dialects import scf
+from xdsl.dialects import arith, scf
 from xdsl.dialects.builtin import BFloat16Type, Float32Type, IndexType, IntegerAttr, MemRefType
 from xdsl.ir import Attribute, Block, BlockArgument, Operation, Region, SSAValue
 
@@ -67,6 +67,13 @@ def ldmatrix_ptx(count: int, trans: bool) -> str:
             f"{{{outs}}}, [%{count}];")
 
 
+def _nan_min_max(op: Operation) -> bool:
+    """Whether ``op`` is an ``f32`` ``maximumf``/``minimumf``, which sm_80 and newer compute
+    in one instruction (:meth:`KernelEmitter._emit_nan_min_max`)."""
+    return (isinstance(op, arith.MaximumfOp | arith.MinimumfOp)
+            and isinstance(op.results[0].type, Float32Type))
+
+
 def _in_place(value: SSAValue) -> bool:
     """Whether ``value`` is a warpgroup product's result that nothing else reads: the next
     ``asm`` may read and write it in the product's own local."""
@@ -93,6 +100,7 @@ class KernelEmitter(ExprBuilder):
     # position, or the value the kernel loads from a lengths buffer
     length_var: str | None = None  # the local holding the length, as ``index``
     started: dict[tuple[Operation, int], str] = field(default_factory=dict)  # _start_…
+    nan_min_max: bool = False  # f32 maximumf/minimumf as max.NaN/min.NaN (sm_80+)
 
     # --- entry point ---------------------------------------------------------------------
 
@@ -116,7 +124,7 @@ class KernelEmitter(ExprBuilder):
                 typ, quals = scalar_type(arg.type, func), ()
             self._bind(arg, name, typ)
             params.append(cuda.Param(name, typ, quals))
-        classify(body, self.kind)
+        classify(body, self.kind, _nan_min_max if self.nan_min_max else None)
         self.block = Block()
         if isinstance(self.length, int):
             self._bind_length(body.args[self.length])
@@ -232,6 +240,9 @@ class KernelEmitter(ExprBuilder):
         elif isinstance(op, kernel.OpaqueOp):
             if self.kind.get(op.result) is Kind.NAMED:
                 self._emit_opaque(op)
+        elif self.nan_min_max and _nan_min_max(op):
+            if self.kind.get(op.results[0]) is Kind.NAMED:
+                self._emit_nan_min_max(op)
         elif len(op.results) == 1 and not op.regions:
             value = op.results[0]
             if self.kind.get(value) is Kind.NAMED:
@@ -390,6 +401,17 @@ class KernelEmitter(ExprBuilder):
         outs = [self.add(cuda.VarOp(name, F32)).results[0] for name in names]
         self.add(cuda.AsmOp(f"wgmma.wait_group.sync.aligned {op.pending.value.data};", outs,
                             [], ["+f"] * len(outs), volatile=True, memory=True))
+
+    def _emit_nan_min_max(self, op: Operation) -> None:
+        """``float r; asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));`` (sm_80
+        and newer): a NaN-propagating ``maximumf``/``minimumf`` of ``f32`` in one
+        instruction, where the portable C form (:mod:`~llmopt.lowering._cuda_ops`) tests
+        both operands for NaN and branches."""
+        (name,), (out,) = self._asm_outputs(op.results, "mx", F32)
+        which = "max" if isinstance(op, arith.MaximumfOp) else "min"
+        self.add(cuda.AsmOp(f"{which}.NaN.f32 %0, %1, %2;", [out],
+                            [self.expr(v) for v in op.operands], ["=f", "f", "f"]))
+        self._bind(op.results[0], name, F32)
 
     def _emit_opaque(self, op: kernel.OpaqueOp) -> None:
         """``long long r; asm("mov.b64 %0, %1;" : "=l"(r) : "l"(v));``: ``v`` where the

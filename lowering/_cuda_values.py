@@ -11,6 +11,7 @@ computation could change what it reads or how often it runs.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from enum import Enum, auto
 
 from xdsl.dialects import arith, scf
@@ -39,13 +40,15 @@ def _may_write(op: Operation) -> bool:
     return effects is None or any(e.kind == MemoryEffectKind.WRITE for e in effects)
 
 
-def classify(block: Block, kind: dict[SSAValue, Kind]) -> None:
-    """Record in ``kind`` what each op result of ``block`` (and of its nested blocks) becomes."""
+def classify(block: Block, kind: dict[SSAValue, Kind],
+             asm: Callable[[Operation], bool] | None = None) -> None:
+    """Record in ``kind`` what each op result of ``block`` (and of its nested blocks) becomes;
+    ``asm`` picks further ops the emitter writes as an inline-asm statement."""
     loads: list[kernel.LoadOp] = []
     for op in block.ops:
         for region in op.regions:
             for nested in region.blocks:
-                classify(nested, kind)
+                classify(nested, kind, asm)
         if isinstance(op, kernel.LoadOp):
             loads.append(op)
             continue
@@ -56,7 +59,8 @@ def classify(block: Block, kind: dict[SSAValue, Kind]) -> None:
             kind[value] = Kind.LITERAL
         elif isinstance(op, kernel.SharedOp | kernel.LocalOp | scf.ForOp | scf.IfOp):
             kind[value] = Kind.NAMED  # bound to its variable when emitted
-        elif isinstance(op, kernel.ShuffleXorOp | kernel.OpaqueOp | mma.ToTf32Op | mma.PackOp):
+        elif (isinstance(op, kernel.ShuffleXorOp | kernel.OpaqueOp | mma.ToTf32Op | mma.PackOp)
+              or (asm is not None and asm(op))):
             # A warp-collective call stays where it is (never moved into a branch); an
             # inline-asm result is a variable the asm statement writes; a pair is an
             # ``unsigned int`` local.

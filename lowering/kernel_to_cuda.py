@@ -60,7 +60,9 @@ What each construct becomes:
 * ``arith`` — C operators with MLIR's exact semantics: ``divsi``/``remsi`` are C's ``/`` and
   ``%``; ``floordivsi``/``ceildivsi`` are ``a / b`` corrected by one where the remainder is
   non-zero and the signs differ (agree); unsigned ops go through unsigned casts; ``cmpf``
-  keeps ordered/unordered semantics; ``maximumf``/``minimumf`` propagate NaN;
+  keeps ordered/unordered semantics; ``maximumf``/``minimumf`` propagate NaN (an ``f32``
+  one on sm_80 and newer is one ``asm("max.NaN.f32 …")`` statement, not C's test of both
+  operands, which NVRTC compiles to branches);
 * ``mma.sync`` → four uninitialised ``float`` locals and one ``asm("mma.sync.aligned.m16n8k8
   .row.col.f32.tf32.tf32.f32 …")`` statement (``cuda.asm``; the TF32 operands passed as
   ``__float_as_uint`` bits; ``bf16``/``f16`` pairs, ``unsigned int`` locals, as they are, to
@@ -117,7 +119,7 @@ from llmopt.lowering._symbolic_layout import length_parameters
 from llmopt.passes._rewrite import KeepLocation, widen_half_arithmetic
 from llmopt.passes.kernel.lengths_in_memory import length_loads
 from llmopt.passes.tile._schedule import knob
-from llmopt.target import ARCH, DEFAULT_ARCH
+from llmopt.target import ARCH, DEFAULT_ARCH, NAN_MIN_MAX_ARCH, arch_number
 
 __all__ = ["KernelToCuda", "SharedLayout", "shared_layout"]
 
@@ -132,6 +134,7 @@ class _LowerKernelFunc(RewritePattern):
     index_bitwidth: int
     min_blocks: int = 0
     lengths: dict[str, int | SSAValue] = field(default_factory=dict)
+    nan_min_max: bool = False  # the target has max.NaN/min.NaN (sm_80+)
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: kernel.FuncOp, rewriter: PatternRewriter) -> None:
@@ -143,7 +146,7 @@ class _LowerKernelFunc(RewritePattern):
         emitter = KernelEmitter(op, self.unrestricted.get(name, set()), self.layouts.get(name),
                                 index=I32 if narrow else INDEX,
                                 min_blocks=knob(self.min_blocks, op, "min_blocks", 0),
-                                length=length)
+                                length=length, nan_min_max=self.nan_min_max)
         rewriter.replace(op, emitter.run())
 
 
@@ -195,13 +198,16 @@ class KernelToCuda(ModulePass):
     for which :func:`~llmopt.lowering._index_range.fits_in_32_bits` proves them in range
     (the others stay 64-bit); 0 (the default) 32 for kernels of 16-bit tensor-core products
     and 64 for the others (:func:`default_index_bitwidth`): on the H200 32 bits made some
-    ``f32`` kernels faster and others slower (``bench/results/index-bitwidth-h200.md``)."""
+    ``f32`` kernels faster and others slower (``bench/results/index-bitwidth-h200.md``);
+    ``nan_min_max`` (default on; only sm_80 and newer): ``f32`` ``maximumf``/``minimumf``
+    as ``max.NaN``/``min.NaN``, off the portable C form."""
 
     name = "kernel-to-cuda"
 
     arch: str = DEFAULT_ARCH
     index_bitwidth: int = 0
     min_blocks: int = 0
+    nan_min_max: bool = True
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         """Rewrite ``op`` in place."""
@@ -220,7 +226,9 @@ class KernelToCuda(ModulePass):
         layouts = shared_layouts(op, self.arch)
         grids = launch_grids(op) if self.index_bitwidth != 64 else {}
         pattern = _LowerKernelFunc(unrestricted_params(op), layouts, grids, self.index_bitwidth,
-                                   self.min_blocks, length_parameters(op))
+                                   self.min_blocks, length_parameters(op),
+                                   nan_min_max=(self.nan_min_max
+                                                and arch_number(self.arch) >= NAN_MIN_MAX_ARCH))
         PatternRewriteWalker(KeepLocation(pattern), apply_recursively=False).rewrite_module(op)
         size_launches(op, layouts, self.arch)
         half, bfloat = _uses_half(op)

@@ -157,3 +157,32 @@ def teardown_module() -> None:
     if path and RESULTS:
         with open(path, "w") as f:
             json.dump(RESULTS, f, indent=1)
+
+
+NAN_CASES = [
+    ("maximum", lambda x, y: torch.maximum(x, y)),
+    ("minimum", lambda x, y: torch.minimum(x, y)),
+    ("amax", lambda x, y: x.amax(-1) + y.amin(-1)),
+]
+
+
+@pytest.mark.parametrize("name,fn", NAN_CASES, ids=[c[0] for c in NAN_CASES])
+def test_max_min_propagate_nan(name: str, fn: Any) -> None:
+    """``torch.maximum``/``minimum`` and ``amax``/``amin`` are NaN wherever an operand (a
+    row) holds a NaN, as in PyTorch: sm_80 and newer compute them as ``max.NaN``/
+    ``min.NaN``, the C form elsewhere; both must keep PyTorch's answer."""
+    import llmopt
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs a GPU")
+    gen = torch.Generator().manual_seed(7)
+    x, y = (torch.randn(64, 96, generator=gen) for _ in range(2))
+    x[3, 5] = y[10, 7] = y[3, 90] = float("nan")
+    x[20, :] = float("nan")
+    compiled = llmopt.compile(fn, [x.cuda(), y.cuda()])
+    out = compiled(x.cuda(), y.cuda()).cpu()
+    ref = fn(x, y)
+    assert torch.equal(torch.isnan(out), torch.isnan(ref))
+    assert torch.isnan(ref).any()
+    keep = ~torch.isnan(ref)
+    assert torch.equal(out[keep], ref[keep])
