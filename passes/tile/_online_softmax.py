@@ -41,9 +41,9 @@ def probability(diff: SSAValue, probs: tile.AllocOp) -> tuple[list[Operation], S
     """``p = exp(diff)`` (``diff = s - m``, at most 0) as the tile ``probs`` holds it, and
     the ops that make it. A 16-bit ``P`` takes ``exp2(diff · log2 e)``: CUDA's ``exp2f``
     is one hardware exponential where ``expf`` is about ten instructions of range
-    reduction around it, once per score. The rounding of the product adds at most
-    ``|diff| · 2⁻²⁴`` to the exponent, which for every ``p`` above ``2⁻²⁴`` is far below
-    the ``2⁻⁹`` of the rounding to 16 bits that follows. An ``f32`` ``P`` keeps ``exp``."""
+    reduction around it, once per score. Rounding the product changes ``p`` by a relative
+    ``|diff| · 2⁻²⁴`` at most: below ``2⁻²⁰`` for every ``p`` above ``2⁻²⁴``, far below the
+    ``2⁻⁹`` of the rounding to 16 bits that follows. An ``f32`` ``P`` keeps ``exp``."""
     if probs.result.type.element_type == diff.type:  # type: ignore[attr-defined]
         p: Operation = ExpOp(diff)
         return [p], p.results[0]
