@@ -161,16 +161,16 @@ def teardown_module() -> None:
 
 NAN_CASES = [
     ("maximum", lambda x, y: torch.maximum(x, y)),
-    ("minimum", lambda x, y: torch.minimum(x, y)),
-    ("amax", lambda x, y: x.amax(-1) + y.amin(-1)),
+    ("amax", lambda x, y: x.amax(-1) + y.amax(-1)),
+    ("relu", lambda x, y: torch.relu(x) * y),
 ]
 
 
 @pytest.mark.parametrize("name,fn", NAN_CASES, ids=[c[0] for c in NAN_CASES])
-def test_max_min_propagate_nan(name: str, fn: Any) -> None:
-    """``torch.maximum``/``minimum`` and ``amax``/``amin`` are NaN wherever an operand (a
-    row) holds a NaN, as in PyTorch: sm_80 and newer compute them as ``max.NaN``/
-    ``min.NaN``, the C form elsewhere; both must keep PyTorch's answer."""
+def test_max_propagates_nan(name: str, fn: Any) -> None:
+    """``torch.maximum``, ``amax`` and ``relu`` are NaN wherever an operand (a row) holds a
+    NaN, as in PyTorch: sm_80 and newer compute their ``maximumf`` as ``max.NaN``, the C
+    form elsewhere; both must keep PyTorch's answer."""
     import llmopt
 
     if not torch.cuda.is_available():
