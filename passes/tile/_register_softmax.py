@@ -12,9 +12,10 @@ and scale are applied to ``s`` in place, :meth:`RegisterSoftmax.steps` are, per 
 2. after a barrier, every thread combines its rows' ``4·WJ`` partials (all of them in the same
    order, so the threads of a row hold the same bits) into the running maximum ``m`` and
    the factor ``corr = exp(m_old - m)``, both kept in registers; turns its scores into
-   ``p = exp(s - m)`` — rounded once into the 16-bit ``pb`` when ``P·V`` is 16-bit, into the
-   ``f32`` ``P`` tile otherwise, and in ``s`` as the value stored; and puts its rows' partial
-   sums of ``p`` into the shared ``psum``;
+   ``p = exp(s - m)`` — rounded once into the 16-bit ``pb`` when ``P·V`` is 16-bit (computed
+   as ``exp2((s - m) · log2 e)``, :func:`~llmopt.passes.tile._online_softmax.probability`),
+   into the ``f32`` ``P`` tile otherwise, and in ``s`` as the value stored; and puts its
+   rows' partial sums of ``p`` into the shared ``psum``;
 3. after a barrier, every thread adds its rows' partial sums to the running sum ``l ← l ·
    corr + Σ p``, in registers.
 
