@@ -138,7 +138,8 @@ OPTIONS: dict[str, dict[str, Option]] = {
     "fuse-tails": {"max_rounds": Option(IntRange(1, 1024), unset=False),
                    "shared_slack": Option(IntRange(0, 1 << 20))},
     "programmatic-launch": {"spread": Option(_one_of(0, 1), unset=False),
-                            "carveout": Option(IntRange(-1, 100), unset=False)},
+                            "carveout": Option(IntRange(-1, 100), unset=False),
+                            "prefetch_after": Option(IntRange(-1, 1 << 31), unset=False)},
     "apply-tuned": {"user": Option(_one_of(0, 1))},
     "split-k": {"split_k": _knob("split_k")},
     "register-tile": {name: _knob(name)

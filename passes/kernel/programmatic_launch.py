@@ -39,6 +39,14 @@ counted) asks for more than half of a multiprocessor's shared memory (``smem``, 
 :func:`spread_smem`), so each block needs a multiprocessor of its own and they spread as
 an unmarked launch's do. The kernel uses no more than it did; the launch only reserves it.
 
+**Prefetches behind short kernels only** (option ``prefetch_after``, a number of blocks;
+off by default): a kernel keeps its ``kernel.prefetch`` ops only where every launch of it
+follows a launch of at most that many blocks (its runtime grid's maximum counted; the first
+launch of a function follows nothing), and loses them elsewhere (the loops and branches
+left empty go too). A prefetch before the wait is worth its bandwidth while the kernel in
+front leaves memory idle (an RMSNorm of one block, a split-key merge of a few), and competes
+with it when the kernel in front is itself a product streaming its weights.
+
 **Carveout** (option ``carveout``, a percentage; off by default): every launch asks for the
 same share of the unified L1/shared memory as shared memory, on the theory that a
 multiprocessor holds blocks of one carveout at a time, so that a product using no shared
@@ -63,6 +71,8 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import IntegerAttr, ModuleOp, UnitAttr, i64
 from xdsl.ir import Block, Operation
 from xdsl.passes import ModulePass
+from xdsl.traits import IsTerminator
+from xdsl.transforms.dead_code_elimination import region_dce
 from xdsl.utils.exceptions import PassFailedException
 
 from llmopt.dialects import kernel
@@ -126,6 +136,46 @@ def _open_with_wait(fn: kernel.FuncOp, prefetch_first: bool = True) -> None:
     block.insert_ops_before(_prologue(), block.first_op)  # type: ignore[arg-type]
 
 
+def _blocks(launch: kernel.LaunchOp) -> int:
+    return math.prod(launch.grid_shape)
+
+
+def _behind_large(module: ModuleOp, most: int) -> set[str]:
+    """The kernels launched at least once right behind a launch of more than ``most``
+    blocks (in the order of each function's launches)."""
+    names: set[str] = set()
+    for fn in module.ops:
+        if isinstance(fn, kernel.FuncOp):
+            continue
+        before: kernel.LaunchOp | None = None
+        for op in fn.walk():
+            if not isinstance(op, kernel.LaunchOp):
+                continue
+            if before is not None and _blocks(before) > most:
+                names.add(op.kernel.root_reference.data)
+            before = op
+    return names
+
+
+def _drop_prefetches(fn: kernel.FuncOp) -> None:
+    """Erase ``fn``'s prefetches, then the loops and branches (without results) that held
+    nothing else, and what only they used."""
+    for op in [op for op in fn.walk() if isinstance(op, kernel.PrefetchOp)]:
+        op.detach()
+        op.erase()
+    emptied = True
+    while emptied:
+        emptied = False
+        for op in list(fn.walk()):
+            if (op.regions and not op.results and op is not fn
+                    and all(len(b.ops) <= 1 and all(i.has_trait(IsTerminator) for i in b.ops)
+                            for r in op.regions for b in r.blocks)):
+                op.detach()
+                op.erase()
+                emptied = True
+    region_dce(fn.body)
+
+
 def spread_smem(gpu: Target) -> int:
     """Dynamic shared memory that leaves room for one block a multiprocessor of ``gpu``:
     half of a multiprocessor's, plus the 1 KiB the hardware reserves a block."""
@@ -133,14 +183,20 @@ def spread_smem(gpu: Target) -> int:
 
 
 def programmatic_launch(module: ModuleOp, spread: Target | None = None,
-                        carveout: int | None = None, prefetch_first: bool = True) -> int:
+                        carveout: int | None = None, prefetch_first: bool = True,
+                        prefetch_after: int | None = None) -> int:
     """Mark every launch of ``module`` programmatic and open its kernel with the wait (after
     its first prefetches when ``prefetch_first``); with ``spread``, a launch of at most
     ``spread.sms`` blocks reserves :func:`spread_smem`; with ``carveout``, every launch asks
-    for that shared-memory carveout (see the module docstring). Returns the number of
+    for that shared-memory carveout; with ``prefetch_after``, a kernel launched behind a
+    larger grid loses its prefetches (see the module docstring). Returns the number of
     launches marked."""
     marked = 0
     kernels = {op.sym_name.data: op for op in module.ops if isinstance(op, kernel.FuncOp)}
+    if prefetch_after is not None:
+        for name in _behind_large(module, prefetch_after):
+            if name in kernels:
+                _drop_prefetches(kernels[name])
     for op in module.walk():
         if not isinstance(op, kernel.LaunchOp):
             continue
@@ -168,7 +224,9 @@ class ProgrammaticLaunch(ModulePass):
     one's shared memory; 0: off), ``carveout`` (-1, the default: the driver chooses each
     kernel's shared-memory carveout; 0-100: every kernel prefers that percentage),
     ``prefetch_first`` (default ``true``: a kernel that prefetches waits after its first
-    prefetches; ``false``: every kernel waits first, its prefetches after)."""
+    prefetches; ``false``: every kernel waits first, its prefetches after),
+    ``prefetch_after`` (-1, the default: every kernel keeps its prefetches; N: only kernels
+    whose every launch follows a launch of at most N blocks keep them)."""
 
     name = "programmatic-launch"
 
@@ -176,6 +234,7 @@ class ProgrammaticLaunch(ModulePass):
     spread: int = 1
     carveout: int = -1
     prefetch_first: bool = True
+    prefetch_after: int = -1
 
     def __post_init__(self) -> None:
         if self.spread not in (0, 1):
@@ -185,4 +244,5 @@ class ProgrammaticLaunch(ModulePass):
         if arch_number(self.arch) >= GRID_DEPENDENCY_MIN_SM:
             programmatic_launch(op, for_arch(self.arch) if self.spread else None,
                                 None if self.carveout < 0 else self.carveout,
-                                self.prefetch_first)
+                                self.prefetch_first,
+                                None if self.prefetch_after < 0 else self.prefetch_after)

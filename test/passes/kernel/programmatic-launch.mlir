@@ -13,6 +13,9 @@
 // RUN: not llm-opt -p "programmatic-launch{carveout=101}" %s 2>&1 | filecheck %s --check-prefix=BADCARVE
 // RUN: sed -n '/^\/\/ BAD CARVEOUT/,$p' %s | not llm-opt 2>&1 | filecheck %s --check-prefix=CARVEIR
 // RUN: sed -e '/^\/\/ ERRORS BELOW/,$d' %s | llm-opt -p "programmatic-launch{prefetch_first=false},kernel-to-cuda" -t cuda | filecheck %s --check-prefix=WAITFIRST
+// RUN: sed -e '/^\/\/ ERRORS BELOW/,$d' %s | llm-opt -p "programmatic-launch{prefetch_after=132}" | filecheck %s --check-prefix=BEHIND
+// RUN: sed -e '/^\/\/ ERRORS BELOW/,$d' %s | llm-opt -p "programmatic-launch{prefetch_after=133}" | filecheck %s --check-prefix=CHECK
+// RUN: sed -e '/^\/\/ ERRORS BELOW/,$d' %s | llm-opt -p "programmatic-launch{prefetch_after=132},kernel-to-cuda" --check-numerics 2>&1 >/dev/null | filecheck %s --check-prefix=NUM
 // Every launch may overlap the one before it: launches are marked {programmatic} and each
 // kernel opens with the wait for the grids before it (once, however often it is launched)
 // and then lets its own successor be scheduled; a kernel that prefetches first waits after
@@ -117,6 +120,19 @@ func.func @main(%x: memref<32xf32>, %y: memref<133x32xf32>) -> (memref<133x32xf3
 // CARVE:       kernel.launch @rows grid [133, 1, 1] {{.*}} smem 0 (%d, %c) {programmatic, carveout = 100 : i64}
 // CHECK-NOT:   carveout
 // BADCARVE: carveout must be an integer from -1 to 100, got 101
+
+// prefetch_after=N: a kernel keeps its prefetches only where every launch of it follows a
+// launch of at most N blocks. @scaled_rows follows @rows' 133 blocks: with N=133 it keeps
+// them (CHECK above), with N=132 they go, with the branch that held them and the compare
+// only it used, and the kernel waits first like any other.
+// BEHIND:      kernel.func @scaled_rows(
+// BEHIND-NEXT:   kernel.wait_prior_grids
+// BEHIND-NEXT:   kernel.launch_dependents
+// BEHIND-NOT:    kernel.prefetch
+// BEHIND-NOT:    scf.if
+// BEHIND-NOT:    arith.cmpi
+// BEHIND:        %v = kernel.load %w[%b, %t] : memref<133x32xf32>
+// BEHIND:      func.func @main
 
 // NUM: programmatic-launch {{.*}} ok
 
