@@ -241,6 +241,14 @@ class Emitter:
         return self.index_map(value, reshape_map(_shape(value), shape), shape)
 
     def reduce(self, value: SSAValue, kind: str, dims: Sequence[int]) -> SSAValue:
+        """``prim.reduce`` of ``value`` along ``dims``; ``value`` itself when every one of
+        them has extent 1 (the combination of one element is that element; reduced dims
+        keep extent 1, so the types agree): a product over ``K = 1``, such as the outer
+        product of positions and frequencies of rotary embeddings, stays elementwise and
+        fuses with its neighbours instead of being a reduction kernel of its own."""
+        shape = _shape(value)
+        if all(shape[d] == 1 for d in dims):
+            return value
         op = ReduceOp(value, kind, sorted(dims))
         self.ops.append(op)
         return op.result
