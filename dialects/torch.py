@@ -3,16 +3,17 @@
 One op per captured ATen op, on builtin ranked tensors of ``f16``, ``bf16``, ``f32`` or
 ``f64`` — and of signless integers (``i64`` token ids and positions, ``i1`` masks) where an op
 takes them: ``embedding`` indices, ``arange``, integer ``add``/``sub``/``mul``/``maximum``/
-``neg``, comparisons (→ ``i1``), ``logical_*``, ``where``, ``to`` and data movement. The
-other ops (transcendentals, reductions, contractions, ``sdpa``) take floats. Extents are
-static or ``?`` (a symbolic extent, see :mod:`llmopt.dialects._symbols`): a ``?`` follows from
-the operands, and the ops whose result type is given (``reshape``, ``expand``, ``arange``)
-take one ``index`` operand per ``?`` of the result, its runtime extent (``torch.reshape %x
-[%seq] : tensor<1x?x64xf32> -> tensor<1x?x4x16xf32>``); a ``slice`` along a ``?`` extent takes
-its bounds as ``index`` operands (``torch.slice %x [%start, %end] {dim = 1, step = 1}``).
-Every op has a shape-inference helper (the ``infer_*`` functions
-below, shared with the frontend and the lowering) and its verifier checks that the result type
-equals what the op computes from its operands and properties.
+``minimum``/``neg``, comparisons (→ ``i1``), ``logical_*``, ``where``, ``to`` and data
+movement. The other ops (transcendentals, reductions, contractions, ``sdpa``) take floats.
+Extents are static or ``?`` (a symbolic extent, see :mod:`llmopt.dialects._symbols`): a ``?``
+follows from the operands, and the ops whose result type is given (``reshape``, ``expand``,
+``arange``) take one ``index`` operand per ``?`` of the result, its runtime extent
+(``torch.reshape %x [%seq] : tensor<1x?x64xf32> -> tensor<1x?x4x16xf32>``); a ``slice`` along
+a ``?`` extent takes its bounds as ``index`` operands
+(``torch.slice %x [%start, %end] {dim = 1, step = 1}``). Every op has a shape-inference
+helper (the ``infer_*`` functions below, shared with the frontend and the lowering) and its
+verifier checks that the result type equals what the op computes from its operands and
+properties.
 
 Custom syntax, one form for all ops::
 
@@ -721,8 +722,8 @@ def _no_bool(types: Sequence[TensorType], op: str) -> None:
 class BinaryOp(TorchOp):
     """Elementwise binary op with NumPy broadcasting; operands share the element type.
 
-    ``add``, ``sub``, ``mul`` and ``maximum`` also take integer tensors (not ``i1``);
-    ``div`` (true division) takes floats only.
+    ``add``, ``sub``, ``mul``, ``maximum`` and ``minimum`` also take integer tensors (not
+    ``i1``); ``div`` (true division) takes floats only.
     """
 
     FLOAT_OPERANDS: ClassVar[bool] = False
@@ -776,6 +777,13 @@ class MaximumOp(BinaryOp):
     """``torch.maximum(lhs, rhs)`` (NaN-propagating, broadcasting)."""
 
     name = "torch.maximum"
+
+
+@irdl_op_definition
+class MinimumOp(BinaryOp):
+    """``torch.minimum(lhs, rhs)`` (NaN-propagating, broadcasting)."""
+
+    name = "torch.minimum"
 
 
 class CompareOp(TorchOp):
@@ -1241,6 +1249,13 @@ class AmaxOp(ReductionOp):
     """Maximum over ``dims``."""
 
     name = "torch.amax"
+
+
+@irdl_op_definition
+class AminOp(ReductionOp):
+    """Minimum over ``dims``."""
+
+    name = "torch.amin"
 
 
 @irdl_op_definition
@@ -1728,10 +1743,10 @@ INDEX = IndexType()
 
 _OPS: list[type[TorchOp]] = [
     LinearOp, MatmulOp, BmmOp, SdpaOp,
-    AddOp, SubOp, MulOp, DivOp, MaximumOp,
+    AddOp, SubOp, MulOp, DivOp, MaximumOp, MinimumOp,
     EqOp, NeOp, LtOp, LeOp, GtOp, GeOp, LogicalAndOp, LogicalOrOp, LogicalNotOp, WhereOp,
     NegOp, ExpOp, RsqrtOp, SqrtOp, SiluOp, SigmoidOp, ReluOp, TanhOp, CosOp, SinOp, PowOp,
-    SumOp, MeanOp, AmaxOp, SoftmaxOp, RmsNormOp,
+    SumOp, MeanOp, AmaxOp, AminOp, SoftmaxOp, RmsNormOp,
     TransposeOp, PermuteOp, ReshapeOp, UnsqueezeOp, ExpandOp, SliceOp, SliceScatterOp, CatOp,
     EmbeddingOp, ToOp, ConstantOp, ArangeOp,
 ]  # fmt: skip
@@ -1745,7 +1760,8 @@ UNARY_OPS: dict[str, type[UnaryOp]] = {
 """Unary ops by short name (``"exp"`` → :class:`ExpOp`)."""
 
 BINARY_OPS: dict[str, type[BinaryOp]] = {
-    op.name.removeprefix("torch."): op for op in (AddOp, SubOp, MulOp, DivOp, MaximumOp)
+    op.name.removeprefix("torch."): op
+    for op in (AddOp, SubOp, MulOp, DivOp, MaximumOp, MinimumOp)
 }
 """Binary ops by short name (``"add"`` → :class:`AddOp`)."""
 

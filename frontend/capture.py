@@ -991,6 +991,50 @@ def _maximum(tr: _Translator, node: Node, a: dict[str, Any]) -> SSAValue:
     return _binary(t.MaximumOp, tr, node, a["self"], a["other"])
 
 
+@_converts("aten.minimum.default")
+def _minimum(tr: _Translator, node: Node, a: dict[str, Any]) -> SSAValue:
+    return _binary(t.MinimumOp, tr, node, a["self"], a["other"])
+
+
+def _clamped(tr: _Translator, node: Node, x: Any, low: Any, high: Any) -> SSAValue:
+    """PyTorch's ``clamp``, ``min(max(x, low), high)``: a ``torch.maximum`` with ``low``, then
+    a ``torch.minimum`` with ``high`` (a bound that is ``None`` adds no op), all operands in
+    the result's element type. Both ops propagate NaN, so a NaN in ``x`` or in a bound is NaN
+    in the result, and ``low > high`` gives ``high``, as in PyTorch."""
+    element = _out_element(node)
+    out = tr.operand(x, element)
+    if low is not None:
+        out = tr.emit(t.MaximumOp(out, tr.operand(low, element)))
+    if high is not None:
+        out = tr.emit(t.MinimumOp(out, tr.operand(high, element)))
+    return out
+
+
+@_converts("aten.clamp.default", "aten.clamp.Tensor", "aten.clip.default", "aten.clip.Tensor")
+def _clamp(tr: _Translator, node: Node, a: dict[str, Any]) -> SSAValue:
+    return _clamped(tr, node, a["self"], a.get("min"), a.get("max"))
+
+
+@_converts("aten.clamp_min.default", "aten.clamp_min.Tensor")
+def _clamp_min(tr: _Translator, node: Node, a: dict[str, Any]) -> SSAValue:
+    return _clamped(tr, node, a["self"], a["min"], None)
+
+
+@_converts("aten.clamp_max.default", "aten.clamp_max.Tensor")
+def _clamp_max(tr: _Translator, node: Node, a: dict[str, Any]) -> SSAValue:
+    return _clamped(tr, node, a["self"], None, a["max"])
+
+
+@_converts("aten.hardtanh.default")
+def _hardtanh(tr: _Translator, node: Node, a: dict[str, Any]) -> SSAValue:
+    return _clamped(tr, node, a["self"], a["min_val"], a["max_val"])
+
+
+@_converts("aten.relu6.default")
+def _relu6(tr: _Translator, node: Node, a: dict[str, Any]) -> SSAValue:
+    return _clamped(tr, node, a["self"], 0, 6)
+
+
 @_converts("aten.reciprocal.default")
 def _reciprocal(tr: _Translator, node: Node, a: dict[str, Any]) -> SSAValue:
     return _binary(t.DivOp, tr, node, 1.0, a["self"])
@@ -1196,6 +1240,7 @@ def _reduction(op: type[t.ReductionOp]) -> Converter:
 _converts("aten.sum.dim_IntList", "aten.sum.default")(_reduction(t.SumOp))
 _converts("aten.mean.dim", "aten.mean.default")(_reduction(t.MeanOp))
 _converts("aten.amax.default")(_reduction(t.AmaxOp))
+_converts("aten.amin.default")(_reduction(t.AminOp))
 
 
 @_converts("aten.softmax.int", "aten._softmax.default", "aten._safe_softmax.default")

@@ -116,7 +116,7 @@ def _binary(ufunc: np.ufunc) -> TorchImpl:
 
 for _name, _ufunc in {
     "torch.add": np.add, "torch.sub": np.subtract, "torch.mul": np.multiply,
-    "torch.div": np.divide, "torch.maximum": np.maximum,
+    "torch.div": np.divide, "torch.maximum": np.maximum, "torch.minimum": np.minimum,
     "torch.eq": np.equal, "torch.ne": np.not_equal, "torch.lt": np.less,
     "torch.le": np.less_equal, "torch.gt": np.greater, "torch.ge": np.greater_equal,
     "torch.logical_and": np.logical_and, "torch.logical_or": np.logical_or,
@@ -215,6 +215,7 @@ def _reduction(ufunc: np.ufunc, mean: bool = False) -> TorchImpl:
 torch_impl("torch.sum")(_reduction(np.add))
 torch_impl("torch.mean")(_reduction(np.add, mean=True))
 torch_impl("torch.amax")(_reduction(np.maximum))
+torch_impl("torch.amin")(_reduction(np.minimum))
 
 
 @torch_impl("torch.softmax")

@@ -29,6 +29,7 @@ _BINARY: dict[type[t.BinaryOp], Callable[[ScalarBuilder, SSAValue, SSAValue], SS
     t.MulOp: ScalarBuilder.mul,
     t.DivOp: ScalarBuilder.div,
     t.MaximumOp: ScalarBuilder.maximum,
+    t.MinimumOp: ScalarBuilder.minimum,
 }
 
 
@@ -56,9 +57,10 @@ _UNARY: dict[type[t.UnaryOp], Callable[[ScalarBuilder, SSAValue], SSAValue]] = {
 
 
 class LowerBinary(RewritePattern):
-    """``torch.add/sub/mul/div/maximum`` → ``index_map`` broadcasts of the operands whose
-    shape differs from the result's, then one ``prim.elementwise`` with ``arith.addf``,
-    ``subf``, ``mulf``, ``divf`` or ``maximumf``."""
+    """``torch.add/sub/mul/div/maximum/minimum`` → ``index_map`` broadcasts of the operands
+    whose shape differs from the result's, then one ``prim.elementwise`` with ``arith.addf``,
+    ``subf``, ``mulf``, ``divf``, ``maximumf`` or ``minimumf`` (NaN-propagating; integers:
+    ``addi``, ``subi``, ``muli``, ``maxsi``, ``minsi``)."""
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: t.BinaryOp, rewriter: PatternRewriter) -> None:

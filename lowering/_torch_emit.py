@@ -93,6 +93,9 @@ class ScalarBuilder:
     def maximum(self, a: SSAValue, b: SSAValue) -> SSAValue:
         return self._emit(arith.MaxSIOp(a, b) if _is_integer(a.type) else arith.MaximumfOp(a, b))
 
+    def minimum(self, a: SSAValue, b: SSAValue) -> SSAValue:
+        return self._emit(arith.MinSIOp(a, b) if _is_integer(a.type) else arith.MinimumfOp(a, b))
+
     def neg(self, a: SSAValue) -> SSAValue:
         if _is_integer(a.type):
             return self.sub(self.const(0, a.type), a)

@@ -27,17 +27,19 @@ from llmopt.passes._rewrite import fail
 
 
 class LowerReduction(RewritePattern):
-    """``torch.sum/mean/amax`` → ``prim.reduce add/add/max`` over the (non-negative) dims;
-    ``mean`` then multiplies by ``1/N`` in an ``elementwise``; ``keepdim = false`` drops the
-    kept unit dims with an ``index_map``. ``f16``/``bf16`` sums accumulate in ``f32``."""
+    """``torch.sum/mean/amax/amin`` → ``prim.reduce add/add/max/min`` over the (non-negative)
+    dims; ``mean`` then multiplies by ``1/N`` in an ``elementwise``; ``keepdim = false`` drops
+    the kept unit dims with an ``index_map``. ``f16``/``bf16`` sums accumulate in ``f32``;
+    ``amax``/``amin`` reduce the widened values (exact) and narrow."""
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: t.ReductionOp, rewriter: PatternRewriter) -> None:
         dims = op.reduced_dims
         element = _result_element(op)
         em = Emitter()
-        if isinstance(op, t.AmaxOp):
-            out = em.cast(em.reduce(em.cast(op.input, accumulator_type(element)), "max", dims),
+        if isinstance(op, t.AmaxOp | t.AminOp):
+            kind = "max" if isinstance(op, t.AmaxOp) else "min"
+            out = em.cast(em.reduce(em.cast(op.input, accumulator_type(element)), kind, dims),
                           element)
         else:
             acc = accumulator_type(element)

@@ -25,7 +25,7 @@ ops computing the same tensor. The function signature is kept; tensors stay tens
   op that scales and masks (causal: ``select(coord_s <= coord_l, x, -inf)`` with
   ``prim.coord``; an ``i1`` mask selects, a float mask adds), the softmax chain along the keys,
   and ``probs @ v`` as a second contraction.
-* Integer arithmetic uses ``arith.addi/subi/muli/maxsi``; comparisons ``arith.cmpf``
+* Integer arithmetic uses ``arith.addi/subi/muli/maxsi/minsi``; comparisons ``arith.cmpf``
   (ordered; ``ne`` unordered, as IEEE ``!=``) or ``arith.cmpi`` (signed); ``logical_*`` are
   ``arith.andi/ori/xori`` on ``i1``; ``where`` is ``arith.select``; casts follow PyTorch
   (``sitofp``, ``fptosi``, ``extsi``/``trunci``, ``extui``/``uitofp`` from ``i1``, ``x != 0``
@@ -38,7 +38,8 @@ for one op on 16-bit tensors, so a torch op rounds exactly where PyTorch rounds 
 adds its bias to the ``f32`` sums, ``rms_norm`` scales by its weight in ``f32``, as PyTorch's
 fused kernels do). Reductions and
 contractions accumulate in ``f32`` (the product/cast feeding the ``prim.reduce`` widens, the
-last elementwise step narrows); ``amax`` reduces the widened values (exact) and narrows.
+last elementwise step narrows); ``amax``/``amin`` reduce the widened values (exact) and
+narrow.
 
 **Symbolic extents.** A program with ``?`` extents lowers the same way; every op whose result
 extent does not follow from its inputs gets the ``index`` value of that extent, found by

@@ -290,6 +290,8 @@ def test_numeric_unary_and_binary() -> None:
             torch.tanh(x),
             -x,
             torch.maximum(x, y),
+            torch.minimum(x, y),
+            x.clamp(-0.5, 0.5),
             pos ** 1.5,
             pos ** -1,
             1.0 - x,
@@ -306,11 +308,95 @@ def test_numeric_reductions() -> None:
             x.sum(dim=(0, 2)),
             x.mean(-1, keepdim=True),
             x.amax(dim=1),
+            x.amin(dim=1),
+            x.amin(dim=(0, 2), keepdim=True),
             x.sum(),
             x.mean(),
+            x.amin(),
         )
 
     check_numerics(f, (_rand(2, 3, 4),))
+
+
+def _with_nan_and_inf(*shape: int, seed: int, dtype: torch.dtype = torch.float32
+                      ) -> torch.Tensor:
+    """Seeded random values with a NaN, +inf and -inf, and a whole NaN first row."""
+    torch.manual_seed(seed)
+    x = torch.randn(*shape).to(dtype)
+    flat = x.view(-1)
+    flat[-1], flat[-2], flat[-3] = float("nan"), float("inf"), float("-inf")
+    x[0] = float("nan")
+    return x
+
+
+def test_numeric_minimum_amin_clamp_with_nan_and_inf() -> None:
+    """``minimum``, ``amin`` and every form of ``clamp`` propagate NaN (of the input and of a
+    bound) and keep infinities, as PyTorch does."""
+    def f(x: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return (
+            torch.minimum(x, lo),
+            x.amin(dim=1),
+            x.amin(dim=0, keepdim=True),
+            x.clamp(min=0.25),
+            x.clamp(max=-0.25),
+            x.clamp(-0.5, 0.75),
+            x.clamp(0.5, -0.5),  # min > max: every non-NaN element is max
+            x.clamp(lo, hi),
+            x.clamp(min=lo),
+            x.clamp(max=hi),
+            torch.clamp_min(x, -1.0),
+            torch.clamp_max(x, 1.0),
+            torch.clamp_min(x, lo),
+            torch.clamp_max(x, hi),
+            x.clip(-1, 1),
+            F.hardtanh(x),
+            F.hardtanh(x, -2.0, 3.0),
+            F.relu6(x * 4),
+        )
+
+    x = _with_nan_and_inf(5, 8, seed=11)
+    lo, hi = torch.randn(8) - 1.0, torch.rand(5, 1) + 0.5
+    lo[3] = float("nan")
+    assert x.isnan().any() and x.isinf().any() and lo.isnan().any()
+    check_numerics(f, (x, lo, hi), rtol=0, atol=0)
+
+
+def test_clamp_is_maximum_then_minimum() -> None:
+    def f(x: torch.Tensor, lo: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return x.clamp(-1, 2), x.clamp(min=lo), torch.clamp_max(x, 3.0), F.relu6(x)
+
+    names = [n for n in op_names(capture(f, (_rand(4), _rand(4)))) if n != "torch.constant"]
+    assert names == ["torch.maximum", "torch.minimum", "torch.maximum", "torch.minimum",
+                     "torch.maximum", "torch.minimum", "func.return"]
+
+
+def test_numeric_minimum_and_clamp_on_integers_and_float16() -> None:
+    def f(i: torch.Tensor, j: torch.Tensor, h: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return (torch.minimum(i, j), i.clamp(-3, 4), i.clamp(min=j), i.clamp(min=1.5),
+                F.relu6(j), torch.minimum(h, h[1]), h.amin(-1), h.clamp(-0.3, 0.7))
+
+    torch.manual_seed(5)
+    i = torch.randint(-9, 9, (4, 6))
+    j = torch.randint(-9, 9, (6,), dtype=torch.int32)
+    h = _with_nan_and_inf(4, 6, seed=6, dtype=torch.float16)
+    program = check_numerics(f, (i, j, h), rtol=0, atol=0)
+    text = str(program.module)
+    assert "torch.minimum %i, %0 : tensor<4x6xi64>, tensor<6xi64>" in text  # j promoted
+    assert "torch.amin %h {dims = [-1], keepdim = false} : tensor<4x6xf16>" in text
+
+
+@pytest.mark.parametrize("fn,inputs,message", [
+    (lambda x: x.amin(1), (torch.arange(6).reshape(2, 3),),
+     r"aten\.amin\.default.*element type must be f16, bf16, f32 or f64, got i64"),
+    (lambda x, y: torch.minimum(x, y), (torch.ones(3, dtype=torch.bool),) * 2,
+     r"aten\.minimum\.default.*torch\.minimum does not take i1 operands"),
+])
+def test_unsupported_min_dtypes_are_capture_errors(fn: Callable[..., Any],
+                                                    inputs: tuple[Any, ...], message: str) -> None:
+    """Integer ``amin`` (like ``amax``) and ``i1`` ``minimum`` (like ``maximum``) are
+    diagnostics naming the op and the dtype."""
+    with pytest.raises(CaptureError, match=message):
+        capture(fn, inputs)
 
 
 def test_numeric_data_movement() -> None:

@@ -163,23 +163,38 @@ NAN_CASES = [
     ("maximum", lambda x, y: torch.maximum(x, y)),
     ("amax", lambda x, y: x.amax(-1) + y.amax(-1)),
     ("relu", lambda x, y: torch.relu(x) * y),
+    ("minimum", lambda x, y: torch.minimum(x, y)),
+    ("amin", lambda x, y: x.amin(-1) + y.amin(-1)),
+    ("amin-dim0", lambda x, y: y.amin(0, keepdim=True) - x[:1]),
+    ("clamp", lambda x, y: x.clamp(-0.5, 0.5) * y),
+    ("clamp-min-max", lambda x, y: x.clamp(min=0.25) - y.clamp(max=-0.25)),
+    ("clamp-tensor", lambda x, y: x.clamp(y, y + 1.0)),
+    ("clamp_min-clamp_max", lambda x, y: torch.clamp_min(x, y) - torch.clamp_max(y, 0.0)),
+    ("hardtanh-relu6", lambda x, y: torch.nn.functional.hardtanh(x)
+     + torch.nn.functional.relu6(y * 4.0)),
 ]
 
 
+@pytest.mark.parametrize("nan_min_max", [True, False], ids=["min-max-NaN", "c-form"])
 @pytest.mark.parametrize("name,fn", NAN_CASES, ids=[c[0] for c in NAN_CASES])
-def test_max_propagates_nan(name: str, fn: Any) -> None:
-    """``torch.maximum``, ``amax`` and ``relu`` are NaN wherever an operand (a row) holds a
-    NaN, as in PyTorch: sm_80 and newer compute their ``maximumf`` as ``max.NaN``, the C
-    form elsewhere; both must keep PyTorch's answer."""
+def test_max_propagates_nan(name: str, fn: Any, nan_min_max: bool) -> None:
+    """``torch.maximum``/``minimum``, ``amax``/``amin``, ``relu`` and ``clamp`` (a maximum,
+    then a minimum) are NaN wherever an operand (a row, a column) holds a NaN, as in
+    PyTorch: sm_80 and newer compute their ``maximumf``/``minimumf`` as ``max.NaN``/
+    ``min.NaN``, the C form elsewhere (``kernel-to-cuda{nan_min_max=false}``); both must
+    keep PyTorch's answer."""
     import llmopt
+    from llmopt.registry import with_options
 
     if not torch.cuda.is_available():
         pytest.skip("needs a GPU")
+    pipeline = ("lower-to-cuda" if nan_min_max
+                else with_options("lower-to-cuda", "kernel-to-cuda{nan_min_max=false}"))
     gen = torch.Generator().manual_seed(7)
     x, y = (torch.randn(64, 96, generator=gen) for _ in range(2))
     x[3, 5] = y[10, 7] = y[3, 90] = float("nan")
     x[20, :] = float("nan")
-    compiled = llmopt.compile(fn, [x.cuda(), y.cuda()])
+    compiled = llmopt.compile(fn, [x.cuda(), y.cuda()], pipeline)
     out = compiled(x.cuda(), y.cuda()).cpu()
     ref = fn(x, y)
     assert torch.equal(torch.isnan(out), torch.isnan(ref))

@@ -137,6 +137,29 @@ func.func @unary(%x: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>, tens
 // CHECK-NEXT: %[[A:.*]] = prim.reduce max %x dims [0] : tensor<4x8xf32> -> tensor<1x8xf32>
 // CHECK-NEXT: prim.index_map (%[[A]]) [(d0) -> (0, d0)] : (tensor<1x8xf32>) -> tensor<8xf32>
 
+// minimum: broadcasts, then NaN-propagating arith.minimumf (arith.minsi for integers); amin
+// is prim.reduce min, over widened values for bf16 (exact), narrowed after.
+func.func @minimum_amin(%x: tensor<4x8xf32>, %y: tensor<8xf32>, %i: tensor<4xi64>, %h: tensor<4x16xbf16>) -> (tensor<4x8xf32>, tensor<4xi64>, tensor<1x8xf32>, tensor<4xbf16>) {
+  %0 = torch.minimum %x, %y : tensor<4x8xf32>, tensor<8xf32> -> tensor<4x8xf32>
+  %1 = torch.minimum %i, %i : tensor<4xi64>, tensor<4xi64> -> tensor<4xi64>
+  %2 = torch.amin %x {dims = [0], keepdim = true} : tensor<4x8xf32> -> tensor<1x8xf32>
+  %3 = torch.amin %h {dims = [1], keepdim = false} : tensor<4x16xbf16> -> tensor<4xbf16>
+  func.return %0, %1, %2, %3 : tensor<4x8xf32>, tensor<4xi64>, tensor<1x8xf32>, tensor<4xbf16>
+}
+// CHECK-LABEL: func.func @minimum_amin(
+// CHECK:      %[[Y:.*]] = prim.index_map (%y) [(d0, d1) -> (d1)] : (tensor<8xf32>) -> tensor<4x8xf32>
+// CHECK-NEXT: prim.elementwise (%x, %[[Y]]) : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32> {
+// CHECK:        arith.minimumf %{{.*}}, %{{.*}} : f32
+// CHECK:      prim.elementwise (%i, %i) : (tensor<4xi64>, tensor<4xi64>) -> tensor<4xi64> {
+// CHECK:        arith.minsi %{{.*}}, %{{.*}} : i64
+// CHECK:      prim.reduce min %x dims [0] : tensor<4x8xf32> -> tensor<1x8xf32>
+// CHECK-NEXT: prim.elementwise (%h) : (tensor<4x16xbf16>) -> tensor<4x16xf32> {
+// CHECK:        arith.extf %{{.*}} : bf16 to f32
+// CHECK:      prim.reduce min %{{.*}} dims [1] : tensor<4x16xf32> -> tensor<4x1xf32>
+// CHECK-NEXT: prim.elementwise (%{{.*}}) : (tensor<4x1xf32>) -> tensor<4x1xbf16> {
+// CHECK:        arith.truncf %{{.*}} : f32 to bf16
+// CHECK:      prim.index_map (%{{.*}}) [(d0) -> (d0, 0)] : (tensor<4x1xbf16>) -> tensor<4xbf16>
+
 // Casts: f32 -> f16 -> bf16 -> f64.
 func.func @casts(%x: tensor<4xf32>) -> tensor<4xf64> {
   %0 = torch.to %x : tensor<4xf32> -> tensor<4xf16>
