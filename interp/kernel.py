@@ -447,7 +447,7 @@ def _store(ev: SimtEvaluator, op: Operation) -> None:
         blocks, lo, hi, count = kev.block_spans()
         *coords, values = kev.block_values([*full, value], blocks)
         if races is not None:
-            loc = np.ravel_multi_index(coords, buf.shape)
+            loc = _flat_locations(coords, buf.shape, values)
             many = count > 1
             if many.any():
                 i = int(np.argmax(many))
@@ -457,9 +457,22 @@ def _store(ev: SimtEvaluator, op: Operation) -> None:
     else:
         (*coords, values), tids = kev.lanes([*full, value])
         if races is not None:
-            loc = np.ravel_multi_index(coords, buf.shape)
+            loc = _flat_locations(coords, buf.shape, values)
             races.write(op, buf, loc, tids, shared, _name(op.operands[1], "buffer"))
+    if not coords:  # a 0-d buffer: the writers' value (more than one is a race above)
+        if np.size(values):
+            buf[()] = np.ravel(values)[-1]
+        return
     buf[tuple(coords)] = values
+
+
+def _flat_locations(coords: list[np.ndarray], shape: tuple[int, ...],
+                    values: np.ndarray) -> np.ndarray:
+    """The flat location of every written value: its coordinates raveled, or, in a 0-d
+    buffer (no coordinates), location 0 for each."""
+    if not coords:
+        return np.zeros(np.shape(values), dtype=np.intp)
+    return np.ravel_multi_index(coords, shape)
 
 
 @simt_impl("kernel.barrier")

@@ -414,3 +414,34 @@ def test_local_array_index_out_of_bounds(parse: Parse) -> None:
     (x,) = random_inputs(module, seed=13)
     with pytest.raises(OutOfBoundsError):
         run(module, [x])
+
+
+SCALAR_OUT = """
+kernel.func @k(%x: memref<64xf32>, %y: memref<f32>) block [64, 1, 1] {{
+  %tid = kernel.thread_id x
+  %c{first} = arith.constant {first} : index
+  %one = arith.cmpi ule, %tid, %c{first} : index
+  scf.if %one {{
+    %v = kernel.load %x[%tid] : memref<64xf32>
+    kernel.store %v, %y[] : memref<f32>
+  }}
+  kernel.return
+}}
+func.func @forward(%x: memref<64xf32>) -> memref<f32> {{
+  %y = memref.alloc() : memref<f32>
+  kernel.launch @k grid [1, 1, 1] block [64, 1, 1] smem 0 (%x, %y) : memref<64xf32>, memref<f32>
+  func.return %y : memref<f32>
+}}
+"""
+
+
+def test_a_zero_dimensional_result(parse: Parse) -> None:
+    """A 0-d buffer (a full reduction's result) written by one thread holds its value; two
+    threads writing it race."""
+    module = parse(SCALAR_OUT.format(first=0))
+    inputs = random_inputs(module, seed=0)
+    (y,) = run(module, inputs)
+    assert y.shape == () and y == inputs[0][0]
+    module = parse(SCALAR_OUT.format(first=1))
+    with pytest.raises(RaceError, match=r"write after write.*thread 0 of block 0.*thread 1"):
+        run(module, random_inputs(module, seed=0))

@@ -31,6 +31,7 @@ CASES: list[tuple[str, Callable[..., Any], list[tuple[int, ...]]]] = [
     ("amin", lambda x: x.amin(-1), [(33, 100)]),
     ("amin-dim0-keepdim", lambda x: x.amin(0, keepdim=True), [(100, 7)]),
     ("amin-all", lambda x: x.amin((0, 1), keepdim=True), [(7, 33)]),
+    ("amin-0d", lambda x: x.amin(), [(7, 33)]),
     ("clamp", lambda x: x.clamp(-0.5, 0.75), [(7, 100)]),
     ("clamp-min", lambda x: x.clamp(min=0.3), [(7, 33)]),
     ("clamp-max", lambda x: x.clamp(max=-0.2), [(7, 33)]),
