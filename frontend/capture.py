@@ -986,12 +986,12 @@ def _div(tr: _Translator, node: Node, a: dict[str, Any]) -> SSAValue:
     return _binary(t.DivOp, tr, node, a["self"], a["other"])
 
 
-@_converts("aten.maximum.default")
+@_converts("aten.maximum.default", "aten.max.other")
 def _maximum(tr: _Translator, node: Node, a: dict[str, Any]) -> SSAValue:
     return _binary(t.MaximumOp, tr, node, a["self"], a["other"])
 
 
-@_converts("aten.minimum.default")
+@_converts("aten.minimum.default", "aten.min.other")
 def _minimum(tr: _Translator, node: Node, a: dict[str, Any]) -> SSAValue:
     return _binary(t.MinimumOp, tr, node, a["self"], a["other"])
 
@@ -1239,8 +1239,16 @@ def _reduction(op: type[t.ReductionOp]) -> Converter:
 
 _converts("aten.sum.dim_IntList", "aten.sum.default")(_reduction(t.SumOp))
 _converts("aten.mean.dim", "aten.mean.default")(_reduction(t.MeanOp))
-_converts("aten.amax.default")(_reduction(t.AmaxOp))
-_converts("aten.amin.default")(_reduction(t.AminOp))
+_converts("aten.amax.default", "aten.max.default")(_reduction(t.AmaxOp))
+_converts("aten.amin.default", "aten.min.default")(_reduction(t.AminOp))
+
+
+def _max_min_dim(tr: _Translator, node: Node, a: dict[str, Any]) -> list[SSAValue]:
+    """``x.max(dim)``/``x.min(dim)`` return values and indices; the indices (an arg-max) have
+    no translation, so the op is refused with the spelling that gives the values alone."""
+    kind = "amax" if "max" in str(node.target) else "amin"
+    raise CaptureError(f"{node.target} (values and indices) is unsupported: for the values "
+                       f"alone use x.{kind}(dim)" + (f" at {tr.loc}" if tr.loc else ""))
 
 
 @_converts("aten.softmax.int", "aten._softmax.default", "aten._safe_softmax.default")
@@ -1450,6 +1458,8 @@ def _split_parts(tr: _Translator, node: Node, a: dict[str, Any]) -> list[SSAValu
         start += size
     return parts
 
+
+_MULTI_CONVERTERS["aten.max.dim"] = _MULTI_CONVERTERS["aten.min.dim"] = _max_min_dim
 
 for _name in ("aten.split.Tensor", "aten.split_with_sizes.default", "aten.chunk.default",
               "aten.unbind.int", "aten.unsafe_split.Tensor"):

@@ -361,6 +361,30 @@ def test_numeric_minimum_amin_clamp_with_nan_and_inf() -> None:
     check_numerics(f, (x, lo, hi), rtol=0, atol=0)
 
 
+def test_numeric_two_operand_max_min_and_full_reductions() -> None:
+    """``torch.max(x, y)``/``torch.min(x, y)`` are ``maximum``/``minimum``; ``x.max()``/
+    ``x.min()`` reduce every dim to a 0-d result, NaN-propagating."""
+    def f(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return torch.max(x, y), torch.min(x, y), x.max(), y.min(), y.max() - x.min()
+
+    x = _with_nan_and_inf(5, 8, seed=12)
+    y = torch.randn(8)
+    program = check_numerics(f, (x, y), rtol=0, atol=0)
+    names = op_names(program)
+    assert names.count("torch.maximum") == 1 and names.count("torch.amax") == 2
+
+
+@pytest.mark.parametrize("fn,kind", [(lambda x: x.max(dim=1).values, "max"),
+                                     (lambda x: x.min(1)[0], "min")])
+def test_max_min_along_a_dim_name_the_values_only_spelling(fn: Callable[..., Any],
+                                                           kind: str) -> None:
+    """``x.max(dim)`` returns indices too, which have no translation: a diagnostic that says
+    to use ``amax``/``amin``."""
+    with pytest.raises(CaptureError, match=rf"aten\.{kind}\.dim \(values and indices\) is "
+                       rf"unsupported: for the values alone use x\.a{kind}\(dim\)"):
+        capture(fn, (torch.randn(3, 4),))
+
+
 def test_clamp_is_maximum_then_minimum() -> None:
     def f(x: torch.Tensor, lo: torch.Tensor) -> tuple[torch.Tensor, ...]:
         return x.clamp(-1, 2), x.clamp(min=lo), torch.clamp_max(x, 3.0), F.relu6(x)
