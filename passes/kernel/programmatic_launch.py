@@ -43,9 +43,10 @@ an unmarked launch's do. The kernel uses no more than it did; the launch only re
 off by default): a kernel keeps its ``kernel.prefetch`` ops only where every launch of it
 follows a launch of at most that many blocks (its runtime grid's maximum counted; the first
 launch of a function follows nothing), and loses them elsewhere (the loops and branches
-left empty go too). A prefetch before the wait is worth its bandwidth while the kernel in
-front leaves memory idle (an RMSNorm of one block, a split-key merge of a few), and competes
-with it when the kernel in front is itself a product streaming its weights.
+left empty go too). A prefetch before the wait can only pay while the kernel in front
+leaves memory idle (an RMSNorm of one block, a split-key merge of a few); behind a product
+streaming its own weights it competes with that stream. Whether it pays there is measured
+in ``bench/results/decode-prefetch-after-h100.md``.
 
 **Carveout** (option ``carveout``, a percentage; off by default): every launch asks for the
 same share of the unified L1/shared memory as shared memory, on the theory that a
