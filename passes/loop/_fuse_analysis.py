@@ -116,16 +116,33 @@ def written_args(kernel: loop.KernelOp) -> set[SSAValue]:
     return {st.buffer for st in stores_of(kernel)}
 
 
+def _scalar_prefix(block: Block) -> list[Operation]:
+    """The ``arith`` ops in front of the loop nest that is ``block``'s last op (a kernel's
+    scalars: a position cast to ``f32``, a constant), which the nest's body may use; empty
+    when anything else is there."""
+    ops = list(block.ops)
+    if len(ops) < 2 or not isinstance(ops[-1], loop.ForOp):
+        return []
+    head = ops[:-1]
+    return head if all(op.name.startswith("arith.") and not op.regions for op in head) else []
+
+
 def analyse_producer(kernel: loop.KernelOp) -> Producer | None:
-    """Recognise ``for i0 { for i1 { ...; store %v, %out[i0, 0, i1] } }``, else ``None``."""
+    """Recognise ``for i0 { for i1 { ...; store %v, %out[i0, 0, i1] } }``, else ``None``.
+    Scalar ``arith`` ops in front of the nest (:func:`_scalar_prefix`) count as the first ops
+    of the body: fused, they are recomputed where the value is used."""
     stores = stores_of(kernel)
     if len(stores) != 1:
         return None
     block = kernel.body.block
+    prefix = _scalar_prefix(block)
     ivs: list[SSAValue] = []
-    while len(block.ops) == 1 and isinstance(block.first_op, loop.ForOp):
-        ivs.append(block.first_op.iv)
-        block = block.first_op.body.block
+    while (len(block.ops) == 1 + (len(prefix) if block is kernel.body.block else 0)
+           and isinstance(block.last_op, loop.ForOp)):
+        ivs.append(block.last_op.iv)
+        block = block.last_op.body.block
+    if block is kernel.body.block:
+        prefix = []  # no nest: the scalar ops are the body's own
     store = block.last_op
     if store is not stores[0] or not isinstance(store, loop.StoreOp):
         return None
@@ -141,7 +158,7 @@ def analyse_producer(kernel: loop.KernelOp) -> Producer | None:
             return None
     if set(coord_of) != set(ivs):
         return None
-    body = list(block.ops)[:-1]
+    body = [*prefix, *list(block.ops)[:-1]]
     work = 0
     for op in nested_ops(kernel):
         if isinstance(op, loop.ReduceOp):
