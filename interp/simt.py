@@ -377,10 +377,12 @@ class SimtEvaluator:
         owners = self.owned.get(id(buffer), [])
         idx = [*owners, *self.check_bounds(op, buffer.shape[len(owners):], indices, mask)]
         if not idx:  # a 0-d buffer: every active lane writes its one element
-            lanes = np.asarray(value) if mask is None else np.broadcast_arrays(value, mask)
-            written = lanes if mask is None else lanes[0][lanes[1]]
-            if np.size(written):  # the last lane wins, as repeated fancy indices do
-                buffer[()] = np.ravel(written)[-1]
+            written = np.asarray(value)
+            if mask is not None:
+                written, sel = np.broadcast_arrays(written, mask)
+                written = written[sel]
+            if written.size:  # the last lane wins, as repeated fancy indices do
+                buffer[()] = written.ravel()[-1]
             return
         if mask is None:
             arrays = np.broadcast_arrays(*idx, value)

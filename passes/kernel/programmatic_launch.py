@@ -72,7 +72,6 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import IntegerAttr, ModuleOp, UnitAttr, i64
 from xdsl.ir import Block, Operation
 from xdsl.passes import ModulePass
-from xdsl.traits import IsTerminator
 from xdsl.transforms.dead_code_elimination import region_dce
 from xdsl.utils.exceptions import PassFailedException
 
@@ -159,21 +158,11 @@ def _behind_large(module: ModuleOp, most: int) -> set[str]:
 
 
 def _drop_prefetches(fn: kernel.FuncOp) -> None:
-    """Erase ``fn``'s prefetches, then the loops and branches (without results) that held
-    nothing else, and what only they used."""
+    """Erase ``fn``'s prefetches, then what only they used (the loops and branches left
+    empty, their index arithmetic)."""
     for op in [op for op in fn.walk() if isinstance(op, kernel.PrefetchOp)]:
         op.detach()
         op.erase()
-    emptied = True
-    while emptied:
-        emptied = False
-        for op in list(fn.walk()):
-            if (op.regions and not op.results and op is not fn
-                    and all(len(b.ops) <= 1 and all(i.has_trait(IsTerminator) for i in b.ops)
-                            for r in op.regions for b in r.blocks)):
-                op.detach()
-                op.erase()
-                emptied = True
     region_dce(fn.body)
 
 

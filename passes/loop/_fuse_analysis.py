@@ -137,12 +137,12 @@ def analyse_producer(kernel: loop.KernelOp) -> Producer | None:
     block = kernel.body.block
     prefix = _scalar_prefix(block)
     ivs: list[SSAValue] = []
-    while (len(block.ops) == 1 + (len(prefix) if block is kernel.body.block else 0)
-           and isinstance(block.last_op, loop.ForOp)):
-        ivs.append(block.last_op.iv)
-        block = block.last_op.body.block
-    if block is kernel.body.block:
-        prefix = []  # no nest: the scalar ops are the body's own
+    while (prefix and block is kernel.body.block
+           or len(block.ops) == 1 and isinstance(block.first_op, loop.ForOp)):
+        nest = block.last_op
+        assert isinstance(nest, loop.ForOp)
+        ivs.append(nest.iv)
+        block = nest.body.block
     store = block.last_op
     if store is not stores[0] or not isinstance(store, loop.StoreOp):
         return None
