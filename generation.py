@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     import torch
     from transformers import PreTrainedModel
 
+    from llmopt.codegen.graph import StepsGraph
     from llmopt.frontend.capture import CapturedProgram
 
 __all__ = ["Generation", "GenerationError", "Generator", "copy_bandwidth", "divergence",
@@ -56,6 +57,9 @@ class Generation:
     compile_seconds: float = 0.0
     """Capture, lowering and compilation of both programs (0 when they were reused)."""
     timings: dict[str, float] = field(default_factory=dict[str, float])
+    issue_seconds: float = 0.0
+    """Of :attr:`decode_seconds`, the host's time to issue every decode step (until the
+    last was queued, before waiting for the GPU); on a GPU the steps run meanwhile."""
 
     @property
     def ms_per_token(self) -> float:
@@ -91,11 +95,17 @@ class Generator:
         cuda_graph: on a GPU, replay every decode step from one CUDA graph (the decode
             program is lowered with ``lengths-in-memory``, so that its kernels read the
             cache length from memory); ``False`` launches each kernel from the host.
+        steps_per_graph: with ``cuda_graph``, how many decode steps one replay runs at most
+            (each picks its token on the GPU and feeds it to the next, inside the graph;
+            graphs of 1, 2, 4, … steps are captured as the tokens left need them); ``0``
+            replays one step at a time and picks each token between the replays.
     """
 
     def __init__(self, model: PreTrainedModel, *, max_ctx: int, device: str | None = None,
-                 pipeline: str = "lower-to-cuda", cuda_graph: bool = True) -> None:
+                 pipeline: str = "lower-to-cuda", cuda_graph: bool = True,
+                 steps_per_graph: int = 8) -> None:
         self.model = model
+        self.steps_per_graph = int(steps_per_graph)
         self.max_ctx = int(max_ctx)
         self.device = device or _default_device()
         self.cuda_graph = cuda_graph
@@ -103,6 +113,8 @@ class Generator:
             raise GenerationError(f"device must be 'cuda' or 'cpu', got {self.device!r}")
         if self.max_ctx < 2:
             raise GenerationError(f"max_ctx must be at least 2, got {self.max_ctx}")
+        if self.steps_per_graph < 0:
+            raise GenerationError(f"steps_per_graph must be 0 or more, got {steps_per_graph}")
         began = time.perf_counter()
         self._captured: dict[str, CapturedProgram] = {}
         self.timings: dict[str, float] = {}
@@ -117,6 +129,8 @@ class Generator:
         self._compiled_once = False
         self._cache_buffers: list[Any] | None = None
         self._static_token: Any = None  # the decode graph's token input, once captured
+        # graphs of several steps by their count, each with the tokens its steps pick
+        self._steps_graphs: dict[int, tuple[StepsGraph, Any]] = {}
 
     @property
     def prefill(self) -> CapturedProgram:
@@ -244,26 +258,60 @@ class Generator:
         tokens[0] = logits.argmax(-1)
         torch.cuda.synchronize()
         prefilled = time.perf_counter()
-        token = tokens[0:1]
-        for step in range(1, new_tokens):
+        step = 1
+        while step < new_tokens:
+            if self._static_token is not None and self.steps_per_graph > 0:
+                step += self._decode_graphed(tokens, step, n + step)
+                continue
             ctx = n + step
-            (logits,) = decode(token, *(c[:ctx] for c in caches))
+            (logits,) = decode(tokens[step - 1:step], *(c[:ctx] for c in caches))
             decode.check = False  # the first call checked every argument
-            if decode.graph_captured:
+            if decode.graph_captured and decode.one_graph:
                 # The graph's own buffers are the caches (the step reads them in place) and
                 # its token input is where each next token goes.
-                if self._static_token is None:
-                    self._static_token, *self._cache_buffers = decode.static_inputs
-                    caches = self._cache_buffers
-                token = self._static_token
+                self._static_token, *self._cache_buffers = decode.static_inputs
+                caches = self._cache_buffers
             tokens[step] = logits.argmax(-1)
-            if decode.graph_captured:
-                token.copy_(tokens[step].view(1, 1))
-            else:
-                token = tokens[step:step + 1]
+            step += 1
+        issued = time.perf_counter()
         torch.cuda.synchronize()
         done = time.perf_counter()
-        return Generation(tokens.view(-1).tolist(), prefilled - began, done - prefilled)
+        return Generation(tokens.view(-1).tolist(), prefilled - began, done - prefilled,
+                          issue_seconds=issued - prefilled)
+
+    def _decode_graphed(self, tokens: Any, step: int, ctx: int) -> int:
+        """Decode steps ``step, step + 1, …`` (the first at cache length ``ctx``) from one
+        replay of a graph of several steps, each picking its token on the GPU and writing
+        it into the next step's input; returns how many steps ran: the largest power of two
+        up to :attr:`steps_per_graph` that the tokens left allow, so at most a handful of
+        graphs are ever captured."""
+        import torch
+
+        decode = self._programs[1]
+        left = min(tokens.shape[0] - step, self.steps_per_graph)
+        count = 1 << (left.bit_length() - 1)
+        if count not in self._steps_graphs:
+            picked = torch.empty((count, 1), dtype=torch.long, device="cuda")
+            self._steps_graphs[count] = (decode.capture_steps(
+                count, lambda i, results: self._pick(picked[i], results)), picked)
+        graph, picked = self._steps_graphs[count]
+        token = self._static_token
+        token.copy_(tokens[step - 1].view(token.shape))
+        # the decode step's one symbol is the cache length, one more each step
+        first = decode.symbols_of([token, *(c[:ctx] for c in self._cache_buffers)])
+        graph.replay([{name: value + i for name, value in first.items()}
+                      for i in range(count)])
+        tokens[step:step + count].copy_(picked)
+        return count
+
+    def _pick(self, picked: Any, results: tuple[Any, ...]) -> None:
+        """A decode step's greedy pick, captured into a graph of several steps: the argmax
+        of the logits into ``picked`` (one element), then into the token input."""
+        import torch
+
+        (logits,) = results
+        torch.argmax(logits.reshape(-1), dim=0, keepdim=True, out=picked)
+        self._static_token.view(-1).copy_(picked)
 
     def _caches(self) -> list[Any]:
         """The cache buffers, allocated for ``max_ctx`` positions on first use (once the

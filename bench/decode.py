@@ -17,9 +17,15 @@ Every system's tokens are compared with HF's. ``pct_bandwidth`` is the bytes one
 must read (every weight once, the embedding table excepted, plus the keys and values of the
 context) over its time, as a percentage of the device-to-device copy bandwidth measured in
 the same run; each llmopt system also gives the kernel launches of its decode step
-(``launches``). Writes ``decode-<gpu>.json`` and ``.md`` to ``--out-dir``.
+(``launches``) and the host's time to issue a step (``issue_us_per_token``: the decode loop
+until the last step is queued, over the steps). Writes ``decode-<gpu>.json`` and ``.md``
+to ``--out-dir``.
 
     python3 bench/decode.py --models tinyllama --contexts 128 512 2000 --new 32
+
+``--steps-per-graph N`` sets how many decode steps one CUDA-graph replay runs (the
+Generator's default otherwise); ``--also-steps-per-graph N`` (repeatable) times the same
+Generator again with N, as system ``llmopt[steps=N]``.
 
 ``--variant NAME=PIPELINE`` (repeatable) also times llmopt lowered by another pipeline, in
 the same process after the default one, as system ``llmopt[NAME]``: an A/B of a schedule
@@ -299,8 +305,8 @@ def _variant(text: str) -> tuple[str, str]:
 
 def timed(gen: Any, prompt: torch.Tensor, new: int) -> Any:
     """The median of three generations of ``new`` tokens, after one that warms every
-    kernel up and captures the decode graph."""
-    gen.generate(prompt, 8)
+    kernel up and captures the decode graphs (one per count of steps a replay)."""
+    gen.generate(prompt, new)
     runs = [gen.generate(prompt, new) for _ in range(3)]
     return sorted(runs, key=lambda r: r.decode_seconds)[1]
 
@@ -327,6 +333,12 @@ def main() -> int:
                         "llmopt[NAME] beside the others of the same run (repeatable; e.g. "
                         "shuffle=\"$(python3 -c 'from llmopt import registry as r; print(r."
                         "with_options(\"lower-to-cuda\", \"warp-gemv{shuffle=true}\"))')\")")
+    parser.add_argument("--steps-per-graph", type=int, default=None, metavar="N",
+                        help="decode steps one graph replay runs (Generator's default if "
+                        "not given; 0: one step a replay, tokens picked between replays)")
+    parser.add_argument("--also-steps-per-graph", type=int, action="append", default=[],
+                        metavar="N", help="also time the same Generator with N steps a "
+                        "replay, as system llmopt[steps=N] (repeatable)")
     parser.add_argument("--out-dir", type=Path, default=Path("bench/results"))
     parser.add_argument("--merge", type=Path, nargs="+", metavar="JSON",
                         help="only write the results of these runs as one (no GPU needed)")
@@ -375,6 +387,9 @@ def main() -> int:
             began = time.perf_counter()
             gen = llmopt.Generator(model, max_ctx=max_ctx, device="cuda",
                                    pipeline=args.pipeline)  # cache hits
+            if args.steps_per_graph is not None:
+                gen.steps_per_graph = args.steps_per_graph
+            default_steps = gen.steps_per_graph
             warm_s = time.perf_counter() - began
             print(f"# {name} {dtype_name}: Generator(max_ctx={max_ctx}) built in "
                   f"{compile_s:.1f} s {cold}; again (compile cache) in {warm_s:.1f} s "
@@ -397,7 +412,17 @@ def main() -> int:
                 systems["llmopt"] = measure(ours.tokens, ours.decode_seconds / steps, hf_tokens,
                                              nbytes, bandwidth)
                 systems["llmopt"]["launches"] = gen.launches_per_step
+                systems["llmopt"]["issue_us_per_token"] = ours.issue_seconds / steps * 1e6
                 tokens_of = {"llmopt": ours.tokens}
+                for count in args.also_steps_per_graph:  # the same programs, other replays
+                    gen.steps_per_graph = count
+                    theirs = timed(gen, prompt, args.new)
+                    gen.steps_per_graph = default_steps
+                    key = f"llmopt[steps={count}]"
+                    systems[key] = measure(theirs.tokens, theirs.decode_seconds / steps,
+                                           hf_tokens, nbytes, bandwidth)
+                    systems[key]["issue_us_per_token"] = theirs.issue_seconds / steps * 1e6
+                    tokens_of[key] = theirs.tokens
                 for key, other in variant_gens.items():  # the same run, other pipelines
                     theirs = timed(other, prompt, args.new)
                     systems[f"llmopt[{key}]"] = measure(theirs.tokens,
@@ -450,6 +475,8 @@ def _summary(key: str, system: dict[str, Any]) -> str:
     notes = [f"{system['pct_bandwidth']:.0f}%"]
     if "launches" in system:
         notes.append(f"{system['launches']} launches")
+    if "issue_us_per_token" in system:
+        notes.append(f"issued in {system['issue_us_per_token']:.0f} us a step")
     if not system["tokens_equal_hf"]:
         notes.append("tokens differ")
     return f"{key} {system['tok_s']:.0f} tok/s ({', '.join(notes)})"

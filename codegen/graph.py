@@ -20,6 +20,13 @@ the call's lengths (the program's ``memref.store`` steps, run before the replay 
 captured), and the graph replays. A caller that passes prefixes of the static buffers
 (``program.static_inputs[k][:n]`` for a buffer whose leading extent is the length, such as a
 KV cache) copies nothing.
+
+Such a program can also run several calls from one graph
+(:meth:`GraphReplay.capture_steps`): the calls are captured back to back on the static
+buffers, each followed by the caller's own captured work (a decode step's greedy pick, written
+into the next step's token input), and each call's lengths are copied in the graph from a
+small table the host writes before the replay (:class:`StepsGraph`). Between those calls
+nothing returns to the host.
 """
 
 from __future__ import annotations
@@ -40,7 +47,7 @@ from llmopt.codegen.plan import (
 if TYPE_CHECKING:
     from llmopt.codegen.symbolic import SymbolicHost
 
-__all__ = ["GraphReplay", "length_free"]
+__all__ = ["GraphReplay", "StepsGraph", "length_free"]
 
 
 def length_free(plan: HostPlan, host: SymbolicHost) -> bool:
@@ -66,6 +73,32 @@ def _into_prefix(flat: Any, arg: Any) -> Any:
     staged = flat[: arg.numel()].view(arg.shape)
     staged.copy_(arg)
     return staged
+
+
+class StepsGraph:
+    """``steps`` calls of a one-graph program in one CUDA graph (see
+    :meth:`GraphReplay.capture_steps`)."""
+
+    def __init__(self, graph: Any, table: Any, values: Callable[[dict[str, int]], list[int]],
+                 steps: int) -> None:
+        self._graph = graph
+        self._table = table  # [steps, stores]: the lengths each call's host stores write
+        self._values = values
+        self.steps = steps
+
+    def replay(self, symbols: Sequence[dict[str, int]]) -> None:
+        """Write the lengths of the ``steps`` calls (``symbols[i]`` for call ``i``) and replay
+        the graph (without synchronising)."""
+        import torch
+
+        if len(symbols) != self.steps:
+            raise ExecutorError(f"the graph runs {self.steps} calls, got the lengths of "
+                                f"{len(symbols)}")
+        rows = [self._values(s) for s in symbols]
+        # from pageable memory: the copy has read the values when it returns, so the next
+        # replay's table may be written at once
+        self._table.copy_(torch.tensor(rows, dtype=self._table.dtype))
+        self._graph.replay()
 
 
 class GraphReplay:
@@ -94,6 +127,7 @@ class GraphReplay:
         self.one_graph = self.symbolic is not None and length_free(self.plan, self.symbolic)
         """Whether one CUDA graph serves every length (see the module docstring)."""
         self._flat: dict[int, Any] = {}  # one graph: call slot -> flat static buffer
+        self._graph_env: list[Any] = []  # the captured call's bound arguments
         stores = [s for s in self.plan.steps if isinstance(s, StoreStep)]
         # (the flat buffer's slot, the position, the stored value's slot) of each host store
         self._stores = list(zip(self.plan.view_roots(s.target for s in stores),
@@ -108,6 +142,7 @@ class GraphReplay:
         self._graph_outputs = ()
         self._graphs = {}
         self._flat = {}
+        self._graph_env = []
 
     @property
     def static_inputs(self) -> tuple[Any, ...]:
@@ -201,6 +236,43 @@ class GraphReplay:
         self._copy_out(args, staged)
         return self._graph_outputs
 
+    def capture_steps(self, steps: int,
+                      after: Callable[[int, tuple[Any, ...]], None]) -> StepsGraph:
+        """A CUDA graph of ``steps`` calls of this program back to back, on the static buffers
+        of the graph the first call captured (:attr:`static_inputs`), call ``i`` followed by
+        ``after(i, results)``, whose CUDA work (PyTorch ops on the results and the static
+        inputs) is captured too: a decode step's greedy pick written into the next call's
+        token input, say. Each call's lengths are copied from a table that
+        :meth:`StepsGraph.replay` writes.
+
+        Raises:
+            ExecutorError: the program is not :attr:`one_graph`, or no call has captured
+                its graph yet.
+        """
+        import torch
+
+        if not self.one_graph:
+            raise ExecutorError("only a program whose launches take no length (one_graph) "
+                                "runs several calls from one CUDA graph")
+        if self._graph is None:
+            raise ExecutorError("no CUDA graph captured yet: call the program first")
+        targets = [self._buffers[buffer][position] for buffer, position, _ in self._stores]
+        dtype = targets[0].dtype if targets else torch.int64
+        table = torch.zeros((steps, len(targets)), dtype=dtype, device=self.device)
+
+        def values(symbols: dict[str, int]) -> list[int]:
+            scalars = self._layout_for(symbols).scalars
+            return [int(scalars[value]) for _, _, value in self._stores]
+
+        with torch.cuda.device(self.device):
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                for i in range(steps):
+                    for j, target in enumerate(targets):
+                        target.copy_(table[i, j])
+                    after(i, self._run(list(self._graph_env), stores=False))
+        return StepsGraph(graph, table, values, steps)
+
     def _static_buffer(self, k: int, arg: Any) -> Any:
         """A static buffer for tensor argument ``k``: a clone of ``arg``; with
         :attr:`one_graph` and ``?`` extents, a flat buffer for the maxima, ``arg`` copied
@@ -244,3 +316,4 @@ class GraphReplay:
                 outputs = self._run(list(env), stores=not self.one_graph)
         self._graph = graph
         self._graph_outputs = outputs
+        self._graph_env = env

@@ -28,6 +28,7 @@ from llmopt.tools.llmopt_cli import (
     _checkpoint,
     _cpu_model,
     _describe,
+    _integer,
     _positive,
     check_pipeline,
 )
@@ -69,6 +70,10 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     g.add_argument("--no-graph", action="store_true",
                    help="on a GPU, launch each decode kernel from the host instead of "
                    "replaying one CUDA graph")
+    g.add_argument("--steps-per-graph", type=_integer(0, 1024), default=8, metavar="N",
+                   help="on a GPU, decode steps one graph replay runs at most, each picking "
+                   "its token on the GPU (%(default)s; 0: one step a replay, the token "
+                   "picked between replays)")
     g.add_argument("--allow-nonfinite", action="store_true",
                    help="run a checkpoint whose weights hold NaN or infinite values")
     g.add_argument("--cpu", action="store_true", help="use the CPU interpreter even with a GPU")
@@ -154,9 +159,10 @@ def generate_command(args: argparse.Namespace) -> int:
     began = time.perf_counter()
     try:
         gen = llmopt.Generator(model, max_ctx=max_ctx, device="cuda" if gpu else "cpu",
-                               pipeline=args.pipeline, cuda_graph=not args.no_graph)
+                               pipeline=args.pipeline, cuda_graph=not args.no_graph,
+                               steps_per_graph=args.steps_per_graph)
         if gpu:
-            gen.generate(prompt, min(new, 3))  # first launches and the graph's capture
+            gen.generate(prompt, new)  # first launches and the graphs' captures
         out = gen.generate(prompt, new)
     except GenerationError as err:
         raise CliError(str(err)) from None

@@ -99,6 +99,8 @@ def test_generator_refuses_what_it_cannot_serve() -> None:
         gen.generate([1, 97], 2)
     with pytest.raises(CaptureError, match="at least 2"):
         capture_decode(tiny_model("llama"), 1)
+    with pytest.raises(GenerationError, match="steps_per_graph must be 0 or more, got -1"):
+        llmopt.Generator(tiny_model("llama"), max_ctx=8, device="cpu", steps_per_graph=-1)
 
 
 @pytest.mark.parametrize("kind", KINDS)

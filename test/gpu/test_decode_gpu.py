@@ -53,6 +53,24 @@ def test_generator_matches_generate(kind: str, cuda_graph: bool) -> None:
 
 
 @pytest.mark.parametrize("kind", ["llama", "qwen2"])
+@pytest.mark.parametrize("steps", [0, 1, 3, 8])
+def test_several_steps_a_replay_keep_generate_s_tokens(kind: str, steps: int) -> None:
+    """With ``steps_per_graph`` one replay runs up to that many decode steps, each picking
+    its token on the GPU for the next: the tokens of every count are Hugging Face's, across
+    prompts of other lengths, and only graphs of powers of two steps are captured."""
+    _needs_gpu()
+    model = tiny_model(kind)
+    gen = llmopt.Generator(model, max_ctx=48, device="cuda", steps_per_graph=steps)
+    prompt = torch.randint(0, 97, (1, 7), generator=torch.Generator().manual_seed(15))
+    assert gen.generate(prompt, 30).tokens == _reference(model, prompt, 30)
+    assert gen.generate(prompt[:, :3], 21).tokens == _reference(model, prompt[:, :3], 21)
+    assert gen.generate(prompt[:, :5], 2).tokens == _reference(model, prompt[:, :5], 2)
+    counts = sorted(gen._steps_graphs)
+    assert all(c & (c - 1) == 0 and c <= max(steps, 1) for c in counts), counts
+    assert bool(counts) == (steps > 0)
+
+
+@pytest.mark.parametrize("kind", ["llama", "qwen2"])
 def test_norms_inside_the_projections_match_generate(kind: str) -> None:
     """With ``recompute-into-products`` each RMSNorm runs inside the projections after it
     (``warp-gemv`` staging the normalised row in shared memory): the same tokens."""
