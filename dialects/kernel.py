@@ -940,6 +940,67 @@ class LaunchDependentsOp(_GridDependencyOp):
     name = "kernel.launch_dependents"
 
 
+REGISTER_COUNTS = range(24, 257, 8)
+"""The per-thread register counts ``setmaxnreg`` may ask for: multiples of 8 from 24 to
+256."""
+
+REGISTER_ACTIONS = ("inc", "dec")
+"""``kernel.set_max_registers``' actions: take registers, give them back."""
+
+
+@irdl_op_definition
+class SetMaxRegistersOp(IRDLOperation):
+    """``kernel.set_max_registers inc 232``: the executing warpgroup's threads change how
+    many registers each holds to ``count`` — ``inc`` takes registers from the block's pool
+    (waiting until enough are free), ``dec`` gives registers back to it (PTX
+    ``setmaxnreg.{inc,dec}.sync.aligned.u32``; sm_90a). A warp-specialised kernel's
+    producer warpgroup, which only issues copies, gives registers up so that its consumer
+    warpgroups can hold larger accumulators than the block's even share.
+
+    All 128 threads of a warpgroup execute it together (``.sync.aligned``); the kernel's
+    register count at entry must be known to ptxas (``__launch_bounds__(threads, 1)``),
+    and each register budget holds from the op to the end of the kernel, so it belongs at
+    the head of a branch that runs to the kernel's end. ``count`` is a multiple of 8 from
+    24 to 256 (:data:`REGISTER_COUNTS`). It changes no value: the interpreter does
+    nothing."""
+
+    name = "kernel.set_max_registers"
+    action = prop_def(StringAttr)
+    count = prop_def(IntegerAttr)
+
+    def __init__(self, action: str, count: int) -> None:
+        super().__init__(properties={"action": StringAttr(action),
+                                     "count": IntegerAttr(count, i64)})
+
+    @property
+    def registers(self) -> int:
+        """The per-thread register count asked for."""
+        return self.count.value.data
+
+    def verify_(self) -> None:
+        _check_in_kernel(self)
+        if self.action.data not in REGISTER_ACTIONS:
+            raise VerifyException(f"{self.name}: action must be 'inc' or 'dec', got "
+                                  f"'{self.action.data}'")
+        if self.registers not in REGISTER_COUNTS:
+            raise VerifyException(f"{self.name}: count must be a multiple of 8 from 24 to "
+                                  f"256, got {self.registers}")
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(f" {self.action.data} {self.registers}")
+        printer.print_op_attributes(self.attributes)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> SetMaxRegistersOp:
+        start = parser.pos
+        action = parser.parse_identifier()
+        if action not in REGISTER_ACTIONS:
+            parser.raise_error(f"expected 'inc' or 'dec', got '{action}'", start, parser.pos)
+        op = cls(action, parse_i64(parser))
+        op.attributes |= parser.parse_optional_attr_dict()
+        return op
+
+
 def _from_block_id(value: SSAValue) -> bool:
     """Whether ``value`` is computed, through any chain of ops, from a ``kernel.block_id``."""
     seen: set[SSAValue] = set()
@@ -1061,7 +1122,8 @@ Kernel = Dialect(
     "kernel",
     [FuncOp, ReturnOp, LaunchOp, ThreadIdOp, BlockIdOp, BlockDimOp, GridDimOp, LoadOp, StoreOp,
      SharedOp, LocalOp, BarrierOp, OpaqueOp, ShuffleXorOp, CopyOp, AsyncCopyOp, AsyncCommitOp,
-     AsyncWaitOp, WaitPriorGridsOp, LaunchDependentsOp, PrefetchOp, LastBlockOp],
+     AsyncWaitOp, WaitPriorGridsOp, LaunchDependentsOp, PrefetchOp, LastBlockOp,
+     SetMaxRegistersOp],
     [],
 )
 
@@ -1070,7 +1132,8 @@ __all__ = [
     "GridDimOp", "LoadOp", "StoreOp", "SharedOp", "LocalOp", "BarrierOp", "OpaqueOp",
     "ShuffleXorOp",
     "AsyncCopyOp", "AsyncCommitOp", "AsyncWaitOp", "AsyncWaitBase", "WaitPriorGridsOp",
-    "LaunchDependentsOp", "PrefetchOp", "LastBlockOp", "PROGRAMMATIC", "CARVEOUT", "DIMS",
+    "LaunchDependentsOp", "PrefetchOp", "LastBlockOp", "SetMaxRegistersOp", "REGISTER_COUNTS",
+    "REGISTER_ACTIONS", "PROGRAMMATIC", "CARVEOUT", "DIMS",
     "PREFETCH_GRANULE",
     "check_prefetch", "waits_first", "before_wait", "LENGTH_ATTR",
     "COPY_BYTES", "CopyBase", "CopyOp", "check_copy", "check_pending", "parse_copy_suffix",

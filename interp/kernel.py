@@ -4,7 +4,8 @@
 ``kernel.thread_id``/``block_id`` are integer arrays along those axes, so each op executes
 for all threads in lock-step. Per-thread control flow is masked: ``scf.for`` with bounds that
 differ between threads iterates while any thread is active, ``scf.if`` runs both branches under
-complementary masks. Loads and stores gather and scatter per thread and raise
+complementary masks (as cooperating tasks when they wait for each other through ``mbarrier``
+phases: :mod:`llmopt.interp._tasks`). Loads and stores gather and scatter per thread and raise
 :class:`~llmopt.interp.OutOfBoundsError` when an active thread leaves the buffer (a dropped
 bounds guard). ``kernel.shared`` is one buffer per block, ``kernel.local`` one per thread
 (private, so never part of a race); a launch's ``smem`` (dynamic shared memory, which
@@ -651,6 +652,11 @@ def _complete(kev: KernelEvaluator, op: Operation, done: list[InFlight]) -> None
 @simt_impl("kernel.wait_prior_grids", "kernel.launch_dependents")
 def _grid_dependency(ev: SimtEvaluator, op: Operation) -> None:
     """Nothing to do: the interpreter runs one launch after the other."""
+
+
+@simt_impl("kernel.set_max_registers")
+def _set_max_registers(ev: SimtEvaluator, op: Operation) -> None:
+    """Nothing to do: registers hold no values the interpreter keeps."""
 
 
 @simt_impl("kernel.prefetch")

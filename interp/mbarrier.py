@@ -3,9 +3,11 @@
 Each barrier of a launch keeps three numbers: the arrivals a phase expects (0 until
 ``mbarrier.init``), the arrivals of the phase in progress, and how many phases have
 completed. The evaluator runs every thread of a block one op after another, so a wait can
-only be satisfied by arrivals that came before it in that order; a wait for a phase that
-has not completed by then is reported (the interpreter cannot run the other threads ahead),
-as is an arrival beyond a phase's count.
+only be satisfied by arrivals that came before it in that order — or, in a branch of an
+``scf.if`` whose branches run as cooperating tasks (:mod:`llmopt.interp._tasks`; a
+producer's and its consumers' branches), by arrivals of the other branch, which runs while
+this one waits. A wait for a phase that no thread can complete is reported, as is an
+arrival beyond a phase's count.
 
 ``mbarrier.arrive_copies`` takes the executing threads' asynchronous copies out of their
 groups and binds them to the phase their arrival counts towards; they are written when a
@@ -27,7 +29,9 @@ from xdsl.ir import Operation
 from llmopt.dialects.mbarrier import ArriveCopiesOp, BarrierAccess, InitOp, WaitOp
 from llmopt.interp._core import InterpretError, error
 from llmopt.interp.kernel import KernelEvaluator, _ids
-from llmopt.interp.simt import Bound, SimtEvaluator, buffer_of, simt_impl
+from llmopt.interp.simt import BLOCKING, Bound, SimtEvaluator, buffer_of, simt_impl
+
+BLOCKING.add("mbarrier.wait")
 
 
 @dataclass
@@ -112,6 +116,8 @@ def _arrive(op: Operation, kev: KernelEvaluator, state: _Barriers, loc: np.ndarr
     state.arrived[done] = 0
     for at in done.tolist():
         state.completers[at], state.arrivers[at] = state.arrivers[at], []
+    if done.size:  # a phase completed: threads that wait for it may go on
+        kev.happened()
 
 
 @simt_impl("mbarrier.arrive")
@@ -152,13 +158,16 @@ def _wait(ev: SimtEvaluator, op: Operation) -> None:
         raise error(InterpretError, op, f"waits at {_where(kev, buf, int(loc[unset][0]))} "
                     "before it was initialised")
     blocked = state.phase[loc] % 2 == parity % 2
+    while blocked.any() and ev.wait_for_others():  # other tasks run, and something happened
+        blocked = state.phase[loc] % 2 == parity % 2
     if blocked.any():
         i = int(np.argmax(blocked))
         at = int(loc[i])
         raise error(InterpretError, op, f"waits for the phase of parity {int(parity[i]) % 2} "
                     f"of {_where(kev, buf, at)}, which has not completed ({int(state.phase[at])} "
                     f"phases done, {int(state.arrived[at])} of {int(state.count[at])} arrivals "
-                    "in the next): no thread before it in program order completes it")
+                    "in the next): no thread before it in program order, nor one of a "
+                    "branch running beside it, completes it")
     if kev.races is not None:
         kev.races.release(np.asarray([tid for at in np.unique(loc).tolist()
                                       for tid in state.completers[at]], np.int64))

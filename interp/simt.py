@@ -32,6 +32,10 @@ modelled so that a missing or misplaced wait gives wrong numbers, as on the GPU:
 * at the end of the launch whatever is still in flight, committed or not, is written (the
   GPU completes a thread's copies before the kernel ends).
 
+**Threads that wait for each other** (``mbarrier`` phases): an ``scf.if`` whose branches
+hold such a wait runs them as cooperating tasks, switching from one to the other where a
+task waits for something only the other does (see :mod:`llmopt.interp._tasks`).
+
 Groups are counted per thread, so commits and waits under a mask (in an ``scf.if``, or in a
 loop with per-thread bounds) are exact: a masked-off thread neither commits nor waits. Lanes
 that one thread runs *at once* — the rounds of a ``tile.forall`` and the iterations of a free
@@ -59,6 +63,7 @@ from llmopt.interp._core import (
     fold_leading,
     identity,
 )
+from llmopt.interp._tasks import BLOCKING, Branch, Tasks
 from llmopt.interp.scalar import SCALAR_IMPLS
 
 SimtImpl = Callable[["SimtEvaluator", Operation], None]
@@ -212,6 +217,10 @@ class SimtEvaluator:
         the index arrays of those axes, prepended to every access."""
         self.async_copies: AsyncCopies | None = None
         """The asynchronous copies in flight (created by the first async op)."""
+        self.tasks: Tasks | None = None
+        """Branches running as cooperating tasks (created by the first ``scf.if`` that runs
+        its branches so; see :mod:`llmopt.interp._tasks`)."""
+        self._may_wait: dict[Operation, bool] = {}
 
     # --- running ops ----------------------------------------------------------------------
 
@@ -249,6 +258,32 @@ class SimtEvaluator:
         """Run ``block`` and return the values its terminator yields (``()`` if none)."""
         end = self.run_block(block)
         return () if end is None else end[1]
+
+    # --- threads that wait for each other -------------------------------------------------
+
+    def may_wait(self, op: Operation) -> bool:
+        """Whether an op nested in ``op`` may wait for other threads (``BLOCKING``)."""
+        found = self._may_wait.get(op)
+        if found is None:
+            found = self._may_wait[op] = any(o.name in BLOCKING for o in op.walk())
+        return found
+
+    def run_tasks(self, branches: Sequence[Branch]) -> list[tuple[Value, ...]]:
+        """Run ``branches`` (each a mask and a function running it) as cooperating tasks;
+        what each yields (see :mod:`llmopt.interp._tasks`)."""
+        if self.tasks is None:
+            self.tasks = Tasks(self)
+        return self.tasks.run(branches)
+
+    def wait_for_others(self) -> bool:
+        """The executing threads wait for what other threads do: the other tasks run until
+        something happens. ``False`` when nothing can (no other task, or all wait)."""
+        return self.tasks is not None and self.tasks.wait()
+
+    def happened(self) -> None:
+        """Something threads may wait for happened (an mbarrier arrival)."""
+        if self.tasks is not None:
+            self.tasks.happened()
 
     # --- frames ---------------------------------------------------------------------------
 
@@ -548,7 +583,9 @@ def _scf_for(ev: SimtEvaluator, op: Operation) -> None:
 
 @simt_impl("scf.if")
 def _scf_if(ev: SimtEvaluator, op: Operation) -> None:
-    """Both branches under complementary masks when the condition differs between lanes."""
+    """Both branches under complementary masks when the condition differs between lanes;
+    as cooperating tasks when they hold an op that may wait for other threads (see
+    :mod:`llmopt.interp._tasks`)."""
     env = ev.env
     cond = env[op.operands[0]]
     then_block = op.regions[0].block
@@ -566,13 +603,22 @@ def _scf_if(ev: SimtEvaluator, op: Operation) -> None:
         else_mask = and_masks(outer, ~cond)
         then_vals: tuple[Value, ...] | None = None
         else_vals: tuple[Value, ...] | None = None
+        runs_then = then_mask is None or then_mask.any()
+        runs_else = else_block is not None and (else_mask is None or else_mask.any())
         try:
-            if then_mask is None or then_mask.any():
-                ev.mask = then_mask
-                then_vals = ev.run_region_block(then_block)
-            if else_block is not None and (else_mask is None or else_mask.any()):
-                ev.mask = else_mask
-                else_vals = ev.run_region_block(else_block)
+            if runs_then and runs_else and ev.may_wait(op):  # branches that wait for each other
+                assert else_block is not None
+                then_vals, else_vals = ev.run_tasks(
+                    [(then_mask, lambda: ev.run_region_block(then_block)),
+                     (else_mask, lambda: ev.run_region_block(else_block))])
+            else:
+                if runs_then:
+                    ev.mask = then_mask
+                    then_vals = ev.run_region_block(then_block)
+                if runs_else:
+                    assert else_block is not None
+                    ev.mask = else_mask
+                    else_vals = ev.run_region_block(else_block)
         finally:
             ev.mask = outer
         if then_vals is None:

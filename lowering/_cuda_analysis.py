@@ -88,7 +88,8 @@ def check_tensor_cores(module: ModuleOp, arch: str) -> None:
     ``ldmatrix`` sm_75 or newer; so do ``kernel.wait_prior_grids`` and
     ``kernel.launch_dependents`` (``griddepcontrol``, sm_90), and ``kernel.prefetch``
     (``cp.async.bulk.prefetch``, sm_90): an error naming the kernel
-    otherwise (NVRTC's own would name a PTX line). ``wgmma`` ops need sm_90a itself."""
+    otherwise (NVRTC's own would name a PTX line). ``wgmma`` ops and
+    ``kernel.set_max_registers`` (``setmaxnreg``) need sm_90a itself."""
     target = for_arch(arch)
     for op in module.walk():
         if isinstance(op, mma.SyncOp):
@@ -102,7 +103,8 @@ def check_tensor_cores(module: ModuleOp, arch: str) -> None:
             needs = None if target.sm >= GRID_DEPENDENCY_MIN_SM else GRID_DEPENDENCY_MIN_SM
         elif isinstance(op, kernel.PrefetchOp):
             needs = None if target.sm >= BULK_PREFETCH_MIN_SM else BULK_PREFETCH_MIN_SM
-        elif isinstance(op, wgmma.FenceOp | wgmma.MmaOp | wgmma.CommitOp | wgmma.WaitOp):
+        elif isinstance(op, wgmma.FenceOp | wgmma.MmaOp | wgmma.CommitOp | wgmma.WaitOp
+                        | kernel.SetMaxRegistersOp):
             if arch != WGMMA_ARCH:  # sm_90a's own instructions, in no other architecture
                 func = enclosing_func(op)
                 name = func.sym_name.data if func is not None else "?"

@@ -190,6 +190,9 @@ class KernelEmitter(ExprBuilder):
         elif isinstance(op, kernel.LaunchDependentsOp):
             self.add(cuda.AsmOp("griddepcontrol.launch_dependents;", [], [], [],
                                 volatile=True))
+        elif isinstance(op, kernel.SetMaxRegistersOp):
+            self.add(cuda.AsmOp(f"setmaxnreg.{op.action.data}.sync.aligned.u32 {op.registers};",
+                                [], [], [], volatile=True, memory=True))
         elif isinstance(op, kernel.AsyncWaitOp):
             self._call_statement("__pipeline_wait_prior", [self.integer(op.groups, I32)])
         elif isinstance(op, kernel.ReturnOp):

@@ -57,6 +57,10 @@ What each construct becomes:
   ``__pipeline_commit()``; ``kernel.async_wait n`` → ``__pipeline_wait_prior(n)``;
 * ``kernel.prefetch`` → ``asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::
   "l"(__cvta_generic_to_global(&src[offset])), "r"(bytes) : "memory")`` (sm_90 or newer);
+* ``kernel.set_max_registers inc 232`` → ``asm volatile("setmaxnreg.inc.sync.aligned.u32
+  232;" ::: "memory")`` (sm_90a); a kernel holding one must not ask for more than one
+  resident block (``min_blocks`` above 1 is an error naming it): its warpgroups trade
+  registers within the block's share of the multiprocessor's;
 * ``arith`` — C operators with MLIR's exact semantics: ``divsi``/``remsi`` are C's ``/`` and
   ``%``; ``floordivsi``/``ceildivsi`` are ``a / b`` corrected by one where the remainder is
   non-zero and the signs differ (agree); unsigned ops go through unsigned casts; ``cmpf``
@@ -143,9 +147,14 @@ class _LowerKernelFunc(RewritePattern):
         bits = self.index_bitwidth or default_index_bitwidth(op)
         narrow = (bits == 32 and length is None and not length_loads(op)
                   and fits_in_32_bits(op, self.grids.get(name)))
+        min_blocks = knob(self.min_blocks, op, "min_blocks", 0)
+        if min_blocks > 1 and any(isinstance(o, kernel.SetMaxRegistersOp) for o in op.walk()):
+            raise PassFailedException(f"kernel-to-cuda: kernel '{name}' sets its warpgroups' "
+                                      f"registers (kernel.set_max_registers), which needs "
+                                      f"one resident block, but min_blocks is {min_blocks}")
         emitter = KernelEmitter(op, self.unrestricted.get(name, set()), self.layouts.get(name),
                                 index=I32 if narrow else INDEX,
-                                min_blocks=knob(self.min_blocks, op, "min_blocks", 0),
+                                min_blocks=min_blocks,
                                 length=length, nan_min_max=self.nan_min_max)
         rewriter.replace(op, emitter.run())
 

@@ -39,6 +39,8 @@ class Launch:
         grid = self.op.grid_shape
         if self.callee is None or grid[1:] != (1, 1) or self.op.shared_bytes != 0:
             return None  # (buffer declarations sit at a kernel's top level: its verifier)
+        if any(isinstance(op, kernel.SetMaxRegistersOp) for op in self.callee.walk()):
+            return None  # its roles' branches must run to the end of the kernel
         if self.op.grid_size is not None:
             length = length_operand(self.op)
             if length is None or grid_expression(self.op.grid_size, length) is None:

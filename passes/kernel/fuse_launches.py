@@ -9,11 +9,13 @@ or argument they view; a kernel writes what it stores or copies into). Each laun
 *level*: one more than the highest level of the launches it depends on, 0 if none. Launches
 of one level are independent of each other. Of those, the launches that can share a kernel
 — a grid ``[g, 1, 1]`` (static, or a runtime ``[%g max G, 1, 1]``), no dynamic shared
-memory, the same block shape, a ``kernel.func`` callee — form a group, as long as the
-group's shared buffers together stay within ``shared_slack`` bytes of its largest
-member's (a block holds the shared buffers of the fused kernel, not of its member alone:
-two tiled products would halve their occupancy). Counted as the fused kernel holds them:
-each kind of buffer (type and attributes) as often as the member with the most of it.
+memory, the same block shape, a ``kernel.func`` callee that sets no registers
+(``kernel.set_max_registers``, whose branches must run to the kernel's end) — form a
+group, as long as the group's shared buffers together stay within ``shared_slack`` bytes
+of its largest member's (a block holds the shared buffers of the fused kernel, not of its
+member alone: two tiled products would halve their occupancy). Counted as the fused
+kernel holds them: each kind of buffer (type and attributes) as often as the member with
+the most of it.
 
 **Produces** for each group of two or more one ``kernel.func`` whose grid is the members'
 grids end to end: block ``b`` runs member ``i`` when ``b - offset_i`` is below its grid

@@ -57,11 +57,40 @@ completed its products); after the loop the consumers wait for the last group (`
 products in its step. The products' last wait must put its results straight back into the
 accumulators (a ``kernel.local`` at constant indices); else the K loop is left alone.
 
+With ``producer_registers`` and ``consumer_registers`` (options, 0 = off; both or
+neither; multiples of 8 from 24 to 256) the roles also get registers of their own (sm_90a):
+the kernel's body from the first op that differs by role on — the ops after the
+barriers' initialisation and its ``kernel.barrier``, the grid-stride loop included —
+becomes one branch per role that runs to the end of the kernel::
+
+    scf.if %tid < C {
+      kernel.set_max_registers inc consumer_registers
+      <the body, the consumers' part: the loop's steps D … K + D>
+    } else {
+      kernel.set_max_registers dec producer_registers
+      <the body, the producer's part: the loop's steps 0 … K>
+    }
+
+Each branch is the body with the role test known (every ``scf.if`` on it replaced by the
+branch it takes; see :mod:`llmopt.passes.kernel._warp_split`), and the kernel gets the
+knob ``min_blocks = 1`` (``__launch_bounds__(C + 128, 1)``). A kernel whose roles would
+hold more registers than a block of ``C + 128`` threads starts with (``producer_registers
+· 128 + consumer_registers · C`` above the multiprocessor's 65 536 registers shared evenly
+and rounded down to 8 a thread: 64 512 for ``C = 256``) is left alone; one whose body
+holds a block barrier after the initialisation (which every thread must reach) is
+specialised without the split.
+
 **Why**: in the K loop every thread both issues copies and computes, so each chunk goes
 wait → barrier → copies → products → ``wgmma.wait 0``, and the tensor cores idle at every
 barrier; Nsight Compute shows the warps stalled on the barrier and on their copies, not on
 the tensor cores. With a producer the consumers wait only for the slot they read, and the
-producer runs up to ``S`` chunks ahead, gated only by the slot it refills.
+producer runs up to ``S`` chunks ahead, gated only by the slot it refills. A block of
+``C + 128`` threads caps every thread at its even share of the registers (168 for ``C =
+256``), little for two consumer warpgroups' 64 × 256 accumulators; the producer needs
+fewer, so ``setmaxnreg`` hands part of its share to the consumers. ptxas gives a register
+budget only to code that runs after it to the end of the kernel, hence the split; it also
+takes the products out of a branch inside the loop, where ptxas serialises ``wgmma``
+(its warning C7518, "compiler-inserted WG.DP in divergent path").
 """
 
 from __future__ import annotations
@@ -74,10 +103,12 @@ from xdsl.dialects.builtin import IndexType, ModuleOp, StringAttr
 from xdsl.ir import Block, Operation, Region
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
+from xdsl.utils.exceptions import PassFailedException
 
 from llmopt.dialects import kernel, mbarrier
 from llmopt.dialects._syntax import int_array
 from llmopt.passes.kernel._warp_roles import PRODUCERS, KLoop, match, role
+from llmopt.passes.kernel._warp_split import fits, split_roles
 from llmopt.passes.kernel._warp_steps import (
     EMPTY,
     Builder,
@@ -147,24 +178,38 @@ class WarpSpecialize(ModulePass):
     """Producer/consumer products through ``mbarrier`` slots (see the module docstring).
     Options: ``enabled`` (default true; ``false`` leaves the module alone, as
     ``lower-to-cuda`` runs it unless its ``warp_specialize`` option is given); ``pending``
-    (products left in flight across a step: 0 or 1, default 1)."""
+    (products left in flight across a step: 0 or 1, default 1); ``producer_registers`` and
+    ``consumer_registers`` (each role's registers a thread, ``setmaxnreg``, with the body
+    split by role: both or neither, 0 = off)."""
 
     name = "warp-specialize"
 
     enabled: bool = True
     pending: int = 1
+    producer_registers: int = 0
+    consumer_registers: int = 0
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         if not self.enabled:
             return
+        registers = self.producer_registers, self.consumer_registers
+        if (registers[0] == 0) != (registers[1] == 0):
+            raise PassFailedException("warp-specialize: producer_registers and "
+                                      "consumer_registers are given together (got "
+                                      f"{registers[0]} and {registers[1]})")
         shapes: dict[str, list[int]] = {}  # kernels specialised: their new block
         for func in [f for f in op.ops if isinstance(f, kernel.FuncOp)]:
             loops = [o for o in func.walk() if isinstance(o, scf.ForOp)
                      and role(o) == "k_loop"]
             matched = [m for m in (match(func, o) for o in loops) if m is not None]
-            if len(loops) != 1 or len(matched) != 1 or not _rewrite(matched[0], self.pending):
+            consumers = func.block_shape[0]
+            if (len(loops) != 1 or len(matched) != 1
+                    or (registers[0] and not fits(consumers, *registers))
+                    or not _rewrite(matched[0], self.pending)):
                 continue
-            shapes[func.sym_name.data] = [func.block_shape[0] + PRODUCERS, 1, 1]
+            if registers[0]:
+                split_roles(func, consumers, *registers)
+            shapes[func.sym_name.data] = [consumers + PRODUCERS, 1, 1]
             func.properties["block"] = int_array(shapes[func.sym_name.data])
         for launch in op.walk():
             if isinstance(launch, kernel.LaunchOp):

@@ -314,3 +314,35 @@ kernel.func @k(%a: memref<4xf32>, %n: memref<1xi32, strided<[1], offset: 3>>) bl
   kernel.return
 }
 // CHECK: kernel.last_block: the counter is a memref<1xi32>, got memref<1xi32, strided<[1], offset: 3>>
+
+// -----
+
+kernel.func @k() block [256, 1, 1] {
+  kernel.set_max_registers inc 236
+  kernel.return
+}
+// CHECK: kernel.set_max_registers: count must be a multiple of 8 from 24 to 256, got 236
+
+// -----
+
+kernel.func @k() block [256, 1, 1] {
+  kernel.set_max_registers dec 16
+  kernel.return
+}
+// CHECK: kernel.set_max_registers: count must be a multiple of 8 from 24 to 256, got 16
+
+// -----
+
+kernel.func @k() block [256, 1, 1] {
+  "kernel.set_max_registers"() <{action = "add", count = 64 : i64}> : () -> ()
+  kernel.return
+}
+// CHECK: kernel.set_max_registers: action must be 'inc' or 'dec', got 'add'
+
+// -----
+
+kernel.func @k() block [256, 1, 1] {
+  kernel.set_max_registers more 64
+  kernel.return
+}
+// CHECK: expected 'inc' or 'dec', got 'more'

@@ -133,3 +133,20 @@ kernel.func @last(%a: memref<64xf32>, %total: memref<1xf32>, %count: memref<1xi3
 // CHECK-NEXT:    %{{.*}} = arith.cmpi eq, %{{.*}}, %{{.*}} : index
 // CHECK:       } {note = "tail"}
 // CHECK-NEXT:  kernel.return
+
+// A producer warpgroup gives registers back, the consumers take them (setmaxnreg).
+kernel.func @registers() block [256, 1, 1] {
+  %t = kernel.thread_id x
+  %c128 = arith.constant 128 : index
+  %consumer = arith.cmpi ult, %t, %c128 : index
+  scf.if %consumer {
+    kernel.set_max_registers inc 232
+  } else {
+    kernel.set_max_registers dec 40 {note = "producer"}
+  }
+  kernel.return
+}
+// CHECK-LABEL: kernel.func @registers()
+// CHECK:         kernel.set_max_registers inc 232
+// CHECK:       } else {
+// CHECK-NEXT:    kernel.set_max_registers dec 40 {note = "producer"}

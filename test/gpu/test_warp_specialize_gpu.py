@@ -51,3 +51,40 @@ def test_warp_specialised_product_matches_the_default_and_float64(m: int, n: int
     err = ((got.double() - ref).abs().max() / ref.abs().max()).item()
     torch_err = ((block(x, r).double() - ref).abs().max() / ref.abs().max()).item()
     assert err <= 2 * torch_err + 2 ** -7
+
+
+WIDE_TILE = "register-tile{bm=128 bn=256 tm=2 tn=64 blocked=3},async-copy{stages=3}"
+"""128 × 256 block tiles: two consumer warpgroups of 64 × 256 accumulators (C = 256)."""
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("m", "n", "k"), [(512, 3584, 3584), (200, 2048, 2048),
+                                           (2047, 2048, 5632)])
+def test_two_consumer_warpgroups_with_registers_a_role_match_the_default_and_float64(
+        m: int, n: int, k: int) -> None:
+    """``warp-specialize{producer_registers=40 consumer_registers=232}`` on 128 × 256 tiles
+    (384 threads: the producer gives registers to the consumers with ``setmaxnreg``) gives
+    the bits of the same tiles without a producer, and PyTorch's error against float64."""
+    if torch.cuda.get_device_capability() < (9, 0):
+        pytest.skip("warpgroup products need sm_90a")
+    gen = torch.Generator().manual_seed(m + n + k + 1)
+    block = Linear(k, n)
+    with torch.no_grad():
+        block.proj.weight.copy_(torch.randn(n, k, generator=gen) / k ** 0.5)
+    block = block.to(torch.bfloat16).cuda()
+    x = torch.randn(1, m, k, generator=gen).to(torch.bfloat16).cuda()
+    r = torch.randn(1, m, n, generator=gen).to(torch.bfloat16).cuda()
+    special = llmopt.compile(block, (x, r), registry.with_options(
+        "lower-to-cuda{arch=sm_90a warp_specialize=true}",
+        f"{WIDE_TILE},warp-specialize{{producer_registers=40 consumer_registers=232}}"))
+    plain = llmopt.compile(block, (x, r), registry.with_options(
+        "lower-to-cuda{arch=sm_90a}", WIDE_TILE))
+    source = special.program.source
+    assert "__launch_bounds__(384, 1)" in source
+    assert "setmaxnreg.dec.sync.aligned.u32 40;" in source
+    got, want = special(x, r), plain(x, r)
+    assert torch.equal(got, want)
+    ref = x.double() @ block.proj.weight.double().t() + r.double()
+    err = ((got.double() - ref).abs().max() / ref.abs().max()).item()
+    torch_err = ((block(x, r).double() - ref).abs().max() / ref.abs().max()).item()
+    assert err <= 2 * torch_err + 2 ** -7

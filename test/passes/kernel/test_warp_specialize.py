@@ -1,19 +1,27 @@
 """``warp-specialize`` on a product whose eight K chunks reuse each of three slots: the
 specialised kernel (its products left in flight across a step, or not) computes what the K
 loop did, bit for bit, and each of its synchronisations is needed — the interpreter reports
-the program without any one of them.
+the program without any one of them. With registers a role (``producer_registers``,
+``consumer_registers``) the body splits into a branch per role, which the interpreter runs
+beside each other: the same bits, the same checks; a pair the block's registers cannot hold
+leaves the kernel alone, and the split kernel of two consumer warpgroups compiles for sm_90a.
 """
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
+from xdsl.utils.exceptions import PassFailedException, VerifyException
 
 import llmopt
+from llmopt import registry
+from llmopt.dialects import kernel
 from llmopt.interp import InterpretError, RaceError, random_inputs, run
+from llmopt.passes.kernel._warp_split import fits, register_pool
 
 INPUT = Path(__file__).parent / "Inputs" / "wgmma-k512.mlir"
 TO_KERNEL = "wgmma-fragments{arch=sm_90a},pad-shared,mma-fragments,vector-fragments,tile-to-kernel"
@@ -87,25 +95,198 @@ def test_nvrtc_compiles_the_specialised_kernel_for_sm_90a(
     assert cubin[:4] == b"\x7fELF"
 
 
-def test_a_bf16_decoder_layer_keeps_its_meaning_with_warp_specialised_products() -> None:
-    """A small Llama layer in bf16 over 100 tokens (K of 128 and 192: two and three chunks),
-    through ``lower-to-cuda{arch=sm_90a warp_specialize=true}``: every product on warpgroup
-    products gets its producer (the query/key/value ones inside one fused launch), and every
-    pass keeps the interpreted result."""
+def _bf16_layer() -> Any:
+    """A small Llama layer in bf16 over 100 tokens, captured (skips without transformers)."""
     pytest.importorskip("transformers")
     import torch
 
-    from llmopt import registry
     from llmopt.frontend.models import build_model, capture_layer, model_config
 
     config = model_config({"model_type": "llama", "num_hidden_layers": 1, "hidden_size": 128,
                            "intermediate_size": 192, "num_attention_heads": 2,
                            "num_key_value_heads": 1, "head_dim": 64, "vocab_size": 64,
                            "max_position_embeddings": 128})
-    program = capture_layer(build_model(config, seed=3, dtype=torch.bfloat16), 100)
+    return capture_layer(build_model(config, seed=3, dtype=torch.bfloat16), 100)
+
+
+def test_a_bf16_decoder_layer_keeps_its_meaning_with_warp_specialised_products() -> None:
+    """A small Llama layer in bf16 over 100 tokens (K of 128 and 192: two and three chunks),
+    through ``lower-to-cuda{arch=sm_90a warp_specialize=true}``: every product on warpgroup
+    products gets its producer (the query/key/value ones inside one fused launch), and every
+    pass keeps the interpreted result."""
+    program = _bf16_layer()
     pipeline = "lower-to-cuda{arch=sm_90a warp_specialize=true}"
     to_kernel, _ = registry.split_at_level(registry.expand_pipeline(pipeline), "kernel")
     text = str(llmopt.lower(program.module.clone(), ",".join(to_kernel)))
     assert text.count("mbarrier.arrive_copies") >= 4
     report = llmopt.check_numerics(program.module, pipeline, seed=5)
     assert report.ok, f"{report}"
+
+
+REGISTERS = "producer_registers=40 consumer_registers=232"
+
+WIDE = """
+func.func @forward(%proj.weight: tensor<256x512xbf16> {llmopt.param = "proj.weight"},
+                   %x: tensor<1x128x512xbf16> {llmopt.input = "x"},
+                   %r: tensor<1x128x256xbf16> {llmopt.input = "r"}) -> tensor<1x128x256xbf16> {
+  %0 = torch.linear %x, %proj.weight
+      : tensor<1x128x512xbf16>, tensor<256x512xbf16> -> tensor<1x128x256xbf16>
+  %1 = torch.add %0, %r : tensor<1x128x256xbf16>, tensor<1x128x256xbf16> -> tensor<1x128x256xbf16>
+  func.return %1 : tensor<1x128x256xbf16>
+}
+"""
+"""A 128 × 256 × 512 bf16 product with a residual: one 128 × 256 tile, two consumer
+warpgroups of 64 × 256 (C = 256), eight K chunks through three slots."""
+
+
+@pytest.fixture(scope="module", params=[1, 0], ids=["pending1", "pending0"])
+def split(request: pytest.FixtureRequest) -> tuple[str, str, list[np.ndarray]]:
+    """The K-loop kernel, its specialised form split by role, and random inputs."""
+    module = llmopt.parse(INPUT.read_text())
+    llmopt.lower(module, TO_KERNEL)
+    before = str(module)
+    llmopt.lower(module, f"warp-specialize{{pending={request.param} {REGISTERS}}}")
+    fn = next(op for op in module.walk() if op.name == "func.func")
+    return before, str(module), random_inputs(fn, 3)
+
+
+@pytest.fixture(scope="module")
+def wide() -> tuple[str, list[np.ndarray]]:
+    """:data:`WIDE` as ``tile-to-kernel`` leaves it (no split-K), and random inputs."""
+    pipeline = registry.with_options(
+        "lower-to-cuda{arch=sm_90a}",
+        "split-k{split_k=1},register-tile{bm=128 bn=256 tm=2 tn=64 blocked=3},"
+        "async-copy{stages=3}")
+    module = llmopt.parse(WIDE)
+    llmopt.lower(module, pipeline.partition(",warp-specialize")[0])
+    fn = next(op for op in module.walk() if op.name == "func.func")
+    return str(module), random_inputs(fn, 3)
+
+
+def test_the_split_kernel_computes_the_same_bits(split: tuple[str, str, list[np.ndarray]]
+                                                 ) -> None:
+    before, after, inputs = split
+    assert "block [256, 1, 1]" in after and "min_blocks = 1" in after
+    consumers, producer = after.split("} else {")
+    assert "kernel.set_max_registers inc 232" in consumers and "wgmma.mma" in consumers
+    assert "kernel.set_max_registers dec 40" in producer and "kernel.async_copy" in producer
+    assert "kernel.async_copy" not in consumers and "wgmma" not in producer
+    (want,) = run(llmopt.parse(before), inputs)
+    (got,) = run(llmopt.parse(after), inputs)
+    np.testing.assert_array_equal(got, want)
+
+
+def test_a_split_producer_that_refills_a_slot_before_its_release_races(
+        split: tuple[str, str, list[np.ndarray]]) -> None:
+    """The consumers read a slot as soon as it is full, so the producer's refill without
+    its wait for the release writes after their reads."""
+    _, after, inputs = split
+    with pytest.raises(RaceError, match="write after read"):
+        run(llmopt.parse(_without(after, "mbarrier.wait", 1)), inputs)
+
+
+@pytest.mark.parametrize(("pattern", "occurrence"),
+                         [(r"mbarrier.arrive %", 0), ("mbarrier.arrive_copies", 0),
+                          ("mbarrier.wait", 0)],
+                         ids=["no-release", "no-full-arrival", "no-consumer-wait"])
+def test_a_broken_handshake_between_the_roles_is_reported(
+        split: tuple[str, str, list[np.ndarray]], pattern: str, occurrence: int) -> None:
+    """Without a release or an arrival one role waits for a phase the other never
+    completes; consumers that do not wait run ahead and release slots the producer has not
+    filled, so its wait looks for a phase already passed. Both branches have run as far as
+    they could when the wait is reported."""
+    _, after, inputs = split
+    with pytest.raises(InterpretError, match="has not completed"):
+        run(llmopt.parse(_without(after, pattern, occurrence)), inputs)
+
+
+@pytest.mark.parametrize(("action", "count"), [("inc", 236), ("inc", 16), ("dec", 264),
+                                               ("dec", 0), ("add", 64)])
+def test_set_max_registers_takes_multiples_of_8_from_24_to_256(action: str, count: int
+                                                              ) -> None:
+    with pytest.raises(VerifyException, match="must be"):
+        kernel.SetMaxRegistersOp(action, count).verify()
+
+
+def test_set_max_registers_accepts_the_ends_of_its_range() -> None:
+    for action, count in (("inc", 256), ("dec", 24), ("inc", 232), ("dec", 40)):
+        kernel.SetMaxRegistersOp(action, count).verify()
+
+
+def test_the_register_budget_is_the_block_share_of_one_multiprocessor() -> None:
+    """168 registers a thread for 384 threads; every pair fits 256 threads."""
+    assert register_pool(384) == 168 * 384 == 64512
+    assert register_pool(256) == 65536
+    assert fits(256, 40, 232) and not fits(256, 48, 232) and not fits(256, 24, 256)
+    assert fits(128, 256, 256)
+
+
+def test_two_consumer_warpgroups_split_and_keep_their_bits(
+        wide: tuple[str, list[np.ndarray]]) -> None:
+    before, inputs = wide
+    module = llmopt.parse(before)
+    llmopt.lower(module, f"warp-specialize{{{REGISTERS}}}")
+    after = str(module)
+    assert "block [384, 1, 1]" in after
+    assert after.count("kernel.set_max_registers") == 2
+    (want,) = run(llmopt.parse(before), inputs)
+    (got,) = run(llmopt.parse(after), inputs)
+    np.testing.assert_array_equal(got, want)
+
+
+def test_an_over_budget_pair_leaves_the_kernel_alone(
+        wide: tuple[str, list[np.ndarray]]) -> None:
+    """48 · 128 + 232 · 256 = 65 536 registers, above the 64 512 that 384 threads start
+    with: the kernel is not specialised at all."""
+    before, _ = wide
+    module = llmopt.parse(before)
+    llmopt.lower(module, "warp-specialize{producer_registers=48 consumer_registers=232}")
+    assert str(module) == before
+
+
+def test_nvrtc_compiles_the_split_kernel_of_two_consumer_warpgroups(
+        wide: tuple[str, list[np.ndarray]], capfd: pytest.CaptureFixture[str]) -> None:
+    from llmopt.codegen.cache import KernelCache
+    from llmopt.codegen.cuda_printer import cuda_source
+    from llmopt.codegen.nvrtc import compile_cuda
+
+    module = llmopt.parse(wide[0])
+    llmopt.lower(module, f"warp-specialize{{{REGISTERS}}},canonicalize,cse,plan-buffers,"
+                 "kernel-to-cuda{arch=sm_90a}")
+    source = cuda_source(module)
+    assert "__launch_bounds__(384, 1)" in source
+    inc = source.index('asm volatile("setmaxnreg.inc.sync.aligned.u32 232;" ::: "memory");')
+    dec = source.index('asm volatile("setmaxnreg.dec.sync.aligned.u32 40;" ::: "memory");')
+    assert inc < source.index("} else {") < dec
+    cubin = compile_cuda(source, arch="sm_90a", cache=KernelCache("/nonexistent", enabled=False))
+    assert cubin[:4] == b"\x7fELF"
+    assert "setmaxnreg" not in capfd.readouterr().err  # ptxas: "'setmaxnreg' ignored; ..."
+
+
+def test_split_products_of_a_decoder_layer_stay_launches_of_their_own(
+        capfd: pytest.CaptureFixture[str]) -> None:
+    """``fuse-launches`` leaves kernels that set registers alone (the query, key and value
+    products would otherwise share a kernel, each role's branch followed by the other
+    members' code), so ptxas honours every ``setmaxnreg``."""
+    from llmopt.codegen.cache import KernelCache
+    from llmopt.codegen.nvrtc import compile_cuda
+
+    pipeline = registry.with_options("lower-to-cuda{arch=sm_90a warp_specialize=true}",
+                                     f"warp-specialize{{{REGISTERS}}}")
+    source = llmopt.cuda_source(_bf16_layer().module, pipeline)
+    kernels = source.split('extern "C" __global__')[1:]
+    split = [k for k in kernels if "setmaxnreg" in k]
+    assert len(split) >= 5
+    assert all(k.count("setmaxnreg.inc") == 1 and "__launch_bounds__(256, 1)" in k
+               for k in split)
+    compile_cuda(source, arch="sm_90a", cache=KernelCache("/nonexistent", enabled=False))
+    assert "setmaxnreg" not in capfd.readouterr().err
+
+
+def test_a_split_kernel_is_not_capped_for_two_resident_blocks(
+        wide: tuple[str, list[np.ndarray]]) -> None:
+    """Its warpgroups trade registers within one block's share of the multiprocessor."""
+    module = llmopt.parse(wide[0])
+    llmopt.lower(module, f"warp-specialize{{{REGISTERS}}}")
+    with pytest.raises(PassFailedException, match="min_blocks is 2"):
+        llmopt.lower(module, "kernel-to-cuda{arch=sm_90a min_blocks=2}")
