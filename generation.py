@@ -131,6 +131,7 @@ class Generator:
         self._static_token: Any = None  # the decode graph's token input, once captured
         # graphs of several steps by their count, each with the tokens its steps pick
         self._steps_graphs: dict[int, tuple[StepsGraph, Any]] = {}
+        self._lengths: Any = None  # the decode step's lengths at every cache length
 
     @property
     def prefill(self) -> CapturedProgram:
@@ -290,17 +291,24 @@ class Generator:
         decode = self._programs[1]
         left = min(tokens.shape[0] - step, self.steps_per_graph)
         count = 1 << (left.bit_length() - 1)
+        if self._lengths is None:  # the lengths of every cache length, row ctx - 1
+            symbols = decode.symbols_of([self._static_token, *(c[:ctx] for c in
+                                                               self._cache_buffers)])
+            if len(symbols) != 1:
+                raise GenerationError(f"the decode step has symbols {sorted(symbols)}; "
+                                      "several steps a replay need its one cache length")
+            (name,) = symbols
+            self._lengths = decode.lengths_table([{name: length} for length in
+                                                  range(1, self.max_ctx + 1)])
         if count not in self._steps_graphs:
             picked = torch.empty((count, 1), dtype=torch.long, device="cuda")
             self._steps_graphs[count] = (decode.capture_steps(
-                count, lambda i, results: self._pick(picked[i], results)), picked)
+                count, lambda i, results: self._pick(picked[i], results), self._lengths),
+                picked)
         graph, picked = self._steps_graphs[count]
         token = self._static_token
         token.copy_(tokens[step - 1].view(token.shape))
-        # the decode step's one symbol is the cache length, one more each step
-        first = decode.symbols_of([token, *(c[:ctx] for c in self._cache_buffers)])
-        graph.replay([{name: value + i for name, value in first.items()}
-                      for i in range(count)])
+        graph.replay(ctx - 1)
         tokens[step:step + count].copy_(picked)
         return count
 

@@ -24,9 +24,10 @@ KV cache) copies nothing.
 Such a program can also run several calls from one graph
 (:meth:`GraphReplay.capture_steps`): the calls are captured back to back on the static
 buffers, each followed by the caller's own captured work (a decode step's greedy pick, written
-into the next step's token input), and each call's lengths are copied in the graph from a
-small table the host writes before the replay (:class:`StepsGraph`). Between those calls
-nothing returns to the host.
+into the next step's token input), and each call copies its lengths from a table on the
+device, at a row a cursor in device memory gives and each call advances
+(:class:`StepsGraph`): a replay only sets the cursor, and between its calls nothing
+returns to the host.
 """
 
 from __future__ import annotations
@@ -79,25 +80,19 @@ class StepsGraph:
     """``steps`` calls of a one-graph program in one CUDA graph (see
     :meth:`GraphReplay.capture_steps`)."""
 
-    def __init__(self, graph: Any, table: Any, values: Callable[[dict[str, int]], list[int]],
-                 steps: int) -> None:
+    def __init__(self, graph: Any, cursor: Any, steps: int, rows: int) -> None:
         self._graph = graph
-        self._table = table  # [steps, stores]: the lengths each call's host stores write
-        self._values = values
+        self._cursor = cursor  # the row of the lengths table the next call reads
         self.steps = steps
+        self._rows = rows
 
-    def replay(self, symbols: Sequence[dict[str, int]]) -> None:
-        """Write the lengths of the ``steps`` calls (``symbols[i]`` for call ``i``) and replay
-        the graph (without synchronising)."""
-        import torch
-
-        if len(symbols) != self.steps:
-            raise ExecutorError(f"the graph runs {self.steps} calls, got the lengths of "
-                                f"{len(symbols)}")
-        rows = [self._values(s) for s in symbols]
-        # from pageable memory: the copy has read the values when it returns, so the next
-        # replay's table may be written at once
-        self._table.copy_(torch.tensor(rows, dtype=self._table.dtype))
+    def replay(self, row: int) -> None:
+        """Replay the graph, its calls at rows ``row, row + 1, …`` of the lengths table
+        (without synchronising: the host writes nothing the graph reads but the row)."""
+        if not 0 <= row <= self._rows - self.steps:
+            raise ExecutorError(f"{self.steps} calls from row {row} pass the lengths "
+                                f"table's {self._rows} rows")
+        self._cursor.fill_(row)
         self._graph.replay()
 
 
@@ -236,14 +231,34 @@ class GraphReplay:
         self._copy_out(args, staged)
         return self._graph_outputs
 
-    def capture_steps(self, steps: int,
-                      after: Callable[[int, tuple[Any, ...]], None]) -> StepsGraph:
+    def lengths_table(self, rows: Sequence[dict[str, int]]) -> Any:
+        """The values the host's stores write at each of ``rows`` (the symbols of a call
+        each), as a device tensor of one row per call and one column per store: what the
+        calls of a :meth:`capture_steps` graph copy into the lengths buffer."""
+        import torch
+
+        assert self.symbolic is not None
+        dtype = (self._buffers[self._stores[0][0]].dtype if self._stores else torch.int64)
+        names = {symbol.arg: name for name, symbol in self.symbolic.symbols.items()}
+        values = []
+        for symbols in rows:
+            if all(value in names for _, _, value in self._stores):  # stores of symbols
+                values.append([symbols[names[value]] for _, _, value in self._stores])
+                continue
+            scalars = self._layout_for(symbols).scalars
+            values.append([int(scalars[value]) for _, _, value in self._stores])
+        return torch.tensor(values, dtype=dtype, device=self.device).view(len(rows), -1)
+
+    def capture_steps(self, steps: int, after: Callable[[int, tuple[Any, ...]], None],
+                      table: Any) -> StepsGraph:
         """A CUDA graph of ``steps`` calls of this program back to back, on the static buffers
         of the graph the first call captured (:attr:`static_inputs`), call ``i`` followed by
         ``after(i, results)``, whose CUDA work (PyTorch ops on the results and the static
         inputs) is captured too: a decode step's greedy pick written into the next call's
-        token input, say. Each call's lengths are copied from a table that
-        :meth:`StepsGraph.replay` writes.
+        token input, say. Call ``i`` reads its lengths from row ``r + i`` of ``table``
+        (:meth:`lengths_table`), ``r`` being the row :meth:`StepsGraph.replay` is given: a
+        cursor in device memory, which each call advances, so the host writes one number a
+        replay and never waits for the GPU.
 
         Raises:
             ExecutorError: the program is not :attr:`one_graph`, or no call has captured
@@ -257,21 +272,18 @@ class GraphReplay:
         if self._graph is None:
             raise ExecutorError("no CUDA graph captured yet: call the program first")
         targets = [self._buffers[buffer][position] for buffer, position, _ in self._stores]
-        dtype = targets[0].dtype if targets else torch.int64
-        table = torch.zeros((steps, len(targets)), dtype=dtype, device=self.device)
-
-        def values(symbols: dict[str, int]) -> list[int]:
-            scalars = self._layout_for(symbols).scalars
-            return [int(scalars[value]) for _, _, value in self._stores]
-
+        cursor = torch.zeros(1, dtype=torch.long, device=self.device)
         with torch.cuda.device(self.device):
             graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(graph):
                 for i in range(steps):
-                    for j, target in enumerate(targets):
-                        target.copy_(table[i, j])
+                    if targets:
+                        row = table.index_select(0, cursor)[0]
+                        for j, target in enumerate(targets):
+                            target.copy_(row[j])
                     after(i, self._run(list(self._graph_env), stores=False))
-        return StepsGraph(graph, table, values, steps)
+                    cursor.add_(1)
+        return StepsGraph(graph, cursor, steps, table.shape[0])
 
     def _static_buffer(self, k: int, arg: Any) -> Any:
         """A static buffer for tensor argument ``k``: a clone of ``arg``; with
