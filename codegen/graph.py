@@ -240,13 +240,12 @@ class GraphReplay:
         assert self.symbolic is not None
         dtype = (self._buffers[self._stores[0][0]].dtype if self._stores else torch.int64)
         names = {symbol.arg: name for name, symbol in self.symbolic.symbols.items()}
-        values = []
-        for symbols in rows:
-            if all(value in names for _, _, value in self._stores):  # stores of symbols
-                values.append([symbols[names[value]] for _, _, value in self._stores])
-                continue
-            scalars = self._layout_for(symbols).scalars
-            values.append([int(scalars[value]) for _, _, value in self._stores])
+        if all(value in names for _, _, value in self._stores):  # the symbols themselves
+            values = [[symbols[names[value]] for _, _, value in self._stores]
+                      for symbols in rows]
+        else:
+            values = [[int(self._layout_for(symbols).scalars[value])
+                       for _, _, value in self._stores] for symbols in rows]
         return torch.tensor(values, dtype=dtype, device=self.device).view(len(rows), -1)
 
     def capture_steps(self, steps: int, after: Callable[[int, tuple[Any, ...]], None],
