@@ -1244,16 +1244,29 @@ class MeanOp(ReductionOp):
     name = "torch.mean"
 
 
+class ExtremumOp(ReductionOp):
+    """``amax``/``amin``: like the other reductions, and they also take integer tensors
+    (not ``i1``)."""
+
+    FLOAT_OPERANDS: ClassVar[bool] = False
+
+    @classmethod
+    def infer(cls, types: Sequence[TensorType], props: Props, result: TensorType | None
+              ) -> TensorType:
+        _no_bool(types, cls.name)
+        return super().infer(types, props, result)
+
+
 @irdl_op_definition
-class AmaxOp(ReductionOp):
-    """Maximum over ``dims``."""
+class AmaxOp(ExtremumOp):
+    """Maximum over ``dims`` (NaN-propagating; floats or integers)."""
 
     name = "torch.amax"
 
 
 @irdl_op_definition
-class AminOp(ReductionOp):
-    """Minimum over ``dims``."""
+class AminOp(ExtremumOp):
+    """Minimum over ``dims`` (NaN-propagating; floats or integers)."""
 
     name = "torch.amin"
 
@@ -1771,7 +1784,8 @@ COMPARE_OPS: dict[str, type[CompareOp]] = {
 """Comparisons by short name (``"le"`` → :class:`LeOp`)."""
 
 __all__ = [
-    "Torch", "TorchOp", "BinaryOp", "UnaryOp", "ReductionOp", "CompareOp", "LogicalOp", "Props",
+    "Torch", "TorchOp", "BinaryOp", "UnaryOp", "ReductionOp", "ExtremumOp", "CompareOp",
+    "LogicalOp", "Props",
     *[op.__name__ for op in _OPS],
     "FLOAT_TYPES", "INT_WIDTHS", "UNARY_OPS", "BINARY_OPS", "COMPARE_OPS", "broadcast_shapes",
     "common_element_type", "is_float", "is_int", "is_bool", "float_tensor_type",

@@ -799,7 +799,11 @@ class _Translator:
             if not isinstance(vals, list | tuple):
                 raise CaptureError(f"internal error: {target} has no list of results")
             expected_parts = [_tensor_type(v, f"a result of {target}") for v in vals]
-            parts = _MULTI_CONVERTERS[target](self, node, _bind(node))
+            try:
+                parts = _MULTI_CONVERTERS[target](self, node, _bind(node))
+            except (VerifyException, ValueError, TypeError) as err:
+                where = f" at {self.loc}" if self.loc else ""
+                raise CaptureError(f"cannot translate {target}{where}: {err}") from err
             self.parts[node.name] = [
                 self._conform(v, e, target) for v, e in zip(parts, expected_parts, strict=True)
             ]
@@ -1243,12 +1247,80 @@ _converts("aten.amax.default", "aten.max.default")(_reduction(t.AmaxOp))
 _converts("aten.amin.default", "aten.min.default")(_reduction(t.AminOp))
 
 
+_I64 = IntegerType(64)
+
+
+def _first_extreme(tr: _Translator, x: SSAValue, dim: int, keepdim: bool, *, largest: bool
+                   ) -> tuple[SSAValue, SSAValue]:
+    """The maximum (``largest``) or minimum of ``x`` along ``dim``, with ``dim`` kept
+    (extent 1), and the first index that holds it, an ``i64`` tensor with ``dim`` kept as
+    ``keepdim`` says::
+
+        m     = amax(x, dim, keepdim=True)            # amin for the minimum; NaN-propagating
+        hit   = (x == m) | (x != x)                   # the extreme, or a NaN (floats only)
+        index = amin(where(hit, iota, N), dim, keepdim)
+
+    ``iota`` is ``torch.arange`` of the extent ``N`` along ``dim`` (a ``reshape`` puts it on
+    that dim; ``where`` broadcasts it): the smallest index that hits is PyTorch's first
+    index of the maximum, or of the first NaN when the row holds one, where ``amax`` is NaN
+    too. ``N`` is never chosen, since every row holds its extreme."""
+    extent = _shape(x)[dim]
+    m = tr.emit((t.AmaxOp if largest else t.AminOp)(x, [dim], True))
+    hit = tr.emit(t.EqOp(x, m))
+    if t.is_float(_element(x)):
+        hit = tr.emit(t.LogicalOrOp(hit, tr.emit(t.NeOp(x, x))))
+    iota = tr.emit(t.ArangeOp(0, extent, 1, _I64))
+    trailing = _rank(x) - 1 - dim
+    if trailing:
+        iota = tr.emit(t.ReshapeOp(iota, [extent] + [1] * trailing))
+    first = tr.emit(t.WhereOp(hit, iota, tr.constant(extent, _I64)))
+    return m, tr.emit(t.AminOp(first, [dim], keepdim))
+
+
+def _extreme_and_index(tr: _Translator, node: Node, a: dict[str, Any], *, largest: bool
+                       ) -> tuple[SSAValue, SSAValue]:
+    """:func:`_first_extreme` of ``a["self"]`` along ``a["dim"]`` (every element, flattened,
+    when it is ``None``), each reshaped to the shape of the node's result (its first one for
+    ``max.dim``/``min.dim``). ``i1`` tensors compare as ``i32``."""
+    import math
+
+    x = tr.value(a["self"])
+    if _element(x) == _BOOL:
+        x = tr.cast(x, IntegerType(32))
+    val = node.meta["val"]
+    out = val[0] if isinstance(val, list | tuple) else val
+    example = _example(a["self"])
+    dim, keepdim = a.get("dim"), bool(a.get("keepdim"))
+    if dim is None or _rank(x) == 0:
+        if any(_is_symbolic(e) for e in example.shape):
+            raise CaptureError(f"{node.target} over every element of a tensor with a symbolic "
+                               "extent is not supported" + (f" at {tr.loc}" if tr.loc else ""))
+        numel = math.prod(_shape(x))
+        if _shape(x) != (numel,):
+            x = tr.emit(t.ReshapeOp(x, [numel]))
+        dim, keepdim = 0, False
+    else:
+        dim = t.norm_dim(int(dim), _rank(x))
+        if _is_symbolic(example.shape[dim]):
+            raise CaptureError(f"{node.target} along the symbolic dim {dim} is not supported"
+                               + (f" at {tr.loc}" if tr.loc else ""))
+    m, index = _first_extreme(tr, x, dim, keepdim, largest=largest)
+    shape, sizes = _static_or_dynamic(out.shape), tr.sizes(out.shape)
+    m, index = (v if list(_shape(v)) == shape else tr.emit(t.ReshapeOp(v, shape, sizes))
+                for v in (m, index))
+    return m, index
+
+
+@_converts("aten.argmax.default", "aten.argmin.default")
+def _argmax_argmin(tr: _Translator, node: Node, a: dict[str, Any]) -> SSAValue:
+    """``argmax``/``argmin``: the index of :func:`_first_extreme` (see there)."""
+    return _extreme_and_index(tr, node, a, largest="argmax" in str(node.target))[1]
+
+
 def _max_min_dim(tr: _Translator, node: Node, a: dict[str, Any]) -> list[SSAValue]:
-    """``x.max(dim)``/``x.min(dim)`` return values and indices; the indices (an arg-max) have
-    no translation, so the op is refused with the spelling that gives the values alone."""
-    kind = "amax" if "max" in str(node.target) else "amin"
-    raise CaptureError(f"{node.target} (values and indices) is unsupported: for the values "
-                       f"alone use x.{kind}(dim)" + (f" at {tr.loc}" if tr.loc else ""))
+    """``x.max(dim)``/``x.min(dim)``: the values (``amax``/``amin``) and the indices (the
+    ``argmax``/``argmin`` of :func:`_first_extreme`), from one ``amax``/``amin``."""
+    return list(_extreme_and_index(tr, node, a, largest="max" in str(node.target)))
 
 
 @_converts("aten.softmax.int", "aten._softmax.default", "aten._safe_softmax.default")

@@ -48,8 +48,9 @@ def _is_half(typ: Attribute) -> bool:
 
 
 def accumulator_type(element: Attribute) -> Attribute:
-    """The element type reductions accumulate in: ``f32`` for ``f16``/``bf16``, else itself."""
-    return Float32Type() if _width(element) < 32 else element
+    """The element type reductions accumulate in: ``f32`` for ``f16``/``bf16``, else itself
+    (``f32``, ``f64`` and the integers)."""
+    return Float32Type() if _is_half(element) else element
 
 
 def _shape(value: SSAValue) -> Shape:

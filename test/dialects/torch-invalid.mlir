@@ -120,6 +120,22 @@ func.func @integer_tensor(%x: tensor<4xi32>) -> tensor<4xi32> {
 
 // -----
 
+func.func @integer_sum(%x: tensor<4xi32>) -> tensor<i32> {
+  %0 = torch.sum %x {dims = [0], keepdim = false} : tensor<4xi32> -> tensor<i32>
+  func.return %0 : tensor<i32>
+}
+// CHECK: operand #0 element type must be f16, bf16, f32 or f64, got i32
+
+// -----
+
+func.func @bool_amax(%x: tensor<4xi1>) -> tensor<i1> {
+  %0 = torch.amax %x {dims = [0], keepdim = false} : tensor<4xi1> -> tensor<i1>
+  func.return %0 : tensor<i1>
+}
+// CHECK: torch.amax does not take i1 operands (cast with torch.to first)
+
+// -----
+
 func.func @missing_property(%x: tensor<4xf32>) -> tensor<4xf32> {
   %0 = torch.softmax %x : tensor<4xf32> -> tensor<4xf32>
   func.return %0 : tensor<4xf32>

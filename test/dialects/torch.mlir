@@ -90,6 +90,8 @@ func.func @misc(%a: tensor<2x3x4xf64>, %b: tensor<3x1xf64>, %c: tensor<2x4x5xf64
   %20 = torch.matmul %v, %c : tensor<4xf64>, tensor<2x4x5xf64> -> tensor<2x5xf64>
   %21 = torch.minimum %4, %b : tensor<2x3x4xf64>, tensor<3x1xf64> -> tensor<2x3x4xf64>
   %22 = torch.amin %a {dims = [0, -1], keepdim = false} : tensor<2x3x4xf64> -> tensor<3xf64>
+  %23 = torch.arange {start = 0, end = 4, step = 1} : tensor<4xi64>
+  %24 = torch.amax %23 {dims = [0], keepdim = true} : tensor<4xi64> -> tensor<1xi64>
   func.return %0, %1, %14, %18 : tensor<2x3x5xf64>, tensor<3xf64>, tensor<4xbf16>, tensor<2x4x3xf64>
 }
 
@@ -119,6 +121,7 @@ func.func @misc(%a: tensor<2x3x4xf64>, %b: tensor<3x1xf64>, %c: tensor<2x4x5xf64
 // CHECK: torch.matmul %{{.*}}, %{{.*}} : tensor<4xf64>, tensor<2x4x5xf64> -> tensor<2x5xf64>
 // CHECK: torch.minimum %{{.*}}, %{{.*}} : tensor<2x3x4xf64>, tensor<3x1xf64> -> tensor<2x3x4xf64>
 // CHECK: torch.amin %{{.*}} {dims = [0, -1], keepdim = false} : tensor<2x3x4xf64> -> tensor<3xf64>
+// CHECK: torch.amax %{{.*}} {dims = [0], keepdim = true} : tensor<4xi64> -> tensor<1xi64>
 
 // Language-model ops: embedding of i64 ids, the rotary embedding's arange/cast/cos/sin,
 // causal GQA attention, integer arithmetic, comparisons, masks and where.

@@ -374,15 +374,118 @@ def test_numeric_two_operand_max_min_and_full_reductions() -> None:
     assert names.count("torch.maximum") == 1 and names.count("torch.amax") == 2
 
 
-@pytest.mark.parametrize("fn,kind", [(lambda x: x.max(dim=1).values, "max"),
-                                     (lambda x: x.min(1)[0], "min")])
-def test_max_min_along_a_dim_name_the_values_only_spelling(fn: Callable[..., Any],
-                                                           kind: str) -> None:
-    """``x.max(dim)`` returns indices too, which have no translation: a diagnostic that says
-    to use ``amax``/``amin``."""
-    with pytest.raises(CaptureError, match=rf"aten\.{kind}\.dim \(values and indices\) is "
-                       rf"unsupported: for the values alone use x\.a{kind}\(dim\)"):
-        capture(fn, (torch.randn(3, 4),))
+def _with_ties_nan_and_inf(*shape: int, seed: int, dtype: torch.dtype = torch.float32
+                           ) -> torch.Tensor:
+    """Seeded small random integers (every row and column holds ties) of ``dtype``; for
+    floats also two NaNs in row 1, two ``+inf`` in row 2, a row of ``-inf`` and a NaN at the
+    start of the last row (rows: the last dim)."""
+    torch.manual_seed(seed)
+    x = torch.randint(-3, 4, shape).to(dtype)
+    if dtype.is_floating_point:
+        rows = x.view(-1, shape[-1])
+        rows[1, 1] = rows[1, 4] = float("nan")
+        rows[2, 0] = rows[2, 3] = float("inf")
+        rows[3] = float("-inf")
+        rows[-1, 0] = float("nan")
+    return x
+
+
+def _arg_extremes(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """Every form of ``argmax``/``argmin`` and ``max``/``min`` along a dim: negative dims,
+    ``keepdim`` both ways, no dim (the flattened index)."""
+    values, indices = x.max(1)
+    low = torch.min(x, dim=-1, keepdim=True)
+    return (
+        x.argmax(-1), x.argmin(1), torch.argmax(x, 0, keepdim=True), x.argmin(-2, keepdim=True),
+        x.argmax(), torch.argmin(x), torch.argmax(x, keepdim=True),
+        values, indices, low.values, low.indices, x.min(0)[1], x.max(-3, keepdim=True)[0],
+    )
+
+
+def _check_torch_ir(program: CapturedProgram, fn: Callable[..., Any], inputs: tuple[Any, ...]
+                    ) -> None:
+    """The captured Torch IR itself, in its interpreter, gives ``fn``'s results exactly."""
+    got = run(program.module, [a.detach().numpy() for a in program.arguments(*inputs)])
+    want = fn(*inputs)
+    for g, w in zip(got, want, strict=True):
+        assert g.dtype == w.detach().numpy().dtype
+        np.testing.assert_array_equal(g, w.detach().numpy())
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.float64, torch.int64,
+                                   torch.int32], ids=str)
+def test_numeric_argmax_argmin_and_max_min_along_a_dim(dtype: torch.dtype) -> None:
+    """The first index of the extreme wins a tie, a NaN is the extreme of its row (its first
+    NaN wins), ``±inf`` are ordinary values; the indices are ``int64`` and the values are
+    the input's type, as in PyTorch (Tensor IR and Torch IR interpreters, exactly)."""
+    x = _with_ties_nan_and_inf(3, 5, 7, seed=sum(map(ord, str(dtype))), dtype=dtype)
+    program = check_numerics(_arg_extremes, (x,), rtol=0, atol=0)
+    _check_torch_ir(program, _arg_extremes, (x,))
+    names = op_names(program)
+    assert "torch.ne" in names if dtype.is_floating_point else "torch.ne" not in names
+
+
+def test_numeric_max_min_along_a_dim_of_bool_and_rank_0() -> None:
+    """``max(dim)`` of a bool tensor compares it as ``i32`` and gives bools back; a rank-0
+    tensor's argmax is 0."""
+    def f(m: torch.Tensor, s: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return (*m.max(-1), *m.min(0, keepdim=True), s.argmax(), s.max(0)[1], s.argmin(0,
+                keepdim=True))
+
+    torch.manual_seed(8)
+    m = torch.rand(4, 6) > 0.5
+    program = check_numerics(f, (m, torch.tensor(2.5)), rtol=0, atol=0)
+    _check_torch_ir(program, f, (m, torch.tensor(2.5)))
+
+
+def test_argmax_is_amax_eq_isnan_where_iota_amin() -> None:
+    """``argmax(x, 1)`` is captured as the composition of existing ops that gives PyTorch's
+    first index: ``amax`` (kept dim), ``eq``, ``ne(x, x)`` (NaN), ``logical_or``, ``arange``
+    on the dim, ``where`` (the index, or the extent), ``amin`` of the indices (``i64``)."""
+    text = str(capture(lambda x: x.argmax(1), (_rand(2, 5, 3),)).module)
+    body = [line.strip() for line in text.splitlines() if "= torch." in line]
+    assert body == [
+        "%0 = torch.amax %x {dims = [1], keepdim = true} : tensor<2x5x3xf32> -> tensor<2x1x3xf32>",
+        "%1 = torch.eq %x, %0 : tensor<2x5x3xf32>, tensor<2x1x3xf32> -> tensor<2x5x3xi1>",
+        "%2 = torch.ne %x, %x : tensor<2x5x3xf32>, tensor<2x5x3xf32> -> tensor<2x5x3xi1>",
+        "%3 = torch.logical_or %1, %2 : tensor<2x5x3xi1>, tensor<2x5x3xi1> -> tensor<2x5x3xi1>",
+        "%4 = torch.arange {start = 0, end = 5, step = 1} : tensor<5xi64>",
+        "%5 = torch.reshape %4 : tensor<5xi64> -> tensor<5x1xi64>",
+        "%6 = torch.constant 5.0 : tensor<i64>",
+        "%7 = torch.where %3, %5, %6 : tensor<2x5x3xi1>, tensor<5x1xi64>, tensor<i64> "
+        "-> tensor<2x5x3xi64>",
+        "%argmax = torch.amin %7 {dims = [1], keepdim = false} : tensor<2x5x3xi64> "
+        "-> tensor<2x3xi64>",
+    ], text
+
+
+def test_max_along_a_dim_shares_its_amax() -> None:
+    """``x.max(dim)`` is one ``amax``: its values (reshaped when the dim is dropped) and the
+    argmax built on it; the values alone keep no index ops."""
+    names = op_names(capture(lambda x: x.max(-1), (_rand(4, 6),)))
+    assert names.count("torch.amax") == 1 and names.count("torch.amin") == 1
+    names = op_names(capture(lambda x: x.min(0).values, (_rand(4, 6),)))
+    assert [n for n in names if n != "func.return"] == ["torch.amin", "torch.reshape"], names
+
+
+def test_argmax_along_a_symbolic_dim_is_a_capture_error() -> None:
+    """Along a static dim of a program with a symbolic extent it is captured (the ``?``
+    kept) and right at every length; along the symbolic dim, or over every element, it is a
+    diagnostic."""
+    def f(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return (*x.max(-1), x.argmin(-1, keepdim=True))
+
+    program = capture(f, (torch.randn(1, 5, 8),), dynamic={"x": {1: "seq"}}, max={"seq": 16})
+    assert "-> (tensor<1x?xf32>, tensor<1x?xi64>, tensor<1x?x1xi64>)" in str(program.module)
+    for length in (4, 11):
+        x = _with_ties_nan_and_inf(1, length, 8, seed=length)
+        for got, want in zip(run(program.module, [x.numpy()]), f(x), strict=True):
+            np.testing.assert_array_equal(got, want.numpy())
+    for fn, what in [(lambda x: x.argmin(1), r"aten\.argmin\.default along the symbolic dim 1"),
+                     (lambda x: x.max(-2), r"aten\.max\.dim along the symbolic dim 1"),
+                     (lambda x: x.argmax(), r"aten\.argmax\.default over every element")]:
+        with pytest.raises(CaptureError, match=what + ".* is not supported"):
+            capture(fn, (torch.randn(1, 5, 8),), dynamic={"x": {1: "seq"}}, max={"seq": 16})
 
 
 def test_clamp_is_maximum_then_minimum() -> None:
@@ -397,7 +500,8 @@ def test_clamp_is_maximum_then_minimum() -> None:
 def test_numeric_minimum_and_clamp_on_integers_and_float16() -> None:
     def f(i: torch.Tensor, j: torch.Tensor, h: torch.Tensor) -> tuple[torch.Tensor, ...]:
         return (torch.minimum(i, j), i.clamp(-3, 4), i.clamp(min=j), i.clamp(min=1.5),
-                F.relu6(j), torch.minimum(h, h[1]), h.amin(-1), h.clamp(-0.3, 0.7))
+                F.relu6(j), torch.minimum(h, h[1]), h.amin(-1), h.clamp(-0.3, 0.7),
+                i.amin(-1), j.amax(0, keepdim=True))
 
     torch.manual_seed(5)
     i = torch.randint(-9, 9, (4, 6))
@@ -407,17 +511,18 @@ def test_numeric_minimum_and_clamp_on_integers_and_float16() -> None:
     text = str(program.module)
     assert "torch.minimum %i, %0 : tensor<4x6xi64>, tensor<6xi64>" in text  # j promoted
     assert "torch.amin %h {dims = [-1], keepdim = false} : tensor<4x6xf16>" in text
+    assert "torch.amin %i {dims = [-1], keepdim = false} : tensor<4x6xi64>" in text
 
 
 @pytest.mark.parametrize("fn,inputs,message", [
-    (lambda x: x.amin(1), (torch.arange(6).reshape(2, 3),),
-     r"aten\.amin\.default.*element type must be f16, bf16, f32 or f64, got i64"),
+    (lambda x: x.amin(1), (torch.ones(2, 3, dtype=torch.bool),),
+     r"aten\.amin\.default.*torch\.amin does not take i1 operands"),
     (lambda x, y: torch.minimum(x, y), (torch.ones(3, dtype=torch.bool),) * 2,
      r"aten\.minimum\.default.*torch\.minimum does not take i1 operands"),
 ])
 def test_unsupported_min_dtypes_are_capture_errors(fn: Callable[..., Any],
                                                     inputs: tuple[Any, ...], message: str) -> None:
-    """Integer ``amin`` (like ``amax``) and ``i1`` ``minimum`` (like ``maximum``) are
+    """``i1`` ``amin`` (like ``amax``) and ``i1`` ``minimum`` (like ``maximum``) are
     diagnostics naming the op and the dtype."""
     with pytest.raises(CaptureError, match=message):
         capture(fn, inputs)

@@ -201,3 +201,51 @@ def test_max_propagates_nan(name: str, fn: Any, nan_min_max: bool) -> None:
     assert torch.isnan(ref).any()
     keep = ~torch.isnan(ref)
     assert torch.equal(out[keep], ref[keep])
+
+
+ARG_CASES = [
+    ("argmax", lambda x: x.argmax(-1)),
+    ("argmin-dim0-keepdim", lambda x: x.argmin(0, keepdim=True)),
+    ("argmax-all", lambda x: x.argmax()),
+    ("max-dim", lambda x: x.max(-1)),
+    ("min-dim-keepdim", lambda x: x.min(0, keepdim=True)),
+]
+
+
+@pytest.mark.parametrize("nan_min_max", [True, False], ids=["min-max-NaN", "c-form"])
+@pytest.mark.parametrize("dtype,shape", [(torch.float32, (64, 96)), (torch.bfloat16, (4, 32000)),
+                                         (torch.int64, (64, 96))], ids=["f32", "bf16-vocab", "i64"])
+@pytest.mark.parametrize("name,fn", ARG_CASES, ids=[c[0] for c in ARG_CASES])
+def test_argmax_and_max_dim_take_the_first_index(name: str, fn: Any, dtype: torch.dtype,
+                                                 shape: tuple[int, int], nan_min_max: bool
+                                                 ) -> None:
+    """``argmax``/``argmin`` and ``max(dim)``/``min(dim)`` (an ``amax``, then an ``amin`` of
+    the indices that hold it) give PyTorch's indices exactly on inputs full of ties: the
+    first index of the extreme, or of the first NaN of a row; values NaN where PyTorch's
+    are. Both forms of the NaN-propagating minimum and maximum."""
+    import llmopt
+    from llmopt.registry import with_options
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs a GPU")
+    pipeline = ("lower-to-cuda" if nan_min_max
+                else with_options("lower-to-cuda", "kernel-to-cuda{nan_min_max=false}"))
+    gen = torch.Generator().manual_seed(9)
+    x = torch.randint(-3, 4, shape, generator=gen).to(dtype)
+    if dtype.is_floating_point:
+        x[3, 5] = x[3, 2] = x[2, 7] = float("nan")
+        x[1, 4] = x[1, 9] = float("inf")
+        x[0, :] = float("-inf")
+    compiled = llmopt.compile(fn, [x.cuda()], pipeline)
+    got, want = compiled(x.cuda()), fn(x)
+    got = [got] if isinstance(got, torch.Tensor) else list(got)
+    want = [want] if isinstance(want, torch.Tensor) else list(want)
+    for g, w in zip(got, want, strict=True):
+        g = g.cpu()
+        assert g.dtype == w.dtype and g.shape == w.shape
+        if w.dtype.is_floating_point:
+            assert torch.equal(torch.isnan(g), torch.isnan(w))
+            keep = ~torch.isnan(w)
+            assert torch.equal(g[keep], w[keep])
+        else:
+            assert torch.equal(g, w), (g, w)

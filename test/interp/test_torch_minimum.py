@@ -1,5 +1,5 @@
 """``torch.minimum`` and ``torch.amin`` in the Torch-IR interpreter, against PyTorch: exact,
-NaN-propagating, on floats (16-bit included) and, for ``minimum``, integers."""
+NaN-propagating, on floats (16-bit included) and integers."""
 
 from __future__ import annotations
 
@@ -49,3 +49,20 @@ func.func @f(%x: tensor<3x4xi64>, %y: tensor<4xi64>) -> tensor<3x4xi64> {
     (m,) = run(module, [x.numpy(), y.numpy()])
     assert m.dtype == np.int64
     np.testing.assert_array_equal(m, torch.minimum(x, y).numpy())
+
+
+def test_integer_amin_and_amax(parse: Parse) -> None:
+    """Integer ``amin``/``amax`` keep their type (what ``argmax``'s index reduction needs)."""
+    module = parse("""
+func.func @f(%x: tensor<3x4xi64>, %y: tensor<3x4xi32>) -> (tensor<3xi64>, tensor<1x4xi32>) {
+  %r = torch.amin %x {dims = [-1], keepdim = false} : tensor<3x4xi64> -> tensor<3xi64>
+  %c = torch.amax %y {dims = [0], keepdim = true} : tensor<3x4xi32> -> tensor<1x4xi32>
+  func.return %r, %c : tensor<3xi64>, tensor<1x4xi32>
+}
+""")
+    torch.manual_seed(6)
+    x, y = torch.randint(-2**40, 2**40, (3, 4)), torch.randint(-50, 50, (3, 4), dtype=torch.int32)
+    r, c = run(module, [x.numpy(), y.numpy()])
+    assert r.dtype == np.int64 and c.dtype == np.int32
+    np.testing.assert_array_equal(r, x.amin(-1).numpy())
+    np.testing.assert_array_equal(c, y.amax(0, keepdim=True).numpy())

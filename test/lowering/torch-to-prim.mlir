@@ -160,6 +160,19 @@ func.func @minimum_amin(%x: tensor<4x8xf32>, %y: tensor<8xf32>, %i: tensor<4xi64
 // CHECK:        arith.truncf %{{.*}} : f32 to bf16
 // CHECK:      prim.index_map (%{{.*}}) [(d0) -> (d0, 0)] : (tensor<4x1xbf16>) -> tensor<4xbf16>
 
+// Integer amax/amin (argmax's index reduction, among others) reduce in their own type: no
+// widening, no cast.
+func.func @integer_amax_amin(%i: tensor<4x8xi64>, %s: tensor<4x8xi16>) -> (tensor<4xi64>, tensor<1x8xi16>) {
+  %0 = torch.amax %i {dims = [-1], keepdim = false} : tensor<4x8xi64> -> tensor<4xi64>
+  %1 = torch.amin %s {dims = [0], keepdim = true} : tensor<4x8xi16> -> tensor<1x8xi16>
+  func.return %0, %1 : tensor<4xi64>, tensor<1x8xi16>
+}
+// CHECK-LABEL: func.func @integer_amax_amin(
+// CHECK-NEXT: %[[M:.*]] = prim.reduce max %i dims [1] : tensor<4x8xi64> -> tensor<4x1xi64>
+// CHECK-NEXT: prim.index_map (%[[M]]) [(d0) -> (d0, 0)] : (tensor<4x1xi64>) -> tensor<4xi64>
+// CHECK-NEXT: prim.reduce min %s dims [0] : tensor<4x8xi16> -> tensor<1x8xi16>
+// CHECK-NEXT: func.return
+
 // Casts: f32 -> f16 -> bf16 -> f64.
 func.func @casts(%x: tensor<4xf32>) -> tensor<4xf64> {
   %0 = torch.to %x : tensor<4xf32> -> tensor<4xf16>

@@ -49,9 +49,11 @@ INT_CASES: list[tuple[str, Callable[..., Any], list[torch.dtype]]] = [
     ("clamp-i64", lambda x: x.clamp(-3, 5), [torch.int64]),
     ("clamp-tensor-i32", lambda x, lo: x.clamp(lo, lo + 4), [torch.int32, torch.int32]),
     ("relu6-i64", F.relu6, [torch.int64]),
+    ("amin-i64", lambda x: x.amin(-1), [torch.int64]),
+    ("amin-i32-dim0", lambda x: x.amin(0, keepdim=True), [torch.int32]),
 ]
-"""Integer cases (as ``torch.maximum``, ``torch.minimum`` takes integers): name, function,
-input dtypes, inputs of shape ``(7, 33)``."""
+"""Integer cases (as ``torch.maximum``/``amax``, ``torch.minimum`` and ``amin`` take
+integers): name, function, input dtypes, inputs of shape ``(7, 33)``."""
 
 
 def _inputs(name: str, shapes: list[tuple[int, ...]], dtype: torch.dtype) -> list[Any]:
