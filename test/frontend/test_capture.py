@@ -374,7 +374,7 @@ def test_numeric_two_operand_max_min_and_full_reductions() -> None:
     assert names.count("torch.maximum") == 1 and names.count("torch.amax") == 2
 
 
-def _with_ties_nan_and_inf(*shape: int, seed: int, dtype: torch.dtype = torch.float32
+def ties_nan_and_inf(*shape: int, seed: int, dtype: torch.dtype = torch.float32
                            ) -> torch.Tensor:
     """Seeded small random integers (every row and column holds ties) of ``dtype``; for
     floats also two NaNs in row 1, two ``+inf`` in row 2, a row of ``-inf`` and a NaN at the
@@ -418,7 +418,7 @@ def test_numeric_argmax_argmin_and_max_min_along_a_dim(dtype: torch.dtype) -> No
     """The first index of the extreme wins a tie, a NaN is the extreme of its row (its first
     NaN wins), ``±inf`` are ordinary values; the indices are ``int64`` and the values are
     the input's type, as in PyTorch (Tensor IR and Torch IR interpreters, exactly)."""
-    x = _with_ties_nan_and_inf(3, 5, 7, seed=sum(map(ord, str(dtype))), dtype=dtype)
+    x = ties_nan_and_inf(3, 5, 7, seed=sum(map(ord, str(dtype))), dtype=dtype)
     program = check_numerics(_arg_extremes, (x,), rtol=0, atol=0)
     _check_torch_ir(program, _arg_extremes, (x,))
     names = op_names(program)
@@ -478,7 +478,7 @@ def test_argmax_along_a_symbolic_dim_is_a_capture_error() -> None:
     program = capture(f, (torch.randn(1, 5, 8),), dynamic={"x": {1: "seq"}}, max={"seq": 16})
     assert "-> (tensor<1x?xf32>, tensor<1x?xi64>, tensor<1x?x1xi64>)" in str(program.module)
     for length in (4, 11):
-        x = _with_ties_nan_and_inf(1, length, 8, seed=length)
+        x = ties_nan_and_inf(1, length, 8, seed=length)
         for got, want in zip(run(program.module, [x.numpy()]), f(x), strict=True):
             np.testing.assert_array_equal(got, want.numpy())
     for fn, what in [(lambda x: x.argmin(1), r"aten\.argmin\.default along the symbolic dim 1"),

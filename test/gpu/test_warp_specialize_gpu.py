@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -23,6 +24,31 @@ from sweep_gemm import Linear  # noqa: E402  (x @ W^T + r, as the product benchm
 import llmopt  # noqa: E402
 from llmopt import registry  # noqa: E402
 
+
+def _product(m: int, n: int, k: int, seed: int) -> tuple[Linear, torch.Tensor, torch.Tensor]:
+    """A bf16 ``x @ W^T + r`` on the GPU, seeded: the block, ``x`` and ``r``."""
+    gen = torch.Generator().manual_seed(seed)
+    block = Linear(k, n)
+    with torch.no_grad():
+        block.proj.weight.copy_(torch.randn(n, k, generator=gen) / k ** 0.5)
+    block = block.to(torch.bfloat16).cuda()
+    x = torch.randn(1, m, k, generator=gen).to(torch.bfloat16).cuda()
+    r = torch.randn(1, m, n, generator=gen).to(torch.bfloat16).cuda()
+    return block, x, r
+
+
+def _check_against_plain_and_float64(special: Any, plain: Any, block: Linear,
+                                     x: torch.Tensor, r: torch.Tensor) -> None:
+    """The specialised program's bits equal the plain one's, and its error against float64
+    is at most twice PyTorch's own (plus a bf16 rounding)."""
+    got, want = special(x, r), plain(x, r)
+    assert torch.equal(got, want)
+    ref = x.double() @ block.proj.weight.double().t() + r.double()
+    err = ((got.double() - ref).abs().max() / ref.abs().max()).item()
+    torch_err = ((block(x, r).double() - ref).abs().max() / ref.abs().max()).item()
+    assert err <= 2 * torch_err + 2 ** -7
+
+
 SHAPES = [(512, 2048, 2048), (100, 2048, 2048), (200, 3584, 3584), (2047, 2048, 5632),
           (512, 3584, 18944)]
 
@@ -34,23 +60,12 @@ def test_warp_specialised_product_matches_the_default_and_float64(m: int, n: int
                                                                  pending: int) -> None:
     if torch.cuda.get_device_capability() < (9, 0):
         pytest.skip("warpgroup products need sm_90a")
-    gen = torch.Generator().manual_seed(m + n + k)
-    block = Linear(k, n)
-    with torch.no_grad():
-        block.proj.weight.copy_(torch.randn(n, k, generator=gen) / k ** 0.5)
-    block = block.to(torch.bfloat16).cuda()
-    x = torch.randn(1, m, k, generator=gen).to(torch.bfloat16).cuda()
-    r = torch.randn(1, m, n, generator=gen).to(torch.bfloat16).cuda()
+    block, x, r = _product(m, n, k, seed=m + n + k)
     special = llmopt.compile(block, (x, r), registry.with_options(
         "lower-to-cuda{arch=sm_90a warp_specialize=true}", f"warp-specialize{{pending={pending}}}"))
     plain = llmopt.compile(block, (x, r), "lower-to-cuda{arch=sm_90a}")
     assert "mbarrier.try_wait.parity" in special.program.source
-    got, want = special(x, r), plain(x, r)
-    assert torch.equal(got, want)
-    ref = x.double() @ block.proj.weight.double().t() + r.double()
-    err = ((got.double() - ref).abs().max() / ref.abs().max()).item()
-    torch_err = ((block(x, r).double() - ref).abs().max() / ref.abs().max()).item()
-    assert err <= 2 * torch_err + 2 ** -7
+    _check_against_plain_and_float64(special, plain, block, x, r)
 
 
 WIDE_TILE = "register-tile{bm=128 bn=256 tm=2 tn=64 blocked=3},async-copy{stages=3}"
@@ -67,13 +82,7 @@ def test_two_consumer_warpgroups_with_registers_a_role_match_the_default_and_flo
     the bits of the same tiles without a producer, and PyTorch's error against float64."""
     if torch.cuda.get_device_capability() < (9, 0):
         pytest.skip("warpgroup products need sm_90a")
-    gen = torch.Generator().manual_seed(m + n + k + 1)
-    block = Linear(k, n)
-    with torch.no_grad():
-        block.proj.weight.copy_(torch.randn(n, k, generator=gen) / k ** 0.5)
-    block = block.to(torch.bfloat16).cuda()
-    x = torch.randn(1, m, k, generator=gen).to(torch.bfloat16).cuda()
-    r = torch.randn(1, m, n, generator=gen).to(torch.bfloat16).cuda()
+    block, x, r = _product(m, n, k, seed=m + n + k + 1)
     special = llmopt.compile(block, (x, r), registry.with_options(
         "lower-to-cuda{arch=sm_90a warp_specialize=true}",
         f"{WIDE_TILE},warp-specialize{{producer_registers=40 consumer_registers=232}}"))
@@ -82,9 +91,4 @@ def test_two_consumer_warpgroups_with_registers_a_role_match_the_default_and_flo
     source = special.program.source
     assert "__launch_bounds__(384, 1)" in source
     assert "setmaxnreg.dec.sync.aligned.u32 40;" in source
-    got, want = special(x, r), plain(x, r)
-    assert torch.equal(got, want)
-    ref = x.double() @ block.proj.weight.double().t() + r.double()
-    err = ((got.double() - ref).abs().max() / ref.abs().max()).item()
-    torch_err = ((block(x, r).double() - ref).abs().max() / ref.abs().max()).item()
-    assert err <= 2 * torch_err + 2 ** -7
+    _check_against_plain_and_float64(special, plain, block, x, r)

@@ -11,7 +11,9 @@ the first NaN. Every generated kernel compiles with NVRTC (no GPU needed).
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -20,6 +22,9 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import llmopt  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).parent.parent / "frontend"))
+from test_capture import ties_nan_and_inf  # noqa: E402
 
 TO_KERNEL = ("torch-to-prim,canonicalize,prim-to-loop,fuse-kernels,canonicalize,cse,"
              "loop-to-tile,tile-to-kernel,canonicalize,cse")
@@ -43,18 +48,9 @@ INT_CASES = [c for c in CASES if c[0] != "max-dim-values"]
 
 
 def _inputs(name: str, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
-    """Small random integers of ``dtype`` (so every row holds ties), seeded by the case's
-    name; for floats also two NaNs in one row, two ``+inf`` in another, a row of ``-inf``
-    and a NaN in the first element of the last row."""
-    torch.manual_seed(sum(map(ord, name)))
-    x = torch.randint(-3, 4, shape).to(dtype)
-    if dtype.is_floating_point:
-        rows = x.view(-1, shape[-1])
-        rows[1, 4] = rows[1, 9] = float("nan")
-        rows[2, 3] = rows[2, 7] = float("inf")
-        rows[3] = float("-inf")
-        rows[-1, 0] = float("nan")
-    return x
+    """Ties, NaNs and infinities (:func:`test_capture.ties_nan_and_inf`), seeded by the
+    case's name."""
+    return ties_nan_and_inf(*shape, seed=sum(map(ord, name)), dtype=dtype)
 
 
 def _numpy(tensor: Any) -> np.ndarray:

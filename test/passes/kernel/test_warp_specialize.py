@@ -31,10 +31,16 @@ TO_KERNEL = "wgmma-fragments{arch=sm_90a},pad-shared,mma-fragments,vector-fragme
 def programs(request: pytest.FixtureRequest) -> tuple[str, str, list[np.ndarray]]:
     """The K-loop kernel, its specialised form (text, products left in flight across a
     step or not) and random inputs."""
+    return _specialised(f"pending={request.param}")
+
+
+def _specialised(options: str) -> tuple[str, str, list[np.ndarray]]:
+    """The K-loop kernel before and after ``warp-specialize{options}`` (texts), and random
+    inputs."""
     module = llmopt.parse(INPUT.read_text())
     llmopt.lower(module, TO_KERNEL)
     before = str(module)
-    llmopt.lower(module, f"warp-specialize{{pending={request.param}}}")
+    llmopt.lower(module, f"warp-specialize{{{options}}}")
     fn = next(op for op in module.walk() if op.name == "func.func")
     return before, str(module), random_inputs(fn, 3)
 
@@ -142,12 +148,7 @@ warpgroups of 64 × 256 (C = 256), eight K chunks through three slots."""
 @pytest.fixture(scope="module", params=[1, 0], ids=["pending1", "pending0"])
 def split(request: pytest.FixtureRequest) -> tuple[str, str, list[np.ndarray]]:
     """The K-loop kernel, its specialised form split by role, and random inputs."""
-    module = llmopt.parse(INPUT.read_text())
-    llmopt.lower(module, TO_KERNEL)
-    before = str(module)
-    llmopt.lower(module, f"warp-specialize{{pending={request.param} {REGISTERS}}}")
-    fn = next(op for op in module.walk() if op.name == "func.func")
-    return before, str(module), random_inputs(fn, 3)
+    return _specialised(f"pending={request.param} {REGISTERS}")
 
 
 @pytest.fixture(scope="module")
