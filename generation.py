@@ -14,10 +14,13 @@ On a GPU the programs are compiled with NVRTC and run by
 generator of the same config, dtype and ``max_ctx`` parses the lowered IR; nothing is
 captured). The caches are one buffer per layer and kind, allocated for ``max_ctx``
 positions, and each step passes their first ``ctx`` rows, which the decode program updates
-in place. The decode program is lowered with ``lengths-in-memory``, so every step replays
-one CUDA graph whatever the position: once it is captured its static buffers are the
-caches, and each next token — the argmax of the logits, taken on the GPU — is written into
-its token input. The token ids stay on the GPU until the end. Without a GPU
+in place. The decode program is lowered with ``lengths-in-memory``, so every step is the
+same CUDA graph whatever the position: once it is captured its static buffers are the
+caches. Up to ``steps_per_graph`` steps are then captured back to back into one graph, each
+followed by the argmax of its logits written into the next step's token input, and each
+reading its lengths from a device table at a cursor it advances: a replay decodes several
+tokens with nothing returning to the host between them. The token ids stay on the GPU
+until the end. Without a GPU
 (``device="cpu"``) the programs are lowered to Kernel IR and run by the CPU interpreter:
 slow, but the same IR, so the tokens can be checked anywhere.
 """
