@@ -244,8 +244,9 @@ class GraphReplay:
             values = [[symbols[names[value]] for _, _, value in self._stores]
                       for symbols in rows]
         else:
-            values = [[int(self._layout_for(symbols).scalars[value])
-                       for _, _, value in self._stores] for symbols in rows]
+            layouts = (self._layout_for(symbols).scalars for symbols in rows)
+            values = [[int(scalars[value]) for _, _, value in self._stores]
+                      for scalars in layouts]
         return torch.tensor(values, dtype=dtype, device=self.device).view(len(rows), -1)
 
     def capture_steps(self, steps: int, after: Callable[[int, tuple[Any, ...]], None],
