@@ -295,8 +295,7 @@ class Generator:
         left = min(tokens.shape[0] - step, self.steps_per_graph)
         count = 1 << (left.bit_length() - 1)
         if self._lengths is None:  # the lengths of every cache length, row ctx - 1
-            symbols = decode.symbols_of([self._static_token, *(c[:ctx] for c in
-                                                               self._cache_buffers)])
+            symbols = list(decode.symbolic.symbols)
             if len(symbols) != 1:
                 raise GenerationError(f"the decode step has symbols {sorted(symbols)}; "
                                       "several steps a replay need its one cache length")

@@ -173,6 +173,18 @@ def measure(tokens: list[int], per_token: float, reference: list[int], nbytes: i
     }
 
 
+def measure_llmopt(out: Any, steps: int, reference: list[int], nbytes: int,
+                   bandwidth: float, launches: int | None) -> dict[str, Any]:
+    """An llmopt system's record (a :class:`~llmopt.generation.Generation` of ``steps``
+    decode steps): :func:`measure`'s, the launches of its step when given, and the host's
+    time to issue a step."""
+    record = measure(out.tokens, out.decode_seconds / steps, reference, nbytes, bandwidth)
+    if launches is not None:
+        record["launches"] = launches
+    record["issue_us_per_token"] = out.issue_seconds / steps * 1e6
+    return record
+
+
 def kernel_reads(plan: Any) -> dict[str, str]:
     """What each kernel of a program reads, by kernel name: the model parameters and
     program inputs among its launch arguments (views traced to the buffer they view), in
@@ -409,27 +421,20 @@ def main() -> int:
                 steps = args.new - 1
                 nbytes = step_bytes(model, context)
 
-                systems["llmopt"] = measure(ours.tokens, ours.decode_seconds / steps, hf_tokens,
-                                             nbytes, bandwidth)
-                systems["llmopt"]["launches"] = gen.launches_per_step
-                systems["llmopt"]["issue_us_per_token"] = ours.issue_seconds / steps * 1e6
-                tokens_of = {"llmopt": ours.tokens}
+                llmopt_runs = [("llmopt", ours, gen.launches_per_step)]
                 for count in args.also_steps_per_graph:  # the same programs, other replays
                     gen.steps_per_graph = count
-                    theirs = timed(gen, prompt, args.new)
+                    llmopt_runs.append((f"llmopt[steps={count}]", timed(gen, prompt, args.new),
+                                        None))
                     gen.steps_per_graph = default_steps
-                    key = f"llmopt[steps={count}]"
-                    systems[key] = measure(theirs.tokens, theirs.decode_seconds / steps,
-                                           hf_tokens, nbytes, bandwidth)
-                    systems[key]["issue_us_per_token"] = theirs.issue_seconds / steps * 1e6
-                    tokens_of[key] = theirs.tokens
                 for key, other in variant_gens.items():  # the same run, other pipelines
-                    theirs = timed(other, prompt, args.new)
-                    systems[f"llmopt[{key}]"] = measure(theirs.tokens,
-                                                        theirs.decode_seconds / steps,
-                                                        hf_tokens, nbytes, bandwidth)
-                    systems[f"llmopt[{key}]"]["launches"] = other.launches_per_step
-                    tokens_of[f"llmopt[{key}]"] = theirs.tokens
+                    llmopt_runs.append((f"llmopt[{key}]", timed(other, prompt, args.new),
+                                        other.launches_per_step))
+                tokens_of = {}
+                for key, out, launches in llmopt_runs:
+                    systems[key] = measure_llmopt(out, steps, hf_tokens, nbytes, bandwidth,
+                                                  launches)
+                    tokens_of[key] = out.tokens
                 systems["hf_eager"] = measure(hf_tokens, hf_s / steps, hf_tokens, nbytes,
                                                bandwidth)
                 st_tokens, st_s = static_decode(model, prompt, args.new, max_ctx, False)
