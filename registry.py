@@ -68,6 +68,7 @@ for _name, _module, _attr in [
     ("mma", "llmopt.dialects.mma", "Mma"),
     ("wgmma", "llmopt.dialects.wgmma", "Wgmma"),
     ("mbarrier", "llmopt.dialects.mbarrier", "Mbarrier"),
+    ("tma", "llmopt.dialects.tma", "Tma"),
 ]:
     DIALECTS[_name] = _lazy(_module, _attr)  # type: ignore[assignment]
 
@@ -134,10 +135,11 @@ for _name, (_module, _attr) in _BUILTIN_PASSES.items():
 #: length one K loop per count of its live row groups, so that a bucket's kernel skips the
 #: padded rows' multiply-adds as a static tile does. ``warp-specialize`` (pipeline option
 #: ``warp_specialize``, off by default) gives a warpgroup product's copies a producer
-#: warpgroup of their own.
+#: warpgroup of their own, which with ``tensor_copies`` (off by default) fills each slot
+#: with bulk tensor copies.
 PIPELINES: dict[str, tuple[dict[str, str], str]] = {
     "lower-to-cuda": (
-        {"arch": DEFAULT_ARCH, "warp_specialize": "false"},
+        {"arch": DEFAULT_ARCH, "warp_specialize": "false", "tensor_copies": "false"},
         "torch-to-prim,canonicalize,prim-to-loop,fuse-kernels{{recompute_limit=0}},canonicalize,"
         "cse,hoist-reduce-factors,flash-attention{{arch={arch}}},outline-repeated-kernels,"
         "loop-to-tile{{arch={arch}}},length-buckets{{arch={arch}}},apply-tuned{{arch={arch}}},"
@@ -146,7 +148,9 @@ PIPELINES: dict[str, tuple[dict[str, str], str]] = {
         "async-copy{{arch={arch}}},"
         "prefetch-stages,wgmma-fragments{{arch={arch}}},pad-shared,mma-fragments,"
         "vector-fragments,"
-        "tile-to-kernel,warp-specialize{{enabled={warp_specialize}}},dedup-kernels,hoist-constants,canonicalize,cse,dedup-kernels,"
+        "tile-to-kernel,"
+        "warp-specialize{{enabled={warp_specialize} tensor_copies={tensor_copies}}},"
+        "dedup-kernels,hoist-constants,canonicalize,cse,dedup-kernels,"
         "version-row-groups,inline-repeated-kernels,merge-branches,fuse-launches,plan-buffers,"
         "programmatic-launch{{arch={arch}}},"
         "kernel-to-cuda{{arch={arch}}}",

@@ -1,11 +1,12 @@
 """Print a module of the ``cuda`` dialect as CUDA C++ source.
 
-The text is the verbatim spelling of the ``cuda`` ops: ``cuda.include`` directives and
-``cuda.kernel`` functions in module order; other module-level ops (the host ``func.func``
-that launches the kernels) are not part of the translation unit and are skipped. The printer
-makes no decisions beyond spelling: types become C types, literals C literals (floats in the
-shortest form that reads back to the same value), and parentheses are placed from C operator
-precedence (plus around mixed bitwise/logical/comparison operators, for readability).
+The text is the verbatim spelling of the ``cuda`` ops: ``cuda.include`` directives, the
+``cuda.tensor_map_struct`` declaration and ``cuda.kernel`` functions in module order; other
+module-level ops (the host ``func.func`` that launches the kernels) are not part of the
+translation unit and are skipped. The printer makes no decisions beyond spelling: types
+become C types, literals C literals (floats in the shortest form that reads back to the same
+value), and parentheses are placed from C operator precedence (plus around mixed
+bitwise/logical/comparison operators, for readability).
 
 Usage::
 
@@ -81,7 +82,9 @@ _UINT_NAMES = {8: "unsigned char", 16: "unsigned short", 32: "unsigned int",
 def c_type(t: Attribute) -> str:
     """The C spelling of a ``cuda``-dialect type: ``f32`` → ``float``, ``index`` →
     ``long long``, ``!cuda.ptr<f32, const>`` → ``const float*``, ``!cuda.vec<f32, 4>`` →
-    ``float4``."""
+    ``float4``, ``!cuda.tensor_map<…>`` → ``llmopt_tensor_map``."""
+    if isinstance(t, cuda.TensorMapType):
+        return cuda.TENSOR_MAP_STRUCT
     if isinstance(t, cuda.PtrType):
         return ("const " if t.is_const else "") + c_type(t.element) + "*"
     if isinstance(t, cuda.VoidType):
@@ -208,7 +211,7 @@ class CudaPrinter:
         """Print the translation unit: the module's ``cuda`` ops, in order."""
         previous: Operation | None = None
         for op in module.ops:
-            if not isinstance(op, cuda.IncludeOp | cuda.KernelOp):
+            if not isinstance(op, cuda.IncludeOp | cuda.TensorMapStructOp | cuda.KernelOp):
                 continue
             if previous is not None and not (
                 isinstance(op, cuda.IncludeOp) and isinstance(previous, cuda.IncludeOp)
@@ -236,6 +239,12 @@ class CudaPrinter:
         self.line(f"#include <{header}>" if op.system is not None else f'#include "{header}"')
 
     @print_op.register
+    def _(self, op: cuda.TensorMapStructOp) -> None:
+        words = cuda.TENSOR_MAP_BYTES // 8
+        self.line(f"struct __align__({cuda.TENSOR_MAP_ALIGN}) {cuda.TENSOR_MAP_STRUCT} "
+                  f"{{ unsigned long long bits[{words}]; }};")
+
+    @print_op.register
     def _(self, op: cuda.KernelOp) -> None:
         params = [self.param(p) for p in op.params]
         attrs = ""
@@ -261,8 +270,11 @@ class CudaPrinter:
         self.line("}")
 
     def param(self, p: cuda.Param) -> str:
-        """``const float* __restrict__ x``."""
-        return " ".join([c_type(p.type), *p.qualifiers, p.name])
+        """``const float* __restrict__ x``; ``const __grid_constant__ llmopt_tensor_map m``
+        (``__restrict__`` follows the type, the other qualifiers precede it)."""
+        before = [q for q in p.qualifiers if q != "__restrict__"]
+        after = [q for q in p.qualifiers if q == "__restrict__"]
+        return " ".join([*before, c_type(p.type), *after, p.name])
 
     @print_op.register
     def _(self, op: cuda.DeclOp) -> None:

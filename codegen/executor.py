@@ -23,7 +23,9 @@ flat list of steps; a call then walks no IR:
   ``memref.copy`` → ``Tensor.copy_``; ``memref.dealloc`` → nothing (buffers are released after
   their last use anyway); scalar ``arith.constant`` → a kernel argument;
 * ``kernel.launch`` → ``CudaFunction.launch(grid, block, args, shared_bytes)`` on torch's
-  current stream (``programmatic=True`` for a ``{programmatic}`` launch);
+  current stream (``programmatic=True`` for a ``{programmatic}`` launch); a kernel with
+  tensor maps (``tma.load``) gets one more argument per map, encoded from the buffer the
+  launch passes (:mod:`llmopt.codegen.tensor_map`);
 * ``func.return`` → the tuple of returned tensors.
 
 Before compiling, every launch is checked against the device's
@@ -81,6 +83,7 @@ from llmopt.codegen.plan import (
     torch_dtype,
 )
 from llmopt.codegen.plan import ctype as _ctype
+from llmopt.codegen.tensor_map import TensorMapEncoder
 from llmopt.dialects import cuda
 from llmopt.target import Target, current_target
 
@@ -363,6 +366,8 @@ class CompiledProgram(GraphReplay):
         grid, block, shared = step.grid, step.block, step.shared_bytes
         args = step.args
         converters = [None if isinstance(p, cuda.PtrType) else _ctype(p) for p in step.params]
+        # each tensor map: the slot of the buffer it describes, and its encoder
+        maps = [(args[m.arg.data], TensorMapEncoder(m)) for m in step.tensor_maps]
         if self.symbolic is not None:
             pairs = list(zip(args, converters, strict=True))
 
@@ -373,7 +378,25 @@ class CompiledProgram(GraphReplay):
                 for r in release:
                     env[r] = None
 
-            return launch_symbolic
+            def launch_symbolic_with_maps(env: list[Any]) -> None:
+                if index not in self._layout.inactive:
+                    start(self._layout.grids[index], block,
+                          [env[a] if c is None else c(env[a]) for a, c in pairs]
+                          + [encoder(env[a]) for a, encoder in maps], shared)
+                for r in release:
+                    env[r] = None
+
+            return launch_symbolic_with_maps if maps else launch_symbolic
+        if maps:
+            pairs = list(zip(args, converters, strict=True))
+
+            def launch_with_maps(env: list[Any]) -> None:
+                start(grid, block, [env[a] if c is None else c(env[a]) for a, c in pairs]
+                      + [encoder(env[a]) for a, encoder in maps], shared)
+                for r in release:
+                    env[r] = None
+
+            return launch_with_maps
         if all(c is None for c in converters):
 
             def launch(env: list[Any]) -> None:

@@ -21,6 +21,11 @@ captured), and the graph replays. A caller that passes prefixes of the static bu
 (``program.static_inputs[k][:n]`` for a buffer whose leading extent is the length, such as a
 KV cache) copies nothing.
 
+A launch of a kernel with tensor maps (``tma.load``) passes each map by value, encoded from
+the buffer's address when the launch is captured (:mod:`llmopt.codegen.tensor_map`); the
+graph keeps it, and replays read the same static buffers. A map of a buffer with ``?``
+extents holds the call's extents, so a program with one has a graph per length.
+
 Such a program can also run several calls from one graph
 (:meth:`GraphReplay.capture_steps`): the calls are captured back to back on the static
 buffers, each followed by the caller's own captured work (a decode step's greedy pick, written
@@ -54,13 +59,15 @@ __all__ = ["GraphReplay", "StepsGraph", "length_free"]
 def length_free(plan: HostPlan, host: SymbolicHost) -> bool:
     """Whether every call of a symbolic ``plan`` launches the same kernels with the same
     grids and arguments whatever its lengths, and returns buffers of static shapes: no
-    launch takes a symbol or ``index`` arithmetic of one, no grid is computed, no launch
-    sits under a host ``scf.if``, no host copy (whose size is the call's) runs."""
+    launch takes a symbol or ``index`` arithmetic of one, or a tensor map of a buffer with
+    ``?`` extents (the map holds the call's extents), no grid is computed, no launch sits
+    under a host ``scf.if``, no host copy (whose size is the call's) runs."""
     varying = set(plan.symbols) | set(plan.computed)
     for step in plan.steps:
         if isinstance(step, CopyStep):
             return False
-        if isinstance(step, LaunchStep) and varying & set(step.args):
+        if isinstance(step, LaunchStep) and (varying & set(step.args) or any(
+                e < 0 for m in step.tensor_maps for e in m.buffer.get_shape())):
             return False
     if any(launch.grid_size is not None or guard for launch, guard in host.launches):
         return False

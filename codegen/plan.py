@@ -101,11 +101,13 @@ class CopyStep:
 
 @dataclass(frozen=True)
 class LaunchStep:
-    """One kernel launch; ``args`` are slots (tensors or scalars), ``params`` the kernel's
-    parameter types (pointers or scalars) in order; ``programmatic``: the launch may overlap
-    the one before it (``kernel.launch {programmatic}``); ``carveout``: the kernel's
-    preferred shared-memory carveout in percent (``{carveout = N}``), ``None`` for the
-    driver's choice."""
+    """One kernel launch; ``args`` are slots (tensors or scalars), ``params`` the types of
+    the kernel parameters they are passed to (pointers or scalars) in order; ``programmatic``:
+    the launch may overlap the one before it (``kernel.launch {programmatic}``);
+    ``carveout``: the kernel's preferred shared-memory carveout in percent (``{carveout =
+    N}``), ``None`` for the driver's choice; ``tensor_maps``: the kernel's tensor-map
+    parameters, which follow those, each encoded at the launch from the buffer passed as
+    its ``arg`` (:mod:`llmopt.codegen.tensor_map`)."""
 
     kernel: str
     grid: tuple[int, int, int]
@@ -115,6 +117,7 @@ class LaunchStep:
     params: tuple[Attribute, ...]
     programmatic: bool = False
     carveout: int | None = None
+    tensor_maps: tuple[cuda.TensorMapType, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -356,7 +359,8 @@ def plan_host_function(module: ModuleOp, entry: str | None = None) -> HostPlan:
             target = kernels.get(name)
             if target is None:
                 raise ExecutorError(f"kernel.launch @{name}: no cuda.kernel of that name")
-            params = tuple(target.param_types.data)
+            maps = tuple(target.tensor_maps)
+            params = tuple(target.param_types.data)[:len(target.param_types.data) - len(maps)]
             if len(params) != len(op.args):
                 raise ExecutorError(f"kernel.launch @{name}: {len(op.args)} arguments for "
                                     f"{len(params)} parameters")
@@ -367,6 +371,11 @@ def plan_host_function(module: ModuleOp, entry: str | None = None) -> HostPlan:
                 ):
                     raise ExecutorError(f"kernel.launch @{name}: argument {k} of type "
                                         f"{arg.type} does not fit parameter type {param}")
+            for m in maps:
+                if op.args[m.arg.data].type != m.buffer:
+                    raise ExecutorError(f"kernel.launch @{name}: argument {m.arg.data} of type "
+                                        f"{op.args[m.arg.data].type} is not the "
+                                        f"{m.buffer} its tensor map describes")
             args = tuple(slot_of(a, op) for a in op.args)
             for a, param in zip(args, params, strict=True):
                 if isinstance(param, cuda.PtrType) and not param.is_const:
@@ -381,7 +390,7 @@ def plan_host_function(module: ModuleOp, entry: str | None = None) -> HostPlan:
                                     (block[0], block[1], block[2]), op.shared_bytes, args,
                                     params, kernel.PROGRAMMATIC in op.attributes,
                                     carveout.value.data if isinstance(carveout, IntegerAttr)
-                                    else None))
+                                    else None, maps))
         elif isinstance(op, func.ReturnOp):
             results = tuple(slot_of(v, op) for v in op.arguments)
         else:

@@ -1,10 +1,11 @@
 """CUDA IR (level 6): the ``cuda`` dialect — a C/CUDA syntax tree.
 
-A module at this level holds ``cuda.include`` directives and ``cuda.kernel`` functions (next
-to the host ``func.func`` that launches them). The source text is the printout of these ops
-(:func:`llmopt.codegen.cuda_printer.print_cuda`); every decision about the text — names,
-types, qualifiers, parenthesised structure — is already made here, and the printer only
-spells it.
+A module at this level holds ``cuda.include`` directives, the ``cuda.tensor_map_struct``
+declaration where a kernel takes Hopper tensor maps (``!cuda.tensor_map<…>`` parameters), and
+``cuda.kernel`` functions (next to the host ``func.func`` that launches them). The source
+text is the printout of these ops (:func:`llmopt.codegen.cuda_printer.print_cuda`); every
+decision about the text — names, types, qualifiers, parenthesised structure — is already
+made here, and the printer only spells it.
 
 Two kinds of ops live inside a kernel:
 
@@ -46,6 +47,7 @@ from xdsl.dialects.builtin import (
     IntAttr,
     IntegerAttr,
     IntegerType,
+    MemRefType,
     Signedness,
     StringAttr,
     UnitAttr,
@@ -90,7 +92,8 @@ from llmopt.target import MAX_THREADS_PER_BLOCK
 
 @irdl_attr_definition
 class PtrType(ParametrizedAttribute, TypeAttribute):
-    """``!cuda.ptr<f32>`` (``float*``) or ``!cuda.ptr<f32, const>`` (``const float*``)."""
+    """``!cuda.ptr<f32>`` (``float*``) or ``!cuda.ptr<f32, const>`` (``const float*``); also
+    ``!cuda.ptr<!cuda.tensor_map<…>, const>``, the address of a tensor-map parameter."""
 
     name = "cuda.ptr"
 
@@ -106,7 +109,7 @@ class PtrType(ParametrizedAttribute, TypeAttribute):
         return bool(self.constant.data)
 
     def verify(self) -> None:
-        if not (is_scalar(self.element) or isinstance(self.element, VecType)):
+        if not (is_scalar(self.element) or isinstance(self.element, VecType | TensorMapType)):
             raise VerifyException(f"!cuda.ptr points to a scalar or vector type, not "
                                   f"{self.element}")
         if self.constant.data not in (0, 1):
@@ -173,6 +176,81 @@ class VecType(ParametrizedAttribute, TypeAttribute):
             parser.parse_punctuation(",")
             count = parse_i64(parser)
         return (element, IntAttr(count))
+
+
+TENSOR_MAP_STRUCT = "llmopt_tensor_map"
+"""The C name of a tensor map's type (:class:`TensorMapType`, :class:`TensorMapStructOp`)."""
+TENSOR_MAP_BYTES = 128
+"""The bytes of a tensor map (``CUtensorMap``)."""
+TENSOR_MAP_ALIGN = 64
+"""The alignment of a tensor map, which the driver and ``cp.async.bulk.tensor`` need."""
+
+
+@irdl_attr_definition
+class TensorMapType(ParametrizedAttribute, TypeAttribute):
+    """``!cuda.tensor_map<arg 0 : memref<1x512x3584xbf16>, box [1, 128, 64], swizzle 128>``:
+    a Hopper tensor map (``CUtensorMap``, 128 opaque bytes, spelled
+    ``llmopt_tensor_map``) passed by value as a ``const __grid_constant__`` kernel
+    parameter. The parameters say what the host encodes into it at each launch
+    (:mod:`llmopt.codegen.tensor_map`): the buffer the launch passes as argument ``arg``,
+    of the memref type given (element type, shape, strides), read in boxes of extents
+    ``box`` (one per dimension of the buffer) with the shared-memory swizzle ``swizzle``
+    (bytes, 0 for none). A kernel only takes its address, for ``cp.async.bulk.tensor``."""
+
+    name = "cuda.tensor_map"
+
+    arg: IntAttr
+    buffer: MemRefType
+    box: ArrayAttr[IntAttr]
+    swizzle: IntAttr
+
+    def __init__(self, arg: int, buffer: MemRefType, box: Sequence[int], swizzle: int) -> None:
+        super().__init__(IntAttr(arg), buffer, ArrayAttr([IntAttr(b) for b in box]),
+                         IntAttr(swizzle))
+
+    @property
+    def box_shape(self) -> tuple[int, ...]:
+        """The box's extent in each dimension of the buffer."""
+        return tuple(b.data for b in self.box.data)
+
+    def verify(self) -> None:
+        rank = self.buffer.get_num_dims()
+        if self.arg.data < 0:
+            raise VerifyException(f"!cuda.tensor_map argument {self.arg.data} is negative")
+        if len(self.box.data) != rank:
+            raise VerifyException(f"!cuda.tensor_map: a box of {len(self.box.data)} extents "
+                                  f"for a rank-{rank} buffer")
+        if any(b.data < 1 for b in self.box.data):
+            raise VerifyException(f"!cuda.tensor_map: box extents {list(self.box_shape)} "
+                                  "must be positive")
+        if self.swizzle.data not in (0, 32, 64, 128):
+            raise VerifyException(f"!cuda.tensor_map: swizzle {self.swizzle.data} is not 0, "
+                                  "32, 64 or 128 bytes")
+
+    def print_parameters(self, printer: Printer) -> None:
+        with printer.in_angle_brackets():
+            printer.print_string(f"arg {self.arg.data} : ")
+            printer.print_attribute(self.buffer)
+            printer.print_string(f", box [{', '.join(map(str, self.box_shape))}], "
+                                 f"swizzle {self.swizzle.data}")
+
+    @classmethod
+    def parse_parameters(cls, parser: AttrParser) -> tuple[Attribute, ...]:
+        with parser.in_angle_brackets():
+            parser.parse_keyword("arg")
+            arg = parse_i64(parser)
+            parser.parse_punctuation(":")
+            buffer = parser.parse_type()
+            if not isinstance(buffer, MemRefType):
+                parser.raise_error(f"!cuda.tensor_map describes a memref, not {buffer}")
+            parser.parse_punctuation(",")
+            parser.parse_keyword("box")
+            box = parser.parse_comma_separated_list(parser.Delimiter.SQUARE,
+                                                    lambda: parse_i64(parser))
+            parser.parse_punctuation(",")
+            parser.parse_keyword("swizzle")
+            swizzle = parse_i64(parser)
+        return (IntAttr(arg), buffer, ArrayAttr([IntAttr(b) for b in box]), IntAttr(swizzle))
 
 
 @irdl_attr_definition
@@ -336,7 +414,8 @@ def _print_type_suffix(printer: Printer, op: Operation, typ: Attribute) -> None:
 
 @irdl_op_definition
 class VarOp(ExpressionOp):
-    """``%v = cuda.var acc : f32``: the variable or parameter ``acc`` (an lvalue)."""
+    """``%v = cuda.var acc : f32``: the variable or parameter ``acc`` (an lvalue). A
+    tensor-map parameter (:class:`TensorMapType`) is named only to take its address."""
 
     name = "cuda.var"
     var_name = prop_def(StringAttr)
@@ -347,7 +426,12 @@ class VarOp(ExpressionOp):
 
     def verify_expression(self) -> None:
         check_identifier(self.var_name.data, "variable")
-        if not is_value_type(self.result.type):
+        if isinstance(self.result.type, TensorMapType):
+            users = [use.operation for use in self.result.uses]
+            if not all(isinstance(u, UnaryOp) and u.operator.data == "&" for u in users):
+                raise VerifyException(f"tensor map '{self.var_name.data}' is only read by "
+                                      "its address ('&')")
+        elif not is_value_type(self.result.type):
             raise VerifyException(f"a variable has a scalar or pointer type, not "
                                   f"{self.result.type}")
 
@@ -523,9 +607,12 @@ class BinaryOp(ExpressionOp):
 
 def unary_result_type(operator: str, operand: SSAValue) -> Attribute:
     """The type of ``<operator> a``: the operand's, except for the address ``&p[i]`` of an
-    element, a pointer to the element type that is ``const`` when ``p`` points to ``const``."""
+    element, a pointer to the element type that is ``const`` when ``p`` points to ``const``,
+    and the address ``&m`` of a tensor-map parameter, a pointer to ``const``."""
     if operator != "&":
         return operand.type
+    if isinstance(operand.type, TensorMapType):
+        return PtrType(operand.type, True)
     owner = operand.owner
     constant = isinstance(owner, IndexOp) and isinstance(owner.base.type, PtrType) and (
         owner.base.type.is_const)
@@ -536,7 +623,8 @@ def unary_result_type(operator: str, operand: SSAValue) -> Attribute:
 class UnaryOp(ExpressionOp):
     """``%r = cuda.unary "-" %a : f32``: ``-`` (numbers), ``!`` (``i1``), ``~`` (integers);
     ``%r = cuda.unary "&" %e : f32`` is the address ``&p[i]`` of an element (a ``cuda.index``),
-    of type ``!cuda.ptr<f32>`` (``const`` when ``p``'s pointee is)."""
+    of type ``!cuda.ptr<f32>`` (``const`` when ``p``'s pointee is), or ``&m`` of a tensor-map
+    parameter (a ``cuda.var``)."""
 
     name = "cuda.unary"
     operator = prop_def(StringAttr)
@@ -553,7 +641,8 @@ class UnaryOp(ExpressionOp):
         if op not in UNARY_OPERATORS:
             raise VerifyException(f"unknown unary operator '{op}'")
         if op == "&":
-            if not isinstance(self.operand.owner, IndexOp):
+            tensor_map = isinstance(typ, TensorMapType) and isinstance(self.operand.owner, VarOp)
+            if not (isinstance(self.operand.owner, IndexOp) or tensor_map):
                 raise VerifyException("'&' takes the address of an element (a cuda.index), "
                                       f"not of a value defined by {_describe_owner(self.operand)}")
             expected = unary_result_type(op, self.operand)
@@ -588,7 +677,8 @@ class UnaryOp(ExpressionOp):
 @irdl_op_definition
 class CastOp(ExpressionOp):
     """``%r = cuda.cast %x : ui32 to index``: a C cast ``(long long)x`` between scalar types
-    or between pointer types."""
+    or between pointer types, or of a pointer to ``ui64`` (its generic address, which an
+    inline ``asm`` takes as an ``"l"`` operand)."""
 
     name = "cuda.cast"
     operand = operand_def()
@@ -599,8 +689,10 @@ class CastOp(ExpressionOp):
 
     def verify_expression(self) -> None:
         src, dst = self.operand.type, self.result.type
+        to_address = (isinstance(src, PtrType) and isinstance(dst, IntegerType)
+                      and is_unsigned(dst) and dst.width.data == 64)
         if not ((is_scalar(src) and is_scalar(dst))
-                or (isinstance(src, PtrType) and isinstance(dst, PtrType))):
+                or (isinstance(src, PtrType) and isinstance(dst, PtrType)) or to_address):
             raise VerifyException(f"cannot cast {src} to {dst}")
 
     def print(self, printer: Printer) -> None:
@@ -785,8 +877,12 @@ class StatementOp(IRDLOperation):
 
 #: Qualifiers a ``cuda.decl`` may carry, in printing order.
 DECL_QUALIFIERS = ("extern", "__shared__", "const", "volatile")
-#: Qualifiers a ``cuda.kernel`` parameter may carry.
-PARAM_QUALIFIERS = ("__restrict__",)
+#: Qualifiers a ``cuda.kernel`` parameter may carry: ``__restrict__`` (pointers), ``const
+#: __grid_constant__`` (tensor maps, whose address the kernel takes: the parameter itself,
+#: not a copy).
+PARAM_QUALIFIERS = ("__restrict__", "const", "__grid_constant__")
+GRID_CONSTANT = ("const", "__grid_constant__")
+"""The qualifiers of a tensor-map parameter."""
 
 
 def _parse_qualifiers(parser: Parser, allowed: Sequence[str]) -> list[str]:
@@ -1248,6 +1344,11 @@ class KernelOp(IRDLOperation):
     ``kernel.launch`` of it passes at least that many as ``smem``. It has no spelling in the
     source; the launches carry it.
 
+    Tensor-map parameters (``tmap0 : !cuda.tensor_map<arg 0 : …> const __grid_constant__``)
+    come last: a ``kernel.launch`` passes the others, and the host appends the maps, each
+    encoded from the buffer the launch passes for the pointer parameter ``arg`` (whose
+    element type is the map's).
+
     The name is a symbol, unique in the module; ``kernel.launch @k`` in the host function
     refers to it once ``kernel-to-cuda`` has replaced the ``kernel.func`` of that name.
     """
@@ -1293,6 +1394,11 @@ class KernelOp(IRDLOperation):
         ]
 
     @property
+    def tensor_maps(self) -> list[TensorMapType]:
+        """The types of the tensor-map parameters (the last ones), in order."""
+        return [t for t in self.param_types.data if isinstance(t, TensorMapType)]
+
+    @property
     def max_threads(self) -> int | None:
         """The ``__launch_bounds__`` thread count, if any."""
         return None if self.launch_bounds is None else self.launch_bounds.value.data
@@ -1308,13 +1414,22 @@ class KernelOp(IRDLOperation):
         if len(self.param_types.data) != n or len(self.param_qualifiers.data) != n:
             raise VerifyException("parameter names, types and qualifiers differ in number")
         scope: dict[str, _Binding] = {}
-        for p in self.params:
+        params = self.params
+        for k, p in enumerate(params):
             check_identifier(p.name, "parameter")
-            if not is_value_type(p.type):
-                raise VerifyException(f"parameter '{p.name}' has type {p.type}; parameters "
-                                      "are scalars or pointers")
             _check_qualifiers(p.qualifiers, PARAM_QUALIFIERS, "parameter")
-            if p.qualifiers and not isinstance(p.type, PtrType):
+            if isinstance(p.type, TensorMapType):
+                _check_tensor_map(p, k, params)
+            elif not is_value_type(p.type):
+                raise VerifyException(f"parameter '{p.name}' has type {p.type}; parameters "
+                                      "are scalars, pointers or tensor maps")
+            elif k and isinstance(params[k - 1].type, TensorMapType):
+                raise VerifyException(f"parameter '{p.name}' follows a tensor map; tensor "
+                                      "maps are the last parameters")
+            elif p.qualifiers and p.qualifiers != ("__restrict__",):
+                raise VerifyException(f"only tensor maps are const __grid_constant__ "
+                                      f"('{p.name}')")
+            elif p.qualifiers and not isinstance(p.type, PtrType):
                 raise VerifyException(f"only pointer parameters can be __restrict__ "
                                       f"('{p.name}')")
             if p.name in scope:
@@ -1402,6 +1517,23 @@ class KernelOp(IRDLOperation):
         return op
 
 
+def _check_tensor_map(p: Param, k: int, params: Sequence[Param]) -> None:
+    """Raise unless the ``k``-th parameter ``p``, a tensor map, is ``const
+    __grid_constant__`` and describes an earlier pointer parameter of its element type."""
+    assert isinstance(p.type, TensorMapType)
+    if p.qualifiers != GRID_CONSTANT:
+        raise VerifyException(f"tensor map '{p.name}' must be const __grid_constant__ "
+                              f"(the kernel takes its address), not {list(p.qualifiers)}")
+    arg = p.type.arg.data
+    target = params[arg].type if arg < k else None
+    if not isinstance(target, PtrType):
+        raise VerifyException(f"tensor map '{p.name}' describes argument {arg}, which is not "
+                              "a pointer parameter before it")
+    if target.element != p.type.buffer.element_type:
+        raise VerifyException(f"tensor map '{p.name}' of {p.type.buffer.element_type} "
+                              f"describes a pointer to {target.element}")
+
+
 @dataclass(frozen=True)
 class _Binding:
     type: Attribute
@@ -1457,6 +1589,22 @@ def _check_scopes(block: Block, scopes: list[dict[str, _Binding]]) -> None:
 
 
 @irdl_op_definition
+class TensorMapStructOp(IRDLOperation):
+    """``cuda.tensor_map_struct``: the declaration of the type of tensor-map parameters,
+    ``struct __align__(64) llmopt_tensor_map { unsigned long long bits[16]; };`` — the size
+    and alignment of ``CUtensorMap``, without including ``cuda.h``. At module level, before
+    the kernels that take tensor maps."""
+
+    name = "cuda.tensor_map_struct"
+    assembly_format = "attr-dict"
+
+    def verify_(self) -> None:
+        parent = self.parent_op()
+        if parent is not None and parent.parent is not None:
+            raise VerifyException("cuda.tensor_map_struct must sit at module level")
+
+
+@irdl_op_definition
 class IncludeOp(IRDLOperation):
     """``cuda.include <"cuda_fp16.h">`` (``#include <cuda_fp16.h>``) or
     ``cuda.include "local.h"`` (``#include "local.h"``)."""
@@ -1505,18 +1653,22 @@ Cuda = Dialect(
     [
         VarOp, LiteralOp, BuiltinOp, BinaryOp, UnaryOp, CastOp, TernaryOp, CallOp, IndexOp,
         DeclOp, AssignOp, ForOp, IfOp, ExprStmtOp, AsmOp, KernelOp, IncludeOp,
+        TensorMapStructOp,
     ],
-    [PtrType, VecType, VoidType],
+    [PtrType, VecType, VoidType, TensorMapType],
 )
 
 __all__ = [
     "ARITHMETIC_OPERATORS", "ASM_CONSTRAINTS", "BINARY_OPERATORS", "BITWISE_OPERATORS",
-    "BUILTINS", "COMPARISON_OPERATORS", "DECL_QUALIFIERS", "INTEGER_OPERATORS", "KEYWORDS",
+    "BUILTINS", "COMPARISON_OPERATORS", "DECL_QUALIFIERS", "GRID_CONSTANT",
+    "INTEGER_OPERATORS", "KEYWORDS",
     "LOGICAL_OPERATORS", "PARAM_QUALIFIERS", "UNARY_OPERATORS",
     "AsmOp", "AssignOp", "BinaryOp", "BuiltinOp", "CallOp", "CastOp", "Cuda", "DeclOp",
     "ExprStmtOp", "ExpressionOp", "ForOp", "IfOp", "IncludeOp", "IndexOp", "KernelOp",
     "LiteralOp", "Param",
-    "PtrType", "StatementOp", "TernaryOp", "UnaryOp", "VECTOR_COUNTS", "VECTOR_ELEMENTS",
+    "PtrType", "StatementOp", "TENSOR_MAP_ALIGN", "TENSOR_MAP_BYTES", "TENSOR_MAP_STRUCT",
+    "TensorMapStructOp", "TensorMapType", "TernaryOp", "UnaryOp", "VECTOR_COUNTS",
+    "VECTOR_ELEMENTS",
     "VarOp", "VecType", "VoidType",
     "binary_result_type", "check_identifier", "is_bool", "is_float", "is_integer", "is_scalar",
     "is_unsigned", "is_value_type", "unary_result_type",

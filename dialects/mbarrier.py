@@ -23,6 +23,12 @@ barriers between them. That is what a warp-specialised kernel's slots of shared 
   *when its asynchronous copies issued so far* (``kernel.async_copy``, committed or not)
   have landed; the copies' data is then visible to a thread whose wait sees the phase
   complete. The thread itself goes on at once.
+* ``mbarrier.expect_bytes %bars[%i] bytes 32768 : memref<2x4xi64>`` —
+  ``mbarrier.arrive.expect_tx.shared::cta.b64``: each executing thread arrives once and
+  announces that many bytes of *transactions*: the phase completes only when its arrivals
+  have come and every byte announced in it has landed (``tma.load``'s copies complete
+  transactions on the barrier they name). The data of those copies is then visible to a
+  thread whose wait sees the phase complete. At most 2^20 - 1 bytes.
 * ``mbarrier.wait %bars[%i] parity %p : memref<2x4xi64>`` — a loop over
   ``mbarrier.try_wait.parity.shared::cta.b64``: each executing thread waits until the phase
   of parity ``%p`` (0 or 1) has completed, i.e. until the barrier's current phase has
@@ -42,7 +48,7 @@ from collections.abc import Sequence
 from typing import Self
 
 from xdsl.dialects.builtin import IndexType, IntegerAttr, IntegerType, MemRefType, i64
-from xdsl.ir import Dialect, SSAValue
+from xdsl.ir import Dialect, Operation, SSAValue
 from xdsl.irdl import (
     IRDLOperation,
     irdl_op_definition,
@@ -68,6 +74,22 @@ MAX_COUNT = (1 << 20) - 1
 """The largest arrival count of a phase PTX allows."""
 
 
+def check_barrier_access(op: Operation, bars: SSAValue, indices: Sequence[SSAValue]) -> None:
+    """Raise ``VerifyException`` unless ``bars[indices]`` names one barrier: a word of a
+    ``kernel.shared`` buffer of ``i64``, an index for each of its dimensions."""
+    from llmopt.dialects.kernel import SharedOp
+
+    typ = bars.type
+    assert isinstance(typ, MemRefType)
+    if typ.element_type != IntegerType(64):
+        raise VerifyException(f"{op.name}: barriers are i64 words, not {typ.element_type}")
+    if not isinstance(bars.owner, SharedOp):
+        raise VerifyException(f"{op.name}: the barriers must be a kernel.shared buffer")
+    if len(indices) != typ.get_num_dims():
+        raise VerifyException(f"{op.name}: {len(indices)} indices for a "
+                              f"rank-{typ.get_num_dims()} buffer")
+
+
 class BarrierAccess(IRDLOperation):
     """An op on one mbarrier, ``bars[indices]``: a ``kernel.shared`` buffer of ``i64``.
     Its syntax is ``%bars[%i, …]``, what :meth:`print_tail` adds, the attributes and the
@@ -78,18 +100,7 @@ class BarrierAccess(IRDLOperation):
     traits = traits_def(MemoryReadEffect(), MemoryWriteEffect())
 
     def verify_(self) -> None:
-        from llmopt.dialects.kernel import SharedOp
-
-        typ = self.bars.type
-        assert isinstance(typ, MemRefType)
-        if typ.element_type != IntegerType(64):
-            raise VerifyException(f"{self.name}: barriers are i64 words, not "
-                                  f"{typ.element_type}")
-        if not isinstance(self.bars.owner, SharedOp):
-            raise VerifyException(f"{self.name}: the barriers must be a kernel.shared buffer")
-        if len(self.indices) != typ.get_num_dims():
-            raise VerifyException(f"{self.name}: {len(self.indices)} indices for a "
-                                  f"rank-{typ.get_num_dims()} buffer")
+        check_barrier_access(self, self.bars, self.indices)
 
     def print_tail(self, printer: Printer) -> None:
         """What follows the access (nothing here)."""
@@ -170,6 +181,38 @@ class ArriveCopiesOp(_Arrival):
 
 
 @irdl_op_definition
+class ExpectBytesOp(BarrierAccess):
+    """``mbarrier.expect_bytes %bars[%i] bytes 32768 : memref<2x4xi64>``: each executing
+    thread arrives once and announces that many bytes of transactions (see the module
+    docstring)."""
+
+    name = "mbarrier.expect_bytes"
+    amount = prop_def(IntegerAttr)
+
+    def __init__(self, bars: SSAValue, indices: Sequence[SSAValue], amount: int) -> None:
+        super().__init__(operands=[bars, list(indices)],
+                         properties={"amount": IntegerAttr(amount, i64)})
+
+    @property
+    def bytes(self) -> int:
+        """The bytes announced."""
+        return self.amount.value.data
+
+    def verify_(self) -> None:
+        super().verify_()
+        if not 1 <= self.bytes <= MAX_COUNT:
+            raise VerifyException(f"{self.name}: {self.bytes} bytes outside [1, {MAX_COUNT}]")
+
+    def print_tail(self, printer: Printer) -> None:
+        printer.print_string(f" bytes {self.bytes}")
+
+    @classmethod
+    def parse_tail(cls, parser: Parser) -> tuple[object, ...]:
+        parser.parse_keyword("bytes")
+        return (parse_i64(parser),)
+
+
+@irdl_op_definition
 class WaitOp(BarrierAccess):
     """``mbarrier.wait %bars[%i] parity %p : memref<2x4xi64>`` (see the module docstring)."""
 
@@ -191,4 +234,4 @@ class WaitOp(BarrierAccess):
         return (parser.parse_operand(IndexType()),)
 
 
-Mbarrier = Dialect("mbarrier", [InitOp, ArriveOp, ArriveCopiesOp, WaitOp], [])
+Mbarrier = Dialect("mbarrier", [InitOp, ArriveOp, ArriveCopiesOp, ExpectBytesOp, WaitOp], [])

@@ -17,7 +17,7 @@ function body, :func:`simt_impl` for ops inside loop nests and kernels, :func:`s
 scalar ops usable everywhere.
 """
 
-from llmopt.interp import kernel, loop, mbarrier, mma, prim, tile, torch, wgmma  # noqa: F401  (register)
+from llmopt.interp import kernel, loop, mbarrier, mma, prim, tile, tma, torch, wgmma  # noqa: F401  (register)
 from llmopt.interp._core import (
     DivergenceError,
     InterpretError,

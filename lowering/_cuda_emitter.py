@@ -3,12 +3,14 @@
 
 The parameters become pointers (``const`` where the kernel never writes the buffer,
 ``__restrict__`` unless the caller's aliasing analysis says otherwise) and scalars, the
-length of a kernel with ``?`` buffers an ``int``. Each op becomes statements: stores and
-copies assignments, ``scf.for``/``scf.if`` ``cuda.for``/``cuda.if`` with their results as
-mutable locals, ``kernel.shared``/``kernel.local`` arrays (or pointers into the dynamic
-shared memory), ``mma`` ops inline PTX, and every value that is a variable
-(:mod:`~llmopt.lowering._cuda_values`) a ``const`` local initialised by its expression
-(:class:`~llmopt.lowering._cuda_expr.ExprBuilder`).
+length of a kernel with ``?`` buffers an ``int``; after them come the kernel's tensor maps
+(:func:`~llmopt.dialects.tma.tensor_maps`), ``const __grid_constant__`` parameters the host
+encodes at each launch. Each op becomes statements: stores and copies assignments,
+``scf.for``/``scf.if`` ``cuda.for``/``cuda.if`` with their results as mutable locals,
+``kernel.shared``/``kernel.local`` arrays (or pointers into the dynamic shared memory),
+``mma``, ``wgmma``, ``mbarrier`` and ``tma`` ops inline PTX, and every value that is a
+variable (:mod:`~llmopt.lowering._cuda_values`) a ``const`` local initialised by its
+expression (:class:`~llmopt.lowering._cuda_expr.ExprBuilder`).
 """
 
 from __future__ import annotations
@@ -19,14 +21,22 @@ from dataclasses import dataclass, field
 from math import prod
 
 from xdsl.dialects import arith, scf
-from xdsl.dialects.builtin import BFloat16Type, Float32Type, IndexType, IntegerAttr, MemRefType
+from xdsl.dialects.builtin import (
+    BFloat16Type,
+    Float32Type,
+    IndexType,
+    IntegerAttr,
+    MemRefType,
+    NoneAttr,
+)
 from xdsl.ir import Attribute, Block, BlockArgument, Operation, Region, SSAValue
 
-from llmopt.dialects import cuda, kernel, mbarrier, mma, wgmma
+from llmopt.dialects import cuda, kernel, mbarrier, mma, tma, wgmma
+from llmopt.dialects._syntax import constant_index
 from llmopt.lowering._cuda_analysis import written_buffers
 from llmopt.lowering._cuda_expr import ExprBuilder
 from llmopt.lowering._cuda_names import Names
-from llmopt.lowering._cuda_shared import SHARED_ALIGN, SWIZZLE_ALIGN, SharedLayout
+from llmopt.lowering._cuda_shared import SHARED_ALIGN, SWIZZLE_ALIGN, TMA_ALIGN, SharedLayout
 from llmopt.lowering._cuda_types import (
     F32,
     I1,
@@ -101,6 +111,8 @@ class KernelEmitter(ExprBuilder):
     length_var: str | None = None  # the local holding the length, as ``index``
     started: dict[tuple[Operation, int], str] = field(default_factory=dict)  # _start_…
     nan_min_max: bool = False  # f32 maximumf/minimumf as max.NaN/min.NaN (sm_80+)
+    tensor_maps: list[tuple[str, cuda.TensorMapType]] = field(default_factory=list)
+    # the tensor-map parameters: name and type
 
     # --- entry point ---------------------------------------------------------------------
 
@@ -124,6 +136,7 @@ class KernelEmitter(ExprBuilder):
                 typ, quals = scalar_type(arg.type, func), ()
             self._bind(arg, name, typ)
             params.append(cuda.Param(name, typ, quals))
+        params += self._tensor_map_params()
         classify(body, self.kind, _nan_min_max if self.nan_min_max else None)
         self.block = Block()
         if isinstance(self.length, int):
@@ -142,6 +155,28 @@ class KernelEmitter(ExprBuilder):
                              launch_bounds=block[0] * block[1] * block[2],
                              min_blocks=self.min_blocks or None,
                              dynamic_shared=self.layout.total if dynamic else None)
+
+    def _tensor_map_params(self) -> list[cuda.Param]:
+        """``const __grid_constant__ llmopt_tensor_map tmapK`` for each of the kernel's
+        tensor maps: the argument's memref type, the box and the swizzle, for the host to
+        encode. The argument is row-major (its ``?`` extents, if any, are the launch's) or
+        has static strides from its first element."""
+        params = []
+        for k, found in enumerate(tma.tensor_maps(self.func)):
+            arg = self.func.body.block.args[found.arg]
+            typ = arg.type
+            assert isinstance(typ, MemRefType)
+            strides = typ.get_strides()
+            if not isinstance(typ.layout, NoneAttr) and (
+                    typ.get_offset() != 0 or strides is None or None in strides):
+                raise fail(self.func, f"tma.load from argument {found.arg} of type {typ}, "
+                                      "which is neither row-major nor has static strides "
+                                      "from its first element")
+            name = self.names.fresh(f"tmap{k}", "tmap")
+            map_type = cuda.TensorMapType(found.arg, typ, found.box, found.swizzle)
+            self.tensor_maps.append((name, map_type))
+            params.append(cuda.Param(name, map_type, cuda.GRID_CONSTANT))
+        return params
 
     def _bind_length(self, arg: BlockArgument) -> None:
         """The length parameter is an ``int``; the kernel computes with it as ``index``
@@ -240,6 +275,8 @@ class KernelEmitter(ExprBuilder):
             self._emit_wgmma_wait(op)
         elif isinstance(op, mbarrier.BarrierAccess):
             self._emit_mbarrier(op)
+        elif isinstance(op, tma.LoadOp):
+            self._emit_tma_load(op)
         elif isinstance(op, kernel.OpaqueOp):
             if self.kind.get(op.result) is Kind.NAMED:
                 self._emit_opaque(op)
@@ -494,15 +531,27 @@ class KernelEmitter(ExprBuilder):
                             [to_global, self.integer(nbytes, I32)], ["l", "r"], volatile=True,
                             memory=True))
 
+    def _shared_address(self, buffer: SSAValue, indices: Sequence[SSAValue],
+                        op: Operation) -> SSAValue:
+        """``(unsigned int)__cvta_generic_to_shared(&buffer[offset])``: the 32-bit
+        shared-memory address of an element, as PTX's ``shared`` instructions take it."""
+        address = self.unary("&", self.element(buffer, indices, op))
+        return self.cast(self.call("__cvta_generic_to_shared", [address], UI64), UI32)
+
     def _emit_mbarrier(self, op: mbarrier.BarrierAccess) -> None:
         """One ``mbarrier`` op on ``(unsigned)__cvta_generic_to_shared(&bars[offset])``: its
         PTX instruction, or for a wait the ``try_wait.parity`` loop (its labels are local to
-        the braces, so the loop may appear any number of times)."""
-        address = self.unary("&", self.element(op.bars, op.indices, op))
-        shared = self.cast(self.call("__cvta_generic_to_shared", [address], UI64), UI32)
+        the braces, so the loop may appear any number of times). In a kernel with tensor
+        maps an initialisation is followed by ``fence.mbarrier_init.release.cluster``, which
+        makes the initialised barrier visible to the asynchronous proxy that completes the
+        bulk copies' transactions on it."""
+        shared = self._shared_address(op.bars, op.indices, op)
         if isinstance(op, mbarrier.InitOp):
             template = "mbarrier.init.shared::cta.b64 [%0], %1;"
             ins, constraints = [shared, self.integer(op.arrivals, I32)], ["r", "r"]
+        elif isinstance(op, mbarrier.ExpectBytesOp):
+            template = "mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;"
+            ins, constraints = [shared, self.integer(op.bytes, I32)], ["r", "r"]
         elif isinstance(op, mbarrier.ArriveCopiesOp):
             template = "cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];"
             ins, constraints = [shared], ["r"]
@@ -515,6 +564,69 @@ class KernelEmitter(ExprBuilder):
                         "[%0], %1; @!p bra WAIT; }")
             ins, constraints = [shared, self.cast(self.expr(op.parity), UI32)], ["r", "r"]
         self.add(cuda.AsmOp(template, [], ins, constraints, volatile=True, memory=True))
+        if isinstance(op, mbarrier.InitOp) and self.tensor_maps:
+            self.add(cuda.AsmOp("fence.mbarrier_init.release.cluster;", [], [], [],
+                                volatile=True, memory=True))
+
+    def _emit_tma_load(self, op: tma.LoadOp) -> None:
+        """``asm volatile("cp.async.bulk.tensor.Nd.shared::cluster.global.tile
+        .mbarrier::complete_tx::bytes [%0], [%1, {%2, …}], [%N+2];" :: "r"(tile),
+        "l"((unsigned long long)&tmapK), "r"((int)c_{N-1}), …, "r"((int)c_0), "r"(bar)
+        : "memory")``: the shared address of the tile's first element (a swizzled tile
+        starts at a multiple of its rows · 128 bytes, so that is where the box's swizzle
+        starts too), the generic address of the tensor-map parameter, the box's corner as
+        32-bit coordinates innermost first (PTX's order, the reverse of the memref's), and
+        the barrier's shared address."""
+        typ = op.dst.type
+        assert isinstance(typ, MemRefType)
+        tile = op.tile
+        tile_bytes = prod(tile) * bit_width(typ.element_type) // 8
+        tiles = prod(typ.get_shape()[:len(op.dst_indices)])
+        swizzled = wgmma.swizzle(op.dst) is not None
+        align = SWIZZLE_ALIGN if swizzled else TMA_ALIGN
+        if tiles > 1 and tile_bytes % align:
+            what = "a swizzled" if swizzled else "a"
+            raise fail(op, f"{what} tile of {tile_bytes} bytes: the tiles of the destination "
+                           f"must start at multiples of {align} bytes")
+        dst = self._tile_start(op.dst, op.dst_indices, typ)
+        param, map_type = self.tensor_maps[tma.tensor_map_of(op)]
+        tensor_map = self.unary("&", self.add(cuda.VarOp(param, map_type)).results[0])
+        address = self.add(cuda.CastOp(tensor_map, UI64)).results[0]
+        coordinates = [self.cast(self.expr(v), I32) for v in reversed(op.src_indices)]
+        bar = self._shared_address(op.bars, op.bar_indices, op)
+        rank = len(op.src_indices)
+        places = ", ".join(f"%{2 + k}" for k in range(rank))
+        template = (f"cp.async.bulk.tensor.{rank}d.shared::cluster.global.tile"
+                    f".mbarrier::complete_tx::bytes [%0], [%1, {{{places}}}], [%{2 + rank}];")
+        self.add(cuda.AsmOp(template, [], [dst, address, *coordinates, bar],
+                            ["r", "l", *["r"] * rank, "r"], volatile=True, memory=True))
+
+    def _tile_start(self, buffer: SSAValue, indices: Sequence[SSAValue],
+                    typ: MemRefType) -> SSAValue:
+        """The shared address of ``&buffer[indices…, 0, …, 0]``, the first element of the
+        tile the leading ``indices`` pick: ``Σ index · stride`` over them, which is that
+        element's place in a swizzled buffer too (row 0, column 0 of its first atom)."""
+        strides = typ.get_strides()
+        assert strides is not None
+        constant = 0
+        total: SSAValue | None = None
+        for index, stride in zip(indices, strides, strict=False):
+            assert stride is not None
+            known = constant_index(index)
+            if known is not None:
+                constant += known * stride
+                continue
+            term = self.binary("*", self.cast(self.expr(index), INDEX),
+                               self.integer(stride, INDEX))
+            total = term if total is None else self.binary("+", total, term)
+        if total is None:
+            total = self.integer(constant, INDEX)
+        elif constant:
+            total = self.binary("+", total, self.integer(constant, INDEX))
+        base = self.add(cuda.VarOp(self.var[buffer], self.var_type[buffer])).results[0]
+        element = self.add(cuda.IndexOp(base, total)).results[0]
+        address = self.unary("&", element)
+        return self.cast(self.call("__cvta_generic_to_shared", [address], UI64), UI32)
 
     def _emit_last_block(self, op: kernel.LastBlockOp) -> None:
         """The arrival and the region of ``kernel.last_block``::

@@ -53,7 +53,7 @@ _CALLED = frozenset(
 # Built-in variables, and type names of the CUDA headers the generated code may include.
 _RESERVED = cuda.KEYWORDS | _CALLED | {
     "threadIdx", "blockIdx", "blockDim", "gridDim", "warpSize", "main", "half", "half2",
-    "nv_bfloat16", "nv_bfloat162",
+    "nv_bfloat16", "nv_bfloat162", cuda.TENSOR_MAP_STRUCT,
 }
 
 

@@ -3,8 +3,9 @@ each launch asks for (used by ``kernel-to-cuda``).
 
 CUDA declares at most 48 KiB of ``__shared__`` arrays statically. When the ``kernel.shared``
 buffers of a kernel total more (each rounded up to :data:`SHARED_ALIGN` bytes), or one of
-them is swizzled, all of them move into dynamic shared memory, at 16-byte-aligned offsets in
-declaration order (a swizzled one at a 1024-byte boundary; :func:`shared_layout`), and every
+them is swizzled or the destination of a ``tma.load``, all of them move into dynamic shared
+memory, at 16-byte-aligned offsets in declaration order (a swizzled one at a 1024-byte
+boundary, another ``tma.load`` destination at a 128-byte one; :func:`shared_layout`), and every
 ``kernel.launch`` of the kernel gets ``smem`` of at least
 their total (:func:`size_launches`). A kernel or a launch that needs more than a block may use
 on the target is an error naming both byte counts. Kernel IR does not know the 48 KiB limit
@@ -19,20 +20,23 @@ from math import prod
 from xdsl.dialects.builtin import IntegerAttr, MemRefType, ModuleOp, i64
 from xdsl.ir import Attribute
 
-from llmopt.dialects import kernel
+from llmopt.dialects import kernel, tma
 from llmopt.dialects.wgmma import SWIZZLE_BYTES, SWIZZLE_ROWS, swizzle
 from llmopt.lowering._cuda_types import bit_width
 from llmopt.passes._rewrite import fail
 from llmopt.target import STATIC_SMEM, for_arch
 
-__all__ = ["SHARED_ALIGN", "SWIZZLE_ALIGN", "SharedLayout", "shared_layout", "shared_layouts",
-           "size_launches"]
+__all__ = ["SHARED_ALIGN", "SWIZZLE_ALIGN", "TMA_ALIGN", "SharedLayout", "shared_layout",
+           "shared_layouts", "size_launches"]
 
 SHARED_ALIGN = 16
 """Bytes every shared buffer is aligned to (and its size rounded up to)."""
 SWIZZLE_ALIGN = SWIZZLE_BYTES * SWIZZLE_ROWS
 """Bytes a swizzled buffer (``llmopt.swizzle``) is aligned to: its swizzle atom, whose
 address bits the swizzle permutes; such a kernel's shared memory is always dynamic."""
+TMA_ALIGN = 128
+"""Bytes the destination of a bulk tensor copy (``tma.load``) is aligned to, as
+``cp.async.bulk.tensor`` requires of a tile without swizzle."""
 
 
 @dataclass
@@ -56,22 +60,25 @@ def _element_bytes(t: Attribute) -> int:
 
 def shared_layout(func: kernel.FuncOp, static_limit: int = STATIC_SMEM) -> SharedLayout:
     """The layout of ``func``'s shared buffers: dynamic when they total more than
-    ``static_limit`` bytes (CUDA's 48 KiB of static shared memory)."""
+    ``static_limit`` bytes (CUDA's 48 KiB of static shared memory), or when one of them must
+    start at a boundary above 16 bytes (swizzled, or written by ``tma.load``)."""
     offsets: dict[kernel.SharedOp, int] = {}
     total = 0
-    swizzled = False
+    align = SHARED_ALIGN
+    copied = {op.dst for op in func.walk() if isinstance(op, tma.LoadOp)}
     for op in func.body.block.ops:  # kernel.shared sits at the top level of its kernel
         if isinstance(op, kernel.SharedOp):
             typ = op.result.type
             assert isinstance(typ, MemRefType)
             nbytes = max(1, prod(typ.get_shape())) * _element_bytes(typ.element_type)
-            if swizzle(op.result) is not None:
-                swizzled = True
-                total = -(-total // SWIZZLE_ALIGN) * SWIZZLE_ALIGN
+            boundary = (SWIZZLE_ALIGN if swizzle(op.result) is not None
+                        else TMA_ALIGN if op.result in copied else SHARED_ALIGN)
+            total = -(-total // boundary) * boundary
+            align = max(align, boundary)
             offsets[op] = total
             total += -(-nbytes // SHARED_ALIGN) * SHARED_ALIGN
-    if swizzled:  # dynamic, so that the buffer's address is known to be aligned
-        return SharedLayout(total, offsets, True, SWIZZLE_ALIGN)
+    if align > SHARED_ALIGN:  # dynamic, so that the buffer's address is known to be aligned
+        return SharedLayout(total, offsets, True, align)
     return SharedLayout(total, offsets, total > static_limit)
 
 

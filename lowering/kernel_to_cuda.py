@@ -57,6 +57,21 @@ What each construct becomes:
   ``__pipeline_commit()``; ``kernel.async_wait n`` → ``__pipeline_wait_prior(n)``;
 * ``kernel.prefetch`` → ``asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::
   "l"(__cvta_generic_to_global(&src[offset])), "r"(bytes) : "memory")`` (sm_90 or newer);
+* ``mbarrier`` ops → their ``mbarrier.*.shared::cta.b64`` instructions on the barrier's
+  32-bit shared address (``mbarrier.expect_bytes`` → ``mbarrier.arrive.expect_tx``; a wait a
+  ``try_wait.parity`` loop); in a kernel with ``tma.load`` each ``mbarrier.init`` is
+  followed by ``fence.mbarrier_init.release.cluster;``, so that the bulk copies (the
+  asynchronous proxy) see the initialised barrier;
+* ``tma.load`` → ``asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.tile
+  .mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];" :: "r"(tile), "l"((unsigned
+  long long)&tmap0), "r"(c2), "r"(c1), "r"(c0), "r"(bar) : "memory")``: the tile's first
+  element and the barrier as shared addresses, the coordinates innermost first. Each of the
+  kernel's tensor maps (:func:`~llmopt.dialects.tma.tensor_maps`) is a parameter after the
+  others, ``const __grid_constant__ llmopt_tensor_map tmap0`` (``!cuda.tensor_map<…>``,
+  which records the buffer's type, the box and the swizzle for the host to encode at each
+  launch), the struct declared once at the top of the source (``cuda.tensor_map_struct``);
+  ``tma.load`` destinations start at 128-byte boundaries (swizzled ones at 1024) in dynamic
+  shared memory;
 * ``kernel.set_max_registers inc 232`` → ``asm volatile("setmaxnreg.inc.sync.aligned.u32
   232;" ::: "memory")`` (sm_90a); a kernel holding one must not ask for more than one
   resident block (``min_blocks`` above 1 is an error naming it): its warpgroups trade
@@ -198,6 +213,23 @@ def _uses_half(module: ModuleOp) -> tuple[bool, bool]:
     return half, bfloat
 
 
+def _declare_tensor_maps(module: ModuleOp) -> None:
+    """Declare the tensor maps' struct (``cuda.tensor_map_struct``) after the includes,
+    once, when a kernel takes one."""
+    ops = list(module.ops)
+    if any(isinstance(o, cuda.TensorMapStructOp) for o in ops) or not any(
+            isinstance(o, cuda.KernelOp) and o.tensor_maps for o in ops):
+        return
+    after = [o for o in ops if isinstance(o, cuda.IncludeOp)]
+    struct = cuda.TensorMapStructOp()
+    if after:
+        module.body.block.insert_op_after(struct, after[-1])
+    elif ops:
+        module.body.block.insert_op_before(struct, ops[0])
+    else:
+        module.body.block.add_op(struct)
+
+
 @dataclass(frozen=True)
 class KernelToCuda(ModulePass):
     """Lower every ``kernel.func`` to a ``cuda.kernel`` (see the module docstring).
@@ -253,3 +285,4 @@ class KernelToCuda(ModulePass):
                     op.body.block.add_op(include)
                 else:
                     op.body.block.insert_op_before(include, first)
+        _declare_tensor_maps(op)

@@ -9,7 +9,8 @@ from xdsl.dialects.builtin import IndexType, IntegerAttr, IntegerType, MemRefTyp
 from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.rewriter import InsertPoint, Rewriter
 
-from llmopt.dialects import kernel, mbarrier, wgmma
+from llmopt.dialects import kernel, mbarrier, tma, wgmma
+from llmopt.passes.kernel._box_copies import BoxCopy, corner
 from llmopt.passes.kernel._warp_roles import PRODUCERS, KLoop, pure
 
 FULL, EMPTY = 0, 1
@@ -70,9 +71,11 @@ def clone_into(ops: list[Operation], mapping: dict[SSAValue, SSAValue], block: B
             mapping[old] = new
 
 
-def barriers(func: kernel.FuncOp, slots: int, consumers: int) -> SSAValue:
+def barriers(func: kernel.FuncOp, slots: int, consumers: int, fillers: int = PRODUCERS
+             ) -> SSAValue:
     """The ``2 × slots`` barriers, declared after the kernel's buffers and initialised by
-    thread 0 before a ``kernel.barrier`` at the start of the kernel."""
+    thread 0 before a ``kernel.barrier`` at the start of the kernel: a slot is full after
+    ``fillers`` arrivals, empty after ``consumers``."""
     body = func.body.block
     decl = kernel.SharedOp(MemRefType(IntegerType(64), [2, slots]))
     decl.result.name_hint = "bars"
@@ -81,7 +84,7 @@ def barriers(func: kernel.FuncOp, slots: int, consumers: int) -> SSAValue:
                        else InsertPoint.at_start(body))
     init = Block()
     build = Builder(init)
-    for row, count in ((FULL, PRODUCERS), (EMPTY, consumers)):
+    for row, count in ((FULL, fillers), (EMPTY, consumers)):
         for s in range(slots):
             build.op(mbarrier.InitOp(decl.result, [build.const(row), build.const(s)], count))
     init.add_op(scf.YieldOp())
@@ -204,16 +207,35 @@ def consumer_step(loop: KLoop, bars: SSAValue, tile: SSAValue, it: SSAValue,
     return _when(it, "uge", loop.ahead, step)
 
 
-def producer_step(loop: KLoop, bars: SSAValue, tile: SSAValue, it: SSAValue) -> Block:
+def producer_step(loop: KLoop, bars: SSAValue, tile: SSAValue, it: SSAValue,
+                  boxes: list[BoxCopy] | None = None) -> Block:
     """The producer's step ``it``: chunk ``it`` (when ``it < K``) — wait for its slot's
     release (the phase of its previous use; at once for a first use), the K loop's copies
-    of it with the producer's thread ids, and the arrival once they land."""
+    of it with the producer's thread ids, and the arrival once they land. With ``boxes``
+    the producer's first thread instead announces their bytes on the slot's barrier and
+    issues one ``tma.load`` a box."""
     fill_slot, fetch = loop.k_loop.body.block.args[2:]
     consumers = loop.func.block_shape[0]
     step = Block()
     build = Builder(step)
     s, use = build.slot(tile, it, loop.trips, loop.ahead + 1)
     build.op(mbarrier.WaitOp(bars, [build.const(EMPTY), s], build.parity(use, 1)))
+    if boxes is not None:
+        issue = Block()
+        inner = Builder(issue)
+        full = [inner.const(FULL), s]
+        inner.op(mbarrier.ExpectBytesOp(bars, full, sum(b.bytes for b in boxes)))
+        outer = {fill_slot: s, fetch: it}
+        for box in boxes:
+            at = corner(box, outer, issue)
+            inner.op(tma.LoadOp(box.copy.src, at, box.copy.dst,
+                                [outer.get(v, v) for v in box.slot], bars, full))
+        issue.add_op(scf.YieldOp())
+        tid = build.op(kernel.ThreadIdOp("x")).results[0]
+        first = build.op(arith.CmpiOp(tid, build.const(consumers), "eq")).results[0]
+        build.op(scf.IfOp(first, [], Region(issue)))
+        step.add_op(scf.YieldOp())
+        return _when(it, "ult", loop.trips, step)
     base = build.bin(arith.SubiOp, build.op(kernel.ThreadIdOp("x")).results[0],
                      build.const(consumers))
     rounds = consumers // PRODUCERS

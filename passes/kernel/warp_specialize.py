@@ -57,6 +57,24 @@ completed its products); after the loop the consumers wait for the last group (`
 products in its step. The products' last wait must put its results straight back into the
 accumulators (a ``kernel.local`` at constant indices); else the K loop is left alone.
 
+With ``tensor_copies`` (option, off by default) a K loop whose copies are all whole boxes
+(each stage fill a tile of a kernel argument: :mod:`llmopt.passes.kernel._box_copies`) is
+filled by the tensor memory accelerator instead: the producer's first thread announces the
+step's bytes on the slot's ``full`` barrier and issues one ``tma.load`` a box; the barrier
+expects that one arrival and the bytes::
+
+    scf.if %tid == C {
+      mbarrier.expect_bytes %bars[0, s] bytes <the boxes' bytes>
+      tma.load %x[<corner>] to %stage[s] on %bars[0, s]
+      tma.load %w[<corner>] to %stage_1[s] on %bars[0, s]
+    }
+
+The producer's other threads only follow the slots. **Why**: ``cp.async`` makes the
+producer issue a 16-byte copy, with its address arithmetic, for every 16 bytes of a slot
+(3,072 a slot of a ``128 × 256`` tile's two operands); a bulk copy is one instruction a box,
+its addresses computed by the copy engine from a tensor map. Copies that are not boxes keep
+``cp.async``.
+
 With ``producer_registers`` and ``consumer_registers`` (options, 0 = off; both or
 neither; multiples of 8 from 24 to 256) the roles also get registers of their own (sm_90a):
 the kernel's body from the first op that differs by role on — the ops after the
@@ -107,6 +125,7 @@ from xdsl.utils.exceptions import PassFailedException
 
 from llmopt.dialects import kernel, mbarrier
 from llmopt.dialects._syntax import int_array
+from llmopt.passes.kernel._box_copies import box_copies
 from llmopt.passes.kernel._warp_roles import PRODUCERS, KLoop, match, role
 from llmopt.passes.kernel._warp_split import fits, split_roles
 from llmopt.passes.kernel._warp_steps import (
@@ -125,7 +144,7 @@ from llmopt.passes.kernel._warp_steps import (
 __all__ = ["WarpSpecialize"]
 
 
-def _rewrite(loop: KLoop, pending: int) -> bool:
+def _rewrite(loop: KLoop, pending: int, tensor_copies: bool) -> bool:
     """Replace ``loop``'s prologue and K loop by the producer/consumer loop (see the
     module docstring); ``False`` (nothing changed) when the block cannot be guarded."""
     func, k_loop = loop.func, loop.k_loop
@@ -144,7 +163,8 @@ def _rewrite(loop: KLoop, pending: int) -> bool:
     keep = {loop.prologue, k_loop, k_loop.next_op, barrier, tid, bound, is_consumer}
     if not guard_consumers(block, keep, is_consumer.result):
         return False
-    bars = barriers(func, loop.ahead + 1, consumers)
+    boxes = box_copies(loop.copies, consumers) if tensor_copies else None
+    bars = barriers(func, loop.ahead + 1, consumers, PRODUCERS if boxes is None else 1)
     tile = tile_index(loop, loop.prologue)
 
     steps = Block(arg_types=[IndexType()])
@@ -152,7 +172,7 @@ def _rewrite(loop: KLoop, pending: int) -> bool:
     it.name_hint = "it"
     steps.add_op(scf.IfOp(is_consumer.result, [],
                           Region(consumer_step(loop, bars, tile, it, pending == 1)),
-                          Region(producer_step(loop, bars, tile, it))))
+                          Region(producer_step(loop, bars, tile, it, boxes))))
     steps.add_op(scf.YieldOp())
     zero, total, one = index(0), index(loop.trips + loop.ahead), index(1)
     skewed = scf.ForOp(zero.result, total.result, one.result, [], Region(steps))
@@ -180,7 +200,8 @@ class WarpSpecialize(ModulePass):
     ``lower-to-cuda`` runs it unless its ``warp_specialize`` option is given); ``pending``
     (products left in flight across a step: 0 or 1, default 1); ``producer_registers`` and
     ``consumer_registers`` (each role's registers a thread, ``setmaxnreg``, with the body
-    split by role: both or neither, 0 = off)."""
+    split by role: both or neither, 0 = off); ``tensor_copies`` (fill the slots with
+    ``tma.load`` where every copy is a box; default false)."""
 
     name = "warp-specialize"
 
@@ -188,6 +209,7 @@ class WarpSpecialize(ModulePass):
     pending: int = 1
     producer_registers: int = 0
     consumer_registers: int = 0
+    tensor_copies: bool = False
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         if not self.enabled:
@@ -205,7 +227,7 @@ class WarpSpecialize(ModulePass):
             consumers = func.block_shape[0]
             if (len(loops) != 1 or len(matched) != 1
                     or (registers[0] and not fits(consumers, *registers))
-                    or not _rewrite(matched[0], self.pending)):
+                    or not _rewrite(matched[0], self.pending, self.tensor_copies)):
                 continue
             if registers[0]:
                 split_roles(func, consumers, *registers)

@@ -92,3 +92,27 @@ def test_two_consumer_warpgroups_with_registers_a_role_match_the_default_and_flo
     assert "__launch_bounds__(384, 1)" in source
     assert "setmaxnreg.dec.sync.aligned.u32 40;" in source
     _check_against_plain_and_float64(special, plain, block, x, r)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("wide", [False, True])
+@pytest.mark.parametrize(("m", "n", "k"), SHAPES)
+def test_tensor_copies_match_the_default_and_float64(m: int, n: int, k: int,
+                                                     wide: bool) -> None:
+    """``lower-to-cuda{warp_specialize=true tensor_copies=true}``: the producer fills each
+    slot with one bulk tensor copy a tile (``cp.async.bulk.tensor``, the tensor maps made on
+    the host), ragged rows read as zeros past the end instead of clamped, and the bits are
+    the default pipeline's (the same tiles without a producer), on 64 × 128 tiles and on
+    128 × 256 tiles with registers a role."""
+    if torch.cuda.get_device_capability() < (9, 0):
+        pytest.skip("bulk tensor copies and warpgroup products need sm_90a")
+    block, x, r = _product(m, n, k, seed=m + n + k + 2)
+    tiles = WIDE_TILE if wide else ""
+    roles = "producer_registers=40 consumer_registers=232" if wide else ""
+    special = llmopt.compile(block, (x, r), registry.with_options(
+        "lower-to-cuda{arch=sm_90a warp_specialize=true tensor_copies=true}",
+        ",".join(p for p in (tiles, f"warp-specialize{{{roles}}}" if roles else "") if p)))
+    plain = llmopt.compile(block, (x, r), registry.with_options(
+        "lower-to-cuda{arch=sm_90a}", tiles) if tiles else "lower-to-cuda{arch=sm_90a}")
+    assert "cp.async.bulk.tensor" in special.program.source
+    _check_against_plain_and_float64(special, plain, block, x, r)

@@ -1,0 +1,290 @@
+"""Stage fills that are whole boxes: what ``warp-specialize{tensor_copies=1}`` turns into one
+``tma.load`` each (see :mod:`llmopt.passes.kernel.warp_specialize`).
+
+A K loop's copies, as ``tile-to-kernel`` leaves a stage fill, are loop nests in which each of
+the block's threads issues ``kernel.async_copy`` ops of ``count`` elements::
+
+    scf.for %round = 0 to 4 {
+      %flat = %round * 256 + %tid
+      %c1 = %flat mod 8
+      %c0 = %flat / 8
+      kernel.async_copy %x[0, min(%c0 + %bm * 128, 199), %fetch * 64 + %c1 * 8]
+          to %stage[%fill_slot, %c0, %c1 * 8] count 8
+    } {llmopt.role = "stage"}
+
+Such a nest is a box copy when
+
+* the ``dst`` indices are the slot (values from outside the nest) followed by one index per
+  dimension of the tile ``T`` (``dst``'s trailing dimensions), and over every thread and
+  iteration of the nest those indices take each position of ``T`` (the last one in steps of
+  ``count``) exactly once — checked by evaluating them;
+* each ``src`` index is, as a sum of multiples of values, the tile index of one dimension
+  of ``T`` plus terms from outside the nest (the box's corner), or terms from outside only
+  (a dimension the box has extent 1 in); the dimensions of ``T`` appear in order, in the
+  last dimensions of ``src``. An index may be clamped into the source (``minsi(i, extent -
+  1)``, the rows of a ragged edge): the box's elements past the source's end are then read
+  as zeros instead of the last row again, which only rows of outputs the kernel never
+  stores read;
+* the copy is one the tensor memory accelerator can make: ``src`` a contiguous kernel
+  argument of rank at most 5 whose rows are multiples of 16 bytes, ``dst`` unpadded, swizzled
+  only with 128-byte rows (:class:`llmopt.dialects.tma.LoadOp`).
+
+Anything else keeps its ``cp.async`` copies.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass
+from math import prod
+
+from xdsl.dialects import arith, scf
+from xdsl.dialects.builtin import IndexType, IntegerAttr, MemRefType, NoneAttr
+from xdsl.ir import Block, BlockArgument, Operation, SSAValue
+
+from llmopt.dialects import kernel, tma
+from llmopt.dialects._syntax import constant_index
+from llmopt.dialects.wgmma import swizzle
+from llmopt.passes._ir import defined_inside
+from llmopt.passes.kernel._warp_roles import pure
+
+Linear = tuple[int, dict[SSAValue, int]]
+"""An ``index`` value as ``constant + Σ coefficient · leaf``."""
+
+
+@dataclass
+class BoxCopy:
+    """One stage fill as a box: the copy that issued it, the box's corner and the ``dst``
+    indices of the slot it fills."""
+
+    copy: kernel.AsyncCopyOp
+    corner: list[Linear]
+    """Per dimension of ``src``: the box's corner, the index less its tile index."""
+    slot: list[SSAValue]
+    threads: set[SSAValue]
+    """The ``kernel.thread_id x`` values among the copies."""
+    local: set[SSAValue]
+    """Every value defined among the copies (nested ones included)."""
+
+    @property
+    def bytes(self) -> int:
+        """The bytes the box moves."""
+        typ = self.copy.dst.type
+        assert isinstance(typ, MemRefType)
+        return prod(typ.get_shape()[len(self.slot):]) * tma.element_bytes(typ)
+
+
+def _linear(value: SSAValue) -> Linear:
+    """``value`` as a :data:`Linear` of the values that are not sums, differences or
+    multiples by a constant."""
+    op = value.owner
+    known = constant_index(value)
+    if known is not None:
+        return known, {}
+    if isinstance(op, arith.AddiOp | arith.SubiOp):
+        (ca, ta), (cb, tb) = _linear(op.lhs), _linear(op.rhs)
+        sign = 1 if isinstance(op, arith.AddiOp) else -1
+        terms = dict(ta)
+        for leaf, k in tb.items():
+            terms[leaf] = terms.get(leaf, 0) + sign * k
+        return ca + sign * cb, {leaf: k for leaf, k in terms.items() if k}
+    if isinstance(op, arith.MuliOp):
+        for a, b in ((op.lhs, op.rhs), (op.rhs, op.lhs)):
+            factor = constant_index(b)
+            if factor is not None:
+                c, terms = _linear(a)
+                return c * factor, {leaf: k * factor for leaf, k in terms.items() if k * factor}
+    return 0, {value: 1}
+
+
+_EVAL: dict[type[Operation], Callable[[int, int], int]] = {
+    arith.AddiOp: lambda a, b: a + b, arith.SubiOp: lambda a, b: a - b,
+    arith.MuliOp: lambda a, b: a * b, arith.DivUIOp: lambda a, b: a // b,
+    arith.RemUIOp: lambda a, b: a % b, arith.MinSIOp: min, arith.MaxSIOp: max,
+}
+
+
+def _evaluate(value: SSAValue, env: dict[SSAValue, int]) -> int | None:
+    """``value`` for the given values of the nest's varying leaves; ``None`` when it
+    depends on anything else."""
+    if value in env:
+        return env[value]
+    known = constant_index(value)
+    if known is not None:
+        return known
+    op = value.owner
+    fn = _EVAL.get(type(op))
+    if fn is None or not isinstance(op, Operation):
+        return None
+    a, b = (_evaluate(v, env) for v in op.operands[:2])
+    if a is None or b is None or (b == 0 and isinstance(op, arith.DivUIOp | arith.RemUIOp)):
+        return None
+    return fn(a, b)
+
+
+def _loops(copy: Operation, top: Operation) -> list[scf.ForOp] | None:
+    """The ``scf.for`` ops from ``top`` down to ``copy`` (constant bounds), or ``None``
+    when something else encloses it."""
+    chain: list[scf.ForOp] = []
+    node = copy.parent_op()
+    while node is not None:
+        if not isinstance(node, scf.ForOp) or any(
+                constant_index(v) is None for v in (node.lb, node.ub, node.step)):
+            return None
+        chain.append(node)
+        if node is top:
+            return chain[::-1]
+        node = node.parent_op()
+    return None
+
+
+def _src_ok(typ: MemRefType) -> bool:
+    """Whether a tensor map can describe a kernel argument of type ``typ``: contiguous,
+    rank at most 5, every row a multiple of 16 bytes."""
+    shape = typ.get_shape()
+    if not isinstance(typ.layout, NoneAttr) or len(shape) > tma.MAX_RANK:
+        return False
+    return shape[-1] * tma.element_bytes(typ) % 16 == 0
+
+
+def _dst_ok(dst: SSAValue, tile: tuple[int, ...]) -> bool:
+    """Whether a box may be written into ``dst``'s tiles of shape ``tile``."""
+    owner = dst.owner
+    if not isinstance(owner, kernel.SharedOp) or "llmopt.pad" in owner.attributes:
+        return False
+    row = tile[-1] * tma.element_bytes(dst.type)
+    swz = swizzle(dst)
+    return (all(t <= tma.MAX_BOX for t in tile) and row % 16 == 0
+            and (swz is None or (swz == tma.SWIZZLE_ROW_BYTES and row == swz)))
+
+
+def _covers(copy: kernel.AsyncCopyOp, loops: list[scf.ForOp], tid: set[SSAValue],
+            threads: int, tile: tuple[int, ...]) -> bool:
+    """Whether the nest's copies, over ``threads`` threads, write each place of the tile
+    once (the innermost dimension in steps of ``count``)."""
+    ranges = [range(constant_index(f.lb) or 0, constant_index(f.ub) or 0,
+                    constant_index(f.step) or 1) for f in loops]
+    count = copy.elements
+    index = list(copy.dst_indices)[-len(tile):]
+    seen: set[tuple[int, ...]] = set()
+    for thread, *ivs in itertools.product(range(threads), *ranges):
+        env = dict.fromkeys(tid, thread) | {f.body.block.args[0]: iv
+                                            for f, iv in zip(loops, ivs, strict=True)}
+        at = tuple(_evaluate(v, env) for v in index)
+        if any(a is None for a in at):
+            return False
+        place = tuple(a for a in at if a is not None)
+        if (place in seen or place[-1] % count
+                or any(not 0 <= a < t for a, t in zip(place, tile, strict=True))):
+            return False
+        seen.add(place)
+    return len(seen) * count == prod(tile)
+
+
+def _clamp(value: SSAValue, extent: int) -> SSAValue:
+    """``i`` for ``minsi(i, extent - 1)``, else ``value``."""
+    op = value.owner
+    if isinstance(op, arith.MinSIOp) and constant_index(op.rhs) == extent - 1:
+        return op.lhs
+    return value
+
+
+def box_copy(copy: kernel.AsyncCopyOp, top: Operation, threads: int,
+             varying: Callable[[SSAValue], bool], tid: set[SSAValue]) -> BoxCopy | None:
+    """``copy`` (issued in the nest ``top`` by ``threads`` threads) as a box, or ``None``."""
+    src, dst = copy.src.type, copy.dst.type
+    assert isinstance(src, MemRefType) and isinstance(dst, MemRefType)
+    loops = _loops(copy, top)
+    if (loops is None or not isinstance(copy.src, BlockArgument) or not _src_ok(src)
+            or src.element_type != dst.element_type):
+        return None
+    dst_index = list(copy.dst_indices)
+    slot = [v for v in dst_index if not varying(v)]
+    if dst_index[:len(slot)] != slot or len(slot) == len(dst_index):
+        return None
+    tile = tuple(dst.get_shape()[len(slot):])
+    if len(tile) > len(src.get_shape()) or not _dst_ok(copy.dst, tile):
+        return None
+    tile_index = [_linear(v) for v in dst_index[len(slot):]]
+    first = len(src.get_shape()) - len(tile)
+    forms: list[Linear] = []
+    for d, (value, extent) in enumerate(zip(copy.src_indices, src.get_shape(), strict=True)):
+        c, terms = _linear(_clamp(value, extent))
+        k = d - first if d >= first else None
+        if k is not None:
+            tc, tt = tile_index[k]
+            c -= tc
+            for leaf, coeff in tt.items():
+                terms[leaf] = terms.get(leaf, 0) - coeff
+        if any(coeff and varying(leaf) for leaf, coeff in terms.items()):
+            return None
+        forms.append((c, {leaf: coeff for leaf, coeff in terms.items() if coeff}))
+    if not _covers(copy, loops, tid, threads, tile):
+        return None
+    return BoxCopy(copy, forms, slot, tid, set())
+
+
+def box_copies(copies: list[Operation], threads: int) -> list[BoxCopy] | None:
+    """The K loop's ``copies`` (issued by ``threads`` threads) as boxes, one per
+    ``kernel.async_copy``; ``None`` unless every one of them is a box and nothing else
+    among them touches memory."""
+    tid = {op.results[0] for c in copies for op in c.walk()
+           if isinstance(op, kernel.ThreadIdOp) and op.dim.data == "x"}
+
+    def varying(value: SSAValue) -> bool:
+        """Whether ``value`` differs between the nest's threads or iterations."""
+        if value in tid or any(defined_inside(value, c) for c in copies):
+            return True
+        owner = value.owner
+        return owner in copies and any(varying(v) for v in owner.operands)
+
+    local = {v for c in copies for op in c.walk() for v in op.results} | {
+        a for c in copies for op in c.walk() for r in op.regions for b in r.blocks
+        for a in b.args}
+    boxes: list[BoxCopy] = []
+    for top in copies:
+        for op in top.walk():
+            if isinstance(op, kernel.AsyncCopyOp):
+                found = box_copy(op, top, threads, varying, tid)
+                if found is None:
+                    return None
+                found.local = local
+                boxes.append(found)
+            elif not (pure(op) or isinstance(op, scf.ForOp | scf.YieldOp | kernel.ThreadIdOp)):
+                return None
+    return boxes or None
+
+
+def corner(box: BoxCopy, outer: dict[SSAValue, SSAValue], block: Block) -> list[SSAValue]:
+    """Ops appended to ``block`` computing the box's corner, the values from outside the
+    copies mapped by ``outer`` (those defined among them, which do not vary, cloned)."""
+    built: dict[SSAValue, SSAValue] = {}
+
+    def build(value: SSAValue) -> SSAValue:
+        if value not in built:
+            op = value.owner
+            if value in box.local and isinstance(op, Operation):
+                clone = op.clone(value_mapper={v: build(v) for v in op.operands})
+                block.add_op(clone)
+                built[value] = clone.results[list(op.results).index(value)]
+            else:
+                built[value] = outer.get(value, value)
+        return built[value]
+
+    def add(op: Operation) -> SSAValue:
+        block.add_op(op)
+        return op.results[0]
+
+    def const(c: int) -> SSAValue:
+        return add(arith.ConstantOp(IntegerAttr(c, IndexType())))
+
+    result: list[SSAValue] = []
+    for c, terms in box.corner:
+        total: SSAValue | None = const(c) if c or not terms else None
+        for leaf, k in terms.items():
+            term = build(leaf) if k == 1 else add(arith.MuliOp(build(leaf), const(k)))
+            total = term if total is None else add(arith.AddiOp(total, term))
+        assert total is not None
+        result.append(total)
+    return result
