@@ -94,12 +94,14 @@ KNOBS: dict[str, IntRange] = {
     "mma_promote": IntRange(1, 64),
     "mma_split": _one_of(1, 2, 3),
     "min_blocks": IntRange(0, 32),
+    "roles": _one_of(1, 2),
 }  # fmt: skip
 """The ``llmopt.schedule`` knobs of the Tile-IR passes and ``kernel-to-cuda`` (see
 :mod:`llmopt.passes.tile._schedule`) and their ranges: register tiles (``bm × bn`` per
 block, ``tm × tn`` per thread), K chunks (``bk``), shared-memory slots (``stages``), split-K
 slices, ``__launch_bounds__``' minimum blocks per multiprocessor (0: none; 32 is the most
-any GPU keeps resident)."""
+any GPU keeps resident), the roles of a product's threads (2: a producer warpgroup issues
+the copies)."""
 
 MAX_ACCUMULATORS = 256
 """The largest register tile ``tm × tn`` (a thread has at most 255 registers)."""
@@ -141,12 +143,12 @@ OPTIONS: dict[str, dict[str, Option]] = {
                             "carveout": Option(IntRange(-1, 100), unset=False),
                             "prefetch_after": Option(IntRange(-1, 1 << 31), unset=False)},
     "apply-tuned": {"user": Option(_one_of(0, 1))},
-    "split-k": {"split_k": _knob("split_k")},
+    "split-k": {"split_k": _knob("split_k"), "roles": _knob("roles")},
     "register-tile": {name: _knob(name)
-                      for name in ("bm", "bn", "tm", "tn", "blocked", "raster")},
+                      for name in ("bm", "bn", "tm", "tn", "blocked", "raster", "roles")},
     "stage-inputs": {"bk": _knob("bk"), "kmajor": _knob("kmajor"),
                      "chunk_unroll": Option(IntRange(0, 64))},
-    "async-copy": {"stages": _knob("stages"), "carry": _knob("carry"),
+    "async-copy": {"stages": _knob("stages"), "carry": _knob("carry"), "roles": _knob("roles"),
                    "lag": Option(_one_of(0, 1)), "alone": Option(_one_of(0, 1))},
     "prefetch-stages": {"prefetch": _knob("prefetch")},
     "pad-shared": {"pad": Option(IntRange(0, 64))},

@@ -133,23 +133,27 @@ for _name, (_module, _attr) in _BUILTIN_PASSES.items():
 #: ``programmatic-launch`` lets each kernel's blocks be scheduled while the previous kernel
 #: drains (sm_90 and newer). ``version-row-groups`` gives a register tile over a runtime
 #: length one K loop per count of its live row groups, so that a bucket's kernel skips the
-#: padded rows' multiply-adds as a static tile does. ``warp-specialize`` (pipeline option
-#: ``warp_specialize``, off by default) gives a warpgroup product's copies a producer
-#: warpgroup of their own, which with ``tensor_copies`` (off by default) fills each slot
-#: with bulk tensor copies.
+#: padded rows' multiply-adds as a static tile does. ``warp-specialize`` gives a warpgroup
+#: product's copies a producer warpgroup of their own, which fills each slot with bulk
+#: tensor copies (``tensor_copies``, on by default) and gives its registers to the
+#: computing warpgroups: on sm_90a the kernels ``async-copy`` marks with two roles (16-bit
+#: products of static shapes; pipeline option ``roles``: 0 that default, 1 none, 2 every
+#: product whose fills allow), every warpgroup product with ``warp_specialize=true``.
 PIPELINES: dict[str, tuple[dict[str, str], str]] = {
     "lower-to-cuda": (
-        {"arch": DEFAULT_ARCH, "warp_specialize": "false", "tensor_copies": "false"},
+        {"arch": DEFAULT_ARCH, "warp_specialize": "false", "tensor_copies": "true",
+         "roles": "0"},
         "torch-to-prim,canonicalize,prim-to-loop,fuse-kernels{{recompute_limit=0}},canonicalize,"
         "cse,hoist-reduce-factors,flash-attention{{arch={arch}}},outline-repeated-kernels,"
         "loop-to-tile{{arch={arch}}},length-buckets{{arch={arch}}},apply-tuned{{arch={arch}}},"
-        "split-k{{arch={arch}}},"
-        "register-tile{{arch={arch}}},warp-gemv{{arch={arch}}},stage-inputs{{arch={arch}}},"
-        "async-copy{{arch={arch}}},"
+        "split-k{{arch={arch} roles={roles}}},"
+        "register-tile{{arch={arch} roles={roles}}},warp-gemv{{arch={arch}}},"
+        "stage-inputs{{arch={arch}}},async-copy{{arch={arch} roles={roles}}},"
         "prefetch-stages,wgmma-fragments{{arch={arch}}},pad-shared,mma-fragments,"
         "vector-fragments,"
         "tile-to-kernel,"
-        "warp-specialize{{enabled={warp_specialize} tensor_copies={tensor_copies}}},"
+        "warp-specialize{{enabled={warp_specialize} tensor_copies={tensor_copies} "
+        "producer_registers=40 consumer_registers=232}},"
         "dedup-kernels,hoist-constants,canonicalize,cse,dedup-kernels,"
         "version-row-groups,inline-repeated-kernels,merge-branches,fuse-launches,plan-buffers,"
         "programmatic-launch{{arch={arch}}},"

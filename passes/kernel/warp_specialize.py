@@ -140,6 +140,7 @@ from llmopt.passes.kernel._warp_steps import (
     producer_step,
     tile_index,
 )
+from llmopt.passes.tile._schedule import PRODUCER_ROLES, kernel_knobs
 
 __all__ = ["WarpSpecialize"]
 
@@ -196,8 +197,10 @@ def _rewrite(loop: KLoop, pending: int, tensor_copies: bool) -> bool:
 @dataclass(frozen=True)
 class WarpSpecialize(ModulePass):
     """Producer/consumer products through ``mbarrier`` slots (see the module docstring).
-    Options: ``enabled`` (default true; ``false`` leaves the module alone, as
-    ``lower-to-cuda`` runs it unless its ``warp_specialize`` option is given); ``pending``
+    Options: ``enabled`` (default true: every kernel of the form; ``false``: only those whose
+    ``llmopt.schedule`` asks for two roles, ``roles = 2``, as ``async-copy`` marks a 16-bit
+    product on sm_90a — ``lower-to-cuda`` runs it so unless its ``warp_specialize`` option
+    is given); ``pending``
     (products left in flight across a step: 0 or 1, default 1); ``producer_registers`` and
     ``consumer_registers`` (each role's registers a thread, ``setmaxnreg``, with the body
     split by role: both or neither, 0 = off); ``tensor_copies`` (fill the slots with
@@ -212,8 +215,6 @@ class WarpSpecialize(ModulePass):
     tensor_copies: bool = False
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        if not self.enabled:
-            return
         registers = self.producer_registers, self.consumer_registers
         if (registers[0] == 0) != (registers[1] == 0):
             raise PassFailedException("warp-specialize: producer_registers and "
@@ -221,6 +222,8 @@ class WarpSpecialize(ModulePass):
                                       f"{registers[0]} and {registers[1]})")
         shapes: dict[str, list[int]] = {}  # kernels specialised: their new block
         for func in [f for f in op.ops if isinstance(f, kernel.FuncOp)]:
+            if not (self.enabled or kernel_knobs(func).get("roles") == PRODUCER_ROLES):
+                continue
             loops = [o for o in func.walk() if isinstance(o, scf.ForOp)
                      and role(o) == "k_loop"]
             matched = [m for m in (match(func, o) for o in loops) if m is not None]

@@ -21,8 +21,10 @@ from xdsl.ir.affine import (
 from xdsl.traits import is_side_effect_free
 
 from llmopt.dialects import loop, tile
+from llmopt.passes.tile._schedule import PRODUCER_ROLES
 from llmopt.passes.tile._schedule_product import ProductSchedule, choose_product_schedule
 from llmopt.passes.tile._schedule_tiles import HALF_KINDS, tensor_core_kind
+from llmopt.target import WGMMA_ARCH
 from llmopt.target import for_arch as limits
 
 
@@ -145,19 +147,26 @@ def _with_runtime_rows(kernel: tile.KernelOp, found: Contraction) -> Contraction
     return replace(found, length=length)
 
 
-def contraction_schedule(found: Contraction, arch: str, rows: int = 0
+def contraction_schedule(found: Contraction, arch: str, rows: int = 0, roles: int = 0
                          ) -> ProductSchedule | None:
     """What the heuristics choose for ``found`` on ``arch``
     (:func:`~llmopt.passes.tile._schedule.choose_product_schedule` of its shape, its
     accesses' periods and whether its sums may use the tensor cores), for at most ``rows``
-    rows (0: its ``m`` extent, the maximum of runtime rows)."""
+    rows (0: its ``m`` extent, the maximum of runtime rows), as a product of ``roles`` roles
+    (0: by default a 16-bit product of static rows on sm_90a is scheduled as one of two,
+    since ``async-copy`` gives it a producer warpgroup:
+    :func:`~llmopt.passes.tile._schedule.default_roles`)."""
     ext = found.extents
     kind = tensor_core_kind(arch, found.reduce.result.type, factor_types(found))
+    halves = kind in HALF_KINDS
+    if not roles:
+        roles = (PRODUCER_ROLES if halves and arch == WGMMA_ARCH and found.length is None
+                 else 1)
     return choose_product_schedule(rows or ext[found.m], ext[found.n],
                                    found.reduce.trip_count,
                                    math.prod(ext[d] for d in found.batch), limits(arch),
                                    len(found.reduces), tile_periods(found),
-                                   kind is not None, kind in HALF_KINDS)
+                                   kind is not None, halves, roles)
 
 
 def factor_types(found: Contraction) -> list[Attribute]:

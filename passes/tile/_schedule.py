@@ -15,7 +15,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, i64
+from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, StringAttr, i64
 from xdsl.ir import Operation
 
 from llmopt.dialects import tile
@@ -76,6 +76,30 @@ class RegisterTile:
 
 DEFAULT_STAGES = 3
 """Shared-memory slots per staged tile that ``async-copy`` fills ahead (1: synchronous fills)."""
+
+PRODUCER_ROLES = 2
+"""The ``roles`` knob of a product whose copies a producer warpgroup issues (``async-copy``
+gives its slots all of the shared memory, ``warp-specialize`` splits the block); 1: every
+thread copies and computes."""
+PRODUCER_STAGES = 4
+"""The slots a staged tile of a two-role product gets by default."""
+
+
+def default_roles(kernel: Operation, arch: str, element_bits: Sequence[int],
+                  static: bool) -> int:
+    """Two roles (a producer warpgroup, the rest computing) for a tensor-core product (its
+    accumulators in the ``mma`` layout; not an attention kernel) on the one architecture
+    with warpgroup products and bulk tensor copies (sm_90a), whose staged tiles are 16-bit
+    and whose sources and chunk count are static (their copies are then whole boxes: one
+    bulk copy a tile); else one."""
+    from llmopt.target import WGMMA_ARCH
+
+    product = "llmopt.flash" not in kernel.attributes and any(
+        op.attributes.get("llmopt.layout") == StringAttr("mma") for op in kernel.walk())
+    if (arch == WGMMA_ARCH and static and product and element_bits
+            and all(bits == 16 for bits in element_bits)):
+        return PRODUCER_ROLES
+    return 1
 
 
 def default_kmajor(kernel: Operation) -> int:

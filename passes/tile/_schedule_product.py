@@ -144,15 +144,17 @@ LAUNCH = 2e-6
 
 def product_time(t: RegisterTile, m: int, n: int, k: int, batch: int, split: int,
                  gpu: GpuLimits, accumulators: int = 1, tensor_cores: bool = False,
-                 halves: bool = False) -> float:
+                 halves: bool = False, roles: int = 1) -> float:
     """Modelled seconds of a ``batch × m × n × k`` product with tile ``t`` and ``split``
     slices: the waves of the busiest multiprocessor, each ``bm·bn·k/split`` multiply-adds
     at :data:`BLOCK_RATE` × the micro-tile's efficiency (:func:`tile_efficiency`; 16-bit
     factors: ``halves``) plus :data:`WAVE_OVERHEAD`, plus, when split, the partial sums'
-    traffic (of each of the ``accumulators`` reductions) and one launch."""
+    traffic (of each of the ``accumulators`` reductions) and one launch. ``roles``: 2 for a
+    product whose copies a producer warpgroup will issue (its tiles' efficiency then
+    differs)."""
     blocks = batch * t.blocks(m, n) * split
     waves = -(-blocks // gpu.sms)
-    rate = BLOCK_RATE * tile_efficiency(t, tensor_cores, halves, blocks, gpu)
+    rate = BLOCK_RATE * tile_efficiency(t, tensor_cores, halves, blocks, gpu, roles)
     time = waves * (t.bm * t.bn * (k / split) / rate + WAVE_OVERHEAD)
     if split > 1:
         time += accumulators * (split + 1) * batch * m * n * 4 / PARTIALS_BANDWIDTH + LAUNCH
@@ -161,7 +163,7 @@ def product_time(t: RegisterTile, m: int, n: int, k: int, batch: int, split: int
 
 def choose_product_schedule(m: int, n: int, k: int, batch: int, gpu: GpuLimits,
                             accumulators: int = 1, periods: tuple[int, int] = (0, 0),
-                            tensor_cores: bool = False, halves: bool = False
+                            tensor_cores: bool = False, halves: bool = False, roles: int = 1
                             ) -> ProductSchedule | None:
     """The register tile and K slices of least :func:`product_time`: for each tile with at
     least 8 outputs a thread (dividing the accesses' ``periods``, see
@@ -194,14 +196,16 @@ def choose_product_schedule(m: int, n: int, k: int, batch: int, gpu: GpuLimits,
     the output, with at most 64 accumulators a thread, compete at :data:`MMA_EFFICIENCY`
     where K is a multiple of 32 (each slice too); of a product of 16-bit factors
     (``halves``) the :data:`MMA_HALF_TILES`, at most :data:`MMA_HALF_ACCUMULATORS` a
-    thread for one reduction, at :data:`MMA_HALF_EFFICIENCY`."""
+    thread for one reduction, at :data:`MMA_HALF_EFFICIENCY`; with ``roles = 2`` (a
+    product whose copies a producer warpgroup will issue) the warpgroup tiles at
+    :data:`~llmopt.passes.tile._schedule_tiles.WGMMA_PRODUCER_EFFICIENCY`."""
     chosen = _product_schedule(m, n, k, batch, gpu, accumulators, periods, tensor_cores,
-                               ragged=False, halves=halves)
+                               ragged=False, halves=halves, roles=roles)
     few_rows = m <= FEW_ROWS
     if chosen is None or chosen.tile.tm * chosen.tile.tn < 8 or few_rows:
         if m * n >= MIN_RAGGED_OUTPUTS:
             ragged = _product_schedule(m, n, k, batch, gpu, accumulators, periods,
-                                       tensor_cores, ragged=True, halves=halves)
+                                       tensor_cores, ragged=True, halves=halves, roles=roles)
             return ragged or chosen
     return chosen
 
@@ -223,7 +227,7 @@ the smallest tile, 16 × 16)."""
 
 def _product_schedule(m: int, n: int, k: int, batch: int, gpu: GpuLimits, accumulators: int,
                       periods: tuple[int, int], tensor_cores: bool, ragged: bool,
-                      halves: bool = False) -> ProductSchedule | None:
+                      halves: bool = False, roles: int = 1) -> ProductSchedule | None:
     """:func:`choose_product_schedule` among the dividing tiles, or among all (``ragged``);
     without a tile of 8 outputs a thread, :func:`choose_register_tile`'s (dividing)."""
     good = [t for t in fitting_tiles(m, n, accumulators, periods, ragged)
@@ -243,13 +247,14 @@ def _product_schedule(m: int, n: int, k: int, batch: int, gpu: GpuLimits, accumu
     for cores, tiles in ((False, good), (True, cores_tiles)):
         for t in tiles:
             splits = {split_for(t, m, n, k, batch, gpu, accumulators, cores)}
-            if accumulators > 1:  # no fitted rule for these yet: the model weighs each split
+            if accumulators > 1 or (cores and roles == 2):
+                # no fitted rule for these yet: the model weighs each split
                 splits |= {s for s in (1, 2, 4, 8) if k % (s * 32) == 0 and k // s >= 128}
             for split in sorted(splits):
                 if cores and (k // split) % 32:
                     continue
                 time = product_time(t, m, n, k, batch, split, gpu, accumulators, cores,
-                                    halves)
+                                    halves, roles)
                 options.append((time, ProductSchedule(t, split, cores)))
     return min(options, key=lambda o: o[0])[1]
 

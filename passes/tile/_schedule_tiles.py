@@ -108,6 +108,16 @@ products of Qwen2.5-7B and TinyLlama at 512 rows ran faster in 64 × 128 or 128 
 than in 64 × 256 or 128 × 256 ones (``bench/results/gemm-bf16-h200.md``); 64 columns (two
 reductions' accumulators, the fused gate/up) an estimate."""
 
+WGMMA_PRODUCER_EFFICIENCY = {(128, 256): 15.0, (128, 128): 12.5, (64, 256): 10.0,
+                             (64, 128): 9.7, (128, 64): 8.0}
+"""Speed of a :data:`WGMMA_TILES` block whose copies a producer warpgroup issues with bulk
+tensor copies (a two-role product, ``async-copy``'s ``roles = 2``), by its ``bm × bn``: one
+block a multiprocessor, so the tiles of two computing warpgroups rank first and the widest
+most. Fitted on the H100 (``bench/results/gemm-bf16-tma-h100.md``): 512×18944×3584 took
+0.182 ms in 296 blocks of 128×256 (3 waves), 0.184 in 592 of 128×128 (5) and 0.214 in
+1184 of 64×128 (9); 2047×2048×5632 0.087 in 128 blocks of 128×256 and 0.105 in 256 of
+128×128. The 64-row and 64-column tiles are estimates."""
+
 WGMMA_BK = 64
 """The K chunk of a :data:`WGMMA_TILES` block: one 128-byte row of 16-bit values, what a
 swizzled tile holds."""
@@ -188,13 +198,16 @@ def mma_accumulators(halves: bool, accumulators: int) -> int:
 
 
 def tile_efficiency(t: RegisterTile, tensor_cores: bool = False, halves: bool = False,
-                    blocks: int = 0, gpu: GpuLimits | None = None) -> float:
+                    blocks: int = 0, gpu: GpuLimits | None = None, roles: int = 1) -> float:
     """:data:`TILE_EFFICIENCY` of ``t``'s micro-tile (0.15 for one not in the table), times
     :data:`SMALL_BLOCK_EFFICIENCY` for a block of fewer than 256 threads; on the tensor
     cores :data:`MMA_EFFICIENCY`, or with 16-bit factors (``halves``)
     :data:`MMA_HALF_EFFICIENCY`, times :data:`LONE_BLOCK_EFFICIENCY` for a block of fewer
     than :data:`LONE_WARPS` warps when its ``blocks`` leave some of ``gpu``'s
-    multiprocessors a single one."""
+    multiprocessors a single one; a warpgroup tile of a two-role product (``roles = 2``)
+    at :data:`WGMMA_PRODUCER_EFFICIENCY`."""
+    if tensor_cores and halves and roles == 2 and is_wgmma_tile(t):
+        return WGMMA_PRODUCER_EFFICIENCY.get((t.bm, t.bn), WGMMA_EFFICIENCY[t.tm, t.tn])
     if tensor_cores and halves:
         lone = (gpu is not None and t.threads < 32 * LONE_WARPS
                 and blocks < 2 * gpu.sms)

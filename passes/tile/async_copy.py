@@ -71,8 +71,8 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import arith, scf
-from xdsl.dialects.builtin import IntegerAttr, ModuleOp, StringAttr, i64
-from xdsl.ir import Block, Region
+from xdsl.dialects.builtin import IntegerAttr, IntegerType, MemRefType, ModuleOp, StringAttr, i64
+from xdsl.ir import Block, Region, SSAValue
 from xdsl.ir.affine import AffineDimExpr, AffineExpr
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
@@ -96,8 +96,12 @@ from llmopt.passes.tile._async_sizing import (
 )
 from llmopt.passes.tile._schedule import (
     DEFAULT_STAGES,
+    PRODUCER_ROLES,
+    PRODUCER_STAGES,
     default_carry,
+    default_roles,
     knob,
+    set_knob,
 )
 from llmopt.passes.tile._sink_stages import sink_stages
 from llmopt.passes.tile.prefetch_stages import staged_fills
@@ -110,6 +114,21 @@ LAG_ATTR = "llmopt.lag"
 (``async-copy{lag=1}``): the tiles a chunk's products read are refilled two chunks later."""
 
 
+def _element_bits(buffer: SSAValue) -> int:
+    """The bits of an element of a memref value (0 for another type)."""
+    typ = buffer.type
+    if not isinstance(typ, MemRefType):
+        return 0
+    elem = typ.element_type
+    return elem.width.data if isinstance(elem, IntegerType) else getattr(elem, "bitwidth", 0)
+
+
+def _static(buffer: SSAValue) -> bool:
+    """Whether a memref value has a static shape."""
+    typ = buffer.type
+    return isinstance(typ, MemRefType) and all(d >= 0 for d in typ.get_shape())
+
+
 @dataclass
 class AsyncKLoop(RewritePattern):
     """Pipeline one staged K loop with asynchronous copies (see the module docstring)."""
@@ -120,21 +139,27 @@ class AsyncKLoop(RewritePattern):
     lag: int = 0
     alone: int = 0
     sink: bool = False
+    roles: int = 0
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: scf.ForOp, rewriter: PatternRewriter) -> None:
         kern = block_level_loop(op)
         if kern is None or "llmopt.prefetch" in op.attributes:
             return
-        stages = knob(self.stages, kern, "stages", DEFAULT_STAGES)
         n = const_int(op.ub)
         dynamic = n is None
         if dynamic:
             n = static_bound(op.ub)
+        found = staged_fills(op)
+        roles = knob(self.roles, kern, "roles", default_roles(
+            kern, self.arch, [_element_bits(f.store.buffer) for f in found or []],
+            not dynamic and all(_static(f.load.buffer) for f in found or [])))
+        producer = roles == PRODUCER_ROLES
+        stages = knob(self.stages, kern, "stages",
+                      PRODUCER_STAGES if producer else DEFAULT_STAGES)
         if (stages < 2 or const_int(op.lb) != 0 or const_int(op.step) != 1 or not n or n < 2
                 or (dynamic and op.iter_args)):
             return
-        found = staged_fills(op)
         if found is None or any(f.store.buffer.owner.parent_op() is not op.parent_op()
                                 for f in found):
             return
@@ -148,7 +173,7 @@ class AsyncKLoop(RewritePattern):
         stages = min(stages, n + 1)
         gpu = limits(self.arch)
         others = other_tiles_bytes(op, {f.store.buffer for f in found})
-        budget = gpu.max_smem if self.alone else smem_budget(gpu)
+        budget = gpu.max_smem if self.alone or producer else smem_budget(gpu)
         if others + tile_bytes(found, widths, 1) > budget:
             budget = gpu.max_smem  # one block a multiprocessor already: all of it is ours
         while stages > 2 and others + tile_bytes(found, widths, stages) > budget:
@@ -162,8 +187,8 @@ class AsyncKLoop(RewritePattern):
         first, computing = body[0], body[len(found)]
         # A loop that already carries values keeps the computed form (its yield is not ours);
         # a loop whose trip count is a value carries the counters (wrapped at that value).
-        if not op.iter_args and (dynamic or knob(self.carry, kern, "carry",
-                                                 default_carry(kern)) == 1):
+        carry = knob(self.carry, kern, "carry", 1 if producer else default_carry(kern))
+        if not op.iter_args and (dynamic or carry == 1):
             op, (k0, read, write, chunk) = carried(op, stages, ahead_by, n,
                                                    op.ub if dynamic else None, rewriter)
             slot_of, fetch_of = write, chunk
@@ -209,6 +234,8 @@ class AsyncKLoop(RewritePattern):
         for old in slots:
             rewriter.erase(old.owner)  # type: ignore[arg-type]
         op.attributes["llmopt.prefetch"] = StringAttr(f"async{stages}")
+        if producer:
+            set_knob(kern, "roles", PRODUCER_ROLES)
         if lag:
             op.attributes[LAG_ATTR] = IntegerAttr(lag, i64)
 
@@ -226,7 +253,12 @@ class AsyncCopy(ModulePass):
     ``alone`` (1: the slots may take all the shared memory a block may use, the block then
     running alone on its multiprocessor; 0, the default: half, so two blocks fit), ``sink``
     (``true``: a synchronous fill in front of the loop moves behind the prologue, see the
-    module docstring; default ``false``)."""
+    module docstring; default ``false``), ``roles`` (2: a producer warpgroup will issue the
+    copies — ``warp-specialize`` splits every kernel marked so — and the slots take all the
+    shared memory, four of them unless ``stages`` says otherwise, their counters carried
+    unless ``carry`` says otherwise (the form ``warp-specialize`` takes); 1: every thread copies and
+    computes; 0 = the kernel's ``llmopt.schedule``, else
+    :func:`~llmopt.passes.tile._schedule.default_roles`)."""
 
     name = "async-copy"
 
@@ -236,10 +268,12 @@ class AsyncCopy(ModulePass):
     lag: int = 0
     alone: int = 0
     sink: bool = False
+    roles: int = 0
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         if self.stages < 0:
             raise PassFailedException(f"async-copy: stages must be ≥ 0, got {self.stages}")
         PatternRewriteWalker(KeepLocation(AsyncKLoop(self.stages, self.arch, self.carry,
-                                                     self.lag, self.alone, self.sink)),
+                                                     self.lag, self.alone, self.sink,
+                                                     self.roles)),
                              apply_recursively=False).rewrite_module(op)

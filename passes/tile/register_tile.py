@@ -115,6 +115,7 @@ class TileContraction(RewritePattern):
     blocked: int
     arch: str
     raster: int = 0
+    roles: int = 0
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: tile.KernelOp, rewriter: PatternRewriter) -> None:
@@ -126,7 +127,7 @@ class TileContraction(RewritePattern):
         if found.length is not None and op.grid_size is None:
             return  # runtime rows need a launch whose grid follows the length
         typ = found.reduce.result.type
-        auto = contraction_schedule(found, self.arch)
+        auto = contraction_schedule(found, self.arch, roles=knob(self.roles, op, "roles", 0))
         default = auto.tile if auto is not None else RegisterTile(0, 0, 1, 1)
         tile_ = RegisterTile(knob(self.bm, op, "bm", default.bm),
                              knob(self.bn, op, "bn", default.bn),
@@ -197,7 +198,9 @@ class RegisterTilePass(ModulePass):
     K-major), ``raster`` (the order of the blocks' tiles, :data:`COLUMNS_FASTEST` or
     :data:`ROWS_FASTEST`; 0: the schedule's, else rows fastest for 16-bit products in the
     tensor-core layout), ``arch`` (whose
-    limits the heuristic reads); 0 = the kernel's ``llmopt.schedule`` or the heuristic.
+    limits the heuristic reads), ``roles`` (2: schedule the products as ones whose copies a
+    producer warpgroup issues, 1: as ones whose every thread copies and computes; see
+    ``async-copy``); 0 = the kernel's ``llmopt.schedule`` or the heuristic.
     """
 
     name = "register-tile"
@@ -209,11 +212,12 @@ class RegisterTilePass(ModulePass):
     blocked: int = 0
     raster: int = 0
     arch: str = "sm_90"
+    roles: int = 0
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         PatternRewriteWalker(
             KeepLocation(TileContraction(self.bm, self.bn, self.tm, self.tn, self.blocked,
-                                         self.arch, self.raster)),
+                                         self.arch, self.raster, self.roles)),
             apply_recursively=False,
         ).rewrite_module(op)
 

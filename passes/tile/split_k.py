@@ -91,6 +91,7 @@ class SplitContraction(RewritePattern):
 
     split_k: int
     arch: str
+    roles: int = 0
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: tile.KernelOp, rewriter: PatternRewriter) -> None:
@@ -102,7 +103,7 @@ class SplitContraction(RewritePattern):
         ext = found.extents
         k_ext = found.reduce.trip_count
         typ = found.reduce.result.type
-        chosen = contraction_schedule(found, self.arch)
+        chosen = contraction_schedule(found, self.arch, roles=knob(self.roles, op, "roles", 0))
         if chosen is None:
             return
         tile_, auto, tensor_cores = chosen
@@ -244,13 +245,15 @@ def split_kernels(op: tile.KernelOp, found: Contraction, split: int,
 class SplitK(ModulePass):
     """Split the K loop of skinny matrix products (see the module docstring). Options:
     ``split_k`` (slices; 0 = the kernel's ``llmopt.schedule`` or the heuristic, 1 = never),
-    ``arch``."""
+    ``arch``, ``roles`` (how many the products are scheduled for, see ``register-tile``)."""
 
     name = "split-k"
 
     split_k: int = 0
     arch: str = "sm_90"
+    roles: int = 0
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        PatternRewriteWalker(KeepLocation(SplitContraction(self.split_k, self.arch)),
+        PatternRewriteWalker(KeepLocation(SplitContraction(self.split_k, self.arch,
+                                                           self.roles)),
                              apply_recursively=False).rewrite_module(op)
