@@ -153,7 +153,7 @@ class AsyncKLoop(RewritePattern):
         found = staged_fills(op)
         roles = knob(self.roles, kern, "roles", default_roles(
             kern, self.arch, [_element_bits(f.store.buffer) for f in found or []],
-            not dynamic and all(_static(f.load.buffer) for f in found or [])))
+            not dynamic and all(_static(f.load.buffer) for f in found or []), n or 0))
         producer = roles == PRODUCER_ROLES
         stages = knob(self.stages, kern, "stages",
                       PRODUCER_STAGES if producer else DEFAULT_STAGES)
