@@ -156,7 +156,8 @@ def test_with_options_sets_knobs_of_the_expanded_pipeline() -> None:
                                 "wgmma-fragments{pending=1}").split(",")
     assert len(got) == len(full)
     changed = {a: b for a, b in zip(full, got, strict=True) if a != b}
-    assert changed == {"async-copy{arch=sm_90a}": "async-copy{arch=sm_90a stages=4 lag=1}",
+    assert changed == {"async-copy{arch=sm_90a roles=0}":
+                       "async-copy{arch=sm_90a roles=0 stages=4 lag=1}",
                        "wgmma-fragments{arch=sm_90a}":
                        "wgmma-fragments{arch=sm_90a pending=1}"}
     assert registry.with_options("cse,canonicalize{max_iterations=2}",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from llmopt.passes.tile._schedule import RegisterTile
+from llmopt.passes.tile._schedule import PRODUCER_MIN_CHUNKS, PRODUCER_ROLES, RegisterTile
 from llmopt.passes.tile._schedule_tiles import (
     WGMMA_BK,
     fitting_tiles,
@@ -254,9 +254,16 @@ def _product_schedule(m: int, n: int, k: int, batch: int, gpu: GpuLimits, accumu
                 if cores and (k // split) % 32:
                     continue
                 time = product_time(t, m, n, k, batch, split, gpu, accumulators, cores,
-                                    halves, roles)
+                                    halves, _roles_of(roles, k // split))
                 options.append((time, ProductSchedule(t, split, cores)))
     return min(options, key=lambda o: o[0])[1]
+
+
+def _roles_of(roles: int, k: int) -> int:
+    """The roles a product scheduled as one of ``roles`` gets for a K loop of ``k``: two
+    only with at least :data:`~llmopt.passes.tile._schedule.PRODUCER_MIN_CHUNKS` chunks of
+    :data:`WGMMA_BK` (what ``async-copy`` gives it)."""
+    return roles if roles != PRODUCER_ROLES or k // WGMMA_BK >= PRODUCER_MIN_CHUNKS else 1
 
 
 def choose_split_k(m: int, n: int, k: int, batch: int, gpu: GpuLimits) -> int:

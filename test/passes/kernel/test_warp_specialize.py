@@ -116,17 +116,18 @@ def _bf16_layer() -> Any:
 
 
 @pytest.mark.parametrize(("pipeline", "producer_fill"), [
-    ("lower-to-cuda{arch=sm_90a}", "mbarrier.expect_bytes"),
+    ("lower-to-cuda{arch=sm_90a roles=2}", "mbarrier.expect_bytes"),
     ("lower-to-cuda{arch=sm_90a warp_specialize=true tensor_copies=false}",
      "mbarrier.arrive_copies")])
 def test_a_bf16_decoder_layer_keeps_its_meaning_with_warp_specialised_products(
         pipeline: str, producer_fill: str) -> None:
-    """A small Llama layer in bf16 over 100 tokens (K of 128 and 192: two and three chunks):
-    by default on sm_90a every product on warpgroup products gets its producer (the
-    query/key/value ones inside one fused launch), which fills the slots with bulk tensor
-    copies (``mbarrier.expect_bytes`` a step), or with ``cp.async`` copies
-    (``mbarrier.arrive_copies``) when ``tensor_copies=false``; with bulk copies every pass
-    keeps the interpreted result."""
+    """A small Llama layer in bf16 over 100 tokens (K of 128 and 192: two and three chunks,
+    too few for two roles by default, so ``roles=2`` asks for them): every product on
+    warpgroup products gets its producer (the query/key/value ones inside one fused
+    launch), which fills the slots with bulk tensor copies (``mbarrier.expect_bytes`` a
+    step), or with ``cp.async`` copies (``mbarrier.arrive_copies``) with
+    ``warp_specialize=true tensor_copies=false``; with bulk copies every pass keeps the
+    interpreted result."""
     program = _bf16_layer()
     to_kernel, _ = registry.split_at_level(registry.expand_pipeline(pipeline), "kernel")
     text = str(llmopt.lower(program.module.clone(), ",".join(to_kernel)))

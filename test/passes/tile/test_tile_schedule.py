@@ -1245,3 +1245,53 @@ def test_tune_tries_64_by_64_warp_tiles_on_16_bit_products() -> None:
     tiles = {(c["bm"], c["bn"], c["tm"], c["tn"]) for c in cands}
     assert {(128, 256, 8, 16), (256, 128, 8, 16), (128, 128, 8, 16), (128, 64, 8, 4)} <= tiles
     assert all(c["blocked"] == 3 and "mma_order" not in c for c in cands)
+
+
+@pytest.mark.parametrize(("m", "n", "k", "one", "two"), [
+    (512, 18944, 3584, (64, 128, 1), (128, 256, 1)),
+    (2047, 2048, 5632, (128, 128, 1), (128, 256, 1)),
+    (512, 3584, 3584, (128, 128, 1), (128, 128, 1)),
+])
+def test_two_role_products_rank_the_wide_tiles_first(
+        m: int, n: int, k: int, one: tuple[int, int, int], two: tuple[int, int, int]) -> None:
+    """A 16-bit product on sm_90a scheduled as one of two roles (a producer warpgroup, one
+    block a multiprocessor) weighs its warpgroup tiles by what such blocks measured: the
+    128 × 256 tile where its blocks fill the waves as well as 128 × 128's, where one role
+    took 64 × 128 or 128 × 128."""
+    gpu = limits("sm_90a")
+    for roles, (bm, bn, split) in ((1, one), (2, two)):
+        chosen = choose_product_schedule(m, n, k, 1, gpu, 1, (0, 0), True, True, roles)
+        assert chosen is not None
+        assert (chosen.tile.bm, chosen.tile.bn, chosen.split) == (bm, bn, split), roles
+
+
+_BF16_PRODUCT = """
+func.func @forward(%w: tensor<1024x{k}xbf16> {{llmopt.param = "w"}},
+                   %x: tensor<1x{m}x{k}xbf16> {{llmopt.input = "x"}}) -> tensor<1x{m}x1024xbf16> {{
+  %0 = torch.linear %x, %w
+      : tensor<1x{m}x{k}xbf16>, tensor<1024x{k}xbf16> -> tensor<1x{m}x1024xbf16>
+  func.return %0 : tensor<1x{m}x1024xbf16>
+}}
+"""
+
+
+@pytest.mark.parametrize(("m", "k", "pipeline", "roles"), [
+    (512, 1024, "lower-to-cuda{arch=sm_90a}", 2),
+    (512, 1024, "lower-to-cuda{arch=sm_90a roles=1}", None),
+    (512, 1024, "lower-to-cuda{arch=sm_90}", None),
+    (512, 256, "lower-to-cuda{arch=sm_90a}", None),
+])
+def test_async_copy_gives_long_static_16_bit_products_two_roles(
+        m: int, k: int, pipeline: str, roles: int | None) -> None:
+    """``async-copy`` marks a bf16 product on sm_90a with ``roles = 2`` (and four slots)
+    when its K loop has at least eight chunks of 64; not with ``roles=1``, on sm_90 (no
+    warpgroup products) or with four chunks."""
+    text = _BF16_PRODUCT.format(m=m, k=k)
+    passes = registry.expand_pipeline(pipeline)
+    upto = passes[:passes.index(",prefetch-stages")]
+    module = llmopt.lower(llmopt.parse(text), upto)
+    knobs = [kernel_knobs(op) for op in module.walk() if isinstance(op, tile.KernelOp)]
+    assert knobs
+    assert {kn.get("roles") for kn in knobs} == {roles}
+    if roles is not None:
+        assert '"async4"' in str(module)
