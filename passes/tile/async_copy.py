@@ -58,6 +58,14 @@ chunks after the barrier that follows its last read, which is what a product sti
 flight after that barrier needs (``wgmma-fragments{pending=1}``); with fewer than ``2 + L``
 slots ``L`` is 0.
 
+With ``roles = 2`` (option or the kernel's knob; by default a 16-bit tensor-core product of
+static shapes on sm_90a whose loop has at least eight chunks:
+:func:`~llmopt.passes.tile._schedule.default_roles`) the product is one whose copies a
+producer warpgroup will issue (``warp-specialize`` splits every kernel so marked): one
+block runs on a multiprocessor, so its slots may take all of the shared memory (four by
+default), and the slots' counters are carried, the form ``warp-specialize`` takes. The
+kernel's ``llmopt.schedule`` records ``roles = 2``.
+
 **Why** a synchronous fill makes every thread wait for its global loads before it can
 compute; register prefetching (``prefetch-stages``) hides one chunk but costs registers and a
 second barrier. ``cp.async`` writes shared memory without passing through registers, so
