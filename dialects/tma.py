@@ -198,36 +198,22 @@ class TensorMap:
     swizzle: int
 
 
+def tensor_map(op: LoadOp) -> TensorMap:
+    """The tensor map ``op`` copies through: its source argument, box and swizzle."""
+    from llmopt.dialects.wgmma import swizzle
+
+    src = op.src
+    if not isinstance(src, BlockArgument) or src.owner.parent_op() is None or (
+            src.owner.parent_op().name != "kernel.func"):  # type: ignore[union-attr]
+        raise VerifyException(f"{op.name}: the source must be an argument of its "
+                              "kernel.func")
+    return TensorMap(src.index, op.box, swizzle(op.dst) or 0)
+
+
 def tensor_maps(func: Operation) -> list[TensorMap]:
     """The tensor maps of a ``kernel.func``: one per distinct ``(source argument, box,
     swizzle)`` of its ``tma.load`` ops, in the order of first use."""
-    from llmopt.dialects.wgmma import swizzle
-
-    maps: list[TensorMap] = []
-    for op in func.walk():
-        if not isinstance(op, LoadOp):
-            continue
-        src = op.src
-        if not isinstance(src, BlockArgument) or src.owner.parent_op() is not func:
-            raise VerifyException(f"{op.name}: the source must be an argument of its "
-                                  "kernel.func")
-        found = TensorMap(src.index, op.box, swizzle(op.dst) or 0)
-        if found not in maps:
-            maps.append(found)
-    return maps
-
-
-def tensor_map_of(op: LoadOp) -> int:
-    """The position of ``op``'s map among its kernel's :func:`tensor_maps`."""
-    from llmopt.dialects.wgmma import swizzle
-
-    func = op.parent_op()
-    while func is not None and func.name != "kernel.func":
-        func = func.parent_op()
-    assert func is not None, "tma.load outside a kernel.func"
-    src = op.src
-    assert isinstance(src, BlockArgument)
-    return tensor_maps(func).index(TensorMap(src.index, op.box, swizzle(op.dst) or 0))
+    return list(dict.fromkeys(tensor_map(op) for op in func.walk() if isinstance(op, LoadOp)))
 
 
 Tma = Dialect("tma", [LoadOp], [])

@@ -111,7 +111,8 @@ class KernelEmitter(ExprBuilder):
     length_var: str | None = None  # the local holding the length, as ``index``
     started: dict[tuple[Operation, int], str] = field(default_factory=dict)  # _start_…
     nan_min_max: bool = False  # f32 maximumf/minimumf as max.NaN/min.NaN (sm_80+)
-    tensor_maps: list[tuple[str, cuda.TensorMapType]] = field(default_factory=list)
+    tensor_maps: dict[tma.TensorMap, tuple[str, cuda.TensorMapType]] = field(
+        default_factory=dict)
     # the tensor-map parameters: name and type
 
     # --- entry point ---------------------------------------------------------------------
@@ -174,7 +175,7 @@ class KernelEmitter(ExprBuilder):
                                       "from its first element")
             name = self.names.fresh(f"tmap{k}", "tmap")
             map_type = cuda.TensorMapType(found.arg, typ, found.box, found.swizzle)
-            self.tensor_maps.append((name, map_type))
+            self.tensor_maps[found] = (name, map_type)
             params.append(cuda.Param(name, map_type, cuda.GRID_CONSTANT))
         return params
 
@@ -589,7 +590,7 @@ class KernelEmitter(ExprBuilder):
             raise fail(op, f"{what} tile of {tile_bytes} bytes: the tiles of the destination "
                            f"must start at multiples of {align} bytes")
         dst = self._tile_start(op.dst, op.dst_indices, typ)
-        param, map_type = self.tensor_maps[tma.tensor_map_of(op)]
+        param, map_type = self.tensor_maps[tma.tensor_map(op)]
         tensor_map = self.unary("&", self.add(cuda.VarOp(param, map_type)).results[0])
         address = self.add(cuda.CastOp(tensor_map, UI64)).results[0]
         coordinates = [self.cast(self.expr(v), I32) for v in reversed(op.src_indices)]

@@ -79,7 +79,7 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import arith, scf
-from xdsl.dialects.builtin import IntegerAttr, IntegerType, MemRefType, ModuleOp, StringAttr, i64
+from xdsl.dialects.builtin import IntegerAttr, MemRefType, ModuleOp, StringAttr, i64
 from xdsl.ir import Block, Region, SSAValue
 from xdsl.ir.affine import AffineDimExpr, AffineExpr
 from xdsl.passes import ModulePass
@@ -93,6 +93,7 @@ from xdsl.rewriter import InsertPoint
 from xdsl.utils.exceptions import PassFailedException
 
 from llmopt.dialects import kernel, tile
+from llmopt.dialects.tma import element_bytes
 from llmopt.passes._rewrite import KeepLocation
 from llmopt.passes.tile._access import UNROLL
 from llmopt.passes.tile._async_build import async_fill, carried, read_slots, slotted
@@ -124,11 +125,7 @@ LAG_ATTR = "llmopt.lag"
 
 def _element_bits(buffer: SSAValue) -> int:
     """The bits of an element of a memref value (0 for another type)."""
-    typ = buffer.type
-    if not isinstance(typ, MemRefType):
-        return 0
-    elem = typ.element_type
-    return elem.width.data if isinstance(elem, IntegerType) else getattr(elem, "bitwidth", 0)
+    return 8 * element_bytes(buffer.type) if isinstance(buffer.type, MemRefType) else 0
 
 
 def _static(buffer: SSAValue) -> bool:
