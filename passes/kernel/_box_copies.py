@@ -22,7 +22,8 @@ Such a nest is a box copy when
   of ``T`` plus terms from outside the nest (the box's corner), or terms from outside only
   (a dimension the box has extent 1 in); the dimensions of ``T`` appear in order, in the
   last dimensions of ``src``. An index may be clamped into the source (``minsi(i, extent -
-  1)``, the rows of a ragged edge): the box's elements past the source's end are then read
+  1)``, the rows of a ragged edge; for a runtime extent ``minsi(i, n - 1)`` with ``n`` a
+  length parameter of the kernel): the box's elements past the source's end are then read
   as zeros instead of the last row again, which only rows of outputs the kernel never
   stores read;
 * the copy is one the tensor memory accelerator can make: ``src`` a contiguous kernel
@@ -182,10 +183,26 @@ def _covers(copy: kernel.AsyncCopyOp, loops: list[scf.ForOp], tid: set[SSAValue]
     return len(seen) * count == prod(tile)
 
 
-def _clamp(value: SSAValue, extent: int) -> SSAValue:
-    """``i`` for ``minsi(i, extent - 1)``, else ``value``."""
+def _length_less_one(value: SSAValue) -> bool:
+    """Whether ``value`` is ``n - 1`` for an ``index`` parameter ``n`` of the kernel (a
+    runtime length)."""
     op = value.owner
-    if isinstance(op, arith.MinSIOp) and constant_index(op.rhs) == extent - 1:
+    if not isinstance(op, arith.SubiOp) or constant_index(op.rhs) != 1:
+        return False
+    n = op.lhs
+    return (isinstance(n, BlockArgument) and isinstance(n.type, IndexType)
+            and isinstance(n.block.parent_op(), kernel.FuncOp))
+
+
+def _clamp(value: SSAValue, extent: int) -> SSAValue:
+    """``i`` for ``minsi(i, extent - 1)`` — for a runtime extent (``extent < 0``),
+    ``minsi(i, n - 1)`` with ``n`` a length the kernel is passed, the clamp symbolic
+    lowering gives the ragged edge of a runtime dimension, whose extent is that length —
+    else ``value``."""
+    op = value.owner
+    if isinstance(op, arith.MinSIOp) and (
+            constant_index(op.rhs) == extent - 1
+            or (extent < 0 and _length_less_one(op.rhs))):
         return op.lhs
     return value
 

@@ -153,15 +153,14 @@ def contraction_schedule(found: Contraction, arch: str, rows: int = 0, roles: in
     (:func:`~llmopt.passes.tile._schedule.choose_product_schedule` of its shape, its
     accesses' periods and whether its sums may use the tensor cores), for at most ``rows``
     rows (0: its ``m`` extent, the maximum of runtime rows), as a product of ``roles`` roles
-    (0: by default a 16-bit product of static rows on sm_90a is scheduled as one of two,
+    (0: by default a 16-bit product on sm_90a is scheduled as one of two,
     since ``async-copy`` gives it a producer warpgroup:
     :func:`~llmopt.passes.tile._schedule.default_roles`)."""
     ext = found.extents
     kind = tensor_core_kind(arch, found.reduce.result.type, factor_types(found))
     halves = kind in HALF_KINDS
     if not roles:
-        roles = (PRODUCER_ROLES if halves and arch == WGMMA_ARCH and found.length is None
-                 else 1)
+        roles = PRODUCER_ROLES if halves and arch == WGMMA_ARCH else 1
     return choose_product_schedule(rows or ext[found.m], ext[found.n],
                                    found.reduce.trip_count,
                                    math.prod(ext[d] for d in found.batch), limits(arch),

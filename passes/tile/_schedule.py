@@ -97,8 +97,10 @@ def default_roles(kernel: Operation, arch: str, element_bits: Sequence[int],
     """Two roles (a producer warpgroup, the rest computing) for a tensor-core product (its
     accumulators in the ``mma`` layout; not an attention kernel) on the one architecture
     with warpgroup products and bulk tensor copies (sm_90a), whose staged tiles are 16-bit
-    and whose sources and chunk count are static (their copies are then whole boxes: one
-    bulk copy a tile), at least :data:`PRODUCER_MIN_CHUNKS` of them; else one."""
+    and whose chunk count is ``static``, at least :data:`PRODUCER_MIN_CHUNKS` of them; else
+    one. Its copies are then whole boxes, one bulk copy a tile: a ragged edge of static or
+    runtime rows is clamped to the source's extent, which the copy engine's zero fill
+    replaces."""
     from llmopt.target import WGMMA_ARCH
 
     product = "llmopt.flash" not in kernel.attributes and any(

@@ -58,8 +58,8 @@ chunks after the barrier that follows its last read, which is what a product sti
 flight after that barrier needs (``wgmma-fragments{pending=1}``); with fewer than ``2 + L``
 slots ``L`` is 0.
 
-With ``roles = 2`` (option or the kernel's knob; by default a 16-bit tensor-core product of
-static shapes on sm_90a whose loop has at least eight chunks:
+With ``roles = 2`` (option or the kernel's knob; by default a 16-bit tensor-core product on
+sm_90a whose loop has a static count of at least eight chunks, of static or runtime rows:
 :func:`~llmopt.passes.tile._schedule.default_roles`) the product is one whose copies a
 producer warpgroup will issue (``warp-specialize`` splits every kernel so marked): one
 block runs on a multiprocessor, so its slots may take all of the shared memory (four by
@@ -128,12 +128,6 @@ def _element_bits(buffer: SSAValue) -> int:
     return 8 * element_bytes(buffer.type) if isinstance(buffer.type, MemRefType) else 0
 
 
-def _static(buffer: SSAValue) -> bool:
-    """Whether a memref value has a static shape."""
-    typ = buffer.type
-    return isinstance(typ, MemRefType) and all(d >= 0 for d in typ.get_shape())
-
-
 @dataclass
 class AsyncKLoop(RewritePattern):
     """Pipeline one staged K loop with asynchronous copies (see the module docstring)."""
@@ -158,7 +152,7 @@ class AsyncKLoop(RewritePattern):
         found = staged_fills(op)
         roles = knob(self.roles, kern, "roles", default_roles(
             kern, self.arch, [_element_bits(f.store.buffer) for f in found or []],
-            not dynamic and all(_static(f.load.buffer) for f in found or []), n or 0))
+            not dynamic, n or 0))
         producer = roles == PRODUCER_ROLES
         stages = knob(self.stages, kern, "stages",
                       PRODUCER_STAGES if producer else DEFAULT_STAGES)
