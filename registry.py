@@ -137,8 +137,9 @@ for _name, (_module, _attr) in _BUILTIN_PASSES.items():
 #: product's copies a producer warpgroup of their own, which fills each slot with bulk
 #: tensor copies (``tensor_copies``, on by default) and gives its registers to the
 #: computing warpgroups: on sm_90a the kernels ``async-copy`` marks with two roles (16-bit
-#: products of static shapes; pipeline option ``roles``: 0 that default, 1 none, 2 every
-#: product whose fills allow), every warpgroup product with ``warp_specialize=true``.
+#: products, over static rows or a symbolic length's; pipeline option ``roles``: 0 that
+#: default, 1 none, 2 every product whose fills allow), every warpgroup product with
+#: ``warp_specialize=true``.
 PIPELINES: dict[str, tuple[dict[str, str], str]] = {
     "lower-to-cuda": (
         {"arch": DEFAULT_ARCH, "warp_specialize": "false", "tensor_copies": "true",

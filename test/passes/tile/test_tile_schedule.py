@@ -1295,3 +1295,32 @@ def test_async_copy_gives_long_static_16_bit_products_two_roles(
     assert {kn.get("roles") for kn in knobs} == {roles}
     if roles is not None:
         assert '"async4"' in str(module)
+
+
+_BF16_SYMBOLIC_PRODUCT = """
+func.func @forward(%w: tensor<1024x1024xbf16> {llmopt.param = "w"},
+                   %x: tensor<1x?x1024xbf16> {llmopt.input = "x", llmopt.dynamic = ["seq"]},
+                   %seq: index {llmopt.symbol = "seq", llmopt.max = 600}
+                   ) -> tensor<1x?x1024xbf16> {
+  %0 = torch.linear %x, %w : tensor<1x?x1024xbf16>, tensor<1024x1024xbf16> -> tensor<1x?x1024xbf16>
+  func.return %0 : tensor<1x?x1024xbf16>
+}
+"""
+
+
+def test_async_copy_gives_symbolic_length_16_bit_products_two_roles() -> None:
+    """A product over a runtime number of rows is marked as a static one is: the length
+    bucket of 600 rows (16 chunks of 64, one slice) gets ``roles = 2``, its ragged last
+    rows being clamped to the runtime length, which bulk copies replace by their zero fill;
+    ``roles=1`` marks none."""
+    def knobs(pipeline: str) -> dict[int, int | None]:
+        passes = registry.expand_pipeline(pipeline)
+        upto = passes[:passes.index(",prefetch-stages")]
+        module = llmopt.lower(llmopt.parse(_BF16_SYMBOLIC_PRODUCT), upto)
+        return {op.attributes["llmopt.bucket"].value.data: kernel_knobs(op).get("roles")
+                for op in module.walk() if isinstance(op, tile.KernelOp)
+                and "llmopt.bucket" in op.attributes and "llmopt.split" not in op.attributes}
+
+    default = knobs("lower-to-cuda{arch=sm_90a}")
+    assert default[600] == 2
+    assert set(knobs("lower-to-cuda{arch=sm_90a roles=1}").values()) == {None}
