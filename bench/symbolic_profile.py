@@ -39,7 +39,7 @@ from typing import Any
 
 import torch
 from suite import MODELS, cuda_samples_ms
-from symbolic import EXAMPLE_SEQ, MAX_SEQ, build_layer, layer_inputs, lowered
+from symbolic import EXAMPLE_SEQ, MAX_SEQ, build_layer, layer_inputs, lowered_layer
 
 HOST_CALLS = 200
 
@@ -66,7 +66,6 @@ def measure(model_name: str, seqs: Sequence[int], max_seq: int, reps: int,
     """The rows of one model in ``dtype``: both programs lowered by ``pipeline`` at every
     length."""
     from llmopt.codegen.executor import CompiledProgram
-    from llmopt.frontend.models import capture_layer
     from llmopt.registry import with_arch
     from llmopt.target import current_target
     from llmopt.tools.llmopt_cli import model_weights
@@ -74,17 +73,15 @@ def measure(model_name: str, seqs: Sequence[int], max_seq: int, reps: int,
     pipeline = with_arch(pipeline, current_target().arch)
     model, _, _ = build_layer(model_name, "cuda", model_name, dtype)
     weights = model_weights(model)
-    program = capture_layer(model, EXAMPLE_SEQ, dynamic=True, max_seq=max_seq)
-    lowered(program, pipeline)
-    symbolic = CompiledProgram(program.module, params=weights, cuda_graph=True)
-    plain = CompiledProgram(program.module, params=weights)
+    module = lowered_layer(model, model_name, EXAMPLE_SEQ, pipeline, max_seq)
+    symbolic = CompiledProgram(module, params=weights, cuda_graph=True)
+    plain = CompiledProgram(module, params=weights)
     rows = []
     for seq in seqs:
         inputs = layer_inputs(model, model_name, seq, "cuda")
-        static = capture_layer(model, seq)
-        lowered(static, pipeline)
-        fixed = CompiledProgram(static.module, params=weights, cuda_graph=True)
-        fixed_plain = CompiledProgram(static.module, params=weights)
+        static = lowered_layer(model, model_name, seq, pipeline)
+        fixed = CompiledProgram(static, params=weights, cuda_graph=True)
+        fixed_plain = CompiledProgram(static, params=weights)
         row = {"model": model_name, "seq": seq, "pipeline": pipeline,
                "dtype": str(dtype).removeprefix("torch.")}
         with torch.no_grad():

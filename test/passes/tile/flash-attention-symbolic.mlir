@@ -1,11 +1,15 @@
 // RUN: llm-opt %s -p 'flash-attention{bm=16 bn=16}' | filecheck %s
 // RUN: llm-opt %s -p 'flash-attention{bm=16 bn=16},loop-to-tile,async-copy,pad-shared,mma-fragments,vector-fragments,tile-to-kernel' --check-numerics --check-numerics-lengths 4 2>&1 >/dev/null | filecheck %s --check-prefix=NUM
 // RUN: llm-opt %s -p 'flash-attention{bm=16 bn=16 tensor_cores=false},loop-to-tile,async-copy,pad-shared,mma-fragments,vector-fragments,tile-to-kernel' --check-numerics --check-numerics-lengths 4 2>&1 >/dev/null | filecheck %s --check-prefix=NUM
+// RUN: llm-opt %s -p 'flash-attention{bm=16 bn=16},loop-to-tile,async-copy' | filecheck %s --check-prefix=ASYNC
 // Causal GQA attention over a symbolic length (captured from sdpa(is_causal=True,
 // enable_gqa=True) at Loop IR): one flash kernel whose query blocks (ceildiv(%n, 16), the
 // heaviest first), grid (computed from the length before the launch) and key-block loop
 // (to the diagonal's block, at most ceildiv(%n, 16)) follow the length; keys from %n on are
-// masked and rows from %n on stored nowhere.
+// masked and rows from %n on stored nowhere. async-copy pipelines the key-block loop as a
+// static causal one: its trip count is a runtime value, at most ceildiv(40, 16) = 3 key
+// blocks by the length's declared maximum (which caps the slots at the blocks there can be),
+// and its counters are carried (ASYNC).
 
 builtin.module {
     func.func @forward(%q: memref<1x4x?x16xf32> {llmopt.input = "q", llmopt.dynamic = ["seq"]}, %k: memref<1x2x?x16xf32> {llmopt.input = "k", llmopt.dynamic = ["seq"]}, %v: memref<1x2x?x16xf32> {llmopt.input = "v", llmopt.dynamic = ["seq"]}, %seq: index {llmopt.symbol = "seq", llmopt.max = 40 : i64}) -> memref<1x4x?x16xf32> {
@@ -105,3 +109,11 @@ builtin.module {
 
 // NUM: flash-attention {{.*}} ok
 // NUM: tile-to-kernel {{.*}} ok
+
+// ASYNC:      tile.async_copy %{{.*}} clamp to %ks[%p, {{.*}} : memref<1x2x?x16xf32> to memref<3x16x16xf32>
+// ASYNC:      tile.async_commit
+// ASYNC:      scf.for %kb = {{.*}} iter_args(%slot = {{.*}}, %fill_slot = {{.*}}, %fetch = {{.*}})
+// ASYNC-NEXT:   tile.async_wait 1
+// ASYNC:        tile.async_copy %{{.*}}[0, (%b1 floordiv 2), ((%fetch * 16) + {{.*}} clamp to %ks[%fill_slot
+// ASYNC:        tile.async_copy %{{.*}}[0, (%b1 floordiv 2), ((%fetch * 16) + {{.*}} clamp to %vs[%fill_slot
+// ASYNC:      } {llmopt.role = "key_blocks", llmopt.prefetch = "async3"}
