@@ -116,3 +116,33 @@ def test_tensor_copies_match_the_default_and_float64(m: int, n: int, k: int,
         "lower-to-cuda{arch=sm_90a}", tiles) if tiles else "lower-to-cuda{arch=sm_90a}")
     assert "cp.async.bulk.tensor" in special.program.source
     _check_against_plain_and_float64(special, plain, block, x, r)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("cuda_graph", [False, True])
+def test_symbolic_length_product_gets_two_roles_and_matches_float64(cuda_graph: bool) -> None:
+    """A bf16 product over a symbolic number of rows (at most 600; 2048 × 2048, 32 chunks of
+    64) is compiled once with the default pipeline: its length buckets' products get a
+    producer warpgroup with bulk tensor copies (a map of the rows passed each call, zeros
+    past them), and every length (one row, no tile divides, a tile exactly, the bound) is
+    within PyTorch's error against float64 and equal to ``lower-to-cuda{roles=1}``'s
+    results up to the order of the sums."""
+    if torch.cuda.get_device_capability() < (9, 0):
+        pytest.skip("bulk tensor copies and warpgroup products need sm_90a")
+    block, x, r = _product(600, 2048, 2048, seed=7)
+    shapes = {"dynamic": {"x": {1: "seq"}, "r": {1: "seq"}}, "max": {"seq": 600}}
+    two = llmopt.compile(block, (x, r), "lower-to-cuda{arch=sm_90a}", cuda_graph=cuda_graph,
+                         **shapes)
+    one = llmopt.compile(block, (x, r), "lower-to-cuda{arch=sm_90a roles=1}", **shapes)
+    assert "cp.async.bulk.tensor" in two.program.source
+    assert "cp.async.bulk.tensor" not in one.program.source
+    for m in (1, 100, 517, 64, 600, 100):
+        xs, rs = x[:, :m].contiguous(), r[:, :m].contiguous()
+        got = two(xs, rs)
+        ref = xs.double() @ block.proj.weight.double().t() + rs.double()
+        scale = ref.abs().max()
+        err = ((got.double() - ref).abs().max() / scale).item()
+        torch_err = ((block(xs, rs).double() - ref).abs().max() / scale).item()
+        assert err <= 2 * torch_err + 2 ** -7, m
+        other = ((one(xs, rs).double() - ref).abs().max() / scale).item()
+        assert err <= 2 * other + 2 ** -7, m
