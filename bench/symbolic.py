@@ -236,15 +236,15 @@ def measure_model(model_name: str, seqs: Sequence[int], max_seq: int, reps: int,
     weights = model_weights(model)
     began = time.perf_counter()
     tol = tolerance(capture_layer(model, EXAMPLE_SEQ, dynamic=True, max_seq=max_seq).module)
-    symbolic = CompiledProgram(
-        lowered_layer(model, model_name, EXAMPLE_SEQ, with_arch(symbolic_pipeline, arch),
-                      max_seq), params=weights, cuda_graph=True)
+
+    def symbolic_program(spec: str) -> Any:
+        return CompiledProgram(lowered_layer(model, model_name, EXAMPLE_SEQ,
+                                             with_arch(spec, arch), max_seq),
+                               params=weights, cuda_graph=True)
+
+    symbolic = symbolic_program(symbolic_pipeline)
     symbolic_s = time.perf_counter() - began
-    baseline: Any = None
-    if baseline_pipeline is not None:
-        baseline = CompiledProgram(
-            lowered_layer(model, model_name, EXAMPLE_SEQ, with_arch(baseline_pipeline, arch),
-                          max_seq), params=weights, cuda_graph=True)
+    baseline = None if baseline_pipeline is None else symbolic_program(baseline_pipeline)
     torch._dynamo.reset()
     dynamic = torch.compile(module, dynamic=True)
     compile_s: float | None = None

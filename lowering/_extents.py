@@ -186,13 +186,20 @@ _BINARY = {
 }
 
 
+_KERNELS = ("loop.kernel", "tile.kernel")
+"""Ops whose body's arguments are the values they bind, operand by operand."""
+
+
 def _evaluate(extent: Extent, at: str) -> int:
-    """``extent`` with every symbol at its ``at`` (``"min"``/``"max"``) bound."""
+    """``extent`` with every symbol at its ``at`` (``"min"``/``"max"``) bound; an argument
+    of a kernel's body (``loop.kernel``, ``tile.kernel``) is the value the kernel binds to it."""
     if isinstance(extent, int):
         return extent
     owner = extent.owner
     if isinstance(extent, BlockArgument):
         func = owner.parent_op() if isinstance(owner, Block) else None
+        if func is not None and func.name in _KERNELS:
+            return _evaluate(func.operands[extent.index], at)
         if func is not None and func.name == "func.func":
             for sym in function_symbols(func).values():
                 if sym.arg == extent.index:

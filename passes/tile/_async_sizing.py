@@ -9,12 +9,12 @@ static bound of a loop whose trip count is a value (see
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 from xdsl.dialects import arith, scf
-from xdsl.dialects import func as func_dialect
 from xdsl.dialects.builtin import IntegerAttr, MemRefType
-from xdsl.ir import BlockArgument, Operation, SSAValue
+from xdsl.ir import Operation, SSAValue
 from xdsl.ir.affine import (
     AffineBinaryOpExpr,
     AffineBinaryOpKind,
@@ -26,7 +26,7 @@ from xdsl.ir.affine import (
 from llmopt.dialects import tile
 from llmopt.passes.tile._schedule import padded_bytes
 from llmopt.passes.tile.prefetch_stages import Fill
-from llmopt.passes.tile.stage_inputs import addends, const_int
+from llmopt.passes.tile.stage_inputs import addends
 
 
 def vector_width(f: Fill) -> int:
@@ -141,43 +141,17 @@ def other_tiles_bytes(op: scf.ForOp, tiles: set[SSAValue]) -> int:
 def static_bound(value: SSAValue) -> int | None:
     """A constant that a loop bound ``value`` never exceeds, else ``None``: the smaller
     bound of an ``arith.minui``'s operands (a causal attention's loop over key blocks stops
-    at the diagonal's block, at most at the last), where an operand's bound is a constant's
-    value, or ``ceildivui(n, c)`` of a length ``n`` the kernel is passed, with the maximum
-    its function declares for it (``llmopt.max``: the key blocks of a symbolic length)."""
+    at the diagonal's block, at most at the last), where an operand's bound is its largest
+    value over the declared bounds of the symbols it is computed from
+    (:func:`~llmopt.lowering._extents.maximum_of`: a constant, or the key blocks
+    ``ceildivui(n, 64)`` of a symbolic length)."""
+    from llmopt.lowering._extents import ExtentError, maximum_of
+
     owner = value.owner
-    if isinstance(owner, arith.MinUIOp):
-        known = [c for c in (_bound(owner.lhs), _bound(owner.rhs)) if c is not None]
-        return min(known) if known else None
-    return None
-
-
-def _bound(value: SSAValue) -> int | None:
-    """The largest value ``value`` takes, where :func:`static_bound` can tell."""
-    known = const_int(value)
-    if known is not None:
-        return known
-    owner = value.owner
-    if isinstance(owner, arith.CeilDivUIOp):
-        n, c = _length_max(owner.lhs), const_int(owner.rhs)
-        return -(-n // c) if n is not None and c else None
-    return None
-
-
-def _length_max(value: SSAValue) -> int | None:
-    """The declared maximum of a length a kernel is passed: a ``tile.kernel`` argument bound
-    to a symbol of the enclosing ``func.func`` (``llmopt.max``)."""
-    from llmopt.dialects._symbols import function_symbols
-
-    if not isinstance(value, BlockArgument):
+    if not isinstance(owner, arith.MinUIOp):
         return None
-    kern = value.block.parent_op()
-    if not isinstance(kern, tile.KernelOp):
-        return None
-    outer = kern.buffers[value.index]
-    if not isinstance(outer, BlockArgument) or not isinstance(
-            func := outer.block.parent_op(), func_dialect.FuncOp):
-        return None
-    for symbol in function_symbols(func).values():
-        if symbol.arg == outer.index and symbol.max > 0:
-            return symbol.max
-    return None
+    known = []
+    for operand in (owner.lhs, owner.rhs):
+        with contextlib.suppress(ExtentError):
+            known.append(maximum_of(operand))
+    return min(known) if known else None
