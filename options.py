@@ -135,7 +135,8 @@ OPTIONS: dict[str, dict[str, Option]] = {
                         "min_blocks": _knob("min_blocks")},
     "warp-gemv": {"rows": Option(IntRange(1, 8)),  # warp_gemv.MAX_ROWS
                   "chunks": Option(IntRange(1, 32), unset=False),
-                  "prefetch_bytes": Option(IntRange(0, 1 << 20, 16), unset=False)},
+                  "prefetch_bytes": Option(IntRange(0, 1 << 20, 16), unset=False),
+                  "slices": Option(IntRange(1, 8))},
     "fuse-launches": {"shared_slack": Option(IntRange(0, 1 << 20))},
     "fuse-tails": {"max_rounds": Option(IntRange(1, 1024), unset=False),
                    "shared_slack": Option(IntRange(0, 1 << 20))},

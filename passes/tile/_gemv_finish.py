@@ -1,6 +1,6 @@
 """How a ``warp-gemv`` block finishes its rows (see :mod:`llmopt.passes.tile.warp_gemv`): the
-32 lane partials of each row become the row's total, and the epilogue of the old kernel
-(bias, activation, residual, the store) runs on it.
+lane partials of each row (32, or ``32·S`` with ``S`` warps a row) become the row's total,
+and the epilogue of the old kernel (bias, activation, residual, the store) runs on it.
 
 * **In the lanes** (``shuffle=true``): in the lanes' own forall, each warp
   combines its partials with ``tile.lane_reduce`` (warp shuffles); the epilogue follows
@@ -18,8 +18,9 @@
   so the CUDA compiler may issue them with the weights'.
 * **Through shared memory** (``shuffle=false``, the default: measured faster on a decode
   step, ``bench/results/decode-ab-nopf-h200.md``): each lane stores its partial in a shared
-  ``[R, 32]`` tile; after the barrier a second forall gives each row one thread, which sums
-  the 32 partials in lane order and runs the epilogue.
+  ``[R, 32·S]`` tile; after the barrier a second forall gives each row one thread, which
+  sums the row's partials in lane order and runs the epilogue. This is the only form for
+  ``S > 1``: the slices of a row are different warps.
 
 Where ``R`` does not divide the outputs, the warps past the last output skip the epilogue
 (its loads would read past the row's buffers).
@@ -36,7 +37,6 @@ from xdsl.ir import Block, Operation, SSAValue
 from llmopt.dialects import loop, tile
 from llmopt.passes.tile._access import UNROLL, Cloner, Linear, at, block_threads, guard_inside
 from llmopt.passes.tile._gemv_match import Gemv
-from llmopt.target import WARP
 
 
 def _epilogue(found: Gemv) -> list[Operation]:
@@ -79,12 +79,12 @@ def finish_in_lanes(found: Gemv, lanes: tile.ForallOp, partials: Sequence[SSAVal
 
 def stash_partials(lanes: tile.ForallOp, body: Block, partials: Sequence[SSAValue],
                    rows: int) -> list[SSAValue]:
-    """Store each lane's ``partials`` into a shared ``[rows, 32]`` tile (allocated in
+    """Store each lane's ``partials`` into a shared ``[rows, 32·S]`` tile (allocated in
     ``body``, the forall over blocks) from ``lanes``; returns the tiles."""
     w, lane = lanes.ivs
     tiles = []
     for partial in partials:
-        part = tile.AllocOp("shared", MemRefType(partial.type, [rows, WARP]))
+        part = tile.AllocOp("shared", MemRefType(partial.type, [rows, lanes.shape[-1]]))
         part.result.name_hint = "part"
         body.add_op(part)
         lanes.body.block.add_op(loop.StoreOp(partial, part.result,
@@ -97,8 +97,8 @@ def finish_in_shared(found: Gemv, body: Block, tiles: Sequence[SSAValue],
                      values: dict[SSAValue, SSAValue], rows: int, nb: SSAValue,
                      outputs: int, ragged: bool) -> None:
     """Append to ``body`` (the forall over blocks) a forall of a thread a row that sums the
-    row's 32 partials from ``tiles`` (one per reduction of ``found``) and runs the
-    epilogue."""
+    row's ``32·S`` partials from ``tiles`` (one per reduction of ``found``, in lane order)
+    and runs the epilogue."""
     epi, (w_out,) = block_threads([rows], ["w"])
     body.add_op(epi)
     row_iv = found.forall.ivs[found.row]
@@ -108,7 +108,8 @@ def finish_in_shared(found: Gemv, body: Block, tiles: Sequence[SSAValue],
         inner = guard_inside(inner, [(cloner.value(row_iv, inner), outputs)])
     for red, part in zip(found.reduces, tiles, strict=True):
         typ = red.result.type
-        total = loop.ReduceOp("add", WARP, typ)
+        assert isinstance(part.type, MemRefType)
+        total = loop.ReduceOp("add", part.type.get_shape()[-1], typ)
         total.attributes |= UNROLL
         lane_iv = total.body.block.args[0]
         lane_iv.name_hint = "lane"

@@ -39,6 +39,8 @@ class LaneSum:
     """The unroll factor of the chunk loop."""
     staged: Staged | None = None
     """The operands staged in shared memory once a block (``_gemv_stage``), if any."""
+    lanes: int = WARP
+    """The threads that share a row: ``32 × slices`` (``S`` warps a row)."""
 
     def build(self, body: Block, row: Linear, clamp: bool) -> tuple[list[Operation], SSAValue]:
         """The ops of the lane's sum over its chunks (a sequential ``scf.for``: each chunk
@@ -46,7 +48,7 @@ class LaneSum:
         vector, k = self.found.vector, self.found.k
         typ = self.red.result.type
         bounds = [arith.ConstantOp(IntegerAttr(n, IndexType()))
-                  for n in (0, -(-k // (WARP * vector)), 1)]
+                  for n in (0, -(-k // (self.lanes * vector)), 1)]
         init = const_float(0.0, typ)
         step = Block(arg_types=[IndexType(), typ])
         c, acc = step.args
@@ -58,7 +60,7 @@ class LaneSum:
         v = elems.body.block.args[0]
         v.name_hint = "v"
         row_iv = self.found.forall.ivs[self.found.row]
-        first = Linear.of((WARP * vector, c), (vector, self.lane))
+        first = Linear.of((self.lanes * vector, c), (vector, self.lane))
         cloner = Cloner({self.red.iv: lin_sum((1, first), (1, Linear.of((1, v)))),
                          row_iv: row}, dict(self.values))
         staged = self.staged or Staged()
@@ -80,7 +82,7 @@ class LaneSum:
                     op.map.data, op.indices, first, row, clamp)
             elif isinstance(op, tile.YieldOp):
                 term = cloner.value(op.values[0], elems.body.block)
-                if k % (WARP * vector):  # the last chunk's lanes past K add nothing
+                if k % (self.lanes * vector):  # the last chunk's lanes past K add nothing
                     term = _masked(elems.body.block, cloner.value(self.red.iv,
                                                                   elems.body.block), k, term)
                 elems.body.block.add_op(loop.YieldOp(term))
@@ -99,7 +101,8 @@ class LaneSum:
         vector = self.found.vector
         typ = buffer.type
         assert isinstance(typ, MemRefType)
-        frag = tile.AllocOp("registers", MemRefType(typ.element_type, [self.rows, WARP, vector]))
+        frag = tile.AllocOp("registers",
+                            MemRefType(typ.element_type, [self.rows, self.lanes, vector]))
         frag.result.name_hint = "frag"
         body.add_op(frag)
         count = min(vector, VECTOR_BYTES // element_bytes(typ.element_type))

@@ -19,11 +19,12 @@ Every buffer a reduction loads keeps rows of a multiple of ``V`` elements (``V``
 of the narrowest element loaded: 4 ``f32``, 8 ``bf16``/``f16``), and ``K`` is a multiple of
 ``V``.
 
-**Produces** ``R`` outputs a block, a warp each (``R`` = ``rows``, by default the largest
-power of two up to 8 that leaves at least one block a multiprocessor, counting every block
-of the forall and of its siblings: the matched kernels of the same block that share a
-buffer with it, which get the same ``R``), lane ``l`` of warp
-``w`` walking the chunks ``c`` of ``V`` consecutive ``k``::
+**Produces** ``R`` outputs a block, ``S`` warps each (``R`` = ``rows``, by default the
+largest power of two up to 8 that leaves at least one block a multiprocessor, counting every
+block of the forall and of its siblings: the matched kernels of the same block that share a
+buffer with it, which get the same ``R`` and ``S``; ``S`` = ``slices``, see *Slices*), lane
+``l`` of the ``32·S`` of row ``w`` walking the chunks ``c`` of ``V`` consecutive ``k``
+(shown for ``S = 1``; with more, read ``32·S`` for each ``32``)::
 
     tile.kernel grid [ceildiv(N, R)·…] block [32·R] {
       tile.forall (…, %nb, …) in [… ceildiv(N, R) …] over blocks {
@@ -52,6 +53,19 @@ Where ``32·V`` does not divide ``K`` the last chunk's copies are clamped into t
 its lanes past ``K`` add zero; where ``R`` does not divide ``N`` the last block's warps past
 ``N`` read the last row (clamped) and store nothing.
 
+**Slices.** A row of ``K`` elements is ``K / V`` chunks, ``K / (32·V)`` a lane: 8 for a
+2048-wide row of halves, 22 for a 5632-wide one. The chunk loop keeps ``chunks`` (4) in
+flight, so a lane waits for memory ``K / (32·V·chunks)`` times in a row. Where the product
+has few rows (a decode step's output and down projections: 2048) those waits are the
+kernel's time: its few warps cannot keep enough bytes in flight to reach the bandwidth.
+``S`` warps a row split the row's chunks ``S`` ways (lane ``L < 32·S`` takes chunks
+``L, L + 32·S, …``); the block's shared ``[R, 32·S]`` partials then hold the reduction
+across the slices, which the row's thread sums after the barrier. By default ``S`` is the
+fewest warps (a power of two) that leave a lane at most ``chunks`` chunks, as long as all
+the warps of the product and its siblings, ``S`` times its rows, stay within what the
+GPU's multiprocessors hold at once (``threads_per_sm / 32`` each), and ``R·S`` at most 8
+(256 threads): large products keep a warp a row. ``shuffle=true`` keeps ``S = 1``.
+
 **Why** the cooperative schedule gives each output a whole block: with ``K = 2048`` and 256
 threads a thread reads 8 scalars, then the block pays shuffles, two barriers and a
 shared-memory step per output, and each block's loads are too few to keep the memory system
@@ -79,7 +93,7 @@ from xdsl.pattern_rewriter import (
     op_type_rewrite_pattern,
 )
 
-from llmopt.dialects import tile
+from llmopt.dialects import loop, tile
 from llmopt.passes._rewrite import KeepLocation
 from llmopt.passes.tile._access import (
     Cloner,
@@ -96,7 +110,7 @@ from llmopt.target import BULK_PREFETCH_MIN_SM, WARP, arch_number
 from llmopt.target import for_arch as limits
 
 MAX_ROWS = 8
-"""Outputs a block at most (8 warps, 256 threads)."""
+"""Warps a block at most (256 threads): ``R·S``."""
 
 
 def choose_rows(products: Sequence[tuple[int, int]], sms: int) -> int:
@@ -113,12 +127,21 @@ def choose_rows(products: Sequence[tuple[int, int]], sms: int) -> int:
 
 
 def sibling_rows(module: ModuleOp, sms: int) -> dict[tile.KernelOp, int]:
-    """The rows of each matched kernel of ``module``, chosen for it and its *siblings*
-    together: the matched kernels passed one buffer in one block (directly or through
-    another sibling, where they run or where the functions holding them are called), such
-    as a layer's query, key and value projections of one normalised input. They get one
-    block shape, so ``fuse-launches`` can make them one launch, and enough blocks between
-    them to fill the GPU."""
+    """The rows a block of each matched kernel of ``module`` with a warp a row (see
+    :func:`sibling_shapes`)."""
+    return {k: rows for k, (rows, _) in sibling_shapes(module, sms).items()}
+
+
+def sibling_shapes(module: ModuleOp, sms: int, warps: int = 0,
+                   chunks: int = CHUNKS_IN_FLIGHT) -> dict[tile.KernelOp, tuple[int, int]]:
+    """The rows (for a warp a row: :func:`choose_rows`) and slices (warps a row,
+    :func:`choose_slices`; 1 where ``warps``, the warps the GPU holds at once, is 0) of
+    each matched kernel of ``module``, chosen for it and its *siblings* together: the
+    matched kernels passed one buffer in one block (directly or through another sibling,
+    where they run or where the functions holding them are called), such as a layer's
+    query, key and value projections of one normalised input. They get one block shape, so
+    ``fuse-launches`` can make them one launch, and enough blocks between them to fill the
+    GPU."""
     found = {k: g for k in module.walk() if isinstance(k, tile.KernelOp)
              and (g := match_gemv(k)) is not None}
     parent = {k: k for k in found}
@@ -140,20 +163,64 @@ def sibling_rows(module: ModuleOp, sms: int) -> dict[tile.KernelOp, int]:
                 parent[root(k)] = root(other)
     groups: dict[tile.KernelOp, list[tuple[int, int]]] = {}
     for k, g in found.items():
-        outputs = g.forall.shape[g.row]
-        groups.setdefault(root(k), []).append((outputs, math.prod(g.forall.shape) // outputs))
-    return {k: choose_rows(groups[root(k)], sms) for k in found}
+        groups.setdefault(root(k), []).append(_extents(g))
+    slices = _slices_by_operand(found, calls, chunks, warps) if warps else {}
+    return {k: (choose_rows(groups[root(k)], sms), slices.get(k, 1)) for k in found}
 
 
-def _buffers_where_run(kernel: tile.KernelOp, calls: dict[str, list[func.CallOp]]
+def _extents(found: Gemv) -> tuple[int, int]:
+    """``(outputs, others)`` of a matched kernel (see :func:`choose_rows`)."""
+    outputs = found.forall.shape[found.row]
+    return outputs, math.prod(found.forall.shape) // outputs
+
+
+def _slices_by_operand(found: dict[tile.KernelOp, Gemv], calls: dict[str, list[func.CallOp]],
+                       chunks: int, warps: int) -> dict[tile.KernelOp, int]:
+    """The slices of each kernel of ``found``, chosen for the kernels whose reductions read
+    one buffer together (a layer's query, key and value projections of one normalised
+    row: one launch once fused, so their warps add up). Unlike the rows' siblings, kernels
+    that only pass a buffer along (a projection writing the residual stream the next one
+    adds) are not counted together: they run one after the other."""
+    by_place: dict[tuple[Block | None, SSAValue], list[tile.KernelOp]] = {}
+    for k, g in found.items():
+        read = {op.buffer for red in g.reduces for op in red.body.walk()
+                if isinstance(op, loop.LoadOp)}
+        for place in _buffers_where_run(k, calls, read):
+            by_place.setdefault(place, []).append(k)
+    slices = {}
+    for k in found:
+        group = {k, *(other for members in by_place.values() if k in members
+                      for other in members)}
+        width = max(-(-found[o].k // found[o].vector) for o in group)
+        slices[k] = choose_slices([_extents(found[o]) for o in group], width, chunks, warps)
+    return slices
+
+
+def choose_slices(products: Sequence[tuple[int, int]], row_chunks: int, chunks: int,
+                  warps: int) -> int:
+    """The warps a row for ``products`` (as in :func:`choose_rows`) whose rows are
+    ``row_chunks`` chunks of 16 bytes: the fewest, a power of two up to :data:`MAX_ROWS`,
+    that leave each lane at most ``chunks`` chunks, while every product's rows times the
+    slices stay within ``warps`` (the warps the GPU holds at once)."""
+    rows = sum(o * n for n, o in products)
+    slices = 1
+    while (slices < MAX_ROWS and -(-row_chunks // (WARP * slices)) > chunks
+           and rows * slices * 2 <= warps):
+        slices *= 2
+    return slices
+
+
+def _buffers_where_run(kernel: tile.KernelOp, calls: dict[str, list[func.CallOp]],
+                       only: set[SSAValue] | None = None
                        ) -> list[tuple[Block | None, SSAValue]]:
-    """The buffers ``kernel`` takes, each with the block it is passed in: its own operands,
-    and where it is the body of a function (``outline-repeated-kernels`` gives each kernel
-    that identical layers repeat a function of its own), what every call passes for them."""
+    """The buffers ``kernel`` takes (with ``only``: those whose body arguments are in it),
+    each with the block it is passed in: its own operands, and where it is the body of a
+    function (``outline-repeated-kernels`` gives each kernel that identical layers repeat a
+    function of its own), what every call passes for them."""
     places: list[tuple[Block | None, SSAValue]] = []
     owner = kernel.parent_op()
-    for buffer in kernel.buffers:
-        if not isinstance(buffer.type, MemRefType):
+    for buffer, arg in zip(kernel.buffers, kernel.body.block.args, strict=True):
+        if not isinstance(buffer.type, MemRefType) or (only is not None and arg not in only):
             continue
         places.append((kernel.parent_block(), buffer))
         if (isinstance(owner, func.FuncOp) and isinstance(buffer, BlockArgument)
@@ -168,8 +235,10 @@ class ScheduleGemv(RewritePattern):
     """Rewrite one matched kernel (see the module docstring)."""
 
     rows: int
-    chosen: dict[tile.KernelOp, int]
-    """Each kernel's rows when ``rows`` is 0 (:func:`sibling_rows`)."""
+    chosen: dict[tile.KernelOp, tuple[int, int]]
+    """Each kernel's chosen rows (for a warp a row) and slices (:func:`sibling_shapes`),
+    used where the options leave them 0."""
+    slices: int = 0
     chunks: int = CHUNKS_IN_FLIGHT
     prefetch: int = 0
     """Bytes of weight rows a block prefetches into L2 first (0: none)."""
@@ -184,24 +253,40 @@ class ScheduleGemv(RewritePattern):
         if found is None:
             return
         outputs = found.forall.shape[found.row]
-        rows = min(self.rows or self.chosen[op], outputs)
-        rows = 1 << (rows.bit_length() - 1)  # a power of two: whole warps, even blocks
-        new = _rebuilt(op, found, rows, self.chunks, self.prefetch, self.stage, self.shuffle)
+        rows, slices = self.chosen[op]
+        slices = _power_of_two(self.slices or slices)
+        if self.rows:
+            rows = self.rows
+            if not self.slices:  # a chosen S keeps the block within MAX_ROWS warps
+                slices = min(slices, _power_of_two(MAX_ROWS // rows))
+        else:
+            rows = min(rows, MAX_ROWS // slices)
+        rows = _power_of_two(min(rows, outputs))  # whole warps, even blocks
+        new = _rebuilt(op, found, rows, self.chunks, self.prefetch, self.stage, self.shuffle,
+                       slices)
         rewriter.replace(op, new)
+
+
+def _power_of_two(n: int) -> int:
+    """The largest power of two up to ``n`` (at least 1)."""
+    return 1 << (max(n, 1).bit_length() - 1)
 
 
 def _rebuilt(kernel: tile.KernelOp, found: Gemv, rows: int,
              chunks: int = CHUNKS_IN_FLIGHT, prefetch: int = 0, stage: bool = True,
-             shuffle: bool = False) -> tile.KernelOp:
-    """``kernel`` with ``found``'s forall scheduled ``rows`` outputs a block."""
+             shuffle: bool = False, slices: int = 1) -> tile.KernelOp:
+    """``kernel`` with ``found``'s forall scheduled ``rows`` outputs a block, ``slices``
+    warps each."""
+    width = WARP * slices
     old = found.forall
     outputs = old.shape[found.row]
     extents = list(old.shape)
     extents[found.row] = -(-outputs // rows)
     grid = [min(kernel.grid_shape[0], math.prod(extents)), 1, 1]
-    new = tile.KernelOp(kernel.sym_name.data, grid, [rows * WARP, 1, 1], kernel.buffers)
+    new = tile.KernelOp(kernel.sym_name.data, grid, [rows * width, 1, 1], kernel.buffers)
     new.attributes |= kernel.attributes
     new.attributes[GEMV_ATTR] = DictionaryAttr({"rows": IntegerAttr(rows, i64),
+                                                "slices": IntegerAttr(slices, i64),
                                                 "vector": IntegerAttr(found.vector, i64)})
     args = dict(zip(kernel.body.block.args, new.body.block.args, strict=True))
     for arg, new_arg in args.items():
@@ -226,16 +311,16 @@ def _rebuilt(kernel: tile.KernelOp, found: Gemv, rows: int,
     for op in found.prologue:  # a row's statistics: once a block, all its threads
         body.add_op(op.clone(value_mapper=values))
     ragged = outputs % rows != 0
-    clamp = ragged or found.k % (WARP * found.vector) != 0
-    lanes, (w, lane) = block_threads([rows, WARP], ["w", "l"])
+    clamp = ragged or found.k % (width * found.vector) != 0
+    lanes, (w, lane) = block_threads([rows, width], ["w", "l"])
     partials = []
     staged = stage_operands(found, values, body) if stage else {}
     for red in found.reduces:
-        lane_sum = LaneSum(found, red, values, rows, w, lane, chunks, staged.get(red))
+        lane_sum = LaneSum(found, red, values, rows, w, lane, chunks, staged.get(red), width)
         ops, partial = lane_sum.build(body, Linear.of((rows, nb), (1, w)), clamp)
         lanes.body.block.add_ops(ops)
         partials.append(partial)
-    if shuffle:
+    if shuffle and slices == 1:
         finish_in_lanes(found, lanes, partials, values, Linear.of((rows, nb), (1, w)),
                         outputs, ragged)
         body.add_op(lanes)
@@ -261,7 +346,8 @@ class WarpGemv(ModulePass):
     :mod:`~llmopt.passes.tile._gemv_stage`), ``shuffle`` (default ``false``: the lanes'
     partials go through shared memory to a thread a row; ``true``: each warp combines them
     by shuffles and finishes its row itself, see :mod:`~llmopt.passes.tile._gemv_finish`),
-    ``arch``."""
+    ``slices`` (warps a row, a power of two up to 8; 0 = chosen, see *Slices*; a row of
+    several warps finishes through shared memory whatever ``shuffle`` says), ``arch``."""
 
     name = "warp-gemv"
 
@@ -270,15 +356,19 @@ class WarpGemv(ModulePass):
     prefetch_bytes: int = PREFETCH_BYTES
     stage: bool = True
     shuffle: bool = False
+    slices: int = 0
     arch: str = "sm_90"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        chosen = {} if self.rows else sibling_rows(op, limits(self.arch).sms)
+        target = limits(self.arch)
+        warps = 0 if self.shuffle else target.sms * target.threads_per_sm // WARP
+        chosen = sibling_shapes(op, target.sms, warps, self.chunks)
         prefetch = self.prefetch_bytes if arch_number(self.arch) >= BULK_PREFETCH_MIN_SM else 0
-        pattern = ScheduleGemv(self.rows, chosen, self.chunks, prefetch, self.stage,
-                               self.shuffle)
+        pattern = ScheduleGemv(self.rows, chosen, self.slices, self.chunks, prefetch,
+                               self.stage, self.shuffle)
         PatternRewriteWalker(KeepLocation(pattern),
                              apply_recursively=False).rewrite_module(op)
 
 
-__all__ = ["GEMV_ATTR", "WarpGemv", "choose_rows", "match_gemv", "sibling_rows"]
+__all__ = ["GEMV_ATTR", "WarpGemv", "choose_rows", "choose_slices", "match_gemv",
+           "sibling_rows", "sibling_shapes"]

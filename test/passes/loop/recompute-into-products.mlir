@@ -32,7 +32,7 @@
 // GEMV:           tile.coop_reduce add %r = 0 to 256 : f32 {
 // GEMV:           math.rsqrt
 // GEMV:           tile.forall (%{{[a-z0-9_]+}}, %l) in [4, 32] over block_threads {
-// GEMV:       } {llmopt.gemv = {rows = 4 : i64, vector = 4 : i64}}
+// GEMV:       } {llmopt.gemv = {rows = 4 : i64, slices = 1 : i64, vector = 4 : i64}}
 
 // NUM-NOT: FAIL
 // NUM: recompute-into-products {{.*}} ok
@@ -93,7 +93,7 @@ func.func @proj(%x: memref<1x256xf32>, %w: memref<256xf32>, %W: memref<64x256xf3
 // GEMV:       tile.forall (%i0, %nb) in [1, 12] over blocks {
 // GEMV-COUNT-1: tile.coop_reduce
 // GEMV:       tile.forall (%{{[a-z0-9_]+}}, %l) in [4, 32] over block_threads {
-// GEMV:       } {llmopt.gemv = {rows = 4 : i64, vector = 8 : i64}}
+// GEMV:       } {llmopt.gemv = {rows = 4 : i64, slices = 1 : i64, vector = 8 : i64}}
 
 func.func @gate_up(%x: memref<1x128xbf16>, %w: memref<128xbf16>, %Wg: memref<48x128xbf16>, %Wu: memref<48x128xbf16>) -> memref<1x48xbf16> {
   %out = memref.alloc() : memref<1x48xbf16>

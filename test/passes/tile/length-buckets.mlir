@@ -77,7 +77,7 @@ func.func @forward(%w: memref<64x256xf32> {llmopt.param = "w"},
 // output, 16-byte loads); the second row's variant keeps the runtime rows and grid. With
 // coop_rows=1 only the static one is made:
 // GEMV:       tile.kernel @linear_coop1 grid [64, 1, 1] block [32, 1, 1]
-// GEMV:       } {llmopt.bucket = 1 : i64, llmopt.coop, llmopt.gemv = {rows = 1 : i64, vector = 4 : i64}}
+// GEMV:       } {llmopt.bucket = 1 : i64, llmopt.coop, llmopt.gemv = {rows = 1 : i64, slices = 1 : i64, vector = 4 : i64}}
 // ONE:        scf.if %le1 {
 // ONE-NEXT:     tile.kernel @linear_coop1 grid [64, 1, 1]
 // ONE-NOT:    coop2

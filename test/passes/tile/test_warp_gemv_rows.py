@@ -1,6 +1,8 @@
 """``warp-gemv``'s rows a block: counted over every block of a product and of its siblings
 (the products of one input, such as a decode step's query, key and value projections),
-which get one block shape so that ``fuse-launches`` can make them one launch."""
+which get one block shape so that ``fuse-launches`` can make them one launch; and its
+slices (warps a row), chosen so that a lane waits for memory once where the GPU holds
+enough warps."""
 
 from __future__ import annotations
 
@@ -14,7 +16,14 @@ from llmopt import registry  # noqa: E402
 from llmopt.frontend.decode import capture_decode  # noqa: E402
 from llmopt.frontend.models import build_model  # noqa: E402
 from llmopt.passes.tile._gemv_match import match_gemv  # noqa: E402
-from llmopt.passes.tile.warp_gemv import choose_rows, sibling_rows  # noqa: E402
+from llmopt.passes.tile.warp_gemv import (  # noqa: E402
+    choose_rows,
+    choose_slices,
+    sibling_rows,
+    sibling_shapes,
+)
+
+H100_WARPS = 132 * 64
 
 
 def test_rows_count_every_block() -> None:
@@ -58,3 +67,42 @@ def _others(shape: tuple[int, ...], row: int) -> int:
         if k != row:
             total *= extent
     return total
+
+
+def test_slices_split_long_rows_of_few_products() -> None:
+    """TinyLlama's decode products in bf16 (8 elements a chunk) on 132 multiprocessors."""
+    assert choose_slices([(2048, 1)], 2048 // 8, 4, H100_WARPS) == 2  # 8 chunks a lane → 4
+    assert choose_slices([(2048, 1)], 5632 // 8, 4, H100_WARPS) == 4  # down: 22 → 6
+    assert choose_slices([(2048, 1), (256, 1), (64, 4)], 256, 4, H100_WARPS) == 2  # q, k, v
+    assert choose_slices([(5632, 1)], 256, 4, H100_WARPS) == 1  # gate/up: the GPU is full
+    assert choose_slices([(32000, 1)], 256, 4, H100_WARPS) == 1  # logits
+    assert choose_slices([(10, 1)], 50, 4, H100_WARPS) == 1  # 2 chunks a lane already
+    assert choose_slices([(64, 1)], 1 << 20, 4, H100_WARPS) == 8  # at most 8 warps a row
+
+
+def test_slices_group_only_products_of_one_input() -> None:
+    """In a two-layer bf16 decode step the query, key and value projections (one input)
+    get one slice count, and the down projections theirs, although the output projection
+    writes the residual stream the down projection adds (a buffer they share): products
+    that run one after the other do not count their warps together."""
+    config = transformers.LlamaConfig(
+        hidden_size=512, intermediate_size=1408, num_hidden_layers=2,
+        num_attention_heads=8, num_key_value_heads=2, vocab_size=101,
+        max_position_embeddings=64)
+    model = build_model(config, seed=0, dtype=torch.bfloat16)
+    module = capture_decode(model, 32).module
+    to_tile = registry.pipeline_elements(registry.with_arch("lower-to-cuda", "sm_90"))
+    names = [name for _, name in to_tile]
+    llmopt.lower(module, ",".join(text for text, _ in to_tile[:names.index("warp-gemv")]))
+    warps = 32 * 64  # a GPU of 32 multiprocessors: room for 2 x 512 warps, not 2 x 2048
+    shapes = sibling_shapes(module, sms=32, warps=warps)
+    by_k: dict[int, set[int]] = {}
+    for kernel, (_, slices) in shapes.items():
+        found = match_gemv(kernel)
+        assert found is not None
+        by_k.setdefault(found.k, set()).add(slices)
+        outputs = found.forall.shape[found.row]
+        if found.k == 1408:  # down: 176 chunks a row, 512 rows
+            assert slices == choose_slices([(outputs, 1)], 176, 4, warps) == 2
+    assert len(by_k[1408]) == 1 and len(by_k[512]) >= 1
+    assert max(by_k[512]) <= 2

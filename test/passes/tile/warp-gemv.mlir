@@ -11,6 +11,10 @@
 // RUN: llm-opt %s --split-input-file -p 'warp-gemv{rows=4 stage=false}' | filecheck %s --check-prefix=NOSTAGE
 // RUN: llm-opt %s --split-input-file -p 'warp-gemv{rows=4}' | filecheck %s --check-prefix=NOSHUFFLE
 // RUN: llm-opt %s --split-input-file -p 'warp-gemv{rows=4 shuffle=true},tile-to-kernel,canonicalize,cse,kernel-to-cuda' --check-numerics 2>&1 >/dev/null | filecheck %s --check-prefix=NUM
+// RUN: llm-opt %s --split-input-file -p 'warp-gemv{rows=2 slices=2}' | filecheck %s --check-prefix=SLICES
+// RUN: llm-opt %s --split-input-file -p 'warp-gemv{rows=2 slices=4},tile-to-kernel,canonicalize,cse,kernel-to-cuda' --check-numerics 2>&1 >/dev/null | filecheck %s --check-prefix=NUM
+// RUN: llm-opt %s --split-input-file -p 'warp-gemv{slices=2 shuffle=true},tile-to-kernel,canonicalize,cse,kernel-to-cuda' --check-numerics 2>&1 >/dev/null | filecheck %s --check-prefix=NUM
+// RUN: not llm-opt %s -p 'warp-gemv{slices=16}' 2>&1 | filecheck %s --check-prefix=BADSLICES
 // Matrix-vector products as loop-to-tile schedules them (a block per output, a cooperative
 // reduction over K): warp-gemv gives each output a warp whose lanes read 16 bytes at a time
 // into register fragments, one shared partial a lane, summed by a thread a row after a
@@ -49,7 +53,7 @@
 // CHECK-NEXT:         scf.if
 // CHECK:                loop.store %[[TOTAL]], %{{.*}}[%i0, %i1, ((%nb * 4) + %w), 0] : memref<1x1x10x1xf32>
 // CHECK-NOT:    tile.alloc shared
-// CHECK:      } {llmopt.gemv = {rows = 4 : i64, vector = 4 : i64}}
+// CHECK:      } {llmopt.gemv = {rows = 4 : i64, slices = 1 : i64, vector = 4 : i64}}
 
 // The default finish (shuffle=false): a shared partial a lane, a thread a row summing them.
 // NOSHUFFLE-LABEL: func.func @proj
@@ -62,6 +66,19 @@
 // NOSHUFFLE-NEXT:          loop.load %part[%w_1, %lane] : memref<4x32xf32>
 // NOSHUFFLE:             loop.store %{{.*}}, %{{.*}}[%i0, %i1, ((%nb * 4) + %w_1), 0] : memref<1x1x10x1xf32>
 // NOSHUFFLE-NOT:     tile.lane_reduce
+
+// Option slices: two warps a row (64 lanes) walk its chunks 64 at a time, the shared
+// partials [rows, 64] hold the sum across the slices, and a thread a row adds them all.
+// SLICES-LABEL: func.func @proj
+// SLICES:      tile.kernel @reduce_1 grid [5, 1, 1] block [128, 1, 1]
+// SLICES:        tile.forall (%w, %l) in [2, 64] over block_threads {
+// SLICES:            tile.copy %{{.*}}[((%nb * 2) + %w), ((%c * 256) + (%l * 4))] clamp to %frag_1[%w, %l, 0] count 4
+// SLICES:          loop.store %{{.*}}, %part[%w, %l] : memref<2x64xf32>
+// SLICES:        tile.forall (%w_1) in [2] over block_threads {
+// SLICES:            loop.reduce add %lane = 0 to 64 : f32 {
+// SLICES-NOT:    tile.lane_reduce
+// SLICES:      } {llmopt.gemv = {rows = 2 : i64, slices = 2 : i64, vector = 4 : i64}}
+// BADSLICES: slices must be an integer from 1 to 8 or 0 (not set), got 16
 
 // NUM-COUNT-3: tile-to-kernel {{.*}} ok
 // NUM-NOT: FAIL
@@ -76,7 +93,7 @@
 // CUDA-NOT:     __syncthreads
 // CUDA:         if ((unsigned long long)l < 1ull) {
 
-// TWICE: } {llmopt.gemv = {rows = 4 : i64, vector = 4 : i64}}
+// TWICE: } {llmopt.gemv = {rows = 4 : i64, slices = 1 : i64, vector = 4 : i64}}
 
 // Option chunks: the chunks of 16 bytes a lane has in flight (the chunk loop's unroll).
 // CHUNKS: } {unroll = 2 : i64}
@@ -128,7 +145,7 @@ builtin.module {
 // CHECK:        arith.cmpi ult, %l, %{{.*}} : index
 // CHECK-NEXT:   scf.if
 // CHECK:          loop.store %{{.*}}, %{{.*}}[%i0, %i1, ((%nb * 4) + %w)] : memref<1x1x64xbf16>
-// CHECK:      } {llmopt.gemv = {rows = 4 : i64, vector = 8 : i64}}
+// CHECK:      } {llmopt.gemv = {rows = 4 : i64, slices = 1 : i64, vector = 8 : i64}}
 
 // CUDA-LABEL: void __launch_bounds__(128) elementwise_2(
 // CUDA:         ((uint4*)&frag[0])[0] = ((const uint4*)&arg2[
