@@ -63,8 +63,9 @@ kernel's time: its few warps cannot keep enough bytes in flight to reach the ban
 across the slices, which the row's thread sums after the barrier. By default ``S`` is the
 fewest warps (a power of two) that leave a lane at most ``chunks`` chunks, as long as all
 the warps of the product and its siblings, ``S`` times its rows, stay within what the
-GPU's multiprocessors hold at once (``threads_per_sm / 32`` each), and ``R·S`` at most 8
-(256 threads): large products keep a warp a row. ``shuffle=true`` keeps ``S = 1``.
+GPU's multiprocessors hold at once (``threads_per_sm / 32`` each), the ``32·S`` lanes still
+divide the row's chunks where 32 did, and ``R·S`` is at most 8 (256 threads): large
+products keep a warp a row. ``shuffle=true`` keeps ``S = 1``.
 
 **Why** the cooperative schedule gives each output a whole block: with ``K = 2048`` and 256
 threads a thread reads 8 scalars, then the block pays shuffles, two barriers and a
@@ -201,11 +202,14 @@ def choose_slices(products: Sequence[tuple[int, int]], row_chunks: int, chunks: 
     """The warps a row for ``products`` (as in :func:`choose_rows`) whose rows are
     ``row_chunks`` chunks of 16 bytes: the fewest, a power of two up to :data:`MAX_ROWS`,
     that leave each lane at most ``chunks`` chunks, while every product's rows times the
-    slices stay within ``warps`` (the warps the GPU holds at once)."""
+    slices stay within ``warps`` (the warps the GPU holds at once) and the lanes still
+    divide a row they divided (a ragged last chunk clamps every copy and masks every
+    element)."""
     rows = sum(o * n for n, o in products)
     slices = 1
     while (slices < MAX_ROWS and -(-row_chunks // (WARP * slices)) > chunks
-           and rows * slices * 2 <= warps):
+           and rows * slices * 2 <= warps
+           and (row_chunks % (WARP * slices) or not row_chunks % (WARP * slices * 2))):
         slices *= 2
     return slices
 

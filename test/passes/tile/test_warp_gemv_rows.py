@@ -72,11 +72,13 @@ def _others(shape: tuple[int, ...], row: int) -> int:
 def test_slices_split_long_rows_of_few_products() -> None:
     """TinyLlama's decode products in bf16 (8 elements a chunk) on 132 multiprocessors."""
     assert choose_slices([(2048, 1)], 2048 // 8, 4, H100_WARPS) == 2  # 8 chunks a lane → 4
-    assert choose_slices([(2048, 1)], 5632 // 8, 4, H100_WARPS) == 4  # down: 22 → 6
+    assert choose_slices([(2048, 1)], 5632 // 8, 4, H100_WARPS) == 2  # down: 22 → 11, not 5.5
+    assert choose_slices([(2048, 1)], 5632 // 4, 4, H100_WARPS) == 4  # in f32: 44 → 11
     assert choose_slices([(2048, 1), (256, 1), (64, 4)], 256, 4, H100_WARPS) == 2  # q, k, v
     assert choose_slices([(5632, 1)], 256, 4, H100_WARPS) == 1  # gate/up: the GPU is full
     assert choose_slices([(32000, 1)], 256, 4, H100_WARPS) == 1  # logits
     assert choose_slices([(10, 1)], 50, 4, H100_WARPS) == 1  # 2 chunks a lane already
+    assert choose_slices([(64, 1)], 200, 4, H100_WARPS) == 2  # ragged either way: 7 → 4
     assert choose_slices([(64, 1)], 1 << 20, 4, H100_WARPS) == 8  # at most 8 warps a row
 
 
