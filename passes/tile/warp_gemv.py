@@ -22,7 +22,7 @@ of the narrowest element loaded: 4 ``f32``, 8 ``bf16``/``f16``), and ``K`` is a 
 **Produces** ``R`` outputs a block, ``S`` warps each (``R`` = ``rows``, by default the
 largest power of two up to 8 that leaves at least one block a multiprocessor, counting every
 block of the forall and of its siblings: the matched kernels of the same block that share a
-buffer with it, which get the same ``R`` and ``S``; ``S`` = ``slices``, see *Slices*), lane
+buffer with it, which get the same ``R``; ``S`` = ``slices``, see *Slices*), lane
 ``l`` of the ``32·S`` of row ``w`` walking the chunks ``c`` of ``V`` consecutive ``k``
 (shown for ``S = 1``; with more, read ``32·S`` for each ``32``)::
 
@@ -61,13 +61,13 @@ kernel's time: its few warps cannot keep enough bytes in flight to reach the ban
 ``S`` warps a row split the row's chunks ``S`` ways (lane ``L < 32·S`` takes chunks
 ``L, L + 32·S, …``); the block's shared ``[R, 32·S]`` partials then hold the reduction
 across the slices, which the row's thread sums after the barrier. By default ``S`` is the
-fewest warps (a power of two) that leave a lane at most ``chunks`` chunks, as long as all
-the warps of the product and its siblings, ``S`` times its rows, stay within what the
-GPU's multiprocessors hold at once at 64 registers a lane (32 warps each: a second wave of
-warps costs more than a lane's longer loop: Qwen2.5-7B's 3584-row projections with two
-warps a row measured 4-5% slower a decode step than with one), the ``32·S`` lanes still
-divide the row's chunks where 32 did, and ``R·S`` is at most 8 (256 threads): large
-products keep a warp a row. ``shuffle=true`` keeps ``S = 1``.
+fewest warps (a power of two) that leave a lane at most ``chunks`` chunks, as long as the
+warps of the product and of the products reading its input with it (a layer's query, key
+and value projections, which get the same ``S``), ``S`` times their rows, stay within what
+the GPU's multiprocessors hold at once at 64 registers a lane (32 warps each: a second wave
+of warps costs more than a lane's longer loop saves), the ``32·S`` lanes still divide the
+row's chunks where 32 did, and ``R·S`` is at most 8 (256 threads): large products keep a
+warp a row. ``shuffle=true`` keeps ``S = 1``.
 
 **Why** the cooperative schedule gives each output a whole block: with ``K = 2048`` and 256
 threads a thread reads 8 scalars, then the block pays shuffles, two barriers and a
