@@ -151,28 +151,19 @@ def sibling_shapes(module: ModuleOp, sms: int, warps: int = 0,
     GPU."""
     found = {k: g for k in module.walk() if isinstance(k, tile.KernelOp)
              and (g := match_gemv(k)) is not None}
-    parent = {k: k for k in found}
-
-    def root(k: tile.KernelOp) -> tile.KernelOp:
-        while parent[k] is not k:
-            k = parent[k]
-        return k
-
     calls: dict[str, list[func.CallOp]] = {}
     for op in module.walk():
         if isinstance(op, func.CallOp):
             calls.setdefault(op.callee.root_reference.data, []).append(op)
-    readers: dict[tuple[Block | None, SSAValue], tile.KernelOp] = {}
-    for k in found:
-        for place in _buffers_where_run(k, calls):
-            other = readers.setdefault(place, k)
-            if other is not k:
-                parent[root(k)] = root(other)
-    groups: dict[tile.KernelOp, list[tuple[int, int]]] = {}
-    for k, g in found.items():
-        groups.setdefault(root(k), []).append(_extents(g))
-    slices = _slices_by_operand(found, calls, chunks, warps) if warps else {}
-    return {k: (choose_rows(groups[root(k)], sms), slices.get(k, 1)) for k in found}
+    rows = {k: choose_rows([_extents(found[o]) for o in group], sms)
+            for group in _groups(found, calls, reads_only=False) for k in group}
+    slices = {k: 1 for k in found}
+    if warps:  # the kernels whose reductions read one buffer: one launch once fused
+        for group in _groups(found, calls, reads_only=True):
+            width = max(-(-found[o].k // found[o].vector) for o in group)
+            chosen = choose_slices([_extents(found[o]) for o in group], width, chunks, warps)
+            slices |= dict.fromkeys(group, chosen)
+    return {k: (rows[k], slices[k]) for k in found}
 
 
 def _extents(found: Gemv) -> tuple[int, int]:
@@ -181,26 +172,32 @@ def _extents(found: Gemv) -> tuple[int, int]:
     return outputs, math.prod(found.forall.shape) // outputs
 
 
-def _slices_by_operand(found: dict[tile.KernelOp, Gemv], calls: dict[str, list[func.CallOp]],
-                       chunks: int, warps: int) -> dict[tile.KernelOp, int]:
-    """The slices of each kernel of ``found``, chosen for the kernels whose reductions read
-    one buffer together (a layer's query, key and value projections of one normalised
-    row: one launch once fused, so their warps add up). Unlike the rows' siblings, kernels
-    that only pass a buffer along (a projection writing the residual stream the next one
-    adds) are not counted together: they run one after the other."""
-    by_place: dict[tuple[Block | None, SSAValue], list[tile.KernelOp]] = {}
+def _groups(found: dict[tile.KernelOp, Gemv], calls: dict[str, list[func.CallOp]],
+            reads_only: bool) -> list[list[tile.KernelOp]]:
+    """The kernels of ``found`` joined by a buffer passed to two of them in one block
+    (directly or through another kernel of the group). With ``reads_only`` only the
+    buffers their reductions load count (a layer's query, key and value projections of one
+    normalised row, whose warps add up in one launch); kernels that only pass a buffer
+    along (a projection writing the residual stream the next one adds) then stay apart."""
+    parent = {k: k for k in found}
+
+    def root(k: tile.KernelOp) -> tile.KernelOp:
+        while parent[k] is not k:
+            k = parent[k]
+        return k
+
+    readers: dict[tuple[Block | None, SSAValue], tile.KernelOp] = {}
     for k, g in found.items():
-        read = {op.buffer for red in g.reduces for op in red.body.walk()
-                if isinstance(op, loop.LoadOp)}
+        read = ({op.buffer for red in g.reduces for op in red.body.walk()
+                 if isinstance(op, loop.LoadOp)} if reads_only else None)
         for place in _buffers_where_run(k, calls, read):
-            by_place.setdefault(place, []).append(k)
-    slices = {}
+            other = readers.setdefault(place, k)
+            if other is not k:
+                parent[root(k)] = root(other)
+    groups: dict[tile.KernelOp, list[tile.KernelOp]] = {}
     for k in found:
-        group = {k, *(other for members in by_place.values() if k in members
-                      for other in members)}
-        width = max(-(-found[o].k // found[o].vector) for o in group)
-        slices[k] = choose_slices([_extents(found[o]) for o in group], width, chunks, warps)
-    return slices
+        groups.setdefault(root(k), []).append(k)
+    return list(groups.values())
 
 
 def choose_slices(products: Sequence[tuple[int, int]], row_chunks: int, chunks: int,
