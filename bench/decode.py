@@ -464,15 +464,28 @@ def main() -> int:
                 records.append(rec)
                 line = ", ".join(_summary(k, v) for k, v in systems.items())
                 print(f"{name} {dtype_name} ctx {context}: {line}", flush=True)
+                write_json(records, builds, gpu, bandwidth, args.out_dir)  # kept if cut off
             if args.profile:
                 records[-1]["profile"] = profile_decode(gen, args.contexts[-1])
             del gen, model, variant_gens
             torch.cuda.empty_cache()
-    tag = gpu_tag(gpu)
+    write_results(_document(records, builds, gpu, bandwidth), args.out_dir, gpu_tag(gpu))
+    return 0
+
+
+def _document(records: list[dict[str, Any]], builds: dict[str, Any], gpu: str,
+              bandwidth: float) -> dict[str, Any]:
     meta = {"gpu": gpu, "copy_bandwidth_bytes_s": bandwidth, "torch": torch.__version__,
             "host": platform.node(), "generator_builds": builds}
-    write_results({"meta": [meta], "records": records}, args.out_dir, tag)
-    return 0
+    return {"meta": [meta], "records": records}
+
+
+def write_json(records: list[dict[str, Any]], builds: dict[str, Any], gpu: str,
+               bandwidth: float, out_dir: Path) -> None:
+    """The JSON of the cases measured so far (the tables and plot come at the end)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    doc = _document(records, builds, gpu, bandwidth)
+    (out_dir / f"decode-{gpu_tag(gpu)}.json").write_text(json.dumps(doc, indent=1))
 
 
 def _summary(key: str, system: dict[str, Any]) -> str:
