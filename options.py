@@ -127,6 +127,7 @@ OPTIONS: dict[str, dict[str, Option]] = {
                      "coop_min": Option(IntRange(1), unset=False),
                      "max_grid": Option(IntRange(1, 2**31 - 1), unset=False)},
     "fuse-kernels": {"recompute_limit": Option(IntRange(0))},
+    "recompute-into-products": {"min_bits": Option(_one_of(0, 8, 16, 32, 64))},
     "length-buckets": {"coop_rows": Option(IntRange(0, 64))},
     "flash-attention": {"bm": Option(IntRange(16, 1024, 16)),
                         "bn": Option(IntRange(16, 1024, 16)),

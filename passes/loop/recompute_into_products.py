@@ -218,14 +218,21 @@ def product_sites(norm: RowNorm, consumer: loop.KernelOp, buffer: SSAValue
     return sites  # type: ignore[return-value]
 
 
-def recompute_function(fn: func.FuncOp) -> None:
-    """Recompute every matched norm inside its consumers in ``fn``."""
+def element_bits(buffer: SSAValue) -> int:
+    """The width in bits of ``buffer``'s elements (0 for a type without one)."""
+    element = getattr(buffer.type, "element_type", None)
+    return int(getattr(element, "bitwidth", 0) or 0)
+
+
+def recompute_function(fn: func.FuncOp, min_bits: int = 0) -> None:
+    """Recompute every matched norm whose row has elements of at least ``min_bits`` bits
+    inside its consumers in ``fn``."""
     returned = {v for op in fn.body.block.ops if isinstance(op, func.ReturnOp)
                 for v in op.operands}
     for kernel in [op for op in fn.body.block.ops if isinstance(op, loop.KernelOp)]:
         norm = analyse(kernel)
         buffer = None if norm is None else temporary_output(kernel, norm.out_arg, returned)
-        if norm is None or buffer is None:
+        if norm is None or buffer is None or element_bits(buffer) < min_bits:
             continue
         consumers = list(dict.fromkeys(u.operation for u in buffer.uses
                                        if u.operation is not kernel))
@@ -248,7 +255,10 @@ class RecomputeIntoProducts(ModulePass):
 
     name = "recompute-into-products"
 
+    min_bits: int = 0
+    """Leave a norm alone whose row has elements narrower than this (0: take every one)."""
+
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for fn in list(op.walk()):
             if isinstance(fn, func.FuncOp) and not fn.is_declaration:
-                recompute_function(fn)
+                recompute_function(fn, self.min_bits)

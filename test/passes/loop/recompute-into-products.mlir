@@ -2,11 +2,18 @@
 // RUN: llm-opt %s --split-input-file -p recompute-into-products --check-numerics 2>&1 >/dev/null | filecheck %s --check-prefix=NUM
 // RUN: llm-opt %s --split-input-file -p 'recompute-into-products,loop-to-tile,warp-gemv{rows=4}' | filecheck %s --check-prefix=GEMV
 // RUN: llm-opt %s --split-input-file -p 'recompute-into-products,loop-to-tile,warp-gemv,tile-to-kernel,canonicalize,cse,kernel-to-cuda' --check-numerics 2>&1 >/dev/null | filecheck %s --check-prefix=NUM
+// RUN: llm-opt %s --split-input-file -p 'recompute-into-products{min_bits=32}' | filecheck %s --check-prefix=WIDE
 // A decode step's RMSNorm (one row) feeding matrix-vector products is recomputed inside
 // them: its sum of squares beside each product, its map at each load of the normalised
 // row. Inputs: (1) a norm and one projection; (2) a bf16 norm read by two products of one
 // kernel (a gate/up pair: the statistics once, the map in each product); (3) a norm of two
 // rows (a prompt): left alone; (4) a norm read outside a product (a residual): left alone.
+// With min_bits=32 the f32 norm of (1) is recomputed and the bf16 one of (2) stays a kernel.
+
+// WIDE-LABEL: func.func @proj
+// WIDE-NOT:   loop.kernel @norm
+// WIDE-LABEL: func.func @gate_up
+// WIDE:       loop.kernel @norm
 
 // CHECK-LABEL: func.func @proj
 // CHECK-NEXT:  memref.alloc() : memref<1x64xf32>
