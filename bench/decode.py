@@ -104,14 +104,20 @@ class StaticStep(torch.nn.Module):
         return s.model.lm_head(inner.norm(x[:, -1]))
 
 
-def static_decode(model: Any, prompt: torch.Tensor, new: int, max_ctx: int,
-                  compiled: bool) -> tuple[list[int], float]:
+def static_step(model: Any, max_ctx: int, compiled: bool) -> tuple[StaticStep, Any]:
+    """A :class:`StaticStep` and what calls it: itself, or its ``torch.compile``. One serves
+    every context of a model (a prefill rewrites the cache up to its position, and the
+    mask hides the rest), so ``torch.compile`` compiles once a model and dtype."""
+    step = StaticStep(model, max_ctx)
+    return step, (torch.compile(step) if compiled else step)
+
+
+def static_decode(step: tuple[StaticStep, Any], prompt: torch.Tensor, new: int
+                  ) -> tuple[list[int], float]:
     """Prefill the static caches token by token (not timed), then ``new - 1`` decode steps
     replayed from one CUDA graph (run eagerly without a GPU); returns the tokens and the
     seconds of the timed steps."""
-    step = StaticStep(model, max_ctx)
-    fn = torch.compile(step) if compiled else step
-    device = step.device
+    device, fn = step[0].device, step[1]
     token = torch.zeros((1, 1), dtype=torch.long, device=device)
     pos = torch.zeros(1, dtype=torch.long, device=device)
     with torch.no_grad():
@@ -411,6 +417,7 @@ def main() -> int:
             variant_gens = {key: llmopt.Generator(model, max_ctx=max_ctx, device="cuda",
                                                   pipeline=spec)
                             for key, spec in args.variants.items()}
+            eager_step, compiled_step = static_step(model, max_ctx, False), None
             for context in args.contexts:
                 g = torch.Generator().manual_seed(args.seed + context)
                 prompt = torch.randint(0, model.config.vocab_size, (1, context), generator=g)
@@ -437,14 +444,15 @@ def main() -> int:
                     tokens_of[key] = out.tokens
                 systems["hf_eager"] = measure(hf_tokens, hf_s / steps, hf_tokens, nbytes,
                                                bandwidth)
-                st_tokens, st_s = static_decode(model, prompt, args.new, max_ctx, False)
+                st_tokens, st_s = static_decode(eager_step, prompt, args.new)
                 systems["static_graph"] = measure(st_tokens, st_s / steps, hf_tokens, nbytes,
                                                    bandwidth)
                 tokens_of["static_graph"] = st_tokens
                 if not args.no_compile_baseline:
                     try:
-                        ct_tokens, ct_s = static_decode(model, prompt, args.new, max_ctx,
-                                                        True)
+                        if compiled_step is None:
+                            compiled_step = static_step(model, max_ctx, True)
+                        ct_tokens, ct_s = static_decode(compiled_step, prompt, args.new)
                         systems["static_compile_graph"] = measure(
                             ct_tokens, ct_s / steps, hf_tokens, nbytes, bandwidth)
                         tokens_of["static_compile_graph"] = ct_tokens
@@ -467,7 +475,7 @@ def main() -> int:
                 write_json(records, builds, gpu, bandwidth, args.out_dir)  # kept if cut off
             if args.profile:
                 records[-1]["profile"] = profile_decode(gen, args.contexts[-1])
-            del gen, model, variant_gens
+            del gen, model, variant_gens, eager_step, compiled_step
             torch.cuda.empty_cache()
     write_results(_document(records, builds, gpu, bandwidth), args.out_dir, gpu_tag(gpu))
     return 0

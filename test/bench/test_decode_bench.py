@@ -87,3 +87,23 @@ def test_profile_rows_name_what_each_kernel_reads() -> None:
     assert any({"cache_k", "cache_v"} == set(label.split("+")) for label in labels)
     assert "lm_head" in labels and "mlp.down_proj" in labels
     assert not any("layers." in label or ".weight" in label for label in labels)
+
+
+def test_one_static_step_serves_every_context() -> None:
+    """The PyTorch static-cache baseline keeps one step (one ``torch.compile``) for every
+    context of a model: after a longer prompt has filled the cache, a shorter one gives
+    the tokens a fresh step gives, and both equal Hugging Face's greedy tokens."""
+    pytest.importorskip("transformers")
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "frontend"))
+    from test_models import tiny_model
+
+    model = tiny_model("llama")
+    gen = torch.Generator().manual_seed(3)
+    long = torch.randint(0, model.config.vocab_size, (1, 12), generator=gen)
+    short = torch.randint(0, model.config.vocab_size, (1, 5), generator=gen)
+    shared = decode.static_step(model, 24, compiled=False)
+    decode.static_decode(shared, long, 6)
+    tokens, _ = decode.static_decode(shared, short, 6)
+    fresh, _ = decode.static_decode(decode.static_step(model, 24, compiled=False), short, 6)
+    hf, _ = decode.hf_generate(model, short, 6)
+    assert tokens == fresh == hf
