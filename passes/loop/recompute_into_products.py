@@ -42,8 +42,10 @@ element paid the map's roundings again (``bench/results/decode-recompute-norm-h2
 ``warp-gemv`` now computes the map once a block into shared memory (its ``stage`` option),
 and ``fuse-launches`` lets the query, key and value projections share that staged row, so
 the layer keeps one launch for them. Measured in that form it made TinyLlama's decode step
-faster in FP32 and slower in BF16 (``bench/results/decode-ab-nopf-h200.md``), so it stays
-out of ``lower-to-cuda``.
+faster in FP32 and slower in BF16 (``bench/results/decode-ab-nopf-h200.md``); once the
+norm kernel's loads were all in flight at once and the long products had several warps a
+row, slower in both (``bench/results/decode-norm-h100.md``), so it stays out of
+``lower-to-cuda``. ``min_bits`` restricts it to rows of wider elements, for such A/Bs.
 """
 
 from __future__ import annotations
