@@ -46,6 +46,19 @@ def test_variant_rows_are_written(tmp_path: Path) -> None:
     assert saved["records"][1]["systems"]["llmopt[nopf]"]["tok_s"] == pytest.approx(850.0)
 
 
+def test_cases_so_far_are_written_as_json(tmp_path: Path) -> None:
+    """After each case the JSON holds every case measured so far (a run cut off by a time
+    limit keeps them), named for the GPU, with the run's meta."""
+    records = [{"model": "tinyllama", "dtype": "float32", "context": 128,
+                "systems": {"llmopt": decode.measure([1], 0.002, [1], 10**9, 3e12)}}]
+    decode.write_json(records, {"tinyllama/float32": {"cold_s": 1.0}}, "NVIDIA H100 80GB HBM3",
+                      3e12, tmp_path)
+    saved = json.loads((tmp_path / "decode-h100.json").read_text())
+    assert [r["context"] for r in saved["records"]] == [128]
+    assert saved["meta"][0]["copy_bandwidth_bytes_s"] == 3e12
+    assert saved["meta"][0]["generator_builds"]["tinyllama/float32"]["cold_s"] == 1.0
+
+
 def test_merged_runs_are_named_for_their_gpu(tmp_path: Path) -> None:
     """``--merge`` writes ``decode-<gpu>.*`` for the GPU of the runs merged (an H100's
     records do not become ``decode-h200``), the records of every run in order."""
