@@ -54,6 +54,7 @@ from typing import Any
 
 import torch
 from report import gpu_tag
+from suite import git_commit
 
 from llmopt.generation import copy_bandwidth, divergence, float64_twin, step_bytes
 
@@ -358,6 +359,7 @@ def main() -> int:
                         metavar="N", help="also time the same Generator with N steps a "
                         "replay, as system llmopt[steps=N] (repeatable)")
     parser.add_argument("--out-dir", type=Path, default=Path("bench/results"))
+    parser.add_argument("--commit", help="the commit measured (default: git HEAD, if any)")
     parser.add_argument("--merge", type=Path, nargs="+", metavar="JSON",
                         help="only write the results of these runs as one (no GPU needed)")
     parser.add_argument("--prebuild-jobs", type=int, default=0, metavar="N",
@@ -388,8 +390,11 @@ def main() -> int:
     bandwidth = copy_bandwidth()
     gpu = torch.cuda.get_device_name()
     print(f"# {gpu}: device-to-device copy {bandwidth / 1e12:.2f} TB/s", flush=True)
-    records = []
+    records: list[dict[str, Any]] = []
     builds: dict[str, Any] = {}
+    meta = {"gpu": gpu, "copy_bandwidth_bytes_s": bandwidth, "torch": torch.__version__,
+            "host": platform.node(), "commit": args.commit or git_commit(),
+            "generator_builds": builds}
     for name in args.models:
         for dtype_name in args.dtypes:
             dtype = getattr(torch, dtype_name)
@@ -472,28 +477,22 @@ def main() -> int:
                 records.append(rec)
                 line = ", ".join(_summary(k, v) for k, v in systems.items())
                 print(f"{name} {dtype_name} ctx {context}: {line}", flush=True)
-                write_json(records, builds, gpu, bandwidth, args.out_dir)  # kept if cut off
+                write_json({"meta": [meta], "records": records}, args.out_dir)  # if cut off
             if args.profile:
                 records[-1]["profile"] = profile_decode(gen, args.contexts[-1])
             del gen, model, variant_gens, eager_step, compiled_step
             torch.cuda.empty_cache()
-    write_results(_document(records, builds, gpu, bandwidth), args.out_dir, gpu_tag(gpu))
+    write_results({"meta": [meta], "records": records}, args.out_dir, gpu_tag(gpu))
     return 0
 
 
-def _document(records: list[dict[str, Any]], builds: dict[str, Any], gpu: str,
-              bandwidth: float) -> dict[str, Any]:
-    meta = {"gpu": gpu, "copy_bandwidth_bytes_s": bandwidth, "torch": torch.__version__,
-            "host": platform.node(), "generator_builds": builds}
-    return {"meta": [meta], "records": records}
-
-
-def write_json(records: list[dict[str, Any]], builds: dict[str, Any], gpu: str,
-               bandwidth: float, out_dir: Path) -> None:
-    """The JSON of the cases measured so far (the tables and plot come at the end)."""
+def write_json(doc: dict[str, Any], out_dir: Path) -> Path:
+    """``decode-<tag>.json`` of ``doc`` (``meta`` and the records so far), named for the GPU
+    of its first run; the tables and the plot are :func:`write_results`' business."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    doc = _document(records, builds, gpu, bandwidth)
-    (out_dir / f"decode-{gpu_tag(gpu)}.json").write_text(json.dumps(doc, indent=1))
+    path = out_dir / f"decode-{gpu_tag(doc['meta'][0]['gpu'])}.json"
+    path.write_text(json.dumps(doc, indent=1))
+    return path
 
 
 def _summary(key: str, system: dict[str, Any]) -> str:
@@ -514,7 +513,9 @@ def write_results(doc: dict[str, Any], out_dir: Path, tag: str) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / f"decode-{tag}.json").write_text(json.dumps(doc, indent=1))
     gpus = sorted({m["gpu"] for m in doc["meta"]})
+    commits = list(dict.fromkeys(m["commit"] for m in doc["meta"] if m.get("commit")))
     lines = [f"# Decode, batch 1 ({', '.join(gpus)})", "",
+             f"Commit {', '.join(commits) or '?'}.", "",
              "| model | dtype | context | system | tok/s | ms/token | % of copy bandwidth | "
              "tokens = HF | launches a step |", "|---|---|---:|---|---:|---:|---:|---|---:|"]
     for r in doc["records"]:

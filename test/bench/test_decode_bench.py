@@ -48,15 +48,20 @@ def test_variant_rows_are_written(tmp_path: Path) -> None:
 
 def test_cases_so_far_are_written_as_json(tmp_path: Path) -> None:
     """After each case the JSON holds every case measured so far (a run cut off by a time
-    limit keeps them), named for the GPU, with the run's meta."""
+    limit keeps them), named for the GPU, with the run's meta; the table names the commit."""
     records = [{"model": "tinyllama", "dtype": "float32", "context": 128,
                 "systems": {"llmopt": decode.measure([1], 0.002, [1], 10**9, 3e12)}}]
-    decode.write_json(records, {"tinyllama/float32": {"cold_s": 1.0}}, "NVIDIA H100 80GB HBM3",
-                      3e12, tmp_path)
-    saved = json.loads((tmp_path / "decode-h100.json").read_text())
-    assert [r["context"] for r in saved["records"]] == [128]
-    assert saved["meta"][0]["copy_bandwidth_bytes_s"] == 3e12
+    meta = {"gpu": "NVIDIA H100 80GB HBM3", "commit": "abc123", "generator_builds": {}}
+    path = decode.write_json({"meta": [meta], "records": records}, tmp_path)
+    assert path == tmp_path / "decode-h100.json"
+    records.append({**records[0], "context": 512})
+    meta["generator_builds"]["tinyllama/float32"] = {"cold_s": 1.0}
+    decode.write_json({"meta": [meta], "records": records}, tmp_path)
+    saved = json.loads(path.read_text())
+    assert [r["context"] for r in saved["records"]] == [128, 512]
     assert saved["meta"][0]["generator_builds"]["tinyllama/float32"]["cold_s"] == 1.0
+    decode.write_results(saved, tmp_path, "h100")
+    assert "Commit abc123." in (tmp_path / "decode-h100.md").read_text()
 
 
 def test_merged_runs_are_named_for_their_gpu(tmp_path: Path) -> None:
