@@ -87,9 +87,10 @@ PRODUCER_STAGES = 4
 
 PRODUCER_MIN_CHUNKS = 8
 """The fewest K chunks a block's loop has for a product to get two roles by default: a
-producer's set-up (its barriers, one block a multiprocessor) is paid back over the loop.
-Measured on the H100: 17×2048×2048 in eight slices of four chunks took 0.022 ms with a
-producer and 0.015 without; 100×2048×2048 in four of eight, 0.015 against 0.018."""
+producer's set-up (its barriers, one block a multiprocessor) is paid back over the loop. On
+the H100 a product of eight slices of four chunks was slower with a producer, one of four
+slices of eight faster. Timings: ``bench/results/schedule-constants.md``
+(``PRODUCER_MIN_CHUNKS``)."""
 
 
 def default_roles(kernel: Operation, arch: str, element_bits: Sequence[int],

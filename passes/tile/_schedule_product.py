@@ -73,9 +73,8 @@ LONG_SLICES = 4
 LONG_SLICE = 896
 """On the H200, products whose blocks share a multiprocessor, with K ≥ 4 × 896 (3584, 5632,
 18944) and 1–3 waves of blocks, ran faster in four slices even when their blocks already
-filled the GPU (128×18944×3584: 0.444 ms in four slices of 128×64 blocks of 8×4, 0.563
-whole in 64×64 blocks; 32×18944×3584 in 32×64 blocks: 0.260 whole, 0.207 in four); at
-K = 2048 slicing did not pay."""
+filled the GPU; at K = 2048 slicing did not pay. Timings:
+``bench/results/schedule-constants.md`` (``LONG_SLICE``)."""
 
 LONG_WAVES = 3
 """Blocks per multiprocessor below which a long K is sliced (more waves even out the
@@ -90,19 +89,16 @@ only: a 128-thread block of 8×7 counts as alone too, though two fit."""
 WAVE_FILL = 7 / 8
 """For blocks that run alone on a multiprocessor: the share of the multiprocessors a wave
 must reach before ``split-k`` stops doubling the slices, and no long-K slicing. On the H200
-a wave of 128 such blocks on 132 multiprocessors needed no slicing (the tuned table: for
-five of six kernels of Qwen2.5-7B's 512×3584×3584 product, 128 blocks of 128×112, the tuner
-picked one slice, 0.315–0.340 ms, where four slices took 0.338–0.352; for the sixth two,
-0.343; 512×3584×18944: 1.630 ms whole against 1.678 in four; 512×2048×5632 in 128×128
-blocks: 0.297 in two slices against 0.328 in four of 128×64). With :data:`TILE_EFFICIENCY`
-and the long-K slicing kept for smaller blocks (:data:`LONG_SLICE`) this makes the model
-pick the tuner's schedule for 36 of the table's 47 kernels, against 11 before."""
+a wave of 128 such blocks on 132 multiprocessors needed no slicing (the tuned table). With
+:data:`TILE_EFFICIENCY` and the long-K slicing kept for smaller blocks (:data:`LONG_SLICE`)
+this makes the model pick the tuner's schedule for 36 of the table's 47 kernels, against 11
+before. Timings: ``bench/results/schedule-constants.md`` (``WAVE_FILL``)."""
 
 
 MMA_WAVE_FILL = 3 / 4
-""":data:`WAVE_FILL` of tensor-core blocks. On the H200 (``llmopt tune`` at a121268) 112
-blocks of 128×128 (512×3584×3584) ran best whole (0.242–0.246 ms, two slices 0.269), and
-28 of them (128×3584×3584, 128×3584×18944) in four slices (0.076–0.078 and 0.320 ms)."""
+""":data:`WAVE_FILL` of tensor-core blocks: on the H200 112 blocks of 128×128 ran best
+whole, 28 of them in four slices. Timings: ``bench/results/schedule-constants.md``
+(``MMA_WAVE_FILL``)."""
 
 
 def split_for(tile: RegisterTile, m: int, n: int, k: int, batch: int, gpu: GpuLimits,
@@ -129,7 +125,7 @@ def split_for(tile: RegisterTile, m: int, n: int, k: int, batch: int, gpu: GpuLi
 
 BLOCK_RATE = 129e9
 """Multiply-adds a second of one 128×64 block with 8×4 micro-tiles alone on an H200
-multiprocessor (128×2048×2048 in 64 such blocks: 0.131 ms)."""
+multiprocessor. Timings: ``bench/results/schedule-constants.md`` (``BLOCK_RATE``)."""
 
 WAVE_OVERHEAD = 1.5e-6
 """Seconds a wave of blocks spends outside its K loop (the first chunks' latency, the
@@ -184,13 +180,9 @@ def choose_product_schedule(m: int, n: int, k: int, batch: int, gpu: GpuLimits,
     points gets no ragged tile: one thread per output
     is then as fast as a block mostly padding.
 
-    Measured on the H200 for the fused gate/up kernel (``silu(x·Wgᵀ)·(x·Wuᵀ)``, median of
-    CUDA-event-timed graph replays, ``bench/sweep_gemm.py --gate-up``): 128×5632×2048 took
-    0.216 ms whole in 88 blocks of 128×64, 0.178 ms in two slices of 64×64 blocks and
-    0.171–0.174 ms in four slices of 128×64 (this model's pick); 128×18944×3584 0.961 ms
-    whole in 64×64 blocks and 0.830–0.834 ms in four slices of 128×64 (its pick); at 512
-    rows the whole product stays fastest (512×18944×3584: 3.12 ms whole against 3.21 in
-    two slices).
+    For the fused gate/up kernel (``silu(x·Wgᵀ)·(x·Wuᵀ)``) its picks at 128 rows (four
+    slices of 128×64) were the fastest on the H200, and at 512 rows the whole product
+    (timings: ``bench/results/schedule-constants.md``, ``choose_product_schedule``).
 
     With ``tensor_cores`` (``f32`` sums on sm_80 or newer) the :data:`MMA_TILES` that fit
     the output, with at most 64 accumulators a thread, compete at :data:`MMA_EFFICIENCY`

@@ -31,27 +31,20 @@ TILE_EFFICIENCY = {(8, 7): 1.1, (8, 8): 1.1, (8, 4): 1.0, (4, 11): 0.95, (4, 4):
                    (4, 7): 0.86, (4, 8): 0.86, (2, 4): 0.63, (4, 2): 0.6, (2, 2): 0.45,
                    (1, 4): 0.4, (2, 1): 0.25, (1, 2): 0.25, (1, 1): 0.15}
 """Speed of a block's arithmetic per micro-tile ``(tm, tn)``, relative to 8×4: fitted on the
-H200 on projections whose blocks fill the GPU equally (128×64 blocks with 8×4 threads take
-0.133 ms for 128×5632×2048 in one wave, 64×64 with 4×4 0.149 ms in two); 4×8 is slower than
-8×4. 8×7 (56 accumulators): 512×3584×3584 took 0.338 ms in 128×112 or 64×112 blocks against
-0.370 in 128×64 blocks of 8×4, 512×3584×18944 1.67 ms (two slices) against 1.83; 4×11 in
-64×176 blocks (256 blocks, one wave of two a multiprocessor) took 512×5632×2048 in 0.321 ms
-against 0.350 in 352 blocks of 128×64 with 8×4 (a wave and a third). 8×8 needs more
-registers than two blocks a multiprocessor leave (forcing two blocks spilled and ran 12–40%
-slower), yet one 128×128 block a multiprocessor of it beat 128×64 blocks of 8×4 wherever the
-tuner timed both on the H200 (the committed table, ``passes/tile/tuned/sm_90.json``):
-512×2048×5632 0.287 against 0.325 ms, 512×2048×2048 0.115 against 0.122–0.127, 128×2048×5632
-0.082 against 0.086, the 32000-wide LM head 1.607 against 1.676 — hence 1.1, as 8×7 (which
-keeps winning the 3584-wide products: 0.332 against 0.379 ms for 512×3584×3584)."""
+H200 on projections whose blocks fill the GPU equally; 4×8 is slower than 8×4, 8×7 (56
+accumulators) faster on the 3584-wide products, 4×11 on the 5632-wide ones in one wave. 8×8
+needs more registers than two blocks a multiprocessor leave (forcing two blocks spilled),
+yet one 128×128 block a multiprocessor of it beat 128×64 blocks of 8×4 wherever the tuner
+timed both on the H200 (the committed table, ``passes/tile/tuned/sm_90.json``), hence 1.1,
+as 8×7. Timings: ``bench/results/schedule-constants.md`` (``TILE_EFFICIENCY``)."""
 
 SMALL_BLOCK_EFFICIENCY = 0.9
 """Factor on :data:`TILE_EFFICIENCY` for blocks of fewer than 256 threads: in a wave of one
-block a multiprocessor, four warps hide less latency than eight. Measured on the H200 (the
-tuned table): for every kernel of Qwen2.5-7B's 128×3584×3584 and 128×3584×18944 products
-the tuner picked 128×112 blocks (256 threads of 8×7) in four slices, 0.092–0.096 ms for the
-former against 0.094–0.100 in four slices of 64×112 blocks (128 threads); without this
-factor the model takes two slices of 64×112, as many blocks as four of 128×112 and never
-the tuner's pick."""
+block a multiprocessor, four warps hide less latency than eight. For every kernel of
+Qwen2.5-7B's 128×3584×3584 and 128×3584×18944 products the tuner picked 128×112 blocks (256
+threads of 8×7) in four slices over 64×112 blocks (128 threads); without this factor the
+model takes two slices of 64×112 and never the tuner's pick. Timings:
+``bench/results/schedule-constants.md`` (``SMALL_BLOCK_EFFICIENCY``)."""
 
 
 MMA_TILES = (RegisterTile(128, 128, 8, 8), RegisterTile(128, 64, 8, 4),
@@ -62,14 +55,10 @@ MMA_TILES = (RegisterTile(128, 128, 8, 8), RegisterTile(128, 64, 8, 4),
 
 MMA_EFFICIENCY = {(8, 8): 1.5, (8, 4): 1.4, (4, 8): 1.25}
 """Speed of a tensor-core block (:data:`MMA_TILES`, three TF32 ``mma.sync`` per ``f32``
-product) on the scale of :data:`TILE_EFFICIENCY`. Measured on the H200 (``llmopt tune``
-and ``bench/sweep_gemm.py`` at a121268, ``mma-fragments{split=3}``), against the FMA
-schedules of the same products: 128×128 blocks of 8×8 took 512×2048×5632 in 0.208 ms (two
-slices; FMA 8×8 0.287), 512×3584×18944 in 1.203 and 512×3584×3584 in 0.246 (FMA 8×7:
-1.631, 0.332) — 1.49–1.52; 128×64 blocks of 8×4 the fused gate/up 512×5632×2048 in 0.463
-(four slices; FMA 8×4 0.626) and 512×18944×3584 in 2.198 (FMA 3.155) — 1.35–1.44; 64×128
-of 4×8 won only the tuner's 128-row products (128×2048×5632: 0.068 against 0.082 in FMA
-128×128 blocks of 8×8)."""
+product) on the scale of :data:`TILE_EFFICIENCY`, fitted on the H200 against the FMA
+schedules of the same products: 128×128 blocks of 8×8 1.49–1.52, 128×64 blocks of 8×4
+1.35–1.44; 64×128 of 4×8 won only the tuner's 128-row products. Timings:
+``bench/results/schedule-constants.md`` (``MMA_EFFICIENCY``)."""
 
 MMA_HALF_TILES = (RegisterTile(128, 256, 8, 16), RegisterTile(256, 128, 8, 16),
                   RegisterTile(128, 128, 8, 16), *MMA_TILES)
@@ -86,11 +75,10 @@ for 64 (64 × 64, 224 registers, no spills: one block of eight warps a multiproc
 MMA_HALF_EFFICIENCY = {(8, 16): 7.5, (8, 8): 5.5, (8, 4): 4.5, (4, 8): 3.5}
 """Speed of a 16-bit tensor-core block (:data:`MMA_HALF_TILES`) on the scale of
 :data:`TILE_EFFICIENCY`. 8×4 and 8×8 are fitted to the op suite's ``bf16`` products on the
-H200 (``bench/results/ops-bfloat16-h200.md``: 512×18944×3584 in 1184 blocks of 128×64,
-0.454 ms, and 512×5632×2048 in 352, 0.079 ms, give 4.5–4.9; 512×3584×3584 and
-512×3584×18944 in 112 blocks of 128×128, 0.086 and 0.382 ms, 5.3–6.3); 8×16 is 8×8 scaled
-by the instructions a K chunk issues per ``HMMA`` (:data:`MMA_HALF_TILES`: 4.6 for 64 × 32
-warp tiles, 3.4 for 64 × 64), not yet measured; 4×8 is a guess below 8×4."""
+H200 (4.5–4.9 and 5.3–6.3); 8×16 is 8×8 scaled by the instructions a K chunk issues per
+``HMMA`` (:data:`MMA_HALF_TILES`: 4.6 for 64 × 32 warp tiles, 3.4 for 64 × 64), not yet
+measured; 4×8 is a guess below 8×4. Timings: ``bench/results/schedule-constants.md``
+(``MMA_HALF_EFFICIENCY``)."""
 
 WGMMA_TILES = (RegisterTile(128, 256, 2, 64), RegisterTile(128, 128, 2, 32),
                RegisterTile(64, 256, 2, 64), RegisterTile(64, 128, 2, 32),
@@ -113,10 +101,9 @@ WGMMA_PRODUCER_EFFICIENCY = {(128, 256): 15.0, (128, 128): 12.5, (64, 256): 10.0
 """Speed of a :data:`WGMMA_TILES` block whose copies a producer warpgroup issues with bulk
 tensor copies (a two-role product, ``async-copy``'s ``roles = 2``), by its ``bm × bn``: one
 block a multiprocessor, so the tiles of two computing warpgroups rank first and the widest
-most. Fitted on the H100 (``bench/results/gemm-bf16-tma-h100.md``): 512×18944×3584 took
-0.182 ms in 296 blocks of 128×256 (3 waves), 0.184 in 592 of 128×128 (5) and 0.214 in
-1184 of 64×128 (9); 2047×2048×5632 0.087 in 128 blocks of 128×256 and 0.105 in 256 of
-128×128. The 64-row and 64-column tiles are estimates."""
+most. Fitted on the H100 (``bench/results/gemm-bf16-tma-h100.md``); the 64-row and 64-column
+tiles are estimates. Timings: ``bench/results/schedule-constants.md``
+(``WGMMA_PRODUCER_EFFICIENCY``)."""
 
 WGMMA_BK = 64
 """The K chunk of a :data:`WGMMA_TILES` block: one 128-byte row of 16-bit values, what a

@@ -171,14 +171,10 @@ class VectorFragments(ModulePass):
     """Where the loop over a fragment's ``V`` elements goes: 1 around the micro-tile's
     loops (``for kv { for mi { for nj }}}``), 2 inside them (``for mi { for nj { for kv
     }}}``, :func:`sink_kv_loop`, where legal); 0 (the default): each kernel's ``kv_order``
-    knob, else 1. Measured on the H200 (``bench/sweep_gemm.py``): order 2 was within 1.3%
-    on TinyLlama's products and the fused gate/up projections, and made Qwen2.5-7B's
-    112-wide 8 × 7 tiles of its down and o projections 7–35% slower (512 × 3584 × 18944:
-    1.79 against 1.63 ms; 128 rows: 0.588 against 0.435); ``llmopt tune`` kept it for five
-    of TinyLlama's layer kernels, 1–3% faster each; and the CUDA of a 128 × 128 block of
-    8 × 8 micro-tiles (512 × 33792 × 3584), its loops reordered by hand the same way, ran
-    6.5% faster (2.83 against 3.03 ms). A choice per kernel, which ``llmopt tune``
-    measures."""
+    knob, else 1. Neither order wins everywhere on the H200: order 2 made Qwen2.5-7B's
+    112-wide 8 × 7 tiles slower and some of TinyLlama's kernels faster (timings:
+    ``bench/results/schedule-constants.md``, ``kv_order``). A choice per kernel, which
+    ``llmopt tune`` measures."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         if self.kv_order not in (0, 1, 2):
