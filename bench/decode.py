@@ -486,11 +486,12 @@ def main() -> int:
     return 0
 
 
-def write_json(doc: dict[str, Any], out_dir: Path) -> Path:
-    """``decode-<tag>.json`` of ``doc`` (``meta`` and the records so far), named for the GPU
-    of its first run; the tables and the plot are :func:`write_results`' business."""
+def write_json(doc: dict[str, Any], out_dir: Path, tag: str | None = None) -> Path:
+    """``decode-<tag>.json`` of ``doc`` (``meta`` and the records so far), by default named
+    for the GPU of its first run; the tables and the plot are :func:`write_results`'
+    business."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / f"decode-{gpu_tag(doc['meta'][0]['gpu'])}.json"
+    path = out_dir / f"decode-{tag or gpu_tag(doc['meta'][0]['gpu'])}.json"
     path.write_text(json.dumps(doc, indent=1))
     return path
 
@@ -510,8 +511,7 @@ def _summary(key: str, system: dict[str, Any]) -> str:
 def write_results(doc: dict[str, Any], out_dir: Path, tag: str) -> None:
     """``decode-<tag>.json``, ``.md`` (a table) and ``.png`` (tok/s and the share of the
     copy bandwidth against the context, per model and system; needs matplotlib)."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / f"decode-{tag}.json").write_text(json.dumps(doc, indent=1))
+    write_json(doc, out_dir, tag)
     gpus = sorted({m["gpu"] for m in doc["meta"]})
     commits = list(dict.fromkeys(m["commit"] for m in doc["meta"] if m.get("commit")))
     lines = [f"# Decode, batch 1 ({', '.join(gpus)})", "",

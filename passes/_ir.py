@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from xdsl.dialects.builtin import MemRefType
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.traits import MemoryEffectKind, is_side_effect_free, only_has_effect
+
+from llmopt.dialects.tma import element_bytes
 
 
 def defined_inside(value: SSAValue, op: Operation) -> bool:
@@ -40,3 +43,8 @@ def allocates_at_most(op: Operation) -> bool:
     if op.regions:
         return False
     return is_side_effect_free(op) or only_has_effect(op, MemoryEffectKind.ALLOC)
+
+
+def element_bits(buffer: SSAValue) -> int:
+    """The bits of an element of a memref value (0 for another type)."""
+    return 8 * element_bytes(buffer.type) if isinstance(buffer.type, MemRefType) else 0

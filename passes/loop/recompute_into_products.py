@@ -61,6 +61,7 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from llmopt.dialects import loop
+from llmopt.passes._ir import element_bits
 from llmopt.passes.loop._fuse_analysis import loads_of, temporary_output, written_args
 from llmopt.passes.loop._fuse_rewrite import unbind
 
@@ -218,12 +219,6 @@ def product_sites(norm: RowNorm, consumer: loop.KernelOp, buffer: SSAValue
     if any(iv is None for _, iv in sites):
         return None
     return sites  # type: ignore[return-value]
-
-
-def element_bits(buffer: SSAValue) -> int:
-    """The width in bits of ``buffer``'s elements (0 for a type without one)."""
-    element = getattr(buffer.type, "element_type", None)
-    return int(getattr(element, "bitwidth", 0) or 0)
 
 
 def recompute_function(fn: func.FuncOp, min_bits: int = 0) -> None:

@@ -79,8 +79,8 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import arith, scf
-from xdsl.dialects.builtin import IntegerAttr, MemRefType, ModuleOp, StringAttr, i64
-from xdsl.ir import Block, Region, SSAValue
+from xdsl.dialects.builtin import IntegerAttr, ModuleOp, StringAttr, i64
+from xdsl.ir import Block, Region
 from xdsl.ir.affine import AffineDimExpr, AffineExpr
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
@@ -93,7 +93,7 @@ from xdsl.rewriter import InsertPoint
 from xdsl.utils.exceptions import PassFailedException
 
 from llmopt.dialects import kernel, tile
-from llmopt.dialects.tma import element_bytes
+from llmopt.passes._ir import element_bits
 from llmopt.passes._rewrite import KeepLocation
 from llmopt.passes.tile._access import UNROLL
 from llmopt.passes.tile._async_build import async_fill, carried, read_slots, slotted
@@ -123,11 +123,6 @@ LAG_ATTR = "llmopt.lag"
 (``async-copy{lag=1}``): the tiles a chunk's products read are refilled two chunks later."""
 
 
-def _element_bits(buffer: SSAValue) -> int:
-    """The bits of an element of a memref value (0 for another type)."""
-    return 8 * element_bytes(buffer.type) if isinstance(buffer.type, MemRefType) else 0
-
-
 @dataclass
 class AsyncKLoop(RewritePattern):
     """Pipeline one staged K loop with asynchronous copies (see the module docstring)."""
@@ -151,7 +146,7 @@ class AsyncKLoop(RewritePattern):
             n = static_bound(op.ub)
         found = staged_fills(op)
         roles = knob(self.roles, kern, "roles", default_roles(
-            kern, self.arch, [_element_bits(f.store.buffer) for f in found or []],
+            kern, self.arch, [element_bits(f.store.buffer) for f in found or []],
             not dynamic, n or 0))
         producer = roles == PRODUCER_ROLES
         stages = knob(self.stages, kern, "stages",
