@@ -3,18 +3,22 @@
 Usage (GPU host)::
 
     python bench/profile_layer.py qwen2.5-7b:128 tinyllama:512
+    python bench/profile_layer.py --dtype bfloat16 qwen2.5-7b:2047
 
 For each ``model:seq`` the layer is built and captured as ``bench/suite.py blocks`` does
 (``capture_layer``, lowered by ``lower-to-cuda``); every llmopt launch is timed alone
 (:meth:`~llmopt.codegen.executor.CompiledProgram.profile`: CUDA events around each launch,
 outside the CUDA graph, so a small kernel's time includes the host's launch latency), and
 ``torch.compile`` (default mode) is run under ``torch.profiler``, its CUDA kernels summed by
-name over the calls. FP32, TF32 off. Prints llmopt's launches in order and torch.compile's
-kernels by time, each with their sum.
+name over the calls. FP32 with TF32 off, or the weights and inputs in ``--dtype``
+(``bfloat16``, ``float16``: the model built in that dtype, as the sweep's 16-bit layers
+are). Prints llmopt's launches in order and torch.compile's kernels by time, each with
+their sum.
 """
 
 from __future__ import annotations
 
+import argparse
 import collections
 import sys
 from pathlib import Path
@@ -41,25 +45,33 @@ def parse_case(text: str) -> tuple[str, int]:
     return model, int(seq)
 
 
-def profile_case(model_name: str, seq: int, top: int = 16) -> None:
-    """Print both systems' kernel times for decoder layer 0 of ``model_name`` at ``seq``."""
+def profile_case(model_name: str, seq: int, dtype: torch.dtype = torch.float32,
+                 top: int = 16) -> None:
+    """Print both systems' kernel times for decoder layer 0 of ``model_name`` at ``seq``,
+    weights and inputs in ``dtype``."""
+    from llmopt.api import program_arch
     from llmopt.frontend.models import (
         build_model,
         capture_layer,
         decoder_layers,
         position_embeddings,
     )
+    from llmopt.registry import with_arch
+    from llmopt.target import current_target
 
     with torch.no_grad():
-        model = build_model(model_name, device="cuda", dtype=torch.float32, seed=0, layers=1)
+        model = build_model(model_name, device="cuda", dtype=dtype, seed=0, layers=1)
         layer = suite.LayerCall(decoder_layers(model)[0])
-        x = torch.randn(1, seq, model.config.hidden_size, device="cuda")
+        x = torch.randn(1, seq, model.config.hidden_size, device="cuda").to(dtype)
         cos, sin = (t.cuda() for t in position_embeddings(model, seq))
         captured = capture_layer(model, seq)
-        llmopt.lower(captured.module, suite.DEFAULT_PIPELINE)
-        program = CompiledProgram(captured.module, params=captured.params, cuda_graph=False)
+        arch = program_arch(suite.DEFAULT_PIPELINE, current_target().arch)
+        llmopt.lower(captured.module, with_arch(suite.DEFAULT_PIPELINE, arch))
+        program = CompiledProgram(captured.module, params=captured.params, cuda_graph=False,
+                                  arch=arch)
         times = program.profile(x, cos, sin, reps=30)
-        print(f"== {model_name} s{seq} llmopt: sum {sum(t.ms for t in times):.4f} ms")
+        name = str(dtype).removeprefix("torch.")
+        print(f"== {model_name} s{seq} {name} llmopt: sum {sum(t.ms for t in times):.4f} ms")
         for t in times:
             print(f"  {t.ms:8.4f} {t.grid[0]:6d}x{t.block[0]:<4d} {t.kernel}")
         compiled = torch.compile(layer, dynamic=False)
@@ -74,7 +86,7 @@ def profile_case(model_name: str, seq: int, top: int = 16) -> None:
         for event in prof.events():
             if event.device_type == torch.autograd.DeviceType.CUDA:
                 by_name[event.name] += event.device_time / CALLS / 1000
-        print(f"== {model_name} s{seq} torch.compile: sum {sum(by_name.values()):.4f} ms")
+        print(f"== {model_name} s{seq} {name} torch.compile: sum {sum(by_name.values()):.4f} ms")
         for name, ms in sorted(by_name.items(), key=lambda kv: -kv[1])[:top]:
             print(f"  {ms:8.4f} {name[:110]}")
     suite.cleanup()
@@ -85,8 +97,13 @@ def main(argv: list[str]) -> int:
     if not argv:
         print(__doc__, file=sys.stderr)
         return 2
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("cases", nargs="+", metavar="MODEL:SEQ")
+    parser.add_argument("--dtype", choices=("float32", "bfloat16", "float16"),
+                        default="float32")
+    args = parser.parse_args(argv)
     try:
-        cases = [parse_case(a) for a in argv]
+        cases = [parse_case(a) for a in args.cases]
     except ValueError as err:
         print(err, file=sys.stderr)
         return 2
@@ -95,7 +112,7 @@ def main(argv: list[str]) -> int:
         return 2
     suite.configure_precision()
     for model_name, seq in cases:
-        profile_case(model_name, seq)
+        profile_case(model_name, seq, getattr(torch, args.dtype))
     return 0
 
 

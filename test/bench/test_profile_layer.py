@@ -33,3 +33,13 @@ def test_refusals(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.Monkey
     monkeypatch.setattr(profile_layer, "profile_case", lambda *a: pytest.fail("profiled"))
     assert profile_layer.main(["tinyllama:128"]) == 2
     assert "needs a CUDA GPU" in capsys.readouterr().err
+
+
+def test_dtype_is_passed_to_each_case(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[tuple[str, int, object]] = []
+    monkeypatch.setattr(profile_layer.torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(profile_layer, "profile_case",
+                        lambda model, seq, dtype: seen.append((model, seq, dtype)))
+    assert profile_layer.main(["--dtype", "bfloat16", "qwen2.5-7b:2047", "tinyllama:17"]) == 0
+    assert seen == [("qwen2.5-7b", 2047, profile_layer.torch.bfloat16),
+                    ("tinyllama", 17, profile_layer.torch.bfloat16)]
