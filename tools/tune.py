@@ -583,13 +583,12 @@ def lookup(key: str, arch: str | Sequence[str],
 REFINEMENTS: tuple[dict[str, int], ...] = ({"min_blocks": 2}, {"kv_order": 2})
 """Knobs tried, one at a time, on top of the fastest candidate (:func:`refine`):
 ``min_blocks = 2`` asks NVRTC for registers enough for two blocks a multiprocessor
-(``__launch_bounds__(threads, 2)``). Measured on the H200 (``bench/sweep_gemm.py`` with
-``kernel-to-cuda{min_blocks=2}``): 3–4% faster for TinyLlama's 512×2048×5632 and
-Qwen2.5-7B's 128×3584×18944 products in their heuristic tiles, 1–26% slower for the six
-others timed (the accumulators spill). ``kv_order = 2`` runs a fragment's elements innermost
-(:class:`~llmopt.passes.tile.vector_fragments.VectorFragments`): 1–3% faster for five of
-TinyLlama's layer kernels, 7–35% slower for Qwen2.5-7B's 8×7 tiles. Choices per kernel,
-hence measured rather than predicted."""
+(``__launch_bounds__(threads, 2)``): faster for some products in their heuristic tiles,
+slower for others, whose accumulators spill. ``kv_order = 2`` runs a fragment's elements
+innermost (:class:`~llmopt.passes.tile.vector_fragments.VectorFragments`): faster for some
+of TinyLlama's layer kernels, slower for Qwen2.5-7B's 8×7 tiles. Choices per kernel, hence
+measured rather than predicted (timings: ``bench/results/schedule-constants.md``,
+``REFINEMENTS``)."""
 
 
 def refine(kernel: tile.KernelOp, best: Trial, arch: str, reps: int,

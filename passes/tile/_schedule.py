@@ -122,10 +122,9 @@ def default_kmajor(kernel: Operation) -> int:
 def default_carry(kernel: Operation) -> int:
     """``async-copy``'s ``carry`` when nothing sets it: 1 (the slots and the fetched chunk are
     counters the K loop carries) for a kernel with one register accumulator, else 2 (computed
-    from ``k0``). Measured on the H200 (``bench/sweep_gemm.py``, 0ef29fd): carried, single
-    products ran 1.4–4.4% faster (TinyLlama's and Qwen2.5-7B's projections at 128 and 512
-    rows, bar one even), the fused gate/up kernels — two accumulator tiles, 250+ registers —
-    0.6–1.9% slower at three of four shapes."""
+    from ``k0``): carried counters paid for single products, not for the fused gate/up
+    kernels (two accumulator tiles, 250+ registers). Timings:
+    ``bench/results/schedule-constants.md`` (``default_carry``)."""
     accumulators = sum(1 for op in kernel.walk()
                        if isinstance(op, tile.AllocOp) and op.space.data == "registers")
     return 1 if accumulators <= 1 else 2

@@ -56,15 +56,13 @@ keeps 22 of the ``f32`` mantissa's 24 bits, and ``ah·bh + ah·bl + al·bh`` dro
 ``al·bl`` (below ``2⁻²²`` relative); with ``split=3`` each operand keeps at least 22 bits,
 truncated, and the dropped term stays below ``2⁻²⁰``. ``cvt.rna.tf32.f32`` costs four
 instructions on sm_90 (add, compare, select, and), two per operand element with
-``split=1``: ``split=3`` needs one ``and`` and one subtraction, and took 14–21% less time
-on the H200's products (``bench/sweep_gemm.py`` at 9f3e66e), at errors of 3–7·10⁻⁷ relative
-to the largest output (fused gate and up: 1.3–1.5·10⁻⁶) against 2–6·10⁻⁷ (5–8·10⁻⁷) with
-``split=1`` and 1.0·10⁻⁶ (1.4·10⁻⁶) for the FMA loop. The tensor core adds its products to
-``C`` with truncation, so summing a whole ``K`` on it lost accuracy (1–7·10⁻⁵ relative to
-the largest output on the H200, against 1–3·10⁻⁶ for the FMA loop); summing ``P`` steps
-from zero and adding those partial sums in ``f32`` (round to nearest) gave 2–9·10⁻⁷ (at
-``split=1``), *below* the FMA loop's error, because each ``f32`` add now takes 8·P terms
-at once. Results round differently from the FMA loop, so they are not bit-identical to it.
+``split=1``: ``split=3`` needs one ``and`` and one subtraction, so it is the faster form,
+and its errors stay at the ``split=1`` form's order. The tensor core adds its products to
+``C`` with truncation, so summing a whole ``K`` on it loses accuracy against the FMA loop;
+summing ``P`` steps from zero and adding those partial sums in ``f32`` (round to nearest)
+brings the error *below* the FMA loop's, because each ``f32`` add now takes 8·P terms at
+once. Results round differently from the FMA loop, so they are not bit-identical to it.
+The timings and errors: ``bench/results/schedule-constants.md`` (``mma-fragments``).
 Fragment reads stay conflict-free when ``pad-shared`` pads rows to ``≡ 4 (mod 32)`` words
 (or 20, as for rows of 16): lane ``4·g + t`` reads a distinct bank.
 """
