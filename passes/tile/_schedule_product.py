@@ -147,13 +147,19 @@ def product_time(t: RegisterTile, m: int, n: int, k: int, batch: int, split: int
     factors: ``halves``) plus :data:`WAVE_OVERHEAD`, plus, when split, the partial sums'
     traffic (of each of the ``accumulators`` reductions) and one launch. ``roles``: 2 for a
     product whose copies a producer warpgroup will issue (its tiles' efficiency then
-    differs)."""
+    differs; its blocks run one a multiprocessor, so when the unsplit grid fills the GPU,
+    each wave of slices also waits for its blocks' ``f32`` partial tiles to be stored, at
+    a multiprocessor's share of :data:`PARTIALS_BANDWIDTH`)."""
     blocks = batch * t.blocks(m, n) * split
     waves = -(-blocks // gpu.sms)
-    rate = BLOCK_RATE * tile_efficiency(t, tensor_cores, halves, blocks, gpu, roles)
+    rate = BLOCK_RATE * tile_efficiency(t, tensor_cores, halves, blocks, gpu, roles,
+                                         accumulators)
     time = waves * (t.bm * t.bn * (k / split) / rate + WAVE_OVERHEAD)
     if split > 1:
         time += accumulators * (split + 1) * batch * m * n * 4 / PARTIALS_BANDWIDTH + LAUNCH
+        if roles == PRODUCER_ROLES and blocks >= split * gpu.sms:  # see the docstring
+            tile_bytes = accumulators * min(t.bm, m) * min(t.bn, n) * 4
+            time += waves * tile_bytes * gpu.sms / PARTIALS_BANDWIDTH
     return time
 
 
@@ -224,9 +230,10 @@ def _product_schedule(m: int, n: int, k: int, batch: int, gpu: GpuLimits, accumu
     without a tile of 8 outputs a thread, :func:`choose_register_tile`'s (dividing)."""
     good = [t for t in fitting_tiles(m, n, accumulators, periods, ragged)
             if t.tm * t.tn >= 8]
-    most = mma_accumulators(halves, accumulators)
     cores_tiles = [t for t in mma_tiles(halves, gpu.arch) if tensor_cores and k % 32 == 0
-                   and t.fits(m, n, periods, ragged) and t.tm * t.tn * accumulators <= most
+                   and t.fits(m, n, periods, ragged)
+                   and t.tm * t.tn * accumulators <= mma_accumulators(
+                       halves, accumulators, roles == PRODUCER_ROLES and is_wgmma_tile(t))
                    and (not is_wgmma_tile(t) or k % WGMMA_BK == 0)]
     if not good and not cores_tiles:
         if ragged:
@@ -243,10 +250,13 @@ def _product_schedule(m: int, n: int, k: int, batch: int, gpu: GpuLimits, accumu
                 # no fitted rule for these yet: the model weighs each split
                 splits |= {s for s in (1, 2, 4, 8) if k % (s * 32) == 0 and k // s >= 128}
             for split in sorted(splits):
-                if cores and (k // split) % 32:
+                split_roles = _roles_of(roles, k // split)
+                if cores and ((k // split) % 32 or t.tm * t.tn * accumulators > (
+                        mma_accumulators(halves, accumulators,
+                                         split_roles == PRODUCER_ROLES and is_wgmma_tile(t)))):
                     continue
                 time = product_time(t, m, n, k, batch, split, gpu, accumulators, cores,
-                                    halves, _roles_of(roles, k // split))
+                                    halves, split_roles)
                 options.append((time, ProductSchedule(t, split, cores)))
     return min(options, key=lambda o: o[0])[1]
 

@@ -101,9 +101,17 @@ WGMMA_PRODUCER_EFFICIENCY = {(128, 256): 15.0, (128, 128): 12.5, (64, 256): 10.0
 """Speed of a :data:`WGMMA_TILES` block whose copies a producer warpgroup issues with bulk
 tensor copies (a two-role product, ``async-copy``'s ``roles = 2``), by its ``bm × bn``: one
 block a multiprocessor, so the tiles of two computing warpgroups rank first and the widest
-most. Fitted on the H100 (``bench/results/gemm-bf16-tma-h100.md``); the 64-row and 64-column
-tiles are estimates. Timings: ``bench/results/schedule-constants.md``
-(``WGMMA_PRODUCER_EFFICIENCY``)."""
+most. Fitted on the H100 (``bench/results/gemm-bf16-tma-h100.md``); the 64-column tile
+(two warpgroups of 64 × 64) above the 64-row ones of 128 columns (one warpgroup) from the
+fused gate/up products on the H200; the 64-row tiles are estimates. Timings:
+``bench/results/schedule-constants.md`` (``WGMMA_PRODUCER_EFFICIENCY``)."""
+
+WGMMA_PRODUCER_FUSED_EFFICIENCY = {(128, 64): 10.0}
+""":data:`WGMMA_PRODUCER_EFFICIENCY` of the tiles of a two-role product of several reductions
+(the fused gate/up projections), where they differ: the 64-column tile, two warpgroups of
+64 × 64 for each reduction, ran faster on the H200 than one warpgroup of 64 × 128 at 100
+rows, and than 128 × 128 where it took one wave fewer (TinyLlama's at 500 rows). Timings:
+``bench/results/schedule-constants.md`` (``WGMMA_PRODUCER_FUSED_EFFICIENCY``)."""
 
 WGMMA_BK = 64
 """The K chunk of a :data:`WGMMA_TILES` block: one 128-byte row of 16-bit values, what a
@@ -125,8 +133,9 @@ def warpgroup_chunk(t: RegisterTile, halves: bool, arch: str) -> int | None:
 
 
 MMA_HALF_ACCUMULATORS = 128
-"""Accumulators a thread a 16-bit tensor-core tile of one reduction may have (a tile of
-several reductions keeps the limit of 64 of the others)."""
+"""Accumulators a thread a 16-bit tensor-core tile of one reduction may have, or a two-role
+warpgroup tile of several (any other tile of several reductions keeps the limit of 64 of
+the others: its fragments or copies take registers too)."""
 
 LONE_WARPS = 8
 """Warps a multiprocessor needs to hide the latency of a 16-bit tensor-core block's
@@ -179,21 +188,31 @@ def mma_tiles(halves: bool, arch: str = "") -> tuple[RegisterTile, ...]:
     return MMA_HALF_TILES if halves else MMA_TILES
 
 
-def mma_accumulators(halves: bool, accumulators: int) -> int:
-    """Accumulators a thread a tensor-core tile of ``accumulators`` reductions may hold."""
-    return MMA_HALF_ACCUMULATORS if halves and accumulators == 1 else 64
+def mma_accumulators(halves: bool, accumulators: int, warpgroup: bool = False) -> int:
+    """Accumulators a thread a tensor-core tile of ``accumulators`` reductions may hold: a
+    warpgroup tile (:func:`is_wgmma_tile`) of 16-bit factors whose copies a producer
+    warpgroup issues (``warpgroup``) reads its operands from shared memory, not registers,
+    and its computing warpgroups get the producer's registers, so it keeps
+    :data:`MMA_HALF_ACCUMULATORS` over all its reductions."""
+    if halves and (accumulators == 1 or warpgroup):
+        return MMA_HALF_ACCUMULATORS
+    return 64
 
 
 def tile_efficiency(t: RegisterTile, tensor_cores: bool = False, halves: bool = False,
-                    blocks: int = 0, gpu: GpuLimits | None = None, roles: int = 1) -> float:
+                    blocks: int = 0, gpu: GpuLimits | None = None, roles: int = 1,
+                    accumulators: int = 1) -> float:
     """:data:`TILE_EFFICIENCY` of ``t``'s micro-tile (0.15 for one not in the table), times
     :data:`SMALL_BLOCK_EFFICIENCY` for a block of fewer than 256 threads; on the tensor
     cores :data:`MMA_EFFICIENCY`, or with 16-bit factors (``halves``)
     :data:`MMA_HALF_EFFICIENCY`, times :data:`LONE_BLOCK_EFFICIENCY` for a block of fewer
     than :data:`LONE_WARPS` warps when its ``blocks`` leave some of ``gpu``'s
     multiprocessors a single one; a warpgroup tile of a two-role product (``roles = 2``)
-    at :data:`WGMMA_PRODUCER_EFFICIENCY`."""
+    at :data:`WGMMA_PRODUCER_EFFICIENCY`, or of one of several reductions (``accumulators``)
+    at :data:`WGMMA_PRODUCER_FUSED_EFFICIENCY` where that has the tile."""
     if tensor_cores and halves and roles == 2 and is_wgmma_tile(t):
+        if accumulators > 1 and (t.bm, t.bn) in WGMMA_PRODUCER_FUSED_EFFICIENCY:
+            return WGMMA_PRODUCER_FUSED_EFFICIENCY[t.bm, t.bn]
         return WGMMA_PRODUCER_EFFICIENCY.get((t.bm, t.bn), WGMMA_EFFICIENCY[t.tm, t.tn])
     if tensor_cores and halves:
         lone = (gpu is not None and t.threads < 32 * LONE_WARPS

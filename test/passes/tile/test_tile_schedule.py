@@ -448,10 +448,38 @@ def test_sm_90a_gives_16_bit_products_warpgroup_tiles(m: int, n: int, k: int) ->
 
 
 def test_sm_90a_gives_a_fused_gate_up_a_64_column_warpgroup_tile() -> None:
-    """Two reductions keep 64 accumulators a thread: the 128 × 64 warpgroup tile."""
+    """Two reductions of one role keep 64 accumulators a thread: the 128 × 64 warpgroup
+    tile."""
     got = choose_product_schedule(512, 18944, 3584, 1, limits("sm_90a"),
                                   accumulators=2, tensor_cores=True, halves=True)
     assert got is not None and got.tile == RegisterTile(128, 64, 2, 16), got
+
+
+@pytest.mark.parametrize(("m", "n", "k", "tile"), [
+    (2047, 18944, 3584, RegisterTile(128, 128, 2, 32)),  # 128 accumulators over the two
+    (1000, 5632, 2048, RegisterTile(128, 128, 2, 32)),
+    (100, 18944, 3584, RegisterTile(128, 64, 2, 16)),    # two warpgroups beat one of 64 rows
+    (500, 5632, 2048, RegisterTile(128, 64, 2, 16)),     # a wave fewer than 128 x 128
+    (17, 5632, 2048, RegisterTile(64, 128, 2, 32)),      # half the padded rows of 128
+])
+def test_a_two_role_fused_gate_up_gets_the_warpgroup_tiles_of_128_accumulators(
+        m: int, n: int, k: int, tile: RegisterTile) -> None:
+    """A two-role warpgroup tile reads its operands from shared memory and its computing
+    warpgroups get the producer's registers: the fused gate/up product may keep 128
+    accumulators a thread over its two reductions, and the model ranks the tiles by the
+    fused products' own timings."""
+    got = choose_product_schedule(m, n, k, 1, limits("sm_90a"), accumulators=2,
+                                  tensor_cores=True, halves=True, roles=2)
+    assert got is not None and got.tile == tile, got
+
+
+def test_a_two_role_product_that_fills_the_gpu_is_not_split_for_its_waves() -> None:
+    """Qwen2.5-7B's down projection at 2047 rows: 224 blocks of 128 × 256 (1.7 waves) run
+    whole; four slices would make each of seven waves store its blocks' f32 partial tiles
+    while one block holds each multiprocessor."""
+    got = choose_product_schedule(2047, 3584, 18944, 1, limits("sm_90a"), tensor_cores=True,
+                                  halves=True, roles=2)
+    assert got is not None and got.tile == RegisterTile(128, 256, 2, 64) and got.split == 1, got
 
 
 def test_sm_90a_records_the_warpgroup_chunk_and_tune_offers_it() -> None:
