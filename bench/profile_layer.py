@@ -70,8 +70,8 @@ def profile_case(model_name: str, seq: int, dtype: torch.dtype = torch.float32,
         program = CompiledProgram(captured.module, params=captured.params, cuda_graph=False,
                                   arch=arch)
         times = program.profile(x, cos, sin, reps=30)
-        name = str(dtype).removeprefix("torch.")
-        print(f"== {model_name} s{seq} {name} llmopt: sum {sum(t.ms for t in times):.4f} ms")
+        label = str(dtype).removeprefix("torch.")
+        print(f"== {model_name} s{seq} {label} llmopt: sum {sum(t.ms for t in times):.4f} ms")
         for t in times:
             print(f"  {t.ms:8.4f} {t.grid[0]:6d}x{t.block[0]:<4d} {t.kernel}")
         compiled = torch.compile(layer, dynamic=False)
@@ -86,7 +86,7 @@ def profile_case(model_name: str, seq: int, dtype: torch.dtype = torch.float32,
         for event in prof.events():
             if event.device_type == torch.autograd.DeviceType.CUDA:
                 by_name[event.name] += event.device_time / CALLS / 1000
-        print(f"== {model_name} s{seq} {name} torch.compile: sum {sum(by_name.values()):.4f} ms")
+        print(f"== {model_name} s{seq} {label} torch.compile: sum {sum(by_name.values()):.4f} ms")
         for name, ms in sorted(by_name.items(), key=lambda kv: -kv[1])[:top]:
             print(f"  {ms:8.4f} {name[:110]}")
     suite.cleanup()

@@ -232,8 +232,7 @@ def _product_schedule(m: int, n: int, k: int, batch: int, gpu: GpuLimits, accumu
             if t.tm * t.tn >= 8]
     cores_tiles = [t for t in mma_tiles(halves, gpu.arch) if tensor_cores and k % 32 == 0
                    and t.fits(m, n, periods, ragged)
-                   and t.tm * t.tn * accumulators <= mma_accumulators(
-                       halves, accumulators, roles == PRODUCER_ROLES and is_wgmma_tile(t))
+                   and _accumulators_fit(t, accumulators, halves, roles)
                    and (not is_wgmma_tile(t) or k % WGMMA_BK == 0)]
     if not good and not cores_tiles:
         if ragged:
@@ -251,14 +250,20 @@ def _product_schedule(m: int, n: int, k: int, batch: int, gpu: GpuLimits, accumu
                 splits |= {s for s in (1, 2, 4, 8) if k % (s * 32) == 0 and k // s >= 128}
             for split in sorted(splits):
                 split_roles = _roles_of(roles, k // split)
-                if cores and ((k // split) % 32 or t.tm * t.tn * accumulators > (
-                        mma_accumulators(halves, accumulators,
-                                         split_roles == PRODUCER_ROLES and is_wgmma_tile(t)))):
+                if cores and ((k // split) % 32
+                              or not _accumulators_fit(t, accumulators, halves, split_roles)):
                     continue
                 time = product_time(t, m, n, k, batch, split, gpu, accumulators, cores,
                                     halves, split_roles)
                 options.append((time, ProductSchedule(t, split, cores)))
     return min(options, key=lambda o: o[0])[1]
+
+
+def _accumulators_fit(t: RegisterTile, accumulators: int, halves: bool, roles: int) -> bool:
+    """Whether tensor-core tile ``t`` of ``accumulators`` reductions stays within
+    :func:`mma_accumulators` a thread, as a product of ``roles``."""
+    warpgroup = roles == PRODUCER_ROLES and is_wgmma_tile(t)
+    return t.tm * t.tn * accumulators <= mma_accumulators(halves, accumulators, warpgroup)
 
 
 def _roles_of(roles: int, k: int) -> int:

@@ -101,10 +101,10 @@ WGMMA_PRODUCER_EFFICIENCY = {(128, 256): 15.0, (128, 128): 12.5, (64, 256): 10.0
 """Speed of a :data:`WGMMA_TILES` block whose copies a producer warpgroup issues with bulk
 tensor copies (a two-role product, ``async-copy``'s ``roles = 2``), by its ``bm × bn``: one
 block a multiprocessor, so the tiles of two computing warpgroups rank first and the widest
-most. Fitted on the H100 (``bench/results/gemm-bf16-tma-h100.md``); the 64-column tile
-(two warpgroups of 64 × 64) above the 64-row ones of 128 columns (one warpgroup) from the
-fused gate/up products on the H200; the 64-row tiles are estimates. Timings:
-``bench/results/schedule-constants.md`` (``WGMMA_PRODUCER_EFFICIENCY``)."""
+most. Fitted on the H100 (``bench/results/gemm-bf16-tma-h100.md``); the 64-row and 64-column
+tiles are estimates (for a fused product of several reductions see
+:data:`WGMMA_PRODUCER_FUSED_EFFICIENCY`). Timings: ``bench/results/schedule-constants.md``
+(``WGMMA_PRODUCER_EFFICIENCY``)."""
 
 WGMMA_PRODUCER_FUSED_EFFICIENCY = {(128, 64): 10.0}
 """:data:`WGMMA_PRODUCER_EFFICIENCY` of the tiles of a two-role product of several reductions
