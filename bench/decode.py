@@ -330,6 +330,22 @@ def timed(gen: Any, prompt: torch.Tensor, new: int) -> Any:
     return sorted(runs, key=lambda r: r.decode_seconds)[1]
 
 
+def positions_problem(models: list[str], contexts: list[int], new: int) -> str | None:
+    """Why a model of ``models`` cannot hold its longest context and the ``new`` tokens
+    after it (its ``max_position_embeddings``), or ``None`` when every one can."""
+    from llmopt.frontend.models import ModelError, model_config
+
+    for name in models:
+        try:
+            limit = model_config(name).max_position_embeddings
+        except ModelError as err:
+            return str(err)
+        if max(contexts) + new > limit:
+            return (f"{name} has {limit} positions: the context {max(contexts)} and {new} new "
+                    f"tokens do not fit (the longest context it takes is {limit - new})")
+    return None
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--models", nargs="+", default=["tinyllama"])
@@ -376,6 +392,8 @@ def main() -> int:
         args.variants = dict(_variant(v) for v in args.variant)
     except ValueError as err:
         parser.error(str(err))
+    if not args.merge and (problem := positions_problem(args.models, args.contexts, args.new)):
+        parser.error(problem)
     if args.merge:
         return merge_results(args.merge, args.out_dir)
     if args.build_only:

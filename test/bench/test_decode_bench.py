@@ -125,3 +125,18 @@ def test_one_static_step_serves_every_context() -> None:
     fresh, _ = decode.static_decode(decode.static_step(model, 24, compiled=False), short, 6)
     hf, _ = decode.hf_generate(model, short, 6)
     assert tokens == fresh == hf
+
+
+def test_a_context_past_the_models_positions_is_refused_before_anything_runs(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """TinyLlama has 2048 positions: a context of 2048 and 32 new tokens is an argument
+    error naming the longest context that fits, not a traceback from the capture."""
+    assert decode.positions_problem(["tinyllama"], [128, 2016], 32) is None
+    problem = decode.positions_problem(["tinyllama"], [128, 2048], 32)
+    assert problem is not None and "2016" in problem
+    assert "gpt-unknown" in (decode.positions_problem(["gpt-unknown"], [128], 32) or "")
+    monkeypatch.setattr(sys, "argv", ["decode.py", "--contexts", "2048", "--new", "32"])
+    with pytest.raises(SystemExit) as stop:
+        decode.main()
+    assert stop.value.code == 2
+    assert "the longest context it takes is 2016" in capsys.readouterr().err
