@@ -392,10 +392,10 @@ def main() -> int:
         args.variants = dict(_variant(v) for v in args.variant)
     except ValueError as err:
         parser.error(str(err))
-    if not args.merge and (problem := positions_problem(args.models, args.contexts, args.new)):
-        parser.error(problem)
     if args.merge:
         return merge_results(args.merge, args.out_dir)
+    if problem := positions_problem(args.models, args.contexts, args.new):
+        parser.error(problem)
     if args.build_only:
         return build_only(args)
     prebuilt = prebuild(args) if args.prebuild_jobs > 0 else {}
