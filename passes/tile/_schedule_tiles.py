@@ -80,15 +80,19 @@ H200 (4.5–4.9 and 5.3–6.3); 8×16 is 8×8 scaled by the instructions a K chu
 measured; 4×8 is a guess below 8×4. Timings: ``bench/results/schedule-constants.md``
 (``MMA_HALF_EFFICIENCY``)."""
 
-WGMMA_TILES = (RegisterTile(128, 256, 2, 64), RegisterTile(128, 128, 2, 32),
-               RegisterTile(64, 256, 2, 64), RegisterTile(64, 128, 2, 32),
-               RegisterTile(128, 64, 2, 16))
+WGMMA_TILES = (RegisterTile(128, 256, 2, 64), RegisterTile(128, 224, 2, 56),
+               RegisterTile(128, 128, 2, 32), RegisterTile(64, 256, 2, 64),
+               RegisterTile(64, 128, 2, 32), RegisterTile(128, 64, 2, 16))
 """Tensor-core tiles of ``bf16``/``f16`` products on sm_90a, in a warpgroup's accumulator
 layout (:func:`is_wgmma_tile`), which ``wgmma-fragments`` turns into ``wgmma.mma``: two
 warpgroups (``bm = 128``) or one, each ``64 × bn``. The 64-column tile keeps a fused
-gate/up product (two reductions: 64 accumulators a thread) on them."""
+gate/up product (two reductions: 64 accumulators a thread) on them. The 224-column tile
+(``m64n224k16``) divides Qwen2.5's 3584 into 16 columns of blocks where 256 makes 14: at
+1000 rows 128 blocks instead of 112 on 132 multiprocessors, at 2047 rows 256 (two waves
+of smaller blocks) instead of 224 (two waves of larger ones), the wave quantisation
+cuBLAS avoids with its 232- and 112-column tiles."""
 
-WGMMA_EFFICIENCY = {(2, 64): 10.0, (2, 32): 12.5, (2, 16): 8.0}
+WGMMA_EFFICIENCY = {(2, 64): 10.0, (2, 56): 10.0, (2, 32): 12.5, (2, 16): 8.0}
 """Speed of a :data:`WGMMA_TILES` block on the scale of :data:`MMA_HALF_EFFICIENCY`, above
 the best ``mma.sync`` tile's (a warpgroup's product reads its operands from shared memory
 itself, no ``ldmatrix``). 128 columns (``tn = 32``) rank before 256: on the H200 the
@@ -96,15 +100,15 @@ products of Qwen2.5-7B and TinyLlama at 512 rows ran faster in 64 × 128 or 128 
 than in 64 × 256 or 128 × 256 ones (``bench/results/gemm-bf16-h200.md``); 64 columns (two
 reductions' accumulators, the fused gate/up) an estimate."""
 
-WGMMA_PRODUCER_EFFICIENCY = {(128, 256): 15.0, (128, 128): 12.5, (64, 256): 10.0,
-                             (64, 128): 9.7, (128, 64): 8.0}
+WGMMA_PRODUCER_EFFICIENCY = {(128, 256): 15.0, (128, 224): 14.4, (128, 128): 12.5,
+                             (64, 256): 10.0, (64, 128): 9.7, (128, 64): 8.0}
 """Speed of a :data:`WGMMA_TILES` block whose copies a producer warpgroup issues with bulk
 tensor copies (a two-role product, ``async-copy``'s ``roles = 2``), by its ``bm × bn``: one
 block a multiprocessor, so the tiles of two computing warpgroups rank first and the widest
-most. Fitted on the H100 (``bench/results/gemm-bf16-tma-h100.md``); the 64-row and 64-column
-tiles are estimates (for a fused product of several reductions see
-:data:`WGMMA_PRODUCER_FUSED_EFFICIENCY`). Timings: ``bench/results/schedule-constants.md``
-(``WGMMA_PRODUCER_EFFICIENCY``)."""
+most. Fitted on the H100 (``bench/results/gemm-bf16-tma-h100.md``); the 64-row, 64-column
+and 224-column tiles are estimates (224: between 128 and 256 by its columns; for a fused
+product of several reductions see :data:`WGMMA_PRODUCER_FUSED_EFFICIENCY`). Timings:
+``bench/results/schedule-constants.md`` (``WGMMA_PRODUCER_EFFICIENCY``)."""
 
 WGMMA_PRODUCER_FUSED_EFFICIENCY = {(128, 64): 10.0}
 """:data:`WGMMA_PRODUCER_EFFICIENCY` of the tiles of a two-role product of several reductions

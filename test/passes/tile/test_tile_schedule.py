@@ -474,12 +474,28 @@ def test_a_two_role_fused_gate_up_gets_the_warpgroup_tiles_of_128_accumulators(
 
 
 def test_a_two_role_product_that_fills_the_gpu_is_not_split_for_its_waves() -> None:
-    """Qwen2.5-7B's down projection at 2047 rows: 224 blocks of 128 × 256 (1.7 waves) run
-    whole; four slices would make each of seven waves store its blocks' f32 partial tiles
+    """Qwen2.5-7B's down projection at 2047 rows: 256 blocks of 128 × 224 (two waves) run
+    whole; four slices would make each of eight waves store its blocks' f32 partial tiles
     while one block holds each multiprocessor."""
     got = choose_product_schedule(2047, 3584, 18944, 1, limits("sm_90a"), tensor_cores=True,
                                   halves=True, roles=2)
-    assert got is not None and got.tile == RegisterTile(128, 256, 2, 64) and got.split == 1, got
+    assert got is not None and got.tile == RegisterTile(128, 224, 2, 56) and got.split == 1, got
+
+
+@pytest.mark.parametrize(("m", "k", "bn"), [
+    (1000, 3584, 224),   # 128 blocks of 128 x 224 on 132 multiprocessors, not 112 of 256
+    (2047, 3584, 224),   # two waves of the smaller blocks
+    (1000, 18944, 224),
+    (512, 3584, 128),    # 3584 in 128 x 128 blocks: 112, one wave, no slices
+])
+def test_two_role_products_of_3584_columns_take_the_tile_that_fills_the_waves(
+        m: int, k: int, bn: int) -> None:
+    """Qwen2.5-7B's 3584-column products: a warpgroup tile of 224 columns makes 16 columns
+    of blocks, one wave of 128 at 1000 rows, where 256 columns leave 20 of 132
+    multiprocessors idle."""
+    got = choose_product_schedule(m, 3584, k, 1, limits("sm_90a"), tensor_cores=True,
+                                  halves=True, roles=2)
+    assert got is not None and (got.tile.bm, got.tile.bn, got.split) == (128, bn, 1), got
 
 
 def test_sm_90a_records_the_warpgroup_chunk_and_tune_offers_it() -> None:
