@@ -10,7 +10,8 @@ the same results. A 64-bit division by a constant is a chain of wide multiplies 
 The intervals come from the kernel's shape, not from data: constants; ``threadIdx`` below
 the block's extent; ``blockIdx`` and ``gridDim`` from the largest grid the module's
 ``kernel.launch`` ops give the kernel (unknown without one); a ``scf.for`` variable in
-``[lb, ub)``; ``+ - *``, ``min``/``max``, ``select`` (``select(x < C, x, y)`` knows ``x < C``)
+``[lb, ub)``; ``x`` in ``[0, C)`` where an ``scf.if`` on ``x <u C`` holds every use of
+it; ``+ - *``, ``min``/``max``, ``select`` (``select(x < C, x, y)`` knows ``x < C``)
 and division or remainder by a positive constant; an index ``iter_arg`` of a ``scf.for`` from
 its initial value and what the body yields, the body revisited until the intervals stop
 growing, with widening (:meth:`_Ranges.carried`; the wrapping counters ``async-copy``
@@ -40,6 +41,7 @@ TOP = 1 << 62
 
 Interval = tuple[int, int]
 SLT = 2  # arith.cmpi's predicate number for "signed less than"
+ULT = 6  # and for "unsigned less than"
 
 
 class _Unknown(Exception):
@@ -98,8 +100,10 @@ class _Ranges:
                 for value in (*op.body.block.args, *op.results):
                     self.of[value] = (-TOP, TOP)
             return
-        if isinstance(op, scf.IfOp) and any(isinstance(r.type, IndexType) for r in op.results):
-            raise _Unknown
+        if isinstance(op, scf.IfOp):
+            if any(isinstance(r.type, IndexType) for r in op.results):
+                raise _Unknown
+            self.guard(op)
         if self.lenient:
             pass
         elif isinstance(op, kernel.LoadOp | kernel.StoreOp):
@@ -120,6 +124,26 @@ class _Ranges:
                         raise _Unknown
                     iv = (max(iv[0], -TOP), min(iv[1], TOP))
                 self.of[result] = iv
+
+    def guard(self, op: scf.IfOp) -> None:
+        """Narrow ``x`` to ``[0, C)`` for an ``scf.if`` on ``x <u C`` (``C`` a constant)
+        whose every other use of ``x`` is inside its ``then`` region: what the launches
+        that ``fuse-launches`` merged test (``v = blockIdx.x - 28658; if v <u 4094``), so
+        ``x`` is in range wherever it is used."""
+        cond = op.cond.owner
+        if not (isinstance(cond, arith.CmpiOp) and cond.predicate.value.data == ULT
+                and cond.lhs in self.of):
+            return
+        try:
+            bound = self.positive_constant(cond.rhs)
+        except _Unknown:
+            return
+        x = cond.lhs
+        if any(use.operation is not cond and not op.true_region.is_ancestor(use.operation)
+               for use in x.uses):
+            return
+        lo, hi = self.of[x]
+        self.of[x] = (max(lo, 0), min(hi, bound - 1))
 
     def loop(self, op: scf.ForOp) -> None:
         lb, ub, step = self.get(op.lb), self.get(op.ub), self.get(op.step)

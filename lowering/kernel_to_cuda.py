@@ -15,9 +15,11 @@ What each construct becomes:
   which :mod:`~llmopt.lowering._index_range` proves, from the kernel's shape and the grids
   its launches give it, that every index, loop variable and buffer offset fits in 32 bits
   (a 64-bit division by a constant is a chain of wide multiplies, a 32-bit one three
-  instructions). By default only in kernels of 16-bit tensor-core products, whose K loops
-  are mostly ``ldmatrix``, ``mma.sync`` and address arithmetic: elsewhere, on the H200, it
-  made some kernels faster and others slower (see the option's docstring);
+  instructions). By default in kernels of 16-bit tensor-core products, whose K loops are
+  mostly ``ldmatrix``, ``mma.sync`` and address arithmetic, and in kernels without a
+  product (no ``kernel.local``), which are mostly index arithmetic; in the FMA products of
+  ``f32`` on the H200 it made some kernels faster and others slower (see the option's
+  docstring);
 * ``kernel.load``/``kernel.store`` — ``p[offset]``, the offset being the expression
   ``i * stride + j ...`` from the memref's static strides (row-major unless the layout says
   otherwise), constant indices folded into one constant;
@@ -176,16 +178,24 @@ class _LowerKernelFunc(RewritePattern):
 
 def default_index_bitwidth(func: kernel.FuncOp) -> int:
     """``index_bitwidth`` of a kernel when the option leaves it open: 32 for a kernel that
-    multiplies 16-bit fragments on the tensor cores (``mma.sync`` ``m16n8k16``), 64 for the
-    others. A tensor-core K loop issues little besides its ``ldmatrix`` and ``mma.sync``,
-    so its 64-bit address arithmetic is a large share of its instructions: NVRTC's SASS of
-    a ``bf16`` product's K loop (Qwen2.5-7B's 512 × 18944 × 3584, 64 × 64 warp tiles) has
-    216 instructions per chunk of 32 for 64 ``HMMA`` with 64-bit indices, 142 with 32-bit
-    ones (64 × 16 warp tiles: 108 and 76 for 16). The FMA loops of ``f32`` products, whose
+    multiplies 16-bit fragments on the tensor cores (``mma.sync`` ``m16n8k16``) and for one
+    that keeps no register array (``kernel.local``: no register tile, fragments or
+    accumulators of a product), 64 for the others. A tensor-core K loop issues little
+    besides its ``ldmatrix`` and ``mma.sync``, so its 64-bit address arithmetic is a large
+    share of its instructions: NVRTC's SASS of a ``bf16`` product's K loop (Qwen2.5-7B's
+    512 × 18944 × 3584, 64 × 64 warp tiles) has 216 instructions per chunk of 32 for 64
+    ``HMMA`` with 64-bit indices, 142 with 32-bit ones (64 × 16 warp tiles: 108 and 76 for
+    16). A kernel without a product (elementwise maps, index maps, norms, the sums of
+    ``split-k``'s partials) is mostly index arithmetic around a few loads: a thread's
+    element of Qwen2.5-7B's bias and rotary kernel at 2047 tokens takes about 130
+    instructions with 64-bit indices, half of them the division of its flat index by the
+    length and the head size as wide multiplies. The FMA loops of ``f32`` products, whose
     index arithmetic hides behind their FMAs, measured neither width faster everywhere."""
     for op in func.walk():
         if isinstance(op, mma.SyncOp) and op.kind != "tf32":
             return 32
+    if not any(isinstance(op, kernel.LocalOp) for op in func.walk()):
+        return 32
     return 64
 
 
@@ -238,8 +248,9 @@ class KernelToCuda(ModulePass):
     ``index_bitwidth``: 64 computes indices in ``long long``; 32 in ``int`` in every kernel
     for which :func:`~llmopt.lowering._index_range.fits_in_32_bits` proves them in range
     (the others stay 64-bit); 0 (the default) 32 for kernels of 16-bit tensor-core products
-    and 64 for the others (:func:`default_index_bitwidth`): on the H200 32 bits made some
-    ``f32`` kernels faster and others slower (``bench/results/index-bitwidth-h200.md``);
+    and kernels without a product, 64 for the others (:func:`default_index_bitwidth`): on
+    the H200 32 bits made some ``f32`` products faster and others slower
+    (``bench/results/index-bitwidth-h200.md``);
     ``nan_min_max`` (default on; only sm_80 and newer): ``f32`` ``maximumf``/``minimumf``
     as ``max.NaN``/``min.NaN``, off the portable C form."""
 

@@ -305,12 +305,13 @@ KERNELS = {
 NO_CACHE = KernelCache("/nonexistent", enabled=False)
 
 
-def lower(text: str, arch: str = "sm_90") -> ModuleOp:
-    """Parse Kernel IR, run ``kernel-to-cuda`` for ``arch``, verify."""
+def lower(text: str, arch: str = "sm_90", index_bitwidth: int = 64) -> ModuleOp:
+    """Parse Kernel IR, run ``kernel-to-cuda`` for ``arch``, verify. The texts these tests
+    check are of ``long long`` indices (``index_bitwidth=64``; 0 is the pass's default)."""
     ctx = make_context()
     module = Parser(ctx, text).parse_module()
     module.verify()
-    KernelToCuda(arch=arch).apply(ctx, module)
+    KernelToCuda(arch=arch, index_bitwidth=index_bitwidth).apply(ctx, module)
     module.verify()
     return module
 
@@ -323,10 +324,12 @@ def body(source: str) -> str:
 # --- lowering, printing, compiling ------------------------------------------------------------
 
 
+@pytest.mark.parametrize("bits", [64, 0])
 @pytest.mark.parametrize("name", list(KERNELS))
-def test_every_kernel_compiles(name: str) -> None:
-    """Each lowered kernel prints to CUDA that NVRTC compiles to an sm_90 CUBIN."""
-    module = lower(KERNELS[name])
+def test_every_kernel_compiles(name: str, bits: int) -> None:
+    """Each lowered kernel prints to CUDA that NVRTC compiles to an sm_90 CUBIN, with
+    ``long long`` indices and with the pass's default widths."""
+    module = lower(KERNELS[name], index_bitwidth=bits)
     assert not any(op.name.startswith("kernel.func") for op in module.ops)
     source = cuda_source(module)
     assert 'extern "C" __global__ void __launch_bounds__(' in source

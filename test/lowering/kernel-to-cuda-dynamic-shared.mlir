@@ -1,8 +1,8 @@
-// RUN: llm-opt %s --split-input-file -p kernel-to-cuda --verify-diagnostics | filecheck %s
-// RUN: sed -e '/^\/\/ ERRORS BELOW/,$d' %s | llm-opt --split-input-file -p kernel-to-cuda -t cuda | filecheck %s --check-prefix=CUDA
-// RUN: sed -e '/^\/\/ ERRORS BELOW/,$d' %s | llm-opt --split-input-file -p kernel-to-cuda > %t
+// RUN: llm-opt %s --split-input-file -p "kernel-to-cuda{index_bitwidth=64}" --verify-diagnostics | filecheck %s
+// RUN: sed -e '/^\/\/ ERRORS BELOW/,$d' %s | llm-opt --split-input-file -p "kernel-to-cuda{index_bitwidth=64}" -t cuda | filecheck %s --check-prefix=CUDA
+// RUN: sed -e '/^\/\/ ERRORS BELOW/,$d' %s | llm-opt --split-input-file -p "kernel-to-cuda{index_bitwidth=64}" > %t
 // RUN: llm-opt --split-input-file %t | diff - %t
-// RUN: not llm-opt %s --split-input-file -p kernel-to-cuda 2>&1 >/dev/null | filecheck %s --check-prefix=ERR
+// RUN: not llm-opt %s --split-input-file -p "kernel-to-cuda{index_bitwidth=64}" 2>&1 >/dev/null | filecheck %s --check-prefix=ERR
 // RUN: not llm-opt %s --split-input-file -p 'kernel-to-cuda{arch=sm_80}' 2>&1 >/dev/null | filecheck %s --check-prefix=SM80
 // More than 48 KiB of shared memory: CUDA declares at most 48 KiB of __shared__ arrays
 // statically, so when a kernel's kernel.shared buffers total more (each rounded up to 16

@@ -1,5 +1,5 @@
-// RUN: llm-opt %s --split-input-file -p kernel-to-cuda | filecheck %s
-// RUN: llm-opt %s --split-input-file -p kernel-to-cuda -t cuda | filecheck %s --check-prefix=CUDA
+// RUN: llm-opt %s --split-input-file -p "kernel-to-cuda{index_bitwidth=64}" | filecheck %s
+// RUN: llm-opt %s --split-input-file -p "kernel-to-cuda{index_bitwidth=64}" -t cuda | filecheck %s --check-prefix=CUDA
 // Each kernel.func becomes a cuda.kernel of the same name; the host function is kept.
 
 // A grid-stride loop guarding an elementwise body: read-only buffers are const, single-use

@@ -1,5 +1,5 @@
 // RUN: llm-opt %s --split-input-file -p tile-to-kernel | filecheck %s
-// RUN: llm-opt %s --split-input-file -p tile-to-kernel,canonicalize,cse,kernel-to-cuda -t cuda | filecheck %s --check-prefix=CUDA
+// RUN: llm-opt %s --split-input-file -p "tile-to-kernel,canonicalize,cse,kernel-to-cuda{index_bitwidth=64}" -t cuda | filecheck %s --check-prefix=CUDA
 // RUN: llm-opt %s --split-input-file -p tile-to-kernel,canonicalize,cse,kernel-to-cuda --check-numerics 2>&1 >/dev/null | filecheck %s --check-prefix=NUM
 // Asynchronous copies: `tile.async_copy` becomes `kernel.async_copy` with both index lists
 // computed like a load's, commit and wait their `kernel` forms, and CUDA's pipeline

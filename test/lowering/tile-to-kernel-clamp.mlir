@@ -1,5 +1,5 @@
 // RUN: llm-opt %s --split-input-file -p tile-to-kernel | filecheck %s
-// RUN: llm-opt %s --split-input-file -p tile-to-kernel,canonicalize,cse,kernel-to-cuda -t cuda | filecheck %s --check-prefix=CUDA
+// RUN: llm-opt %s --split-input-file -p "tile-to-kernel,canonicalize,cse,kernel-to-cuda{index_bitwidth=64}" -t cuda | filecheck %s --check-prefix=CUDA
 // RUN: llm-opt %s --split-input-file -p tile-to-kernel,canonicalize,cse,kernel-to-cuda --check-numerics 2>&1 >/dev/null | filecheck %s --check-prefix=NUM
 // Clamped loads and copies, the guards of a ragged tile: a coordinate the range analysis
 // cannot bound below the buffer's last index goes through `arith.minsi` with it (for a

@@ -1,7 +1,7 @@
 // RUN: llm-opt %s -p fuse-launches | filecheck %s
 // RUN: llm-opt %s -p fuse-launches --check-numerics 2>&1 >/dev/null | filecheck %s --check-prefix=NUM
 // RUN: llm-opt %s -p "fuse-launches{shared_slack=0}" | filecheck %s --check-prefix=SLACK
-// RUN: llm-opt %s -p fuse-launches,kernel-to-cuda -t cuda | filecheck %s --check-prefix=CUDA
+// RUN: llm-opt %s -p "fuse-launches,kernel-to-cuda{index_bitwidth=64}" -t cuda | filecheck %s --check-prefix=CUDA
 // RUN: not llm-opt %s -p "fuse-launches{shared_slack=-1}" 2>&1 | filecheck %s --check-prefix=BAD
 // Independent launches of one block shape become one launch whose blocks run each member in
 // turn; a launch that reads what another writes comes after it, one of another block shape

@@ -1,7 +1,7 @@
 // RUN: llm-opt %s -p hoist-constants | filecheck %s
 // RUN: llm-opt %s -p hoist-constants,canonicalize | filecheck %s --check-prefix=CANON
-// RUN: llm-opt %s -p hoist-constants,kernel-to-cuda -t cuda | filecheck %s --check-prefix=CUDA
-// RUN: llm-opt %s -p canonicalize,kernel-to-cuda -t cuda | filecheck %s --check-prefix=CUDA
+// RUN: llm-opt %s -p "hoist-constants,kernel-to-cuda{index_bitwidth=64}" -t cuda | filecheck %s --check-prefix=CUDA
+// RUN: llm-opt %s -p "canonicalize,kernel-to-cuda{index_bitwidth=64}" -t cuda | filecheck %s --check-prefix=CUDA
 // Constants in a loop nest move in front of its outermost loop in one step (canonicalize
 // moves them one loop per sweep of the module); a constant in an scf.if stays in it. The
 // CUDA source is the same with or without the pass: constants are literals where used.
