@@ -4,16 +4,18 @@ Usage (GPU host)::
 
     python bench/profile_layer.py qwen2.5-7b:128 tinyllama:512
     python bench/profile_layer.py --dtype bfloat16 qwen2.5-7b:2047
+    python bench/profile_layer.py --pipeline PIPELINE --no-compile qwen2.5-7b:1000
 
 For each ``model:seq`` the layer is built and captured as ``bench/suite.py blocks`` does
-(``capture_layer``, lowered by ``lower-to-cuda``); every llmopt launch is timed alone
+(``capture_layer``, lowered by ``lower-to-cuda`` or ``--pipeline``, for the GPU's
+architecture unless the pipeline names a variant of it); every llmopt launch is timed alone
 (:meth:`~llmopt.codegen.executor.CompiledProgram.profile`: CUDA events around each launch,
 outside the CUDA graph, so a small kernel's time includes the host's launch latency), and
 ``torch.compile`` (default mode) is run under ``torch.profiler``, its CUDA kernels summed by
-name over the calls. FP32 with TF32 off, or the weights and inputs in ``--dtype``
-(``bfloat16``, ``float16``: the model built in that dtype, as the sweep's 16-bit layers
-are). Prints llmopt's launches in order and torch.compile's kernels by time, each with
-their sum.
+name over the calls (``--no-compile``: llmopt's launches only). FP32 with TF32 off, or the
+weights and inputs in ``--dtype`` (``bfloat16``, ``float16``: the model built in that
+dtype, as the sweep's 16-bit layers are). Prints llmopt's launches in order and
+torch.compile's kernels by time, each with their sum.
 """
 
 from __future__ import annotations
@@ -46,9 +48,11 @@ def parse_case(text: str) -> tuple[str, int]:
 
 
 def profile_case(model_name: str, seq: int, dtype: torch.dtype = torch.float32,
-                 top: int = 16) -> None:
+                 top: int = 16, pipeline: str = suite.DEFAULT_PIPELINE,
+                 compiled_too: bool = True) -> None:
     """Print both systems' kernel times for decoder layer 0 of ``model_name`` at ``seq``,
-    weights and inputs in ``dtype``."""
+    weights and inputs in ``dtype``, llmopt's lowered by ``pipeline`` (``compiled_too``:
+    also torch.compile's)."""
     from llmopt.api import program_arch
     from llmopt.frontend.models import (
         build_model,
@@ -65,8 +69,8 @@ def profile_case(model_name: str, seq: int, dtype: torch.dtype = torch.float32,
         x = torch.randn(1, seq, model.config.hidden_size, device="cuda").to(dtype)
         cos, sin = (t.cuda() for t in position_embeddings(model, seq))
         captured = capture_layer(model, seq)
-        arch = program_arch(suite.DEFAULT_PIPELINE, current_target().arch)
-        llmopt.lower(captured.module, with_arch(suite.DEFAULT_PIPELINE, arch))
+        arch = program_arch(pipeline, current_target().arch)
+        llmopt.lower(captured.module, with_arch(pipeline, arch))
         program = CompiledProgram(captured.module, params=captured.params, cuda_graph=False,
                                   arch=arch)
         times = program.profile(x, cos, sin, reps=30)
@@ -74,6 +78,9 @@ def profile_case(model_name: str, seq: int, dtype: torch.dtype = torch.float32,
         print(f"== {model_name} s{seq} {label} llmopt: sum {sum(t.ms for t in times):.4f} ms")
         for t in times:
             print(f"  {t.ms:8.4f} {t.grid[0]:6d}x{t.block[0]:<4d} {t.kernel}")
+        if not compiled_too:
+            suite.cleanup()
+            return
         compiled = torch.compile(layer, dynamic=False)
         for _ in range(5):
             compiled(x, cos, sin)
@@ -101,6 +108,10 @@ def main(argv: list[str]) -> int:
     parser.add_argument("cases", nargs="+", metavar="MODEL:SEQ")
     parser.add_argument("--dtype", choices=("float32", "bfloat16", "float16"),
                         default="float32")
+    parser.add_argument("--pipeline", default=suite.DEFAULT_PIPELINE,
+                        help="llmopt's pass pipeline (default: %(default)s)")
+    parser.add_argument("--no-compile", action="store_true",
+                        help="time llmopt's launches only, not torch.compile's kernels")
     args = parser.parse_args(argv)
     try:
         cases = [parse_case(a) for a in args.cases]
@@ -112,7 +123,8 @@ def main(argv: list[str]) -> int:
         return 2
     suite.configure_precision()
     for model_name, seq in cases:
-        profile_case(model_name, seq, getattr(torch, args.dtype))
+        profile_case(model_name, seq, getattr(torch, args.dtype), pipeline=args.pipeline,
+                     compiled_too=not args.no_compile)
     return 0
 
 

@@ -36,10 +36,24 @@ def test_refusals(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.Monkey
 
 
 def test_dtype_is_passed_to_each_case(monkeypatch: pytest.MonkeyPatch) -> None:
-    seen: list[tuple[str, int, object]] = []
+    seen: list[tuple[str, int, object, str, bool]] = []
     monkeypatch.setattr(profile_layer.torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(profile_layer, "profile_case",
-                        lambda model, seq, dtype: seen.append((model, seq, dtype)))
+                        lambda model, seq, dtype, pipeline, compiled_too:
+                        seen.append((model, seq, dtype, pipeline, compiled_too)))
     assert profile_layer.main(["--dtype", "bfloat16", "qwen2.5-7b:2047", "tinyllama:17"]) == 0
-    assert seen == [("qwen2.5-7b", 2047, profile_layer.torch.bfloat16),
-                    ("tinyllama", 17, profile_layer.torch.bfloat16)]
+    default = profile_layer.suite.DEFAULT_PIPELINE
+    assert seen == [("qwen2.5-7b", 2047, profile_layer.torch.bfloat16, default, True),
+                    ("tinyllama", 17, profile_layer.torch.bfloat16, default, True)]
+
+
+def test_pipeline_and_no_compile_are_passed_to_each_case(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[tuple[str, bool]] = []
+    monkeypatch.setattr(profile_layer.torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(profile_layer, "profile_case",
+                        lambda model, seq, dtype, pipeline, compiled_too:
+                        seen.append((pipeline, compiled_too)))
+    pipeline = "lower-to-cuda{arch=sm_90a}"
+    assert profile_layer.main(["--pipeline", pipeline, "--no-compile", "tinyllama:17"]) == 0
+    assert seen == [(pipeline, False)]
