@@ -181,7 +181,12 @@ class KernelEmitter(ExprBuilder):
 
     def _bind_length(self, arg: BlockArgument) -> None:
         """The length parameter is an ``int``; the kernel computes with it as ``index``
-        (``const long long seq_index = (long long)seq;``)."""
+        (``const long long seq_index = (long long)seq;``), or as itself where indices are
+        32-bit."""
+        if self.index == I32:
+            self.length_var = self.var[arg]
+            self.var_type[arg] = I32
+            return
         param = self.add(cuda.VarOp(self.var[arg], I32)).results[0]
         name = self.names.fresh(f"{self.var[arg]}_index", "length")
         self.add(cuda.DeclOp(name, INDEX, self.cast(param, INDEX), qualifiers=["const"]))

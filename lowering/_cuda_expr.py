@@ -266,7 +266,7 @@ class ExprBuilder:
                 if constant != 1:
                     term = self.binary("*", term, self.integer(constant, INDEX))
             for _ in range(power):
-                length = self.add(cuda.VarOp(self.length_var, INDEX)).results[0]
+                length = self.add(cuda.VarOp(self.length_var, self.index)).results[0]
                 term = self.binary("*", term, length)
             total = term if total is None else self.binary("+", total, term)
         if total is None:

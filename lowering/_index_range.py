@@ -4,21 +4,30 @@
 :func:`fits_in_32_bits` proves, by interval arithmetic over the ``kernel.func``, that every
 index value, every loop variable after its last increment and every partial sum of every
 buffer offset lies in ``[-2³¹, 2³¹)``: then the same C expressions computed in ``int`` give
-the same results. A 64-bit division by a constant is a chain of wide multiplies on a GPU, a
-32-bit one three instructions, and indices take half the registers.
+the same results. An offset's bound takes each non-negative index below its dim's extent:
+a kernel whose access leaves its buffer is wrong at either width. A 64-bit division by a
+constant is a chain of wide multiplies on a GPU, a 32-bit one three instructions, and
+indices take half the registers.
 
 The intervals come from the kernel's shape, not from data: constants; ``threadIdx`` below
 the block's extent; ``blockIdx`` and ``gridDim`` from the largest grid the module's
 ``kernel.launch`` ops give the kernel (unknown without one); a ``scf.for`` variable in
-``[lb, ub)``; ``x`` in ``[0, C)`` where an ``scf.if`` on ``x <u C`` holds every use of
-it; ``+ - *``, ``min``/``max``, ``select`` (``select(x < C, x, y)`` knows ``x < C``)
-and division or remainder by a positive constant; an index ``iter_arg`` of a ``scf.for`` from
-its initial value and what the body yields, the body revisited until the intervals stop
-growing, with widening (:meth:`_Ranges.carried`; the wrapping counters ``async-copy``
-carries get ``[0, modulus)``). Anything else yielding an index — a value loaded from memory
-(``input_ids``), an index-typed kernel parameter, shifts — is unknown, and one unknown index
-keeps the whole kernel 64-bit. Unsigned division and remainder must see no negative
-operand (``(unsigned)`` and ``(unsigned long long)`` of a negative value differ).
+``[lb, ub)``; ``x`` in ``[0, C)`` where an ``scf.if`` on ``x <u c`` (``c`` at most ``C``)
+holds every use of it; ``+ - *``, ``min``/``max``, ``select`` (``select(x < C, x, y)``
+knows ``x < C``) and division or remainder by a positive constant; an index ``iter_arg`` of
+a ``scf.for`` from its initial value and what the body yields, the body revisited until the
+intervals stop growing, with widening (:meth:`_Ranges.carried`; the wrapping counters
+``async-copy`` carries get ``[0, modulus)``). Anything else yielding an index — a value
+loaded from memory (``input_ids``), an index-typed kernel parameter other than the length,
+shifts — is unknown, and one unknown index keeps the whole kernel 64-bit. Unsigned division
+and remainder must see no negative operand (``(unsigned)`` and ``(unsigned long long)`` of
+a negative value differ).
+
+A symbolic kernel's length parameter is in ``[min, max]`` of the host symbol every launch
+passes it (:func:`length_bounds`; a launch that passes anything else leaves it unknown),
+division and remainder by it are bounded by that interval, and a buffer's ``?`` extents are
+at most the length's maximum (row-major, :func:`~llmopt.lowering._symbolic_layout.
+symbolic_strides`).
 """
 
 from __future__ import annotations
@@ -27,9 +36,12 @@ from collections.abc import Iterable, Sequence
 
 from xdsl.dialects import arith, scf
 from xdsl.dialects.builtin import IndexType, IntegerAttr, MemRefType, ModuleOp
-from xdsl.ir import Operation, SSAValue
+from xdsl.dialects.func import FuncOp
+from xdsl.ir import BlockArgument, Operation, SSAValue
 
 from llmopt.dialects import kernel
+from llmopt.dialects._symbols import function_symbols, has_dynamic, is_dynamic
+from llmopt.lowering._symbolic_layout import symbolic_strides
 
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
 ROUNDS = 6
@@ -60,6 +72,52 @@ def launch_grids(module: ModuleOp) -> dict[str, tuple[int, ...]]:
     return grids
 
 
+def length_bounds(module: ModuleOp, positions: dict[str, int]) -> dict[str, Interval]:
+    """Per kernel whose length is its parameter ``positions[name]``: the interval of the
+    host symbols its launches pass there (the symbol's ``llmopt.min`` and ``llmopt.max``),
+    the hull over them; a kernel one of whose launches passes anything else is left out."""
+    bounds: dict[str, Interval] = {}
+    unknown: set[str] = set()
+    for op in module.walk():
+        if not isinstance(op, kernel.LaunchOp):
+            continue
+        name = op.kernel.root_reference.data
+        if name not in positions or name in unknown:
+            continue
+        found = _symbol_bounds(op.args[positions[name]])
+        if found is None:
+            unknown.add(name)
+            bounds.pop(name, None)
+            continue
+        old = bounds.get(name)
+        bounds[name] = found if old is None else (min(old[0], found[0]), max(old[1], found[1]))
+    return bounds
+
+
+def _symbol_bounds(value: SSAValue) -> Interval | None:
+    """``[min, max]`` of ``value`` when it is a host function's symbol argument with a
+    maximum."""
+    if not isinstance(value, BlockArgument):
+        return None
+    fn = value.block.parent_op()
+    if not isinstance(fn, FuncOp):
+        return None
+    for symbol in function_symbols(fn).values():
+        if symbol.arg == value.index and symbol.max > 0:
+            return symbol.min, symbol.max
+    return None
+
+
+def _in_bounds(iv: Interval, extent: int) -> int:
+    """The largest magnitude an index of interval ``iv`` has in a buffer offset, along a dim
+    of ``extent``: a non-negative index of an access in bounds is below the extent (an
+    access out of bounds is wrong at any width), a negative one counts whole."""
+    lo, hi = iv
+    if lo >= 0:
+        return min(hi, extent - 1)
+    return max(abs(lo), abs(hi))
+
+
 def _fits(iv: Interval) -> bool:
     return INT32_MIN <= iv[0] and iv[1] <= INT32_MAX
 
@@ -72,11 +130,17 @@ def _hull(values: Iterable[int]) -> Interval:
 class _Ranges:
     """Intervals of a kernel's index values, computed in program order."""
 
-    def __init__(self, func: kernel.FuncOp, grid: Sequence[int] | None) -> None:
+    def __init__(self, func: kernel.FuncOp, grid: Sequence[int] | None,
+                 length: tuple[int, Interval] | None = None) -> None:
         self.func = func
         self.grid = grid
         self.of: dict[SSAValue, Interval] = {}
         self.lenient = False
+        self.length_max = 0
+        if length is not None:
+            position, bound = length
+            self.of[func.body.block.args[position]] = bound
+            self.length_max = bound[1]
 
     def get(self, value: SSAValue) -> Interval:
         found = self.of.get(value)
@@ -89,6 +153,13 @@ class _Ranges:
         if lo != hi or lo <= 0:
             raise _Unknown
         return lo
+
+    def positive(self, value: SSAValue) -> Interval:
+        """The interval of a divisor that is at least 1 (a constant, or the length)."""
+        lo, hi = self.get(value)
+        if lo <= 0:
+            raise _Unknown
+        return lo, hi
 
     def visit(self, op: Operation) -> None:
         if isinstance(op, scf.ForOp):
@@ -126,21 +197,18 @@ class _Ranges:
                 self.of[result] = iv
 
     def guard(self, op: scf.IfOp) -> None:
-        """Narrow ``x`` to ``[0, C)`` for an ``scf.if`` on ``x <u C`` (``C`` a constant)
-        whose every other use of ``x`` is inside its ``then`` region: what the launches
-        that ``fuse-launches`` merged test (``v = blockIdx.x - 28658; if v <u 4094``), so
-        ``x`` is in range wherever it is used."""
+        """Narrow ``x`` to ``[0, C)`` for an ``scf.if`` on ``x <u c`` (``C`` the largest
+        ``c`` may be) whose every other use of ``x`` is inside its ``then`` region: what the
+        launches that ``fuse-launches`` merged test (``v = blockIdx.x - 28658; if v <u
+        4094``), so ``x`` is in range wherever it is used."""
         cond = op.cond.owner
         if not (isinstance(cond, arith.CmpiOp) and cond.predicate.value.data == ULT
-                and cond.lhs in self.of):
+                and cond.lhs in self.of and cond.rhs in self.of):
             return
-        try:
-            bound = self.positive_constant(cond.rhs)
-        except _Unknown:
-            return
-        x = cond.lhs
-        if any(use.operation is not cond and not op.true_region.is_ancestor(use.operation)
-               for use in x.uses):
+        x, bound = cond.lhs, self.of[cond.rhs][1]
+        if bound < 1 or any(use.operation is not cond
+                            and not op.true_region.is_ancestor(use.operation)
+                            for use in x.uses):
             return
         lo, hi = self.of[x]
         self.of[x] = (max(lo, 0), min(hi, bound - 1))
@@ -207,17 +275,38 @@ class _Ranges:
             self.lenient = saved
 
     def offset(self, buffer: SSAValue, indices: Sequence[SSAValue]) -> None:
-        """Every partial sum of ``Σ index·stride + offset`` fits (bounded by Σ |terms|)."""
+        """Every partial sum of ``Σ index·stride + offset`` fits (bounded by Σ |terms|, each
+        non-negative index below its extent: :func:`_in_bounds`)."""
         typ = buffer.type
         assert isinstance(typ, MemRefType)
+        if has_dynamic(typ):
+            self.symbolic_offset(typ, indices)
+            return
         strides, constant = typ.get_strides(), typ.get_offset()
         if strides is None or constant is None or None in strides:
             raise _Unknown
         bound = abs(int(constant))
-        for index, stride in zip(indices, strides, strict=True):
+        for index, stride, extent in zip(indices, strides, typ.get_shape(), strict=True):
             assert stride is not None
+            bound += _in_bounds(self.get(index), extent) * abs(stride)
+        if bound > INT32_MAX:
+            raise _Unknown
+
+    def symbolic_offset(self, typ: MemRefType, indices: Sequence[SSAValue]) -> None:
+        """:meth:`offset` of a buffer with ``?`` extents (row-major, each ``?`` the length):
+        a stride ``c·n^p`` is at most ``c·max^p``, a ``?`` extent at most ``max``; an index
+        that is always 0 adds nothing."""
+        bound = 0
+        shape = typ.get_shape()
+        for index, extent, (constant, power) in zip(indices, shape, symbolic_strides(typ),
+                                                    strict=True):
             lo, hi = self.get(index)
-            bound += max(abs(lo), abs(hi)) * abs(stride)
+            if lo == hi == 0:
+                continue
+            if not self.length_max and (power or is_dynamic(extent)):
+                raise _Unknown
+            extent = self.length_max if is_dynamic(extent) else extent
+            bound += _in_bounds((lo, hi), extent) * constant * self.length_max ** power
         if bound > INT32_MAX:
             raise _Unknown
 
@@ -258,13 +347,17 @@ class _Ranges:
         if isinstance(op, arith.DivUIOp | arith.DivSIOp | arith.FloorDivSIOp
                       | arith.CeilDivSIOp | arith.CeilDivUIOp):
             lo, hi = self.get(op.operands[0])
-            n = self.positive_constant(op.operands[1])
-            if isinstance(op, arith.DivUIOp | arith.CeilDivUIOp) and lo < 0:
+            n_lo, n_hi = self.positive(op.operands[1])
+            if lo >= 0:
+                if isinstance(op, arith.CeilDivSIOp | arith.CeilDivUIOp):
+                    return -(-lo // n_hi), -(-hi // n_lo)
+                return lo // n_hi, hi // n_lo
+            if isinstance(op, arith.DivUIOp | arith.CeilDivUIOp) or n_lo != n_hi:
                 raise _Unknown
-            return lo // n - (lo < 0), -(-hi // n) + (hi < 0)
+            return lo // n_lo - 1, -(-hi // n_lo) + (hi < 0)
         if isinstance(op, arith.RemUIOp | arith.RemSIOp):
             lo, hi = self.get(op.operands[0])
-            n = self.positive_constant(op.operands[1])
+            n = self.positive(op.operands[1])[1]
             if lo < 0:
                 if isinstance(op, arith.RemUIOp):
                     raise _Unknown
@@ -279,12 +372,16 @@ def _yielded(op: scf.ForOp) -> list[SSAValue]:
     return list(yield_op.operands)
 
 
-def fits_in_32_bits(func: kernel.FuncOp, grid: Sequence[int] | None) -> bool:
+def fits_in_32_bits(func: kernel.FuncOp, grid: Sequence[int] | None,
+                    length: tuple[int, Interval] | None = None) -> bool:
     """Whether every index computation of ``func`` stays within 32-bit integers, launched on
-    at most ``grid`` blocks (``None``: unknown grid) — see the module docstring."""
-    if any(isinstance(a.type, IndexType) for a in func.body.block.args):
+    at most ``grid`` blocks (``None``: unknown grid), its length parameter (``length``: its
+    position and interval, :func:`length_bounds`) in range — see the module docstring."""
+    lengths = () if length is None else (length[0],)
+    if any(isinstance(a.type, IndexType) and k not in lengths
+           for k, a in enumerate(func.body.block.args)):
         return False
-    ranges = _Ranges(func, grid)
+    ranges = _Ranges(func, grid, length)
     try:
         for op in func.body.walk():
             ranges.visit(op)

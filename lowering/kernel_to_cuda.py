@@ -135,7 +135,7 @@ from llmopt.lowering._cuda_emitter import KernelEmitter
 from llmopt.lowering._cuda_names import rename_kernels
 from llmopt.lowering._cuda_shared import SharedLayout, shared_layout, shared_layouts, size_launches
 from llmopt.lowering._cuda_types import I32, INDEX
-from llmopt.lowering._index_range import fits_in_32_bits, launch_grids
+from llmopt.lowering._index_range import fits_in_32_bits, launch_grids, length_bounds
 from llmopt.lowering._symbolic_layout import length_parameters
 from llmopt.passes._rewrite import KeepLocation, widen_half_arithmetic
 from llmopt.passes.kernel.lengths_in_memory import length_loads
@@ -156,14 +156,18 @@ class _LowerKernelFunc(RewritePattern):
     min_blocks: int = 0
     lengths: dict[str, int | SSAValue] = field(default_factory=dict)
     nan_min_max: bool = False  # the target has max.NaN/min.NaN (sm_80+)
+    length_bounds: dict[str, tuple[int, int]] = field(default_factory=dict)
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: kernel.FuncOp, rewriter: PatternRewriter) -> None:
         name = op.sym_name.data
         length = self.lengths.get(name)
         bits = self.index_bitwidth or default_index_bitwidth(op)
-        narrow = (bits == 32 and length is None and not length_loads(op)
-                  and fits_in_32_bits(op, self.grids.get(name)))
+        bound = self.length_bounds.get(name)
+        narrow = (bits == 32 and not length_loads(op)
+                  and (length is None or (isinstance(length, int) and bound is not None))
+                  and fits_in_32_bits(op, self.grids.get(name),
+                                      None if bound is None else (length, bound)))
         min_blocks = knob(self.min_blocks, op, "min_blocks", 0)
         if min_blocks > 1 and any(isinstance(o, kernel.SetMaxRegistersOp) for o in op.walk()):
             raise PassFailedException(f"kernel-to-cuda: kernel '{name}' sets its warpgroups' "
@@ -277,10 +281,14 @@ class KernelToCuda(ModulePass):
         rename_kernels(op)
         layouts = shared_layouts(op, self.arch)
         grids = launch_grids(op) if self.index_bitwidth != 64 else {}
+        lengths = length_parameters(op)
+        bounds = length_bounds(op, {name: position for name, position in lengths.items()
+                                    if isinstance(position, int)}) if grids else {}
         pattern = _LowerKernelFunc(unrestricted_params(op), layouts, grids, self.index_bitwidth,
-                                   self.min_blocks, length_parameters(op),
+                                   self.min_blocks, lengths,
                                    nan_min_max=(self.nan_min_max
-                                                and arch_number(self.arch) >= NAN_MIN_MAX_ARCH))
+                                                and arch_number(self.arch) >= NAN_MIN_MAX_ARCH),
+                                   length_bounds=bounds)
         PatternRewriteWalker(KeepLocation(pattern), apply_recursively=False).rewrite_module(op)
         size_launches(op, layouts, self.arch)
         half, bfloat = _uses_half(op)

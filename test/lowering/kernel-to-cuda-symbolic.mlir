@@ -1,11 +1,14 @@
 // RUN: sed -e '/^\/\/ ERRORS BELOW/,$d' %s | llm-opt -p kernel-to-cuda -t cuda | filecheck %s
+// RUN: sed -e '/^\/\/ ERRORS BELOW/,$d' %s | llm-opt -p "kernel-to-cuda{index_bitwidth=64}" -t cuda | filecheck %s --check-prefix=WIDE
 // RUN: sed -e '/^\/\/ ERRORS BELOW/,$d' %s | llm-opt -p kernel-to-cuda > %t
 // RUN: llm-opt %t | diff - %t
 // RUN: sed -e '/^\/\/ TWO LENGTHS/,$d' %s | not llm-opt --split-input-file -p kernel-to-cuda 2>&1 >/dev/null | filecheck %s --check-prefix=ERR
 // RUN: sed -n '/^\/\/ TWO LENGTHS/,$p' %s | not llm-opt -p kernel-to-cuda 2>&1 >/dev/null | filecheck %s --check-prefix=TWO
 // A symbolic length at CUDA IR: the length is an int parameter of the __global__ function,
-// computed with as a long long, and every ? extent of a buffer is that length, so strides
-// that span a ? dim are products with it (row-major at the length the program runs with).
+// and every ? extent of a buffer is that length, so strides that span a ? dim are products
+// with it (row-major at the length the program runs with). The length is at most the
+// symbol's llmopt.max (128), so this kernel without a product computes its indices in int
+// by default; with 64-bit indices the length is widened to a long long once.
 
 kernel.func @scores(%s: memref<1x4x?x?xf32>, %q: memref<1x2x?x16xf32>, %o: memref<1x4x?x?xf32>, %n: index) block [128, 1, 1] {
   %0 = kernel.block_id x
@@ -30,8 +33,11 @@ func.func @forward(%x: memref<1x4x?x?xf32> {llmopt.input = "x", llmopt.dynamic =
 // CHECK-NEXT:     const float* __restrict__ q,
 // CHECK-NEXT:     float* __restrict__ o,
 // CHECK-NEXT:     int n) {
-// CHECK-NEXT:   const long long n_index = (long long)n;
-// CHECK:        o[3 * n_index * n_index + bid * n_index + tid] = s[3 * n_index * n_index + bid * n_index + tid] + q[16 * n_index + bid * 16 + 3];
+// CHECK-NEXT:   const int bid = (int)blockIdx.x;
+// CHECK:        o[3 * n * n + bid * n + tid] = s[3 * n * n + bid * n + tid] + q[16 * n + bid * 16 + 3];
+// WIDE:         int n) {
+// WIDE-NEXT:    const long long n_index = (long long)n;
+// WIDE:         o[3 * n_index * n_index + bid * n_index + tid] = s[3 * n_index * n_index + bid * n_index + tid] + q[16 * n_index + bid * 16 + 3];
 
 // ERRORS BELOW
 

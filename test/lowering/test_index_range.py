@@ -8,7 +8,7 @@ from xdsl.parser import Parser
 
 from llmopt.api import make_context
 from llmopt.dialects import kernel
-from llmopt.lowering._index_range import fits_in_32_bits, launch_grids
+from llmopt.lowering._index_range import fits_in_32_bits, launch_grids, length_bounds
 
 LOOP = """
 kernel.func @k(%x: memref<BUFxf32>) block [256, 1, 1] {
@@ -163,3 +163,84 @@ def test_a_carried_index_bounds_the_offsets_it_reaches() -> None:
             .replace("%x[%last]", "%x[%last, %c0]").replace("%x[%c1]", "%x[%c1, %c0]"))
     (func,) = [o for o in parse(text).ops if isinstance(o, kernel.FuncOp)]
     assert not fits_in_32_bits(func, grid=None)
+
+
+def test_an_in_bounds_index_counts_below_its_extent() -> None:
+    """``x[p / 2, p % 2]`` for ``p`` up to 2³⁰: the interval of the row reaches 2²⁹, whose
+    offset (2²⁹ rows of 1024) would not fit, but an access in bounds stays below the
+    buffer's rows: 64 rows fit in 32 bits, 2²² do not."""
+    text = """
+    kernel.func @k(%x: memref<ROWSx1024xf32>) block [256, 1, 1] {
+      %n = arith.constant 1073741824 : index
+      %c2 = arith.constant 2 : index
+      %step = arith.constant 65536 : index
+      %tid = kernel.thread_id x
+      scf.for %p = %tid to %n step %step {
+        %i = arith.divui %p, %c2 : index
+        %j = arith.remui %p, %c2 : index
+        %v = kernel.load %x[%i, %j] : memref<ROWSx1024xf32>
+        kernel.store %v, %x[%i, %j] : memref<ROWSx1024xf32>
+      }
+      kernel.return
+    }
+    """
+    (func,) = [o for o in parse(text.replace("ROWS", "64")).ops]
+    assert isinstance(func, kernel.FuncOp) and fits_in_32_bits(func, None)
+    (func,) = [o for o in parse(text.replace("ROWS", str(2**22))).ops]
+    assert isinstance(func, kernel.FuncOp) and not fits_in_32_bits(func, None)
+
+
+SYMBOLIC = """
+func.func @main(%x: memref<1x8x?x64xf32>,
+                %seq: index {llmopt.symbol = "seq", llmopt.max = MAX : i64}) {
+  %g = arith.constant GRID : index
+  kernel.launch @k grid [%g max GRID, 1, 1] block [256, 1, 1] smem 0 (%x, %seq)
+      : memref<1x8x?x64xf32>, index
+  func.return
+}
+kernel.func @k(%x: memref<1x8x?x64xf32>, %seq: index) block [256, 1, 1] {
+  %bid = kernel.block_id x
+  %bdim = kernel.block_dim x
+  %tid = kernel.thread_id x
+  %c0 = arith.constant 0 : index
+  %c64 = arith.constant 64 : index
+  %c512 = arith.constant 512 : index
+  %t0 = arith.muli %bid, %bdim : index
+  %start = arith.addi %t0, %tid : index
+  %n = arith.muli %seq, %c512 : index
+  %blocks = arith.ceildivui %n, %bdim : index
+  %stride = arith.muli %blocks, %bdim : index
+  scf.for %p = %start to %n step %stride {
+    %d = arith.remui %p, %c64 : index
+    %r = arith.divui %p, %c64 : index
+    %row = arith.remui %r, %seq : index
+    %head = arith.divui %r, %seq : index
+    %v = kernel.load %x[%c0, %head, %row, %d] : memref<1x8x?x64xf32>
+    kernel.store %v, %x[%c0, %head, %row, %d] : memref<1x8x?x64xf32>
+  }
+  kernel.return
+}
+"""
+
+
+@pytest.mark.parametrize(("bound", "fits"), [(2048, True), (2**22, False)])
+def test_a_symbolic_length_is_bounded_by_its_symbol(bound: int, fits: bool) -> None:
+    """A symbolic kernel's length parameter is in ``[1, llmopt.max]`` of the host symbol its
+    launches pass; division and remainder by it, and the ``?`` extents of its buffers, are
+    bounded by that: 8 heads of 2048 rows of 64 fit in 32 bits, of 2²² rows not."""
+    module = parse(SYMBOLIC.replace("MAX", str(bound)).replace("GRID", str(2 * bound)))
+    bounds = length_bounds(module, {"k": 1})
+    assert bounds == {"k": (1, bound)}
+    (func,) = [o for o in module.ops if isinstance(o, kernel.FuncOp)]
+    grid = launch_grids(module)["k"]
+    assert fits_in_32_bits(func, grid, (1, bounds["k"])) is fits
+    assert not fits_in_32_bits(func, grid)  # without the bound the length is unknown
+
+
+def test_a_length_that_is_not_a_symbol_has_no_bound() -> None:
+    """A launch that passes a value computed on the host (here the symbol doubled) leaves
+    the kernel's length unbounded."""
+    text = SYMBOLIC.replace("MAX", "2048").replace("GRID", "4096").replace(
+        "smem 0 (%x, %seq)", "smem 0 (%x, %twice)").replace(
+        "%g = arith.constant", "%twice = arith.addi %seq, %seq : index\n  %g = arith.constant")
+    assert length_bounds(parse(text), {"k": 1}) == {}

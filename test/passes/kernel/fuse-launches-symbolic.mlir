@@ -1,6 +1,6 @@
 // RUN: llm-opt %s -p fuse-launches | filecheck %s
 // RUN: llm-opt %s -p fuse-launches --check-numerics --check-numerics-at 1,5,23,64 2>&1 >/dev/null | filecheck %s --check-prefix=NUM
-// RUN: llm-opt %s -p fuse-launches,kernel-to-cuda -t cuda | filecheck %s --check-prefix=CUDA
+// RUN: llm-opt %s -p "fuse-launches,kernel-to-cuda{index_bitwidth=64}" -t cuda | filecheck %s --check-prefix=CUDA
 // RUN: sed -e 's/(%%x, %%b, %%n, %%three)/(%%x, %%b, %%c3, %%three)/' %s | llm-opt -p fuse-launches | filecheck %s --check-prefix=OTHER
 // Launches of runtime grids (a symbolic length %n) fuse like static ones: the rows kernels'
 // grids are computed on the host from %n; the fused kernel computes them again from its

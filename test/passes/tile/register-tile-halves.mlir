@@ -15,14 +15,15 @@
 // raster=1: along the rows of tiles first.
 // COLS:       tile.forall (%{{.*}}, %bm, %bn) in [1, %{{.*}} max 3, 2] over blocks {
 
-// The m tile is the block index modulo the (runtime) number of row tiles. Per step of 16,
+// The m tile is the block index modulo the (runtime) number of row tiles, in int: the
+// length is at most the symbol's maximum (300). Per step of 16,
 // a warp loads four A fragments (ldmatrix.x4, 16 rows each) and four pairs of B fragments
 // (ldmatrix.x4, two 8-column pieces each) for 4 × 8 mma.sync.
 // CUDA:       __launch_bounds__(256)
 // CUDA:       float acc[128];
-// CUDA:       const long long bm = (long long)((unsigned long long)p % (unsigned long long)[[ROWS:v[0-9]+]]);
-// CUDA-NEXT:  const long long bn = (long long)((unsigned long long)p / (unsigned long long)[[ROWS]]);
-// CUDA:       for (long long kq = 0; kq < 2; kq += 1) {
+// CUDA:       const int bm = (int)((unsigned int)p % (unsigned int)[[ROWS:v[0-9]+]]);
+// CUDA-NEXT:  const int bn = (int)((unsigned int)p / (unsigned int)[[ROWS]]);
+// CUDA:       for (int kq = 0; kq < 2; kq += 1) {
 // CUDA-COUNT-8: ldmatrix.sync.aligned.m8n8.x4.shared.b16
 // CUDA-COUNT-32: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
 // CUDA-NOT:   ldmatrix
