@@ -197,18 +197,19 @@ class _Ranges:
                 self.of[result] = iv
 
     def guard(self, op: scf.IfOp) -> None:
-        """Narrow ``x`` to ``[0, C)`` for an ``scf.if`` on ``x <u c`` (``C`` the largest
-        ``c`` may be) whose every other use of ``x`` is inside its ``then`` region: what the
-        launches that ``fuse-launches`` merged test (``v = blockIdx.x - 28658; if v <u
-        4094``), so ``x`` is in range wherever it is used."""
+        """Narrow ``x`` to ``[0, C)`` for an ``scf.if`` on ``x <u c`` (``c`` in ``[0, C]``:
+        unsigned, a negative ``c`` would let any ``x`` through) whose every other use of
+        ``x`` is inside its ``then`` region: what the launches that ``fuse-launches``
+        merged test (``v = blockIdx.x - 28658; if v <u 4094``), so ``x`` is in range
+        wherever it is used."""
         cond = op.cond.owner
         if not (isinstance(cond, arith.CmpiOp) and cond.predicate.value.data == ULT
                 and cond.lhs in self.of and cond.rhs in self.of):
             return
-        x, bound = cond.lhs, self.of[cond.rhs][1]
-        if bound < 1 or any(use.operation is not cond
-                            and not op.true_region.is_ancestor(use.operation)
-                            for use in x.uses):
+        x, (low, bound) = cond.lhs, self.of[cond.rhs]
+        outside = any(use.operation is not cond
+                      and not op.true_region.is_ancestor(use.operation) for use in x.uses)
+        if low < 0 or bound < 1 or outside:
             return
         lo, hi = self.of[x]
         self.of[x] = (max(lo, 0), min(hi, bound - 1))
