@@ -191,10 +191,11 @@ def default_index_bitwidth(func: kernel.FuncOp) -> int:
     ``HMMA`` with 64-bit indices, 142 with 32-bit ones (64 × 16 warp tiles: 108 and 76 for
     16). A kernel without a product (elementwise maps, index maps, norms, the sums of
     ``split-k``'s partials) is mostly index arithmetic around a few loads: a thread's
-    element of Qwen2.5-7B's bias and rotary kernel at 2047 tokens takes about 130
-    instructions with 64-bit indices, half of them the division of its flat index by the
-    length and the head size as wide multiplies. The FMA loops of ``f32`` products, whose
-    index arithmetic hides behind their FMAs, measured neither width faster everywhere."""
+    element of Qwen2.5-7B's bias and rotary kernel at 2047 tokens takes about 135 SASS
+    instructions with 64-bit indices (the division of its flat index by the length and the
+    head size as chains of wide multiplies), about 82 with 32-bit ones. The FMA loops of
+    ``f32`` products, whose index arithmetic hides behind their FMAs, measured neither width
+    faster everywhere."""
     for op in func.walk():
         if isinstance(op, mma.SyncOp) and op.kind != "tf32":
             return 32
