@@ -16,10 +16,11 @@ What each construct becomes:
   its launches give it, that every index, loop variable and buffer offset fits in 32 bits
   (a 64-bit division by a constant is a chain of wide multiplies, a 32-bit one three
   instructions). By default in kernels of 16-bit tensor-core products, whose K loops are
-  mostly ``ldmatrix``, ``mma.sync`` and address arithmetic, and in kernels without a
-  product (no ``kernel.local``), which are mostly index arithmetic; in the FMA products of
-  ``f32`` on the H200 it made some kernels faster and others slower (see the option's
-  docstring);
+  mostly ``ldmatrix``, ``mma.sync`` and address arithmetic, and in kernels that keep no
+  register array (no ``kernel.local``: elementwise and index maps, norms, the sums of
+  ``split-k``'s partials, block-per-output products), mostly index arithmetic; in the FMA
+  products of ``f32`` on the H200 it made some kernels faster and others slower (see the
+  option's docstring);
 * ``kernel.load``/``kernel.store`` — ``p[offset]``, the offset being the expression
   ``i * stride + j ...`` from the memref's static strides (row-major unless the layout says
   otherwise), constant indices folded into one constant;
@@ -189,8 +190,9 @@ def default_index_bitwidth(func: kernel.FuncOp) -> int:
     share of its instructions: NVRTC's SASS of a ``bf16`` product's K loop (Qwen2.5-7B's
     512 × 18944 × 3584, 64 × 64 warp tiles) has 216 instructions per chunk of 32 for 64
     ``HMMA`` with 64-bit indices, 142 with 32-bit ones (64 × 16 warp tiles: 108 and 76 for
-    16). A kernel without a product (elementwise maps, index maps, norms, the sums of
-    ``split-k``'s partials) is mostly index arithmetic around a few loads: a thread's
+    16). A kernel without a register array (elementwise and index maps, norms, the sums of
+    ``split-k``'s partials, block-per-output products) is mostly index arithmetic around a
+    few loads: a thread's
     element of Qwen2.5-7B's bias and rotary kernel at 2047 tokens takes about 135 SASS
     instructions with 64-bit indices (the division of its flat index by the length and the
     head size as chains of wide multiplies), about 82 with 32-bit ones. The FMA loops of
@@ -253,7 +255,7 @@ class KernelToCuda(ModulePass):
     ``index_bitwidth``: 64 computes indices in ``long long``; 32 in ``int`` in every kernel
     for which :func:`~llmopt.lowering._index_range.fits_in_32_bits` proves them in range
     (the others stay 64-bit); 0 (the default) 32 for kernels of 16-bit tensor-core products
-    and kernels without a product, 64 for the others (:func:`default_index_bitwidth`): on
+    and kernels without a register array, 64 for the others (:func:`default_index_bitwidth`): on
     the H200 32 bits made some ``f32`` products faster and others slower
     (``bench/results/index-bitwidth-h200.md``);
     ``nan_min_max`` (default on; only sm_80 and newer): ``f32`` ``maximumf``/``minimumf``

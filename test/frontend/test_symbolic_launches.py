@@ -2,12 +2,14 @@
 and ``fuse-launches`` put one length bucket's variants of sibling products into shared
 launches (fewer launches than without ``merge-branches`` at short lengths, never more), and
 the program they leave computes the layer at lengths in several buckets (the Kernel
-interpreter against the layer in float64)."""
+interpreter against the layer in float64); ``kernel-to-cuda`` gives its kernels without a
+register array 32-bit indices."""
 
 from __future__ import annotations
 
 import copy
 import functools
+import re
 
 import numpy as np
 import pytest
@@ -24,6 +26,7 @@ import llmopt.interp  # noqa: E402
 from llmopt import registry  # noqa: E402
 from llmopt.codegen.executor import LaunchStep, plan_host_function  # noqa: E402
 from llmopt.codegen.symbolic import SymbolicHost, layout_call  # noqa: E402
+from llmopt.dialects import kernel  # noqa: E402
 from llmopt.frontend.capture import CapturedProgram  # noqa: E402
 from llmopt.frontend.models import (  # noqa: E402
     capture_layer,
@@ -92,3 +95,19 @@ def test_merged_program_computes_the_layer(seq: int) -> None:
     program, module = to_kernel(True)
     err = layer_error(program, module, seq, 100 + seq)
     assert err <= tolerance(program.module), err
+
+
+def test_kernels_without_a_register_array_index_in_int() -> None:
+    """``kernel-to-cuda``'s default widths on the symbolic layer: every kernel that keeps no
+    register array (elementwise maps, norms, the block-per-output products of the two-row
+    bucket) computes its indices in ``int``, its length bounded by the symbol's maximum;
+    every kernel with one (the products' register tiles, attention) keeps ``long long``."""
+    module = to_kernel(True)[1]
+    plain = {op.sym_name.data for op in module.ops if isinstance(op, kernel.FuncOp)
+             and not any(isinstance(o, kernel.LocalOp) for o in op.walk())}
+    source = llmopt.cuda_source(module.clone(), "kernel-to-cuda")
+    texts = {chunk.split("(")[0]: chunk for chunk in re.split(
+        r'extern "C" __global__ void __launch_bounds__\([^)]*\) ', source)[1:]}
+    narrow = {name for name, text in texts.items() if "long long" not in text}
+    assert plain and narrow == plain, (sorted(plain), sorted(narrow))
+    assert all("int seq" in texts[name] for name in narrow if "seq" in texts[name])

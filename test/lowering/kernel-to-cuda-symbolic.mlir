@@ -7,7 +7,7 @@
 // A symbolic length at CUDA IR: the length is an int parameter of the __global__ function,
 // and every ? extent of a buffer is that length, so strides that span a ? dim are products
 // with it (row-major at the length the program runs with). The length is at most the
-// symbol's llmopt.max (128), so this kernel without a product computes its indices in int
+// symbol's llmopt.max (128), so this kernel without a register array computes its indices in int
 // by default; with 64-bit indices the length is widened to a long long once.
 
 kernel.func @scores(%s: memref<1x4x?x?xf32>, %q: memref<1x2x?x16xf32>, %o: memref<1x4x?x?xf32>, %n: index) block [128, 1, 1] {
