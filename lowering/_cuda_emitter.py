@@ -183,9 +183,8 @@ class KernelEmitter(ExprBuilder):
         """The length parameter is an ``int``; the kernel computes with it as ``index``
         (``const long long seq_index = (long long)seq;``), or as itself where indices are
         32-bit."""
-        if self.index == I32:
+        if self.index == I32:  # the parameter itself, bound as an int in run()
             self.length_var = self.var[arg]
-            self.var_type[arg] = I32
             return
         param = self.add(cuda.VarOp(self.var[arg], I32)).results[0]
         name = self.names.fresh(f"{self.var[arg]}_index", "length")

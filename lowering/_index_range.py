@@ -148,12 +148,6 @@ class _Ranges:
             raise _Unknown
         return found
 
-    def positive_constant(self, value: SSAValue) -> int:
-        lo, hi = self.get(value)
-        if lo != hi or lo <= 0:
-            raise _Unknown
-        return lo
-
     def positive(self, value: SSAValue) -> Interval:
         """The interval of a divisor that is at least 1 (a constant, or the length)."""
         lo, hi = self.get(value)

@@ -198,12 +198,12 @@ def default_index_bitwidth(func: kernel.FuncOp) -> int:
     head size as chains of wide multiplies), about 82 with 32-bit ones. The FMA loops of
     ``f32`` products, whose index arithmetic hides behind their FMAs, measured neither width
     faster everywhere."""
+    registers = False
     for op in func.walk():
         if isinstance(op, mma.SyncOp) and op.kind != "tf32":
             return 32
-    if not any(isinstance(op, kernel.LocalOp) for op in func.walk()):
-        return 32
-    return 64
+        registers |= isinstance(op, kernel.LocalOp)
+    return 64 if registers else 32
 
 
 def _uses_pipeline(module: ModuleOp) -> bool:
@@ -286,7 +286,8 @@ class KernelToCuda(ModulePass):
         grids = launch_grids(op) if self.index_bitwidth != 64 else {}
         lengths = length_parameters(op)
         bounds = length_bounds(op, {name: position for name, position in lengths.items()
-                                    if isinstance(position, int)}) if grids else {}
+                                    if isinstance(position, int)}
+                               ) if self.index_bitwidth != 64 else {}
         pattern = _LowerKernelFunc(unrestricted_params(op), layouts, grids, self.index_bitwidth,
                                    self.min_blocks, lengths,
                                    nan_min_max=(self.nan_min_max
