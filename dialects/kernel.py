@@ -503,6 +503,11 @@ class SharedOp(BufferDeclOp):
 MAX_LOCAL_BYTES = 512 * 1024
 
 
+POINT_ATTR = "llmopt.point"
+"""Marks a ``kernel.local`` that holds one point's elements of a thread-mapped loop (a
+16-byte chunk of an elementwise map, ``vector-elementwise``), not a register tile."""
+
+
 @irdl_op_definition
 class LocalOp(BufferDeclOp):
     """``%r = kernel.local : memref<4x4xf32>``: a statically sized array private to each

@@ -34,6 +34,10 @@ two places:
   private array (a register micro-tile). Semantically it is a block buffer like any other,
   so the interpreters need no special case.
 
+A ``tile.alloc registers`` directly in a ``tile.forall over threads`` is a buffer of each
+point of that forall instead, touched only by the thread that runs the point (a thread's
+16-byte chunk of an elementwise map, ``vector-elementwise``): a private array of its own.
+
 Asynchronous copies from global into shared memory (CUDA's ``cp.async``) are three ops:
 
 * ``tile.async_copy %src[...] to %dst[...] count 4`` — every thread executing it starts
@@ -529,7 +533,9 @@ class LaneReduceOp(IRDLOperation):
 @irdl_op_definition
 class AllocOp(IRDLOperation):
     """``%s = tile.alloc shared : memref<64x33xf32>``: a buffer of one point of a
-    ``tile.forall over blocks`` (see the module docstring for ``shared``/``registers``)."""
+    ``tile.forall over blocks`` (see the module docstring for ``shared``/``registers``), or
+    ``tile.alloc registers`` directly in a ``tile.forall over threads``: a buffer of one
+    point of that forall, private to the thread that runs it."""
 
     name = "tile.alloc"
     space = prop_def(StringAttr)
@@ -543,8 +549,12 @@ class AllocOp(IRDLOperation):
             raise VerifyException(f"unknown space '{self.space.data}', expected one of {SPACES}")
         check_static_buffer(self.result.type, "tile")
         parent = self.parent_op()
-        if not isinstance(parent, ForallOp) or parent.mapping.data != "blocks":
-            raise VerifyException("tile.alloc must sit directly in a tile.forall over blocks")
+        mapping = parent.mapping.data if isinstance(parent, ForallOp) else None
+        if mapping == "threads" and self.space.data == "registers":
+            return
+        if mapping != "blocks":
+            raise VerifyException("tile.alloc must sit directly in a tile.forall over blocks "
+                                  "(registers: or over threads)")
 
     def print(self, printer: Printer) -> None:
         printer.print_string(f" {self.space.data}")

@@ -26,8 +26,9 @@ butterfly alone, over each warp's 32 lanes (or each group's). Loops, loads, stor
 inside are interpreted as at Loop IR.
 
 ``tile.alloc`` (shared or registers alike) is one poisoned buffer per point of the frame's
-leading axes at the alloc — per block and per round of the enclosing forall over blocks —
-and every access to it is routed to the copy of the point that makes it.
+leading axes at the alloc — per block and per round of the enclosing forall over blocks; in
+a forall over threads, per thread and round — and every access to it is routed to the copy
+of the point that makes it.
 
 ``tile.copy`` moves its elements at once. ``tile.async_copy``/``async_commit``/``async_wait``
 keep the copied values in flight until a
@@ -177,11 +178,15 @@ def _lane_reduce(ev: SimtEvaluator, op: Operation) -> None:
 
 @simt_impl("tile.alloc")
 def _alloc(ev: SimtEvaluator, op: Operation) -> None:
-    """One buffer per block point: the frame's axes other than the thread axis own a copy."""
+    """One buffer per block point: the frame's axes other than the thread axis own a copy
+    (in a forall over threads, one per point: every axis does)."""
     thread_axes(ev, op)
     typ = op.results[0].type
     assert isinstance(typ, MemRefType)
-    prefix = ev.frame[:-1]
+    parent = op.parent_op()
+    per_point = parent is not None and parent.name == "tile.forall" and (
+        parent.properties["mapping"].data == "threads")  # type: ignore[attr-defined]
+    prefix = ev.frame if per_point else ev.frame[:-1]
     buf = uninitialized((*prefix, *shape_of(typ)), np_dtype(typ))
     n = len(ev.frame)
     ev.owned[id(buf)] = [np.arange(e).reshape((e,) + (1,) * (n - 1 - a))

@@ -7,7 +7,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from xdsl.dialects.builtin import MemRefType
+from xdsl.dialects.builtin import MemRefType, UnitAttr
 from xdsl.ir import Operation, SSAValue
 from xdsl.ir.affine import (
     AffineConstantExpr,
@@ -51,7 +51,8 @@ def owning_forall(op: Operation) -> tile.ForallOp | None:
 @dataclass
 class LowerAlloc(RewritePattern):
     """``tile.alloc shared`` → ``kernel.shared``; ``tile.alloc registers`` → ``kernel.local``
-    holding one thread's slice, every access re-indexed without the distributed dimensions."""
+    holding one thread's slice, every access re-indexed without the distributed dimensions
+    (in a forall over threads: the whole buffer, the point's own)."""
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: tile.AllocOp, rewriter: PatternRewriter) -> None:
@@ -70,8 +71,10 @@ class LowerAlloc(RewritePattern):
             return
         accesses = [(use.operation, _register_access(use.operation, op.result))
                      for use in op.result.uses]
+        parent = op.parent_op()
+        private = isinstance(parent, tile.ForallOp) and parent.mapping.data == "threads"
         distributed: int | None = None
-        for access, (amap, indices) in accesses:
+        for access, (amap, indices) in [] if private else accesses:
             forall = owning_forall(access)
             if forall is None or fn.block_shape != (forall.points, 1, 1):
                 raise fail(access, "a register buffer is accessed only inside a tile.forall "
@@ -97,6 +100,8 @@ class LowerAlloc(RewritePattern):
                            "may have")
         local = kernel.LocalOp(MemRefType(typ.element_type, shape))
         local.result.name_hint = op.result.name_hint
+        if private:
+            local.attributes[kernel.POINT_ATTR] = UnitAttr()
         hoist_to_func(fn, local, rewriter)
         for access, (amap, _) in accesses:
             results = amap.results[n:] or (AffineConstantExpr(0),)

@@ -185,9 +185,10 @@ def default_index_bitwidth(func: kernel.FuncOp) -> int:
     """``index_bitwidth`` of a kernel when the option leaves it open: 32 for a kernel that
     multiplies 16-bit fragments on the tensor cores (``mma.sync`` ``m16n8k16``) and for one
     that keeps no register array (``kernel.local``: no register tile, fragments or
-    accumulators of a product), 64 for the others. A tensor-core K loop issues little
-    besides its ``ldmatrix`` and ``mma.sync``, so its 64-bit address arithmetic is a large
-    share of its instructions: NVRTC's SASS of a ``bf16`` product's K loop (Qwen2.5-7B's
+    accumulators of a product; a point's chunk of ``vector-elementwise``, marked
+    :data:`~llmopt.dialects.kernel.POINT_ATTR`, is not one), 64 for the others. A
+    tensor-core K loop issues little besides its ``ldmatrix`` and ``mma.sync``, so its
+    64-bit address arithmetic is a large share of its instructions: NVRTC's SASS of a ``bf16`` product's K loop (Qwen2.5-7B's
     512 × 18944 × 3584, 64 × 64 warp tiles) has 216 instructions per chunk of 32 for 64
     ``HMMA`` with 64-bit indices, 142 with 32-bit ones (64 × 16 warp tiles: 108 and 76 for
     16). A kernel without a register array (elementwise and index maps, norms, the sums of
@@ -202,7 +203,7 @@ def default_index_bitwidth(func: kernel.FuncOp) -> int:
     for op in func.walk():
         if isinstance(op, mma.SyncOp) and op.kind != "tf32":
             return 32
-        registers |= isinstance(op, kernel.LocalOp)
+        registers |= isinstance(op, kernel.LocalOp) and kernel.POINT_ATTR not in op.attributes
     return 64 if registers else 32
 
 

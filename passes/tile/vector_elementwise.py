@@ -1,0 +1,283 @@
+"""``vector-elementwise``: each thread of an elementwise nest moves 16 bytes at a time.
+
+**Matches** a ``tile.kernel`` whose body is side-effect-free scalar ops and one
+``tile.forall over threads`` (``loop-to-tile``'s thread schedule: an elementwise map, an
+index map such as a rotary embedding or a gather, the sum of ``split-k``'s partials) whose
+body is straight-line — ``loop.load``, ``loop.store`` and side-effect-free ``arith``/``math``
+ops, no region — with a static innermost extent ``E``. An access is *contiguous* when it
+reads or writes a kernel buffer (global memory) at innermost coordinate exactly the
+forall's innermost induction variable ``%i`` (a dim of its map, unclamped), with no other
+coordinate depending on ``%i``, and the buffer's innermost extent is static. The pass
+applies when every ``loop.store`` is contiguous, no buffer is both loaded and stored (a
+point reading what it wrote stays in order), and ``V`` — the elements of the widest
+contiguous access that make :data:`VECTOR_BYTES` — is at least 2, divides ``E`` and every
+contiguous access's innermost extent (so each chunk of ``V`` elements starts 16-byte
+aligned: kernel buffers are). Contiguous loads whose ``V`` elements are not 4, 8 or 16
+bytes stay scalar.
+
+**Produces**, for ``%i = V·%q + %v``::
+
+    tile.forall (…, %q) in […, E/V] over threads {
+      <the ops that do not depend on %i>
+      %x = tile.alloc registers : memref<Vxbf16>            // one per contiguous load
+      tile.copy %in[…, %q * V] to %x[0] count V
+      %y = tile.alloc registers : memref<Vxbf16>            // one per store
+      scf.for %v = 0 to V {                                  // unrolled
+        %i = V·%q + %v
+        <the other ops; a contiguous load reads %x[%v], a store writes %y[%v]>
+      }
+      tile.copy %y[0] to %out[…, %q * V] count V
+    }
+
+and the kernel's grid divided by ``V`` (a runtime grid through ``arith.ceildivui`` before
+the kernel). Each point computes what it computed before, with the same operations, so the
+results are bit-identical; loads that are not contiguous (a rotation's other half, a
+broadcast row) stay scalar loads inside the ``%v`` loop.
+
+**Why** one element a thread issues one 2-byte load per input and one 2-byte store, and its
+flat index's division by each extent, per element: the kernel is bound by instructions
+before it is bound by memory. With ``V`` elements a thread, each contiguous access is one
+128-bit ``ld.global``/``st.global`` and the index arithmetic is shared by ``V`` elements.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects import arith, scf
+from xdsl.dialects.builtin import IndexType, IntegerAttr, MemRefType, ModuleOp
+from xdsl.ir import Block, BlockArgument, Operation, SSAValue
+from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr, AffineExpr, AffineMap
+from xdsl.passes import ModulePass
+from xdsl.pattern_rewriter import (
+    PatternRewriter,
+    PatternRewriteWalker,
+    RewritePattern,
+    op_type_rewrite_pattern,
+)
+from xdsl.rewriter import InsertPoint
+from xdsl.utils.exceptions import PassFailedException
+
+from llmopt.dialects import loop, tile
+from llmopt.dialects._syntax import int_array
+from llmopt.dialects.kernel import COPY_BYTES
+from llmopt.passes._rewrite import KeepLocation
+from llmopt.passes.tile._access import UNROLL, counted_for
+
+VECTOR_BYTES = 16
+"""The widest access of a thread: one 128-bit global load or store."""
+
+Access = loop.LoadOp | loop.StoreOp
+
+
+def _element_bytes(buffer: SSAValue) -> int:
+    typ = buffer.type
+    assert isinstance(typ, MemRefType)
+    return max(getattr(typ.element_type, "bitwidth", 32) // 8, 1)
+
+
+def _uses(expr: AffineExpr, positions: set[int]) -> bool:
+    """Whether ``expr`` mentions one of the dimensions ``positions``."""
+    if isinstance(expr, AffineDimExpr):
+        return expr.position in positions
+    return any(_uses(e, positions) for e in (getattr(expr, "lhs", None),
+                                                 getattr(expr, "rhs", None)) if e is not None)
+
+
+def _contiguous(access: Access, iv: SSAValue, varying: set[SSAValue]) -> bool:
+    """Whether ``access`` touches a kernel buffer at innermost coordinate exactly ``iv``, no
+    other coordinate depending on it (see the module docstring)."""
+    if isinstance(access, loop.LoadOp) and access.clamp is not None:
+        return False
+    buffer = access.buffer
+    if not (isinstance(buffer, BlockArgument)
+            and isinstance(buffer.owner.parent_op(), tile.KernelOp)):
+        return False
+    typ = buffer.type
+    assert isinstance(typ, MemRefType)
+    if typ.get_shape()[-1] < 0:
+        return False
+    amap = access.map.data
+    last = amap.results[-1]
+    if not (isinstance(last, AffineDimExpr) and access.indices[last.position] is iv):
+        return False
+    positions = {k for k, v in enumerate(access.indices) if v in varying}
+    return not any(_uses(e, positions) for e in amap.results[:-1])
+
+
+def _varying(body: Block, iv: SSAValue) -> set[SSAValue]:
+    """``iv`` and every value of ``body`` computed from it."""
+    varying = {iv}
+    for op in body.ops:
+        if any(v in varying for v in op.operands):
+            varying.update(op.results)
+    return varying
+
+
+def _straight_line(body: Block) -> bool:
+    return all(isinstance(op, loop.LoadOp | loop.StoreOp)
+               or (op.dialect_name() in ("arith", "math") and not op.regions)
+               for op in body.ops)
+
+
+def _width(forall: tile.ForallOp, loads: list[loop.LoadOp], stores: list[loop.StoreOp],
+           limit: int) -> int:
+    """``V`` (see the module docstring), or 0 when the forall does not qualify."""
+    widest = max(_element_bytes(a.buffer) for a in [*loads, *stores])
+    width = limit // widest
+    extents = [forall.shape[-1]]
+    for access in [*loads, *stores]:
+        typ = access.buffer.type
+        assert isinstance(typ, MemRefType)
+        extents.append(typ.get_shape()[-1])
+    if width < 2 or any(e % width for e in extents):
+        return 0
+    return width
+
+
+@dataclass
+class VectorizeElementwise(RewritePattern):
+    """Rewrite one qualifying kernel (see the module docstring)."""
+
+    limit: int = VECTOR_BYTES
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: tile.KernelOp, rewriter: PatternRewriter) -> None:
+        foralls = [o for o in op.body.block.ops if isinstance(o, tile.ForallOp)]
+        if len(foralls) != 1 or foralls[0].mapping.data != "threads" or any(
+                o.regions or o.dialect_name() not in ("arith", "math")
+                for o in op.body.block.ops if o is not foralls[0]):
+            return
+        forall = foralls[0]
+        body = forall.body.block
+        iv = forall.ivs[-1]
+        if len(forall.ivs) - 1 in forall.runtime_sizes or not _straight_line(body):
+            return
+        varying = _varying(body, iv)
+        stores = [o for o in body.ops if isinstance(o, loop.StoreOp)]
+        loads = [o for o in body.ops if isinstance(o, loop.LoadOp)]
+        if not stores or not all(_contiguous(s, iv, varying) for s in stores):
+            return
+        outer = dict(zip(op.body.block.args, op.buffers, strict=True))
+        written = {outer.get(s.buffer, s.buffer) for s in stores}
+        if any(outer.get(ld.buffer, ld.buffer) in written for ld in loads):
+            return
+        contiguous = [ld for ld in loads if _contiguous(ld, iv, varying)]
+        width = _width(forall, contiguous, stores, self.limit)
+        if not width:
+            return
+        contiguous = [ld for ld in contiguous
+                      if width * _element_bytes(ld.buffer) in COPY_BYTES]
+        _rewrite(forall, iv, varying, contiguous, stores, width, rewriter)
+        _divide_grid(op, width, rewriter)
+
+
+def _rewrite(forall: tile.ForallOp, iv: SSAValue, varying: set[SSAValue],
+             loads: list[loop.LoadOp], stores: list[loop.StoreOp], width: int,
+             rewriter: PatternRewriter) -> None:
+    """Build the chunk form of ``forall`` in place (see the module docstring)."""
+    body = forall.body.block
+    shape = list(forall.shape)
+    shape[-1] //= width
+    forall.properties["extents"] = int_array(shape)
+    q = iv
+    q.name_hint = "q"
+    moved = [o for o in body.ops if any(r in varying for r in o.results)
+             or isinstance(o, loop.StoreOp)]
+    bounds, chunk, v = counted_for(width, "v", dict(UNROLL))
+    inner = chunk.body.block
+    scale = arith.ConstantOp(IntegerAttr(width, IndexType()))
+    first = arith.MuliOp(q, scale.result)
+    point = arith.AddiOp(first.result, v)
+    point.result.name_hint = "i"
+    inner.add_ops([scale, first, point])
+    for o in moved:
+        o.detach()
+        inner.add_op(o)
+        for k, operand in enumerate(o.operands):
+            if operand is iv:
+                o.operands[k] = point.result
+    inner.add_op(scf.YieldOp())
+
+    def registers(access: Access) -> tile.AllocOp:
+        typ = access.buffer.type
+        assert isinstance(typ, MemRefType)
+        alloc = tile.AllocOp("registers", MemRefType(typ.element_type, [width]))
+        alloc.result.name_hint = "vec"
+        return alloc
+
+    def chunk_map(access: Access) -> AffineMap:
+        amap = access.map.data
+        last = amap.results[-1]
+        return AffineMap(amap.num_dims, amap.num_symbols,
+                         (*amap.results[:-1], last * width))
+
+    def start(indices: list[SSAValue]) -> AffineMap:
+        return AffineMap(len(indices), 0, (AffineConstantExpr(0),))
+
+    one = AffineMap(1, 0, (AffineDimExpr(0),))
+    before: list[Operation] = []
+    copies: dict[tuple[object, ...], tile.AllocOp] = {}
+    for load in loads:
+        indices = [q if i is point.result else i for i in load.indices]
+        key = (load.buffer, load.map.data, *indices)
+        alloc = copies.get(key)
+        if alloc is None:
+            alloc = copies[key] = registers(load)
+            before += [alloc, tile.CopyOp(load.buffer, chunk_map(load), alloc.result,
+                                          start(indices), indices, width)]
+        new = loop.LoadOp(alloc.result, one, [v])
+        new.results[0].name_hint = load.results[0].name_hint
+        rewriter.replace_op(load, new)
+    after: list[Operation] = []
+    for store in stores:
+        alloc = registers(store)
+        indices = [q if i is point.result else i for i in store.indices]
+        before.append(alloc)
+        after.append(tile.CopyOp(alloc.result, start(indices), store.buffer,
+                                 chunk_map(store), indices, width))
+        rewriter.replace_op(store, loop.StoreOp(store.value, alloc.result, one, [v]))
+    terminator = body.last_op if isinstance(body.last_op, tile.YieldOp) else None
+    for o in [*before, *bounds, chunk, *after]:
+        if terminator is None:
+            body.add_op(o)
+        else:
+            body.insert_op_before(o, terminator)
+
+
+def _divide_grid(kernel: tile.KernelOp, width: int, rewriter: PatternRewriter) -> None:
+    """The kernel's grid divided by ``width``, rounded up (its largest value likewise)."""
+    grid = list(kernel.grid_shape)
+    grid[0] = -(-grid[0] // width)
+    kernel.properties["grid"] = int_array(grid)
+    if kernel.grid_size is None:
+        return
+    factor = arith.ConstantOp(IntegerAttr(width, IndexType()))
+    divided = arith.CeilDivUIOp(kernel.grid_size, factor.result)
+    divided.result.name_hint = "grid"
+    rewriter.insert_op([factor, divided], InsertPoint.before(kernel))
+    kernel.operands[len(kernel.buffers)] = divided.result
+
+
+@dataclass(frozen=True)
+class VectorElementwise(ModulePass):
+    """Give each thread of an elementwise nest 16 bytes of every contiguous access (see the
+    module docstring)."""
+
+    name = "vector-elementwise"
+
+    bytes: int = VECTOR_BYTES
+    """The widest access a thread makes (4, 8 or 16); 0 leaves every kernel as it is."""
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        if self.bytes == 0:
+            return
+        if self.bytes not in COPY_BYTES:
+            raise PassFailedException(f"vector-elementwise: bytes must be 0, 4, 8 or 16, got "
+                                      f"{self.bytes}")
+        PatternRewriteWalker(KeepLocation(VectorizeElementwise(self.bytes)),
+                             apply_recursively=False).rewrite_module(op)
+
+
+__all__ = ["VECTOR_BYTES", "VectorElementwise", "VectorizeElementwise"]
