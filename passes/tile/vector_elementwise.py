@@ -63,7 +63,7 @@ from llmopt.dialects import loop, tile
 from llmopt.dialects._syntax import int_array
 from llmopt.dialects.kernel import COPY_BYTES
 from llmopt.passes._rewrite import KeepLocation
-from llmopt.passes.tile._access import UNROLL, counted_for
+from llmopt.passes.tile._access import UNROLL, counted_for, linear_form
 
 VECTOR_BYTES = 16
 """The widest access of a thread: one 128-bit global load or store."""
@@ -77,33 +77,58 @@ def _element_bytes(buffer: SSAValue) -> int:
     return max(getattr(typ.element_type, "bitwidth", 32) // 8, 1)
 
 
+def _innermost(access: Access, iv: SSAValue, varying: set[SSAValue]
+               ) -> tuple[int, dict[int, int], int] | None:
+    """For an access to a kernel buffer with a static innermost extent, unclamped, whose
+    innermost coordinate is ``iv + rest`` (``rest`` linear in values that do not depend on
+    ``iv``) and whose other coordinates do not depend on ``iv``: ``iv``'s dim position,
+    ``rest``'s coefficients and constant. ``None`` for any other access."""
+    if isinstance(access, loop.LoadOp) and access.clamp is not None:
+        return None
+    buffer = access.buffer
+    if not (isinstance(buffer, BlockArgument)
+            and isinstance(buffer.owner.parent_op(), tile.KernelOp)):
+        return None
+    typ = buffer.type
+    assert isinstance(typ, MemRefType)
+    if typ.get_shape()[-1] < 0:
+        return None
+    amap = access.map.data
+    form = linear_form(amap.results[-1])
+    if form is None:
+        return None
+    coefs, constant = form
+    positions = {k for k, v in enumerate(access.indices) if v in varying}
+    at_iv = [k for k in positions if access.indices[k] is iv and k in coefs]
+    if len(at_iv) != 1 or coefs[at_iv[0]] != 1:
+        return None
+    k = at_iv[0]
+    rest = {d: c for d, c in coefs.items() if d != k}
+    if any(d in positions for d in rest) or any(
+            _uses(e, positions) for e in amap.results[:-1]):
+        return None
+    return k, rest, constant
+
+
+def _contiguous(access: Access, iv: SSAValue, varying: set[SSAValue], width: int) -> bool:
+    """Whether ``access`` reads or writes ``width`` consecutive elements a chunk, each chunk
+    starting at a multiple of ``width`` (see the module docstring)."""
+    form = _innermost(access, iv, varying)
+    if form is None:
+        return False
+    _, rest, constant = form
+    typ = access.buffer.type
+    assert isinstance(typ, MemRefType)
+    return (typ.get_shape()[-1] % width == 0 and constant % width == 0
+            and all(c % width == 0 for c in rest.values()))
+
+
 def _uses(expr: AffineExpr, positions: set[int]) -> bool:
     """Whether ``expr`` mentions one of the dimensions ``positions``."""
     if isinstance(expr, AffineDimExpr):
         return expr.position in positions
     return any(_uses(e, positions) for e in (getattr(expr, "lhs", None),
                                                  getattr(expr, "rhs", None)) if e is not None)
-
-
-def _contiguous(access: Access, iv: SSAValue, varying: set[SSAValue]) -> bool:
-    """Whether ``access`` touches a kernel buffer at innermost coordinate exactly ``iv``, no
-    other coordinate depending on it (see the module docstring)."""
-    if isinstance(access, loop.LoadOp) and access.clamp is not None:
-        return False
-    buffer = access.buffer
-    if not (isinstance(buffer, BlockArgument)
-            and isinstance(buffer.owner.parent_op(), tile.KernelOp)):
-        return False
-    typ = buffer.type
-    assert isinstance(typ, MemRefType)
-    if typ.get_shape()[-1] < 0:
-        return False
-    amap = access.map.data
-    last = amap.results[-1]
-    if not (isinstance(last, AffineDimExpr) and access.indices[last.position] is iv):
-        return False
-    positions = {k for k, v in enumerate(access.indices) if v in varying}
-    return not any(_uses(e, positions) for e in amap.results[:-1])
 
 
 def _varying(body: Block, iv: SSAValue) -> set[SSAValue]:
@@ -121,19 +146,11 @@ def _straight_line(body: Block) -> bool:
                for op in body.ops)
 
 
-def _width(forall: tile.ForallOp, loads: list[loop.LoadOp], stores: list[loop.StoreOp],
-           limit: int) -> int:
-    """``V`` (see the module docstring), or 0 when the forall does not qualify."""
-    widest = max(_element_bytes(a.buffer) for a in [*loads, *stores])
-    width = limit // widest
-    extents = [forall.shape[-1]]
-    for access in [*loads, *stores]:
-        typ = access.buffer.type
-        assert isinstance(typ, MemRefType)
-        extents.append(typ.get_shape()[-1])
-    if width < 2 or any(e % width for e in extents):
-        return 0
-    return width
+def _width(forall: tile.ForallOp, accesses: list[Access], limit: int) -> int:
+    """``V``: the elements of the widest of ``accesses`` in ``limit`` bytes when that is at
+    least 2 and divides the forall's innermost extent, else 0."""
+    width = limit // max(_element_bytes(a.buffer) for a in accesses)
+    return width if width >= 2 and forall.shape[-1] % width == 0 else 0
 
 
 @dataclass
@@ -157,18 +174,18 @@ class VectorizeElementwise(RewritePattern):
         varying = _varying(body, iv)
         stores = [o for o in body.ops if isinstance(o, loop.StoreOp)]
         loads = [o for o in body.ops if isinstance(o, loop.LoadOp)]
-        if not stores or not all(_contiguous(s, iv, varying) for s in stores):
+        if not stores or any(_innermost(s, iv, varying) is None for s in stores):
             return
         outer = dict(zip(op.body.block.args, op.buffers, strict=True))
         written = {outer.get(s.buffer, s.buffer) for s in stores}
         if any(outer.get(ld.buffer, ld.buffer) in written for ld in loads):
             return
-        contiguous = [ld for ld in loads if _contiguous(ld, iv, varying)]
-        width = _width(forall, contiguous, stores, self.limit)
-        if not width:
+        candidates = [ld for ld in loads if _innermost(ld, iv, varying) is not None]
+        width = _width(forall, [*candidates, *stores], self.limit)
+        if not width or not all(_contiguous(s, iv, varying, width) for s in stores):
             return
-        contiguous = [ld for ld in contiguous
-                      if width * _element_bytes(ld.buffer) in COPY_BYTES]
+        contiguous = [ld for ld in candidates if _contiguous(ld, iv, varying, width)
+                      and width * _element_bytes(ld.buffer) in COPY_BYTES]
         _rewrite(forall, iv, varying, contiguous, stores, width, rewriter)
         _divide_grid(op, width, rewriter)
 
@@ -207,11 +224,14 @@ def _rewrite(forall: tile.ForallOp, iv: SSAValue, varying: set[SSAValue],
         alloc.result.name_hint = "vec"
         return alloc
 
-    def chunk_map(access: Access) -> AffineMap:
+    def chunk_map(access: Access, indices: list[SSAValue]) -> AffineMap:
+        """The access's map with ``iv`` (now ``q``) scaled by ``width``."""
         amap = access.map.data
-        last = amap.results[-1]
+        scaled = [AffineDimExpr(d) * width if indices[d] is q else AffineDimExpr(d)
+                  for d in range(amap.num_dims)]
         return AffineMap(amap.num_dims, amap.num_symbols,
-                         (*amap.results[:-1], last * width))
+                         (*amap.results[:-1], amap.results[-1].replace_dims_and_symbols(
+                             scaled, [])))
 
     def start(indices: list[SSAValue]) -> AffineMap:
         return AffineMap(len(indices), 0, (AffineConstantExpr(0),))
@@ -225,7 +245,7 @@ def _rewrite(forall: tile.ForallOp, iv: SSAValue, varying: set[SSAValue],
         alloc = copies.get(key)
         if alloc is None:
             alloc = copies[key] = registers(load)
-            before += [alloc, tile.CopyOp(load.buffer, chunk_map(load), alloc.result,
+            before += [alloc, tile.CopyOp(load.buffer, chunk_map(load, indices), alloc.result,
                                           start(indices), indices, width)]
         new = loop.LoadOp(alloc.result, one, [v])
         new.results[0].name_hint = load.results[0].name_hint
@@ -236,7 +256,7 @@ def _rewrite(forall: tile.ForallOp, iv: SSAValue, varying: set[SSAValue],
         indices = [q if i is point.result else i for i in store.indices]
         before.append(alloc)
         after.append(tile.CopyOp(alloc.result, start(indices), store.buffer,
-                                 chunk_map(store), indices, width))
+                                 chunk_map(store, indices), indices, width))
         rewriter.replace_op(store, loop.StoreOp(store.value, alloc.result, one, [v]))
     terminator = body.last_op if isinstance(body.last_op, tile.YieldOp) else None
     for o in [*before, *bounds, chunk, *after]:

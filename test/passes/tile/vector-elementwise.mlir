@@ -89,6 +89,33 @@ func.func @rotate(%x: memref<3x64xf32> {llmopt.input = "x"}, %c: memref<3x64xbf1
 
 // -----
 
+// Heads split out of a row (Qwen2.5's queries: [rows, heads·64] read as [heads, rows, 64]): the
+// innermost coordinate h·64 + i starts a chunk at a multiple of 4, so it is read 16 bytes at
+// a time; the same row read 2 elements further on is not aligned and stays scalar.
+func.func @heads(%x: memref<3x136xf32> {llmopt.input = "x"}) -> memref<2x3x64xbf16> {
+  %0 = memref.alloc() : memref<2x3x64xbf16>
+  tile.kernel @heads grid [2, 1, 1] block [256, 1, 1] (%o = %0 : memref<2x3x64xbf16>, %xx = %x : memref<3x136xf32>) {
+    tile.forall (%h, %r, %i) in [2, 3, 64] over threads {
+      %a = loop.load %xx[%r, (%h * 64) + %i] : memref<3x136xf32>
+      %b = loop.load %xx[%r, ((%h * 64) + %i) + 2] : memref<3x136xf32>
+      %y = arith.addf %a, %b : f32
+      %yb = arith.truncf %y : f32 to bf16
+      loop.store %yb, %o[%h, %r, %i] : memref<2x3x64xbf16>
+    }
+  }
+  func.return %0 : memref<2x3x64xbf16>
+}
+// CHECK-LABEL: func.func @heads
+// CHECK:       tile.kernel @heads grid [1, 1, 1]
+// CHECK:         tile.forall (%h, %r, %q) in [2, 3, 16] over threads {
+// CHECK-NEXT:      %[[A:.*]] = tile.alloc registers : memref<4xf32>
+// CHECK-NEXT:      tile.copy %xx[%r, ((%h * 64) + (%q * 4))] to %[[A]][0] count 4 : memref<3x136xf32> to memref<4xf32>
+// CHECK:           scf.for %v =
+// CHECK:             %a = loop.load %[[A]][%v] : memref<4xf32>
+// CHECK-NEXT:        %b = loop.load %xx[%r, (((%h * 64) + %i) + 2)] : memref<3x136xf32>
+
+// -----
+
 // A gather: the row's token id is read once a point, the table's row 16 bytes at a time
 // (16 rows: the numerics check draws ids below 16).
 func.func @gather(%ids: memref<5xi64> {llmopt.input = "ids"}, %table: memref<16x16xbf16> {llmopt.param = "table"}) -> memref<5x16xbf16> {
@@ -180,7 +207,7 @@ func.func @alone(%x: memref<8x16xbf16> {llmopt.input = "x"}, %y: memref<4x12xbf1
 // EIGHT:         tile.forall (%r, %q) in [4, 3] over threads
 
 // Every kernel computes what it computed before (the interpreters, bit for bit).
-// NUM-COUNT-5: vector-elementwise {{.*}} max abs 0.000e+00 {{.*}} ok
+// NUM-COUNT-6: vector-elementwise {{.*}} max abs 0.000e+00 {{.*}} ok
 
 // The chunks are 16-byte accesses of registers private to each thread; indices stay 32-bit.
 // CUDA-LABEL: silu_mul_1(
