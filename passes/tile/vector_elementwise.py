@@ -32,7 +32,8 @@ bytes stay scalar.
 and the kernel's grid divided by ``V`` (a runtime grid through ``arith.ceildivui`` before
 the kernel). Each point computes what it computed before, with the same operations, so the
 results are bit-identical; loads that are not contiguous (a rotation's other half, a
-broadcast row) stay scalar loads inside the ``%v`` loop.
+broadcast row) stay scalar loads inside the ``%v`` loop, their coordinates written in ``V·%q
++ %v`` so that ``tile-to-kernel`` knows their ranges.
 
 **Why** one element a thread issues one 2-byte load per input and one 2-byte store, and its
 flat index's division by each extent, per element: the kernel is bound by instructions
@@ -258,12 +259,33 @@ def _rewrite(forall: tile.ForallOp, iv: SSAValue, varying: set[SSAValue],
         after.append(tile.CopyOp(alloc.result, start(indices), store.buffer,
                                  chunk_map(store, indices), indices, width))
         rewriter.replace_op(store, loop.StoreOp(store.value, alloc.result, one, [v]))
+    vectorized = set(loads)
+    for load in [o for o in inner.ops if isinstance(o, loop.LoadOp) and o not in vectorized
+                 and point.result in o.indices]:
+        rewriter.replace_op(load, _split_point(load, point.result, q, v, width))
     terminator = body.last_op if isinstance(body.last_op, tile.YieldOp) else None
     for o in [*before, *bounds, chunk, *after]:
         if terminator is None:
             body.add_op(o)
         else:
             body.insert_op_before(o, terminator)
+
+
+def _split_point(load: loop.LoadOp, point: SSAValue, q: SSAValue, v: SSAValue,
+                 width: int) -> loop.LoadOp:
+    """``load`` (a scalar load in the element loop) with ``point`` written ``width·q + v``
+    in its map: its coordinates then stay within the ranges ``tile-to-kernel`` derives from
+    ``q``'s and ``v``'s extents (a rotation's ``(i + 64) mod 128`` needs no sign fix-up)."""
+    amap = load.map.data
+    n = amap.num_dims
+    dims = [AffineDimExpr(d) * width + AffineDimExpr(n) if load.indices[d] is point
+            else AffineDimExpr(d) for d in range(n)]
+    indices = [q if i is point else i for i in load.indices]
+    new = loop.LoadOp(load.buffer, AffineMap(n + 1, amap.num_symbols, tuple(
+        e.replace_dims_and_symbols(dims, []) for e in amap.results)), [*indices, v],
+        load.clamp is not None)
+    new.results[0].name_hint = load.results[0].name_hint
+    return new
 
 
 def _divide_grid(kernel: tile.KernelOp, width: int, rewriter: PatternRewriter) -> None:

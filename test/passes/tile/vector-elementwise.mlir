@@ -52,7 +52,8 @@ func.func @silu_mul(%g: memref<1x4x64xbf16> {llmopt.input = "g"}, %u: memref<1x4
 // -----
 
 // A rotary-like map: f32 and bf16 inputs, a bf16 output. The widest access (f32) sets four
-// elements a thread; the rotated half, read at (i + 32) mod 64, stays a scalar load, and so
+// elements a thread; the rotated half, read at (i + 32) mod 64, stays a scalar load (its
+// coordinate written 4·q + v, whose range tile-to-kernel knows: an unsigned remainder), and so
 // does the row-broadcast angle, read once per point before the element loop.
 func.func @rotate(%x: memref<3x64xf32> {llmopt.input = "x"}, %c: memref<3x64xbf16> {llmopt.input = "c"},
                   %s: memref<3xf32> {llmopt.input = "s"}) -> memref<3x64xbf16> {
@@ -81,9 +82,8 @@ func.func @rotate(%x: memref<3x64xf32> {llmopt.input = "x"}, %c: memref<3x64xbf1
 // CHECK-NEXT:      %[[K:.*]] = tile.alloc registers : memref<4xbf16>
 // CHECK-NEXT:      tile.copy %cc[%r, (%q * 4)] to %[[K]][0] count 4 : memref<3x64xbf16> to memref<4xbf16>
 // CHECK:           scf.for %v =
-// CHECK:             %i = arith.addi %{{.*}}, %v : index
-// CHECK-NEXT:        %a = loop.load %[[A]][%v] : memref<4xf32>
-// CHECK-NEXT:        %b = loop.load %xx[%r, ((%i + 32) mod 64)] : memref<3x64xf32>
+// CHECK:             %a = loop.load %[[A]][%v] : memref<4xf32>
+// CHECK-NEXT:        %b = loop.load %xx[%r, ((((%q * 4) + %v) + 32) mod 64)] : memref<3x64xf32>
 // CHECK-NEXT:        %k = loop.load %[[K]][%v] : memref<4xbf16>
 // CHECK:           tile.copy %{{.*}}[0] to %o[%r, (%q * 4)] count 4 : memref<4xbf16> to memref<3x64xbf16>
 
@@ -112,7 +112,7 @@ func.func @heads(%x: memref<3x136xf32> {llmopt.input = "x"}) -> memref<2x3x64xbf
 // CHECK-NEXT:      tile.copy %xx[%r, ((%h * 64) + (%q * 4))] to %[[A]][0] count 4 : memref<3x136xf32> to memref<4xf32>
 // CHECK:           scf.for %v =
 // CHECK:             %a = loop.load %[[A]][%v] : memref<4xf32>
-// CHECK-NEXT:        %b = loop.load %xx[%r, (((%h * 64) + %i) + 2)] : memref<3x136xf32>
+// CHECK-NEXT:        %b = loop.load %xx[%r, (((%h * 64) + ((%q * 4) + %v)) + 2)] : memref<3x136xf32>
 
 // -----
 
@@ -218,4 +218,5 @@ func.func @alone(%x: memref<8x16xbf16> {llmopt.input = "x"}, %y: memref<4x12xbf1
 // CUDA:         ((uint4*)&{{.*}})[0] = ((uint4*)&vec{{[0-9]*}}[0])[0];
 // CUDA-LABEL: rotate_1(
 // CUDA:         ((float4*)&vec[0])[0] = ((const float4*)&xx[{{.*}}])[0];
+// CUDA:         (int)((unsigned int)(v1 + v + 32) % 64u)
 // CUDA:         ((uint2*)&o[{{.*}}])[0] = ((uint2*)&vec2[0])[0];
