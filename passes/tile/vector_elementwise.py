@@ -2,18 +2,20 @@
 
 **Matches** a ``tile.kernel`` whose body is side-effect-free scalar ops and one
 ``tile.forall over threads`` (``loop-to-tile``'s thread schedule: an elementwise map, an
-index map such as a rotary embedding or a gather, the sum of ``split-k``'s partials) whose
-body is straight-line — ``loop.load``, ``loop.store`` and side-effect-free ``arith``/``math``
-ops, no region — with a static innermost extent ``E``. An access is *contiguous* when it
-reads or writes a kernel buffer (global memory) at innermost coordinate exactly the
-forall's innermost induction variable ``%i`` (a dim of its map, unclamped), with no other
-coordinate depending on ``%i``, and the buffer's innermost extent is static. The pass
-applies when every ``loop.store`` is contiguous, no buffer is both loaded and stored (a
-point reading what it wrote stays in order), and ``V`` — the elements of the widest
-contiguous access that make :data:`VECTOR_BYTES` — is at least 2, divides ``E`` and every
-contiguous access's innermost extent (so each chunk of ``V`` elements starts 16-byte
-aligned: kernel buffers are). Contiguous loads whose ``V`` elements are not 4, 8 or 16
-bytes stay scalar.
+index map such as a rotary embedding or a gather) whose body is straight-line —
+``loop.load``, ``loop.store`` and side-effect-free ``arith``/``math`` ops, no region (a
+``split-k`` sum's ``loop.reduce`` is not matched) — with a static innermost extent ``E``.
+An access is *contiguous* when it reads or writes a kernel buffer (global memory),
+unclamped, whose elements are whole bytes and whose innermost extent is static, at
+innermost coordinate ``%i + rest``: ``%i`` the forall's innermost induction variable,
+``rest`` linear in values that do not depend on ``%i`` (heads split out of a row: ``h·128
++ %i``), no other coordinate depending on ``%i``. The pass applies when every
+``loop.store`` is contiguous, no buffer is both loaded and stored (a point reading what it
+wrote stays in order), and ``V`` — the elements of the widest contiguous access that make
+:data:`VECTOR_BYTES` — is at least 2 and divides ``E``, every store's innermost extent and
+``rest``'s coefficients and constant (so each chunk of ``V`` elements starts 16-byte
+aligned: kernel buffers are). A contiguous load for which that does not hold, or whose ``V``
+elements are not 4, 8 or 16 bytes, stays scalar.
 
 **Produces**, for ``%i = V·%q + %v``::
 
@@ -73,9 +75,10 @@ Access = loop.LoadOp | loop.StoreOp
 
 
 def _element_bytes(buffer: SSAValue) -> int:
+    """Bytes of an element of ``buffer`` (whole bytes: :func:`_innermost` checked it)."""
     typ = buffer.type
     assert isinstance(typ, MemRefType)
-    return max(getattr(typ.element_type, "bitwidth", 32) // 8, 1)
+    return typ.element_type.bitwidth // 8  # type: ignore[attr-defined]
 
 
 def _innermost(access: Access, iv: SSAValue, varying: set[SSAValue]
@@ -92,7 +95,8 @@ def _innermost(access: Access, iv: SSAValue, varying: set[SSAValue]
         return None
     typ = buffer.type
     assert isinstance(typ, MemRefType)
-    if typ.get_shape()[-1] < 0:
+    bits = getattr(typ.element_type, "bitwidth", None)
+    if typ.get_shape()[-1] < 0 or not isinstance(bits, int) or bits % 8 or not bits:
         return None
     amap = access.map.data
     form = linear_form(amap.results[-1])
