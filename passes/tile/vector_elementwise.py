@@ -96,7 +96,8 @@ def _innermost(access: Access, iv: SSAValue, varying: set[SSAValue]
     typ = buffer.type
     assert isinstance(typ, MemRefType)
     bits = getattr(typ.element_type, "bitwidth", None)
-    if typ.get_shape()[-1] < 0 or not isinstance(bits, int) or bits % 8 or not bits:
+    shape = typ.get_shape()
+    if not shape or shape[-1] < 0 or not isinstance(bits, int) or bits % 8 or not bits:
         return None
     amap = access.map.data
     form = linear_form(amap.results[-1])
@@ -254,7 +255,7 @@ def _rewrite(forall: tile.ForallOp, iv: SSAValue, varying: set[SSAValue],
                                           start(indices), indices, width)]
         new = loop.LoadOp(alloc.result, one, [v])
         new.results[0].name_hint = load.results[0].name_hint
-        rewriter.replace_op(load, new)
+        rewriter.replace(load, new)
     after: list[Operation] = []
     for store in stores:
         alloc = registers(store)
@@ -262,11 +263,11 @@ def _rewrite(forall: tile.ForallOp, iv: SSAValue, varying: set[SSAValue],
         before.append(alloc)
         after.append(tile.CopyOp(alloc.result, start(indices), store.buffer,
                                  chunk_map(store, indices), indices, width))
-        rewriter.replace_op(store, loop.StoreOp(store.value, alloc.result, one, [v]))
+        rewriter.replace(store, loop.StoreOp(store.value, alloc.result, one, [v]))
     vectorized = set(loads)
     for load in [o for o in inner.ops if isinstance(o, loop.LoadOp) and o not in vectorized
                  and point.result in o.indices]:
-        rewriter.replace_op(load, _split_point(load, point.result, q, v, width))
+        rewriter.replace(load, _split_point(load, point.result, q, v, width))
     terminator = body.last_op if isinstance(body.last_op, tile.YieldOp) else None
     for o in [*before, *bounds, chunk, *after]:
         if terminator is None:
@@ -302,7 +303,7 @@ def _divide_grid(kernel: tile.KernelOp, width: int, rewriter: PatternRewriter) -
     factor = arith.ConstantOp(IntegerAttr(width, IndexType()))
     divided = arith.CeilDivUIOp(kernel.grid_size, factor.result)
     divided.result.name_hint = "grid"
-    rewriter.insert_op([factor, divided], InsertPoint.before(kernel))
+    rewriter.insert([factor, divided], InsertPoint.before(kernel))
     kernel.operands[len(kernel.buffers)] = divided.result
 
 
