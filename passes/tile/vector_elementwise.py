@@ -60,7 +60,6 @@ from xdsl.pattern_rewriter import (
     op_type_rewrite_pattern,
 )
 from xdsl.rewriter import InsertPoint
-from xdsl.utils.exceptions import PassFailedException
 
 from llmopt.dialects import loop, tile
 from llmopt.dialects._syntax import int_array
@@ -318,11 +317,8 @@ class VectorElementwise(ModulePass):
     """The widest access a thread makes (4, 8 or 16); 0 leaves every kernel as it is."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        if self.bytes == 0:
+        if self.bytes == 0:  # llmopt.options checks the range
             return
-        if self.bytes not in COPY_BYTES:
-            raise PassFailedException(f"vector-elementwise: bytes must be 0, 4, 8 or 16, got "
-                                      f"{self.bytes}")
         PatternRewriteWalker(KeepLocation(VectorizeElementwise(self.bytes)),
                              apply_recursively=False).rewrite_module(op)
 

@@ -100,11 +100,16 @@ def test_merged_program_computes_the_layer(seq: int) -> None:
 def test_kernels_without_a_register_array_index_in_int() -> None:
     """``kernel-to-cuda``'s default widths on the symbolic layer: every kernel that keeps no
     register array (elementwise maps, norms, the block-per-output products of the two-row
-    bucket) computes its indices in ``int``, its length bounded by the symbol's maximum;
-    every kernel with one (the products' register tiles, attention) keeps ``long long``."""
+    bucket; the 16-byte chunks of ``vector-elementwise`` are not one) computes its indices in
+    ``int``, its length bounded by the symbol's maximum; every kernel with one (the products'
+    register tiles, attention) keeps ``long long``."""
     module = to_kernel(True)[1]
     plain = {op.sym_name.data for op in module.ops if isinstance(op, kernel.FuncOp)
-             and not any(isinstance(o, kernel.LocalOp) for o in op.walk())}
+             and not any(isinstance(o, kernel.LocalOp) and kernel.POINT_ATTR not in o.attributes
+                         for o in op.walk())}
+    chunked = {op.sym_name.data for op in module.ops if isinstance(op, kernel.FuncOp)
+               and any(kernel.POINT_ATTR in o.attributes for o in op.walk())}
+    assert chunked and chunked <= plain, (sorted(chunked), sorted(plain))
     source = llmopt.cuda_source(module.clone(), "kernel-to-cuda")
     texts = {chunk.split("(")[0]: chunk for chunk in re.split(
         r'extern "C" __global__ void __launch_bounds__\([^)]*\) ', source)[1:]}
