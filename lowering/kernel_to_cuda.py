@@ -188,17 +188,16 @@ def default_index_bitwidth(func: kernel.FuncOp) -> int:
     accumulators of a product; a point's chunk of ``vector-elementwise``, marked
     :data:`~llmopt.dialects.kernel.POINT_ATTR`, is not one), 64 for the others. A
     tensor-core K loop issues little besides its ``ldmatrix`` and ``mma.sync``, so its
-    64-bit address arithmetic is a large share of its instructions: NVRTC's SASS of a ``bf16`` product's K loop (Qwen2.5-7B's
-    512 × 18944 × 3584, 64 × 64 warp tiles) has 216 instructions per chunk of 32 for 64
-    ``HMMA`` with 64-bit indices, 142 with 32-bit ones (64 × 16 warp tiles: 108 and 76 for
-    16). A kernel without a register array (elementwise and index maps, norms, the sums of
-    ``split-k``'s partials, block-per-output products) is mostly index arithmetic around a
-    few loads: a thread's
-    element of Qwen2.5-7B's bias and rotary kernel at 2047 tokens takes about 135 SASS
-    instructions with 64-bit indices (the division of its flat index by the length and the
-    head size as chains of wide multiplies), about 82 with 32-bit ones. The FMA loops of
-    ``f32`` products, whose index arithmetic hides behind their FMAs, measured neither width
-    faster everywhere."""
+    64-bit address arithmetic is a large share of its instructions: NVRTC's SASS of a
+    ``bf16`` product's K loop (Qwen2.5-7B's 512 × 18944 × 3584, 64 × 64 warp tiles) has 216
+    instructions per chunk of 32 for 64 ``HMMA`` with 64-bit indices, 142 with 32-bit ones
+    (64 × 16 warp tiles: 108 and 76 for 16). A kernel without a register array (elementwise
+    and index maps, norms, the sums of ``split-k``'s partials, block-per-output products) is
+    mostly index arithmetic around a few loads: a thread's element of Qwen2.5-7B's bias and
+    rotary kernel at 2047 tokens takes about 135 SASS instructions with 64-bit indices (the
+    division of its flat index by the length and the head size as chains of wide
+    multiplies), about 82 with 32-bit ones. The FMA loops of ``f32`` products, whose index
+    arithmetic hides behind their FMAs, measured neither width faster everywhere."""
     registers = False
     for op in func.walk():
         if isinstance(op, mma.SyncOp) and op.kind != "tf32":
