@@ -7,15 +7,16 @@ index map such as a rotary embedding or a gather) whose body is straight-line �
 ``split-k`` sum's ``loop.reduce`` is not matched) — with a static innermost extent ``E``.
 An access is *contiguous* when it reads or writes a kernel buffer (global memory),
 unclamped, whose elements are whole bytes and whose innermost extent is static, at
-innermost coordinate ``%i + rest``: ``%i`` the forall's innermost induction variable,
-``rest`` linear in values that do not depend on ``%i`` (heads split out of a row: ``h·128
-+ %i``), no other coordinate depending on ``%i``. The pass applies when every
-``loop.store`` is contiguous, no buffer is both loaded and stored (a point reading what it
-wrote stays in order), and ``V`` — the elements of the widest contiguous access that make
-:data:`VECTOR_BYTES` — is at least 2 and divides ``E``, every store's innermost extent and
-``rest``'s coefficients and constant (so each chunk of ``V`` elements starts 16-byte
-aligned: kernel buffers are). A contiguous load for which that does not hold, or whose ``V``
-elements are not 4, 8 or 16 bytes, stays scalar.
+innermost coordinate ``f(%i) + rest``: ``%i`` the forall's innermost induction variable,
+``f(%i)`` either ``%i`` or ``(%i + c) mod M`` (a rotation's other half), ``rest`` linear in
+values that do not depend on ``%i`` (heads split out of a row: ``h·128 + %i``), no other
+coordinate depending on ``%i``. The pass applies when every ``loop.store`` is contiguous,
+no buffer is both loaded and stored (a point reading what it wrote stays in order), and
+``V`` — the elements of the widest contiguous access that make :data:`VECTOR_BYTES` — is
+at least 2 and divides ``E``, every store's innermost extent, ``rest``'s coefficients and
+constant, ``c`` and ``M``: then ``V`` consecutive points touch ``V`` consecutive elements,
+starting 16-byte aligned (kernel buffers are). A contiguous load for which that does not
+hold, or whose ``V`` elements are not 4, 8 or 16 bytes, stays scalar.
 
 **Produces**, for ``%i = V·%q + %v``::
 
@@ -33,8 +34,8 @@ elements are not 4, 8 or 16 bytes, stays scalar.
 
 and the kernel's grid divided by ``V`` (a runtime grid through ``arith.ceildivui`` before
 the kernel). Each point computes what it computed before, with the same operations, so the
-results are bit-identical; loads that are not contiguous (a rotation's other half, a
-broadcast row) stay scalar loads inside the ``%v`` loop, their coordinates written in ``V·%q
+results are bit-identical; loads that are not contiguous (a broadcast row, a neighbour at
+``%i + 1``) stay scalar loads inside the ``%v`` loop, their coordinates written in ``V·%q
 + %v`` so that ``tile-to-kernel`` knows their ranges.
 
 **Why** one element a thread issues one 2-byte load per input and one 2-byte store, and its
@@ -51,7 +52,14 @@ from xdsl.context import Context
 from xdsl.dialects import arith, scf
 from xdsl.dialects.builtin import IndexType, IntegerAttr, MemRefType, ModuleOp
 from xdsl.ir import Block, BlockArgument, Operation, SSAValue
-from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr, AffineExpr, AffineMap
+from xdsl.ir.affine import (
+    AffineBinaryOpExpr,
+    AffineBinaryOpKind,
+    AffineConstantExpr,
+    AffineDimExpr,
+    AffineExpr,
+    AffineMap,
+)
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
     PatternRewriter,
@@ -80,12 +88,21 @@ def _element_bytes(buffer: SSAValue) -> int:
     return typ.element_type.bitwidth // 8  # type: ignore[attr-defined]
 
 
-def _innermost(access: Access, iv: SSAValue, varying: set[SSAValue]
-               ) -> tuple[int, dict[int, int], int] | None:
-    """For an access to a kernel buffer with a static innermost extent, unclamped, whose
-    innermost coordinate is ``iv + rest`` (``rest`` linear in values that do not depend on
-    ``iv``) and whose other coordinates do not depend on ``iv``: ``iv``'s dim position,
-    ``rest``'s coefficients and constant. ``None`` for any other access."""
+def _terms(expr: AffineExpr) -> list[AffineExpr]:
+    """The summands of ``expr``."""
+    if isinstance(expr, AffineBinaryOpExpr) and expr.kind is AffineBinaryOpKind.Add:
+        return [*_terms(expr.lhs), *_terms(expr.rhs)]
+    return [expr]
+
+
+def _innermost(access: Access, iv: SSAValue, varying: set[SSAValue]) -> list[int] | None:
+    """For an access to a kernel buffer with a static innermost extent and whole-byte
+    elements, unclamped, whose innermost coordinate is ``f(iv) + rest`` — ``f(iv)`` either
+    ``iv`` or ``(iv + c) mod M`` (the other half of a rotation), ``rest`` linear in values
+    that do not depend on ``iv`` — and whose other coordinates do not depend on ``iv``: the
+    numbers a chunk's width must divide for each chunk to be consecutive elements starting
+    at a multiple of it (``rest``'s coefficients and constant, ``c`` and ``M``). ``None``
+    for any other access."""
     if isinstance(access, loop.LoadOp) and access.clamp is not None:
         return None
     buffer = access.buffer
@@ -99,33 +116,47 @@ def _innermost(access: Access, iv: SSAValue, varying: set[SSAValue]
     if not shape or shape[-1] < 0 or not isinstance(bits, int) or bits % 8 or not bits:
         return None
     amap = access.map.data
-    form = linear_form(amap.results[-1])
-    if form is None:
-        return None
-    coefs, constant = form
     positions = {k for k, v in enumerate(access.indices) if v in varying}
-    at_iv = [k for k in positions if access.indices[k] is iv and k in coefs]
-    if len(at_iv) != 1 or coefs[at_iv[0]] != 1:
+    if any(_uses(e, positions) for e in amap.results[:-1]):
         return None
-    k = at_iv[0]
-    rest = {d: c for d, c in coefs.items() if d != k}
-    if any(d in positions for d in rest) or any(
-            _uses(e, positions) for e in amap.results[:-1]):
+    multiples: list[int] = []
+    along: list[AffineExpr] = []
+    for term in _terms(amap.results[-1]):
+        if _uses(term, positions):
+            along.append(term)
+            continue
+        form = linear_form(term)
+        if form is None:
+            return None
+        multiples += [*form[0].values(), form[1]]
+    if len(along) != 1:
         return None
-    return k, rest, constant
+    (term,) = along
+    modulus: int | None = None
+    if isinstance(term, AffineBinaryOpExpr) and term.kind is AffineBinaryOpKind.Mod and (
+            isinstance(term.rhs, AffineConstantExpr)):
+        modulus = term.rhs.value
+        term = term.lhs
+    form = linear_form(term)
+    if form is None or len(form[0]) != 1:
+        return None
+    ((k, coef),) = form[0].items()
+    if coef != 1 or access.indices[k] is not iv or (modulus is None and form[1]):
+        return None
+    if modulus is not None:
+        multiples += [form[1], modulus]
+    return multiples
 
 
 def _contiguous(access: Access, iv: SSAValue, varying: set[SSAValue], width: int) -> bool:
     """Whether ``access`` reads or writes ``width`` consecutive elements a chunk, each chunk
     starting at a multiple of ``width`` (see the module docstring)."""
-    form = _innermost(access, iv, varying)
-    if form is None:
+    multiples = _innermost(access, iv, varying)
+    if multiples is None:
         return False
-    _, rest, constant = form
     typ = access.buffer.type
     assert isinstance(typ, MemRefType)
-    return (typ.get_shape()[-1] % width == 0 and constant % width == 0
-            and all(c % width == 0 for c in rest.values()))
+    return typ.get_shape()[-1] % width == 0 and all(m % width == 0 for m in multiples)
 
 
 def _uses(expr: AffineExpr, positions: set[int]) -> bool:

@@ -52,9 +52,11 @@ func.func @silu_mul(%g: memref<1x4x64xbf16> {llmopt.input = "g"}, %u: memref<1x4
 // -----
 
 // A rotary-like map: f32 and bf16 inputs, a bf16 output. The widest access (f32) sets four
-// elements a thread; the rotated half, read at (i + 32) mod 64, stays a scalar load (its
-// coordinate written 4·q + v, whose range tile-to-kernel knows: an unsigned remainder), and so
-// does the row-broadcast angle, read once per point before the element loop.
+// elements a thread. The rotated half, read at (i + 32) mod 64, is four consecutive elements
+// too (4 divides 32 and 64): read 16 bytes at a time from ((4·q + 32) mod 64). A neighbour
+// read at (i + 1) mod 64 is not, and stays a scalar load (its coordinate written 4·q + v, whose
+// range tile-to-kernel knows: an unsigned remainder); so does the row-broadcast angle, read
+// once per point before the element loop.
 func.func @rotate(%x: memref<3x64xf32> {llmopt.input = "x"}, %c: memref<3x64xbf16> {llmopt.input = "c"},
                   %s: memref<3xf32> {llmopt.input = "s"}) -> memref<3x64xbf16> {
   %0 = memref.alloc() : memref<3x64xbf16>
@@ -62,13 +64,15 @@ func.func @rotate(%x: memref<3x64xf32> {llmopt.input = "x"}, %c: memref<3x64xbf1
     tile.forall (%r, %i) in [3, 64] over threads {
       %a = loop.load %xx[%r, %i] : memref<3x64xf32>
       %b = loop.load %xx[%r, (%i + 32) mod 64] : memref<3x64xf32>
+      %e = loop.load %xx[%r, (%i + 1) mod 64] : memref<3x64xf32>
       %k = loop.load %cc[%r, %i] : memref<3x64xbf16>
       %t = loop.load %ss[%r] : memref<3xf32>
       %kf = arith.extf %k : bf16 to f32
       %m = arith.mulf %a, %kf : f32
       %n = arith.mulf %b, %t : f32
       %y = arith.subf %m, %n : f32
-      %yb = arith.truncf %y : f32 to bf16
+      %z = arith.addf %y, %e : f32
+      %yb = arith.truncf %z : f32 to bf16
       loop.store %yb, %o[%r, %i] : memref<3x64xbf16>
     }
   }
@@ -79,11 +83,14 @@ func.func @rotate(%x: memref<3x64xf32> {llmopt.input = "x"}, %c: memref<3x64xbf1
 // CHECK-NEXT:      %t = loop.load %ss[%r] : memref<3xf32>
 // CHECK-NEXT:      %[[A:.*]] = tile.alloc registers : memref<4xf32>
 // CHECK-NEXT:      tile.copy %xx[%r, (%q * 4)] to %[[A]][0] count 4 : memref<3x64xf32> to memref<4xf32>
+// CHECK-NEXT:      %[[B:.*]] = tile.alloc registers : memref<4xf32>
+// CHECK-NEXT:      tile.copy %xx[%r, (((%q * 4) + 32) mod 64)] to %[[B]][0] count 4 : memref<3x64xf32> to memref<4xf32>
 // CHECK-NEXT:      %[[K:.*]] = tile.alloc registers : memref<4xbf16>
 // CHECK-NEXT:      tile.copy %cc[%r, (%q * 4)] to %[[K]][0] count 4 : memref<3x64xbf16> to memref<4xbf16>
 // CHECK:           scf.for %v =
 // CHECK:             %a = loop.load %[[A]][%v] : memref<4xf32>
-// CHECK-NEXT:        %b = loop.load %xx[%r, ((((%q * 4) + %v) + 32) mod 64)] : memref<3x64xf32>
+// CHECK-NEXT:        %b = loop.load %[[B]][%v] : memref<4xf32>
+// CHECK-NEXT:        %e = loop.load %xx[%r, ((((%q * 4) + %v) + 1) mod 64)] : memref<3x64xf32>
 // CHECK-NEXT:        %k = loop.load %[[K]][%v] : memref<4xbf16>
 // CHECK:           tile.copy %{{.*}}[0] to %o[%r, (%q * 4)] count 4 : memref<4xbf16> to memref<3x64xbf16>
 
@@ -218,5 +225,5 @@ func.func @alone(%x: memref<8x16xbf16> {llmopt.input = "x"}, %y: memref<4x12xbf1
 // CUDA:         ((uint4*)&{{.*}})[0] = ((uint4*)&vec{{[0-9]*}}[0])[0];
 // CUDA-LABEL: rotate_1(
 // CUDA:         ((float4*)&vec[0])[0] = ((const float4*)&xx[{{.*}}])[0];
-// CUDA:         (int)((unsigned int)(v1 + v + 32) % 64u)
-// CUDA:         ((uint2*)&o[{{.*}}])[0] = ((uint2*)&vec2[0])[0];
+// CUDA:         (int)((unsigned int)(v1 + v + 1) % 64u)
+// CUDA:         ((uint2*)&o[{{.*}}])[0] = ((uint2*)&vec{{[0-9]}}[0])[0];
