@@ -16,7 +16,8 @@ no buffer is both loaded and stored (a point reading what it wrote stays in orde
 at least 2 and divides ``E``, every store's innermost extent, ``rest``'s coefficients and
 constant, ``c`` and ``M``: then ``V`` consecutive points touch ``V`` consecutive elements,
 starting 16-byte aligned (kernel buffers are). A contiguous load for which that does not
-hold, or whose ``V`` elements are not 4, 8 or 16 bytes, stays scalar.
+hold, or whose ``V`` elements are not 4, 8 or 16 bytes, stays scalar (a store of that kind
+leaves the kernel as it is).
 
 **Produces**, for ``%i = V·%q + %v``::
 
@@ -177,6 +178,7 @@ def _varying(body: Block, iv: SSAValue) -> set[SSAValue]:
 
 
 def _straight_line(body: Block) -> bool:
+    """Whether ``body`` holds only loads, stores and side-effect-free scalar ops."""
     return all(isinstance(op, loop.LoadOp | loop.StoreOp)
                or (op.dialect_name() in ("arith", "math") and not op.regions)
                for op in body.ops)
@@ -218,7 +220,9 @@ class VectorizeElementwise(RewritePattern):
             return
         candidates = [ld for ld in loads if _innermost(ld, iv, varying) is not None]
         width = _width(forall, [*candidates, *stores], self.limit)
-        if not width or not all(_contiguous(s, iv, varying, width) for s in stores):
+        if not width or not all(_contiguous(s, iv, varying, width)
+                                and width * _element_bytes(s.buffer) in COPY_BYTES
+                                for s in stores):
             return
         contiguous = [ld for ld in candidates if _contiguous(ld, iv, varying, width)
                       and width * _element_bytes(ld.buffer) in COPY_BYTES]

@@ -177,8 +177,9 @@ func.func @scale(%x: memref<?x32xbf16> {llmopt.input = "x", llmopt.dynamic = ["s
 // -----
 
 // Left alone: a transposing store (its innermost coordinate is not the innermost variable),
-// an update in place (a buffer both loaded and stored), rows of 12 bf16 (not a multiple of 8).
-func.func @alone(%x: memref<8x16xbf16> {llmopt.input = "x"}, %y: memref<4x12xbf16> {llmopt.input = "y"}) -> (memref<16x8xbf16>, memref<8x16xbf16>, memref<4x12xbf16>) {
+// an update in place (a buffer both loaded and stored), rows of 12 bf16 (not a multiple of 8),
+// bytes stored from 8-byte ids (two a thread would store 2 bytes: no copy moves that).
+func.func @alone(%x: memref<8x16xbf16> {llmopt.input = "x"}, %y: memref<4x12xbf16> {llmopt.input = "y"}, %ids: memref<4x16xi64> {llmopt.input = "ids"}) -> (memref<16x8xbf16>, memref<8x16xbf16>, memref<4x12xbf16>, memref<4x16xi8>) {
   %0 = memref.alloc() : memref<16x8xbf16>
   tile.kernel @transpose grid [1, 1, 1] block [128, 1, 1] (%o = %0 : memref<16x8xbf16>, %a = %x : memref<8x16xbf16>) {
     tile.forall (%r, %i) in [8, 16] over threads {
@@ -202,13 +203,22 @@ func.func @alone(%x: memref<8x16xbf16> {llmopt.input = "x"}, %y: memref<4x12xbf1
       loop.store %v, %o[%r, %i] : memref<4x12xbf16>
     }
   }
-  func.return %0, %x, %1 : memref<16x8xbf16>, memref<8x16xbf16>, memref<4x12xbf16>
+  %2 = memref.alloc() : memref<4x16xi8>
+  tile.kernel @narrow grid [1, 1, 1] block [64, 1, 1] (%o = %2 : memref<4x16xi8>, %a = %ids : memref<4x16xi64>) {
+    tile.forall (%r, %i) in [4, 16] over threads {
+      %v = loop.load %a[%r, %i] : memref<4x16xi64>
+      %t = arith.trunci %v : i64 to i8
+      loop.store %t, %o[%r, %i] : memref<4x16xi8>
+    }
+  }
+  func.return %0, %x, %1, %2 : memref<16x8xbf16>, memref<8x16xbf16>, memref<4x12xbf16>, memref<4x16xi8>
 }
 // CHECK-LABEL: func.func @alone
 // CHECK-NOT:   tile.copy
 // CHECK:       tile.forall (%r, %i) in [8, 16] over threads
 // CHECK:       tile.forall (%r, %i) in [8, 16] over threads
 // CHECK:       tile.forall (%r, %i) in [4, 12] over threads
+// CHECK:       tile.forall (%r, %i) in [4, 16] over threads
 // EIGHT-LABEL: func.func @alone
 // EIGHT:       tile.kernel @twelve
 // EIGHT:         tile.forall (%r, %q) in [4, 3] over threads
