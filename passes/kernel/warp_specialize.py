@@ -49,13 +49,21 @@ consumers finish the last one. Every op of the block that touches memory besides
 and the final wait (the accumulators' initialisation, the epilogue) is the consumers' alone
 (``scf.if %tid < C``). Each ``kernel.launch`` of the kernel gets the new block shape.
 
-With ``pending = 1`` (option, the default) a step's products stay in flight: their wait
-becomes ``wgmma.wait 1``, so chunk ``c``'s products run while the consumers wait for chunk
-``c + 1``'s slot, and the step releases chunk ``c - 1``'s slot instead of its own (that wait
-completed its products); after the loop the consumers wait for the last group (``wgmma.wait
-0`` on the accumulators) and release its slot. ``pending = 0`` waits for every chunk's
-products in its step. The products' last wait must put its results straight back into the
-accumulators (a ``kernel.local`` at constant indices); else the K loop is left alone.
+``pending = 0`` (the default) waits for every chunk's products in its step. With
+``pending = 1`` (option) a step's products stay in flight: their wait becomes ``wgmma.wait
+1``, so chunk ``c``'s products run while the consumers wait for chunk ``c + 1``'s slot, and
+the step releases chunk ``c - 1``'s slot instead of its own (that wait completed its
+products); after the loop the consumers wait for the last group (``wgmma.wait 0`` on the
+accumulators) and release its slot. The products' last wait must put its results straight
+back into the accumulators (a ``kernel.local`` at constant indices); else the K loop is left
+alone. ``pending = 1`` was the default until bare products (``x @ Wᵀ``, the result stored with
+nothing added) came out wrong on an H100 by about one K chunk's share of the sum
+(``bench/results/ops-bfloat16-h100.md``) while the same kernel with a residual or a bias in
+its epilogue was right: in the CUDA the accumulators of the group still in flight are copied
+out of the registers the products write (``acc[i] = wg_i`` after ``wgmma.wait 1``) and the
+final wait works on copies, so whether the last group's results are read depends on how
+ptxas allocates those registers. Earlier measurements put ``pending = 0`` within 3% of it
+(``bench/results/gemm-bf16-ws-slots-h100.md``).
 
 With ``tensor_copies`` (option, off by default) a K loop whose copies are all whole boxes
 (each stage fill a tile of a kernel argument: :mod:`llmopt.passes.kernel._box_copies`) is
@@ -201,7 +209,7 @@ class WarpSpecialize(ModulePass):
     ``llmopt.schedule`` asks for two roles, ``roles = 2``, as ``async-copy`` marks a 16-bit
     product on sm_90a — ``lower-to-cuda`` runs it so unless its ``warp_specialize`` option
     is given); ``pending``
-    (products left in flight across a step: 0 or 1, default 1); ``producer_registers`` and
+    (products left in flight across a step: 0 or 1, default 0, see the module docstring); ``producer_registers`` and
     ``consumer_registers`` (each role's registers a thread, ``setmaxnreg``, with the body
     split by role: both or neither, 0 = off); ``tensor_copies`` (fill the slots with
     ``tma.load`` where every copy is a box; default false)."""
@@ -209,7 +217,7 @@ class WarpSpecialize(ModulePass):
     name = "warp-specialize"
 
     enabled: bool = True
-    pending: int = 1
+    pending: int = 0
     producer_registers: int = 0
     consumer_registers: int = 0
     tensor_copies: bool = False

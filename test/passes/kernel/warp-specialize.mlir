@@ -1,10 +1,10 @@
-// RUN: llm-opt %S/Inputs/wgmma-k512.mlir -p 'wgmma-fragments{arch=sm_90a},pad-shared,mma-fragments,vector-fragments,tile-to-kernel,warp-specialize' | filecheck %s
-// RUN: llm-opt %S/Inputs/wgmma-k512.mlir -p 'wgmma-fragments{arch=sm_90a},pad-shared,mma-fragments,vector-fragments,tile-to-kernel,warp-specialize,canonicalize,cse,kernel-to-cuda{arch=sm_90a}' --check-numerics 2>&1 >/dev/null | filecheck %s --check-prefix=NUM
-// RUN: llm-opt %S/Inputs/wgmma-k512.mlir -p 'wgmma-fragments{arch=sm_90a},pad-shared,mma-fragments,vector-fragments,tile-to-kernel,warp-specialize,canonicalize,cse,kernel-to-cuda{arch=sm_90a}' -t cuda | filecheck %s --check-prefix=CUDA
+// RUN: llm-opt %S/Inputs/wgmma-k512.mlir -p 'wgmma-fragments{arch=sm_90a},pad-shared,mma-fragments,vector-fragments,tile-to-kernel,warp-specialize{pending=1}' | filecheck %s
+// RUN: llm-opt %S/Inputs/wgmma-k512.mlir -p 'wgmma-fragments{arch=sm_90a},pad-shared,mma-fragments,vector-fragments,tile-to-kernel,warp-specialize{pending=1},canonicalize,cse,kernel-to-cuda{arch=sm_90a}' --check-numerics 2>&1 >/dev/null | filecheck %s --check-prefix=NUM
+// RUN: llm-opt %S/Inputs/wgmma-k512.mlir -p 'wgmma-fragments{arch=sm_90a},pad-shared,mma-fragments,vector-fragments,tile-to-kernel,warp-specialize{pending=1},canonicalize,cse,kernel-to-cuda{arch=sm_90a}' -t cuda | filecheck %s --check-prefix=CUDA
 // RUN: llm-opt %S/Inputs/wgmma-k512.mlir -p 'wgmma-fragments{arch=sm_90a},pad-shared,mma-fragments,vector-fragments,tile-to-kernel,warp-specialize{pending=0}' | filecheck %s --check-prefix=P0
 // RUN: llm-opt %S/Inputs/wgmma-k512.mlir -p 'wgmma-fragments{arch=sm_90a},pad-shared,mma-fragments,vector-fragments,tile-to-kernel,warp-specialize{pending=0},canonicalize,cse' --check-numerics 2>&1 >/dev/null | filecheck %s --check-prefix=NUM
 // RUN: llm-opt %S/Inputs/wgmma-k512.mlir -p 'wgmma-fragments{arch=sm_90a},pad-shared,mma-fragments,vector-fragments,tile-to-kernel,warp-specialize{enabled=false}' | filecheck %s --check-prefix=OFF
-// RUN: llm-opt %S/Inputs/wgmma-k512.mlir -p 'mma-fragments,vector-fragments,tile-to-kernel,warp-specialize' | filecheck %s --check-prefix=OFF
+// RUN: llm-opt %S/Inputs/wgmma-k512.mlir -p 'mma-fragments,vector-fragments,tile-to-kernel,warp-specialize{pending=1}' | filecheck %s --check-prefix=OFF
 // A 128 × 128 × 512 bf16 product, one warpgroup a 64 × 64 tile, eight K chunks through three
 // shared slots. warp-specialize adds a producer warpgroup (block 128 → 256, the launch too),
 // two barriers a slot (full: 128 producer arrivals; empty: 128 consumer arrivals) set up by
@@ -12,7 +12,7 @@
 // n mod 3 of global chunk n, compute and release it; the producer waits for its release
 // (parity of the use before), copies with thread ids tid − 128 and arrives when the copies
 // land. The accumulators' initialisation and the epilogue become the consumers' alone, and
-// no block barrier is left in the tile loop. By default (pending=1) a step's products stay
+// no block barrier is left in the tile loop. With pending=1 a step's products stay
 // in flight (wgmma.wait 1) and the step releases the previous chunk's slot; after the loop
 // the consumers wait for the last products and release their slot. pending=0 waits for
 // each chunk's products and releases its slot in the same step.
