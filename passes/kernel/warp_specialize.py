@@ -209,9 +209,10 @@ class WarpSpecialize(ModulePass):
     ``llmopt.schedule`` asks for two roles, ``roles = 2``, as ``async-copy`` marks a 16-bit
     product on sm_90a — ``lower-to-cuda`` runs it so unless its ``warp_specialize`` option
     is given); ``pending`` (products left in flight across a step: 0 or 1, default 0, see
-    the module docstring); ``producer_registers`` and ``consumer_registers`` (each role's registers a thread, ``setmaxnreg``, with the body
-    split by role: both or neither, 0 = off); ``tensor_copies`` (fill the slots with
-    ``tma.load`` where every copy is a box; default false)."""
+    the module docstring); ``producer_registers`` and ``consumer_registers`` (each role's
+    registers a thread, ``setmaxnreg``, with the body split by role: both or neither, 0 =
+    off); ``tensor_copies`` (fill the slots with ``tma.load`` where every copy is a box;
+    default false)."""
 
     name = "warp-specialize"
 
