@@ -73,7 +73,9 @@ from xdsl.rewriter import InsertPoint
 from llmopt.dialects import loop, tile
 from llmopt.dialects._syntax import int_array
 from llmopt.dialects.kernel import COPY_BYTES
+from llmopt.passes._ir import element_bits
 from llmopt.passes._rewrite import KeepLocation
+from llmopt.passes.loop._fuse_analysis import used_dims
 from llmopt.passes.tile._access import UNROLL, counted_for, linear_form
 
 VECTOR_BYTES = 16
@@ -82,11 +84,9 @@ VECTOR_BYTES = 16
 Access = loop.LoadOp | loop.StoreOp
 
 
-def _element_bytes(buffer: SSAValue) -> int:
-    """Bytes of an element of ``buffer`` (whole bytes: :func:`_innermost` checked it)."""
-    typ = buffer.type
-    assert isinstance(typ, MemRefType)
-    return typ.element_type.bitwidth // 8  # type: ignore[attr-defined]
+def _bytes(buffer: SSAValue) -> int:
+    """Bytes of an element of ``buffer``."""
+    return element_bits(buffer) // 8
 
 
 def _terms(expr: AffineExpr) -> list[AffineExpr]:
@@ -118,12 +118,12 @@ def _innermost(access: Access, iv: SSAValue, varying: set[SSAValue]) -> list[int
         return None
     amap = access.map.data
     positions = {k for k, v in enumerate(access.indices) if v in varying}
-    if any(_uses(e, positions) for e in amap.results[:-1]):
+    if any(used_dims(e) & positions for e in amap.results[:-1]):
         return None
     multiples: list[int] = []
     along: list[AffineExpr] = []
     for term in _terms(amap.results[-1]):
-        if _uses(term, positions):
+        if used_dims(term) & positions:
             along.append(term)
             continue
         form = linear_form(term)
@@ -149,23 +149,14 @@ def _innermost(access: Access, iv: SSAValue, varying: set[SSAValue]) -> list[int
     return multiples
 
 
-def _contiguous(access: Access, iv: SSAValue, varying: set[SSAValue], width: int) -> bool:
-    """Whether ``access`` reads or writes ``width`` consecutive elements a chunk, each chunk
-    starting at a multiple of ``width`` (see the module docstring)."""
-    multiples = _innermost(access, iv, varying)
-    if multiples is None:
-        return False
+def _contiguous(access: Access, multiples: list[int], width: int) -> bool:
+    """Whether ``access``, whose :func:`_innermost` numbers are ``multiples``, reads or
+    writes ``width`` consecutive elements a chunk, each chunk starting at a multiple of
+    ``width``, in 4, 8 or 16 bytes (see the module docstring)."""
     typ = access.buffer.type
     assert isinstance(typ, MemRefType)
-    return typ.get_shape()[-1] % width == 0 and all(m % width == 0 for m in multiples)
-
-
-def _uses(expr: AffineExpr, positions: set[int]) -> bool:
-    """Whether ``expr`` mentions one of the dimensions ``positions``."""
-    if isinstance(expr, AffineDimExpr):
-        return expr.position in positions
-    return any(_uses(e, positions) for e in (getattr(expr, "lhs", None),
-                                                 getattr(expr, "rhs", None)) if e is not None)
+    return (typ.get_shape()[-1] % width == 0 and all(m % width == 0 for m in multiples)
+            and width * _bytes(access.buffer) in COPY_BYTES)
 
 
 def _varying(body: Block, iv: SSAValue) -> set[SSAValue]:
@@ -187,7 +178,7 @@ def _straight_line(body: Block) -> bool:
 def _width(forall: tile.ForallOp, accesses: list[Access], limit: int) -> int:
     """``V``: the elements of the widest of ``accesses`` in ``limit`` bytes when that is at
     least 2 and divides the forall's innermost extent, else 0."""
-    width = limit // max(_element_bytes(a.buffer) for a in accesses)
+    width = limit // max(_bytes(a.buffer) for a in accesses)
     return width if width >= 2 and forall.shape[-1] % width == 0 else 0
 
 
@@ -212,20 +203,18 @@ class VectorizeElementwise(RewritePattern):
         varying = _varying(body, iv)
         stores = [o for o in body.ops if isinstance(o, loop.StoreOp)]
         loads = [o for o in body.ops if isinstance(o, loop.LoadOp)]
-        if not stores or any(_innermost(s, iv, varying) is None for s in stores):
+        forms = {a: m for a in [*stores, *loads]
+                 if (m := _innermost(a, iv, varying)) is not None}
+        if not stores or any(s not in forms for s in stores):
             return
         outer = dict(zip(op.body.block.args, op.buffers, strict=True))
         written = {outer.get(s.buffer, s.buffer) for s in stores}
         if any(outer.get(ld.buffer, ld.buffer) in written for ld in loads):
             return
-        candidates = [ld for ld in loads if _innermost(ld, iv, varying) is not None]
-        width = _width(forall, [*candidates, *stores], self.limit)
-        if not width or not all(_contiguous(s, iv, varying, width)
-                                and width * _element_bytes(s.buffer) in COPY_BYTES
-                                for s in stores):
+        width = _width(forall, list(forms), self.limit)
+        if not width or not all(_contiguous(s, forms[s], width) for s in stores):
             return
-        contiguous = [ld for ld in candidates if _contiguous(ld, iv, varying, width)
-                      and width * _element_bytes(ld.buffer) in COPY_BYTES]
+        contiguous = [ld for ld in loads if ld in forms and _contiguous(ld, forms[ld], width)]
         _rewrite(forall, iv, varying, contiguous, stores, width, rewriter)
         _divide_grid(op, width, rewriter)
 
@@ -238,7 +227,7 @@ def _rewrite(forall: tile.ForallOp, iv: SSAValue, varying: set[SSAValue],
     shape = list(forall.shape)
     shape[-1] //= width
     forall.properties["extents"] = int_array(shape)
-    q = iv
+    q = iv  # the forall's innermost variable now counts chunks
     q.name_hint = "q"
     moved = [o for o in body.ops if any(r in varying for r in o.results)
              or isinstance(o, loop.StoreOp)]
@@ -253,7 +242,7 @@ def _rewrite(forall: tile.ForallOp, iv: SSAValue, varying: set[SSAValue],
         o.detach()
         inner.add_op(o)
         for k, operand in enumerate(o.operands):
-            if operand is iv:
+            if operand is q:
                 o.operands[k] = point.result
     inner.add_op(scf.YieldOp())
 
