@@ -12,6 +12,10 @@ the block's threads issues ``kernel.async_copy`` ops of ``count`` elements::
           to %stage[%fill_slot, %c0, %c1 * 8] count 8
     } {llmopt.role = "stage"}
 
+A tile whose chunks are not a whole number of rounds of the block is copied in a loop
+strided by it instead (``scf.for %p = %tid to 1408 step 256``); its lower bound is
+evaluated for each thread.
+
 Such a nest is a box copy when
 
 * the ``dst`` indices are the slot (values from outside the nest) followed by one index per
@@ -35,8 +39,7 @@ Anything else keeps its ``cp.async`` copies.
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from math import prod
 
@@ -125,13 +128,14 @@ def _evaluate(value: SSAValue, env: dict[SSAValue, int]) -> int | None:
 
 
 def _loops(copy: Operation, top: Operation) -> list[scf.ForOp] | None:
-    """The ``scf.for`` ops from ``top`` down to ``copy`` (constant bounds), or ``None``
-    when something else encloses it."""
+    """The ``scf.for`` ops from ``top`` down to ``copy`` (constant upper bounds and steps;
+    a lower bound may depend on the thread, as in a loop strided by the block, ``for p =
+    tid; p < n; p += blockDim``), or ``None`` when something else encloses it."""
     chain: list[scf.ForOp] = []
     node = copy.parent_op()
     while node is not None:
         if not isinstance(node, scf.ForOp) or any(
-                constant_index(v) is None for v in (node.lb, node.ub, node.step)):
+                constant_index(v) is None for v in (node.ub, node.step)):
             return None
         chain.append(node)
         if node is top:
@@ -160,26 +164,37 @@ def _dst_ok(dst: SSAValue, tile: tuple[int, ...]) -> bool:
             and (swz is None or (swz == tma.SWIZZLE_ROW_BYTES and row == swz)))
 
 
+def _places(loops: list[scf.ForOp], env: dict[SSAValue, int], index: list[SSAValue]
+            ) -> Iterator[tuple[int | None, ...]]:
+    """The ``index`` values over every iteration of ``loops`` (outermost first) for the
+    leaves in ``env``; a loop's bounds are evaluated there, a lower bound that cannot be
+    evaluated giving one ``None`` place."""
+    if not loops:
+        yield tuple(_evaluate(v, env) for v in index)
+        return
+    loop, *inner = loops
+    lb, ub, step = (_evaluate(v, env) for v in (loop.lb, loop.ub, loop.step))
+    if lb is None or ub is None or not step:
+        yield (None,)
+        return
+    for iv in range(lb, ub, step):
+        yield from _places(inner, env | {loop.body.block.args[0]: iv}, index)
+
+
 def _covers(copy: kernel.AsyncCopyOp, loops: list[scf.ForOp], tid: set[SSAValue],
             threads: int, tile: tuple[int, ...]) -> bool:
     """Whether the nest's copies, over ``threads`` threads, write each place of the tile
     once (the innermost dimension in steps of ``count``)."""
-    ranges = [range(constant_index(f.lb) or 0, constant_index(f.ub) or 0,
-                    constant_index(f.step) or 1) for f in loops]
     count = copy.elements
     index = list(copy.dst_indices)[-len(tile):]
     seen: set[tuple[int, ...]] = set()
-    for thread, *ivs in itertools.product(range(threads), *ranges):
-        env = dict.fromkeys(tid, thread) | {f.body.block.args[0]: iv
-                                            for f, iv in zip(loops, ivs, strict=True)}
-        at = tuple(_evaluate(v, env) for v in index)
-        if any(a is None for a in at):
-            return False
-        place = tuple(a for a in at if a is not None)
-        if (place in seen or place[-1] % count
-                or any(not 0 <= a < t for a, t in zip(place, tile, strict=True))):
-            return False
-        seen.add(place)
+    for thread in range(threads):
+        for at in _places(loops, dict.fromkeys(tid, thread), index):
+            place = tuple(a for a in at if a is not None)
+            if (len(place) != len(tile) or place in seen or place[-1] % count
+                    or any(not 0 <= a < t for a, t in zip(place, tile, strict=True))):
+                return False
+            seen.add(place)
     return len(seen) * count == prod(tile)
 
 

@@ -202,6 +202,18 @@ def _rewrite(loop: KLoop, pending: int, tensor_copies: bool) -> bool:
     return True
 
 
+def _fix_block_dim(func: kernel.FuncOp, consumers: int) -> None:
+    """Every ``kernel.block_dim x`` of ``func`` becomes the constant ``consumers``: the
+    kernel's code was written for a block of that many threads (a copy loop strided by
+    the block, ``for p = tid; p < n; p += blockDim``, when a tile's chunks are not a whole
+    number of rounds of it), and the producer warpgroup that this pass adds must not
+    change the stride that the consumers' share, or the producer's stand-in for it,
+    assumes."""
+    for op in [o for o in func.walk() if isinstance(o, kernel.BlockDimOp)
+               and o.dim.data == "x"]:
+        Rewriter.replace_op(op, index(consumers))
+
+
 @dataclass(frozen=True)
 class WarpSpecialize(ModulePass):
     """Producer/consumer products through ``mbarrier`` slots (see the module docstring).
@@ -234,8 +246,10 @@ class WarpSpecialize(ModulePass):
                 continue
             loops = [o for o in func.walk() if isinstance(o, scf.ForOp)
                      and role(o) == "k_loop"]
-            matched = [m for m in (match(func, o) for o in loops) if m is not None]
             consumers = func.block_shape[0]
+            if len(loops) == 1 and match(func, loops[0]) is not None:
+                _fix_block_dim(func, consumers)
+            matched = [m for m in (match(func, o) for o in loops) if m is not None]
             if (len(loops) != 1 or len(matched) != 1
                     or (registers[0] and not fits(consumers, *registers))
                     or not _rewrite(matched[0], self.pending, self.tensor_copies)):

@@ -300,3 +300,39 @@ def test_a_split_kernel_is_not_capped_for_two_resident_blocks(
     llmopt.lower(module, f"warp-specialize{{{REGISTERS}}}")
     with pytest.raises(PassFailedException, match="min_blocks is 2"):
         llmopt.lower(module, "kernel-to-cuda{arch=sm_90a min_blocks=2}")
+
+
+BARE = """
+func.func @forward(%w: tensor<{n}x512xbf16> {{llmopt.param = "w"}},
+                   %x: tensor<1x{m}x512xbf16> {{llmopt.input = "x"}}) -> tensor<1x{m}x{n}xbf16> {{
+  %0 = torch.linear %x, %w : tensor<1x{m}x512xbf16>, tensor<{n}x512xbf16> -> tensor<1x{m}x{n}xbf16>
+  func.return %0 : tensor<1x{m}x{n}xbf16>
+}}
+"""
+"""A bare bf16 ``x @ Wᵀ`` of K = 512 (eight chunks: a two-role product by default)."""
+
+
+@pytest.mark.parametrize(("m", "n", "bn"), [(128, 352, 176), (200, 400, 176), (128, 224, 112)])
+def test_a_tile_whose_chunks_are_not_whole_rounds_of_the_block_is_copied_whole(
+        m: int, n: int, bn: int) -> None:
+    """A ``bn``-row weight tile of 8·``bn`` chunks is not a whole number of rounds of the
+    256 consumers, so ``tile-to-kernel`` copies it in a loop strided by the block
+    (``p += blockDim``). The producer warpgroup makes the block 384 threads; the stride
+    stays the 256 the loop was written for (else a third of the chunks are never
+    copied and the products read uninitialised shared memory), and the loop is one box,
+    filled by ``tma.load``. The result is within a bf16 rounding of float64."""
+    pipeline = registry.with_options(
+        "lower-to-cuda{arch=sm_90a}",
+        f"split-k{{split_k=1}},register-tile{{bm=128 bn={bn} tm=2 tn={bn // 4} blocked=3}}")
+    module = llmopt.parse(BARE.format(m=m, n=n))
+    llmopt.lower(module, pipeline.partition(",kernel-to-cuda")[0])
+    text = str(module)
+    assert "block [384, 1, 1]" in text and "kernel.block_dim" not in text
+    assert text.count("tma.load") == 2 and "kernel.async_copy" not in text
+    fn = next(op for op in module.walk() if op.name == "func.func")
+    inputs = random_inputs(fn, 5)
+    (got,) = run(llmopt.parse(text), inputs)
+    w, x = (np.asarray(a, dtype=np.float64) for a in inputs)
+    ref = x @ w.T
+    err = np.abs(np.asarray(got, dtype=np.float64) - ref).max() / np.abs(ref).max()
+    assert err <= 2 ** -7, err
