@@ -12,6 +12,7 @@ from typing import NamedTuple
 from llmopt.passes.tile._schedule import PRODUCER_MIN_CHUNKS, PRODUCER_ROLES, RegisterTile
 from llmopt.passes.tile._schedule_tiles import (
     WGMMA_BK,
+    WGMMA_WAVE_TILES,
     fitting_tiles,
     is_wgmma_tile,
     mma_accumulators,
@@ -231,9 +232,11 @@ def _product_schedule(m: int, n: int, k: int, batch: int, gpu: GpuLimits, accumu
     good = [t for t in fitting_tiles(m, n, accumulators, periods, ragged)
             if t.tm * t.tn >= 8]
     cores_tiles = [t for t in mma_tiles(halves, gpu.arch) if tensor_cores and k % 32 == 0
-                   and t.fits(m, n, periods, ragged)
+                   and t.fits(m, n, periods, ragged or _overhangs(t, halves, roles))
                    and _accumulators_fit(t, accumulators, halves, roles)
-                   and (not is_wgmma_tile(t) or k % WGMMA_BK == 0)]
+                   and (not is_wgmma_tile(t) or k % WGMMA_BK == 0)
+                   and (t not in WGMMA_WAVE_TILES
+                        or (accumulators == 1 and roles == PRODUCER_ROLES))]
     if not good and not cores_tiles:
         if ragged:
             return None
@@ -257,6 +260,15 @@ def _product_schedule(m: int, n: int, k: int, batch: int, gpu: GpuLimits, accumu
                                     halves, split_roles)
                 options.append((time, ProductSchedule(t, split, cores)))
     return min(options, key=lambda o: o[0])[1]
+
+
+def _overhangs(t: RegisterTile, halves: bool, roles: int) -> bool:
+    """Whether tile ``t`` competes even where it does not divide the output: a warpgroup
+    tile of a two-role product of 16-bit factors, whose bulk tensor copies read the rows
+    and columns past the operands' ends as zeros, so that only its stores are guarded (a
+    192-column tile makes three whole waves of Qwen2.5-7B's 18944 columns at 512 rows,
+    where the dividing 256 makes 2.2)."""
+    return halves and roles == PRODUCER_ROLES and is_wgmma_tile(t)
 
 
 def _accumulators_fit(t: RegisterTile, accumulators: int, halves: bool, roles: int) -> bool:

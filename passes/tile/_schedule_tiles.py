@@ -81,8 +81,10 @@ measured; 4×8 is a guess below 8×4. Timings: ``bench/results/schedule-constant
 (``MMA_HALF_EFFICIENCY``)."""
 
 WGMMA_TILES = (RegisterTile(128, 256, 2, 64), RegisterTile(128, 224, 2, 56),
-               RegisterTile(128, 128, 2, 32), RegisterTile(64, 256, 2, 64),
-               RegisterTile(64, 128, 2, 32), RegisterTile(128, 64, 2, 16))
+               RegisterTile(128, 192, 2, 48), RegisterTile(128, 176, 2, 44),
+               RegisterTile(128, 128, 2, 32), RegisterTile(128, 112, 2, 28),
+               RegisterTile(64, 256, 2, 64), RegisterTile(64, 128, 2, 32),
+               RegisterTile(128, 64, 2, 16))
 """Tensor-core tiles of ``bf16``/``f16`` products on sm_90a, in a warpgroup's accumulator
 layout (:func:`is_wgmma_tile`), which ``wgmma-fragments`` turns into ``wgmma.mma``: two
 warpgroups (``bm = 128``) or one, each ``64 × bn``. The 64-column tile keeps a fused
@@ -92,7 +94,18 @@ gate/up product (two reductions: 64 accumulators a thread) on them. The 224-colu
 of smaller blocks) instead of 224 (two waves of larger ones), the wave quantisation
 cuBLAS avoids with its 232- and 112-column tiles."""
 
-WGMMA_EFFICIENCY = {(2, 64): 10.0, (2, 56): 10.0, (2, 32): 12.5, (2, 16): 8.0}
+WGMMA_WAVE_TILES = (RegisterTile(128, 192, 2, 48), RegisterTile(128, 176, 2, 44),
+                    RegisterTile(128, 112, 2, 28))
+"""The :data:`WGMMA_TILES` whose widths exist to fill the waves of one model's widths, as
+224 does for 3584: 176 divides TinyLlama's 5632 into 32 columns of blocks (128 blocks at
+512 rows, where 256 makes 88), 112 Qwen2.5-7B's 3584 into 32 (128 where 128 makes 112),
+and 192 overhangs its 18944 by 64 columns in three whole waves at 512 rows (396 blocks,
+where 256 makes 296). Two-role products of one reduction only: the fused gate/up's tiles
+are fitted on its own timings (:data:`WGMMA_PRODUCER_FUSED_EFFICIENCY`), and one role's
+on the 128- and 256-column tiles (:data:`WGMMA_EFFICIENCY`)."""
+
+WGMMA_EFFICIENCY = {(2, 64): 10.0, (2, 56): 10.0, (2, 48): 10.0, (2, 44): 10.0,
+                    (2, 32): 12.5, (2, 28): 12.5, (2, 16): 8.0}
 """Speed of a :data:`WGMMA_TILES` block on the scale of :data:`MMA_HALF_EFFICIENCY`, above
 the best ``mma.sync`` tile's (a warpgroup's product reads its operands from shared memory
 itself, no ``ldmatrix``). 128 columns (``tn = 32``) rank before 256: on the H200 the
@@ -100,7 +113,8 @@ products of Qwen2.5-7B and TinyLlama at 512 rows ran faster in 64 × 128 or 128 
 than in 64 × 256 or 128 × 256 ones (``bench/results/gemm-bf16-h200.md``); 64 columns (two
 reductions' accumulators, the fused gate/up) an estimate."""
 
-WGMMA_PRODUCER_EFFICIENCY = {(128, 256): 15.0, (128, 224): 14.4, (128, 128): 12.5,
+WGMMA_PRODUCER_EFFICIENCY = {(128, 256): 15.0, (128, 224): 14.4, (128, 192): 13.75,
+                             (128, 176): 13.45, (128, 128): 12.5, (128, 112): 12.2,
                              (64, 256): 10.0, (64, 128): 9.7, (128, 64): 8.0}
 """Speed of a :data:`WGMMA_TILES` block whose copies a producer warpgroup issues with bulk
 tensor copies (a two-role product, ``async-copy``'s ``roles = 2``), by its ``bm × bn``: one

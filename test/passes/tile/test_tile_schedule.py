@@ -65,6 +65,7 @@ from llmopt.passes.tile._schedule_tiles import (
     TILE_CANDIDATES,
     WGMMA_BK,
     WGMMA_TILES,
+    WGMMA_WAVE_TILES,
     has_tensor_cores,
     is_wgmma_tile,
     tensor_core_kind,
@@ -486,7 +487,7 @@ def test_a_two_role_product_that_fills_the_gpu_is_not_split_for_its_waves() -> N
     (1000, 3584, 224),   # 128 blocks of 128 x 224 on 132 multiprocessors, not 112 of 256
     (2047, 3584, 224),   # two waves of the smaller blocks
     (1000, 18944, 224),
-    (512, 3584, 128),    # 3584 in 128 x 128 blocks: 112, one wave, no slices
+    (512, 3584, 112),    # 3584 in 128 x 112 blocks: 128, one wave, no slices
 ])
 def test_two_role_products_of_3584_columns_take_the_tile_that_fills_the_waves(
         m: int, k: int, bn: int) -> None:
@@ -496,6 +497,26 @@ def test_two_role_products_of_3584_columns_take_the_tile_that_fills_the_waves(
     got = choose_product_schedule(m, 3584, k, 1, limits("sm_90a"), tensor_cores=True,
                                   halves=True, roles=2)
     assert got is not None and (got.tile.bm, got.tile.bn, got.split) == (128, bn, 1), got
+
+
+@pytest.mark.parametrize(("m", "n", "k", "bn", "blocks"), [
+    (512, 5632, 2048, 176, 128),    # TinyLlama's gate/up: 32 columns of blocks, not 22
+    (512, 18944, 3584, 192, 396),   # Qwen2.5-7B's: overhangs by 64 columns, 3 whole waves
+    (128, 18944, 3584, 176, 108),   # 108 blocks, not 74 of 128 x 256
+])
+def test_two_role_products_take_the_tile_width_that_fills_the_waves(
+        m: int, n: int, k: int, bn: int, blocks: int) -> None:
+    """A product of one reduction takes the warpgroup tile of 128 rows whose width makes
+    the fewest padded waves on 132 multiprocessors, overhanging the columns where no
+    dividing width does as well (the bulk tensor copies read past the weight's end as
+    zeros); a fused product of two keeps its fitted tiles."""
+    gpu = limits("sm_90a")
+    got = choose_product_schedule(m, n, k, 1, gpu, tensor_cores=True, halves=True, roles=2)
+    assert got is not None and (got.tile.bm, got.tile.bn, got.split) == (128, bn, 1), got
+    assert got.tile in WGMMA_WAVE_TILES and got.tile.blocks(m, n) == blocks
+    fused = choose_product_schedule(m, n, k, 1, gpu, accumulators=2, tensor_cores=True,
+                                    halves=True, roles=2)
+    assert fused is not None and fused.tile not in WGMMA_WAVE_TILES, fused
 
 
 def test_sm_90a_records_the_warpgroup_chunk_and_tune_offers_it() -> None:
@@ -1292,15 +1313,16 @@ def test_tune_tries_64_by_64_warp_tiles_on_16_bit_products() -> None:
 
 
 @pytest.mark.parametrize(("m", "n", "k", "one", "two"), [
-    (512, 18944, 3584, (64, 128, 1), (128, 256, 1)),
+    (512, 18944, 3584, (64, 128, 1), (128, 192, 1)),
     (2047, 2048, 5632, (128, 128, 1), (128, 256, 1)),
-    (512, 3584, 3584, (128, 128, 1), (128, 128, 1)),
+    (512, 3584, 3584, (128, 128, 1), (128, 112, 1)),
 ])
 def test_two_role_products_rank_the_wide_tiles_first(
         m: int, n: int, k: int, one: tuple[int, int, int], two: tuple[int, int, int]) -> None:
     """A 16-bit product on sm_90a scheduled as one of two roles (a producer warpgroup, one
     block a multiprocessor) weighs its warpgroup tiles by what such blocks measured: the
-    128 × 256 tile where its blocks fill the waves as well as 128 × 128's, where one role
+    128 × 256 tile where its blocks fill the waves as well as 128 × 128's, or a tile of
+    128 rows whose width fills them (192, 112: :data:`WGMMA_WAVE_TILES`), where one role
     took 64 × 128 or 128 × 128."""
     gpu = limits("sm_90a")
     for roles, (bm, bn, split) in ((1, one), (2, two)):
