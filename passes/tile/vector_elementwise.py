@@ -2,9 +2,10 @@
 
 **Matches** a ``tile.kernel`` whose body is side-effect-free scalar ops and one
 ``tile.forall over threads`` (``loop-to-tile``'s thread schedule: an elementwise map, an
-index map such as a rotary embedding or a gather) whose body is straight-line —
-``loop.load``, ``loop.store`` and side-effect-free ``arith``/``math`` ops, no region (a
-``split-k`` sum's ``loop.reduce`` is not matched) — with a static innermost extent ``E``.
+index map such as a rotary embedding or a gather, a ``split-k`` sum) whose body is
+straight-line — ``loop.load``, ``loop.store``, side-effect-free ``arith``/``math`` ops and
+static ``loop.reduce`` ops of at most :data:`MAX_SLICES` iterations over loads and such ops
+— with a static innermost extent ``E``.
 An access is *contiguous* when it reads or writes a kernel buffer (global memory),
 unclamped, whose elements are whole bytes and whose innermost extent is static, at
 innermost coordinate ``f(%i) + rest``: ``%i`` the forall's innermost induction variable,
@@ -34,7 +35,10 @@ leaves the kernel as it is).
     }
 
 and the kernel's grid divided by ``V`` (a runtime grid through ``arith.ceildivui`` before
-the kernel). Each point computes what it computed before, with the same operations, so the
+the kernel). A contiguous load inside a ``loop.reduce`` whose coordinates use the reduction's
+variable ``%s`` (a ``split-k`` sum's slice) becomes one copy per slice, ``%s`` a constant in
+each, into row ``%s`` of a ``[S, V]`` register buffer that the reduction, unrolled, reads
+at ``[%s, %v]``. Each point computes what it computed before, with the same operations, so the
 results are bit-identical; loads that are not contiguous (a broadcast row, a neighbour at
 ``%i + 1``) stay scalar loads inside the ``%v`` loop, their coordinates written in ``V·%q
 + %v`` so that ``tile-to-kernel`` knows their ranges.
@@ -160,19 +164,37 @@ def _contiguous(access: Access, multiples: list[int], width: int) -> bool:
 
 
 def _varying(body: Block, iv: SSAValue) -> set[SSAValue]:
-    """``iv`` and every value of ``body`` computed from it."""
+    """``iv`` and every value of ``body`` computed from it (a ``loop.reduce`` whose body
+    reads it among them)."""
     varying = {iv}
     for op in body.ops:
-        if any(v in varying for v in op.operands):
+        if any(v in varying for o in op.walk() for v in o.operands):
             varying.update(op.results)
+            for o in op.walk():
+                varying.update(o.results)
     return varying
 
 
+MAX_SLICES = 16
+"""The longest ``loop.reduce`` a chunk's body may hold (a ``split-k`` sum over its slices):
+each contiguous load inside it takes that many chunks of registers."""
+
+
+def _scalar(op: Operation) -> bool:
+    """Whether ``op`` is a load or a side-effect-free scalar op."""
+    return isinstance(op, loop.LoadOp) or (op.dialect_name() in ("arith", "math")
+                                           and not op.regions)
+
+
 def _straight_line(body: Block) -> bool:
-    """Whether ``body`` holds only loads, stores and side-effect-free scalar ops."""
-    return all(isinstance(op, loop.LoadOp | loop.StoreOp)
-               or (op.dialect_name() in ("arith", "math") and not op.regions)
-               for op in body.ops)
+    """Whether ``body`` holds only loads, stores, side-effect-free scalar ops and static
+    ``loop.reduce`` ops of at most :data:`MAX_SLICES` iterations over loads and such ops
+    (a ``split-k`` sum)."""
+    return all(isinstance(op, loop.StoreOp) or _scalar(op) or (
+        isinstance(op, loop.ReduceOp) and not op.is_dynamic
+        and op.trip_count <= MAX_SLICES
+        and all(_scalar(o) or isinstance(o, loop.YieldOp) for o in op.body.block.ops))
+        for op in body.ops)
 
 
 def _width(forall: tile.ForallOp, accesses: list[Access], limit: int) -> int:
@@ -202,7 +224,7 @@ class VectorizeElementwise(RewritePattern):
             return
         varying = _varying(body, iv)
         stores = [o for o in body.ops if isinstance(o, loop.StoreOp)]
-        loads = [o for o in body.ops if isinstance(o, loop.LoadOp)]
+        loads = [o for o in body.walk() if isinstance(o, loop.LoadOp)]
         forms = {a: m for a in [*stores, *loads]
                  if (m := _innermost(a, iv, varying)) is not None}
         if not stores or any(s not in forms for s in stores):
@@ -241,9 +263,10 @@ def _rewrite(forall: tile.ForallOp, iv: SSAValue, varying: set[SSAValue],
     for o in moved:
         o.detach()
         inner.add_op(o)
-        for k, operand in enumerate(o.operands):
-            if operand is q:
-                o.operands[k] = point.result
+        for nested in o.walk():
+            for k, operand in enumerate(nested.operands):
+                if operand is q:
+                    nested.operands[k] = point.result
     inner.add_op(scf.YieldOp())
 
     def registers(access: Access) -> tile.AllocOp:
@@ -270,13 +293,39 @@ def _rewrite(forall: tile.ForallOp, iv: SSAValue, varying: set[SSAValue],
     copies: dict[tuple[object, ...], tile.AllocOp] = {}
     for load in loads:
         indices = [q if i is point.result else i for i in load.indices]
+        reduce = load.parent_op()
+        sliced = isinstance(reduce, loop.ReduceOp) and reduce.iv in indices
         key = (load.buffer, load.map.data, *indices)
         alloc = copies.get(key)
         if alloc is None:
             alloc = copies[key] = registers(load)
-            before += [alloc, tile.CopyOp(load.buffer, chunk_map(load, indices), alloc.result,
-                                          start(indices), indices, width)]
-        new = loop.LoadOp(alloc.result, one, [v])
+            if not sliced:
+                before += [alloc, tile.CopyOp(load.buffer, chunk_map(load, indices),
+                                              alloc.result, start(indices), indices, width)]
+            else:  # one chunk a slice, the slice's index a constant
+                assert isinstance(reduce, loop.ReduceOp)
+                slices = reduce.trip_count
+                typ = alloc.result.type
+                assert isinstance(typ, MemRefType)
+                alloc = copies[key] = tile.AllocOp(
+                    "registers", MemRefType(typ.element_type, [slices, width]))
+                alloc.result.name_hint = "vec"
+                before.append(alloc)
+                for k in range(slices):
+                    at = arith.ConstantOp(IntegerAttr(k, IndexType()))
+                    fixed = [at.result if i is reduce.iv else i for i in indices]
+                    row = AffineMap(len(fixed), 0, (AffineConstantExpr(k),
+                                                    AffineConstantExpr(0)))
+                    before += [at, tile.CopyOp(load.buffer, chunk_map(load, indices),
+                                               alloc.result, row, fixed, width)]
+        if sliced:
+            assert isinstance(reduce, loop.ReduceOp)
+            reduce.attributes |= UNROLL  # its registers are indexed by the slice
+            new = loop.LoadOp(alloc.result, AffineMap(2, 0, (AffineDimExpr(0),
+                                                             AffineDimExpr(1))),
+                              [reduce.iv, v])
+        else:
+            new = loop.LoadOp(alloc.result, one, [v])
         new.results[0].name_hint = load.results[0].name_hint
         rewriter.replace(load, new)
     after: list[Operation] = []
@@ -288,8 +337,8 @@ def _rewrite(forall: tile.ForallOp, iv: SSAValue, varying: set[SSAValue],
                                  chunk_map(store, indices), indices, width))
         rewriter.replace(store, loop.StoreOp(store.value, alloc.result, one, [v]))
     vectorized = set(loads)
-    for load in [o for o in inner.ops if isinstance(o, loop.LoadOp) and o not in vectorized
-                 and point.result in o.indices]:
+    for load in [o for o in inner.walk() if isinstance(o, loop.LoadOp)
+                 and o not in vectorized and point.result in o.indices]:
         rewriter.replace(load, _split_point(load, point.result, q, v, width))
     terminator = body.last_op if isinstance(body.last_op, tile.YieldOp) else None
     for o in [*before, *bounds, chunk, *after]:

@@ -176,6 +176,38 @@ func.func @scale(%x: memref<?x32xbf16> {llmopt.input = "x", llmopt.dynamic = ["s
 
 // -----
 
+// A split-k sum: four f32 partial slices summed into bf16 rows. Each slice's chunk is one
+// copy into a row of registers (the slice's index a constant); the sum runs per element
+// over the slices in order, as before, unrolled.
+func.func @slices(%p: memref<4x3x32xf32> {llmopt.input = "p"}) -> memref<3x32xbf16> {
+  %0 = memref.alloc() : memref<3x32xbf16>
+  tile.kernel @slices grid [1, 1, 1] block [96, 1, 1] (%o = %0 : memref<3x32xbf16>, %pp = %p : memref<4x3x32xf32>) {
+    tile.forall (%r, %i) in [3, 32] over threads {
+      %sum = loop.reduce add %s = 0 to 4 : f32 {
+        %x = loop.load %pp[%s, %r, %i] : memref<4x3x32xf32>
+        loop.yield %x : f32
+      }
+      %b = arith.truncf %sum : f32 to bf16
+      loop.store %b, %o[%r, %i] : memref<3x32xbf16>
+    }
+  }
+  func.return %0 : memref<3x32xbf16>
+}
+
+// CHECK-LABEL: func.func @slices
+// CHECK:         tile.forall (%r, %q) in [3, 8] over threads {
+// CHECK-NEXT:      %[[P:.*]] = tile.alloc registers : memref<4x4xf32>
+// CHECK-NEXT:      %[[S0:.*]] = arith.constant 0 : index
+// CHECK-NEXT:      tile.copy %pp[%[[S0]], %r, (%q * 4)] to %[[P]][0, 0] count 4
+// CHECK:           tile.copy %pp[%{{.*}}, %r, (%q * 4)] to %[[P]][3, 0] count 4
+// CHECK:           scf.for %v =
+// CHECK:             loop.reduce add %s = 0 to 4 : f32 {
+// CHECK-NEXT:          %x = loop.load %[[P]][%s, %v] : memref<4x4xf32>
+// CHECK:             } {unroll = 0 : i64}
+// CHECK:           tile.copy %{{.*}}[0] to %o[%r, (%q * 4)] count 4 : memref<4xbf16> to memref<3x32xbf16>
+
+// -----
+
 // Left alone: a transposing store (its innermost coordinate is not the innermost variable),
 // an update in place (a buffer both loaded and stored), rows of 12 bf16 (not a multiple of 8),
 // bytes stored from 8-byte ids (two a thread would store 2 bytes: no copy moves that).
@@ -224,7 +256,7 @@ func.func @alone(%x: memref<8x16xbf16> {llmopt.input = "x"}, %y: memref<4x12xbf1
 // EIGHT:         tile.forall (%r, %q) in [4, 3] over threads
 
 // Every kernel computes what it computed before (the interpreters, bit for bit).
-// NUM-COUNT-6: vector-elementwise {{.*}} max abs 0.000e+00 {{.*}} ok
+// NUM-COUNT-7: vector-elementwise {{.*}} max abs 0.000e+00 {{.*}} ok
 
 // The chunks are 16-byte accesses of registers private to each thread; indices stay 32-bit.
 // CUDA-LABEL: silu_mul_1(
@@ -237,3 +269,9 @@ func.func @alone(%x: memref<8x16xbf16> {llmopt.input = "x"}, %y: memref<4x12xbf1
 // CUDA:         ((float4*)&vec[0])[0] = ((const float4*)&xx[{{.*}}])[0];
 // CUDA:         (int)((unsigned int)(v1 + v + 1) % 64u)
 // CUDA:         ((uint2*)&o[{{.*}}])[0] = ((uint2*)&vec{{[0-9]}}[0])[0];
+// CUDA-LABEL: slices_1(
+// CUDA:         ((float4*)&vec[12])[0] = ((const float4*)&pp[{{.*}} + 288])[0];
+// CUDA:         float acc = 0.0f;
+// CUDA-NEXT:    #pragma unroll
+// CUDA-NEXT:    for (int s = 0; s < 4; s += 1) {
+// CUDA-NEXT:      acc = acc + vec[s * 4 + v];
