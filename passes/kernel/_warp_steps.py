@@ -154,7 +154,7 @@ def accumulator_stores(wait: wgmma.WaitOp) -> list[kernel.StoreOp] | None:
 
 def drain(stores: list[kernel.StoreOp], block: Block) -> None:
     """In ``block``: the accumulators that ``stores`` write, through ``wgmma.wait 0`` and
-    back (the products left in flight by the last step complete)."""
+    back (the products left in flight by the step that holds ``block`` complete)."""
     build = Builder(block)
     places = [(s.buffer, [build.op(i.owner.clone()).results[0] for i in s.indices])
               for s in stores]
@@ -179,7 +179,9 @@ def consumer_step(loop: KLoop, bars: SSAValue, tile: SSAValue, it: SSAValue,
     """The consumers' step ``it``: chunk ``c = it - D`` (when ``it >= D``) — wait for its
     slot, its products, and the release of its slot; with ``pending`` the products' last
     wait leaves their group in flight and the step releases the previous chunk's slot,
-    whose products that wait completed."""
+    whose products that wait completed, and the last chunk's step then waits for its own
+    group too (:func:`drain`, inside the loop: the module docstring of
+    :mod:`llmopt.passes.kernel.warp_specialize` says why not after it)."""
     k0, slot = loop.k_loop.body.block.args[:2]
     slots = loop.ahead + 1
     step = Block()
@@ -203,6 +205,13 @@ def consumer_step(loop: KLoop, bars: SSAValue, tile: SSAValue, it: SSAValue,
         earlier.add_op(scf.YieldOp())
         started = build.op(arith.CmpiOp(chunk, build.const(1), "uge")).results[0]
         build.op(scf.IfOp(started, [], Region(earlier)))
+        stores = accumulator_stores(loop.wait)
+        assert stores is not None
+        last = Block()
+        drain(stores, last)
+        last.add_op(scf.YieldOp())
+        final = build.op(arith.CmpiOp(chunk, build.const(loop.trips - 1), "eq")).results[0]
+        build.op(scf.IfOp(final, [], Region(last)))
     step.add_op(scf.YieldOp())
     return _when(it, "uge", loop.ahead, step)
 

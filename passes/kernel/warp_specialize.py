@@ -53,17 +53,25 @@ and the final wait (the accumulators' initialisation, the epilogue) is the consu
 ``pending = 1`` (option) a step's products stay in flight: their wait becomes ``wgmma.wait
 1``, so chunk ``c``'s products run while the consumers wait for chunk ``c + 1``'s slot, and
 the step releases chunk ``c - 1``'s slot instead of its own (that wait completed its
-products); after the loop the consumers wait for the last group (``wgmma.wait 0`` on the
-accumulators) and release its slot. The products' last wait must put its results straight
-back into the accumulators (a ``kernel.local`` at constant indices); else the K loop is left
-alone. ``pending = 1`` was the default until bare products (``x @ Wᵀ``, the result stored with
-nothing added) came out wrong on an H100 by about one K chunk's share of the sum
-(``bench/results/ops-bfloat16-h100.md``) while the same kernel with a residual or a bias in
-its epilogue was right: in the CUDA the accumulators of the group still in flight are copied
-out of the registers the products write (``acc[i] = wg_i`` after ``wgmma.wait 1``) and the
-final wait works on copies, so whether the last group's results are read depends on how
-ptxas allocates those registers. Earlier measurements put ``pending = 0`` within 3% of it
-(``bench/results/gemm-bf16-ws-slots-h100.md``).
+products). The last chunk's step then also waits for its own products (``wgmma.wait 0`` on
+the accumulators, in an ``scf.if`` inside the loop), and after the loop the consumers
+release its slot. The products' last wait must put its results straight back into the
+accumulators (a ``kernel.local`` at constant indices); else the K loop is left alone.
+
+**Why the final wait is inside the loop**: with it after the loop, bare products (``x @
+Wᵀ``, the result stored with nothing added) came out wrong on an H100 by about one K
+chunk's share of the sum (``bench/results/ops-bfloat16-h100.md``) while the same kernel with
+a residual or a bias in its epilogue was right. The SASS that NVRTC 13.0 makes of it shows
+why: the epilogue's ``F2FP`` conversions of the accumulators are scheduled after the loop's
+last ``WARPGROUP.DEPBAR.LE gsb0, 0x1`` and before the ``WARPGROUP.DEPBAR.LE gsb0, 0x0`` of
+the final wait, so they read the last group's registers while its products still write
+them (the PTX has the ``cvt`` after the ``wgmma.wait_group 0``; the inline ``asm``'s ``+f``
+operands are not registers the instruction names, so ptxas does not see the dependence).
+With the wait inside the loop ptxas adds its own ``WARPGROUP.DEPBAR`` at the loop's exit
+(``warpgroup.wait is injected … to allow use of registers defined by GMMA``) and the
+conversions follow it. ``pending = 0`` stays the default until ``pending = 1`` is timed and
+checked on a GPU again (earlier measurements put ``pending = 0`` within 3% of it:
+``bench/results/gemm-bf16-ws-slots-h100.md``).
 
 With ``tensor_copies`` (option, off by default) a K loop whose copies are all whole boxes
 (each stage fill a tile of a kernel argument: :mod:`llmopt.passes.kernel._box_copies`) is
@@ -142,7 +150,6 @@ from llmopt.passes.kernel._warp_steps import (
     accumulator_stores,
     barriers,
     consumer_step,
-    drain,
     guard_consumers,
     index,
     producer_step,
@@ -187,9 +194,8 @@ def _rewrite(loop: KLoop, pending: int, tensor_copies: bool) -> bool:
     skewed = scf.ForOp(zero.result, total.result, one.result, [], Region(steps))
     skewed.attributes["llmopt.role"] = StringAttr("ws_loop")
     after: list[Operation] = [zero, total, one, skewed]
-    if pending == 1:  # the last chunk's products, and the release of its slot
+    if pending == 1:  # the release of the last chunk's slot (its step waited for it)
         last = Block()
-        drain(stores, last)
         build = Builder(last)
         s, _ = build.slot(tile, build.const(loop.trips - 1), loop.trips, loop.ahead + 1)
         build.op(mbarrier.ArriveOp(bars, [build.const(EMPTY), s]))

@@ -164,6 +164,22 @@ def test_bare_product_of_the_default_pipeline_matches_float64(m: int, n: int, k:
     """A bias-free ``nn.Linear`` in bf16 with the default pipeline (its product two-role,
     bulk tensor copies, the result stored with nothing added), called three times: each
     result within twice PyTorch's own error against float64, as the residual form above."""
+    _check_bare_product(m, n, k, cuda_graph, "lower-to-cuda{arch=sm_90a}")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("m", "n", "k"), PLAIN_SHAPES[:3])
+def test_bare_product_with_products_in_flight_matches_float64(m: int, n: int, k: int) -> None:
+    """``warp-specialize{pending=1}`` on the bare products it got wrong when its last wait
+    followed the loop (ptxas scheduled the epilogue's reads of the last group's
+    accumulators before that wait)."""
+    _check_bare_product(m, n, k, False, registry.with_options(
+        "lower-to-cuda{arch=sm_90a}", "warp-specialize{pending=1}"))
+
+
+def _check_bare_product(m: int, n: int, k: int, cuda_graph: bool, pipeline: str) -> None:
+    """A bias-free bf16 ``nn.Linear`` compiled with ``pipeline``, called three times: each
+    result within twice PyTorch's own error against float64."""
     if torch.cuda.get_device_capability() < (9, 0):
         pytest.skip("bulk tensor copies and warpgroup products need sm_90a")
     gen = torch.Generator().manual_seed(m + n + k + 3)
@@ -172,7 +188,7 @@ def test_bare_product_of_the_default_pipeline_matches_float64(m: int, n: int, k:
         linear.weight.copy_(torch.randn(n, k, generator=gen) / k ** 0.5)
     linear = linear.to(torch.bfloat16).cuda()
     x = torch.randn(1, m, k, generator=gen).to(torch.bfloat16).cuda()
-    compiled = llmopt.compile(linear, (x,), "lower-to-cuda{arch=sm_90a}", cuda_graph=cuda_graph)
+    compiled = llmopt.compile(linear, (x,), pipeline, cuda_graph=cuda_graph)
     ref = x.double() @ linear.weight.double().t()
     scale = ref.abs().max()
     torch_err = ((linear(x).double() - ref).abs().max() / scale).item()

@@ -35,8 +35,9 @@
 // CHECK:              wgmma.mma
 // CHECK:              wgmma.wait 1
 // CHECK:              mbarrier.arrive %bars
+// CHECK:              wgmma.wait 0
 // CHECK:            } {llmopt.role = "ws_loop"}
-// CHECK:            wgmma.wait 0
+// CHECK-NOT:        wgmma.wait
 // CHECK:            mbarrier.arrive %bars
 // CHECK:            kernel.async_wait 0
 // CHECK:            kernel.store
