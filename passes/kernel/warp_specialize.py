@@ -69,9 +69,10 @@ them (the PTX has the ``cvt`` after the ``wgmma.wait_group 0``; the inline ``asm
 operands are not registers the instruction names, so ptxas does not see the dependence).
 With the wait inside the loop ptxas adds its own ``WARPGROUP.DEPBAR`` at the loop's exit
 (``warpgroup.wait is injected … to allow use of registers defined by GMMA``) and the
-conversions follow it. ``pending = 0`` stays the default until ``pending = 1`` is timed and
-checked on a GPU again (earlier measurements put ``pending = 0`` within 3% of it:
-``bench/results/gemm-bf16-ws-slots-h100.md``).
+conversions follow it, and the bare products come out right on an H100. ``bench/
+sass_hazards.py`` finds such reads in a kernel's SASS on the CPU. ``pending = 0`` stays the
+default: neither is the faster on every product
+(``bench/results/gemm-bf16-wave-tiles-h100.md``).
 
 With ``tensor_copies`` (option, off by default) a K loop whose copies are all whole boxes
 (each stage fill a tile of a kernel argument: :mod:`llmopt.passes.kernel._box_copies`) is
