@@ -213,9 +213,8 @@ def _fix_block_dim(func: kernel.FuncOp, consumers: int) -> None:
     """Every ``kernel.block_dim x`` of ``func`` becomes the constant ``consumers``: the
     kernel's code was written for a block of that many threads (a copy loop strided by
     the block, ``for p = tid; p < n; p += blockDim``, when a tile's chunks are not a whole
-    number of rounds of it), and the producer warpgroup that this pass adds must not
-    change the stride that the consumers' share, or the producer's stand-in for it,
-    assumes."""
+    number of rounds of it), and those loops must keep that stride in the larger block
+    this pass makes, where the producer issues the consumers' copies in their place."""
     for op in [o for o in func.walk() if isinstance(o, kernel.BlockDimOp)
                and o.dim.data == "x"]:
         Rewriter.replace_op(op, index(consumers))
