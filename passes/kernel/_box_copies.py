@@ -165,17 +165,18 @@ def _dst_ok(dst: SSAValue, tile: tuple[int, ...]) -> bool:
 
 
 def _places(loops: list[scf.ForOp], env: dict[SSAValue, int], index: list[SSAValue]
-            ) -> Iterator[tuple[int | None, ...]]:
+            ) -> Iterator[tuple[int, ...] | None]:
     """The ``index`` values over every iteration of ``loops`` (outermost first) for the
-    leaves in ``env``; a loop's bounds are evaluated there, a lower bound that cannot be
-    evaluated giving one ``None`` place."""
+    leaves in ``env``, a loop's bounds evaluated there; ``None`` for a place or a loop's
+    bounds that cannot be evaluated."""
     if not loops:
-        yield tuple(_evaluate(v, env) for v in index)
+        at = tuple(v for v in (_evaluate(i, env) for i in index) if v is not None)
+        yield at if len(at) == len(index) else None
         return
     loop, *inner = loops
     lb, ub, step = (_evaluate(v, env) for v in (loop.lb, loop.ub, loop.step))
     if lb is None or ub is None or not step:
-        yield (None,)
+        yield None
         return
     for iv in range(lb, ub, step):
         yield from _places(inner, env | {loop.body.block.args[0]: iv}, index)
@@ -189,9 +190,8 @@ def _covers(copy: kernel.AsyncCopyOp, loops: list[scf.ForOp], tid: set[SSAValue]
     index = list(copy.dst_indices)[-len(tile):]
     seen: set[tuple[int, ...]] = set()
     for thread in range(threads):
-        for at in _places(loops, dict.fromkeys(tid, thread), index):
-            place = tuple(a for a in at if a is not None)
-            if (len(place) != len(tile) or place in seen or place[-1] % count
+        for place in _places(loops, dict.fromkeys(tid, thread), index):
+            if (place is None or place in seen or place[-1] % count
                     or any(not 0 <= a < t for a, t in zip(place, tile, strict=True))):
                 return False
             seen.add(place)

@@ -175,13 +175,13 @@ def _when(value: SSAValue, predicate: str, bound: int, body: Block) -> Block:
 
 
 def consumer_step(loop: KLoop, bars: SSAValue, tile: SSAValue, it: SSAValue,
-                  pending: bool) -> Block:
+                  pending: bool, stores: list[kernel.StoreOp]) -> Block:
     """The consumers' step ``it``: chunk ``c = it - D`` (when ``it >= D``) — wait for its
     slot, its products, and the release of its slot; with ``pending`` the products' last
     wait leaves their group in flight and the step releases the previous chunk's slot,
     whose products that wait completed, and the last chunk's step then waits for its own
-    group too (:func:`drain`, inside the loop: the module docstring of
-    :mod:`llmopt.passes.kernel.warp_specialize` says why not after it)."""
+    group too (:func:`drain` of the accumulators' ``stores``, inside the loop: the module
+    docstring of :mod:`llmopt.passes.kernel.warp_specialize` says why not after it)."""
     k0, slot = loop.k_loop.body.block.args[:2]
     slots = loop.ahead + 1
     step = Block()
@@ -205,8 +205,6 @@ def consumer_step(loop: KLoop, bars: SSAValue, tile: SSAValue, it: SSAValue,
         earlier.add_op(scf.YieldOp())
         started = build.op(arith.CmpiOp(chunk, build.const(1), "uge")).results[0]
         build.op(scf.IfOp(started, [], Region(earlier)))
-        stores = accumulator_stores(loop.wait)
-        assert stores is not None
         last = Block()
         drain(stores, last)
         last.add_op(scf.YieldOp())

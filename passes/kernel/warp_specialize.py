@@ -188,7 +188,7 @@ def _rewrite(loop: KLoop, pending: int, tensor_copies: bool) -> bool:
     it = steps.args[0]
     it.name_hint = "it"
     steps.add_op(scf.IfOp(is_consumer.result, [],
-                          Region(consumer_step(loop, bars, tile, it, pending == 1)),
+                          Region(consumer_step(loop, bars, tile, it, pending == 1, stores)),
                           Region(producer_step(loop, bars, tile, it, boxes))))
     steps.add_op(scf.YieldOp())
     zero, total, one = index(0), index(loop.trips + loop.ahead), index(1)
@@ -209,15 +209,17 @@ def _rewrite(loop: KLoop, pending: int, tensor_copies: bool) -> bool:
     return True
 
 
-def _fix_block_dim(func: kernel.FuncOp, consumers: int) -> None:
+def _fix_block_dim(func: kernel.FuncOp, consumers: int) -> bool:
     """Every ``kernel.block_dim x`` of ``func`` becomes the constant ``consumers``: the
     kernel's code was written for a block of that many threads (a copy loop strided by
     the block, ``for p = tid; p < n; p += blockDim``, when a tile's chunks are not a whole
     number of rounds of it), and those loops must keep that stride in the larger block
-    this pass makes, where the producer issues the consumers' copies in their place."""
-    for op in [o for o in func.walk() if isinstance(o, kernel.BlockDimOp)
-               and o.dim.data == "x"]:
+    this pass makes, where the producer issues the consumers' copies in their place.
+    ``True`` when there was one (the K loop's matched ops then changed)."""
+    found = [o for o in func.walk() if isinstance(o, kernel.BlockDimOp) and o.dim.data == "x"]
+    for op in found:
         Rewriter.replace_op(op, index(consumers))
+    return bool(found)
 
 
 @dataclass(frozen=True)
@@ -253,9 +255,9 @@ class WarpSpecialize(ModulePass):
             loops = [o for o in func.walk() if isinstance(o, scf.ForOp)
                      and role(o) == "k_loop"]
             consumers = func.block_shape[0]
-            if len(loops) == 1 and match(func, loops[0]) is not None:
-                _fix_block_dim(func, consumers)
             matched = [m for m in (match(func, o) for o in loops) if m is not None]
+            if len(loops) == len(matched) == 1 and _fix_block_dim(func, consumers):
+                matched = [m for m in (match(func, o) for o in loops) if m is not None]
             if (len(loops) != 1 or len(matched) != 1
                     or (registers[0] and not fits(consumers, *registers))
                     or not _rewrite(matched[0], self.pending, self.tensor_copies)):

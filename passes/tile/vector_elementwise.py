@@ -169,9 +169,7 @@ def _varying(body: Block, iv: SSAValue) -> set[SSAValue]:
     varying = {iv}
     for op in body.ops:
         if any(v in varying for o in op.walk() for v in o.operands):
-            varying.update(op.results)
-            for o in op.walk():
-                varying.update(o.results)
+            varying.update(r for o in op.walk() for r in o.results)
     return varying
 
 
@@ -269,10 +267,12 @@ def _rewrite(forall: tile.ForallOp, iv: SSAValue, varying: set[SSAValue],
                     nested.operands[k] = point.result
     inner.add_op(scf.YieldOp())
 
-    def registers(access: Access) -> tile.AllocOp:
+    def registers(access: Access, rows: int = 0) -> tile.AllocOp:
+        """A chunk of ``access``'s elements in registers, or ``rows`` of them."""
         typ = access.buffer.type
         assert isinstance(typ, MemRefType)
-        alloc = tile.AllocOp("registers", MemRefType(typ.element_type, [width]))
+        alloc = tile.AllocOp("registers", MemRefType(typ.element_type,
+                                                     [rows, width] if rows else [width]))
         alloc.result.name_hint = "vec"
         return alloc
 
@@ -297,27 +297,20 @@ def _rewrite(forall: tile.ForallOp, iv: SSAValue, varying: set[SSAValue],
         sliced = isinstance(reduce, loop.ReduceOp) and reduce.iv in indices
         key = (load.buffer, load.map.data, *indices)
         alloc = copies.get(key)
-        if alloc is None:
+        if alloc is None and not sliced:
             alloc = copies[key] = registers(load)
-            if not sliced:
-                before += [alloc, tile.CopyOp(load.buffer, chunk_map(load, indices),
-                                              alloc.result, start(indices), indices, width)]
-            else:  # one chunk a slice, the slice's index a constant
-                assert isinstance(reduce, loop.ReduceOp)
-                slices = reduce.trip_count
-                typ = alloc.result.type
-                assert isinstance(typ, MemRefType)
-                alloc = copies[key] = tile.AllocOp(
-                    "registers", MemRefType(typ.element_type, [slices, width]))
-                alloc.result.name_hint = "vec"
-                before.append(alloc)
-                for k in range(slices):
-                    at = arith.ConstantOp(IntegerAttr(k, IndexType()))
-                    fixed = [at.result if i is reduce.iv else i for i in indices]
-                    row = AffineMap(len(fixed), 0, (AffineConstantExpr(k),
-                                                    AffineConstantExpr(0)))
-                    before += [at, tile.CopyOp(load.buffer, chunk_map(load, indices),
-                                               alloc.result, row, fixed, width)]
+            before += [alloc, tile.CopyOp(load.buffer, chunk_map(load, indices), alloc.result,
+                                          start(indices), indices, width)]
+        elif alloc is None:  # one chunk a slice, the slice's index a constant
+            assert isinstance(reduce, loop.ReduceOp)
+            alloc = copies[key] = registers(load, reduce.trip_count)
+            before.append(alloc)
+            for k in range(reduce.trip_count):
+                at = arith.ConstantOp(IntegerAttr(k, IndexType()))
+                fixed = [at.result if i is reduce.iv else i for i in indices]
+                row = AffineMap(len(fixed), 0, (AffineConstantExpr(k), AffineConstantExpr(0)))
+                before += [at, tile.CopyOp(load.buffer, chunk_map(load, indices),
+                                           alloc.result, row, fixed, width)]
         if sliced:
             assert isinstance(reduce, loop.ReduceOp)
             reduce.attributes |= UNROLL  # its registers are indexed by the slice
