@@ -140,11 +140,13 @@ for _name, (_module, _attr) in _BUILTIN_PASSES.items():
 #: computing warpgroups: on sm_90a the kernels ``async-copy`` marks with two roles (16-bit
 #: products, over static rows or a symbolic length's; pipeline option ``roles``: 0 that
 #: default, 1 none, 2 every product whose fills allow), every warpgroup product with
-#: ``warp_specialize=true``.
+#: ``warp_specialize=true``. With ``cluster=2`` its kernels run in clusters of two blocks
+#: that share the tile they both read (a weight tile, for two row bands of a product),
+#: each copying half of it to both (``tma.load … multicast``).
 PIPELINES: dict[str, tuple[dict[str, str], str]] = {
     "lower-to-cuda": (
         {"arch": DEFAULT_ARCH, "warp_specialize": "false", "tensor_copies": "true",
-         "roles": "0"},
+         "roles": "0", "cluster": "1"},
         "torch-to-prim,canonicalize,prim-to-loop,fuse-kernels{{recompute_limit=0}},canonicalize,"
         "cse,hoist-reduce-factors,flash-attention{{arch={arch}}},outline-repeated-kernels,"
         "loop-to-tile{{arch={arch}}},length-buckets{{arch={arch}}},apply-tuned{{arch={arch}}},"
@@ -155,7 +157,7 @@ PIPELINES: dict[str, tuple[dict[str, str], str]] = {
         "vector-fragments,vector-elementwise,"
         "tile-to-kernel,"
         "warp-specialize{{enabled={warp_specialize} tensor_copies={tensor_copies} "
-        "producer_registers=40 consumer_registers=232}},"
+        "producer_registers=40 consumer_registers=232 cluster={cluster}}},"
         "dedup-kernels,hoist-constants,canonicalize,cse,dedup-kernels,"
         "version-row-groups,inline-repeated-kernels,merge-branches,fuse-launches,plan-buffers,"
         "programmatic-launch{{arch={arch}}},"

@@ -66,6 +66,9 @@ WARP = 32
 MAX_THREADS_PER_BLOCK = 1024
 """Threads a block may have (every architecture since sm_20)."""
 
+MAX_CLUSTER = 8
+"""Blocks a cluster may portably have (sm_90+: ``__cluster_dims__``)."""
+
 STATIC_SMEM = 48 * 1024
 """Bytes of shared memory a block may declare statically; more must be dynamic, opted into
 per kernel (``cudaFuncAttributeMaxDynamicSharedMemorySize``)."""

@@ -253,6 +253,8 @@ class CudaPrinter:
             if op.min_blocks is not None:
                 bounds.append(str(op.min_blocks.value.data))
             attrs = f"__launch_bounds__({', '.join(bounds)}) "
+        if op.cluster is not None:
+            attrs += f"__cluster_dims__({op.cluster_size}, 1, 1) "
         head = f'extern "C" __global__ void {attrs}{op.sym_name.data}('
         one_line = head + ", ".join(params) + ") {"
         if self.locations and isinstance(op.location, FileLineColLoc):

@@ -83,7 +83,7 @@ from xdsl.traits import IsolatedFromAbove, NoTerminator, SymbolOpInterface
 from xdsl.utils.exceptions import VerifyException
 
 from llmopt.dialects._syntax import parse_i64, parse_optional_i64
-from llmopt.target import MAX_THREADS_PER_BLOCK
+from llmopt.target import MAX_CLUSTER, MAX_THREADS_PER_BLOCK
 
 # --------------------------------------------------------------------------------------------
 # Types
@@ -1339,6 +1339,10 @@ class KernelOp(IRDLOperation):
             launch_bounds(256) { ... }
 
     ``launch_bounds(256, 2)`` also gives the minimum number of resident blocks.
+    ``cluster(2)`` launches the blocks in clusters of that many consecutive blocks along
+    ``x`` (``__cluster_dims__(2, 1, 1)``, sm_90): a cluster's blocks run at once on
+    neighbouring multiprocessors and reach each other's shared memory; every launch's grid
+    must be a multiple of it.
     ``dynamic_shared(73728)`` states the bytes of dynamic shared memory the kernel uses (its
     ``extern __shared__`` array, which a kernel declaring one must size this way): every
     ``kernel.launch`` of it passes at least that many as ``smem``. It has no spelling in the
@@ -1361,12 +1365,13 @@ class KernelOp(IRDLOperation):
     launch_bounds = opt_prop_def(IntegerAttr)
     min_blocks = opt_prop_def(IntegerAttr)
     dynamic_shared = opt_prop_def(IntegerAttr)
+    cluster = opt_prop_def(IntegerAttr)
     body = region_def("single_block")
     traits = traits_def(IsolatedFromAbove(), NoTerminator(), SymbolOpInterface())
 
     def __init__(self, sym_name: str, params: Sequence[Param], body: Region | None = None, *,
                  launch_bounds: int | None = None, min_blocks: int | None = None,
-                 dynamic_shared: int | None = None) -> None:
+                 dynamic_shared: int | None = None, cluster: int | None = None) -> None:
         props: dict[str, Attribute] = {
             "sym_name": StringAttr(sym_name),
             "param_names": ArrayAttr([StringAttr(p.name) for p in params]),
@@ -1381,6 +1386,8 @@ class KernelOp(IRDLOperation):
             props["min_blocks"] = IntegerAttr(min_blocks, i64)
         if dynamic_shared is not None:
             props["dynamic_shared"] = IntegerAttr(dynamic_shared, i64)
+        if cluster is not None:
+            props["cluster"] = IntegerAttr(cluster, i64)
         super().__init__(properties=props,
                          regions=[body if body is not None else Region(Block())])
 
@@ -1402,6 +1409,11 @@ class KernelOp(IRDLOperation):
     def max_threads(self) -> int | None:
         """The ``__launch_bounds__`` thread count, if any."""
         return None if self.launch_bounds is None else self.launch_bounds.value.data
+
+    @property
+    def cluster_size(self) -> int:
+        """The blocks of a cluster (1 when the kernel has no clusters)."""
+        return 1 if self.cluster is None else self.cluster.value.data
 
     @property
     def dynamic_shared_bytes(self) -> int:
@@ -1445,6 +1457,8 @@ class KernelOp(IRDLOperation):
                 raise VerifyException("min_blocks must be positive")
         if self.dynamic_shared is not None and self.dynamic_shared.value.data < 1:
             raise VerifyException("dynamic_shared must be a positive number of bytes")
+        if self.cluster is not None and not 1 <= self.cluster_size <= MAX_CLUSTER:
+            raise VerifyException(f"cluster must be 1 to {MAX_CLUSTER} blocks")
         block = _single_block(self.body, "cuda.kernel body")
         _check_scopes(block, [scope])
         if self.dynamic_shared is None:
@@ -1481,6 +1495,8 @@ class KernelOp(IRDLOperation):
             printer.print_string(")")
         if self.dynamic_shared is not None:
             printer.print_string(f" dynamic_shared({self.dynamic_shared.value.data})")
+        if self.cluster is not None:
+            printer.print_string(f" cluster({self.cluster_size})")
         printer.print_op_attributes(self.attributes, print_keyword=True)
         printer.print_string(" ")
         _print_body(printer, self.body)
@@ -1507,11 +1523,16 @@ class KernelOp(IRDLOperation):
             parser.parse_punctuation("(")
             dynamic = parse_i64(parser)
             parser.parse_punctuation(")")
+        cluster = None
+        if parser.parse_optional_keyword("cluster") is not None:
+            parser.parse_punctuation("(")
+            cluster = parse_i64(parser)
+            parser.parse_punctuation(")")
         attrs = parser.parse_optional_attr_dict_with_keyword()
         body = _parse_body(parser)
         op = cls(name, params, body, launch_bounds=bounds[0] if bounds else None,
                  min_blocks=bounds[1] if bounds and len(bounds) == 2 else None,
-                 dynamic_shared=dynamic)
+                 dynamic_shared=dynamic, cluster=cluster)
         if attrs is not None:
             op.attributes |= attrs.data
         return op

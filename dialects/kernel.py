@@ -539,6 +539,18 @@ class BarrierOp(IRDLOperation):
 
 
 @irdl_op_definition
+class ClusterBarrierOp(IRDLOperation):
+    """Every thread of the block's cluster waits here (sm_90: ``barrier.cluster.arrive
+    .release`` then ``barrier.cluster.wait.acquire``): what each block of the cluster wrote
+    before it, its barriers' initialisation included, is visible to the cluster's threads
+    after it, and no block of the cluster leaves the kernel before the others reach it. In a
+    kernel without clusters it is a block barrier."""
+
+    name = "kernel.cluster_barrier"
+    assembly_format = "attr-dict"
+
+
+@irdl_op_definition
 class OpaqueOp(IRDLOperation):
     """``%r = kernel.opaque %v : index``: ``%v``, passed through an instruction the CUDA
     compiler cannot see into (``asm("mov.b64 %0, %1;" : "=l"(r) : "l"(v))``), so that it
@@ -1126,7 +1138,8 @@ def waits_first(block: Block) -> bool:
 Kernel = Dialect(
     "kernel",
     [FuncOp, ReturnOp, LaunchOp, ThreadIdOp, BlockIdOp, BlockDimOp, GridDimOp, LoadOp, StoreOp,
-     SharedOp, LocalOp, BarrierOp, OpaqueOp, ShuffleXorOp, CopyOp, AsyncCopyOp, AsyncCommitOp,
+     SharedOp, LocalOp, BarrierOp, ClusterBarrierOp, OpaqueOp, ShuffleXorOp, CopyOp,
+     AsyncCopyOp, AsyncCommitOp,
      AsyncWaitOp, WaitPriorGridsOp, LaunchDependentsOp, PrefetchOp, LastBlockOp,
      SetMaxRegistersOp],
     [],
@@ -1135,7 +1148,7 @@ Kernel = Dialect(
 __all__ = [
     "Kernel", "FuncOp", "ReturnOp", "LaunchOp", "ThreadIdOp", "BlockIdOp", "BlockDimOp",
     "GridDimOp", "LoadOp", "StoreOp", "SharedOp", "LocalOp", "BarrierOp", "OpaqueOp",
-    "ShuffleXorOp",
+    "ClusterBarrierOp", "ShuffleXorOp",
     "AsyncCopyOp", "AsyncCommitOp", "AsyncWaitOp", "AsyncWaitBase", "WaitPriorGridsOp",
     "LaunchDependentsOp", "PrefetchOp", "LastBlockOp", "SetMaxRegistersOp", "REGISTER_COUNTS",
     "REGISTER_ACTIONS", "PROGRAMMATIC", "CARVEOUT", "DIMS",

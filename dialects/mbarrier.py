@@ -18,6 +18,16 @@ barriers between them. That is what a warp-specialised kernel's slots of shared 
 * ``mbarrier.arrive %bars[%i] : memref<2x4xi64>`` — ``mbarrier.arrive.shared::cta.b64``:
   each executing thread arrives once; its earlier writes are visible to a thread whose wait
   sees the phase complete.
+* ``mbarrier.arrive_cluster %bars[%i] cta %r : memref<2x4xi64>`` —
+  ``mapa.shared::cluster`` then ``mbarrier.arrive.release.cluster.shared::cluster.b64``:
+  each executing thread arrives once on the barrier at the same place in the shared memory
+  of block ``%r`` of its cluster (the blocks ``x - x mod n … x - x mod n + n - 1`` of a
+  cluster of ``n`` along ``x``; itself when ``%r`` is its own rank), *for its warpgroup*:
+  what the thread's warpgroup read and wrote before — the reads of its ``wgmma`` products
+  that a ``wgmma.wait`` completed, which the warpgroup's threads issue together — is done
+  before a thread of that block sees the phase complete. One thread a warpgroup arrives so
+  (a consumer's release of a slot in a cluster); the warpgroup's other threads must not
+  touch the slot after it.
 * ``mbarrier.arrive_copies %bars[%i] : memref<2x4xi64>`` —
   ``cp.async.mbarrier.arrive.noinc.shared::cta.b64``: each executing thread arrives once
   *when its asynchronous copies issued so far* (``kernel.async_copy``, committed or not)
@@ -173,6 +183,29 @@ class ArriveOp(_Arrival):
 
 
 @irdl_op_definition
+class ArriveClusterOp(BarrierAccess):
+    """``mbarrier.arrive_cluster %bars[%i] cta %r : memref<2x4xi64>``: an arrival on the
+    barrier of block ``%r`` of the thread's cluster (see the module docstring)."""
+
+    name = "mbarrier.arrive_cluster"
+    bars = operand_def(MemRefType)
+    indices = var_operand_def(IndexType)
+    cta = operand_def(IndexType)
+
+    def __init__(self, bars: SSAValue, indices: Sequence[SSAValue], cta: SSAValue) -> None:
+        super().__init__(operands=[bars, list(indices), cta])
+
+    def print_tail(self, printer: Printer) -> None:
+        printer.print_string(" cta ")
+        printer.print_ssa_value(self.cta)
+
+    @classmethod
+    def parse_tail(cls, parser: Parser) -> tuple[object, ...]:
+        parser.parse_keyword("cta")
+        return (parser.parse_operand(IndexType()),)
+
+
+@irdl_op_definition
 class ArriveCopiesOp(_Arrival):
     """``mbarrier.arrive_copies %bars[%i] : memref<2x4xi64>``: an arrival when the thread's
     asynchronous copies land (see the module docstring)."""
@@ -234,4 +267,5 @@ class WaitOp(BarrierAccess):
         return (parser.parse_operand(IndexType()),)
 
 
-Mbarrier = Dialect("mbarrier", [InitOp, ArriveOp, ArriveCopiesOp, ExpectBytesOp, WaitOp], [])
+Mbarrier = Dialect("mbarrier", [InitOp, ArriveOp, ArriveClusterOp, ArriveCopiesOp,
+                                ExpectBytesOp, WaitOp], [])

@@ -22,6 +22,17 @@ and a thread that waits for the barrier's phase sees the data.
   buffer (the map's 128-byte swizzle is that layout); ``src`` is a kernel argument of the
   same element type, rank at most 5, contiguous in its last dimension.
 
+* ``tma.load … on %bars[…] multicast 2 : …`` — in a kernel of clusters of ``n = 2`` blocks
+  along ``x`` (``cluster`` knob, ``__cluster_dims__``), each executing thread copies part
+  ``r`` of the box, ``r = block_id.x mod n`` its block's rank in the cluster: rows ``r · T0
+  / n … (r + 1) · T0 / n - 1`` of the tile's first dimension, from the corner moved as
+  far, into those rows of ``dst[s, …]`` *in every block of its cluster*, completing the
+  part's bytes on the barrier at ``bars[…]`` of each (PTX ``.multicast::cluster`` with the
+  mask of all ``n`` blocks). When every block of a cluster issues the same box, each block
+  receives the whole tile for ``1 / n`` of the reads from L2 — the blocks of a cluster that
+  compute tiles of one product row band, say, share the weight tile they all read. The
+  tensor map's box is the part.
+
 The tensor maps of a kernel are what :func:`tensor_maps` lists: one per distinct
 ``(src, box, swizzle)``, in the order of first use. ``kernel-to-cuda`` appends them to the
 kernel's parameters in that order, and the host makes each launch's maps from the buffers
@@ -35,13 +46,14 @@ from dataclasses import dataclass
 from math import prod
 from typing import Self
 
-from xdsl.dialects.builtin import IndexType, IntegerType, MemRefType
+from xdsl.dialects.builtin import IndexType, IntegerAttr, IntegerType, MemRefType, i64
 from xdsl.ir import Attribute, BlockArgument, Dialect, Operation, SSAValue
 from xdsl.irdl import (
     AttrSizedOperandSegments,
     IRDLOperation,
     irdl_op_definition,
     operand_def,
+    opt_prop_def,
     traits_def,
     var_operand_def,
 )
@@ -72,14 +84,28 @@ class LoadOp(IRDLOperation):
     dst_indices = var_operand_def(IndexType)
     bars = operand_def(MemRefType)
     bar_indices = var_operand_def(IndexType)
+    multicast = opt_prop_def(IntegerAttr)
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
     traits = traits_def(MemoryReadEffect(), MemoryWriteEffect())
 
     def __init__(self, src: SSAValue, src_indices: Sequence[SSAValue], dst: SSAValue,
                  dst_indices: Sequence[SSAValue], bars: SSAValue,
-                 bar_indices: Sequence[SSAValue]) -> None:
+                 bar_indices: Sequence[SSAValue], multicast: int | None = None) -> None:
+        props = {} if multicast is None else {"multicast": IntegerAttr(multicast, i64)}
         super().__init__(operands=[src, list(src_indices), dst, list(dst_indices), bars,
-                                   list(bar_indices)])
+                                   list(bar_indices)], properties=props)
+
+    @property
+    def blocks(self) -> int:
+        """The blocks of a cluster the box is multicast to (1: none)."""
+        return 1 if self.multicast is None else self.multicast.value.data
+
+    @property
+    def part(self) -> tuple[int, ...]:
+        """The part of the tile one block copies: the tile, its first extent divided by
+        :attr:`blocks`."""
+        tile = self.tile
+        return (tile[0] // self.blocks, *tile[1:])
 
     @property
     def tile(self) -> tuple[int, ...]:
@@ -90,16 +116,18 @@ class LoadOp(IRDLOperation):
 
     @property
     def box(self) -> tuple[int, ...]:
-        """The box's extent in each dimension of ``src``."""
+        """The box's extent in each dimension of ``src`` (of the part a block copies, for a
+        multicast copy)."""
         typ = self.src.type
         assert isinstance(typ, MemRefType)
-        tile = self.tile
-        return (1,) * (typ.get_num_dims() - len(tile)) + tile
+        part = self.part
+        return (1,) * (typ.get_num_dims() - len(part)) + part
 
     @property
     def bytes(self) -> int:
-        """The bytes the copy moves (the transactions it completes)."""
-        return prod(self.tile) * element_bytes(self.dst.type)
+        """The bytes one executing thread's copy completes on each barrier it names (a
+        multicast copy: its part's)."""
+        return prod(self.part) * element_bytes(self.dst.type)
 
     def verify_(self) -> None:
         from llmopt.dialects.kernel import LocalOp, SharedOp
@@ -142,6 +170,26 @@ class LoadOp(IRDLOperation):
             raise VerifyException(f"{self.name}: a swizzled destination needs the 128-byte "
                                   f"swizzle and rows of 128 bytes, not {swz} and {row}")
         check_barrier_access(self, self.bars, self.bar_indices)
+        if self.multicast is not None:
+            self._verify_multicast(swz is not None)
+
+    def _verify_multicast(self, swizzled: bool) -> None:
+        """A multicast copy's parts are whole tile rows that start where a tile may (a
+        swizzled part at a whole period of the swizzle, else it would be swizzled out of
+        step with the buffer's layout)."""
+        from llmopt.lowering._cuda_shared import SWIZZLE_ALIGN, TMA_ALIGN
+        from llmopt.target import MAX_CLUSTER
+
+        n, tile = self.blocks, self.tile
+        if not 2 <= n <= MAX_CLUSTER:
+            raise VerifyException(f"{self.name}: multicast to {n} blocks (2 to {MAX_CLUSTER})")
+        if tile[0] % n:
+            raise VerifyException(f"{self.name}: a tile of {tile[0]} rows does not split "
+                                  f"into {n} parts")
+        align = SWIZZLE_ALIGN if swizzled else TMA_ALIGN
+        if self.bytes % align:
+            raise VerifyException(f"{self.name}: parts of {self.bytes} bytes; each must "
+                                  f"start at a multiple of {align} bytes")
 
     def print(self, printer: Printer) -> None:
         printer.print_string(" ")
@@ -150,6 +198,8 @@ class LoadOp(IRDLOperation):
         print_access(printer, self.dst, self.dst_indices)
         printer.print_string(" on ")
         print_access(printer, self.bars, self.bar_indices)
+        if self.multicast is not None:
+            printer.print_string(f" multicast {self.blocks}")
         printer.print_op_attributes(self.attributes)
         printer.print_string(" : ")
         printer.print_attribute(self.src.type)
@@ -165,6 +215,9 @@ class LoadOp(IRDLOperation):
         dst, dst_indices = parse_access(parser)
         parser.parse_keyword("on")
         bars, bar_indices = parse_access(parser)
+        multicast = None
+        if parser.parse_optional_keyword("multicast") is not None:
+            multicast = parser.parse_integer(allow_boolean=False, allow_negative=False)
         attrs = parser.parse_optional_attr_dict()
         parser.parse_punctuation(":")
         src_type = parser.parse_type()
@@ -174,7 +227,7 @@ class LoadOp(IRDLOperation):
         bars_type = parser.parse_type()
         op = cls(parser.resolve_operand(src, src_type), src_indices,
                  parser.resolve_operand(dst, dst_type), dst_indices,
-                 parser.resolve_operand(bars, bars_type), bar_indices)
+                 parser.resolve_operand(bars, bars_type), bar_indices, multicast)
         op.attributes |= attrs
         return op
 

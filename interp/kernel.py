@@ -476,9 +476,10 @@ def _flat_locations(coords: list[np.ndarray], shape: tuple[int, ...],
     return np.ravel_multi_index(coords, shape)
 
 
-@simt_impl("kernel.barrier")
+@simt_impl("kernel.barrier", "kernel.cluster_barrier")
 def _barrier(ev: SimtEvaluator, op: Operation) -> None:
-    """Ends the block's epoch; every thread of a block must reach it. In Tile IR (no
+    """Ends the block's epoch; every thread of a block must reach it (the blocks run in
+    lock-step here, so a cluster's barrier is its blocks' barriers). In Tile IR (no
     :class:`KernelEvaluator`, but a launch shape) it does nothing: there every op of a block
     step already runs for the whole block before the next."""
     if not isinstance(ev, KernelEvaluator) and ev.threads is not None:

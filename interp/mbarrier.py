@@ -40,12 +40,14 @@ import numpy as np
 from xdsl.ir import Operation, SSAValue
 
 from llmopt.dialects.mbarrier import (
+    ArriveClusterOp,
     ArriveCopiesOp,
     BarrierAccess,
     ExpectBytesOp,
     InitOp,
     WaitOp,
 )
+from llmopt.dialects.wgmma import WARPGROUP
 from llmopt.interp._core import InterpretError, Value, error
 from llmopt.interp.kernel import KernelEvaluator, _ids
 from llmopt.interp.simt import BLOCKING, Bound, InFlight, SimtEvaluator, buffer_of, simt_impl
@@ -213,6 +215,46 @@ def _arrive_now(ev: SimtEvaluator, op: Operation) -> None:
     """Each executing thread arrives."""
     kev, state, loc, tids, buf = _lanes(ev, op)
     _arrive(op, kev, state, loc, tids, buf)
+
+
+@simt_impl("mbarrier.arrive_cluster")
+def _arrive_cluster(ev: SimtEvaluator, op: Operation) -> None:
+    """Each executing thread arrives on the barrier at the same place of block ``cta`` of
+    its cluster (of the kernel's ``cluster`` knob, along ``x``), for its warpgroup: a
+    thread that waits for the phase is ordered after the accesses of the whole
+    warpgroup."""
+    assert isinstance(op, ArriveClusterOp)
+    kev = _ids(ev, op)
+    buf, full = barrier_index(ev, op, op.bars, op.indices)
+    n = cluster_size(op)
+    cta = ev.env[op.cta]
+    (block, *coords, peer), tids = kev.lanes([*full, cta])
+    if ((peer < 0) | (peer >= n)).any():
+        raise error(InterpretError, op, f"arrives at block {int(peer.max())} of a cluster of "
+                    f"{n}")
+    target = block - block % n + peer
+    if (target >= buf.shape[0]).any():
+        raise error(InterpretError, op, f"arrives at block {int(target.max())} of a launch of "
+                    f"{buf.shape[0]} (clusters of {n})")
+    loc = np.ravel_multi_index((target, *coords), buf.shape)
+    state = barriers(kev, buf)
+    _check_initialised(op, kev, state, loc, buf, "arrives at")
+    first = tids - tids % WARPGROUP  # the arrival stands for the warpgroup's threads
+    for at, lead in zip(loc.tolist(), first.tolist(), strict=True):
+        state.arrivers[at].extend(range(lead, lead + WARPGROUP))
+    _arrive(op, kev, state, loc, tids, buf)
+
+
+def cluster_size(op: Operation) -> int:
+    """The blocks of a cluster of the kernel holding ``op`` (its ``cluster`` knob; 1 when it
+    has none)."""
+    from llmopt.dialects.kernel import FuncOp
+    from llmopt.passes.tile._schedule import kernel_knobs
+
+    func = op.parent_op()
+    while func is not None and not isinstance(func, FuncOp):
+        func = func.parent_op()
+    return 1 if func is None else kernel_knobs(func).get("cluster", 1)
 
 
 @simt_impl("mbarrier.expect_bytes")

@@ -15,6 +15,10 @@
   of the launch), so a consumer that reads the slot without waiting reads what was there
   before, as on the GPU.
 
+A multicast copy (``multicast n``) does the same for the part of the box that the thread's
+block copies (its rank in its cluster, ``block mod n``), once for each block of its cluster:
+the part lands in each block's ``dst`` and completes its bytes on each block's barrier.
+
 For the race checks the copy writes its destination when it is issued, as the issuing
 thread, so another thread touching the slot before it waits for the phase is a race; when
 the values land the checker forgets the locations, since the barrier orders that write
@@ -31,7 +35,7 @@ from xdsl.ir import Operation
 
 from llmopt.dialects.tma import LoadOp
 from llmopt.interp._core import InterpretError, error
-from llmopt.interp.kernel import _ids, _name
+from llmopt.interp.kernel import KernelEvaluator, _ids, _name
 from llmopt.interp.mbarrier import barrier_index, complete_bytes
 from llmopt.interp.simt import InFlight, SimtEvaluator, buffer_of, simt_impl
 
@@ -60,7 +64,9 @@ def _load(ev: SimtEvaluator, op: Operation) -> None:
         return
     rank = src.ndim
     corner_l, dst_l, bar_l = flat[:rank], flat[rank:rank + 1 + lead], flat[rank + 1 + lead:]
-    bar_loc = np.ravel_multi_index(bar_l, bars.shape)
+    n, first = op.blocks, rank - len(tile)
+    part = dst_l[0] % n * op.part[0]  # the rows before the thread's part (0 unless multicast)
+    corner_l[first] = corner_l[first] + part
 
     # Element e of a thread's box: src[corner + offset[e]], dst[block, *dst_idx, *tile[e]].
     offsets = np.indices(box).reshape(rank, -1)
@@ -72,15 +78,33 @@ def _load(ev: SimtEvaluator, op: Operation) -> None:
                                                                      strict=True))
     values = np.where(inside, src[clipped], np.zeros((), src.dtype)).astype(src.dtype)
     count = offsets.shape[1]
-    within = offsets[rank - len(tile):]
-    target = [np.broadcast_to(d[:, None], coords[0].shape) for d in dst_l]
-    target += [np.broadcast_to(t[None, :], coords[0].shape) for t in within]
-    dst_loc = np.ravel_multi_index(target, dst.shape).reshape(-1)
+    within = [np.broadcast_to(t[None, :], coords[0].shape) for t in offsets[first:]]
+    within[0] = within[0] + part[:, None]
     elem_tids = np.repeat(tids, count)
+    if n > 1 and kev.threads is not None and kev.threads[0] % n:
+        raise error(InterpretError, op, f"a multicast to clusters of {n} blocks in a launch "
+                    f"of {kev.threads[0]} blocks")
+    for peer in range(n):  # each block of the cluster (the thread's own when not multicast)
+        block = dst_l[0] - dst_l[0] % n + peer if n > 1 else dst_l[0]
+        target = [np.broadcast_to(d[:, None], coords[0].shape) for d in (block, *dst_l[1:])]
+        dst_loc = np.ravel_multi_index([*target, *within], dst.shape).reshape(-1)
+        bar_loc = np.ravel_multi_index((block, *bar_l[1:]), bars.shape)
+        _land(op, kev, src, dst, (clipped, inside), values, dst_loc, elem_tids,
+              (bars, bar_loc, count), peer == 0)
 
+
+def _land(op: LoadOp, kev: KernelEvaluator, src: np.ndarray, dst: np.ndarray,
+          read: tuple[tuple[np.ndarray, ...], np.ndarray], values: np.ndarray,
+          dst_loc: np.ndarray, elem_tids: np.ndarray,
+          barrier: tuple[np.ndarray, np.ndarray, int], first: bool) -> None:
+    """The copy's elements bound for one block: race-checked (the source's reads once, with
+    ``first``), put in flight to ``dst_loc`` and bound to the barriers ``bar_loc``, whose
+    bytes they complete."""
+    clipped, inside = read
+    bars, bar_loc, count = barrier
     races = kev.races
     if races is not None:
-        if id(src) in races.tracks:  # a global buffer some thread of the launch wrote
+        if first and id(src) in races.tracks:  # a global buffer some thread of the launch wrote
             read_tids = elem_tids[inside.reshape(-1)]
             races.names.setdefault(id(src), _name(op.src, "buffer"))
             races.read(op, src, np.ravel_multi_index(clipped, src.shape)[inside], read_tids,

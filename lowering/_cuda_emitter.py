@@ -106,6 +106,7 @@ class KernelEmitter(ExprBuilder):
     pool: str | None = None  # the extern __shared__ array, when shared memory is dynamic
     index: Attribute = INDEX  # what ``index`` is computed in: itself (long long) or i32
     min_blocks: int = 0  # ``__launch_bounds__``' second number (0: none)
+    cluster: int = 1  # blocks of a cluster (``__cluster_dims__``; 1: none)
     length: int | SSAValue | None = None  # kernels with ? buffers: the length parameter's
     # position, or the value the kernel loads from a lengths buffer
     length_var: str | None = None  # the local holding the length, as ``index``
@@ -155,6 +156,7 @@ class KernelEmitter(ExprBuilder):
         return cuda.KernelOp(func.sym_name.data, params, Region(self.block),
                              launch_bounds=block[0] * block[1] * block[2],
                              min_blocks=self.min_blocks or None,
+                             cluster=self.cluster if self.cluster > 1 else None,
                              dynamic_shared=self.layout.total if dynamic else None)
 
     def _tensor_map_params(self) -> list[cuda.Param]:
@@ -214,6 +216,9 @@ class KernelEmitter(ExprBuilder):
             self.add(cuda.AssignOp(dst, self.expr(op.value)))
         elif isinstance(op, kernel.BarrierOp):
             self._call_statement("__syncthreads", [])
+        elif isinstance(op, kernel.ClusterBarrierOp):
+            for step in ("barrier.cluster.arrive.release;", "barrier.cluster.wait.acquire;"):
+                self.add(cuda.AsmOp(step, [], [], [], volatile=True, memory=True))
         elif isinstance(op, kernel.AsyncCopyOp):
             self._emit_async_copy(op)
         elif isinstance(op, kernel.CopyOp):
@@ -560,6 +565,11 @@ class KernelEmitter(ExprBuilder):
         elif isinstance(op, mbarrier.ArriveCopiesOp):
             template = "cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];"
             ins, constraints = [shared], ["r"]
+        elif isinstance(op, mbarrier.ArriveClusterOp):
+            template = ("{ .reg .b32 remote; mapa.shared::cluster.u32 remote, %0, %1; "
+                        "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote]; }")
+            ins = [shared, self.cast(self.expr(op.cta), UI32)]
+            constraints = ["r", "r"]
         elif isinstance(op, mbarrier.ArriveOp):
             template = "mbarrier.arrive.shared::cta.b64 _, [%0];"
             ins, constraints = [shared], ["r"]
@@ -603,6 +613,8 @@ class KernelEmitter(ExprBuilder):
         places = ", ".join(f"%{2 + k}" for k in range(rank))
         template = (f"cp.async.bulk.tensor.{rank}d.shared::cluster.global.tile"
                     f".mbarrier::complete_tx::bytes [%0], [%1, {{{places}}}], [%{2 + rank}];")
+        if op.multicast is not None:
+            template = _multicast(template, op, rank)
         self.add(cuda.AsmOp(template, [], [dst, address, *coordinates, bar],
                             ["r", "l", *["r"] * rank, "r"], volatile=True, memory=True))
 
@@ -824,3 +836,19 @@ def _retype_index(func: kernel.FuncOp, typ: Attribute) -> None:
             if isinstance(value.type, IndexType):
                 value._type = typ  # pyright: ignore[reportPrivateUsage]
 
+
+
+def _multicast(template: str, op: tma.LoadOp, rank: int) -> str:
+    """``template`` (a ``tma.load``'s ``cp.async.bulk.tensor``, operands as there) for a
+    multicast copy: in braces, the block's rank in its cluster (``%cluster_ctarank``) moves
+    the destination by that many parts' bytes and the corner's coordinate of the tile's
+    first dimension by as many part rows, and the copy goes to every block of the cluster
+    (``.multicast::cluster`` with a mask of the cluster's ``n`` blocks)."""
+    split = len(op.tile) - 1  # the tile's first dimension among the coordinates
+    rows = op.part[0]
+    places = ", ".join("crd" if k == split else f"%{2 + k}" for k in range(rank))
+    copy = template.split(" [%0]")[0]
+    return ("{ .reg .b32 rk, at, crd; .reg .b16 mask; mov.u32 rk, %%cluster_ctarank; "
+            f"mad.lo.u32 at, rk, {op.bytes}, %0; mad.lo.s32 crd, rk, {rows}, %{2 + split}; "
+            f"mov.b16 mask, {(1 << op.blocks) - 1}; "
+            f"{copy}.multicast::cluster [at], [%1, {{{places}}}], [%{2 + rank}], mask; }}")

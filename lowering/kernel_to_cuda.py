@@ -174,9 +174,15 @@ class _LowerKernelFunc(RewritePattern):
             raise PassFailedException(f"kernel-to-cuda: kernel '{name}' sets its warpgroups' "
                                       f"registers (kernel.set_max_registers), which needs "
                                       f"one resident block, but min_blocks is {min_blocks}")
+        cluster = knob(0, op, "cluster", 1)
+        grid = self.grids.get(name)
+        if cluster > 1 and grid is not None and grid[0] % cluster:
+            raise PassFailedException(f"kernel-to-cuda: kernel '{name}' runs in clusters of "
+                                      f"{cluster} blocks, but a launch's grid has {grid[0]}")
         emitter = KernelEmitter(op, self.unrestricted.get(name, set()), self.layouts.get(name),
                                 index=I32 if narrow else INDEX,
                                 min_blocks=min_blocks,
+                                cluster=cluster,
                                 length=length, nan_min_max=self.nan_min_max)
         rewriter.replace(op, emitter.run())
 

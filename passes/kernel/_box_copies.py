@@ -72,11 +72,16 @@ class BoxCopy:
     """Every value defined among the copies (nested ones included)."""
 
     @property
-    def bytes(self) -> int:
-        """The bytes the box moves."""
+    def tile(self) -> tuple[int, ...]:
+        """The extents of the tile the box fills (``dst``'s dimensions after the slot)."""
         typ = self.copy.dst.type
         assert isinstance(typ, MemRefType)
-        return prod(typ.get_shape()[len(self.slot):]) * tma.element_bytes(typ)
+        return tuple(typ.get_shape()[len(self.slot):])
+
+    @property
+    def bytes(self) -> int:
+        """The bytes the box moves."""
+        return prod(self.tile) * tma.element_bytes(self.copy.dst.type)
 
 
 def _linear(value: SSAValue) -> Linear:
@@ -109,7 +114,7 @@ _EVAL: dict[type[Operation], Callable[[int, int], int]] = {
 }
 
 
-def _evaluate(value: SSAValue, env: dict[SSAValue, int]) -> int | None:
+def evaluate(value: SSAValue, env: dict[SSAValue, int]) -> int | None:
     """``value`` for the given values of the nest's varying leaves; ``None`` when it
     depends on anything else."""
     if value in env:
@@ -121,7 +126,7 @@ def _evaluate(value: SSAValue, env: dict[SSAValue, int]) -> int | None:
     fn = _EVAL.get(type(op))
     if fn is None or not isinstance(op, Operation):
         return None
-    a, b = (_evaluate(v, env) for v in op.operands[:2])
+    a, b = (evaluate(v, env) for v in op.operands[:2])
     if a is None or b is None or (b == 0 and isinstance(op, arith.DivUIOp | arith.RemUIOp)):
         return None
     return fn(a, b)
@@ -170,11 +175,11 @@ def _places(loops: list[scf.ForOp], env: dict[SSAValue, int], index: list[SSAVal
     leaves in ``env``, a loop's bounds evaluated there; ``None`` for a place or a loop's
     bounds that cannot be evaluated."""
     if not loops:
-        at = tuple(v for v in (_evaluate(i, env) for i in index) if v is not None)
+        at = tuple(v for v in (evaluate(i, env) for i in index) if v is not None)
         yield at if len(at) == len(index) else None
         return
     loop, *inner = loops
-    lb, ub, step = (_evaluate(v, env) for v in (loop.lb, loop.ub, loop.step))
+    lb, ub, step = (evaluate(v, env) for v in (loop.lb, loop.ub, loop.step))
     if lb is None or ub is None or not step:
         yield None
         return

@@ -73,15 +73,15 @@ def _tail(func: kernel.FuncOp) -> list[Operation] | None:
     body = func.body.block
     init = next((op for op in body.ops if isinstance(op, scf.IfOp) and any(
         isinstance(o, mbarrier.InitOp) for o in op.walk())), None)
-    if init is None or not isinstance(init.next_op, kernel.BarrierOp):
+    if init is None or not isinstance(init.next_op, kernel.BarrierOp | kernel.ClusterBarrierOp):
         return None
     tail: list[Operation] = []
     op = init.next_op.next_op
     while op is not None and not isinstance(op, kernel.ReturnOp):
         tail.append(op)
         op = op.next_op
-    if not tail or any(isinstance(o, kernel.BarrierOp | kernel.LastBlockOp
-                                  | kernel.SetMaxRegistersOp)
+    if not tail or any(isinstance(o, kernel.BarrierOp | kernel.ClusterBarrierOp
+                                  | kernel.LastBlockOp | kernel.SetMaxRegistersOp)
                        for op in tail for o in op.walk()):
         return None
     return tail

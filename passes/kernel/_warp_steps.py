@@ -71,11 +71,12 @@ def clone_into(ops: list[Operation], mapping: dict[SSAValue, SSAValue], block: B
             mapping[old] = new
 
 
-def barriers(func: kernel.FuncOp, slots: int, consumers: int, fillers: int = PRODUCERS
-             ) -> SSAValue:
+def barriers(func: kernel.FuncOp, slots: int, consumers: int, fillers: int = PRODUCERS,
+             cluster: bool = False) -> SSAValue:
     """The ``2 × slots`` barriers, declared after the kernel's buffers and initialised by
-    thread 0 before a ``kernel.barrier`` at the start of the kernel: a slot is full after
-    ``fillers`` arrivals, empty after ``consumers``."""
+    thread 0 before a ``kernel.barrier`` at the start of the kernel (a
+    ``kernel.cluster_barrier`` with ``cluster``: the other blocks of the cluster arrive on
+    them too): a slot is full after ``fillers`` arrivals, empty after ``consumers``."""
     body = func.body.block
     decl = kernel.SharedOp(MemRefType(IntegerType(64), [2, slots]))
     decl.result.name_hint = "bars"
@@ -91,8 +92,9 @@ def barriers(func: kernel.FuncOp, slots: int, consumers: int, fillers: int = PRO
     tid = kernel.ThreadIdOp("x")
     zero = index(0)
     first = arith.CmpiOp(tid.result, zero.result, "eq")
-    Rewriter.insert_op([tid, zero, first, scf.IfOp(first.result, [], Region(init)),
-                        kernel.BarrierOp()], InsertPoint.after(decl))
+    sync = kernel.ClusterBarrierOp() if cluster else kernel.BarrierOp()
+    Rewriter.insert_op([tid, zero, first, scf.IfOp(first.result, [], Region(init)), sync],
+                       InsertPoint.after(decl))
     return decl.result
 
 
@@ -174,14 +176,33 @@ def _when(value: SSAValue, predicate: str, bound: int, body: Block) -> Block:
     return outer
 
 
+def release(bars: SSAValue, slot: SSAValue, size: int, block: Block) -> None:
+    """In ``block`` (a consumer step, after its products' wait): the slot's release on
+    every block of the cluster, one arrival a warpgroup each — thread ``r`` of each
+    warpgroup arrives on block ``r``'s barrier (the warpgroup's wait completed all its
+    products, so none of its threads reads the slot any more)."""
+    build = Builder(block)
+    lane = build.bin(arith.RemUIOp, build.op(kernel.ThreadIdOp("x")).results[0],
+                     build.const(wgmma.WARPGROUP))
+    arrive = Block()
+    inner = Builder(arrive)
+    inner.op(mbarrier.ArriveClusterOp(bars, [inner.const(EMPTY), slot], lane))
+    arrive.add_op(scf.YieldOp())
+    signals = build.op(arith.CmpiOp(lane, build.const(size), "ult")).results[0]
+    build.op(scf.IfOp(signals, [], Region(arrive)))
+
+
 def consumer_step(loop: KLoop, bars: SSAValue, tile: SSAValue, it: SSAValue,
-                  pending: bool, stores: list[kernel.StoreOp]) -> Block:
+                  pending: bool, stores: list[kernel.StoreOp], cluster: int = 1) -> Block:
     """The consumers' step ``it``: chunk ``c = it - D`` (when ``it >= D``) — wait for its
     slot, its products, and the release of its slot; with ``pending`` the products' last
     wait leaves their group in flight and the step releases the previous chunk's slot,
     whose products that wait completed, and the last chunk's step then waits for its own
     group too (:func:`drain` of the accumulators' ``stores``, inside the loop: the module
-    docstring of :mod:`llmopt.passes.kernel.warp_specialize` says why not after it)."""
+    docstring of :mod:`llmopt.passes.kernel.warp_specialize` says why not after it). In a
+    cluster of ``cluster`` blocks a release goes to every block of it
+    (:func:`release`)."""
+
     k0, slot = loop.k_loop.body.block.args[:2]
     slots = loop.ahead + 1
     step = Block()
@@ -192,7 +213,10 @@ def consumer_step(loop: KLoop, bars: SSAValue, tile: SSAValue, it: SSAValue,
     mapping: dict[SSAValue, SSAValue] = {slot: s, k0: chunk}
     clone_into(loop.compute, mapping, step)
     if not pending:
-        build.op(mbarrier.ArriveOp(bars, [build.const(EMPTY), s]))
+        if cluster > 1:
+            release(bars, s, cluster, step)
+        else:
+            build.op(mbarrier.ArriveOp(bars, [build.const(EMPTY), s]))
     else:
         waited = mapping[loop.wait.results[0]].owner
         assert isinstance(waited, wgmma.WaitOp)
@@ -201,7 +225,10 @@ def consumer_step(loop: KLoop, bars: SSAValue, tile: SSAValue, it: SSAValue,
         inner = Builder(earlier)
         before, _ = inner.slot(tile, inner.bin(arith.SubiOp, chunk, inner.const(1)),
                                loop.trips, slots)
-        inner.op(mbarrier.ArriveOp(bars, [inner.const(EMPTY), before]))
+        if cluster > 1:
+            release(bars, before, cluster, earlier)
+        else:
+            inner.op(mbarrier.ArriveOp(bars, [inner.const(EMPTY), before]))
         earlier.add_op(scf.YieldOp())
         started = build.op(arith.CmpiOp(chunk, build.const(1), "uge")).results[0]
         build.op(scf.IfOp(started, [], Region(earlier)))
@@ -215,12 +242,14 @@ def consumer_step(loop: KLoop, bars: SSAValue, tile: SSAValue, it: SSAValue,
 
 
 def producer_step(loop: KLoop, bars: SSAValue, tile: SSAValue, it: SSAValue,
-                  boxes: list[BoxCopy] | None = None) -> Block:
+                  boxes: list[BoxCopy] | None = None, shared: tuple[int, int] | None = None
+                  ) -> Block:
     """The producer's step ``it``: chunk ``it`` (when ``it < K``) — wait for its slot's
     release (the phase of its previous use; at once for a first use), the K loop's copies
     of it with the producer's thread ids, and the arrival once they land. With ``boxes``
     the producer's first thread instead announces their bytes on the slot's barrier and
-    issues one ``tma.load`` a box."""
+    issues one ``tma.load`` a box; ``shared = (k, n)`` makes box ``k`` a multicast copy to
+    the ``n`` blocks of the cluster (each block then receives every box whole)."""
     fill_slot, fetch = loop.k_loop.body.block.args[2:]
     consumers = loop.func.block_shape[0]
     step = Block()
@@ -233,10 +262,11 @@ def producer_step(loop: KLoop, bars: SSAValue, tile: SSAValue, it: SSAValue,
         full = [inner.const(FULL), s]
         inner.op(mbarrier.ExpectBytesOp(bars, full, sum(b.bytes for b in boxes)))
         outer = {fill_slot: s, fetch: it}
-        for box in boxes:
+        for k, box in enumerate(boxes):
             at = corner(box, outer, issue)
             inner.op(tma.LoadOp(box.copy.src, at, box.copy.dst,
-                                [outer.get(v, v) for v in box.slot], bars, full))
+                                [outer.get(v, v) for v in box.slot], bars, full,
+                                shared[1] if shared is not None and shared[0] == k else None))
         issue.add_op(scf.YieldOp())
         tid = build.op(kernel.ThreadIdOp("x")).results[0]
         first = build.op(arith.CmpiOp(tid, build.const(consumers), "eq")).results[0]

@@ -142,7 +142,9 @@ from xdsl.utils.exceptions import PassFailedException
 
 from llmopt.dialects import kernel, mbarrier
 from llmopt.dialects._syntax import int_array
+from llmopt.dialects.wgmma import WARPGROUP
 from llmopt.passes.kernel._box_copies import box_copies
+from llmopt.passes.kernel._warp_cluster import plan, producer_tail
 from llmopt.passes.kernel._warp_roles import PRODUCERS, KLoop, match, role
 from llmopt.passes.kernel._warp_split import fits, split_roles
 from llmopt.passes.kernel._warp_steps import (
@@ -154,16 +156,20 @@ from llmopt.passes.kernel._warp_steps import (
     guard_consumers,
     index,
     producer_step,
+    release,
     tile_index,
 )
-from llmopt.passes.tile._schedule import PRODUCER_ROLES, kernel_knobs
+from llmopt.passes.tile._schedule import PRODUCER_ROLES, kernel_knobs, set_knob
+from llmopt.target import MAX_CLUSTER
 
 __all__ = ["WarpSpecialize"]
 
 
-def _rewrite(loop: KLoop, pending: int, tensor_copies: bool) -> bool:
+def _rewrite(loop: KLoop, pending: int, tensor_copies: bool, cluster: int = 1) -> bool:
     """Replace ``loop``'s prologue and K loop by the producer/consumer loop (see the
-    module docstring); ``False`` (nothing changed) when the block cannot be guarded."""
+    module docstring), in clusters of ``cluster`` blocks where the kernel allows
+    (:func:`~llmopt.passes.kernel._warp_cluster.plan`); ``False`` (nothing changed) when
+    the block cannot be guarded."""
     func, k_loop = loop.func, loop.k_loop
     consumers = func.block_shape[0]
     block = k_loop.parent_block()
@@ -181,15 +187,21 @@ def _rewrite(loop: KLoop, pending: int, tensor_copies: bool) -> bool:
     if not guard_consumers(block, keep, is_consumer.result):
         return False
     boxes = box_copies(loop.copies, consumers) if tensor_copies else None
-    bars = barriers(func, loop.ahead + 1, consumers, PRODUCERS if boxes is None else 1)
+    shared = plan(loop, boxes, cluster) if boxes is not None and cluster > 1 else None
+    size = 1 if shared is None else shared.size
+    releases = consumers if size == 1 else consumers // WARPGROUP * size
+    bars = barriers(func, loop.ahead + 1, releases, PRODUCERS if boxes is None else 1,
+                    cluster=size > 1)
     tile = tile_index(loop, loop.prologue)
 
     steps = Block(arg_types=[IndexType()])
     it = steps.args[0]
     it.name_hint = "it"
-    steps.add_op(scf.IfOp(is_consumer.result, [],
-                          Region(consumer_step(loop, bars, tile, it, pending == 1, stores)),
-                          Region(producer_step(loop, bars, tile, it, boxes))))
+    steps.add_op(scf.IfOp(
+        is_consumer.result, [],
+        Region(consumer_step(loop, bars, tile, it, pending == 1, stores, size)),
+        Region(producer_step(loop, bars, tile, it, boxes,
+                             None if shared is None else (shared.shared, size)))))
     steps.add_op(scf.YieldOp())
     zero, total, one = index(0), index(loop.trips + loop.ahead), index(1)
     skewed = scf.ForOp(zero.result, total.result, one.result, [], Region(steps))
@@ -199,9 +211,15 @@ def _rewrite(loop: KLoop, pending: int, tensor_copies: bool) -> bool:
         last = Block()
         build = Builder(last)
         s, _ = build.slot(tile, build.const(loop.trips - 1), loop.trips, loop.ahead + 1)
-        build.op(mbarrier.ArriveOp(bars, [build.const(EMPTY), s]))
+        if size > 1:
+            release(bars, s, size, last)
+        else:
+            build.op(mbarrier.ArriveOp(bars, [build.const(EMPTY), s]))
         last.add_op(scf.YieldOp())
         after.append(scf.IfOp(is_consumer.result, [], Region(last)))
+    if size > 1:
+        after += producer_tail(loop, bars, tile, is_consumer.result)
+        set_knob(func, "cluster", size)
     Rewriter.insert_op(after, InsertPoint.before(loop.prologue))
     for old in (k_loop, loop.prologue, barrier):
         old.detach()
@@ -241,8 +259,12 @@ class WarpSpecialize(ModulePass):
     producer_registers: int = 0
     consumer_registers: int = 0
     tensor_copies: bool = False
+    cluster: int = 1
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        if not 1 <= self.cluster <= MAX_CLUSTER:
+            raise PassFailedException(f"warp-specialize: cluster must be 1 to {MAX_CLUSTER} "
+                                      f"blocks (got {self.cluster})")
         registers = self.producer_registers, self.consumer_registers
         if (registers[0] == 0) != (registers[1] == 0):
             raise PassFailedException("warp-specialize: producer_registers and "
@@ -260,7 +282,8 @@ class WarpSpecialize(ModulePass):
                 matched = [m for m in (match(func, o) for o in loops) if m is not None]
             if (len(loops) != 1 or len(matched) != 1
                     or (registers[0] and not fits(consumers, *registers))
-                    or not _rewrite(matched[0], self.pending, self.tensor_copies)):
+                    or not _rewrite(matched[0], self.pending, self.tensor_copies,
+                                    self.cluster)):
                 continue
             if registers[0]:
                 split_roles(func, consumers, *registers)

@@ -195,3 +195,39 @@ def _check_bare_product(m: int, n: int, k: int, cuda_graph: bool, pipeline: str)
     for call in range(3):
         err = ((compiled(x).double() - ref).abs().max() / scale).item()
         assert err <= 2 * torch_err + 2 ** -7, (call, err, torch_err)
+
+
+CLUSTER_SHAPES = [(512, 18944, 3584), (512, 5632, 2048), (512, 3584, 3584), (500, 2048, 5632),
+                  (1000, 5632, 2048), (200, 18944, 3584), (128, 18944, 3584)]
+"""Products in clusters of two blocks sharing a tile: 512 rows (four row bands, the weight
+tile shared), 500 and 1000 (ragged last band), 200 (two bands) and 128 (one band: pairs of
+column bands share the activations' tile, if any kernel takes the cluster)."""
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("pending", [0, 1])
+@pytest.mark.parametrize(("m", "n", "k"), CLUSTER_SHAPES)
+def test_clustered_products_match_the_default_and_float64(m: int, n: int, k: int,
+                                                          pending: int) -> None:
+    """``lower-to-cuda{cluster=2}``: the shared tile multicast to both blocks of a cluster
+    changes who copies it, not the products, so the bits equal the default pipeline's (and
+    are within twice PyTorch's error against float64), with products in flight or not."""
+    if torch.cuda.get_device_capability() < (9, 0):
+        pytest.skip("clusters and bulk tensor copies need sm_90a")
+    block, x, r = _product(m, n, k, seed=m + n + k + pending)
+    base = "lower-to-cuda{arch=sm_90a cluster=2}"
+    special = llmopt.compile(block, (x, r), registry.with_options(
+        base, f"warp-specialize{{pending={pending}}}") if pending else base)
+    plain = llmopt.compile(block, (x, r), registry.with_options(
+        "lower-to-cuda{arch=sm_90a}", f"warp-specialize{{pending={pending}}}")
+        if pending else "lower-to-cuda{arch=sm_90a}")
+    for _ in range(3):
+        _check_against_plain_and_float64(special, plain, block, x, r)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("m", "n", "k"), PLAIN_SHAPES[4:6])
+def test_clustered_bare_products_match_float64(m: int, n: int, k: int) -> None:
+    """Bare products in clusters, in and out of a CUDA graph."""
+    for graph in (False, True):
+        _check_bare_product(m, n, k, graph, "lower-to-cuda{arch=sm_90a cluster=2}")
