@@ -19,7 +19,7 @@ barriers between them. That is what a warp-specialised kernel's slots of shared 
   each executing thread arrives once; its earlier writes are visible to a thread whose wait
   sees the phase complete.
 * ``mbarrier.arrive_cluster %bars[%i] cta %r : memref<2x4xi64>`` —
-  ``mapa.shared::cluster`` then ``mbarrier.arrive.release.cluster.shared::cluster.b64``:
+  ``mapa.shared::cluster`` then ``mbarrier.arrive.shared::cluster.b64``:
   each executing thread arrives once on the barrier at the same place in the shared memory
   of block ``%r`` of its cluster (the blocks ``x - x mod n … x - x mod n + n - 1`` of a
   cluster of ``n`` along ``x``; itself when ``%r`` is its own rank), *for its warpgroup*:

@@ -567,7 +567,7 @@ class KernelEmitter(ExprBuilder):
             ins, constraints = [shared], ["r"]
         elif isinstance(op, mbarrier.ArriveClusterOp):
             template = ("{ .reg .b32 remote; mapa.shared::cluster.u32 remote, %0, %1; "
-                        "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote]; }")
+                        "mbarrier.arrive.shared::cluster.b64 _, [remote]; }")
             ins = [shared, self.cast(self.expr(op.cta), UI32)]
             constraints = ["r", "r"]
         elif isinstance(op, mbarrier.ArriveOp):
