@@ -107,6 +107,7 @@ class KernelEmitter(ExprBuilder):
     index: Attribute = INDEX  # what ``index`` is computed in: itself (long long) or i32
     min_blocks: int = 0  # ``__launch_bounds__``' second number (0: none)
     cluster: int = 1  # blocks of a cluster (``__cluster_dims__``; 1: none)
+    _generic: bool | None = None  # see _generic_operands
     length: int | SSAValue | None = None  # kernels with ? buffers: the length parameter's
     # position, or the value the kernel loads from a lengths buffer
     length_var: str | None = None  # the local holding the length, as ``index``
@@ -271,8 +272,9 @@ class KernelEmitter(ExprBuilder):
                 self._emit_pack(op)
         elif isinstance(op, wgmma.FenceOp):
             names = self._start_accumulators(op)
-            self.add(cuda.AsmOp("fence.proxy.async.shared::cta;", [], [], [], volatile=True,
-                                memory=True))
+            if self._generic_operands():
+                self.add(cuda.AsmOp("fence.proxy.async.shared::cta;", [], [], [],
+                                    volatile=True, memory=True))
             started = [self.add(cuda.VarOp(name, F32)).results[0] for name in names]
             self.add(cuda.AsmOp("wgmma.fence.sync.aligned;", started, [],
                                 ["+f"] * len(started), volatile=True, memory=True))
@@ -617,6 +619,20 @@ class KernelEmitter(ExprBuilder):
             template = _multicast(template, op, rank)
         self.add(cuda.AsmOp(template, [], [dst, address, *coordinates, bar],
                             ["r", "l", *["r"] * rank, "r"], volatile=True, memory=True))
+
+    def _generic_operands(self) -> bool:
+        """Whether a shared buffer that a ``wgmma`` product reads may be written by the
+        threads themselves (``kernel.store``, ``kernel.async_copy``, …: the generic proxy),
+        so that ``wgmma.fence`` needs ``fence.proxy.async`` to make those writes visible to
+        the products. A buffer only bulk copies fill (``tma.load``, the asynchronous proxy,
+        as the products) needs none; the fence costs a ``MEMBAR.ALL.CTA`` at every K step."""
+        if self._generic is None:
+            operands = {v for op in self.func.walk() if isinstance(op, wgmma.MmaOp)
+                        for v in (op.a, op.b) if v is not None}
+            self._generic = any(
+                not isinstance(use.operation, wgmma.MmaOp | tma.LoadOp | kernel.LoadOp)
+                for buffer in operands for use in buffer.uses)
+        return self._generic
 
     def _tile_start(self, buffer: SSAValue, indices: Sequence[SSAValue],
                     typ: MemRefType) -> SSAValue:

@@ -28,11 +28,11 @@ from llmopt.passes.kernel._warp_steps import EMPTY, Builder
 
 @dataclass(frozen=True)
 class Cluster:
-    """How a specialised kernel runs in clusters: ``size`` blocks, the box at ``shared``
-    (an index into the K loop's boxes) multicast to them."""
+    """How a specialised kernel runs in clusters: ``size`` blocks, the boxes at ``shared``
+    (indices into the K loop's boxes) multicast to them."""
 
     size: int
-    shared: int
+    shared: tuple[int, ...]
 
 
 def _tile_value(loop: KLoop) -> tuple[SSAValue, int] | None:
@@ -105,7 +105,7 @@ def _divides(box: BoxCopy, size: int) -> bool:
 def plan(loop: KLoop, boxes: list[BoxCopy], size: int) -> Cluster | None:
     """How ``loop``'s kernel runs in clusters of ``size``, or ``None`` when it cannot: the
     tiles and every launch's grid a multiple of ``size`` (see the module docstring) and a
-    shared box that splits into ``size`` parts — the one of most bytes."""
+    shared box that splits into ``size`` parts (every such box is multicast)."""
     found = _tile_value(loop)
     grids = _grids(loop.func)
     if found is None or grids is None:
@@ -118,7 +118,7 @@ def plan(loop: KLoop, boxes: list[BoxCopy], size: int) -> Cluster | None:
               if _divides(box, size) and _shared(box, tile, tiles, size, fetch)]
     if not shared:
         return None
-    return Cluster(size, max(shared, key=lambda k: boxes[k].bytes))
+    return Cluster(size, tuple(shared))
 
 
 def producer_tail(loop: KLoop, bars: SSAValue, tile: SSAValue, is_consumer: SSAValue,

@@ -242,14 +242,15 @@ def consumer_step(loop: KLoop, bars: SSAValue, tile: SSAValue, it: SSAValue,
 
 
 def producer_step(loop: KLoop, bars: SSAValue, tile: SSAValue, it: SSAValue,
-                  boxes: list[BoxCopy] | None = None, shared: tuple[int, int] | None = None
-                  ) -> Block:
+                  boxes: list[BoxCopy] | None = None, shared: tuple[int, ...] = (),
+                  cluster: int = 1) -> Block:
     """The producer's step ``it``: chunk ``it`` (when ``it < K``) — wait for its slot's
     release (the phase of its previous use; at once for a first use), the K loop's copies
     of it with the producer's thread ids, and the arrival once they land. With ``boxes``
     the producer's first thread instead announces their bytes on the slot's barrier and
-    issues one ``tma.load`` a box; ``shared = (k, n)`` makes box ``k`` a multicast copy to
-    the ``n`` blocks of the cluster (each block then receives every box whole)."""
+    issues one ``tma.load`` a box; the boxes whose indices are in ``shared`` are multicast
+    copies to the ``cluster`` blocks of the cluster (each block then receives every box
+    whole)."""
     fill_slot, fetch = loop.k_loop.body.block.args[2:]
     consumers = loop.func.block_shape[0]
     step = Block()
@@ -266,7 +267,7 @@ def producer_step(loop: KLoop, bars: SSAValue, tile: SSAValue, it: SSAValue,
             at = corner(box, outer, issue)
             inner.op(tma.LoadOp(box.copy.src, at, box.copy.dst,
                                 [outer.get(v, v) for v in box.slot], bars, full,
-                                shared[1] if shared is not None and shared[0] == k else None))
+                                cluster if k in shared else None))
         issue.add_op(scf.YieldOp())
         tid = build.op(kernel.ThreadIdOp("x")).results[0]
         first = build.op(arith.CmpiOp(tid, build.const(consumers), "eq")).results[0]

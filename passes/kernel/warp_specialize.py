@@ -201,7 +201,7 @@ def _rewrite(loop: KLoop, pending: int, tensor_copies: bool, cluster: int = 1) -
         is_consumer.result, [],
         Region(consumer_step(loop, bars, tile, it, pending == 1, stores, size)),
         Region(producer_step(loop, bars, tile, it, boxes,
-                             None if shared is None else (shared.shared, size)))))
+                             () if shared is None else shared.shared, size))))
     steps.add_op(scf.YieldOp())
     zero, total, one = index(0), index(loop.trips + loop.ahead), index(1)
     skewed = scf.ForOp(zero.result, total.result, one.result, [], Region(steps))
