@@ -140,13 +140,14 @@ for _name, (_module, _attr) in _BUILTIN_PASSES.items():
 #: computing warpgroups: on sm_90a the kernels ``async-copy`` marks with two roles (16-bit
 #: products, over static rows or a symbolic length's; pipeline option ``roles``: 0 that
 #: default, 1 none, 2 every product whose fills allow), every warpgroup product with
-#: ``warp_specialize=true``. With ``cluster=2`` its kernels run in clusters of two blocks
-#: that share the tile they both read (a weight tile, for two row bands of a product),
-#: each copying half of it to both (``tma.load … multicast``).
+#: ``warp_specialize=true``. Kernels whose schedule asks for it (``register-tile``: wide
+#: two-warpgroup products) run in clusters of two blocks that share the tile they both read
+#: (the weight tile of two row bands), each copying half of it to both (``tma.load …
+#: multicast``); ``cluster=1`` runs none so, ``cluster=2`` every one that can.
 PIPELINES: dict[str, tuple[dict[str, str], str]] = {
     "lower-to-cuda": (
         {"arch": DEFAULT_ARCH, "warp_specialize": "false", "tensor_copies": "true",
-         "roles": "0", "cluster": "1"},
+         "roles": "0", "cluster": "0"},
         "torch-to-prim,canonicalize,prim-to-loop,fuse-kernels{{recompute_limit=0}},canonicalize,"
         "cse,hoist-reduce-factors,flash-attention{{arch={arch}}},outline-repeated-kernels,"
         "loop-to-tile{{arch={arch}}},length-buckets{{arch={arch}}},apply-tuned{{arch={arch}}},"

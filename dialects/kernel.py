@@ -540,11 +540,11 @@ class BarrierOp(IRDLOperation):
 
 @irdl_op_definition
 class ClusterBarrierOp(IRDLOperation):
-    """Every thread of the block's cluster waits here (sm_90: ``barrier.cluster.arrive
-    .release`` then ``barrier.cluster.wait.acquire``): what each block of the cluster wrote
-    before it, its barriers' initialisation included, is visible to the cluster's threads
-    after it, and no block of the cluster leaves the kernel before the others reach it. In a
-    kernel without clusters it is a block barrier."""
+    """Every thread of the block's cluster waits here (sm_90:
+    ``barrier.cluster.arrive.release`` then ``barrier.cluster.wait.acquire``): what each
+    block of the cluster wrote before it, its barriers' initialisation included, is visible
+    to the cluster's threads after it, and no block of the cluster leaves the kernel before
+    the others reach it. In a kernel without clusters it is a block barrier."""
 
     name = "kernel.cluster_barrier"
     assembly_format = "attr-dict"

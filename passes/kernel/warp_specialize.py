@@ -92,6 +92,21 @@ producer issue a 16-byte copy, with its address arithmetic, for every 16 bytes o
 its addresses computed by the copy engine from a tensor map. Copies that are not boxes keep
 ``cp.async``.
 
+With ``cluster = n`` (option; by default the kernel's knob ``multicast``, which
+``register-tile`` sets to 2 for wide products) a kernel of boxes runs in clusters of ``n``
+blocks along ``x`` whose tiles share a box — the weight tile of ``n`` row bands of a
+product, when its tiles are numbered row band fastest (:mod:`llmopt.passes.kernel.
+_warp_cluster`). Each block's producer copies ``1 / n`` of a shared box to every block of
+the cluster (``tma.load … multicast n``), so that the cluster reads each weight tile from
+L2 once instead of ``n`` times; a slot is then refilled by every block's producer, so its
+``empty`` barrier counts one release a consumer warpgroup of every block
+(``mbarrier.arrive_cluster``, thread ``r`` of each warpgroup arriving on block ``r``), the
+barriers' initialisation is followed by a ``kernel.cluster_barrier`` (no block may signal
+a barrier of another before it is set up), and after its last tile a block's producer waits
+for the release of every slot, after which no block of the cluster touches its shared
+memory and it may end. A kernel whose tiles, grid or boxes do not allow it is specialised
+without clusters.
+
 With ``producer_registers`` and ``consumer_registers`` (options, 0 = off; both or
 neither; multiples of 8 from 24 to 256) the roles also get registers of their own (sm_90a):
 the kernel's body from the first op that differs by role on — the ops after the
@@ -159,7 +174,7 @@ from llmopt.passes.kernel._warp_steps import (
     release,
     tile_index,
 )
-from llmopt.passes.tile._schedule import PRODUCER_ROLES, kernel_knobs, set_knob
+from llmopt.passes.tile._schedule import PRODUCER_ROLES, kernel_knobs, knob, set_knob
 from llmopt.target import MAX_CLUSTER
 
 __all__ = ["WarpSpecialize"]
@@ -250,7 +265,8 @@ class WarpSpecialize(ModulePass):
     the module docstring); ``producer_registers`` and ``consumer_registers`` (each role's
     registers a thread, ``setmaxnreg``, with the body split by role: both or neither, 0 =
     off); ``tensor_copies`` (fill the slots with ``tma.load`` where every copy is a box;
-    default false)."""
+    default false); ``cluster`` (blocks of a cluster sharing a box, see the module
+    docstring: 0, the default, takes the kernel's knob ``multicast``, else 1 = none)."""
 
     name = "warp-specialize"
 
@@ -259,12 +275,12 @@ class WarpSpecialize(ModulePass):
     producer_registers: int = 0
     consumer_registers: int = 0
     tensor_copies: bool = False
-    cluster: int = 1
+    cluster: int = 0
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        if not 1 <= self.cluster <= MAX_CLUSTER:
-            raise PassFailedException(f"warp-specialize: cluster must be 1 to {MAX_CLUSTER} "
-                                      f"blocks (got {self.cluster})")
+        if not 0 <= self.cluster <= MAX_CLUSTER:
+            raise PassFailedException(f"warp-specialize: cluster must be 0 (the kernel's "
+                                      f"knob) to {MAX_CLUSTER} blocks (got {self.cluster})")
         registers = self.producer_registers, self.consumer_registers
         if (registers[0] == 0) != (registers[1] == 0):
             raise PassFailedException("warp-specialize: producer_registers and "
@@ -283,7 +299,7 @@ class WarpSpecialize(ModulePass):
             if (len(loops) != 1 or len(matched) != 1
                     or (registers[0] and not fits(consumers, *registers))
                     or not _rewrite(matched[0], self.pending, self.tensor_copies,
-                                    self.cluster)):
+                                    knob(self.cluster, func, "multicast", 1))):
                 continue
             if registers[0]:
                 split_roles(func, consumers, *registers)

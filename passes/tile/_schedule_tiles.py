@@ -106,6 +106,19 @@ width between 128 and 256 columns. Two-role products of one reduction only: the 
 gate/up's tiles are fitted on its own timings (:data:`WGMMA_PRODUCER_FUSED_EFFICIENCY`),
 and one role's on the 128- and 256-column tiles (:data:`WGMMA_EFFICIENCY`)."""
 
+CLUSTER_ROWS = 128
+"""Rows of the two-warpgroup tiles whose products may run in clusters (see
+:data:`CLUSTER_MIN_COLUMNS`)."""
+
+CLUSTER_MIN_COLUMNS = 64
+"""Column blocks of a two-warpgroup product (two or more row blocks) from which
+``register-tile`` asks for clusters of two blocks that share the weight tile (the knob
+``multicast = 2``, which ``warp-specialize`` follows when it gives the product a producer):
+on an H100 Qwen2.5-7B's 18944-column products (99 column blocks of 192) ran 2.4-6.8%
+faster at 200, 500, 512 and 1000 rows and its fused gate/up 1.4-4.9%; at 2047 rows they
+were even, and products of at most 32 column blocks (TinyLlama's, Qwen2.5-7B's
+3584-column ones) 1-5% slower (``bench/results/gemm-bf16-clusters-h100.md``)."""
+
 WGMMA_EFFICIENCY = {(2, 64): 10.0, (2, 56): 10.0, (2, 48): 10.0, (2, 44): 10.0,
                     (2, 32): 12.5, (2, 28): 12.5, (2, 16): 8.0}
 """Speed of a :data:`WGMMA_TILES` block on the scale of :data:`MMA_HALF_EFFICIENCY`, above

@@ -13,7 +13,7 @@ func.func @f() {
 // UNKNOWN:     llm-opt: error: unknown pass 'canonicalise'; did you mean {{.*}}'canonicalize'
 // UNKNOWN-NOT: Traceback
 
-// OPTION: llm-opt: error: pipeline 'lower-to-cuda' has no option 'tiles' (options: arch, roles, tensor_copies, warp_specialize)
+// OPTION: llm-opt: error: pipeline 'lower-to-cuda' has no option 'tiles' (options: arch, cluster, roles, tensor_copies, warp_specialize)
 
 // PASSOPT: llm-opt: error: invalid options for pass 'canonicalize': {{.*}}"bogus"
 
