@@ -1,0 +1,121 @@
+"""Clusters of ``warp-specialize`` (``cluster``, the knob ``multicast``): which products run
+in them, and what the verifier and the interpreter refuse of the ops they use. The bits of a
+clustered kernel are checked by ``warp-specialize-cluster.mlir`` (``--check-numerics``) and
+on the GPU by ``test/gpu/test_warp_specialize_gpu.py``."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import torch
+from xdsl.utils.exceptions import VerifyException
+
+import llmopt
+from llmopt import api
+from llmopt.interp import InterpretError, random_inputs, run
+
+LOWER = "lower-to-cuda{arch=sm_90a roles=2}"
+
+
+class _Product(torch.nn.Module):
+    """``x @ Wᵀ + r``."""
+
+    def __init__(self, k: int, n: int) -> None:
+        super().__init__()
+        self.proj = torch.nn.Linear(k, n, bias=False)
+
+    def forward(self, x: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
+        return self.proj(x) + r
+
+
+def _cuda(m: int, n: int, k: int, pipeline: str) -> str:
+    """The CUDA source of a bf16 ``m × n × k`` product with a residual."""
+    block = _Product(k, n).to(torch.bfloat16)
+    x = torch.randn(1, m, k).to(torch.bfloat16)
+    r = torch.randn(1, m, n).to(torch.bfloat16)
+    return api.cuda_source(api.capture(block, (x, r)), pipeline)
+
+
+def test_a_wide_product_of_two_row_bands_runs_in_clusters_by_default() -> None:
+    """256 rows (two row bands of 128) and 12288 columns (64 column blocks of 192): the
+    schedule asks for clusters of two, and the weight's copy is a multicast."""
+    source = _cuda(256, 12288, 512, LOWER)
+    assert "__cluster_dims__(2, 1, 1)" in source
+    assert source.count(".multicast::cluster") == 1
+
+
+@pytest.mark.parametrize(("m", "n", "pipeline"), [
+    (256, 2048, LOWER),  # 16 column blocks: too narrow for the default rule
+    (256, 12288, "lower-to-cuda{arch=sm_90a roles=2 cluster=1}"),  # turned off
+])
+def test_other_products_run_without_clusters(m: int, n: int, pipeline: str) -> None:
+    source = _cuda(m, n, 512, pipeline)
+    assert "__cluster_dims__" not in source and "multicast" not in source
+    assert "mbarrier.arrive.shared::cta" in source  # specialised all the same
+
+
+def test_tiles_whose_neighbours_share_no_box_run_without_clusters() -> None:
+    """Three row bands (192 rows of 64): tiles 2c and 2c+1 are in different column bands or
+    row bands, so no box is the same for both, even with ``cluster=2`` asked for."""
+    source = _cuda(192, 512, 256, "lower-to-cuda{arch=sm_90a warp_specialize=true cluster=2}")
+    assert "__cluster_dims__" not in source
+
+
+KERNEL = """
+builtin.module {
+  kernel.func @k(%x: memref<256xCOLSxbf16>) block [128, 1, 1] {
+    %stage = kernel.shared : memref<2xROWSxCOLSxbf16>
+    %bars = kernel.shared : memref<2xi64>
+    %c0 = arith.constant 0 : index
+    tma.load %x[%c0, %c0] to %stage[%c0] on %bars[%c0] multicast MULTI
+        : memref<256xCOLSxbf16> to memref<2xROWSxCOLSxbf16>, memref<2xi64>
+    kernel.return
+  }
+}
+"""
+
+
+@pytest.mark.parametrize(("rows", "cols", "n", "why"), [
+    (128, 64, 3, "does not split into 3 parts"),
+    (2, 32, 2, "parts of 64 bytes; each must start at a multiple of 128 bytes"),
+    (128, 64, 16, r"multicast to 16 blocks \(2 to 8\)"),
+])
+def test_the_verifier_refuses_multicast_parts_that_are_not_whole_aligned_rows(
+        rows: int, cols: int, n: int, why: str) -> None:
+    text = KERNEL.replace("ROWS", str(rows)).replace("COLS", str(cols)).replace("MULTI", str(n))
+    with pytest.raises(VerifyException, match=why):
+        llmopt.parse(text).verify()
+
+
+def test_the_verifier_accepts_whole_aligned_parts() -> None:
+    llmopt.parse(KERNEL.replace("ROWS", "8").replace("COLS", "64").replace("MULTI", "2")).verify()
+
+
+ARRIVE = """
+builtin.module {
+  func.func @f(%x: memref<4xf32>) {
+    kernel.launch @k grid [2, 1, 1] block [32, 1, 1] smem 0 (%x) : memref<4xf32>
+    func.return
+  }
+  kernel.func @k(%x: memref<4xf32>) block [32, 1, 1] {
+    %bars = kernel.shared : memref<1xi64>
+    %c0 = arith.constant 0 : index
+    %c2 = arith.constant 2 : index
+    %tid = kernel.thread_id x
+    %first = arith.cmpi eq, %tid, %c0 : index
+    scf.if %first {
+      mbarrier.init %bars[%c0] count 1 : memref<1xi64>
+      mbarrier.arrive_cluster %bars[%c0] cta %c2 : memref<1xi64>
+    }
+    kernel.return
+  } {llmopt.schedule = {cluster = 2 : i64}}
+}
+"""
+
+
+def test_the_interpreter_refuses_an_arrival_outside_the_cluster() -> None:
+    module = llmopt.parse(ARRIVE)
+    fn = next(op for op in module.walk() if op.name == "func.func")
+    with pytest.raises(InterpretError, match=re.escape("arrives at block 2 of a cluster of 2")):
+        run(module, random_inputs(fn, 0))
