@@ -158,7 +158,7 @@ PIPELINES: dict[str, tuple[dict[str, str], str]] = {
         "vector-fragments,vector-elementwise,"
         "tile-to-kernel,"
         "warp-specialize{{enabled={warp_specialize} tensor_copies={tensor_copies} "
-        "producer_registers=40 consumer_registers=232 cluster={cluster}}},"
+        "producer_registers=40 consumer_registers=232 cluster={cluster} arch={arch}}},"
         "dedup-kernels,hoist-constants,canonicalize,cse,dedup-kernels,"
         "version-row-groups,inline-repeated-kernels,merge-branches,fuse-launches,plan-buffers,"
         "programmatic-launch{{arch={arch}}},"

@@ -18,7 +18,7 @@ from xdsl.dialects import arith, scf
 from xdsl.ir import Block, Operation, Region, SSAValue
 
 from llmopt.dialects import kernel, mbarrier
-from llmopt.dialects._syntax import constant_index
+from llmopt.dialects._syntax import constant_index, int_array
 from llmopt.dialects.wgmma import swizzle
 from llmopt.lowering._cuda_shared import SWIZZLE_ALIGN, TMA_ALIGN
 from llmopt.passes.kernel._box_copies import BoxCopy, evaluate
@@ -69,6 +69,28 @@ def _grids(func: kernel.FuncOp) -> list[int] | None:
                            for op in launches):
         return None
     return [op.grid_shape[0] for op in launches]
+
+
+def persist(loop: KLoop, blocks: int) -> bool:
+    """Launch ``loop``'s kernel with at most ``blocks`` blocks (the multiprocessors, for a
+    block that runs alone on one) when its grid-stride loop has more tiles than that and
+    every launch gives each tile a block: each block then runs several tiles, and its
+    producer fills the next tile's slots while the consumers finish the last one. ``True``
+    when the grid changed."""
+    found = _tile_value(loop)
+    grids = _grids(loop.func)
+    if found is None or grids is None or not isinstance(loop.k_loop.parent_op(), scf.ForOp):
+        return False
+    tiles = found[1]
+    if tiles <= blocks or any(g != tiles for g in grids):
+        return False
+    module = loop.func.parent_op()
+    assert module is not None
+    for op in module.walk():
+        if (isinstance(op, kernel.LaunchOp)
+                and op.kernel.root_reference.data == loop.func.sym_name.data):
+            op.properties["grid"] = int_array([blocks, 1, 1])
+    return True
 
 
 def _shared(box: BoxCopy, tile: SSAValue, tiles: int, size: int,

@@ -159,7 +159,7 @@ from llmopt.dialects import kernel, mbarrier
 from llmopt.dialects._syntax import int_array
 from llmopt.dialects.wgmma import WARPGROUP
 from llmopt.passes.kernel._box_copies import box_copies
-from llmopt.passes.kernel._warp_cluster import plan, producer_tail
+from llmopt.passes.kernel._warp_cluster import persist, plan, producer_tail
 from llmopt.passes.kernel._warp_roles import PRODUCERS, KLoop, match, role
 from llmopt.passes.kernel._warp_split import fits, split_roles
 from llmopt.passes.kernel._warp_steps import (
@@ -175,16 +175,18 @@ from llmopt.passes.kernel._warp_steps import (
     tile_index,
 )
 from llmopt.passes.tile._schedule import PRODUCER_ROLES, kernel_knobs, knob, set_knob
-from llmopt.target import MAX_CLUSTER
+from llmopt.target import MAX_CLUSTER, for_arch
 
 __all__ = ["WarpSpecialize"]
 
 
-def _rewrite(loop: KLoop, pending: int, tensor_copies: bool, cluster: int = 1) -> bool:
+def _rewrite(loop: KLoop, pending: int, tensor_copies: bool, cluster: int = 1,
+             blocks: int = 0) -> bool:
     """Replace ``loop``'s prologue and K loop by the producer/consumer loop (see the
     module docstring), in clusters of ``cluster`` blocks where the kernel allows
-    (:func:`~llmopt.passes.kernel._warp_cluster.plan`); ``False`` (nothing changed) when
-    the block cannot be guarded."""
+    (:func:`~llmopt.passes.kernel._warp_cluster.plan`), on at most ``blocks`` blocks (0:
+    the grid as it is; :func:`~llmopt.passes.kernel._warp_cluster.persist`); ``False``
+    (nothing changed) when the block cannot be guarded."""
     func, k_loop = loop.func, loop.k_loop
     consumers = func.block_shape[0]
     block = k_loop.parent_block()
@@ -201,6 +203,8 @@ def _rewrite(loop: KLoop, pending: int, tensor_copies: bool, cluster: int = 1) -
     keep = {loop.prologue, k_loop, k_loop.next_op, barrier, tid, bound, is_consumer}
     if not guard_consumers(block, keep, is_consumer.result):
         return False
+    if blocks:
+        persist(loop, blocks - blocks % max(cluster, 1))
     boxes = box_copies(loop.copies, consumers) if tensor_copies else None
     shared = plan(loop, boxes, cluster) if boxes is not None and cluster > 1 else None
     size = 1 if shared is None else shared.size
@@ -266,7 +270,11 @@ class WarpSpecialize(ModulePass):
     registers a thread, ``setmaxnreg``, with the body split by role: both or neither, 0 =
     off); ``tensor_copies`` (fill the slots with ``tma.load`` where every copy is a box;
     default false); ``cluster`` (blocks of a cluster sharing a box, see the module
-    docstring: 0, the default, takes the kernel's knob ``multicast``, else 1 = none)."""
+    docstring: 0, the default, takes the kernel's knob ``multicast``, else 1 = none);
+    ``arch`` and ``persistent`` (default true: with an ``arch``, a kernel of more tiles than
+    the target's multiprocessors runs on that many blocks, each taking several tiles in
+    its grid-stride loop, so that a block's producer fills the next tile's slots while its
+    consumers store the last one; ``max_blocks``, if set, instead of the multiprocessors)."""
 
     name = "warp-specialize"
 
@@ -276,6 +284,9 @@ class WarpSpecialize(ModulePass):
     consumer_registers: int = 0
     tensor_copies: bool = False
     cluster: int = 0
+    arch: str = ""
+    persistent: bool = True
+    max_blocks: int = 0
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         if not 0 <= self.cluster <= MAX_CLUSTER:
@@ -286,6 +297,8 @@ class WarpSpecialize(ModulePass):
             raise PassFailedException("warp-specialize: producer_registers and "
                                       "consumer_registers are given together (got "
                                       f"{registers[0]} and {registers[1]})")
+        blocks = (self.max_blocks or (for_arch(self.arch).sms if self.arch else 0)
+                  if self.persistent else 0)
         shapes: dict[str, list[int]] = {}  # kernels specialised: their new block
         for func in [f for f in op.ops if isinstance(f, kernel.FuncOp)]:
             if not (self.enabled or kernel_knobs(func).get("roles") == PRODUCER_ROLES):
@@ -299,7 +312,7 @@ class WarpSpecialize(ModulePass):
             if (len(loops) != 1 or len(matched) != 1
                     or (registers[0] and not fits(consumers, *registers))
                     or not _rewrite(matched[0], self.pending, self.tensor_copies,
-                                    knob(self.cluster, func, "multicast", 1))):
+                                    knob(self.cluster, func, "multicast", 1), blocks)):
                 continue
             if registers[0]:
                 split_roles(func, consumers, *registers)

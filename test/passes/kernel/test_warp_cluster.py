@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
 import pytest
 import torch
 from xdsl.utils.exceptions import VerifyException
 
 import llmopt
-from llmopt import api
+from llmopt import api, registry
+from llmopt.dialects import kernel
 from llmopt.interp import InterpretError, random_inputs, run
 
 LOWER = "lower-to-cuda{arch=sm_90a roles=2}"
@@ -119,3 +121,44 @@ def test_the_interpreter_refuses_an_arrival_outside_the_cluster() -> None:
     fn = next(op for op in module.walk() if op.name == "func.func")
     with pytest.raises(InterpretError, match=re.escape("arrives at block 2 of a cluster of 2")):
         run(module, random_inputs(fn, 0))
+
+
+PRODUCT = """
+func.func @forward(%proj.weight: tensor<512x256xbf16> {llmopt.param = "proj.weight"},
+                   %x: tensor<1x200x256xbf16> {llmopt.input = "x"},
+                   %r: tensor<1x200x512xbf16> {llmopt.input = "r"}) -> tensor<1x200x512xbf16> {
+  %0 = torch.linear %x, %proj.weight : tensor<1x200x256xbf16>, tensor<512x256xbf16>
+      -> tensor<1x200x512xbf16>
+  %1 = torch.add %0, %r : tensor<1x200x512xbf16>, tensor<1x200x512xbf16> -> tensor<1x200x512xbf16>
+  func.return %1 : tensor<1x200x512xbf16>
+}
+"""
+
+
+def _lowered(pipeline: str) -> tuple[object, list[list[int]]]:
+    """``PRODUCT`` lowered by ``pipeline`` (to Kernel IR) and its launches' grids."""
+    module = llmopt.parse(PRODUCT)
+    llmopt.lower(module, pipeline)
+    return module, [list(op.grid_shape) for op in module.walk()
+                    if isinstance(op, kernel.LaunchOp)]
+
+
+@pytest.mark.parametrize("cluster", [1, 2])
+def test_blocks_that_take_several_tiles_keep_the_bits(cluster: int) -> None:
+    """Sixteen tiles on four blocks (``max_blocks=4``, as a persistent grid on a GPU of four
+    multiprocessors): each block runs four tiles, its producer running on into the next
+    tile's slots, in clusters of two or not; the interpreter gives the bits of the kernel
+    with a block a tile."""
+    base = f"lower-to-cuda{{arch=sm_90a cluster={cluster} roles=2}}"
+    kernel_ir = ",kernel-to-cuda{arch=sm_90a}"
+    few = registry.with_options(base, "warp-specialize{max_blocks=4}").replace(kernel_ir, "")
+    many = registry.with_options(base, "warp-specialize{persistent=false}").replace(
+        kernel_ir, "")
+    (one_each, grids), (shared, fewer) = _lowered(many), _lowered(few)
+    assert [16, 1, 1] in grids and [4, 1, 1] in fewer
+    assert ("cluster = 2" in str(shared)) == (cluster == 2)
+    fn = next(op for op in llmopt.parse(PRODUCT).walk() if op.name == "func.func")
+    inputs = random_inputs(fn, 1)
+    (want,) = run(one_each, inputs)
+    (got,) = run(shared, inputs)
+    np.testing.assert_array_equal(got, want)
