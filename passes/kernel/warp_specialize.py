@@ -175,7 +175,7 @@ from llmopt.passes.kernel._warp_steps import (
     tile_index,
 )
 from llmopt.passes.tile._schedule import PRODUCER_ROLES, kernel_knobs, knob, set_knob
-from llmopt.target import MAX_CLUSTER, for_arch
+from llmopt.target import DEFAULT_ARCH, MAX_CLUSTER, for_arch
 
 __all__ = ["WarpSpecialize"]
 
@@ -271,8 +271,8 @@ class WarpSpecialize(ModulePass):
     off); ``tensor_copies`` (fill the slots with ``tma.load`` where every copy is a box;
     default false); ``cluster`` (blocks of a cluster sharing a box, see the module
     docstring: 0, the default, takes the kernel's knob ``multicast``, else 1 = none);
-    ``arch`` and ``persistent`` (default true: with an ``arch``, a kernel of more tiles than
-    the target's multiprocessors runs on that many blocks, each taking several tiles in
+    ``arch`` and ``persistent`` (default true: a kernel of more tiles than the target's
+    multiprocessors runs on that many blocks, each taking several tiles in
     its grid-stride loop, so that a block's producer fills the next tile's slots while its
     consumers store the last one; ``max_blocks``, if set, instead of the multiprocessors)."""
 
@@ -284,7 +284,7 @@ class WarpSpecialize(ModulePass):
     consumer_registers: int = 0
     tensor_copies: bool = False
     cluster: int = 0
-    arch: str = ""
+    arch: str = DEFAULT_ARCH
     persistent: bool = True
     max_blocks: int = 0
 
@@ -297,8 +297,7 @@ class WarpSpecialize(ModulePass):
             raise PassFailedException("warp-specialize: producer_registers and "
                                       "consumer_registers are given together (got "
                                       f"{registers[0]} and {registers[1]})")
-        blocks = (self.max_blocks or (for_arch(self.arch).sms if self.arch else 0)
-                  if self.persistent else 0)
+        blocks = (self.max_blocks or for_arch(self.arch).sms) if self.persistent else 0
         shapes: dict[str, list[int]] = {}  # kernels specialised: their new block
         for func in [f for f in op.ops if isinstance(f, kernel.FuncOp)]:
             if not (self.enabled or kernel_knobs(func).get("roles") == PRODUCER_ROLES):
