@@ -1,6 +1,7 @@
-"""Clusters for ``warp-specialize{cluster=n}``: blocks that compute neighbouring tiles share
-the box they both read, each copying ``1 / n`` of it to all of them (see
-:mod:`llmopt.passes.kernel.warp_specialize`).
+"""The grid of a ``warp-specialize``d kernel: persistent blocks that take several tiles each
+(:func:`persist`), and clusters (``cluster=n``) in which blocks that compute neighbouring
+tiles share the box they both read, each copying ``1 / n`` of it to all of them
+(:func:`plan`; see :mod:`llmopt.passes.kernel.warp_specialize`).
 
 A block's tiles are ``p = block_id, block_id + grid, …`` of a grid-stride loop (or ``p =
 block_id`` without one). With ``n`` dividing the grid and the number of tiles, blocks ``b``
@@ -103,11 +104,11 @@ def _shared(box: BoxCopy, tile: SSAValue, tiles: int, size: int,
             env = {tile: p, fetch: 0}
             corner = []
             for c, terms in box.corner:
-                values = [evaluate(leaf, env) for leaf in terms]
-                if any(v is None for v in values):
+                values = [v for v in (evaluate(leaf, env) for leaf in terms) if v is not None]
+                if len(values) != len(terms):
                     return False
                 corner.append(c + sum(k * v for k, v in zip(terms.values(), values,
-                                                             strict=True) if v is not None))
+                                                             strict=True)))
             corners.add(tuple(corner))
         if len(corners) != 1:
             return False

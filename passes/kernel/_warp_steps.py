@@ -177,11 +177,15 @@ def _when(value: SSAValue, predicate: str, bound: int, body: Block) -> Block:
 
 
 def release(bars: SSAValue, slot: SSAValue, size: int, block: Block) -> None:
-    """In ``block`` (a consumer step, after its products' wait): the slot's release on
-    every block of the cluster, one arrival a warpgroup each — thread ``r`` of each
-    warpgroup arrives on block ``r``'s barrier (the warpgroup's wait completed all its
-    products, so none of its threads reads the slot any more)."""
+    """In ``block`` (a consumer step, after its products' wait): the slot's release — each
+    thread's arrival, or in a cluster of ``size > 1`` blocks one arrival a warpgroup on
+    every block of it: thread ``r`` of each warpgroup arrives on block ``r``'s barrier (the
+    warpgroup's wait completed all its products, so none of its threads reads the slot any
+    more)."""
     build = Builder(block)
+    if size == 1:
+        build.op(mbarrier.ArriveOp(bars, [build.const(EMPTY), slot]))
+        return
     lane = build.bin(arith.RemUIOp, build.op(kernel.ThreadIdOp("x")).results[0],
                      build.const(wgmma.WARPGROUP))
     arrive = Block()
@@ -202,7 +206,6 @@ def consumer_step(loop: KLoop, bars: SSAValue, tile: SSAValue, it: SSAValue,
     docstring of :mod:`llmopt.passes.kernel.warp_specialize` says why not after it). In a
     cluster of ``cluster`` blocks a release goes to every block of it
     (:func:`release`)."""
-
     k0, slot = loop.k_loop.body.block.args[:2]
     slots = loop.ahead + 1
     step = Block()
@@ -213,10 +216,7 @@ def consumer_step(loop: KLoop, bars: SSAValue, tile: SSAValue, it: SSAValue,
     mapping: dict[SSAValue, SSAValue] = {slot: s, k0: chunk}
     clone_into(loop.compute, mapping, step)
     if not pending:
-        if cluster > 1:
-            release(bars, s, cluster, step)
-        else:
-            build.op(mbarrier.ArriveOp(bars, [build.const(EMPTY), s]))
+        release(bars, s, cluster, step)
     else:
         waited = mapping[loop.wait.results[0]].owner
         assert isinstance(waited, wgmma.WaitOp)
@@ -225,10 +225,7 @@ def consumer_step(loop: KLoop, bars: SSAValue, tile: SSAValue, it: SSAValue,
         inner = Builder(earlier)
         before, _ = inner.slot(tile, inner.bin(arith.SubiOp, chunk, inner.const(1)),
                                loop.trips, slots)
-        if cluster > 1:
-            release(bars, before, cluster, earlier)
-        else:
-            inner.op(mbarrier.ArriveOp(bars, [inner.const(EMPTY), before]))
+        release(bars, before, cluster, earlier)
         earlier.add_op(scf.YieldOp())
         started = build.op(arith.CmpiOp(chunk, build.const(1), "uge")).results[0]
         build.op(scf.IfOp(started, [], Region(earlier)))

@@ -107,6 +107,13 @@ for the release of every slot, after which no block of the cluster touches its s
 memory and it may end. A kernel whose tiles, grid or boxes do not allow it is specialised
 without clusters.
 
+A specialised kernel whose grid-stride loop has more tiles than the target's
+multiprocessors, one block a tile, is launched on as many blocks as there are
+multiprocessors (option ``persistent``, default true; ``arch`` names the target,
+``max_blocks`` overrides the count): its blocks run alone on a multiprocessor, and each
+then takes several tiles, its producer filling the next tile's slots while its consumers
+store the last one, instead of a new block starting with empty slots.
+
 With ``producer_registers`` and ``consumer_registers`` (options, 0 = off; both or
 neither; multiples of 8 from 24 to 256) the roles also get registers of their own (sm_90a):
 the kernel's body from the first op that differs by role on — the ops after the
@@ -155,7 +162,7 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.utils.exceptions import PassFailedException
 
-from llmopt.dialects import kernel, mbarrier
+from llmopt.dialects import kernel
 from llmopt.dialects._syntax import int_array
 from llmopt.dialects.wgmma import WARPGROUP
 from llmopt.passes.kernel._box_copies import box_copies
@@ -163,7 +170,6 @@ from llmopt.passes.kernel._warp_cluster import persist, plan, producer_tail
 from llmopt.passes.kernel._warp_roles import PRODUCERS, KLoop, match, role
 from llmopt.passes.kernel._warp_split import fits, split_roles
 from llmopt.passes.kernel._warp_steps import (
-    EMPTY,
     Builder,
     accumulator_stores,
     barriers,
@@ -230,10 +236,7 @@ def _rewrite(loop: KLoop, pending: int, tensor_copies: bool, cluster: int = 1,
         last = Block()
         build = Builder(last)
         s, _ = build.slot(tile, build.const(loop.trips - 1), loop.trips, loop.ahead + 1)
-        if size > 1:
-            release(bars, s, size, last)
-        else:
-            build.op(mbarrier.ArriveOp(bars, [build.const(EMPTY), s]))
+        release(bars, s, size, last)
         last.add_op(scf.YieldOp())
         after.append(scf.IfOp(is_consumer.result, [], Region(last)))
     if size > 1:
@@ -270,11 +273,9 @@ class WarpSpecialize(ModulePass):
     registers a thread, ``setmaxnreg``, with the body split by role: both or neither, 0 =
     off); ``tensor_copies`` (fill the slots with ``tma.load`` where every copy is a box;
     default false); ``cluster`` (blocks of a cluster sharing a box, see the module
-    docstring: 0, the default, takes the kernel's knob ``multicast``, else 1 = none);
-    ``arch`` and ``persistent`` (default true: a kernel of more tiles than the target's
-    multiprocessors runs on that many blocks, each taking several tiles in
-    its grid-stride loop, so that a block's producer fills the next tile's slots while its
-    consumers store the last one; ``max_blocks``, if set, instead of the multiprocessors)."""
+    docstring: 0, the default, takes the kernel's knob ``multicast``; 1 none); ``arch``,
+    ``persistent`` and ``max_blocks`` (at most one block a multiprocessor of ``arch``, or
+    ``max_blocks``, each taking several tiles; default on)."""
 
     name = "warp-specialize"
 
