@@ -175,16 +175,30 @@ class _LowerKernelFunc(RewritePattern):
                                       f"registers (kernel.set_max_registers), which needs "
                                       f"one resident block, but min_blocks is {min_blocks}")
         cluster = knob(0, op, "cluster", 1)
-        grid = self.grids.get(name)
-        if cluster > 1 and grid is not None and grid[0] % cluster:
-            raise PassFailedException(f"kernel-to-cuda: kernel '{name}' runs in clusters of "
-                                      f"{cluster} blocks, but a launch's grid has {grid[0]}")
         emitter = KernelEmitter(op, self.unrestricted.get(name, set()), self.layouts.get(name),
                                 index=I32 if narrow else INDEX,
                                 min_blocks=min_blocks,
                                 cluster=cluster,
                                 length=length, nan_min_max=self.nan_min_max)
         rewriter.replace(op, emitter.run())
+
+
+def _check_clusters(module: ModuleOp) -> None:
+    """Every launch of a kernel that runs in clusters (knob ``cluster``, which
+    ``warp-specialize`` sets) has a static grid that whole clusters make up: the driver
+    refuses any other launch of a ``__cluster_dims__`` kernel."""
+    sizes = {f.sym_name.data: knob(0, f, "cluster", 1) for f in module.ops
+             if isinstance(f, kernel.FuncOp)}
+    for op in module.walk():
+        if not isinstance(op, kernel.LaunchOp):
+            continue
+        name = op.kernel.root_reference.data
+        size = sizes.get(name, 1)
+        if size > 1 and (op.grid_size is not None or op.grid_shape[0] % size
+                         or op.grid_shape[1:] != (1, 1)):
+            grid = "a runtime grid" if op.grid_size is not None else f"grid {list(op.grid_shape)}"
+            raise PassFailedException(f"kernel-to-cuda: kernel '{name}' runs in clusters of "
+                                      f"{size} blocks along x, but a launch has {grid}")
 
 
 def default_index_bitwidth(func: kernel.FuncOp) -> int:
@@ -287,6 +301,7 @@ class KernelToCuda(ModulePass):
         for func in op.ops:
             if isinstance(func, kernel.FuncOp):
                 widen_half_arithmetic(func)
+        _check_clusters(op)
         rename_kernels(op)
         layouts = shared_layouts(op, self.arch)
         grids = launch_grids(op) if self.index_bitwidth != 64 else {}

@@ -10,7 +10,7 @@ import re
 import numpy as np
 import pytest
 import torch
-from xdsl.utils.exceptions import VerifyException
+from xdsl.utils.exceptions import PassFailedException, VerifyException
 
 import llmopt
 from llmopt import api, registry
@@ -162,3 +162,12 @@ def test_blocks_that_take_several_tiles_keep_the_bits(cluster: int) -> None:
     (want,) = run(one_each, inputs)
     (got,) = run(shared, inputs)
     np.testing.assert_array_equal(got, want)
+
+
+def test_kernel_to_cuda_refuses_a_grid_that_clusters_do_not_make_up() -> None:
+    """A launch of three blocks of a kernel in clusters of two: the driver would refuse it,
+    so ``kernel-to-cuda`` says so."""
+    module = llmopt.parse(ARRIVE.replace("grid [2, 1, 1]", "grid [3, 1, 1]"))
+    with pytest.raises(PassFailedException, match=re.escape(
+            "kernel 'k' runs in clusters of 2 blocks along x, but a launch has grid [3, 1, 1]")):
+        llmopt.lower(module, "kernel-to-cuda{arch=sm_90a}")
