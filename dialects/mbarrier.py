@@ -55,7 +55,7 @@ that complete on a barrier land when a thread waits for that phase.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Self
+from typing import ClassVar, Self
 
 from xdsl.dialects.builtin import IndexType, IntegerAttr, IntegerType, MemRefType, i64
 from xdsl.ir import Dialect, Operation, SSAValue
@@ -168,6 +168,25 @@ class InitOp(BarrierAccess):
         return (parse_i64(parser),)
 
 
+class _OperandTail(BarrierAccess):
+    """A barrier access followed by ``KEYWORD %v``, ``%v`` an ``index`` operand (the op's
+    last)."""
+
+    KEYWORD: ClassVar[str] = ""
+
+    def __init__(self, bars: SSAValue, indices: Sequence[SSAValue], value: SSAValue) -> None:
+        super().__init__(operands=[bars, list(indices), value])
+
+    def print_tail(self, printer: Printer) -> None:
+        printer.print_string(f" {self.KEYWORD} ")
+        printer.print_ssa_value(self.operands[-1])
+
+    @classmethod
+    def parse_tail(cls, parser: Parser) -> tuple[object, ...]:
+        parser.parse_keyword(cls.KEYWORD)
+        return (parser.parse_operand(IndexType()),)
+
+
 class _Arrival(BarrierAccess):
     """An arrival of each executing thread on ``bars[indices]``."""
 
@@ -183,26 +202,15 @@ class ArriveOp(_Arrival):
 
 
 @irdl_op_definition
-class ArriveClusterOp(BarrierAccess):
+class ArriveClusterOp(_OperandTail):
     """``mbarrier.arrive_cluster %bars[%i] cta %r : memref<2x4xi64>``: an arrival on the
     barrier of block ``%r`` of the thread's cluster (see the module docstring)."""
 
     name = "mbarrier.arrive_cluster"
+    KEYWORD: ClassVar[str] = "cta"
     bars = operand_def(MemRefType)
     indices = var_operand_def(IndexType)
     cta = operand_def(IndexType)
-
-    def __init__(self, bars: SSAValue, indices: Sequence[SSAValue], cta: SSAValue) -> None:
-        super().__init__(operands=[bars, list(indices), cta])
-
-    def print_tail(self, printer: Printer) -> None:
-        printer.print_string(" cta ")
-        printer.print_ssa_value(self.cta)
-
-    @classmethod
-    def parse_tail(cls, parser: Parser) -> tuple[object, ...]:
-        parser.parse_keyword("cta")
-        return (parser.parse_operand(IndexType()),)
 
 
 @irdl_op_definition
@@ -246,25 +254,14 @@ class ExpectBytesOp(BarrierAccess):
 
 
 @irdl_op_definition
-class WaitOp(BarrierAccess):
+class WaitOp(_OperandTail):
     """``mbarrier.wait %bars[%i] parity %p : memref<2x4xi64>`` (see the module docstring)."""
 
     name = "mbarrier.wait"
+    KEYWORD: ClassVar[str] = "parity"
     bars = operand_def(MemRefType)
     indices = var_operand_def(IndexType)
     parity = operand_def(IndexType)
-
-    def __init__(self, bars: SSAValue, indices: Sequence[SSAValue], parity: SSAValue) -> None:
-        super().__init__(operands=[bars, list(indices), parity])
-
-    def print_tail(self, printer: Printer) -> None:
-        printer.print_string(" parity ")
-        printer.print_ssa_value(self.parity)
-
-    @classmethod
-    def parse_tail(cls, parser: Parser) -> tuple[object, ...]:
-        parser.parse_keyword("parity")
-        return (parser.parse_operand(IndexType()),)
 
 
 Mbarrier = Dialect("mbarrier", [InitOp, ArriveOp, ArriveClusterOp, ArriveCopiesOp,

@@ -6,6 +6,8 @@ on the GPU by ``test/gpu/test_warp_specialize_gpu.py``."""
 from __future__ import annotations
 
 import re
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,23 +19,16 @@ from llmopt import api, registry
 from llmopt.dialects import kernel
 from llmopt.interp import InterpretError, random_inputs, run
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "bench"))
+
+from sweep_gemm import Linear  # noqa: E402  (x @ W^T + r, as the product benchmark)
+
 LOWER = "lower-to-cuda{arch=sm_90a roles=2}"
-
-
-class _Product(torch.nn.Module):
-    """``x @ Wᵀ + r``."""
-
-    def __init__(self, k: int, n: int) -> None:
-        super().__init__()
-        self.proj = torch.nn.Linear(k, n, bias=False)
-
-    def forward(self, x: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
-        return self.proj(x) + r
 
 
 def _cuda(m: int, n: int, k: int, pipeline: str) -> str:
     """The CUDA source of a bf16 ``m × n × k`` product with a residual."""
-    block = _Product(k, n).to(torch.bfloat16)
+    block = Linear(k, n).to(torch.bfloat16)
     x = torch.randn(1, m, k).to(torch.bfloat16)
     r = torch.randn(1, m, n).to(torch.bfloat16)
     return api.cuda_source(api.capture(block, (x, r)), pipeline)
