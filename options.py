@@ -98,15 +98,14 @@ KNOBS: dict[str, IntRange] = {
     "min_blocks": IntRange(0, 32),
     "roles": _one_of(1, 2),
     "multicast": IntRange(1, MAX_CLUSTER),
-    "cluster": IntRange(1, MAX_CLUSTER),
 }  # fmt: skip
 """The ``llmopt.schedule`` knobs of the Tile-IR passes and ``kernel-to-cuda`` (see
 :mod:`llmopt.passes.tile._schedule`) and their ranges: register tiles (``bm × bn`` per
 block, ``tm × tn`` per thread), K chunks (``bk``), shared-memory slots (``stages``), split-K
 slices, ``__launch_bounds__``' minimum blocks per multiprocessor (0: none; 32 is the most
 any GPU keeps resident), the roles of a product's threads (2: a producer warpgroup issues
-the copies), the blocks of a cluster that ``register-tile`` asks for (``multicast``) and
-``warp-specialize`` gives a kernel (``cluster``)."""
+the copies), the blocks of a cluster that ``register-tile`` asks ``warp-specialize`` for
+(``multicast``)."""
 
 MAX_ACCUMULATORS = 256
 """The largest register tile ``tm × tn`` (a thread has at most 255 registers)."""
@@ -166,7 +165,7 @@ OPTIONS: dict[str, dict[str, Option]] = {
     "warp-specialize": {"pending": Option(_one_of(0, 1)),
                         "producer_registers": Option(IntRange(24, 256, 8)),
                         "consumer_registers": Option(IntRange(24, 256, 8)),
-                        "cluster": _knob("cluster"),
+                        "cluster": Option(IntRange(1, MAX_CLUSTER)),
                         "max_blocks": Option(IntRange(1, 2**31 - 1))},
     "wgmma-fragments": {"pending": Option(_one_of(0, 1)),
                         "atoms": Option(_one_of(1, 2), unset=False)},

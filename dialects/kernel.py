@@ -31,6 +31,7 @@ from xdsl.irdl import (
     irdl_op_definition,
     operand_def,
     opt_operand_def,
+    opt_prop_def,
     prop_def,
     region_def,
     result_def,
@@ -72,6 +73,7 @@ from llmopt.dialects._syntax import (
     print_sized_list,
     print_typed_suffix,
 )
+from llmopt.target import MAX_CLUSTER
 
 DIMS = ("x", "y", "z")
 
@@ -98,12 +100,18 @@ class ReturnOp(IRDLOperation):
 
 @irdl_op_definition
 class FuncOp(IRDLOperation):
-    """``kernel.func @k(%a: memref<...>, ...) block [256, 1, 1] { ... kernel.return }``."""
+    """``kernel.func @k(%a: memref<...>, ...) block [256, 1, 1] { ... kernel.return }``.
+
+    ``block [384, 1, 1] cluster 2``: the kernel's blocks run in clusters of that many
+    consecutive blocks along ``x`` (sm_90, ``__cluster_dims__``), which reach each other's
+    shared memory (``tma.load … multicast``, ``mbarrier.arrive_cluster``); its launches'
+    grids are whole clusters."""
 
     name = "kernel.func"
     sym_name = prop_def(StringAttr)
     function_type = prop_def(FunctionType)
     block = prop_def(DenseArrayBase)
+    cluster = opt_prop_def(IntegerAttr)
     body = region_def("single_block")
     traits = traits_def(IsolatedFromAbove(), SymbolOpInterface(), RecursiveMemoryEffect())
 
@@ -124,8 +132,16 @@ class FuncOp(IRDLOperation):
     def block_shape(self) -> tuple[int, ...]:
         return ints(self.block)
 
+    @property
+    def cluster_size(self) -> int:
+        """The blocks of a cluster (1 when the kernel has no clusters)."""
+        return 1 if self.cluster is None else self.cluster.value.data
+
     def verify_(self) -> None:
         check_launch_shape(None, self.block_shape)
+        if not 1 <= self.cluster_size <= MAX_CLUSTER:
+            raise VerifyException(f"clusters of {self.cluster_size} blocks (1 to "
+                                  f"{MAX_CLUSTER})")
         types = tuple(a.type for a in self.body.block.args)
         if types != tuple(self.function_type.inputs.data):
             raise VerifyException("block arguments differ from the function type")
@@ -143,6 +159,8 @@ class FuncOp(IRDLOperation):
         printer.print_list(self.body.block.args, printer.print_block_argument)
         printer.print_string(") block ")
         print_int_list(printer, self.block_shape)
+        if self.cluster is not None:
+            printer.print_string(f" cluster {self.cluster_size}")
         printer.print_string(" ")
         printer.print_region(self.body, print_entry_block_args=False,
                              print_empty_block=False)
@@ -156,8 +174,11 @@ class FuncOp(IRDLOperation):
         )
         parser.parse_keyword("block")
         block = parse_int_list(parser)
+        cluster = parse_i64(parser) if parser.parse_optional_keyword("cluster") else None
         body = parser.parse_region(args)
         op = cls(name, [a.type for a in args], block, body)
+        if cluster is not None:
+            op.properties["cluster"] = IntegerAttr(cluster, i64)
         op.attributes |= parser.parse_optional_attr_dict()
         return op
 

@@ -220,7 +220,7 @@ def _arrive_now(ev: SimtEvaluator, op: Operation) -> None:
 @simt_impl("mbarrier.arrive_cluster")
 def _arrive_cluster(ev: SimtEvaluator, op: Operation) -> None:
     """Each executing thread arrives on the barrier at the same place of block ``cta`` of
-    its cluster (of the kernel's ``cluster`` knob, along ``x``), for its warpgroup: a
+    its cluster (of ``kernel.func … cluster n``, along ``x``), for its warpgroup: a
     thread that waits for the phase is ordered after the accesses of the whole
     warpgroup."""
     assert isinstance(op, ArriveClusterOp)
@@ -246,15 +246,13 @@ def _arrive_cluster(ev: SimtEvaluator, op: Operation) -> None:
 
 
 def cluster_size(op: Operation) -> int:
-    """The blocks of a cluster of the kernel holding ``op`` (its ``cluster`` knob; 1 when it
-    has none)."""
+    """The blocks of a cluster of the ``kernel.func`` holding ``op`` (1 outside one)."""
     from llmopt.dialects.kernel import FuncOp
-    from llmopt.passes.tile._schedule import kernel_knobs
 
     func = op.parent_op()
     while func is not None and not isinstance(func, FuncOp):
         func = func.parent_op()
-    return 1 if func is None else kernel_knobs(func).get("cluster", 1)
+    return 1 if func is None else func.cluster_size
 
 
 @simt_impl("mbarrier.expect_bytes")

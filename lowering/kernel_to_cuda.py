@@ -174,7 +174,7 @@ class _LowerKernelFunc(RewritePattern):
             raise PassFailedException(f"kernel-to-cuda: kernel '{name}' sets its warpgroups' "
                                       f"registers (kernel.set_max_registers), which needs "
                                       f"one resident block, but min_blocks is {min_blocks}")
-        cluster = knob(0, op, "cluster", 1)
+        cluster = op.cluster_size
         emitter = KernelEmitter(op, self.unrestricted.get(name, set()), self.layouts.get(name),
                                 index=I32 if narrow else INDEX,
                                 min_blocks=min_blocks,
@@ -184,10 +184,10 @@ class _LowerKernelFunc(RewritePattern):
 
 
 def _check_clusters(module: ModuleOp) -> None:
-    """Every launch of a kernel that runs in clusters (knob ``cluster``, which
-    ``warp-specialize`` sets) has a static grid that whole clusters make up: the driver
+    """Every launch of a kernel that runs in clusters (``kernel.func … cluster n``, which
+    ``warp-specialize`` gives) has a static grid that whole clusters make up: the driver
     refuses any other launch of a ``__cluster_dims__`` kernel."""
-    sizes = {f.sym_name.data: knob(0, f, "cluster", 1) for f in module.ops
+    sizes = {f.sym_name.data: f.cluster_size for f in module.ops
              if isinstance(f, kernel.FuncOp)}
     for op in module.walk():
         if not isinstance(op, kernel.LaunchOp):

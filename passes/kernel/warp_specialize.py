@@ -104,8 +104,8 @@ L2 once instead of ``n`` times; a slot is then refilled by every block's produce
 barriers' initialisation is followed by a ``kernel.cluster_barrier`` (no block may signal
 a barrier of another before it is set up), and after its last tile a block's producer waits
 for the release of every slot, after which no block of the cluster touches its shared
-memory and it may end. A kernel whose tiles, grid or boxes do not allow it is specialised
-without clusters.
+memory and it may end. The kernel becomes ``kernel.func … cluster n``. A kernel whose
+tiles, grid or boxes do not allow it is specialised without clusters.
 
 A specialised kernel whose grid-stride loop has more tiles than the target's
 multiprocessors, one block a tile, is launched on as many blocks as there are
@@ -156,7 +156,7 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import arith, scf
-from xdsl.dialects.builtin import IndexType, ModuleOp, StringAttr
+from xdsl.dialects.builtin import IndexType, IntegerAttr, ModuleOp, StringAttr, i64
 from xdsl.ir import Block, Operation, Region
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
@@ -180,7 +180,7 @@ from llmopt.passes.kernel._warp_steps import (
     release,
     tile_index,
 )
-from llmopt.passes.tile._schedule import PRODUCER_ROLES, kernel_knobs, knob, set_knob
+from llmopt.passes.tile._schedule import PRODUCER_ROLES, kernel_knobs, knob
 from llmopt.target import DEFAULT_ARCH, MAX_CLUSTER, for_arch
 
 __all__ = ["WarpSpecialize"]
@@ -241,7 +241,7 @@ def _rewrite(loop: KLoop, pending: int, tensor_copies: bool, cluster: int = 1,
         after.append(scf.IfOp(is_consumer.result, [], Region(last)))
     if size > 1:
         after += producer_tail(loop, bars, tile, is_consumer.result)
-        set_knob(func, "cluster", size)
+        func.properties["cluster"] = IntegerAttr(size, i64)
     Rewriter.insert_op(after, InsertPoint.before(loop.prologue))
     for old in (k_loop, loop.prologue, barrier):
         old.detach()

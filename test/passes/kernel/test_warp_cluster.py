@@ -61,7 +61,7 @@ def test_tiles_whose_neighbours_share_no_box_run_without_clusters() -> None:
 
 KERNEL = """
 builtin.module {
-  kernel.func @k(%x: memref<256xCOLSxbf16>) block [128, 1, 1] {
+  kernel.func @k(%x: memref<256xCOLSxbf16>) block [128, 1, 1] cluster CLUSTER {
     %stage = kernel.shared : memref<2xROWSxCOLSxbf16>
     %bars = kernel.shared : memref<2xi64>
     %c0 = arith.constant 0 : index
@@ -73,20 +73,26 @@ builtin.module {
 """
 
 
-@pytest.mark.parametrize(("rows", "cols", "n", "why"), [
-    (128, 64, 3, "does not split into 3 parts"),
-    (2, 32, 2, "parts of 64 bytes; each must start at a multiple of 128 bytes"),
-    (128, 64, 16, r"multicast to 16 blocks \(2 to 8\)"),
+@pytest.mark.parametrize(("rows", "cols", "n", "cluster", "why"), [
+    (128, 64, 3, 3, "does not split into 3 parts"),
+    (2, 32, 2, 2, "parts of 64 bytes; each must start at a multiple of 128 bytes"),
+    (128, 64, 16, 2, r"multicast to 16 blocks \(2 to 8\)"),
+    (128, 64, 2, 4, "multicast to 2 blocks in a kernel of clusters of 4"),
 ])
 def test_the_verifier_refuses_multicast_parts_that_are_not_whole_aligned_rows(
-        rows: int, cols: int, n: int, why: str) -> None:
-    text = KERNEL.replace("ROWS", str(rows)).replace("COLS", str(cols)).replace("MULTI", str(n))
+        rows: int, cols: int, n: int, cluster: int, why: str) -> None:
     with pytest.raises(VerifyException, match=why):
-        llmopt.parse(text).verify()
+        llmopt.parse(_kernel(rows, cols, n, cluster)).verify()
 
 
 def test_the_verifier_accepts_whole_aligned_parts() -> None:
-    llmopt.parse(KERNEL.replace("ROWS", "8").replace("COLS", "64").replace("MULTI", "2")).verify()
+    llmopt.parse(_kernel(8, 64, 2, 2)).verify()
+
+
+def _kernel(rows: int, cols: int, n: int, cluster: int) -> str:
+    """``KERNEL`` with its tile, multicast and cluster."""
+    return (KERNEL.replace("ROWS", str(rows)).replace("COLS", str(cols))
+            .replace("MULTI", str(n)).replace("CLUSTER", str(cluster)))
 
 
 ARRIVE = """
@@ -95,7 +101,7 @@ builtin.module {
     kernel.launch @k grid [2, 1, 1] block [32, 1, 1] smem 0 (%x) : memref<4xf32>
     func.return
   }
-  kernel.func @k(%x: memref<4xf32>) block [32, 1, 1] {
+  kernel.func @k(%x: memref<4xf32>) block [32, 1, 1] cluster 2 {
     %bars = kernel.shared : memref<1xi64>
     %c0 = arith.constant 0 : index
     %c2 = arith.constant 2 : index
@@ -106,7 +112,7 @@ builtin.module {
       mbarrier.arrive_cluster %bars[%c0] cta %c2 : memref<1xi64>
     }
     kernel.return
-  } {llmopt.schedule = {cluster = 2 : i64}}
+  }
 }
 """
 
@@ -151,7 +157,7 @@ def test_blocks_that_take_several_tiles_keep_the_bits(cluster: int) -> None:
         kernel_ir, "")
     (one_each, grids), (shared, fewer) = _lowered(many), _lowered(few)
     assert [16, 1, 1] in grids and [4, 1, 1] in fewer
-    assert ("cluster = 2" in str(shared)) == (cluster == 2)
+    assert ("cluster 2 {" in str(shared)) == (cluster == 2)
     fn = next(op for op in llmopt.parse(PRODUCT).walk() if op.name == "func.func")
     inputs = random_inputs(fn, 1)
     (want,) = run(one_each, inputs)

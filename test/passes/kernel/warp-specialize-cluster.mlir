@@ -16,7 +16,7 @@
 // part from %cluster_ctarank and multicasts to both blocks (mask 3). With cluster=1 the
 // kernel is specialised without clusters.
 
-// CHECK:      kernel.func @elementwise_6({{.*}}) block [256, 1, 1] {
+// CHECK:      kernel.func @elementwise_6({{.*}}) block [256, 1, 1] cluster 2 {
 // CHECK-COUNT-4: mbarrier.init %bars[{{.*}}] count 1 : memref<2x4xi64>
 // CHECK-COUNT-4: mbarrier.init %bars[{{.*}}] count 2 : memref<2x4xi64>
 // CHECK:        kernel.cluster_barrier
@@ -27,7 +27,6 @@
 // CHECK:            tma.load %{{.*}} to %stage_1[%{{.*}}] on %bars[%{{.*}}, %{{.*}}] multicast 2 : memref<512x256xbf16> to memref<4x128x64xbf16>
 // CHECK:        } {llmopt.role = "ws_loop"}
 // CHECK-COUNT-4: mbarrier.wait %bars
-// CHECK:      llmopt.schedule = {{{.*}}cluster = 2
 
 // NUM:        warp-specialize {{.*}} ok
 // NUM:        programmatic-launch {{.*}} ok
