@@ -885,12 +885,17 @@ class AsyncWaitOp(AsyncWaitBase):
     name = "kernel.async_wait"
 
 
-def _check_in_kernel(op: Operation) -> None:
-    """``op`` sits in a ``kernel.func`` (grid dependences belong to a kernel's threads)."""
+def enclosing_func(op: Operation) -> FuncOp | None:
+    """The ``kernel.func`` around ``op``, if any."""
     parent = op.parent_op()
     while parent is not None and not isinstance(parent, FuncOp):
         parent = parent.parent_op()
-    if parent is None and op.parent is not None:
+    return parent
+
+
+def _check_in_kernel(op: Operation) -> None:
+    """``op`` sits in a ``kernel.func`` (grid dependences belong to a kernel's threads)."""
+    if enclosing_func(op) is None and op.parent is not None:
         raise VerifyException(f"{op.name} must be inside a kernel.func")
 
 
@@ -1169,7 +1174,7 @@ Kernel = Dialect(
 __all__ = [
     "Kernel", "FuncOp", "ReturnOp", "LaunchOp", "ThreadIdOp", "BlockIdOp", "BlockDimOp",
     "GridDimOp", "LoadOp", "StoreOp", "SharedOp", "LocalOp", "BarrierOp", "OpaqueOp",
-    "ClusterBarrierOp", "ShuffleXorOp",
+    "ClusterBarrierOp", "ShuffleXorOp", "enclosing_func",
     "AsyncCopyOp", "AsyncCommitOp", "AsyncWaitOp", "AsyncWaitBase", "WaitPriorGridsOp",
     "LaunchDependentsOp", "PrefetchOp", "LastBlockOp", "SetMaxRegistersOp", "REGISTER_COUNTS",
     "REGISTER_ACTIONS", "PROGRAMMATIC", "CARVEOUT", "DIMS",

@@ -177,16 +177,14 @@ class LoadOp(IRDLOperation):
         """A multicast copy's parts are whole tile rows that start where a tile may (a
         swizzled part at a whole period of the swizzle, else it would be swizzled out of
         step with the buffer's layout)."""
-        from llmopt.dialects.kernel import FuncOp
+        from llmopt.dialects.kernel import enclosing_func
         from llmopt.lowering._cuda_shared import SWIZZLE_ALIGN, TMA_ALIGN
         from llmopt.target import MAX_CLUSTER
 
         n, tile = self.blocks, self.tile
         if not 2 <= n <= MAX_CLUSTER:
             raise VerifyException(f"{self.name}: multicast to {n} blocks (2 to {MAX_CLUSTER})")
-        func = self.parent_op()
-        while func is not None and not isinstance(func, FuncOp):
-            func = func.parent_op()
+        func = enclosing_func(self)
         if func is not None and func.cluster_size != n:
             raise VerifyException(f"{self.name}: multicast to {n} blocks in a kernel of "
                                   f"clusters of {func.cluster_size}")

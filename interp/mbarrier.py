@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from xdsl.ir import Operation, SSAValue
 
+from llmopt.dialects.kernel import enclosing_func
 from llmopt.dialects.mbarrier import (
     ArriveClusterOp,
     ArriveCopiesOp,
@@ -226,7 +227,8 @@ def _arrive_cluster(ev: SimtEvaluator, op: Operation) -> None:
     assert isinstance(op, ArriveClusterOp)
     kev = _ids(ev, op)
     buf, full = barrier_index(ev, op, op.bars, op.indices)
-    n = cluster_size(op)
+    func = enclosing_func(op)
+    n = 1 if func is None else func.cluster_size
     cta = ev.env[op.cta]
     (block, *coords, peer), tids = kev.lanes([*full, cta])
     if ((peer < 0) | (peer >= n)).any():
@@ -243,16 +245,6 @@ def _arrive_cluster(ev: SimtEvaluator, op: Operation) -> None:
     for at, lead in zip(loc.tolist(), first.tolist(), strict=True):
         state.arrivers[at].extend(range(lead, lead + WARPGROUP))
     _arrive(op, kev, state, loc, tids, buf)
-
-
-def cluster_size(op: Operation) -> int:
-    """The blocks of a cluster of the ``kernel.func`` holding ``op`` (1 outside one)."""
-    from llmopt.dialects.kernel import FuncOp
-
-    func = op.parent_op()
-    while func is not None and not isinstance(func, FuncOp):
-        func = func.parent_op()
-    return 1 if func is None else func.cluster_size
 
 
 @simt_impl("mbarrier.expect_bytes")

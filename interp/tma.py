@@ -85,7 +85,7 @@ def _load(ev: SimtEvaluator, op: Operation) -> None:
         raise error(InterpretError, op, f"a multicast to clusters of {n} blocks in a launch "
                     f"of {kev.threads[0]} blocks")
     for peer in range(n):  # each block of the cluster (the thread's own when not multicast)
-        block = dst_l[0] - dst_l[0] % n + peer if n > 1 else dst_l[0]
+        block = dst_l[0] - dst_l[0] % n + peer
         target = [np.broadcast_to(d[:, None], coords[0].shape) for d in (block, *dst_l[1:])]
         dst_loc = np.ravel_multi_index([*target, *within], dst.shape).reshape(-1)
         bar_loc = np.ravel_multi_index((block, *bar_l[1:]), bars.shape)

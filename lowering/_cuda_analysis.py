@@ -16,7 +16,7 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.utils.exceptions import PassFailedException
 
 from llmopt.dialects import kernel, mma, wgmma
-from llmopt.lowering._kernel_emit import enclosing_func
+from llmopt.dialects.kernel import enclosing_func
 from llmopt.target import (
     BULK_PREFETCH_MIN_SM,
     GRID_DEPENDENCY_MIN_SM,

@@ -106,8 +106,7 @@ class KernelEmitter(ExprBuilder):
     pool: str | None = None  # the extern __shared__ array, when shared memory is dynamic
     index: Attribute = INDEX  # what ``index`` is computed in: itself (long long) or i32
     min_blocks: int = 0  # ``__launch_bounds__``' second number (0: none)
-    cluster: int = 1  # blocks of a cluster (``__cluster_dims__``; 1: none)
-    _generic: bool | None = None  # see _generic_operands
+    proxy_fence: bool = True  # wgmma.fence needs fence.proxy.async (_generic_operands)
     length: int | SSAValue | None = None  # kernels with ? buffers: the length parameter's
     # position, or the value the kernel loads from a lengths buffer
     length_var: str | None = None  # the local holding the length, as ``index``
@@ -140,6 +139,7 @@ class KernelEmitter(ExprBuilder):
             self._bind(arg, name, typ)
             params.append(cuda.Param(name, typ, quals))
         params += self._tensor_map_params()
+        self.proxy_fence = _generic_operands(func)
         classify(body, self.kind, _nan_min_max if self.nan_min_max else None)
         self.block = Block()
         if isinstance(self.length, int):
@@ -157,7 +157,7 @@ class KernelEmitter(ExprBuilder):
         return cuda.KernelOp(func.sym_name.data, params, Region(self.block),
                              launch_bounds=block[0] * block[1] * block[2],
                              min_blocks=self.min_blocks or None,
-                             cluster=self.cluster if self.cluster > 1 else None,
+                             cluster=None if func.cluster is None else func.cluster_size,
                              dynamic_shared=self.layout.total if dynamic else None)
 
     def _tensor_map_params(self) -> list[cuda.Param]:
@@ -272,7 +272,7 @@ class KernelEmitter(ExprBuilder):
                 self._emit_pack(op)
         elif isinstance(op, wgmma.FenceOp):
             names = self._start_accumulators(op)
-            if self._generic_operands():
+            if self.proxy_fence:
                 self.add(cuda.AsmOp("fence.proxy.async.shared::cta;", [], [], [],
                                     volatile=True, memory=True))
             started = [self.add(cuda.VarOp(name, F32)).results[0] for name in names]
@@ -612,27 +612,15 @@ class KernelEmitter(ExprBuilder):
         coordinates = [self.cast(self.expr(v), I32) for v in reversed(op.src_indices)]
         bar = self._shared_address(op.bars, op.bar_indices, op)
         rank = len(op.src_indices)
-        places = ", ".join(f"%{2 + k}" for k in range(rank))
-        template = (f"cp.async.bulk.tensor.{rank}d.shared::cluster.global.tile"
-                    f".mbarrier::complete_tx::bytes [%0], [%1, {{{places}}}], [%{2 + rank}];")
-        if op.multicast is not None:
-            template = _multicast(template, op, rank)
+        copy = (f"cp.async.bulk.tensor.{rank}d.shared::cluster.global.tile"
+                ".mbarrier::complete_tx::bytes")
+        if op.multicast is None:
+            places = ", ".join(f"%{2 + k}" for k in range(rank))
+            template = f"{copy} [%0], [%1, {{{places}}}], [%{2 + rank}];"
+        else:
+            template = _multicast(copy, op, rank)
         self.add(cuda.AsmOp(template, [], [dst, address, *coordinates, bar],
                             ["r", "l", *["r"] * rank, "r"], volatile=True, memory=True))
-
-    def _generic_operands(self) -> bool:
-        """Whether a shared buffer that a ``wgmma`` product reads may be written by the
-        threads themselves (``kernel.store``, ``kernel.async_copy``, …: the generic proxy),
-        so that ``wgmma.fence`` needs ``fence.proxy.async`` to make those writes visible to
-        the products. A buffer only bulk copies fill (``tma.load``, the asynchronous proxy,
-        as the products) needs none; the fence costs a ``MEMBAR.ALL.CTA`` at every K step."""
-        if self._generic is None:
-            operands = {v for op in self.func.walk() if isinstance(op, wgmma.MmaOp)
-                        for v in (op.a, op.b) if v is not None}
-            self._generic = any(
-                not isinstance(use.operation, wgmma.MmaOp | tma.LoadOp | kernel.LoadOp)
-                for buffer in operands for use in buffer.uses)
-        return self._generic
 
     def _tile_start(self, buffer: SSAValue, indices: Sequence[SSAValue],
                     typ: MemRefType) -> SSAValue:
@@ -854,17 +842,28 @@ def _retype_index(func: kernel.FuncOp, typ: Attribute) -> None:
 
 
 
-def _multicast(template: str, op: tma.LoadOp, rank: int) -> str:
-    """``template`` (a ``tma.load``'s ``cp.async.bulk.tensor``, operands as there) for a
-    multicast copy: in braces, the block's rank in its cluster (``%cluster_ctarank``) moves
+def _multicast(copy: str, op: tma.LoadOp, rank: int) -> str:
+    """The template of a multicast ``tma.load`` (``copy`` its instruction, the operands as
+    for a plain one): in braces, the block's rank in its cluster (``%cluster_ctarank``) moves
     the destination by that many parts' bytes and the corner's coordinate of the tile's
     first dimension by as many part rows, and the copy goes to every block of the cluster
     (``.multicast::cluster`` with a mask of the cluster's ``n`` blocks)."""
     split = len(op.tile) - 1  # the tile's first dimension among the coordinates
     rows = op.part[0]
     places = ", ".join("crd" if k == split else f"%{2 + k}" for k in range(rank))
-    copy = template.split(" [%0]")[0]
     return ("{ .reg .b32 rk, at, crd; .reg .b16 mask; mov.u32 rk, %%cluster_ctarank; "
             f"mad.lo.u32 at, rk, {op.bytes}, %0; mad.lo.s32 crd, rk, {rows}, %{2 + split}; "
             f"mov.b16 mask, {(1 << op.blocks) - 1}; "
             f"{copy}.multicast::cluster [at], [%1, {{{places}}}], [%{2 + rank}], mask; }}")
+
+
+def _generic_operands(func: kernel.FuncOp) -> bool:
+    """Whether a shared buffer that a ``wgmma`` product of ``func`` reads may be written by
+    the threads themselves (``kernel.store``, ``kernel.async_copy``, …: the generic proxy),
+    so that ``wgmma.fence`` needs ``fence.proxy.async`` to make those writes visible to the
+    products. A buffer only bulk copies fill (``tma.load``, the asynchronous proxy, as the
+    products) needs none; the fence costs a ``MEMBAR.ALL.CTA`` at every K step."""
+    operands = {v for op in func.walk() if isinstance(op, wgmma.MmaOp)
+                for v in (op.a, op.b) if v is not None}
+    return any(not isinstance(use.operation, wgmma.MmaOp | tma.LoadOp | kernel.LoadOp)
+               for buffer in operands for use in buffer.uses)

@@ -16,7 +16,7 @@ from xdsl.pattern_rewriter import (
 from xdsl.rewriter import InsertPoint
 
 from llmopt.dialects import kernel, loop, mma, tile, wgmma
-from llmopt.lowering._kernel_emit import enclosing_func
+from llmopt.dialects.kernel import enclosing_func
 from llmopt.target import WARP
 
 

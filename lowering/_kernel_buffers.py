@@ -21,8 +21,9 @@ from xdsl.pattern_rewriter import (
 )
 
 from llmopt.dialects import kernel, loop, tile
+from llmopt.dialects.kernel import enclosing_func
 from llmopt.dialects.wgmma import SWIZZLE_ATTR
-from llmopt.lowering._kernel_emit import enclosing_func, hoist_to_func
+from llmopt.lowering._kernel_emit import hoist_to_func
 from llmopt.passes._rewrite import fail
 
 

@@ -284,20 +284,13 @@ def clamp_shape(op: Operation, value: SSAValue) -> list[int | SSAValue]:
     shape = memref_shape(value)
     if all(e >= 0 for e in shape):
         return list(shape)
-    fn = enclosing_func(op)
+    fn = kernel.enclosing_func(op)
     lengths = [] if fn is None else [a for a in fn.body.block.args
                                      if isinstance(a.type, IndexType)]
     if len(lengths) != 1:
         raise fail(op, "a clamped access of a buffer with ? extents needs the kernel's one "
                        f"length parameter (found {len(lengths)})")
     return [lengths[0] if e < 0 else e for e in shape]
-
-
-def enclosing_func(op: Operation) -> kernel.FuncOp | None:
-    parent = op.parent_op()
-    while parent is not None and not isinstance(parent, kernel.FuncOp):
-        parent = parent.parent_op()
-    return parent
 
 
 def hoist_to_func(fn: kernel.FuncOp, op: Operation, rewriter: PatternRewriter) -> None:

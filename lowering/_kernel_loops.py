@@ -21,6 +21,7 @@ from xdsl.pattern_rewriter import (
 from xdsl.rewriter import InsertPoint
 
 from llmopt.dialects import kernel, loop, tile
+from llmopt.dialects.kernel import enclosing_func
 from llmopt.lowering._kernel_emit import (
     INDEX,
     MAX_UNROLLED_ROUNDS,
@@ -29,7 +30,6 @@ from llmopt.lowering._kernel_emit import (
     accumulate_body,
     check_reducible,
     combiner,
-    enclosing_func,
     hoist_to_func,
     identity,
 )

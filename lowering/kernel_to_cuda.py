@@ -174,11 +174,9 @@ class _LowerKernelFunc(RewritePattern):
             raise PassFailedException(f"kernel-to-cuda: kernel '{name}' sets its warpgroups' "
                                       f"registers (kernel.set_max_registers), which needs "
                                       f"one resident block, but min_blocks is {min_blocks}")
-        cluster = op.cluster_size
         emitter = KernelEmitter(op, self.unrestricted.get(name, set()), self.layouts.get(name),
                                 index=I32 if narrow else INDEX,
                                 min_blocks=min_blocks,
-                                cluster=cluster,
                                 length=length, nan_min_max=self.nan_min_max)
         rewriter.replace(op, emitter.run())
 

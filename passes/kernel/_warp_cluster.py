@@ -36,13 +36,11 @@ class Cluster:
     shared: tuple[int, ...]
 
 
-def _tile_value(loop: KLoop) -> tuple[SSAValue, int] | None:
+def _tile_value(loop: KLoop, grids: list[int]) -> tuple[SSAValue, int] | None:
     """The value that numbers the block's tile and how many tiles there are: the
     grid-stride loop's variable and its constant bound (the loop from ``block_id x`` by
-    ``grid_dim x``), else ``block_id x`` and the grid; ``None`` when neither is so."""
-    grids = _grids(loop.func)
-    if grids is None:
-        return None
+    ``grid_dim x``), else ``block_id x`` and the launches' one grid (``grids``); ``None``
+    when neither is so."""
     parent = loop.k_loop.parent_op()
     if isinstance(parent, scf.ForOp):
         tiles = constant_index(parent.ub)
@@ -58,9 +56,9 @@ def _tile_value(loop: KLoop) -> tuple[SSAValue, int] | None:
     return ids[0].result, grids[0]
 
 
-def _grids(func: kernel.FuncOp) -> list[int] | None:
-    """The x extent of every launch of ``func`` (all static, one-dimensional), or
-    ``None``."""
+def _launches(func: kernel.FuncOp) -> list[kernel.LaunchOp] | None:
+    """The launches of ``func``, or ``None`` unless each has a static one-dimensional
+    grid."""
     module = func.parent_op()
     if module is None:
         return None
@@ -69,29 +67,23 @@ def _grids(func: kernel.FuncOp) -> list[int] | None:
     if not launches or any(op.grid_size is not None or op.grid_shape[1:] != (1, 1)
                            for op in launches):
         return None
-    return [op.grid_shape[0] for op in launches]
+    return launches
 
 
-def persist(loop: KLoop, blocks: int) -> bool:
+def persist(loop: KLoop, blocks: int) -> None:
     """Launch ``loop``'s kernel with at most ``blocks`` blocks (the multiprocessors, for a
     block that runs alone on one) when its grid-stride loop has more tiles than that and
     every launch gives each tile a block: each block then runs several tiles, and its
-    producer fills the next tile's slots while the consumers finish the last one. ``True``
-    when the grid changed."""
-    found = _tile_value(loop)
-    grids = _grids(loop.func)
-    if found is None or grids is None or not isinstance(loop.k_loop.parent_op(), scf.ForOp):
-        return False
-    tiles = found[1]
-    if tiles <= blocks or any(g != tiles for g in grids):
-        return False
-    module = loop.func.parent_op()
-    assert module is not None
-    for op in module.walk():
-        if (isinstance(op, kernel.LaunchOp)
-                and op.kernel.root_reference.data == loop.func.sym_name.data):
-            op.properties["grid"] = int_array([blocks, 1, 1])
-    return True
+    producer fills the next tile's slots while the consumers finish the last one."""
+    launches = _launches(loop.func)
+    if launches is None or not isinstance(loop.k_loop.parent_op(), scf.ForOp):
+        return
+    found = _tile_value(loop, [op.grid_shape[0] for op in launches])
+    if found is None or found[1] <= blocks or any(op.grid_shape[0] != found[1]
+                                                  for op in launches):
+        return
+    for op in launches:
+        op.properties["grid"] = int_array([blocks, 1, 1])
 
 
 def _shared(box: BoxCopy, tile: SSAValue, tiles: int, size: int,
@@ -129,9 +121,12 @@ def plan(loop: KLoop, boxes: list[BoxCopy], size: int) -> Cluster | None:
     """How ``loop``'s kernel runs in clusters of ``size``, or ``None`` when it cannot: the
     tiles and every launch's grid a multiple of ``size`` (see the module docstring) and a
     shared box that splits into ``size`` parts (every such box is multicast)."""
-    found = _tile_value(loop)
-    grids = _grids(loop.func)
-    if found is None or grids is None:
+    launches = _launches(loop.func)
+    if launches is None:
+        return None
+    grids = [op.grid_shape[0] for op in launches]
+    found = _tile_value(loop, grids)
+    if found is None:
         return None
     tile, tiles = found
     if tiles % size or any(g % size for g in grids):

@@ -119,6 +119,13 @@ faster at 200, 500, 512 and 1000 rows and its fused gate/up 1.4-4.9%; at 2047 ro
 were even, and products of at most 32 column blocks (TinyLlama's, Qwen2.5-7B's
 3584-column ones) 1-5% slower (``bench/results/gemm-bf16-clusters-h100.md``)."""
 
+def wide_enough(t: RegisterTile, m: int, n: int) -> bool:
+    """Whether a two-warpgroup product of ``m × n`` outputs in tiles ``t`` has the column
+    blocks (:data:`CLUSTER_MIN_COLUMNS`) and row bands (two) to run in clusters of two."""
+    return (t.bm == CLUSTER_ROWS and -(-m // t.bm) >= 2
+            and -(-n // t.bn) >= CLUSTER_MIN_COLUMNS)
+
+
 WGMMA_EFFICIENCY = {(2, 64): 10.0, (2, 56): 10.0, (2, 48): 10.0, (2, 44): 10.0,
                     (2, 32): 12.5, (2, 28): 12.5, (2, 16): 8.0}
 """Speed of a :data:`WGMMA_TILES` block on the scale of :data:`MMA_HALF_EFFICIENCY`, above

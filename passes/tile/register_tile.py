@@ -102,11 +102,10 @@ from llmopt.passes.tile._schedule import (
     set_knob,
 )
 from llmopt.passes.tile._schedule_tiles import (
-    CLUSTER_MIN_COLUMNS,
-    CLUSTER_ROWS,
     HALF_KINDS,
     tensor_core_kind,
     warpgroup_chunk,
+    wide_enough,
 )
 
 
@@ -163,8 +162,7 @@ class TileContraction(RewritePattern):
         if (chunk is not None and found.reduce.trip_count % chunk == 0
                 and "bk" not in kernel_knobs(tiled)):
             set_knob(tiled, "bk", chunk)  # wgmma-fragments reads rows of 128 bytes
-        if (chunk is not None and tile_.bm == CLUSTER_ROWS and found.length is None
-                and -(-m_ext // tile_.bm) >= 2 and -(-n_ext // tile_.bn) >= CLUSTER_MIN_COLUMNS):
+        if chunk is not None and found.length is None and wide_enough(tile_, m_ext, n_ext):
             set_knob(tiled, "multicast", 2)  # warp-specialize may pair its blocks
         rewriter.replace(op, tiled)
         if old_grid is not None:
