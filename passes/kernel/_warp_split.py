@@ -55,6 +55,19 @@ def fits(consumers: int, producer_registers: int, consumer_registers: int) -> bo
     return wanted <= register_pool(consumers + PRODUCERS)
 
 
+def consumer_share(consumers: int, producer_registers: int, consumer_registers: int) -> int:
+    """The registers each of ``consumers`` threads gets beside a producer warpgroup of
+    ``producer_registers`` each: ``consumer_registers`` where that :func:`fits`, else the
+    most that does (a count ``setmaxnreg`` takes: three computing warpgroups get 152) as
+    long as it is more than the block's even share they start with; 0 otherwise."""
+    if fits(consumers, producer_registers, consumer_registers):
+        return consumer_registers
+    granule = kernel.REGISTER_COUNTS.step
+    pool = register_pool(consumers + PRODUCERS)
+    share = (pool - producer_registers * PRODUCERS) // consumers // granule * granule
+    return share if share > pool // (consumers + PRODUCERS) else 0
+
+
 def _role_test(value: SSAValue, consumers: int) -> bool:
     """Whether ``value`` is ``arith.cmpi ult, (kernel.thread_id x), consumers``."""
     test = value.owner

@@ -130,12 +130,14 @@ becomes one branch per role that runs to the end of the kernel::
 
 Each branch is the body with the role test known (every ``scf.if`` on it replaced by the
 branch it takes; see :mod:`llmopt.passes.kernel._warp_split`), and the kernel gets the
-knob ``min_blocks = 1`` (``__launch_bounds__(C + 128, 1)``). A kernel whose roles would
-hold more registers than a block of ``C + 128`` threads starts with (``producer_registers
-· 128 + consumer_registers · C`` above the multiprocessor's 65 536 registers shared evenly
-and rounded down to 8 a thread: 64 512 for ``C = 256``) is left alone; one whose body
-holds a block barrier after the initialisation (which every thread must reach) is
-specialised without the split.
+knob ``min_blocks = 1`` (``__launch_bounds__(C + 128, 1)``). Where the roles would hold
+more registers than a block of ``C + 128`` threads starts with (``producer_registers · 128
++ consumer_registers · C`` above the multiprocessor's 65 536 registers shared evenly and
+rounded down to 8 a thread: 64 512 for ``C = 256``) the consumers get the most that fits
+instead (:func:`~llmopt.passes.kernel._warp_split.consumer_share`: 152 each for the three
+warpgroups of a 192-row tile), and a kernel where even that is no more than their even
+share is left alone; one whose body holds a block barrier after the initialisation (which
+every thread must reach) is specialised without the split.
 
 **Why**: in the K loop every thread both issues copies and computes, so each chunk goes
 wait → barrier → copies → products → ``wgmma.wait 0``, and the tensor cores idle at every
@@ -168,7 +170,7 @@ from llmopt.dialects.wgmma import WARPGROUP
 from llmopt.passes.kernel._box_copies import box_copies
 from llmopt.passes.kernel._warp_cluster import persist, plan, producer_tail
 from llmopt.passes.kernel._warp_roles import PRODUCERS, KLoop, match, role
-from llmopt.passes.kernel._warp_split import fits, split_roles
+from llmopt.passes.kernel._warp_split import consumer_share, split_roles
 from llmopt.passes.kernel._warp_steps import (
     Builder,
     accumulator_stores,
@@ -306,16 +308,17 @@ class WarpSpecialize(ModulePass):
             loops = [o for o in func.walk() if isinstance(o, scf.ForOp)
                      and role(o) == "k_loop"]
             consumers = func.block_shape[0]
+            share = consumer_share(consumers, *registers) if registers[0] else 0
             matched = [m for m in (match(func, o) for o in loops) if m is not None]
             if len(loops) == len(matched) == 1 and _fix_block_dim(func, consumers):
                 matched = [m for m in (match(func, o) for o in loops) if m is not None]
             if (len(loops) != 1 or len(matched) != 1
-                    or (registers[0] and not fits(consumers, *registers))
+                    or (registers[0] and not share)
                     or not _rewrite(matched[0], self.pending, self.tensor_copies,
                                     knob(self.cluster, func, "multicast", 1), blocks)):
                 continue
             if registers[0]:
-                split_roles(func, consumers, *registers)
+                split_roles(func, consumers, registers[0], share)
             shapes[func.sym_name.data] = [consumers + PRODUCERS, 1, 1]
             func.properties["block"] = int_array(shapes[func.sym_name.data])
         for launch in op.walk():

@@ -165,6 +165,26 @@ def test_blocks_that_take_several_tiles_keep_the_bits(cluster: int) -> None:
     np.testing.assert_array_equal(got, want)
 
 
+def test_three_computing_warpgroups_keep_the_bits() -> None:
+    """A 192 × 192 tile (three computing warpgroups, ``register-tile`` knobs) beside its
+    producer: 512 threads, whose consumers get the 152 registers that fit
+    (``consumer_share``), six tiles on two blocks; the interpreter gives the bits of the
+    default tiles."""
+    base = "lower-to-cuda{arch=sm_90a cluster=1 roles=2}"
+    kernel_ir = ",kernel-to-cuda{arch=sm_90a}"
+    wide = registry.with_options(base, "register-tile{bm=192 bn=192 tm=2 tn=48 blocked=3}",
+                                 "warp-specialize{max_blocks=2}").replace(kernel_ir, "")
+    plain = registry.expand_pipeline(base).replace(kernel_ir, "")
+    (three, grids), (default, _) = _lowered(wide), _lowered(plain)
+    assert grids == [[2, 1, 1]]
+    assert "block [512, 1, 1]" in str(three) and "inc 152" in str(three)
+    fn = next(op for op in llmopt.parse(PRODUCT).walk() if op.name == "func.func")
+    inputs = random_inputs(fn, 1)
+    (want,) = run(default, inputs)
+    (got,) = run(three, inputs)
+    np.testing.assert_array_equal(got, want)
+
+
 def test_kernel_to_cuda_refuses_a_grid_that_clusters_do_not_make_up() -> None:
     """A launch of three blocks of a kernel in clusters of two: the driver would refuse it,
     so ``kernel-to-cuda`` says so."""

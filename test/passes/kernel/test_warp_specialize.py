@@ -21,7 +21,7 @@ import llmopt
 from llmopt import registry
 from llmopt.dialects import kernel
 from llmopt.interp import InterpretError, RaceError, random_inputs, run
-from llmopt.passes.kernel._warp_split import fits, register_pool
+from llmopt.passes.kernel._warp_split import consumer_share, fits, register_pool
 
 INPUT = Path(__file__).parent / "Inputs" / "wgmma-k512.mlir"
 TO_KERNEL = "wgmma-fragments{arch=sm_90a},pad-shared,mma-fragments,vector-fragments,tile-to-kernel"
@@ -231,6 +231,16 @@ def test_the_register_budget_is_the_block_share_of_one_multiprocessor() -> None:
     assert fits(128, 256, 256)
 
 
+def test_computing_warpgroups_get_the_registers_that_fit() -> None:
+    """Two computing warpgroups keep the 232 asked for; three (a 192-row tile) get the most
+    that fits beside a producer of 40 (152, a multiple of 8); a producer too greedy for even
+    the block's share leaves none."""
+    assert consumer_share(256, 40, 232) == 232
+    assert consumer_share(384, 40, 232) == 152
+    assert fits(384, 40, 152) and not fits(384, 40, 160)
+    assert consumer_share(384, 256, 232) == 0
+
+
 def test_two_consumer_warpgroups_split_and_keep_their_bits(
         wide: tuple[str, list[np.ndarray]]) -> None:
     before, inputs = wide
@@ -244,13 +254,17 @@ def test_two_consumer_warpgroups_split_and_keep_their_bits(
     np.testing.assert_array_equal(got, want)
 
 
-def test_an_over_budget_pair_leaves_the_kernel_alone(
+def test_an_over_budget_pair_gives_the_consumers_what_fits(
         wide: tuple[str, list[np.ndarray]]) -> None:
     """48 · 128 + 232 · 256 = 65 536 registers, above the 64 512 that 384 threads start
-    with: the kernel is not specialised at all."""
+    with: the consumers get 224 each; a producer of 200 leaves them no more than their even
+    share (168), and the kernel is not specialised at all."""
     before, _ = wide
     module = llmopt.parse(before)
     llmopt.lower(module, "warp-specialize{producer_registers=48 consumer_registers=232}")
+    assert "inc 224" in str(module) and "dec 48" in str(module)
+    module = llmopt.parse(before)
+    llmopt.lower(module, "warp-specialize{producer_registers=200 consumer_registers=232}")
     assert str(module) == before
 
 
