@@ -100,7 +100,7 @@ def _terms(expr: AffineExpr) -> list[AffineExpr]:
     return [expr]
 
 
-def _innermost(access: Access, iv: SSAValue, varying: set[SSAValue]) -> list[int] | None:
+def innermost_multiples(access: Access, iv: SSAValue, varying: set[SSAValue]) -> list[int] | None:
     """For an access to a kernel buffer with a static innermost extent and whole-byte
     elements, unclamped, whose innermost coordinate is ``f(iv) + rest`` — ``f(iv)`` either
     ``iv`` or ``(iv + c) mod M`` (the other half of a rotation), ``rest`` linear in values
@@ -154,7 +154,7 @@ def _innermost(access: Access, iv: SSAValue, varying: set[SSAValue]) -> list[int
 
 
 def _contiguous(access: Access, multiples: list[int], width: int) -> bool:
-    """Whether ``access``, whose :func:`_innermost` numbers are ``multiples``, reads or
+    """Whether ``access``, whose :func:`innermost_multiples` numbers are ``multiples``, reads or
     writes ``width`` consecutive elements a chunk, each chunk starting at a multiple of
     ``width``, in 4, 8 or 16 bytes (see the module docstring)."""
     typ = access.buffer.type
@@ -224,7 +224,7 @@ class VectorizeElementwise(RewritePattern):
         stores = [o for o in body.ops if isinstance(o, loop.StoreOp)]
         loads = [o for o in body.walk() if isinstance(o, loop.LoadOp)]
         forms = {a: m for a in [*stores, *loads]
-                 if (m := _innermost(a, iv, varying)) is not None}
+                 if (m := innermost_multiples(a, iv, varying)) is not None}
         if not stores or any(s not in forms for s in stores):
             return
         outer = dict(zip(op.body.block.args, op.buffers, strict=True))
@@ -389,4 +389,4 @@ class VectorElementwise(ModulePass):
                              apply_recursively=False).rewrite_module(op)
 
 
-__all__ = ["VECTOR_BYTES", "VectorElementwise", "VectorizeElementwise"]
+__all__ = ["VECTOR_BYTES", "VectorElementwise", "VectorizeElementwise", "innermost_multiples"]
