@@ -126,6 +126,8 @@ for _name, (_module, _attr) in _BUILTIN_PASSES.items():
 #: that follow see one copy) and after the cleanups (kernels that only they made
 #: identical). ``hoist-constants`` takes the constants out of ``tile-to-kernel``'s loop
 #: nests in one step, which ``canonicalize`` would do one loop per sweep of the module.
+#: ``vector-epilogue`` stores a tensor-core tile's outputs (and reads its residual) two
+#: adjacent columns at a time, one 4- or 8-byte access where there were two.
 #: ``fuse-kernels{recompute_limit=0}`` keeps a reduction from
 #: being recomputed in several loops: attention scores become a matrix product of their own
 #: (which ``register-tile`` tiles) instead of a dot product recomputed in each of softmax's

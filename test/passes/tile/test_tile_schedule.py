@@ -185,8 +185,9 @@ def test_lower_to_cuda_keeps_the_meaning(name: str) -> None:
 
     lowered = llmopt.lower(module.clone(), _to_kernel_ir())
     locals_ = _ops(lowered, "kernel.local")
+    # vector and mma fragments, warp-gemv's partials, vector-epilogue's column pairs
     fragments = [op for op in locals_ if (op.results[0].name_hint or "").startswith(
-        ("frag", "a_hi", "a_lo", "b_hi", "b_lo", "part"))]  # vector and mma fragments
+        ("frag", "a_hi", "a_lo", "b_hi", "b_lo", "part", "pair"))]
     accumulators = [op for op in locals_ if op not in fragments]
     tiles = [op for op in _ops(lowered, "kernel.shared")
              if len(op.results[0].type.get_shape()) >= 2
