@@ -14,20 +14,23 @@ that uses ``%rl`` is ``%rl`` plus even terms and its bound an even constant.
 
 **Produces**::
 
-    %in = tile.alloc registers : memref<…threads…x2xT>     // one per global load
-    %out = tile.alloc registers : memref<…threads…x2xT>    // one per global store
-    tile.forall (…threads…) … {                             // the epilogue
-      loop.for … {
+    %in = tile.alloc registers : memref<…threads…x…loops…x2xT>   // one per global load
+    %out = tile.alloc registers : memref<…threads…x…loops…x2xT>  // one per global store
+    tile.forall (…threads…) … {                                   // the epilogue
+      loop.for … {                                                // i, rh, j
         %ok = <the guard at %rl = 0>
         scf.if %ok {
-          tile.copy %r[…, c + 0] to %in[…threads…, 0] count 2
+          tile.copy %r[…, c + 0] to %in[…threads…, …loops…, 0] count 2
           loop.for %rl = 0 to 2 {   // unrolled
             <the body; a load of %r reads %in[…, %rl], a store writes %out[…, %rl]>
           }
-          tile.copy %out[…threads…, 0] to %y[…, c + 0] count 2
+          tile.copy %out[…threads…, …loops…, 0] to %y[…, c + 0] count 2
         }
       }
     }
+
+(the registers hold a pair for every point and every iteration of the loops around the
+pair loop, whose iterations are independent, as the accumulators do).
 
 Each output is computed by the same operations as before, so the bits do not change.
 
@@ -105,6 +108,8 @@ def _uniform_guard(cond: SSAValue, rl: SSAValue) -> bool:
     if not (isinstance(op, arith.CmpiOp) and op.predicate.value.data == _ULT):
         return False
     terms, const = _linear(op.lhs)
+    if _uses(op.rhs, rl):
+        return False
     if rl not in terms:
         return not _uses(op.lhs, rl)
     bound_terms, bound = _linear(op.rhs)
@@ -197,6 +202,7 @@ def _rewrite(forall: tile.ForallOp, pair_loop: loop.ForOp, guard: scf.IfOp | Non
             if o is guard:
                 break
             clone = o.clone(value_mapper=mapping)
+            mapping.update(zip(o.results, clone.results, strict=True))
             rewriter.insert_op(clone, InsertPoint.before(pair_loop))
         outer_cond = mapping.get(guard.cond, guard.cond)
         for o in list(guard.true_region.block.ops):
@@ -207,8 +213,6 @@ def _rewrite(forall: tile.ForallOp, pair_loop: loop.ForOp, guard: scf.IfOp | Non
         for o in reversed(list(pair_loop.body.block.ops)):  # the guard's own ops, now dead
             if o.dialect_name() == "arith" and not any(r.uses for r in o.results):
                 rewriter.erase_op(o)
-    # A pair's registers for every point and every iteration of the loops around the pair
-    # loop (their iterations are independent, as the accumulators' are).
     loops = [o for o in _ancestors(pair_loop, forall) if isinstance(o, loop.ForOp)]
     owners = [*ivs, *(o.body.block.args[0] for o in loops)]
     shape = [*forall.shape, *(o.trip_count for o in loops), PAIR]
