@@ -50,10 +50,10 @@ from xdsl.ir import Block, BlockArgument, Operation, SSAValue
 from llmopt.dialects import kernel, tma
 from llmopt.dialects._syntax import constant_index
 from llmopt.dialects.wgmma import swizzle
-from llmopt.passes._ir import defined_inside
+from llmopt.passes._ir import LinearIndex, defined_inside, linear_index
 from llmopt.passes.kernel._warp_roles import pure
 
-Linear = tuple[int, dict[SSAValue, int]]
+Linear = LinearIndex
 """An ``index`` value as ``constant + Σ coefficient · leaf``."""
 
 
@@ -82,29 +82,6 @@ class BoxCopy:
     def bytes(self) -> int:
         """The bytes the box moves."""
         return prod(self.tile) * tma.element_bytes(self.copy.dst.type)
-
-
-def _linear(value: SSAValue) -> Linear:
-    """``value`` as a :data:`Linear` of the values that are not sums, differences or
-    multiples by a constant."""
-    op = value.owner
-    known = constant_index(value)
-    if known is not None:
-        return known, {}
-    if isinstance(op, arith.AddiOp | arith.SubiOp):
-        (ca, ta), (cb, tb) = _linear(op.lhs), _linear(op.rhs)
-        sign = 1 if isinstance(op, arith.AddiOp) else -1
-        terms = dict(ta)
-        for leaf, k in tb.items():
-            terms[leaf] = terms.get(leaf, 0) + sign * k
-        return ca + sign * cb, {leaf: k for leaf, k in terms.items() if k}
-    if isinstance(op, arith.MuliOp):
-        for a, b in ((op.lhs, op.rhs), (op.rhs, op.lhs)):
-            factor = constant_index(b)
-            if factor is not None:
-                c, terms = _linear(a)
-                return c * factor, {leaf: k * factor for leaf, k in terms.items() if k * factor}
-    return 0, {value: 1}
 
 
 _EVAL: dict[type[Operation], Callable[[int, int], int]] = {
@@ -243,11 +220,11 @@ def box_copy(copy: kernel.AsyncCopyOp, top: Operation, threads: int,
     tile = tuple(dst.get_shape()[len(slot):])
     if len(tile) > len(src.get_shape()) or not _dst_ok(copy.dst, tile):
         return None
-    tile_index = [_linear(v) for v in dst_index[len(slot):]]
+    tile_index = [linear_index(v) for v in dst_index[len(slot):]]
     first = len(src.get_shape()) - len(tile)
     forms: list[Linear] = []
     for d, (value, extent) in enumerate(zip(copy.src_indices, src.get_shape(), strict=True)):
-        c, terms = _linear(_clamp(value, extent))
+        c, terms = linear_index(_clamp(value, extent))
         k = d - first if d >= first else None
         if k is not None:
             tc, tt = tile_index[k]

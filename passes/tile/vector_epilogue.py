@@ -63,7 +63,7 @@ from xdsl.rewriter import InsertPoint
 
 from llmopt.dialects import loop, tile
 from llmopt.dialects.kernel import COPY_BYTES
-from llmopt.passes._ir import element_bits
+from llmopt.passes._ir import element_bits, linear_index
 from llmopt.passes._rewrite import KeepLocation
 from llmopt.passes.tile.vector_elementwise import innermost_multiples
 
@@ -79,27 +79,6 @@ def _is_global(buffer: SSAValue) -> bool:
     return not isinstance(buffer.owner, tile.AllocOp)
 
 
-def _linear(value: SSAValue) -> tuple[dict[SSAValue, int], int]:
-    """``value`` as ``const + Σ coef·leaf`` through ``arith.addi``, ``arith.muli`` by a
-    constant and ``arith.constant``; any other value is a leaf."""
-    op = value.owner
-    if isinstance(op, arith.ConstantOp) and isinstance(op.value, IntegerAttr):
-        return {}, op.value.value.data
-    if isinstance(op, arith.AddiOp):
-        (a, ca), (b, cb) = _linear(op.lhs), _linear(op.rhs)
-        out = dict(a)
-        for leaf, coef in b.items():
-            out[leaf] = out.get(leaf, 0) + coef
-        return out, ca + cb
-    if isinstance(op, arith.MuliOp):
-        for x, y in ((op.lhs, op.rhs), (op.rhs, op.lhs)):
-            terms, c = _linear(y)
-            if not terms:
-                inner, k = _linear(x)
-                return {leaf: coef * c for leaf, coef in inner.items()}, k * c
-    return {value: 1}, 0
-
-
 def _uniform_guard(cond: SSAValue, rl: SSAValue) -> bool:
     """Whether ``cond`` (``andi`` of ``value < bound``) is the same at ``rl`` = 0 and 1."""
     op = cond.owner
@@ -107,12 +86,12 @@ def _uniform_guard(cond: SSAValue, rl: SSAValue) -> bool:
         return _uniform_guard(op.lhs, rl) and _uniform_guard(op.rhs, rl)
     if not (isinstance(op, arith.CmpiOp) and op.predicate.value.data == _ULT):
         return False
-    terms, const = _linear(op.lhs)
+    const, terms = linear_index(op.lhs)
     if _uses(op.rhs, rl):
         return False
     if rl not in terms:
         return not _uses(op.lhs, rl)
-    bound_terms, bound = _linear(op.rhs)
+    bound, bound_terms = linear_index(op.rhs)
     others = [c for leaf, c in terms.items() if leaf is not rl]
     return (terms[rl] == 1 and not bound_terms and bound % PAIR == 0 and const % PAIR == 0
             and all(c % PAIR == 0 for c in others))
