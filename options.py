@@ -162,6 +162,7 @@ OPTIONS: dict[str, dict[str, Option]] = {
                       "promote": _knob("mma_promote"), "split": _knob("mma_split")},
     "vector-fragments": {"kv_order": _knob("kv_order")},
     "vector-elementwise": {"bytes": Option(_one_of(0, 4, 8, 16))},
+    "vector-rows": {"bytes": Option(_one_of(0, 4, 8, 16))},
     "warp-specialize": {"pending": Option(_one_of(0, 1)),
                         "producer_registers": Option(IntRange(24, 256, 8)),
                         "consumer_registers": Option(IntRange(24, 256, 8)),

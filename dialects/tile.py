@@ -34,9 +34,11 @@ two places:
   private array (a register micro-tile). Semantically it is a block buffer like any other,
   so the interpreters need no special case.
 
-A ``tile.alloc registers`` directly in a ``tile.forall over threads`` is a buffer of each
-point of that forall instead, touched only by the thread that runs the point (a thread's
-16-byte chunk of an elementwise map, ``vector-elementwise``): a private array of its own.
+A ``tile.alloc registers`` directly in a ``tile.forall over threads`` or ``over
+block_threads``, or in a ``tile.coop_reduce``'s body, is a buffer of each point of that
+forall (each iteration of that reduction) instead, touched only by the thread that runs the
+point (a thread's 16-byte chunk of an elementwise map or of a row, ``vector-elementwise``,
+``vector-rows``): a private array of its own.
 
 Asynchronous copies from global into shared memory (CUDA's ``cp.async``) are three ops:
 
@@ -530,12 +532,22 @@ class LaneReduceOp(IRDLOperation):
                 f"points, the block {math.prod(kernel.block_shape)} threads")
 
 
+def point_private(op: Operation) -> bool:
+    """Whether ``op`` sits directly in a body that one thread runs for one point: a
+    ``tile.forall over threads`` or ``over block_threads``, or a ``tile.coop_reduce`` (one
+    iteration of a thread's fold). A register buffer allocated there is that point's own."""
+    parent = op.parent_op()
+    return isinstance(parent, CoopReduceOp) or (
+        isinstance(parent, ForallOp) and parent.mapping.data in ("threads", "block_threads"))
+
+
 @irdl_op_definition
 class AllocOp(IRDLOperation):
     """``%s = tile.alloc shared : memref<64x33xf32>``: a buffer of one point of a
     ``tile.forall over blocks`` (see the module docstring for ``shared``/``registers``), or
-    ``tile.alloc registers`` directly in a ``tile.forall over threads``: a buffer of one
-    point of that forall, private to the thread that runs it."""
+    ``tile.alloc registers`` directly in a ``tile.forall over threads`` or ``over
+    block_threads`` or in a ``tile.coop_reduce``'s body: a buffer of one point of that forall
+    (one iteration of that reduction), private to the thread that runs it."""
 
     name = "tile.alloc"
     space = prop_def(StringAttr)
@@ -548,13 +560,13 @@ class AllocOp(IRDLOperation):
         if self.space.data not in SPACES:
             raise VerifyException(f"unknown space '{self.space.data}', expected one of {SPACES}")
         check_static_buffer(self.result.type, "tile")
-        parent = self.parent_op()
-        mapping = parent.mapping.data if isinstance(parent, ForallOp) else None
-        if mapping == "threads" and self.space.data == "registers":
+        if self.space.data == "registers" and point_private(self):
             return
-        if mapping != "blocks":
+        parent = self.parent_op()
+        if not (isinstance(parent, ForallOp) and parent.mapping.data == "blocks"):
             raise VerifyException("tile.alloc must sit directly in a tile.forall over blocks "
-                                  "(registers: or over threads)")
+                                  "(registers: or over threads or block_threads, or in a "
+                                  "tile.coop_reduce)")
 
     def print(self, printer: Printer) -> None:
         printer.print_string(f" {self.space.data}")
@@ -816,7 +828,7 @@ Tile = Dialect("tile", [KernelOp, ForallOp, CoopReduceOp, LaneReduceOp, YieldOp,
                         AsyncCopyOp, AsyncCommitOp, AsyncWaitOp, PrefetchOp], [])
 
 __all__ = ["Tile", "KernelOp", "ForallOp", "CoopReduceOp", "LaneReduceOp", "YieldOp", "AllocOp",
-           "CopyOp",
+           "point_private", "CopyOp",
            "CopyBase", "AsyncCopyOp", "AsyncCommitOp", "AsyncWaitOp", "PrefetchOp", "MAPPINGS",
            "SPACES",
            "LANES", "enclosing"]

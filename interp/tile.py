@@ -47,6 +47,7 @@ import numpy as np
 from xdsl.dialects.builtin import MemRefType
 from xdsl.ir import Operation, SSAValue
 
+from llmopt.dialects import tile
 from llmopt.interp._core import (
     InterpretError,
     Value,
@@ -179,13 +180,13 @@ def _lane_reduce(ev: SimtEvaluator, op: Operation) -> None:
 @simt_impl("tile.alloc")
 def _alloc(ev: SimtEvaluator, op: Operation) -> None:
     """One buffer per block point: the frame's axes other than the thread axis own a copy
-    (in a forall over threads, one per point: every axis does)."""
+    (a register buffer of one point — in a forall over threads or block_threads, or a
+    cooperative reduction's body —, one per point: every axis does)."""
     thread_axes(ev, op)
     typ = op.results[0].type
     assert isinstance(typ, MemRefType)
-    parent = op.parent_op()
-    per_point = parent is not None and parent.name == "tile.forall" and (
-        parent.properties["mapping"].data == "threads")  # type: ignore[attr-defined]
+    per_point = isinstance(op, tile.AllocOp) and op.space.data == "registers" and (
+        tile.point_private(op))
     prefix = ev.frame if per_point else ev.frame[:-1]
     buf = uninitialized((*prefix, *shape_of(typ)), np_dtype(typ))
     n = len(ev.frame)

@@ -53,7 +53,8 @@ def owning_forall(op: Operation) -> tile.ForallOp | None:
 class LowerAlloc(RewritePattern):
     """``tile.alloc shared`` → ``kernel.shared``; ``tile.alloc registers`` → ``kernel.local``
     holding one thread's slice, every access re-indexed without the distributed dimensions
-    (in a forall over threads: the whole buffer, the point's own)."""
+    (a point's own — in a forall over threads or block_threads, or a cooperative
+    reduction's body —: the whole buffer)."""
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: tile.AllocOp, rewriter: PatternRewriter) -> None:
@@ -72,8 +73,7 @@ class LowerAlloc(RewritePattern):
             return
         accesses = [(use.operation, _register_access(use.operation, op.result))
                      for use in op.result.uses]
-        parent = op.parent_op()
-        private = isinstance(parent, tile.ForallOp) and parent.mapping.data == "threads"
+        private = tile.point_private(op)
         distributed: int | None = None
         for access, (amap, indices) in [] if private else accesses:
             forall = owning_forall(access)

@@ -6,7 +6,7 @@
 + rl`` a thread holds of each 8-column group. Its body is straight-line scalar ops, global
 loads (a residual, a bias) and global stores (the output), optionally inside one ``scf.if``
 (a ragged edge's guard). Every global access must be :func:`contiguous
-<llmopt.passes.tile.vector_elementwise.innermost_multiples>` along ``%rl`` with an even
+<llmopt.passes.tile._chunks.innermost_multiples>` along ``%rl`` with an even
 start (every other coefficient, the constant and the buffer's row even), in 4 or 8 bytes
 (two ``bf16``/``f16`` or two ``f32``), its other indices defined outside the loop; the
 guard must be the same for both columns: ``andi`` of ``value < bound`` tests where a value
@@ -65,7 +65,7 @@ from llmopt.dialects import loop, tile
 from llmopt.dialects.kernel import COPY_BYTES
 from llmopt.passes._ir import element_bits, linear_index
 from llmopt.passes._rewrite import KeepLocation
-from llmopt.passes.tile.vector_elementwise import innermost_multiples
+from llmopt.passes.tile._chunks import innermost_multiples
 
 PAIR = 2
 """Columns a thread holds side by side in the tensor-core layout (``rl``)."""

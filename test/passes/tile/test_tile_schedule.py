@@ -185,9 +185,10 @@ def test_lower_to_cuda_keeps_the_meaning(name: str) -> None:
 
     lowered = llmopt.lower(module.clone(), _to_kernel_ir())
     locals_ = _ops(lowered, "kernel.local")
-    # vector and mma fragments, warp-gemv's partials, vector-epilogue's column pairs
+    # vector and mma fragments, warp-gemv's partials, vector-epilogue's column pairs, a row's
+    # or a map's 16-byte chunks (vector-rows, vector-elementwise)
     fragments = [op for op in locals_ if (op.results[0].name_hint or "").startswith(
-        ("frag", "a_hi", "a_lo", "b_hi", "b_lo", "part", "pair"))]
+        ("frag", "a_hi", "a_lo", "b_hi", "b_lo", "part", "pair", "vec"))]
     accumulators = [op for op in locals_ if op not in fragments]
     tiles = [op for op in _ops(lowered, "kernel.shared")
              if len(op.results[0].type.get_shape()) >= 2
@@ -316,7 +317,9 @@ def test_attention_output_in_merged_heads_keeps_blocks_within_a_head() -> None:
     for func in _ops(lowered, "kernel.func"):
         if "llmopt.gemv" in func.attributes:
             continue  # one row a block: a warp per output reading 16-byte fragments
-        if _ops(func, "kernel.local"):  # register-tiled: both operands staged
+        tiles = [op for op in _ops(func, "kernel.local")  # not a row's 16-byte chunks
+                 if not (op.results[0].name_hint or "").startswith("vec")]
+        if tiles:  # register-tiled: both operands staged
             assert len(_ops(func, "kernel.shared")) >= 2, func
     report = llmopt.check_numerics(module, "lower-to-cuda")
     assert report.ok, str(report)
