@@ -159,7 +159,7 @@ PIPELINES: dict[str, tuple[dict[str, str], str]] = {
         "register-tile{{arch={arch} roles={roles}}},warp-gemv{{arch={arch}}},"
         "stage-inputs{{arch={arch}}},async-copy{{arch={arch} roles={roles}}},"
         "prefetch-stages,wgmma-fragments{{arch={arch}}},pad-shared,mma-fragments,"
-        "vector-fragments,vector-elementwise,vector-epilogue,vector-rows,"
+        "vector-fragments,vector-elementwise,vector-epilogue,"
         "tile-to-kernel,"
         "warp-specialize{{enabled={warp_specialize} tensor_copies={tensor_copies} "
         "producer_registers=40 consumer_registers=232 cluster={cluster} arch={arch}}},"

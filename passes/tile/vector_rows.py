@@ -40,6 +40,13 @@ of the block's threads would (the interpreters follow the new order exactly).
 element a thread a round: an RMSNorm row of 2048 halves is eight loads a thread per pass,
 and a softmax row three passes of them. With ``V`` elements a thread each pass is one
 128-bit load, and each store one 128-bit store.
+
+**Opt-in** (not in ``lower-to-cuda``; add it before ``tile-to-kernel`` with
+``registry.insert_before``): the op suite's RMSNorm and softmax kernels and a decode step's
+norms measured no faster with it (``bench/results/vector-rows-h100.md``). Those kernels wait
+on their blocks' memory round trips and barriers, not on their instructions; the chunk form
+is the starting point for removing round trips (one copy of the row shared by every pass,
+the map's operands loaded before the reductions).
 """
 
 from __future__ import annotations
