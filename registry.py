@@ -99,6 +99,7 @@ _BUILTIN_PASSES: dict[str, tuple[str, str]] = {
     "vector-elementwise": ("llmopt.passes.tile.vector_elementwise", "VectorElementwise"),
     "vector-epilogue": ("llmopt.passes.tile.vector_epilogue", "VectorEpilogue"),
     "vector-rows": ("llmopt.passes.tile.vector_rows", "VectorRows"),
+    "squeeze-unit-dims": ("llmopt.passes.tile.squeeze_unit_dims", "SqueezeUnitDims"),
     "mma-fragments": ("llmopt.passes.tile.mma_fragments", "MmaFragments"),
     "wgmma-fragments": ("llmopt.passes.tile.wgmma_fragments", "WgmmaFragments"),
     "dedup-kernels": ("llmopt.passes.kernel.dedup_kernels", "DedupKernels"),
@@ -159,7 +160,7 @@ PIPELINES: dict[str, tuple[dict[str, str], str]] = {
         "register-tile{{arch={arch} roles={roles}}},warp-gemv{{arch={arch}}},"
         "stage-inputs{{arch={arch}}},async-copy{{arch={arch} roles={roles}}},"
         "prefetch-stages,wgmma-fragments{{arch={arch}}},pad-shared,mma-fragments,"
-        "vector-fragments,vector-elementwise,vector-epilogue,"
+        "vector-fragments,squeeze-unit-dims,vector-elementwise,vector-epilogue,"
         "tile-to-kernel,"
         "warp-specialize{{enabled={warp_specialize} tensor_copies={tensor_copies} "
         "producer_registers=40 consumer_registers=232 cluster={cluster} arch={arch}}},"

@@ -16,9 +16,11 @@ length outside the declared bounds with an error naming the argument and the bou
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 
 import numpy as np
+from xdsl.dialects import memref
 from xdsl.dialects.builtin import MemRefType, ModuleOp, StringAttr, TensorType
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 
@@ -368,9 +370,16 @@ def _copy(interp: HostInterpreter, op: Operation, args: list[Value]) -> Sequence
 
 @host_impl("memref.collapse_shape", "memref.expand_shape", "memref.cast")
 def _reshape_view(interp: HostInterpreter, op: Operation, args: list[Value]) -> Sequence[Value]:
-    """A view with the result shape (writes through it reach the source)."""
+    """A view with the result shape (writes through it reach the source); a collapse's
+    extents are the products of its groups' extents, so a runtime extent carries over."""
     source = args[0]
-    view = source.reshape(shape_of(op.results[0].type))
+    if isinstance(op, memref.CollapseShapeOp):
+        groups = [[int(d.value.data) for d in g.data] for g in op.reassociation.data]
+        shape: tuple[int, ...] = tuple(
+            math.prod(source.shape[d] for d in g) for g in groups)
+    else:
+        shape = shape_of(op.results[0].type)
+    view = source.reshape(shape)
     if view.size and not np.shares_memory(view, source):
         raise error(InterpretError, op, "cannot view this buffer with the new shape")
     return [view]

@@ -66,6 +66,8 @@ def _host_extents(value: SSAValue) -> list[SSAValue] | None:
     owner = value.owner
     if isinstance(owner, memref.AllocOp):
         return list(owner.dynamic_sizes)
+    if isinstance(owner, memref.CollapseShapeOp) and _keeps_extents(owner):
+        return _host_extents(owner.src)
     if isinstance(value, BlockArgument) and isinstance(owner := value.block.parent_op(),
                                                        func.FuncOp):
         names = argument_dynamic(owner, value.index) or ()
@@ -74,6 +76,19 @@ def _host_extents(value: SSAValue) -> list[SSAValue] | None:
         found = [args[symbols[name].arg] for name in names if name in symbols]
         return found if len(found) == len(dynamic_dims(value.type)) else None
     return None
+
+
+def _keeps_extents(view: memref.CollapseShapeOp) -> bool:
+    """Whether each ``?`` extent of ``view`` is one ``?`` extent of its source, merged only
+    with extents of 1 (``squeeze-unit-dims``' views): then its ``?`` extents are the
+    source's, in order."""
+    shape = view.src.type.get_shape()  # type: ignore[attr-defined]
+    for group in view.reassociation.data:
+        dims = [shape[d.value.data] for d in group.data]  # type: ignore[attr-defined]
+        dynamic = [d for d in dims if is_dynamic(d)]
+        if dynamic and (len(dynamic) > 1 or any(d != 1 for d in dims if not is_dynamic(d))):
+            return False
+    return True
 
 
 def _fail(op: Operation, message: str) -> PassFailedException:
