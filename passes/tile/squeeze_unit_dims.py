@@ -13,10 +13,10 @@ unit dimensions into the last other one (``[[0], [1], [2, 3]]``: a view of the s
 memory), the kernel's argument of that type, and every access without the unit
 coordinates::
 
-    tile.kernel @k ... (%o = %q : memref<1x?x2048x1xf32>) { loop.store %v, %o[%i, %j, %k, 0] }
+    tile.kernel @k ... (%o = %q : memref<1x?x2048x1xf32>) { loop.store %x, %o[%i, %j, %k, 0] }
   →
-    %v = memref.collapse_shape %q [[0], [1], [2, 3]] : ... to memref<1x?x2048xf32>
-    tile.kernel @k ... (%o = %v : memref<1x?x2048xf32>) { loop.store %v, %o[%i, %j, %k] }
+    %view = memref.collapse_shape %q [[0], [1], [2, 3]] : ... into memref<1x?x2048xf32>
+    tile.kernel @k ... (%o = %view : memref<1x?x2048xf32>) { loop.store %x, %o[%i, %j, %k] }
 
 The same elements are read and written: nothing changes in value.
 
@@ -52,8 +52,7 @@ from xdsl.rewriter import InsertPoint
 
 from llmopt.dialects import loop, tile
 from llmopt.passes._rewrite import KeepLocation
-
-Access = loop.LoadOp | loop.StoreOp
+from llmopt.passes.tile._chunks import Access
 
 
 def _kept(typ: MemRefType) -> int:
