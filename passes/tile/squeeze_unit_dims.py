@@ -8,10 +8,12 @@ dimensions with the constant 0. A product whose reduced dimension was kept write
 buffer (``[1, seq, 2048, 1]`` of ``f32``: the query projection before its rotary
 embedding), and the kernels after it read it.
 
-**Produces** a ``memref.collapse_shape`` of the operand before the kernel that folds the
-unit dimensions into the last other one (``[[0], [1], [2, 3]]``: a view of the same
-memory), the kernel's argument of that type, and every access without the unit
-coordinates::
+**Produces** a ``memref.collapse_shape`` of the operand that folds the unit dimensions into
+the last other one (``[[0], [1], [2, 3]]``: a view of the same memory), right after the
+buffer's definition in the function's top block (so that a kernel inside a length bucket's
+branch uses a view made outside it: the executor runs views there only; a buffer allocated
+inside a branch is left alone) and shared by every kernel that squeezes that buffer, the
+kernel's argument of that type, and every access without the unit coordinates::
 
     tile.kernel @k ... (%o = %q : memref<1x?x2048x1xf32>) { loop.store %x, %o[%i, %j, %k, 0] }
   →
@@ -30,7 +32,7 @@ one 4-byte access per element. Squeezed, their accesses run along the 2048 colum
 from __future__ import annotations
 
 from xdsl.context import Context
-from xdsl.dialects import memref
+from xdsl.dialects import func, memref
 from xdsl.dialects.builtin import (
     ArrayAttr,
     IntegerAttr,
@@ -97,19 +99,41 @@ class SqueezeKernelBuffers(RewritePattern):
             accesses = _squeezable(arg, keep)
             if not accesses:
                 continue
-            shape = list(typ.get_shape())
-            squeezed = MemRefType(typ.element_type, shape[:keep],
-                                  memory_space=typ.memory_space)
-            groups = [[d] for d in range(keep - 1)] + [list(range(keep - 1, len(shape)))]
-            view = memref.CollapseShapeOp.build(
-                operands=[outer], result_types=[squeezed],
-                properties={"reassociation": ArrayAttr([
-                    ArrayAttr([IntegerAttr(d, i64) for d in g]) for g in groups])})
-            rewriter.insert_op(view, InsertPoint.before(op))
-            op.operands[k] = view.results[0]
-            new_arg = rewriter.replace_value_with_new_type(arg, squeezed)
+            view = _view(outer, keep, rewriter)
+            if view is None:
+                continue
+            op.operands[k] = view
+            new_arg = rewriter.replace_value_with_new_type(arg, view.type)
             for access in accesses:
                 rewriter.replace_op(access, _without_units(access, new_arg, keep))
+
+
+def _view(buffer: SSAValue, keep: int, rewriter: PatternRewriter) -> SSAValue | None:
+    """``buffer`` collapsed to its first ``keep`` dimensions: a view made by an earlier
+    kernel's squeeze when there is one, else a new one right after ``buffer``'s definition.
+    ``None`` when ``buffer`` is not defined in its function's top block (an allocation
+    inside a branch: the executor runs views only there)."""
+    block = buffer.block if isinstance(buffer, BlockArgument) else buffer.owner.parent_block()
+    if block is None or not isinstance(block.parent_op(), func.FuncOp):
+        return None
+    typ = buffer.type
+    assert isinstance(typ, MemRefType)
+    shape = list(typ.get_shape())
+    squeezed = MemRefType(typ.element_type, shape[:keep], memory_space=typ.memory_space)
+    for use in buffer.uses:
+        view = use.operation
+        if (isinstance(view, memref.CollapseShapeOp) and view.results[0].type == squeezed
+                and view.parent_block() is block):
+            return view.results[0]
+    groups = [[d] for d in range(keep - 1)] + [list(range(keep - 1, len(shape)))]
+    view = memref.CollapseShapeOp.build(
+        operands=[buffer], result_types=[squeezed],
+        properties={"reassociation": ArrayAttr([
+            ArrayAttr([IntegerAttr(d, i64) for d in g]) for g in groups])})
+    where = (InsertPoint.at_start(block) if isinstance(buffer, BlockArgument)
+             else InsertPoint.after(buffer.owner))
+    rewriter.insert_op(view, where)
+    return view.results[0]
 
 
 def _without_units(access: Access, buffer: SSAValue, keep: int) -> Access:

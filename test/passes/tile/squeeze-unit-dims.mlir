@@ -6,7 +6,8 @@
 // dimensions, so that the columns are the innermost dimension again.
 
 // A split-K sum writing [1, 4, 64, 1] of f32, and a map reading it back into bf16: both
-// kernels get the view [1, 4, 64] and, after vector-elementwise, four columns a copy.
+// kernels get one view [1, 4, 64], made right after the allocation, and, after
+// vector-elementwise, four columns a copy.
 func.func @sum(%p: memref<2x1x4x64xf32> {llmopt.input = "p"}) -> memref<1x4x64xbf16> {
   %0 = memref.alloc() : memref<1x4x64x1xf32>
   tile.kernel @sum grid [1, 1, 1] block [256, 1, 1] (%s = %0 : memref<1x4x64x1xf32>, %pp = %p : memref<2x1x4x64xf32>) {
@@ -32,8 +33,8 @@ func.func @sum(%p: memref<2x1x4x64xf32> {llmopt.input = "p"}) -> memref<1x4x64xb
 // CHECK:         %[[V:.*]] = memref.collapse_shape %0 {{\[}}[0 : i64], [1 : i64], [2 : i64, 3 : i64]] : memref<1x4x64x1xf32> into memref<1x4x64xf32>
 // CHECK-NEXT:    tile.kernel @sum grid [1, 1, 1] block [256, 1, 1] (%s = %[[V]] : memref<1x4x64xf32>, %pp = %p : memref<2x1x4x64xf32>) {
 // CHECK:           loop.store %{{.*}}, %s[%i0, %i1, %i2] : memref<1x4x64xf32>
-// CHECK:         %[[W:.*]] = memref.collapse_shape %0 {{\[}}[0 : i64], [1 : i64], [2 : i64, 3 : i64]]
-// CHECK-NEXT:    tile.kernel @round {{.*}} %ss = %[[W]] : memref<1x4x64xf32>) {
+// CHECK-NOT:     memref.collapse_shape
+// CHECK:         tile.kernel @round {{.*}} %ss = %[[V]] : memref<1x4x64xf32>) {
 // CHECK:           loop.load %ss[%j0, %j1, %j2] : memref<1x4x64xf32>
 // VEC-LABEL: func.func @sum
 // VEC:         tile.copy %{{.*}}[0] to %s[%i0, %i1, (%q * 4)] count 4
@@ -82,3 +83,43 @@ func.func @alone(%x: memref<4x1xf32> {llmopt.input = "x"}, %y: memref<1xf32> {ll
 // CHECK-LABEL: func.func @alone
 // CHECK-NOT:     memref.collapse_shape
 // CHECK:         loop.load %xx[(%i mod 4), %u] : memref<4x1xf32>
+
+// -----
+
+// A kernel inside a length bucket's branch: the view goes right after the allocation,
+// outside the branch (the executor runs views only in a function's top block). A buffer
+// allocated inside the branch is left alone.
+func.func @bucket(%x: memref<?x32xf32> {llmopt.input = "x", llmopt.dynamic = ["seq"]},
+                  %seq: index {llmopt.symbol = "seq", llmopt.max = 8}) -> memref<?x32x1xf32> {
+  %0 = memref.alloc(%seq) : memref<?x32x1xf32>
+  %c1 = arith.constant 1 : index
+  %short = arith.cmpi ule, %seq, %c1 : index
+  scf.if %short {
+    %1 = memref.alloc() : memref<8x32x1xf32>
+    tile.kernel @short grid [1, 1, 1] block [32, 1, 1] (%o = %0 : memref<?x32x1xf32>, %xx = %x : memref<?x32xf32>, %t = %1 : memref<8x32x1xf32>, %n = %seq : index) {
+      tile.forall (%i, %j) in [%n max 8, 32] over threads {
+        %2 = loop.load %xx[%i, %j] : memref<?x32xf32>
+        loop.store %2, %o[%i, %j, 0] : memref<?x32x1xf32>
+        loop.store %2, %t[%i, %j, 0] : memref<8x32x1xf32>
+      }
+    }
+  } else {
+    tile.kernel @long grid [1, 1, 1] block [32, 1, 1] (%o1 = %0 : memref<?x32x1xf32>, %xx1 = %x : memref<?x32xf32>, %n1 = %seq : index) {
+      tile.forall (%i1, %j1) in [%n1 max 8, 32] over threads {
+        %3 = loop.load %xx1[%i1, %j1] : memref<?x32xf32>
+        %4 = arith.addf %3, %3 : f32
+        loop.store %4, %o1[%i1, %j1, 0] : memref<?x32x1xf32>
+      }
+    }
+  }
+  func.return %0 : memref<?x32x1xf32>
+}
+// CHECK-LABEL: func.func @bucket
+// CHECK:         %0 = memref.alloc(%seq) : memref<?x32x1xf32>
+// CHECK-NEXT:    %[[V:.*]] = memref.collapse_shape %0 {{\[}}[0 : i64], [1 : i64, 2 : i64]] : memref<?x32x1xf32> into memref<?x32xf32>
+// CHECK:         scf.if
+// CHECK-NEXT:      %[[T:.*]] = memref.alloc() : memref<8x32x1xf32>
+// CHECK-NEXT:      tile.kernel @short {{.*}}(%o = %[[V]] : memref<?x32xf32>, %xx = %x : memref<?x32xf32>, %t = %[[T]] : memref<8x32x1xf32>
+// CHECK:         } else {
+// CHECK-NEXT:      tile.kernel @long {{.*}}(%o1 = %[[V]] : memref<?x32xf32>
+// NUM: squeeze-unit-dims {{.*}} max abs 0.000e+00 {{.*}} ok
