@@ -32,6 +32,7 @@ from xdsl.ir.affine import (
 from xdsl.pattern_rewriter import PatternRewriter
 
 from llmopt.dialects import loop, tile
+from llmopt.dialects._syntax import int_array
 from llmopt.dialects.kernel import COPY_BYTES
 from llmopt.passes._ir import element_bits
 from llmopt.passes.loop._fuse_analysis import used_dims
@@ -273,6 +274,39 @@ def chunk_body(body: Block, iv: SSAValue, varying: set[SSAValue], loads: list[lo
             body.insert_op_before(o, terminator)
 
 
+def chunk_forall(forall: tile.ForallOp, outer: dict[SSAValue, SSAValue], limit: int,
+                 rewriter: PatternRewriter) -> int:
+    """Rewrite ``forall`` (a map over threads or a block's threads) into its chunk form when
+    its innermost extent is static, its body straight-line (:func:`straight_line`), every
+    store contiguous along its innermost variable, no load reading a buffer it writes
+    (``outer``: the kernel's arguments → its operands, so that two arguments of one buffer
+    count as one) and the width ``V`` of at most ``limit`` bytes divides what it must; its
+    innermost extent is then divided by ``V``. Returns ``V``, or 0 when ``forall`` stays as
+    it was."""
+    body, iv = forall.body.block, forall.ivs[-1]
+    if len(forall.ivs) - 1 in forall.runtime_sizes or not straight_line(body):
+        return 0
+    varying = varying_values(body, iv)
+    stores = [o for o in body.ops if isinstance(o, loop.StoreOp)]
+    loads = [o for o in body.walk() if isinstance(o, loop.LoadOp)]
+    forms = {a: m for a in [*stores, *loads]
+             if (m := innermost_multiples(a, iv, varying)) is not None}
+    if not stores or any(s not in forms for s in stores):
+        return 0
+    written = {outer.get(s.buffer, s.buffer) for s in stores}
+    if any(outer.get(ld.buffer, ld.buffer) in written for ld in loads):
+        return 0
+    width = chunk_width(forall.shape[-1], list(forms), limit)
+    if not width or not all(contiguous(s, forms[s], width) for s in stores):
+        return 0
+    chunked = [ld for ld in loads if ld in forms and contiguous(ld, forms[ld], width)]
+    shape = list(forall.shape)
+    shape[-1] //= width
+    forall.properties["extents"] = int_array(shape)
+    chunk_body(body, iv, varying, chunked, stores, width, rewriter)
+    return width
+
+
 def split_point(load: loop.LoadOp, point: SSAValue, q: SSAValue, v: SSAValue,
                  width: int) -> loop.LoadOp:
     """``load`` (a scalar load in the element loop) with ``point`` written ``width·q + v``
@@ -290,6 +324,7 @@ def split_point(load: loop.LoadOp, point: SSAValue, q: SSAValue, v: SSAValue,
     return new
 
 
-__all__ = ["MAX_SLICES", "VECTOR_BYTES", "Access", "chunk_body", "chunk_bytes", "chunk_width",
+__all__ = ["MAX_SLICES", "VECTOR_BYTES", "Access", "chunk_body", "chunk_bytes", "chunk_forall",
+           "chunk_width",
            "contiguous", "innermost_multiples", "scalar_op", "split_point", "straight_line",
            "varying_values"]

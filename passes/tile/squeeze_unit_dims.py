@@ -88,7 +88,7 @@ class SqueezeKernelBuffers(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: tile.KernelOp, rewriter: PatternRewriter) -> None:
         buffers = list(op.buffers)
-        for k, (arg, outer) in enumerate(zip(op.body.block.args, buffers, strict=False)):
+        for k, (arg, outer) in enumerate(zip(op.body.block.args, buffers, strict=True)):
             typ = arg.type
             if not isinstance(typ, MemRefType) or not isinstance(typ.layout, NoneAttr):
                 continue

@@ -65,18 +65,10 @@ from xdsl.pattern_rewriter import (
 )
 from xdsl.rewriter import InsertPoint
 
-from llmopt.dialects import loop, tile
+from llmopt.dialects import tile
 from llmopt.dialects._syntax import int_array
 from llmopt.passes._rewrite import KeepLocation
-from llmopt.passes.tile._chunks import (
-    VECTOR_BYTES,
-    chunk_body,
-    chunk_width,
-    contiguous,
-    innermost_multiples,
-    straight_line,
-    varying_values,
-)
+from llmopt.passes.tile._chunks import VECTOR_BYTES, chunk_forall
 
 
 @dataclass
@@ -92,31 +84,10 @@ class VectorizeElementwise(RewritePattern):
                 o.regions or o.dialect_name() not in ("arith", "math")
                 for o in op.body.block.ops if o is not foralls[0]):
             return
-        forall = foralls[0]
-        body = forall.body.block
-        iv = forall.ivs[-1]
-        if len(forall.ivs) - 1 in forall.runtime_sizes or not straight_line(body):
-            return
-        varying = varying_values(body, iv)
-        stores = [o for o in body.ops if isinstance(o, loop.StoreOp)]
-        loads = [o for o in body.walk() if isinstance(o, loop.LoadOp)]
-        forms = {a: m for a in [*stores, *loads]
-                 if (m := innermost_multiples(a, iv, varying)) is not None}
-        if not stores or any(s not in forms for s in stores):
-            return
         outer = dict(zip(op.body.block.args, op.buffers, strict=True))
-        written = {outer.get(s.buffer, s.buffer) for s in stores}
-        if any(outer.get(ld.buffer, ld.buffer) in written for ld in loads):
-            return
-        width = chunk_width(forall.shape[-1], list(forms), self.limit)
-        if not width or not all(contiguous(s, forms[s], width) for s in stores):
-            return
-        chunked = [ld for ld in loads if ld in forms and contiguous(ld, forms[ld], width)]
-        shape = list(forall.shape)
-        shape[-1] //= width
-        forall.properties["extents"] = int_array(shape)
-        chunk_body(body, iv, varying, chunked, stores, width, rewriter)
-        _divide_grid(op, width, rewriter)
+        width = chunk_forall(foralls[0], outer, self.limit, rewriter)
+        if width:
+            _divide_grid(op, width, rewriter)
 
 
 def _divide_grid(kernel: tile.KernelOp, width: int, rewriter: PatternRewriter) -> None:

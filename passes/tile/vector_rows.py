@@ -55,7 +55,6 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import IntegerAttr, ModuleOp, i64
-from xdsl.ir import Block, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
     GreedyRewritePatternApplier,
@@ -66,29 +65,20 @@ from xdsl.pattern_rewriter import (
 )
 
 from llmopt.dialects import loop, tile
-from llmopt.dialects._syntax import int_array
 from llmopt.passes._rewrite import KeepLocation
 from llmopt.passes.tile._chunks import (
     VECTOR_BYTES,
-    Access,
     chunk_body,
+    chunk_forall,
     chunk_width,
     contiguous,
     innermost_multiples,
     scalar_op,
-    straight_line,
     varying_values,
 )
 
 LAYOUT_ATTR = "llmopt.layout"
 """A forall that distributes a register tile (``register-tile``'s thread layouts)."""
-
-
-def _forms(accesses: list[Access], iv: SSAValue, body: Block) -> dict[Access, list[int]]:
-    """The accesses of ``accesses`` that may be contiguous along ``iv``, with their
-    :func:`~llmopt.passes.tile._chunks.innermost_multiples`."""
-    varying = varying_values(body, iv)
-    return {a: m for a in accesses if (m := innermost_multiples(a, iv, varying)) is not None}
 
 
 @dataclass
@@ -103,8 +93,10 @@ class VectorizeRowReduce(RewritePattern):
         if op.bound is not None or not all(
                 scalar_op(o) or isinstance(o, tile.YieldOp) for o in body.ops):
             return
-        loads: list[Access] = [o for o in body.ops if isinstance(o, loop.LoadOp)]
-        forms = _forms(loads, op.iv, body)
+        varying = varying_values(body, op.iv)
+        loads = [o for o in body.ops if isinstance(o, loop.LoadOp)]
+        forms = {ld: m for ld in loads
+                 if (m := innermost_multiples(ld, op.iv, varying)) is not None}
         if not forms:
             return
         width = chunk_width(op.trip_count, list(forms), self.limit)
@@ -113,7 +105,6 @@ class VectorizeRowReduce(RewritePattern):
         chunked = [ld for ld in loads if ld in forms and contiguous(ld, forms[ld], width)]
         if not chunked:
             return
-        varying = varying_values(body, op.iv)
         op.properties["extent"] = IntegerAttr(op.trip_count // width, i64)
         chunk_body(body, op.iv, varying, chunked, [], width, rewriter, fold=op.kind.data)
 
@@ -127,34 +118,17 @@ class VectorizeRowMap(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: tile.ForallOp, rewriter: PatternRewriter) -> None:
         if (op.mapping.data != "block_threads" or LAYOUT_ATTR in op.attributes
-                or op.runtime_sizes or not straight_line(op.body.block)):
+                or op.runtime_sizes):
             return
         kernel = tile.enclosing(op, tile.KernelOp)
         if kernel is None:
             return
         outer = dict(zip(kernel.body.block.args, kernel.buffers, strict=True))
-        body, iv = op.body.block, op.ivs[-1]
-        accesses: list[Access] = [o for o in body.walk()
-                                  if isinstance(o, loop.LoadOp | loop.StoreOp)]
+        accesses = [o for o in op.body.block.walk()
+                    if isinstance(o, loop.LoadOp | loop.StoreOp)]
         if any(a.buffer not in outer for a in accesses):  # registers, shared: not ours
             return
-        stores = [a for a in accesses if isinstance(a, loop.StoreOp)]
-        loads = [a for a in accesses if isinstance(a, loop.LoadOp)]
-        written = {outer[s.buffer] for s in stores}
-        if not stores or any(outer[ld.buffer] in written for ld in loads):
-            return
-        forms = _forms(accesses, iv, body)
-        if any(s not in forms for s in stores):
-            return
-        width = chunk_width(op.shape[-1], list(forms), self.limit)
-        if not width or not all(contiguous(s, forms[s], width) for s in stores):
-            return
-        chunked = [ld for ld in loads if ld in forms and contiguous(ld, forms[ld], width)]
-        varying = varying_values(body, iv)
-        shape = list(op.shape)
-        shape[-1] //= width
-        op.properties["extents"] = int_array(shape)
-        chunk_body(body, iv, varying, chunked, stores, width, rewriter)
+        chunk_forall(op, outer, self.limit, rewriter)
 
 
 @dataclass(frozen=True)
