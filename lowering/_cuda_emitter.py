@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from math import prod
 
-from xdsl.dialects import arith, scf
+from xdsl.dialects import arith, math, scf
 from xdsl.dialects.builtin import (
     BFloat16Type,
     Float32Type,
@@ -84,6 +84,26 @@ def _nan_min_max(op: Operation) -> bool:
             and isinstance(op.results[0].type, Float32Type))
 
 
+def _fast_exp2(op: Operation) -> bool:
+    """Whether ``op`` is an ``f32`` ``math.exp2`` that may approximate (fastmath ``afn``),
+    which :meth:`KernelEmitter._emit_fast_exp2` writes as one ``ex2.approx.ftz.f32``."""
+    return (isinstance(op, math.Exp2Op) and isinstance(op.result.type, Float32Type)
+            and arith.FastMathFlag.APPROX_FUNC in op.fastmath.data)
+
+
+def _rounded_pair(op: mma.PackOp) -> tuple[SSAValue, SSAValue] | None:
+    """The two ``f32`` values a pack's halves are rounded from, when each half is an
+    ``arith.truncf`` of ``f32`` that only the pack reads; else ``None``."""
+    found: list[SSAValue] = []
+    for half in (op.low, op.high):
+        rounding = half.owner
+        if not (isinstance(rounding, arith.TruncFOp) and half.has_one_use()
+                and isinstance(rounding.input.type, Float32Type)):
+            return None
+        found.append(rounding.input)
+    return found[0], found[1]
+
+
 def _in_place(value: SSAValue) -> bool:
     """Whether ``value`` is a warpgroup product's result that nothing else reads: the next
     ``asm`` may read and write it in the product's own local."""
@@ -140,7 +160,7 @@ class KernelEmitter(ExprBuilder):
             params.append(cuda.Param(name, typ, quals))
         params += self._tensor_map_params()
         self.proxy_fence = _generic_operands(func)
-        classify(body, self.kind, _nan_min_max if self.nan_min_max else None)
+        classify(body, self.kind, self._is_asm)
         self.block = Block()
         if isinstance(self.length, int):
             self._bind_length(body.args[self.length])
@@ -295,6 +315,9 @@ class KernelEmitter(ExprBuilder):
         elif self.nan_min_max and _nan_min_max(op):
             if self.kind.get(op.results[0]) is Kind.NAMED:
                 self._emit_nan_min_max(op)
+        elif _fast_exp2(op):
+            if self.kind.get(op.results[0]) is Kind.NAMED:
+                self._emit_fast_exp2(op)
         elif len(op.results) == 1 and not op.regions:
             value = op.results[0]
             if self.kind.get(value) is Kind.NAMED:
@@ -465,6 +488,20 @@ class KernelEmitter(ExprBuilder):
                             [self.expr(v) for v in op.operands], ["=f", "f", "f"]))
         self._bind(op.results[0], name, F32)
 
+    def _emit_fast_exp2(self, op: Operation) -> None:
+        """``float r; asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));``: the hardware
+        exponential alone. ``exp2f`` wraps it in a fix-up for results below ``2⁻¹²⁶``
+        (scale the argument, square the result: three more instructions); flushed, those
+        come out 0, an absolute error below ``2⁻¹²⁶``."""
+        (name,), (out,) = self._asm_outputs(op.results, "ex", F32)
+        self.add(cuda.AsmOp("ex2.approx.ftz.f32 %0, %1;", [out], [self.expr(op.operands[0])],
+                            ["=f", "f"]))
+        self._bind(op.results[0], name, F32)
+
+    def _is_asm(self, op: Operation) -> bool:
+        """Whether the emitter writes ``op`` as an inline-asm statement of its own."""
+        return (self.nan_min_max and _nan_min_max(op)) or _fast_exp2(op)
+
     def _emit_opaque(self, op: kernel.OpaqueOp) -> None:
         """``long long r; asm("mov.b64 %0, %1;" : "=l"(r) : "l"(v));``: ``v`` where the
         compiler cannot see it."""
@@ -498,7 +535,19 @@ class KernelEmitter(ExprBuilder):
     def _emit_pack(self, op: mma.PackOp) -> None:
         """``const unsigned int p = (unsigned int)__bfloat16_as_ushort(x) |
         ((unsigned int)__bfloat16_as_ushort(y) << 16);`` (``__half_as_ushort`` for ``f16``):
-        the pair as the register ``mma.sync`` reads."""
+        the pair as the register ``mma.sync`` reads. A pair of two ``f32`` values rounded
+        for it alone (:func:`_rounded_pair`) is one ``cvt.rn.bf16x2.f32`` (``f16x2``) of
+        them: the same bits, one instruction where two conversions and a shift were."""
+        pair = _rounded_pair(op)
+        if pair is not None:
+            (name,), (out,) = self._asm_outputs(op.results, "pair", UI32)
+            kind = "bf16x2" if isinstance(op.low.type, BFloat16Type) else "f16x2"
+            low, high = pair
+            # cvt's first source goes to the upper half
+            self.add(cuda.AsmOp(f"cvt.rn.{kind}.f32 %0, %1, %2;", [out],
+                                [self.expr(high), self.expr(low)], ["=r", "f", "f"]))
+            self._bind(op.result, name, UI32)
+            return
         is_bf16 = isinstance(op.low.type, BFloat16Type)
         bits = "__bfloat16_as_ushort" if is_bf16 else "__half_as_ushort"
         low, high = (self.cast(self.call(bits, [self.expr(v)], UI16), UI32)

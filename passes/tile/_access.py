@@ -209,6 +209,31 @@ def index_into(block: Block, value: int) -> SSAValue:
     return op.result
 
 
+def linear_into(block: Block, lin: Linear) -> SSAValue:
+    """``lin`` as an ``index`` value computed by ``arith`` ops appended to ``block``."""
+    ops: list[Operation] = []
+    total = _push(ops, arith.ConstantOp(IntegerAttr(lin.const, IndexType())))
+    for coef, v in lin.terms:
+        term = v if coef == 1 else _push(ops, arith.MuliOp(
+            v, _push(ops, arith.ConstantOp(IntegerAttr(coef, IndexType())))))
+        total = _push(ops, arith.AddiOp(total, term))
+    block.add_ops(ops)
+    return total
+
+
+def slice_of(ops: Sequence[Operation], value: SSAValue) -> list[Operation]:
+    """The ops of ``ops`` (in their order) that ``value`` depends on, itself included."""
+    needed: set[Operation] = set()
+    wanted = [value]
+    members = set(ops)
+    while wanted:
+        owner = wanted.pop().owner
+        if isinstance(owner, Operation) and owner in members and owner not in needed:
+            needed.add(owner)
+            wanted.extend(owner.operands)
+    return [op for op in ops if op in needed]
+
+
 def ceildiv_into(block: Block, value: SSAValue, c: int) -> SSAValue:
     """``ceildiv(value, c)`` (``c > 0``), appended to ``block``."""
     out = arith.CeilDivUIOp(value, index_into(block, c))

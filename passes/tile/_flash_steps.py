@@ -25,7 +25,9 @@ from llmopt.passes.tile._access import (
     counted_for,
     index_into,
     lin_sum,
+    linear_into,
     load_at,
+    slice_of,
     store_at,
 )
 from llmopt.passes.tile._attention_band import factor
@@ -148,11 +150,55 @@ class FlashKernel(FlashSetup):
 
     def scores(self, kb_body: Block, key_base: Linear) -> None:
         """The score tile (on the tensor cores, once ``mma-fragments`` has run), ``g``
-        applied, into ``ps``."""
-        sc, ex = self.chain.scores, self.chain.exp
+        applied, into ``ps``. A key block no mask reaches (:meth:`unmasked`) takes ``g``
+        without the causal mask and without the keys' bound: an ``scf.if`` on a value the
+        whole block shares, so only the diagonal's and the last key blocks pay for the
+        comparisons and selects of every score."""
+        sc = self.chain.scores
         kb_body.add_op(self.zeroed(self.s_lay, self.sacc))
         kb_body.add_ops(self.product(self.s_lay, self.sacc, self.dk, "kk", (self.qs, False),
                                      (self.ks, False), (sc.q, sc.k, sc.mul), sc.kernel))
+        plain = self.unmasked(kb_body, key_base)
+        if plain is None:
+            kb_body.add_op(self.scored(key_base, masked=True))
+            return
+        kb_body.add_op(scf.IfOp(
+            plain, [], Region(Block([self.scored(key_base, masked=False), scf.YieldOp()])),
+            Region(Block([self.scored(key_base, masked=True), scf.YieldOp()]))))
+
+    def unmasked(self, kb_body: Block, key_base: Linear) -> SSAValue | None:
+        """Whether the key block starting at ``key_base`` has no masked score, appended to
+        ``kb_body``: its last key at most the block's first query (a causal mask) and
+        inside the keys (a last key block that may overhang them). ``None`` when no block
+        is masked, when every block is (fewer keys than a block) or when the test is not
+        known (grouped heads)."""
+        if isinstance(self.key_count, int) and self.key_count < self.bn:
+            return None
+        tests: list[tuple[Linear, Linear | SSAValue | int, str]] = []
+        last_key = lin_sum((1, key_base), (1, Linear.of(const=self.bn - 1)))
+        if self.chain.exp.causal:
+            if self.groups is not None:
+                return None
+            tests.append((last_key, self.q_base, "ule"))
+        if self.ragged[1]:
+            tests.append((last_key, self.key_count, "ult"))
+        cond: SSAValue | None = None
+        for lhs, rhs, predicate in tests:
+            bound = rhs if isinstance(rhs, SSAValue) else (
+                index_into(kb_body, rhs) if isinstance(rhs, int) else linear_into(kb_body, rhs))
+            test = arith.CmpiOp(linear_into(kb_body, lhs), bound, predicate)
+            kb_body.add_op(test)
+            if cond is not None:
+                both = arith.AndIOp(cond, test.result)
+                kb_body.add_op(both)
+                test = both
+            cond = test.result
+        return cond
+
+    def scored(self, key_base: Linear, *, masked: bool) -> tile.ForallOp:
+        """The forall applying ``g`` to the score tile; without the causal mask and the
+        keys' bound unless ``masked``."""
+        ex = self.chain.exp
         s_done, inner, ivs = self.s_lay.forall("scores")
         s = loop.LoadOp(self.sacc.result, ident(len(ivs)), ivs)
         inner.add_op(s)
@@ -162,26 +208,31 @@ class FlashKernel(FlashSetup):
         subst[ex.ivs[-1].iv] = query
         subst[ex.max.iv] = lin_sum((1, key_base), (1, col))
         g = self.edge_cloner(subst, {**self.values[ex.kernel], ex.load.result: s.result})
-        for op in ex.body:
-            g.clone_into(op, inner)
         last = ex.max.body.block.last_op
         assert last is not None
-        score = g.value(last.operands[0], inner)
-        if self.ragged[1]:  # the keys past the end of the last block count as masked
+        value = last.operands[0]
+        if ex.causal and not masked:
+            select = value.owner
+            assert isinstance(select, arith.SelectOp)
+            value = select.lhs
+        for op in slice_of(ex.body, value):
+            g.clone_into(op, inner)
+        score = g.value(value, inner)
+        if self.ragged[1] and masked:  # the keys past the end of the last block count as masked
             limit = self.key_count
             if isinstance(limit, int):
                 limit = index_into(inner, limit)
             ninf = const_float(NEG_INF, self.typ)
             inner.add_op(ninf)
             inside = arith.CmpiOp(g.value(ex.max.iv, inner), limit, "ult")
-            masked = arith.SelectOp(inside.result, score, ninf.result)
-            inner.add_ops([inside, masked])
-            score = masked.result
+            select = arith.SelectOp(inside.result, score, ninf.result)
+            inner.add_ops([inside, select])
+            score = select.result
         if self.in_registers:  # the statistics read it where it is
             inner.add_op(loop.StoreOp(score, self.sacc.result, ident(len(ivs)), ivs))
         else:
             inner.add_op(store_at(score, self.ps, row, col))
-        kb_body.add_op(s_done)
+        return s_done
 
     def accumulate(self, kb_body: Block) -> None:
         """The output accumulators: rescaled, then ``+= Σ_j p·V`` over the key block."""

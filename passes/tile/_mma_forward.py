@@ -17,7 +17,11 @@ as the next product's ``A`` by the warps that own the rows: the flash kernel's `
 also stores ``v`` into (at its own ``i, rh, j, rl``); the fragments of row block ``i`` at
 ``kk = 16·kq + k`` are ``mma.pack`` of ``R[…, i, rh, 2·kq + q/2, 0]`` and ``[…, 1]`` (``rh =
 q mod 2``) — exactly the pairs ``a_q`` of ``m16n8k16`` (``A[g + 8·(q mod 2)][2t + 8·(q/2) +
-{0, 1}]``) — and the shared ``S``, its store and the barrier between the two steps go.
+{0, 1}]``) — and the shared ``S``, its store and the barrier between the two steps go. When
+``v`` is an ``f32`` value rounded (``arith.truncf``), ``R`` is ``f32`` and holds it before
+the rounding, and each fragment rounds its two values where it packs them: the same bits,
+and ``kernel-to-cuda`` writes a pack of two roundings as one paired conversion instead of
+two conversions and a shift.
 
 **Why** the row's values never leave the thread that holds them: writing them to shared
 memory and reading them back with ``ldmatrix`` costs a barrier of the whole block, a store
@@ -28,9 +32,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from xdsl.dialects import scf
-from xdsl.dialects.builtin import MemRefType
-from xdsl.ir import Operation, SSAValue
+from xdsl.dialects import arith, scf
+from xdsl.dialects.builtin import Float32Type, MemRefType
+from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr, AffineMap
 from xdsl.pattern_rewriter import PatternRewriter
 from xdsl.rewriter import InsertPoint
@@ -125,21 +129,26 @@ def forward(source: Source, rewriter: PatternRewriter) -> SSAValue:
     typ = shared.type
     assert isinstance(typ, MemRefType)
     extents = [*source.writer.shape, *(lp.trip_count for lp in source.loops)]
-    alloc = tile.AllocOp("registers", MemRefType(typ.element_type, extents))
+    value = source.store.value
+    rounded = value.owner
+    if isinstance(rounded, arith.TruncFOp) and isinstance(rounded.input.type, Float32Type):
+        value = rounded.input  # R keeps the f32 value; the fragments round it
+    alloc = tile.AllocOp("registers", MemRefType(value.type, extents))
     alloc.result.name_hint = f"{shared.name_hint or 'a'}_regs"
     owner = shared.owner
     assert isinstance(owner, Operation)
     rewriter.insert(alloc, InsertPoint.before(owner))
     where = [*source.writer.ivs, *(lp.body.block.args[0] for lp in source.loops)]
-    twin = loop.StoreOp(source.store.value, alloc.result, AffineMap.identity(len(where)), where)
+    twin = loop.StoreOp(value, alloc.result, AffineMap.identity(len(where)), where)
     rewriter.insert(twin, InsertPoint.after(source.store))
     return alloc.result
 
 
-def register_fragments(registers: SSAValue, thread: list[SSAValue], kq: SSAValue, i: int
-                       ) -> tuple[list[Operation], list[SSAValue]]:
-    """The ops building the four ``a`` pairs of row block ``i`` at ``kq`` from
-    ``registers`` (see **Produces**), and the pairs."""
+def register_fragments(registers: SSAValue, thread: list[SSAValue], kq: SSAValue, i: int,
+                       half: Attribute) -> tuple[list[Operation], list[SSAValue]]:
+    """The ops building the four ``a`` pairs (of ``half`` values) of row block ``i`` at
+    ``kq`` from ``registers`` (see **Produces**: an ``f32`` tile's values are rounded to
+    ``half`` here), and the pairs."""
     n = len(thread)
     dims = [AffineDimExpr(d) for d in range(n)]
     ops: list[Operation] = []
@@ -150,9 +159,12 @@ def register_fragments(registers: SSAValue, thread: list[SSAValue], kq: SSAValue
         for rl in range(2):
             amap = AffineMap(n + 1, 0, (*dims, c(i), c(q % 2),
                                         AffineDimExpr(n) * 2 + c(q // 2), c(rl)))
-            value = loop.LoadOp(registers, amap, [*thread, kq])
+            value: Operation = loop.LoadOp(registers, amap, [*thread, kq])
             ops.append(value)
-            halves.append(value.result)
+            if value.results[0].type != half:
+                value = arith.TruncFOp(value.results[0], half)
+                ops.append(value)
+            halves.append(value.results[0])
         pair = mma.PackOp(*halves)
         pair.result.name_hint = f"fa{i}_{q}"
         ops.append(pair)

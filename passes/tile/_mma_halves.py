@@ -222,8 +222,10 @@ def rewrite(chunk: scf.ForOp, forall: tile.ForallOp, nest: list[loop.ForOp],
         load = operand.load
         if key in sources:
             registers = forward(sources[key], rewriter)
+            half = load.buffer.type.element_type  # type: ignore[attr-defined]
             for i in range(rows):
-                ops, frags[key, i] = register_fragments(registers, list(forall.ivs), kq, i)
+                ops, frags[key, i] = register_fragments(registers, list(forall.ivs), kq, i,
+                                                        half)
                 for op in ops:
                     emit.op(op)
             continue

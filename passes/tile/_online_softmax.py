@@ -10,7 +10,7 @@ slices combined through the shared ``part[bm, parts]``):
 2. turn the scores into ``p = exp(s - m)`` in place (``ps`` is then ``P·V``'s ``P``) —
    or, given a 16-bit tile ``pb[bm, bn]`` (``probs``), into ``p`` rounded to 16 bits
    there, as the ``P`` of a 16-bit ``P·V`` (``ps`` keeps the ``f32`` scores), computed as
-   ``exp2((s - m) · log2 e)`` (:func:`probability`);
+   ``exp2(s · log2 e - m · log2 e)`` (:func:`probability`);
 3. take the row sum and the running sum ``l ← l · corr + Σ_j p`` (of the ``p`` that
    ``P·V`` reads, rounded or not, so the weights it normalises are the ones it sums).
 
@@ -25,8 +25,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from xdsl.dialects import arith
+from xdsl.dialects.arith import FastMathFlag, FastMathFlagsAttr
 from xdsl.dialects.builtin import FloatAttr, IntegerAttr, MemRefType, StringAttr, i64
-from xdsl.dialects.math import Exp2Op, ExpOp
+from xdsl.dialects.math import Exp2Op, ExpOp, FmaOp
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.ir.affine import AffineDimExpr, AffineMap
 
@@ -37,21 +38,41 @@ NEG_INF = float("-inf")
 LOG2_E = 1.4426950408889634
 
 
-def probability(diff: SSAValue, probs: tile.AllocOp) -> tuple[list[Operation], SSAValue]:
-    """``p = exp(diff)`` (``diff = s - m``, at most 0) as the tile ``probs`` holds it, and
-    the ops that make it. A 16-bit ``P`` takes ``exp2(diff · log2 e)``: CUDA's ``exp2f``
-    is one hardware exponential where ``expf`` is about ten instructions of range
-    reduction around it, once per score. Rounding the product changes ``p`` by a relative
-    ``|diff| · 2⁻²⁴`` at most: below ``2⁻²⁰`` for every ``p`` above ``2⁻²⁴``, far below the
-    ``2⁻⁹`` of the rounding to 16 bits that follows. An ``f32`` ``P`` keeps ``exp``."""
-    if probs.result.type.element_type == diff.type:  # type: ignore[attr-defined]
-        p: Operation = ExpOp(diff)
-        return [p], p.results[0]
-    log2e = const_float(LOG2_E, diff.type)
-    scaled = arith.MulfOp(diff, log2e.result)
-    p = Exp2Op(scaled.result)
+def exponent_shift(m: SSAValue, probs: tile.AllocOp) -> tuple[list[Operation], SSAValue]:
+    """What :func:`probability` takes for a row whose maximum is ``m``, and the ops that make
+    it (once a row, not once a score): ``m`` itself for an ``f32`` ``P``, ``-m · log2 e``
+    for a 16-bit one."""
+    if probs.result.type.element_type == m.type:  # type: ignore[attr-defined]
+        return [], m
+    log2e = const_float(LOG2_E, m.type)
+    scaled = arith.MulfOp(m, log2e.result)
+    neg = arith.NegfOp(scaled.result)
+    return [log2e, scaled, neg], neg.result
+
+
+def probability(s: SSAValue, shift: SSAValue, probs: tile.AllocOp
+                ) -> tuple[list[Operation], SSAValue]:
+    """``p = exp(s - m)`` (at most 1) as the tile ``probs`` holds it, and the ops that make
+    it, ``shift`` being :func:`exponent_shift`'s. An ``f32`` ``P`` takes ``exp(s - m)``.
+
+    A 16-bit ``P`` takes ``exp2(fma(s, log2 e, -m · log2 e))``, rounded once to 16 bits:
+    one multiply-add and one hardware exponential a score, where ``expf`` is about ten
+    instructions of range reduction around it. The exponent differs from ``(s - m) · log2
+    e`` by the rounding of ``m · log2 e`` and of the sum: a relative ``2⁻²³ · |m| · log2 e``
+    of ``p`` at most, far below the ``2⁻⁹`` of the rounding to 16 bits that follows (scores
+    would need ``|m|`` near ``2¹³`` to matter). The ``exp2`` may approximate (fastmath
+    ``afn``): ``kernel-to-cuda`` writes it as the bare ``ex2.approx.ftz``, whose results
+    below ``2⁻¹²⁶`` are flushed to 0; such a ``p`` adds nothing visible to a row whose
+    largest ``p`` is 1."""
+    if probs.result.type.element_type == s.type:  # type: ignore[attr-defined]
+        diff = arith.SubfOp(s, shift)
+        p: Operation = ExpOp(diff.result)
+        return [diff, p], p.results[0]
+    log2e = const_float(LOG2_E, s.type)
+    exponent = FmaOp(s, log2e.result, shift)
+    p = Exp2Op(exponent.result, FastMathFlagsAttr((FastMathFlag.APPROX_FUNC,)))
     rounded = arith.TruncFOp(p.results[0], probs.result.type.element_type)  # type: ignore[attr-defined]
-    return [log2e, scaled, p, rounded], rounded.result
+    return [log2e, exponent, p, rounded], rounded.result
 
 
 def const_float(value: float, typ: Attribute) -> arith.ConstantOp:
@@ -143,17 +164,18 @@ class OnlineSoftmax:
         m_safe = arith.SelectOp(empty.result, zero.result, m_new.result)
         shift = arith.SubfOp(m_old.result, m_safe.result)
         factor = ExpOp(shift.result)
+        shifting, exp_shift = exponent_shift(m_safe.result, self.probs)
         blk.add_ops([m_old, row_max, m_new, ninf, zero, empty, m_safe, shift, factor,
+                     *shifting,
                      loop.StoreOp(factor.results[0], self.corr.result, one, [r]),
                      loop.StoreOp(m_new.result, self.m.result, one, [r]),
-                     loop.StoreOp(m_safe.result, self.shift.result, one, [r])])
+                     loop.StoreOp(exp_shift, self.shift.result, one, [r])])
         to_p, (r, c) = block_threads([self.bm, self.bn], ["r", "c"])
         to_p.attributes["llmopt.role"] = StringAttr("exp")
         x = loop.LoadOp(self.ps.result, _ident(2), [r, c])
         mr = loop.LoadOp(self.shift.result, one, [r])
-        diff = arith.SubfOp(x.result, mr.result)
-        making, value = probability(diff.result, self.probs)
-        to_p.body.block.add_ops([x, mr, diff, *making,
+        making, value = probability(x.result, mr.result, self.probs)
+        to_p.body.block.add_ops([x, mr, *making,
                                  loop.StoreOp(value, self.probs.result, _ident(2), [r, c])])
         sums, blk, r = self._rows("row_sum")
         row_sum = self._combined("add", r)

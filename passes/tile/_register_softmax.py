@@ -13,11 +13,16 @@ and scale are applied to ``s`` in place, :meth:`RegisterSoftmax.steps` are, per 
    order, so the threads of a row hold the same bits) into the running maximum ``m`` and
    the factor ``corr = exp(m_old - m)``, both kept in registers; turns its scores into
    ``p = exp(s - m)`` — rounded once into the 16-bit ``pb`` when ``P·V`` is 16-bit (computed
-   as ``exp2((s - m) · log2 e)``, :func:`~llmopt.passes.tile._online_softmax.probability`),
-   into the ``f32`` ``P`` tile otherwise, and in ``s`` as the value stored; and puts its
+   as ``exp2(s · log2 e - m · log2 e)``, :func:`~llmopt.passes.tile._online_softmax.probability`),
+   into the ``f32`` ``P`` tile otherwise, and in ``s`` before any rounding; and puts its
    rows' partial sums of ``p`` into the shared ``psum``;
 3. after a barrier, every thread adds its rows' partial sums to the running sum ``l ← l ·
    corr + Σ p``, in registers.
+
+The row sums add ``p`` in ``f32``, before the rounding that makes ``P·V``'s 16-bit operand,
+as PyTorch's flash kernels do: the conversion back to ``f32`` of every rounded ``p`` goes,
+and with the operand taken from registers (:mod:`~llmopt.passes.tile._mma_forward`) pairs
+of ``p`` are rounded in one instruction.
 
 When each warp owns whole rows (``WJ = 1``: ``flash-attention{row_warps}``), a row's
 partials are the 4 lanes of one quad: the three steps are one forall, each partial combined
@@ -59,7 +64,13 @@ from llmopt.passes.tile._access import (
     loop_nest,
     store_at,
 )
-from llmopt.passes.tile._online_softmax import NEG_INF, const_float, probability, shared
+from llmopt.passes.tile._online_softmax import (
+    NEG_INF,
+    const_float,
+    exponent_shift,
+    probability,
+    shared,
+)
 from llmopt.passes.tile.register_tile import ThreadLayout
 
 MAX_ROW_PARTIALS = 16
@@ -204,19 +215,18 @@ class RegisterSoftmax:
         inner.add_ops([m_old, m_new, ninf, zero, empty, m_safe, shift, corr,
                        self._put(corr.results[0], self.c_reg, ivs),
                        self._put(m_new.result, self.m_reg, ivs)])
+        shifting, exp_shift = exponent_shift(m_safe.result, self.probs)
+        inner.add_ops(shifting)
         cols, body, (j, rl) = loop_nest([self.cols, 2], ["j", "rl"], UNROLL)
         inner.add_op(cols)
         at = AffineMap.identity(8)
         cell = [*ivs, j, rl]
         s = loop.LoadOp(self.sacc.result, at, cell)
-        diff = arith.SubfOp(s.result, m_safe.result)
-        making, stored = probability(diff.result, self.probs)
-        body.add_ops([s, diff, *making])
-        value = stored  # what P·V reads, also what the row sums add
-        if stored.type != self.typ:
-            wide = arith.ExtFOp(stored, self.typ)
-            body.add_op(wide)
-            value = wide.result
+        making, stored = probability(s.result, exp_shift, self.probs)
+        body.add_ops([s, *making])
+        rounding = stored.owner
+        value = rounding.input if isinstance(rounding, arith.TruncFOp) else stored
+        # the row sums add p before its rounding to 16 bits
         col = Linear.of(*((c, cell[k]) for c, k in self.lay.n))
         body.add_ops([store_at(stored, self.probs, self.row(ivs), col),
                       loop.StoreOp(value, self.sacc.result, at, cell)])

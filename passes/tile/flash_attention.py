@@ -71,10 +71,12 @@ atoms), and leaves ``P·V``, whose ``P`` comes from registers, to ``mma-fragment
 ``vs`` stay 16-bit — half the shared memory and the fills' bytes, ``cp.async`` moving eight
 halves at a time — and the products load them widened, the form ``mma-fragments`` turns into
 ``ldmatrix`` and ``m16n8k16`` (``V``, read ``[key, d]``, with ``ldmatrix.trans``). The
-scores stay ``f32`` in ``ps``; the exp step (``exp2((s - m) · log2 e)``) rounds ``p`` once
-into a 16-bit ``pb``, which is ``P·V``'s ``P`` and whose row sums are the softmax's
-denominators, as PyTorch's flash kernels round ``P`` for their second product. Without the
-tensor cores (``tensor_cores=false``, or an architecture without ``mma.sync``) the tiles are
+scores stay ``f32`` in ``ps``; the exp step (``exp2(s · log2 e - m · log2 e)``) rounds ``p``
+once into a 16-bit ``pb``, which is ``P·V``'s ``P``, as PyTorch's flash kernels round ``P``
+for their second product; the row sums, the softmax's denominators, add ``p`` before the
+rounding when the statistics are in registers (as PyTorch's do), ``pb`` itself when they
+are shared. Without the tensor cores (``tensor_cores=false``, or an architecture without
+``mma.sync``) the tiles are
 ``f32``, widened as they are staged.
 
 **Why** the four kernels write and read the ``heads × seq × seq`` scores and probabilities

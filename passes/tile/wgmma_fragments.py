@@ -244,9 +244,11 @@ def rewrite(chunk: scf.ForOp, forall: tile.ForallOp, nest: list[loop.ForOp],
         values.append([emit.add(loop.LoadOp(acc, amap, thread)) for amap in spots])
     pairs: dict[tuple[tuple[object, ...], int], list[SSAValue]] = {}
     for key, source in sources.items():  # written before the fence: the products read them
+        half = source.store.buffer.type.element_type  # type: ignore[attr-defined]
         registers = forward(source, rewriter)
         for q in range(extent // wgmma.K):
-            ops, pairs[key, q] = register_fragments(registers, thread, emit.constant(q), 0)
+            ops, pairs[key, q] = register_fragments(registers, thread, emit.constant(q), 0,
+                                                    half)
             for op in ops:
                 emit.op(op)
     emit.op(wgmma.FenceOp())  # after the accumulators are read: the products use them

@@ -124,14 +124,16 @@ loop.kernel @index_map_102 (%16 = %15 : memref<1x40x64xbf16>, %17 = %v : memref<
 // CHECK:        loop.store %{{.*}}, %pmax[
 // CHECK:        loop.load %pmax[
 // CHECK:        loop.store %{{.*}}, %m_run[
-// A 16-bit P is exp2((s - m) · log2 e), rounded once.
+// A 16-bit P is exp2(s · log2 e - m · log2 e), rounded once: m · log2 e once a row, then a
+// multiply-add and an exp2 that may approximate a score. The row sums (s) add p unrounded.
+// CHECK:        %[[ML:.*]] = arith.mulf %{{.*}}, %{{.*}} : f32
+// CHECK-NEXT:   %[[SHIFT:.*]] = arith.negf %[[ML]] : f32
 // CHECK:        %[[L2E:.*]] = arith.constant 1.442695{{.*}} : f32
-// CHECK-NEXT:   %[[X:.*]] = arith.mulf %{{.*}}, %[[L2E]] : f32
-// CHECK-NEXT:   %[[P:.*]] = math.exp2 %[[X]] : f32
+// CHECK-NEXT:   %[[X:.*]] = math.fma %{{.*}}, %[[L2E]], %[[SHIFT]] : f32
+// CHECK-NEXT:   %[[P:.*]] = math.exp2 %[[X]] fastmath<afn> : f32
 // CHECK-NEXT:   %[[PB:.*]] = arith.truncf %[[P]] : f32 to bf16
-// CHECK-NEXT:   %[[PW:.*]] = arith.extf %[[PB]] : bf16 to f32
 // CHECK-NEXT:   loop.store %[[PB]], %pb
-// CHECK-NEXT:   loop.store %[[PW]], %s
+// CHECK-NEXT:   loop.store %[[P]], %s
 // CHECK:        loop.store %{{.*}}, %psum[
 // CHECK:        loop.load %psum[
 // CHECK:        loop.load %corr[
@@ -145,11 +147,12 @@ loop.kernel @index_map_102 (%16 = %15 : memref<1x40x64xbf16>, %17 = %v : memref<
 
 // SHARED:       %ps = tile.alloc shared {{.*}}: memref<16x16xf32>
 // SHARED-NEXT:  %pb = tile.alloc shared {{.*}}: memref<16x16xbf16>
+// SHARED:       %[[SH:.*]] = arith.negf
+// SHARED:       loop.store %[[SH]], %shift
 // SHARED:       loop.load %shift
-// SHARED-NEXT:  arith.subf
 // SHARED-NEXT:  arith.constant
-// SHARED-NEXT:  arith.mulf
-// SHARED-NEXT:  %[[P:.*]] = math.exp2
+// SHARED-NEXT:  math.fma
+// SHARED-NEXT:  %[[P:.*]] = math.exp2 {{.*}} fastmath<afn>
 // SHARED-NEXT:  %[[PB:.*]] = arith.truncf %[[P]] : f32 to bf16
 // SHARED-NEXT:  loop.store %[[PB]], %pb
 // SHARED:       loop.reduce add
@@ -167,8 +170,8 @@ loop.kernel @index_map_102 (%16 = %15 : memref<1x40x64xbf16>, %17 = %v : memref<
 // CUDA:      __pipeline_memcpy_async(&ks[{{.*}}], 16);
 // CUDA:      ldmatrix.sync.aligned.m8n8.x4.shared.b16
 // CUDA:      mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
-// CUDA:      = __float2bfloat16(exp2f((s[
-// CUDA:      pb[{{.*}}] = 
+// CUDA:      asm("ex2.approx.ftz.f32 %0, %1;" : "=f"([[EX:.*]]) : "f"(fmaf(s[
+// CUDA-NEXT: pb[{{.*}}] = __float2bfloat16([[EX]]);
 // CUDA:      ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {{.*}}&vs[
 // CUDA:      mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
 

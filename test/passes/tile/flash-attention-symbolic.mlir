@@ -99,6 +99,13 @@ builtin.module {
 // CHECK:          %[[NKB:.*]] = arith.ceildivui %[[N]], %{{.*}} : index
 // CHECK:          %[[UB:.*]] = arith.minui %{{.*}}, %[[NKB]] : index
 // CHECK:          scf.for %kb = %{{.*}} to %[[UB]] step %{{.*}} {
+// A key block before the diagonal's and inside the length masks nothing (the scale alone);
+// the others mask the causal half and the keys from %n on.
+// CHECK:            %[[BEFORE:.*]] = arith.cmpi ule, %{{.*}}, %{{.*}} : index
+// CHECK:            %[[INSIDE:.*]] = arith.cmpi ult, %{{.*}}, %[[N]] : index
+// CHECK-NEXT:       %[[PLAIN:.*]] = arith.andi %[[BEFORE]], %[[INSIDE]] : i1
+// CHECK-NEXT:       scf.if %[[PLAIN]] {
+// CHECK:            } else {
 // CHECK:              arith.cmpi ult, %{{.*}}, %[[N]] : index
 // CHECK:              arith.select
 // CHECK:          } {llmopt.role = "key_blocks"}

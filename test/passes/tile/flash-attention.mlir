@@ -48,8 +48,22 @@
 // CHECK-NEXT:                   loop.store %[[S1]], %s[%[[WI]], %[[WJ]], %[[G]], %[[T]],
 // CHECK:              } {llmopt.role = "update", llmopt.layout = "mma"}
 // CHECK-NEXT:       } {llmopt.role = "k_loop", unroll = 8 : i64}
-// The scale and the causal mask of the matched softmax, at the tile's coordinates.
+// A key block whose last key is at most the block's first query (kb·16 + 15 ≤ qb·16) has
+// no masked score: it takes the scale alone. The others take the scale and the causal mask
+// of the matched softmax, at the tile's coordinates.
+// CHECK:            %[[FIRST_Q:.*]] = arith.addi %{{.*}}, %{{.*}} : index
+// CHECK:            %[[LAST_K:.*]] = arith.addi %{{.*}}, %{{.*}} : index
+// CHECK-NEXT:       %[[PLAIN:.*]] = arith.cmpi ule, %[[LAST_K]], %[[FIRST_Q]] : index
+// CHECK-NEXT:       scf.if %[[PLAIN]] {
+// CHECK-NEXT:         tile.forall
+// CHECK-NOT:            arith.cmpi
+// CHECK-NOT:            arith.select
+// CHECK:                arith.mulf
+// CHECK-NOT:            arith.select
+// CHECK:              } {llmopt.role = "scores", llmopt.layout = "mma"}
+// CHECK-NEXT:       } else {
 // CHECK:                    arith.cmpi sle
+// CHECK:                    arith.select
 // CHECK:            } {llmopt.role = "scores", llmopt.layout = "mma"}
 // CHECK:            {llmopt.role = "row_max"}
 // CHECK:            {llmopt.role = "exp"}

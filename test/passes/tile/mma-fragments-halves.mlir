@@ -16,6 +16,9 @@
 // RUN: llm-opt %S/Inputs/mma-fragments-halves-registers.mlir -p 'mma-fragments,tile-to-kernel,canonicalize,cse,kernel-to-cuda' --check-numerics 2>&1 >/dev/null | filecheck %s --check-prefix=NUM
 // RUN: sed 's/bf16/f16/g' %S/Inputs/mma-fragments-halves-registers.mlir | llm-opt -p 'mma-fragments,tile-to-kernel,canonicalize,cse,kernel-to-cuda' --check-numerics 2>&1 >/dev/null | filecheck %s --check-prefix=NUM
 // RUN: llm-opt %S/Inputs/mma-fragments-halves-registers.mlir -p 'mma-fragments,tile-to-kernel,canonicalize,cse,kernel-to-cuda' -t cuda | filecheck %s --check-prefix=REGSCUDA
+// RUN: sed -e 's/memref<32x32xbf16>/memref<32x32xf32>/g' -e 's/loop.store %e, %%p\[/%er = arith.truncf %e : f32 to bf16\n loop.store %er, %%p[/' %S/Inputs/mma-fragments-halves-registers.mlir | llm-opt -p mma-fragments | filecheck %s --check-prefix=ROUNDED
+// RUN: sed -e 's/memref<32x32xbf16>/memref<32x32xf32>/g' -e 's/loop.store %e, %%p\[/%er = arith.truncf %e : f32 to bf16\n loop.store %er, %%p[/' %S/Inputs/mma-fragments-halves-registers.mlir | llm-opt -p 'mma-fragments,tile-to-kernel,canonicalize,cse,kernel-to-cuda' --check-numerics 2>&1 >/dev/null | filecheck %s --check-prefix=NUM
+// RUN: sed -e 's/memref<32x32xbf16>/memref<32x32xf32>/g' -e 's/loop.store %e, %%p\[/%er = arith.truncf %e : f32 to bf16\n loop.store %er, %%p[/' %S/Inputs/mma-fragments-halves-registers.mlir | llm-opt -p 'mma-fragments,tile-to-kernel,canonicalize,cse,kernel-to-cuda' -t cuda | filecheck %s --check-prefix=ROUNDEDCUDA
 // A bf16 x·Wᵀ (M=100 N=80 K=64, ragged in both: the last row and column blocks overhang)
 // in the tensor-core layout — register-tile{bm=64 bn=32 tm=4 tn=4 blocked=3}: four warps of
 // 32×16 outputs a block — after stage-inputs{bk=32}, async-copy (three slots) and pad-shared
@@ -278,3 +281,20 @@ builtin.module {
 // REGSCUDA:   __nv_bfloat16 p_regs[16];
 // REGSCUDA:   const unsigned int fa0 = (unsigned int)__bfloat16_as_ushort(p_regs[{{.*}}]) | ((unsigned int)__bfloat16_as_ushort(p_regs[{{.*}}]) << 16u);
 // REGSCUDA-NOT: __shared__ {{.*}} p[
+
+// The same P written as f32 values rounded to bf16 (the flash kernel's exp): the registers
+// keep the f32 values and each fragment rounds its pair where it packs it, which
+// kernel-to-cuda writes as one paired conversion.
+// ROUNDED:       %p_regs = tile.alloc registers : memref<2x1x8x4x1x2x4x2xf32>
+// ROUNDED:       %e = loop.load %xa[
+// ROUNDED-NEXT:  %er = arith.truncf %e : f32 to bf16
+// ROUNDED-NEXT:  loop.store %e, %p_regs[
+// ROUNDED:       %[[L0:.*]] = loop.load %p_regs[{{.*}}, (%kq * 2), 0]
+// ROUNDED-NEXT:  %[[LR:.*]] = arith.truncf %[[L0]] : f32 to bf16
+// ROUNDED-NEXT:  %[[H0:.*]] = loop.load %p_regs[{{.*}}, (%kq * 2), 1]
+// ROUNDED-NEXT:  %[[HR:.*]] = arith.truncf %[[H0]] : f32 to bf16
+// ROUNDED-NEXT:  %fa0 = mma.pack %[[LR]], %[[HR]] : bf16
+
+// ROUNDEDCUDA:     float p_regs[16];
+// ROUNDEDCUDA:     asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(fa0) : "f"(p_regs[[[HI:.*]]]), "f"(p_regs[[[LO:.*]]]));
+// ROUNDEDCUDA-NOT: __bfloat16_as_ushort
