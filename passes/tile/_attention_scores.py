@@ -98,6 +98,43 @@ def is_causal(body: Sequence[Operation], value: SSAValue, key: SSAValue, query: 
             and cond.rhs is query)
 
 
+def unmasked_score(exp: Exp) -> SSAValue:
+    """``g``'s value without its causal mask: what the select keeps, else ``g`` itself."""
+    last = exp.max.body.block.last_op
+    assert last is not None
+    value = last.operands[0]
+    if exp.causal:
+        select = value.owner
+        assert isinstance(select, arith.SelectOp)
+        value = select.lhs
+    return value
+
+
+def score_scale(exp: Exp) -> arith.MulfOp | None:
+    """The ``arith.mulf`` of ``S`` by a positive, finite constant that is the whole of ``g``
+    besides its causal mask (``softmax(c · Q·Kᵀ)``, the scaled dot product), else
+    ``None``."""
+    mul = unmasked_score(exp).owner
+    if not isinstance(mul, arith.MulfOp):
+        return None
+    for s, c in ((mul.lhs, mul.rhs), (mul.rhs, mul.lhs)):
+        const = c.owner
+        if (s is exp.load.result and isinstance(const, arith.ConstantOp)
+                and isinstance(const.value, FloatAttr)
+                and 0 < const.value.value.data < float("inf")):
+            return mul
+    return None
+
+
+def scale_of(mul: arith.MulfOp) -> float:
+    """The constant of :func:`score_scale`'s multiplication."""
+    for c in (mul.rhs, mul.lhs):
+        const = c.owner
+        if isinstance(const, arith.ConstantOp) and isinstance(const.value, FloatAttr):
+            return const.value.value.data
+    raise ValueError("not a multiplication by a constant")
+
+
 def exp_of_shifted(ops: Sequence[Operation], body: Sequence[Operation], iv: SSAValue,
                    red: loop.ReduceOp) -> tuple[Operation, list[Operation]] | None:
     """When ``ops`` start with ``body`` (the load of ``S`` and ``g``, the max's body without

@@ -11,7 +11,7 @@ output product and the epilogue, in the tensor-core thread layout of
 from __future__ import annotations
 
 from xdsl.dialects import arith, scf
-from xdsl.dialects.builtin import IntegerAttr, MemRefType, StringAttr, i64
+from xdsl.dialects.builtin import IntegerAttr, MemRefType, StringAttr, i1, i64
 from xdsl.ir import Block, Operation, Region, SSAValue
 
 from llmopt.dialects import loop, tile
@@ -31,7 +31,7 @@ from llmopt.passes.tile._access import (
     store_at,
 )
 from llmopt.passes.tile._attention_band import factor
-from llmopt.passes.tile._attention_scores import NEG_INF
+from llmopt.passes.tile._attention_scores import NEG_INF, unmasked_score
 from llmopt.passes.tile._flash_layout import INDEX, UNROLL_K, Layout, const_index, ident
 from llmopt.passes.tile._flash_setup import FlashSetup
 from llmopt.passes.tile._online_softmax import const_float
@@ -162,9 +162,18 @@ class FlashKernel(FlashSetup):
         if plain is None:
             kb_body.add_op(self.scored(key_base, masked=True))
             return
+        masked = Region(Block([self.scored(key_base, masked=True), scf.YieldOp()]))
+        unmasked = unmasked_score(self.chain.exp)
+        if unmasked in (self.chain.exp.load.result,
+                        None if self.scale is None else self.scale.result):
+            # g is the scores themselves there (the softmax scales them): nothing to do
+            true = arith.ConstantOp(IntegerAttr(1, i1))
+            some = arith.XOrIOp(plain, true.result)
+            kb_body.add_ops([true, some, scf.IfOp(some.result, [], masked)])
+            return
         kb_body.add_op(scf.IfOp(
             plain, [], Region(Block([self.scored(key_base, masked=False), scf.YieldOp()])),
-            Region(Block([self.scored(key_base, masked=True), scf.YieldOp()]))))
+            masked))
 
     def unmasked(self, kb_body: Block, key_base: Linear) -> SSAValue | None:
         """Whether the key block starting at ``key_base`` has no masked score, appended to
@@ -197,7 +206,8 @@ class FlashKernel(FlashSetup):
 
     def scored(self, key_base: Linear, *, masked: bool) -> tile.ForallOp:
         """The forall applying ``g`` to the score tile; without the causal mask and the
-        keys' bound unless ``masked``."""
+        keys' bound unless ``masked``, without the scale when the softmax applies it
+        (``self.scale``)."""
         ex = self.chain.exp
         s_done, inner, ivs = self.s_lay.forall("scores")
         s = loop.LoadOp(self.sacc.result, ident(len(ivs)), ivs)
@@ -208,15 +218,14 @@ class FlashKernel(FlashSetup):
         subst[ex.ivs[-1].iv] = query
         subst[ex.max.iv] = lin_sum((1, key_base), (1, col))
         g = self.edge_cloner(subst, {**self.values[ex.kernel], ex.load.result: s.result})
+        if self.scale is not None:  # the softmax scales the scores
+            g.values[self.scale.result] = s.result
         last = ex.max.body.block.last_op
         assert last is not None
-        value = last.operands[0]
-        if ex.causal and not masked:
-            select = value.owner
-            assert isinstance(select, arith.SelectOp)
-            value = select.lhs
+        value = last.operands[0] if masked else unmasked_score(ex)
         for op in slice_of(ex.body, value):
-            g.clone_into(op, inner)
+            if op is not self.scale:
+                g.clone_into(op, inner)
         score = g.value(value, inner)
         if self.ragged[1] and masked:  # the keys past the end of the last block count as masked
             limit = self.key_count

@@ -50,10 +50,12 @@ def exponent_shift(m: SSAValue, probs: tile.AllocOp) -> tuple[list[Operation], S
     return [log2e, scaled, neg], neg.result
 
 
-def probability(s: SSAValue, shift: SSAValue, probs: tile.AllocOp
+def probability(s: SSAValue, shift: SSAValue, probs: tile.AllocOp, scale: float | None = None
                 ) -> tuple[list[Operation], SSAValue]:
     """``p = exp(s - m)`` (at most 1) as the tile ``probs`` holds it, and the ops that make
     it, ``shift`` being :func:`exponent_shift`'s. An ``f32`` ``P`` takes ``exp(s - m)``.
+    Given a 16-bit ``P`` and a ``scale`` ``c``, ``s`` is a score not yet scaled: ``p =
+    exp(c · s - m)``, whose multiply-add takes ``c · log2 e`` for ``log2 e``.
 
     A 16-bit ``P`` takes ``exp2(fma(s, log2 e, -m · log2 e))``, rounded once to 16 bits:
     one multiply-add and one hardware exponential a score, where ``expf`` is about ten
@@ -65,10 +67,11 @@ def probability(s: SSAValue, shift: SSAValue, probs: tile.AllocOp
     below ``2⁻¹²⁶`` are flushed to 0; such a ``p`` adds nothing visible to a row whose
     largest ``p`` is 1."""
     if probs.result.type.element_type == s.type:  # type: ignore[attr-defined]
+        assert scale is None, "an f32 P takes scaled scores"
         diff = arith.SubfOp(s, shift)
         p: Operation = ExpOp(diff.result)
         return [diff, p], p.results[0]
-    log2e = const_float(LOG2_E, s.type)
+    log2e = const_float(LOG2_E * (1.0 if scale is None else scale), s.type)
     exponent = FmaOp(s, log2e.result, shift)
     p = Exp2Op(exponent.result, FastMathFlagsAttr((FastMathFlag.APPROX_FUNC,)))
     rounded = arith.TruncFOp(p.results[0], probs.result.type.element_type)  # type: ignore[attr-defined]

@@ -98,8 +98,11 @@ class RegisterSoftmax:
     a flash kernel of ``bm`` rows whose ``P`` goes to the shared tile ``probs``."""
 
     def __init__(self, lay: ThreadLayout, sacc: tile.AllocOp, probs: tile.AllocOp,
-                 bm: int, typ: Attribute) -> None:
+                 bm: int, typ: Attribute, scale: float | None = None) -> None:
         self.lay, self.sacc, self.probs, self.typ = lay, sacc, probs, typ
+        self.scale = scale
+        """The statistics are of ``scale · s`` (the scores step left them unscaled), else
+        of ``s``."""
         self.rows, self.cols = lay.nest[0], lay.nest[2]  # I, J
         self.parts = 4 * lay.forall[1]  # 4 lanes of each of the WJ warps share a row
         self.shuffled = self.parts == 4
@@ -205,6 +208,11 @@ class RegisterSoftmax:
         """The running maximum ``m`` and the factor ``corr`` from the key block's
         ``row_max``, kept in registers; ``p = exp(s - m)`` into ``P`` and ``s`` (the
         exponentials of the thread's columns of its row). Returns ``corr``."""
+        if self.scale is not None:  # max(c·s) = c·max(s) for c > 0, roundings alike
+            c = const_float(self.scale, self.typ)
+            scaled_max = arith.MulfOp(row_max, c.result)
+            inner.add_ops([c, scaled_max])
+            row_max = scaled_max.result
         m_old = self.stat(self.m_reg, ivs)
         m_new = arith.MaximumfOp(m_old.result, row_max)
         ninf, zero = const_float(NEG_INF, self.typ), const_float(0.0, self.typ)
@@ -222,7 +230,7 @@ class RegisterSoftmax:
         at = AffineMap.identity(8)
         cell = [*ivs, j, rl]
         s = loop.LoadOp(self.sacc.result, at, cell)
-        making, stored = probability(s.result, exp_shift, self.probs)
+        making, stored = probability(s.result, exp_shift, self.probs, self.scale)
         body.add_ops([s, *making])
         rounding = stored.owner
         value = rounding.input if isinstance(rounding, arith.TruncFOp) else stored

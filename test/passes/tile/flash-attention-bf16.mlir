@@ -116,19 +116,25 @@ loop.kernel @index_map_102 (%16 = %15 : memref<1x40x64xbf16>, %17 = %v : memref<
 // CHECK-NEXT:   loop.store %[[Q]], %qs
 // CHECK:        %[[QK:.*]] = loop.load %qs
 // CHECK-NEXT:   arith.extf %[[QK]] : bf16 to f32
-// The masked, scaled scores stay in s; each thread's row maxima go to pmax.
+// The masked scores stay in s, not yet scaled (the softmax scales them by 1/sqrt(16)); each
+// thread's row maxima go to pmax.
 // CHECK:        loop.store %{{.*}}, %s[
 // CHECK:        } {llmopt.role = "scores"
 // CHECK:        loop.reduce max {{.*}} = 0 to 2 : f32 {
 // CHECK-NEXT:     loop.load %s[
 // CHECK:        loop.store %{{.*}}, %pmax[
-// CHECK:        loop.load %pmax[
+// CHECK:        %[[RAW:.*]] = loop.reduce max {{.*}} : f32 {
+// CHECK-NEXT:     loop.load %pmax[
+// CHECK:        %[[SCALE:.*]] = arith.constant 2.500000e-01 : f32
+// CHECK-NEXT:   %[[MAX:.*]] = arith.mulf %[[RAW]], %[[SCALE]] : f32
+// CHECK:        arith.maximumf %{{.*}}, %[[MAX]] : f32
 // CHECK:        loop.store %{{.*}}, %m_run[
-// A 16-bit P is exp2(s · log2 e - m · log2 e), rounded once: m · log2 e once a row, then a
-// multiply-add and an exp2 that may approximate a score. The row sums (s) add p unrounded.
+// A 16-bit P is exp2(c·s · log2 e - m · log2 e), rounded once: m · log2 e once a row, then a
+// multiply-add by c · log2 e and an exp2 that may approximate a score. The row sums (s) add
+// p unrounded.
 // CHECK:        %[[ML:.*]] = arith.mulf %{{.*}}, %{{.*}} : f32
 // CHECK-NEXT:   %[[SHIFT:.*]] = arith.negf %[[ML]] : f32
-// CHECK:        %[[L2E:.*]] = arith.constant 1.442695{{.*}} : f32
+// CHECK:        %[[L2E:.*]] = arith.constant 0.3606737{{.*}} : f32
 // CHECK-NEXT:   %[[X:.*]] = math.fma %{{.*}}, %[[L2E]], %[[SHIFT]] : f32
 // CHECK-NEXT:   %[[P:.*]] = math.exp2 %[[X]] fastmath<afn> : f32
 // CHECK-NEXT:   %[[PB:.*]] = arith.truncf %[[P]] : f32 to bf16
