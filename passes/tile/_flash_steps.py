@@ -11,7 +11,7 @@ output product and the epilogue, in the tensor-core thread layout of
 from __future__ import annotations
 
 from xdsl.dialects import arith, scf
-from xdsl.dialects.builtin import IntegerAttr, MemRefType, StringAttr, i1, i64
+from xdsl.dialects.builtin import IntegerAttr, MemRefType, StringAttr, i64
 from xdsl.ir import Block, Operation, Region, SSAValue
 
 from llmopt.dialects import loop, tile
@@ -150,7 +150,7 @@ class FlashKernel(FlashSetup):
 
     def scores(self, kb_body: Block, key_base: Linear) -> None:
         """The score tile (on the tensor cores, once ``mma-fragments`` has run), ``g``
-        applied, into ``ps``. A key block no mask reaches (:meth:`unmasked`) takes ``g``
+        applied, into ``ps``. A key block no mask reaches (:meth:`some_masked`) takes ``g``
         without the causal mask and without the keys' bound: an ``scf.if`` on a value the
         whole block shares, so only the diagonal's and the last key blocks pay for the
         comparisons and selects of every score."""
@@ -158,50 +158,48 @@ class FlashKernel(FlashSetup):
         kb_body.add_op(self.zeroed(self.s_lay, self.sacc))
         kb_body.add_ops(self.product(self.s_lay, self.sacc, self.dk, "kk", (self.qs, False),
                                      (self.ks, False), (sc.q, sc.k, sc.mul), sc.kernel))
-        plain = self.unmasked(kb_body, key_base)
-        if plain is None:
+        some = self.some_masked(kb_body, key_base)
+        if some is None:
             kb_body.add_op(self.scored(key_base, masked=True))
             return
         masked = Region(Block([self.scored(key_base, masked=True), scf.YieldOp()]))
-        unmasked = unmasked_score(self.chain.exp)
-        if unmasked in (self.chain.exp.load.result,
-                        None if self.scale is None else self.scale.result):
+        if unmasked_score(self.chain.exp) in (
+                self.chain.exp.load.result, None if self.scale is None else self.scale.result):
             # g is the scores themselves there (the softmax scales them): nothing to do
-            true = arith.ConstantOp(IntegerAttr(1, i1))
-            some = arith.XOrIOp(plain, true.result)
-            kb_body.add_ops([true, some, scf.IfOp(some.result, [], masked)])
+            kb_body.add_op(scf.IfOp(some, [], masked))
             return
-        kb_body.add_op(scf.IfOp(
-            plain, [], Region(Block([self.scored(key_base, masked=False), scf.YieldOp()])),
-            masked))
+        kb_body.add_op(scf.IfOp(some, [], masked, Region(Block(
+            [self.scored(key_base, masked=False), scf.YieldOp()]))))
 
-    def unmasked(self, kb_body: Block, key_base: Linear) -> SSAValue | None:
-        """Whether the key block starting at ``key_base`` has no masked score, appended to
-        ``kb_body``: its last key at most the block's first query (a causal mask) and
+    def some_masked(self, kb_body: Block, key_base: Linear) -> SSAValue | None:
+        """Whether the key block starting at ``key_base`` may have a masked score, appended
+        to ``kb_body``: its last key after the block's first query (a causal mask) or not
         inside the keys (a last key block that may overhang them). ``None`` when no block
         is masked, when every block is (fewer keys than a block) or when the test is not
         known (grouped heads)."""
         if isinstance(self.key_count, int) and self.key_count < self.bn:
             return None
-        tests: list[tuple[Linear, Linear | SSAValue | int, str]] = []
-        last_key = lin_sum((1, key_base), (1, Linear.of(const=self.bn - 1)))
+        tests: list[tuple[Linear | SSAValue | int, str]] = []
         if self.chain.exp.causal:
             if self.groups is not None:
                 return None
-            tests.append((last_key, self.q_base, "ule"))
+            tests.append((self.q_base, "ult"))  # first query < last key
         if self.ragged[1]:
-            tests.append((last_key, self.key_count, "ult"))
+            tests.append((self.key_count, "ule"))  # keys ≤ last key
+        if not tests:
+            return None
+        last_key = linear_into(kb_body, lin_sum((1, key_base),
+                                                (1, Linear.of(const=self.bn - 1))))
         cond: SSAValue | None = None
-        for lhs, rhs, predicate in tests:
-            bound = rhs if isinstance(rhs, SSAValue) else (
-                index_into(kb_body, rhs) if isinstance(rhs, int) else linear_into(kb_body, rhs))
-            test = arith.CmpiOp(linear_into(kb_body, lhs), bound, predicate)
+        for lhs, predicate in tests:
+            value = lhs if isinstance(lhs, SSAValue) else (
+                index_into(kb_body, lhs) if isinstance(lhs, int) else linear_into(kb_body, lhs))
+            test: Operation = arith.CmpiOp(value, last_key, predicate)
             kb_body.add_op(test)
             if cond is not None:
-                both = arith.AndIOp(cond, test.result)
-                kb_body.add_op(both)
-                test = both
-            cond = test.result
+                test = arith.OrIOp(cond, test.results[0])
+                kb_body.add_op(test)
+            cond = test.results[0]
         return cond
 
     def scored(self, key_base: Linear, *, masked: bool) -> tile.ForallOp:

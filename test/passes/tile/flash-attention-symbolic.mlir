@@ -99,15 +99,15 @@ builtin.module {
 // CHECK:          %[[NKB:.*]] = arith.ceildivui %[[N]], %{{.*}} : index
 // CHECK:          %[[UB:.*]] = arith.minui %{{.*}}, %[[NKB]] : index
 // CHECK:          scf.for %kb = %{{.*}} to %[[UB]] step %{{.*}} {
-// A key block before the diagonal's and inside the length masks nothing (the scale alone);
-// the others mask the causal half and the keys from %n on.
-// CHECK:            %[[BEFORE:.*]] = arith.cmpi ule, %{{.*}}, %{{.*}} : index
-// CHECK:            %[[INSIDE:.*]] = arith.cmpi ult, %{{.*}}, %[[N]] : index
-// CHECK-NEXT:       %[[PLAIN:.*]] = arith.andi %[[BEFORE]], %[[INSIDE]] : i1
-// CHECK-NEXT:       scf.if %[[PLAIN]] {
-// CHECK:            } else {
+// A key block reaching past the diagonal or to the length (%n ≤ its last key) masks the
+// causal half and the keys from %n on; the others take the scale alone.
+// CHECK:            %[[AFTER:.*]] = arith.cmpi ult, %{{.*}}, %[[LAST:.*]] : index
+// CHECK-NEXT:       %[[OUT:.*]] = arith.cmpi ule, %[[N]], %[[LAST]] : index
+// CHECK-NEXT:       %[[SOME:.*]] = arith.ori %[[AFTER]], %[[OUT]] : i1
+// CHECK-NEXT:       scf.if %[[SOME]] {
 // CHECK:              arith.cmpi ult, %{{.*}}, %[[N]] : index
 // CHECK:              arith.select
+// CHECK:            } else {
 // CHECK:          } {llmopt.role = "key_blocks"}
 // CHECK:              %[[IN:.*]] = arith.cmpi ult, %{{.*}}, %[[N]] : index
 // CHECK-NEXT:         scf.if %[[IN]] {

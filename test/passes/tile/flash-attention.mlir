@@ -48,23 +48,23 @@
 // CHECK-NEXT:                   loop.store %[[S1]], %s[%[[WI]], %[[WJ]], %[[G]], %[[T]],
 // CHECK:              } {llmopt.role = "update", llmopt.layout = "mma"}
 // CHECK-NEXT:       } {llmopt.role = "k_loop", unroll = 8 : i64}
-// A key block whose last key is at most the block's first query (kb·16 + 15 ≤ qb·16) has
-// no masked score: it takes the scale alone. The others take the scale and the causal mask
-// of the matched softmax, at the tile's coordinates.
-// CHECK:            %[[FIRST_Q:.*]] = arith.addi %{{.*}}, %{{.*}} : index
+// A key block whose last key comes after the block's first query (qb·16 < kb·16 + 15) may
+// have masked scores: it takes the scale and the causal mask of the matched softmax, at the
+// tile's coordinates. The others take the scale alone.
 // CHECK:            %[[LAST_K:.*]] = arith.addi %{{.*}}, %{{.*}} : index
-// CHECK-NEXT:       %[[PLAIN:.*]] = arith.cmpi ule, %[[LAST_K]], %[[FIRST_Q]] : index
-// CHECK-NEXT:       scf.if %[[PLAIN]] {
+// CHECK:            %[[FIRST_Q:.*]] = arith.addi %{{.*}}, %{{.*}} : index
+// CHECK-NEXT:       %[[SOME:.*]] = arith.cmpi ult, %[[FIRST_Q]], %[[LAST_K]] : index
+// CHECK-NEXT:       scf.if %[[SOME]] {
+// CHECK:                    arith.cmpi sle
+// CHECK:                    arith.select
+// CHECK:              } {llmopt.role = "scores", llmopt.layout = "mma"}
+// CHECK-NEXT:       } else {
 // CHECK-NEXT:         tile.forall
 // CHECK-NOT:            arith.cmpi
 // CHECK-NOT:            arith.select
 // CHECK:                arith.mulf
 // CHECK-NOT:            arith.select
 // CHECK:              } {llmopt.role = "scores", llmopt.layout = "mma"}
-// CHECK-NEXT:       } else {
-// CHECK:                    arith.cmpi sle
-// CHECK:                    arith.select
-// CHECK:            } {llmopt.role = "scores", llmopt.layout = "mma"}
 // CHECK:            {llmopt.role = "row_max"}
 // CHECK:            {llmopt.role = "exp"}
 // CHECK:            {llmopt.role = "row_sum"}
