@@ -26,6 +26,7 @@ from llmopt.passes.tile._access import (
     index_into,
     launch_grid,
     lin_sum,
+    linear_into,
 )
 from llmopt.passes.tile._attention_band import bound
 from llmopt.passes.tile._attention_chain import Chain
@@ -219,6 +220,37 @@ class FlashSetup:
             return ClampingCloner(subst, values,
                                   global_buffers=set(self.kernel.body.block.args))
         return Cloner(subst, values)
+
+    def some_masked(self, kb_body: Block, key_base: Linear) -> SSAValue | None:
+        """Whether the key block starting at ``key_base`` may have a masked score, appended
+        to ``kb_body``: its last key after the block's first query (a causal mask) or not
+        inside the keys (a last key block that may overhang them). ``None`` when no block
+        is masked, when every block is (fewer keys than a block) or when the test is not
+        known (grouped heads)."""
+        if isinstance(self.key_count, int) and self.key_count < self.bn:
+            return None
+        tests: list[tuple[Linear | SSAValue | int, str]] = []
+        if self.chain.exp.causal:
+            if self.groups is not None:
+                return None
+            tests.append((self.q_base, "ult"))  # first query < last key
+        if self.ragged[1]:
+            tests.append((self.key_count, "ule"))  # keys ≤ last key
+        if not tests:
+            return None
+        last_key = linear_into(kb_body, lin_sum((1, key_base),
+                                                (1, Linear.of(const=self.bn - 1))))
+        cond: SSAValue | None = None
+        for lhs, predicate in tests:
+            value = lhs if isinstance(lhs, SSAValue) else (
+                index_into(kb_body, lhs) if isinstance(lhs, int) else linear_into(kb_body, lhs))
+            test: Operation = arith.CmpiOp(value, last_key, predicate)
+            kb_body.add_op(test)
+            if cond is not None:
+                test = arith.OrIOp(cond, test.results[0])
+                kb_body.add_op(test)
+            cond = test.results[0]
+        return cond
 
     def out_subst(self, row: Linear, d: Linear) -> dict[SSAValue, Linear]:
         """The output band's ivs from the roles at the block's ``row`` (:meth:`at_row`) and

@@ -25,7 +25,6 @@ from llmopt.passes.tile._access import (
     counted_for,
     index_into,
     lin_sum,
-    linear_into,
     load_at,
     slice_of,
     store_at,
@@ -150,7 +149,7 @@ class FlashKernel(FlashSetup):
 
     def scores(self, kb_body: Block, key_base: Linear) -> None:
         """The score tile (on the tensor cores, once ``mma-fragments`` has run), ``g``
-        applied, into ``ps``. A key block no mask reaches (:meth:`some_masked`) takes ``g``
+        applied, into ``ps``. A key block no mask reaches (:meth:`FlashSetup.some_masked`) takes ``g``
         without the causal mask and without the keys' bound: an ``scf.if`` on a value the
         whole block shares, so only the diagonal's and the last key blocks pay for the
         comparisons and selects of every score."""
@@ -170,37 +169,6 @@ class FlashKernel(FlashSetup):
             return
         kb_body.add_op(scf.IfOp(some, [], masked, Region(Block(
             [self.scored(key_base, masked=False), scf.YieldOp()]))))
-
-    def some_masked(self, kb_body: Block, key_base: Linear) -> SSAValue | None:
-        """Whether the key block starting at ``key_base`` may have a masked score, appended
-        to ``kb_body``: its last key after the block's first query (a causal mask) or not
-        inside the keys (a last key block that may overhang them). ``None`` when no block
-        is masked, when every block is (fewer keys than a block) or when the test is not
-        known (grouped heads)."""
-        if isinstance(self.key_count, int) and self.key_count < self.bn:
-            return None
-        tests: list[tuple[Linear | SSAValue | int, str]] = []
-        if self.chain.exp.causal:
-            if self.groups is not None:
-                return None
-            tests.append((self.q_base, "ult"))  # first query < last key
-        if self.ragged[1]:
-            tests.append((self.key_count, "ule"))  # keys ≤ last key
-        if not tests:
-            return None
-        last_key = linear_into(kb_body, lin_sum((1, key_base),
-                                                (1, Linear.of(const=self.bn - 1))))
-        cond: SSAValue | None = None
-        for lhs, predicate in tests:
-            value = lhs if isinstance(lhs, SSAValue) else (
-                index_into(kb_body, lhs) if isinstance(lhs, int) else linear_into(kb_body, lhs))
-            test: Operation = arith.CmpiOp(value, last_key, predicate)
-            kb_body.add_op(test)
-            if cond is not None:
-                test = arith.OrIOp(cond, test.results[0])
-                kb_body.add_op(test)
-            cond = test.results[0]
-        return cond
 
     def scored(self, key_base: Linear, *, masked: bool) -> tile.ForallOp:
         """The forall applying ``g`` to the score tile; without the causal mask and the
