@@ -149,10 +149,10 @@ class FlashKernel(FlashSetup):
 
     def scores(self, kb_body: Block, key_base: Linear) -> None:
         """The score tile (on the tensor cores, once ``mma-fragments`` has run), ``g``
-        applied, into ``ps``. A key block no mask reaches (:meth:`FlashSetup.some_masked`) takes ``g``
-        without the causal mask and without the keys' bound: an ``scf.if`` on a value the
-        whole block shares, so only the diagonal's and the last key blocks pay for the
-        comparisons and selects of every score."""
+        applied, into ``ps``. A key block no mask reaches (:meth:`FlashSetup.some_masked`)
+        takes ``g`` without the causal mask and without the keys' bound: an ``scf.if`` on a
+        value the whole block shares, so only the diagonal's and the last key blocks pay
+        for the comparisons and selects of every score."""
         sc = self.chain.scores
         kb_body.add_op(self.zeroed(self.s_lay, self.sacc))
         kb_body.add_ops(self.product(self.s_lay, self.sacc, self.dk, "kk", (self.qs, False),
