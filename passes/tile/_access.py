@@ -121,17 +121,7 @@ class Cloner:
         if lin is None:
             return old
         if old not in self._materialised:
-            ops: list[Operation] = []
-
-            def const(v: int) -> SSAValue:
-                c = arith.ConstantOp(IntegerAttr(v, INDEX))
-                ops.append(c)
-                return c.result
-
-            total: SSAValue = const(lin.const)
-            for coef, v in lin.terms:
-                term = v if coef == 1 else _push(ops, arith.MuliOp(v, const(coef)))
-                total = _push(ops, arith.AddiOp(total, term))
+            ops, total = _linear_ops(lin)
             first = block.first_op
             for op in ops:
                 if first is None:
@@ -209,14 +199,23 @@ def index_into(block: Block, value: int) -> SSAValue:
     return op.result
 
 
+def _linear_ops(lin: Linear) -> tuple[list[Operation], SSAValue]:
+    """The ``arith`` ops computing ``lin`` as an ``index`` value, and that value."""
+    ops: list[Operation] = []
+
+    def const(v: int) -> SSAValue:
+        return _push(ops, arith.ConstantOp(IntegerAttr(v, IndexType())))
+
+    total = const(lin.const)
+    for coef, v in lin.terms:
+        term = v if coef == 1 else _push(ops, arith.MuliOp(v, const(coef)))
+        total = _push(ops, arith.AddiOp(total, term))
+    return ops, total
+
+
 def linear_into(block: Block, lin: Linear) -> SSAValue:
     """``lin`` as an ``index`` value computed by ``arith`` ops appended to ``block``."""
-    ops: list[Operation] = []
-    total = _push(ops, arith.ConstantOp(IntegerAttr(lin.const, IndexType())))
-    for coef, v in lin.terms:
-        term = v if coef == 1 else _push(ops, arith.MuliOp(
-            v, _push(ops, arith.ConstantOp(IntegerAttr(coef, IndexType())))))
-        total = _push(ops, arith.AddiOp(total, term))
+    ops, total = _linear_ops(lin)
     block.add_ops(ops)
     return total
 

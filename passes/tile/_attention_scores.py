@@ -110,10 +110,10 @@ def unmasked_score(exp: Exp) -> SSAValue:
     return value
 
 
-def score_scale(exp: Exp) -> arith.MulfOp | None:
+def score_scale(exp: Exp) -> tuple[arith.MulfOp, float] | None:
     """The ``arith.mulf`` of ``S`` by a positive, finite constant that is the whole of ``g``
-    besides its causal mask (``softmax(c · Q·Kᵀ)``, the scaled dot product), else
-    ``None``."""
+    besides its causal mask (``softmax(c · Q·Kᵀ)``, the scaled dot product), and ``c``;
+    else ``None``."""
     mul = unmasked_score(exp).owner
     if not isinstance(mul, arith.MulfOp):
         return None
@@ -122,17 +122,8 @@ def score_scale(exp: Exp) -> arith.MulfOp | None:
         if (s is exp.load.result and isinstance(const, arith.ConstantOp)
                 and isinstance(const.value, FloatAttr)
                 and 0 < const.value.value.data < float("inf")):
-            return mul
+            return mul, const.value.value.data
     return None
-
-
-def scale_of(mul: arith.MulfOp) -> float:
-    """The constant of :func:`score_scale`'s multiplication."""
-    for c in (mul.rhs, mul.lhs):
-        const = c.owner
-        if isinstance(const, arith.ConstantOp) and isinstance(const.value, FloatAttr):
-            return const.value.value.data
-    raise ValueError("not a multiplication by a constant")
 
 
 def exp_of_shifted(ops: Sequence[Operation], body: Sequence[Operation], iv: SSAValue,

@@ -30,7 +30,7 @@ from llmopt.passes.tile._access import (
 )
 from llmopt.passes.tile._attention_band import bound
 from llmopt.passes.tile._attention_chain import Chain
-from llmopt.passes.tile._attention_scores import scale_of, score_scale
+from llmopt.passes.tile._attention_scores import score_scale
 from llmopt.passes.tile._flash_layout import ROW_PAD, V_PAD, Layout, half_operands
 from llmopt.passes.tile._group_heads import HeadGroups
 from llmopt.passes.tile._online_softmax import OnlineSoftmax, shared
@@ -138,13 +138,14 @@ class FlashSetup:
         if half is not None:
             self.probs = shared([bm, bn], half, "pb", ROW_PAD)
             tiles.append(self.probs)
-        self.scale = score_scale(ex) if self.in_registers and half is not None else None
+        scaled = score_scale(ex) if self.in_registers and half is not None else None
+        self.scale = None if scaled is None else scaled[0]
         """``g``'s scaling of the scores when the softmax applies it instead of the scores
         step (:class:`~llmopt.passes.tile._register_softmax.RegisterSoftmax`'s ``scale``),
         else ``None``."""
         self.softmax: OnlineSoftmax | RegisterSoftmax = (
             RegisterSoftmax(self.s_lay.lay, self.sacc, self.probs, bm, typ,
-                            None if self.scale is None else scale_of(self.scale))
+                            None if scaled is None else scaled[1])
             if self.in_registers else OnlineSoftmax(self.ps, self.threads, typ, self.probs))
         self.body.add_ops([*tiles, *self.softmax.allocs(), self.sacc, self.oacc])
 
