@@ -83,6 +83,7 @@ _BUILTIN_PASSES: dict[str, tuple[str, str]] = {
     "recompute-into-products": ("llmopt.passes.loop.recompute_into_products",
                                 "RecomputeIntoProducts"),
     "hoist-reduce-factors": ("llmopt.passes.loop.hoist_reduce_factors", "HoistReduceFactors"),
+    "index-set-split": ("llmopt.passes.loop.index_set_split", "IndexSetSplit"),
     "outline-repeated-kernels": ("llmopt.passes.loop.outline_repeated_kernels",
                                  "OutlineRepeatedKernels"),
     "apply-tuned": ("llmopt.passes.tile.apply_tuned", "ApplyTuned"),
@@ -133,9 +134,13 @@ for _name, (_module, _attr) in _BUILTIN_PASSES.items():
 #: ``fuse-kernels{recompute_limit=0}`` keeps a reduction from
 #: being recomputed in several loops: attention scores become a matrix product of their own
 #: (which ``register-tile`` tiles) instead of a dot product recomputed in each of softmax's
-#: three loops. ``merge-branches`` puts the length buckets of sibling products in one
-#: branch, ``fuse-launches`` makes independent launches of one block shape one launch
-#: (a decode step's key and value projections, its two rotary embeddings), and
+#: three loops. ``index-set-split`` splits a rotary embedding's rotate-half loop into its
+#: two halves where it reads a matrix-vector product, and the second ``fuse-kernels`` makes
+#: the product's two rows and the embedding one kernel (a decode step's query and key
+#: projections with their rotary embeddings and the key cache append). ``merge-branches``
+#: puts the length buckets of sibling products in one branch, ``fuse-launches`` makes
+#: independent launches of one block shape one launch (a decode step's query, key and value
+#: projections), and
 #: ``programmatic-launch`` lets each kernel's blocks be scheduled while the previous kernel
 #: drains (sm_90 and newer). ``version-row-groups`` gives a register tile over a runtime
 #: length one K loop per count of its live row groups, so that a bucket's kernel skips the
@@ -154,7 +159,7 @@ PIPELINES: dict[str, tuple[dict[str, str], str]] = {
         {"arch": DEFAULT_ARCH, "warp_specialize": "false", "tensor_copies": "true",
          "roles": "0", "cluster": "0"},
         "torch-to-prim,canonicalize,prim-to-loop,fuse-kernels{{recompute_limit=0}},canonicalize,"
-        "cse,hoist-reduce-factors,flash-attention{{arch={arch}}},outline-repeated-kernels,"
+        "cse,index-set-split,fuse-kernels{{recompute_limit=0}},hoist-reduce-factors,flash-attention{{arch={arch}}},outline-repeated-kernels,"
         "loop-to-tile{{arch={arch}}},length-buckets{{arch={arch}}},apply-tuned{{arch={arch}}},"
         "split-k{{arch={arch} roles={roles}}},"
         "register-tile{{arch={arch} roles={roles}}},warp-gemv{{arch={arch}}},"

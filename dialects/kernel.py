@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import ClassVar, Self
 
+from xdsl.dialects import arith
 from xdsl.dialects.builtin import (
     DenseArrayBase,
     FunctionType,
@@ -1134,14 +1135,22 @@ LENGTH_ATTR = "llmopt.length"
 (``lengths-in-memory``), which may therefore come before ``kernel.wait_prior_grids``."""
 
 
+_DIVISIONS = (arith.DivUIOp | arith.RemUIOp | arith.DivSIOp | arith.RemSIOp
+              | arith.FloorDivSIOp | arith.CeilDivUIOp | arith.CeilDivSIOp)
+"""The integer divisions and remainders :func:`before_wait` lets before a wait."""
+
+
 def before_wait(op: Operation) -> bool:
     """Whether ``op`` (an op without regions) may run before a kernel's
     ``kernel.wait_prior_grids``: it touches no memory the grids in front may be writing —
     index arithmetic, ids, buffer declarations, a prefetch (a hint to the cache), a load of
-    a length the host wrote (:data:`LENGTH_ATTR`)."""
-    return (isinstance(op, PrefetchOp | SharedOp | LocalOp | LaunchDependentsOp)
+    a length the host wrote (:data:`LENGTH_ATTR`). Integer divisions count as index
+    arithmetic: xDSL leaves them unmarked (a zero divisor is undefined), but they touch no
+    memory, and the wait does not move them."""
+    return (isinstance(op, PrefetchOp | SharedOp | LocalOp | LaunchDependentsOp | _DIVISIONS)
             or (isinstance(op, LoadOp) and LENGTH_ATTR in op.attributes)
             or is_side_effect_free(op) or op.has_trait(IsTerminator))
+
 
 
 def waits_first(block: Block) -> bool:

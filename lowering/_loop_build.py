@@ -47,28 +47,44 @@ def to_block_threads(outer: loop.ForOp, rewriter: PatternRewriter) -> tile.Foral
     return forall
 
 
-def one_thread(ops: Sequence[Operation], rewriter: PatternRewriter) -> tile.ForallOp:
-    """Wrap ``ops`` (consecutive) in a one-point ``tile.forall over block_threads``."""
+def one_thread(ops: Sequence[Operation], rewriter: PatternRewriter,
+               before: Operation | None = None) -> tile.ForallOp:
+    """Move ``ops`` into a one-point ``tile.forall over block_threads`` placed before
+    ``before``, or at the end of their block."""
     forall = tile.ForallOp([1], "block_threads")
     forall.location = ops[0].location
     forall.ivs[0].name_hint = "once"
-    rewriter.insert(forall, InsertPoint.before(ops[0]))
+    block = ops[0].parent_block()
+    assert block is not None
+    where = InsertPoint.before(before) if before is not None else InsertPoint.at_end(block)
+    rewriter.insert(forall, where)
     for op in ops:
         op.detach()
         forall.body.block.add_op(op)
     return forall
 
 
+def _reads_any(op: Operation, buffers: set[SSAValue]) -> bool:
+    """Whether ``op`` (region-less) loads from one of ``buffers``."""
+    return isinstance(op, loop.LoadOp) and op.buffer in buffers
+
+
 def distribute_over_block(body: Block, rewriter: PatternRewriter) -> None:
     """Row schedule inside ``body`` (a forall over blocks): reductions become cooperative,
-    free nests go to the block's threads, stores to one thread."""
+    free nests go to the block's threads, stores to one thread. A store moves down past
+    the scalar ops and loads after it that do not read what it writes, so that the stores
+    of one output point (the two halves of a rotary embedding) share one thread's forall
+    at the end, the form ``warp-gemv`` matches."""
     stores: list[Operation] = []
     for op in list(body.ops):
         if isinstance(op, loop.StoreOp):
             stores.append(op)
             continue
+        if stores and not op.regions and not _reads_any(
+                op, {s.buffer for s in stores if isinstance(s, loop.StoreOp)}):
+            continue
         if stores:
-            one_thread(stores, rewriter)
+            one_thread(stores, rewriter, before=op)
             stores = []
         if isinstance(op, loop.ReduceOp):
             to_coop_reduce(op, rewriter)

@@ -263,6 +263,55 @@ def site_is_legal(load: loop.LoadOp, kernel: loop.KernelOp, producer: Producer) 
     return True
 
 
+DISJOINT_PROBE = 1 << 16
+"""The most iterations :func:`reads_disjoint` enumerates for one load site."""
+
+
+def _points(load: loop.LoadOp, kernel: loop.KernelOp) -> list[tuple[int, ...]] | None:
+    """The coordinates ``load`` reads over the loops its indices use, one per iteration of
+    them; ``None`` when an index is not the variable of a static loop around it, or there
+    are more than :data:`DISJOINT_PROBE` iterations."""
+    loops = {lp.iv: lp for lp in enclosing_loops(load, kernel)}
+    ivs = list(dict.fromkeys(load.indices))
+    if any(v not in loops or loops[v].is_dynamic for v in ivs):
+        return None
+    extents = [loops[v].trip_count for v in ivs]
+    total = 1
+    for e in extents:
+        total *= e
+    if total > DISJOINT_PROBE:
+        return None
+    amap = load.map.data
+    points: list[tuple[int, ...]] = []
+    for flat in range(total):
+        values: dict[SSAValue, int] = {}
+        for v, e in zip(ivs, extents, strict=True):
+            values[v] = flat % e
+            flat //= e
+        points.append(amap.eval([values[v] for v in load.indices], []))
+    return points
+
+
+def reads_disjoint(loads: list[loop.LoadOp], kernel: loop.KernelOp) -> bool:
+    """Whether the ``loads`` of one producer's buffer in ``kernel`` read every point at most
+    once, loads that are one access (the same map and indices in one block, which
+    :func:`~llmopt.passes.loop._fuse_rewrite.merge_identical` makes one computation)
+    counted once: inlined at each, the producer computes no value twice. The two halves of
+    a rotary embedding split by ``index-set-split`` read so."""
+    seen: set[tuple[int, ...]] = set()
+    accesses: set[tuple[object, ...]] = set()
+    for load in loads:
+        key = (load.parent, load.map.data, tuple(load.indices))
+        if key in accesses:
+            continue
+        accesses.add(key)
+        points = _points(load, kernel)
+        if points is None or len(set(points)) < len(points) or seen.intersection(points):
+            return False
+        seen.update(points)
+    return True
+
+
 # --- buffer bindings --------------------------------------------------------------------------
 
 def temporary_output(kernel: loop.KernelOp, out_arg: SSAValue, returned: set[SSAValue]

@@ -17,7 +17,9 @@ its indices do not use are all *inside* the loops they do use — the inlined co
 can then be hoisted out of the unused ones and runs once per distinct value. A producer
 that contains a reduction is inlined only when it has a single consumer kernel and no two of
 its load sites share a block (as the two halves of a rotate-half ``cat`` would: each site
-would run the reduction again for the same iteration). Sites in different loops are
+would run the reduction again for the same iteration), unless the sites read disjoint
+points, each once (:func:`~llmopt.passes.loop._fuse_analysis.reads_disjoint`: the two
+halves of a rotary embedding after ``index-set-split``). Sites in different loops are
 accepted when the reduction is short (at most ``recompute_limit`` iterations per value, 256
 by default): a softmax's max, sum and normalise loops each recompute the attention scores
 they read, but a long projection (an MLP's down projection) is not computed twice.
@@ -62,6 +64,7 @@ from llmopt.passes.loop._fuse_analysis import (
     is_copy,
     is_permutation,
     loads_of,
+    reads_disjoint,
     site_is_legal,
     temporary_output,
     written_args,
@@ -179,7 +182,7 @@ def _fuse_one(stale: _Stale, position: dict[loop.KernelOp, int],
         if producer.has_reduce and len(sites) > 1 and (
             len({ld.parent for _, ld in sites}) < len(sites)
             or producer.reduce_work > recompute_limit
-        ):
+        ) and not reads_disjoint([ld for _, ld in sites], consumers[0]):
             continue
         if len(consumers) > 1 and _writers_of(inputs, written) and not copy:
             continue  # copies of a producer reading intermediates would chain
