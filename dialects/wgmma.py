@@ -18,16 +18,19 @@ products and ``wgmma.wait`` waits for all but the newest ``pending`` groups.
   innermost, as ``x[m, k]`` and ``W[n, k]`` do. A buffer of more dimensions (the slots of a
   pipelined tile, ``memref<3x64x64xbf16>``) takes an index for each: the leading ones pick
   the tile, the last two are the row and ``k``. ``A`` may instead come from registers:
-  ``wgmma.mma (%a0, %a1, %a2, %a3), %b[…] + (…) : vector<2xbf16>, memref<…>``, four pairs
-  a thread, warp ``w`` of the warpgroup holding rows ``16·w`` to ``16·w + 15`` in the layout
+  ``wgmma.mma (%a0, %a1, %a2, %a3), %b[…] + (…) : vector<2xbf16>, memref<…>``, four pairs a
+  thread, warp ``w`` of the warpgroup holding rows ``16·w`` to ``16·w + 15`` in the layout
   of ``mma.sync``'s ``m16n8k16`` ``A`` fragment (``a_q = A[16·w + g + 8·(q mod 2)][2t + 8·(q
-  / 2) + {0, 1}]``, the first value in the low half). With ``transposed`` after ``b``'s indices,
-  ``b`` is read *N-major* (PTX ``imm-trans-b``): ``B[k][n] = b[bk + k][bn + n]``, the tile
-  ``[…, K, N]`` as ``W[k, n]`` of ``x @ W`` keeps it, its indices ``(…, bk, bn)``, ``bk`` a
-  multiple of 16 and ``bn`` of 64. ``N`` is twice the number of accumulator
-  values a thread holds (8 to 256, a multiple of 8). Thread ``l`` of warp ``w`` of the
-  warpgroup (``g = l / 4``, ``t = l % 4``) holds, as its value ``i``, ``C[16·w + g + 8·((i
-  / 2) mod 2)][8·(i / 4) + 2·t + i mod 2]`` — the ``m16n8`` accumulator layout of
+  / 2) + {0, 1}]``, the first value in the low half). With ``transposed`` after ``b``'s
+  indices, ``b`` is read *N-major* (PTX ``imm-trans-b``): ``B[k][n] = b[bk + k][bn + n]``,
+  the tile ``[…, K, N]`` as ``W[k, n]`` of ``x @ W`` keeps it, its indices ``(…, bk, bn)``,
+  ``bk`` a multiple of 16 and ``bn`` of 64. ``N`` is twice the number of accumulator values
+  a thread holds (8 to 256, a multiple of 8). ``+ zeros(n)`` in place of ``+ (%c…)`` starts
+  from a zero accumulator of ``n`` values a thread, ``D = A·B`` (PTX ``scale-d`` false): the
+  first product of a tile computed afresh, as a flash kernel's scores are for each key
+  block, needs no zeros written into registers first. Thread ``l`` of warp ``w`` of the
+  warpgroup (``g = l / 4``, ``t = l % 4``) holds, as its value ``i``, ``C[16·w + g + 8·((i /
+  2) mod 2)][8·(i / 4) + 2·t + i mod 2]`` — the ``m16n8`` accumulator layout of
   ``mma.sync``, one ``8``-column block after another. The indices are the same for every
   thread of the warpgroup; in both tiles the row is a multiple of 8 and ``k`` of 16. The
   results may only feed further ``wgmma.mma`` ops until a ``wgmma.wait`` covers them, and
@@ -72,7 +75,7 @@ from xdsl.dialects.builtin import (
     f32,
     i64,
 )
-from xdsl.ir import Dialect, Operation, SSAValue
+from xdsl.ir import Attribute, Dialect, Operation, SSAValue
 from xdsl.irdl import (
     AttrSizedOperandSegments,
     IRDLOperation,
@@ -220,17 +223,27 @@ class MmaOp(IRDLOperation):
     c = var_operand_def(Float32Type)
     d = var_result_def(Float32Type)
     transposed = opt_prop_def(UnitAttr)
+    zeros = opt_prop_def(IntegerAttr)
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
     traits = traits_def(MemoryReadEffect())
 
     def __init__(self, a: SSAValue | Sequence[SSAValue], a_indices: Sequence[SSAValue],
                  b: SSAValue, b_indices: Sequence[SSAValue], c: Sequence[SSAValue],
-                 transposed: bool = False) -> None:
+                 transposed: bool = False, zeros: int = 0) -> None:
+        """``c`` the accumulator values the product adds to; or, with ``c`` empty, ``zeros``
+        of them, all zero (``D = A·B``)."""
         tile_a, pairs = ([a], []) if isinstance(a, SSAValue) else ([], list(a))
+        props: dict[str, Attribute] = {"transposed": UnitAttr()} if transposed else {}
+        if zeros:
+            props["zeros"] = IntegerAttr(zeros, i64)
         super().__init__(operands=[tile_a, list(a_indices), pairs, b, list(b_indices),
                                    list(c)],
-                         result_types=[[f32] * len(c)],
-                         properties={"transposed": UnitAttr()} if transposed else {})
+                         result_types=[[f32] * (len(c) or zeros)], properties=props)
+
+    @property
+    def from_zero(self) -> bool:
+        """Whether the product starts from a zero accumulator (``+ zeros(n)``: no ``c``)."""
+        return self.zeros is not None
 
     @property
     def n_major(self) -> bool:
@@ -240,7 +253,7 @@ class MmaOp(IRDLOperation):
     @property
     def n(self) -> int:
         """The product's ``N``: twice the accumulator values of a thread."""
-        return 2 * len(self.c)
+        return 2 * len(self.d)
 
     @property
     def kind(self) -> str:
@@ -267,7 +280,12 @@ class MmaOp(IRDLOperation):
                 raise VerifyException("wgmma.mma: 'a' is a tile or four pairs, not both")
             tiles.append(("a", self.a_indices, a_type, M))
         n = self.n
-        if not (8 <= n <= MAX_N and n % 8 == 0) or len(self.d) != len(self.c):
+        if self.from_zero and (self.c or self.zeros.value.data != len(self.d)):
+            raise VerifyException(f"wgmma.mma: a product from zero ('+ zeros(n)') has no "
+                                  f"accumulator operands and n results; got {len(self.c)} "
+                                  f"operands and {len(self.d)} results")
+        if not (8 <= n <= MAX_N and n % 8 == 0) or (
+                not self.from_zero and len(self.d) != len(self.c)):
             raise VerifyException(f"wgmma.mma: N = 2 x the accumulator values is 8 to "
                                   f"{MAX_N}, a multiple of 8, with one result per value; got "
                                   f"{len(self.c)} values and {len(self.d)} results")
@@ -331,9 +349,12 @@ class MmaOp(IRDLOperation):
         printer.print_string("]")
         if self.n_major:
             printer.print_string(" transposed")
-        printer.print_string(" + (")
-        printer.print_list(self.c, printer.print_ssa_value)
-        printer.print_string(")")
+        if self.from_zero:
+            printer.print_string(f" + zeros({len(self.d)})")
+        else:
+            printer.print_string(" + (")
+            printer.print_list(self.c, printer.print_ssa_value)
+            printer.print_string(")")
         printer.print_op_attributes(self.attributes)
         printer.print_string(" : ")
         printer.print_attribute(self.a.type if self.a is not None else self.a_pairs[0].type)
@@ -360,8 +381,15 @@ class MmaOp(IRDLOperation):
             Parser.Delimiter.SQUARE, lambda: parser.parse_operand(IndexType()))
         transposed = parser.parse_optional_keyword("transposed") is not None
         parser.parse_punctuation("+")
-        c = parser.parse_comma_separated_list(
-            Parser.Delimiter.PAREN, lambda: parser.parse_operand(f32))
+        zeros = 0
+        c: list[SSAValue] = []
+        if parser.parse_optional_keyword("zeros") is not None:
+            parser.parse_punctuation("(")
+            zeros = parser.parse_integer()
+            parser.parse_punctuation(")")
+        else:
+            c = parser.parse_comma_separated_list(
+                Parser.Delimiter.PAREN, lambda: parser.parse_operand(f32))
         attrs = parser.parse_optional_attr_dict()
         parser.parse_punctuation(":")
         a_type = parser.parse_type()
@@ -372,7 +400,8 @@ class MmaOp(IRDLOperation):
             a = parser.resolve_operand(a_tile, a_type)
         else:
             a = [parser.resolve_operand(v, a_type) for v in pairs]
-        op = cls(a, a_indices, parser.resolve_operand(b, b_type), b_indices, c, transposed)
+        op = cls(a, a_indices, parser.resolve_operand(b, b_type), b_indices, c, transposed,
+                 zeros)
         op.attributes |= attrs
         return op
 

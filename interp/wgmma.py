@@ -192,7 +192,8 @@ def _registers_a(ev: SimtEvaluator, op: MmaOp, lead: tuple[int, ...]) -> np.ndar
 
 @simt_impl("wgmma.mma")
 def _mma(ev: SimtEvaluator, op: Operation) -> None:
-    """``D = A·B + C`` for every warpgroup of every block (see the module docstring)."""
+    """``D = A·B + C`` for every warpgroup of every block (see the module docstring); ``C``
+    is zero for a product ``+ zeros(n)``."""
     assert isinstance(op, MmaOp)
     lead, active = _warpgroups(ev, op)
     frame = ev.frame
@@ -208,8 +209,8 @@ def _mma(ev: SimtEvaluator, op: Operation) -> None:
     else:
         mat_b = np.swapaxes(_box(ev, op, lead, op.b, op.b_indices, n), -1, -2)
     spots = [(_ROWS + 8 * (i // 2 % 2), _COLS + 8 * (i // 4) + i % 2) for i in range(n // 2)]
-    mat_c = np.empty(lead + (M, n))
-    for value, (row, col) in zip(op.c, spots, strict=True):
+    mat_c = np.zeros(lead + (M, n))
+    for value, (row, col) in zip(op.c, spots, strict=not op.from_zero):
         lanes = np.broadcast_to(np.asarray(ev.env[value], np.float32), frame)
         mat_c[..., row, col] = lanes.reshape(lead + (WARPGROUP,))
     mat_d = (mat_a @ mat_b + mat_c).astype(np.float32)

@@ -386,7 +386,13 @@ class KernelEmitter(ExprBuilder):
         names = []
         op = fence.next_op
         while op is not None and not isinstance(op, wgmma.CommitOp):
-            if isinstance(op, wgmma.MmaOp):
+            if isinstance(op, wgmma.MmaOp) and op.from_zero:
+                for k in range(len(op.d)):  # uninitialised: the product ignores them
+                    name = self.names.fresh(None, f"wg{k}")
+                    self.add(cuda.DeclOp(name, F32))
+                    self.started[op, k] = name
+                    names.append(name)
+            elif isinstance(op, wgmma.MmaOp):
                 for k, value in enumerate(op.c):
                     if not _in_place(value):
                         name = self.names.fresh(None, f"wg{k}")
@@ -404,14 +410,16 @@ class KernelEmitter(ExprBuilder):
         local :meth:`_start_accumulators` made before the fence, else ``float r =
         <value>;``."""
         names = []
-        for k, (value, result) in enumerate(zip(values, results, strict=True)):
-            if _in_place(value):
+        starts: Sequence[SSAValue | None] = values or [None] * len(results)
+        for k, (value, result) in enumerate(zip(starts, results, strict=True)):
+            if value is not None and _in_place(value):
                 name = self.var[value]
             elif (op, k) in self.started:
                 name = self.started.pop((op, k))
             else:
                 name = self.names.fresh(result.name_hint, f"{prefix}{k}")
-                self.add(cuda.DeclOp(name, F32, self.expr_as(value, F32)))
+                init = None if value is None else self.expr_as(value, F32)
+                self.add(cuda.DeclOp(name, F32, init))
             self._bind(result, name, F32, mutable=True)
             names.append(name)
         return names
@@ -442,9 +450,10 @@ class KernelEmitter(ExprBuilder):
         """``asm volatile("{ .reg .pred p; setp.ne.b32 p, %<n+2>, 0; wgmma.mma_async…
         {%0, …}, %<n>, %<n+1>, p, 1, 1, 0, T; }" : "+f"(d0), … : "l"(desc_a), "l"(desc_b),
         "r"(1));``: the accumulators are read and written in place; ``T`` (``imm-trans-b``) is
-        1 for an N-major ``b``. An ``a`` in registers is its four pairs, ``{%<n>, …,
-        %<n+3>}`` (``"r"``), before ``b``'s descriptor, and the instruction has no
-        ``imm-trans-a``."""
+        1 for an N-major ``b``. A product ``+ zeros(n)`` passes ``"r"(0)`` (``scale-d``
+        false: ``D = A·B``) and its accumulators are declared without a value. An ``a`` in
+        registers is its four pairs, ``{%<n>, …, %<n+3>}`` (``"r"``), before ``b``'s
+        descriptor, and the instruction has no ``imm-trans-a``."""
         desc_a = None if op.a is None else self._descriptor(op.a, op.a_indices, op)
         desc_b = self._descriptor(op.b, op.b_indices, op, op.n_major)
         names = self._accumulators(op, op.c, op.d, "wg")
@@ -466,7 +475,8 @@ class KernelEmitter(ExprBuilder):
         template = (f"{{ .reg .pred p; setp.ne.b32 p, %{pred_at}, 0; "
                     f"wgmma.mma_async.sync.aligned.m{wgmma.M}n{op.n}k{wgmma.K}.f32."
                     f"{op.kind}.{op.kind} {{{registers}}}, {a_text}, %{b_at}, {flags}; }}")
-        self.add(cuda.AsmOp(template, outs, [*ins, self.integer(1, I32)],
+        scale_d = self.integer(0 if op.from_zero else 1, I32)  # 0: D = A·B
+        self.add(cuda.AsmOp(template, outs, [*ins, scale_d],
                             ["+f"] * count + constraints + ["r"], volatile=True, memory=True))
 
     def _emit_wgmma_wait(self, op: wgmma.WaitOp) -> None:

@@ -43,7 +43,12 @@ accumulator values ``i = 4·j + 2·rh + rl``)::
       loop.store %e…, acc_u[…]
     }
 
-and marks both tiles ``llmopt.swizzle = 128`` (``pad-shared`` leaves them unpadded;
+When the forall in front of the chunk loop only zeroes the accumulators (``llmopt.role =
+"init"``: a flash kernel's scores, computed afresh for each key block), the first product
+of each update starts from zero instead (``+ zeros(n)``, no loads of ``acc_u``) and that
+forall goes: ``2·N`` zeros a warpgroup no longer written into registers each key block.
+
+The pass also marks both tiles ``llmopt.swizzle = 128`` (``pad-shared`` leaves them unpadded;
 ``kernel-to-cuda`` lays them out for the descriptors).
 
 Nothing else changes: the copies that fill the tiles, their waits and barriers stay as
@@ -66,12 +71,13 @@ product approach the tensor cores' peak.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects import scf
-from xdsl.dialects.builtin import IntegerAttr, MemRefType, ModuleOp, StringAttr, i64
+from xdsl.dialects import arith, scf
+from xdsl.dialects.builtin import FloatAttr, IntegerAttr, MemRefType, ModuleOp, StringAttr, i64
 from xdsl.ir import SSAValue
 from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr, AffineExpr, AffineMap
 from xdsl.passes import ModulePass
@@ -82,6 +88,7 @@ from xdsl.pattern_rewriter import (
     op_type_rewrite_pattern,
 )
 from xdsl.rewriter import InsertPoint
+from xdsl.traits import is_side_effect_free
 
 from llmopt.dialects import loop, mma, tile, wgmma
 from llmopt.passes._rewrite import KeepLocation
@@ -194,6 +201,34 @@ def wait_after(k_loop: scf.ForOp, forall: tile.ForallOp, spots: list[AffineMap],
     rewriter.insert(tail, InsertPoint.after(k_loop))
 
 
+def zero_init(chunk: scf.ForOp, forall: tile.ForallOp, accumulators: set[SSAValue]
+              ) -> tile.ForallOp | None:
+    """The forall in front of ``chunk`` (side-effect-free ops between them aside) that
+    writes ``0.0`` into the ``accumulators``, in ``forall``'s shape, and does nothing else
+    (``llmopt.role = "init"``: a flash kernel's scores, zeroed for each key block), or
+    ``None``. The chunk's products may then start from zero and the forall go."""
+    op = chunk.prev_op
+    while op is not None and not op.regions and is_side_effect_free(op):
+        op = op.prev_op
+    role = op.attributes.get("llmopt.role") if op is not None else None
+    if not (isinstance(op, tile.ForallOp) and op.shape == forall.shape
+            and isinstance(role, StringAttr) and role.data == "init"):
+        return None
+    stored: set[SSAValue] = set()
+    for inner in op.walk():
+        if isinstance(inner, loop.StoreOp):
+            value = inner.value.owner
+            if not (isinstance(value, arith.ConstantOp) and isinstance(value.value, FloatAttr)
+                    and value.value.value.data == 0.0
+                    and math.copysign(1.0, value.value.value.data) > 0):
+                return None
+            stored.add(inner.buffer)
+        elif inner is not op and not isinstance(inner, loop.ForOp | tile.YieldOp) and not (
+                not inner.regions and is_side_effect_free(inner)):
+            return None
+    return op if stored == accumulators else None
+
+
 def rewrite(chunk: scf.ForOp, forall: tile.ForallOp, nest: list[loop.ForOp],
             ivs: dict[str, SSAValue], updates: Sequence[Update],
             operands: dict[tuple[object, ...], Operand], n: int,
@@ -206,6 +241,7 @@ def rewrite(chunk: scf.ForOp, forall: tile.ForallOp, nest: list[loop.ForOp],
     ``sources``: the ``a`` operands taken from their writers' registers."""
     sources = sources or {}
     k_loop = in_flight(chunk, pending)
+    init = zero_init(chunk, forall, {u.store.buffer for u in updates})
     kk = chunk.body.block.args[0]
     old_nest = nest[0]
     old_nest.detach()
@@ -239,9 +275,10 @@ def rewrite(chunk: scf.ForOp, forall: tile.ForallOp, nest: list[loop.ForOp],
                                   c(jj), c(rl)))
              for rh, jj, rl in _value_spots(n)]
     values: list[list[SSAValue]] = []
-    for update in updates:
+    for update in updates:  # none to read where the products start from zero
         acc = update.store.buffer
-        values.append([emit.add(loop.LoadOp(acc, amap, thread)) for amap in spots])
+        values.append([] if init is not None
+                      else [emit.add(loop.LoadOp(acc, amap, thread)) for amap in spots])
     pairs: dict[tuple[tuple[object, ...], int], list[SSAValue]] = {}
     for key, source in sources.items():  # written before the fence: the products read them
         half = source.store.buffer.type.element_type  # type: ignore[attr-defined]
@@ -258,7 +295,8 @@ def rewrite(chunk: scf.ForOp, forall: tile.ForallOp, nest: list[loop.ForOp],
             a, b = operands[update.a], operands[update.b]
             a_from: SSAValue | list[SSAValue] = pairs.get((update.a, q)) or a.load.buffer
             product = wgmma.MmaOp(a_from, starts.get((update.a, q), []), b.load.buffer,
-                                  starts[update.b, q], values[u], update.b in transposed)
+                                  starts[update.b, q], values[u], update.b in transposed,
+                                  zeros=0 if values[u] else len(spots))
             emit.op(product)
             values[u] = list(product.d)
     emit.op(wgmma.CommitOp())
@@ -271,6 +309,8 @@ def rewrite(chunk: scf.ForOp, forall: tile.ForallOp, nest: list[loop.ForOp],
             emit.op(loop.StoreOp(done[u * len(spots) + k], acc, amap, thread))
     chunk.body.block.insert_op_before(old_nest, chunk.body.block.first_op)  # erased with it
     rewriter.erase(chunk, safe_erase=False)
+    if init is not None:
+        rewriter.erase(init)
     for source in sources.values():
         drop_shared(source, rewriter)
     if k_loop is not None:
