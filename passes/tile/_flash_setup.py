@@ -47,7 +47,8 @@ class FlashSetup:
 
     def __init__(self, chain: Chain, blocks: AttentionBlocks, name: str, mma: bool,
                  splits: int = 1, groups: HeadGroups | None = None,
-                 register_stats: bool = False, row_warps: bool = False) -> None:
+                 register_stats: bool = False, row_warps: bool = False,
+                 rescale_margin: int = -1) -> None:
         self.chain, self.bm, self.bn, self.splits = chain, blocks.bm, blocks.bn, splits
         self.groups = groups
         bm, bn = self.bm, self.bn
@@ -145,7 +146,7 @@ class FlashSetup:
         else ``None``."""
         self.softmax: OnlineSoftmax | RegisterSoftmax = (
             RegisterSoftmax(self.s_lay.lay, self.sacc, self.probs, bm, typ,
-                            None if scaled is None else scaled[1])
+                            None if scaled is None else scaled[1], rescale_margin)
             if self.in_registers else OnlineSoftmax(self.ps, self.threads, typ, self.probs))
         self.body.add_ops([*tiles, *self.softmax.allocs(), self.sacc, self.oacc])
 

@@ -212,14 +212,22 @@ class FlashKernel(FlashSetup):
     def accumulate(self, kb_body: Block) -> None:
         """The output accumulators: rescaled, then ``+= Σ_j p·V`` over the key block."""
         out = self.chain.output
-        rescale, inner, ivs = self.o_lay.forall("rescale")
-        f = (self.softmax.stat(self.softmax.c_reg, ivs)
-             if isinstance(self.softmax, RegisterSoftmax)
-             else load_at(self.softmax.corr, self.o_lay.row(ivs)))
+        softmax = self.softmax
+        if isinstance(softmax, RegisterSoftmax) and softmax.margin >= 0:  # rows whose
+            # factor is 1 are skipped
+            rescale, inner, ivs = self.o_lay.forall_by_rows("rescale", softmax.unless_one)
+            f: SSAValue = softmax.corr_of(inner)
+        else:
+            rescale, inner, ivs = self.o_lay.forall("rescale")
+            factor_load = (softmax.stat(softmax.c_reg, ivs)
+                           if isinstance(softmax, RegisterSoftmax)
+                           else load_at(softmax.corr, self.o_lay.row(ivs)))
+            inner.add_op(factor_load)
+            f = factor_load.result
         o = loop.LoadOp(self.oacc.result, ident(len(ivs)), ivs)
-        o2 = arith.MulfOp(o.result, f.result)
-        inner.add_ops([f, o, o2, loop.StoreOp(o2.result, self.oacc.result, ident(len(ivs)),
-                                              ivs)])
+        o2 = arith.MulfOp(o.result, f)
+        inner.add_ops([o, o2, loop.StoreOp(o2.result, self.oacc.result, ident(len(ivs)), ivs)])
+        close_guards(rescale.body.block)
         kb_body.add_op(rescale)
         kb_body.add_ops(self.product(self.o_lay, self.oacc, self.bn, "jj", (self.probs, False),
                                      (self.vs, True), (out.p, out.v, out.mul), out.kernel))

@@ -29,6 +29,15 @@ partials are the 4 lanes of one quad: the three steps are one forall, each parti
 by ``tile.lane_reduce … lanes 4`` (two shuffles), with no shared partials and no barrier
 (:attr:`RegisterSoftmax.shuffled`).
 
+**Rescaling only where it pays** (``flash-attention{rescale_margin=N}``, off by default).
+The output accumulators of a row are rescaled only when its ``corr`` is not 1 (a branch a
+row, :meth:`RegisterSoftmax.unless_one`), and the running maximum moves only when a key
+block's exceeds it by more than ``N`` powers of two, so that after a row's first
+blocks most blocks leave it, and its factor 1, alone: ``p`` is then at most
+``2^margin`` instead of 1, which ``f32`` sums and a 16-bit ``P`` (``bf16``'s range; ``f16``
+to 65504) hold with the same relative rounding, and the output, divided by the same
+``l``, is the same softmax.
+
 A row whose scores are all ``-inf`` so far counts its maximum as 0 in the exponents, as in
 :mod:`~llmopt.passes.tile._online_softmax`. The output accumulators are rescaled by the
 ``corr`` of the same thread's registers, so the output product's layout must give every
@@ -45,12 +54,13 @@ and reads a few partials per row, and a key block has two barriers besides its f
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
-from xdsl.dialects import arith
+from xdsl.dialects import arith, scf
 from xdsl.dialects.builtin import MemRefType, StringAttr
 from xdsl.dialects.math import ExpOp
-from xdsl.ir import Attribute, Block, Operation, SSAValue
+from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.ir.affine import AffineDimExpr, AffineMap
 
 from llmopt.dialects import loop, tile
@@ -98,8 +108,14 @@ class RegisterSoftmax:
     a flash kernel of ``bm`` rows whose ``P`` goes to the shared tile ``probs``."""
 
     def __init__(self, lay: ThreadLayout, sacc: tile.AllocOp, probs: tile.AllocOp,
-                 bm: int, typ: Attribute, scale: float | None = None) -> None:
+                 bm: int, typ: Attribute, scale: float | None = None, margin: int = -1
+                 ) -> None:
         self.lay, self.sacc, self.probs, self.typ = lay, sacc, probs, typ
+        self.margin = margin
+        """With ``margin ≥ 0`` a row's output is rescaled only when its factor is not 1, and
+        its running maximum moves only when the key block's exceeds it by more than
+        ``margin · ln 2`` (``p`` then stays below ``2^margin``); -1: every row is rescaled
+        each key block, its maximum the largest score so far."""
         self.scale = scale
         """The statistics are of ``scale · s`` (the scores step left them unscaled), else
         of ``s``."""
@@ -214,15 +230,24 @@ class RegisterSoftmax:
             inner.add_ops([c, scaled_max])
             row_max = scaled_max.result
         m_old = self.stat(self.m_reg, ivs)
-        m_new = arith.MaximumfOp(m_old.result, row_max)
+        m_max = arith.MaximumfOp(m_old.result, row_max)
+        inner.add_ops([m_old, m_max])
+        m_new = m_max.result
+        if self.margin > 0:  # -inf + margin is -inf: a row's first scores always move it
+            margin = const_float(self.margin * math.log(2.0), self.typ)
+            bar = arith.AddfOp(m_old.result, margin.result)
+            grows = arith.CmpfOp(m_max.result, bar.result, "ogt")
+            kept = arith.SelectOp(grows.result, m_max.result, m_old.result)
+            inner.add_ops([margin, bar, grows, kept])
+            m_new = kept.result
         ninf, zero = const_float(NEG_INF, self.typ), const_float(0.0, self.typ)
-        empty = arith.CmpfOp(m_new.result, ninf.result, "oeq")
-        m_safe = arith.SelectOp(empty.result, zero.result, m_new.result)
+        empty = arith.CmpfOp(m_new, ninf.result, "oeq")
+        m_safe = arith.SelectOp(empty.result, zero.result, m_new)
         shift = arith.SubfOp(m_old.result, m_safe.result)
         corr = ExpOp(shift.result)
-        inner.add_ops([m_old, m_new, ninf, zero, empty, m_safe, shift, corr,
+        inner.add_ops([ninf, zero, empty, m_safe, shift, corr,
                        self._put(corr.results[0], self.c_reg, ivs),
-                       self._put(m_new.result, self.m_reg, ivs)])
+                       self._put(m_new, self.m_reg, ivs)])
         shifting, exp_shift = exponent_shift(m_safe.result, self.probs)
         inner.add_ops(shifting)
         cols, body, (j, rl) = loop_nest([self.cols, 2], ["j", "rl"], UNROLL)
@@ -239,6 +264,29 @@ class RegisterSoftmax:
         body.add_ops([store_at(stored, self.probs, self.row(ivs), col),
                       loop.StoreOp(value, self.sacc.result, at, cell)])
         return corr.results[0]
+
+    def unless_one(self, rows: Block, ivs: Sequence[SSAValue]) -> Block:
+        """In ``rows`` (a thread's rows of the output, ``ivs`` to ``rh``): load the row's
+        ``corr`` and branch on it differing from 1; returns the branch's body, which
+        :meth:`corr_of` reads the factor in. A row whose maximum stayed (``corr`` is exactly
+        1) skips rescaling its output accumulators."""
+        corr = self.stat(self.c_reg, ivs)
+        one = const_float(1.0, self.typ)
+        moved = arith.CmpfOp(corr.result, one.result, "une")
+        then = Block()
+        rows.add_ops([corr, one, moved, scf.IfOp(moved.result, [], Region(then))])
+        return then
+
+    @staticmethod
+    def corr_of(inner: Block) -> SSAValue:
+        """The ``corr`` :meth:`unless_one` loaded for the branch ``inner`` is nested in."""
+        branch = inner.parent_op()
+        while not isinstance(branch, scf.IfOp):
+            assert branch is not None
+            branch = branch.parent_op()
+        owner = branch.cond.owner
+        assert isinstance(owner, arith.CmpfOp)
+        return owner.lhs
 
     def _add_sum(self, inner: Block, ivs: Sequence[SSAValue], row_sum: SSAValue,
                  corr: SSAValue) -> None:

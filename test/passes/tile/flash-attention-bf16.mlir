@@ -7,6 +7,9 @@
 // RUN: llm-opt %s -p 'flash-attention{bm=16 bn=16 register_stats=false},loop-to-tile,async-copy,pad-shared,mma-fragments,vector-fragments,tile-to-kernel' --check-numerics 2>&1 >/dev/null | filecheck %s --check-prefix=NUM
 // RUN: llm-opt %s -p 'flash-attention{bm=16 bn=16 tensor_cores=false}' | filecheck %s --check-prefix=WIDE
 // RUN: llm-opt %s -p 'flash-attention{bm=16 bn=16 tensor_cores=false},loop-to-tile,async-copy,pad-shared,mma-fragments,vector-fragments,tile-to-kernel' --check-numerics 2>&1 >/dev/null | filecheck %s --check-prefix=NUM
+// RUN: llm-opt %s -p 'flash-attention{bm=16 bn=16 rescale_margin=8}' | filecheck %s --check-prefix=MARGIN
+// RUN: llm-opt %s -p 'flash-attention{bm=16 bn=16 rescale_margin=8},loop-to-tile,async-copy,pad-shared,mma-fragments,vector-fragments,tile-to-kernel' --check-numerics 2>&1 >/dev/null | filecheck %s --check-prefix=NUM
+// RUN: llm-opt %s -p 'flash-attention{bm=16 bn=16 rescale_margin=0},loop-to-tile,async-copy,pad-shared,mma-fragments,vector-fragments,tile-to-kernel' --check-numerics 2>&1 >/dev/null | filecheck %s --check-prefix=NUM
 // Causal grouped-query attention in bf16, as a bf16 TinyLlama-like layer leaves it after
 // fuse-kernels and hoist-reduce-factors (40 tokens: the last 16-row block is ragged): Q, K
 // and V are bf16, widened by arith.extf inside the two products' sums, which accumulate in
@@ -164,6 +167,19 @@ loop.kernel @index_map_102 (%16 = %15 : memref<1x40x64xbf16>, %17 = %v : memref<
 // SHARED:       loop.reduce add
 // SHARED-NEXT:    loop.load %pb
 // SHARED-NEXT:    arith.extf
+
+// With rescale_margin=8 a row's maximum moves only past 2^8 (ln 2 · 8 = 5.545), and a
+// row of the output is rescaled only when its factor is not 1 (rescale_margin=0: the
+// branch alone, the maximum moving at every increase).
+// MARGIN:      arith.maximumf
+// MARGIN-NEXT: arith.constant 5.54517746 : f32
+// MARGIN-NEXT: arith.addf
+// MARGIN-NEXT: arith.cmpf ogt
+// MARGIN-NEXT: arith.select
+// MARGIN:      arith.cmpf une, %{{.*}}, %{{.*}} : f32
+// MARGIN-NEXT: scf.if
+// MARGIN:      arith.mulf
+// MARGIN:      } {llmopt.role = "rescale", llmopt.layout = "mma"}
 
 // NUM: flash-attention {{.*}} ok
 // NUM: mma-fragments {{.*}} ok
