@@ -31,8 +31,10 @@ product, so ``fuse-kernels`` computes both rows in the consumer (two sums, as th
 gate and up projections are), and the rotary embeddings of the queries and keys, with the
 key cache append, become the projection's epilogue: one launch and one round trip through
 memory fewer in every layer of a decode step. The products of a prompt (more rows than
-``max_rows``) are tensor-core tiles whose epilogues read one column each; they are left
-alone.
+``max_rows``, 1 by default) are tensor-core tiles whose epilogues read one column each;
+they are left alone. Split, such a product would be one per head of ``c`` columns and two
+sums (a 16-token prompt's query projection: 32 products of 16 × 32 in 128 × 64 tiles,
+where it was one of 16 × 2048).
 """
 
 from __future__ import annotations
@@ -334,8 +336,8 @@ class IndexSetSplit(ModulePass):
 
     name = "index-set-split"
 
-    max_rows: int = 16
-    """Split only loops that read a product of at most this many rows."""
+    max_rows: int = 1
+    """Split only loops that read a product of at most this many rows (a decode step's)."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for kernel in [k for k in op.walk() if isinstance(k, loop.KernelOp)]:
