@@ -61,11 +61,9 @@ from xdsl.traits import is_side_effect_free
 from llmopt.dialects import loop
 from llmopt.dialects._syntax import constant_index
 from llmopt.passes._ir import nested_ops
+from llmopt.passes.loop._affine_ranges import canonical, simplify
 from llmopt.passes.loop._fuse_analysis import analyse_producer, rebuild
 from llmopt.passes.loop._fuse_rewrite import merge_identical
-
-Range = tuple[int, int]
-"""An inclusive integer interval."""
 
 #: arith.cmpi predicates (their numbers) as functions of the two operands.
 _PREDICATES = {
@@ -73,93 +71,6 @@ _PREDICATES = {
     2: lambda a, b: a < b, 3: lambda a, b: a <= b, 4: lambda a, b: a > b, 5: lambda a, b: a >= b,
     6: lambda a, b: a < b, 7: lambda a, b: a <= b, 8: lambda a, b: a > b, 9: lambda a, b: a >= b,
 }
-
-
-# --- affine expressions over known ranges ------------------------------------------------------
-
-def expr_range(expr: AffineExpr, ranges: dict[int, Range]) -> Range | None:
-    """The values ``expr`` takes with each dim in ``ranges``; ``None`` when a dim it uses
-    has none (or for a form this does not bound)."""
-    if isinstance(expr, AffineConstantExpr):
-        return expr.value, expr.value
-    if isinstance(expr, AffineDimExpr):
-        return ranges.get(expr.position)
-    if not isinstance(expr, AffineBinaryOpExpr):
-        return None
-    lhs = expr_range(expr.lhs, ranges)
-    rhs = expr_range(expr.rhs, ranges)
-    if lhs is None or rhs is None:
-        return None
-    if expr.kind == AffineBinaryOpKind.Add:
-        return lhs[0] + rhs[0], lhs[1] + rhs[1]
-    if expr.kind == AffineBinaryOpKind.Mul:
-        ends = [a * b for a in lhs for b in rhs]
-        return min(ends), max(ends)
-    if rhs[0] != rhs[1] or rhs[0] <= 0:
-        return None
-    m = rhs[0]
-    if expr.kind == AffineBinaryOpKind.FloorDiv:
-        return lhs[0] // m, lhs[1] // m
-    if expr.kind == AffineBinaryOpKind.Mod:
-        return (lhs[0] % m, lhs[1] % m) if lhs[0] // m == lhs[1] // m else (0, m - 1)
-    return None
-
-
-def simplify(expr: AffineExpr, ranges: dict[int, Range]) -> AffineExpr:
-    """``expr`` with each ``x mod m`` and ``x floordiv m`` whose ``x`` stays within one
-    multiple of ``m`` over ``ranges`` written without it (``x - q·m`` and ``q``)."""
-    if not isinstance(expr, AffineBinaryOpExpr):
-        return expr
-    lhs, rhs = simplify(expr.lhs, ranges), simplify(expr.rhs, ranges)
-    if expr.kind in (AffineBinaryOpKind.Mod, AffineBinaryOpKind.FloorDiv) and isinstance(
-            rhs, AffineConstantExpr) and rhs.value > 0:
-        span = expr_range(lhs, ranges)
-        if span is not None and span[0] // rhs.value == span[1] // rhs.value:
-            q = span[0] // rhs.value
-            if expr.kind == AffineBinaryOpKind.FloorDiv:
-                return AffineConstantExpr(q)
-            return rebuild(lhs + AffineConstantExpr(-q * rhs.value))
-    return rebuild(AffineBinaryOpExpr(expr.kind, lhs, rhs))
-
-
-def _linear(expr: AffineExpr) -> dict[int, int] | None:
-    """``expr`` as ``{dim position: coefficient}`` with the constant at ``-1``, or ``None``
-    when it is not linear (a ``mod``, a ``floordiv``, a product of dims)."""
-    if isinstance(expr, AffineConstantExpr):
-        return {-1: expr.value}
-    if isinstance(expr, AffineDimExpr):
-        return {expr.position: 1}
-    if not isinstance(expr, AffineBinaryOpExpr):
-        return None
-    lhs, rhs = _linear(expr.lhs), _linear(expr.rhs)
-    if lhs is None or rhs is None:
-        return None
-    if expr.kind == AffineBinaryOpKind.Add:
-        return {k: lhs.get(k, 0) + rhs.get(k, 0) for k in lhs.keys() | rhs.keys()}
-    if expr.kind == AffineBinaryOpKind.Mul:
-        for const, other in ((lhs, rhs), (rhs, lhs)):
-            if set(const) <= {-1}:
-                return {k: v * const.get(-1, 0) for k, v in other.items()}
-    return None
-
-
-def canonical(expr: AffineExpr) -> AffineExpr:
-    """``expr`` with each linear part written one way: its dims in order, each times its
-    coefficient, then the constant (two spellings of one index become one map)."""
-    terms = _linear(expr)
-    if terms is None:
-        if isinstance(expr, AffineBinaryOpExpr):
-            return rebuild(AffineBinaryOpExpr(expr.kind, canonical(expr.lhs),
-                                              canonical(expr.rhs)))
-        return expr
-    out: AffineExpr | None = None
-    for position in sorted(k for k, v in terms.items() if k >= 0 and v):
-        term = AffineDimExpr(position) * terms[position]
-        out = term if out is None else out + term
-    const = terms.get(-1, 0)
-    if out is None:
-        return AffineConstantExpr(const)
-    return rebuild(out + const) if const else rebuild(out)
 
 
 def _divides_dim(expr: AffineExpr, position: int, c: int) -> bool:
