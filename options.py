@@ -131,13 +131,16 @@ OPTIONS: dict[str, dict[str, Option]] = {
                      "coop_min": Option(IntRange(1), unset=False),
                      "max_grid": Option(IntRange(1, 2**31 - 1), unset=False)},
     "fuse-kernels": {"recompute_limit": Option(IntRange(0))},
+    "index-set-split": {"max_rows": Option(IntRange(0, 1 << 20), unset=False)},
     "recompute-into-products": {"min_bits": Option(_one_of(0, 8, 16, 32, 64))},
     "length-buckets": {"coop_rows": Option(IntRange(0, 64))},
     "flash-attention": {"bm": Option(IntRange(16, 1024, 16)),
                         "bn": Option(IntRange(16, 1024, 16)),
                         "warps": Option(IntRange(1, 32)), "stages": _knob("stages"),
                         "splits": Option(IntRange(1, 1024)), "tuned": Option(_one_of(0, 1)),
-                        "min_blocks": _knob("min_blocks")},
+                        "min_blocks": _knob("min_blocks"),
+                        # p stays below 2^N: f16's largest value is below 2^16
+                        "rescale_margin": Option(IntRange(-1, 15), unset=False)},
     "warp-gemv": {"rows": Option(IntRange(1, 8)),  # warp_gemv.MAX_ROWS
                   "chunks": Option(IntRange(1, 32), unset=False),
                   "prefetch_bytes": Option(IntRange(0, 1 << 20, 16), unset=False),
