@@ -1152,7 +1152,6 @@ def before_wait(op: Operation) -> bool:
             or is_side_effect_free(op) or op.has_trait(IsTerminator))
 
 
-
 def waits_first(block: Block) -> bool:
     """Whether every op of ``block`` (a kernel's body) that may touch memory, prefetches
     aside, runs after a ``kernel.wait_prior_grids`` on every path: before the block's first

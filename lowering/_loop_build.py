@@ -12,6 +12,7 @@ from xdsl.pattern_rewriter import (
     PatternRewriter,
 )
 from xdsl.rewriter import InsertPoint, Rewriter
+from xdsl.traits import is_side_effect_free
 
 from llmopt.dialects import loop, tile
 from llmopt.lowering._extents import ExtentError, minimum_of
@@ -64,9 +65,12 @@ def one_thread(ops: Sequence[Operation], rewriter: PatternRewriter,
     return forall
 
 
-def _reads_any(op: Operation, buffers: set[SSAValue]) -> bool:
-    """Whether ``op`` (region-less) loads from one of ``buffers``."""
-    return isinstance(op, loop.LoadOp) and op.buffer in buffers
+def _passable(op: Operation, written: set[SSAValue]) -> bool:
+    """Whether a store of one of ``written`` may move down past ``op``: a scalar op, or a
+    load of another buffer."""
+    if isinstance(op, loop.LoadOp):
+        return op.buffer not in written
+    return not op.regions and is_side_effect_free(op)
 
 
 def distribute_over_block(body: Block, rewriter: PatternRewriter) -> None:
@@ -80,8 +84,7 @@ def distribute_over_block(body: Block, rewriter: PatternRewriter) -> None:
         if isinstance(op, loop.StoreOp):
             stores.append(op)
             continue
-        if stores and not op.regions and not _reads_any(
-                op, {s.buffer for s in stores if isinstance(s, loop.StoreOp)}):
+        if stores and _passable(op, {s.buffer for s in stores if isinstance(s, loop.StoreOp)}):
             continue
         if stores:
             one_thread(stores, rewriter, before=op)
