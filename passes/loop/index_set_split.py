@@ -44,7 +44,7 @@ from math import prod
 
 from xdsl.context import Context
 from xdsl.dialects import arith, func
-from xdsl.dialects.builtin import IntegerAttr, MemRefType, ModuleOp, i1
+from xdsl.dialects.builtin import IndexType, IntegerAttr, MemRefType, ModuleOp, i1
 from xdsl.ir import Operation, SSAValue
 from xdsl.ir.affine import (
     AffineBinaryOpExpr,
@@ -216,16 +216,20 @@ def split(lp: loop.ForOp, c: int) -> loop.ForOp:
 
 def _fold_comparison(cmp: arith.CmpiOp, iv: SSAValue, offset: int, c: int) -> None:
     """Replace ``cmp`` (the loop variable ``iv + offset`` against a constant, ``iv`` in
-    ``[0, c)``) by the constant it is there."""
+    ``[0, c)``) by the constant it is there; one that varies over the piece (``==`` or
+    ``!=`` a value inside it) compares ``iv + offset`` instead."""
     flip = cmp.rhs is iv
     other = constant_index(cmp.lhs if flip else cmp.rhs)
     assert other is not None
     test = _PREDICATES[cmp.predicate.value.data]
     values = {test(other, x) if flip else test(x, other) for x in range(offset, offset + c)}
-    if len(values) != 1:
+    if len(values) == 1:
+        Rewriter.replace_op(cmp, arith.ConstantOp(IntegerAttr(int(values.pop()), i1)))
         return
-    const = arith.ConstantOp(IntegerAttr(int(values.pop()), i1))
-    Rewriter.replace_op(cmp, const)
+    shift = arith.ConstantOp(IntegerAttr(offset, IndexType()))
+    moved = arith.AddiOp(iv, shift.result)
+    Rewriter.insert_op([shift, moved], InsertPoint.before(cmp))
+    cmp.operands = [moved.result if v is iv else v for v in cmp.operands]
 
 
 def split_kernel(kernel: loop.KernelOp, max_rows: int) -> bool:

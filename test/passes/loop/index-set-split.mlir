@@ -8,7 +8,8 @@
 // row: two heads of eight, ``q[h, d] = p[8h + d]·cos[d] + rot(p)[8h + d]·sin[d]`` with
 // ``rot(p)[d] = d < 4 ? -p[d + 4] : p[d - 4]``. Inputs: (1) that embedding; (2) the same
 // over a projection of 32 rows (a prompt's): left alone; (3) a comparison with the loop
-// variable over a buffer no product fills: left alone.
+// variable over a buffer no product fills: left alone; (4) a comparison that is not one
+// value over a piece (`d != 4`): it compares `d + 4` in the second piece.
 
 // CHECK-LABEL: func.func @rotary
 // CHECK:       loop.kernel @rope
@@ -147,6 +148,42 @@ func.func @no_product(%q: memref<8xf32>) -> memref<8xf32> {
       %lo = loop.load %a[(%d - 4) mod 4] : memref<8xf32>
       %first = arith.cmpi ult, %d, %four : index
       %r = arith.select %first, %hi, %lo : f32
+      loop.store %r, %o[%d] : memref<8xf32>
+    }
+  }
+  func.return %out : memref<8xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @not_equal
+// CHECK:         loop.for %d = 0 to 4 {
+// CHECK-NOT:       arith.cmpi ne, %d,
+// CHECK:           %[[SHIFT:.*]] = arith.constant 4 : index
+// CHECK-NEXT:      %[[AT:.*]] = arith.addi %d, %[[SHIFT]] : index
+// CHECK-NEXT:      arith.cmpi ne, %[[AT]], %{{.*}} : index
+
+func.func @not_equal(%x: memref<1x32xf32>, %W: memref<8x32xf32>) -> memref<8xf32> {
+  %out = memref.alloc() : memref<8xf32>
+  %p = memref.alloc() : memref<8x1xf32>
+  loop.kernel @proj (%o = %p : memref<8x1xf32>, %a = %x : memref<1x32xf32>, %w = %W : memref<8x32xf32>) {
+    loop.for %n = 0 to 8 {
+      %acc = loop.reduce add %k = 0 to 32 : f32 {
+        %av = loop.load %a[0, %k] : memref<1x32xf32>
+        %wv = loop.load %w[%n, %k] : memref<8x32xf32>
+        %m = arith.mulf %av, %wv : f32
+        loop.yield %m : f32
+      }
+      loop.store %acc, %o[%n, 0] : memref<8x1xf32>
+    }
+  }
+  loop.kernel @pick (%o = %out : memref<8xf32>, %q = %p : memref<8x1xf32>) {
+    %four = arith.constant 4 : index
+    loop.for %d = 0 to 8 {
+      %v = loop.load %q[%d, 0] : memref<8x1xf32>
+      %hi = loop.load %q[%d mod 4, 0] : memref<8x1xf32>
+      %other = arith.cmpi ne, %d, %four : index
+      %r = arith.select %other, %v, %hi : f32
       loop.store %r, %o[%d] : memref<8xf32>
     }
   }
