@@ -174,9 +174,8 @@ RESCALE_MARGIN = -1
 """``rescale_margin`` by default: every row's output is rescaled each key block. With ``N ≥
 0`` a row's output is rescaled only when its factor is not 1, and its running maximum
 moves only when a key block's exceeds it by more than ``N`` powers of two (``p`` stays
-below ``2^N``; 8 is the margin of published flash kernels). Off until it is timed: what
-it does to the key-block loop's instructions and registers is in ``docs/performance.md``,
-*Attention's softmax, a second pass*."""
+below ``2^N``; 8 is the margin of published flash kernels). Off: timed, it was slower
+(``docs/performance.md``, *Attention's softmax, a second pass*)."""
 ROW_BLOCK = 64
 """Query blocks of a multiple of this many rows get a warp per 16 whole rows (``row_warps``,
 when the warps are not set): 64 rows, four warps — one warpgroup's ``m64`` accumulator."""
