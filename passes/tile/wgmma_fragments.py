@@ -46,7 +46,7 @@ accumulator values ``i = 4·j + 2·rh + rl``)::
 When the forall in front of the chunk loop only zeroes the accumulators (``llmopt.role =
 "init"``: a flash kernel's scores, computed afresh for each key block), the first product
 of each update starts from zero instead (``+ zeros(n)``, no loads of ``acc_u``) and that
-forall goes: ``2·N`` zeros a warpgroup no longer written into registers each key block.
+forall goes: ``N / 2`` zeros a thread no longer written into registers each key block.
 
 The pass also marks both tiles ``llmopt.swizzle = 128`` (``pad-shared`` leaves them unpadded;
 ``kernel-to-cuda`` lays them out for the descriptors).
