@@ -7,6 +7,7 @@ kernel binds, writes and reads. Nothing here changes the IR.
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass
 
 from xdsl.dialects import memref
@@ -276,9 +277,7 @@ def _points(load: loop.LoadOp, kernel: loop.KernelOp) -> list[tuple[int, ...]] |
     if any(v not in loops or loops[v].is_dynamic for v in ivs):
         return None
     extents = [loops[v].trip_count for v in ivs]
-    total = 1
-    for e in extents:
-        total *= e
+    total = math.prod(extents)
     if total > DISJOINT_PROBE:
         return None
     amap = load.map.data

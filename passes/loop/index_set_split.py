@@ -185,9 +185,9 @@ def _fold(ops: list[Operation]) -> None:
             Rewriter.erase_op(op)
 
 
-def split(lp: loop.ForOp, c: int) -> loop.ForOp:
-    """Replace ``lp`` by one loop of ``c`` iterations holding a copy of its body for each
-    piece (see the module docstring); returns the new loop."""
+def split(kernel: loop.KernelOp, lp: loop.ForOp, c: int) -> loop.ForOp:
+    """Replace ``lp`` (of ``kernel``) by one loop of ``c`` iterations holding a copy of its
+    body for each piece (see the module docstring); returns the new loop."""
     pieces = lp.trip_count // c
     new = loop.ForOp(c)
     new.iv.name_hint = lp.iv.name_hint
@@ -207,10 +207,7 @@ def split(lp: loop.ForOp, c: int) -> loop.ForOp:
                 elif isinstance(inner, arith.CmpiOp) and new.iv in inner.operands:
                     _fold_comparison(inner, new.iv, k * c, c)
     Rewriter.erase_op(lp)
-    kernel = new.parent_op()
-    while kernel is not None and not isinstance(kernel, loop.KernelOp):
-        kernel = kernel.parent_op()
-    _fold([op for op in nested_ops(kernel or new) if op is not kernel and op is not new])
+    _fold([op for op in nested_ops(kernel) if op is not kernel and op is not new])
     return new
 
 
@@ -238,7 +235,7 @@ def split_kernel(kernel: loop.KernelOp, max_rows: int) -> bool:
     for lp in [op for op in nested_ops(kernel) if isinstance(op, loop.ForOp)]:
         c = split_point(lp)
         if c is not None and reads_product_halves(kernel, lp, c, max_rows):
-            split(lp, c)
+            split(kernel, lp, c)
             changed = True
     if changed:
         merge_identical(kernel)

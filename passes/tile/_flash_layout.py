@@ -68,21 +68,24 @@ class Layout:
             forall.attributes["llmopt.layout"] = StringAttr("mma")
         return forall, inner, [*tivs, *nivs]
 
-    def forall_by_rows(self, role: str, when: Callable[[Block, list[SSAValue]], Block]
-                       ) -> tuple[tile.ForallOp, Block, list[SSAValue]]:
+    def forall_by_rows(self, role: str,
+                       when: Callable[[Block, list[SSAValue]], tuple[Block, SSAValue]]
+                       ) -> tuple[tile.ForallOp, Block, list[SSAValue], SSAValue]:
         """:meth:`forall` with the nest split after a thread's rows ``(i, rh)``: ``when``
         gets the rows' body and ivs and returns the block (a branch) that holds the
-        columns' nest ``(j, rl)``. Returns the forall, the body of that nest and the ivs."""
+        columns' nest ``(j, rl)`` and a value of the row it computed. Returns the forall,
+        the body of that nest, the ivs and that value."""
         forall, tivs = block_threads(list(self.lay.forall), list(self.lay.forall_names))
         names = list(self.lay.nest_names)
         rows, row_body, rivs = loop_nest(list(self.lay.nest[:2]), names[:2], UNROLL)
         forall.body.block.add_op(rows)
         cols, inner, civs = loop_nest(list(self.lay.nest[2:]), names[2:], UNROLL)
-        when(row_body, [*tivs, *rivs]).add_op(cols)
+        branch, row_value = when(row_body, [*tivs, *rivs])
+        branch.add_op(cols)
         forall.attributes["llmopt.role"] = StringAttr(role)
         if self.mma:
             forall.attributes["llmopt.layout"] = StringAttr("mma")
-        return forall, inner, [*tivs, *rivs, *civs]
+        return forall, inner, [*tivs, *rivs, *civs], row_value
 
     def registers(self, typ: Attribute, name: str) -> tile.AllocOp:
         alloc = tile.AllocOp("registers", MemRefType(typ, [*self.lay.forall,  # type: ignore[arg-type]

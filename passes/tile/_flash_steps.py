@@ -215,8 +215,7 @@ class FlashKernel(FlashSetup):
         softmax = self.softmax
         if isinstance(softmax, RegisterSoftmax) and softmax.margin >= 0:  # rows whose
             # factor is 1 are skipped
-            rescale, inner, ivs = self.o_lay.forall_by_rows("rescale", softmax.unless_one)
-            f: SSAValue = softmax.corr_of(inner)
+            rescale, inner, ivs, f = self.o_lay.forall_by_rows("rescale", softmax.unless_one)
         else:
             rescale, inner, ivs = self.o_lay.forall("rescale")
             factor_load = (softmax.stat(softmax.c_reg, ivs)

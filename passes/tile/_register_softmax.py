@@ -265,28 +265,17 @@ class RegisterSoftmax:
                       loop.StoreOp(value, self.sacc.result, at, cell)])
         return corr.results[0]
 
-    def unless_one(self, rows: Block, ivs: Sequence[SSAValue]) -> Block:
+    def unless_one(self, rows: Block, ivs: Sequence[SSAValue]) -> tuple[Block, SSAValue]:
         """In ``rows`` (a thread's rows of the output, ``ivs`` to ``rh``): load the row's
-        ``corr`` and branch on it differing from 1; returns the branch's body, which
-        :meth:`corr_of` reads the factor in. A row whose maximum stayed (``corr`` is exactly
-        1) skips rescaling its output accumulators."""
+        ``corr`` and branch on it differing from 1; returns the branch's body and ``corr``.
+        A row whose maximum stayed (``corr`` is exactly 1) skips rescaling its output
+        accumulators."""
         corr = self.stat(self.c_reg, ivs)
         one = const_float(1.0, self.typ)
         moved = arith.CmpfOp(corr.result, one.result, "une")
         then = Block()
         rows.add_ops([corr, one, moved, scf.IfOp(moved.result, [], Region(then))])
-        return then
-
-    @staticmethod
-    def corr_of(inner: Block) -> SSAValue:
-        """The ``corr`` :meth:`unless_one` loaded for the branch ``inner`` is nested in."""
-        branch = inner.parent_op()
-        while not isinstance(branch, scf.IfOp):
-            assert branch is not None
-            branch = branch.parent_op()
-        owner = branch.cond.owner
-        assert isinstance(owner, arith.CmpfOp)
-        return owner.lhs
+        return then, corr.result
 
     def _add_sum(self, inner: Block, ivs: Sequence[SSAValue], row_sum: SSAValue,
                  corr: SSAValue) -> None:
