@@ -13,7 +13,12 @@ one slot each, already exceed that half, so the block runs alone either way, or 
 ``alone``; ``kernel-to-cuda`` makes more than 48 KiB dynamic); ``S`` is lowered to what
 fits, down to 2. The bound ``n`` may also be a value ``arith.minui(x, N)`` (a causal
 attention's key blocks end at the diagonal's): ``S`` is then at most ``N + 1``, and the
-counters are carried, the chunk fetched wrapping at the value.
+counters are carried, the chunk fetched wrapping at the value. Such a loop's fills are
+guarded by that value: the prologue's fill of chunk ``p`` by ``p < n`` and a step's by
+``k0 + S-1-L < n`` (a uniform branch), so a loop shorter than its slots — a split of a decode
+step's keys with one key block, or none — copies no chunk it will not read, and the last
+steps fetch nothing. Unguarded, every block of a decode step whose split is empty read its
+slots' rows clamped into the cache, all of them the same last row.
 
 **Produces** ``S`` slots per tile (``tile.alloc shared`` ``[S, …]``, the chunk loop reading
 slot ``k0 mod S``) and fills made of ``tile.async_copy``: each copy moves ``V`` consecutive
@@ -206,9 +211,13 @@ class AsyncKLoop(RewritePattern):
         pro = Block(arg_types=[k0.type])
         p = pro.args[0]
         p.name_hint = "p"
-        for f, width in zip(found, widths, strict=True):
-            pro.add_op(async_fill(f, width, slots[f.store.buffer], k0, p, AffineDimExpr(0),
-                                  p, AffineDimExpr(0)))
+        fills = [async_fill(f, width, slots[f.store.buffer], k0, p, AffineDimExpr(0), p,
+                            AffineDimExpr(0)) for f, width in zip(found, widths, strict=True)]
+        if dynamic:  # only the chunks the loop has: a short loop's others are never read
+            has = arith.CmpiOp(p, op.ub, "slt")
+            pro.add_ops([has, scf.IfOp(has.result, [], [*fills, scf.YieldOp()])])
+        else:
+            pro.add_ops(fills)
         pro.add_ops([tile.AsyncCommitOp(), scf.YieldOp()])
         prologue = scf.ForOp(c0.result, cs.result, c1.result, [], Region(pro))
         prologue.attributes |= UNROLL | {"llmopt.role": StringAttr("prologue")}
@@ -219,9 +228,14 @@ class AsyncKLoop(RewritePattern):
         # Steady state: wait for chunk k0, then fetch chunk k0 + S-1-L.
         rewriter.insert([tile.AsyncWaitOp(ahead_by - 1), kernel.BarrierOp()],
                         InsertPoint.before(first))
-        for f, width in zip(found, widths, strict=True):
-            rewriter.insert(async_fill(f, width, slots[f.store.buffer], k0, fetch_of, ahead,
-                                       slot_of, ahead_slot), InsertPoint.before(f.forall))
+        fills = [async_fill(f, width, slots[f.store.buffer], k0, fetch_of, ahead, slot_of,
+                            ahead_slot) for f, width in zip(found, widths, strict=True)]
+        if dynamic:  # the last S-1-L steps fetch nothing: their chunks were read already
+            chunk = arith.AddiOp(k0, cs.result)
+            fresh = arith.CmpiOp(chunk.result, op.ub, "slt")
+            fills = [chunk, fresh, scf.IfOp(fresh.result, [], [*fills, scf.YieldOp()])]
+        rewriter.insert(fills, InsertPoint.before(found[0].forall))
+        for f in found:
             rewriter.erase(f.forall)
         rewriter.insert(tile.AsyncCommitOp(), InsertPoint.before(computing))
         rewriter.insert(tile.AsyncWaitOp(0), InsertPoint.after(op))

@@ -88,15 +88,31 @@
 // A loop whose fill is followed by a step other than a chunk loop, with a bound that is a
 // value, min(b + 1, 4) (Inputs/async-copy-steps.mlir): at most 4 chunks, so three slots;
 // the commit follows the fill, the step reads slot %slot, and the counters are carried, the
-// chunk fetched wrapping at the bound.
+// chunk fetched wrapping at the bound. Every fill is guarded by the bound: the prologue
+// fills chunk %p only if %p < bound (a block with one chunk fills one slot), a step fetches
+// only chunk k0 + 2 < bound (the last two fetch nothing); each commit stays unguarded, so
+// the waits count the same groups.
 // STEPS:      %[[T:.*]] = tile.alloc shared {llmopt.pad = 4 : i64} : memref<3x16x16xf32>
 // STEPS:      %[[UB:.*]] = arith.minui
-// STEPS:      scf.for %k0 = %{{.*}} to %[[UB]] step %{{.*}} iter_args(%slot = %{{.*}}, %fill_slot = %{{.*}}, %fetch = %{{.*}})
+// STEPS:      scf.for %p = %{{[0-9]+}} to %[[SA:[0-9]+]] step
+// STEPS-NEXT:   %[[HAS:.*]] = arith.cmpi slt, %p, %[[UB]] : index
+// STEPS-NEXT:   scf.if %[[HAS]] {
+// STEPS-NEXT:     tile.forall
+// STEPS-NEXT:       tile.async_copy %1[((%p * 16) + %{{.*}}), (%{{.*}} * 4)] to %[[T]][%p,
+// STEPS-NEXT:     } {llmopt.role = "stage"}
+// STEPS-NEXT:   }
+// STEPS-NEXT:   tile.async_commit
+// STEPS-NEXT: } {unroll = 0 : i64, llmopt.role = "prologue"}
+// STEPS-NEXT: scf.for %k0 = %{{.*}} to %[[UB]] step %{{.*}} iter_args(%slot = %{{.*}}, %fill_slot = %{{.*}}, %fetch = %{{.*}})
 // STEPS-NEXT:   tile.async_wait 1
 // STEPS-NEXT:   kernel.barrier
+// STEPS-NEXT:   %[[AHEAD:.*]] = arith.addi %k0, %[[SA]] : index
+// STEPS-NEXT:   %[[FRESH:.*]] = arith.cmpi slt, %[[AHEAD]], %[[UB]] : index
+// STEPS-NEXT:   scf.if %[[FRESH]] {
 // STEPS-NEXT:   tile.forall
 // STEPS-NEXT:     tile.async_copy %1[((%fetch * 16) + %{{.*}}), (%{{.*}} * 4)] to %[[T]][%fill_slot,
 // STEPS-NEXT:   } {llmopt.role = "stage"}
+// STEPS-NEXT:   }
 // STEPS-NEXT:   tile.async_commit
 // STEPS-NEXT:   tile.forall
 // STEPS:          loop.load %[[T]][%slot, %r, %{{.*}}]
