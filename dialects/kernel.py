@@ -810,10 +810,63 @@ class AsyncCopyOp(CopyBase):
     kernel ends). Until then ``dst`` holds undefined values for every thread, and other threads
     see the data only after the wait *and* a ``kernel.barrier``. Both element offsets must be
     multiples of ``count`` (the copy's size is its alignment).
+
+    With ``if %ok`` (``… count 8 if %ok : …``, ``%ok`` an ``i1``) a thread whose ``%ok`` is
+    false reads nothing and writes zeros (``cp.async``'s source size 0): the rows of a
+    ragged tile past the buffer's edge, whose values nobody stores, cost no memory
+    traffic. ``tile-to-kernel`` gives a clamped copy this condition (every clamped
+    coordinate within its limit); the source coordinates must still lie in the buffer.
     """
 
     name = "kernel.async_copy"
     WHAT: ClassVar[str] = "an asynchronous copy"
+    src = operand_def(MemRefType)  # declared again: the condition comes last
+    src_indices = var_operand_def(IndexType)
+    dst = operand_def(MemRefType)
+    dst_indices = var_operand_def(IndexType)
+    in_bounds = opt_operand_def(IntegerType(1))
+
+    def __init__(self, src: SSAValue, src_indices: Sequence[SSAValue], dst: SSAValue,
+                 dst_indices: Sequence[SSAValue], count: int,
+                 in_bounds: SSAValue | None = None) -> None:
+        IRDLOperation.__init__(
+            self, operands=[src, list(src_indices), dst, list(dst_indices),
+                            [] if in_bounds is None else [in_bounds]],
+            properties={"count": IntegerAttr(count, i64)})
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        print_access(printer, self.src, self.src_indices)
+        printer.print_string(" to ")
+        print_access(printer, self.dst, self.dst_indices)
+        printer.print_string(f" count {self.elements}")
+        if self.in_bounds is not None:
+            printer.print_string(" if ")
+            printer.print_ssa_value(self.in_bounds)
+        printer.print_op_attributes(self.attributes)
+        printer.print_string(" : ")
+        printer.print_attribute(self.src.type)
+        printer.print_string(" to ")
+        printer.print_attribute(self.dst.type)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> Self:
+        src, src_indices = parse_access(parser)
+        parser.parse_keyword("to")
+        dst, dst_indices = parse_access(parser)
+        parser.parse_keyword("count")
+        count = parse_i64(parser)
+        ok = parser.parse_unresolved_operand() if parser.parse_optional_keyword("if") else None
+        attrs = parser.parse_optional_attr_dict()
+        parser.parse_punctuation(":")
+        src_type = parser.parse_type()
+        parser.parse_keyword("to")
+        dst_type = parser.parse_type()
+        op = cls(parser.resolve_operand(src, src_type), src_indices,
+                 parser.resolve_operand(dst, dst_type), dst_indices, count,
+                 None if ok is None else parser.resolve_operand(ok, IntegerType(1)))
+        op.attributes |= attrs
+        return op
 
     def verify_(self) -> None:
         super().verify_()

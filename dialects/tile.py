@@ -630,7 +630,10 @@ class CopyBase(_Counted, IRDLOperation):
 
     With ``clamp`` (``%src[...] clamp to %dst[...]``) the source coordinates are clamped
     into the buffer first, as a clamped ``loop.load``'s: the innermost one to ``extent -
-    count`` (the last whole copy), the others to ``extent - 1``."""
+    count`` (the last whole copy), the others to ``extent - 1``. Such values past the edge
+    are the guard of a ragged tile, which no stored result may depend on: an asynchronous
+    copy may instead read nothing there and write zeros (``tile-to-kernel{zero_fill}``, the
+    default, where the innermost extent is a multiple of ``count``)."""
 
     src = operand_def(MemRefType)
     dst = operand_def(MemRefType)

@@ -599,7 +599,8 @@ def _copied(ev: SimtEvaluator, op: Operation, asynchronous: bool) -> InFlight:
     sizes = [int(n) for n in segments.get_values()]  # type: ignore[attr-defined]
     src_value, dst_value = op.operands[0], op.operands[1 + sizes[1]]
     src_idx = [ev.env[v] for v in op.operands[1:1 + sizes[1]]]
-    dst_idx = [ev.env[v] for v in op.operands[2 + sizes[1]:]]
+    dst_idx = [ev.env[v] for v in op.operands[2 + sizes[1]:2 + sizes[1] + sizes[3]]]
+    ok = ev.env[op.operands[-1]] if len(sizes) > 4 and sizes[4] else None
     src = buffer_of(kev, op, src_value)
     dst = buffer_of(kev, op, dst_value)
     if asynchronous and (id(src) in kev.local or id(dst) in kev.local):
@@ -609,16 +610,18 @@ def _copied(ev: SimtEvaluator, op: Operation, asynchronous: bool) -> InFlight:
     assert isinstance(src_value.type, MemRefType) and isinstance(dst_value.type, MemRefType)
     source = kev.copy_elements(op, src, _prefix(kev, src), src_idx, src_value.type, count)
     target = kev.copy_elements(op, dst, _prefix(kev, dst), dst_idx, dst_value.type, count)
-    flat, tids = kev.copy_lanes([*source, *target], count)
-    src_coords, dst_coords = tuple(flat[:len(source)]), tuple(flat[len(source):])
-    values = src[src_coords]
+    flat, tids = kev.copy_lanes([*source, *target, True if ok is None else ok], count)
+    src_coords = tuple(flat[:len(source)])
+    dst_coords = tuple(flat[len(source):len(source) + len(target)])
+    reading = flat[-1].astype(bool)  # ``if %ok``: the lanes whose ok is false write zeros
+    values = np.where(reading, src[src_coords], np.zeros((), src.dtype))
     src_loc = np.ravel_multi_index(src_coords, src.shape)
     dst_loc = np.ravel_multi_index(dst_coords, dst.shape)
     races = kev.races
     if races is not None:
         if id(src) not in kev.local and (src_shared or id(src) in races.tracks):
             races.names.setdefault(id(src), _name(src_value, "buffer"))
-            races.read(op, src, src_loc, tids, tids, src_shared)
+            races.read(op, src, src_loc[reading], tids[reading], tids[reading], src_shared)
         if id(dst) not in kev.local:
             races.write(op, dst, dst_loc, tids, dst_shared, _name(dst_value, "buffer"))
     return InFlight(op, dst, dst_shared, dst_loc, values, tids,

@@ -577,10 +577,25 @@ class KernelEmitter(ExprBuilder):
         self.add(cuda.DeclOp(name, cuda.PtrType(element), pointer, qualifiers=["const"]))
 
     def _emit_async_copy(self, op: kernel.AsyncCopyOp) -> None:
-        """``__pipeline_memcpy_async(&dst[offset], &src[offset], bytes);``."""
+        """``__pipeline_memcpy_async(&dst[offset], &src[offset], bytes);``; with ``if %ok``
+        ``asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::
+        "r"(shared address), "l"(global address), "r"(ok ? 16 : 0) : "memory");`` (``.ca`` for
+        4 and 8 bytes): a source size of 0 reads nothing and fills the bytes with zeros."""
         typ = op.src.type
         assert isinstance(typ, MemRefType)
         nbytes = op.elements * bit_width(typ.element_type) // 8
+        if op.in_bounds is not None:
+            dst_shared = self._shared_address(op.dst, op.dst_indices, op)
+            src_ptr = self.call("__cvta_generic_to_global",
+                                [self.unary("&", self.element(op.src, op.src_indices, op))],
+                                UI64)
+            read = self.ternary(self.expr(op.in_bounds), self.integer(nbytes, I32),
+                                self.integer(0, I32))
+            level = "cg" if nbytes == 16 else "ca"
+            self.add(cuda.AsmOp(f"cp.async.{level}.shared.global [%0], [%1], {nbytes}, %2;",
+                                [], [dst_shared, src_ptr, read], ["r", "l", "r"],
+                                volatile=True, memory=True))
+            return
         dst = self.unary("&", self.element(op.dst, op.dst_indices, op))
         src = self.unary("&", self.element(op.src, op.src_indices, op))
         size = self.integer(nbytes, I32)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from xdsl.dialects import arith
+from xdsl.dialects.builtin import MemRefType
 from xdsl.ir import SSAValue
 from xdsl.ir.affine import AffineMap
 from xdsl.pattern_rewriter import (
@@ -36,27 +38,58 @@ class LowerLoad(RewritePattern):
 
 
 def _source(op: tile.CopyBase | tile.PrefetchOp, affine: AffineEmitter, buffer: SSAValue,
-            amap: AffineMap) -> list[SSAValue]:
+            amap: AffineMap, clamps: list[tuple[SSAValue, SSAValue]] | None = None
+            ) -> list[SSAValue]:
     """The indices of the first of the ``count`` elements ``op`` takes from ``buffer``,
-    clamped into it for a ``clamp`` op (the innermost to ``extent - count``)."""
+    clamped into it for a ``clamp`` op (the innermost to ``extent - count``; each clamp's
+    coordinate and limit appended to ``clamps``)."""
     if op.clamped:
-        return affine.clamped(amap, clamp_shape(op, buffer), op.elements)
+        return affine.clamped(amap, clamp_shape(op, buffer), op.elements, clamps)
     return affine.results(amap)
+
+
+def _in_bounds(emit: Emitter, clamps: list[tuple[SSAValue, SSAValue]]) -> SSAValue:
+    """``coordinate ≤ limit`` for every clamp, and-ed: the copy reads what it was asked."""
+    conditions = [emit(arith.CmpiOp(value, limit, "sle")) for value, limit in clamps]
+    ok = conditions[0]
+    for other in conditions[1:]:
+        ok = emit(arith.AndIOp(ok, other))
+    return ok
+
+
+def _whole_copies(op: tile.CopyBase) -> bool:
+    """Whether the source's innermost extent is static and a multiple of the copy's count,
+    so that a copy past the clamp's limit is past the buffer with all its elements."""
+    typ = op.src.type
+    assert isinstance(typ, MemRefType)
+    inner = typ.get_shape()[-1]
+    return inner >= 0 and inner % op.elements == 0
 
 
 @dataclass
 class LowerCopy(RewritePattern):
     """``tile.copy``/``tile.async_copy %s[map_s(ivs)] to %d[map_d(ivs)]`` → index arithmetic
-    + ``kernel.copy``/``kernel.async_copy %s[...] to %d[...]``."""
+    + ``kernel.copy``/``kernel.async_copy %s[...] to %d[...]``. With ``zero_fill`` a clamped
+    asynchronous copy is ``kernel.async_copy … if %ok``, ``%ok`` true where no coordinate
+    was clamped: the copies of rows past a ragged edge then read nothing (zeros) instead of
+    the buffer's last row again."""
+
+    zero_fill: bool = True
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: tile.CopyBase, rewriter: PatternRewriter) -> None:
         emit = Emitter(rewriter, InsertPoint.before(op))
         affine = AffineEmitter(emit, op.indices)
-        src = _source(op, affine, op.src, op.src_map.data)
+        clamps: list[tuple[SSAValue, SSAValue]] = []
+        src = _source(op, affine, op.src, op.src_map.data, clamps)
         dst = affine.results(op.dst_map.data)
-        cls = kernel.AsyncCopyOp if isinstance(op, tile.AsyncCopyOp) else kernel.CopyOp
-        new = cls(op.src, src, op.dst, dst, op.elements)
+        new: kernel.CopyOp | kernel.AsyncCopyOp
+        if isinstance(op, tile.AsyncCopyOp):
+            ok = (_in_bounds(emit, clamps) if self.zero_fill and clamps and _whole_copies(op)
+                  else None)
+            new = kernel.AsyncCopyOp(op.src, src, op.dst, dst, op.elements, ok)
+        else:
+            new = kernel.CopyOp(op.src, src, op.dst, dst, op.elements)
         new.attributes |= op.attributes
         rewriter.replace(op, new)
 

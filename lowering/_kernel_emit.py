@@ -188,22 +188,27 @@ class AffineEmitter:
         """One ``index`` value per result of ``amap``."""
         return [self.expr(e)[0] for e in amap.results]
 
-    def clamped(self, amap: AffineMap, shape: Sequence[int | SSAValue], last: int = 1
-                ) -> list[SSAValue]:
+    def clamped(self, amap: AffineMap, shape: Sequence[int | SSAValue], last: int = 1,
+                clamps: list[tuple[SSAValue, SSAValue]] | None = None) -> list[SSAValue]:
         """The results of ``amap`` clamped from above into a buffer of ``shape`` (the
         innermost to ``extent - last``; a runtime extent is an ``index`` value): an
         ``arith.minsi`` wherever the range analysis cannot show the coordinate is below
-        the limit already."""
+        the limit already. Each clamp's coordinate and limit are appended to ``clamps``
+        (when given)."""
         out = []
         for d, e in enumerate(amap.results):
             value, (_, hi) = self.expr(e)
             below = last if d == len(shape) - 1 else 1
             extent = shape[d]
+            limit: SSAValue | None = None
             if isinstance(extent, SSAValue):
                 limit = self.emit(arith.SubiOp(extent, self.emit.index(below)))
-                value = self.emit(arith.MinSIOp(value, limit))
             elif hi is None or hi > extent - below:
-                value = self.emit(arith.MinSIOp(value, self.emit.index(extent - below)))
+                limit = self.emit.index(extent - below)
+            if limit is not None:
+                if clamps is not None:
+                    clamps.append((value, limit))
+                value = self.emit(arith.MinSIOp(value, limit))
             out.append(value)
         return out
 

@@ -73,6 +73,26 @@ kernel.func @staged(%x: memref<4x64xf32>, %h: memref<4x64xf16>, %y: memref<4x64x
 """Each block stages its row of ``x`` (16-byte copies) and of ``h`` (two 4-byte copies of
 f16 a thread) in shared memory, in two groups; ``y = x + h``."""
 
+GUARDED = STAGED.replace(
+    "kernel.async_copy %x[%b, %i] to %s[%i] count 4 :",
+    "%ok = arith.cmpi ult, %t, %c2 : index\n"
+    "  kernel.async_copy %x[%b, %i] to %s[%i] count 4 if %ok :").replace(
+    "kernel.async_copy %h[%b, %i2] to %sh[%i2] count 2 :",
+    "%low = arith.cmpi ult, %b, %c2 : index\n"
+    "  kernel.async_copy %h[%b, %i2] to %sh[%i2] count 2 if %low :")
+"""``STAGED`` with conditions: threads 0 and 1 copy ``x`` (the rest of each row is zeros),
+and only blocks 0 and 1 copy their second halves of ``h`` (16-byte and 4-byte copies that
+read nothing and write zeros where the condition is false)."""
+
+
+def _guarded_want(x: np.ndarray, h: np.ndarray) -> np.ndarray:
+    """What :data:`GUARDED` computes."""
+    xs = np.zeros_like(x)
+    xs[:, :8] = x[:, :8]
+    hs = h.astype(np.float32).reshape(4, 16, 2, 2)
+    hs[2:, :, 1] = 0
+    return xs + hs.reshape(4, 64)
+
 
 
 
@@ -82,6 +102,29 @@ def test_interpreted_result() -> None:
     x, h = random_inputs(module, seed=0)
     (y,) = run(module, [x, h])
     np.testing.assert_array_equal(y, x + h.astype(np.float32))
+
+
+def test_guarded_copies_interpreted() -> None:
+    """A copy whose condition is false writes zeros (race checks on)."""
+    module = Parser(make_context(), GUARDED).parse_module()
+    x, h = random_inputs(module, seed=1)
+    (y,) = run(module, [x, h])
+    np.testing.assert_array_equal(y, _guarded_want(x, h))
+
+
+def test_guarded_copies_cuda() -> None:
+    """A guarded copy is ``cp.async`` with a source size of ``ok ? bytes : 0`` (``.cg`` for
+    16 bytes, ``.ca`` for 4), and compiles with NVRTC for sm_90."""
+    source = cuda_source(lower(GUARDED))
+    text = flat(source)
+    assert ('asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" : : '
+            '"r"((unsigned int)__cvta_generic_to_shared(&s[i])), '
+            '"l"(__cvta_generic_to_global(&x[b * 64 + i])), '
+            '"r"(((unsigned long long)t < 2ull) ? 16 : 0) : "memory");') in text
+    assert '"cp.async.ca.shared.global [%0], [%1], 4, %2;"' in text
+    assert "__pipeline_memcpy_async(&sh[i], &h[b * 64 + i], 4);" in text  # unguarded
+    cubin = compile_cuda(source, arch="sm_90", cache=NO_CACHE)
+    assert cubin[:4] == b"\x7fELF"
 
 
 def test_cuda_text() -> None:
@@ -161,3 +204,18 @@ def test_gpu_staged_copies() -> None:
     h = torch.randn(4, 64, device="cuda", dtype=torch.float16)
     (y,) = program(x, h)
     torch.testing.assert_close(y, x + h.float(), rtol=0, atol=0)
+
+
+@pytest.mark.gpu
+def test_gpu_guarded_copies() -> None:
+    """The guarded kernel matches the interpreter's zeros on the GPU."""
+    import torch
+
+    from llmopt.codegen.executor import CompiledProgram
+
+    program = CompiledProgram(lower(GUARDED))
+    x = torch.randn(4, 64, device="cuda")
+    h = torch.randn(4, 64, device="cuda", dtype=torch.float16)
+    (y,) = program(x, h)
+    want = _guarded_want(x.cpu().numpy(), h.cpu().numpy())
+    torch.testing.assert_close(y.cpu(), torch.from_numpy(want), rtol=0, atol=0)

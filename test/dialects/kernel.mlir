@@ -58,7 +58,7 @@ kernel.func @with_local(%o: memref<256xf32>) block [256, 1, 1] {
 // CHECK-NEXT: kernel.load %[[ACC]][%{{.*}}, %{{.*}}] : memref<2x4xf32>
 
 // Asynchronous copies into a shared buffer: 16 bytes of f32 and 4 bytes of f16 a thread,
-// a commit and waits.
+// the second only where %ok (zeros elsewhere), a commit and waits.
 kernel.func @async(%x: memref<4x64xf32>, %h: memref<64xf16>) block [16, 1, 1] {
   %s = kernel.shared : memref<64xf32>
   %sh = kernel.shared : memref<2x64xf16>
@@ -68,7 +68,8 @@ kernel.func @async(%x: memref<4x64xf32>, %h: memref<64xf16>) block [16, 1, 1] {
   %c0 = arith.constant 0 : index
   %i = arith.muli %t, %c4 : index
   kernel.async_copy %x[%b, %i] to %s[%i] count 4 : memref<4x64xf32> to memref<64xf32>
-  kernel.async_copy %h[%i] to %sh[%c0, %i] count 2 {note = "half"} : memref<64xf16> to memref<2x64xf16>
+  %ok = arith.cmpi slt, %b, %c4 : index
+  kernel.async_copy %h[%i] to %sh[%c0, %i] count 2 if %ok {note = "half"} : memref<64xf16> to memref<2x64xf16>
   kernel.async_commit
   kernel.async_wait 1
   kernel.async_wait 0 {note = "all"}
@@ -81,7 +82,8 @@ kernel.func @async(%x: memref<4x64xf32>, %h: memref<64xf16>) block [16, 1, 1] {
 // CHECK-NEXT: %[[SH:.*]] = kernel.shared : memref<2x64xf16>
 // CHECK: %[[I:.*]] = arith.muli
 // CHECK-NEXT: kernel.async_copy %{{.*}}[%{{.*}}, %[[I]]] to %[[S]][%[[I]]] count 4 : memref<4x64xf32> to memref<64xf32>
-// CHECK-NEXT: kernel.async_copy %{{.*}}[%[[I]]] to %[[SH]][%{{.*}}, %[[I]]] count 2 {note = "half"} : memref<64xf16> to memref<2x64xf16>
+// CHECK-NEXT: %[[OK:.*]] = arith.cmpi slt
+// CHECK-NEXT: kernel.async_copy %{{.*}}[%[[I]]] to %[[SH]][%{{.*}}, %[[I]]] count 2 if %[[OK]] {note = "half"} : memref<64xf16> to memref<2x64xf16>
 // CHECK-NEXT: kernel.async_commit
 // CHECK-NEXT: kernel.async_wait 1
 // CHECK-NEXT: kernel.async_wait 0 {note = "all"}

@@ -256,6 +256,29 @@ def test_kernel_wait_completes_the_copies(parse: Parse, sync: str, ok: bool) -> 
         assert np.isnan(y).all()
 
 
+def test_kernel_copy_if_false_writes_zeros(parse: Parse) -> None:
+    """``kernel.async_copy … if %ok``: the threads whose ``%ok`` is false (here every other
+    one, and every thread of block 3) write zeros and read nothing; the others copy."""
+    text = edit(KERNEL_ROWS.format(sync="kernel.async_commit\n kernel.async_wait 0\n"
+                                        " kernel.barrier"),
+                "kernel.async_copy %x[%b, %i] to %s[%i] count 4 :",
+                """%c0 = arith.constant 0 : index
+  %c2 = arith.constant 2 : index
+  %c3 = arith.constant 3 : index
+  %parity = arith.remui %t, %c2 : index
+  %even = arith.cmpi eq, %parity, %c0 : index
+  %first = arith.cmpi ult, %b, %c3 : index
+  %ok = arith.andi %even, %first : i1
+  kernel.async_copy %x[%b, %i] to %s[%i] count 4 if %ok :""")
+    module = parse(text)
+    (x,) = random_inputs(module, seed=5)
+    (y,) = run(module, [x])
+    want = x.copy()
+    want.reshape(4, 16, 4)[:, 1::2] = 0  # odd threads' four floats
+    want[3] = 0  # block 3
+    np.testing.assert_array_equal(y, want)
+
+
 def test_kernel_missing_barrier_after_wait_is_a_race(parse: Parse) -> None:
     """The wait makes a thread's own copies complete; others need a barrier to see them."""
     module = parse(KERNEL_ROWS.format(sync="kernel.async_commit\n kernel.async_wait 0"))
