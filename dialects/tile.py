@@ -632,8 +632,8 @@ class CopyBase(_Counted, IRDLOperation):
     into the buffer first, as a clamped ``loop.load``'s: the innermost one to ``extent -
     count`` (the last whole copy), the others to ``extent - 1``. Such values past the edge
     are the guard of a ragged tile, which no stored result may depend on: an asynchronous
-    copy may instead read nothing there and write zeros (``tile-to-kernel{zero_fill}``, the
-    default, where the innermost extent is a multiple of ``count``)."""
+    copy may instead read nothing there and write zeros (``tile-to-kernel{zero_fill=true}``,
+    where the innermost extent is a multiple of ``count``)."""
 
     src = operand_def(MemRefType)
     dst = operand_def(MemRefType)

@@ -74,7 +74,7 @@ class LowerCopy(RewritePattern):
     was clamped: the copies of rows past a ragged edge then read nothing (zeros) instead of
     the buffer's last row again."""
 
-    zero_fill: bool = True
+    zero_fill: bool = False
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: tile.CopyBase, rewriter: PatternRewriter) -> None:

@@ -46,12 +46,12 @@ Matches every ``tile.kernel`` and, inside the resulting kernels, every ``tile.fo
 * ``tile.copy``/``tile.async_copy %src[map_s(ivs)] to %dst[map_d(ivs)] count n`` →
   ``kernel.copy``/``kernel.async_copy %src[...] to %dst[...] count n``, both index lists
   computed like a ``loop.load``'s (a ``tile.alloc registers`` side loses its distributed
-  dimensions, as in loads and stores); a clamped ``tile.async_copy`` whose source's
-  innermost extent is static and a multiple of its count also gets ``if %ok``, every
-  clamped coordinate at most its limit (option ``zero_fill``): where ``%ok`` is false the
-  copy reads nothing and writes zeros, so the rows of a ragged tile past the edge cost no
-  memory traffic (each used to read the buffer's last row, every block of a row band the
-  same few lines at once); ``tile.async_commit``/``async_wait`` →
+  dimensions, as in loads and stores); with option ``zero_fill`` (off by default) a clamped
+  ``tile.async_copy`` whose source's innermost extent is static and a multiple of its count
+  also gets ``if %ok``, every clamped coordinate at most its limit: where ``%ok`` is false
+  the copy reads nothing and writes zeros, so the rows of a ragged tile past the edge cost
+  no memory traffic (without it each reads the buffer's last row, every block of a row band
+  the same few lines at once); ``tile.async_commit``/``async_wait`` →
   ``kernel.async_commit``/``async_wait``.
 * Inside a ``tile.forall over blocks`` the ops directly in its body run one after another
   for the whole block: a ``kernel.barrier`` is inserted between two of them when one writes
@@ -153,14 +153,14 @@ class TileToKernel(ModulePass):
     (default ``true``): a cooperative reduction whose static length the block's threads
     divide folds each thread's points in a fixed loop marked for full unrolling, so their
     loads are in flight at once; ``false`` keeps the strided loop for every reduction (the
-    form to compare with). Option ``zero_fill`` (default ``true``): a clamped asynchronous
+    form to compare with). Option ``zero_fill`` (default ``false``): a clamped asynchronous
     copy reads nothing where a coordinate was clamped (``kernel.async_copy … if %ok``, zeros
-    written); ``false`` reads the buffer's last row or column again there."""
+    written) instead of the buffer's last row or column again."""
 
     name = "tile-to-kernel"
 
     unroll_folds: bool = True
-    zero_fill: bool = True
+    zero_fill: bool = False
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         taken: set[str] = set()
@@ -180,7 +180,7 @@ class TileToKernel(ModulePass):
         DedupKernels().apply(ctx, op)
         walk(InsertRowBarriers())
         walk(LowerAlloc())
-        walk(LowerLoad(), LowerStore(), LowerCopy(self.zero_fill), LowerPrefetch(), LowerAsyncCommit(),
-             LowerAsyncWait())
+        walk(LowerLoad(), LowerStore(), LowerCopy(self.zero_fill), LowerPrefetch(),
+             LowerAsyncCommit(), LowerAsyncWait())
         walk(LowerForall(), LowerCoopReduce(self.unroll_folds), LowerLaneReduce(), LowerFor(),
              LowerReduce())

@@ -1,8 +1,8 @@
-// RUN: llm-opt %s --split-input-file -p tile-to-kernel | filecheck %s
-// RUN: llm-opt %s --split-input-file -p "tile-to-kernel,canonicalize,cse,kernel-to-cuda{index_bitwidth=64}" -t cuda | filecheck %s --check-prefix=CUDA
-// RUN: llm-opt %s --split-input-file -p "tile-to-kernel{zero_fill=false},canonicalize,cse,kernel-to-cuda" --check-numerics 2>&1 >/dev/null | filecheck %s --check-prefix=NUM
-// RUN: llm-opt %s --split-input-file -p "tile-to-kernel{zero_fill=false}" | filecheck %s --check-prefix=CLAMP
-// RUN: llm-opt %s --split-input-file -p "tile-to-kernel{zero_fill=false},canonicalize,cse,kernel-to-cuda{index_bitwidth=64}" -t cuda | filecheck %s --check-prefix=CLAMPCUDA
+// RUN: llm-opt %s --split-input-file -p "tile-to-kernel{zero_fill=true}" | filecheck %s
+// RUN: llm-opt %s --split-input-file -p "tile-to-kernel{zero_fill=true},canonicalize,cse,kernel-to-cuda{index_bitwidth=64}" -t cuda | filecheck %s --check-prefix=CUDA
+// RUN: llm-opt %s --split-input-file -p tile-to-kernel,canonicalize,cse,kernel-to-cuda --check-numerics 2>&1 >/dev/null | filecheck %s --check-prefix=NUM
+// RUN: llm-opt %s --split-input-file -p tile-to-kernel | filecheck %s --check-prefix=CLAMP
+// RUN: llm-opt %s --split-input-file -p "tile-to-kernel,canonicalize,cse,kernel-to-cuda{index_bitwidth=64}" -t cuda | filecheck %s --check-prefix=CLAMPCUDA
 // Clamped loads and copies, the guards of a ragged tile: a coordinate the range analysis
 // cannot bound below the buffer's last index goes through `arith.minsi` with it (for a
 // copy of n elements, the innermost with `extent - n`); coordinates it can bound stay as
@@ -35,11 +35,11 @@ func.func @rows(%x: memref<20x8xf32>) -> memref<2x16x8xf32> {
 // -----
 
 // A 16-byte copy of four floats from rows 16·b + t of a 20 x 8 buffer into a shared tile:
-// the row is clamped to 19, the column (at most 4, its last whole copy) is left alone. By
-// default (zero_fill) the copy also reads only where the row was within 19: rows 20-31 read
-// nothing and are zeros (cp.async's source size 0), the values of a ragged edge that a real
-// schedule never stores. This kernel stores them, so it reads them back as zeros: the
-// numerics are compared with zero_fill=false, where they are row 19 again.
+// the row is clamped to 19, the column (at most 4, its last whole copy) is left alone
+// (CLAMP). With zero_fill the copy also reads only where the row was within 19: rows 20-31
+// read nothing and are zeros (cp.async's source size 0), the values of a ragged edge that a
+// real schedule never stores. This kernel stores them, so it would read them back as zeros:
+// the numerics are compared without zero_fill, where they are row 19 again.
 func.func @copies(%x: memref<20x8xf32>) -> memref<2x16x8xf32> {
   %out = memref.alloc() : memref<2x16x8xf32>
   tile.kernel @copies grid [2, 1, 1] block [32, 1, 1] (%a = %x : memref<20x8xf32>, %o = %out : memref<2x16x8xf32>) {
