@@ -39,7 +39,7 @@ from xdsl.irdl import (
     traits_def,
     var_operand_def,
 )
-from xdsl.parser import Parser
+from xdsl.parser import Parser, UnresolvedOperand
 from xdsl.printer import Printer
 from xdsl.traits import (
     IsolatedFromAbove,
@@ -714,9 +714,13 @@ def check_prefetch(op: Operation, buffer: SSAValue, count: int) -> None:
 
 
 def print_copy_suffix(printer: Printer, op: Operation, src: SSAValue, dst: SSAValue,
-                      count: int) -> None:
-    """`` count N {attrs} : src-type to dst-type``: the common end of every copy op's text."""
+                      count: int, condition: SSAValue | None = None) -> None:
+    """`` count N [if %c] {attrs} : src-type to dst-type``: the common end of every copy
+    op's text."""
     printer.print_string(f" count {count}")
+    if condition is not None:
+        printer.print_string(" if ")
+        printer.print_ssa_value(condition)
     printer.print_op_attributes(op.attributes)
     printer.print_string(" : ")
     printer.print_attribute(src.type)
@@ -725,15 +729,27 @@ def print_copy_suffix(printer: Printer, op: Operation, src: SSAValue, dst: SSAVa
 
 
 def parse_copy_suffix(parser: Parser) -> tuple[int, dict[str, Attribute], Attribute, Attribute]:
-    """Parse what :func:`print_copy_suffix` prints: the count, the attributes and the two
-    buffer types."""
+    """Parse what :func:`print_copy_suffix` prints without a condition: the count, the
+    attributes and the two buffer types."""
+    count, condition, attrs, src_type, dst_type = parse_conditional_copy_suffix(parser)
+    if condition is not None:
+        parser.raise_error("this copy takes no condition ('if')")
+    return count, attrs, src_type, dst_type
+
+
+def parse_conditional_copy_suffix(parser: Parser) -> tuple[
+        int, UnresolvedOperand | None, dict[str, Attribute], Attribute, Attribute]:
+    """Parse what :func:`print_copy_suffix` prints: the count, the condition (unresolved, or
+    ``None``), the attributes and the two buffer types."""
     parser.parse_keyword("count")
     count = parse_i64(parser)
+    condition = (parser.parse_unresolved_operand() if parser.parse_optional_keyword("if")
+                 else None)
     attrs = parser.parse_optional_attr_dict()
     parser.parse_punctuation(":")
     src_type = parser.parse_type()
     parser.parse_keyword("to")
-    return count, attrs, src_type, parser.parse_type()
+    return count, condition, attrs, src_type, parser.parse_type()
 
 
 class CopyBase(IRDLOperation):
@@ -839,29 +855,14 @@ class AsyncCopyOp(CopyBase):
         print_access(printer, self.src, self.src_indices)
         printer.print_string(" to ")
         print_access(printer, self.dst, self.dst_indices)
-        printer.print_string(f" count {self.elements}")
-        if self.in_bounds is not None:
-            printer.print_string(" if ")
-            printer.print_ssa_value(self.in_bounds)
-        printer.print_op_attributes(self.attributes)
-        printer.print_string(" : ")
-        printer.print_attribute(self.src.type)
-        printer.print_string(" to ")
-        printer.print_attribute(self.dst.type)
+        print_copy_suffix(printer, self, self.src, self.dst, self.elements, self.in_bounds)
 
     @classmethod
     def parse(cls, parser: Parser) -> Self:
         src, src_indices = parse_access(parser)
         parser.parse_keyword("to")
         dst, dst_indices = parse_access(parser)
-        parser.parse_keyword("count")
-        count = parse_i64(parser)
-        ok = parser.parse_unresolved_operand() if parser.parse_optional_keyword("if") else None
-        attrs = parser.parse_optional_attr_dict()
-        parser.parse_punctuation(":")
-        src_type = parser.parse_type()
-        parser.parse_keyword("to")
-        dst_type = parser.parse_type()
+        count, ok, attrs, src_type, dst_type = parse_conditional_copy_suffix(parser)
         op = cls(parser.resolve_operand(src, src_type), src_indices,
                  parser.resolve_operand(dst, dst_type), dst_indices, count,
                  None if ok is None else parser.resolve_operand(ok, IntegerType(1)))
@@ -1241,6 +1242,6 @@ __all__ = [
     "REGISTER_ACTIONS", "PROGRAMMATIC", "CARVEOUT", "DIMS",
     "PREFETCH_GRANULE",
     "check_prefetch", "waits_first", "before_wait", "LENGTH_ATTR",
-    "COPY_BYTES", "CopyBase", "CopyOp", "check_copy", "check_pending", "parse_copy_suffix",
-    "print_copy_suffix",
+    "COPY_BYTES", "CopyBase", "CopyOp", "check_copy", "check_pending",
+    "parse_conditional_copy_suffix", "parse_copy_suffix", "print_copy_suffix",
 ]

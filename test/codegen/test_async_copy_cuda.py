@@ -4,6 +4,7 @@ the primitives of ``<cuda_pipeline_primitives.h>``; the source compiles with NVR
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from io import StringIO
 
 import numpy as np
@@ -192,30 +193,25 @@ def test_address_of_is_verified(text: str, message: str) -> None:
 # --- on the GPU ---------------------------------------------------------------------------------
 
 
+def _staged_want(x: np.ndarray, h: np.ndarray) -> np.ndarray:
+    """What :data:`STAGED` computes."""
+    return x + h.astype(np.float32)
+
+
 @pytest.mark.gpu
-def test_gpu_staged_copies() -> None:
-    """The staged kernel matches torch on the GPU."""
+@pytest.mark.parametrize("text,want", [(STAGED, _staged_want), (GUARDED, _guarded_want)],
+                         ids=["staged", "guarded"])
+def test_gpu_staged_copies(text: str, want: Callable[[np.ndarray, np.ndarray], np.ndarray]
+                           ) -> None:
+    """The staged kernel matches torch on the GPU, and the guarded one the interpreter's
+    zeros."""
     import torch
 
     from llmopt.codegen.executor import CompiledProgram
 
-    program = CompiledProgram(lower(STAGED))
+    program = CompiledProgram(lower(text))
     x = torch.randn(4, 64, device="cuda")
     h = torch.randn(4, 64, device="cuda", dtype=torch.float16)
     (y,) = program(x, h)
-    torch.testing.assert_close(y, x + h.float(), rtol=0, atol=0)
-
-
-@pytest.mark.gpu
-def test_gpu_guarded_copies() -> None:
-    """The guarded kernel matches the interpreter's zeros on the GPU."""
-    import torch
-
-    from llmopt.codegen.executor import CompiledProgram
-
-    program = CompiledProgram(lower(GUARDED))
-    x = torch.randn(4, 64, device="cuda")
-    h = torch.randn(4, 64, device="cuda", dtype=torch.float16)
-    (y,) = program(x, h)
-    want = _guarded_want(x.cpu().numpy(), h.cpu().numpy())
-    torch.testing.assert_close(y.cpu(), torch.from_numpy(want), rtol=0, atol=0)
+    expected = torch.from_numpy(want(x.cpu().numpy(), h.cpu().numpy()))
+    torch.testing.assert_close(y.cpu(), expected, rtol=0, atol=0)

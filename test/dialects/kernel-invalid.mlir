@@ -107,6 +107,18 @@ kernel.func @k(%a: memref<64xf32>) block [8, 1, 1] {
 
 // -----
 
+// Only an asynchronous copy takes a condition.
+kernel.func @k(%a: memref<64xf32>) block [8, 1, 1] {
+  %s = kernel.shared : memref<64xf32>
+  %t = kernel.thread_id x
+  %ok = arith.constant true
+  kernel.copy %a[%t] to %s[%t] count 4 if %ok : memref<64xf32> to memref<64xf32>
+  kernel.return
+}
+// CHECK: this copy takes no condition ('if')
+
+// -----
+
 kernel.func @k(%a: memref<64xi32>) block [8, 1, 1] {
   %s = kernel.shared : memref<64xf32>
   %t = kernel.thread_id x
