@@ -830,8 +830,9 @@ class AsyncCopyOp(CopyBase):
     With ``if %ok`` (``… count 8 if %ok : …``, ``%ok`` an ``i1``) a thread whose ``%ok`` is
     false reads nothing and writes zeros (``cp.async``'s source size 0): the rows of a
     ragged tile past the buffer's edge, whose values nobody stores, cost no memory
-    traffic. ``tile-to-kernel`` gives a clamped copy this condition (every clamped
-    coordinate within its limit); the source coordinates must still lie in the buffer.
+    traffic. ``tile-to-kernel{zero_fill=true}`` gives a clamped copy this condition (every
+    clamped coordinate within its limit); the source coordinates must still lie in the
+    buffer.
     """
 
     name = "kernel.async_copy"

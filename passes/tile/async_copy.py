@@ -17,8 +17,9 @@ counters are carried, the chunk fetched wrapping at the value. Such a loop's fil
 guarded by that value: the prologue's fill of chunk ``p`` by ``p < n`` and a step's by
 ``k0 + S-1-L < n`` (a uniform branch), so a loop shorter than its slots — a split of a decode
 step's keys with one key block, or none — copies no chunk it will not read, and the last
-steps fetch nothing. Unguarded, every block of a decode step whose split is empty read its
-slots' rows clamped into the cache, all of them the same last row.
+steps fetch nothing. Why: unguarded, a block of a decode step whose split of the keys is
+empty fills its slots with rows clamped into the cache, every one of them the cache's last
+row, the same few lines for hundreds of blocks at once.
 
 **Produces** ``S`` slots per tile (``tile.alloc shared`` ``[S, …]``, the chunk loop reading
 slot ``k0 mod S``) and fills made of ``tile.async_copy``: each copy moves ``V`` consecutive
