@@ -586,14 +586,12 @@ class KernelEmitter(ExprBuilder):
         nbytes = op.elements * bit_width(typ.element_type) // 8
         if op.in_bounds is not None:
             dst_shared = self._shared_address(op.dst, op.dst_indices, op)
-            src_ptr = self.call("__cvta_generic_to_global",
-                                [self.unary("&", self.element(op.src, op.src_indices, op))],
-                                UI64)
+            src_global = self._global_address(op.src, op.src_indices, op)
             read = self.ternary(self.expr(op.in_bounds), self.integer(nbytes, I32),
                                 self.integer(0, I32))
             level = "cg" if nbytes == 16 else "ca"
             self.add(cuda.AsmOp(f"cp.async.{level}.shared.global [%0], [%1], {nbytes}, %2;",
-                                [], [dst_shared, src_ptr, read], ["r", "l", "r"],
+                                [], [dst_shared, src_global, read], ["r", "l", "r"],
                                 volatile=True, memory=True))
             return
         dst = self.unary("&", self.element(op.dst, op.dst_indices, op))
@@ -611,11 +609,17 @@ class KernelEmitter(ExprBuilder):
         typ = op.buffer.type
         assert isinstance(typ, MemRefType)
         nbytes = op.elements * bit_width(typ.element_type) // 8
-        address = self.unary("&", self.element(op.buffer, op.indices, op))
-        to_global = self.call("__cvta_generic_to_global", [address], UI64)
+        to_global = self._global_address(op.buffer, op.indices, op)
         self.add(cuda.AsmOp("cp.async.bulk.prefetch.L2.global [%0], %1;", [],
                             [to_global, self.integer(nbytes, I32)], ["l", "r"], volatile=True,
                             memory=True))
+
+    def _global_address(self, buffer: SSAValue, indices: Sequence[SSAValue],
+                        op: Operation) -> SSAValue:
+        """``__cvta_generic_to_global(&buffer[offset])``: the global-memory address of an
+        element, as PTX's ``global`` instructions take it."""
+        address = self.unary("&", self.element(buffer, indices, op))
+        return self.call("__cvta_generic_to_global", [address], UI64)
 
     def _shared_address(self, buffer: SSAValue, indices: Sequence[SSAValue],
                         op: Operation) -> SSAValue:
